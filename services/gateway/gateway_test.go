@@ -5,80 +5,28 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/fakeengine"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/services/gateway"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
 
-// fakeEngine is an EngineService whose methods are function fields, so each
-// test states just the behaviour it needs.
-type fakeEngine struct {
-	penguinv1.UnimplementedEngineServiceServer
-	createSession func(context.Context, *penguinv1.CreateSessionRequest) (*penguinv1.CreateSessionResponse, error)
-	getSession    func(context.Context, *penguinv1.GetSessionRequest) (*penguinv1.GetSessionResponse, error)
-	run           func(*penguinv1.RunRequest, grpc.ServerStreamingServer[penguinv1.RunResponse]) error
-	attach        func(*penguinv1.AttachRequest, grpc.ServerStreamingServer[penguinv1.AttachResponse]) error
-	approve       func(context.Context, *penguinv1.ApproveRequest) (*penguinv1.ApproveResponse, error)
-	abort         func(context.Context, *penguinv1.AbortRequest) (*penguinv1.AbortResponse, error)
-	exportTrace   func(*penguinv1.ExportTraceRequest, grpc.ServerStreamingServer[penguinv1.ExportTraceResponse]) error
-}
-
-func (f *fakeEngine) CreateSession(ctx context.Context, r *penguinv1.CreateSessionRequest) (*penguinv1.CreateSessionResponse, error) {
-	return f.createSession(ctx, r)
-}
-func (f *fakeEngine) GetSession(ctx context.Context, r *penguinv1.GetSessionRequest) (*penguinv1.GetSessionResponse, error) {
-	return f.getSession(ctx, r)
-}
-func (f *fakeEngine) Run(r *penguinv1.RunRequest, s grpc.ServerStreamingServer[penguinv1.RunResponse]) error {
-	return f.run(r, s)
-}
-func (f *fakeEngine) Attach(r *penguinv1.AttachRequest, s grpc.ServerStreamingServer[penguinv1.AttachResponse]) error {
-	return f.attach(r, s)
-}
-func (f *fakeEngine) Approve(ctx context.Context, r *penguinv1.ApproveRequest) (*penguinv1.ApproveResponse, error) {
-	return f.approve(ctx, r)
-}
-func (f *fakeEngine) Abort(ctx context.Context, r *penguinv1.AbortRequest) (*penguinv1.AbortResponse, error) {
-	return f.abort(ctx, r)
-}
-func (f *fakeEngine) ExportTrace(r *penguinv1.ExportTraceRequest, s grpc.ServerStreamingServer[penguinv1.ExportTraceResponse]) error {
-	return f.exportTrace(r, s)
-}
-
-// start serves fake over gRPC on a loopback port and the gateway over HTTP in
-// front of it.
-func start(t *testing.T, fake *fakeEngine, opts gateway.Options) *httptest.Server {
+// start serves the gateway over HTTP in front of fake.
+func start(t *testing.T, fake *fakeengine.Engine, opts gateway.Options) *httptest.Server {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	penguinv1.RegisterEngineServiceServer(srv, fake)
-	go func() { _ = srv.Serve(lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	web := httptest.NewServer(gateway.New(penguinv1.NewEngineServiceClient(conn), opts))
-	t.Cleanup(func() {
-		web.Close()
-		_ = conn.Close()
-		srv.Stop()
-	})
+	web := httptest.NewServer(gateway.New(fakeengine.Start(t, fake), opts))
+	t.Cleanup(web.Close)
 	return web
 }
 
@@ -104,12 +52,12 @@ func do(t *testing.T, method, url, body string, header ...string) (*http.Respons
 
 func TestSessionRoutesMapEngineAnswers(t *testing.T) {
 	var got *penguinv1.CreateSessionRequest
-	fake := &fakeEngine{
-		createSession: func(_ context.Context, r *penguinv1.CreateSessionRequest) (*penguinv1.CreateSessionResponse, error) {
+	fake := &fakeengine.Engine{
+		CreateSessionFunc: func(_ context.Context, r *penguinv1.CreateSessionRequest) (*penguinv1.CreateSessionResponse, error) {
 			got = r
 			return &penguinv1.CreateSessionResponse{Session: &penguinv1.Session{SessionId: "s-1", Model: r.GetModel()}}, nil
 		},
-		getSession: func(_ context.Context, r *penguinv1.GetSessionRequest) (*penguinv1.GetSessionResponse, error) {
+		GetSessionFunc: func(_ context.Context, r *penguinv1.GetSessionRequest) (*penguinv1.GetSessionResponse, error) {
 			return nil, status.Errorf(codes.NotFound, "session %q does not exist", r.GetSessionId())
 		},
 	}
@@ -139,7 +87,7 @@ func TestSessionRoutesMapEngineAnswers(t *testing.T) {
 }
 
 func TestBearerTokenIsRequired(t *testing.T) {
-	fake := &fakeEngine{getSession: func(context.Context, *penguinv1.GetSessionRequest) (*penguinv1.GetSessionResponse, error) {
+	fake := &fakeengine.Engine{GetSessionFunc: func(context.Context, *penguinv1.GetSessionRequest) (*penguinv1.GetSessionResponse, error) {
 		return &penguinv1.GetSessionResponse{Session: &penguinv1.Session{SessionId: "s"}}, nil
 	}}
 	web := start(t, fake, gateway.Options{AuthToken: "sesame"})
@@ -158,8 +106,8 @@ func TestTaskApprovalAndAbortRoutes(t *testing.T) {
 	var mu sync.Mutex
 	var approved *penguinv1.ApproveRequest
 	busy := false
-	fake := &fakeEngine{
-		run: func(r *penguinv1.RunRequest, s grpc.ServerStreamingServer[penguinv1.RunResponse]) error {
+	fake := &fakeengine.Engine{
+		RunFunc: func(r *penguinv1.RunRequest, s grpc.ServerStreamingServer[penguinv1.RunResponse]) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if busy {
@@ -171,13 +119,13 @@ func TestTaskApprovalAndAbortRoutes(t *testing.T) {
 			busy = true
 			return s.Send(&penguinv1.RunResponse{Event: &penguinv1.RunEvent{Sequence: 7, Event: &penguinv1.RunEvent_Message{Message: omni.UserText(r.GetPrompt())}}})
 		},
-		approve: func(_ context.Context, r *penguinv1.ApproveRequest) (*penguinv1.ApproveResponse, error) {
+		ApproveFunc: func(_ context.Context, r *penguinv1.ApproveRequest) (*penguinv1.ApproveResponse, error) {
 			mu.Lock()
 			approved = r
 			mu.Unlock()
 			return &penguinv1.ApproveResponse{}, nil
 		},
-		abort: func(context.Context, *penguinv1.AbortRequest) (*penguinv1.AbortResponse, error) {
+		AbortFunc: func(context.Context, *penguinv1.AbortRequest) (*penguinv1.AbortResponse, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			was := busy
@@ -264,7 +212,7 @@ func TestStreamResumesFromLastEventID(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var afters []int64
-	fake := &fakeEngine{attach: func(r *penguinv1.AttachRequest, s grpc.ServerStreamingServer[penguinv1.AttachResponse]) error {
+	fake := &fakeengine.Engine{AttachFunc: func(r *penguinv1.AttachRequest, s grpc.ServerStreamingServer[penguinv1.AttachResponse]) error {
 		mu.Lock()
 		afters = append(afters, r.GetAfterSequence())
 		mu.Unlock()
@@ -355,7 +303,7 @@ func sawHeartbeat(body io.Reader) bool {
 }
 
 func TestTraceDownload(t *testing.T) {
-	fake := &fakeEngine{exportTrace: func(r *penguinv1.ExportTraceRequest, s grpc.ServerStreamingServer[penguinv1.ExportTraceResponse]) error {
+	fake := &fakeengine.Engine{ExportTraceFunc: func(r *penguinv1.ExportTraceRequest, s grpc.ServerStreamingServer[penguinv1.ExportTraceResponse]) error {
 		if r.GetSessionId() != "s-1" {
 			return status.Error(codes.NotFound, "no such session")
 		}
