@@ -1,0 +1,222 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Exit statuses of a task, as the shell sees them.
+const (
+	ExitCompleted = 0
+	ExitFailed    = 1
+	ExitAborted   = 130
+)
+
+// Approver answers approval requests that reach a person.
+type Approver interface {
+	// Decide returns allow or deny for the call.
+	Decide(ctx context.Context, req *penguinv1.ApprovalRequest) (penguinv1.Decision, error)
+}
+
+// LineApprover asks on out and reads the answer from a line of in: Enter,
+// y or yes allows, n or no denies, as the reference CLI does.
+type LineApprover struct {
+	In  *bufio.Reader
+	Out io.Writer
+}
+
+// Decide prompts for one call.
+func (a *LineApprover) Decide(ctx context.Context, req *penguinv1.ApprovalRequest) (penguinv1.Decision, error) {
+	call := req.GetToolCall()
+	fmt.Fprintf(a.Out, "Allow %s %s? [Y/n] ", call.GetName(), call.GetArguments())
+	type answer struct {
+		line string
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		line, err := a.In.ReadString('\n')
+		got <- answer{line, err}
+	}()
+	select {
+	case <-ctx.Done():
+		return penguinv1.Decision_DECISION_DENY, ctx.Err()
+	case ans := <-got:
+		if ans.err != nil && ans.line == "" {
+			// No one is there to answer: the safe answer is deny.
+			return penguinv1.Decision_DECISION_DENY, nil
+		}
+		switch strings.ToLower(strings.TrimSpace(ans.line)) {
+		case "", "y", "yes":
+			return penguinv1.Decision_DECISION_ALLOW, nil
+		default:
+			return penguinv1.Decision_DECISION_DENY, nil
+		}
+	}
+}
+
+// TaskOptions describe one task for RunTask.
+type TaskOptions struct {
+	SessionID     string
+	Prompt        string
+	Images        []string
+	ThinkingLevel penguinv1.ThinkingLevel
+	ApprovalMode  penguinv1.ApprovalMode
+	// Approver answers approval requests; nil denies them.
+	Approver Approver
+	// Reattach bounds how many times a dropped stream is attached again
+	// from the last event seen before RunTask gives up.
+	Reattach int
+}
+
+// eventStream is what Run and Attach streams have in common.
+type eventStream interface {
+	Recv() (*penguinv1.RunEvent, error)
+}
+
+type runStream struct {
+	s interface {
+		Recv() (*penguinv1.RunResponse, error)
+	}
+}
+
+func (r runStream) Recv() (*penguinv1.RunEvent, error) {
+	resp, err := r.s.Recv()
+	return resp.GetEvent(), err
+}
+
+type attachStream struct {
+	s interface {
+		Recv() (*penguinv1.AttachResponse, error)
+	}
+}
+
+func (a attachStream) Recv() (*penguinv1.RunEvent, error) {
+	resp, err := a.s.Recv()
+	return resp.GetEvent(), err
+}
+
+// RunTask runs one task on a session and renders it. Cancelling ctx aborts
+// the task (the engine is told, and the stream is read to its end so the
+// abort is shown). A stream that drops is attached again from the last
+// sequence number seen, so nothing is lost. It returns the exit status.
+func RunTask(ctx context.Context, engine penguinv1.EngineServiceClient, opts TaskOptions, r *Renderer) (int, error) {
+	// The stream must outlive ctx so the abort can be watched to its end.
+	streamCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	run, err := engine.Run(streamCtx, &penguinv1.RunRequest{
+		SessionId: opts.SessionID, Prompt: opts.Prompt, Images: opts.Images,
+		ThinkingLevel: opts.ThinkingLevel, ApprovalMode: opts.ApprovalMode,
+	})
+	if err != nil {
+		return ExitFailed, err
+	}
+	aborted := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_, _ = engine.Abort(actx, &penguinv1.AbortRequest{SessionId: opts.SessionID, Reason: "interrupted from the terminal"})
+			close(aborted)
+		case <-streamCtx.Done():
+		}
+	}()
+
+	var stream eventStream = runStream{run}
+	var last int64
+	reattach := opts.Reattach
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if st, ok := status.FromError(err); ok && (st.Code() == codes.Unavailable || st.Code() == codes.Internal) && reattach > 0 && last > 0 {
+				reattach--
+				att, aerr := engine.Attach(streamCtx, &penguinv1.AttachRequest{SessionId: opts.SessionID, AfterSequence: last, UntilIdle: true})
+				if aerr == nil {
+					stream = attachStream{att}
+					continue
+				}
+			}
+			return ExitFailed, err
+		}
+		last = ev.GetSequence()
+		r.Event(ev)
+		if req := ev.GetApprovalRequest(); req != nil {
+			decision := penguinv1.Decision_DECISION_DENY
+			if opts.Approver != nil {
+				if d, derr := opts.Approver.Decide(ctx, req); derr == nil {
+					decision = d
+				}
+			}
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			_, aerr := engine.Approve(actx, &penguinv1.ApproveRequest{
+				SessionId: opts.SessionID, ToolCallId: req.GetToolCall().GetToolCallId(), Decision: decision, Origin: req.GetOrigin(),
+			})
+			cancel()
+			if aerr != nil && status.Code(aerr) != codes.NotFound {
+				return ExitFailed, fmt.Errorf("answer approval: %w", aerr)
+			}
+		}
+		if s := ev.GetState(); s != nil && s.GetState() == penguinv1.SessionState_SESSION_STATE_IDLE {
+			break
+		}
+	}
+	select {
+	case <-aborted:
+		return ExitAborted, nil
+	default:
+	}
+	return exitStatus(r.LastState()), nil
+}
+
+// exitStatus maps how a task ended to the shell's exit status.
+func exitStatus(s *penguinv1.RunStateChange) int {
+	switch s.GetStatus() {
+	case penguinv1.StopReason_STOP_REASON_COMPLETED:
+		return ExitCompleted
+	case penguinv1.StopReason_STOP_REASON_ABORTED:
+		return ExitAborted
+	default:
+		return ExitFailed
+	}
+}
+
+// ParseApprovalMode reads the CLI spelling of an approval mode.
+func ParseApprovalMode(s string) (penguinv1.ApprovalMode, error) {
+	switch s {
+	case "allow-all":
+		return penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL, nil
+	case "deny-all":
+		return penguinv1.ApprovalMode_APPROVAL_MODE_DENY_ALL, nil
+	case "read-only":
+		return penguinv1.ApprovalMode_APPROVAL_MODE_READ_ONLY, nil
+	case "always-ask":
+		return penguinv1.ApprovalMode_APPROVAL_MODE_ALWAYS_ASK, nil
+	}
+	return 0, fmt.Errorf("approval mode %q: want allow-all, deny-all, read-only or always-ask", s)
+}
+
+// ParseThinkingLevel reads the CLI spelling of a thinking level; the empty
+// string means the session's default.
+func ParseThinkingLevel(s string) (penguinv1.ThinkingLevel, error) {
+	if s == "" {
+		return penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED, nil
+	}
+	v, ok := penguinv1.ThinkingLevel_value["THINKING_LEVEL_"+strings.ToUpper(s)]
+	if !ok || v == 0 {
+		return 0, fmt.Errorf("thinking level %q: want none, low, medium, high, xhigh or max", s)
+	}
+	return penguinv1.ThinkingLevel(v), nil
+}
