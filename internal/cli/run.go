@@ -55,12 +55,18 @@ func (a *LineApprover) Decide(ctx context.Context, req *penguinv1.ApprovalReques
 			// No one is there to answer: the safe answer is deny.
 			return penguinv1.Decision_DECISION_DENY, nil
 		}
-		switch strings.ToLower(strings.TrimSpace(ans.line)) {
-		case "", "y", "yes":
-			return penguinv1.Decision_DECISION_ALLOW, nil
-		default:
-			return penguinv1.Decision_DECISION_DENY, nil
-		}
+		return parseAnswer(ans.line), nil
+	}
+}
+
+// parseAnswer reads a person's answer to an approval prompt: Enter, y or
+// yes allows; anything else denies.
+func parseAnswer(line string) penguinv1.Decision {
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "", "y", "yes":
+		return penguinv1.Decision_DECISION_ALLOW
+	default:
+		return penguinv1.Decision_DECISION_DENY
 	}
 }
 

@@ -1,0 +1,243 @@
+package agentstate
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// PromptVars are the facts of one session that the system prompt may
+// mention. Zero fields take a default where one exists (Now: the current
+// time, Platform and OSVersion: this host, AgentID: the directory's name).
+type PromptVars struct {
+	// Workspace is the session's working directory ({{CWD}}).
+	Workspace string
+	// TemporaryWorkspace marks a workspace allocated for this session
+	// only; it gets no workspace memory.
+	TemporaryWorkspace bool
+	// Provider and ModelID are the session's model.
+	Provider string
+	ModelID  string
+	// SessionID is the session's id.
+	SessionID string
+	// AgentID overrides the agent's id.
+	AgentID string
+	// AppDataDir is Penguin's data root ({{PROJECT_DIR}}), presented to the
+	// model as the app data directory so it is not mistaken for the task's.
+	AppDataDir string
+	// Now is the time {{DATE}} shows.
+	Now time.Time
+	// Platform and OSVersion describe the host commands run on.
+	Platform  string
+	OSVersion string
+}
+
+// placeholderRe matches {{NAME}}.
+var placeholderRe = regexp.MustCompile(`\{\{([A-Z][A-Z0-9_]*)\}\}`)
+
+// SystemPrompt assembles the system prompt from the template in
+// Config.SystemPrompt. Placeholders:
+//
+//	{{AGENTS_MD}}               the text of AGENTS.md
+//	{{SKILLS}}                  the skills section (Config.Skills), or nothing when off
+//	{{VAULT}}                   the vault section (Config.Vault), or nothing when off
+//	{{MEMORY}}                  the memory section (Config.Memory), or nothing when off
+//	{{SKILL_METADATA}}          one "- name: description (path)" line per skill
+//	{{VAULT_KEYS}}              one "- NAME" line per vault key; never a value
+//	{{USER_MEMORY_INDEX}}       the user scope's MEMORY.md, capped
+//	{{USER_MEMORY_DIR}}         the user scope's directory
+//	{{WORKSPACE_MEMORY_INDEX}}  the workspace scope's MEMORY.md, capped
+//	{{WORKSPACE_MEMORY_DIR}}    the workspace scope's directory
+//	{{CWD}}                     the workspace
+//	{{PROJECT_DIR}}             the app data directory
+//	{{AGENT_ID}}, {{AGENT_STATE_DIR}}, {{SESSION_ID}}, {{PROVIDER}}, {{MODEL_ID}},
+//	{{PLATFORM}}, {{OS_VERSION}}, {{DATE}}
+//
+// SKILL_METADATA and VAULT_KEYS belong in the section templates but also
+// work in the main one (older templates put them there), and honour the
+// section's toggle either way. Every substitution is a single pass: text
+// that comes in through a placeholder (AGENTS.md, a memory index, a skill
+// description) is never scanned again, so placeholder-like text in it
+// stays as written. Unknown placeholders are left as they are. Paths are
+// written with forward slashes on every platform.
+func (s *State) SystemPrompt(v PromptVars) string {
+	simple := s.simpleVars(v)
+	lookup := func(extra map[string]string) func(string) (string, bool) {
+		return func(name string) (string, bool) {
+			if val, ok := extra[name]; ok {
+				return val, true
+			}
+			val, ok := simple[name]
+			return val, ok
+		}
+	}
+
+	vaultKeys, skillMeta := "", ""
+	if s.Config.Vault.Enabled {
+		vaultKeys = s.vaultKeyLines()
+	}
+	if s.Config.Skills.Enabled {
+		skillMeta = skillMetadata(s.Skills)
+	}
+	inner := map[string]string{"VAULT_KEYS": vaultKeys, "SKILL_METADATA": skillMeta}
+
+	sections := map[string]string{
+		"AGENTS_MD":      strings.TrimRight(s.AgentsMD, "\n"),
+		"VAULT_KEYS":     vaultKeys,
+		"SKILL_METADATA": skillMeta,
+		"VAULT":          "",
+		"SKILLS":         "",
+		"MEMORY":         "",
+	}
+	if s.Config.Vault.Enabled {
+		sections["VAULT"] = strings.TrimRight(expand(s.Config.Vault.Prompt, lookup(inner)), "\n")
+	}
+	if s.Config.Skills.Enabled {
+		sections["SKILLS"] = strings.TrimRight(expand(s.Config.Skills.Prompt, lookup(inner)), "\n")
+	}
+	if s.Config.Memory.Enabled {
+		sections["MEMORY"] = s.memorySection(v, lookup)
+	}
+	return expand(s.Config.SystemPrompt, lookup(sections))
+}
+
+// memorySection renders the user part, plus the workspace part in a
+// persistent workspace.
+func (s *State) memorySection(v PromptVars, lookup func(map[string]string) func(string) (string, bool)) string {
+	user := s.UserMemoryDir()
+	vars := map[string]string{
+		"USER_MEMORY_DIR":   filepath.ToSlash(user),
+		"USER_MEMORY_INDEX": memoryIndex(user),
+	}
+	out := expand(s.Config.Memory.Prompt, lookup(vars))
+	if v.Workspace != "" && !v.TemporaryWorkspace && strings.TrimSpace(s.Config.Memory.WorkspacePrompt) != "" {
+		dir := s.WorkspaceMemoryDir(v.Workspace)
+		vars["WORKSPACE_MEMORY_DIR"] = filepath.ToSlash(dir)
+		vars["WORKSPACE_MEMORY_INDEX"] = memoryIndex(dir)
+		if out != "" && !strings.HasSuffix(out, "\n") {
+			out += "\n"
+		}
+		out += "\n" + expand(s.Config.Memory.WorkspacePrompt, lookup(vars))
+	}
+	return strings.TrimRight(out, "\n")
+}
+
+// simpleVars are the placeholders that are plain facts of the session.
+func (s *State) simpleVars(v PromptVars) map[string]string {
+	now := v.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	platform := v.Platform
+	if platform == "" {
+		platform = runtime.GOOS + "/" + runtime.GOARCH
+	}
+	osVersion := v.OSVersion
+	if osVersion == "" {
+		osVersion = hostOSVersion()
+	}
+	agentID := v.AgentID
+	if agentID == "" {
+		agentID = s.AgentID()
+	}
+	cwd := ""
+	if v.Workspace != "" {
+		cwd = filepath.ToSlash(v.Workspace)
+	}
+	return map[string]string{
+		"CWD":             cwd,
+		"PROJECT_DIR":     filepath.ToSlash(v.AppDataDir),
+		"AGENT_ID":        agentID,
+		"AGENT_STATE_DIR": filepath.ToSlash(s.Dir),
+		"SESSION_ID":      v.SessionID,
+		"PROVIDER":        v.Provider,
+		"MODEL_ID":        v.ModelID,
+		"PLATFORM":        platform,
+		"OS_VERSION":      osVersion,
+		"DATE":            now.Format("2006-01-02 (Monday)"),
+	}
+}
+
+// vaultKeyLines lists the vault's names, one "- NAME" line each.
+func (s *State) vaultKeyLines() string {
+	keys := s.VaultKeys()
+	if len(keys) == 0 {
+		return "(the vault is empty)"
+	}
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString("- ")
+		b.WriteString(k)
+	}
+	return b.String()
+}
+
+// expand substitutes the placeholders lookup knows, in one pass, leaving
+// the others as they are. A line that holds nothing but a placeholder that
+// expands to nothing (a disabled section, an empty AGENTS.md) is dropped
+// with one of the blank lines around it, so no gap is left behind.
+func expand(tmpl string, lookup func(string) (string, bool)) string {
+	var b strings.Builder
+	b.Grow(len(tmpl))
+	lastBlank, dropped := true, false
+	for _, line := range strings.SplitAfter(tmpl, "\n") {
+		if line == "" {
+			continue
+		}
+		if m := wholeLineRe.FindStringSubmatch(line); m != nil {
+			if val, ok := lookup(m[1]); ok && val == "" {
+				dropped = true
+				continue
+			}
+		}
+		out := placeholderRe.ReplaceAllStringFunc(line, func(m string) string {
+			if val, ok := lookup(m[2 : len(m)-2]); ok {
+				return val
+			}
+			return m
+		})
+		blank := strings.TrimSpace(out) == ""
+		if blank && dropped && lastBlank {
+			continue
+		}
+		dropped = false
+		lastBlank = blank
+		b.WriteString(out)
+	}
+	return b.String()
+}
+
+// wholeLineRe matches a line that is only a placeholder.
+var wholeLineRe = regexp.MustCompile(`^[ \t]*\{\{([A-Z][A-Z0-9_]*)\}\}[ \t]*\n?$`)
+
+// hostOSVersion describes this host's operating system as well as it can
+// be found without running a program: the distribution and the kernel on
+// Linux, the platform name elsewhere.
+func hostOSVersion() string {
+	var parts []string
+	if data, err := os.ReadFile("/etc/os-release"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
+				if p := strings.Trim(v, `"'`); p != "" {
+					parts = append(parts, p)
+				}
+				break
+			}
+		}
+	}
+	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		if k := strings.TrimSpace(string(data)); k != "" {
+			parts = append(parts, "kernel "+k)
+		}
+	}
+	if len(parts) == 0 {
+		return runtime.GOOS
+	}
+	return strings.Join(parts, ", ")
+}

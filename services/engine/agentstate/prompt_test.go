@@ -1,0 +1,335 @@
+package agentstate
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testState builds a State in a temporary directory with one skill, an
+// AGENTS.md and a vault.
+func testState(t *testing.T) *State {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "coder")
+	if _, err := Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	writeSkill(t, dir, "pdf", "---\nname: pdf-tools\ndescription: Fill and merge PDF files.\n---\n# PDF\n")
+	if err := os.WriteFile(filepath.Join(dir, AgentsFile), []byte("Always run go vet.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetVault("GITHUB_TOKEN", "ghp_SECRETVALUE123"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetVault("DB_PASSWORD", "hunter2-and-more"); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func writeSkill(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, SkillsDir, name)
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(p, SkillFile)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+var testVars = PromptVars{
+	Workspace:  "/work/proj",
+	Provider:   "openai",
+	ModelID:    "gpt-5.5",
+	SessionID:  "sess-42",
+	AppDataDir: "/data/penguin",
+	Now:        time.Date(2026, 8, 7, 10, 0, 0, 0, time.UTC),
+	Platform:   "linux/amd64",
+	OSVersion:  "Debian 13",
+}
+
+func TestSystemPromptPlaceholders(t *testing.T) {
+	t.Parallel()
+	st := testState(t)
+	skill := filepath.ToSlash(filepath.Join(st.Dir, SkillsDir, "pdf", SkillFile))
+	cases := []struct {
+		placeholder string
+		vars        PromptVars
+		want        string
+	}{
+		{"{{AGENTS_MD}}", testVars, "Always run go vet."},
+		{"{{CWD}}", testVars, "/work/proj"},
+		{"{{PROJECT_DIR}}", testVars, "/data/penguin"},
+		{"{{AGENT_ID}}", testVars, "coder"},
+		{"{{AGENT_ID}}", PromptVars{AgentID: "other"}, "other"},
+		{"{{AGENT_STATE_DIR}}", testVars, filepath.ToSlash(st.Dir)},
+		{"{{SESSION_ID}}", testVars, "sess-42"},
+		{"{{PROVIDER}}", testVars, "openai"},
+		{"{{MODEL_ID}}", testVars, "gpt-5.5"},
+		{"{{PLATFORM}}", testVars, "linux/amd64"},
+		{"{{OS_VERSION}}", testVars, "Debian 13"},
+		{"{{DATE}}", testVars, "2026-08-07 (Friday)"},
+		{"{{VAULT_KEYS}}", testVars, "- DB_PASSWORD\n- GITHUB_TOKEN"},
+		{"{{SKILL_METADATA}}", testVars, "- pdf-tools: Fill and merge PDF files. (" + skill + ")"},
+		{"{{SKILLS}}", testVars, "# Skills\nA skill is"},
+		{"{{VAULT}}", testVars, "# Vault\n"},
+		{"{{MEMORY}}", testVars, "# Memory\n"},
+		{"{{USER_MEMORY_DIR}}", testVars, "{{USER_MEMORY_DIR}}"}, // only inside the memory section
+		{"{{NOT_A_PLACEHOLDER}}", testVars, "{{NOT_A_PLACEHOLDER}}"},
+		{"{{lower}}", testVars, "{{lower}}"},
+	}
+	for _, tc := range cases {
+		s := *st
+		s.Config.SystemPrompt = "<" + tc.placeholder + ">"
+		got := s.SystemPrompt(tc.vars)
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("%s expanded to %q, want it to contain %q", tc.placeholder, got, tc.want)
+		}
+	}
+}
+
+func TestSystemPromptDefaults(t *testing.T) {
+	t.Parallel()
+	st := testState(t)
+	got := st.SystemPrompt(PromptVars{Workspace: "/w"})
+	if !strings.Contains(got, time.Now().Format("2006-01-02")) {
+		t.Error("{{DATE}} does not default to today")
+	}
+	if !strings.Contains(got, "Platform: ") || strings.Contains(got, "Platform: ,") {
+		t.Error("{{PLATFORM}} has no default")
+	}
+	if strings.Contains(got, "{{") {
+		t.Errorf("the default template left a placeholder:\n%s", got)
+	}
+}
+
+// The default template, fully assembled: every section present, no
+// placeholder left, no run of blank lines.
+func TestSystemPromptDefaultTemplate(t *testing.T) {
+	t.Parallel()
+	st := testState(t)
+	got := st.SystemPrompt(testVars)
+	for _, want := range []string{
+		"You are coder,", "Always run go vet.", "# Skills", "pdf-tools", "# Vault", "- GITHUB_TOKEN",
+		"# Memory", "## User memory", "(nothing saved yet)", "## Workspace memory",
+		"Working directory (CWD): /work/proj", "Model: gpt-5.5 from openai", "Date: 2026-08-07",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("assembled prompt lacks %q", want)
+		}
+	}
+	if strings.Contains(got, "{{") {
+		t.Errorf("a placeholder was left:\n%s", got)
+	}
+	if strings.Contains(got, "\n\n\n") {
+		t.Errorf("the prompt has a run of blank lines:\n%s", got)
+	}
+}
+
+func TestVaultValuesNeverInPrompt(t *testing.T) {
+	t.Parallel()
+	st := testState(t)
+	templates := []string{
+		DefaultSystemPrompt,
+		"{{VAULT}}{{VAULT_KEYS}}{{AGENTS_MD}}{{SKILLS}}{{MEMORY}}",
+		"{{GITHUB_TOKEN}} ${GITHUB_TOKEN} {{VAULT_GITHUB_TOKEN}}",
+	}
+	for _, vaultOn := range []bool{true, false} {
+		for _, tmpl := range templates {
+			s := *st
+			s.Config.Vault.Enabled = vaultOn
+			s.Config.SystemPrompt = tmpl
+			s.Config.Vault.Prompt = "{{VAULT_KEYS}} {{GITHUB_TOKEN}} {{DB_PASSWORD}}\n"
+			got := s.SystemPrompt(testVars)
+			for name, value := range st.Vault {
+				if strings.Contains(got, value) {
+					t.Errorf("the value of %s reached the prompt (vault on: %v, template %q)", name, vaultOn, tmpl)
+				}
+			}
+		}
+	}
+}
+
+func TestSectionToggles(t *testing.T) {
+	t.Parallel()
+	st := testState(t)
+	s := *st
+	s.Config.Vault.Enabled = false
+	s.Config.Skills.Enabled = false
+	s.Config.Memory.Enabled = false
+	got := s.SystemPrompt(testVars)
+	for _, absent := range []string{"# Vault", "GITHUB_TOKEN", "# Skills", "pdf-tools", "# Memory"} {
+		if strings.Contains(got, absent) {
+			t.Errorf("a disabled section left %q in the prompt", absent)
+		}
+	}
+	if strings.Contains(got, "\n\n\n") {
+		t.Errorf("disabled sections left blank lines:\n%s", got)
+	}
+	// Legacy templates with inline placeholders honour the toggles too.
+	s.Config.SystemPrompt = "keys: [{{VAULT_KEYS}}] skills: [{{SKILL_METADATA}}]"
+	if got := s.SystemPrompt(testVars); got != "keys: [] skills: []" {
+		t.Errorf("legacy inline placeholders with sections off = %q", got)
+	}
+	s.Config.Vault.Enabled, s.Config.Skills.Enabled = true, true
+	if got := s.SystemPrompt(testVars); !strings.Contains(got, "- GITHUB_TOKEN") || !strings.Contains(got, "pdf-tools") {
+		t.Errorf("legacy inline placeholders with sections on = %q", got)
+	}
+}
+
+// Text that comes in through a placeholder is never expanded again.
+func TestSinglePassSubstitution(t *testing.T) {
+	t.Parallel()
+	st := testState(t)
+	s := *st
+	s.AgentsMD = "literal {{CWD}} and {{VAULT}}"
+	s.Skills = []Skill{{Name: "x", Description: "uses {{SESSION_ID}}", Path: "/s/x/SKILL.md"}}
+	s.Config.SystemPrompt = "{{AGENTS_MD}}|{{SKILLS}}"
+	s.Config.Skills.Prompt = "{{SKILL_METADATA}}"
+	got := s.SystemPrompt(testVars)
+	want := "literal {{CWD}} and {{VAULT}}|- x: uses {{SESSION_ID}} (/s/x/SKILL.md)"
+	if got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if err := st.PrepareMemory("", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(st.UserMemoryDir(), MemoryIndexFile), []byte("- [x](x.md) — {{DATE}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.Config.SystemPrompt = "{{MEMORY}}"
+	s.Config.Memory.Prompt = "{{USER_MEMORY_INDEX}}"
+	s.Config.Memory.WorkspacePrompt = ""
+	if got := s.SystemPrompt(testVars); got != "- [x](x.md) — {{DATE}}" {
+		t.Errorf("memory index was rescanned: %q", got)
+	}
+}
+
+func TestEmptyCases(t *testing.T) {
+	t.Parallel()
+	st, err := Load(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Config.SystemPrompt = "a\n{{AGENTS_MD}}\nb {{VAULT_KEYS}} {{SKILL_METADATA}}"
+	got := st.SystemPrompt(testVars)
+	if got != "a\nb (the vault is empty) (no skills installed)" {
+		t.Errorf("got %q", got)
+	}
+}
+
+func TestMemorySection(t *testing.T) {
+	t.Parallel()
+	st := testState(t)
+	ws := t.TempDir()
+	if err := st.PrepareMemory(ws, false); err != nil {
+		t.Fatal(err)
+	}
+	wsDir := st.WorkspaceMemoryDir(ws)
+	marker, err := os.ReadFile(filepath.Join(wsDir, ".workspace"))
+	if err != nil || strings.TrimSpace(string(marker)) != realPath(ws) {
+		t.Errorf(".workspace = %q, %v", marker, err)
+	}
+	if err := os.WriteFile(filepath.Join(st.UserMemoryDir(), MemoryIndexFile), []byte("- [Prefers pnpm](pnpm.md) — use pnpm\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(wsDir, MemoryIndexFile), []byte("- [Tests](tests.md) — real db\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v := testVars
+	v.Workspace = ws
+	got := st.SystemPrompt(v)
+	for _, want := range []string{"use pnpm", "real db", filepath.ToSlash(wsDir), filepath.ToSlash(st.UserMemoryDir())} {
+		if !strings.Contains(got, want) {
+			t.Errorf("memory section lacks %q", want)
+		}
+	}
+	v.TemporaryWorkspace = true
+	got = st.SystemPrompt(v)
+	if strings.Contains(got, "## Workspace memory") || strings.Contains(got, "real db") {
+		t.Error("a temporary workspace got the workspace memory section")
+	}
+	if !strings.Contains(got, "use pnpm") {
+		t.Error("a temporary workspace lost the user memory")
+	}
+	// A temporary workspace gets no directory.
+	tmp := t.TempDir()
+	if err := st.PrepareMemory(tmp, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(st.WorkspaceMemoryDir(tmp)); !os.IsNotExist(err) {
+		t.Error("PrepareMemory created a directory for a temporary workspace")
+	}
+}
+
+func TestMemoryIndexCaps(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := 0; i < 250; i++ {
+		fmt.Fprintf(&b, "- [t%d](t%d.md) — hook\n", i, i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, MemoryIndexFile), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := memoryIndex(dir)
+	if !strings.Contains(got, "[t199]") || strings.Contains(got, "[t200]") {
+		t.Error("the index is not cut at 200 lines")
+	}
+	if !strings.Contains(got, "the index is longer than shown") {
+		t.Error("no truncation note")
+	}
+	long := strings.Repeat("x", 300) + "\n"
+	if err := os.WriteFile(filepath.Join(dir, MemoryIndexFile), []byte(strings.Repeat(long, 150)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got = memoryIndex(dir)
+	body, _, _ := strings.Cut(got, "\n[the index")
+	if n := len([]rune(body)); n > MemoryIndexMaxChars {
+		t.Errorf("index body is %d characters, cap %d", n, MemoryIndexMaxChars)
+	}
+	if !strings.Contains(got, "the index is longer than shown") {
+		t.Error("no truncation note after the character cap")
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, MemoryIndexFile)); len(data) != 150*len(long) {
+		t.Error("the index file was changed")
+	}
+	if got := memoryIndex(t.TempDir()); got != "(nothing saved yet)" {
+		t.Errorf("missing index = %q", got)
+	}
+}
+
+func TestMemoryKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "My App!")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	k := MemoryKey(ws)
+	if !strings.HasPrefix(k, "My-App-") || len(k) != len("My-App-")+8 {
+		t.Errorf("MemoryKey = %q", k)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(ws, link); err == nil {
+		if MemoryKey(link) != k {
+			t.Error("a symbolic link to the workspace has another key")
+		}
+	}
+	if MemoryKey(filepath.Join(dir, "other")) == k {
+		t.Error("two directories share a key")
+	}
+	if k := MemoryKey("/"); !strings.HasPrefix(k, "workspace-") {
+		t.Errorf("MemoryKey(/) = %q", k)
+	}
+}

@@ -1,0 +1,314 @@
+package agentstate
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"gopkg.in/yaml.v3"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+)
+
+// File and directory names inside an agent state directory.
+const (
+	ConfigFile = "system_config.yaml"
+	AgentsFile = "AGENTS.md"
+	SkillsDir  = "skills"
+	SkillFile  = "SKILL.md"
+	VaultFile  = ".vault.yaml"
+	MemoryDir  = "memory"
+)
+
+// State is one agent's state directory, loaded: its configuration, its
+// instructions, its skills and its vault. An agent's whole behaviour lives
+// in these editable files, so the same files serve a person editing them
+// by hand and an agent improving itself.
+//
+// Reading methods may be called concurrently; SetVault and RemoveVault
+// change the State and must not run alongside them. A session that wants a
+// stable view loads its own State, or copies one (a shallow copy is enough
+// to change Config for one session).
+type State struct {
+	// Dir is the absolute path of the directory.
+	Dir string
+	// Config is system_config.yaml, or the defaults when it is absent.
+	Config Config
+	// AgentsMD is the text of AGENTS.md; empty when absent.
+	AgentsMD string
+	// Skills are the skills found under skills/, sorted by name.
+	Skills []Skill
+	// Vault maps secret names to values. Values go only into command
+	// environments, never into a prompt, a log or a trace.
+	Vault map[string]string
+}
+
+// DefaultDir returns the default agent's state directory:
+// $PENGUIN_HOME/agents/default, or penguin/agents/default under the user's
+// data directory ($XDG_DATA_HOME, else ~/.local/share; the roaming
+// application data directory on Windows).
+func DefaultDir() string { return defaultDir(os.Getenv, os.UserHomeDir, os.UserConfigDir) }
+
+func defaultDir(getenv func(string) string, home, config func() (string, error)) string {
+	if h := getenv("PENGUIN_HOME"); h != "" {
+		return filepath.Join(h, "agents", "default")
+	}
+	var base string
+	switch {
+	case getenv("XDG_DATA_HOME") != "":
+		base = getenv("XDG_DATA_HOME")
+	case runtime.GOOS == "windows":
+		if d, err := config(); err == nil {
+			base = d
+		}
+	default:
+		if h, err := home(); err == nil && h != "" {
+			base = filepath.Join(h, ".local", "share")
+		}
+	}
+	if base == "" {
+		// No home directory (a bare container): keep the state next to
+		// the working directory rather than in a temporary one.
+		return filepath.Join(".penguin", "agents", "default")
+	}
+	return filepath.Join(base, "penguin", "agents", "default")
+}
+
+// Load reads an agent state directory. Missing files take their defaults
+// (no system_config.yaml means Default(), no AGENTS.md means no
+// instructions, and so on); a file that is present but malformed is an
+// error that names the file and, where it can, the line.
+func Load(dir string) (*State, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("agent state %s: %w", dir, err)
+	}
+	s := &State{Dir: abs}
+	if s.Config, err = loadConfig(filepath.Join(abs, ConfigFile)); err != nil {
+		return nil, err
+	}
+	agents, err := os.ReadFile(filepath.Join(abs, AgentsFile))
+	switch {
+	case err == nil:
+		s.AgentsMD = string(agents)
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("agent state: %w", err)
+	}
+	if s.Skills, err = loadSkills(filepath.Join(abs, SkillsDir)); err != nil {
+		return nil, err
+	}
+	if s.Vault, err = loadVault(filepath.Join(abs, VaultFile)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Init creates an agent state directory with the default configuration, an
+// empty skills directory and an empty vault (mode 0600). AGENTS.md is left
+// absent. It never overwrites: a file that exists is kept as it is, so Init
+// is safe to run on every start. It returns the loaded state.
+func Init(dir string) (*State, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("agent state %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(filepath.Join(abs, SkillsDir), 0o755); err != nil {
+		return nil, fmt.Errorf("agent state: %w", err)
+	}
+	if err := createFile(filepath.Join(abs, ConfigFile), []byte(defaultConfigYAML()), 0o644); err != nil {
+		return nil, err
+	}
+	if err := createFile(filepath.Join(abs, VaultFile), []byte(vaultHeader), 0o600); err != nil {
+		return nil, err
+	}
+	return Load(abs)
+}
+
+// createFile writes a new file, leaving an existing one untouched.
+func createFile(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("agent state: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("agent state: write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(path)
+		return fmt.Errorf("agent state: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// loadConfig reads system_config.yaml over the defaults: keys left out
+// keep their default values. Unknown keys are errors, so a typo never
+// silently leaves a default in place.
+func loadConfig(path string) (Config, error) {
+	c := Default()
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("agent state: %w", err)
+	}
+	if err := parseConfig(path, data, &c); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// ParseConfig reads a configuration from YAML over the defaults and
+// validates it; name is used in errors.
+func ParseConfig(name string, data []byte) (Config, error) {
+	c := Default()
+	err := parseConfig(name, data, &c)
+	return c, err
+}
+
+func parseConfig(name string, data []byte, c *Config) error {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return yamlErrors(name, err, 0)
+	}
+	if root.Kind == 0 || (root.Kind == yaml.DocumentNode && len(root.Content) == 0) {
+		return nil // an empty file: every key takes its default
+	}
+	doc := root.Content[0]
+	if doc.Kind == yaml.ScalarNode && doc.ShortTag() == "!!null" {
+		return nil // only a document marker or comments
+	}
+	if doc.Kind != yaml.MappingNode {
+		return &ConfigError{File: name, Line: doc.Line, Msg: "expected a mapping of keys such as system_prompt and model"}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var decodeErr error
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return yamlErrors(name, err, 0)
+		}
+		// The decoder went on past type errors, leaving defaults where it
+		// failed, so validating the rest reports every problem at once.
+		decodeErr = nameFields(yamlErrors(name, err, 0), &root)
+	}
+	var validErr error
+	if err := c.Validate(); err != nil {
+		validErr = locate(err, name, &root)
+	}
+	return errors.Join(decodeErr, validErr)
+}
+
+// locate fills in the file and line of validation errors.
+func locate(err error, file string, root *yaml.Node) error {
+	var list []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	} else {
+		list = []error{err}
+	}
+	out := make([]error, 0, len(list))
+	for _, e := range list {
+		var ce *ConfigError
+		if errors.As(e, &ce) {
+			c := *ce
+			c.File = file
+			if c.Line == 0 && c.Field != "" {
+				c.Line = lineOf(root, c.Field)
+			}
+			out = append(out, &c)
+			continue
+		}
+		out = append(out, fmt.Errorf("%s: %w", file, e))
+	}
+	return errors.Join(out...)
+}
+
+// WriteConfig validates c and writes it as dir's system_config.yaml,
+// replacing the file atomically. Comments of a hand-edited file are not
+// kept.
+func WriteConfig(dir string, c Config) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	data, err := marshalConfig(c)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, ConfigFile), data, 0o644)
+}
+
+func marshalConfig(c Config) ([]byte, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
+		return nil, fmt.Errorf("agent state: encode config: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("agent state: encode config: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// writeFileAtomic writes data to a temporary file beside path and renames
+// it into place, so a reader never sees half a file and a crash leaves the
+// old one.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("agent state: %w", err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("agent state: %w", err)
+	}
+	tmp := f.Name()
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("agent state: write %s: %w", path, err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		return fail(err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("agent state: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// ToolConfig returns the environment's tool configuration for this agent;
+// see ToolSettings.ToolConfig.
+func (s *State) ToolConfig() *penguinv1.ToolConfig { return s.Config.Tools.ToolConfig() }
+
+// AgentID is the agent's id: the name of its directory, or of the parent
+// when the directory is called agent_state (the reference's layout).
+func (s *State) AgentID() string {
+	base := filepath.Base(s.Dir)
+	if base == "agent_state" {
+		return filepath.Base(filepath.Dir(s.Dir))
+	}
+	return base
+}

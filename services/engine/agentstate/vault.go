@@ -1,0 +1,168 @@
+package agentstate
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+
+	"gopkg.in/yaml.v3"
+)
+
+// vaultKeyRe is the shell's rule for environment variable names.
+var vaultKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+const vaultHeader = `# The agent's vault: environment variables set in every command it runs.
+# Values never reach the model, a log or a trace; only the names are shown
+# to the model. Keep this file private (mode 0600).
+# GITHUB_TOKEN: ghp_...
+`
+
+// ValidVaultKey reports whether name can be a vault key: a shell
+// environment variable name.
+func ValidVaultKey(name string) error {
+	if !vaultKeyRe.MatchString(name) {
+		return fmt.Errorf("invalid vault key %q: use letters, digits and \"_\", not starting with a digit", name)
+	}
+	return nil
+}
+
+// loadVault reads the vault file: a flat YAML mapping of names to values.
+// It refuses a file that others can read, the way ssh refuses a readable
+// private key, because a secret silently exposed is worse than a clear
+// error.
+func loadVault(path string) (map[string]string, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("agent state: %w", err)
+	}
+	if runtime.GOOS != "windows" {
+		info, err := os.Stat(path)
+		if err != nil {
+			return nil, fmt.Errorf("agent state: %w", err)
+		}
+		if perm := info.Mode().Perm(); perm&0o077 != 0 {
+			return nil, &ConfigError{File: path, Msg: fmt.Sprintf("the vault is readable by others (mode %04o): run chmod 600 %s", perm, path)}
+		}
+	}
+	return parseVault(path, data)
+}
+
+func parseVault(path string, data []byte) (map[string]string, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, yamlErrors(path, err, 0)
+	}
+	vault := map[string]string{}
+	if root.Kind == 0 || len(root.Content) == 0 {
+		return vault, nil
+	}
+	doc := root.Content[0]
+	if doc.Kind == yaml.ScalarNode && doc.ShortTag() == "!!null" {
+		return vault, nil
+	}
+	if doc.Kind != yaml.MappingNode {
+		return nil, &ConfigError{File: path, Line: doc.Line, Msg: "expected a mapping of NAME: value"}
+	}
+	var errs []error
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		k, v := doc.Content[i], doc.Content[i+1]
+		if err := ValidVaultKey(k.Value); err != nil {
+			errs = append(errs, &ConfigError{File: path, Line: k.Line, Msg: err.Error()})
+			continue
+		}
+		if _, dup := vault[k.Value]; dup {
+			errs = append(errs, &ConfigError{File: path, Line: k.Line, Msg: fmt.Sprintf("key %q appears twice", k.Value)})
+			continue
+		}
+		if v.Kind != yaml.ScalarNode {
+			// The value is deliberately not quoted in the message.
+			errs = append(errs, &ConfigError{File: path, Line: v.Line, Field: k.Value, Msg: "the value must be a string, not a list or a mapping"})
+			continue
+		}
+		if v.ShortTag() == "!!null" {
+			vault[k.Value] = "" // "KEY:" with nothing after it
+			continue
+		}
+		vault[k.Value] = v.Value
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return vault, nil
+}
+
+// VaultKeys returns the vault's names, sorted.
+func (s *State) VaultKeys() []string {
+	keys := make([]string, 0, len(s.Vault))
+	for k := range s.Vault {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// SetVault sets one vault variable and rewrites the vault file (mode
+// 0600, replaced atomically).
+func (s *State) SetVault(key, value string) error {
+	if err := ValidVaultKey(key); err != nil {
+		return err
+	}
+	next := cloneMap(s.Vault)
+	if next == nil {
+		next = map[string]string{}
+	}
+	next[key] = value
+	if err := writeVault(filepath.Join(s.Dir, VaultFile), next); err != nil {
+		return err
+	}
+	s.Vault = next
+	return nil
+}
+
+// RemoveVault removes one vault variable, reporting whether it existed.
+func (s *State) RemoveVault(key string) (bool, error) {
+	if _, ok := s.Vault[key]; !ok {
+		return false, nil
+	}
+	next := cloneMap(s.Vault)
+	delete(next, key)
+	if err := writeVault(filepath.Join(s.Dir, VaultFile), next); err != nil {
+		return false, err
+	}
+	s.Vault = next
+	return true, nil
+}
+
+func writeVault(path string, vault map[string]string) error {
+	var b bytes.Buffer
+	b.WriteString(vaultHeader)
+	if len(vault) > 0 {
+		// A yaml.Node keeps the keys sorted and quotes values as needed.
+		n := &yaml.Node{Kind: yaml.MappingNode}
+		keys := make([]string, 0, len(vault))
+		for k := range vault {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			n.Content = append(n.Content,
+				&yaml.Node{Kind: yaml.ScalarNode, Value: k},
+				&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: vault[k]})
+		}
+		out, err := yaml.Marshal(n)
+		if err != nil {
+			return fmt.Errorf("agent state: encode vault: %w", err)
+		}
+		b.Write(out)
+	}
+	return writeFileAtomic(path, b.Bytes(), 0o600)
+}

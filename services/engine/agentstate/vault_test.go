@@ -1,0 +1,141 @@
+package agentstate
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func TestVaultRoundTrip(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st, err := Init(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]string{
+		"PLAIN":     "abc",
+		"NUMBERISH": "0123",
+		"BOOLISH":   "yes",
+		"MULTILINE": "line1\nline2\n",
+		"QUOTES":    `he said "hi" and 'bye': # not a comment`,
+		"EMPTY":     "",
+		"_UNDER":    "  padded  ",
+	}
+	for k, v := range values {
+		if err := st.SetVault(k, v); err != nil {
+			t.Fatalf("SetVault(%s): %v", k, err)
+		}
+	}
+	again, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(again.Vault, values) {
+		t.Errorf("vault round trip:\n got %q\nwant %q", again.Vault, values)
+	}
+	if runtime.GOOS != "windows" {
+		if m := fileMode(t, filepath.Join(dir, VaultFile)).Perm(); m != 0o600 {
+			t.Errorf("vault mode after SetVault = %04o", m)
+		}
+	}
+	if ok, err := again.RemoveVault("PLAIN"); !ok || err != nil {
+		t.Fatalf("RemoveVault = %v, %v", ok, err)
+	}
+	if ok, err := again.RemoveVault("PLAIN"); ok || err != nil {
+		t.Fatalf("second RemoveVault = %v, %v", ok, err)
+	}
+	third, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := third.Vault["PLAIN"]; ok || len(third.Vault) != len(values)-1 {
+		t.Errorf("after remove: %v", third.VaultKeys())
+	}
+}
+
+func TestVaultKeyNames(t *testing.T) {
+	t.Parallel()
+	for _, k := range []string{"A", "_", "_A1", "GITHUB_TOKEN", "a_b"} {
+		if err := ValidVaultKey(k); err != nil {
+			t.Errorf("%q rejected: %v", k, err)
+		}
+	}
+	st, err := Init(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"", "1A", "A-B", "A B", "A=B", "É", "A.B"} {
+		if err := ValidVaultKey(k); err == nil {
+			t.Errorf("%q accepted", k)
+		}
+		if err := st.SetVault(k, "v"); err == nil {
+			t.Errorf("SetVault(%q) accepted", k)
+		}
+	}
+}
+
+func TestVaultPermissionsEnforced(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS == "windows" {
+		t.Skip("no POSIX modes")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, VaultFile)
+	if err := os.WriteFile(path, []byte("A: secret-value\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(dir)
+	if err == nil || !strings.Contains(err.Error(), "chmod 600 "+path) {
+		t.Fatalf("a world-readable vault was accepted: %v", err)
+	}
+	if strings.Contains(err.Error(), "secret-value") {
+		t.Error("the error shows a vault value")
+	}
+}
+
+func TestVaultErrorsHideValues(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, VaultFile)
+	if err := os.WriteFile(path, []byte("GOOD: secret-one\nbad-key: secret-two\nLIST: [secret-three]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(dir)
+	if err == nil {
+		t.Fatal("bad vault accepted")
+	}
+	for _, v := range []string{"secret-one", "secret-two", "secret-three"} {
+		if strings.Contains(err.Error(), v) {
+			t.Errorf("the error %q shows a value", err)
+		}
+	}
+	for _, want := range []string{path + ":2:", path + ":3:"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+func TestVaultEmptyForms(t *testing.T) {
+	t.Parallel()
+	for _, src := range []string{"", "# only comments\n", "---\n", "{}\n", "EMPTY:\n"} {
+		v, err := parseVault("v.yaml", []byte(src))
+		if err != nil {
+			t.Errorf("parseVault(%q): %v", src, err)
+		}
+		if src == "EMPTY:\n" {
+			if val, ok := v["EMPTY"]; !ok || val != "" {
+				t.Errorf("EMPTY: = %q, %v", val, ok)
+			}
+		} else if len(v) != 0 {
+			t.Errorf("parseVault(%q) = %v", src, v)
+		}
+	}
+}
