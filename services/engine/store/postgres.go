@@ -1,0 +1,534 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+)
+
+// defaultPostgresConnectTimeout bounds one connection attempt when the URL
+// sets no connect_timeout, so that an unreachable server fails a call whose
+// context has no deadline instead of hanging it.
+const defaultPostgresConnectTimeout = 10 * time.Second
+
+// pgStore is the PostgreSQL implementation of Store. Several engine
+// replicas share one database: every decision that must be atomic across
+// replicas (appending a sequence, taking a lease) is a single statement, and
+// every time that replicas compare (lease expiry, UpdatedAt) comes from the
+// server's clock.
+type pgStore struct {
+	pool   *pgxpool.Pool
+	log    *slog.Logger
+	closed atomic.Bool
+}
+
+// openPostgres connects, checks the server answers, and migrates the
+// schema.
+func openPostgres(ctx context.Context, url string, o options) (*pgStore, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("%w: postgres URL: %v", ErrInvalid, err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = defaultPostgresConnectTimeout
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w: %w", ErrUnavailable, err)
+	}
+	s := &pgStore{pool: pool, log: o.logger}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres %s:%d: %w: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, ErrUnavailable, err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		if errors.Is(err, ErrUnavailable) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return s, nil
+}
+
+// migrate brings the schema up to date. The transaction-scoped advisory
+// lock, keyed by the target schema, makes replicas that start together
+// apply each migration exactly once: the second waits for the first to
+// commit and then finds nothing left to do.
+func (s *pgStore) migrate(ctx context.Context) (err error) {
+	const op = "migrate postgres schema"
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	var schema *string
+	if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	if schema == nil {
+		return fmt.Errorf("%s: no schema of the search_path exists; create it first", op)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('penguin.store.migrate:' || $1::text))`, *schema); err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    integer     PRIMARY KEY,
+		applied_at timestamptz NOT NULL DEFAULT now()
+	)`); err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	var current int
+	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	migrations := postgresMigrations()
+	if latest := migrations[len(migrations)-1].version; current > latest {
+		return fmt.Errorf("%s: database schema version %d is newer than this binary knows (%d); upgrade penguin", op, current, latest)
+	}
+	for _, m := range migrations {
+		if m.version <= current {
+			continue
+		}
+		for _, stmt := range m.stmts {
+			if _, err := tx.Exec(ctx, stmt); err != nil {
+				return s.wrap(ctx, fmt.Sprintf("%s to version %d", op, m.version), err)
+			}
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, m.version); err != nil {
+			return s.wrap(ctx, op, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	return nil
+}
+
+// wrap turns a driver error into the store's error vocabulary. Server
+// errors are classified by SQLSTATE; every other driver error (refused or
+// lost connections, timeouts, a closed pool) means the server could not be
+// reached.
+func (s *pgStore) wrap(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if s.closed.Load() {
+		return closedError(op)
+	}
+	if e := ctxError(ctx, op, err); e != nil {
+		return e
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "23505": // unique_violation
+			return fmt.Errorf("%s: %w: %w", op, ErrConflict, err)
+		case pe.Code == "23503": // foreign_key_violation
+			return fmt.Errorf("%s: %w: %w", op, ErrNotFound, err)
+		case strings.HasPrefix(pe.Code, "08"), // connection exception
+			pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03", // shutdown, cannot connect now
+			pe.Code == "53000", pe.Code == "53100", pe.Code == "53300", // resources, disk full, too many connections
+			pe.Code == "25006": // read-only transaction (a standby)
+			return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+		}
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+}
+
+const pgSessionColumns = `id, provider, model_id, workspace, agent_state, approval_mode, thinking_level,
+	title, parent_id, source, environment_id, environment_addr, config,
+	usage_cache_read, usage_cache_write, usage_output, usage_total,
+	created_at, updated_at, last_sequence`
+
+func scanPGSession(row pgx.Row) (*Session, error) {
+	var (
+		s                  Session
+		u                  penguinv1.TokenCounts
+		approval, thinking int32
+	)
+	if err := row.Scan(&s.ID, &s.Provider, &s.ModelID, &s.Workspace, &s.AgentState, &approval, &thinking,
+		&s.Title, &s.ParentID, &s.Source, &s.EnvironmentID, &s.EnvironmentAddr, &s.Config,
+		&u.CacheRead, &u.CacheWrite, &u.Output, &u.Total,
+		&s.CreatedAt, &s.UpdatedAt, &s.LastSequence); err != nil {
+		return nil, err
+	}
+	s.ApprovalMode = penguinv1.ApprovalMode(approval)
+	s.ThinkingLevel = penguinv1.ThinkingLevel(thinking)
+	s.Usage = &u
+	s.CreatedAt = s.CreatedAt.UTC()
+	s.UpdatedAt = s.UpdatedAt.UTC()
+	if len(s.Config) == 0 {
+		s.Config = nil
+	}
+	return &s, nil
+}
+
+// CreateSession implements Store.
+func (s *pgStore) CreateSession(ctx context.Context, sess *Session) error {
+	const op = "create session"
+	if sess == nil {
+		return fmt.Errorf("%s: %w: nil session", op, ErrInvalid)
+	}
+	if err := checkID("session id", sess.ID); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if s.closed.Load() {
+		return closedError(op)
+	}
+	var created *time.Time
+	if !sess.CreatedAt.IsZero() {
+		t := toMicros(sess.CreatedAt)
+		created = &t
+	}
+	u := sess.Usage
+	var stored time.Time
+	err := s.pool.QueryRow(ctx, `INSERT INTO sessions (`+pgSessionColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+			COALESCE($18::timestamptz, now()), COALESCE($18::timestamptz, now()), 0)
+		ON CONFLICT (id) DO NOTHING
+		RETURNING created_at`,
+		sess.ID, sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState,
+		int32(sess.ApprovalMode), int32(sess.ThinkingLevel),
+		sess.Title, sess.ParentID, sess.Source, sess.EnvironmentID, sess.EnvironmentAddr, nilIfEmpty(sess.Config),
+		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal(), created).Scan(&stored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w: session %s already exists", op, ErrConflict, sess.ID)
+	}
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	stored = stored.UTC()
+	sess.CreatedAt, sess.UpdatedAt, sess.LastSequence = stored, stored, 0
+	return nil
+}
+
+// GetSession implements Store.
+func (s *pgStore) GetSession(ctx context.Context, id string) (*Session, error) {
+	const op = "get session"
+	if s.closed.Load() {
+		return nil, closedError(op)
+	}
+	sess, err := scanPGSession(s.pool.QueryRow(ctx, `SELECT `+pgSessionColumns+` FROM sessions WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, s.wrap(ctx, op, err)
+	}
+	return sess, nil
+}
+
+// ListSessions implements Store.
+func (s *pgStore) ListSessions(ctx context.Context, pageSize int, pageToken string) ([]*Session, string, error) {
+	const op = "list sessions"
+	n := normalizePageSize(pageSize)
+	if s.closed.Load() {
+		return nil, "", closedError(op)
+	}
+	var (
+		rows pgx.Rows
+		err  error
+	)
+	if pageToken == "" {
+		rows, err = s.pool.Query(ctx, `SELECT `+pgSessionColumns+` FROM sessions
+			ORDER BY created_at DESC, id DESC LIMIT $1`, n+1)
+	} else {
+		c, cerr := decodeCursor(pageToken)
+		if cerr != nil {
+			return nil, "", fmt.Errorf("%s: %w", op, cerr)
+		}
+		rows, err = s.pool.Query(ctx, `SELECT `+pgSessionColumns+` FROM sessions
+			WHERE (created_at, id) < ($1, $2)
+			ORDER BY created_at DESC, id DESC LIMIT $3`, c.createdAt, c.id, n+1)
+	}
+	if err != nil {
+		return nil, "", s.wrap(ctx, op, err)
+	}
+	defer rows.Close()
+	var out []*Session
+	for rows.Next() {
+		sess, err := scanPGSession(rows)
+		if err != nil {
+			return nil, "", s.wrap(ctx, op, err)
+		}
+		out = append(out, sess)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", s.wrap(ctx, op, err)
+	}
+	return pageOf(out, n)
+}
+
+// UpdateSession implements Store.
+func (s *pgStore) UpdateSession(ctx context.Context, sess *Session) error {
+	const op = "update session"
+	if sess == nil {
+		return fmt.Errorf("%s: %w: nil session", op, ErrInvalid)
+	}
+	if s.closed.Load() {
+		return closedError(op)
+	}
+	u := sess.Usage
+	tag, err := s.pool.Exec(ctx, `UPDATE sessions SET
+			provider = $2, model_id = $3, workspace = $4, agent_state = $5, approval_mode = $6, thinking_level = $7,
+			title = $8, parent_id = $9, source = $10, environment_id = $11, environment_addr = $12, config = $13,
+			usage_cache_read = $14, usage_cache_write = $15, usage_output = $16, usage_total = $17
+		WHERE id = $1`,
+		sess.ID, sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState, int32(sess.ApprovalMode), int32(sess.ThinkingLevel),
+		sess.Title, sess.ParentID, sess.Source, sess.EnvironmentID, sess.EnvironmentAddr, nilIfEmpty(sess.Config),
+		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal())
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sess.ID)
+	}
+	return nil
+}
+
+// DeleteSession implements Store. The events, quarantined records and lease
+// go with the session through ON DELETE CASCADE.
+func (s *pgStore) DeleteSession(ctx context.Context, id string) error {
+	const op = "delete session"
+	if s.closed.Load() {
+		return closedError(op)
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id)
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+	}
+	return nil
+}
+
+// AppendEvents implements Store. One statement moves last_sequence and
+// inserts the events: the UPDATE takes the session row's lock, and a
+// concurrent append of the same sequence waits for it, re-checks
+// last_sequence < first against the committed row, matches nothing and so
+// inserts nothing. One round trip per append, atomic without an explicit
+// transaction.
+func (s *pgStore) AppendEvents(ctx context.Context, sessionID string, events ...Event) error {
+	const op = "append events"
+	if len(events) == 0 {
+		return nil
+	}
+	enc, err := encodeEvents(sessionID, events)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if s.closed.Load() {
+		return closedError(op)
+	}
+	seqs := make([]int64, len(enc))
+	kinds := make([]string, len(enc))
+	payloads := make([][]byte, len(enc))
+	for i, e := range enc {
+		seqs[i], kinds[i], payloads[i] = e.seq, e.kind, e.payload
+	}
+	first, last := seqs[0], seqs[len(seqs)-1]
+	tag, err := s.pool.Exec(ctx, `WITH s AS (
+			UPDATE sessions SET last_sequence = $3, updated_at = now()
+			WHERE id = $1 AND last_sequence < $2
+			RETURNING id
+		)
+		INSERT INTO events (session_id, seq, kind, payload)
+		SELECT s.id, e.seq, e.kind, e.payload
+		FROM s, unnest($4::bigint[], $5::text[], $6::bytea[]) AS e (seq, kind, payload)`,
+		sessionID, first, last, seqs, kinds, payloads)
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	if tag.RowsAffected() == int64(len(enc)) {
+		return nil
+	}
+	var have int64
+	err = s.pool.QueryRow(ctx, `SELECT last_sequence FROM sessions WHERE id = $1`, sessionID).Scan(&have)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
+	}
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	return fmt.Errorf("%s: %w: session %s: sequence %d is not above the last sequence %d", op, ErrConflict, sessionID, first, have)
+}
+
+// ReadEvents implements Store.
+func (s *pgStore) ReadEvents(ctx context.Context, sessionID string, afterSequence int64, limit int) ([]Event, error) {
+	const op = "read events"
+	if s.closed.Load() {
+		return nil, closedError(op)
+	}
+	var lim *int64
+	if limit > 0 {
+		l := int64(limit)
+		lim = &l
+	}
+	rows, err := s.pool.Query(ctx, `SELECT seq, kind, payload FROM events
+		WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, sessionID, afterSequence, lim)
+	if err != nil {
+		return nil, s.wrap(ctx, op, err)
+	}
+	var raw []encodedEvent
+	for rows.Next() {
+		var e encodedEvent
+		if err := rows.Scan(&e.seq, &e.kind, &e.payload); err != nil {
+			rows.Close()
+			return nil, s.wrap(ctx, op, err)
+		}
+		raw = append(raw, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(ctx, op, err)
+	}
+	if len(raw) == 0 {
+		var exists bool
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1)`, sessionID).Scan(&exists); err != nil {
+			return nil, s.wrap(ctx, op, err)
+		}
+		if !exists {
+			return nil, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
+		}
+		return []Event{}, nil
+	}
+	out, err := decodeEvents(sessionID, raw, func(seq int64, cause error) error {
+		return s.tornRecord(ctx, sessionID, seq, cause)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return out, nil
+}
+
+// tornRecord decides what to do with a record that does not decode; see
+// the SQLite implementation, which behaves the same.
+func (s *pgStore) tornRecord(ctx context.Context, sessionID string, seq int64, cause error) error {
+	const op = "read events"
+	var later bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE session_id = $1 AND seq > $2)`,
+		sessionID, seq).Scan(&later); err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	if later {
+		return corruptError(sessionID, seq, cause)
+	}
+	s.log.WarnContext(ctx, "store: skipping torn last record of a session log",
+		"session_id", sessionID, "sequence", seq, "error", cause)
+	// One statement: the moved row is deleted only if it is still the last.
+	_, err := s.pool.Exec(ctx, `WITH moved AS (
+			DELETE FROM events
+			WHERE session_id = $1 AND seq = $2
+			  AND NOT EXISTS (SELECT 1 FROM events AS later WHERE later.session_id = $1 AND later.seq > $2)
+			RETURNING session_id, seq, kind, payload
+		)
+		INSERT INTO torn_events (session_id, seq, kind, payload)
+		SELECT session_id, seq, kind, payload FROM moved
+		ON CONFLICT (session_id, seq) DO UPDATE SET kind = EXCLUDED.kind, payload = EXCLUDED.payload, quarantined_at = now()`,
+		sessionID, seq)
+	if err != nil {
+		s.log.WarnContext(ctx, "store: could not quarantine torn record; it stays in the log",
+			"session_id", sessionID, "sequence", seq, "error", err)
+	}
+	return nil
+}
+
+// AcquireLease implements Store. Expiry is computed and compared with the
+// server's now(), never a replica's clock.
+func (s *pgStore) AcquireLease(ctx context.Context, sessionID, owner, ownerAddr string, ttl time.Duration) (bool, error) {
+	const op = "acquire lease"
+	if err := checkLease(sessionID, owner, ttl); err != nil {
+		return false, fmt.Errorf("%s: %w", op, err)
+	}
+	if s.closed.Load() {
+		return false, closedError(op)
+	}
+	var got string
+	err := s.pool.QueryRow(ctx, `INSERT INTO leases (session_id, owner, owner_addr, expires_at)
+		VALUES ($1, $2, $3, now() + $4::bigint * interval '1 microsecond')
+		ON CONFLICT (session_id) DO UPDATE SET
+			owner = EXCLUDED.owner, owner_addr = EXCLUDED.owner_addr, expires_at = EXCLUDED.expires_at
+		WHERE leases.owner = EXCLUDED.owner OR leases.expires_at <= now()
+		RETURNING owner`,
+		sessionID, owner, ownerAddr, ttl.Microseconds()).Scan(&got)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	case err != nil:
+		werr := s.wrap(ctx, op, err)
+		if errors.Is(werr, ErrNotFound) {
+			return false, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
+		}
+		return false, werr
+	}
+	return true, nil
+}
+
+// ReleaseLease implements Store.
+func (s *pgStore) ReleaseLease(ctx context.Context, sessionID, owner string) error {
+	const op = "release lease"
+	if s.closed.Load() {
+		return closedError(op)
+	}
+	_, err := s.pool.Exec(ctx, `DELETE FROM leases WHERE session_id = $1 AND owner = $2`, sessionID, owner)
+	return s.wrap(ctx, op, err)
+}
+
+// LeaseHolder implements Store.
+func (s *pgStore) LeaseHolder(ctx context.Context, sessionID string) (string, string, time.Time, error) {
+	const op = "lease holder"
+	if s.closed.Load() {
+		return "", "", time.Time{}, closedError(op)
+	}
+	var (
+		owner, addr string
+		expires     time.Time
+	)
+	err := s.pool.QueryRow(ctx, `SELECT owner, owner_addr, expires_at FROM leases
+		WHERE session_id = $1 AND expires_at > now()`, sessionID).Scan(&owner, &addr, &expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", time.Time{}, fmt.Errorf("%s: %w: no live lease on session %s", op, ErrNotFound, sessionID)
+	}
+	if err != nil {
+		return "", "", time.Time{}, s.wrap(ctx, op, err)
+	}
+	return owner, addr, expires.UTC(), nil
+}
+
+// Now implements Store.
+func (s *pgStore) Now(ctx context.Context) (time.Time, error) {
+	const op = "now"
+	if s.closed.Load() {
+		return time.Time{}, closedError(op)
+	}
+	var t time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&t); err != nil {
+		return time.Time{}, s.wrap(ctx, op, err)
+	}
+	return t.UTC(), nil
+}
+
+// Close implements Store.
+func (s *pgStore) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.pool.Close()
+	return nil
+}

@@ -1,0 +1,642 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// SQLite settings. WAL lets readers run alongside the one writer; the busy
+// timeout covers another process holding the write lock; synchronous=NORMAL
+// in WAL mode survives a process crash (the engine being SIGKILLed) with
+// every committed transaction intact and costs no fsync per append, at the
+// price of possibly losing the last transactions on a power failure.
+const (
+	sqliteReaders      = 4
+	sqliteWriterParams = "_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_synchronous=NORMAL&_txlock=immediate"
+	sqliteReaderParams = "_busy_timeout=10000&_foreign_keys=1&_query_only=1"
+	sqliteMemoryParams = "_busy_timeout=10000&_foreign_keys=1&_txlock=immediate"
+)
+
+// sqliteStore is the SQLite implementation of Store.
+//
+// Writes go through a pool of exactly one connection, so the engine's own
+// writers queue in Go instead of contending for SQLite's write lock, and
+// every write transaction begins IMMEDIATE so it never has to upgrade a read
+// lock. Reads use a separate pool of read-only connections, which WAL lets
+// proceed while a write is in progress. An in-memory database has a single
+// connection for both, because every connection to ":memory:" would
+// otherwise see its own empty database.
+type sqliteStore struct {
+	w      *sql.DB
+	r      *sql.DB
+	log    *slog.Logger
+	closed atomic.Bool
+}
+
+// openSQLite opens the database file at path, or a private in-memory
+// database when path is empty.
+func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, error) {
+	s := &sqliteStore{log: o.logger}
+	if path == "" {
+		db, err := sql.Open("sqlite", ":memory:?"+sqliteMemoryParams)
+		if err != nil {
+			return nil, fmt.Errorf("open sqlite: %w", err)
+		}
+		db.SetMaxOpenConns(1)
+		db.SetMaxIdleConns(1)
+		db.SetConnMaxLifetime(0)
+		db.SetConnMaxIdleTime(0)
+		s.w, s.r = db, db
+	} else {
+		if strings.ContainsAny(path, "?#") {
+			return nil, fmt.Errorf("%w: sqlite path %q contains '?' or '#'", ErrInvalid, path)
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, fmt.Errorf("%w: sqlite path %q: %v", ErrInvalid, path, err)
+		}
+		if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+			return nil, fmt.Errorf("open sqlite %s: %w: %w", abs, ErrUnavailable, err)
+		}
+		w, err := sql.Open("sqlite", abs+"?"+sqliteWriterParams)
+		if err != nil {
+			return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
+		}
+		w.SetMaxOpenConns(1)
+		w.SetMaxIdleConns(1)
+		w.SetConnMaxLifetime(0)
+		w.SetConnMaxIdleTime(0)
+		r, err := sql.Open("sqlite", abs+"?"+sqliteReaderParams)
+		if err != nil {
+			_ = w.Close()
+			return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
+		}
+		r.SetMaxOpenConns(sqliteReaders)
+		r.SetMaxIdleConns(sqliteReaders)
+		s.w, s.r = w, r
+	}
+	if err := s.migrate(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// migrate brings the schema up to date inside one IMMEDIATE transaction,
+// which also serializes two processes opening the same file.
+func (s *sqliteStore) migrate(ctx context.Context) (err error) {
+	const op = "migrate sqlite schema"
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return s.openErr(ctx, op, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		applied_at INTEGER NOT NULL
+	)`); err != nil {
+		return s.openErr(ctx, op, err)
+	}
+	var current int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return s.openErr(ctx, op, err)
+	}
+	migrations := sqliteMigrations()
+	if latest := migrations[len(migrations)-1].version; current > latest {
+		return fmt.Errorf("%s: database schema version %d is newer than this binary knows (%d); upgrade penguin", op, current, latest)
+	}
+	for _, m := range migrations {
+		if m.version <= current {
+			continue
+		}
+		for _, stmt := range m.stmts {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return s.wrap(ctx, fmt.Sprintf("%s to version %d", op, m.version), err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`,
+			m.version, time.Now().UnixMicro()); err != nil {
+			return s.wrap(ctx, op, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return s.openErr(ctx, op, err)
+	}
+	return nil
+}
+
+// openErr classifies a failure while opening: whatever the cause, the store
+// could not be brought up, so it is ErrUnavailable.
+func (s *sqliteStore) openErr(ctx context.Context, op string, err error) error {
+	werr := s.wrap(ctx, op, err)
+	if errors.Is(werr, ErrUnavailable) {
+		return werr
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, werr)
+}
+
+// wrap turns a driver error into the store's error vocabulary.
+func (s *sqliteStore) wrap(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if s.closed.Load() {
+		return closedError(op)
+	}
+	if e := ctxError(ctx, op, err); e != nil {
+		return e
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR,
+			sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_NOLFS,
+			sqlite3.SQLITE_PROTOCOL, sqlite3.SQLITE_NOTADB:
+			return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+		}
+	}
+	if errors.Is(err, sql.ErrConnDone) {
+		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// isForeignKeyError reports whether err is a foreign key violation.
+func isForeignKeyError(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+}
+
+const sqliteSessionColumns = `id, provider, model_id, workspace, agent_state, approval_mode, thinking_level,
+	title, parent_id, source, environment_id, environment_addr, config,
+	usage_cache_read, usage_cache_write, usage_output, usage_total,
+	created_at, updated_at, last_sequence`
+
+// scanner is the common part of *sql.Row and *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+func scanSQLiteSession(sc scanner) (*Session, error) {
+	var (
+		s                  Session
+		u                  penguinv1.TokenCounts
+		created, updated   int64
+		approval, thinking int32
+	)
+	if err := sc.Scan(&s.ID, &s.Provider, &s.ModelID, &s.Workspace, &s.AgentState, &approval, &thinking,
+		&s.Title, &s.ParentID, &s.Source, &s.EnvironmentID, &s.EnvironmentAddr, &s.Config,
+		&u.CacheRead, &u.CacheWrite, &u.Output, &u.Total,
+		&created, &updated, &s.LastSequence); err != nil {
+		return nil, err
+	}
+	s.ApprovalMode = penguinv1.ApprovalMode(approval)
+	s.ThinkingLevel = penguinv1.ThinkingLevel(thinking)
+	s.Usage = &u
+	s.CreatedAt = time.UnixMicro(created).UTC()
+	s.UpdatedAt = time.UnixMicro(updated).UTC()
+	if len(s.Config) == 0 {
+		s.Config = nil
+	}
+	return &s, nil
+}
+
+// nilIfEmpty stores an empty byte slice as NULL.
+func nilIfEmpty(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// CreateSession implements Store.
+func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session) error {
+	const op = "create session"
+	if sess == nil {
+		return fmt.Errorf("%s: %w: nil session", op, ErrInvalid)
+	}
+	if err := checkID("session id", sess.ID); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if s.closed.Load() {
+		return closedError(op)
+	}
+	created := sess.CreatedAt
+	if created.IsZero() {
+		created = time.Now()
+	}
+	created = toMicros(created)
+	u := sess.Usage
+	if u == nil {
+		u = &penguinv1.TokenCounts{}
+	}
+	res, err := s.w.ExecContext(ctx, `INSERT INTO sessions (`+sqliteSessionColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
+		ON CONFLICT (id) DO NOTHING`,
+		sess.ID, sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState,
+		int32(sess.ApprovalMode), int32(sess.ThinkingLevel),
+		sess.Title, sess.ParentID, sess.Source, sess.EnvironmentID, sess.EnvironmentAddr, nilIfEmpty(sess.Config),
+		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal(),
+		created.UnixMicro(), created.UnixMicro())
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return s.wrap(ctx, op, err)
+	} else if n == 0 {
+		return fmt.Errorf("%s: %w: session %s already exists", op, ErrConflict, sess.ID)
+	}
+	sess.CreatedAt, sess.UpdatedAt, sess.LastSequence = created, created, 0
+	return nil
+}
+
+// GetSession implements Store.
+func (s *sqliteStore) GetSession(ctx context.Context, id string) (*Session, error) {
+	const op = "get session"
+	if s.closed.Load() {
+		return nil, closedError(op)
+	}
+	sess, err := scanSQLiteSession(s.r.QueryRowContext(ctx, `SELECT `+sqliteSessionColumns+` FROM sessions WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, s.wrap(ctx, op, err)
+	}
+	return sess, nil
+}
+
+// ListSessions implements Store.
+func (s *sqliteStore) ListSessions(ctx context.Context, pageSize int, pageToken string) ([]*Session, string, error) {
+	const op = "list sessions"
+	n := normalizePageSize(pageSize)
+	if s.closed.Load() {
+		return nil, "", closedError(op)
+	}
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if pageToken == "" {
+		rows, err = s.r.QueryContext(ctx, `SELECT `+sqliteSessionColumns+` FROM sessions
+			ORDER BY created_at DESC, id DESC LIMIT ?`, n+1)
+	} else {
+		c, cerr := decodeCursor(pageToken)
+		if cerr != nil {
+			return nil, "", fmt.Errorf("%s: %w", op, cerr)
+		}
+		rows, err = s.r.QueryContext(ctx, `SELECT `+sqliteSessionColumns+` FROM sessions
+			WHERE (created_at, id) < (?, ?)
+			ORDER BY created_at DESC, id DESC LIMIT ?`, c.createdAt.UnixMicro(), c.id, n+1)
+	}
+	if err != nil {
+		return nil, "", s.wrap(ctx, op, err)
+	}
+	defer rows.Close()
+	var out []*Session
+	for rows.Next() {
+		sess, err := scanSQLiteSession(rows)
+		if err != nil {
+			return nil, "", s.wrap(ctx, op, err)
+		}
+		out = append(out, sess)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", s.wrap(ctx, op, err)
+	}
+	return pageOf(out, n)
+}
+
+// pageOf cuts a result fetched with one extra row down to the page and
+// derives the next page's token from the page's last session.
+func pageOf(out []*Session, n int) ([]*Session, string, error) {
+	if len(out) <= n {
+		return out, "", nil
+	}
+	out = out[:n]
+	last := out[n-1]
+	return out, cursor{createdAt: last.CreatedAt, id: last.ID}.encode(), nil
+}
+
+// UpdateSession implements Store.
+func (s *sqliteStore) UpdateSession(ctx context.Context, sess *Session) error {
+	const op = "update session"
+	if sess == nil {
+		return fmt.Errorf("%s: %w: nil session", op, ErrInvalid)
+	}
+	if s.closed.Load() {
+		return closedError(op)
+	}
+	u := sess.Usage
+	res, err := s.w.ExecContext(ctx, `UPDATE sessions SET
+			provider = ?, model_id = ?, workspace = ?, agent_state = ?, approval_mode = ?, thinking_level = ?,
+			title = ?, parent_id = ?, source = ?, environment_id = ?, environment_addr = ?, config = ?,
+			usage_cache_read = ?, usage_cache_write = ?, usage_output = ?, usage_total = ?
+		WHERE id = ?`,
+		sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState, int32(sess.ApprovalMode), int32(sess.ThinkingLevel),
+		sess.Title, sess.ParentID, sess.Source, sess.EnvironmentID, sess.EnvironmentAddr, nilIfEmpty(sess.Config),
+		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal(),
+		sess.ID)
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return s.wrap(ctx, op, err)
+	} else if n == 0 {
+		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sess.ID)
+	}
+	return nil
+}
+
+// DeleteSession implements Store. The events, quarantined records and lease
+// go with the session through ON DELETE CASCADE.
+func (s *sqliteStore) DeleteSession(ctx context.Context, id string) error {
+	const op = "delete session"
+	if s.closed.Load() {
+		return closedError(op)
+	}
+	res, err := s.w.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return s.wrap(ctx, op, err)
+	} else if n == 0 {
+		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+	}
+	return nil
+}
+
+// sqliteInsertEvent inserts one event if, and only if, its sequence is
+// above the session's last one; the events_advance_session trigger then
+// moves the session's last_sequence and updated_at in the same statement.
+// The guard and the insert are one statement, and SQLite runs one write at
+// a time, so of two appends of the same sequence exactly one inserts a row.
+const sqliteInsertEvent = `INSERT INTO events (session_id, seq, kind, payload, appended_at)
+	SELECT ?1, ?2, ?3, ?4, ?5
+	WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1 AND last_sequence < ?2)`
+
+// execer is the common part of *sql.DB and *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// AppendEvents implements Store. A single event, what the loop appends
+// each time, is one autocommit statement; a batch runs the same statement
+// per event inside one IMMEDIATE transaction and rolls back if any of them
+// is refused.
+func (s *sqliteStore) AppendEvents(ctx context.Context, sessionID string, events ...Event) (err error) {
+	const op = "append events"
+	if len(events) == 0 {
+		return nil
+	}
+	enc, err := encodeEvents(sessionID, events)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if s.closed.Load() {
+		return closedError(op)
+	}
+	now := time.Now().UnixMicro()
+	if len(enc) == 1 {
+		return s.insertEvent(ctx, s.w, sessionID, enc[0], now)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	for _, e := range enc {
+		if err := s.insertEvent(ctx, tx, sessionID, e, now); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	return nil
+}
+
+// insertEvent runs sqliteInsertEvent and explains a refusal.
+func (s *sqliteStore) insertEvent(ctx context.Context, db execer, sessionID string, e encodedEvent, now int64) error {
+	const op = "append events"
+	res, err := db.ExecContext(ctx, sqliteInsertEvent, sessionID, e.seq, e.kind, e.payload, now)
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	if n == 1 {
+		return nil
+	}
+	var have int64
+	err = db.QueryRowContext(ctx, `SELECT last_sequence FROM sessions WHERE id = ?`, sessionID).Scan(&have)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
+	}
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	return fmt.Errorf("%s: %w: session %s: sequence %d is not above the last sequence %d", op, ErrConflict, sessionID, e.seq, have)
+}
+
+// ReadEvents implements Store.
+func (s *sqliteStore) ReadEvents(ctx context.Context, sessionID string, afterSequence int64, limit int) ([]Event, error) {
+	const op = "read events"
+	if s.closed.Load() {
+		return nil, closedError(op)
+	}
+	lim := int64(limit)
+	if limit <= 0 {
+		lim = -1 // SQLite: no limit
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT seq, kind, payload FROM events
+		WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSequence, lim)
+	if err != nil {
+		return nil, s.wrap(ctx, op, err)
+	}
+	var raw []encodedEvent
+	for rows.Next() {
+		var e encodedEvent
+		if err := rows.Scan(&e.seq, &e.kind, &e.payload); err != nil {
+			_ = rows.Close()
+			return nil, s.wrap(ctx, op, err)
+		}
+		raw = append(raw, e)
+	}
+	if err := rows.Err(); err != nil {
+		_ = rows.Close()
+		return nil, s.wrap(ctx, op, err)
+	}
+	_ = rows.Close()
+	if len(raw) == 0 {
+		var one int
+		err := s.r.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, sessionID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
+		}
+		if err != nil {
+			return nil, s.wrap(ctx, op, err)
+		}
+		return []Event{}, nil
+	}
+	out, err := decodeEvents(sessionID, raw, func(seq int64, cause error) error {
+		return s.tornRecord(ctx, sessionID, seq, cause)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return out, nil
+}
+
+// tornRecord decides what to do with a record that does not decode: if a
+// later record exists it is corruption in the middle of the log (an error);
+// otherwise it is a torn tail, which is moved into torn_events and skipped.
+// The move is conditional on still being the last record, so a concurrent
+// append turns it back into the error case rather than losing history.
+func (s *sqliteStore) tornRecord(ctx context.Context, sessionID string, seq int64, cause error) error {
+	const op = "read events"
+	var later bool
+	if err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE session_id = ? AND seq > ?)`,
+		sessionID, seq).Scan(&later); err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	if later {
+		return corruptError(sessionID, seq, cause)
+	}
+	s.log.WarnContext(ctx, "store: skipping torn last record of a session log",
+		"session_id", sessionID, "sequence", seq, "error", cause)
+	if err := s.quarantine(ctx, sessionID, seq); err != nil {
+		s.log.WarnContext(ctx, "store: could not quarantine torn record; it stays in the log",
+			"session_id", sessionID, "sequence", seq, "error", err)
+	}
+	return nil
+}
+
+// quarantine moves the session's last record seq into torn_events.
+func (s *sqliteStore) quarantine(ctx context.Context, sessionID string, seq int64) (err error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	const isLast = `NOT EXISTS (SELECT 1 FROM events AS later WHERE later.session_id = ? AND later.seq > ?)`
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO torn_events (session_id, seq, kind, payload, quarantined_at)
+		SELECT session_id, seq, kind, payload, ? FROM events WHERE session_id = ? AND seq = ? AND `+isLast,
+		time.Now().UnixMicro(), sessionID, seq, sessionID, seq); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE session_id = ? AND seq = ? AND `+isLast,
+		sessionID, seq, sessionID, seq); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// AcquireLease implements Store. SQLite lives on one machine, so the
+// process clock is the database's clock.
+func (s *sqliteStore) AcquireLease(ctx context.Context, sessionID, owner, ownerAddr string, ttl time.Duration) (bool, error) {
+	const op = "acquire lease"
+	if err := checkLease(sessionID, owner, ttl); err != nil {
+		return false, fmt.Errorf("%s: %w", op, err)
+	}
+	if s.closed.Load() {
+		return false, closedError(op)
+	}
+	now := time.Now()
+	var got string
+	err := s.w.QueryRowContext(ctx, `INSERT INTO leases (session_id, owner, owner_addr, expires_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (session_id) DO UPDATE SET
+			owner = excluded.owner, owner_addr = excluded.owner_addr, expires_at = excluded.expires_at
+		WHERE leases.owner = excluded.owner OR leases.expires_at <= ?
+		RETURNING owner`,
+		sessionID, owner, ownerAddr, now.Add(ttl).UnixMicro(), now.UnixMicro()).Scan(&got)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case isForeignKeyError(err):
+		return false, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
+	case err != nil:
+		return false, s.wrap(ctx, op, err)
+	}
+	return true, nil
+}
+
+// ReleaseLease implements Store.
+func (s *sqliteStore) ReleaseLease(ctx context.Context, sessionID, owner string) error {
+	const op = "release lease"
+	if s.closed.Load() {
+		return closedError(op)
+	}
+	_, err := s.w.ExecContext(ctx, `DELETE FROM leases WHERE session_id = ? AND owner = ?`, sessionID, owner)
+	return s.wrap(ctx, op, err)
+}
+
+// LeaseHolder implements Store.
+func (s *sqliteStore) LeaseHolder(ctx context.Context, sessionID string) (string, string, time.Time, error) {
+	const op = "lease holder"
+	if s.closed.Load() {
+		return "", "", time.Time{}, closedError(op)
+	}
+	var (
+		owner, addr string
+		expires     int64
+	)
+	err := s.r.QueryRowContext(ctx, `SELECT owner, owner_addr, expires_at FROM leases
+		WHERE session_id = ? AND expires_at > ?`, sessionID, time.Now().UnixMicro()).Scan(&owner, &addr, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", time.Time{}, fmt.Errorf("%s: %w: no live lease on session %s", op, ErrNotFound, sessionID)
+	}
+	if err != nil {
+		return "", "", time.Time{}, s.wrap(ctx, op, err)
+	}
+	return owner, addr, time.UnixMicro(expires).UTC(), nil
+}
+
+// Now implements Store.
+func (s *sqliteStore) Now(ctx context.Context) (time.Time, error) {
+	if s.closed.Load() {
+		return time.Time{}, closedError("now")
+	}
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, fmt.Errorf("now: %w", err)
+	}
+	return toMicros(time.Now()), nil
+}
+
+// Close implements Store.
+func (s *sqliteStore) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	err := s.w.Close()
+	if s.r != s.w {
+		err = errors.Join(err, s.r.Close())
+	}
+	return err
+}

@@ -1,0 +1,318 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/store"
+	"github.com/penguin-agent/penguin/services/engine/store/storetest"
+	"google.golang.org/protobuf/proto"
+)
+
+// testCtx returns a context that ends with the test or after a minute.
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// testLogger sends a store's log lines to the test log.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// sqliteFiles remembers which file backs which store, for the corrupter.
+type sqliteFiles struct {
+	mu    sync.Mutex
+	paths map[store.Store]string
+}
+
+func (f *sqliteFiles) open(t *testing.T) store.Store {
+	path := filepath.Join(t.TempDir(), "penguin.db")
+	s, err := store.Open(testCtx(t), "sqlite:"+path, store.WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatalf("Open(sqlite:%s): %v", path, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	f.mu.Lock()
+	f.paths[s] = path
+	f.mu.Unlock()
+	return s
+}
+
+// corrupt overwrites a payload through a separate connection to the file.
+func (f *sqliteFiles) corrupt(t *testing.T, s store.Store, sessionID string, seq int64, payload []byte) {
+	t.Helper()
+	f.mu.Lock()
+	path := f.paths[s]
+	f.mu.Unlock()
+	db, err := sql.Open("sqlite", path+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	res, err := db.ExecContext(testCtx(t), `UPDATE events SET payload = ? WHERE session_id = ? AND seq = ?`, payload, sessionID, seq)
+	if err != nil {
+		t.Fatalf("corrupt: %v", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("corrupt: %d rows updated, want 1", n)
+	}
+}
+
+// TestSQLiteConformance runs the shared suite against SQLite files.
+func TestSQLiteConformance(t *testing.T) {
+	f := &sqliteFiles{paths: make(map[store.Store]string)}
+	// The parent "directory" of the unreachable database is a regular
+	// file, so the database can never be created.
+	blocker := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Run(t, f.open, storetest.WithCorrupter(f.corrupt), storetest.WithUnreachable(func(ctx context.Context) (store.Store, error) {
+		return store.Open(ctx, "sqlite:"+filepath.Join(blocker, "penguin.db"))
+	}))
+}
+
+// TestOpenSQLiteURLForms checks every accepted spelling of a SQLite store,
+// that parent directories are created, that the file is in WAL mode with
+// foreign keys on, and that data survives closing and reopening.
+func TestOpenSQLiteURLForms(t *testing.T) {
+	dir := t.TempDir()
+	ctx := testCtx(t)
+	for _, tc := range []struct{ name, url, path string }{
+		{"sqlite scheme", "sqlite:" + filepath.Join(dir, "a", "b", "one.db"), filepath.Join(dir, "a", "b", "one.db")},
+		{"sqlite URL", "sqlite://" + filepath.Join(dir, "two.db"), filepath.Join(dir, "two.db")},
+		{"file scheme", "file:" + filepath.Join(dir, "three.db"), filepath.Join(dir, "three.db")},
+		{"plain path", filepath.Join(dir, "c", "four.db"), filepath.Join(dir, "c", "four.db")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := store.Open(ctx, tc.url)
+			if err != nil {
+				t.Fatalf("Open(%q): %v", tc.url, err)
+			}
+			if err := s.CreateSession(ctx, &store.Session{ID: "persist"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.AppendEvents(ctx, "persist", store.Event{Sequence: 1, Message: storetest.Messages()[0]}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db, err := sql.Open("sqlite", tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			var mode string
+			if err := db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+				t.Fatalf("journal_mode = %q, %v; want wal", mode, err)
+			}
+			// Reopen: migrations are idempotent and the data is there.
+			s, err = store.Open(ctx, tc.url)
+			if err != nil {
+				t.Fatalf("reopen: %v", err)
+			}
+			defer s.Close()
+			evs, err := s.ReadEvents(ctx, "persist", 0, 0)
+			if err != nil || len(evs) != 1 || !proto.Equal(evs[0].Message, storetest.Messages()[0]) {
+				t.Fatalf("after reopen: %d events, %v", len(evs), err)
+			}
+			var versions int
+			if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&versions); err != nil || versions != 1 {
+				t.Fatalf("schema_migrations has %d rows (%v) after two opens, want 1", versions, err)
+			}
+		})
+	}
+}
+
+// TestOpenSQLiteMemory checks the in-memory store used by tests: private
+// to its Store, and with foreign keys enforced (a delete cascades).
+func TestOpenSQLiteMemory(t *testing.T) {
+	ctx := testCtx(t)
+	for _, url := range []string{":memory:", "sqlite::memory:"} {
+		a, err := store.Open(ctx, url)
+		if err != nil {
+			t.Fatalf("Open(%q): %v", url, err)
+		}
+		defer a.Close()
+		b, err := store.Open(ctx, url)
+		if err != nil {
+			t.Fatalf("Open(%q): %v", url, err)
+		}
+		defer b.Close()
+		if err := a.CreateSession(ctx, &store.Session{ID: "m"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.GetSession(ctx, "m"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("%s: a second in-memory store sees the first one's session (%v)", url, err)
+		}
+		if err := a.AppendEvents(ctx, "m", store.Event{Sequence: 1, Message: storetest.Messages()[1]}); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := a.AcquireLease(ctx, "m", "r", "", time.Minute); err != nil || !ok {
+			t.Fatalf("AcquireLease = %v, %v", ok, err)
+		}
+		if err := a.DeleteSession(ctx, "m"); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.CreateSession(ctx, &store.Session{ID: "m"}); err != nil {
+			t.Fatal(err)
+		}
+		if evs, err := a.ReadEvents(ctx, "m", 0, 0); err != nil || len(evs) != 0 {
+			t.Fatalf("%s: events survived the delete: %d, %v", url, len(evs), err)
+		}
+	}
+}
+
+// TestOpenRejectsBadURLs checks that a URL the store does not understand
+// is ErrInvalid with a message that says why.
+func TestOpenRejectsBadURLs(t *testing.T) {
+	ctx := testCtx(t)
+	for _, tc := range []struct{ url, want string }{
+		{"", "empty store URL"},
+		{"mysql://localhost/db", `unsupported store URL scheme "mysql"`},
+		{"sqlite:", "has no path"},
+		{"file:", "has no path"},
+		{"sqlite:/tmp/x.db?mode=ro", "contains '?'"},
+		{"postgres://%zz", "postgres URL"},
+	} {
+		s, err := store.Open(ctx, tc.url)
+		if err == nil {
+			s.Close()
+			t.Fatalf("Open(%q) succeeded", tc.url)
+		}
+		if !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("Open(%q) = %v; want ErrInvalid mentioning %q", tc.url, err, tc.want)
+		}
+	}
+}
+
+// TestOpenSQLiteUnavailable checks that a file that cannot be created is
+// ErrUnavailable, which the engine reports as codes.Unavailable.
+func TestOpenSQLiteUnavailable(t *testing.T) {
+	ctx := testCtx(t)
+	blocker := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(blocker, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{
+		filepath.Join(blocker, "sub", "penguin.db"), // parent is a file
+		t.TempDir(), // a directory, not a database file
+	} {
+		s, err := store.Open(ctx, path)
+		if err == nil {
+			s.Close()
+			t.Fatalf("Open(%q) succeeded", path)
+		}
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("Open(%q) = %v; want ErrUnavailable", path, err)
+		}
+	}
+	// A file that is not a database.
+	junk := filepath.Join(t.TempDir(), "junk.db")
+	if err := os.WriteFile(junk, bytes.Repeat([]byte("not a database "), 512), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := store.Open(ctx, junk); err == nil {
+		s.Close()
+		t.Fatal("Open(junk file) succeeded")
+	} else if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Open(junk file) = %v; want ErrUnavailable", err)
+	}
+}
+
+// TestSQLiteTornRecordIsLoggedAndQuarantined checks the side effects of a
+// torn last record that the shared suite cannot see: a warning naming the
+// session and sequence, and the record kept in torn_events for forensics.
+func TestSQLiteTornRecordIsLoggedAndQuarantined(t *testing.T) {
+	ctx := testCtx(t)
+	path := filepath.Join(t.TempDir(), "torn.db")
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	s, err := store.Open(ctx, path, store.WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CreateSession(ctx, &store.Session{ID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := storetest.Messages()
+	if err := s.AppendEvents(ctx, "t", store.Event{Sequence: 1, Message: msgs[0]}, store.Event{Sequence: 2, Message: msgs[5]}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	garbage := []byte{0x0a, 0xff, 0x7f} // a length-delimited field cut short
+	if _, err := db.ExecContext(ctx, `UPDATE events SET payload = ? WHERE session_id = 't' AND seq = 2`, garbage); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.ReadEvents(ctx, "t", 0, 0)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("ReadEvents = %d events, %v; want 1", len(evs), err)
+	}
+	mu.Lock()
+	line := logs.String()
+	mu.Unlock()
+	if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "torn") || !strings.Contains(line, "session_id=t") || !strings.Contains(line, "sequence=2") {
+		t.Fatalf("log = %q; want a warning naming session t and sequence 2", line)
+	}
+	var kept []byte
+	if err := db.QueryRowContext(ctx, `SELECT payload FROM torn_events WHERE session_id = 't' AND seq = 2`).Scan(&kept); err != nil || !bytes.Equal(kept, garbage) {
+		t.Fatalf("quarantined payload = %x, %v; want %x", kept, err, garbage)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TestPayloadKind checks the kind column's values: the reference's payload
+// type names.
+func TestPayloadKind(t *testing.T) {
+	want := []string{"session_meta", "tool_list_ready", "mcp_connect_begin", "mcp_connect_end", "request_begin", "text", "text",
+		"image_url", "inline_data", "thinking", "thinking", "inline_thinking", "text", "tool_call", "approval_decision",
+		"tool_call_output", "tool_call_output", "request_end", "token_usage", "request_end", "compaction_begin", "compaction_end",
+		"subagent", "abort", "abort"}
+	msgs := storetest.Messages()
+	if len(msgs) != len(want) {
+		t.Fatalf("corpus has %d messages, want %d", len(msgs), len(want))
+	}
+	for i, m := range msgs {
+		if got := store.PayloadKind(m); got != want[i] {
+			t.Errorf("PayloadKind(message %d) = %q, want %q", i, got, want[i])
+		}
+	}
+	if got := store.PayloadKind(&penguinv1.OmniMessage{}); got != "" {
+		t.Errorf("PayloadKind(empty) = %q", got)
+	}
+}

@@ -1,0 +1,456 @@
+// Package store persists the engine's sessions: their metadata, their
+// append-only event logs and the leases through which one engine replica owns
+// a running session.
+//
+// The event log is the session's single source of truth, as the reference's
+// trace file is: it holds session_meta, complete model messages and events,
+// never streaming partials and never messages forwarded from a subagent
+// (those live in the child session's own log). Each event is stored as the
+// protobuf encoding of its OmniMessage, which is compact and lossless: opaque
+// provider fidelity bytes and the model's raw tool-call argument strings come
+// back byte for byte, which some providers require when history is replayed.
+//
+// Two implementations share one behaviour, pinned down by the conformance
+// suite in package storetest: SQLite (modernc.org/sqlite, pure Go, the
+// embedded default) and PostgreSQL (pgx/v5, for engine replicas that share
+// sessions). [Open] picks one from a URL.
+//
+// # Errors
+//
+// Every method reports failures with errors that wrap one of the sentinel
+// errors below, so that the gRPC layer can map them to status codes with
+// errors.Is: [ErrNotFound], [ErrConflict], [ErrInvalid], [ErrCorrupt] and
+// [ErrUnavailable]. An operation cut short by its context returns an error
+// that wraps the context's error instead of ErrUnavailable, because the
+// caller gave up rather than the database failing.
+//
+// # Torn records
+//
+// A transactional database never stores half a record, but a damaged
+// database, a restore from a bad copy or a hand edit can leave a row whose
+// payload no longer decodes. The reference tolerates a torn last line in a
+// trace file, and so does this store: when the last record of a session's
+// log does not decode, ReadEvents logs a warning, moves the record into a
+// quarantine table (so that later appends cannot turn it into a record in the
+// middle of the log) and returns the records before it. A record in the
+// middle of the log that does not decode is an error wrapping [ErrCorrupt]
+// that names the session and the sequence number: silently skipping
+// committed history would let a resumed session diverge from what the model
+// saw.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/omni"
+	"google.golang.org/protobuf/proto"
+)
+
+// Sentinel errors. Callers test for them with errors.Is; the messages of the
+// wrapping errors say which session, sequence or argument was at fault.
+var (
+	// ErrNotFound reports an unknown session, or no live lease on a session.
+	ErrNotFound = errors.New("store: not found")
+	// ErrConflict reports a session id that already exists, or an append
+	// whose sequence numbers are not strictly increasing above the session's
+	// last sequence (typically because another writer got there first).
+	ErrConflict = errors.New("store: conflict")
+	// ErrInvalid reports an argument the store refuses: an empty id, a
+	// partial or origin-tagged message, a malformed page token, a
+	// non-positive lease duration, and the like.
+	ErrInvalid = errors.New("store: invalid argument")
+	// ErrCorrupt reports a stored record in the middle of a session's log
+	// that no longer decodes.
+	ErrCorrupt = errors.New("store: corrupt record")
+	// ErrUnavailable reports that the database cannot be reached or cannot
+	// serve the request right now (connection refused or lost, server
+	// shutting down, file locked or unwritable, store closed). Callers map it
+	// to codes.Unavailable; retrying later may succeed.
+	ErrUnavailable = errors.New("store: unavailable")
+)
+
+// Limits on what the store accepts.
+const (
+	// MaxIDLength is the longest session id, lease owner or environment id
+	// the store accepts, in bytes.
+	MaxIDLength = 255
+	// DefaultPageSize is the page size ListSessions uses when asked for zero
+	// or fewer sessions.
+	DefaultPageSize = 100
+	// MaxPageSize caps ListSessions' page size.
+	MaxPageSize = 1000
+)
+
+// Session is the metadata of one session. The store keeps it alongside the
+// session's event log; everything the model saw lives in the log, not here.
+type Session struct {
+	// ID is the session's id. It is chosen by the engine and never changes.
+	ID string
+	// Provider and ModelID name the model that serves the session.
+	Provider string
+	ModelID  string
+	// Workspace is the absolute path of the session's workspace.
+	Workspace string
+	// AgentState is the absolute path of the agent state directory.
+	AgentState string
+	// ApprovalMode decides which tool calls need a human.
+	ApprovalMode penguinv1.ApprovalMode
+	// ThinkingLevel is the default thinking level of the session's tasks.
+	ThinkingLevel penguinv1.ThinkingLevel
+	// Title is a short title, usually the first prompt cut short.
+	Title string
+	// ParentID is the parent session of a subagent; empty otherwise.
+	ParentID string
+	// Source says where the session came from: empty for a user-created
+	// session, "subagent", "fork" or "schedule" otherwise.
+	Source string
+	// EnvironmentID and EnvironmentAddr name the environment bound to the
+	// session and the address of the environment replica that holds it.
+	EnvironmentID   string
+	EnvironmentAddr string
+	// Config is engine-owned JSON (max_turns, sandbox mode, system prompt
+	// override, ...). The store keeps it verbatim and never looks inside.
+	Config []byte
+	// Usage holds the session's cumulative token counts. The store returns
+	// it non-nil (all zero for a new session).
+	Usage *penguinv1.TokenCounts
+	// CreatedAt is when the session was created. CreateSession fills it in
+	// from the database's clock when it is zero.
+	CreatedAt time.Time
+	// UpdatedAt is when the session's log last grew. The store maintains it:
+	// it equals CreatedAt until the first append, and AppendEvents moves it.
+	UpdatedAt time.Time
+	// LastSequence is the sequence number of the last persisted event, zero
+	// for an empty log. The store maintains it.
+	LastSequence int64
+}
+
+// Event is one persisted message of a session's log with its sequence
+// number. Sequence numbers are the session's run-event numbers: they
+// increase strictly, and gaps are normal because partials are numbered on
+// the live stream but never persisted.
+type Event struct {
+	// Sequence is the event's number in the session, at least 1.
+	Sequence int64
+	// Message is the persisted message: session_meta, a complete model
+	// message or an event, without an origin.
+	Message *penguinv1.OmniMessage
+}
+
+// Store persists sessions, their event logs and run leases. All methods are
+// safe for concurrent use, also from several processes sharing one
+// database.
+type Store interface {
+	// CreateSession creates a session from s. The id must be new
+	// (ErrConflict otherwise) and non-empty. LastSequence and UpdatedAt in s
+	// are ignored: a new session has an empty log. A zero CreatedAt is
+	// filled in from the database's clock. On success the store writes the
+	// stored CreatedAt, UpdatedAt and LastSequence back into s.
+	CreateSession(ctx context.Context, s *Session) error
+
+	// GetSession returns the session with the given id, or ErrNotFound.
+	GetSession(ctx context.Context, id string) (*Session, error)
+
+	// ListSessions returns one page of sessions, newest first (by
+	// CreatedAt, ties broken by id, descending), and the token of the next
+	// page, empty on the last one. Paging is stable: sessions created or
+	// deleted between pages neither repeat nor shift the pages that follow.
+	// A pageSize of zero or less means DefaultPageSize; it is capped at
+	// MaxPageSize. A token that this store did not produce is ErrInvalid.
+	ListSessions(ctx context.Context, pageSize int, pageToken string) ([]*Session, string, error)
+
+	// UpdateSession replaces the metadata of an existing session with the
+	// fields of s: everything but ID, CreatedAt, UpdatedAt and LastSequence,
+	// which the store owns. It never touches the event log. ErrNotFound for
+	// an unknown session. Concurrent updates of one session are
+	// last-writer-wins.
+	UpdateSession(ctx context.Context, s *Session) error
+
+	// DeleteSession deletes a session together with its event log and its
+	// lease. ErrNotFound for an unknown session.
+	DeleteSession(ctx context.Context, id string) error
+
+	// AppendEvents appends events to a session's log atomically: either all
+	// of them are stored or none. Their sequence numbers must be strictly
+	// increasing and above the session's LastSequence; otherwise nothing is
+	// stored and the error wraps ErrConflict, which is also what the loser of
+	// two concurrent appends of the same sequence gets. Only session_meta,
+	// complete model messages and events may be appended: a partial, an
+	// origin-tagged message, a message without payload or a sequence below 1
+	// is ErrInvalid. On success LastSequence becomes the last event's
+	// sequence and UpdatedAt the database's current time. Appending no
+	// events is a no-op. ErrNotFound for an unknown session.
+	AppendEvents(ctx context.Context, sessionID string, events ...Event) error
+
+	// ReadEvents returns the session's events with a sequence above
+	// afterSequence, in ascending order, at most limit of them (all of them
+	// when limit is zero or less). A torn last record is skipped and
+	// quarantined with a logged warning; a corrupt record in the middle of
+	// the log is an error wrapping ErrCorrupt (see the package
+	// documentation). ErrNotFound for an unknown session.
+	ReadEvents(ctx context.Context, sessionID string, afterSequence int64, limit int) ([]Event, error)
+
+	// AcquireLease makes owner (an engine replica's id, reachable at
+	// ownerAddr) the owner of the session's run for ttl, measured on the
+	// database's clock so that replicas with skewed clocks agree. It returns
+	// true when the lease was free, expired or already held by owner (then
+	// it is renewed and ownerAddr updated), and false while another owner
+	// holds a live lease. The decision is one atomic statement, so of many
+	// concurrent contenders exactly one wins. ErrNotFound for an unknown
+	// session; ErrInvalid for an empty owner or a ttl below one
+	// millisecond.
+	AcquireLease(ctx context.Context, sessionID, owner, ownerAddr string, ttl time.Duration) (bool, error)
+
+	// ReleaseLease gives up owner's lease on the session. Releasing a lease
+	// that owner does not hold (never taken, expired and taken over, or
+	// already released) does nothing and is not an error, so a replica can
+	// release unconditionally when a run ends.
+	ReleaseLease(ctx context.Context, sessionID, owner string) error
+
+	// LeaseHolder returns the owner, its address and the expiry (on the
+	// database's clock) of the session's live lease. ErrNotFound when no
+	// live lease exists, including for an unknown session.
+	LeaseHolder(ctx context.Context, sessionID string) (owner, ownerAddr string, expires time.Time, err error)
+
+	// Now returns the database's current time, the clock that lease expiry
+	// and UpdatedAt are measured on. A replica uses it to schedule lease
+	// renewals without trusting its own clock.
+	Now(ctx context.Context) (time.Time, error)
+
+	// Close releases the store's connections. Calls after Close fail with
+	// ErrUnavailable; closing twice is harmless.
+	Close() error
+}
+
+// Option configures a store opened with [Open].
+type Option func(*options)
+
+type options struct {
+	logger *slog.Logger
+}
+
+// WithLogger sets the logger the store reports torn records and other
+// recoverable oddities to. The default is slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}
+
+func buildOptions(opts []Option) options {
+	o := options{logger: slog.Default()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// Open opens the store named by url and brings its schema up to date.
+//
+// A URL starting with "postgres://" or "postgresql://" opens PostgreSQL
+// through a pgx/v5 connection pool. The URL takes pgx's parameters
+// (pool_max_conns, connect_timeout, sslmode, ...), and any other parameter
+// is set on every connection: search_path selects the schema, and
+// synchronous_commit=off trades the last few hundred milliseconds of
+// appends on a server crash for appends that do not wait for the server's
+// fsync (about 5x faster on a slow disk; the log stays consistent either
+// way). "sqlite:PATH", "file:PATH" or a
+// plain path opens (and creates, with its parent directories) a SQLite
+// database file in WAL mode; ":memory:" opens a private in-memory SQLite
+// database, for tests. Open fails with an error wrapping ErrUnavailable when
+// the database cannot be reached before ctx ends, and with ErrInvalid for a
+// URL it does not understand.
+func Open(ctx context.Context, url string, opts ...Option) (Store, error) {
+	o := buildOptions(opts)
+	switch {
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		return openPostgres(ctx, url, o)
+	case url == "":
+		return nil, fmt.Errorf("%w: empty store URL", ErrInvalid)
+	case url == ":memory:":
+		return openSQLite(ctx, "", o)
+	}
+	path := url
+	switch {
+	case strings.HasPrefix(path, "sqlite://"):
+		path = strings.TrimPrefix(path, "sqlite://")
+	case strings.HasPrefix(path, "sqlite:"):
+		path = strings.TrimPrefix(path, "sqlite:")
+	case strings.HasPrefix(path, "file:"):
+		path = strings.TrimPrefix(path, "file:")
+	default:
+		if i := strings.Index(path, "://"); i > 0 && !strings.ContainsAny(path[:i], "/\\") {
+			return nil, fmt.Errorf("%w: unsupported store URL scheme %q (want postgres://, postgresql://, sqlite:, file: or a path)", ErrInvalid, path[:i])
+		}
+	}
+	if path == "" {
+		return nil, fmt.Errorf("%w: store URL %q has no path", ErrInvalid, url)
+	}
+	if path == ":memory:" {
+		return openSQLite(ctx, "", o)
+	}
+	return openSQLite(ctx, path, o)
+}
+
+// encodedEvent is an event ready for the database: its payload kind (the
+// reference's payload type, such as "text" or "request_end") and its
+// protobuf bytes.
+type encodedEvent struct {
+	seq     int64
+	kind    string
+	payload []byte
+}
+
+// encodeEvents validates a batch of events for AppendEvents and encodes it.
+// It checks everything that can be checked without the database, so that a
+// bad batch never opens a transaction.
+func encodeEvents(sessionID string, events []Event) ([]encodedEvent, error) {
+	if err := checkID("session id", sessionID); err != nil {
+		return nil, err
+	}
+	out := make([]encodedEvent, 0, len(events))
+	var prev int64
+	for i, e := range events {
+		if e.Sequence < 1 {
+			return nil, fmt.Errorf("%w: session %s: event %d has sequence %d; sequences start at 1", ErrInvalid, sessionID, i, e.Sequence)
+		}
+		if i > 0 && e.Sequence <= prev {
+			return nil, fmt.Errorf("%w: session %s: sequence %d follows %d in one append; sequences must increase strictly", ErrConflict, sessionID, e.Sequence, prev)
+		}
+		prev = e.Sequence
+		kind, err := persistableKind(e.Message)
+		if err != nil {
+			return nil, fmt.Errorf("session %s sequence %d: %w", sessionID, e.Sequence, err)
+		}
+		b, err := proto.Marshal(e.Message)
+		if err != nil {
+			return nil, fmt.Errorf("%w: session %s sequence %d: encode: %v", ErrInvalid, sessionID, e.Sequence, err)
+		}
+		out = append(out, encodedEvent{seq: e.Sequence, kind: kind, payload: b})
+	}
+	return out, nil
+}
+
+// persistableKind returns the payload kind of m, or ErrInvalid when m does
+// not belong in a log.
+func persistableKind(m *penguinv1.OmniMessage) (string, error) {
+	switch omni.KindOf(m) {
+	case omni.KindUnknown:
+		return "", fmt.Errorf("%w: message has no payload", ErrInvalid)
+	case omni.KindPartial:
+		return "", fmt.Errorf("%w: %s is a streaming partial; the log holds only session_meta, complete messages and events", ErrInvalid, PayloadKind(m))
+	}
+	if len(m.GetOrigin()) > 0 {
+		return "", fmt.Errorf("%w: message has origin %v; a subagent's messages belong to the child session's own log", ErrInvalid, m.GetOrigin())
+	}
+	return PayloadKind(m), nil
+}
+
+// PayloadKind returns the name of m's payload, which is the reference's
+// payload type ("session_meta", "text", "tool_call", "request_end", ...),
+// or "" when no payload is set. The store keeps it in a column next to each
+// event so that logs can be filtered by kind without decoding them.
+func PayloadKind(m *penguinv1.OmniMessage) string {
+	r := m.ProtoReflect()
+	od := r.Descriptor().Oneofs().ByName("payload")
+	if od == nil {
+		return ""
+	}
+	fd := r.WhichOneof(od)
+	if fd == nil {
+		return ""
+	}
+	return string(fd.Name())
+}
+
+// checkID validates an id-like argument.
+func checkID(what, id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty %s", ErrInvalid, what)
+	case len(id) > MaxIDLength:
+		return fmt.Errorf("%w: %s is %d bytes long; at most %d allowed", ErrInvalid, what, len(id), MaxIDLength)
+	}
+	return nil
+}
+
+// checkLease validates the arguments of AcquireLease.
+func checkLease(sessionID, owner string, ttl time.Duration) error {
+	if err := checkID("session id", sessionID); err != nil {
+		return err
+	}
+	if err := checkID("lease owner", owner); err != nil {
+		return err
+	}
+	if ttl < time.Millisecond {
+		return fmt.Errorf("%w: lease ttl %v is below 1ms", ErrInvalid, ttl)
+	}
+	return nil
+}
+
+// normalizePageSize applies the default and the cap.
+func normalizePageSize(n int) int {
+	switch {
+	case n <= 0:
+		return DefaultPageSize
+	case n > MaxPageSize:
+		return MaxPageSize
+	}
+	return n
+}
+
+// decodeEvents turns raw rows into events. A row that does not decode is
+// reported through torn: the callback decides (by asking the database
+// whether a later record exists) whether it is a torn tail to skip or a
+// corrupt record in the middle. Rows are in ascending order.
+func decodeEvents(sessionID string, rows []encodedEvent, torn func(seq int64, cause error) error) ([]Event, error) {
+	out := make([]Event, 0, len(rows))
+	for _, r := range rows {
+		m := new(penguinv1.OmniMessage)
+		if err := proto.Unmarshal(r.payload, m); err != nil {
+			if terr := torn(r.seq, err); terr != nil {
+				return nil, terr
+			}
+			continue
+		}
+		if omni.KindOf(m) == omni.KindUnknown {
+			if terr := torn(r.seq, errors.New("decoded message has no payload")); terr != nil {
+				return nil, terr
+			}
+			continue
+		}
+		out = append(out, Event{Sequence: r.seq, Message: m})
+	}
+	return out, nil
+}
+
+// corruptError is the error for a corrupt record in the middle of a log.
+func corruptError(sessionID string, seq int64, cause error) error {
+	return fmt.Errorf("%w: session %s sequence %d does not decode and later records exist: %v", ErrCorrupt, sessionID, seq, cause)
+}
+
+// closedError is what every method returns after Close.
+func closedError(op string) error {
+	return fmt.Errorf("%s: %w: store is closed", op, ErrUnavailable)
+}
+
+// ctxError wraps err for op when the context ended, so that callers see the
+// context's error rather than ErrUnavailable. It returns nil when ctx is
+// still live.
+func ctxError(ctx context.Context, op string, err error) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s: %w (%v)", op, context.Cause(ctx), err)
+}

@@ -1,0 +1,1115 @@
+// Package storetest is the conformance suite every store.Store
+// implementation passes. It pins down the behaviour the engine relies on:
+// metadata round trips, stable newest-first paging, exact event bytes,
+// atomic and race-free appends, leases measured on the database's clock,
+// cascading deletes, large payloads, torn records and the error vocabulary.
+//
+// An implementation's test calls Run with a function that opens a fresh,
+// empty store for one subtest, and a corrupter that can damage a stored
+// record behind the store's back.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/store"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// testTimeout bounds every subtest.
+const testTimeout = 60 * time.Second
+
+// Corrupter overwrites the stored payload of one event with payload,
+// directly in the database, bypassing the store's validation. It simulates
+// a record damaged on disk.
+type Corrupter func(t *testing.T, s store.Store, sessionID string, seq int64, payload []byte)
+
+// Option configures Run.
+type Option func(*suite)
+
+// WithCorrupter supplies the corrupter that the torn-record tests need.
+// Without it those tests fail, because an implementation that cannot be
+// checked for torn-record handling has not passed the suite.
+func WithCorrupter(c Corrupter) Option { return func(s *suite) { s.corrupt = c } }
+
+// WithUnreachable supplies a function that opens the implementation's
+// store where its database cannot be reached (a closed port, a path that
+// cannot be created). The suite checks that it fails with ErrUnavailable
+// promptly and within the context it is given. Without it that test fails.
+func WithUnreachable(open func(ctx context.Context) (store.Store, error)) Option {
+	return func(s *suite) { s.unreachable = open }
+}
+
+type suite struct {
+	open        func(t *testing.T) store.Store
+	corrupt     Corrupter
+	unreachable func(ctx context.Context) (store.Store, error)
+}
+
+// Run runs the conformance suite. open must return a new, empty store each
+// time it is called and arrange (with t.Cleanup) for it to be closed and
+// removed. Subtests run in parallel. WithCorrupter and WithUnreachable are
+// required for a complete run; the subtests that need them fail without
+// them.
+func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
+	s := &suite{open: open}
+	for _, o := range opts {
+		o(s)
+	}
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, ctx context.Context, st store.Store)
+	}{
+		{"CreateAndGet", s.testCreateAndGet},
+		{"CreateFillsCreatedAt", s.testCreateFillsCreatedAt},
+		{"CreateRejects", s.testCreateRejects},
+		{"GetUnknown", s.testGetUnknown},
+		{"Update", s.testUpdate},
+		{"Delete", s.testDelete},
+		{"ListPaging", s.testListPaging},
+		{"ListBadToken", s.testListBadToken},
+		{"AppendAndRead", s.testAppendAndRead},
+		{"AppendRejects", s.testAppendRejects},
+		{"AppendAtomic", s.testAppendAtomic},
+		{"ConcurrentAppendsOneWinnerPerSequence", s.testConcurrentAppends},
+		{"ConcurrentSessionsAndReaders", s.testConcurrentSessionsAndReaders},
+		{"Leases", s.testLeases},
+		{"LeaseExpiry", s.testLeaseExpiry},
+		{"LeaseContention", s.testLeaseContention},
+		{"LargePayload", s.testLargePayload},
+		{"TornLastRecord", s.testTornLastRecord},
+		{"CorruptMiddleRecord", s.testCorruptMiddleRecord},
+		{"CanceledContext", s.testCanceledContext},
+		{"Closed", s.testClosed},
+	}
+	t.Run("Unreachable", func(t *testing.T) {
+		t.Parallel()
+		s.testUnreachable(t)
+	})
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+			defer cancel()
+			tc.fn(t, ctx, s.open(t))
+		})
+	}
+}
+
+// fullSession returns a session with every field set.
+func fullSession(id string) *store.Session {
+	return &store.Session{
+		ID: id, Provider: "deepseek", ModelID: "deepseek-v4-pro", Workspace: "/home/u/work",
+		AgentState:   "/home/u/.penguin/data/p/agents/a/agent_state",
+		ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_READ_ONLY, ThinkingLevel: penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH,
+		Title: "Create hello.txt", ParentID: "session-parent", Source: "subagent",
+		EnvironmentID: "env-42", EnvironmentAddr: "10.1.2.3:7070",
+		Config:    []byte(`{"max_turns": 30, "sandbox":"workspace_write"}`),
+		Usage:     &penguinv1.TokenCounts{CacheRead: 1, CacheWrite: 2, Output: 3, Total: 4},
+		CreatedAt: time.Date(2026, 7, 18, 3, 10, 22, 531_123_000, time.UTC),
+	}
+}
+
+// diffSession describes how got differs from want, or returns "".
+func diffSession(want, got *store.Session) string {
+	var d []string
+	cmp := func(name string, w, g any) {
+		if w != g {
+			d = append(d, fmt.Sprintf("%s: want %v, got %v", name, w, g))
+		}
+	}
+	cmp("ID", want.ID, got.ID)
+	cmp("Provider", want.Provider, got.Provider)
+	cmp("ModelID", want.ModelID, got.ModelID)
+	cmp("Workspace", want.Workspace, got.Workspace)
+	cmp("AgentState", want.AgentState, got.AgentState)
+	cmp("ApprovalMode", want.ApprovalMode, got.ApprovalMode)
+	cmp("ThinkingLevel", want.ThinkingLevel, got.ThinkingLevel)
+	cmp("Title", want.Title, got.Title)
+	cmp("ParentID", want.ParentID, got.ParentID)
+	cmp("Source", want.Source, got.Source)
+	cmp("EnvironmentID", want.EnvironmentID, got.EnvironmentID)
+	cmp("EnvironmentAddr", want.EnvironmentAddr, got.EnvironmentAddr)
+	cmp("LastSequence", want.LastSequence, got.LastSequence)
+	if !bytes.Equal(want.Config, got.Config) {
+		d = append(d, fmt.Sprintf("Config: want %q, got %q", want.Config, got.Config))
+	}
+	wu := want.Usage
+	if wu == nil {
+		wu = &penguinv1.TokenCounts{}
+	}
+	if got.Usage == nil || !proto.Equal(wu, got.Usage) {
+		d = append(d, fmt.Sprintf("Usage: want %v, got %v", wu, got.Usage))
+	}
+	if !want.CreatedAt.Equal(got.CreatedAt) {
+		d = append(d, fmt.Sprintf("CreatedAt: want %v, got %v", want.CreatedAt, got.CreatedAt))
+	}
+	if !want.UpdatedAt.Equal(got.UpdatedAt) {
+		d = append(d, fmt.Sprintf("UpdatedAt: want %v, got %v", want.UpdatedAt, got.UpdatedAt))
+	}
+	return strings.Join(d, "; ")
+}
+
+// mustCreate creates a session or fails the test.
+func mustCreate(t *testing.T, ctx context.Context, st store.Store, s *store.Session) *store.Session {
+	t.Helper()
+	if err := st.CreateSession(ctx, s); err != nil {
+		t.Fatalf("CreateSession(%s): %v", s.ID, err)
+	}
+	return s
+}
+
+// text returns a user text message.
+func text(s string) *penguinv1.OmniMessage {
+	return &penguinv1.OmniMessage{Timestamp: timestamppb.Now(), Payload: &penguinv1.OmniMessage_Text{
+		Text: &penguinv1.Text{Role: penguinv1.Role_ROLE_USER, Text: s}}}
+}
+
+// eventsOf numbers msgs from first on.
+func eventsOf(first int64, msgs ...*penguinv1.OmniMessage) []store.Event {
+	out := make([]store.Event, len(msgs))
+	for i, m := range msgs {
+		out[i] = store.Event{Sequence: first + int64(i), Message: m}
+	}
+	return out
+}
+
+// checkEvents fails unless got equals want exactly (sequences and
+// messages, byte for byte).
+func checkEvents(t *testing.T, want, got []store.Event) {
+	t.Helper()
+	if len(want) != len(got) {
+		t.Fatalf("got %d events %v, want %d %v", len(got), seqsOf(got), len(want), seqsOf(want))
+	}
+	for i := range want {
+		if want[i].Sequence != got[i].Sequence {
+			t.Fatalf("event %d: sequence %d, want %d", i, got[i].Sequence, want[i].Sequence)
+		}
+		if !proto.Equal(want[i].Message, got[i].Message) {
+			t.Fatalf("event %d (sequence %d): message differs\n got: %v\nwant: %v", i, got[i].Sequence, got[i].Message, want[i].Message)
+		}
+	}
+}
+
+func seqsOf(evs []store.Event) []int64 {
+	out := make([]int64, len(evs))
+	for i, e := range evs {
+		out[i] = e.Sequence
+	}
+	return out
+}
+
+// wantErr fails unless err wraps target.
+func wantErr(t *testing.T, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("%s: got error %v, want one wrapping %v", what, err, target)
+	}
+}
+
+// poll calls cond until it returns true or the deadline passes.
+func poll(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
+		}
+	}
+}
+
+func (s *suite) testCreateAndGet(t *testing.T, ctx context.Context, st store.Store) {
+	want := fullSession("session-a")
+	mustCreate(t, ctx, st, want)
+	if want.LastSequence != 0 || !want.UpdatedAt.Equal(want.CreatedAt) {
+		t.Fatalf("CreateSession wrote back LastSequence %d, UpdatedAt %v, CreatedAt %v; want 0 and UpdatedAt == CreatedAt",
+			want.LastSequence, want.UpdatedAt, want.CreatedAt)
+	}
+	got, err := st.GetSession(ctx, "session-a")
+	if err != nil {
+		t.Fatalf("GetSession: %v", err)
+	}
+	if d := diffSession(want, got); d != "" {
+		t.Fatalf("GetSession returned a different session: %s", d)
+	}
+
+	// A minimal session: no config, no usage. Usage comes back as zeros,
+	// Config as nil.
+	min := &store.Session{ID: "session-min"}
+	mustCreate(t, ctx, st, min)
+	got, err = st.GetSession(ctx, "session-min")
+	if err != nil {
+		t.Fatalf("GetSession: %v", err)
+	}
+	if d := diffSession(min, got); d != "" {
+		t.Fatalf("minimal session: %s", d)
+	}
+	if got.Config != nil {
+		t.Fatalf("Config = %q, want nil", got.Config)
+	}
+	// LastSequence supplied by the caller is ignored.
+	ls := &store.Session{ID: "session-ls", LastSequence: 99}
+	mustCreate(t, ctx, st, ls)
+	if got, err := st.GetSession(ctx, "session-ls"); err != nil || got.LastSequence != 0 {
+		t.Fatalf("GetSession after creating with LastSequence 99: %v, %v; want LastSequence 0", got, err)
+	}
+}
+
+func (s *suite) testCreateFillsCreatedAt(t *testing.T, ctx context.Context, st store.Store) {
+	before, err := st.Now(ctx)
+	if err != nil {
+		t.Fatalf("Now: %v", err)
+	}
+	sess := mustCreate(t, ctx, st, &store.Session{ID: "session-now"})
+	after, err := st.Now(ctx)
+	if err != nil {
+		t.Fatalf("Now: %v", err)
+	}
+	if sess.CreatedAt.Before(before.Add(-time.Millisecond)) || sess.CreatedAt.After(after.Add(time.Millisecond)) {
+		t.Fatalf("CreatedAt %v is outside the store clock's [%v, %v]", sess.CreatedAt, before, after)
+	}
+	got, err := st.GetSession(ctx, "session-now")
+	if err != nil {
+		t.Fatalf("GetSession: %v", err)
+	}
+	if !got.CreatedAt.Equal(sess.CreatedAt) || !got.UpdatedAt.Equal(sess.CreatedAt) {
+		t.Fatalf("stored CreatedAt/UpdatedAt %v/%v, written back %v", got.CreatedAt, got.UpdatedAt, sess.CreatedAt)
+	}
+}
+
+func (s *suite) testCreateRejects(t *testing.T, ctx context.Context, st store.Store) {
+	mustCreate(t, ctx, st, fullSession("dup"))
+	wantErr(t, "duplicate id", st.CreateSession(ctx, &store.Session{ID: "dup", Title: "second"}), store.ErrConflict)
+	got, err := st.GetSession(ctx, "dup")
+	if err != nil || got.Title != "Create hello.txt" {
+		t.Fatalf("the duplicate create changed the session: %v, %v", got, err)
+	}
+	wantErr(t, "empty id", st.CreateSession(ctx, &store.Session{}), store.ErrInvalid)
+	wantErr(t, "nil session", st.CreateSession(ctx, nil), store.ErrInvalid)
+	wantErr(t, "long id", st.CreateSession(ctx, &store.Session{ID: strings.Repeat("x", store.MaxIDLength+1)}), store.ErrInvalid)
+}
+
+func (s *suite) testGetUnknown(t *testing.T, ctx context.Context, st store.Store) {
+	_, err := st.GetSession(ctx, "nope")
+	wantErr(t, "GetSession(unknown)", err, store.ErrNotFound)
+	if !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("error %q does not name the session", err)
+	}
+	_, err = st.ReadEvents(ctx, "nope", 0, 0)
+	wantErr(t, "ReadEvents(unknown)", err, store.ErrNotFound)
+	wantErr(t, "AppendEvents(unknown)", st.AppendEvents(ctx, "nope", eventsOf(1, text("x"))...), store.ErrNotFound)
+	wantErr(t, "UpdateSession(unknown)", st.UpdateSession(ctx, &store.Session{ID: "nope"}), store.ErrNotFound)
+	wantErr(t, "DeleteSession(unknown)", st.DeleteSession(ctx, "nope"), store.ErrNotFound)
+	_, err = st.AcquireLease(ctx, "nope", "owner", "addr", time.Minute)
+	wantErr(t, "AcquireLease(unknown)", err, store.ErrNotFound)
+	_, _, _, err = st.LeaseHolder(ctx, "nope")
+	wantErr(t, "LeaseHolder(unknown)", err, store.ErrNotFound)
+	if err := st.ReleaseLease(ctx, "nope", "owner"); err != nil {
+		t.Fatalf("ReleaseLease(unknown) = %v, want nil", err)
+	}
+}
+
+func (s *suite) testUpdate(t *testing.T, ctx context.Context, st store.Store) {
+	orig := mustCreate(t, ctx, st, fullSession("upd"))
+	if err := st.AppendEvents(ctx, "upd", eventsOf(1, text("one"), text("two"))...); err != nil {
+		t.Fatalf("AppendEvents: %v", err)
+	}
+	before, err := st.GetSession(ctx, "upd")
+	if err != nil {
+		t.Fatalf("GetSession: %v", err)
+	}
+	changed := &store.Session{
+		ID: "upd", Provider: "anthropic", ModelID: "claude", Workspace: "/w2", AgentState: "/as2",
+		ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL, ThinkingLevel: penguinv1.ThinkingLevel_THINKING_LEVEL_LOW,
+		Title: "new title", ParentID: "", Source: "fork", EnvironmentID: "env-43", EnvironmentAddr: "10.9.9.9:1",
+		Config: []byte(`{}`), Usage: &penguinv1.TokenCounts{CacheRead: 10, CacheWrite: 20, Output: 30, Total: 40},
+		// The store owns these; UpdateSession must ignore them.
+		CreatedAt: orig.CreatedAt.Add(time.Hour), UpdatedAt: orig.CreatedAt.Add(time.Hour), LastSequence: 1000,
+	}
+	if err := st.UpdateSession(ctx, changed); err != nil {
+		t.Fatalf("UpdateSession: %v", err)
+	}
+	got, err := st.GetSession(ctx, "upd")
+	if err != nil {
+		t.Fatalf("GetSession: %v", err)
+	}
+	want := *changed
+	want.CreatedAt, want.UpdatedAt, want.LastSequence = before.CreatedAt, before.UpdatedAt, before.LastSequence
+	if d := diffSession(&want, got); d != "" {
+		t.Fatalf("after UpdateSession: %s", d)
+	}
+	evs, err := st.ReadEvents(ctx, "upd", 0, 0)
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("UpdateSession touched the log: %d events, %v", len(evs), err)
+	}
+	// Clearing optional fields works too.
+	cleared := &store.Session{ID: "upd"}
+	if err := st.UpdateSession(ctx, cleared); err != nil {
+		t.Fatalf("UpdateSession(cleared): %v", err)
+	}
+	got, err = st.GetSession(ctx, "upd")
+	if err != nil {
+		t.Fatalf("GetSession: %v", err)
+	}
+	if got.Config != nil || got.Title != "" || got.Usage.GetTotal() != 0 || got.LastSequence != 2 {
+		t.Fatalf("cleared session = %+v", got)
+	}
+	wantErr(t, "UpdateSession(nil)", st.UpdateSession(ctx, nil), store.ErrInvalid)
+}
+
+func (s *suite) testDelete(t *testing.T, ctx context.Context, st store.Store) {
+	mustCreate(t, ctx, st, fullSession("del"))
+	mustCreate(t, ctx, st, fullSession("keep"))
+	for _, id := range []string{"del", "keep"} {
+		if err := st.AppendEvents(ctx, id, eventsOf(1, Messages()...)...); err != nil {
+			t.Fatalf("AppendEvents(%s): %v", id, err)
+		}
+		if ok, err := st.AcquireLease(ctx, id, "replica-1", "10.0.0.1:1", time.Hour); err != nil || !ok {
+			t.Fatalf("AcquireLease(%s) = %v, %v", id, ok, err)
+		}
+	}
+	if err := st.DeleteSession(ctx, "del"); err != nil {
+		t.Fatalf("DeleteSession: %v", err)
+	}
+	_, err := st.GetSession(ctx, "del")
+	wantErr(t, "GetSession after delete", err, store.ErrNotFound)
+	_, err = st.ReadEvents(ctx, "del", 0, 0)
+	wantErr(t, "ReadEvents after delete", err, store.ErrNotFound)
+	_, _, _, err = st.LeaseHolder(ctx, "del")
+	wantErr(t, "LeaseHolder after delete", err, store.ErrNotFound)
+	wantErr(t, "second delete", st.DeleteSession(ctx, "del"), store.ErrNotFound)
+
+	// Re-creating the id starts from nothing: no events, no lease.
+	mustCreate(t, ctx, st, &store.Session{ID: "del"})
+	evs, err := st.ReadEvents(ctx, "del", 0, 0)
+	if err != nil || len(evs) != 0 {
+		t.Fatalf("re-created session has %d events (%v); the delete did not cascade", len(evs), err)
+	}
+	if ok, err := st.AcquireLease(ctx, "del", "replica-2", "", time.Hour); err != nil || !ok {
+		t.Fatalf("AcquireLease on re-created session = %v, %v; the old lease survived the delete", ok, err)
+	}
+	if err := st.AppendEvents(ctx, "del", eventsOf(1, text("fresh"))...); err != nil {
+		t.Fatalf("AppendEvents(1) on re-created session: %v; old events survived the delete", err)
+	}
+
+	// The other session is untouched.
+	evs, err = st.ReadEvents(ctx, "keep", 0, 0)
+	if err != nil || len(evs) != len(Messages()) {
+		t.Fatalf("other session has %d events (%v), want %d", len(evs), err, len(Messages()))
+	}
+	if owner, _, _, err := st.LeaseHolder(ctx, "keep"); err != nil || owner != "replica-1" {
+		t.Fatalf("other session's lease: %q, %v", owner, err)
+	}
+}
+
+func (s *suite) testListPaging(t *testing.T, ctx context.Context, st store.Store) {
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var want []string // expected order: created_at desc, id desc
+	const n = 23
+	for i := range n {
+		// Three sessions share each creation time, to exercise the id
+		// tie-break.
+		mustCreate(t, ctx, st, &store.Session{ID: fmt.Sprintf("s-%02d", i), CreatedAt: base.Add(time.Duration(i/3) * time.Second)})
+	}
+	for i := n - 1; i >= 0; i-- {
+		want = append(want, fmt.Sprintf("s-%02d", i))
+	}
+
+	// Everything on one default-sized page.
+	all, next, err := st.ListSessions(ctx, 0, "")
+	if err != nil {
+		t.Fatalf("ListSessions: %v", err)
+	}
+	if next != "" || !slices.Equal(idsOf(all), want) {
+		t.Fatalf("ListSessions(0) = %v, next %q; want %v and no next page", idsOf(all), next, want)
+	}
+	// A page that exactly fits has no next page.
+	exact, next, err := st.ListSessions(ctx, n, "")
+	if err != nil || next != "" || len(exact) != n {
+		t.Fatalf("ListSessions(%d) = %d sessions, next %q, %v; want all and no next page", n, len(exact), next, err)
+	}
+
+	// Paging in fives, with a newer session created and a not-yet-seen one
+	// deleted half way: nothing repeats, nothing shifts.
+	var got []string
+	token := ""
+	for page := 0; ; page++ {
+		sessions, next, err := st.ListSessions(ctx, 5, token)
+		if err != nil {
+			t.Fatalf("ListSessions page %d: %v", page, err)
+		}
+		if len(sessions) > 5 {
+			t.Fatalf("page %d has %d sessions, want at most 5", page, len(sessions))
+		}
+		got = append(got, idsOf(sessions)...)
+		if page == 1 {
+			mustCreate(t, ctx, st, &store.Session{ID: "s-newest", CreatedAt: base.Add(time.Hour)})
+			if err := st.DeleteSession(ctx, "s-00"); err != nil {
+				t.Fatalf("DeleteSession: %v", err)
+			}
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	if wantPaged := want[:n-1]; !slices.Equal(got, wantPaged) {
+		t.Fatalf("paged listing = %v\nwant %v", got, wantPaged)
+	}
+	first, _, err := st.ListSessions(ctx, 1, "")
+	if err != nil || len(first) != 1 || first[0].ID != "s-newest" {
+		t.Fatalf("first session after creating a newer one = %v, %v", idsOf(first), err)
+	}
+}
+
+func idsOf(ss []*store.Session) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = s.ID
+	}
+	return out
+}
+
+func (s *suite) testListBadToken(t *testing.T, ctx context.Context, st store.Store) {
+	for _, tok := range []string{"!!!", "bm90IGEgdG9rZW4", "djE6eHl6OmE"} {
+		_, _, err := st.ListSessions(ctx, 10, tok)
+		wantErr(t, fmt.Sprintf("ListSessions(token %q)", tok), err, store.ErrInvalid)
+	}
+}
+
+func (s *suite) testAppendAndRead(t *testing.T, ctx context.Context, st store.Store) {
+	sess := mustCreate(t, ctx, st, &store.Session{ID: "log"})
+	msgs := Messages()
+	// One at a time with gaps in the numbering (partials took the missing
+	// numbers on the live stream), then the rest in one batch.
+	var want []store.Event
+	seq := int64(0)
+	for i, m := range msgs[:10] {
+		seq += int64(1 + i%3)
+		e := store.Event{Sequence: seq, Message: m}
+		if err := st.AppendEvents(ctx, "log", e); err != nil {
+			t.Fatalf("AppendEvents(%d, %s): %v", seq, store.PayloadKind(m), err)
+		}
+		want = append(want, e)
+	}
+	batch := eventsOf(seq+1, msgs[10:]...)
+	if err := st.AppendEvents(ctx, "log", batch...); err != nil {
+		t.Fatalf("AppendEvents(batch): %v", err)
+	}
+	want = append(want, batch...)
+	last := want[len(want)-1].Sequence
+
+	got, err := st.ReadEvents(ctx, "log", 0, 0)
+	if err != nil {
+		t.Fatalf("ReadEvents: %v", err)
+	}
+	checkEvents(t, want, got)
+	// Fidelity and arguments come back byte for byte.
+	for _, e := range got {
+		if th := e.Message.GetThinking(); th != nil && th.GetThinking() != "" {
+			if string(th.GetFidelity()) != `{ "signature" : "EqQBCkYIBxgCKkB\u00e9+/=",  "n": 1.50 }` {
+				t.Fatalf("fidelity bytes changed: %q", th.GetFidelity())
+			}
+		}
+		if tc := e.Message.GetToolCall(); tc != nil && tc.GetArguments() != `{"cmd": "printf hi > hello.txt",  "b":1.0e2 ,"a":"\u0041"}` {
+			t.Fatalf("arguments changed: %q", tc.GetArguments())
+		}
+	}
+
+	// afterSequence and limit.
+	mid := want[5].Sequence
+	got, err = st.ReadEvents(ctx, "log", mid, 0)
+	if err != nil {
+		t.Fatalf("ReadEvents(after %d): %v", mid, err)
+	}
+	checkEvents(t, want[6:], got)
+	got, err = st.ReadEvents(ctx, "log", mid, 4)
+	if err != nil {
+		t.Fatalf("ReadEvents(after %d, limit 4): %v", mid, err)
+	}
+	checkEvents(t, want[6:10], got)
+	// An afterSequence between two numbers starts at the next one.
+	got, err = st.ReadEvents(ctx, "log", want[1].Sequence+1, 1)
+	if err != nil {
+		t.Fatalf("ReadEvents: %v", err)
+	}
+	checkEvents(t, want[2:3], got)
+	got, err = st.ReadEvents(ctx, "log", last, 0)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("ReadEvents(after last) = %v, %v; want none", seqsOf(got), err)
+	}
+
+	// The session's LastSequence and UpdatedAt followed the appends.
+	after, err := st.GetSession(ctx, "log")
+	if err != nil {
+		t.Fatalf("GetSession: %v", err)
+	}
+	if after.LastSequence != last {
+		t.Fatalf("LastSequence = %d, want %d", after.LastSequence, last)
+	}
+	if after.UpdatedAt.Before(sess.CreatedAt) {
+		t.Fatalf("UpdatedAt %v is before CreatedAt %v", after.UpdatedAt, sess.CreatedAt)
+	}
+	now, err := st.Now(ctx)
+	if err != nil {
+		t.Fatalf("Now: %v", err)
+	}
+	if after.UpdatedAt.After(now.Add(time.Millisecond)) {
+		t.Fatalf("UpdatedAt %v is after the store's now %v", after.UpdatedAt, now)
+	}
+
+	// An empty session reads as empty, not as an error; appending nothing
+	// is a no-op.
+	mustCreate(t, ctx, st, &store.Session{ID: "empty"})
+	if err := st.AppendEvents(ctx, "empty"); err != nil {
+		t.Fatalf("AppendEvents(no events) = %v", err)
+	}
+	got, err = st.ReadEvents(ctx, "empty", 0, 0)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("ReadEvents(empty) = %v, %v", seqsOf(got), err)
+	}
+}
+
+func (s *suite) testAppendRejects(t *testing.T, ctx context.Context, st store.Store) {
+	mustCreate(t, ctx, st, &store.Session{ID: "rej"})
+	if err := st.AppendEvents(ctx, "rej", eventsOf(5, text("five"))...); err != nil {
+		t.Fatalf("AppendEvents(5): %v", err)
+	}
+	partials := []*penguinv1.OmniMessage{
+		{Timestamp: timestamppb.Now(), Payload: &penguinv1.OmniMessage_PartialText{PartialText: &penguinv1.PartialText{
+			Role: penguinv1.Role_ROLE_ASSISTANT, EventType: penguinv1.StreamEventType_STREAM_EVENT_TYPE_DELTA, Text: "he"}}},
+		{Payload: &penguinv1.OmniMessage_PartialThinking{PartialThinking: &penguinv1.PartialThinking{}}},
+		{Payload: &penguinv1.OmniMessage_PartialToolCall{PartialToolCall: &penguinv1.PartialToolCall{}}},
+		{Payload: &penguinv1.OmniMessage_PartialToolCallOutput{PartialToolCallOutput: &penguinv1.PartialToolCallOutput{}}},
+	}
+	for _, p := range partials {
+		err := st.AppendEvents(ctx, "rej", store.Event{Sequence: 6, Message: p})
+		wantErr(t, "append "+store.PayloadKind(p), err, store.ErrInvalid)
+		if !strings.Contains(err.Error(), "partial") {
+			t.Fatalf("error %q does not say the message is a partial", err)
+		}
+	}
+	withOrigin := text("from child")
+	withOrigin.Origin = []string{"session-child"}
+	wantErr(t, "append origin-tagged", st.AppendEvents(ctx, "rej", store.Event{Sequence: 6, Message: withOrigin}), store.ErrInvalid)
+	wantErr(t, "append nil message", st.AppendEvents(ctx, "rej", store.Event{Sequence: 6}), store.ErrInvalid)
+	wantErr(t, "append empty payload", st.AppendEvents(ctx, "rej", store.Event{Sequence: 6, Message: &penguinv1.OmniMessage{}}), store.ErrInvalid)
+	wantErr(t, "append sequence 0", st.AppendEvents(ctx, "rej", store.Event{Sequence: 0, Message: text("x")}), store.ErrInvalid)
+	wantErr(t, "append empty session id", st.AppendEvents(ctx, "", store.Event{Sequence: 6, Message: text("x")}), store.ErrInvalid)
+	// Sequences at or below the last, or not increasing within a batch.
+	for _, evs := range [][]store.Event{
+		eventsOf(5, text("again")),
+		eventsOf(3, text("below")),
+		{{Sequence: 7, Message: text("a")}, {Sequence: 7, Message: text("b")}},
+		{{Sequence: 8, Message: text("a")}, {Sequence: 7, Message: text("b")}},
+	} {
+		err := st.AppendEvents(ctx, "rej", evs...)
+		wantErr(t, fmt.Sprintf("append sequences %v", seqsOf(evs)), err, store.ErrConflict)
+	}
+	got, err := st.ReadEvents(ctx, "rej", 0, 0)
+	if err != nil {
+		t.Fatalf("ReadEvents: %v", err)
+	}
+	if len(got) != 1 || got[0].Sequence != 5 || got[0].Message.GetText().GetText() != "five" {
+		t.Fatalf("log after rejected appends = %v, want only sequence 5", seqsOf(got))
+	}
+	if sess, err := st.GetSession(ctx, "rej"); err != nil || sess.LastSequence != 5 {
+		t.Fatalf("LastSequence after rejected appends = %v, %v; want 5", sess, err)
+	}
+}
+
+func (s *suite) testAppendAtomic(t *testing.T, ctx context.Context, st store.Store) {
+	mustCreate(t, ctx, st, &store.Session{ID: "atomic"})
+	if err := st.AppendEvents(ctx, "atomic", eventsOf(1, text("1"), text("2"))...); err != nil {
+		t.Fatalf("AppendEvents: %v", err)
+	}
+	// A batch with a good event followed by a partial stores nothing.
+	bad := []store.Event{
+		{Sequence: 3, Message: text("3")},
+		{Sequence: 4, Message: &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_PartialText{PartialText: &penguinv1.PartialText{}}}},
+	}
+	wantErr(t, "batch with a partial", st.AppendEvents(ctx, "atomic", bad...), store.ErrInvalid)
+	// A batch that overlaps the log stores nothing either.
+	wantErr(t, "overlapping batch", st.AppendEvents(ctx, "atomic", eventsOf(2, text("2 again"), text("3"))...), store.ErrConflict)
+	got, err := st.ReadEvents(ctx, "atomic", 0, 0)
+	if err != nil || !slices.Equal(seqsOf(got), []int64{1, 2}) {
+		t.Fatalf("log = %v, %v; want [1 2]", seqsOf(got), err)
+	}
+	if err := st.AppendEvents(ctx, "atomic", eventsOf(3, text("3"), text("4"))...); err != nil {
+		t.Fatalf("AppendEvents(3, 4) after the rejected batches: %v", err)
+	}
+}
+
+func (s *suite) testConcurrentAppends(t *testing.T, ctx context.Context, st store.Store) {
+	mustCreate(t, ctx, st, &store.Session{ID: "race"})
+	const writers, seqs = 8, 40
+	var (
+		mu      sync.Mutex
+		winners = make(map[int64][]string)
+		wg      sync.WaitGroup
+		errs    = make(chan error, writers)
+	)
+	for w := range writers {
+		wg.Go(func() {
+			for seq := int64(1); seq <= seqs; seq++ {
+				label := fmt.Sprintf("writer %d sequence %d", w, seq)
+				err := st.AppendEvents(ctx, "race", store.Event{Sequence: seq, Message: text(label)})
+				switch {
+				case err == nil:
+					mu.Lock()
+					winners[seq] = append(winners[seq], label)
+					mu.Unlock()
+				case errors.Is(err, store.ErrConflict):
+				default:
+					errs <- fmt.Errorf("%s: %w", label, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent append failed with something other than ErrConflict: %v", err)
+	}
+	got, err := st.ReadEvents(ctx, "race", 0, 0)
+	if err != nil {
+		t.Fatalf("ReadEvents: %v", err)
+	}
+	if len(got) != seqs {
+		t.Fatalf("log has %d events, want %d", len(got), seqs)
+	}
+	for i, e := range got {
+		seq := int64(i + 1)
+		w := winners[seq]
+		if len(w) != 1 {
+			t.Fatalf("sequence %d had %d winners %v, want exactly 1", seq, len(w), w)
+		}
+		if e.Sequence != seq || e.Message.GetText().GetText() != w[0] {
+			t.Fatalf("event %d = %d %q, want %d %q (the winner's)", i, e.Sequence, e.Message.GetText().GetText(), seq, w[0])
+		}
+	}
+	if sess, err := st.GetSession(ctx, "race"); err != nil || sess.LastSequence != seqs {
+		t.Fatalf("LastSequence = %v, %v; want %d", sess, err, seqs)
+	}
+}
+
+func (s *suite) testConcurrentSessionsAndReaders(t *testing.T, ctx context.Context, st store.Store) {
+	const sessions, pairs = 4, 25
+	for i := range sessions {
+		mustCreate(t, ctx, st, &store.Session{ID: fmt.Sprintf("par-%d", i)})
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*sessions)
+	done := make(chan struct{})
+	for i := range sessions {
+		id := fmt.Sprintf("par-%d", i)
+		// A writer appends pairs atomically...
+		wg.Go(func() {
+			for p := int64(0); p < pairs; p++ {
+				if err := st.AppendEvents(ctx, id, eventsOf(2*p+1, text("q"), text("a"))...); err != nil {
+					errs <- fmt.Errorf("append to %s: %w", id, err)
+					return
+				}
+			}
+		})
+	}
+	// ...while readers check that they only ever see whole pairs, in order.
+	var rg sync.WaitGroup
+	for i := range sessions {
+		id := fmt.Sprintf("par-%d", i)
+		rg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				evs, err := st.ReadEvents(ctx, id, 0, 0)
+				if err != nil {
+					errs <- fmt.Errorf("read %s: %w", id, err)
+					return
+				}
+				if len(evs)%2 != 0 {
+					errs <- fmt.Errorf("read %s saw %d events: half an atomic append", id, len(evs))
+					return
+				}
+				for j, e := range evs {
+					if e.Sequence != int64(j+1) {
+						errs <- fmt.Errorf("read %s: event %d has sequence %d", id, j, e.Sequence)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	rg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i := range sessions {
+		id := fmt.Sprintf("par-%d", i)
+		if sess, err := st.GetSession(ctx, id); err != nil || sess.LastSequence != 2*pairs {
+			t.Fatalf("%s: LastSequence %v, %v; want %d", id, sess, err, 2*pairs)
+		}
+	}
+}
+
+func (s *suite) testLeases(t *testing.T, ctx context.Context, st store.Store) {
+	mustCreate(t, ctx, st, &store.Session{ID: "lease"})
+	_, _, _, err := st.LeaseHolder(ctx, "lease")
+	wantErr(t, "LeaseHolder before any lease", err, store.ErrNotFound)
+
+	ok, err := st.AcquireLease(ctx, "lease", "replica-a", "10.0.0.1:7000", 30*time.Second)
+	if err != nil || !ok {
+		t.Fatalf("AcquireLease(a) = %v, %v; want true", ok, err)
+	}
+	owner, addr, exp1, err := st.LeaseHolder(ctx, "lease")
+	if err != nil || owner != "replica-a" || addr != "10.0.0.1:7000" {
+		t.Fatalf("LeaseHolder = %q %q %v; want replica-a at 10.0.0.1:7000", owner, addr, err)
+	}
+	now, err := st.Now(ctx)
+	if err != nil {
+		t.Fatalf("Now: %v", err)
+	}
+	if left := exp1.Sub(now); left <= 20*time.Second || left > 30*time.Second+time.Millisecond {
+		t.Fatalf("lease expires %v after the store's now, want about 30s", left)
+	}
+
+	// Another owner cannot take a live lease.
+	ok, err = st.AcquireLease(ctx, "lease", "replica-b", "10.0.0.2:7000", time.Minute)
+	if err != nil || ok {
+		t.Fatalf("AcquireLease(b) while a holds it = %v, %v; want false", ok, err)
+	}
+	if owner, _, _, _ := st.LeaseHolder(ctx, "lease"); owner != "replica-a" {
+		t.Fatalf("holder after b's attempt = %q, want replica-a", owner)
+	}
+
+	// The owner renews, extending the expiry and updating its address.
+	ok, err = st.AcquireLease(ctx, "lease", "replica-a", "10.0.0.1:7001", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("renew = %v, %v; want true", ok, err)
+	}
+	owner, addr, exp2, err := st.LeaseHolder(ctx, "lease")
+	if err != nil || owner != "replica-a" || addr != "10.0.0.1:7001" || !exp2.After(exp1) {
+		t.Fatalf("after renew: %q %q expires %v (was %v), %v", owner, addr, exp2, exp1, err)
+	}
+
+	// Releasing someone else's lease does nothing.
+	if err := st.ReleaseLease(ctx, "lease", "replica-b"); err != nil {
+		t.Fatalf("ReleaseLease(b) = %v", err)
+	}
+	if owner, _, _, _ := st.LeaseHolder(ctx, "lease"); owner != "replica-a" {
+		t.Fatalf("holder after b's release = %q, want replica-a", owner)
+	}
+	if err := st.ReleaseLease(ctx, "lease", "replica-a"); err != nil {
+		t.Fatalf("ReleaseLease(a) = %v", err)
+	}
+	_, _, _, err = st.LeaseHolder(ctx, "lease")
+	wantErr(t, "LeaseHolder after release", err, store.ErrNotFound)
+	if err := st.ReleaseLease(ctx, "lease", "replica-a"); err != nil {
+		t.Fatalf("second ReleaseLease(a) = %v, want nil", err)
+	}
+	ok, err = st.AcquireLease(ctx, "lease", "replica-b", "10.0.0.2:7000", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("AcquireLease(b) after release = %v, %v; want true", ok, err)
+	}
+
+	// Leases are per session.
+	mustCreate(t, ctx, st, &store.Session{ID: "lease-2"})
+	if ok, err := st.AcquireLease(ctx, "lease-2", "replica-a", "", time.Minute); err != nil || !ok {
+		t.Fatalf("AcquireLease on another session = %v, %v", ok, err)
+	}
+
+	_, err = st.AcquireLease(ctx, "lease", "", "addr", time.Minute)
+	wantErr(t, "AcquireLease(empty owner)", err, store.ErrInvalid)
+	_, err = st.AcquireLease(ctx, "lease", "replica-a", "addr", 0)
+	wantErr(t, "AcquireLease(ttl 0)", err, store.ErrInvalid)
+}
+
+func (s *suite) testLeaseExpiry(t *testing.T, ctx context.Context, st store.Store) {
+	mustCreate(t, ctx, st, &store.Session{ID: "expiry"})
+	const ttl = time.Second
+	ok, err := st.AcquireLease(ctx, "expiry", "replica-a", "a:1", ttl)
+	if err != nil || !ok {
+		t.Fatalf("AcquireLease(a) = %v, %v", ok, err)
+	}
+	_, _, expA, err := st.LeaseHolder(ctx, "expiry")
+	if err != nil {
+		t.Fatalf("LeaseHolder: %v", err)
+	}
+	// Until the store's clock passes expA, b is refused.
+	ok, err = st.AcquireLease(ctx, "expiry", "replica-b", "b:1", time.Minute)
+	if err != nil {
+		t.Fatalf("AcquireLease(b): %v", err)
+	}
+	if ok {
+		now, _ := st.Now(ctx)
+		if now.Before(expA) {
+			t.Fatalf("b took a's lease at %v, before it expired at %v", now, expA)
+		}
+		t.Fatalf("the machine was too slow to test a %v lease: b's first attempt came after expiry", ttl)
+	}
+	// Once it has expired, nobody holds it...
+	poll(t, ctx, "a's lease to expire", func() bool {
+		_, _, _, err := st.LeaseHolder(ctx, "expiry")
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("LeaseHolder: %v", err)
+		}
+		return err != nil
+	})
+	if now, err := st.Now(ctx); err != nil || now.Before(expA) {
+		t.Fatalf("LeaseHolder reported no live lease at store time %v, before the expiry %v (%v)", now, expA, err)
+	}
+	// ...and b can take it.
+	poll(t, ctx, "b to take the expired lease", func() bool {
+		ok, err := st.AcquireLease(ctx, "expiry", "replica-b", "b:1", time.Minute)
+		if err != nil {
+			t.Fatalf("AcquireLease(b): %v", err)
+		}
+		return ok
+	})
+	owner, addr, _, err := st.LeaseHolder(ctx, "expiry")
+	if err != nil || owner != "replica-b" || addr != "b:1" {
+		t.Fatalf("holder = %q %q %v, want replica-b", owner, addr, err)
+	}
+	// a coming back late cannot take it over, and its release is a no-op.
+	if ok, err := st.AcquireLease(ctx, "expiry", "replica-a", "a:1", ttl); err != nil || ok {
+		t.Fatalf("late AcquireLease(a) = %v, %v; want false", ok, err)
+	}
+	if err := st.ReleaseLease(ctx, "expiry", "replica-a"); err != nil {
+		t.Fatalf("late ReleaseLease(a) = %v", err)
+	}
+	if owner, _, _, err := st.LeaseHolder(ctx, "expiry"); err != nil || owner != "replica-b" {
+		t.Fatalf("holder after a's late release = %q, %v; want replica-b", owner, err)
+	}
+}
+
+func (s *suite) testLeaseContention(t *testing.T, ctx context.Context, st store.Store) {
+	mustCreate(t, ctx, st, &store.Session{ID: "contend"})
+	const contenders = 8
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		won   []string
+		start = make(chan struct{})
+		errs  = make(chan error, contenders)
+	)
+	for i := range contenders {
+		owner := fmt.Sprintf("replica-%d", i)
+		wg.Go(func() {
+			<-start
+			ok, err := st.AcquireLease(ctx, "contend", owner, owner+":1", time.Minute)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if ok {
+				mu.Lock()
+				won = append(won, owner)
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("AcquireLease: %v", err)
+	}
+	if len(won) != 1 {
+		t.Fatalf("%d contenders won the lease (%v), want exactly 1", len(won), won)
+	}
+	if owner, addr, _, err := st.LeaseHolder(ctx, "contend"); err != nil || owner != won[0] || addr != won[0]+":1" {
+		t.Fatalf("holder = %q %q %v, want the winner %q", owner, addr, err, won[0])
+	}
+}
+
+func (s *suite) testLargePayload(t *testing.T, ctx context.Context, st store.Store) {
+	mustCreate(t, ctx, st, &store.Session{ID: "big"})
+	url := bigDataURL(5 << 20)
+	img := &penguinv1.OmniMessage{Timestamp: timestamppb.Now(), Payload: &penguinv1.OmniMessage_ImageUrl{
+		ImageUrl: &penguinv1.ImageUrl{Role: penguinv1.Role_ROLE_USER, ImageUrl: url}}}
+	out := &penguinv1.OmniMessage{Timestamp: timestamppb.Now(), Payload: &penguinv1.OmniMessage_ToolCallOutput{
+		ToolCallOutput: &penguinv1.ToolCallOutput{Role: penguinv1.Role_ROLE_USER, Output: "read image.png", ToolCallId: "call_img",
+			Images: []string{url}}}}
+	want := eventsOf(1, text("before"), img, out, text("after"))
+	for _, e := range want {
+		if err := st.AppendEvents(ctx, "big", e); err != nil {
+			t.Fatalf("AppendEvents(%d): %v", e.Sequence, err)
+		}
+	}
+	got, err := st.ReadEvents(ctx, "big", 0, 0)
+	if err != nil {
+		t.Fatalf("ReadEvents: %v", err)
+	}
+	checkEvents(t, want, got)
+	if got[1].Message.GetImageUrl().GetImageUrl() != url {
+		t.Fatal("the 5 MB data URL did not come back intact")
+	}
+}
+
+// tornPayload returns the first half of the encoding of a long text: what
+// a write cut short would leave. It checks that the bytes really do not
+// decode.
+func tornPayload(t *testing.T) []byte {
+	t.Helper()
+	b, err := proto.Marshal(text(strings.Repeat("a long line of text ", 50)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := b[:len(b)/2]
+	if err := proto.Unmarshal(torn, new(penguinv1.OmniMessage)); err == nil {
+		t.Fatal("the torn payload decodes; the test cannot simulate a torn record with it")
+	}
+	return torn
+}
+
+func (s *suite) testTornLastRecord(t *testing.T, ctx context.Context, st store.Store) {
+	if s.corrupt == nil {
+		t.Fatal("no corrupter given to storetest.Run (use WithCorrupter); torn-record handling is unverified")
+	}
+	mustCreate(t, ctx, st, &store.Session{ID: "torn"})
+	want := eventsOf(1, text("one"), text("two"), text("three"))
+	if err := st.AppendEvents(ctx, "torn", want...); err != nil {
+		t.Fatalf("AppendEvents: %v", err)
+	}
+	s.corrupt(t, st, "torn", 3, tornPayload(t))
+
+	// A page that stops before the torn record does not notice it.
+	got, err := st.ReadEvents(ctx, "torn", 0, 2)
+	if err != nil {
+		t.Fatalf("ReadEvents(limit 2): %v", err)
+	}
+	checkEvents(t, want[:2], got)
+	// A read that reaches it skips it.
+	got, err = st.ReadEvents(ctx, "torn", 0, 0)
+	if err != nil {
+		t.Fatalf("ReadEvents with a torn last record: %v", err)
+	}
+	checkEvents(t, want[:2], got)
+	got, err = st.ReadEvents(ctx, "torn", 2, 0)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("ReadEvents(after 2) = %v, %v; want none", seqsOf(got), err)
+	}
+	// The sequence number stays used: the next append continues after it,
+	// and the torn record never turns into a corrupt middle record.
+	sess, err := st.GetSession(ctx, "torn")
+	if err != nil || sess.LastSequence != 3 {
+		t.Fatalf("LastSequence = %v, %v; want 3", sess, err)
+	}
+	wantErr(t, "append over the torn sequence", st.AppendEvents(ctx, "torn", eventsOf(3, text("3 again"))...), store.ErrConflict)
+	four := eventsOf(4, text("four"))
+	if err := st.AppendEvents(ctx, "torn", four...); err != nil {
+		t.Fatalf("AppendEvents(4) after a torn record: %v", err)
+	}
+	got, err = st.ReadEvents(ctx, "torn", 0, 0)
+	if err != nil {
+		t.Fatalf("ReadEvents after appending past a torn record: %v", err)
+	}
+	checkEvents(t, append(want[:2:2], four...), got)
+}
+
+func (s *suite) testCorruptMiddleRecord(t *testing.T, ctx context.Context, st store.Store) {
+	if s.corrupt == nil {
+		t.Fatal("no corrupter given to storetest.Run (use WithCorrupter); corrupt-record handling is unverified")
+	}
+	mustCreate(t, ctx, st, &store.Session{ID: "corrupt-mid"})
+	want := eventsOf(1, text("one"), text("two"), text("three"))
+	if err := st.AppendEvents(ctx, "corrupt-mid", want...); err != nil {
+		t.Fatalf("AppendEvents: %v", err)
+	}
+	s.corrupt(t, st, "corrupt-mid", 2, []byte{0xff, 0xff, 0xff, 0x01, 0x00})
+
+	_, err := st.ReadEvents(ctx, "corrupt-mid", 0, 0)
+	wantErr(t, "ReadEvents over a corrupt middle record", err, store.ErrCorrupt)
+	if msg := err.Error(); !strings.Contains(msg, "corrupt-mid") || !strings.Contains(msg, "sequence 2") {
+		t.Fatalf("error %q does not name the session and the sequence", msg)
+	}
+	// Reads that do not reach it still work.
+	got, err := st.ReadEvents(ctx, "corrupt-mid", 0, 1)
+	if err != nil {
+		t.Fatalf("ReadEvents(limit 1): %v", err)
+	}
+	checkEvents(t, want[:1], got)
+	got, err = st.ReadEvents(ctx, "corrupt-mid", 2, 0)
+	if err != nil {
+		t.Fatalf("ReadEvents(after 2): %v", err)
+	}
+	checkEvents(t, want[2:], got)
+	// The record was not quietly dropped: reading it again fails again.
+	_, err = st.ReadEvents(ctx, "corrupt-mid", 1, 0)
+	wantErr(t, "second ReadEvents over a corrupt middle record", err, store.ErrCorrupt)
+}
+
+func (s *suite) testCanceledContext(t *testing.T, ctx context.Context, st store.Store) {
+	mustCreate(t, ctx, st, &store.Session{ID: "ctx"})
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err := st.GetSession(canceled, "ctx")
+	wantErr(t, "GetSession(canceled)", err, context.Canceled)
+	err = st.AppendEvents(canceled, "ctx", eventsOf(1, text("never"))...)
+	wantErr(t, "AppendEvents(canceled)", err, context.Canceled)
+	if errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("a canceled call reported ErrUnavailable: %v", err)
+	}
+	got, err := st.ReadEvents(ctx, "ctx", 0, 0)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("log after a canceled append = %v, %v; want empty", seqsOf(got), err)
+	}
+}
+
+func (s *suite) testClosed(t *testing.T, ctx context.Context, st store.Store) {
+	mustCreate(t, ctx, st, &store.Session{ID: "closed"})
+	if err := st.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	_, err := st.GetSession(ctx, "closed")
+	wantErr(t, "GetSession after Close", err, store.ErrUnavailable)
+	wantErr(t, "AppendEvents after Close", st.AppendEvents(ctx, "closed", eventsOf(1, text("x"))...), store.ErrUnavailable)
+	_, err = st.AcquireLease(ctx, "closed", "a", "", time.Minute)
+	wantErr(t, "AcquireLease after Close", err, store.ErrUnavailable)
+	_, err = st.Now(ctx)
+	wantErr(t, "Now after Close", err, store.ErrUnavailable)
+	if err := st.Close(); err != nil {
+		t.Fatalf("second Close = %v, want nil", err)
+	}
+}
+
+func (s *suite) testUnreachable(t *testing.T) {
+	if s.unreachable == nil {
+		t.Fatal("no unreachable opener given to storetest.Run (use WithUnreachable); unavailability is unverified")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	st, err := s.unreachable(ctx)
+	if err == nil {
+		_ = st.Close()
+		t.Fatal("opening an unreachable store succeeded")
+	}
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("opening an unreachable store = %v; want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("opening an unreachable store took %v; want a prompt failure", d)
+	}
+}
