@@ -1,0 +1,312 @@
+// Package anthropic is the llm service's adapter for Anthropic Messages
+// streaming, through the official SDK (github.com/anthropics/anthropic-sdk-go/v2):
+// text, tool_use with input_json_delta, thinking with its signature kept as
+// fidelity and sent back verbatim, redacted thinking, and usage with cache
+// reads and writes.
+//
+// The SDK is built with WithoutEnvironmentDefaults, so it reads no
+// ANTHROPIC_* variable or profile file behind the providers configuration's
+// back, and with WithMaxRetries(0), so the engine alone decides about
+// reconnecting.
+package anthropic
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"go.opentelemetry.io/otel/trace"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/llm/failure"
+	"github.com/penguin-agent/penguin/services/llm/httpwatch"
+	"github.com/penguin-agent/penguin/services/llm/stream"
+	"github.com/penguin-agent/penguin/services/llm/translate"
+)
+
+// DefaultBaseURL is Anthropic's API (the SDK appends /v1/messages).
+const DefaultBaseURL = "https://api.anthropic.com"
+
+// DefaultMaxTokens is the output cap sent when neither the caller nor the
+// model list gives one: Messages requires max_tokens on every request.
+const DefaultMaxTokens = 8192
+
+// minBudget is the smallest thinking budget Anthropic takes.
+const minBudget = 1024
+
+// DefaultThinking maps the levels to thinking budgets in tokens. A model
+// that prefers adaptive thinking lists effort names instead ("low",
+// "medium", "high", "xhigh", "max"), which the adapter sends as adaptive
+// thinking with that output effort.
+var DefaultThinking = stream.ThinkingLevels{
+	penguinv1.ThinkingLevel_THINKING_LEVEL_NONE:   "",
+	penguinv1.ThinkingLevel_THINKING_LEVEL_LOW:    "2048",
+	penguinv1.ThinkingLevel_THINKING_LEVEL_MEDIUM: "8192",
+	penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH:   "16384",
+	penguinv1.ThinkingLevel_THINKING_LEVEL_XHIGH:  "32768",
+	penguinv1.ThinkingLevel_THINKING_LEVEL_MAX:    "63999",
+}
+
+// Config configures one Anthropic route.
+type Config struct {
+	// BaseURL is the API base without /v1 (DefaultBaseURL when empty).
+	BaseURL string
+	// APIKey is sent as x-api-key; empty sends none.
+	APIKey string
+	// Headers are added to every request.
+	Headers http.Header
+	// HTTPClient sends the requests; nil means a new http.Client.
+	HTTPClient *http.Client
+	// IdleTimeout ends a stream that sends nothing for this long; zero or
+	// less turns it off.
+	IdleTimeout time.Duration
+	// TracerProvider receives the SDK's own HTTP spans (metadata only,
+	// never content); nil turns the SDK's tracing off.
+	TracerProvider trace.TracerProvider
+	// Now is the clock for Retry-After dates; nil means time.Now.
+	Now func() time.Time
+}
+
+// Adapter streams Anthropic Messages for one route. It is safe for
+// concurrent use.
+type Adapter struct {
+	client  sdk.Client
+	idle    time.Duration
+	keyless bool
+	now     func() time.Time
+}
+
+// New returns the adapter for cfg.
+func New(cfg Config) *Adapter {
+	base := cfg.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	headers := cfg.Headers.Clone()
+	if headers == nil {
+		headers = http.Header{}
+	}
+	opts := []option.RequestOption{
+		option.WithoutEnvironmentDefaults(),
+		option.WithBaseURL(strings.TrimRight(base, "/") + "/"),
+		option.WithMaxRetries(0),
+	}
+	if cfg.APIKey != "" {
+		// The SDK sends the key as a bearer token; Anthropic's documented
+		// header, and the one gateways and compatible servers check, is
+		// x-api-key, so both go out.
+		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+		if headers.Get("X-Api-Key") == "" {
+			headers.Set("X-Api-Key", cfg.APIKey)
+		}
+	}
+	opts = append(opts, option.WithHTTPClient(&httpwatch.Doer{Client: hc, Headers: headers}))
+	if cfg.TracerProvider != nil {
+		opts = append(opts, option.WithTracerProvider(cfg.TracerProvider),
+			option.WithOpenTelemetryTracesContentMode(option.OpenTelemetryContentModeMetadataOnly))
+	} else {
+		opts = append(opts, option.WithoutOpenTelemetry())
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Adapter{client: sdk.NewClient(opts...), idle: cfg.IdleTimeout, keyless: cfg.APIKey == "", now: now}
+}
+
+// Stream sends req and relays the answer.
+func (a *Adapter) Stream(ctx context.Context, req *stream.Request, emit stream.Emit) *penguinv1.LLMOutcome {
+	ids := translate.NewIDs(req.Messages)
+	tr := translate.New(emit, ids)
+	wire, fe := translate.Thinking(req, DefaultThinking)
+	if fe != nil {
+		return tr.Finish(fe)
+	}
+	params, fe := buildParams(req, ids, wire)
+	if fe != nil {
+		return tr.Finish(fe)
+	}
+
+	ctx, wd := httpwatch.NewWatchdog(ctx, a.idle)
+	defer wd.Stop()
+	ex := httpwatch.NewExchange(wd.Touch)
+	ctx = httpwatch.With(ctx, ex)
+
+	s := a.client.Messages.NewStreaming(ctx, params)
+	defer s.Close()
+	r := reader{tr: tr, blocks: map[int64]string{}}
+	for s.Next() {
+		r.event(s.Current())
+		if err := tr.Err(); err != nil {
+			return failure.ConsumerGone(err).Outcome()
+		}
+	}
+	var out *penguinv1.LLMOutcome
+	switch err := s.Err(); {
+	case err != nil:
+		out = tr.Finish(a.classify(ctx, ex, err))
+	case ctx.Err() != nil:
+		out = tr.Finish(failure.Cancelled(ctx))
+	case !r.stopped:
+		out = tr.Finish(failure.Malformed(nil, "the stream ended before the provider sent message_stop"))
+	default:
+		out = tr.Finish(nil)
+	}
+	if out.GetProviderRequestId() == "" {
+		if _, h := ex.Response(); h != nil {
+			out.ProviderRequestId = failure.RequestID(h)
+		}
+	}
+	return out
+}
+
+// reader turns Messages stream events into translator calls.
+type reader struct {
+	tr                                   *translate.Translator
+	blocks                               map[int64]string // open content blocks by index: their type
+	signature                            map[int64]string
+	input, output, cacheRead, cacheWrite int64
+	stopped                              bool
+}
+
+func (r *reader) event(ev sdk.MessageStreamEventUnion) {
+	switch ev.Type {
+	case "message_start":
+		u := ev.Message.Usage
+		r.input, r.output = u.InputTokens, u.OutputTokens
+		r.cacheRead, r.cacheWrite = u.CacheReadInputTokens, u.CacheCreationInputTokens
+		r.reportUsage()
+	case "content_block_start":
+		cb := ev.ContentBlock
+		r.blocks[ev.Index] = cb.Type
+		switch cb.Type {
+		case "text":
+			r.tr.TextDelta(cb.Text, nil)
+		case "thinking":
+			r.tr.ThinkingDelta(cb.Thinking, nil)
+			if cb.Signature != "" {
+				r.sign(ev.Index, cb.Signature)
+			}
+		case "redacted_thinking":
+			r.tr.RedactedThinking(translate.Fidelity("redacted", cb.Data))
+		case "tool_use":
+			r.tr.ToolCallDelta(int(ev.Index), cb.ID, cb.Name, "")
+		}
+	case "content_block_delta":
+		d := ev.Delta
+		switch d.Type {
+		case "text_delta":
+			r.tr.TextDelta(d.Text, nil)
+		case "thinking_delta":
+			r.tr.ThinkingDelta(d.Thinking, nil)
+		case "signature_delta":
+			r.sign(ev.Index, d.Signature)
+		case "input_json_delta":
+			r.tr.ToolCallDelta(int(ev.Index), "", "", d.PartialJSON)
+		}
+	case "content_block_stop":
+		switch r.blocks[ev.Index] {
+		case "text":
+			r.tr.CloseText(nil)
+		case "thinking":
+			var fid []byte
+			if sig, ok := r.signature[ev.Index]; ok {
+				fid = translate.Fidelity("signature", sig)
+			}
+			r.tr.CloseThinking(fid)
+		case "tool_use":
+			r.tr.CloseToolCall(int(ev.Index))
+		}
+		delete(r.blocks, ev.Index)
+	case "message_delta":
+		u := ev.Usage
+		r.output = u.OutputTokens
+		// Newer API versions repeat the input counts here; older ones send
+		// zeros, which must not erase message_start's.
+		if u.InputTokens > 0 {
+			r.input = u.InputTokens
+		}
+		if u.CacheReadInputTokens > 0 {
+			r.cacheRead = u.CacheReadInputTokens
+		}
+		if u.CacheCreationInputTokens > 0 {
+			r.cacheWrite = u.CacheCreationInputTokens
+		}
+		r.reportUsage()
+	case "message_stop":
+		r.stopped = true
+	}
+}
+
+// sign records a thinking block's signature; it closes the block at
+// content_block_stop, kept verbatim as {"signature": …}.
+func (r *reader) sign(index int64, sig string) {
+	if r.signature == nil {
+		r.signature = map[int64]string{}
+	}
+	r.signature[index] += sig
+}
+
+func (r *reader) reportUsage() {
+	r.tr.Usage(&penguinv1.TokenCounts{
+		CacheRead:  r.cacheRead,
+		CacheWrite: r.cacheWrite,
+		Output:     r.output,
+		Total:      r.input + r.cacheRead + r.cacheWrite + r.output,
+	})
+}
+
+// classify turns an SDK error into a failure.
+func (a *Adapter) classify(ctx context.Context, ex *httpwatch.Exchange, err error) *failure.Error {
+	if fe := failure.Cancelled(ctx); fe != nil {
+		return fe
+	}
+	status, header := ex.Response()
+	var apiErr *sdk.Error
+	if errors.As(err, &apiErr) {
+		detail := strings.TrimSpace(apiErr.Message + " " + string(apiErr.Type()))
+		if apiErr.Message == "" {
+			detail = strings.TrimSpace(apiErr.RawJSON())
+		}
+		if apiErr.StatusCode >= 400 {
+			fe := failure.Keyless(failure.HTTP(apiErr.StatusCode, header, detail, a.now()), a.keyless)
+			if fe.RequestID == "" {
+				fe.RequestID = apiErr.RequestID
+			}
+			return fe
+		}
+		// An error event inside a stream that began with 200.
+		fe := failure.InBand(string(apiErr.Type()), apiErr.Message)
+		fe.RequestID = failure.RequestID(header)
+		return fe
+	}
+	if !ex.Sent() {
+		return &failure.Error{Status: penguinv1.StopReason_STOP_REASON_FAILED, Code: penguinv1.FailureCode_FAILURE_CODE_INVALID_REQUEST,
+			Permanent: true, Message: "the request was refused before it was sent: " + err.Error(), Err: err}
+	}
+	if strings.HasPrefix(err.Error(), "received error while streaming") {
+		return failure.Malformed(err, "the provider sent an error event that is not valid JSON: %v", err)
+	}
+	fe := failure.Transport(ctx, err)
+	if status != 0 {
+		c := *fe
+		c.RequestID = failure.RequestID(header)
+		return &c
+	}
+	return fe
+}
+
+// budget parses a numeric thinking wire value.
+func budget(wire string) (int64, bool) {
+	n, err := strconv.ParseInt(wire, 10, 64)
+	return n, err == nil
+}

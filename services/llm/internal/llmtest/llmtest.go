@@ -1,0 +1,250 @@
+// Package llmtest holds what the llm service's tests share: running a
+// streamer and checking its frames against the contract's validator,
+// picking frames out of a stream, and capturing log records.
+package llmtest
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/llm/stream"
+)
+
+// Result is one finished call: every frame, the outcome last.
+type Result struct {
+	Frames  []*penguinv1.StreamGenerateResponse
+	Outcome *penguinv1.LLMOutcome
+}
+
+// Run calls s with req under a deadline, collects the frames, and fails the
+// test unless they keep the streaming discipline.
+func Run(t testing.TB, ctx context.Context, s stream.Streamer, req *stream.Request) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var r Result
+	out := s.Stream(ctx, req, func(m *penguinv1.OmniMessage) error {
+		r.Frames = append(r.Frames, &penguinv1.StreamGenerateResponse{Frame: &penguinv1.StreamGenerateResponse_Message{Message: m}})
+		return nil
+	})
+	if out == nil {
+		t.Fatal("streamer returned a nil outcome")
+	}
+	r.Outcome = out
+	r.Frames = append(r.Frames, &penguinv1.StreamGenerateResponse{Frame: &penguinv1.StreamGenerateResponse_Outcome{Outcome: out}})
+	Validate(t, r.Frames)
+	return r
+}
+
+// Validate fails the test unless frames keep the streaming discipline.
+func Validate(t testing.TB, frames []*penguinv1.StreamGenerateResponse) {
+	t.Helper()
+	if err := omni.ValidateLLMStream(frames); err != nil {
+		t.Fatalf("stream breaks the contract: %v\n%s", err, Dump(frames))
+	}
+}
+
+// Dump renders frames one per line, for failure messages.
+func Dump(frames []*penguinv1.StreamGenerateResponse) string {
+	var b strings.Builder
+	for i, f := range frames {
+		b.WriteString("  ")
+		b.WriteString(strings.Repeat(" ", 3-len(itoa(i))))
+		b.WriteString(itoa(i))
+		b.WriteString(" ")
+		if m := f.GetMessage(); m != nil {
+			s := m.String()
+			if j := strings.Index(s, "}"); j >= 0 && strings.HasPrefix(s, "timestamp:") {
+				s = strings.TrimSpace(s[j+1:])
+			}
+			b.WriteString(s)
+		} else {
+			b.WriteString("OUTCOME " + f.GetOutcome().String())
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var d []byte
+	for ; i > 0; i /= 10 {
+		d = append([]byte{byte('0' + i%10)}, d...)
+	}
+	return string(d)
+}
+
+// Messages returns the message frames.
+func (r Result) Messages() []*penguinv1.OmniMessage {
+	var out []*penguinv1.OmniMessage
+	for _, f := range r.Frames {
+		if m := f.GetMessage(); m != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Complete returns the complete model messages, in order: what a session
+// log would keep, and what the next request sends back as history.
+func (r Result) Complete() []*penguinv1.OmniMessage {
+	var out []*penguinv1.OmniMessage
+	for _, m := range r.Messages() {
+		if omni.IsCompleteModelMessage(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Usage returns the last token_usage event, or nil.
+func (r Result) Usage() *penguinv1.TokenUsage {
+	var u *penguinv1.TokenUsage
+	for _, m := range r.Messages() {
+		if x := m.GetTokenUsage(); x != nil {
+			u = x
+		}
+	}
+	return u
+}
+
+// Texts joins the complete assistant texts.
+func (r Result) Texts() string {
+	var b strings.Builder
+	for _, m := range r.Complete() {
+		if t := m.GetText(); t != nil {
+			b.WriteString(t.GetText())
+		}
+	}
+	return b.String()
+}
+
+// ToolCalls returns the complete tool calls.
+func (r Result) ToolCalls() []*penguinv1.ToolCall {
+	var out []*penguinv1.ToolCall
+	for _, m := range r.Complete() {
+		if tc := m.GetToolCall(); tc != nil {
+			out = append(out, tc)
+		}
+	}
+	return out
+}
+
+// Thinking returns the complete thinking blocks.
+func (r Result) Thinking() []*penguinv1.Thinking {
+	var out []*penguinv1.Thinking
+	for _, m := range r.Complete() {
+		if th := m.GetThinking(); th != nil {
+			out = append(out, th)
+		}
+	}
+	return out
+}
+
+// Kinds lists the payload names of the message frames, for order checks.
+func (r Result) Kinds() []string {
+	var out []string
+	for _, m := range r.Messages() {
+		out = append(out, string(m.ProtoReflect().WhichOneof(m.ProtoReflect().Descriptor().Oneofs().ByName("payload")).Name()))
+	}
+	return out
+}
+
+// LogRecorder is a slog handler that keeps every record, for tests that
+// assert on what a component logged.
+type LogRecorder struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+// Enabled takes every level.
+func (l *LogRecorder) Enabled(context.Context, slog.Level) bool { return true }
+
+// Handle keeps r.
+func (l *LogRecorder) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	l.records = append(l.records, r.Clone())
+	l.mu.Unlock()
+	return nil
+}
+
+// WithAttrs ignores attrs: the tests look at record attributes only.
+func (l *LogRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+
+// WithGroup ignores the group.
+func (l *LogRecorder) WithGroup(string) slog.Handler { return l }
+
+// Find returns the records whose message is msg.
+func (l *LogRecorder) Find(msg string) []slog.Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []slog.Record
+	for _, r := range l.records {
+		if r.Message == msg {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// All returns every record's message and attributes as text, for checks
+// that nothing secret was logged.
+func (l *LogRecorder) All() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	for _, r := range l.records {
+		b.WriteString(r.Message)
+		r.Attrs(func(a slog.Attr) bool {
+			b.WriteString(" " + a.Key + "=" + a.Value.String())
+			return true
+		})
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// Attr returns the value of key in r.
+func Attr(r slog.Record, key string) (slog.Value, bool) {
+	var v slog.Value
+	found := false
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == key {
+			v, found = a.Value, true
+			return false
+		}
+		return true
+	})
+	return v, found
+}
+
+// Eventually polls cond until it holds or the deadline passes.
+func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Client returns an HTTP client whose idle connections are closed when the
+// test ends, so connection goroutines do not outlive it.
+func Client(t testing.TB) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	c := &http.Client{Transport: tr}
+	t.Cleanup(tr.CloseIdleConnections)
+	return c
+}

@@ -1,0 +1,93 @@
+package middleware_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/llm/failure"
+	"github.com/penguin-agent/penguin/services/llm/internal/llmtest"
+	"github.com/penguin-agent/penguin/services/llm/middleware"
+	"github.com/penguin-agent/penguin/services/llm/stream"
+	"github.com/penguin-agent/penguin/services/llm/translate"
+)
+
+// provider answers "hi" in two deltas through the translator, as a real
+// adapter does, and counts its calls.
+type provider struct{ calls int }
+
+func (p *provider) Stream(ctx context.Context, req *stream.Request, emit stream.Emit) *penguinv1.LLMOutcome {
+	p.calls++
+	tr := translate.New(emit, translate.NewIDs(req.Messages))
+	for _, piece := range []string{"h", "i"} {
+		if fe := failure.Cancelled(ctx); fe != nil {
+			return tr.Finish(fe)
+		}
+		tr.TextDelta(piece, nil)
+		if err := tr.Err(); err != nil {
+			return failure.ConsumerGone(err).Outcome()
+		}
+	}
+	return tr.Finish(failure.Cancelled(ctx))
+}
+
+func TestChainOrder(t *testing.T) {
+	var order []string
+	mw := func(name string) stream.Middleware {
+		return func(next stream.Streamer) stream.Streamer {
+			return stream.StreamerFunc(func(ctx context.Context, req *stream.Request, emit stream.Emit) *penguinv1.LLMOutcome {
+				order = append(order, name+">")
+				out := next.Stream(ctx, req, emit)
+				order = append(order, "<"+name)
+				return out
+			})
+		}
+	}
+	s := stream.Chain(&provider{}, mw("a"), mw("b"))
+	llmtest.Run(t, t.Context(), s, &stream.Request{})
+	if got := order; len(got) != 4 || got[0] != "a>" || got[1] != "b>" || got[2] != "<b" || got[3] != "<a" {
+		t.Errorf("order = %v", got)
+	}
+}
+
+func TestFaultInjection(t *testing.T) {
+	p := &provider{}
+	s := stream.Chain(p, middleware.FaultInjection(
+		middleware.Fault{Times: 1, Err: failure.New(penguinv1.StopReason_STOP_REASON_AUTH, penguinv1.FailureCode_FAILURE_CODE_AUTH, "injected")},
+		middleware.Fault{Match: func(r *stream.Request) bool { return r.Model == "cut" }, AfterFrames: 2},
+	))
+	// First call: short-circuited before the provider.
+	r := llmtest.Run(t, t.Context(), s, &stream.Request{Model: "m"})
+	if r.Outcome.GetStatus() != penguinv1.StopReason_STOP_REASON_AUTH || p.calls != 0 {
+		t.Fatalf("outcome %v after %d provider calls", r.Outcome, p.calls)
+	}
+	// Times is used up: the next call reaches the provider.
+	if r := llmtest.Run(t, t.Context(), s, &stream.Request{Model: "m"}); r.Outcome.GetStatus() != penguinv1.StopReason_STOP_REASON_COMPLETED || p.calls != 1 {
+		t.Fatalf("outcome %v after %d provider calls", r.Outcome, p.calls)
+	}
+	// A cut lets two frames through, then the provider sees its context
+	// end with the injected cause (the default transport failure).
+	r = llmtest.Run(t, t.Context(), s, &stream.Request{Model: "cut"})
+	if r.Outcome.GetCode() != penguinv1.FailureCode_FAILURE_CODE_TRANSPORT || r.Texts() != "h" ||
+		r.Complete()[0].GetText().GetStopReason() != penguinv1.StopReason_STOP_REASON_TIMEOUT {
+		t.Errorf("cut = %v\n%s", r.Outcome, llmtest.Dump(r.Frames))
+	}
+}
+
+func TestLoggingLevels(t *testing.T) {
+	logs := &llmtest.LogRecorder{}
+	s := stream.Chain(&provider{}, middleware.Logging(slog.New(logs)), middleware.FaultInjection(
+		middleware.Fault{Match: func(r *stream.Request) bool { return r.Model == "bad" },
+			Err: failure.New(penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_INVALID_REQUEST, "nope")},
+	))
+	llmtest.Run(t, t.Context(), s, &stream.Request{Provider: "p", Model: "good"})
+	llmtest.Run(t, t.Context(), s, &stream.Request{Provider: "p", Model: "bad"})
+	ended := logs.Find("llm request ended")
+	if len(ended) != 2 || ended[0].Level != slog.LevelInfo || ended[1].Level != slog.LevelWarn {
+		t.Fatalf("logs:\n%s", logs.All())
+	}
+	if v, _ := llmtest.Attr(ended[1], "code"); v.String() != "INVALID_REQUEST" {
+		t.Errorf("code = %v", v)
+	}
+}

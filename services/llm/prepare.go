@@ -1,0 +1,224 @@
+package llm
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/llm/limits"
+	"github.com/penguin-agent/penguin/services/llm/stream"
+	"github.com/penguin-agent/penguin/services/llm/translate"
+)
+
+// InvalidRequestError is a request refused before any provider I/O; the
+// RPC boundary turns it into InvalidArgument with its message.
+type InvalidRequestError struct {
+	msg string
+}
+
+// Error is the message the caller sees with InvalidArgument.
+func (e *InvalidRequestError) Error() string { return e.msg }
+
+func invalid(format string, args ...any) error {
+	return &InvalidRequestError{msg: fmt.Sprintf(format, args...)}
+}
+
+// toolName is the tool-name shape both provider APIs accept.
+var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// prepare validates req and builds the provider-neutral request: the model
+// reference and route, a well-formed history (complete messages only, every
+// tool output answering an earlier call, images only for models that take
+// them), sound tool definitions, and the output cap.
+func (s *Service) prepare(req *penguinv1.StreamGenerateRequest) (*stream.Request, error) {
+	if s.maxBytes > 0 {
+		if n := proto.Size(req); n > s.maxBytes {
+			return nil, invalid("request is %d bytes, more than the %d bytes the gateway takes; compact the history", n, s.maxBytes)
+		}
+	}
+	ref := req.GetModel()
+	if ref.GetProvider() == "" {
+		return nil, invalid("model.provider is required: name a provider route (known providers: %s)", known(s.reg))
+	}
+	if ref.GetModelId() == "" {
+		return nil, invalid("model.model_id is required: name the model to call on provider %q", ref.GetProvider())
+	}
+	_, route, ok := s.reg.Lookup(ref.GetProvider())
+	if !ok {
+		return nil, invalid("unknown provider %q; known providers: %s", ref.GetProvider(), known(s.reg))
+	}
+	if _, ok := penguinv1.ThinkingLevel_name[int32(req.GetThinkingLevel())]; !ok {
+		return nil, invalid("thinking_level %d is not a thinking level", req.GetThinkingLevel())
+	}
+	if req.GetMaxTokens() < 0 {
+		return nil, invalid("max_tokens %d is negative", req.GetMaxTokens())
+	}
+	if req.GetContextWindow() < 0 {
+		return nil, invalid("context_window %d is negative", req.GetContextWindow())
+	}
+	spec := route.Model(ref.GetModelId())
+
+	msgs, err := messages(req, spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTools(req.GetTools()); err != nil {
+		return nil, err
+	}
+
+	window := req.GetContextWindow()
+	if window == 0 {
+		window = spec.ContextWindow
+	}
+	want := req.GetMaxTokens()
+	switch {
+	case want == 0:
+		want = spec.MaxTokens
+	case spec.MaxTokens > 0:
+		want = min(want, spec.MaxTokens)
+	}
+	input := limits.Input(req.GetSystemPrompt(), req.GetTools(), msgs)
+	capTokens, room, err := limits.OutputCap(want, window, input)
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	return &stream.Request{
+		Provider:      ref.GetProvider(),
+		Model:         ref.GetModelId(),
+		Spec:          spec,
+		Messages:      msgs,
+		Tools:         req.GetTools(),
+		System:        req.GetSystemPrompt(),
+		Thinking:      req.GetThinkingLevel(),
+		MaxTokens:     capTokens,
+		OutputRoom:    room,
+		InputEstimate: input,
+	}, nil
+}
+
+// messages joins history and new messages into the model conversation and
+// checks each message. Events (and session_meta) are not part of a model
+// context and are skipped, so a caller may pass a log slice as is; partials
+// are refused, since they never belong in a request.
+func messages(req *penguinv1.StreamGenerateRequest, spec stream.ModelSpec) ([]*penguinv1.OmniMessage, error) {
+	all := make([]*penguinv1.OmniMessage, 0, len(req.GetHistory())+len(req.GetNewMessages()))
+	calls := map[string]bool{}
+	check := func(field string, list []*penguinv1.OmniMessage) error {
+		for i, m := range list {
+			where := fmt.Sprintf("%s[%d]", field, i)
+			switch omni.KindOf(m) {
+			case omni.KindUnknown:
+				return invalid("%s has no payload", where)
+			case omni.KindPartial:
+				return invalid("%s is a %s: requests carry complete messages only", where, payloadName(m))
+			case omni.KindSessionMeta, omni.KindEvent:
+				continue
+			}
+			if err := checkMessage(where, m, spec, calls); err != nil {
+				return err
+			}
+			all = append(all, m)
+		}
+		return nil
+	}
+	if err := check("history", req.GetHistory()); err != nil {
+		return nil, err
+	}
+	if err := check("new_messages", req.GetNewMessages()); err != nil {
+		return nil, err
+	}
+	if len(all) == 0 {
+		return nil, invalid("history and new_messages hold no model message: there is nothing to answer")
+	}
+	return all, nil
+}
+
+func checkMessage(where string, m *penguinv1.OmniMessage, spec stream.ModelSpec, calls map[string]bool) error {
+	switch p := m.GetPayload().(type) {
+	case *penguinv1.OmniMessage_ToolCall:
+		tc := p.ToolCall
+		if tc.GetToolCallId() == "" {
+			return invalid("%s is a tool_call with no tool_call_id", where)
+		}
+		if tc.GetName() == "" {
+			return invalid("%s is a tool_call with no name", where)
+		}
+		calls[tc.GetToolCallId()] = true
+	case *penguinv1.OmniMessage_ToolCallOutput:
+		id := p.ToolCallOutput.GetToolCallId()
+		if id == "" {
+			return invalid("%s is a tool_call_output with no tool_call_id", where)
+		}
+		if !calls[id] {
+			return invalid("%s is a tool_call_output for call %q, but no earlier tool_call has that id", where, id)
+		}
+		for j, img := range p.ToolCallOutput.GetImages() {
+			if err := checkImage(fmt.Sprintf("%s.images[%d]", where, j), img, spec); err != nil {
+				return err
+			}
+		}
+	case *penguinv1.OmniMessage_ImageUrl:
+		return checkImage(where+".image_url", p.ImageUrl.GetImageUrl(), spec)
+	case *penguinv1.OmniMessage_InlineData:
+		mime := p.InlineData.GetMimeType()
+		switch {
+		case strings.HasPrefix(mime, "image/"):
+			return checkImage(where, "data:"+mime+";base64,"+p.InlineData.GetData(), spec)
+		case strings.HasPrefix(mime, "text/"):
+			if _, err := translate.InlineText(p.InlineData); err != nil {
+				return invalid("%s: %v", where, err)
+			}
+		default:
+			return invalid("%s is inline_data of type %q; the gateway sends images (image/*) and text (text/*) only", where, mime)
+		}
+	}
+	return nil
+}
+
+func checkImage(where, url string, spec stream.ModelSpec) error {
+	if spec.NoVision {
+		return invalid("%s is an image, but model %q does not take images (vision is off in the providers configuration)", where, spec.ID)
+	}
+	if url == "" {
+		return invalid("%s is an empty image URL", where)
+	}
+	if _, isData, err := translate.ParseDataURL(url); isData && err != nil {
+		return invalid("%s: %v", where, err)
+	} else if !isData && !strings.HasPrefix(url, "https://") && !strings.HasPrefix(url, "http://") {
+		return invalid("%s: an image URL must be a data URL or an http(s) URL", where)
+	}
+	return nil
+}
+
+func checkTools(tools []*penguinv1.ToolDefinition) error {
+	seen := map[string]bool{}
+	for i, t := range tools {
+		where := fmt.Sprintf("tools[%d]", i)
+		if !toolName.MatchString(t.GetName()) {
+			return invalid("%s: name %q must be 1-64 letters, digits, '_' or '-'", where, t.GetName())
+		}
+		if seen[t.GetName()] {
+			return invalid("%s: tool %q is defined twice", where, t.GetName())
+		}
+		seen[t.GetName()] = true
+		if p := strings.TrimSpace(t.GetParameters()); p != "" {
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(p), &obj); err != nil {
+				return invalid("%s: parameters of %q are not a JSON Schema object: %v", where, t.GetName(), err)
+			}
+		}
+	}
+	return nil
+}
+
+func payloadName(m *penguinv1.OmniMessage) string {
+	if f := m.ProtoReflect().WhichOneof(m.ProtoReflect().Descriptor().Oneofs().ByName("payload")); f != nil {
+		return string(f.Name())
+	}
+	return "message"
+}

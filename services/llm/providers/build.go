@@ -1,0 +1,103 @@
+package providers
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/penguin-agent/penguin/internal/config"
+	"github.com/penguin-agent/penguin/services/llm/anthropic"
+	"github.com/penguin-agent/penguin/services/llm/openai"
+	"github.com/penguin-agent/penguin/services/llm/registry"
+)
+
+// Deps are what Build needs besides the file.
+type Deps struct {
+	// Lookup reads environment variables (os.LookupEnv in a program).
+	Lookup config.LookupFunc
+	// HTTPClient sends provider requests; nil gives each adapter its own.
+	HTTPClient *http.Client
+	// IdleTimeout ends a provider stream that sends nothing for this long;
+	// zero or less turns it off.
+	IdleTimeout time.Duration
+	// TracerProvider receives the Anthropic SDK's HTTP spans; nil turns
+	// them off.
+	TracerProvider trace.TracerProvider
+}
+
+// Build creates an adapter per route of f and registers them all in reg, or
+// none: a missing key file, a key with characters no HTTP header can carry,
+// or a route already in reg fails the whole file.
+func Build(f *File, reg *registry.Registry, deps Deps) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	if deps.Lookup == nil {
+		return errors.New("providers: an environment lookup is required")
+	}
+	regs := make([]registry.Registration, 0, len(f.Providers))
+	for _, p := range f.Providers {
+		r, err := build(p, deps)
+		if err != nil {
+			return fmt.Errorf("provider %q: %w", p.Name, err)
+		}
+		regs = append(regs, r)
+	}
+	return reg.RegisterAll(regs...)
+}
+
+func build(p Provider, deps Deps) (registry.Registration, error) {
+	key, err := config.Secret(deps.Lookup, p.APIKeyEnv, p.APIKeyFile)
+	if err != nil {
+		return registry.Registration{}, err
+	}
+	if err := checkKey(key); err != nil {
+		source := p.APIKeyEnv
+		if p.APIKeyFile != "" {
+			source = p.APIKeyFile
+		}
+		return registry.Registration{}, fmt.Errorf("the key in %s %w", source, err)
+	}
+	headers := http.Header{}
+	for k, v := range p.Headers {
+		headers.Set(k, v)
+	}
+	route := registry.Route{Name: p.Name, Type: p.Type, BaseURL: p.BaseURL, HasCredential: key != "", Models: p.specs()}
+	switch p.Type {
+	case TypeOpenAI:
+		if route.BaseURL == "" {
+			route.BaseURL = openai.DefaultBaseURL
+		}
+		a, err := openai.New(openai.Config{
+			BaseURL: route.BaseURL, APIKey: key, Headers: headers, MaxTokensParam: p.MaxTokensParam,
+			HTTPClient: deps.HTTPClient, IdleTimeout: deps.IdleTimeout,
+		})
+		if err != nil {
+			return registry.Registration{}, err
+		}
+		return registry.Registration{Adapter: a, Route: route}, nil
+	default:
+		if route.BaseURL == "" {
+			route.BaseURL = anthropic.DefaultBaseURL
+		}
+		a := anthropic.New(anthropic.Config{
+			BaseURL: route.BaseURL, APIKey: key, Headers: headers,
+			HTTPClient: deps.HTTPClient, IdleTimeout: deps.IdleTimeout, TracerProvider: deps.TracerProvider,
+		})
+		return registry.Registration{Adapter: a, Route: route}, nil
+	}
+}
+
+// checkKey refuses a key that cannot travel in an HTTP header: it must be
+// printable ASCII without spaces. The error never repeats the key.
+func checkKey(key string) error {
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x21 || c > 0x7e {
+			return fmt.Errorf("has a character at byte %d that an HTTP header cannot carry (keys are printable ASCII without spaces)", i)
+		}
+	}
+	return nil
+}
