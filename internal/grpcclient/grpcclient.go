@@ -1,0 +1,79 @@
+// Package grpcclient opens connections from one penguin service to another
+// (the engine to llm and environment, the CLI to the engine) with the same
+// plumbing on every side: the bearer token the other side's grpcserver
+// expects, and an otelgrpc stats handler so a trace continues across the
+// hop.
+package grpcclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Options configure a connection.
+type Options struct {
+	// Token, when not empty, is sent with every RPC as
+	// "authorization: Bearer <token>".
+	Token string
+	// TracerProvider and Propagator feed the otelgrpc stats handler. Nil
+	// means OpenTelemetry's global ones.
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
+	// DialOptions are appended to the options set here.
+	DialOptions []grpc.DialOption
+}
+
+// New returns a client connection to target, a host:port or any gRPC
+// target string. Like [grpc.NewClient] it does not connect until the first
+// RPC, so a peer that starts later is not an error here.
+//
+// The connection is plaintext: penguin's services talk over loopback or a
+// cluster network whose transport security, if any, comes from the
+// platform (a service mesh, for instance). The token therefore travels in
+// the clear on that network, which is why it guards against mistakes and
+// strangers on a shared host, not against an attacker on the wire.
+func New(target string, opts Options) (*grpc.ClientConn, error) {
+	if strings.TrimSpace(target) == "" {
+		return nil, errors.New("grpcclient: empty target")
+	}
+	var otelOpts []otelgrpc.Option
+	if opts.TracerProvider != nil {
+		otelOpts = append(otelOpts, otelgrpc.WithTracerProvider(opts.TracerProvider))
+	}
+	if opts.Propagator != nil {
+		otelOpts = append(otelOpts, otelgrpc.WithPropagators(opts.Propagator))
+	}
+	dialOpts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...)),
+	}
+	if opts.Token != "" {
+		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(bearer(opts.Token)))
+	}
+	conn, err := grpc.NewClient(target, append(dialOpts, opts.DialOptions...)...)
+	if err != nil {
+		return nil, fmt.Errorf("grpcclient: dial %s: %w", target, err)
+	}
+	return conn, nil
+}
+
+// bearer sends a fixed bearer token with every RPC.
+type bearer string
+
+// GetRequestMetadata implements [google.golang.org/grpc/credentials.PerRPCCredentials].
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+// RequireTransportSecurity implements
+// [google.golang.org/grpc/credentials.PerRPCCredentials]. It returns false
+// because the connection is plaintext by design; see [New].
+func (bearer) RequireTransportSecurity() bool { return false }

@@ -1,0 +1,130 @@
+package grpcclient_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/grpcclient"
+	"github.com/penguin-agent/penguin/internal/grpcserver"
+)
+
+type llm struct {
+	penguinv1.UnimplementedLLMServiceServer
+}
+
+func (llm) ListProviders(context.Context, *penguinv1.ListProvidersRequest) (*penguinv1.ListProvidersResponse, error) {
+	return &penguinv1.ListProvidersResponse{}, nil
+}
+
+// serve runs a real grpcserver with the given options on a loopback port
+// and returns its address.
+func serve(t *testing.T, opts grpcserver.Options) string {
+	t.Helper()
+	opts.Name = "test"
+	srv, err := grpcserver.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	penguinv1.RegisterLLMServiceServer(srv.GRPC(), llm{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ctx, lis)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return lis.Addr().String()
+}
+
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestNewRejectsEmptyTarget(t *testing.T) {
+	t.Parallel()
+	if _, err := grpcclient.New(" ", grpcclient.Options{}); err == nil {
+		t.Fatal("New accepted an empty target")
+	}
+}
+
+func TestTokenIsSentWithEveryCall(t *testing.T) {
+	t.Parallel()
+	addr := serve(t, grpcserver.Options{AuthToken: "s3cret"})
+	for _, tt := range []struct {
+		name  string
+		token string
+		want  codes.Code
+	}{
+		{"right token", "s3cret", codes.OK},
+		{"wrong token", "guess", codes.Unauthenticated},
+		{"no token", "", codes.Unauthenticated},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			conn, err := grpcclient.New(addr, grpcclient.Options{Token: tt.token})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			client := penguinv1.NewLLMServiceClient(conn)
+			for range 2 { // every call, not only the first
+				_, err := client.ListProviders(testContext(t), &penguinv1.ListProvidersRequest{})
+				if status.Code(err) != tt.want {
+					t.Fatalf("ListProviders: %v, want %v", err, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestTraceContinuesAcrossTheCall(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	prop := propagation.TraceContext{}
+	addr := serve(t, grpcserver.Options{TracerProvider: tp, Propagator: prop})
+
+	conn, err := grpcclient.New(addr, grpcclient.Options{TracerProvider: tp, Propagator: prop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	ctx, parent := tp.Tracer("test").Start(testContext(t), "caller")
+	if _, err := penguinv1.NewLLMServiceClient(conn).ListProviders(ctx, &penguinv1.ListProvidersRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	parent.End()
+
+	want := parent.SpanContext().TraceID()
+	kinds := map[trace.SpanKind]bool{}
+	for _, s := range rec.Ended() {
+		if s.SpanContext().TraceID() != want {
+			t.Errorf("span %q (%v) is in trace %s, want %s", s.Name(), s.SpanKind(), s.SpanContext().TraceID(), want)
+		}
+		kinds[s.SpanKind()] = true
+	}
+	if !kinds[trace.SpanKindClient] || !kinds[trace.SpanKindServer] {
+		t.Errorf("span kinds = %v, want both a client and a server span", kinds)
+	}
+}

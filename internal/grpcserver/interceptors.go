@@ -1,0 +1,50 @@
+package grpcserver
+
+import (
+	"context"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// interceptors composes the server's interceptor chains, outermost first.
+// This is the one place that decides their order:
+//
+//  1. metrics, so every RPC is counted, including those refused by auth;
+//  2. logging, so refused and failed RPCs are logged with their code
+//     (health checks are left out: probes would drown everything else);
+//  3. auth, so nothing below runs for an unauthenticated caller (health
+//     checks are exempt so probes need no secret);
+//  4. recovery, innermost, so a panicking handler becomes codes.Internal
+//     that logging and metrics then see like any other failure.
+func (s *Server) interceptors(authToken string) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
+	var unary []grpc.UnaryServerInterceptor
+	var stream []grpc.StreamServerInterceptor
+
+	if s.metrics != nil {
+		unary = append(unary, s.metrics.UnaryServerInterceptor())
+		stream = append(stream, s.metrics.StreamServerInterceptor())
+	}
+
+	logU, logS := loggingInterceptors(s.log)
+	unary = append(unary, selector.UnaryServerInterceptor(logU, notHealth))
+	stream = append(stream, selector.StreamServerInterceptor(logS, notHealth))
+
+	if authToken != "" {
+		authU, authS := authInterceptors(authToken)
+		unary = append(unary, selector.UnaryServerInterceptor(authU, notHealth))
+		stream = append(stream, selector.StreamServerInterceptor(authS, notHealth))
+	}
+
+	recU, recS := recoveryInterceptors(s.log)
+	unary = append(unary, recU)
+	stream = append(stream, recS)
+	return unary, stream
+}
+
+// notHealth matches every RPC except those of the gRPC health service.
+var notHealth = selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+	return c.Service != healthpb.Health_ServiceDesc.ServiceName
+})

@@ -1,0 +1,267 @@
+// Package grpcserver is the gRPC server bootstrap shared by every penguin
+// service, so that llm, environment and engine behave the same at the edges
+// whether they run together or apart.
+//
+// A [Server] comes with:
+//   - the gRPC health service, with an overall status and one per registered
+//     service, so load balancers and Kubernetes probes can ask;
+//   - server reflection, so grpcurl works without the .proto files;
+//   - an OpenTelemetry stats handler (otelgrpc), which continues the caller's
+//     trace;
+//   - interceptors from go-grpc-middleware v2, composed in one place
+//     (interceptors.go): Prometheus metrics, slog logging, bearer-token auth
+//     and panic recovery;
+//   - graceful shutdown when the context given to [Server.Serve] ends.
+//
+// A service registers its handlers on [Server.GRPC] and hands the server a
+// listener:
+//
+//	srv, err := grpcserver.New(grpcserver.Options{Name: "llm", AuthToken: tok, Logger: log})
+//	penguinv1.RegisterLLMServiceServer(srv.GRPC(), handler)
+//	srv.OnShutdown(func(ctx context.Context) { handler.Close(ctx) })
+//	err = srv.Serve(ctx, lis)
+package grpcserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+)
+
+// DefaultShutdownTimeout bounds a graceful stop when [Options] sets none.
+const DefaultShutdownTimeout = 10 * time.Second
+
+// Options configure a [Server].
+type Options struct {
+	// Name names the server in logs and in the "server" label of its
+	// metrics, for example "llm" or "penguin" for all services in one.
+	// It is required.
+	Name string
+	// AuthToken, when not empty, must be presented by every RPC except the
+	// health service's as "authorization: Bearer <token>" metadata.
+	AuthToken string
+	// Logger receives one line per finished RPC and the server's own
+	// events. Nil discards them.
+	Logger *slog.Logger
+	// ShutdownTimeout bounds the whole graceful stop: shutdown hooks and
+	// draining of in-flight RPCs. When it runs out the server stops hard,
+	// cancelling the RPCs still running. Zero means DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// Registerer receives the server's gRPC metrics. Nil turns metrics off.
+	// Several servers may share one registry; the "server" label tells
+	// them apart.
+	Registerer prometheus.Registerer
+	// TracerProvider and Propagator feed the otelgrpc stats handler. Nil
+	// means OpenTelemetry's global ones.
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
+	// ServerOptions are appended to the options the bootstrap sets, for
+	// needs such as larger message limits. Interceptors given here run
+	// inside the bootstrap's own.
+	ServerOptions []grpc.ServerOption
+}
+
+// Server is a gRPC server with penguin's common plumbing installed. Create
+// it with [New].
+type Server struct {
+	name    string
+	log     *slog.Logger
+	timeout time.Duration
+	grpc    *grpc.Server
+	health  *health.Server
+	metrics *grpcprom.ServerMetrics
+
+	started atomic.Bool
+
+	mu       sync.Mutex
+	hooks    []func(context.Context)
+	explicit map[string]bool // services whose status a caller has set
+}
+
+// New builds a server. Register services on [Server.GRPC] before calling
+// [Server.Serve].
+func New(opts Options) (*Server, error) {
+	if strings.TrimSpace(opts.Name) == "" {
+		return nil, errors.New("grpcserver: Options.Name is required")
+	}
+	s := &Server{
+		name:     opts.Name,
+		log:      opts.Logger,
+		timeout:  opts.ShutdownTimeout,
+		health:   health.NewServer(),
+		explicit: make(map[string]bool),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.log = s.log.With("server", s.name)
+	if s.timeout <= 0 {
+		s.timeout = DefaultShutdownTimeout
+	}
+	if opts.Registerer != nil {
+		m := newServerMetrics(s.name)
+		if err := opts.Registerer.Register(m); err != nil {
+			return nil, fmt.Errorf("grpcserver: register metrics of server %q: %w", s.name, err)
+		}
+		s.metrics = m
+	}
+
+	unary, stream := s.interceptors(opts.AuthToken)
+	otelOpts := []otelgrpc.Option{otelgrpc.WithFilter(filters.Not(filters.HealthCheck()))}
+	if opts.TracerProvider != nil {
+		otelOpts = append(otelOpts, otelgrpc.WithTracerProvider(opts.TracerProvider))
+	}
+	if opts.Propagator != nil {
+		otelOpts = append(otelOpts, otelgrpc.WithPropagators(opts.Propagator))
+	}
+	serverOpts := []grpc.ServerOption{
+		grpc.StatsHandler(otelgrpc.NewServerHandler(otelOpts...)),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+	}
+	s.grpc = grpc.NewServer(append(serverOpts, opts.ServerOptions...)...)
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	// Until Serve runs, nothing is served.
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	return s, nil
+}
+
+// GRPC returns the underlying server, to register services on.
+func (s *Server) GRPC() *grpc.Server { return s.grpc }
+
+// Health returns the health service, for callers that need more than
+// [Server.SetServing], such as a test that checks a status directly.
+func (s *Server) Health() *health.Server { return s.health }
+
+// SetServing sets the health status of one service, by its full name (for
+// example "penguin.v1.LLMService"); the empty name is the server as a whole.
+// A service that is not ready yet, say while it connects to its database,
+// sets itself not serving before [Server.Serve] and serving when ready.
+// Services nobody set are reported serving once Serve starts. After
+// shutdown has begun every status stays NOT_SERVING whatever is set.
+func (s *Server) SetServing(service string, serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.mu.Lock()
+	s.explicit[service] = true
+	s.mu.Unlock()
+	s.health.SetServingStatus(service, st)
+}
+
+// OnShutdown registers f to run when the server begins to stop, after the
+// health status has turned NOT_SERVING and before in-flight RPCs are
+// drained. A hook is the place to end long-lived streams (for example, to
+// abort active runs) so that draining can finish. Hooks run one after the
+// other in registration order, with a context that ends when the shutdown
+// timeout does.
+func (s *Server) OnShutdown(f func(ctx context.Context)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hooks = append(s.hooks, f)
+}
+
+// Serve serves gRPC on lis until ctx ends, then shuts down gracefully:
+// every health status turns NOT_SERVING, the shutdown hooks run, in-flight
+// RPCs are drained with GracefulStop, and whatever is still running when
+// the shutdown timeout ends is stopped hard. Serve closes lis. It returns
+// nil after a shutdown asked for through ctx, and an error when the
+// listener fails (after shutting down the same way). A Server serves once.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	if !s.started.CompareAndSwap(false, true) {
+		_ = lis.Close()
+		return errors.New("grpcserver: Serve called more than once")
+	}
+	if s.metrics != nil {
+		s.metrics.InitializeMetrics(s.grpc)
+	}
+	s.markServing()
+
+	served := make(chan error, 1)
+	go func() { served <- s.grpc.Serve(lis) }()
+	s.log.Info("gRPC server listening", "addr", lis.Addr().String())
+
+	var serveErr error
+	select {
+	case err := <-served:
+		served = nil
+		if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			serveErr = fmt.Errorf("grpcserver %s: serve: %w", s.name, err)
+			s.log.Error("gRPC server failed; shutting down", "err", err)
+		}
+	case <-ctx.Done():
+		s.log.Info("shutting down", "timeout", s.timeout)
+	}
+	s.shutdown(context.WithoutCancel(ctx))
+	if served != nil {
+		<-served
+	}
+	return serveErr
+}
+
+// markServing reports every registered service, and the server as a whole,
+// serving, except those whose status a caller has set.
+func (s *Server) markServing() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name := range s.grpc.GetServiceInfo() {
+		if name == healthpb.Health_ServiceDesc.ServiceName || strings.HasPrefix(name, "grpc.reflection.") {
+			continue
+		}
+		if !s.explicit[name] {
+			s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+		}
+	}
+	if !s.explicit[""] {
+		s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	}
+}
+
+// shutdown runs the stop sequence described at [Server.Serve].
+func (s *Server) shutdown(parent context.Context) {
+	ctx, cancel := context.WithTimeout(parent, s.timeout)
+	defer cancel()
+
+	s.health.Shutdown()
+
+	s.mu.Lock()
+	hooks := slices.Clone(s.hooks)
+	s.mu.Unlock()
+	for _, h := range hooks {
+		h(ctx)
+	}
+
+	stopped := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+		s.log.Info("gRPC server stopped")
+	case <-ctx.Done():
+		s.log.Warn("graceful stop timed out; stopping hard", "timeout", s.timeout)
+		s.grpc.Stop()
+		<-stopped
+	}
+}

@@ -1,0 +1,636 @@
+package grpcserver_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/grpcserver"
+)
+
+const llmService = "penguin.v1.LLMService"
+
+// fakeLLM is a stub LLM service whose methods are function fields, so each
+// test says exactly what the handler does.
+type fakeLLM struct {
+	penguinv1.UnimplementedLLMServiceServer
+	listProviders  func(context.Context) (*penguinv1.ListProvidersResponse, error)
+	streamGenerate func(grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]) error
+}
+
+func (f *fakeLLM) ListProviders(ctx context.Context, _ *penguinv1.ListProvidersRequest) (*penguinv1.ListProvidersResponse, error) {
+	if f.listProviders == nil {
+		return &penguinv1.ListProvidersResponse{}, nil
+	}
+	return f.listProviders(ctx)
+}
+
+func (f *fakeLLM) StreamGenerate(_ *penguinv1.StreamGenerateRequest, s grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]) error {
+	if f.streamGenerate == nil {
+		return nil
+	}
+	return f.streamGenerate(s)
+}
+
+// syncBuffer is a log sink that the server's goroutines and the test can
+// share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// running is a server serving on a loopback port in the background.
+type running struct {
+	srv    *grpcserver.Server
+	conn   *grpc.ClientConn
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Serve has returned
+	err    error         // what Serve returned; read after done
+}
+
+// stop cancels the server's context and waits for Serve to return.
+func (r *running) stop(t *testing.T) error {
+	t.Helper()
+	r.cancel()
+	select {
+	case <-r.done:
+		return r.err
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve did not return after its context was cancelled")
+		return nil
+	}
+}
+
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// start builds a server from opts, lets setup register services on it,
+// serves it on a loopback port and returns it with a plain client
+// connection. The server is stopped when the test ends.
+func start(t *testing.T, opts grpcserver.Options, setup func(*grpcserver.Server)) *running {
+	t.Helper()
+	if opts.Name == "" {
+		opts.Name = "test"
+	}
+	srv, err := grpcserver.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(srv)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{srv: srv, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.err = srv.Serve(ctx, lis)
+	}()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.conn = conn
+	t.Cleanup(func() {
+		_ = conn.Close()
+		cancel()
+		<-r.done
+	})
+	return r
+}
+
+func registerLLM(f *fakeLLM) func(*grpcserver.Server) {
+	return func(s *grpcserver.Server) { penguinv1.RegisterLLMServiceServer(s.GRPC(), f) }
+}
+
+// waitStatus polls the health service until service reports want.
+func waitStatus(ctx context.Context, t *testing.T, conn *grpc.ClientConn, service string, want healthpb.HealthCheckResponse_ServingStatus) {
+	t.Helper()
+	hc := healthpb.NewHealthClient(conn)
+	var last string
+	for {
+		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+		if err == nil && resp.GetStatus() == want {
+			return
+		}
+		last = resp.GetStatus().String()
+		if err != nil {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("health of %q never became %v; last: %s", service, want, last)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func withToken(ctx context.Context, auth string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", auth)
+}
+
+func TestNewRequiresName(t *testing.T) {
+	t.Parallel()
+	if _, err := grpcserver.New(grpcserver.Options{}); err == nil {
+		t.Fatal("New accepted options without a name")
+	}
+}
+
+func TestHealthReportsServerAndEachService(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	srv, err := grpcserver.New(grpcserver.Options{Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Before Serve nothing is served.
+	resp, err := srv.Health().Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("before Serve: %v, %v; want NOT_SERVING", resp.GetStatus(), err)
+	}
+
+	r := start(t, grpcserver.Options{}, registerLLM(&fakeLLM{}))
+	waitStatus(ctx, t, r.conn, "", healthpb.HealthCheckResponse_SERVING)
+	waitStatus(ctx, t, r.conn, llmService, healthpb.HealthCheckResponse_SERVING)
+
+	_, err = healthpb.NewHealthClient(r.conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "penguin.v1.NoSuchService"})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("unknown service: %v, want NotFound", err)
+	}
+
+	r.srv.SetServing(llmService, false)
+	waitStatus(ctx, t, r.conn, llmService, healthpb.HealthCheckResponse_NOT_SERVING)
+	waitStatus(ctx, t, r.conn, "", healthpb.HealthCheckResponse_SERVING)
+}
+
+func TestSetServingBeforeServeIsKept(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	r := start(t, grpcserver.Options{}, func(s *grpcserver.Server) {
+		penguinv1.RegisterLLMServiceServer(s.GRPC(), &fakeLLM{})
+		s.SetServing(llmService, false) // say, still connecting to its store
+	})
+	waitStatus(ctx, t, r.conn, "", healthpb.HealthCheckResponse_SERVING)
+	waitStatus(ctx, t, r.conn, llmService, healthpb.HealthCheckResponse_NOT_SERVING)
+	r.srv.SetServing(llmService, true)
+	waitStatus(ctx, t, r.conn, llmService, healthpb.HealthCheckResponse_SERVING)
+}
+
+func TestAuth(t *testing.T) {
+	t.Parallel()
+	r := start(t, grpcserver.Options{AuthToken: "s3cret"}, registerLLM(&fakeLLM{}))
+	llm := penguinv1.NewLLMServiceClient(r.conn)
+
+	tests := []struct {
+		name string
+		auth string // empty: no authorization metadata
+		want codes.Code
+	}{
+		{name: "missing", want: codes.Unauthenticated},
+		{name: "wrong scheme", auth: "Basic s3cret", want: codes.Unauthenticated},
+		{name: "no scheme", auth: "s3cret", want: codes.Unauthenticated},
+		{name: "wrong token", auth: "Bearer s3cre", want: codes.Unauthenticated},
+		{name: "longer token", auth: "Bearer s3cret2", want: codes.Unauthenticated},
+		{name: "right token", auth: "Bearer s3cret", want: codes.OK},
+		{name: "scheme is case-insensitive", auth: "bearer s3cret", want: codes.OK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			if tt.auth != "" {
+				ctx = withToken(ctx, tt.auth)
+			}
+			_, err := llm.ListProviders(ctx, &penguinv1.ListProvidersRequest{})
+			if status.Code(err) != tt.want {
+				t.Errorf("unary: %v, want %v", err, tt.want)
+			}
+			stream, err := llm.StreamGenerate(ctx, &penguinv1.StreamGenerateRequest{})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			if status.Code(err) != tt.want {
+				t.Errorf("stream: %v, want %v", err, tt.want)
+			}
+		})
+	}
+
+	t.Run("health needs no token", func(t *testing.T) {
+		t.Parallel()
+		waitStatus(testContext(t), t, r.conn, "", healthpb.HealthCheckResponse_SERVING)
+	})
+	t.Run("reflection needs the token", func(t *testing.T) {
+		t.Parallel()
+		_, err := listServices(testContext(t), r.conn)
+		if status.Code(err) != codes.Unauthenticated {
+			t.Errorf("reflection without token: %v, want Unauthenticated", err)
+		}
+	})
+}
+
+func TestNoAuthWhenTokenEmpty(t *testing.T) {
+	t.Parallel()
+	r := start(t, grpcserver.Options{}, registerLLM(&fakeLLM{}))
+	_, err := penguinv1.NewLLMServiceClient(r.conn).ListProviders(testContext(t), &penguinv1.ListProvidersRequest{})
+	if err != nil {
+		t.Fatalf("ListProviders without token on an open server: %v", err)
+	}
+}
+
+// listServices asks the server's reflection service for its services, the
+// way grpcurl's "list" does.
+func listServices(ctx context.Context, conn *grpc.ClientConn) ([]string, error) {
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{
+		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{},
+	}); err != nil {
+		return nil, err
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	_ = stream.CloseSend()
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	return names, nil
+}
+
+func TestReflectionListsServices(t *testing.T) {
+	t.Parallel()
+	r := start(t, grpcserver.Options{AuthToken: "tok"}, registerLLM(&fakeLLM{}))
+	names, err := listServices(withToken(testContext(t), "Bearer tok"), r.conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(names, " ")
+	for _, want := range []string{llmService, "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("reflection lists %v, missing %s", names, want)
+		}
+	}
+}
+
+func TestRecoveryHidesPanicAndKeepsServing(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	calls := 0
+	var mu sync.Mutex
+	f := &fakeLLM{
+		listProviders: func(context.Context) (*penguinv1.ListProvidersResponse, error) {
+			mu.Lock()
+			calls++
+			n := calls
+			mu.Unlock()
+			if n == 1 {
+				panic("database password is hunter2")
+			}
+			return &penguinv1.ListProvidersResponse{}, nil
+		},
+		streamGenerate: func(grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]) error {
+			panic("stream handler exploded")
+		},
+	}
+	r := start(t, grpcserver.Options{Logger: log}, registerLLM(f))
+	llm := penguinv1.NewLLMServiceClient(r.conn)
+	ctx := testContext(t)
+
+	_, err := llm.ListProviders(ctx, &penguinv1.ListProvidersRequest{})
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("panicking unary handler: %v, want Internal", err)
+	}
+	if msg := status.Convert(err).Message(); msg != "internal error" {
+		t.Errorf("message %q leaks more than %q", msg, "internal error")
+	}
+	stream, err := llm.StreamGenerate(ctx, &penguinv1.StreamGenerateRequest{})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.Internal || status.Convert(err).Message() != "internal error" {
+		t.Errorf("panicking stream handler: %v, want Internal \"internal error\"", err)
+	}
+
+	if _, err := llm.ListProviders(ctx, &penguinv1.ListProvidersRequest{}); err != nil {
+		t.Fatalf("server did not keep serving after a panic: %v", err)
+	}
+	got := logs.String()
+	for _, want := range []string{"hunter2", "stream handler exploded", "/penguin.v1.LLMService/ListProviders", "goroutine"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestLoggingOneLinePerCallButNotHealth(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	r := start(t, grpcserver.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}, registerLLM(&fakeLLM{}))
+	ctx := testContext(t)
+	waitStatus(ctx, t, r.conn, "", healthpb.HealthCheckResponse_SERVING)
+	if _, err := penguinv1.NewLLMServiceClient(r.conn).ListProviders(ctx, &penguinv1.ListProvidersRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	got := logs.String()
+	if n := strings.Count(got, `"grpc.method":"ListProviders"`); n != 1 {
+		t.Errorf("ListProviders logged %d times, want once:\n%s", n, got)
+	}
+	if !strings.Contains(got, `"grpc.code":"OK"`) {
+		t.Errorf("log lacks the code:\n%s", got)
+	}
+	if strings.Contains(got, "grpc.health") {
+		t.Errorf("health checks were logged:\n%s", got)
+	}
+}
+
+// counterValue returns the value of the counter called name whose labels
+// include want, or -1 when there is none.
+func counterValue(t *testing.T, g prometheus.Gatherer, name string, want map[string]string) float64 {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue metrics
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return -1
+}
+
+func TestMetricsCountCallsByCode(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	r := start(t, grpcserver.Options{AuthToken: "tok", Registerer: reg}, registerLLM(&fakeLLM{}))
+	llm := penguinv1.NewLLMServiceClient(r.conn)
+	ctx := testContext(t)
+	if _, err := llm.ListProviders(withToken(ctx, "Bearer tok"), &penguinv1.ListProvidersRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := llm.ListProviders(ctx, &penguinv1.ListProvidersRequest{}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("no token: %v", err)
+	}
+	base := map[string]string{"server": "test", "grpc_service": llmService, "grpc_method": "ListProviders"}
+	for code, want := range map[string]float64{"OK": 1, "Unauthenticated": 1} {
+		labels := map[string]string{"grpc_code": code}
+		for k, v := range base {
+			labels[k] = v
+		}
+		if got := counterValue(t, reg, "grpc_server_handled_total", labels); got != want {
+			t.Errorf("grpc_server_handled_total%v = %v, want %v", labels, got, want)
+		}
+	}
+	// Methods never called are initialised at zero, so dashboards show them.
+	idle := map[string]string{"server": "test", "grpc_method": "ListModels"}
+	if got := counterValue(t, reg, "grpc_server_started_total", idle); got != 0 {
+		t.Errorf("grpc_server_started_total for ListModels = %v, want 0", got)
+	}
+}
+
+func TestServersShareARegistryByName(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	if _, err := grpcserver.New(grpcserver.Options{Name: "llm", Registerer: reg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := grpcserver.New(grpcserver.Options{Name: "engine", Registerer: reg}); err != nil {
+		t.Fatalf("second server with another name: %v", err)
+	}
+	if _, err := grpcserver.New(grpcserver.Options{Name: "llm", Registerer: reg}); err == nil {
+		t.Fatal("two servers with the same name registered into one registry")
+	}
+}
+
+func TestTracingRecordsServerSpans(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	r := start(t, grpcserver.Options{TracerProvider: tp}, registerLLM(&fakeLLM{}))
+	ctx := testContext(t)
+	waitStatus(ctx, t, r.conn, "", healthpb.HealthCheckResponse_SERVING)
+	if _, err := penguinv1.NewLLMServiceClient(r.conn).ListProviders(ctx, &penguinv1.ListProvidersRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range rec.Ended() {
+		names = append(names, s.Name())
+		if s.Name() == "penguin.v1.LLMService/ListProviders" && s.SpanKind() != trace.SpanKindServer {
+			t.Errorf("span kind = %v, want server", s.SpanKind())
+		}
+	}
+	if len(names) != 1 || names[0] != "penguin.v1.LLMService/ListProviders" {
+		t.Errorf("spans = %v, want exactly [penguin.v1.LLMService/ListProviders] (health checks untraced)", names)
+	}
+}
+
+func TestGracefulShutdownDrainsInFlightCalls(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	f := &fakeLLM{listProviders: func(context.Context) (*penguinv1.ListProvidersResponse, error) {
+		close(entered)
+		<-release
+		return &penguinv1.ListProvidersResponse{Providers: []*penguinv1.ProviderInfo{{Name: "drained"}}}, nil
+	}}
+
+	var mu sync.Mutex
+	var events []string
+	note := func(e string) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, e)
+	}
+	r := start(t, grpcserver.Options{ShutdownTimeout: 20 * time.Second}, func(s *grpcserver.Server) {
+		penguinv1.RegisterLLMServiceServer(s.GRPC(), f)
+		s.OnShutdown(func(hookCtx context.Context) {
+			resp, err := s.Health().Check(hookCtx, &healthpb.HealthCheckRequest{Service: llmService})
+			if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+				t.Errorf("in shutdown hook, health = %v, %v; want NOT_SERVING", resp.GetStatus(), err)
+			}
+			if _, ok := hookCtx.Deadline(); !ok {
+				t.Error("shutdown hook context has no deadline")
+			}
+			note("hook 1")
+		})
+		s.OnShutdown(func(context.Context) {
+			note("hook 2")
+			close(release) // the in-flight call may finish now
+		})
+	})
+
+	type result struct {
+		resp *penguinv1.ListProvidersResponse
+		err  error
+	}
+	inflight := make(chan result, 1)
+	go func() {
+		resp, err := penguinv1.NewLLMServiceClient(r.conn).ListProviders(ctx, &penguinv1.ListProvidersRequest{})
+		inflight <- result{resp, err}
+	}()
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("call never reached the handler")
+	}
+
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Serve after shutdown: %v", err)
+	}
+	res := <-inflight
+	if res.err != nil || res.resp.GetProviders()[0].GetName() != "drained" {
+		t.Fatalf("in-flight call: %v, %v; want it to finish normally", res.resp, res.err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(events, ",") != "hook 1,hook 2" {
+		t.Errorf("hooks ran as %v, want in registration order", events)
+	}
+}
+
+func TestShutdownStopsHardAfterTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	entered := make(chan struct{})
+	f := &fakeLLM{streamGenerate: func(s grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]) error {
+		close(entered)
+		<-s.Context().Done() // ignores the shutdown; only a hard stop ends it
+		return s.Context().Err()
+	}}
+	const timeout = 300 * time.Millisecond
+	r := start(t, grpcserver.Options{ShutdownTimeout: timeout}, registerLLM(f))
+
+	stream, err := penguinv1.NewLLMServiceClient(r.conn).StreamGenerate(ctx, &penguinv1.StreamGenerateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recvErr := make(chan error, 1)
+	go func() {
+		_, err := stream.Recv()
+		recvErr <- err
+	}()
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("stream never reached the handler")
+	}
+
+	began := time.Now()
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Serve after hard stop: %v", err)
+	}
+	if took := time.Since(began); took < timeout {
+		t.Errorf("Serve returned after %v, before the %v shutdown timeout", took, timeout)
+	}
+	select {
+	case err := <-recvErr:
+		if code := status.Code(err); code != codes.Unavailable && code != codes.Canceled {
+			t.Errorf("stream after hard stop: %v, want Unavailable or Canceled", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("stream still open after hard stop")
+	}
+}
+
+func TestServeTwiceFails(t *testing.T) {
+	t.Parallel()
+	r := start(t, grpcserver.Options{}, nil)
+	waitStatus(testContext(t), t, r.conn, "", healthpb.HealthCheckResponse_SERVING)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	if err := r.srv.Serve(testContext(t), lis); err == nil {
+		t.Fatal("second Serve returned nil")
+	}
+}
+
+func TestServeReportsListenerFailureAfterShuttingDown(t *testing.T) {
+	t.Parallel()
+	srv, err := grpcserver.New(grpcserver.Options{Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hookRan := make(chan struct{})
+	srv.OnShutdown(func(context.Context) { close(hookRan) })
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = lis.Close() // Accept fails at once
+
+	if err := srv.Serve(testContext(t), lis); err == nil {
+		t.Fatal("Serve on a closed listener returned nil")
+	}
+	select {
+	case <-hookRan:
+	default:
+		t.Error("shutdown hooks did not run after the listener failed")
+	}
+	resp, err := srv.Health().Check(testContext(t), &healthpb.HealthCheckRequest{})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("health after failure = %v, %v; want NOT_SERVING", resp.GetStatus(), err)
+	}
+}
