@@ -51,11 +51,14 @@ bench:
 	@if [ -z "$(strip $(BENCH_PKGS))" ]; then echo "no benchmarks yet"; exit 0; fi; \
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -timeout $(TEST_TIMEOUT) $(BENCH_PKGS)
 
-## run: build, then run all services in one process.
+## run: build, then run all services in one process (gRPC on 127.0.0.1:7420,
+## HTTP/SSE on 127.0.0.1:7480). It needs a model provider: OPENAI_API_KEY,
+## ANTHROPIC_API_KEY or PENGUIN_PROVIDERS (see README.md).
 run: build
 	bin/penguin serve
 
-## demo: not there yet.
-demo:
-	@echo "make demo: the demo arrives with issue 6; nothing to run yet." >&2
-	@exit 1
+## demo: an offline demo: the three services as separate processes plus a
+## scripted model (`penguin mockllm`) fixing a bug in a temporary workspace.
+## The model is scripted; the services, the edits and the test run are real.
+demo: build
+	PENGUIN=bin/penguin examples/demo/demo.sh

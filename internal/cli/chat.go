@@ -23,6 +23,10 @@ type ChatOptions struct {
 	NewSession *penguinv1.CreateSessionRequest
 	// ThinkingLevel is the initial per-turn override.
 	ThinkingLevel penguinv1.ThinkingLevel
+	// ApprovalMode, when set, changes the session's approval mode from the
+	// chat's first task on (for a resumed session; a new one gets its mode
+	// from NewSession).
+	ApprovalMode penguinv1.ApprovalMode
 	// Verbose shows tool outputs in full instead of collapsed.
 	Verbose bool
 	// Color enables ANSI styles.
@@ -230,7 +234,7 @@ func (c *chat) resume(ctx context.Context, id string) error {
 func (c *chat) task(ctx context.Context, prompt string) (string, error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := c.engine.Run(runCtx, &penguinv1.RunRequest{SessionId: c.session, Prompt: prompt, ThinkingLevel: c.thinking})
+	stream, err := c.engine.Run(runCtx, &penguinv1.RunRequest{SessionId: c.session, Prompt: prompt, ThinkingLevel: c.thinking, ApprovalMode: c.opts.ApprovalMode})
 	if err != nil {
 		return "", err
 	}

@@ -302,6 +302,33 @@ func sawHeartbeat(body io.Reader) bool {
 	return false
 }
 
+// TestStreamOfIdleSessionOpensAtOnce resumes a stream at the last event of
+// an idle session: the engine has nothing to send, and the response must
+// still open (headers, then heartbeats) instead of hanging until an event
+// comes, which a browser would show as a connection that never opens.
+func TestStreamOfIdleSessionOpensAtOnce(t *testing.T) {
+	fake := &fakeengine.Engine{AttachFunc: func(r *penguinv1.AttachRequest, s grpc.ServerStreamingServer[penguinv1.AttachResponse]) error {
+		<-s.Context().Done()
+		return nil
+	}}
+	web := start(t, fake, gateway.Options{Heartbeat: 20 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", web.URL+"/api/sessions/s-1/stream", nil)
+	req.Header.Set("Last-Event-ID", "42")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("the stream of an idle session did not open: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if !sawHeartbeat(resp.Body) {
+		t.Fatal("no heartbeat on an idle stream")
+	}
+}
+
 func TestTraceDownload(t *testing.T) {
 	fake := &fakeengine.Engine{ExportTraceFunc: func(r *penguinv1.ExportTraceRequest, s grpc.ServerStreamingServer[penguinv1.ExportTraceResponse]) error {
 		if r.GetSessionId() != "s-1" {

@@ -94,6 +94,10 @@ func (g *Gateway) encodeEvent(ev *penguinv1.RunEvent) (json.RawMessage, error) {
 	}{ev.GetSequence(), msg})
 }
 
+// firstEventWait bounds how long a stream waits for its first event
+// before it sends its headers.
+const firstEventWait = 250 * time.Millisecond
+
 // resumePoint is the sequence number a stream starts after: the
 // Last-Event-ID header a browser sends on reconnect, else the "after" query
 // parameter, else zero (the whole log).
@@ -156,12 +160,27 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
-	first, open := <-events
-	if !open {
-		return
-	}
-	if first.err != nil && !errors.Is(first.err, io.EOF) {
-		g.fail(w, r, first.err)
+	// Wait briefly for the first event, so a refusal (an unknown session)
+	// can still be an HTTP status. A session that has nothing to send yet
+	// (idle, resumed at its last event) must not keep the response
+	// pending, though: after firstEventWait the stream opens anyway, and
+	// heartbeats flow.
+	var next *received
+	wait := time.NewTimer(firstEventWait)
+	select {
+	case got, open := <-events:
+		wait.Stop()
+		if !open {
+			return
+		}
+		if got.err != nil && !errors.Is(got.err, io.EOF) {
+			g.fail(w, r, got.err)
+			return
+		}
+		next = &got
+	case <-wait.C:
+	case <-r.Context().Done():
+		wait.Stop()
 		return
 	}
 	h := w.Header()
@@ -174,39 +193,39 @@ func (g *Gateway) stream(w http.ResponseWriter, r *http.Request) {
 
 	heartbeat := time.NewTicker(g.opts.Heartbeat)
 	defer heartbeat.Stop()
-	next := first
 	for {
-		if next.err != nil {
-			if !errors.Is(next.err, io.EOF) && r.Context().Err() == nil {
-				st := status.Convert(next.err)
-				data, _ := json.Marshal(errorBody{Error: strings.ToLower(st.Code().String()), Message: st.Message()})
-				fmt.Fprintf(w, "event: error\ndata: %s\n\n", data)
-				flusher.Flush()
-			}
-			return
-		}
-		frame, err := g.sseFrame(next.ev)
-		if err != nil {
-			g.opts.Logger.Warn("gateway could not encode an event", "session", r.PathValue("id"), "error", err)
-		} else if _, err := w.Write(frame); err != nil {
-			return
-		}
-		flusher.Flush()
-		for waiting := true; waiting; {
-			select {
-			case <-r.Context().Done():
+		if next != nil {
+			if next.err != nil {
+				if !errors.Is(next.err, io.EOF) && r.Context().Err() == nil {
+					st := status.Convert(next.err)
+					data, _ := json.Marshal(errorBody{Error: strings.ToLower(st.Code().String()), Message: st.Message()})
+					fmt.Fprintf(w, "event: error\ndata: %s\n\n", data)
+					flusher.Flush()
+				}
 				return
-			case <-heartbeat.C:
-				if _, err := io.WriteString(w, ": heartbeat\n\n"); err != nil {
-					return
-				}
-				flusher.Flush()
-			case got, open := <-events:
-				if !open {
-					return
-				}
-				next, waiting = got, false
 			}
+			frame, err := g.sseFrame(next.ev)
+			if err != nil {
+				g.opts.Logger.Warn("gateway could not encode an event", "session", r.PathValue("id"), "error", err)
+			} else if _, err := w.Write(frame); err != nil {
+				return
+			}
+			flusher.Flush()
+			next = nil
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-heartbeat.C:
+			if _, err := io.WriteString(w, ": heartbeat\n\n"); err != nil {
+				return
+			}
+			flusher.Flush()
+		case got, open := <-events:
+			if !open {
+				return
+			}
+			next = &got
 		}
 	}
 }

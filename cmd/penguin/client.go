@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"google.golang.org/grpc/status"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/cli"
+	"github.com/penguin-agent/penguin/internal/config"
+	"github.com/penguin-agent/penguin/internal/grpcclient"
+	"github.com/penguin-agent/penguin/services/engine/agentstate"
+)
+
+// clientFlags are the flags of the client commands (run, chat, sessions)
+// that choose the engine: a running server at --engine, or else an
+// embedded all-in-one server started in this process, configured by the
+// same flags as `penguin serve`.
+type clientFlags struct {
+	engine        string
+	authTokenFile string
+	embedded      *embeddedFlags
+}
+
+func addClientFlags(fs *flag.FlagSet) *clientFlags {
+	f := &clientFlags{}
+	fs.StringVar(&f.engine, "engine", "", "address of a running engine (penguin serve); empty starts one inside this command")
+	fs.StringVar(&f.authTokenFile, "auth-token-file", "", "file holding the engine's bearer token (or set PENGUIN_AUTH_TOKEN)")
+	f.embedded = addEmbeddedFlags(fs)
+	return f
+}
+
+// engineConn is a client of an engine, remote or embedded.
+type engineConn struct {
+	engine penguinv1.EngineServiceClient
+	// agentState is the default agent's directory of an embedded engine,
+	// empty for a remote one; defaultModel is that agent's model.
+	agentState   string
+	defaultModel *penguinv1.ModelRef
+	close        func() error
+}
+
+// Close closes the connection and stops an embedded server.
+func (c *engineConn) Close() error { return c.close() }
+
+// connect dials --engine, or starts an embedded server on a loopback port
+// and dials that. An embedded server lives until Close, not until ctx ends:
+// a task interrupted by Ctrl-C must still be aborted and shown to its end.
+func (f *clientFlags) connect(ctx context.Context) (*engineConn, error) {
+	if f.engine != "" {
+		token, err := config.Secret(os.LookupEnv, "PENGUIN_AUTH_TOKEN", f.authTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("auth token: %w", err)
+		}
+		conn, err := grpcclient.New(f.engine, grpcclient.Options{Token: token})
+		if err != nil {
+			return nil, err
+		}
+		return &engineConn{engine: penguinv1.NewEngineServiceClient(conn), close: conn.Close}, nil
+	}
+	if f.authTokenFile != "" {
+		return nil, errors.New("--auth-token-file applies to --engine only")
+	}
+	srv, err := startEmbedded(ctx, f.embedded)
+	if err != nil {
+		return nil, fmt.Errorf("start the embedded engine: %w", err)
+	}
+	conn, err := srv.dial()
+	if err != nil {
+		return nil, errors.Join(err, srv.stop())
+	}
+	c := &engineConn{
+		engine:     penguinv1.NewEngineServiceClient(conn),
+		agentState: srv.all.agentDir,
+		close:      func() error { return errors.Join(conn.Close(), srv.stop()) },
+	}
+	if st, err := agentstate.Load(srv.all.agentDir); err == nil {
+		c.defaultModel = st.Config.Model.Ref()
+	}
+	return c, nil
+}
+
+// complete fills in the agent's default model when the flags named none.
+// A remote engine keeps its agents to itself, so only an embedded one can
+// be asked here; without a model the engine's answer says what is missing.
+func (c *engineConn) complete(p *parsedSession) error {
+	if p.model != nil {
+		return nil
+	}
+	if c.agentState != "" && c.defaultModel == nil {
+		return fmt.Errorf("no model: pass --provider and --model, or set model.provider and model.model_id in %s",
+			filepath.Join(c.agentState, agentstate.ConfigFile))
+	}
+	p.model = c.defaultModel
+	return nil
+}
+
+// defaultHome is Penguin's data directory when neither --home nor
+// PENGUIN_HOME names one: the parent of the default agent's directory
+// (~/.local/share/penguin on Linux).
+func defaultHome() string {
+	return filepath.Dir(filepath.Dir(agentstate.DefaultDir()))
+}
+
+// sessionFlags describe a new session: the model, the workspace, and how
+// its tool calls are approved.
+type sessionFlags struct {
+	provider  string
+	model     string
+	workspace string
+	approval  string
+	thinking  string
+	sandbox   string
+}
+
+func addSessionFlags(fs *flag.FlagSet) *sessionFlags {
+	f := &sessionFlags{}
+	fs.StringVar(&f.provider, "provider", "", "provider route of the model; give it with --model, or neither for the agent's default model")
+	fs.StringVar(&f.model, "model", "", "model id; give it with --provider, or neither for the agent's default model")
+	fs.StringVar(&f.workspace, "workspace", "", "workspace directory (default: the current directory)")
+	fs.StringVar(&f.approval, "approval", "allow-all", "which tool calls need your approval: allow-all, deny-all, read-only or always-ask")
+	fs.StringVar(&f.thinking, "thinking", "", "thinking level: none, low, medium, high, xhigh or max (default: the agent's)")
+	fs.StringVar(&f.sandbox, "sandbox", "none", "how commands are confined: none, workspace-write (write only to the workspace and temporary directories; Linux Landlock) or read-only")
+	return f
+}
+
+// parsedSession is a sessionFlags checked and turned into the contract's values.
+type parsedSession struct {
+	model     *penguinv1.ModelRef
+	workspace string
+	approval  penguinv1.ApprovalMode
+	thinking  penguinv1.ThinkingLevel
+	sandbox   penguinv1.SandboxMode
+}
+
+func (f *sessionFlags) parse() (*parsedSession, error) {
+	var p parsedSession
+	if (f.provider == "") != (f.model == "") {
+		return nil, errors.New("give --provider and --model together, or neither to use the agent's default model")
+	}
+	if f.provider != "" {
+		p.model = &penguinv1.ModelRef{Provider: f.provider, ModelId: f.model}
+	}
+	ws := f.workspace
+	if ws == "" {
+		ws = "."
+	}
+	abs, err := filepath.Abs(ws)
+	if err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("workspace %s is not a directory", abs)
+	}
+	p.workspace = abs
+	if p.approval, err = cli.ParseApprovalMode(f.approval); err != nil {
+		return nil, err
+	}
+	if p.thinking, err = cli.ParseThinkingLevel(f.thinking); err != nil {
+		return nil, err
+	}
+	switch f.sandbox {
+	case "none", "":
+		p.sandbox = penguinv1.SandboxMode_SANDBOX_MODE_NONE
+	case "workspace-write":
+		p.sandbox = penguinv1.SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE
+	case "read-only":
+		p.sandbox = penguinv1.SandboxMode_SANDBOX_MODE_READ_ONLY
+	default:
+		return nil, fmt.Errorf("sandbox %q: want none, workspace-write or read-only", f.sandbox)
+	}
+	return &p, nil
+}
+
+func (p *parsedSession) createRequest() *penguinv1.CreateSessionRequest {
+	return &penguinv1.CreateSessionRequest{
+		Model: p.model, Workspace: p.workspace, ApprovalMode: p.approval, ThinkingLevel: p.thinking, SandboxMode: p.sandbox,
+	}
+}
+
+// isTerminal reports whether f is a character device, the sign of a
+// terminal; NO_COLOR turns colour off whatever the output is.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func useColor(f *os.File) bool {
+	if v, ok := os.LookupEnv("NO_COLOR"); ok && v != "" {
+		return false
+	}
+	return isTerminal(f)
+}
+
+// exitError carries an exit status other than 1 out of a command, for
+// `penguin run`, whose status tells scripts how the task ended.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// statusError turns a gRPC status into an error that reads well on a
+// terminal: the server's message and the code's name, without the
+// "rpc error: code = … desc = …" wrapping.
+func statusError(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	return fmt.Errorf("%s (%s)", st.Message(), st.Code())
+}
+
+// flagSet reports whether the flag called name was given, on the command
+// line or through its PENGUIN_* variable.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	if v, ok := os.LookupEnv(config.EnvName(name)); ok && v != "" {
+		set = true
+	}
+	return set
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"google.golang.org/grpc"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/config"
+	"github.com/penguin-agent/penguin/services/llm"
+)
+
+// serveLLM runs the llm service alone: `penguin serve llm --listen ADDR
+// --providers FILE`. Every flag also reads its PENGUIN_* variable; the
+// bearer token comes from PENGUIN_AUTH_TOKEN or --auth-token-file, never
+// from a flag.
+func serveLLM(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("penguin serve llm", flag.ContinueOnError)
+	common := addServerFlags(fs, "127.0.0.1:7421")
+	lf := addLLMFlags(fs)
+	if err := config.Parse(fs, args, os.LookupEnv); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve llm: unexpected arguments %q", fs.Args())
+	}
+	p, err := newServerProcess(ctx, "llm", common, nil)
+	if err != nil {
+		return fmt.Errorf("serve llm: %w", err)
+	}
+	defer p.Close(ctx)
+
+	svc, err := lf.setup(p)
+	if err != nil {
+		return err
+	}
+	// The engine sends the whole history with every request.
+	srv, err := p.newServer(grpc.MaxRecvMsgSize(llm.DefaultMaxRequestBytes))
+	if err != nil {
+		return err
+	}
+	penguinv1.RegisterLLMServiceServer(srv.GRPC(), svc)
+
+	lis, mlis, err := p.listeners()
+	if err != nil {
+		return err
+	}
+	p.log.Info("llm service listening", "addr", lis.Addr().String(), "auth", p.token != "")
+	return p.serve(ctx, srv, lis, mlis)
+}
+
+// llmFlags are the llm service's own flags, shared by `penguin serve llm`,
+// the all-in-one `penguin serve` and the embedded server of `penguin run`.
+type llmFlags struct {
+	providersFile  string
+	requestTimeout time.Duration
+	idleTimeout    time.Duration
+}
+
+func addLLMFlags(fs *flag.FlagSet) *llmFlags {
+	f := &llmFlags{}
+	fs.StringVar(&f.providersFile, "providers", "", "providers YAML file; empty takes OPENAI_API_KEY / ANTHROPIC_API_KEY from the environment")
+	fs.DurationVar(&f.requestTimeout, "request-timeout", llm.DefaultRequestTimeout, "timeout of a model request that sets none; 0 or less turns it off")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", llm.DefaultIdleTimeout, "end a provider stream that sends nothing for this long; 0 or less turns it off")
+	return f
+}
+
+// setup builds the llm service with the process's logger, tracing and
+// metrics.
+func (f *llmFlags) setup(p *serverProcess) (*llm.Service, error) {
+	// A flag at zero means "off" for the operator; Setup reads zero as
+	// "default", so turn it into a negative duration.
+	off := func(d time.Duration) time.Duration {
+		if d <= 0 {
+			return -1
+		}
+		return d
+	}
+	return llm.Setup(llm.Config{
+		ProvidersFile:  f.providersFile,
+		Lookup:         os.LookupEnv,
+		Logger:         p.log,
+		TracerProvider: p.tel.TracerProvider,
+		Registerer:     p.metrics,
+		IdleTimeout:    off(f.idleTimeout),
+		RequestTimeout: off(f.requestTimeout),
+	})
+}

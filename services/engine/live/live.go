@@ -1,0 +1,181 @@
+// Package live holds the recent events of one session in memory and fans
+// them out to any number of readers.
+//
+// The run that produces events must never wait for a reader, so the buffer
+// is a bounded ring that readers walk with their own cursor: publishing is
+// an append plus a broadcast, and a reader that lags so far that the event
+// after its cursor has been evicted learns it from Read and must go back to
+// the store (or be cut off). Events carry the session's sequence numbers,
+// which the publisher hands out in order with no gaps.
+package live
+
+import (
+	"errors"
+	"sync"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// Default bounds of a buffer: enough for a long turn full of partials while
+// keeping a running session's memory small.
+const (
+	DefaultMaxEvents = 4096
+	DefaultMaxBytes  = 8 << 20
+)
+
+// ErrEvicted reports that the events right after a reader's cursor are no
+// longer in the buffer.
+var ErrEvicted = errors.New("live: events after the cursor were evicted from the buffer")
+
+// ErrClosed reports that the buffer was closed: its session runtime was
+// dropped.
+var ErrClosed = errors.New("live: buffer closed")
+
+// Buffer is a bounded ring of a session's most recent events.
+type Buffer struct {
+	maxEvents int
+	maxBytes  int
+
+	mu     sync.Mutex
+	ring   []entry
+	head   int // index of the oldest entry
+	n      int // number of entries
+	bytes  int
+	last   int64 // sequence of the newest event ever published
+	wake   chan struct{}
+	closed bool
+}
+
+type entry struct {
+	ev   *penguinv1.RunEvent
+	size int
+}
+
+// New returns an empty buffer that holds at most maxEvents events and about
+// maxBytes bytes of them (the newest event is always kept). last is the
+// sequence number of the event just before the first one that will be
+// published. Zero or negative bounds select the defaults.
+func New(last int64, maxEvents, maxBytes int) *Buffer {
+	if maxEvents <= 0 {
+		maxEvents = DefaultMaxEvents
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	return &Buffer{maxEvents: maxEvents, maxBytes: maxBytes, last: last, wake: make(chan struct{})}
+}
+
+// Publish appends ev, whose sequence must be the next one, and wakes every
+// waiting reader. It never blocks on readers.
+func (b *Buffer) Publish(ev *penguinv1.RunEvent) {
+	size := proto.Size(ev)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	if b.ring == nil {
+		b.ring = make([]entry, 0, 64)
+	}
+	for b.n > 0 && (b.n >= b.maxEvents || b.bytes+size > b.maxBytes) {
+		b.evictOldest()
+	}
+	if b.n < len(b.ring) {
+		b.ring[(b.head+b.n)%len(b.ring)] = entry{ev, size}
+	} else if b.head == 0 && len(b.ring) < b.maxEvents {
+		b.ring = append(b.ring, entry{ev, size})
+	} else {
+		// Grow a wrapped ring by unrolling it.
+		grown := make([]entry, 0, min(2*len(b.ring)+1, b.maxEvents))
+		for i := range b.n {
+			grown = append(grown, b.ring[(b.head+i)%len(b.ring)])
+		}
+		b.ring, b.head = append(grown, entry{ev, size}), 0
+		b.n++
+		b.bytes += size
+		b.last = ev.GetSequence()
+		b.broadcast()
+		return
+	}
+	b.n++
+	b.bytes += size
+	b.last = ev.GetSequence()
+	b.broadcast()
+}
+
+func (b *Buffer) evictOldest() {
+	e := &b.ring[b.head]
+	b.bytes -= e.size
+	*e = entry{}
+	b.head = (b.head + 1) % len(b.ring)
+	b.n--
+}
+
+func (b *Buffer) broadcast() {
+	close(b.wake)
+	b.wake = make(chan struct{})
+}
+
+// Close wakes every reader with ErrClosed and drops the events.
+func (b *Buffer) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.closed = true
+	b.ring, b.n, b.head, b.bytes = nil, 0, 0, 0
+	close(b.wake)
+}
+
+// Last returns the sequence number of the newest published event.
+func (b *Buffer) Last() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.last
+}
+
+// Oldest returns the sequence number of the oldest event still buffered, or
+// Last()+1 when the buffer is empty.
+func (b *Buffer) Oldest() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.oldestLocked()
+}
+
+func (b *Buffer) oldestLocked() int64 {
+	if b.n == 0 {
+		return b.last + 1
+	}
+	return b.ring[b.head].ev.GetSequence()
+}
+
+// Read returns up to limit buffered events with a sequence above after, and
+// a channel that is closed when a newer event is published (or the buffer
+// closes). It returns ErrEvicted when an event right after the cursor was
+// evicted, and ErrClosed once the buffer is closed.
+func (b *Buffer) Read(after int64, limit int) ([]*penguinv1.RunEvent, <-chan struct{}, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, nil, ErrClosed
+	}
+	if after >= b.last {
+		return nil, b.wake, nil
+	}
+	oldest := b.oldestLocked()
+	if after+1 < oldest {
+		return nil, b.wake, ErrEvicted
+	}
+	start := int(after + 1 - oldest)
+	count := b.n - start
+	if limit > 0 && count > limit {
+		count = limit
+	}
+	out := make([]*penguinv1.RunEvent, count)
+	for i := range count {
+		out[i] = b.ring[(b.head+start+i)%len(b.ring)].ev
+	}
+	return out, b.wake, nil
+}

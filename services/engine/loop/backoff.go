@@ -1,0 +1,42 @@
+package loop
+
+import "time"
+
+// Retry is the reconnect ladder of a run: how many times a failed model
+// request is sent again, and how long to wait before each retry.
+type Retry struct {
+	// MaxRetries is the most reconnects after the first attempt; zero or
+	// less means none.
+	MaxRetries int
+	// Base is the wait before the first reconnect; each next wait doubles.
+	Base time.Duration
+	// Cap bounds every wait, and a provider's Retry-After is honoured only
+	// when it is within it.
+	Cap time.Duration
+}
+
+// DefaultRetry is the reference's ladder: 2 s, 4 s, 8 s, 16 s, 30 s.
+var DefaultRetry = Retry{MaxRetries: 5, Base: 2 * time.Second, Cap: 30 * time.Second}
+
+// Delay returns the wait before reconnect number n (1-based). A provider's
+// Retry-After replaces the computed wait when it is positive and within the
+// cap, because the provider knows best when it will take requests again.
+func (r Retry) Delay(n int, retryAfter time.Duration) time.Duration {
+	if retryAfter > 0 && (r.Cap <= 0 || retryAfter <= r.Cap) {
+		return retryAfter
+	}
+	d := r.Base
+	for i := 1; i < n; i++ {
+		d *= 2
+		if r.Cap > 0 && d >= r.Cap {
+			break
+		}
+	}
+	if r.Cap > 0 && d > r.Cap {
+		d = r.Cap
+	}
+	if d < 0 {
+		d = 0
+	}
+	return d
+}

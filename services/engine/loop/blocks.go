@@ -1,0 +1,119 @@
+package loop
+
+import (
+	"fmt"
+	"strings"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/omni"
+)
+
+// Fixed texts the model reads. They are part of the behaviour, so tests and
+// other packages refer to them by name.
+const (
+	// DeniedByUser is the output of a call a person (or the approval mode)
+	// refused.
+	DeniedByUser = "Tool call denied by user."
+	// DeniedByPolicy is the output of a call the command policy vetoed.
+	DeniedByPolicy = "Tool call denied by policy."
+	// Interrupted is the placeholder output of a call that had not finished
+	// when the user aborted the run.
+	Interrupted = "[interrupted: tool aborted by user]"
+	// NotRun is the output of a committed tool call that was cut off by the
+	// stream and so could not run.
+	NotRun = "Tool call was incomplete and did not run."
+)
+
+// maxBlockOutput caps each tool output copied into a carry-over block, so
+// a retry cannot blow up the context.
+const maxBlockOutput = 4000
+
+// Block wraps body in the harness's [tag]…[/tag] marker.
+func Block(tag, body string) string {
+	return "[" + tag + "]\n" + strings.TrimRight(body, "\n") + "\n[/" + tag + "]"
+}
+
+// HarnessText returns a user-role text written by the harness.
+func HarnessText(text string) *penguinv1.OmniMessage {
+	return omni.SenderText(penguinv1.Sender_SENDER_HARNESS, text)
+}
+
+// SteeringMessage wraps queued user text as a standalone steering message.
+// It is the user's own input, so it keeps the human sender.
+func SteeringMessage(text string) *penguinv1.OmniMessage {
+	return omni.UserText(Block("user_steering", text))
+}
+
+// transcript records what one model request produced, in order, so a retry
+// or an abort can hand it back to the model as text.
+type transcript struct {
+	parts []string
+	text  strings.Builder // assistant text not yet closed by a complete message
+}
+
+func (t *transcript) partialText(s string) { t.text.WriteString(s) }
+
+func (t *transcript) flushText() {
+	if t.text.Len() > 0 {
+		t.parts = append(t.parts, "assistant: "+t.text.String())
+		t.text.Reset()
+	}
+}
+
+func (t *transcript) complete(m *penguinv1.OmniMessage) {
+	switch p := m.GetPayload().(type) {
+	case *penguinv1.OmniMessage_Text:
+		t.text.Reset()
+		t.parts = append(t.parts, "assistant: "+p.Text.GetText())
+	case *penguinv1.OmniMessage_ToolCall:
+		t.flushText()
+		t.parts = append(t.parts, fmt.Sprintf("tool_call %s (id %s): %s", p.ToolCall.GetName(), p.ToolCall.GetToolCallId(), p.ToolCall.GetArguments()))
+	case *penguinv1.OmniMessage_ToolCallOutput:
+		out := p.ToolCallOutput.GetOutput()
+		if len(out) > maxBlockOutput {
+			out = out[:maxBlockOutput] + "\n[... output cut ...]"
+		}
+		status := ""
+		if s := p.ToolCallOutput.GetStopReason(); s != penguinv1.StopReason_STOP_REASON_UNSPECIFIED && s != penguinv1.StopReason_STOP_REASON_COMPLETED {
+			status = " [" + stopName(s) + "]"
+		}
+		t.parts = append(t.parts, fmt.Sprintf("tool_call_output (id %s)%s: %s", p.ToolCallOutput.GetToolCallId(), status, out))
+	}
+}
+
+func (t *transcript) String() string {
+	t.flushText()
+	return strings.Join(t.parts, "\n")
+}
+
+// retriedBlock tells the model that its previous attempt at the same request
+// failed, and what that attempt had produced. Tools it ran are reported, not
+// run again.
+func retriedBlock(status penguinv1.StopReason, message, produced string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "The previous attempt at this request ended with %s", stopName(status))
+	if message != "" {
+		fmt.Fprintf(&b, " (%s)", message)
+	}
+	if produced == "" {
+		b.WriteString(" before producing any output.")
+	} else {
+		b.WriteString(" after producing the output below. Tool calls listed there already ran (or were denied); do not repeat them without reason.\n")
+		b.WriteString(produced)
+	}
+	return Block("turn_retried", b.String())
+}
+
+// abortedBlock flattens an interrupted request's partial output into the
+// carry-over text of case B.
+func abortedBlock(produced string) string {
+	if produced == "" {
+		return Block("turn_aborted", "The user interrupted the previous request before the model produced any output.")
+	}
+	return Block("turn_aborted", "The user interrupted the previous request. The model had produced this much; tool calls listed here already ran (or were denied):\n"+produced)
+}
+
+func stopName(s penguinv1.StopReason) string {
+	n := strings.TrimPrefix(s.String(), "STOP_REASON_")
+	return strings.ToLower(n)
+}

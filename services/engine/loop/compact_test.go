@@ -1,0 +1,184 @@
+package loop_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/engine/agentstate"
+	"github.com/penguin-agent/penguin/services/engine/internal/fake"
+	"github.com/penguin-agent/penguin/services/engine/loop"
+)
+
+func compactionEvents(msgs []*penguinv1.OmniMessage) (begins []*penguinv1.CompactionBegin, ends []*penguinv1.CompactionEnd) {
+	for _, m := range msgs {
+		if b := m.GetCompactionBegin(); b != nil {
+			begins = append(begins, b)
+		}
+		if e := m.GetCompactionEnd(); e != nil {
+			ends = append(ends, e)
+		}
+	}
+	return
+}
+
+func withCompaction(r *rig, threshold int64, turns int, mode penguinv1.CompactionMode) {
+	r.set.Compaction = loop.Compaction{
+		ContextThreshold: threshold,
+		TurnsThreshold:   turns,
+		Mode:             mode,
+		Prompt:           "SUMMARIZE NOW",
+		ExtractSummary:   agentstate.ExtractSummary,
+		WrapSummary:      agentstate.WrapContextSummary,
+	}
+	r.set.Tools = []*penguinv1.ToolDefinition{{Name: "t", Description: "a tool"}}
+}
+
+func TestCompactionContextTriggerSummarize(t *testing.T) {
+	r := newRig(t,
+		fake.NewReply().ToolCall("c1", "t", `{}`).Usage(1000).Outcome(&penguinv1.LLMOutcome{Status: completed}),
+		fake.NewReply().Text("[summary]we ran t[/summary]").Done(),
+		fake.NewReply().Text("continuing").Done(),
+	)
+	withCompaction(r, 500, 0, penguinv1.CompactionMode_COMPACTION_MODE_SUMMARIZE)
+	res := r.run(context.Background(), "go")
+	if res.Status != completed {
+		t.Fatalf("result = %+v", res)
+	}
+	reqs := r.llm.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	// The compaction request: the old context as history, the pending tool
+	// output then the prompt as new messages, the tool set unchanged.
+	cr := reqs[1]
+	if len(cr.GetHistory()) != 2 || len(cr.GetNewMessages()) != 2 ||
+		cr.GetNewMessages()[0].GetToolCallOutput() == nil || cr.GetNewMessages()[1].GetText().GetText() != "SUMMARIZE NOW" {
+		t.Fatalf("compaction request: history %v, new %v", kinds(cr.GetHistory()), cr.GetNewMessages())
+	}
+	if len(cr.GetTools()) != 1 || cr.GetTools()[0].GetName() != "t" {
+		t.Fatalf("compaction request tools = %v", cr.GetTools())
+	}
+	// The next request starts a fresh context from the summary.
+	next := reqs[2]
+	if len(next.GetHistory()) != 0 || len(next.GetNewMessages()) != 1 ||
+		!strings.Contains(next.GetNewMessages()[0].GetText().GetText(), "[context_summary]") ||
+		!strings.Contains(next.GetNewMessages()[0].GetText().GetText(), "we ran t") {
+		t.Fatalf("post-compaction request: history %v, new %v", kinds(next.GetHistory()), next.GetNewMessages())
+	}
+	begins, ends := compactionEvents(r.em.all())
+	if len(begins) != 1 || begins[0].GetReason() != penguinv1.CompactionReason_COMPACTION_REASON_CONTEXT || begins[0].GetContext() != 1000 {
+		t.Fatalf("compaction_begin = %v", begins)
+	}
+	if len(ends) != 1 || ends[0].GetStatus() != completed {
+		t.Fatalf("compaction_end = %v", ends)
+	}
+	if r.host.contexts != 1 {
+		t.Fatalf("StartContext called %d times", r.host.contexts)
+	}
+	// session_meta and tool_list_ready follow the compaction_end.
+	got := kinds(r.persisted())
+	i := slices.Index(got, "compaction_end")
+	if got[i+1] != "session_meta" || got[i+2] != "tool_list_ready" || got[i+3] != "text" {
+		t.Fatalf("after compaction_end: %v", got[i:])
+	}
+}
+
+func TestCompactionDiscard(t *testing.T) {
+	r := newRig(t,
+		fake.NewReply().ToolCall("c1", "t", `{}`).Usage(1000).Outcome(&penguinv1.LLMOutcome{Status: completed}),
+		fake.NewReply().Text("continuing").Done(),
+	)
+	withCompaction(r, 500, 0, penguinv1.CompactionMode_COMPACTION_MODE_DISCARD)
+	res := r.run(context.Background(), "go")
+	if res.Status != completed {
+		t.Fatalf("result = %+v", res)
+	}
+	reqs := r.llm.Requests()
+	if len(reqs) != 2 || len(reqs[1].GetHistory()) != 0 || !strings.Contains(reqs[1].GetNewMessages()[0].GetText().GetText(), "[context_discarded]") {
+		t.Fatalf("requests = %d, second %v", len(reqs), reqs[len(reqs)-1].GetNewMessages())
+	}
+	_, ends := compactionEvents(r.em.all())
+	if len(ends) != 1 || ends[0].GetMode() != penguinv1.CompactionMode_COMPACTION_MODE_DISCARD || ends[0].GetStatus() != completed {
+		t.Fatalf("compaction_end = %v", ends)
+	}
+}
+
+func TestCompactionTurnsTriggerAtTaskEnd(t *testing.T) {
+	r := newRig(t,
+		fake.NewReply().ToolCall("c1", "t", `{}`).Done(),
+		fake.NewReply().Text("done").Done(),
+		fake.NewReply().Text("[summary]short[/summary]").Done(),
+	)
+	withCompaction(r, 0, 2, penguinv1.CompactionMode_COMPACTION_MODE_SUMMARIZE)
+	res := r.run(context.Background(), "go")
+	if res.Status != completed {
+		t.Fatalf("result = %+v", res)
+	}
+	begins, ends := compactionEvents(r.em.all())
+	if len(begins) != 1 || begins[0].GetReason() != penguinv1.CompactionReason_COMPACTION_REASON_TURNS || begins[0].GetTurns() != 2 {
+		t.Fatalf("compaction_begin = %v", begins)
+	}
+	if len(ends) != 1 || ends[0].GetStatus() != completed {
+		t.Fatalf("compaction_end = %v", ends)
+	}
+	if len(r.mctx.History) != 0 || r.mctx.Turns != 0 {
+		t.Fatalf("context after compaction: %d messages, %d turns", len(r.mctx.History), r.mctx.Turns)
+	}
+}
+
+func TestCompactionFailureKeepsContextAndEndsRun(t *testing.T) {
+	r := newRig(t,
+		fake.NewReply().ToolCall("c1", "t", `{}`).Usage(1000).Outcome(&penguinv1.LLMOutcome{Status: completed}),
+		fake.NewReply().ToolCall("x", "t", `{}`).Done(),    // calls a tool: unusable
+		fake.NewReply().Text("[summary][/summary]").Done(), // empty summary: unusable
+	)
+	withCompaction(r, 500, 0, penguinv1.CompactionMode_COMPACTION_MODE_SUMMARIZE)
+	r.set.Retry.MaxRetries = 1
+	res := r.run(context.Background(), "go")
+	if res.Status != failed || !strings.Contains(res.Message, "compacting") {
+		t.Fatalf("result = %+v", res)
+	}
+	_, ends := compactionEvents(r.em.all())
+	if len(ends) != 1 || ends[0].GetStatus() != failed || ends[0].GetAttempt() != 2 || ends[0].GetErrorMessage() == "" {
+		t.Fatalf("compaction_end = %v", ends)
+	}
+	// The retry carried the corrective note ahead of the prompt.
+	retry := r.llm.Requests()[2].GetNewMessages()
+	if len(retry) != 3 || !strings.Contains(retry[1].GetText().GetText(), "could not be used") {
+		t.Fatalf("retry input = %v", retry)
+	}
+	// The original context stands and the tool output is carried over.
+	if len(r.mctx.History) != 2 || len(res.CarryOver) != 1 || res.CarryOver[0].GetToolCallOutput() == nil {
+		t.Fatalf("history %d, carry-over %v", len(r.mctx.History), res.CarryOver)
+	}
+	if n := r.runs("x"); n != 0 {
+		t.Fatal("a tool called by the compaction reply ran")
+	}
+	all := r.em.all()
+	if all[len(all)-1].GetAbort() == nil {
+		t.Fatal("a failed mid-task compaction must close the run with an abort event")
+	}
+}
+
+func TestManualCompact(t *testing.T) {
+	r := newRig(t, fake.NewReply().Text("[summary]all of it[/summary]").Done())
+	withCompaction(r, 0, 0, penguinv1.CompactionMode_COMPACTION_MODE_SUMMARIZE)
+	r.mctx.History = []*penguinv1.OmniMessage{omni.UserText("hi"), omni.AssistantText("hello")}
+	cr := loop.Compact(context.Background(), r.deps, r.set, r.mctx, 0, []*penguinv1.OmniMessage{omni.UserText("pending")})
+	if !cr.OK() || cr.Err() != nil {
+		t.Fatalf("compact = %+v", cr)
+	}
+	r.checkDiscipline()
+	req := r.llm.Requests()[0]
+	if len(req.GetHistory()) != 2 || req.GetNewMessages()[0].GetText().GetText() != "pending" {
+		t.Fatalf("compaction request = %v", req)
+	}
+	begins, _ := compactionEvents(r.em.all())
+	if begins[0].GetReason() != penguinv1.CompactionReason_COMPACTION_REASON_MANUAL {
+		t.Fatalf("reason = %v", begins[0].GetReason())
+	}
+}

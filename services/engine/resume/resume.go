@@ -1,0 +1,193 @@
+// Package resume rebuilds a session's model context from its event log.
+//
+// The log is the single source of truth: it records what happened, in the
+// order it happened, and nothing model-visible-only (carry-over blocks,
+// retry notes). Rebuilding keeps only committed turns (a request whose
+// request_end says completed) so that every tool_call in the history is
+// paired with exactly one output; incomplete model output is allowed to be
+// lost. What was recorded but never reached the model in a committed
+// request (tool results of the last turn, a prompt whose request failed,
+// delivered steering) becomes the pending input of the next run, with an
+// interrupted placeholder for each committed call that never got an
+// output.
+package resume
+
+import (
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/engine/loop"
+	"github.com/penguin-agent/penguin/services/engine/store"
+)
+
+// State is a session's context as rebuilt from its log.
+type State struct {
+	// Meta is the session_meta of the current context; nil when the log
+	// has none (an empty log).
+	Meta *penguinv1.SessionMeta
+	// MetaSequence is the sequence number of Meta: where the current
+	// context starts in the log.
+	MetaSequence int64
+	// Tools is the tool list recorded for the current context; nil when
+	// none was recorded yet.
+	Tools []*penguinv1.ToolDefinition
+	// History is the committed history of the current context.
+	History []*penguinv1.OmniMessage
+	// Pending is the input recorded but not yet committed, in the order
+	// the next request must send it: the last committed turn's tool
+	// outputs in call order (placeholders for missing ones), then other
+	// user input in log order.
+	Pending []*penguinv1.OmniMessage
+	// Turns counts the committed requests of the current context.
+	Turns int
+	// LastTotal is the token total of the last committed request.
+	LastTotal int64
+	// Usage is the session's cumulative token counts, from the last
+	// token_usage event.
+	Usage *penguinv1.TokenCounts
+	// OpenCompaction is a compaction_begin with no compaction_end: the
+	// process died during a compaction. The caller closes it as failed.
+	OpenCompaction *penguinv1.CompactionBegin
+	// LastSequence is the sequence number of the last event read.
+	LastSequence int64
+}
+
+// Rebuild replays events (in sequence order, starting at or before the
+// current context's session_meta) into a State.
+func Rebuild(events []store.Event) *State {
+	b := newBuilder()
+	for _, e := range events {
+		b.add(e)
+	}
+	return b.finish()
+}
+
+type builder struct {
+	s *State
+
+	inSpan       bool
+	inCompaction bool
+	attempt      []*penguinv1.OmniMessage
+	attemptUsage *penguinv1.TokenCounts
+
+	// lastCalls are the tool calls of the last committed turn, whose
+	// outputs are the next request's input.
+	lastCalls []string
+	// outputs holds every tool output of the context by call id; an
+	// output may arrive before its call's request is committed.
+	outputs map[string]*penguinv1.OmniMessage
+	// pendingUser is user input recorded since the last commit.
+	pendingUser []*penguinv1.OmniMessage
+}
+
+func newBuilder() *builder {
+	return &builder{s: &State{}, outputs: map[string]*penguinv1.OmniMessage{}}
+}
+
+// reset starts a fresh context: everything before a session_meta belongs
+// to an older context that a compaction closed.
+func (b *builder) reset() {
+	usage, last := b.s.Usage, b.s.LastSequence
+	*b = *newBuilder()
+	b.s.Usage, b.s.LastSequence = usage, last
+}
+
+func (b *builder) add(e store.Event) {
+	m := e.Message
+	b.s.LastSequence = e.Sequence
+	if tu := m.GetTokenUsage(); tu != nil {
+		b.s.Usage = tu.GetSession()
+	}
+	if b.inCompaction {
+		// Everything between the compaction events is compaction-internal:
+		// the request, its summary and its usage never join the context.
+		if m.GetCompactionEnd() != nil {
+			b.inCompaction = false
+			b.s.OpenCompaction = nil
+		}
+		return
+	}
+	switch p := m.GetPayload().(type) {
+	case *penguinv1.OmniMessage_SessionMeta:
+		b.reset()
+		b.s.Meta = p.SessionMeta
+		b.s.MetaSequence = e.Sequence
+	case *penguinv1.OmniMessage_ToolListReady:
+		b.s.Tools = p.ToolListReady.GetTools()
+	case *penguinv1.OmniMessage_CompactionBegin:
+		b.inCompaction = true
+		b.s.OpenCompaction = p.CompactionBegin
+	case *penguinv1.OmniMessage_RequestBegin:
+		b.inSpan = true
+		b.attempt = nil
+		b.attemptUsage = nil
+	case *penguinv1.OmniMessage_TokenUsage:
+		if b.inSpan {
+			b.attemptUsage = p.TokenUsage.GetRequest()
+		}
+	case *penguinv1.OmniMessage_RequestEnd:
+		if b.inSpan && p.RequestEnd.GetStatus() == penguinv1.StopReason_STOP_REASON_COMPLETED {
+			b.commit()
+		}
+		b.inSpan = false
+		b.attempt = nil
+	case *penguinv1.OmniMessage_ToolCallOutput:
+		b.outputs[p.ToolCallOutput.GetToolCallId()] = m
+	default:
+		if omni.KindOf(m) != omni.KindModel {
+			return
+		}
+		if isUserRole(m) {
+			b.pendingUser = append(b.pendingUser, m)
+		} else if b.inSpan {
+			b.attempt = append(b.attempt, m)
+		}
+	}
+}
+
+// commit joins a completed request to the history: its input (the previous
+// turn's outputs and the user input since) and the model's output.
+func (b *builder) commit() {
+	b.s.History = append(b.s.History, b.input()...)
+	b.s.History = append(b.s.History, b.attempt...)
+	b.lastCalls = b.lastCalls[:0]
+	for _, m := range b.attempt {
+		if tc := m.GetToolCall(); tc != nil {
+			b.lastCalls = append(b.lastCalls, tc.GetToolCallId())
+		}
+	}
+	b.pendingUser = nil
+	b.s.Turns++
+	if b.attemptUsage != nil {
+		b.s.LastTotal = b.attemptUsage.GetTotal()
+	}
+}
+
+// input returns the input of the next request as recorded so far.
+func (b *builder) input() []*penguinv1.OmniMessage {
+	out := make([]*penguinv1.OmniMessage, 0, len(b.lastCalls)+len(b.pendingUser))
+	for _, id := range b.lastCalls {
+		if o, ok := b.outputs[id]; ok {
+			out = append(out, o)
+			continue
+		}
+		out = append(out, omni.ToolCallOutput(id, loop.Interrupted, penguinv1.StopReason_STOP_REASON_ABORTED))
+	}
+	return append(out, b.pendingUser...)
+}
+
+func (b *builder) finish() *State {
+	b.s.Pending = b.input()
+	return b.s
+}
+
+func isUserRole(m *penguinv1.OmniMessage) bool {
+	switch p := m.GetPayload().(type) {
+	case *penguinv1.OmniMessage_Text:
+		return p.Text.GetRole() == penguinv1.Role_ROLE_USER
+	case *penguinv1.OmniMessage_ImageUrl:
+		return true
+	case *penguinv1.OmniMessage_InlineData:
+		return p.InlineData.GetRole() == penguinv1.Role_ROLE_USER
+	}
+	return false
+}

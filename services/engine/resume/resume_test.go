@@ -1,0 +1,130 @@
+package resume_test
+
+import (
+	"strings"
+	"testing"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/engine/loop"
+	"github.com/penguin-agent/penguin/services/engine/resume"
+	"github.com/penguin-agent/penguin/services/engine/store"
+)
+
+const (
+	completed = penguinv1.StopReason_STOP_REASON_COMPLETED
+	timeout   = penguinv1.StopReason_STOP_REASON_TIMEOUT
+)
+
+func meta(id string) *penguinv1.OmniMessage {
+	return &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_SessionMeta{SessionMeta: &penguinv1.SessionMeta{SessionId: id}}}
+}
+
+func usage(total int64) *penguinv1.OmniMessage {
+	return omni.TokenUsage(&penguinv1.TokenCounts{Total: total * 10}, &penguinv1.TokenCounts{Total: total})
+}
+
+func log(msgs ...*penguinv1.OmniMessage) []store.Event {
+	out := make([]store.Event, len(msgs))
+	for i, m := range msgs {
+		out[i] = store.Event{Sequence: int64(i + 1), Message: m}
+	}
+	return out
+}
+
+func kinds(msgs []*penguinv1.OmniMessage) string {
+	var out []string
+	for _, m := range msgs {
+		out = append(out, store.PayloadKind(m))
+	}
+	return strings.Join(out, ",")
+}
+
+func TestCommittedTurnsOnly(t *testing.T) {
+	s := resume.Rebuild(log(
+		meta("s"),
+		omni.UserText("list"),
+		omni.RequestBegin(),
+		omni.ToolCall("a", "t", "{}"),
+		omni.ApprovalDecision("a", penguinv1.Decision_DECISION_ALLOW),
+		omni.ToolCall("b", "t", "{}"),
+		omni.ToolCallOutput("b", "out-b", 0), // b finished first
+		usage(100),
+		omni.RequestEnd(completed, "", 0, 0),
+		omni.ToolCallOutput("a", "out-a", 0), // a finished after request_end
+		// The second request fails twice and then completes.
+		omni.RequestBegin(),
+		omni.ToolCall("x", "t", "{}"),
+		omni.ToolCallOutput("x", "out-x", 0),
+		omni.RequestEnd(timeout, "reset", 1, 2000),
+		omni.RequestBegin(),
+		omni.AssistantText("done"),
+		usage(300),
+		omni.RequestEnd(completed, "", 2, 0),
+	))
+	if got := kinds(s.History); got != "text,tool_call,tool_call,tool_call_output,tool_call_output,text" {
+		t.Fatalf("history = %s", got)
+	}
+	// Outputs rejoin in call order; the failed attempt's call is gone.
+	if s.History[3].GetToolCallOutput().GetToolCallId() != "a" || s.History[4].GetToolCallOutput().GetToolCallId() != "b" {
+		t.Fatal("outputs are not in call order")
+	}
+	if s.Turns != 2 || s.LastTotal != 300 || s.Usage.GetTotal() != 3000 || len(s.Pending) != 0 {
+		t.Fatalf("turns %d, last total %d, usage %v, pending %d", s.Turns, s.LastTotal, s.Usage, len(s.Pending))
+	}
+}
+
+func TestPendingInputAndPlaceholders(t *testing.T) {
+	s := resume.Rebuild(log(
+		meta("s"),
+		omni.UserText("go"),
+		omni.RequestBegin(),
+		omni.ToolCall("a", "t", "{}"),
+		omni.ToolCall("b", "t", "{}"),
+		omni.RequestEnd(completed, "", 0, 0),
+		omni.ToolCallOutput("b", "out-b", 0),
+		// Aborted: a never finished. Then the next prompt, whose request
+		// died with the engine (a torn tail: no request_end).
+		omni.Abort(""),
+		omni.UserText("next"),
+		omni.RequestBegin(),
+		omni.AssistantText("half"),
+	))
+	if got := kinds(s.Pending); got != "tool_call_output,tool_call_output,text" {
+		t.Fatalf("pending = %s", got)
+	}
+	if o := s.Pending[0].GetToolCallOutput(); o.GetToolCallId() != "a" || o.GetOutput() != loop.Interrupted {
+		t.Fatalf("placeholder = %v", o)
+	}
+	if s.Pending[1].GetToolCallOutput().GetOutput() != "out-b" || s.Pending[2].GetText().GetText() != "next" {
+		t.Fatalf("pending = %v", s.Pending)
+	}
+	if kinds(s.History) != "text,tool_call,tool_call" {
+		t.Fatalf("history = %s", kinds(s.History))
+	}
+}
+
+func TestCompaction(t *testing.T) {
+	begin := &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_CompactionBegin{CompactionBegin: &penguinv1.CompactionBegin{Reason: penguinv1.CompactionReason_COMPACTION_REASON_MANUAL}}}
+	end := func(st penguinv1.StopReason) *penguinv1.OmniMessage {
+		return &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_CompactionEnd{CompactionEnd: &penguinv1.CompactionEnd{Status: st}}}
+	}
+	turn := []*penguinv1.OmniMessage{meta("s"), omni.UserText("hi"), omni.RequestBegin(), omni.AssistantText("hello"), omni.RequestEnd(completed, "", 0, 0)}
+
+	// A completed compaction starts a fresh context from the summary.
+	s := resume.Rebuild(log(append(turn, begin, omni.AssistantText("[summary]S[/summary]"), end(completed),
+		meta("s"), omni.ToolListReady(nil), loop.HarnessText("[context_summary]S[/context_summary]"))...))
+	if len(s.History) != 0 || kinds(s.Pending) != "text" || s.MetaSequence != 9 || s.OpenCompaction != nil {
+		t.Fatalf("after compaction: history %s, pending %s, meta at %d", kinds(s.History), kinds(s.Pending), s.MetaSequence)
+	}
+	// A failed one leaves the context as it was; its messages are ignored.
+	s = resume.Rebuild(log(append(turn, begin, omni.RequestBegin(), omni.AssistantText("x"), omni.RequestEnd(completed, "", 0, 0), end(penguinv1.StopReason_STOP_REASON_FAILED))...))
+	if kinds(s.History) != "text,text" || s.Turns != 1 {
+		t.Fatalf("after a failed compaction: %s, %d turns", kinds(s.History), s.Turns)
+	}
+	// One the engine died in is reported open.
+	s = resume.Rebuild(log(append(turn, begin, omni.AssistantText("[summary]half"))...))
+	if s.OpenCompaction == nil || kinds(s.History) != "text,text" {
+		t.Fatalf("open compaction: %v, history %s", s.OpenCompaction, kinds(s.History))
+	}
+}

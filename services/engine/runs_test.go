@@ -1,0 +1,560 @@
+package engine_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/internal/fake"
+	"github.com/penguin-agent/penguin/services/engine/session"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+)
+
+func TestAbortCarryOverCaseB(t *testing.T) {
+	e := newEnv(t)
+	streaming := newGate()
+	first := fake.NewReply().PartialOnly("I will start by").Hook(func(ctx context.Context) error {
+		streaming.open()
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	e.llm.Generate = fake.Script(first, fake.NewReply().Text("resumed").Done())
+	id := e.create(allowAll)
+	ctx := e.ctx()
+	stream, err := e.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "do the thing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the last partial to reach the client, then abort.
+	var evs []*penguinv1.RunEvent
+	for {
+		r, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, r.GetEvent())
+		if r.GetEvent().GetMessage().GetPartialText().GetText() == " by" {
+			break
+		}
+	}
+	if err := streaming.wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ab, err := e.client.Abort(ctx, &penguinv1.AbortRequest{SessionId: id, Reason: "changed my mind"})
+	if err != nil || !ab.GetAborted() {
+		t.Fatalf("Abort: %v %v", ab, err)
+	}
+	rest, err := collect(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs = append(evs, rest...)
+	checkStream(t, evs)
+	st := end(t, evs)
+	if st.GetStatus() != penguinv1.StopReason_STOP_REASON_ABORTED {
+		t.Fatalf("status %v", st.GetStatus())
+	}
+	msgs := messages(evs)
+	if last := msgs[len(msgs)-1]; last.GetAbort().GetReason() != "changed my mind" {
+		t.Fatalf("last message %v, want the abort", last)
+	}
+	// The next run carries the interrupted turn over: the prompt, then the
+	// [turn_aborted] block, then the new prompt.
+	end(t, e.run(id, "continue please"))
+	nm := e.llm.Requests()[1].GetNewMessages()
+	if len(nm) != 3 || nm[0].GetText().GetText() != "do the thing" ||
+		!strings.Contains(nm[1].GetText().GetText(), "[turn_aborted]") || !strings.Contains(nm[1].GetText().GetText(), "I will start by") ||
+		nm[2].GetText().GetText() != "continue please" {
+		t.Fatalf("second run input = %v", nm)
+	}
+	if len(e.llm.Requests()[1].GetHistory()) != 0 {
+		t.Fatal("the aborted turn must not be in the history")
+	}
+	// The note is model-visible only.
+	for _, ev := range history(t, e, id) {
+		if strings.Contains(ev.GetMessage().GetText().GetText(), "[turn_aborted]") {
+			t.Fatal("the carry-over was written to the log")
+		}
+	}
+}
+
+func TestAbortCarryOverCaseA(t *testing.T) {
+	e := newEnv(t)
+	e.llm.Generate = fake.Script(
+		fake.NewReply().ToolCall("done", "read_file", `{}`).ToolCall("hang", "exec_command", `{}`).Done(),
+		fake.NewReply().Text("next").Done(),
+	)
+	hanging := newGate()
+	e.envSvc.Execute = func(req *penguinv1.ExecuteToolRequest, s grpc.ServerStreamingServer[penguinv1.ExecuteToolResponse]) error {
+		if req.GetToolCall().GetToolCallId() == "hang" {
+			hanging.open()
+			<-s.Context().Done()
+			return s.Context().Err()
+		}
+		return fake.Echo(req, s)
+	}
+	id := e.create(allowAll)
+	ctx := e.ctx()
+	stream, err := e.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*penguinv1.RunEvent
+	sawDone := false
+	for !sawDone {
+		r, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, r.GetEvent())
+		sawDone = r.GetEvent().GetMessage().GetToolCallOutput().GetToolCallId() == "done"
+	}
+	if err := hanging.wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.Abort(ctx, &penguinv1.AbortRequest{SessionId: id}); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := collect(stream)
+	checkStream(t, append(evs, rest...))
+	end(t, e.run(id, "after"))
+	nm := e.llm.Requests()[1].GetNewMessages()
+	if len(nm) != 3 {
+		t.Fatalf("second run input = %v", nm)
+	}
+	if o := nm[0].GetToolCallOutput(); o.GetToolCallId() != "done" || o.GetOutput() != "read_file: {}" {
+		t.Fatalf("finished result = %v", o)
+	}
+	if o := nm[1].GetToolCallOutput(); o.GetToolCallId() != "hang" || o.GetOutput() != "[interrupted: tool aborted by user]" {
+		t.Fatalf("unfinished result = %v", o)
+	}
+	if nm[2].GetText().GetText() != "after" {
+		t.Fatalf("prompt = %v", nm[2])
+	}
+	if h := e.llm.Requests()[1].GetHistory(); len(h) != 3 {
+		t.Fatalf("history = %v", payloadKinds(h))
+	}
+}
+
+func TestSteerOverGRPC(t *testing.T) {
+	e := newEnv(t)
+	e.llm.Generate = fake.Script(
+		fake.NewReply().ToolCall("c1", "exec_command", `{}`).Done(),
+		fake.NewReply().Text("ok, python").Done(),
+	)
+	id := e.create(allowAll)
+	steered := make(chan error, 1)
+	e.envSvc.Execute = func(req *penguinv1.ExecuteToolRequest, s grpc.ServerStreamingServer[penguinv1.ExecuteToolResponse]) error {
+		_, err := e.client.Steer(s.Context(), &penguinv1.SteerRequest{SessionId: id, Text: "use python"})
+		steered <- err
+		return fake.Echo(req, s)
+	}
+	evs := e.run(id, "go")
+	if err := <-steered; err != nil {
+		t.Fatalf("Steer: %v", err)
+	}
+	end(t, evs)
+	nm := e.llm.Requests()[1].GetNewMessages()
+	if len(nm) != 2 || nm[1].GetText().GetText() != "[user_steering]\nuse python\n[/user_steering]" {
+		t.Fatalf("second request input = %v", nm)
+	}
+	if !hasText(messages(evs), "[user_steering]") {
+		t.Fatal("steering was not streamed")
+	}
+}
+
+func TestReconnectAndRetryNowOverGRPC(t *testing.T) {
+	e := newEnv(t)
+	e.llm.Generate = fake.Script(
+		fake.NewReply().Fail(penguinv1.StopReason_STOP_REASON_TIMEOUT, "reset"),
+		fake.NewReply().Outcome(&penguinv1.LLMOutcome{Status: penguinv1.StopReason_STOP_REASON_FAILED, Message: "overloaded", RetryAfterMs: 3}),
+		fake.NewReply().Text("ok").Done(),
+	)
+	id := e.create(allowAll)
+	evs := e.run(id, "go")
+	checkStream(t, evs)
+	if st := end(t, evs); st.GetStatus() != completedS {
+		t.Fatalf("status %v %s", st.GetStatus(), st.GetMessage())
+	}
+	var ends []*penguinv1.RequestEnd
+	var waits []int64
+	for _, ev := range evs {
+		if re := ev.GetMessage().GetRequestEnd(); re != nil {
+			ends = append(ends, re)
+		}
+		if s := ev.GetState(); s.GetState() == penguinv1.SessionState_SESSION_STATE_RETRY_WAIT {
+			waits = append(waits, s.GetRetryInMs())
+		}
+	}
+	if len(ends) != 3 || ends[0].GetRetryInMs() != 1 || ends[1].GetRetryInMs() != 3 || ends[2].GetAttempt() != 3 {
+		t.Fatalf("request_ends = %v", ends)
+	}
+	if len(waits) != 2 {
+		t.Fatalf("retry_wait states = %v", waits)
+	}
+
+	// RetryNow cuts a long wait short.
+	e2 := newEnv(t)
+	e2.llm.Generate = fake.Script(
+		fake.NewReply().Fail(penguinv1.StopReason_STOP_REASON_TIMEOUT, "reset"),
+		fake.NewReply().Text("ok").Done(),
+	)
+	long := `max_turns: -1
+retry:
+  max_attempts: 2
+  base_delay: 1h
+  max_delay: 1h
+`
+	writeConfig(t, e2.agentDir, long)
+	id2 := e2.create(allowAll)
+	ctx := e2.ctx()
+	stream, err := e2.client.Run(ctx, &penguinv1.RunRequest{SessionId: id2, Prompt: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		r, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.GetEvent().GetState().GetState() == penguinv1.SessionState_SESSION_STATE_RETRY_WAIT {
+			break
+		}
+	}
+	waitFor(t, "RetryNow to take", func() bool {
+		r, err := e2.client.RetryNow(ctx, &penguinv1.RetryNowRequest{SessionId: id2})
+		return err == nil && r.GetRetried()
+	})
+	rest, err := collect(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := end(t, rest); st.GetStatus() != completedS {
+		t.Fatalf("status %v", st.GetStatus())
+	}
+}
+
+func TestAuthStopsTheRunAndSaysWhy(t *testing.T) {
+	e := newEnv(t)
+	e.llm.Generate = fake.Script(fake.NewReply().Fail(penguinv1.StopReason_STOP_REASON_AUTH, "invalid x-api-key"))
+	id := e.create(allowAll)
+	st := end(t, e.run(id, "go"))
+	if st.GetStatus() != penguinv1.StopReason_STOP_REASON_AUTH || !strings.Contains(st.GetMessage(), "invalid x-api-key") {
+		t.Fatalf("end = %v", st)
+	}
+	if n := len(e.llm.Requests()); n != 1 {
+		t.Fatalf("%d requests", n)
+	}
+}
+
+func TestAttachReplaysAfterADrop(t *testing.T) {
+	e := newEnv(t)
+	e.llm.Generate = fake.Script(
+		fake.NewReply().Text("first answer").Done(),
+		fake.NewReply().ToolCall("c1", "exec_command", `{}`).Done(),
+		fake.NewReply().Text("second answer").Done(),
+	)
+	id := e.create(alwaysAsk)
+	end(t, e.run(id, "one"))
+
+	// A second run waits on an approval; a client that dropped earlier
+	// attaches from its last sequence number.
+	ctx := e.ctx()
+	stream, err := e.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "two"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []*penguinv1.RunEvent
+	var pending *penguinv1.ApprovalRequest
+	for pending == nil {
+		r, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		live = append(live, r.GetEvent())
+		pending = r.GetEvent().GetApprovalRequest()
+	}
+	cut := live[2].GetSequence()
+	attCtx, cancelAtt := context.WithCancel(ctx)
+	defer cancelAtt()
+	att, err := e.client.Attach(attCtx, &penguinv1.AttachRequest{SessionId: id, AfterSequence: cut})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replayed []*penguinv1.RunEvent
+	for {
+		r, err := att.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		replayed = append(replayed, r.GetEvent())
+		if r.GetEvent().GetApprovalRequest() != nil {
+			break
+		}
+	}
+	// What the attach replayed equals what the live stream had after cut.
+	want := live[3:]
+	if len(replayed) != len(want) {
+		t.Fatalf("replayed %d events, want %d", len(replayed), len(want))
+	}
+	for i := range want {
+		if replayed[i].GetSequence() != want[i].GetSequence() {
+			t.Fatalf("replayed %d: seq %d, want %d", i, replayed[i].GetSequence(), want[i].GetSequence())
+		}
+	}
+	if _, err := e.client.Approve(ctx, &penguinv1.ApproveRequest{SessionId: id, ToolCallId: "c1", Decision: penguinv1.Decision_DECISION_ALLOW}); err != nil {
+		t.Fatal(err)
+	}
+	// Both watchers see the rest and the end.
+	rest, err := collect(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end(t, rest)
+	var attRest []*penguinv1.RunEvent
+	for {
+		r, err := att.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		attRest = append(attRest, r.GetEvent())
+		if r.GetEvent().GetState().GetState() == penguinv1.SessionState_SESSION_STATE_IDLE {
+			break
+		}
+	}
+	if len(attRest) != len(rest) || attRest[len(attRest)-1].GetSequence() != rest[len(rest)-1].GetSequence() {
+		t.Fatalf("attach saw %d events, run %d", len(attRest), len(rest))
+	}
+
+	// A fresh Attach from zero on the idle, unloaded session replays the
+	// whole log.
+	cancelAtt()
+	waitFor(t, "the runtime to unload", func() bool { return e.mgr.Loaded() == 0 })
+	all, err := e.client.Attach(ctx, &penguinv1.AttachRequest{SessionId: id, UntilIdle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		r, err := all.Recv()
+		if err != nil {
+			break
+		}
+		if r.GetEvent().GetMessage().GetPartialText() != nil {
+			t.Fatal("a partial was replayed from the log")
+		}
+		n++
+	}
+	if h := history(t, e, id); n != len(h) {
+		t.Fatalf("attach from zero replayed %d events, the log has %d", n, len(h))
+	}
+}
+
+func TestSlowWatcherIsCutNotTheRun(t *testing.T) {
+	e := newEnv(t, func(o *session.Options) { o.BufferEvents = 16 })
+	text := strings.Repeat("abcd", 200) // 200 deltas
+	e.llm.Generate = fake.Script(fake.NewReply().Text(text).Done())
+	id := e.create(allowAll)
+	ctx := e.ctx()
+	// A watcher that reads nothing until the run is over.
+	att, err := e.client.Attach(ctx, &penguinv1.AttachRequest{SessionId: id, AfterSequence: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the attach to register", func() bool { return e.mgr.Loaded() == 1 })
+	// The run goes on whatever its watchers do (its own stream may be cut
+	// as well with so small a buffer).
+	stream, err := e.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "talk"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = collect(stream)
+	waitFor(t, "the run to finish", func() bool {
+		s, err := e.client.GetSession(ctx, &penguinv1.GetSessionRequest{SessionId: id})
+		return err == nil && s.GetSession().GetState() == penguinv1.SessionState_SESSION_STATE_IDLE && s.GetSession().GetLastSequence() > 5
+	})
+	var got error
+	var last int64 = 1
+	for {
+		r, err := att.Recv()
+		if err != nil {
+			got = err
+			break
+		}
+		last = r.GetEvent().GetSequence()
+	}
+	if code(got) != codes.ResourceExhausted || !strings.Contains(got.Error(), "Attach again") {
+		t.Fatalf("slow watcher ended with %v", got)
+	}
+	// Attaching again from its last number gets the rest, from the log.
+	again, err := e.client.Attach(ctx, &penguinv1.AttachRequest{SessionId: id, AfterSequence: last, UntilIdle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for {
+		r, err := again.Recv()
+		if err != nil {
+			break
+		}
+		if tx := r.GetEvent().GetMessage().GetText(); tx != nil {
+			texts = append(texts, tx.GetText())
+		}
+	}
+	if len(texts) == 0 || texts[len(texts)-1] != text {
+		t.Fatalf("re-attached watcher missed the answer: %d texts", len(texts))
+	}
+}
+
+func TestResumeAfterRestart(t *testing.T) {
+	e := newEnv(t)
+	e.llm.Generate = fake.Script(
+		fake.NewReply().ToolCall("c1", "exec_command", `{}`).Done(),
+		fake.NewReply().Text("first done").Done(),
+		fake.NewReply().Text("second done").Done(),
+	)
+	id := e.create(allowAll)
+	end(t, e.run(id, "one"))
+	before := history(t, e, id)
+	e.stop()
+	e.start()
+	evs := e.run(id, "two")
+	end(t, evs)
+	req := e.llm.Requests()[2]
+	if got := payloadKinds(req.GetHistory()); strings.Join(got, ",") != "text,tool_call,tool_call_output,text" {
+		t.Fatalf("resumed history = %v", got)
+	}
+	// Sequence numbers continue above everything handed out before.
+	if evs[0].GetSequence() <= before[len(before)-1].GetSequence() {
+		t.Fatalf("first event after restart has sequence %d, log ended at %d", evs[0].GetSequence(), before[len(before)-1].GetSequence())
+	}
+}
+
+func TestForkCutsToACompletedTurn(t *testing.T) {
+	e := newEnv(t)
+	e.llm.Generate = fake.Script(
+		fake.NewReply().Text("answer one").Done(),
+		fake.NewReply().Text("answer two").Done(),
+		fake.NewReply().Text("forked answer").Done(),
+	)
+	id := e.create(allowAll)
+	end(t, e.run(id, "one"))
+	end(t, e.run(id, "two"))
+	hist := history(t, e, id)
+	// Cut in the middle of the second turn: the fork keeps the first.
+	var secondBegin int64
+	begins := 0
+	for _, ev := range hist {
+		if ev.GetMessage().GetRequestBegin() != nil {
+			begins++
+			if begins == 2 {
+				secondBegin = ev.GetSequence()
+			}
+		}
+	}
+	fk, err := e.client.ForkSession(e.ctx(), &penguinv1.ForkSessionRequest{SessionId: id, UpToSequence: secondBegin + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fid := fk.GetSession().GetSessionId()
+	if fid == id || fk.GetSession().GetSource() != "fork" {
+		t.Fatalf("fork = %v", fk.GetSession())
+	}
+	fh := history(t, e, fid)
+	if fh[0].GetMessage().GetSessionMeta().GetSessionId() != fid {
+		t.Fatal("the fork's session_meta names the source")
+	}
+	end(t, e.run(fid, "three"))
+	req := e.llm.Requests()[2]
+	if got := payloadKinds(req.GetHistory()); strings.Join(got, ",") != "text,text" {
+		t.Fatalf("fork history = %v", got)
+	}
+	// The fork's input: the second prompt (recorded before the cut point's
+	// request began) and the new one.
+	nm := req.GetNewMessages()
+	if len(nm) != 2 || nm[0].GetText().GetText() != "two" || nm[1].GetText().GetText() != "three" {
+		t.Fatalf("fork input = %v", nm)
+	}
+}
+
+func TestManualCompactOverGRPC(t *testing.T) {
+	e := newEnv(t)
+	e.llm.Generate = fake.Script(
+		fake.NewReply().Text("long answer").Done(),
+		fake.NewReply().Text("[summary]we talked[/summary]").Done(),
+		fake.NewReply().Text("fresh").Done(),
+	)
+	id := e.create(allowAll)
+	end(t, e.run(id, "one"))
+	resp, err := e.client.Compact(e.ctx(), &penguinv1.CompactRequest{SessionId: id})
+	if err != nil || resp.GetStatus() != completedS {
+		t.Fatalf("Compact: %v %v", resp, err)
+	}
+	end(t, e.run(id, "two"))
+	req := e.llm.Requests()[2]
+	if len(req.GetHistory()) != 0 || !strings.Contains(req.GetNewMessages()[0].GetText().GetText(), "we talked") {
+		t.Fatalf("after compaction: history %v, input %v", payloadKinds(req.GetHistory()), req.GetNewMessages())
+	}
+	// The log holds a new context head: session_meta and tool_list_ready.
+	kinds := payloadKinds(messages(history(t, e, id)))
+	joined := strings.Join(kinds, ",")
+	if !strings.Contains(joined, "compaction_end,session_meta,tool_list_ready,text") {
+		t.Fatalf("log = %v", kinds)
+	}
+}
+
+func TestExportTrace(t *testing.T) {
+	e := newEnv(t)
+	e.llm.Generate = fake.Script(fake.NewReply().Text("hi").Done())
+	id := e.create(allowAll)
+	end(t, e.run(id, "hello"))
+	stream, err := e.client.ExportTrace(e.ctx(), &penguinv1.ExportTraceRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for {
+		r, err := stream.Recv()
+		if err != nil {
+			break
+		}
+		lines = append(lines, r.GetLine())
+	}
+	if len(lines) != len(history(t, e, id)) || !strings.Contains(lines[0], "session_meta") {
+		t.Fatalf("trace = %v", lines)
+	}
+}
+
+func TestShutdownLetsARunningTaskRecordItsState(t *testing.T) {
+	e := newEnv(t)
+	g := newGate()
+	e.llm.Generate = fake.Script(fake.NewReply().PartialOnly("thinking about").Hook(func(ctx context.Context) error {
+		g.open()
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	id := e.create(allowAll)
+	ctx := e.ctx()
+	stream, err := e.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := e.mgr.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := collect(stream)
+	_ = evs
+	hist := history(t, e, id)
+	last := hist[len(hist)-1].GetMessage()
+	if last.GetAbort() == nil || !strings.Contains(last.GetAbort().GetReason(), "shutting down") {
+		t.Fatalf("last logged event = %v", last)
+	}
+}

@@ -1,0 +1,271 @@
+// Package engine serves penguin.v1.EngineService: thin gRPC handlers over
+// the session runtime (package session), which owns sessions, their logs,
+// their live event streams and the agent loop. Errors become gRPC status
+// codes here and nowhere else.
+package engine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/session"
+	"github.com/penguin-agent/penguin/services/engine/store"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Sessions is what the handlers need of the session runtime.
+type Sessions interface {
+	Create(ctx context.Context, spec session.CreateSpec) (*penguinv1.Session, error)
+	Get(ctx context.Context, id string) (*penguinv1.Session, error)
+	List(ctx context.Context, pageSize int, token string) ([]*penguinv1.Session, string, error)
+	Delete(ctx context.Context, id string) error
+	Fork(ctx context.Context, id string, upTo int64) (*penguinv1.Session, error)
+	Run(ctx context.Context, id string, spec session.RunSpec, send func(*penguinv1.RunEvent) error) error
+	Attach(ctx context.Context, id string, after int64, untilIdle bool, send func(*penguinv1.RunEvent) error) error
+	Approve(ctx context.Context, id, toolCallID string, origin []string, d penguinv1.Decision) error
+	Steer(ctx context.Context, id, text string) error
+	Abort(ctx context.Context, id, reason string) (bool, error)
+	RetryNow(ctx context.Context, id string) (bool, error)
+	Compact(ctx context.Context, id string, mode penguinv1.CompactionMode) (penguinv1.StopReason, string, error)
+	History(ctx context.Context, id string, after int64, limit int) ([]*penguinv1.RunEvent, bool, error)
+	Export(ctx context.Context, id string, send func(line string) error) error
+}
+
+// Server implements penguinv1.EngineServiceServer.
+type Server struct {
+	penguinv1.UnimplementedEngineServiceServer
+	sessions Sessions
+	log      *slog.Logger
+}
+
+// New returns a Server over sessions; log receives internal errors, which
+// clients see only as a generic message.
+func New(sessions Sessions, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Server{sessions: sessions, log: log}
+}
+
+func need(id string) error {
+	if id == "" {
+		return status.Error(codes.InvalidArgument, "session_id is required")
+	}
+	return nil
+}
+
+// CreateSession creates a session.
+func (s *Server) CreateSession(ctx context.Context, req *penguinv1.CreateSessionRequest) (*penguinv1.CreateSessionResponse, error) {
+	sess, err := s.sessions.Create(ctx, session.CreateSpec{
+		Model: req.GetModel(), Workspace: req.GetWorkspace(), ApprovalMode: req.GetApprovalMode(),
+		ThinkingLevel: req.GetThinkingLevel(), AgentState: req.GetAgentState(), SystemPrompt: req.GetSystemPrompt(),
+		MaxTurns: req.GetMaxTurns(), SandboxMode: req.GetSandboxMode(),
+	})
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &penguinv1.CreateSessionResponse{Session: sess}, nil
+}
+
+// GetSession describes a session.
+func (s *Server) GetSession(ctx context.Context, req *penguinv1.GetSessionRequest) (*penguinv1.GetSessionResponse, error) {
+	if err := need(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	sess, err := s.sessions.Get(ctx, req.GetSessionId())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &penguinv1.GetSessionResponse{Session: sess}, nil
+}
+
+// ListSessions pages through sessions.
+func (s *Server) ListSessions(ctx context.Context, req *penguinv1.ListSessionsRequest) (*penguinv1.ListSessionsResponse, error) {
+	if req.GetPageSize() < 0 {
+		return nil, status.Error(codes.InvalidArgument, "page_size must not be negative")
+	}
+	list, next, err := s.sessions.List(ctx, int(req.GetPageSize()), req.GetPageToken())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &penguinv1.ListSessionsResponse{Sessions: list, NextPageToken: next}, nil
+}
+
+// DeleteSession deletes a session.
+func (s *Server) DeleteSession(ctx context.Context, req *penguinv1.DeleteSessionRequest) (*penguinv1.DeleteSessionResponse, error) {
+	if err := need(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	if err := s.sessions.Delete(ctx, req.GetSessionId()); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &penguinv1.DeleteSessionResponse{}, nil
+}
+
+// ForkSession copies a session.
+func (s *Server) ForkSession(ctx context.Context, req *penguinv1.ForkSessionRequest) (*penguinv1.ForkSessionResponse, error) {
+	if err := need(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	sess, err := s.sessions.Fork(ctx, req.GetSessionId(), req.GetUpToSequence())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &penguinv1.ForkSessionResponse{Session: sess}, nil
+}
+
+// Run starts a task and streams its events.
+func (s *Server) Run(req *penguinv1.RunRequest, stream grpc.ServerStreamingServer[penguinv1.RunResponse]) error {
+	if err := need(req.GetSessionId()); err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	err := s.sessions.Run(ctx, req.GetSessionId(), session.RunSpec{
+		Prompt: req.GetPrompt(), Images: req.GetImages(), Thinking: req.GetThinkingLevel(), Mode: req.GetApprovalMode(),
+	}, func(ev *penguinv1.RunEvent) error { return stream.Send(&penguinv1.RunResponse{Event: ev}) })
+	if err != nil {
+		return s.status(ctx, err)
+	}
+	return nil
+}
+
+// Attach replays and follows a session's events.
+func (s *Server) Attach(req *penguinv1.AttachRequest, stream grpc.ServerStreamingServer[penguinv1.AttachResponse]) error {
+	if err := need(req.GetSessionId()); err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	err := s.sessions.Attach(ctx, req.GetSessionId(), req.GetAfterSequence(), req.GetUntilIdle(),
+		func(ev *penguinv1.RunEvent) error { return stream.Send(&penguinv1.AttachResponse{Event: ev}) })
+	if err != nil {
+		return s.status(ctx, err)
+	}
+	return nil
+}
+
+// Approve answers a pending approval.
+func (s *Server) Approve(ctx context.Context, req *penguinv1.ApproveRequest) (*penguinv1.ApproveResponse, error) {
+	if err := need(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	if err := s.sessions.Approve(ctx, req.GetSessionId(), req.GetToolCallId(), req.GetOrigin(), req.GetDecision()); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &penguinv1.ApproveResponse{}, nil
+}
+
+// Steer queues text for the running task.
+func (s *Server) Steer(ctx context.Context, req *penguinv1.SteerRequest) (*penguinv1.SteerResponse, error) {
+	if err := need(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	if err := s.sessions.Steer(ctx, req.GetSessionId(), req.GetText()); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &penguinv1.SteerResponse{}, nil
+}
+
+// Abort interrupts the running task.
+func (s *Server) Abort(ctx context.Context, req *penguinv1.AbortRequest) (*penguinv1.AbortResponse, error) {
+	if err := need(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	ok, err := s.sessions.Abort(ctx, req.GetSessionId(), req.GetReason())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &penguinv1.AbortResponse{Aborted: ok}, nil
+}
+
+// RetryNow skips a reconnect wait.
+func (s *Server) RetryNow(ctx context.Context, req *penguinv1.RetryNowRequest) (*penguinv1.RetryNowResponse, error) {
+	if err := need(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	ok, err := s.sessions.RetryNow(ctx, req.GetSessionId())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &penguinv1.RetryNowResponse{Retried: ok}, nil
+}
+
+// Compact compacts an idle session.
+func (s *Server) Compact(ctx context.Context, req *penguinv1.CompactRequest) (*penguinv1.CompactResponse, error) {
+	if err := need(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	st, msg, err := s.sessions.Compact(ctx, req.GetSessionId(), req.GetMode())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &penguinv1.CompactResponse{Status: st, Message: msg}, nil
+}
+
+// GetHistory pages through persisted events.
+func (s *Server) GetHistory(ctx context.Context, req *penguinv1.GetHistoryRequest) (*penguinv1.GetHistoryResponse, error) {
+	if err := need(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	if req.GetLimit() < 0 || req.GetAfterSequence() < 0 {
+		return nil, status.Error(codes.InvalidArgument, "limit and after_sequence must not be negative")
+	}
+	evs, more, err := s.sessions.History(ctx, req.GetSessionId(), req.GetAfterSequence(), int(req.GetLimit()))
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &penguinv1.GetHistoryResponse{Events: evs, More: more}, nil
+}
+
+// ExportTrace streams a session's log as JSONL trace lines.
+func (s *Server) ExportTrace(req *penguinv1.ExportTraceRequest, stream grpc.ServerStreamingServer[penguinv1.ExportTraceResponse]) error {
+	if err := need(req.GetSessionId()); err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	err := s.sessions.Export(ctx, req.GetSessionId(), func(line string) error {
+		return stream.Send(&penguinv1.ExportTraceResponse{Line: line})
+	})
+	if err != nil {
+		return s.status(ctx, err)
+	}
+	return nil
+}
+
+// status maps an error to a gRPC status. The messages of the session and
+// store layers are written for clients; anything unclassified is logged
+// and reported without its text.
+func (s *Server) status(ctx context.Context, err error) error {
+	if _, ok := status.FromError(err); ok && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	code := codes.Unknown
+	switch {
+	case errors.Is(err, session.ErrNotFound), errors.Is(err, store.ErrNotFound):
+		code = codes.NotFound
+	case errors.Is(err, session.ErrBusy), errors.Is(err, session.ErrNotRunning), errors.Is(err, session.ErrPrecondition):
+		code = codes.FailedPrecondition
+	case errors.Is(err, session.ErrInvalid), errors.Is(err, store.ErrInvalid):
+		code = codes.InvalidArgument
+	case errors.Is(err, store.ErrConflict):
+		code = codes.Aborted
+	case errors.Is(err, session.ErrFellBehind):
+		code = codes.ResourceExhausted
+	case errors.Is(err, session.ErrUnavailable), errors.Is(err, store.ErrUnavailable):
+		code = codes.Unavailable
+	case errors.Is(err, store.ErrCorrupt):
+		code = codes.DataLoss
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, "the call was cancelled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, "the call's deadline passed")
+	}
+	if code == codes.Unknown {
+		s.log.ErrorContext(ctx, "engine request failed", "error", err)
+		return status.Error(codes.Internal, "internal error in the engine; see its log")
+	}
+	return status.Error(code, err.Error())
+}

@@ -1,0 +1,68 @@
+package session
+
+import (
+	"encoding/json"
+	"fmt"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+)
+
+// config is the engine's own part of a session row (store.Session.Config),
+// kept as JSON. Everything the model saw lives in the log; this holds the
+// session's settings and a few facts about the log that make reloading it
+// cheap and safe.
+type config struct {
+	// MaxTurns overrides the agent's max_turns: zero keeps it, negative
+	// means no limit.
+	MaxTurns int32 `json:"max_turns,omitempty"`
+	// SandboxMode is how the environment confines commands.
+	SandboxMode penguinv1.SandboxMode `json:"sandbox_mode,omitempty"`
+	// Vision records whether the model takes images.
+	Vision bool `json:"vision,omitempty"`
+	// Depth is 1 for a subagent's session: it gets no subagent tools.
+	Depth int `json:"depth,omitempty"`
+	// SharedEnvironment marks a subagent's session that uses its parent's
+	// environment, which it must not dispose of.
+	SharedEnvironment bool `json:"shared_environment,omitempty"`
+
+	// SeqHigh is at least the highest sequence number ever handed out,
+	// including partials that were never persisted. A runtime loaded later
+	// continues above it, so no number a client has seen is reused. When
+	// the log has grown past it (the engine died mid-run), a gap is left
+	// instead.
+	SeqHigh int64 `json:"seq_high,omitempty"`
+	// ContextSeq is where the current model context starts in the log (its
+	// session_meta); rebuilding reads from there. It is a hint: reading
+	// from an earlier point gives the same result.
+	ContextSeq int64 `json:"context_seq,omitempty"`
+	// Note is model-visible carry-over that is never written to the log
+	// (the [turn_aborted] or [turn_retried] block of an interrupted run).
+	// It applies only while the log's last sequence is still NoteSeq.
+	Note    string `json:"note,omitempty"`
+	NoteSeq int64  `json:"note_seq,omitempty"`
+}
+
+func parseConfig(b []byte) (config, error) {
+	var c config
+	if len(b) == 0 {
+		return c, nil
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("session config: %w", err)
+	}
+	return c, nil
+}
+
+func (c config) bytes() []byte {
+	b, err := json.Marshal(c)
+	if err != nil {
+		// A struct of plain fields always marshals.
+		panic(err)
+	}
+	return b
+}
+
+// crashGap is how far above the log's last sequence a runtime starts when
+// the engine died during a run: more than any run emits between two
+// persisted events.
+const crashGap = 1 << 20

@@ -1,0 +1,316 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/agentstate"
+	"github.com/penguin-agent/penguin/services/engine/loop"
+	"github.com/penguin-agent/penguin/services/engine/store"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// CreateSpec describes a new session.
+type CreateSpec struct {
+	Model         *penguinv1.ModelRef
+	Workspace     string
+	ApprovalMode  penguinv1.ApprovalMode
+	ThinkingLevel penguinv1.ThinkingLevel
+	AgentState    string
+	SystemPrompt  string
+	MaxTurns      int32
+	SandboxMode   penguinv1.SandboxMode
+
+	// For a subagent: its parent and the parent's environment, which the
+	// child shares.
+	ParentID        string
+	Source          string
+	EnvironmentID   string
+	EnvironmentAddr string
+	Depth           int
+}
+
+// Create creates a session: its environment, its row and the session_meta
+// that opens its log.
+func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Session, error) {
+	m.mu.Lock()
+	closing := m.closing
+	m.mu.Unlock()
+	if closing {
+		return nil, fmt.Errorf("%w: the engine is shutting down", ErrUnavailable)
+	}
+	if spec.Model.GetProvider() == "" || spec.Model.GetModelId() == "" {
+		return nil, fmt.Errorf("%w: the model needs both a provider and a model id", ErrInvalid)
+	}
+	if strings.TrimSpace(spec.Workspace) == "" {
+		return nil, fmt.Errorf("%w: the workspace is required", ErrInvalid)
+	}
+	if _, ok := penguinv1.ApprovalMode_name[int32(spec.ApprovalMode)]; !ok {
+		return nil, fmt.Errorf("%w: unknown approval mode %d", ErrInvalid, spec.ApprovalMode)
+	}
+	if spec.ApprovalMode == penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED {
+		spec.ApprovalMode = penguinv1.ApprovalMode_APPROVAL_MODE_DENY_ALL
+	}
+	st, err := m.loadAgent(spec.AgentState)
+	if err != nil {
+		return nil, err
+	}
+	window, vision := m.modelInfo(ctx, spec.Model, st)
+	id := newSessionID()
+	cfg := config{MaxTurns: spec.MaxTurns, SandboxMode: spec.SandboxMode, Vision: vision, Depth: spec.Depth, SeqHigh: 1, ContextSeq: 1}
+
+	envID, envAddr, workspace := spec.EnvironmentID, spec.EnvironmentAddr, spec.Workspace
+	var envClient penguinv1.EnvironmentServiceClient
+	if envID == "" {
+		resp, client, err := m.createEnvironment(ctx, m.environmentSpec(id, spec.Workspace, st, spec.SandboxMode))
+		if err != nil {
+			return nil, err
+		}
+		envID, envAddr, envClient = resp.GetEnvironmentId(), resp.GetAddress(), client
+		if resp.GetWorkspace() != "" {
+			workspace = resp.GetWorkspace()
+		}
+	} else {
+		cfg.SharedEnvironment = true
+	}
+	dispose := func() {
+		if envClient != nil {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+			defer cancel()
+			_, _ = envClient.DisposeEnvironment(dctx, &penguinv1.DisposeEnvironmentRequest{EnvironmentId: envID})
+		}
+	}
+
+	prompter := st
+	if spec.SystemPrompt != "" {
+		c := *st
+		c.Config.SystemPrompt = spec.SystemPrompt
+		prompter = &c
+	}
+	meta := &penguinv1.SessionMeta{
+		SessionId:          id,
+		Provider:           spec.Model.GetProvider(),
+		ModelId:            spec.Model.GetModelId(),
+		ModelContextWindow: window,
+		SystemPrompt: prompter.SystemPrompt(agentstate.PromptVars{
+			Workspace: workspace, Provider: spec.Model.GetProvider(), ModelID: spec.Model.GetModelId(), SessionID: id,
+		}),
+		AgentState: st.Dir,
+		Workspace:  workspace,
+		Source:     spec.Source,
+	}
+	row := &store.Session{
+		ID:              id,
+		Provider:        spec.Model.GetProvider(),
+		ModelID:         spec.Model.GetModelId(),
+		Workspace:       workspace,
+		AgentState:      st.Dir,
+		ApprovalMode:    spec.ApprovalMode,
+		ThinkingLevel:   spec.ThinkingLevel,
+		ParentID:        spec.ParentID,
+		Source:          spec.Source,
+		EnvironmentID:   envID,
+		EnvironmentAddr: envAddr,
+		Config:          cfg.bytes(),
+	}
+	if err := m.store.CreateSession(ctx, row); err != nil {
+		dispose()
+		return nil, err
+	}
+	first := store.Event{Sequence: 1, Message: &penguinv1.OmniMessage{Timestamp: timestamppb.Now(), Payload: &penguinv1.OmniMessage_SessionMeta{SessionMeta: meta}}}
+	if err := m.store.AppendEvents(ctx, id, first); err != nil {
+		_ = m.store.DeleteSession(context.WithoutCancel(ctx), id)
+		dispose()
+		return nil, err
+	}
+	row.LastSequence = 1
+	return m.toProto(row, penguinv1.SessionState_SESSION_STATE_IDLE), nil
+}
+
+// modelInfo returns the model's context window and whether it takes
+// images, from the agent's settings and the gateway's model table. An
+// unknown model gets no window (the default is assumed) and vision.
+func (m *Manager) modelInfo(ctx context.Context, ref *penguinv1.ModelRef, st *agentstate.State) (int64, bool) {
+	window, vision := st.Config.Model.ContextWindow, true
+	resp, err := m.opts.LLM.ListModels(ctx, &penguinv1.ListModelsRequest{Provider: ref.GetProvider()})
+	if err != nil {
+		m.log.Warn("could not list the gateway's models; assuming a vision model with the default window", "model", ref.GetModelId(), "error", err)
+		return window, vision
+	}
+	for _, mi := range resp.GetModels() {
+		if mi.GetModel().GetProvider() == ref.GetProvider() && mi.GetModel().GetModelId() == ref.GetModelId() {
+			if window == 0 {
+				window = mi.GetContextWindow()
+			}
+			return window, mi.GetVision()
+		}
+	}
+	return window, vision
+}
+
+// Delete deletes a session and its log, aborting its task first, and
+// disposes of its environment unless it shares its parent's.
+func (m *Manager) Delete(ctx context.Context, id string) error {
+	row, err := m.store.GetSession(ctx, id)
+	if err != nil {
+		return err
+	}
+	if _, err := m.Abort(ctx, id, "the session is being deleted"); err != nil {
+		return err
+	}
+	cfg, _ := parseConfig(row.Config)
+	if row.EnvironmentID != "" && !cfg.SharedEnvironment {
+		if client, err := m.envClient(row.EnvironmentAddr); err == nil {
+			if _, err := client.DisposeEnvironment(ctx, &penguinv1.DisposeEnvironmentRequest{EnvironmentId: row.EnvironmentID}); err != nil {
+				m.log.Warn("could not dispose of a deleted session's environment", "session", id, "error", err)
+			}
+		}
+	}
+	return m.store.DeleteSession(ctx, id)
+}
+
+// Fork copies a session's log into a new session, cut back to the last
+// completed turn at or before upTo (zero: the whole log). The copy gets
+// its own environment, in the same workspace, at its first run.
+func (m *Manager) Fork(ctx context.Context, id string, upTo int64) (*penguinv1.Session, error) {
+	if upTo < 0 {
+		return nil, fmt.Errorf("%w: up_to_sequence must not be negative", ErrInvalid)
+	}
+	src, err := m.store.GetSession(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	events, err := m.store.ReadEvents(ctx, id, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	events = cutToTurn(events, upTo)
+	if len(events) == 0 {
+		return nil, fmt.Errorf("%w: session %s has no session_meta to fork from", ErrPrecondition, id)
+	}
+	newID := newSessionID()
+	cfg, _ := parseConfig(src.Config)
+	last := events[len(events)-1].Sequence
+	cfg.SeqHigh, cfg.Note, cfg.NoteSeq, cfg.SharedEnvironment = last, "", 0, false
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Message.GetSessionMeta() != nil {
+			cfg.ContextSeq = events[i].Sequence
+			break
+		}
+	}
+	row := &store.Session{
+		ID: newID, Provider: src.Provider, ModelID: src.ModelID, Workspace: src.Workspace, AgentState: src.AgentState,
+		ApprovalMode: src.ApprovalMode, ThinkingLevel: src.ThinkingLevel, Title: src.Title, Source: "fork",
+		Config: cfg.bytes(), Usage: src.Usage,
+	}
+	if err := m.store.CreateSession(ctx, row); err != nil {
+		return nil, err
+	}
+	copies := make([]store.Event, len(events))
+	for i, e := range events {
+		msg := e.Message
+		if meta := msg.GetSessionMeta(); meta != nil {
+			msg = proto.Clone(msg).(*penguinv1.OmniMessage)
+			msg.GetSessionMeta().SessionId = newID
+		}
+		copies[i] = store.Event{Sequence: e.Sequence, Message: msg}
+	}
+	const batch = 500
+	for i := 0; i < len(copies); i += batch {
+		if err := m.store.AppendEvents(ctx, newID, copies[i:min(i+batch, len(copies))]...); err != nil {
+			_ = m.store.DeleteSession(context.WithoutCancel(ctx), newID)
+			return nil, err
+		}
+	}
+	row.LastSequence = last
+	return m.toProto(row, penguinv1.SessionState_SESSION_STATE_IDLE), nil
+}
+
+// cutToTurn keeps the events up to upTo (all when zero), cut back to a
+// turn boundary: after the last completed request, plus what followed it
+// before the next request or compaction began (its tool results, a
+// prompt). A log with no completed request keeps its head up to the first
+// request.
+func cutToTurn(events []store.Event, upTo int64) []store.Event {
+	n := len(events)
+	if upTo > 0 {
+		n = 0
+		for n < len(events) && events[n].Sequence <= upTo {
+			n++
+		}
+	}
+	events = events[:n]
+	lastEnd := -1
+	for i, e := range events {
+		if re := e.Message.GetRequestEnd(); re != nil && re.GetStatus() == penguinv1.StopReason_STOP_REASON_COMPLETED {
+			lastEnd = i
+		}
+	}
+	cut := lastEnd + 1
+	for cut < len(events) {
+		msg := events[cut].Message
+		if msg.GetRequestBegin() != nil || msg.GetCompactionBegin() != nil {
+			break
+		}
+		cut++
+	}
+	return events[:cut]
+}
+
+// Shutdown stops accepting tasks, aborts the running ones so each records
+// its state (the abort event, its carry-over) and waits for them to end,
+// or for ctx to end.
+func (m *Manager) Shutdown(ctx context.Context) error {
+	m.mu.Lock()
+	if !m.closing {
+		close(m.stopping)
+	}
+	m.closing = true
+	var tasks []*task
+	for _, rt := range m.runtimes {
+		rt.mu.Lock()
+		if rt.task != nil {
+			tasks = append(tasks, rt.task)
+		}
+		rt.mu.Unlock()
+	}
+	rts := make([]*Runtime, 0, len(m.runtimes))
+	for _, rt := range m.runtimes {
+		rts = append(rts, rt)
+	}
+	m.mu.Unlock()
+	for _, t := range tasks {
+		t.cancel(&abortShutdown)
+	}
+	done := make(chan struct{})
+	go func() {
+		m.tasks.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		for _, rt := range rts {
+			rt.stopWatch()
+		}
+		// Wait for the watchers' streams to let go, so every runtime saves
+		// its sequence mark while the store is still open.
+		for m.Loaded() > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		return nil
+	case <-ctx.Done():
+		return errors.Join(errors.New("session: tasks still running at shutdown"), ctx.Err())
+	}
+}
+
+// abortShutdown is the cause given to tasks aborted by a shutdown.
+var abortShutdown = loop.Aborted{Reason: "the engine is shutting down"}

@@ -1,0 +1,227 @@
+package environment_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"google.golang.org/grpc"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/environment"
+)
+
+// BenchmarkExecTrue compares exec_command of `true`, through gRPC to its
+// final output, with running the same command line (bash -lc true) with
+// os/exec directly. Both run in turn in every iteration so drift hits
+// them alike; the metrics are the p50s, their ratio and the added time.
+func BenchmarkExecTrue(b *testing.B) {
+	h := start(b, environment.Options{})
+	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
+	ctx := testCtx(b, 10*time.Minute)
+	direct := func() time.Duration {
+		t0 := time.Now()
+		cmd := exec.Command("bash", "-lc", "true")
+		cmd.Env = append(os.Environ(), "HOME="+h.home)
+		if err := cmd.Run(); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	viaService := func() time.Duration {
+		t0 := time.Now()
+		r, err := h.tryExec(ctx, env, "exec_command", `{"cmd":"true"}`)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !strings.Contains(r.text(), "[exit code 0]") {
+			b.Fatalf("output %q", r.text())
+		}
+		return time.Since(t0)
+	}
+	direct()
+	viaService()
+	var d, s []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		d = append(d, direct())
+		s = append(s, viaService())
+	}
+	b.StopTimer()
+	pd, ps := p50(d), p50(s)
+	b.ReportMetric(float64(pd.Microseconds()), "direct-p50-µs")
+	b.ReportMetric(float64(ps.Microseconds()), "service-p50-µs")
+	b.ReportMetric(float64(ps)/float64(pd), "p50-ratio")
+	b.ReportMetric(float64((ps - pd).Microseconds()), "added-p50-µs")
+}
+
+func p50(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// outputBytes is the size of the bandwidth benchmark's output: 64 MiB by
+// default, PENGUIN_BENCH_OUTPUT_BYTES to change it (1073741824 for the
+// full 1 GiB, which needs several GiB of memory: the complete output is
+// one message).
+func outputBytes(b *testing.B) int64 {
+	if v := os.Getenv("PENGUIN_BENCH_OUTPUT_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			b.Fatalf("PENGUIN_BENCH_OUTPUT_BYTES=%q is not a positive byte count", v)
+		}
+		return n
+	}
+	return 64 << 20
+}
+
+// BenchmarkOutputBandwidth streams a command's whole output through gRPC
+// (truncation off) and compares it with the same command writing into
+// /dev/null, run by os/exec in the same iteration.
+func BenchmarkOutputBandwidth(b *testing.B) {
+	n := outputBytes(b)
+	h := start(b, environment.Options{OutputCeiling: -1})
+	zero := int64(0)
+	env := h.create(&penguinv1.CreateEnvironmentRequest{Tools: &penguinv1.ToolConfig{Builtin: []*penguinv1.ToolSpec{
+		{Name: "exec_command", TimeoutMs: &zero, MaxOutputLength: &zero},
+	}}}).GetEnvironmentId()
+	line := strings.Repeat("0123456789abcdef", 4)[:63]
+	script := fmt.Sprintf("yes %s | head -c %d", line, n)
+	ctx := testCtx(b, 30*time.Minute)
+	call := args(map[string]any{"cmd": script, "yield_time_ms": 24 * 3600 * 1000})
+
+	devNull := func() time.Duration {
+		t0 := time.Now()
+		cmd := exec.Command("bash", "-lc", script+" > /dev/null")
+		cmd.Env = append(os.Environ(), "HOME="+h.home)
+		if err := cmd.Run(); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	var tail time.Duration // from the last delta to the complete message
+	viaService := func() time.Duration {
+		t0 := time.Now()
+		stream, err := h.client.ExecuteTool(ctx, &penguinv1.ExecuteToolRequest{EnvironmentId: env, ToolCall: &penguinv1.ToolCall{
+			Name: "exec_command", ToolCallId: "bw", Arguments: call,
+		}}, grpc.MaxCallRecvMsgSize(math.MaxInt32))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var streamed int64
+		var final *penguinv1.ToolCallOutput
+		var lastDelta time.Time
+		for {
+			resp, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			if p := resp.GetMessage().GetPartialToolCallOutput(); p != nil {
+				streamed += int64(len(p.GetOutput()))
+				if p.GetEventType() == penguinv1.StreamEventType_STREAM_EVENT_TYPE_STOP {
+					lastDelta = time.Now()
+				}
+			}
+			if o := resp.GetMessage().GetToolCallOutput(); o != nil {
+				final = o
+			}
+		}
+		d := time.Since(t0)
+		tail += time.Since(lastDelta)
+		if streamed < n || final == nil || int64(len(final.GetOutput())) != streamed || !strings.HasSuffix(final.GetOutput(), "[exit code 0]") {
+			b.Fatalf("streamed %d of %d bytes; final %d bytes", streamed, n, len(final.GetOutput()))
+		}
+		return d
+	}
+	// The same command in a bare pseudo-terminal, drained by a plain
+	// loop: the ceiling any terminal-based streaming can reach here.
+	rawPTY := func() time.Duration {
+		t0 := time.Now()
+		cmd := exec.Command("bash", "-lc", script)
+		cmd.Env = append(os.Environ(), "HOME="+h.home)
+		f, err := pty.Start(cmd)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got, _ := io.Copy(io.Discard, f) // ends with EIO once the command exits
+		f.Close()
+		_ = cmd.Wait()
+		if got < n {
+			b.Fatalf("the terminal gave %d of %d bytes", got, n)
+		}
+		return time.Since(t0)
+	}
+	var dn, raw, sv time.Duration
+	b.SetBytes(n)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		dn += devNull()
+		raw += rawPTY()
+		sv += viaService()
+	}
+	b.StopTimer()
+	mbps := func(d time.Duration) float64 { return float64(n) * float64(b.N) / 1e6 / d.Seconds() }
+	b.ReportMetric(mbps(dn), "devnull-MB/s")
+	b.ReportMetric(mbps(raw), "rawpty-MB/s")
+	b.ReportMetric(mbps(sv), "grpc-MB/s")
+	b.ReportMetric(mbps(sv)/mbps(dn), "ratio")
+	b.ReportMetric(mbps(sv)/mbps(raw), "ratio-to-rawpty")
+	// The complete tool_call_output repeats the whole output in one
+	// message after the deltas (the contract); this is its share.
+	b.ReportMetric(tail.Seconds()/sv.Seconds(), "complete-msg-share")
+}
+
+// BenchmarkConcurrentCommands runs 500 commands at once on one
+// environment: all must complete, each with its own output, none lost.
+// Only 64 run at a time (the session cap); the rest wait for a slot.
+func BenchmarkConcurrentCommands(b *testing.B) {
+	const n = 500
+	h := start(b, environment.Options{})
+	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
+	ctx := testCtx(b, 30*time.Minute)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		t0 := time.Now()
+		for j := 0; j < n; j++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				want := "cmd-" + strconv.Itoa(j) + "-done"
+				r, err := h.tryExec(ctx, env, "exec_command", args(map[string]any{"cmd": "echo " + want}))
+				switch {
+				case err != nil:
+					errs <- err
+				case r.out.GetStopReason() != ok || !strings.HasPrefix(r.text(), want+"\n") || !strings.HasSuffix(r.text(), "[exit code 0]"):
+					errs <- fmt.Errorf("command %d: %v %q", j, r.out.GetStopReason(), r.text())
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		lost := 0
+		for err := range errs {
+			lost++
+			b.Error(err)
+		}
+		d := time.Since(t0)
+		b.ReportMetric(float64(n-lost), "completed")
+		b.ReportMetric(float64(lost), "lost")
+		b.ReportMetric(float64(n)/d.Seconds(), "commands/s")
+	}
+}

@@ -1,0 +1,65 @@
+// Package builtin holds the environment's builtin tools: shell commands
+// (exec_command, input_command, kill_command), file tools (read_file,
+// write_file, edit_file, read_image) and workspace search (glob, grep).
+// Each tool only produces content; the framing layer does the rest.
+package builtin
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/environment/command"
+	"github.com/penguin-agent/penguin/services/environment/tool"
+	"github.com/penguin-agent/penguin/services/environment/workspace"
+)
+
+// Deps are what the builtin tools of one environment share.
+type Deps struct {
+	// Root confines file paths to the workspace.
+	Root *workspace.Root
+	// Commands runs shell commands.
+	Commands *command.Manager
+	// HTTP fetches read_image URLs; nil means a client with a 30 s
+	// timeout.
+	HTTP *http.Client
+	// ReadOnly makes write_file and edit_file refuse, for an environment
+	// whose sandbox keeps the workspace read-only: the file tools must not
+	// write where its commands cannot.
+	ReadOnly bool
+}
+
+// errReadOnly is the refusal of a write in a read-only environment.
+var errReadOnly = errors.New("this environment is read-only (sandbox mode read-only): files cannot be written")
+
+// Tools returns every builtin tool, in the order they are offered.
+func Tools(d Deps) []tool.Spec {
+	if d.HTTP == nil {
+		d.HTTP = &http.Client{Timeout: 30 * time.Second}
+	}
+	limits := func(timeout time.Duration) tool.Limits {
+		return tool.Limits{Timeout: timeout, MaxOutput: tool.DefaultMaxOutput}
+	}
+	return []tool.Spec{
+		{Tool: &execCommand{d}, Limits: limits(120 * time.Second)},
+		{Tool: &inputCommand{d}, Limits: limits(130 * time.Second)},
+		{Tool: &killCommand{d}, Limits: limits(30 * time.Second)},
+		{Tool: &readFile{d}, Limits: limits(30 * time.Second)},
+		{Tool: &editFile{d}, Limits: limits(30 * time.Second)},
+		{Tool: &writeFile{d}, Limits: limits(30 * time.Second)},
+		{Tool: &readImage{d}, Limits: limits(60 * time.Second)},
+		{Tool: &globTool{d}, Limits: limits(30 * time.Second)},
+		{Tool: &grepTool{d}, Limits: limits(60 * time.Second)},
+	}
+}
+
+// def builds a tool definition.
+func def(name, description, parameters string) *penguinv1.ToolDefinition {
+	return &penguinv1.ToolDefinition{Name: name, Description: description, Parameters: parameters}
+}
+
+const (
+	permR  = penguinv1.Permission_PERMISSION_R
+	permRW = penguinv1.Permission_PERMISSION_RW
+)

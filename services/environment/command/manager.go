@@ -1,0 +1,373 @@
+// Package command runs the shell commands of one environment: each in a
+// pseudo-terminal (so interactive programs work), as a session and process
+// group of its own (so a timeout, an abort or a kill ends everything it
+// started), kept as a numbered command session that later calls can read,
+// write to and kill.
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// MaxSessions is the default cap on command sessions per environment.
+const MaxSessions = 64
+
+// Options configure a Manager.
+type Options struct {
+	// Shell is the shell that runs command lines, as shell -lc LINE;
+	// empty means bash from PATH.
+	Shell string
+	// Env is the environment of every command.
+	Env []string
+	// Launcher applies the sandbox; nil means Unconfined.
+	Launcher Launcher
+	// Max caps the number of sessions; zero means MaxSessions.
+	Max int
+	// OnBackgroundDone is called, on its own goroutine, when a command
+	// started in the background finishes by itself.
+	OnBackgroundDone func(*Session)
+}
+
+// Manager owns the command sessions of one environment.
+type Manager struct {
+	opts  Options
+	shell string
+
+	mu       sync.Mutex
+	sessions map[string]*Session
+	changed  chan struct{} // closed and replaced when a slot may have freed
+	retired  []Tracker
+	next     int
+	closed   bool
+}
+
+// NewManager returns a Manager. It fails when the shell cannot be found.
+func NewManager(opts Options) (*Manager, error) {
+	shell := opts.Shell
+	if shell == "" {
+		shell = "bash"
+	}
+	path, err := exec.LookPath(shell)
+	if err != nil {
+		return nil, fmt.Errorf("finding the shell %q: %w", shell, err)
+	}
+	if opts.Max <= 0 {
+		opts.Max = MaxSessions
+	}
+	if opts.Launcher == nil {
+		opts.Launcher = Unconfined()
+	}
+	return &Manager{opts: opts, shell: path, sessions: map[string]*Session{}, changed: make(chan struct{})}, nil
+}
+
+// ErrTooMany is returned when every session slot holds a running command.
+var ErrTooMany = errors.New("too many running commands")
+
+// ErrClosed is returned once the manager has been closed.
+var ErrClosed = errors.New("the environment has been disposed")
+
+// StartOptions describe one command.
+type StartOptions struct {
+	// Command is the command line, run with the shell's -lc.
+	Command string
+	// Dir is the working directory.
+	Dir string
+	// Background marks a run_in_background command, whose completion is
+	// reported.
+	Background bool
+}
+
+// Start starts a command in a new session. When every slot is taken it
+// evicts a finished session; when none is finished but some are held by
+// calls still reading their command in the foreground, it waits (until ctx
+// ends) for one of those to free up; when all hold commands running in the
+// background, it refuses.
+func (m *Manager) Start(ctx context.Context, o StartOptions) (*Session, error) {
+	m.mu.Lock()
+	for {
+		if m.closed {
+			m.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if len(m.sessions) < m.opts.Max {
+			break
+		}
+		if victim := m.evictableLocked(); victim != nil {
+			delete(m.sessions, victim.id)
+			victim.markRemoved()
+			m.retireLocked(victim)
+			break
+		}
+		if !m.anyForegroundLocked() {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("%w: all %d command sessions hold commands running in the background; end one with kill_command first", ErrTooMany, m.opts.Max)
+		}
+		changed := m.changed
+		m.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for a free command session: %w", ctx.Err())
+		}
+		m.mu.Lock()
+	}
+	m.next++
+	id := strconv.Itoa(m.next)
+	// The slot is reserved before the (slow) start so that concurrent
+	// starts respect the cap.
+	m.sessions[id] = nil
+	m.mu.Unlock()
+
+	s, err := m.start(id, o)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil || m.closed {
+		delete(m.sessions, id)
+		m.notifyLocked()
+		if err == nil {
+			s.markRemoved()
+			go s.Kill(0)
+			return nil, ErrClosed
+		}
+		return nil, err
+	}
+	m.sessions[id] = s
+	return s, nil
+}
+
+// anyForegroundLocked reports whether a slot is held by a command that is
+// being started or read by a call, and so will soon be free or evictable.
+func (m *Manager) anyForegroundLocked() bool {
+	for _, s := range m.sessions {
+		if s == nil {
+			return true
+		}
+		s.mu.Lock()
+		fg := s.attached || s.exited && s.eof
+		s.mu.Unlock()
+		if fg {
+			return true
+		}
+	}
+	return false
+}
+
+// notifyLocked wakes the starts waiting for a slot.
+func (m *Manager) notifyLocked() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// notify is notifyLocked for callers without the lock.
+func (m *Manager) notify() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.notifyLocked()
+}
+
+// evictableLocked picks the session to evict: a finished one whose output
+// was all delivered, else any finished one, least recently used first.
+// Running commands are never evicted.
+func (m *Manager) evictableLocked() *Session {
+	var best *Session
+	bestRank := 3
+	var bestUsed time.Time
+	for _, s := range m.sessions {
+		if s == nil {
+			continue
+		}
+		s.mu.Lock()
+		rank := 3
+		if s.exited && s.eof || s.killed {
+			rank = 1
+			if len(s.unread) > 0 || s.dropped > 0 {
+				rank = 2
+			}
+		}
+		used := s.lastUsed
+		s.mu.Unlock()
+		if rank < bestRank || rank == bestRank && rank < 3 && used.Before(bestUsed) {
+			best, bestRank, bestUsed = s, rank, used
+		}
+	}
+	if bestRank == 3 {
+		return nil
+	}
+	return best
+}
+
+func (m *Manager) start(id string, o StartOptions) (*Session, error) {
+	controller, terminal, err := openPTY(50, 200)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(m.shell, "-lc", o.Command)
+	cmd.Dir = o.Dir
+	cmd.Env = m.opts.Env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = terminal, terminal, terminal
+	// The terminal becomes the controlling terminal of the command's new
+	// session (the launcher makes it a session leader).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	tracker, err := m.opts.Launcher.Launch(cmd)
+	if err != nil {
+		_ = controller.Close()
+		_ = terminal.Close()
+		return nil, fmt.Errorf("applying the sandbox: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		_ = controller.Close()
+		_ = terminal.Close()
+		_ = tracker.Release()
+		return nil, fmt.Errorf("starting the command: %w", err)
+	}
+	_ = terminal.Close()
+	now := time.Now()
+	s := &Session{
+		id:         id,
+		command:    o.Command,
+		background: o.Background,
+		started:    now,
+		lastUsed:   now,
+		pid:        cmd.Process.Pid,
+		cmd:        cmd,
+		tracker:    tracker,
+		tty:        controller,
+		changed:    make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	s.space = sync.NewCond(&s.mu)
+	s.onChange = m.notify
+	if o.Background && m.opts.OnBackgroundDone != nil {
+		report := m.opts.OnBackgroundDone
+		s.onDone = func(s *Session) {
+			if !s.isRemoved() {
+				go report(s)
+			}
+		}
+	}
+	go s.readLoop()
+	go s.waitLoop()
+	return s, nil
+}
+
+func (s *Session) markRemoved() {
+	s.mu.Lock()
+	s.removed = true
+	s.mu.Unlock()
+}
+
+func (s *Session) isRemoved() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.removed
+}
+
+// Get returns the session with the process id id.
+func (m *Manager) Get(id string) (*Session, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.sessions[id]
+	return s, ok && s != nil
+}
+
+// Remove forgets a session; a background command removed this way sends no
+// completion report. It does not kill the command.
+func (m *Manager) Remove(id string) {
+	m.mu.Lock()
+	s := m.sessions[id]
+	delete(m.sessions, id)
+	if s != nil {
+		m.retireLocked(s)
+	}
+	m.notifyLocked()
+	m.mu.Unlock()
+	if s != nil {
+		s.markRemoved()
+	}
+}
+
+// List returns a snapshot of every session, oldest first.
+func (m *Manager) List() []Info {
+	m.mu.Lock()
+	list := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		if s != nil {
+			list = append(list, s)
+		}
+	}
+	m.mu.Unlock()
+	out := make([]Info, 0, len(list))
+	for _, s := range list {
+		out = append(out, s.Info())
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, _ := strconv.Atoi(out[i].ID)
+		b, _ := strconv.Atoi(out[j].ID)
+		return a < b
+	})
+	return out
+}
+
+// Close kills every command of the environment, running or finished (a
+// finished command may have left processes behind), and waits for them.
+// Later starts fail with ErrClosed.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	m.closed = true
+	m.notifyLocked()
+	list := make([]*Session, 0, len(m.sessions))
+	for id, s := range m.sessions {
+		if s != nil {
+			list = append(list, s)
+		}
+		delete(m.sessions, id)
+	}
+	retired := m.retired
+	m.retired = nil
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range list {
+		s.markRemoved()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.Kill(0)
+			_ = s.tracker.Release()
+		}()
+	}
+	for _, t := range retired {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = t.Release()
+		}()
+	}
+	wg.Wait()
+}
+
+// retireLocked takes a session out of service. A command that left
+// processes behind (a server started with "&", say) keeps its tracker until
+// the environment closes, so that disposal still ends them; otherwise the
+// tracker is released now.
+func (m *Manager) retireLocked(s *Session) {
+	m.retired = append(m.retired, s.tracker)
+	if len(m.retired) >= 2*m.opts.Max {
+		kept := m.retired[:0]
+		for _, t := range m.retired {
+			if t.Alive() {
+				kept = append(kept, t)
+			} else {
+				_ = t.Release()
+			}
+		}
+		m.retired = kept
+	}
+}

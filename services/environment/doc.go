@@ -1,0 +1,14 @@
+// Package environment is the environment service: it hosts sandboxed
+// workspaces, each with its tools (builtin, custom and MCP), its command
+// sessions and its MCP connections, and runs tool calls inside one framing
+// layer that keeps the streaming discipline ("loose tools, tight
+// framework"). A tool's failure reaches the caller as a tool_call_output
+// with a stop_reason, never as an RPC error.
+//
+// The parts live in subpackages: framing (the stream shape, timeouts,
+// truncation, redaction), builtin (the builtin tools), command (commands in
+// pseudo-terminals), custom and mcp (configured tools), policy (the command
+// deny rules), workspace (path confinement), ignore (.gitignore-aware
+// walking), redact (vault values) and sandbox (confinement and process
+// tracking).
+package environment

@@ -1,0 +1,390 @@
+package environment_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/environment"
+)
+
+func TestExecCommand(t *testing.T) {
+	h := start(t, environment.Options{})
+	resp := h.create(&penguinv1.CreateEnvironmentRequest{})
+	env, ws := resp.GetEnvironmentId(), resp.GetWorkspace()
+
+	r := h.exec(env, "exec_command", `{"description":"greet","cmd":"echo hello; echo oops >&2; pwd"}`)
+	wantStop(t, r, ok, "hello\noops\n"+ws+"\n", "[exit code 0]")
+	r = h.exec(env, "exec_command", `{"cmd":"echo partial; exit 7"}`)
+	wantStop(t, r, failed, "partial", "[exit code 7]")
+	r = h.exec(env, "exec_command", `{"cmd":"true"}`)
+	wantStop(t, r, ok, "[no output]\n[exit code 0]")
+
+	if err := os.MkdirAll(filepath.Join(ws, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wantStop(t, h.exec(env, "exec_command", `{"cmd":"pwd","workdir":"sub"}`), ok, filepath.Join(ws, "sub"))
+	wantStop(t, h.exec(env, "exec_command", `{"cmd":"pwd","workdir":"nope"}`), failed, `workdir "nope" does not exist`)
+	wantStop(t, h.exec(env, "exec_command", `{"cmd":"pwd","workdir":"/"}`), failed, "not inside the workspace")
+
+	// Streaming: the deltas arrive while the command runs.
+	r = h.exec(env, "exec_command", `{"cmd":"for i in 1 2 3; do echo tick $i; sleep 0.2; done"}`)
+	wantStop(t, r, ok, "tick 1\ntick 2\ntick 3\n")
+	if len(r.deltas()) < 3 {
+		t.Fatalf("expected streamed deltas, got %q", r.deltas())
+	}
+
+	// A command that outlives its foreground window moves to the
+	// background and is driven by input_command.
+	r = h.exec(env, "exec_command", `{"cmd":"echo started; sleep 1; echo finished","yield_time_ms":250}`)
+	wantStop(t, r, ok, "started", "[still running as process_id ")
+	pid := strings.TrimSuffix(strings.Fields(r.text()[strings.Index(r.text(), "process_id "):])[1], ":")
+	procs, err := h.client.ListProcesses(testCtx(t, 10*time.Second), &penguinv1.ListProcessesRequest{EnvironmentId: env})
+	if err != nil || len(procs.GetProcesses()) != 1 || procs.GetProcesses()[0].GetProcessId() != pid ||
+		procs.GetProcesses()[0].GetState() != penguinv1.ProcessState_PROCESS_STATE_RUNNING || procs.GetProcesses()[0].GetPid() == 0 {
+		t.Fatalf("ListProcesses: %v %v", procs, err)
+	}
+	r = h.exec(env, "input_command", args(map[string]any{"process_id": pid}))
+	wantStop(t, r, ok, "finished", "[exit code 0]")
+	if strings.Contains(r.text(), "started") {
+		t.Fatalf("input_command repeated delivered output:\n%s", r.text())
+	}
+	wantStop(t, h.exec(env, "input_command", args(map[string]any{"process_id": pid})), failed, "no command session")
+
+	// kill_command hands back what nobody has read yet.
+	r = h.exec(env, "exec_command", `{"cmd":"echo one; sleep 1.5; echo two; touch marker; sleep 1000","yield_time_ms":250}`)
+	wantStop(t, r, ok, "one", "[still running as process_id ")
+	if strings.Contains(r.text(), "two") {
+		t.Fatalf("the command was too fast for this test:\n%s", r.text())
+	}
+	pid = strings.TrimSuffix(strings.Fields(r.text()[strings.Index(r.text(), "process_id "):])[1], ":")
+	eventually(t, 20*time.Second, "the command to print its second line", func() bool {
+		_, err := os.Stat(filepath.Join(ws, "marker"))
+		return err == nil
+	})
+	r = h.exec(env, "kill_command", args(map[string]any{"process_id": pid}))
+	wantStop(t, r, ok, "two\n", "[killed process_id "+pid)
+	if strings.Contains(r.text(), "one") {
+		t.Fatalf("kill_command repeated delivered output:\n%s", r.text())
+	}
+	wantStop(t, h.exec(env, "kill_command", args(map[string]any{"process_id": pid})), failed, "no command session")
+}
+
+func TestInteractiveSession(t *testing.T) {
+	h := start(t, environment.Options{})
+	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
+	r := h.exec(env, "exec_command", `{"cmd":"python3 -i -q","yield_time_ms":1000}`)
+	wantStop(t, r, ok, "[still running as process_id ")
+	pid := strings.TrimSuffix(strings.Fields(r.text()[strings.Index(r.text(), "process_id "):])[1], ":")
+
+	// Poll until the output contains want, the way a model would.
+	prior := r.text()
+	until := func(chars, want string) string {
+		t.Helper()
+		var seen strings.Builder
+		seen.WriteString(prior)
+		prior = ""
+		deadline := time.Now().Add(30 * time.Second)
+		first := true
+		for !strings.Contains(seen.String(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q after input %q; output:\n%s", want, chars, seen.String())
+			}
+			a := map[string]any{"process_id": pid, "yield_time_ms": 300}
+			if first && chars != "" {
+				a["chars"] = chars
+			}
+			first = false
+			seen.WriteString(h.exec(env, "input_command", args(a)).text())
+		}
+		return seen.String()
+	}
+	until("", ">>> ")
+	until("print(6*7)\n", "42")
+	until("import time; time.sleep(1000)\n", "")
+	until("\u0003", "KeyboardInterrupt")
+	until("print('still alive')\n", "still alive")
+	r = h.exec(env, "kill_command", args(map[string]any{"process_id": pid}))
+	wantStop(t, r, ok, "[killed process_id "+pid)
+	procs, err := h.client.ListProcesses(testCtx(t, 10*time.Second), &penguinv1.ListProcessesRequest{EnvironmentId: env})
+	if err != nil || len(procs.GetProcesses()) != 0 {
+		t.Fatalf("killed session still listed: %v %v", procs, err)
+	}
+
+	// bash itself, interactive in the terminal.
+	r = h.exec(env, "exec_command", `{"cmd":"bash --norc -i","yield_time_ms":500}`)
+	pid = strings.TrimSuffix(strings.Fields(r.text()[strings.Index(r.text(), "process_id "):])[1], ":")
+	until("echo $((40+2))\n", "42")
+	until("exit 3\n", "[exit code 3]")
+}
+
+// childPids starts a command that leaves background children, and returns
+// the command's own pid (its process group) and the children's.
+const orphanScript = `echo leader $$; sleep 1000 & echo child $!; (sleep 1000 & echo grandchild $!; wait) & sleep 1000 & echo child $!; wait`
+
+func TestTimeoutEndsTheProcessGroup(t *testing.T) {
+	h := start(t, environment.Options{})
+	timeout := int64(1200)
+	env := h.create(&penguinv1.CreateEnvironmentRequest{Tools: &penguinv1.ToolConfig{
+		Builtin: []*penguinv1.ToolSpec{{Name: "exec_command", TimeoutMs: &timeout}},
+	}}).GetEnvironmentId()
+	start := time.Now()
+	// The window is capped a second below the timeout: a 1.2 s timeout
+	// leaves no room for one, so the timeout ends the command.
+	r := h.exec(env, "exec_command", args(map[string]any{"cmd": orphanScript}))
+	wantStop(t, r, timedOut, "[timed out after 1.2s]", "[the command and its process group were killed]")
+	if time.Since(start) > 20*time.Second {
+		t.Fatalf("the timeout took %s", time.Since(start))
+	}
+	checkNoSurvivors(t, r.text())
+}
+
+func TestAbortEndsTheProcessGroup(t *testing.T) {
+	h := start(t, environment.Options{})
+	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
+	ctx, cancel := context.WithCancel(testCtx(t, 60*time.Second))
+	defer cancel()
+	stream, err := h.client.ExecuteTool(ctx, &penguinv1.ExecuteToolRequest{EnvironmentId: env, ToolCall: &penguinv1.ToolCall{
+		Name: "exec_command", ToolCallId: "abort-1", Arguments: args(map[string]any{"cmd": orphanScript, "yield_time_ms": 60000}),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen strings.Builder
+	checker := omni.NewChecker()
+	for strings.Count(seen.String(), "child") < 3 {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("stream ended before the children started: %v\n%s", err, seen.String())
+		}
+		if err := checker.Check(resp.GetMessage()); err != nil {
+			t.Fatal(err)
+		}
+		seen.WriteString(resp.GetMessage().GetPartialToolCallOutput().GetOutput())
+	}
+	cancel()
+	if _, err := stream.Recv(); err == nil || errors.Is(err, io.EOF) {
+		// A frame already in flight is fine; the stream must end with the
+		// cancellation.
+		for err == nil {
+			_, err = stream.Recv()
+		}
+	}
+	checkNoSurvivors(t, seen.String())
+}
+
+// checkNoSurvivors waits until no process of the command remains: the
+// leader's process group and session, and each child listed in out.
+func checkNoSurvivors(t *testing.T, out string) {
+	t.Helper()
+	leaders := intsAfter(out, "leader ")
+	children := append(intsAfter(out, "child "), intsAfter(out, "grandchild ")...)
+	if len(leaders) != 1 || len(children) != 3 {
+		t.Fatalf("the command did not report its processes:\n%s", out)
+	}
+	eventually(t, 15*time.Second, "the process group to end", func() bool {
+		if len(pgroupMembers(t, leaders[0])) > 0 {
+			return false
+		}
+		for _, c := range children {
+			if processAlive(c) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestBackgroundCompletionIsAnnounced(t *testing.T) {
+	h := start(t, environment.Options{})
+	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
+	ctx := testCtx(t, 60*time.Second)
+	watch, err := h.client.WatchEnvironment(ctx, &penguinv1.WatchEnvironmentRequest{EnvironmentId: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watch.Header(); err != nil {
+		t.Fatal(err)
+	}
+	r := h.exec(env, "exec_command", `{"cmd":"echo working; sleep 0.3; echo done; exit 4","run_in_background":true}`)
+	wantStop(t, r, ok, "Started in the background as process_id 1")
+	n, err := watch.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := n.GetBackgroundDone()
+	if done.GetProcessId() != "1" || done.GetExitCode() != 4 || done.GetOutput() != "working\ndone\n" ||
+		done.GetStopReason() != penguinv1.StopReason_STOP_REASON_FAILED || !strings.Contains(done.GetCommand(), "exit 4") {
+		t.Fatalf("notice %v", done)
+	}
+
+	// A completion while nobody watches waits for the next watcher.
+	r = h.exec(env, "exec_command", `{"cmd":"echo quiet","run_in_background":true}`)
+	wantStop(t, r, ok, "process_id 2")
+	eventually(t, 20*time.Second, "the second command to finish", func() bool {
+		p, err := h.client.ListProcesses(ctx, &penguinv1.ListProcessesRequest{EnvironmentId: env})
+		if err != nil {
+			return false
+		}
+		for _, pi := range p.GetProcesses() {
+			if pi.GetProcessId() == "2" {
+				return pi.GetState() == penguinv1.ProcessState_PROCESS_STATE_EXITED
+			}
+		}
+		return false
+	})
+	// The first watcher is still attached and receives it directly.
+	n, err = watch.Recv()
+	if err != nil || n.GetBackgroundDone().GetProcessId() != "2" || n.GetBackgroundDone().GetOutput() != "quiet\n" {
+		t.Fatalf("second notice %v %v", n, err)
+	}
+
+	// A killed background command sends no report; disposal ends the watch.
+	r = h.exec(env, "exec_command", `{"cmd":"sleep 1000","run_in_background":true}`)
+	wantStop(t, r, ok, "process_id 3")
+	wantStop(t, h.exec(env, "kill_command", `{"process_id":"3"}`), ok, "[killed process_id 3")
+	if _, err := h.client.DisposeEnvironment(ctx, &penguinv1.DisposeEnvironmentRequest{EnvironmentId: env}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := watch.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after dispose the watch got %v, %v; want the end of the stream", n, err)
+	}
+}
+
+func TestPendingNoticeReachesLateWatcher(t *testing.T) {
+	h := start(t, environment.Options{})
+	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
+	ctx := testCtx(t, 60*time.Second)
+	wantStop(t, h.exec(env, "exec_command", `{"cmd":"echo early","run_in_background":true}`), ok)
+	eventually(t, 20*time.Second, "the command to finish", func() bool {
+		p, err := h.client.ListProcesses(ctx, &penguinv1.ListProcessesRequest{EnvironmentId: env})
+		return err == nil && len(p.GetProcesses()) == 1 && p.GetProcesses()[0].GetState() == penguinv1.ProcessState_PROCESS_STATE_EXITED
+	})
+	watch, err := h.client.WatchEnvironment(ctx, &penguinv1.WatchEnvironmentRequest{EnvironmentId: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := watch.Recv()
+	if err != nil || n.GetBackgroundDone().GetOutput() != "early\n" {
+		t.Fatalf("late watcher got %v %v", n, err)
+	}
+}
+
+func TestSessionCap(t *testing.T) {
+	h := start(t, environment.Options{})
+	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
+	for i := 1; i <= 64; i++ {
+		wantStop(t, h.exec(env, "exec_command", `{"cmd":"sleep 1000","run_in_background":true}`), ok)
+	}
+	wantStop(t, h.exec(env, "exec_command", `{"cmd":"echo one too many"}`), failed, "all 64 command sessions hold commands running in the background", "kill_command")
+	wantStop(t, h.exec(env, "kill_command", `{"process_id":"10"}`), ok)
+	wantStop(t, h.exec(env, "exec_command", `{"cmd":"echo room again"}`), ok, "room again")
+	// A finished session is evicted to make room; running ones never are.
+	wantStop(t, h.exec(env, "exec_command", `{"cmd":"echo bg","run_in_background":true}`), ok)
+	ctx := testCtx(t, 30*time.Second)
+	eventually(t, 20*time.Second, "the background echo to finish", func() bool {
+		p, err := h.client.ListProcesses(ctx, &penguinv1.ListProcessesRequest{EnvironmentId: env})
+		if err != nil {
+			return false
+		}
+		for _, pi := range p.GetProcesses() {
+			if pi.GetState() == penguinv1.ProcessState_PROCESS_STATE_EXITED {
+				return true
+			}
+		}
+		return false
+	})
+	wantStop(t, h.exec(env, "exec_command", `{"cmd":"echo evicted one"}`), ok, "evicted one")
+	p, err := h.client.ListProcesses(ctx, &penguinv1.ListProcessesRequest{EnvironmentId: env})
+	if err != nil || len(p.GetProcesses()) != 63 {
+		t.Fatalf("sessions after eviction: %d %v", len(p.GetProcesses()), err)
+	}
+	for _, pi := range p.GetProcesses() {
+		if pi.GetState() != penguinv1.ProcessState_PROCESS_STATE_RUNNING {
+			t.Fatalf("a finished session survived eviction: %v", pi)
+		}
+	}
+}
+
+func TestDisposeEndsEverything(t *testing.T) {
+	h := start(t, environment.Options{})
+	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
+	var leaders []int
+	for i := 0; i < 3; i++ {
+		r := h.exec(env, "exec_command", `{"cmd":"echo leader $$; sleep 1000 & sleep 1000","yield_time_ms":300}`)
+		leaders = append(leaders, intsAfter(r.text(), "leader ")...)
+	}
+	// A finished command that left a daemon-like child behind.
+	r := h.exec(env, "exec_command", `{"cmd":"echo leader $$; nohup sleep 1000 >/dev/null 2>&1 & sleep 0.5"}`)
+	wantStop(t, r, ok, "[exit code 0]")
+	leaders = append(leaders, intsAfter(r.text(), "leader ")...)
+	if len(leaders) != 4 {
+		t.Fatalf("leaders %v", leaders)
+	}
+	if len(pgroupMembers(t, leaders[3])) == 0 {
+		t.Fatal("the nohup child did not survive its shell, so the test proves nothing")
+	}
+	// A call still running when the environment goes away is aborted.
+	ctx := testCtx(t, 60*time.Second)
+	running := make(chan result, 1)
+	runErr := make(chan error, 1)
+	go func() {
+		r, err := h.tryExec(ctx, env, "exec_command", `{"cmd":"sleep 1000","yield_time_ms":60000}`)
+		running <- r
+		runErr <- err
+	}()
+	eventually(t, 20*time.Second, "the long call to start", func() bool {
+		p, err := h.client.ListProcesses(ctx, &penguinv1.ListProcessesRequest{EnvironmentId: env})
+		return err == nil && len(p.GetProcesses()) == 4
+	})
+	if _, err := h.client.DisposeEnvironment(ctx, &penguinv1.DisposeEnvironmentRequest{EnvironmentId: env}); err != nil {
+		t.Fatal(err)
+	}
+	r = <-running
+	if err := <-runErr; err != nil {
+		t.Fatal(err)
+	}
+	wantStop(t, r, aborted)
+	for _, l := range leaders {
+		if m := pgroupMembers(t, l); len(m) > 0 {
+			t.Fatalf("processes of %d survived disposal: %v", l, m)
+		}
+	}
+}
+
+func TestCommandsQueueForAFreeSession(t *testing.T) {
+	h := start(t, environment.Options{MaxSessions: 2})
+	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
+	type outcome struct {
+		r   result
+		err error
+	}
+	results := make(chan outcome, 6)
+	ctx := testCtx(t, 60*time.Second)
+	for i := 0; i < 6; i++ {
+		go func() {
+			r, err := h.tryExec(ctx, env, "exec_command", args(map[string]any{"cmd": "sleep 0.3; echo done-" + itoa(i)}))
+			results <- outcome{r, err}
+		}()
+	}
+	seen := map[string]bool{}
+	for i := 0; i < 6; i++ {
+		o := <-results
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		r := o.r
+		wantStop(t, r, ok, "[exit code 0]")
+		seen[strings.Fields(r.text())[0]] = true
+	}
+	if len(seen) != 6 {
+		t.Fatalf("outputs %v", seen)
+	}
+}

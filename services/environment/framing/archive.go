@@ -1,0 +1,158 @@
+package framing
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+)
+
+// archiveBudget is the most one call stores: one byte under 8 MiB, so that
+// read_file stays within its scan cap when reading the archive back.
+const archiveBudget = 8<<20 - 1
+
+// archive keeps the full text of one call within a byte budget: all of it
+// while it fits, then a head and a tail window with the middle dropped.
+type archive struct {
+	budget  int
+	head    []byte
+	tail    []byte // the last tailCap bytes once the head is full
+	tailCap int
+	total   int64
+	over    bool
+}
+
+func newArchive(budget int) *archive {
+	return &archive{budget: budget, tailCap: budget / 2}
+}
+
+func (a *archive) add(text string) {
+	a.total += int64(len(text))
+	if !a.over {
+		if len(a.head)+len(text) <= a.budget {
+			a.head = append(a.head, text...)
+			return
+		}
+		// Over budget: keep the first half as the head and move on to a
+		// tail window.
+		a.over = true
+		headCap := a.budget - a.tailCap
+		all := append(a.head, text...)
+		a.head = append(make([]byte, 0, headCap), all[:headCap]...)
+		a.tail = nil
+		a.appendTail(all[headCap:])
+		return
+	}
+	a.appendTail([]byte(text))
+}
+
+// appendTail adds b to the tail window, keeping at most the last tailCap
+// bytes (and never retaining a large b's backing array).
+func (a *archive) appendTail(b []byte) {
+	if len(b) >= a.tailCap {
+		a.tail = append(a.tail[:0], b[len(b)-a.tailCap:]...)
+		return
+	}
+	a.tail = append(a.tail, b...)
+	a.trimTail()
+}
+
+// trimTail keeps the tail window bounded, compacting only when it has grown
+// to twice its size so that appends stay amortized O(1).
+func (a *archive) trimTail() {
+	if len(a.tail) > 2*a.tailCap {
+		a.tail = append(a.tail[:0], a.tail[len(a.tail)-a.tailCap:]...)
+	}
+}
+
+// save writes the archive to a new private file under dir and returns its
+// absolute path.
+func (a *archive) save(dir, callID string) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	name := fmt.Sprintf("%s-%s.txt", time.Now().UTC().Format("20060102T150405.000000000"), safeName(callID))
+	path := filepath.Join(dir, name)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", err
+	}
+	var werr error
+	write := func(b []byte) {
+		if werr == nil {
+			_, werr = f.Write(b)
+		}
+	}
+	write(a.head)
+	if a.over {
+		tail := a.tail
+		if len(tail) > a.tailCap {
+			tail = tail[len(tail)-a.tailCap:]
+		}
+		for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
+			tail = tail[1:]
+		}
+		dropped := a.total - int64(len(a.head)) - int64(len(tail))
+		write([]byte(fmt.Sprintf("\n[... %d bytes of the middle of the output are not kept ...]\n", dropped)))
+		write(tail)
+	}
+	if err := f.Close(); werr == nil {
+		werr = err
+	}
+	if werr != nil {
+		_ = os.Remove(path)
+		return "", werr
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path, nil
+	}
+	return filepath.ToSlash(abs), nil
+}
+
+// safeName keeps a call id usable as part of a file name.
+func safeName(id string) string {
+	var b strings.Builder
+	for _, r := range id {
+		if r < utf8.RuneSelf && (r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+		if b.Len() >= 64 {
+			break
+		}
+	}
+	if b.Len() == 0 {
+		return "call"
+	}
+	return b.String()
+}
+
+// errorCode reduces an archive failure to a short code for the visible
+// note, which must not carry paths or raw messages.
+func errorCode(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		switch errno {
+		case syscall.ENOSPC:
+			return "ENOSPC"
+		case syscall.EACCES:
+			return "EACCES"
+		case syscall.EROFS:
+			return "EROFS"
+		case syscall.EDQUOT:
+			return "EDQUOT"
+		}
+		return fmt.Sprintf("errno %d", int(errno))
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		return "EPERM"
+	}
+	return "EIO"
+}

@@ -1,0 +1,297 @@
+package framing
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/environment/redact"
+	"github.com/penguin-agent/penguin/services/environment/tool"
+)
+
+// recorder collects the frames of one call.
+type recorder struct {
+	mu   sync.Mutex
+	msgs []*penguinv1.OmniMessage
+}
+
+func (r *recorder) send(m *penguinv1.OmniMessage) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, m)
+	return nil
+}
+
+func (r *recorder) deltas() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, m := range r.msgs {
+		if p := m.GetPartialToolCallOutput(); p != nil && p.GetEventType() == penguinv1.StreamEventType_STREAM_EVENT_TYPE_DELTA {
+			out = append(out, p.GetOutput())
+		}
+	}
+	return out
+}
+
+func fn(f func(ctx context.Context, args string, out tool.Output) (tool.Result, error)) tool.Tool {
+	return tool.Func{Def: &penguinv1.ToolDefinition{Name: "t"}, Fn: f}
+}
+
+// run runs t and checks the stream with the contract's validator.
+func run(t *testing.T, ctx context.Context, tl tool.Tool, opts Options) (*penguinv1.ToolCallOutput, *recorder) {
+	t.Helper()
+	rec := &recorder{}
+	out := Run(ctx, "call-1", tl, "{}", opts, rec.send)
+	if err := omni.ValidateToolStream("call-1", rec.msgs); err != nil {
+		t.Fatalf("stream breaks the discipline: %v", err)
+	}
+	if got := rec.msgs[len(rec.msgs)-1].GetToolCallOutput(); got.GetOutput() != out.GetOutput() {
+		t.Fatalf("returned output differs from the sent one")
+	}
+	return out, rec
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestStreamsDeltasAndNote(t *testing.T) {
+	out, rec := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+		o.WriteString("hello ")
+		o.Write([]byte("world"))
+		return tool.Result{Note: "[exit code 0]"}, nil
+	}), Options{})
+	if out.GetOutput() != "hello world\n[exit code 0]" {
+		t.Fatalf("output %q", out.GetOutput())
+	}
+	if got := rec.deltas(); len(got) != 3 {
+		t.Fatalf("deltas %q", got)
+	}
+	if out.GetStopReason() != penguinv1.StopReason_STOP_REASON_UNSPECIFIED {
+		t.Fatalf("stop %v", out.GetStopReason())
+	}
+}
+
+func TestEmptyOutputSaysSo(t *testing.T) {
+	out, _ := run(t, testCtx(t), fn(func(context.Context, string, tool.Output) (tool.Result, error) {
+		return tool.Result{}, nil
+	}), Options{})
+	if out.GetOutput() != "[no output]" {
+		t.Fatalf("output %q", out.GetOutput())
+	}
+}
+
+func TestTruncationKeepsHeadAndArchives(t *testing.T) {
+	dir := t.TempDir()
+	full := strings.Repeat("0123456789", 5) // 50 characters
+	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+		for i := 0; i < len(full); i += 7 {
+			o.WriteString(full[i:min(i+7, len(full))])
+		}
+		return tool.Result{Note: "[exit code 0]"}, nil
+	}), Options{Limits: tool.Limits{MaxOutput: 12}, ArchiveDir: dir})
+	got := out.GetOutput()
+	if !strings.HasPrefix(got, full[:12]+"\n[output truncated: showing the first 12 of 50 characters; the full output is saved at ") {
+		t.Fatalf("output %q", got)
+	}
+	if !strings.HasSuffix(got, "]\n[exit code 0]") {
+		t.Fatalf("the note must follow the marker: %q", got)
+	}
+	path := strings.TrimSuffix(got[strings.Index(got, "saved at ")+len("saved at "):], "]\n[exit code 0]")
+	if !strings.HasPrefix(path, dir) {
+		t.Fatalf("archive %q not under %q", path, dir)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil || string(data) != full {
+		t.Fatalf("archive content %q, %v", data, err)
+	}
+	info, _ := os.Stat(path)
+	if info.Mode().Perm() != 0o600 {
+		t.Fatalf("archive mode %v", info.Mode())
+	}
+}
+
+func TestArchiveKeepsHeadAndTailBeyondBudget(t *testing.T) {
+	a := newArchive(100)
+	for i := 0; i < 50; i++ {
+		a.add("abcdefghij")
+	}
+	dir := t.TempDir()
+	path, err := a.save(dir, "c/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(path) != filepath.ToSlash(dir) {
+		t.Fatalf("saved at %q", path)
+	}
+	data, _ := os.ReadFile(path)
+	s := string(data)
+	if !strings.HasPrefix(s, strings.Repeat("abcdefghij", 5)) || !strings.HasSuffix(s, strings.Repeat("abcdefghij", 5)) ||
+		!strings.Contains(s, "[... 400 bytes of the middle of the output are not kept ...]") {
+		t.Fatalf("archive %q", s)
+	}
+}
+
+func TestCeilingAppliesWithoutCap(t *testing.T) {
+	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+		o.WriteString(strings.Repeat("x", 100))
+		return tool.Result{}, nil
+	}), Options{Ceiling: 10})
+	if !strings.HasPrefix(out.GetOutput(), strings.Repeat("x", 10)+"\n[output truncated: showing the first 10 of 100 characters]") {
+		t.Fatalf("output %q", out.GetOutput())
+	}
+}
+
+func TestTruncationCountsCharactersNotBytes(t *testing.T) {
+	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+		o.WriteString("ééééé")
+		return tool.Result{}, nil
+	}), Options{Limits: tool.Limits{MaxOutput: 3}})
+	if !strings.HasPrefix(out.GetOutput(), "ééé\n[output truncated: showing the first 3 of 5 characters]") {
+		t.Fatalf("output %q", out.GetOutput())
+	}
+}
+
+func TestInvalidAndSplitUTF8(t *testing.T) {
+	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+		e := []byte("é")
+		o.Write(e[:1])
+		o.Write(e[1:])
+		o.Write([]byte{'a', 0xff, 'b'})
+		o.Write([]byte("€")[:2]) // never completed
+		return tool.Result{}, nil
+	}), Options{})
+	if out.GetOutput() != "éa\uFFFDb\uFFFD" {
+		t.Fatalf("output %q", out.GetOutput())
+	}
+}
+
+func TestRedactsAcrossDeltas(t *testing.T) {
+	v := redact.New(map[string]string{"TOKEN": "supersecret"})
+	out, rec := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+		o.WriteString("token=super")
+		o.WriteString("secret done")
+		return tool.Result{Note: "[note supersecret]"}, errors.New("failed with supersecret")
+	}), Options{Vault: v})
+	for _, d := range rec.deltas() {
+		if strings.Contains(d, "super") && strings.Contains(d, "secret") {
+			t.Fatalf("delta leaks: %q", d)
+		}
+	}
+	if strings.Contains(out.GetOutput(), "supersecret") || !strings.Contains(out.GetOutput(), "token=$TOKEN done") {
+		t.Fatalf("output %q", out.GetOutput())
+	}
+}
+
+func TestTimeoutCancelsTheTool(t *testing.T) {
+	start := time.Now()
+	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+		o.WriteString("working")
+		<-ctx.Done()
+		return tool.Result{StopReason: penguinv1.StopReason_STOP_REASON_FAILED}, errors.New("interrupted")
+	}), Options{Limits: tool.Limits{Timeout: 50 * time.Millisecond}})
+	if out.GetStopReason() != penguinv1.StopReason_STOP_REASON_TIMEOUT {
+		t.Fatalf("stop %v", out.GetStopReason())
+	}
+	if !strings.Contains(out.GetOutput(), "[timed out after 50ms]") || !strings.HasPrefix(out.GetOutput(), "working") {
+		t.Fatalf("output %q", out.GetOutput())
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatal("timeout took too long")
+	}
+}
+
+func TestAbortWinsOverEverything(t *testing.T) {
+	ctx, cancel := context.WithCancel(testCtx(t))
+	started := make(chan struct{})
+	go func() { <-started; cancel() }()
+	out, _ := run(t, ctx, fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+		close(started)
+		<-ctx.Done()
+		return tool.Result{}, errors.New("boom")
+	}), Options{Limits: tool.Limits{Timeout: time.Hour}})
+	if out.GetStopReason() != penguinv1.StopReason_STOP_REASON_ABORTED || !strings.Contains(out.GetOutput(), "[aborted]") {
+		t.Fatalf("got %v %q", out.GetStopReason(), out.GetOutput())
+	}
+}
+
+func TestStuckToolIsAbandonedAfterGrace(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+		<-release // ignores ctx
+		o.WriteString("late")
+		return tool.Result{}, nil
+	}), Options{Limits: tool.Limits{Timeout: 20 * time.Millisecond}, Grace: 20 * time.Millisecond})
+	if out.GetStopReason() != penguinv1.StopReason_STOP_REASON_TIMEOUT || !strings.Contains(out.GetOutput(), "did not stop") {
+		t.Fatalf("got %v %q", out.GetStopReason(), out.GetOutput())
+	}
+}
+
+func TestErrorsAndPanicsBecomeFailedOutputs(t *testing.T) {
+	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+		o.WriteString("partial")
+		return tool.Result{}, errors.New("disk on fire")
+	}), Options{})
+	if out.GetStopReason() != penguinv1.StopReason_STOP_REASON_FAILED || out.GetOutput() != "partial\ndisk on fire" {
+		t.Fatalf("got %v %q", out.GetStopReason(), out.GetOutput())
+	}
+	out, _ = run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+		var m map[string]int
+		m["x"] = 1
+		return tool.Result{}, nil
+	}), Options{})
+	if out.GetStopReason() != penguinv1.StopReason_STOP_REASON_FAILED || !strings.Contains(out.GetOutput(), "the tool failed unexpectedly: assignment to entry in nil map") {
+		t.Fatalf("got %v %q", out.GetStopReason(), out.GetOutput())
+	}
+	out, _ = run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+		return tool.Result{StopReason: penguinv1.StopReason_STOP_REASON_FAILED, Note: "[exit code 3]"}, nil
+	}), Options{})
+	if out.GetStopReason() != penguinv1.StopReason_STOP_REASON_FAILED || out.GetOutput() != "[no output]\n[exit code 3]" {
+		t.Fatalf("got %v %q", out.GetStopReason(), out.GetOutput())
+	}
+}
+
+func TestImagesRideTheLastDelta(t *testing.T) {
+	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+		o.WriteString("an image")
+		return tool.Result{Images: []string{"data:image/png;base64,AAAA"}}, nil
+	}), Options{})
+	if len(out.GetImages()) != 1 || out.GetOutput() != "an image" {
+		t.Fatalf("got %q %v", out.GetOutput(), out.GetImages())
+	}
+}
+
+func TestReply(t *testing.T) {
+	rec := &recorder{}
+	out := Reply(testCtx(t), "c", "Tool call denied by policy.", penguinv1.StopReason_STOP_REASON_ABORTED, Options{}, rec.send)
+	if err := omni.ValidateToolStream("c", rec.msgs); err != nil {
+		t.Fatal(err)
+	}
+	if out.GetOutput() != "Tool call denied by policy." || out.GetStopReason() != penguinv1.StopReason_STOP_REASON_ABORTED {
+		t.Fatalf("got %v %q", out.GetStopReason(), out.GetOutput())
+	}
+}
+
+func TestSendFailureStopsSending(t *testing.T) {
+	calls := 0
+	send := func(*penguinv1.OmniMessage) error { calls++; return errors.New("gone") }
+	out := Run(testCtx(t), "c", fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+		o.WriteString("a")
+		o.WriteString("b")
+		return tool.Result{}, nil
+	}), "", Options{}, send)
+	if calls != 1 || out.GetOutput() != "ab" {
+		t.Fatalf("calls %d output %q", calls, out.GetOutput())
+	}
+}

@@ -1,0 +1,280 @@
+package environment_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/environment"
+	"github.com/penguin-agent/penguin/services/environment/sandbox"
+)
+
+// TestMain lets the test binary play the penguin binary's hidden
+// sandbox-exec role, which confined commands re-execute.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == sandbox.SubcommandName {
+		err := sandbox.SandboxExec(os.Args[2:])
+		os.Stderr.WriteString("penguin: " + err.Error() + "\n")
+		os.Exit(sandbox.ExitCode)
+	}
+	os.Exit(m.Run())
+}
+
+// harness is an environment service on a real loopback port with a client.
+type harness struct {
+	t      testing.TB
+	svc    *environment.Service
+	client penguinv1.EnvironmentServiceClient
+	root   string
+	home   string
+}
+
+// start serves a Service on 127.0.0.1 and connects a client to it. The
+// commands get a private HOME so the host's login profile stays out.
+func start(t testing.TB, opts environment.Options) *harness {
+	t.Helper()
+	if opts.Root == "" {
+		opts.Root = t.TempDir()
+	}
+	home := t.TempDir()
+	if opts.Env == nil {
+		opts.Env = append(os.Environ(), "HOME="+home)
+	}
+	svc, err := environment.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.WriteBufferSize(1<<20), grpc.ReadBufferSize(1<<20))
+	penguinv1.RegisterEnvironmentServiceServer(srv, svc)
+	go func() { _ = srv.Serve(lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(4<<20), grpc.WithInitialConnWindowSize(8<<20), grpc.WithReadBufferSize(1<<20), grpc.WithWriteBufferSize(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		svc.Close()
+		conn.Close()
+		srv.Stop()
+	})
+	return &harness{t: t, svc: svc, client: penguinv1.NewEnvironmentServiceClient(conn), root: svc.Root(), home: home}
+}
+
+// ctx returns a context that ends with the test, bounded to d.
+func testCtx(t testing.TB, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// create creates an environment and returns its response.
+func (h *harness) create(req *penguinv1.CreateEnvironmentRequest) *penguinv1.CreateEnvironmentResponse {
+	h.t.Helper()
+	if req.Workspace == "" {
+		req.Workspace = "ws-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	resp, err := h.client.CreateEnvironment(testCtx(h.t, 60*time.Second), req)
+	if err != nil {
+		h.t.Fatalf("CreateEnvironment: %v", err)
+	}
+	return resp
+}
+
+// result is one ExecuteTool call as the client saw it.
+type result struct {
+	frames []*penguinv1.OmniMessage
+	out    *penguinv1.ToolCallOutput
+}
+
+func (r result) text() string { return r.out.GetOutput() }
+
+func (r result) deltas() []string {
+	var out []string
+	for _, m := range r.frames {
+		if p := m.GetPartialToolCallOutput(); p != nil && p.GetEventType() == penguinv1.StreamEventType_STREAM_EVENT_TYPE_DELTA {
+			out = append(out, p.GetOutput())
+		}
+	}
+	return out
+}
+
+var callSeq struct {
+	sync.Mutex
+	n int
+}
+
+func nextCallID() string {
+	callSeq.Lock()
+	defer callSeq.Unlock()
+	callSeq.n++
+	return "call-" + strconv.Itoa(callSeq.n)
+}
+
+// args encodes tool arguments.
+func args(kv map[string]any) string {
+	b, _ := json.Marshal(kv)
+	return string(b)
+}
+
+// exec runs one tool call to its end and checks the stream with the
+// contract's validator.
+func (h *harness) exec(env, name, arguments string) result {
+	h.t.Helper()
+	return h.execCtx(testCtx(h.t, 120*time.Second), env, name, arguments)
+}
+
+func (h *harness) execCtx(ctx context.Context, env, name, arguments string) result {
+	h.t.Helper()
+	r, err := h.tryExec(ctx, env, name, arguments)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return r
+}
+
+// tryExec is exec for goroutines other than the test's: it reports
+// failures instead of ending the test.
+func (h *harness) tryExec(ctx context.Context, env, name, arguments string) (result, error) {
+	id := nextCallID()
+	stream, err := h.client.ExecuteTool(ctx, &penguinv1.ExecuteToolRequest{
+		EnvironmentId: env,
+		ToolCall:      &penguinv1.ToolCall{Role: penguinv1.Role_ROLE_ASSISTANT, Name: name, Arguments: arguments, ToolCallId: id},
+	})
+	if err != nil {
+		return result{}, fmt.Errorf("ExecuteTool: %w", err)
+	}
+	var r result
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return r, fmt.Errorf("ExecuteTool %s: %w (after %d frames)", name, err, len(r.frames))
+		}
+		r.frames = append(r.frames, resp.GetMessage())
+	}
+	if err := omni.ValidateToolStream(id, r.frames); err != nil {
+		return r, fmt.Errorf("%s broke the streaming discipline: %w", name, err)
+	}
+	r.out = r.frames[len(r.frames)-1].GetToolCallOutput()
+	return r, nil
+}
+
+// wantStop checks a result's stop reason and that its output contains
+// every one of want.
+func wantStop(t *testing.T, r result, stop penguinv1.StopReason, want ...string) {
+	t.Helper()
+	if r.out.GetStopReason() != stop {
+		t.Fatalf("stop_reason %v, want %v; output:\n%s", r.out.GetStopReason(), stop, r.text())
+	}
+	for _, w := range want {
+		if !strings.Contains(r.text(), w) {
+			t.Fatalf("output lacks %q:\n%s", w, r.text())
+		}
+	}
+}
+
+const (
+	ok       = penguinv1.StopReason_STOP_REASON_UNSPECIFIED
+	failed   = penguinv1.StopReason_STOP_REASON_FAILED
+	aborted  = penguinv1.StopReason_STOP_REASON_ABORTED
+	timedOut = penguinv1.StopReason_STOP_REASON_TIMEOUT
+)
+
+// pgroupMembers lists the live processes whose process group or session
+// is id, read straight from /proc.
+func pgroupMembers(t *testing.T, id int) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(data), ')')
+		f := strings.Fields(string(data[i+1:]))
+		if len(f) < 4 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if f[2] == strconv.Itoa(id) || f[3] == strconv.Itoa(id) {
+			out = append(out, string(data[:i+1]))
+		}
+	}
+	return out
+}
+
+// processAlive reports whether pid is a live, non-zombie process.
+func processAlive(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	f := strings.Fields(string(data[i+1:]))
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
+// eventually polls cond until it holds or d passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// buildMCPServer builds the test MCP server and returns its path.
+func buildMCPServer(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "mcpserver")
+	cmd := exec.Command("go", "build", "-o", bin, "./mcp/testdata/mcpserver")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the test MCP server: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// intsAfter parses every integer that follows prefix in text.
+func intsAfter(text, prefix string) []int {
+	var out []int
+	for _, line := range strings.Split(text, "\n") {
+		if rest, found := strings.CutPrefix(strings.TrimSpace(line), prefix); found {
+			if n, err := strconv.Atoi(strings.TrimSpace(rest)); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}

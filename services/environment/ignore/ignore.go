@@ -1,0 +1,209 @@
+package ignore
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// rule is one gitignore pattern.
+type rule struct {
+	segs     []string
+	negate   bool
+	dirOnly  bool
+	anchored bool // contains a slash other than a trailing one: matched from the file's directory
+}
+
+// ruleSet is the rules of one ignore file, relative to base (a
+// slash-separated path from the walk root, "" for the root).
+type ruleSet struct {
+	base  string
+	rules []rule
+}
+
+// parseRules reads gitignore syntax.
+func parseRules(base string, data []byte) ruleSet {
+	rs := ruleSet{base: base}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		line := strings.TrimSuffix(sc.Text(), "\r")
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		// Trailing spaces are dropped unless escaped.
+		for strings.HasSuffix(line, " ") && !strings.HasSuffix(line, `\ `) {
+			line = line[:len(line)-1]
+		}
+		var r rule
+		if strings.HasPrefix(line, "!") {
+			r.negate = true
+			line = line[1:]
+		} else if strings.HasPrefix(line, `\!`) || strings.HasPrefix(line, `\#`) {
+			line = line[1:]
+		}
+		if strings.HasSuffix(line, "/") {
+			r.dirOnly = true
+			line = strings.TrimRight(line, "/")
+		}
+		if line == "" {
+			continue
+		}
+		if strings.Contains(line, "/") {
+			r.anchored = true
+			line = strings.TrimPrefix(line, "/")
+		}
+		r.segs = strings.Split(line, "/")
+		rs.rules = append(rs.rules, r)
+	}
+	return rs
+}
+
+// match reports whether rel (relative to the rule set's base) matches r.
+func (r rule) match(rel string, isDir bool) bool {
+	if r.dirOnly && !isDir {
+		return false
+	}
+	if r.anchored {
+		return matchSegments(r.segs, strings.Split(rel, "/"))
+	}
+	base := rel
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		base = rel[i+1:]
+	}
+	return matchSegments(r.segs, []string{base})
+}
+
+// Matcher decides whether paths are ignored, given the ignore files seen so
+// far on the way down from the root.
+type Matcher struct {
+	sets []ruleSet
+}
+
+// Ignored reports whether rel (slash-separated, from the walk root) is
+// ignored. The last matching rule wins, and deeper ignore files come later.
+func (m *Matcher) Ignored(rel string, isDir bool) bool {
+	ignored := false
+	for _, rs := range m.sets {
+		sub := rel
+		if rs.base != "" {
+			if !strings.HasPrefix(rel, rs.base+"/") {
+				continue
+			}
+			sub = rel[len(rs.base)+1:]
+		}
+		for _, r := range rs.rules {
+			if r.match(sub, isDir) {
+				ignored = !r.negate
+			}
+		}
+	}
+	return ignored
+}
+
+// with returns a matcher that also applies the ignore file of dir, if any.
+func (m *Matcher) with(root, dir string) *Matcher {
+	data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(dir), ".gitignore"))
+	if err != nil || len(data) == 0 {
+		return m
+	}
+	sets := append(append([]ruleSet(nil), m.sets...), parseRules(dir, data))
+	return &Matcher{sets: sets}
+}
+
+// ErrStop ends a walk early without an error.
+var ErrStop = errors.New("stop walking")
+
+// Entry is one path found by Walk.
+type Entry struct {
+	// Rel is the slash-separated path from the workspace root.
+	Rel string
+	// Abs is the absolute path.
+	Abs string
+	// Entry is the directory entry; symbolic links are not followed.
+	Entry fs.DirEntry
+}
+
+// Walk visits, in lexical order, every path under start (a directory
+// inside root) that git would not ignore, calling fn for files, symbolic
+// links and directories alike (the start itself excluded). Ignore files
+// from root down to start apply. fn may return fs.SkipDir for a directory,
+// or ErrStop to end the walk.
+func Walk(ctx context.Context, root, start string, fn func(Entry) error) error {
+	m := &Matcher{}
+	if data, err := os.ReadFile(filepath.Join(root, ".git", "info", "exclude")); err == nil {
+		m.sets = append(m.sets, parseRules("", data))
+	}
+	m = m.with(root, "")
+	rel, err := filepath.Rel(root, start)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return errors.New("the search path is outside the workspace")
+	}
+	relSlash := filepath.ToSlash(rel)
+	if relSlash == "." {
+		relSlash = ""
+	}
+	if relSlash != "" {
+		parts := strings.Split(relSlash, "/")
+		for i := range parts {
+			dir := strings.Join(parts[:i+1], "/")
+			if m.Ignored(dir, true) || parts[i] == ".git" {
+				return nil
+			}
+			m = m.with(root, dir)
+		}
+	}
+	err = walkDir(ctx, root, relSlash, m, fn)
+	if errors.Is(err, ErrStop) {
+		return nil
+	}
+	return err
+}
+
+func walkDir(ctx context.Context, root, dir string, m *Matcher, fn func(Entry) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	abs := filepath.Join(root, filepath.FromSlash(dir))
+	entries, err := os.ReadDir(abs)
+	if err != nil {
+		return nil // unreadable directories are skipped, as git does
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+	for _, e := range entries {
+		name := e.Name()
+		rel := name
+		if dir != "" {
+			rel = dir + "/" + name
+		}
+		isDir := e.IsDir()
+		if isDir && name == ".git" {
+			continue
+		}
+		if m.Ignored(rel, isDir) {
+			continue
+		}
+		err := fn(Entry{Rel: rel, Abs: filepath.Join(abs, name), Entry: e})
+		if isDir {
+			if errors.Is(err, fs.SkipDir) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if err := walkDir(ctx, root, rel, m.with(root, rel), fn); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil && !errors.Is(err, fs.SkipDir) {
+			return err
+		}
+	}
+	return nil
+}

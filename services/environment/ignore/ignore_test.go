@@ -1,0 +1,94 @@
+package ignore
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestGlob(t *testing.T) {
+	cases := []struct {
+		pat, path string
+		want      bool
+	}{
+		{"**/*.go", "a/b/c.go", true},
+		{"**/*.go", "c.go", true},
+		{"*.go", "a/c.go", false},
+		{"*.go", "c.go", true},
+		{"src/**", "src/a/b", true},
+		{"a/**/b", "a/b", true},
+		{"a/**/b", "a/x/y/b", true},
+		{"*.{go,md}", "x.md", true},
+		{"*.{go,md}", "x.txt", false},
+		{"?.txt", "a.txt", true},
+		{"[ab].txt", "c.txt", false},
+	}
+	for _, c := range cases {
+		g, err := CompileGlob(c.pat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.Match(c.path); got != c.want {
+			t.Errorf("%q ~ %q = %v, want %v", c.pat, c.path, got, c.want)
+		}
+	}
+	if _, err := CompileGlob("[a"); err == nil {
+		t.Error("malformed class accepted")
+	}
+}
+
+func TestWalkRespectsGitignore(t *testing.T) {
+	root := t.TempDir()
+	files := map[string]string{
+		".gitignore":          "*.log\n/build/\nnode_modules\n!keep.log\ndocs/*.tmp\n# comment\n",
+		"a.go":                "",
+		"debug.log":           "",
+		"keep.log":            "",
+		"build/out":           "",
+		"src/build/x.go":      "",
+		"node_modules/m/i.js": "",
+		"src/node_modules/y":  "",
+		"docs/a.tmp":          "",
+		"docs/sub/b.tmp":      "",
+		"src/.gitignore":      "gen/\n!important.log\n",
+		"src/gen/z.go":        "",
+		"src/important.log":   "",
+		"src/other.log":       "",
+		".git/config":         "",
+		".git/info/exclude":   "secret.txt\n",
+		"secret.txt":          "",
+	}
+	for p, c := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	err := Walk(context.Background(), root, root, func(e Entry) error {
+		if !e.Entry.IsDir() {
+			got = append(got, e.Rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{".gitignore", "a.go", "docs/sub/b.tmp", "keep.log", "src/.gitignore", "src/build/x.go", "src/important.log"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("walk found\n%v\nwant\n%v", got, want)
+	}
+	got = nil
+	_ = Walk(context.Background(), root, filepath.Join(root, "src"), func(e Entry) error {
+		got = append(got, e.Rel)
+		return nil
+	})
+	if strings.Join(got, " ") != "src/.gitignore src/build src/build/x.go src/important.log" {
+		t.Fatalf("walk from src found %v", got)
+	}
+}

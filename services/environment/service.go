@@ -1,0 +1,504 @@
+package environment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/environment/builtin"
+	"github.com/penguin-agent/penguin/services/environment/command"
+	"github.com/penguin-agent/penguin/services/environment/custom"
+	"github.com/penguin-agent/penguin/services/environment/framing"
+	"github.com/penguin-agent/penguin/services/environment/mcp"
+	"github.com/penguin-agent/penguin/services/environment/policy"
+	"github.com/penguin-agent/penguin/services/environment/redact"
+	"github.com/penguin-agent/penguin/services/environment/sandbox"
+	"github.com/penguin-agent/penguin/services/environment/tool"
+	"github.com/penguin-agent/penguin/services/environment/workspace"
+)
+
+// DefaultOutputCeiling caps a tool's output, in characters, even when its
+// own cap is turned off: the complete output is one message, and a runaway
+// command must not exhaust memory or message size limits.
+const DefaultOutputCeiling = 4 << 20
+
+// Options configure a Service.
+type Options struct {
+	// Root is the directory every workspace must lie under. It is
+	// required.
+	Root string
+	// ScratchDir holds the environments' archives of truncated output;
+	// empty means Root/.penguin/scratch.
+	ScratchDir string
+	// Env is the base environment of commands; nil means this process's.
+	// Penguin's own variables and provider credentials are removed from
+	// it (see CommandEnv).
+	Env []string
+	// Shell runs commands; empty means bash.
+	Shell string
+	// Self is the penguin binary, re-executed as the sandbox trampoline;
+	// empty means /proc/self/exe.
+	Self string
+	// TempDirs are writable for confined commands besides the workspace;
+	// nil means the system's temporary directory.
+	TempDirs []string
+	// MaxSessions caps the command sessions per environment; zero means
+	// command.MaxSessions.
+	MaxSessions int
+	// OutputCeiling is the hard cap on one output in characters; zero
+	// means DefaultOutputCeiling, negative means none.
+	OutputCeiling int
+	// Grace is how long a cancelled tool may take to return; zero means
+	// framing.DefaultGrace.
+	Grace time.Duration
+	// CheckSandbox tells whether the host can enforce a sandbox policy;
+	// nil means sandbox.Check.
+	CheckSandbox func(sandbox.Policy) error
+	// Logger receives the service's events; nil discards them.
+	Logger *slog.Logger
+	// Version identifies penguin to MCP servers.
+	Version string
+}
+
+// Service implements penguinv1.EnvironmentServiceServer. Its handlers are
+// thin: they check the request, find the environment and translate errors
+// into status codes.
+type Service struct {
+	penguinv1.UnimplementedEnvironmentServiceServer
+
+	opts Options
+	root string // absolute, symbolic links resolved
+	log  *slog.Logger
+
+	mu   sync.Mutex
+	envs map[string]*Environment
+}
+
+// New returns a Service over opts.Root, creating the root when missing.
+func New(opts Options) (*Service, error) {
+	if opts.Root == "" {
+		return nil, errors.New("environment service: a root directory is required")
+	}
+	abs, err := filepath.Abs(opts.Root)
+	if err != nil {
+		return nil, fmt.Errorf("environment service root: %w", err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("environment service root: %w", err)
+	}
+	root, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("environment service root: %w", err)
+	}
+	if opts.ScratchDir == "" {
+		opts.ScratchDir = filepath.Join(root, ".penguin", "scratch")
+	}
+	if opts.ScratchDir, err = filepath.Abs(opts.ScratchDir); err != nil {
+		return nil, fmt.Errorf("scratch directory: %w", err)
+	}
+	if opts.Env == nil {
+		opts.Env = os.Environ()
+	}
+	if opts.Self == "" {
+		opts.Self = "/proc/self/exe"
+	}
+	if opts.TempDirs == nil {
+		opts.TempDirs = []string{os.TempDir()}
+	}
+	if opts.OutputCeiling == 0 {
+		opts.OutputCeiling = DefaultOutputCeiling
+	}
+	if opts.CheckSandbox == nil {
+		opts.CheckSandbox = sandbox.Check
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{opts: opts, root: root, log: log, envs: map[string]*Environment{}}, nil
+}
+
+// Root returns the service's root directory.
+func (s *Service) Root() string { return s.root }
+
+// get finds an environment.
+func (s *Service) get(id string) (*Environment, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.envs[id]
+	return e, ok
+}
+
+func notFound(id string) error {
+	return status.Errorf(codes.NotFound, "no environment %q on this replica (it was disposed, or never created here)", id)
+}
+
+// toStatus maps an internal error to a status at the RPC boundary.
+func toStatus(err error) error {
+	switch {
+	case errors.Is(err, errInvalid):
+		return status.Error(codes.InvalidArgument, strings.TrimPrefix(err.Error(), errInvalid.Error()+": "))
+	case errors.Is(err, sandbox.ErrUnsupported):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	default:
+		return status.Error(codes.Internal, "the environment could not be created; see the service log")
+	}
+}
+
+var labelChars = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// CreateEnvironment implements penguinv1.EnvironmentServiceServer.
+func (s *Service) CreateEnvironment(ctx context.Context, req *penguinv1.CreateEnvironmentRequest) (*penguinv1.CreateEnvironmentResponse, error) {
+	e, err := s.create(ctx, req)
+	if err != nil {
+		if !errors.Is(err, errInvalid) && !errors.Is(err, sandbox.ErrUnsupported) {
+			s.log.Error("creating an environment failed", "workspace", req.GetWorkspace(), "error", err)
+		}
+		return nil, toStatus(err)
+	}
+	s.mu.Lock()
+	s.envs[e.id] = e
+	s.mu.Unlock()
+	s.log.Info("environment created", "environment", e.id, "label", e.label, "workspace", e.workspace, "tools", len(e.order))
+	return &penguinv1.CreateEnvironmentResponse{
+		EnvironmentId: e.id,
+		Tools:         e.toolInfos(),
+		Mcp:           e.mcpEnd,
+		Workspace:     e.workspace,
+	}, nil
+}
+
+// resolveWorkspace makes the requested workspace absolute, refuses one
+// outside the root or inside the scratch area, and creates it.
+func (s *Service) resolveWorkspace(requested string) (string, error) {
+	if strings.TrimSpace(requested) == "" {
+		return "", invalid("a workspace directory is required")
+	}
+	p := requested
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(s.root, p)
+	}
+	p = filepath.Clean(p)
+	if !within(p, s.root) {
+		return "", invalid("workspace %q is outside the service root %s", requested, s.root)
+	}
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		return "", invalid("workspace %q cannot be created: %v", requested, err)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", invalid("workspace %q: %v", requested, err)
+	}
+	if !within(real, s.root) {
+		return "", invalid("workspace %q leads through a symbolic link to %s, outside the service root %s", requested, real, s.root)
+	}
+	if info, err := os.Stat(real); err != nil || !info.IsDir() {
+		return "", invalid("workspace %q is not a directory", requested)
+	}
+	if scratch, err := filepath.EvalSymlinks(s.opts.ScratchDir); err == nil && within(real, scratch) {
+		return "", invalid("workspace %q lies inside the service's scratch area", requested)
+	}
+	return real, nil
+}
+
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRequest) (_ *Environment, err error) {
+	ws, err := s.resolveWorkspace(req.GetWorkspace())
+	if err != nil {
+		return nil, err
+	}
+	pol, err := policy.Compile(req.GetCommandPolicy())
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	for name := range req.GetVault() {
+		if !vaultName.MatchString(name) {
+			return nil, invalid("vault name %q is not a valid environment variable name", name)
+		}
+	}
+	id := uuid.NewString()
+	label := req.GetLabel()
+	scratchName := id
+	if labelChars.MatchString(label) && label != "." && label != ".." {
+		scratchName = label
+	}
+	archive := filepath.Join(s.opts.ScratchDir, scratchName, "truncated-tool-output")
+
+	sp, err := sandboxPolicy(req, ws, s.opts.TempDirs)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.opts.CheckSandbox(sp); err != nil {
+		if errors.Is(err, sandbox.ErrUnsupported) {
+			return nil, err
+		}
+		return nil, invalid("sandbox: %v", err)
+	}
+	launcher := command.Sandboxed(sp, s.opts.Self)
+
+	root, err := workspace.New(ws, filepath.Join(s.opts.ScratchDir, scratchName))
+	if err != nil {
+		return nil, err
+	}
+	envCtx, cancel := context.WithCancel(context.Background())
+	e := &Environment{
+		id:        id,
+		label:     label,
+		workspace: ws,
+		archive:   archive,
+		root:      root,
+		policy:    pol,
+		vault:     redact.New(req.GetVault()),
+		notices:   newNotices(),
+		log:       s.log.With("environment", id),
+		tools:     map[string]tool.Spec{},
+		ctx:       envCtx,
+		cancel:    cancel,
+		idle:      make(chan struct{}),
+		disposed:  make(chan struct{}),
+	}
+	defer func() {
+		if err != nil {
+			e.dispose()
+		}
+	}()
+	ceiling := s.opts.OutputCeiling
+	if ceiling < 0 {
+		ceiling = 0
+	}
+	e.framing = framing.Options{Ceiling: ceiling, Vault: e.vault, ArchiveDir: archive, Grace: s.opts.Grace, Logger: e.log}
+
+	env := CommandEnv(s.opts.Env, req.GetVault())
+	e.commands, err = command.NewManager(command.Options{
+		Shell:            s.opts.Shell,
+		Env:              env,
+		Launcher:         launcher,
+		Max:              s.opts.MaxSessions,
+		OnBackgroundDone: e.backgroundDone,
+	})
+	if err != nil {
+		return nil, err
+	}
+	tools := req.GetTools()
+	if err := e.assembleBuiltins(tools.GetBuiltin(), builtin.Tools(builtin.Deps{Root: root, Commands: e.commands, ReadOnly: sp.Mode == sandbox.ReadOnly})); err != nil {
+		return nil, err
+	}
+	if err := e.assembleCustom(tools.GetCustom(), custom.Options{Shell: s.opts.Shell, Dir: ws, Env: env, Launcher: launcher}); err != nil {
+		return nil, err
+	}
+	for _, m := range tools.GetMcpServers() {
+		if m.GetName() == "" {
+			return nil, invalid("an MCP server has no name")
+		}
+	}
+	conns, mcpTools, end := mcp.ConnectAll(ctx, tools.GetMcpServers(), mcp.Options{
+		Workspace:     ws,
+		Limits:        tool.Limits{Timeout: tool.DefaultTimeout, MaxOutput: tool.DefaultMaxOutput},
+		Logger:        e.log,
+		ClientName:    "penguin",
+		ClientVersion: s.opts.Version,
+	})
+	e.mcpConns, e.mcpEnd = conns, end
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for _, t := range mcpTools {
+		if err := e.add(t); err != nil {
+			e.log.Warn("MCP tool skipped", "error", err)
+		}
+	}
+	return e, nil
+}
+
+var vaultName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// sandboxPolicy turns the request's sandbox settings into a policy.
+func sandboxPolicy(req *penguinv1.CreateEnvironmentRequest, ws string, temp []string) (sandbox.Policy, error) {
+	p := sandbox.Policy{Workspace: ws, NoNetwork: req.GetNoNetwork()}
+	switch req.GetSandboxMode() {
+	case penguinv1.SandboxMode_SANDBOX_MODE_UNSPECIFIED, penguinv1.SandboxMode_SANDBOX_MODE_NONE:
+		p.Mode = sandbox.None
+	case penguinv1.SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE:
+		p.Mode = sandbox.WorkspaceWrite
+	case penguinv1.SandboxMode_SANDBOX_MODE_READ_ONLY:
+		p.Mode = sandbox.ReadOnly
+	default:
+		return p, invalid("unknown sandbox mode %v", req.GetSandboxMode())
+	}
+	if p.Mode != sandbox.None {
+		for _, d := range temp {
+			if abs, err := filepath.Abs(d); err == nil {
+				p.WritablePaths = append(p.WritablePaths, abs)
+			}
+		}
+	}
+	return p, nil
+}
+
+// ListTools implements penguinv1.EnvironmentServiceServer.
+func (s *Service) ListTools(ctx context.Context, req *penguinv1.ListToolsRequest) (*penguinv1.ListToolsResponse, error) {
+	e, ok := s.get(req.GetEnvironmentId())
+	if !ok {
+		return nil, notFound(req.GetEnvironmentId())
+	}
+	return &penguinv1.ListToolsResponse{Tools: e.toolInfos()}, nil
+}
+
+// GetToolPermission implements penguinv1.EnvironmentServiceServer.
+func (s *Service) GetToolPermission(ctx context.Context, req *penguinv1.GetToolPermissionRequest) (*penguinv1.GetToolPermissionResponse, error) {
+	e, ok := s.get(req.GetEnvironmentId())
+	if !ok {
+		return nil, notFound(req.GetEnvironmentId())
+	}
+	resp := &penguinv1.GetToolPermissionResponse{}
+	if spec, ok := e.tools[req.GetName()]; ok {
+		resp.Permission = spec.Tool.Permission()
+	}
+	return resp, nil
+}
+
+// ExecuteTool implements penguinv1.EnvironmentServiceServer. Everything
+// that goes wrong with the call itself (an unknown environment or tool,
+// bad arguments, a failing tool) comes back as a failed tool_call_output.
+func (s *Service) ExecuteTool(req *penguinv1.ExecuteToolRequest, stream grpc.ServerStreamingServer[penguinv1.ExecuteToolResponse]) error {
+	call := req.GetToolCall()
+	if call == nil || call.GetToolCallId() == "" {
+		return status.Error(codes.InvalidArgument, "tool_call with a tool_call_id is required: the output must name the call it answers")
+	}
+	ctx := stream.Context()
+	send := func(m *penguinv1.OmniMessage) error {
+		return stream.Send(&penguinv1.ExecuteToolResponse{Message: m})
+	}
+	e, ok := s.get(req.GetEnvironmentId())
+	if !ok || !e.enter() {
+		framing.Reply(ctx, call.GetToolCallId(),
+			fmt.Sprintf("Unknown environment %q: it was disposed, or never created on this replica. The tool did not run.", req.GetEnvironmentId()),
+			penguinv1.StopReason_STOP_REASON_FAILED, framing.Options{}, send)
+		return nil
+	}
+	defer e.leave()
+	// Disposing the environment aborts its running calls.
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(e.ctx, cancel)
+	defer stop()
+	e.execute(callCtx, call, send)
+	if err := ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	return nil
+}
+
+// ListProcesses implements penguinv1.EnvironmentServiceServer.
+func (s *Service) ListProcesses(ctx context.Context, req *penguinv1.ListProcessesRequest) (*penguinv1.ListProcessesResponse, error) {
+	e, ok := s.get(req.GetEnvironmentId())
+	if !ok {
+		return nil, notFound(req.GetEnvironmentId())
+	}
+	resp := &penguinv1.ListProcessesResponse{}
+	for _, p := range e.commands.List() {
+		state := penguinv1.ProcessState_PROCESS_STATE_RUNNING
+		switch p.State {
+		case command.Exited:
+			state = penguinv1.ProcessState_PROCESS_STATE_EXITED
+		case command.Killed:
+			state = penguinv1.ProcessState_PROCESS_STATE_KILLED
+		}
+		resp.Processes = append(resp.Processes, &penguinv1.ProcessInfo{
+			ProcessId: p.ID, Command: e.vault.String(p.Command), State: state, ExitCode: int32(p.ExitCode),
+			Pid: int32(p.Pid), StartedAtMs: p.Started.UnixMilli(), Background: p.Background,
+		})
+	}
+	return resp, nil
+}
+
+// WatchEnvironment implements penguinv1.EnvironmentServiceServer. The
+// stream ends when the environment is disposed or the call is cancelled.
+func (s *Service) WatchEnvironment(req *penguinv1.WatchEnvironmentRequest, stream grpc.ServerStreamingServer[penguinv1.WatchEnvironmentResponse]) error {
+	e, ok := s.get(req.GetEnvironmentId())
+	if !ok {
+		return notFound(req.GetEnvironmentId())
+	}
+	ch, unsubscribe := e.notices.subscribe()
+	defer unsubscribe()
+	// Headers go out now, so a caller knows the watch is in place before
+	// the first notice.
+	if err := stream.SendHeader(nil); err != nil {
+		return err
+	}
+	for {
+		select {
+		case n, open := <-ch:
+			if !open {
+				if e.notices.isClosed() {
+					return nil // disposed
+				}
+				return status.Error(codes.ResourceExhausted, "this watcher fell too far behind and was dropped; watch again")
+			}
+			if err := stream.Send(n); err != nil {
+				return err
+			}
+		case <-stream.Context().Done():
+			return status.FromContextError(stream.Context().Err()).Err()
+		}
+	}
+}
+
+// DisposeEnvironment implements penguinv1.EnvironmentServiceServer. It is
+// idempotent: an unknown id answers disposed=false.
+func (s *Service) DisposeEnvironment(ctx context.Context, req *penguinv1.DisposeEnvironmentRequest) (*penguinv1.DisposeEnvironmentResponse, error) {
+	s.mu.Lock()
+	e, ok := s.envs[req.GetEnvironmentId()]
+	delete(s.envs, req.GetEnvironmentId())
+	s.mu.Unlock()
+	if !ok {
+		return &penguinv1.DisposeEnvironmentResponse{Disposed: false}, nil
+	}
+	e.dispose()
+	s.log.Info("environment disposed", "environment", e.id)
+	return &penguinv1.DisposeEnvironmentResponse{Disposed: true}, nil
+}
+
+// Close disposes every environment, ending every process the service
+// started. Call it when the server shuts down.
+func (s *Service) Close() {
+	s.mu.Lock()
+	envs := make([]*Environment, 0, len(s.envs))
+	for id, e := range s.envs {
+		envs = append(envs, e)
+		delete(s.envs, id)
+	}
+	s.mu.Unlock()
+	sort.Slice(envs, func(i, j int) bool { return envs[i].id < envs[j].id })
+	var wg sync.WaitGroup
+	for _, e := range envs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.dispose()
+		}()
+	}
+	wg.Wait()
+}
