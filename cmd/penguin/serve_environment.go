@@ -22,6 +22,7 @@ func serveEnvironment(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("penguin serve environment", flag.ContinueOnError)
 	common := addServerFlags(fs, "127.0.0.1:7422")
 	root := fs.String("root", "", "directory every workspace must lie under (default: the current directory)")
+	noCgroups := fs.Bool("no-cgroups", false, "track commands by process group and session only, not by per-command cgroups: faster starts, but double-forked daemons escape kills")
 	if err := config.Parse(fs, args, os.LookupEnv); err != nil {
 		return err
 	}
@@ -38,7 +39,7 @@ func serveEnvironment(ctx context.Context, args []string) error {
 	if dir == "" {
 		dir = "."
 	}
-	svc, closeSvc, err := newEnvironmentService(ctx, p, dir)
+	svc, closeSvc, err := newEnvironmentService(ctx, p, dir, func(o *environment.Options) { o.NoCgroups = *noCgroups })
 	if err != nil {
 		return fmt.Errorf("serve environment: %w", err)
 	}
@@ -59,9 +60,10 @@ func serveEnvironment(ctx context.Context, args []string) error {
 }
 
 // newEnvironmentService builds the environment service over root for the
-// server process p. The returned function disposes every environment; it
-// is idempotent, and the caller runs it when the server stops.
-func newEnvironmentService(_ context.Context, p *serverProcess, root string) (*environment.Service, func() error, error) {
+// server process p; adjust may change the options. The returned function
+// disposes every environment; it is idempotent, and the caller runs it when
+// the server stops.
+func newEnvironmentService(_ context.Context, p *serverProcess, root string, adjust ...func(*environment.Options)) (*environment.Service, func() error, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, nil, fmt.Errorf("root: %w", err)
@@ -72,12 +74,17 @@ func newEnvironmentService(_ context.Context, p *serverProcess, root string) (*e
 	} else if n > 0 {
 		p.log.Info("removed command cgroups left by a previous run", "count", n)
 	}
-	if dir, err := sandbox.CgroupParent(); err != nil {
+	opts := environment.Options{Root: abs, Logger: p.log, Version: version}
+	for _, f := range adjust {
+		f(&opts)
+	}
+	if dir, err := sandbox.CgroupParent(); opts.NoCgroups {
+		p.log.Info("commands are tracked by process group and session (--no-cgroups)")
+	} else if err != nil {
 		p.log.Info("commands are tracked by process group and session (no per-command cgroups)", "reason", err)
 	} else {
 		p.log.Info("commands are tracked by per-command cgroups", "parent", dir)
 	}
-	opts := environment.Options{Root: abs, Logger: p.log, Version: version}
 	if abs == string(filepath.Separator) {
 		// Workspaces may be anywhere (a client's embedded server): the
 		// archives of truncated output go to the user's cache instead.

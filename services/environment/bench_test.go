@@ -26,7 +26,12 @@ import (
 // os/exec directly. Both run in turn in every iteration so drift hits
 // them alike; the metrics are the p50s, their ratio and the added time.
 func BenchmarkExecTrue(b *testing.B) {
-	h := start(b, environment.Options{})
+	b.Run("cgroup", func(b *testing.B) { benchExecTrue(b, environment.Options{}) })
+	b.Run("pgroup", func(b *testing.B) { benchExecTrue(b, environment.Options{NoCgroups: true}) })
+}
+
+func benchExecTrue(b *testing.B, opts environment.Options) {
+	h := start(b, opts)
 	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
 	ctx := testCtx(b, 10*time.Minute)
 	direct := func() time.Duration {

@@ -129,8 +129,16 @@ func TestInteractiveSession(t *testing.T) {
 // the command's own pid (its process group) and the children's.
 const orphanScript = `echo leader $$; sleep 1000 & echo child $!; (sleep 1000 & echo grandchild $!; wait) & sleep 1000 & echo child $!; wait`
 
-func TestTimeoutEndsTheProcessGroup(t *testing.T) {
-	h := start(t, environment.Options{})
+// trackings runs a test with both ways of tracking commands.
+func trackings(t *testing.T, f func(t *testing.T, opts environment.Options)) {
+	t.Run("cgroup", func(t *testing.T) { f(t, environment.Options{}) })
+	t.Run("pgroup", func(t *testing.T) { f(t, environment.Options{NoCgroups: true}) })
+}
+
+func TestTimeoutEndsTheProcessGroup(t *testing.T) { trackings(t, testTimeoutEndsTheProcessGroup) }
+
+func testTimeoutEndsTheProcessGroup(t *testing.T, opts environment.Options) {
+	h := start(t, opts)
 	timeout := int64(1200)
 	env := h.create(&penguinv1.CreateEnvironmentRequest{Tools: &penguinv1.ToolConfig{
 		Builtin: []*penguinv1.ToolSpec{{Name: "exec_command", TimeoutMs: &timeout}},
@@ -146,8 +154,10 @@ func TestTimeoutEndsTheProcessGroup(t *testing.T) {
 	checkNoSurvivors(t, r.text())
 }
 
-func TestAbortEndsTheProcessGroup(t *testing.T) {
-	h := start(t, environment.Options{})
+func TestAbortEndsTheProcessGroup(t *testing.T) { trackings(t, testAbortEndsTheProcessGroup) }
+
+func testAbortEndsTheProcessGroup(t *testing.T, opts environment.Options) {
+	h := start(t, opts)
 	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
 	ctx, cancel := context.WithCancel(testCtx(t, 60*time.Second))
 	defer cancel()
@@ -313,8 +323,10 @@ func TestSessionCap(t *testing.T) {
 	}
 }
 
-func TestDisposeEndsEverything(t *testing.T) {
-	h := start(t, environment.Options{})
+func TestDisposeEndsEverything(t *testing.T) { trackings(t, testDisposeEndsEverything) }
+
+func testDisposeEndsEverything(t *testing.T, opts environment.Options) {
+	h := start(t, opts)
 	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
 	var leaders []int
 	for i := 0; i < 3; i++ {

@@ -2,6 +2,7 @@ package command
 
 import (
 	"os/exec"
+	"sync"
 
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
@@ -47,4 +48,71 @@ func Sandboxed(p sandbox.Policy, self string) Launcher {
 	return LauncherFunc(func(cmd *exec.Cmd) (Tracker, error) {
 		return sandbox.Apply(cmd, p, self)
 	})
+}
+
+// SandboxedByGroup is Sandboxed without a per-command cgroup: commands are
+// tracked by process group, session and their descendants only. Starting
+// is cheaper (no cgroup to create and clone into), but a daemon that
+// double-forked out of the session cannot be found.
+func SandboxedByGroup(p sandbox.Policy, self string) Launcher {
+	return LauncherFunc(func(cmd *exec.Cmd) (Tracker, error) {
+		if err := sandbox.Confine(cmd, p, self); err != nil {
+			return nil, err
+		}
+		return &groupTracker{cmd: cmd}, nil
+	})
+}
+
+// groupTracker tracks a command by the process group and session it leads.
+// Once the group was seen empty its id may be reused, so it is never
+// signalled again.
+type groupTracker struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	gone bool
+}
+
+func (g *groupTracker) pid() int {
+	if g.cmd.Process == nil {
+		return 0
+	}
+	return g.cmd.Process.Pid
+}
+
+// Kill implements Tracker.
+func (g *groupTracker) Kill() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pid() == 0 || g.gone {
+		return nil
+	}
+	return sandbox.KillGroup(g.pid())
+}
+
+// Alive implements Tracker.
+func (g *groupTracker) Alive() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.aliveLocked()
+}
+
+func (g *groupTracker) aliveLocked() bool {
+	if g.pid() == 0 || g.gone {
+		return false
+	}
+	if !sandbox.GroupAlive(g.pid()) {
+		g.gone = true
+		return false
+	}
+	return true
+}
+
+// Release implements Tracker.
+func (g *groupTracker) Release() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.aliveLocked() {
+		return sandbox.KillGroup(g.pid())
+	}
+	return nil
 }
