@@ -136,6 +136,12 @@ func TestChatInTerminal(t *testing.T) {
 		t.Fatalf("the long command was not aborted:\n%s", screen)
 	}
 
+	// Slash commands answer at the prompt without a task.
+	term.keys("/thinking high", "Enter")
+	term.waitScreen("thinking level set to high for this chat", 1)
+	term.keys("/resume", "Enter")
+	term.waitScreen("resume one with /resume ID", 1)
+
 	// Ctrl-C twice at the prompt quits, printing how to resume.
 	term.keys("C-c")
 	term.waitScreen("press Ctrl-C again to quit", 1)
