@@ -13,7 +13,7 @@ import (
 func TestBackgroundCommandReportStartsATask(t *testing.T) {
 	e := newEnv(t)
 	fire := newGate()
-	var fired atomic.Bool
+	var fired, sent atomic.Bool
 	e.envSvc.Processes = func() []*penguinv1.ProcessInfo {
 		if fired.Load() {
 			return nil
@@ -25,6 +25,11 @@ func TestBackgroundCommandReportStartsATask(t *testing.T) {
 			return err
 		}
 		fired.Store(true)
+		// Like the environment service, a notice goes to one watcher.
+		if !sent.CompareAndSwap(false, true) {
+			<-s.Context().Done()
+			return nil
+		}
 		if err := s.Send(&penguinv1.WatchEnvironmentResponse{Notice: &penguinv1.WatchEnvironmentResponse_BackgroundDone{BackgroundDone: &penguinv1.BackgroundDone{
 			ProcessId: "p1", Command: "make", ExitCode: 0, Output: "build ok",
 		}}}); err != nil {

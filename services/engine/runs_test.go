@@ -7,8 +7,10 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
+	"github.com/penguin-agent/penguin/services/engine/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 )
@@ -557,4 +559,60 @@ func TestShutdownLetsARunningTaskRecordItsState(t *testing.T) {
 	if last.GetAbort() == nil || !strings.Contains(last.GetAbort().GetReason(), "shutting down") {
 		t.Fatalf("last logged event = %v", last)
 	}
+}
+
+func TestTwoEnginesShareAStore(t *testing.T) {
+	e := newEnv(t, func(o *session.Options) { o.EngineID, o.Address = "engine-a", "10.0.0.1:7423" })
+	g := newGate()
+	hold := fake.NewReply().Text("slow").Done()
+	hold.Before = g.wait
+	e.llm.Generate = fake.Script(hold)
+	id := e.create(allowAll)
+	ctx := e.ctx()
+	stream, err := e.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	// A second engine on the same store: the session runs on the first.
+	st, err := store.Open(ctx, e.storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	other, err := session.New(session.Options{
+		Store: st, LLM: penguinv1.NewLLMServiceClient(e.llmConn), Environment: penguinv1.NewEnvironmentServiceClient(e.envConn),
+		DefaultAgentState: e.agentDir, EngineID: "engine-b", Address: "10.0.0.2:7423",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Shutdown(ctx)
+	b := penguinv1.NewEngineServiceClient(fake.Dial(t, func(s *grpc.Server) { penguinv1.RegisterEngineServiceServer(s, engine.New(other, nil)) }))
+	second, err := b.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "again"})
+	if err == nil {
+		_, err = second.Recv()
+	}
+	if code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "engine-a") {
+		t.Fatalf("Run on the other engine: %v", err)
+	}
+	_, err = b.Steer(ctx, &penguinv1.SteerRequest{SessionId: id, Text: "x"})
+	if code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "10.0.0.1:7423") {
+		t.Fatalf("Steer on the other engine: %v", err)
+	}
+	att, err := b.Attach(ctx, &penguinv1.AttachRequest{SessionId: id})
+	if err == nil {
+		_, err = att.Recv()
+	}
+	if code(err) != codes.FailedPrecondition {
+		t.Fatalf("Attach on the other engine: %v", err)
+	}
+	g.open()
+	evs, err := collect(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end(t, evs)
 }

@@ -305,8 +305,19 @@ func TestSubagentCap(t *testing.T) {
 			outs[o.GetToolCallId()] = o
 		}
 	}
-	if outs["a"].GetStopReason() == penguinv1.StopReason_STOP_REASON_FAILED || outs["b"].GetStopReason() != penguinv1.StopReason_STOP_REASON_FAILED || !strings.Contains(outs["b"].GetOutput(), "running already") {
-		t.Fatalf("a = %v, b = %v", outs["a"], outs["b"])
+	// The two calls run concurrently: one gets the only slot, the other is
+	// refused.
+	started, refused := 0, 0
+	for _, o := range outs {
+		switch {
+		case o.GetStopReason() == penguinv1.StopReason_STOP_REASON_FAILED && strings.Contains(o.GetOutput(), "running already"):
+			refused++
+		case strings.Contains(o.GetOutput(), "background"):
+			started++
+		}
+	}
+	if started != 1 || refused != 1 {
+		t.Fatalf("outputs = %v", outs)
 	}
 	release.open()
 	waitFor(t, "the report and the session to settle", func() bool { return len(e.llm.Requests()) >= 4 && e.mgr.Loaded() == 0 })

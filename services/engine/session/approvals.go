@@ -100,6 +100,9 @@ func (m *Manager) Approve(ctx context.Context, id, toolCallID string, origin []s
 		if _, err := m.store.GetSession(ctx, id); err != nil {
 			return err
 		}
+		if err := m.elsewhere(ctx, id); err != nil {
+			return err
+		}
 		return fmt.Errorf("%w: session %s has no pending approval for tool call %s (no task is running)", ErrNotFound, id, toolCallID)
 	}
 	defer m.release(rt)

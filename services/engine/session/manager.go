@@ -274,6 +274,17 @@ func (m *Manager) loadAgent(dir string) (*agentstate.State, error) {
 	return st, nil
 }
 
+// elsewhere reports, for a session with no runtime here, the engine
+// replica that runs it now (a live lease held by another owner), as an
+// error that tells the caller where to go.
+func (m *Manager) elsewhere(ctx context.Context, id string) error {
+	owner, addr, _, err := m.store.LeaseHolder(ctx, id)
+	if err != nil || owner == m.opts.EngineID {
+		return nil
+	}
+	return fmt.Errorf("%w: session %s is running on engine %s; call it at %s", ErrPrecondition, id, owner, addr)
+}
+
 // ErrPrecondition: the session cannot do this in its current state (its
 // agent state no longer loads, say).
 var ErrPrecondition = errors.New("failed precondition")

@@ -371,5 +371,11 @@ func (m *Manager) Attach(ctx context.Context, id string, after int64, untilIdle 
 		return err
 	}
 	defer m.release(rt)
+	if !rt.busy() {
+		// A task of another replica is not published here.
+		if err := m.elsewhere(ctx, id); err != nil {
+			return err
+		}
+	}
 	return rt.follow(ctx, after, send, nil, untilIdle)
 }

@@ -562,6 +562,9 @@ func (m *Manager) Steer(ctx context.Context, id, text string) error {
 		if _, err := m.store.GetSession(ctx, id); err != nil {
 			return err
 		}
+		if err := m.elsewhere(ctx, id); err != nil {
+			return err
+		}
 		return fmt.Errorf("%w: session %s is idle; start a Run instead", ErrNotRunning, id)
 	}
 	defer m.release(rt)
@@ -583,7 +586,7 @@ func (m *Manager) Abort(ctx context.Context, id, reason string) (bool, error) {
 		if _, err := m.store.GetSession(ctx, id); err != nil {
 			return false, err
 		}
-		return false, nil
+		return false, m.elsewhere(ctx, id)
 	}
 	defer m.release(rt)
 	rt.mu.Lock()
@@ -608,7 +611,7 @@ func (m *Manager) RetryNow(ctx context.Context, id string) (bool, error) {
 		if _, err := m.store.GetSession(ctx, id); err != nil {
 			return false, err
 		}
-		return false, nil
+		return false, m.elsewhere(ctx, id)
 	}
 	defer m.release(rt)
 	rt.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/engine/loop"
@@ -54,7 +55,6 @@ func (rt *Runtime) watch(client penguinv1.EnvironmentServiceClient, envID string
 			m.release(rt)
 		}()
 		stream, err := client.WatchEnvironment(ctx, &penguinv1.WatchEnvironmentRequest{EnvironmentId: envID})
-		m.log.Warn("DEBUG watch start", "session", rt.id, "err", err)
 		if err != nil {
 			return
 		}
@@ -62,23 +62,26 @@ func (rt *Runtime) watch(client penguinv1.EnvironmentServiceClient, envID string
 			resp, err := stream.Recv()
 			if err != nil {
 				if ctx.Err() == nil {
-					m.log.Warn("the environment watch ended", "session", rt.id, "error", err)
+					m.log.Debug("the environment watch ended", "session", rt.id, "error", err)
 				}
 				return
 			}
 			if bd := resp.GetBackgroundDone(); bd != nil {
-				m.log.Warn("DEBUG notice")
 				m.deliverNotice(rt.id, commandNotice(bd))
-				if !rt.keepWatching(ctx, client, envID) {
-					return
-				}
+				rt.settleWatch(client)
 			}
 		}
 	}()
 }
 
-// settleWatch ends the watch after a task unless background commands are
-// still running in the environment.
+// watchGrace is how long a watch goes on after the environment stops
+// running background commands: a notice of a command that exited just
+// before is still on its way, and the environment hands it to the
+// watchers of the moment only.
+const watchGrace = time.Second
+
+// settleWatch ends the watch, after watchGrace, unless a task runs or
+// background commands still run in the environment by then.
 func (rt *Runtime) settleWatch(client penguinv1.EnvironmentServiceClient) {
 	rt.mu.Lock()
 	w := rt.watcher
@@ -86,13 +89,20 @@ func (rt *Runtime) settleWatch(client penguinv1.EnvironmentServiceClient) {
 	if w == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
-	if !rt.keepWatching(ctx, client, w.envID) {
-		m := rt.m
-		m.log.Warn("DEBUG settle cancels")
-		w.cancel()
-	}
+	go func() {
+		t := time.NewTimer(watchGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-w.ctx.Done():
+			return
+		}
+		ctx, cancel := context.WithTimeout(w.ctx, storeTimeout)
+		defer cancel()
+		if !rt.keepWatching(ctx, client, w.envID) {
+			w.cancel()
+		}
+	}()
 }
 
 // keepWatching reports whether the session should go on watching: a task
