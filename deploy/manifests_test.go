@@ -66,6 +66,14 @@ func decodeStrict(doc []byte, v any) error {
 	return dec.Decode(v)
 }
 
+// keep files a new, empty object under name in byName and returns it for
+// decoding into.
+func keep[T any](byName map[string]*T, name string) *T {
+	v := new(T)
+	byName[name] = v
+	return v
+}
+
 func render(t *testing.T, dir string) *rendered {
 	t.Helper()
 	r := &rendered{
@@ -84,35 +92,24 @@ func render(t *testing.T, dir string) *rendered {
 			t.Fatalf("%s: document %d: %v", dir, i, err)
 		}
 		var obj any
+		name := head.Metadata.Name
 		switch head.Kind {
 		case "Deployment":
 			d := &appsv1.Deployment{}
 			r.deployments = append(r.deployments, d)
 			obj = d
 		case "Service":
-			s := &corev1.Service{}
-			r.services[head.Metadata.Name] = s
-			obj = s
+			obj = keep(r.services, name)
 		case "ConfigMap":
-			c := &corev1.ConfigMap{}
-			r.configMaps[head.Metadata.Name] = c
-			obj = c
+			obj = keep(r.configMaps, name)
 		case "Secret":
-			s := &corev1.Secret{}
-			r.secrets[head.Metadata.Name] = s
-			obj = s
+			obj = keep(r.secrets, name)
 		case "PodDisruptionBudget":
-			p := &policyv1.PodDisruptionBudget{}
-			r.pdbs[head.Metadata.Name] = p
-			obj = p
+			obj = keep(r.pdbs, name)
 		case "HorizontalPodAutoscaler":
-			h := &autoscalingv2.HorizontalPodAutoscaler{}
-			r.hpas[head.Metadata.Name] = h
-			obj = h
+			obj = keep(r.hpas, name)
 		case "NetworkPolicy":
-			n := &networkingv1.NetworkPolicy{}
-			r.policies[head.Metadata.Name] = n
-			obj = n
+			obj = keep(r.policies, name)
 		case "ServiceAccount":
 			obj = &corev1.ServiceAccount{}
 		case "Namespace":

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/proctest"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 
@@ -106,7 +107,7 @@ func TestServeEnvironment(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("graceful stop: %v", err)
 	}
-	if left := groupMembers(leader); len(left) > 0 {
+	if left := proctest.GroupMembers(t, leader); len(left) > 0 {
 		t.Fatalf("processes outlived the server: %v", left)
 	}
 }
@@ -130,25 +131,4 @@ func run(t *testing.T, ctx context.Context, c penguinv1.EnvironmentServiceClient
 		last = resp.GetMessage()
 	}
 	return last.GetToolCallOutput().GetOutput()
-}
-
-// groupMembers lists live processes whose process group or session is id.
-func groupMembers(id int) []string {
-	entries, _ := os.ReadDir("/proc")
-	var out []string
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(data), ')')
-		f := strings.Fields(string(data[i+1:]))
-		if len(f) >= 4 && f[0] != "Z" && (f[2] == strconv.Itoa(id) || f[3] == strconv.Itoa(id)) {
-			out = append(out, string(data[:i+1]))
-		}
-	}
-	return out
 }

@@ -12,6 +12,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/internal/proctest"
 	"github.com/penguin-agent/penguin/services/environment"
 )
 
@@ -200,7 +201,7 @@ func checkNoSurvivors(t *testing.T, out string) {
 		t.Fatalf("the command did not report its processes:\n%s", out)
 	}
 	eventually(t, 15*time.Second, "the process group to end", func() bool {
-		if len(pgroupMembers(t, leaders[0])) > 0 {
+		if len(proctest.GroupMembers(t, leaders[0])) > 0 {
 			return false
 		}
 		for _, c := range children {
@@ -340,7 +341,7 @@ func testDisposeEndsEverything(t *testing.T, opts environment.Options) {
 	if len(leaders) != 4 {
 		t.Fatalf("leaders %v", leaders)
 	}
-	if len(pgroupMembers(t, leaders[3])) == 0 {
+	if len(proctest.GroupMembers(t, leaders[3])) == 0 {
 		t.Fatal("the nohup child did not survive its shell, so the test proves nothing")
 	}
 	// A call still running when the environment goes away is aborted.
@@ -365,7 +366,7 @@ func testDisposeEndsEverything(t *testing.T, opts environment.Options) {
 	}
 	wantStop(t, r, aborted)
 	for _, l := range leaders {
-		if m := pgroupMembers(t, l); len(m) > 0 {
+		if m := proctest.GroupMembers(t, l); len(m) > 0 {
 			t.Fatalf("processes of %d survived disposal: %v", l, m)
 		}
 	}

@@ -203,35 +203,6 @@ const (
 	timedOut = penguinv1.StopReason_STOP_REASON_TIMEOUT
 )
 
-// pgroupMembers lists the live processes whose process group or session
-// is id, read straight from /proc.
-func pgroupMembers(t *testing.T, id int) []string {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(data), ')')
-		f := strings.Fields(string(data[i+1:]))
-		if len(f) < 4 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if f[2] == strconv.Itoa(id) || f[3] == strconv.Itoa(id) {
-			out = append(out, string(data[:i+1]))
-		}
-	}
-	return out
-}
-
 // processAlive reports whether pid is a live, non-zombie process.
 func processAlive(pid int) bool {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")

@@ -54,3 +54,14 @@ func decodeCursor(token string) (cursor, error) {
 func toMicros(t time.Time) time.Time {
 	return time.UnixMicro(t.UnixMicro()).UTC()
 }
+
+// pageOf cuts a result fetched with one extra row down to the page and
+// derives the next page's token from the page's last session.
+func pageOf(out []*Session, n int) ([]*Session, string, error) {
+	if len(out) <= n {
+		return out, "", nil
+	}
+	out = out[:n]
+	last := out[n-1]
+	return out, cursor{createdAt: last.CreatedAt, id: last.ID}.encode(), nil
+}

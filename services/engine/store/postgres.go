@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 )
 
 // defaultPostgresConnectTimeout bounds one connection attempt when the URL
@@ -92,25 +91,20 @@ func (s *pgStore) migrate(ctx context.Context) (err error) {
 		return s.wrap(ctx, op, err)
 	}
 	var current int
-	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+	if err := tx.QueryRow(ctx, currentVersionQuery).Scan(&current); err != nil {
 		return s.wrap(ctx, op, err)
 	}
-	migrations := postgresMigrations()
-	if latest := migrations[len(migrations)-1].version; current > latest {
-		return fmt.Errorf("%s: database schema version %d is newer than this binary knows (%d); upgrade penguin", op, current, latest)
-	}
-	for _, m := range migrations {
-		if m.version <= current {
-			continue
-		}
-		for _, stmt := range m.stmts {
-			if _, err := tx.Exec(ctx, stmt); err != nil {
-				return s.wrap(ctx, fmt.Sprintf("%s to version %d", op, m.version), err)
-			}
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, m.version); err != nil {
-			return s.wrap(ctx, op, err)
-		}
+	if err := applyMigrations(ctx, op, current, postgresMigrations(),
+		func(ctx context.Context, stmt string) error {
+			_, err := tx.Exec(ctx, stmt)
+			return err
+		},
+		func(ctx context.Context, version int) error {
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, version)
+			return err
+		},
+		s.wrap); err != nil {
+		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return s.wrap(ctx, op, err)
@@ -150,32 +144,10 @@ func (s *pgStore) wrap(ctx context.Context, op string, err error) error {
 	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 }
 
-const pgSessionColumns = `id, provider, model_id, workspace, agent_state, approval_mode, thinking_level,
-	title, parent_id, source, environment_id, environment_addr, config,
-	usage_cache_read, usage_cache_write, usage_output, usage_total,
-	created_at, updated_at, last_sequence`
-
-func scanPGSession(row pgx.Row) (*Session, error) {
-	var (
-		s                  Session
-		u                  penguinv1.TokenCounts
-		approval, thinking int32
-	)
-	if err := row.Scan(&s.ID, &s.Provider, &s.ModelID, &s.Workspace, &s.AgentState, &approval, &thinking,
-		&s.Title, &s.ParentID, &s.Source, &s.EnvironmentID, &s.EnvironmentAddr, &s.Config,
-		&u.CacheRead, &u.CacheWrite, &u.Output, &u.Total,
-		&s.CreatedAt, &s.UpdatedAt, &s.LastSequence); err != nil {
-		return nil, err
-	}
-	s.ApprovalMode = penguinv1.ApprovalMode(approval)
-	s.ThinkingLevel = penguinv1.ThinkingLevel(thinking)
-	s.Usage = &u
-	s.CreatedAt = s.CreatedAt.UTC()
-	s.UpdatedAt = s.UpdatedAt.UTC()
-	if len(s.Config) == 0 {
-		s.Config = nil
-	}
-	return &s, nil
+// scanPGSession reads one row of sessionColumns; timestamptz columns
+// arrive as time.Time.
+func scanPGSession(row scanner) (*Session, error) {
+	return scanSession(row, time.Time.UTC)
 }
 
 // CreateSession implements Store.
@@ -197,7 +169,7 @@ func (s *pgStore) CreateSession(ctx context.Context, sess *Session) error {
 	}
 	u := sess.Usage
 	var stored time.Time
-	err := s.pool.QueryRow(ctx, `INSERT INTO sessions (`+pgSessionColumns+`)
+	err := s.pool.QueryRow(ctx, `INSERT INTO sessions (`+sessionColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
 			COALESCE($18::timestamptz, now()), COALESCE($18::timestamptz, now()), 0)
 		ON CONFLICT (id) DO NOTHING
@@ -223,7 +195,7 @@ func (s *pgStore) GetSession(ctx context.Context, id string) (*Session, error) {
 	if s.closed.Load() {
 		return nil, closedError(op)
 	}
-	sess, err := scanPGSession(s.pool.QueryRow(ctx, `SELECT `+pgSessionColumns+` FROM sessions WHERE id = $1`, id))
+	sess, err := scanPGSession(s.pool.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
 	}
@@ -245,14 +217,14 @@ func (s *pgStore) ListSessions(ctx context.Context, pageSize int, pageToken stri
 		err  error
 	)
 	if pageToken == "" {
-		rows, err = s.pool.Query(ctx, `SELECT `+pgSessionColumns+` FROM sessions
+		rows, err = s.pool.Query(ctx, `SELECT `+sessionColumns+` FROM sessions
 			ORDER BY created_at DESC, id DESC LIMIT $1`, n+1)
 	} else {
 		c, cerr := decodeCursor(pageToken)
 		if cerr != nil {
 			return nil, "", fmt.Errorf("%s: %w", op, cerr)
 		}
-		rows, err = s.pool.Query(ctx, `SELECT `+pgSessionColumns+` FROM sessions
+		rows, err = s.pool.Query(ctx, `SELECT `+sessionColumns+` FROM sessions
 			WHERE (created_at, id) < ($1, $2)
 			ORDER BY created_at DESC, id DESC LIMIT $3`, c.createdAt, c.id, n+1)
 	}
@@ -260,15 +232,8 @@ func (s *pgStore) ListSessions(ctx context.Context, pageSize int, pageToken stri
 		return nil, "", s.wrap(ctx, op, err)
 	}
 	defer rows.Close()
-	var out []*Session
-	for rows.Next() {
-		sess, err := scanPGSession(rows)
-		if err != nil {
-			return nil, "", s.wrap(ctx, op, err)
-		}
-		out = append(out, sess)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collectSessions(rows, scanPGSession)
+	if err != nil {
 		return nil, "", s.wrap(ctx, op, err)
 	}
 	return pageOf(out, n)
@@ -360,13 +325,7 @@ func (s *pgStore) AppendEvents(ctx context.Context, sessionID string, events ...
 	}
 	var have int64
 	err = s.pool.QueryRow(ctx, `SELECT last_sequence FROM sessions WHERE id = $1`, sessionID).Scan(&have)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
-	}
-	if err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	return fmt.Errorf("%s: %w: session %s: sequence %d is not above the last sequence %d", op, ErrConflict, sessionID, first, have)
+	return refusedAppend(ctx, sessionID, first, have, err, pgx.ErrNoRows, s.wrap)
 }
 
 // ReadEvents implements Store.
@@ -385,17 +344,9 @@ func (s *pgStore) ReadEvents(ctx context.Context, sessionID string, afterSequenc
 	if err != nil {
 		return nil, s.wrap(ctx, op, err)
 	}
-	var raw []encodedEvent
-	for rows.Next() {
-		var e encodedEvent
-		if err := rows.Scan(&e.seq, &e.kind, &e.payload); err != nil {
-			rows.Close()
-			return nil, s.wrap(ctx, op, err)
-		}
-		raw = append(raw, e)
-	}
+	raw, err := collectEvents(rows)
 	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return nil, s.wrap(ctx, op, err)
 	}
 	if len(raw) == 0 {
@@ -417,21 +368,22 @@ func (s *pgStore) ReadEvents(ctx context.Context, sessionID string, afterSequenc
 	return out, nil
 }
 
-// tornRecord decides what to do with a record that does not decode; see
-// the SQLite implementation, which behaves the same.
+// tornRecord handles a record that does not decode as handleTornRecord
+// describes.
 func (s *pgStore) tornRecord(ctx context.Context, sessionID string, seq int64, cause error) error {
-	const op = "read events"
-	var later bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE session_id = $1 AND seq > $2)`,
-		sessionID, seq).Scan(&later); err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	if later {
-		return corruptError(sessionID, seq, cause)
-	}
-	s.log.WarnContext(ctx, "store: skipping torn last record of a session log",
-		"session_id", sessionID, "sequence", seq, "error", cause)
-	// One statement: the moved row is deleted only if it is still the last.
+	return handleTornRecord(ctx, s.log, sessionID, seq, cause, func() (bool, error) {
+		var later bool
+		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE session_id = $1 AND seq > $2)`,
+			sessionID, seq).Scan(&later)
+		return later, s.wrap(ctx, "read events", err)
+	}, func() error {
+		return s.quarantine(ctx, sessionID, seq)
+	})
+}
+
+// quarantine moves the session's last record seq into torn_events, in one
+// statement: the moved row is deleted only if it is still the last.
+func (s *pgStore) quarantine(ctx context.Context, sessionID string, seq int64) error {
 	_, err := s.pool.Exec(ctx, `WITH moved AS (
 			DELETE FROM events
 			WHERE session_id = $1 AND seq = $2
@@ -442,11 +394,7 @@ func (s *pgStore) tornRecord(ctx context.Context, sessionID string, seq int64, c
 		SELECT session_id, seq, kind, payload FROM moved
 		ON CONFLICT (session_id, seq) DO UPDATE SET kind = EXCLUDED.kind, payload = EXCLUDED.payload, quarantined_at = now()`,
 		sessionID, seq)
-	if err != nil {
-		s.log.WarnContext(ctx, "store: could not quarantine torn record; it stays in the log",
-			"session_id", sessionID, "sequence", seq, "error", err)
-	}
-	return nil
+	return err
 }
 
 // AcquireLease implements Store. Expiry is computed and compared with the

@@ -114,26 +114,21 @@ func (s *sqliteStore) migrate(ctx context.Context) (err error) {
 		return s.openErr(ctx, op, err)
 	}
 	var current int
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+	if err := tx.QueryRowContext(ctx, currentVersionQuery).Scan(&current); err != nil {
 		return s.openErr(ctx, op, err)
 	}
-	migrations := sqliteMigrations()
-	if latest := migrations[len(migrations)-1].version; current > latest {
-		return fmt.Errorf("%s: database schema version %d is newer than this binary knows (%d); upgrade penguin", op, current, latest)
-	}
-	for _, m := range migrations {
-		if m.version <= current {
-			continue
-		}
-		for _, stmt := range m.stmts {
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
-				return s.wrap(ctx, fmt.Sprintf("%s to version %d", op, m.version), err)
-			}
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`,
-			m.version, time.Now().UnixMicro()); err != nil {
-			return s.wrap(ctx, op, err)
-		}
+	if err := applyMigrations(ctx, op, current, sqliteMigrations(),
+		func(ctx context.Context, stmt string) error {
+			_, err := tx.ExecContext(ctx, stmt)
+			return err
+		},
+		func(ctx context.Context, version int) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`,
+				version, time.Now().UnixMicro())
+			return err
+		},
+		s.wrap); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return s.openErr(ctx, op, err)
@@ -183,44 +178,10 @@ func isForeignKeyError(err error) bool {
 	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
 }
 
-const sqliteSessionColumns = `id, provider, model_id, workspace, agent_state, approval_mode, thinking_level,
-	title, parent_id, source, environment_id, environment_addr, config,
-	usage_cache_read, usage_cache_write, usage_output, usage_total,
-	created_at, updated_at, last_sequence`
-
-// scanner is the common part of *sql.Row and *sql.Rows.
-type scanner interface{ Scan(dest ...any) error }
-
+// scanSQLiteSession reads one row of sessionColumns; times are stored as
+// INTEGER microseconds.
 func scanSQLiteSession(sc scanner) (*Session, error) {
-	var (
-		s                  Session
-		u                  penguinv1.TokenCounts
-		created, updated   int64
-		approval, thinking int32
-	)
-	if err := sc.Scan(&s.ID, &s.Provider, &s.ModelID, &s.Workspace, &s.AgentState, &approval, &thinking,
-		&s.Title, &s.ParentID, &s.Source, &s.EnvironmentID, &s.EnvironmentAddr, &s.Config,
-		&u.CacheRead, &u.CacheWrite, &u.Output, &u.Total,
-		&created, &updated, &s.LastSequence); err != nil {
-		return nil, err
-	}
-	s.ApprovalMode = penguinv1.ApprovalMode(approval)
-	s.ThinkingLevel = penguinv1.ThinkingLevel(thinking)
-	s.Usage = &u
-	s.CreatedAt = time.UnixMicro(created).UTC()
-	s.UpdatedAt = time.UnixMicro(updated).UTC()
-	if len(s.Config) == 0 {
-		s.Config = nil
-	}
-	return &s, nil
-}
-
-// nilIfEmpty stores an empty byte slice as NULL.
-func nilIfEmpty(b []byte) any {
-	if len(b) == 0 {
-		return nil
-	}
-	return b
+	return scanSession(sc, func(us int64) time.Time { return time.UnixMicro(us).UTC() })
 }
 
 // CreateSession implements Store.
@@ -244,7 +205,7 @@ func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session) error {
 	if u == nil {
 		u = &penguinv1.TokenCounts{}
 	}
-	res, err := s.w.ExecContext(ctx, `INSERT INTO sessions (`+sqliteSessionColumns+`)
+	res, err := s.w.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
 		ON CONFLICT (id) DO NOTHING`,
 		sess.ID, sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState,
@@ -270,7 +231,7 @@ func (s *sqliteStore) GetSession(ctx context.Context, id string) (*Session, erro
 	if s.closed.Load() {
 		return nil, closedError(op)
 	}
-	sess, err := scanSQLiteSession(s.r.QueryRowContext(ctx, `SELECT `+sqliteSessionColumns+` FROM sessions WHERE id = ?`, id))
+	sess, err := scanSQLiteSession(s.r.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
 	}
@@ -292,14 +253,14 @@ func (s *sqliteStore) ListSessions(ctx context.Context, pageSize int, pageToken 
 		err  error
 	)
 	if pageToken == "" {
-		rows, err = s.r.QueryContext(ctx, `SELECT `+sqliteSessionColumns+` FROM sessions
+		rows, err = s.r.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions
 			ORDER BY created_at DESC, id DESC LIMIT ?`, n+1)
 	} else {
 		c, cerr := decodeCursor(pageToken)
 		if cerr != nil {
 			return nil, "", fmt.Errorf("%s: %w", op, cerr)
 		}
-		rows, err = s.r.QueryContext(ctx, `SELECT `+sqliteSessionColumns+` FROM sessions
+		rows, err = s.r.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions
 			WHERE (created_at, id) < (?, ?)
 			ORDER BY created_at DESC, id DESC LIMIT ?`, c.createdAt.UnixMicro(), c.id, n+1)
 	}
@@ -307,29 +268,11 @@ func (s *sqliteStore) ListSessions(ctx context.Context, pageSize int, pageToken 
 		return nil, "", s.wrap(ctx, op, err)
 	}
 	defer rows.Close()
-	var out []*Session
-	for rows.Next() {
-		sess, err := scanSQLiteSession(rows)
-		if err != nil {
-			return nil, "", s.wrap(ctx, op, err)
-		}
-		out = append(out, sess)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collectSessions(rows, scanSQLiteSession)
+	if err != nil {
 		return nil, "", s.wrap(ctx, op, err)
 	}
 	return pageOf(out, n)
-}
-
-// pageOf cuts a result fetched with one extra row down to the page and
-// derives the next page's token from the page's last session.
-func pageOf(out []*Session, n int) ([]*Session, string, error) {
-	if len(out) <= n {
-		return out, "", nil
-	}
-	out = out[:n]
-	last := out[n-1]
-	return out, cursor{createdAt: last.CreatedAt, id: last.ID}.encode(), nil
 }
 
 // UpdateSession implements Store.
@@ -452,13 +395,7 @@ func (s *sqliteStore) insertEvent(ctx context.Context, db execer, sessionID stri
 	}
 	var have int64
 	err = db.QueryRowContext(ctx, `SELECT last_sequence FROM sessions WHERE id = ?`, sessionID).Scan(&have)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
-	}
-	if err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	return fmt.Errorf("%s: %w: session %s: sequence %d is not above the last sequence %d", op, ErrConflict, sessionID, e.seq, have)
+	return refusedAppend(ctx, sessionID, e.seq, have, err, sql.ErrNoRows, s.wrap)
 }
 
 // ReadEvents implements Store.
@@ -476,20 +413,11 @@ func (s *sqliteStore) ReadEvents(ctx context.Context, sessionID string, afterSeq
 	if err != nil {
 		return nil, s.wrap(ctx, op, err)
 	}
-	var raw []encodedEvent
-	for rows.Next() {
-		var e encodedEvent
-		if err := rows.Scan(&e.seq, &e.kind, &e.payload); err != nil {
-			_ = rows.Close()
-			return nil, s.wrap(ctx, op, err)
-		}
-		raw = append(raw, e)
-	}
-	if err := rows.Err(); err != nil {
-		_ = rows.Close()
+	raw, err := collectEvents(rows)
+	_ = rows.Close()
+	if err != nil {
 		return nil, s.wrap(ctx, op, err)
 	}
-	_ = rows.Close()
 	if len(raw) == 0 {
 		var one int
 		err := s.r.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, sessionID).Scan(&one)
@@ -510,31 +438,21 @@ func (s *sqliteStore) ReadEvents(ctx context.Context, sessionID string, afterSeq
 	return out, nil
 }
 
-// tornRecord decides what to do with a record that does not decode: if a
-// later record exists it is corruption in the middle of the log (an error);
-// otherwise it is a torn tail, which is moved into torn_events and skipped.
-// The move is conditional on still being the last record, so a concurrent
-// append turns it back into the error case rather than losing history.
+// tornRecord handles a record that does not decode as handleTornRecord
+// describes.
 func (s *sqliteStore) tornRecord(ctx context.Context, sessionID string, seq int64, cause error) error {
-	const op = "read events"
-	var later bool
-	if err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE session_id = ? AND seq > ?)`,
-		sessionID, seq).Scan(&later); err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	if later {
-		return corruptError(sessionID, seq, cause)
-	}
-	s.log.WarnContext(ctx, "store: skipping torn last record of a session log",
-		"session_id", sessionID, "sequence", seq, "error", cause)
-	if err := s.quarantine(ctx, sessionID, seq); err != nil {
-		s.log.WarnContext(ctx, "store: could not quarantine torn record; it stays in the log",
-			"session_id", sessionID, "sequence", seq, "error", err)
-	}
-	return nil
+	return handleTornRecord(ctx, s.log, sessionID, seq, cause, func() (bool, error) {
+		var later bool
+		err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE session_id = ? AND seq > ?)`,
+			sessionID, seq).Scan(&later)
+		return later, s.wrap(ctx, "read events", err)
+	}, func() error {
+		return s.quarantine(ctx, sessionID, seq)
+	})
 }
 
-// quarantine moves the session's last record seq into torn_events.
+// quarantine moves the session's last record seq into torn_events, only
+// if it is still the last.
 func (s *sqliteStore) quarantine(ctx context.Context, sessionID string, seq int64) (err error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {

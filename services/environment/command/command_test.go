@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/penguin-agent/penguin/internal/proctest"
 )
 
 type buffer struct {
@@ -120,11 +121,11 @@ func TestKillEndsTheWholeTree(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := len(survivors(t, s.Pid())); n < 4 {
+	if n := len(proctest.GroupMembers(t, s.Pid())); n < 4 {
 		t.Fatalf("expected the shell and three sleeps, found %d processes", n)
 	}
 	s.Kill(0)
-	if left := survivors(t, s.Pid()); len(left) != 0 {
+	if left := proctest.GroupMembers(t, s.Pid()); len(left) != 0 {
 		t.Fatalf("processes survived: %v", left)
 	}
 	st := s.Info()
@@ -167,33 +168,4 @@ func TestSessionCap(t *testing.T) {
 	if strings.Join(ids, ",") != a.ID()+","+c.ID() {
 		t.Fatalf("list %v", ids)
 	}
-}
-
-// survivors lists the live processes whose process group or session is sid,
-// read from /proc independently of the code under test.
-func survivors(t *testing.T, sid int) []string {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(data, ')')
-		f := strings.Fields(string(data[i+1:]))
-		if len(f) < 4 || f[0] == "Z" {
-			continue
-		}
-		if f[2] == strconv.Itoa(sid) || f[3] == strconv.Itoa(sid) {
-			out = append(out, e.Name()+" "+string(data[:i+1]))
-		}
-	}
-	return out
 }

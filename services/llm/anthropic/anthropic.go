@@ -296,13 +296,7 @@ func (a *Adapter) classify(ctx context.Context, ex *httpwatch.Exchange, err erro
 	if strings.HasPrefix(err.Error(), "received error while streaming") {
 		return failure.Malformed(err, "the provider sent an error event that is not valid JSON: %v", err)
 	}
-	fe := failure.Transport(ctx, err)
-	if status != 0 {
-		c := *fe
-		c.RequestID = failure.RequestID(header)
-		return &c
-	}
-	return fe
+	return failure.TransportAfter(ctx, err, status, header)
 }
 
 // budget parses a numeric thinking wire value.

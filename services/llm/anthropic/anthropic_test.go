@@ -41,15 +41,6 @@ func request(msgs ...*penguinv1.OmniMessage) *stream.Request {
 	return &stream.Request{Provider: "anthropic", Model: "claude-test", Messages: msgs, System: "be brief"}
 }
 
-func lastBody(t *testing.T, srv *emulator.Server) map[string]any {
-	t.Helper()
-	reqs := srv.Requests()
-	if len(reqs) == 0 {
-		t.Fatal("the emulator saw no request")
-	}
-	return reqs[len(reqs)-1].Body
-}
-
 func TestText(t *testing.T) {
 	srv, a := setup(t, emulator.Turn{Text: "Hello there, how are you today?", Usage: emulator.Usage{Input: 12, Output: 7}})
 	r := llmtest.Run(t, t.Context(), a, request())
@@ -107,7 +98,7 @@ func TestThinkingSignatureRoundTrip(t *testing.T) {
 	if th[1].GetThinking() != "" || string(th[1].GetFidelity()) != `{"redacted":"ENCRYPTED-BLOB-1"}` {
 		t.Errorf("redacted = %v", th[1])
 	}
-	body := lastBody(t, srv)
+	body := llmtest.LastBody(t, srv)
 	if th, _ := body["thinking"].(map[string]any); th["type"] != "enabled" || th["budget_tokens"] != float64(8192) {
 		t.Errorf("thinking config = %v", body["thinking"])
 	}
@@ -123,7 +114,7 @@ func TestThinkingSignatureRoundTrip(t *testing.T) {
 	if !strings.Contains(raw, `"signature":`+string(sigJSON)) {
 		t.Errorf("signature not sent back verbatim: %s", raw)
 	}
-	msgs := lastBody(t, srv)["messages"].([]any)
+	msgs := llmtest.LastBody(t, srv)["messages"].([]any)
 	asst := msgs[1].(map[string]any)["content"].([]any)
 	types := []string{}
 	for _, b := range asst {
@@ -197,7 +188,7 @@ func TestImagesInInput(t *testing.T) {
 		omni.UserText("and this one?"),
 	)
 	llmtest.Run(t, t.Context(), a, req)
-	msgs := lastBody(t, srv)["messages"].([]any)
+	msgs := llmtest.LastBody(t, srv)["messages"].([]any)
 	user := msgs[0].(map[string]any)["content"].([]any)
 	src := user[1].(map[string]any)["source"].(map[string]any)
 	if src["type"] != "base64" || src["media_type"] != "image/png" || src["data"] != "iVBORw0KGgo=" {
@@ -228,7 +219,7 @@ func TestThinkingLevels(t *testing.T) {
 	}}
 	req.Thinking = penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH
 	llmtest.Run(t, t.Context(), a, req)
-	b := lastBody(t, srv)
+	b := llmtest.LastBody(t, srv)
 	if th := b["thinking"].(map[string]any); th["type"] != "adaptive" {
 		t.Errorf("thinking = %v", th)
 	}
@@ -316,16 +307,11 @@ func TestIdleTimeoutAndAbort(t *testing.T) {
 	t.Run("abort", func(t *testing.T) {
 		_, a := setup(t, stall)
 		ctx, cancel := context.WithCancel(t.Context())
-		var frames []*penguinv1.StreamGenerateResponse
-		out := a.Stream(ctx, request(), func(m *penguinv1.OmniMessage) error {
-			frames = append(frames, &penguinv1.StreamGenerateResponse{Frame: &penguinv1.StreamGenerateResponse_Message{Message: m}})
+		out := llmtest.RunObserving(t, ctx, a, request(), func(m *penguinv1.OmniMessage) {
 			if m.GetPartialText().GetEventType() == penguinv1.StreamEventType_STREAM_EVENT_TYPE_DELTA {
 				cancel()
 			}
-			return nil
-		})
-		frames = append(frames, &penguinv1.StreamGenerateResponse{Frame: &penguinv1.StreamGenerateResponse_Outcome{Outcome: out}})
-		llmtest.Validate(t, frames)
+		}).Outcome
 		if out.GetStatus() != penguinv1.StopReason_STOP_REASON_ABORTED {
 			t.Fatalf("outcome = %v", out)
 		}
@@ -340,7 +326,7 @@ func TestToolsSent(t *testing.T) {
 		{Name: "noop"},
 	}
 	llmtest.Run(t, t.Context(), a, req)
-	tools := lastBody(t, srv)["tools"].([]any)
+	tools := llmtest.LastBody(t, srv)["tools"].([]any)
 	got, _ := json.Marshal(tools)
 	want := `[{"description":"Read a file.","input_schema":{"additionalProperties":false,"properties":{"path":{"type":"string"}},"required":["path"],"type":"object"},"name":"read_file"},` +
 		`{"cache_control":{"type":"ephemeral"},"input_schema":{"properties":{},"type":"object"},"name":"noop"}]`

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"regexp"
 	"syscall"
 
@@ -59,6 +60,21 @@ func Transport(ctx context.Context, err error) *Error {
 	}
 	return &Error{Status: penguinv1.StopReason_STOP_REASON_FAILED, Code: penguinv1.FailureCode_FAILURE_CODE_UNKNOWN,
 		Message: clip(err.Error(), 500), Err: err}
+}
+
+// TransportAfter is Transport for an error that may have come after the
+// provider began to answer: when it had (status is not 0), the failure
+// carries the request id of the response header, so the provider can trace
+// the call. The Error is copied before the id is set, because Transport may
+// return one that err itself holds.
+func TransportAfter(ctx context.Context, err error, status int, header http.Header) *Error {
+	fe := Transport(ctx, err)
+	if status == 0 {
+		return fe
+	}
+	c := *fe
+	c.RequestID = RequestID(header)
+	return &c
 }
 
 func transport(err error, msg string) *Error {

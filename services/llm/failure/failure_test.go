@@ -113,6 +113,25 @@ func TestTransportAndCancellation(t *testing.T) {
 	}
 }
 
+// TestTransportAfter checks that a transport failure carries the request
+// id only once the provider answered, and leaves an Error held by err as
+// it was.
+func TestTransportAfter(t *testing.T) {
+	ctx := context.Background()
+	h := http.Header{"X-Request-Id": {"req_123"}}
+	if e := failure.TransportAfter(ctx, io.ErrUnexpectedEOF, 0, h); e.RequestID != "" || e.Code != penguinv1.FailureCode_FAILURE_CODE_TRANSPORT {
+		t.Errorf("before any response = %+v", e)
+	}
+	if e := failure.TransportAfter(ctx, io.ErrUnexpectedEOF, http.StatusOK, h); e.RequestID != "req_123" || e.Code != penguinv1.FailureCode_FAILURE_CODE_TRANSPORT {
+		t.Errorf("after a response = %+v", e)
+	}
+	held := failure.New(penguinv1.StopReason_STOP_REASON_MALFORMED, penguinv1.FailureCode_FAILURE_CODE_MALFORMED_RESPONSE, "held")
+	e := failure.TransportAfter(ctx, fmt.Errorf("read: %w", held), http.StatusOK, h)
+	if e.RequestID != "req_123" || e.Code != held.Code || held.RequestID != "" {
+		t.Errorf("held error = %+v, returned %+v", held, e)
+	}
+}
+
 func TestInBand(t *testing.T) {
 	for _, tc := range []struct {
 		typ, msg string

@@ -257,13 +257,7 @@ func (a *Adapter) classify(ctx context.Context, ex *httpwatch.Exchange, err erro
 	case errors.Is(err, goopenai.ErrTooManyEmptyStreamMessages):
 		return failure.Malformed(err, "the provider sent a stream of empty messages")
 	}
-	fe := failure.Transport(ctx, err)
-	if status != 0 {
-		c := *fe
-		c.RequestID = failure.RequestID(header)
-		return &c
-	}
-	return fe
+	return failure.TransportAfter(ctx, err, status, header)
 }
 
 func withRequestID(o *penguinv1.LLMOutcome, ex *httpwatch.Exchange) *penguinv1.LLMOutcome {

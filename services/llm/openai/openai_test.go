@@ -46,15 +46,6 @@ func request(msgs ...*penguinv1.OmniMessage) *stream.Request {
 	return &stream.Request{Provider: "openai", Model: "gpt-test", Messages: msgs, System: "be brief", MaxTokens: 1000}
 }
 
-func lastBody(t *testing.T, srv *emulator.Server) map[string]any {
-	t.Helper()
-	reqs := srv.Requests()
-	if len(reqs) == 0 {
-		t.Fatal("the emulator saw no request")
-	}
-	return reqs[len(reqs)-1].Body
-}
-
 func TestText(t *testing.T) {
 	srv, a := setup(t, emulator.Turn{Text: "Hello there, how are you today?", Usage: emulator.Usage{Input: 12, Output: 7}})
 	r := llmtest.Run(t, t.Context(), a, request())
@@ -122,7 +113,7 @@ func TestThinkingFields(t *testing.T) {
 			// back in reasoning_content only when it came from there.
 			next := request(append(append([]*penguinv1.OmniMessage{omni.UserText("hello")}, complete...), omni.UserText("and?"))...)
 			llmtest.Run(t, t.Context(), a, next)
-			msgs := lastBody(t, srv)["messages"].([]any)
+			msgs := llmtest.LastBody(t, srv)["messages"].([]any)
 			asst := msgs[2].(map[string]any)
 			if asst["role"] != "assistant" || asst["content"] != "Answer." {
 				t.Fatalf("assistant message = %v", asst)
@@ -218,7 +209,7 @@ func TestToolCallRoundTripAndReusedIDs(t *testing.T) {
 	llmtest.Run(t, t.Context(), a, request(hist...))
 
 	// Outbound, the suffix is stripped: the provider sees its own ids.
-	msgs := lastBody(t, srv)["messages"].([]any)
+	msgs := llmtest.LastBody(t, srv)["messages"].([]any)
 	var ids []string
 	for _, m := range msgs {
 		mm := m.(map[string]any)
@@ -262,7 +253,7 @@ func TestImagesInInput(t *testing.T) {
 		omni.ToolCallOutput("call_1", "an image", penguinv1.StopReason_STOP_REASON_COMPLETED, png),
 	)
 	llmtest.Run(t, t.Context(), a, req)
-	msgs := lastBody(t, srv)["messages"].([]any)
+	msgs := llmtest.LastBody(t, srv)["messages"].([]any)
 	user := msgs[1].(map[string]any)
 	parts := user["content"].([]any)
 	if len(parts) != 3 || parts[1].(map[string]any)["image_url"].(map[string]any)["url"] != png {
@@ -283,7 +274,7 @@ func TestThinkingLevels(t *testing.T) {
 	req := request()
 	req.Thinking = penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH
 	llmtest.Run(t, t.Context(), a, req)
-	if got := lastBody(t, srv)["reasoning_effort"]; got != "high" {
+	if got := llmtest.LastBody(t, srv)["reasoning_effort"]; got != "high" {
 		t.Errorf("reasoning_effort = %v", got)
 	}
 
@@ -294,7 +285,7 @@ func TestThinkingLevels(t *testing.T) {
 	}}
 	req.Thinking = penguinv1.ThinkingLevel_THINKING_LEVEL_MAX
 	llmtest.Run(t, t.Context(), a, req)
-	if got := lastBody(t, srv)["reasoning_effort"]; got != "medium" {
+	if got := llmtest.LastBody(t, srv)["reasoning_effort"]; got != "medium" {
 		t.Errorf("max mapped to %v, want medium", got)
 	}
 	before := len(srv.Requests())
@@ -430,16 +421,11 @@ func TestRequestTimeoutAndAbort(t *testing.T) {
 	t.Run("caller cancels", func(t *testing.T) {
 		_, a := setup(t, stall)
 		ctx, cancel := context.WithCancel(t.Context())
-		var r llmtest.Result
-		out := a.Stream(ctx, request(), func(m *penguinv1.OmniMessage) error {
-			r.Frames = append(r.Frames, &penguinv1.StreamGenerateResponse{Frame: &penguinv1.StreamGenerateResponse_Message{Message: m}})
-			if p := m.GetPartialText(); p != nil && p.GetEventType() == penguinv1.StreamEventType_STREAM_EVENT_TYPE_DELTA {
+		out := llmtest.RunObserving(t, ctx, a, request(), func(m *penguinv1.OmniMessage) {
+			if m.GetPartialText().GetEventType() == penguinv1.StreamEventType_STREAM_EVENT_TYPE_DELTA {
 				cancel()
 			}
-			return nil
-		})
-		r.Frames = append(r.Frames, &penguinv1.StreamGenerateResponse{Frame: &penguinv1.StreamGenerateResponse_Outcome{Outcome: out}})
-		llmtest.Validate(t, r.Frames)
+		}).Outcome
 		if out.GetStatus() != penguinv1.StopReason_STOP_REASON_ABORTED || out.GetCode() != penguinv1.FailureCode_FAILURE_CODE_ABORTED {
 			t.Fatalf("outcome = %v", out)
 		}
@@ -468,7 +454,7 @@ func TestToolsSent(t *testing.T) {
 		{Name: "noop", Description: "Do nothing."},
 	}
 	llmtest.Run(t, t.Context(), a, req)
-	tools := lastBody(t, srv)["tools"].([]any)
+	tools := llmtest.LastBody(t, srv)["tools"].([]any)
 	got, _ := json.Marshal(tools)
 	want := `[{"function":{"description":"Read a file.","name":"read_file","parameters":{"properties":{"path":{"type":"string"}},"required":["path"],"type":"object"}},"type":"function"},` +
 		`{"function":{"description":"Do nothing.","name":"noop","parameters":{"properties":{},"type":"object"}},"type":"function"}]`

@@ -1,6 +1,7 @@
 // Package llmtest holds what the llm service's tests share: running a
 // streamer and checking its frames against the contract's validator,
-// picking frames out of a stream, and capturing log records.
+// picking frames out of a stream, reading what the provider emulator was
+// sent, and capturing log records.
 package llmtest
 
 import (
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/emulator"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 )
@@ -27,11 +29,22 @@ type Result struct {
 // test unless they keep the streaming discipline.
 func Run(t testing.TB, ctx context.Context, s stream.Streamer, req *stream.Request) Result {
 	t.Helper()
+	return RunObserving(t, ctx, s, req, nil)
+}
+
+// RunObserving is Run with observe, when not nil, seeing each message as it
+// arrives, so that a test can act mid-stream (cancel the call at the first
+// delta, say) and still get the whole stream checked.
+func RunObserving(t testing.TB, ctx context.Context, s stream.Streamer, req *stream.Request, observe func(*penguinv1.OmniMessage)) Result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	var r Result
 	out := s.Stream(ctx, req, func(m *penguinv1.OmniMessage) error {
 		r.Frames = append(r.Frames, &penguinv1.StreamGenerateResponse{Frame: &penguinv1.StreamGenerateResponse_Message{Message: m}})
+		if observe != nil {
+			observe(m)
+		}
 		return nil
 	})
 	if out == nil {
@@ -238,6 +251,17 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// LastBody returns the JSON body of the last request the emulator saw,
+// failing the test when it saw none.
+func LastBody(t testing.TB, srv *emulator.Server) map[string]any {
+	t.Helper()
+	reqs := srv.Requests()
+	if len(reqs) == 0 {
+		t.Fatal("the emulator saw no request")
+	}
+	return reqs[len(reqs)-1].Body
 }
 
 // Client returns an HTTP client whose idle connections are closed when the
