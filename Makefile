@@ -46,10 +46,11 @@ lint:
 generate:
 	$(TOOL) buf generate --clean
 
-## bench: run the benchmarks (never part of `make test`).
+## bench: run the benchmarks (never part of `make test`), one package at a
+## time (-p 1) so that no package's load skews another's figures.
 bench:
 	@if [ -z "$(strip $(BENCH_PKGS))" ]; then echo "no benchmarks yet"; exit 0; fi; \
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -timeout $(TEST_TIMEOUT) $(BENCH_PKGS)
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -timeout $(TEST_TIMEOUT) $(BENCH_PKGS)
 
 ## run: build, then run all services in one process (gRPC on 127.0.0.1:7420,
 ## HTTP/SSE on 127.0.0.1:7480). It needs a model provider: OPENAI_API_KEY,

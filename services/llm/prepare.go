@@ -2,6 +2,7 @@ package llm
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -110,7 +111,7 @@ func messages(req *penguinv1.StreamGenerateRequest, spec stream.ModelSpec) ([]*p
 	calls := map[string]bool{}
 	check := func(field string, list []*penguinv1.OmniMessage) error {
 		for i, m := range list {
-			where := fmt.Sprintf("%s[%d]", field, i)
+			where := position{field, i}
 			switch omni.KindOf(m) {
 			case omni.KindUnknown:
 				return invalid("%s has no payload", where)
@@ -138,7 +139,7 @@ func messages(req *penguinv1.StreamGenerateRequest, spec stream.ModelSpec) ([]*p
 	return all, nil
 }
 
-func checkMessage(where string, m *penguinv1.OmniMessage, spec stream.ModelSpec, calls map[string]bool) error {
+func checkMessage(where position, m *penguinv1.OmniMessage, spec stream.ModelSpec, calls map[string]bool) error {
 	switch p := m.GetPayload().(type) {
 	case *penguinv1.OmniMessage_ToolCall:
 		tc := p.ToolCall
@@ -163,12 +164,12 @@ func checkMessage(where string, m *penguinv1.OmniMessage, spec stream.ModelSpec,
 			}
 		}
 	case *penguinv1.OmniMessage_ImageUrl:
-		return checkImage(where+".image_url", p.ImageUrl.GetImageUrl(), spec)
+		return checkImage(where.String()+".image_url", p.ImageUrl.GetImageUrl(), spec)
 	case *penguinv1.OmniMessage_InlineData:
 		mime := p.InlineData.GetMimeType()
 		switch {
 		case strings.HasPrefix(mime, "image/"):
-			return checkImage(where, "data:"+mime+";base64,"+p.InlineData.GetData(), spec)
+			return checkImage(where.String(), "data:"+mime+";base64,"+p.InlineData.GetData(), spec)
 		case strings.HasPrefix(mime, "text/"):
 			if _, err := translate.InlineText(p.InlineData); err != nil {
 				return invalid("%s: %v", where, err)
@@ -198,7 +199,7 @@ func checkImage(where, url string, spec stream.ModelSpec) error {
 func checkTools(tools []*penguinv1.ToolDefinition) error {
 	seen := map[string]bool{}
 	for i, t := range tools {
-		where := fmt.Sprintf("tools[%d]", i)
+		where := position{"tools", i}
 		if !toolName.MatchString(t.GetName()) {
 			return invalid("%s: name %q must be 1-64 letters, digits, '_' or '-'", where, t.GetName())
 		}
@@ -206,15 +207,38 @@ func checkTools(tools []*penguinv1.ToolDefinition) error {
 			return invalid("%s: tool %q is defined twice", where, t.GetName())
 		}
 		seen[t.GetName()] = true
-		if p := strings.TrimSpace(t.GetParameters()); p != "" {
+		if p := strings.TrimSpace(t.GetParameters()); p != "" && !objectOrNull(p) {
+			// Decoding says precisely what is wrong; it runs only for
+			// the error, since it costs several times the check.
 			var obj map[string]json.RawMessage
-			if err := json.Unmarshal([]byte(p), &obj); err != nil {
-				return invalid("%s: parameters of %q are not a JSON Schema object: %v", where, t.GetName(), err)
+			err := json.Unmarshal([]byte(p), &obj)
+			if err == nil {
+				err = errors.New("not an object")
 			}
+			return invalid("%s: parameters of %q are not a JSON Schema object: %v", where, t.GetName(), err)
 		}
 	}
 	return nil
 }
+
+// objectOrNull reports whether p (trimmed, not empty) is valid JSON that
+// decodes into a map: an object, or null. It is what decoding into a map
+// accepts, checked without decoding, because every request carries every
+// tool's schema and decoding them all would cost tens of microseconds per
+// request before the provider is even called.
+func objectOrNull(p string) bool {
+	return (p[0] == '{' || p == "null") && json.Valid([]byte(p))
+}
+
+// position names a message of the request in errors ("history[3]"). It is
+// formatted only when an error is reported, since every request checks
+// every message.
+type position struct {
+	field string
+	index int
+}
+
+func (p position) String() string { return fmt.Sprintf("%s[%d]", p.field, p.index) }
 
 func payloadName(m *penguinv1.OmniMessage) string {
 	if f := m.ProtoReflect().WhichOneof(m.ProtoReflect().Descriptor().Oneofs().ByName("payload")); f != nil {

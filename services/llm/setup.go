@@ -36,7 +36,9 @@ type Config struct {
 	// Registerer receives the token and request metrics; nil turns them
 	// off.
 	Registerer prometheus.Registerer
-	// HTTPClient sends provider requests; nil gives each route its own.
+	// HTTPClient sends provider requests; nil means one client for all
+	// routes with a connection pool sized for many concurrent streams
+	// (see [NewHTTPClient]).
 	HTTPClient *http.Client
 	// IdleTimeout is the idle-stream timeout; zero means
 	// DefaultIdleTimeout, negative turns it off.
@@ -75,9 +77,13 @@ func Setup(cfg Config) (*Service, error) {
 	if idle == 0 {
 		idle = DefaultIdleTimeout
 	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = NewHTTPClient()
+	}
 	reg := registry.New()
 	if err := providers.Build(file, reg, providers.Deps{
-		Lookup: cfg.Lookup, HTTPClient: cfg.HTTPClient, IdleTimeout: idle, TracerProvider: cfg.TracerProvider,
+		Lookup: cfg.Lookup, HTTPClient: hc, IdleTimeout: idle, TracerProvider: cfg.TracerProvider,
 	}); err != nil {
 		return nil, fmt.Errorf("llm: %w", err)
 	}
@@ -102,4 +108,33 @@ func Setup(cfg Config) (*Service, error) {
 		Registry: reg, Middleware: mw, DefaultRequestTimeout: cfg.RequestTimeout,
 		MaxRequestBytes: cfg.MaxRequestBytes, Logger: log,
 	})
+}
+
+// Connection pool bounds of [NewHTTPClient].
+const (
+	// MaxIdleConnsPerProvider is how many idle connections to one
+	// provider host are kept for the next requests.
+	MaxIdleConnsPerProvider = 256
+	// MaxIdleConns bounds the idle connections to all hosts together.
+	MaxIdleConns = 1024
+)
+
+// NewHTTPClient returns the client Setup uses when none is given: Go's
+// default transport (proxy settings from the environment, HTTP/2 where the
+// provider offers it, the usual timeouts) with a pool that keeps up to
+// MaxIdleConnsPerProvider idle connections per host instead of Go's
+// default of two. A gateway runs many streams to the same provider at
+// once; over HTTP/1.1 (local servers such as vLLM or Ollama, most
+// gateways in front of them) each stream holds its own connection, and
+// with a pool of two every stream beyond the second would pay a new
+// connection (and TLS handshake) before its first token.
+func NewHTTPClient() *http.Client {
+	base, ok := http.DefaultTransport.(*http.Transport)
+	if !ok { // replaced by something else: leave it in charge
+		return &http.Client{}
+	}
+	tr := base.Clone()
+	tr.MaxIdleConns = MaxIdleConns
+	tr.MaxIdleConnsPerHost = MaxIdleConnsPerProvider
+	return &http.Client{Transport: tr}
 }

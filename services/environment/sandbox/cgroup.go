@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -29,7 +30,20 @@ const cgroupPrefix = "penguin-"
 // cgroup per command: the cgroup this process runs in. The error says why
 // there is none (no cgroup v2 mount, or it is not writable here); commands
 // are then tracked by process group and session only.
-func CgroupParent() (string, error) {
+//
+// The answer is worked out once per process and then reused: finding it
+// reads /proc/self/cgroup and the whole of /proc/self/mountinfo, which
+// costs about a quarter of a millisecond, and Apply needs it for every
+// command. A process is not expected to change cgroups or cgroup mounts
+// while it runs commands.
+func CgroupParent() (string, error) { return cgroupParent() }
+
+// cgroupParent memoizes findCgroupParent. It is written only by sync.Once,
+// so it holds one immutable answer rather than mutable state.
+var cgroupParent = sync.OnceValues(findCgroupParent)
+
+// findCgroupParent does CgroupParent's work, uncached.
+func findCgroupParent() (string, error) {
 	if err := kernelAtLeast(5, 14); err != nil {
 		return "", fmt.Errorf("per-command cgroups need clone3 CLONE_INTO_CGROUP and cgroup.kill: %w", err)
 	}
