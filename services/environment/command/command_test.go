@@ -92,9 +92,12 @@ func TestInteractivePythonAndCtrlC(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("42")
-	if err := s.Write(ctx, "import time; time.sleep(100)\n"); err != nil {
+	// The marker is printed by Python itself (the echoed input never holds
+	// it whole), so Ctrl-C is sent only once the sleep has begun.
+	if err := s.Write(ctx, "import time; print('now ' + 'sleeping'); time.sleep(100)\n"); err != nil {
 		t.Fatal(err)
 	}
+	waitFor("now sleeping")
 	if err := s.Write(ctx, "\x03"); err != nil {
 		t.Fatal(err)
 	}
