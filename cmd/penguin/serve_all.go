@@ -243,6 +243,8 @@ func buildAllInOne(ctx context.Context, p *serverProcess, f *embeddedFlags, addr
 		DefaultAgentState: agentDir,
 		Logger:            p.log,
 		Address:           addr,
+		TracerProvider:    p.tel.TracerProvider,
+		Registerer:        p.metrics,
 	})
 	if err != nil {
 		return nil, err

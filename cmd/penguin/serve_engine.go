@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -33,11 +35,15 @@ func serveEngine(ctx context.Context, args []string) error {
 	agentDir := fs.String("agent-state", "", "the default agent's state directory (default: agents/default in the data directory)")
 	home := fs.String("home", "", "Penguin's data directory, for the defaults of --store and --agent-state")
 	advertise := fs.String("advertise", "", "the address other engine replicas reach this one at, recorded in run leases (default: --listen)")
+	leaseTTL := fs.Duration("lease-ttl", 30*time.Second, "how long a run's lease outlives its replica: after a crash, the session can run elsewhere once this has passed")
 	if err := config.Parse(fs, args, os.LookupEnv); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve engine: unexpected arguments %q", fs.Args())
+	}
+	if *leaseTTL < time.Second {
+		return fmt.Errorf("serve engine: --lease-ttl %s is too short; give at least 1s", *leaseTTL)
 	}
 	ef := &embeddedFlags{home: *home, storeURL: *storeURL, agentState: *agentDir}
 	_, storeTarget, agentState, err := ef.resolved()
@@ -67,7 +73,10 @@ func serveEngine(ctx context.Context, args []string) error {
 		return fmt.Errorf("serve engine: llm: %w", err)
 	}
 	defer llmConn.Close()
-	envConn, err := p.dial(*envAddr, big)
+	// --environment may name several replicas (a headless Service, one
+	// address per pod): new environments are spread over them, and each
+	// session then talks to its own replica at the address it advertised.
+	envConn, err := p.dial(*envAddr, big, grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`))
 	if err != nil {
 		return fmt.Errorf("serve engine: environment: %w", err)
 	}
@@ -104,6 +113,9 @@ func serveEngine(ctx context.Context, args []string) error {
 		DefaultAgentState: agentState,
 		Logger:            p.log,
 		Address:           addr,
+		LeaseTTL:          *leaseTTL,
+		TracerProvider:    p.tel.TracerProvider,
+		Registerer:        p.metrics,
 	})
 	if err != nil {
 		return errors.Join(fmt.Errorf("serve engine: %w", err), lis.Close(), closeIf(mlis))
@@ -112,13 +124,55 @@ func serveEngine(ctx context.Context, args []string) error {
 	if err != nil {
 		return errors.Join(err, lis.Close(), closeIf(mlis))
 	}
-	penguinv1.RegisterEngineServiceServer(srv.GRPC(), engine.New(mgr, p.log))
+	// Calls for a run another replica owns go to that replica.
+	peers := &enginePeers{dial: p.dial}
+	defer peers.Close()
+	penguinv1.RegisterEngineServiceServer(srv.GRPC(), engine.New(mgr, p.log, engine.WithForwarding(engine.Forwarding{
+		Owners: mgr, Peers: peers, Self: addr, Observe: mgr.ObserveForward,
+	})))
 	srv.OnShutdown(func(ctx context.Context) {
 		if err := mgr.Shutdown(ctx); err != nil {
 			p.log.Warn("engine shutdown", "error", err)
 		}
 	})
-	p.log.Info("engine service listening", "addr", lis.Addr().String(), "llm", *llmAddr, "environment", *envAddr,
+	p.log.Info("engine service listening", "addr", lis.Addr().String(), "advertise", addr, "llm", *llmAddr, "environment", *envAddr,
 		"store", storeTarget, "agent_state", agentState, "auth", p.token != "")
 	return p.serve(ctx, srv, lis, mlis)
+}
+
+// enginePeers dials other engine replicas on demand, with this process's
+// token and tracing, and keeps one connection per address.
+type enginePeers struct {
+	dial func(target string, opts ...grpc.DialOption) (*grpc.ClientConn, error)
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+// Peer implements engine.Peers.
+func (e *enginePeers) Peer(addr string) (penguinv1.EngineServiceClient, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c := e.conns[addr]; c != nil {
+		return penguinv1.NewEngineServiceClient(c), nil
+	}
+	c, err := e.dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	if e.conns == nil {
+		e.conns = map[string]*grpc.ClientConn{}
+	}
+	e.conns[addr] = c
+	return penguinv1.NewEngineServiceClient(c), nil
+}
+
+// Close closes every connection.
+func (e *enginePeers) Close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for addr, c := range e.conns {
+		_ = c.Close()
+		delete(e.conns, addr)
+	}
 }

@@ -22,6 +22,7 @@ func serveEnvironment(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("penguin serve environment", flag.ContinueOnError)
 	common := addServerFlags(fs, "127.0.0.1:7422")
 	root := fs.String("root", "", "directory every workspace must lie under (default: the current directory)")
+	advertise := fs.String("advertise", "", "the address at which engines reach the environments this replica creates, returned by CreateEnvironment (for example $(POD_IP):7422 behind a headless Service); empty when there is one replica")
 	noCgroups := fs.Bool("no-cgroups", false, "track commands by process group and session only, not by per-command cgroups: faster starts, but double-forked daemons escape kills")
 	if err := config.Parse(fs, args, os.LookupEnv); err != nil {
 		return err
@@ -39,7 +40,10 @@ func serveEnvironment(ctx context.Context, args []string) error {
 	if dir == "" {
 		dir = "."
 	}
-	svc, closeSvc, err := newEnvironmentService(ctx, p, dir, func(o *environment.Options) { o.NoCgroups = *noCgroups })
+	svc, closeSvc, err := newEnvironmentService(ctx, p, dir, func(o *environment.Options) {
+		o.NoCgroups = *noCgroups
+		o.Advertise = *advertise
+	})
 	if err != nil {
 		return fmt.Errorf("serve environment: %w", err)
 	}
@@ -55,7 +59,7 @@ func serveEnvironment(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	p.log.Info("environment service listening", "addr", lis.Addr().String(), "root", svc.Root(), "auth", p.token != "")
+	p.log.Info("environment service listening", "addr", lis.Addr().String(), "advertise", *advertise, "root", svc.Root(), "auth", p.token != "")
 	return p.serve(ctx, srv, lis, mlis)
 }
 
@@ -74,7 +78,7 @@ func newEnvironmentService(_ context.Context, p *serverProcess, root string, adj
 	} else if n > 0 {
 		p.log.Info("removed command cgroups left by a previous run", "count", n)
 	}
-	opts := environment.Options{Root: abs, Logger: p.log, Version: version}
+	opts := environment.Options{Root: abs, Logger: p.log, Version: version, Registerer: p.metrics}
 	for _, f := range adjust {
 		f(&opts)
 	}

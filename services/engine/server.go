@@ -40,15 +40,21 @@ type Server struct {
 	penguinv1.UnimplementedEngineServiceServer
 	sessions Sessions
 	log      *slog.Logger
+	// fwd, when set, passes calls for runs other replicas own to them.
+	fwd *Forwarding
 }
 
 // New returns a Server over sessions; log receives internal errors, which
 // clients see only as a generic message.
-func New(sessions Sessions, log *slog.Logger) *Server {
+func New(sessions Sessions, log *slog.Logger, opts ...Option) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{sessions: sessions, log: log}
+	s := &Server{sessions: sessions, log: log}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 func need(id string) error {
@@ -139,6 +145,12 @@ func (s *Server) Attach(req *penguinv1.AttachRequest, stream grpc.ServerStreamin
 		return err
 	}
 	ctx := stream.Context()
+	if peer, addr, err := s.peerFor(ctx, req.GetSessionId()); err != nil || peer != nil {
+		if err != nil {
+			return err
+		}
+		return s.forwardAttach(peer, addr, req, stream)
+	}
 	err := s.sessions.Attach(ctx, req.GetSessionId(), req.GetAfterSequence(), req.GetUntilIdle(),
 		func(ev *penguinv1.RunEvent) error { return stream.Send(&penguinv1.AttachResponse{Event: ev}) })
 	if err != nil {
@@ -152,6 +164,9 @@ func (s *Server) Approve(ctx context.Context, req *penguinv1.ApproveRequest) (*p
 	if err := need(req.GetSessionId()); err != nil {
 		return nil, err
 	}
+	if resp, ok, err := forward(ctx, s, "Approve", req.GetSessionId(), req, penguinv1.EngineServiceClient.Approve); ok {
+		return resp, err
+	}
 	if err := s.sessions.Approve(ctx, req.GetSessionId(), req.GetToolCallId(), req.GetOrigin(), req.GetDecision()); err != nil {
 		return nil, s.status(ctx, err)
 	}
@@ -162,6 +177,9 @@ func (s *Server) Approve(ctx context.Context, req *penguinv1.ApproveRequest) (*p
 func (s *Server) Steer(ctx context.Context, req *penguinv1.SteerRequest) (*penguinv1.SteerResponse, error) {
 	if err := need(req.GetSessionId()); err != nil {
 		return nil, err
+	}
+	if resp, ok, err := forward(ctx, s, "Steer", req.GetSessionId(), req, penguinv1.EngineServiceClient.Steer); ok {
+		return resp, err
 	}
 	if err := s.sessions.Steer(ctx, req.GetSessionId(), req.GetText()); err != nil {
 		return nil, s.status(ctx, err)
@@ -174,6 +192,9 @@ func (s *Server) Abort(ctx context.Context, req *penguinv1.AbortRequest) (*pengu
 	if err := need(req.GetSessionId()); err != nil {
 		return nil, err
 	}
+	if resp, ok, err := forward(ctx, s, "Abort", req.GetSessionId(), req, penguinv1.EngineServiceClient.Abort); ok {
+		return resp, err
+	}
 	ok, err := s.sessions.Abort(ctx, req.GetSessionId(), req.GetReason())
 	if err != nil {
 		return nil, s.status(ctx, err)
@@ -185,6 +206,9 @@ func (s *Server) Abort(ctx context.Context, req *penguinv1.AbortRequest) (*pengu
 func (s *Server) RetryNow(ctx context.Context, req *penguinv1.RetryNowRequest) (*penguinv1.RetryNowResponse, error) {
 	if err := need(req.GetSessionId()); err != nil {
 		return nil, err
+	}
+	if resp, ok, err := forward(ctx, s, "RetryNow", req.GetSessionId(), req, penguinv1.EngineServiceClient.RetryNow); ok {
+		return resp, err
 	}
 	ok, err := s.sessions.RetryNow(ctx, req.GetSessionId())
 	if err != nil {

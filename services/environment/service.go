@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -77,6 +78,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Version identifies penguin to MCP servers.
 	Version string
+	// Advertise is the address at which callers must reach the
+	// environments of this replica, returned by CreateEnvironment: with
+	// several replicas behind one name, an environment lives on the
+	// replica that created it, and the engine binds its session to this
+	// address. Empty means the caller's address is already the right one
+	// (a single replica).
+	Advertise string
+	// Registerer receives the service's metrics (tool runs, environments,
+	// command sessions); nil keeps them unregistered.
+	Registerer prometheus.Registerer
 }
 
 // Service implements penguinv1.EnvironmentServiceServer. Its handlers are
@@ -88,6 +99,8 @@ type Service struct {
 	opts Options
 	root string // absolute, symbolic links resolved
 	log  *slog.Logger
+
+	metrics *metrics
 
 	mu   sync.Mutex
 	envs map[string]*Environment
@@ -137,7 +150,22 @@ func New(opts Options) (*Service, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{opts: opts, root: root, log: log, envs: map[string]*Environment{}}, nil
+	s := &Service{opts: opts, root: root, log: log, envs: map[string]*Environment{}}
+	if s.metrics, err = newMetrics(s, opts.Registerer); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// snapshot returns the environments the service holds now.
+func (s *Service) snapshot() []*Environment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Environment, 0, len(s.envs))
+	for _, e := range s.envs {
+		out = append(out, e)
+	}
+	return out
 }
 
 // Root returns the service's root directory.
@@ -183,9 +211,11 @@ func (s *Service) CreateEnvironment(ctx context.Context, req *penguinv1.CreateEn
 	s.mu.Lock()
 	s.envs[e.id] = e
 	s.mu.Unlock()
+	s.metrics.created.Inc()
 	s.log.Info("environment created", "environment", e.id, "label", e.label, "workspace", e.workspace, "tools", len(e.order))
 	return &penguinv1.CreateEnvironmentResponse{
 		EnvironmentId: e.id,
+		Address:       s.opts.Advertise,
 		Tools:         e.toolInfos(),
 		Mcp:           e.mcpEnd,
 		Workspace:     e.workspace,
@@ -396,7 +426,12 @@ func (s *Service) ExecuteTool(req *penguinv1.ExecuteToolRequest, stream grpc.Ser
 		return status.Error(codes.InvalidArgument, "tool_call with a tool_call_id is required: the output must name the call it answers")
 	}
 	ctx := stream.Context()
+	// The call's complete output says how it ended, for the metrics.
+	ended := penguinv1.StopReason_STOP_REASON_UNSPECIFIED
 	send := func(m *penguinv1.OmniMessage) error {
+		if o := m.GetToolCallOutput(); o != nil && len(m.GetOrigin()) == 0 && o.GetToolCallId() == call.GetToolCallId() {
+			ended = o.GetStopReason()
+		}
 		return stream.Send(&penguinv1.ExecuteToolResponse{Message: m})
 	}
 	e, ok := s.get(req.GetEnvironmentId())
@@ -412,7 +447,10 @@ func (s *Service) ExecuteTool(req *penguinv1.ExecuteToolRequest, stream grpc.Ser
 	defer cancel()
 	stop := context.AfterFunc(e.ctx, cancel)
 	defer stop()
+	started := time.Now()
 	e.execute(callCtx, call, send)
+	_, known := e.tools[call.GetName()]
+	s.metrics.observe(call.GetName(), known, ended, time.Since(started))
 	if err := ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
 	}

@@ -505,6 +505,12 @@ func TestMiddlewareObservesWithoutContent(t *testing.T) {
 			t.Errorf("%s tokens = %v, want %v", kind, v, want)
 		}
 	}
+	if n := metricCount(t, e.metrics, "penguin_llm_streams_active"); n != 1 {
+		t.Errorf("penguin_llm_streams_active has %d series, want 1 (the route used)", n)
+	}
+	if v := gauge(t, e.metrics, "penguin_llm_streams_active", map[string]string{"provider": "emu-anthropic", "model": "claude-test"}); v != 0 {
+		t.Errorf("streams in progress after both ended = %v", v)
+	}
 
 	ended := e.logs.Find("llm request ended")
 	if len(ended) != 2 || ended[1].Level != slog.LevelWarn {
@@ -561,6 +567,48 @@ func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[str
 			if match {
 				return m.GetCounter().GetValue()
 			}
+		}
+	}
+	return 0
+}
+
+// gauge returns the value of the gauge name whose labels are exactly
+// labels, or -1 when there is none.
+func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			match := len(m.GetLabel()) == len(labels)
+			for _, l := range m.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					match = false
+				}
+			}
+			if match {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+// metricCount returns how many series the metric name has.
+func metricCount(t *testing.T, reg *prometheus.Registry, name string) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return len(mf.GetMetric())
 		}
 	}
 	return 0

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync/atomic"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
@@ -25,11 +26,31 @@ type Client interface {
 type Executor struct {
 	// Target returns the client and environment id to use now.
 	Target func() (Client, string)
-	// Recreate, when set, is called once when the environment is gone
-	// (the service restarted, say) to create a new one; the call is then
-	// sent again.
-	Recreate func(ctx context.Context) error
+	// Recreate, when set, creates a new environment for the session when
+	// the old one is gone. When the environment service no longer knows
+	// the environment (it restarted, say), that happens at once and the
+	// call is sent again, since it never ran. When the replica that held
+	// the environment cannot be reached (its host is gone), the call that
+	// found out fails, because whatever it did there is lost, and the new
+	// environment is created before the next call.
+	Recreate func(ctx context.Context, why Reason) error
+
+	// lost is set when the environment's replica could not be reached:
+	// the next call recreates the environment first.
+	lost atomic.Bool
 }
+
+// Reason says why an environment is recreated.
+type Reason string
+
+const (
+	// Missing: the environment service answered that it does not know
+	// the environment.
+	Missing Reason = "missing"
+	// Unreachable: the replica that held the environment could not be
+	// reached.
+	Unreachable Reason = "unreachable"
+)
 
 // Execute runs one call, passing partial outputs to forward, and returns
 // the complete tool_call_output. When the stream breaks in the middle of
@@ -38,9 +59,15 @@ type Executor struct {
 // discipline holds for whoever watches.
 func (e *Executor) Execute(ctx context.Context, call *penguinv1.ToolCall, forward func(*penguinv1.OmniMessage)) *penguinv1.OmniMessage {
 	r := &reader{call: call, forward: forward}
+	if e.Recreate != nil && e.lost.Swap(false) {
+		if err := e.Recreate(ctx, Unreachable); err != nil {
+			e.lost.Store(true)
+			return r.fail("the session's environment was lost with its host, and a new one could not be created: "+err.Error(), penguinv1.StopReason_STOP_REASON_FAILED)
+		}
+	}
 	out, err := e.once(ctx, r)
 	if status.Code(err) == codes.NotFound && e.Recreate != nil && ctx.Err() == nil && !r.open && !r.stopped {
-		if rerr := e.Recreate(ctx); rerr != nil {
+		if rerr := e.Recreate(ctx, Missing); rerr != nil {
 			return r.fail("the session's environment was gone and could not be created again: "+rerr.Error(), penguinv1.StopReason_STOP_REASON_FAILED)
 		}
 		out, err = e.once(ctx, r)
@@ -48,6 +75,14 @@ func (e *Executor) Execute(ctx context.Context, call *penguinv1.ToolCall, forwar
 	if err != nil {
 		if ctx.Err() != nil {
 			return r.fail("Tool call aborted.", penguinv1.StopReason_STOP_REASON_ABORTED)
+		}
+		if status.Code(err) == codes.Unavailable {
+			next := "The tool call did not finish there, and its effects may be lost."
+			if e.Recreate != nil {
+				e.lost.Store(true)
+				next += " The next tool call runs in a fresh environment on another replica: files and processes of the old one may be gone."
+			}
+			return r.fail("the environment replica that held this session's environment cannot be reached ("+status.Convert(err).Message()+"). "+next, penguinv1.StopReason_STOP_REASON_FAILED)
 		}
 		return r.fail("the environment service failed: "+status.Convert(err).Message(), penguinv1.StopReason_STOP_REASON_FAILED)
 	}

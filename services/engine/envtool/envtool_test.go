@@ -2,6 +2,7 @@ package envtool_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,7 +64,7 @@ func TestGoneEnvironmentIsRecreatedOnce(t *testing.T) {
 	recreated := 0
 	ex := &envtool.Executor{
 		Target: func() (envtool.Client, string) { return c, current },
-		Recreate: func(ctx context.Context) error {
+		Recreate: func(ctx context.Context, _ envtool.Reason) error {
 			recreated++
 			resp, err := c.CreateEnvironment(ctx, &penguinv1.CreateEnvironmentRequest{Workspace: "w"})
 			current = resp.GetEnvironmentId()
@@ -82,5 +83,64 @@ func TestUnreachableEnvironmentFailsTheCall(t *testing.T) {
 	_, out := run(t, &envtool.Executor{Target: func() (envtool.Client, string) { return c, "nope" }})
 	if out.GetToolCallOutput().GetStopReason() != penguinv1.StopReason_STOP_REASON_FAILED {
 		t.Fatalf("output = %v", out)
+	}
+}
+
+// TestLostReplicaFailsTheCallThenRecreates checks the environment whose
+// replica went away in the middle of a call: the call ends with a failed
+// output that keeps what was streamed and says what happened, and the
+// next call first gets a fresh environment (once), then runs there.
+func TestLostReplicaFailsTheCallThenRecreates(t *testing.T) {
+	gone := &fake.Env{Execute: func(req *penguinv1.ExecuteToolRequest, s grpc.ServerStreamingServer[penguinv1.ExecuteToolResponse]) error {
+		id := req.GetToolCall().GetToolCallId()
+		_ = s.Send(&penguinv1.ExecuteToolResponse{Message: omni.PartialToolCallOutput(penguinv1.StreamEventType_STREAM_EVENT_TYPE_START, id, "")})
+		_ = s.Send(&penguinv1.ExecuteToolResponse{Message: omni.PartialToolCallOutput(penguinv1.StreamEventType_STREAM_EVENT_TYPE_DELTA, id, "started")})
+		return status.Error(codes.Unavailable, "connection reset by peer")
+	}}
+	oldClient, oldID := setup(t, gone)
+	fresh := &fake.Env{}
+	newClient, newID := setup(t, fresh)
+
+	client, id := oldClient, oldID
+	var reasons []envtool.Reason
+	ex := &envtool.Executor{
+		Target: func() (envtool.Client, string) { return client, id },
+		Recreate: func(_ context.Context, why envtool.Reason) error {
+			reasons = append(reasons, why)
+			client, id = newClient, newID
+			return nil
+		},
+	}
+	fwd, out := run(t, ex)
+	o := out.GetToolCallOutput()
+	if o.GetStopReason() != penguinv1.StopReason_STOP_REASON_FAILED || !strings.HasPrefix(o.GetOutput(), "started") ||
+		!strings.Contains(o.GetOutput(), "cannot be reached") || !strings.Contains(o.GetOutput(), "fresh environment") {
+		t.Fatalf("output of the interrupted call = %v", o)
+	}
+	if len(fwd) == 0 || len(reasons) != 0 {
+		t.Fatalf("forwarded %d frames, recreated %v; want the partials and no recreation yet", len(fwd), reasons)
+	}
+	_, out = run(t, ex)
+	if len(reasons) != 1 || reasons[0] != envtool.Unreachable || out.GetToolCallOutput().GetOutput() != "t: {}" {
+		t.Fatalf("second call: recreated %v, output %v", reasons, out)
+	}
+	_, _ = run(t, ex)
+	if len(reasons) != 1 {
+		t.Fatalf("recreated again on a healthy environment: %v", reasons)
+	}
+}
+
+// TestUnreachableWithoutRecreateSaysSo checks a lost replica when the
+// executor cannot make a new environment: the call fails and says the
+// environment's replica cannot be reached.
+func TestUnreachableWithoutRecreateSaysSo(t *testing.T) {
+	env := &fake.Env{Execute: func(*penguinv1.ExecuteToolRequest, grpc.ServerStreamingServer[penguinv1.ExecuteToolResponse]) error {
+		return status.Error(codes.Unavailable, "no route to host")
+	}}
+	c, id := setup(t, env)
+	_, out := run(t, &envtool.Executor{Target: func() (envtool.Client, string) { return c, id }})
+	o := out.GetToolCallOutput()
+	if o.GetStopReason() != penguinv1.StopReason_STOP_REASON_FAILED || !strings.Contains(o.GetOutput(), "cannot be reached (no route to host)") || strings.Contains(o.GetOutput(), "fresh") {
+		t.Fatalf("output = %v", o)
 	}
 }

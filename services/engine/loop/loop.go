@@ -71,6 +71,30 @@ type Deps struct {
 	Approver Approver
 	Emitter  Emitter
 	Host     Host
+	// Observer watches each turn; nil watches nothing.
+	Observer TurnObserver
+}
+
+// TurnObserver watches the turns of a task, for traces and metrics.
+type TurnObserver interface {
+	// StartTurn is called before the first request of turn n (counted
+	// from 1 in the current context). The turn runs in the returned
+	// context, so what it calls (the model request, approvals, tool
+	// calls) can carry the turn's trace; end is called once, when the
+	// turn is over.
+	StartTurn(ctx context.Context, n int) (context.Context, func(TurnEnd))
+}
+
+// TurnEnd is how a turn ended, for a TurnObserver.
+type TurnEnd struct {
+	// Status is completed when the model's output was committed, else
+	// aborted or the failed request's status (failed when the log could
+	// not be written).
+	Status penguinv1.StopReason
+	// Retried holds the status of each failed attempt that was retried.
+	Retried []penguinv1.StopReason
+	// ToolCalls counts the tool calls the model asked for.
+	ToolCalls int
 }
 
 // Context is the model context of a session: what the next request sends

@@ -44,7 +44,34 @@ func (t *turnResult) orderedOutputs() []*penguinv1.OmniMessage {
 }
 
 // turn sends one request and reconnects on retryable failures.
-func (r *runner) turn(ctx context.Context, input []*penguinv1.OmniMessage) turnResult {
+func (r *runner) turn(ctx context.Context, input []*penguinv1.OmniMessage) (res turnResult) {
+	var retried []penguinv1.StopReason
+	if o := r.deps.Observer; o != nil {
+		var end func(TurnEnd)
+		ctx, end = o.StartTurn(ctx, r.mctx.Turns+1)
+		defer func() { end(TurnEnd{Status: res.endStatus(), Retried: retried, ToolCalls: len(res.calls)}) }()
+	}
+	return r.attempts(ctx, input, &retried)
+}
+
+// endStatus is how the turn ended, for a TurnObserver.
+func (t *turnResult) endStatus() penguinv1.StopReason {
+	switch {
+	case t.err != nil:
+		return penguinv1.StopReason_STOP_REASON_FAILED
+	case t.aborted:
+		return penguinv1.StopReason_STOP_REASON_ABORTED
+	case t.committed:
+		return penguinv1.StopReason_STOP_REASON_COMPLETED
+	case t.status == penguinv1.StopReason_STOP_REASON_UNSPECIFIED:
+		return penguinv1.StopReason_STOP_REASON_FAILED
+	}
+	return t.status
+}
+
+// attempts sends the turn's request until it commits, fails for good or
+// is aborted, and records the status of each retried attempt in retried.
+func (r *runner) attempts(ctx context.Context, input []*penguinv1.OmniMessage, retried *[]penguinv1.StopReason) turnResult {
 	sent := input
 	for n := 1; ; n++ {
 		a := newAttempt(ctx, r)
@@ -64,6 +91,7 @@ func (r *runner) turn(ctx context.Context, input []*penguinv1.OmniMessage) turnR
 		if aborted {
 			return turnResult{aborted: true, produced: a.produced()}
 		}
+		*retried = append(*retried, res.status)
 		r.deps.Host.SetState(penguinv1.SessionState_SESSION_STATE_RETRY_WAIT, retryIn)
 		err := r.deps.Host.WaitRetry(ctx, time.Until(deadline))
 		if err != nil || ctx.Err() != nil {

@@ -49,6 +49,13 @@ type State struct {
 	OpenCompaction *penguinv1.CompactionBegin
 	// LastSequence is the sequence number of the last event read.
 	LastSequence int64
+	// Stranded are the tool calls of the last committed turn that have no
+	// output in the log although no abort was recorded after them: the
+	// engine that ran them stopped (a crash, a killed replica) before they
+	// finished. Pending holds an interrupted placeholder for each; the
+	// next task records an output for them, so the log says how they
+	// ended.
+	Stranded []string
 }
 
 // Rebuild replays events (in sequence order, starting at or before the
@@ -77,6 +84,8 @@ type builder struct {
 	outputs map[string]*penguinv1.OmniMessage
 	// pendingUser is user input recorded since the last commit.
 	pendingUser []*penguinv1.OmniMessage
+	// aborted is set when an abort was recorded since the last commit.
+	aborted bool
 }
 
 func newBuilder() *builder {
@@ -132,6 +141,8 @@ func (b *builder) add(e store.Event) {
 		b.attempt = nil
 	case *penguinv1.OmniMessage_ToolCallOutput:
 		b.outputs[p.ToolCallOutput.GetToolCallId()] = m
+	case *penguinv1.OmniMessage_Abort:
+		b.aborted = true
 	default:
 		if omni.KindOf(m) != omni.KindModel {
 			return
@@ -156,6 +167,7 @@ func (b *builder) commit() {
 		}
 	}
 	b.pendingUser = nil
+	b.aborted = false
 	b.s.Turns++
 	if b.attemptUsage != nil {
 		b.s.LastTotal = b.attemptUsage.GetTotal()
@@ -177,6 +189,13 @@ func (b *builder) input() []*penguinv1.OmniMessage {
 
 func (b *builder) finish() *State {
 	b.s.Pending = b.input()
+	if !b.aborted {
+		for _, id := range b.lastCalls {
+			if _, ok := b.outputs[id]; !ok {
+				b.s.Stranded = append(b.s.Stranded, id)
+			}
+		}
+	}
 	return b.s
 }
 

@@ -128,3 +128,32 @@ func TestCompaction(t *testing.T) {
 		t.Fatalf("open compaction: %v, history %s", s.OpenCompaction, kinds(s.History))
 	}
 }
+
+// TestStrandedCalls checks that a committed call without an output is
+// reported as stranded (its engine stopped) only when no abort was
+// recorded after it: after a user's abort the placeholder is the abort's
+// own, and a call with an output is not stranded at all.
+func TestStrandedCalls(t *testing.T) {
+	turn := []*penguinv1.OmniMessage{
+		meta("s"),
+		omni.UserText("go"),
+		omni.RequestBegin(),
+		omni.ToolCall("a", "t", "{}"),
+		omni.ToolCall("b", "t", "{}"),
+		omni.RequestEnd(completed, "", 0, 0),
+		omni.ToolCallOutput("b", "out-b", 0),
+	}
+	s := resume.Rebuild(log(turn...))
+	if len(s.Stranded) != 1 || s.Stranded[0] != "a" {
+		t.Fatalf("stranded = %v, want [a]", s.Stranded)
+	}
+	if o := s.Pending[0].GetToolCallOutput(); o.GetToolCallId() != "a" || o.GetOutput() != loop.Interrupted {
+		t.Fatalf("pending = %v, want a's placeholder first", s.Pending)
+	}
+	if s := resume.Rebuild(log(append(turn, omni.Abort("stop"))...)); len(s.Stranded) != 0 {
+		t.Fatalf("stranded after an abort = %v, want none", s.Stranded)
+	}
+	if s := resume.Rebuild(log(append(turn, omni.ToolCallOutput("a", "out-a", 0))...)); len(s.Stranded) != 0 {
+		t.Fatalf("stranded with both outputs = %v, want none", s.Stranded)
+	}
+}

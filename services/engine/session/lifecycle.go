@@ -129,6 +129,11 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 		return nil, err
 	}
 	row.LastSequence = 1
+	kind := "new"
+	if spec.ParentID != "" {
+		kind = "subagent"
+	}
+	m.metrics.sessionsCreated.WithLabelValues(kind).Inc()
 	return m.toProto(row, penguinv1.SessionState_SESSION_STATE_IDLE), nil
 }
 
@@ -228,6 +233,7 @@ func (m *Manager) Fork(ctx context.Context, id string, upTo int64) (*penguinv1.S
 		}
 	}
 	row.LastSequence = last
+	m.metrics.sessionsCreated.WithLabelValues("fork").Inc()
 	return m.toProto(row, penguinv1.SessionState_SESSION_STATE_IDLE), nil
 }
 

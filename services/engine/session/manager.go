@@ -28,6 +28,9 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/approval"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/penguin-agent/penguin/services/environment/policy"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -70,14 +73,22 @@ type Options struct {
 	// MaxSubagents caps the subagent sessions one session holds; zero
 	// means 8.
 	MaxSubagents int
+	// TracerProvider opens the span of each turn, the root of the turn's
+	// trace; nil traces nothing.
+	TracerProvider trace.TracerProvider
+	// Registerer receives the engine's metrics (sessions, runs, turns,
+	// retries, approvals); nil keeps them unregistered.
+	Registerer prometheus.Registerer
 }
 
 // Manager owns the sessions of one engine replica.
 type Manager struct {
-	opts   Options
-	store  store.Store
-	policy approval.Policy
-	log    *slog.Logger
+	opts    Options
+	store   store.Store
+	policy  approval.Policy
+	log     *slog.Logger
+	tracer  trace.Tracer
+	metrics *metrics
 
 	// rowLocks serialize read-modify-write updates of session rows, which
 	// the store treats as last-writer-wins.
@@ -126,15 +137,23 @@ func New(opts Options) (*Manager, error) {
 	if opts.MaxSubagents <= 0 {
 		opts.MaxSubagents = 8
 	}
-	return &Manager{
+	if opts.TracerProvider == nil {
+		opts.TracerProvider = noop.NewTracerProvider()
+	}
+	m := &Manager{
 		opts:       opts,
 		store:      opts.Store,
 		policy:     pol,
 		log:        opts.Logger,
+		tracer:     opts.TracerProvider.Tracer("github.com/penguin-agent/penguin/services/engine"),
 		runtimes:   map[string]*Runtime{},
 		envClients: map[string]penguinv1.EnvironmentServiceClient{},
 		stopping:   make(chan struct{}),
-	}, nil
+	}
+	if m.metrics, err = newMetrics(m, opts.Registerer); err != nil {
+		return nil, fmt.Errorf("session: %w", err)
+	}
+	return m, nil
 }
 
 func randomHex(n int) string {
@@ -272,6 +291,21 @@ func (m *Manager) loadAgent(dir string) (*agentstate.State, error) {
 		return nil, fmt.Errorf("%w: %v", ErrPrecondition, err)
 	}
 	return st, nil
+}
+
+// Owner returns the advertised address of the engine replica that holds
+// a live run lease on the session, and whether that replica is another
+// one; a session without a live lease is this replica's to serve. It
+// implements engine.Owners.
+func (m *Manager) Owner(ctx context.Context, id string) (string, bool, error) {
+	owner, addr, _, err := m.store.LeaseHolder(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", false, nil
+	case err != nil:
+		return "", false, err
+	}
+	return addr, owner != m.opts.EngineID && addr != "", nil
 }
 
 // elsewhere reports, for a session with no runtime here, the engine

@@ -112,6 +112,9 @@ func (rt *Runtime) State() penguinv1.SessionState {
 // published.
 func (rt *Runtime) Emit(ctx context.Context, m *penguinv1.OmniMessage) error {
 	_, err := rt.publish(ctx, &penguinv1.RunEvent{Event: &penguinv1.RunEvent_Message{Message: m}}, omni.Persistable(m))
+	if err == nil {
+		rt.m.metrics.observeEmit(m)
+	}
 	return err
 }
 
@@ -267,6 +270,11 @@ func (rt *Runtime) follow(ctx context.Context, after int64, send func(*penguinv1
 		}
 		caughtUp = true
 		if untilIdle && rt.State() == penguinv1.SessionState_SESSION_STATE_IDLE && !rt.busy() && !rt.pendingWrites() {
+			// What was published up to now (the idle state event among
+			// it) is in the buffer; send it before stopping.
+			if more, _, err := rt.buf.Read(cursor, 1); err == nil && len(more) > 0 {
+				continue
+			}
 			return nil
 		}
 		select {

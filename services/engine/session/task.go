@@ -14,6 +14,7 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/loop"
 	"github.com/penguin-agent/penguin/services/engine/resume"
 	"github.com/penguin-agent/penguin/services/engine/store"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -36,6 +37,12 @@ type task struct {
 
 	// result is a manual compaction's outcome, set before done closes.
 	result loop.Result
+
+	// run is the span of the Run call that started the task, which the
+	// task's turns link to.
+	run trace.SpanContext
+	// stopLease stops the renewals of the task's run lease; set by claim.
+	stopLease func()
 }
 
 // prepared is everything a task needs, read before it writes anything.
@@ -125,6 +132,10 @@ func (rt *Runtime) claim(ctx context.Context, t *task) error {
 		rt.unclaim(t)
 		return err
 	}
+	// The lease is renewed from now on, while the task prepares (which
+	// may wait for an environment) as while it runs.
+	t.stopLease = rt.keepLease(t)
+	m.metrics.runsActive.Inc()
 	return nil
 }
 
@@ -151,6 +162,7 @@ func newTask() *task {
 // event.
 func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, error) {
 	t := newTask()
+	t.run = trace.SpanContextFromContext(ctx)
 	if err := rt.claim(ctx, t); err != nil {
 		return nil, 0, err
 	}
@@ -205,6 +217,7 @@ func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, er
 		Approver: &approval.Gate{Mode: mode, Permission: p.tools.permission, Policy: rt.m.policy, Asker: ask},
 		Emitter:  rt,
 		Host:     &host{rt: rt, t: t, p: p},
+		Observer: &turnObserver{tracer: rt.m.tracer, metrics: rt.m.metrics, session: rt.id, model: p.settings.Model, run: t.run},
 	}
 	if !p.cfg.SharedEnvironment {
 		// A subagent sharing its parent's environment leaves the notices
@@ -212,9 +225,7 @@ func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, er
 		rt.watch(p.tools.client, p.tools.envID)
 	}
 	go func() {
-		stop := rt.keepLease(t.ctx)
 		res := loop.Run(t.ctx, deps, p.settings, p.mctx, p.input)
-		stop()
 		rt.finish(t, p, res)
 	}()
 	return t, from, nil
@@ -222,6 +233,7 @@ func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, er
 
 // abandon releases a task that failed before it wrote anything.
 func (rt *Runtime) abandon(t *task, cause error) {
+	t.stopLease()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	if err := rt.m.store.ReleaseLease(ctx, rt.id, rt.m.opts.EngineID); err != nil {
@@ -229,6 +241,7 @@ func (rt *Runtime) abandon(t *task, cause error) {
 	}
 	t.cancel(cause)
 	close(t.done)
+	rt.m.metrics.runsActive.Dec()
 	rt.unclaim(t)
 }
 
@@ -294,9 +307,26 @@ func (rt *Runtime) rebuild(ctx context.Context, from int64) (*resume.State, erro
 	return rs, nil
 }
 
+// strandedOutput is the output recorded for a tool call whose engine
+// stopped (a crash, a killed replica) before the call finished.
+const strandedOutput = "[interrupted: the engine running this tool call stopped before it finished; whatever it did may or may not have happened]"
+
 // begin records what a task owes the log before its input: the failed end
-// of a compaction the engine died in, and the tool list when it changed.
+// of a compaction the engine died in, the outputs of tool calls the engine
+// died in, and the tool list when it changed.
 func (rt *Runtime) begin(t *task, p *prepared) error {
+	for _, id := range p.rs.Stranded {
+		out := omni.ToolCallOutput(id, strandedOutput, penguinv1.StopReason_STOP_REASON_ABORTED)
+		if err := rt.Emit(t.ctx, out); err != nil {
+			return err
+		}
+		for i, m := range p.input {
+			if m.GetToolCallOutput().GetToolCallId() == id {
+				p.input[i] = out
+			}
+		}
+	}
+	p.rs.Stranded = nil
 	if oc := p.rs.OpenCompaction; oc != nil {
 		end := &penguinv1.OmniMessage{Timestamp: timestamppb.Now(), Payload: &penguinv1.OmniMessage_CompactionEnd{CompactionEnd: &penguinv1.CompactionEnd{
 			Reason: oc.GetReason(), Mode: oc.GetMode(), Status: penguinv1.StopReason_STOP_REASON_FAILED,
@@ -444,17 +474,26 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	}); err != nil {
 		m.log.Warn("could not update the session row after a task", "session", rt.id, "error", err)
 	}
+	t.stopLease()
 	if err := m.store.ReleaseLease(ctx, rt.id, m.opts.EngineID); err != nil {
 		m.log.Warn("could not release a run lease", "session", rt.id, "error", err)
 	}
 	cancel()
 	t.cancel(nil)
 
+	// The idle state event is queued before anyone can see the session
+	// idle, so a watcher that stops at idle (Attach until_idle) gets it.
 	rt.mu.Lock()
 	rt.task = nil
 	rt.state = penguinv1.SessionState_SESSION_STATE_IDLE
-	rt.mu.Unlock()
 	rt.publishState(&penguinv1.RunStateChange{State: penguinv1.SessionState_SESSION_STATE_IDLE, Status: res.Status, Message: msg})
+	rt.mu.Unlock()
+	kind := "run"
+	if t.compaction {
+		kind = "compaction"
+	}
+	m.metrics.runs.WithLabelValues(kind, stopLabel(res.Status)).Inc()
+	m.metrics.runsActive.Dec()
 	close(t.done)
 	if p != nil {
 		rt.settleWatch(p.tools.client)
@@ -463,10 +502,14 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	m.release(rt)
 }
 
-// keepLease renews the run lease until the returned stop is called.
-func (rt *Runtime) keepLease(ctx context.Context) (stop func()) {
+// keepLease renews the task's run lease until the returned stop is
+// called. A renewal that finds the lease held by another replica means
+// this one was cut off longer than the lease lasts and the session has
+// moved on: the task is stopped, so that two replicas never write the
+// session's log at once.
+func (rt *Runtime) keepLease(t *task) (stop func()) {
 	m := rt.m
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(t.ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -477,8 +520,16 @@ func (rt *Runtime) keepLease(ctx context.Context) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				if _, err := m.store.AcquireLease(ctx, rt.id, m.opts.EngineID, m.opts.Address, m.opts.LeaseTTL); err != nil && ctx.Err() == nil {
+				ok, err := m.store.AcquireLease(ctx, rt.id, m.opts.EngineID, m.opts.Address, m.opts.LeaseTTL)
+				switch {
+				case err != nil && ctx.Err() == nil:
 					m.log.Warn("could not renew a run lease", "session", rt.id, "error", err)
+				case err == nil && !ok:
+					owner, addr, _, _ := m.store.LeaseHolder(ctx, rt.id)
+					m.log.Error("the run lease was taken over by another engine replica; stopping the task here",
+						"session", rt.id, "owner", owner, "address", addr)
+					t.cancel(&loop.Aborted{Reason: fmt.Sprintf("engine replica %s took the session over after this replica failed to renew its lease", owner)})
+					return
 				}
 			}
 		}

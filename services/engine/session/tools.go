@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/envtool"
 	"github.com/penguin-agent/penguin/services/engine/store"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -33,7 +35,7 @@ type toolset struct {
 	perms  map[string]penguinv1.Permission
 	engine map[string]EngineTool
 	// recreate makes a new environment when the old one is gone.
-	recreate func(ctx context.Context) error
+	recreate func(ctx context.Context, why envtool.Reason) error
 	exec     *envtool.Executor
 }
 
@@ -101,23 +103,44 @@ func (m *Manager) createEnvironment(ctx context.Context, req *penguinv1.CreateEn
 }
 
 // bindEnvironment returns the session's environment and its tools,
-// creating a new environment when the recorded one is gone (the
-// environment service restarted, or the session was forked).
+// creating a new environment when the recorded one is gone: the
+// environment service no longer knows it (it restarted, or the session
+// was forked), or the replica that held it cannot be reached (its host is
+// gone). A new environment comes from the environment service at large
+// (Options.Environment, which may spread over several replicas), and the
+// session is bound to the replica that created it from then on.
 func (rt *Runtime) bindEnvironment(ctx context.Context, row *store.Session, cfg config, st *agentstate.State) (penguinv1.EnvironmentServiceClient, string, []*penguinv1.ToolInfo, error) {
 	m := rt.m
+	reason := ""
 	if row.EnvironmentID != "" {
 		client, err := m.envClient(row.EnvironmentAddr)
 		if err != nil {
 			return nil, "", nil, err
 		}
-		resp, err := client.ListTools(ctx, &penguinv1.ListToolsRequest{EnvironmentId: row.EnvironmentID})
-		if err == nil {
-			return client, row.EnvironmentID, resp.GetTools(), nil
-		}
-		if status.Code(err) != codes.NotFound {
+		tools, err := m.listTools(ctx, client, row.EnvironmentID)
+		switch status.Code(err) {
+		case codes.OK:
+			return client, row.EnvironmentID, tools, nil
+		case codes.NotFound:
+			reason = string(envtool.Missing)
+		case codes.Unavailable:
+			if ctx.Err() != nil {
+				return nil, "", nil, ctx.Err()
+			}
+			reason = string(envtool.Unreachable)
+			m.log.Warn("the replica of the session's environment cannot be reached; creating a fresh environment",
+				"session", rt.id, "environment", row.EnvironmentID, "address", row.EnvironmentAddr, "error", err)
+		default:
 			return nil, "", nil, downstream("reach the session's environment", err)
 		}
 	}
+	return rt.rebind(ctx, row, cfg, st, reason)
+}
+
+// rebind creates a fresh environment for the session and records it in
+// the session's row. reason, when set, says why the old one was replaced.
+func (rt *Runtime) rebind(ctx context.Context, row *store.Session, cfg config, st *agentstate.State, reason string) (penguinv1.EnvironmentServiceClient, string, []*penguinv1.ToolInfo, error) {
+	m := rt.m
 	resp, client, err := m.createEnvironment(ctx, m.environmentSpec(rt.id, row.Workspace, st, cfg.SandboxMode))
 	if err != nil {
 		return nil, "", nil, err
@@ -129,8 +152,35 @@ func (rt *Runtime) bindEnvironment(ctx context.Context, row *store.Session, cfg 
 	}); err != nil {
 		return nil, "", nil, err
 	}
+	if reason != "" {
+		m.metrics.rebinds.WithLabelValues(reason).Inc()
+		m.log.Info("the session has a fresh environment", "session", rt.id, "reason", reason, "environment", envID, "address", addr)
+	}
 	row.EnvironmentID, row.EnvironmentAddr = envID, addr
 	return client, envID, resp.GetTools(), nil
+}
+
+// unreachableWait is how long a session waits for the replica of its
+// environment to answer before it gives the environment up: long enough
+// for a reconnect after a blip, short next to a task.
+const unreachableWait = 3 * time.Second
+
+// listTools lists an environment's tools. A replica that does not answer
+// at once gets until unreachableWait to come back.
+func (m *Manager) listTools(ctx context.Context, client penguinv1.EnvironmentServiceClient, envID string) ([]*penguinv1.ToolInfo, error) {
+	resp, err := client.ListTools(ctx, &penguinv1.ListToolsRequest{EnvironmentId: envID})
+	if status.Code(err) == codes.Unavailable && ctx.Err() == nil {
+		wctx, cancel := context.WithTimeout(ctx, unreachableWait)
+		resp, err = client.ListTools(wctx, &penguinv1.ListToolsRequest{EnvironmentId: envID}, grpc.WaitForReady(true))
+		cancel()
+		if status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
+			err = status.Errorf(codes.Unavailable, "no answer within %s: %v", unreachableWait, err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetTools(), nil
 }
 
 // newToolset builds the task's tools: the environment's filtered for the
@@ -158,10 +208,9 @@ func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg confi
 		ts.perms[spec.Name] = spec.PermissionProto()
 		ts.engine[spec.Name] = et
 	}
-	ts.recreate = func(ctx context.Context) error {
+	ts.recreate = func(ctx context.Context, why envtool.Reason) error {
 		row := *row
-		row.EnvironmentID = ""
-		client, envID, _, err := rt.bindEnvironment(ctx, &row, cfg, st)
+		client, envID, _, err := rt.rebind(ctx, &row, cfg, st, string(why))
 		if err != nil {
 			return err
 		}

@@ -19,6 +19,7 @@ type Metering struct {
 	tokens   *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	ttft     *prometheus.HistogramVec
+	active   *prometheus.GaugeVec
 }
 
 // NewMetering registers the llm metrics with reg.
@@ -42,8 +43,12 @@ func NewMetering(reg prometheus.Registerer) (*Metering, error) {
 			Help:    "Time from the call to its first streamed frame.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 		}, []string{"provider", "model"}),
+		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "penguin", Subsystem: "llm", Name: "streams_active",
+			Help: "Model streams in progress, by provider and model.",
+		}, []string{"provider", "model"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.tokens, m.duration, m.ttft} {
+	for _, c := range []prometheus.Collector{m.requests, m.tokens, m.duration, m.ttft, m.active} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register llm metrics: %w", err)
 		}
@@ -55,6 +60,9 @@ func NewMetering(reg prometheus.Registerer) (*Metering, error) {
 func (m *Metering) Middleware() stream.Middleware {
 	return func(next stream.Streamer) stream.Streamer {
 		return stream.StreamerFunc(func(ctx context.Context, req *stream.Request, emit stream.Emit) *penguinv1.LLMOutcome {
+			active := m.active.WithLabelValues(req.Provider, req.Model)
+			active.Inc()
+			defer active.Dec()
 			o := &observation{start: time.Now()}
 			out := next.Stream(ctx, req, observe(emit, o))
 			status := statusName(out.GetStatus())

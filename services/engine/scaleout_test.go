@@ -1,0 +1,243 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/internal/fake"
+	"github.com/penguin-agent/penguin/services/engine/session"
+)
+
+// TestTurnsAreTracedAndCounted runs a task of two turns, the first of
+// which reconnects once and runs a tool: each turn is the root span of a
+// trace of its own, described by its attributes, and the engine's metrics
+// count the session, the run, the turns, the retry and the approval.
+func TestTurnsAreTracedAndCounted(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	reg := prometheus.NewRegistry()
+	e := newEnv(t, func(o *session.Options) { o.TracerProvider, o.Registerer = tp, reg })
+	e.llm.Generate = fake.Script(
+		fake.NewReply().Fail(penguinv1.StopReason_STOP_REASON_TIMEOUT, "connection reset"),
+		fake.NewReply().ToolCall("c1", "exec_command", `{"cmd":"ls"}`).Done(),
+		fake.NewReply().Text("done").Done(),
+	)
+	id := e.create(allowAll)
+	if st := end(t, e.run(id, "go")); st.GetStatus() != completedS {
+		t.Fatalf("run ended %v: %s", st.GetStatus(), st.GetMessage())
+	}
+
+	var turns []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "engine.turn" {
+			turns = append(turns, s)
+		}
+	}
+	if len(turns) != 2 {
+		t.Fatalf("%d turn spans, want 2", len(turns))
+	}
+	if turns[0].SpanContext().TraceID() == turns[1].SpanContext().TraceID() {
+		t.Fatal("both turns are in one trace; each turn must be its own")
+	}
+	want := []string{
+		"penguin.session_id=" + id + " penguin.turn=1 penguin.turn.status=completed penguin.turn.attempts=2 penguin.turn.tool_calls=1",
+		"penguin.session_id=" + id + " penguin.turn=2 penguin.turn.status=completed penguin.turn.attempts=1 penguin.turn.tool_calls=0",
+	}
+	for i, s := range turns {
+		if s.Parent().IsValid() {
+			t.Errorf("turn %d has a parent span; it must be its trace's root", i+1)
+		}
+		attrs := map[string]string{}
+		for _, kv := range s.Attributes() {
+			attrs[string(kv.Key)] = kv.Value.Emit()
+		}
+		for _, w := range strings.Fields(want[i]) {
+			k, v, _ := strings.Cut(w, "=")
+			if attrs[k] != v {
+				t.Errorf("turn %d: %s = %q, want %q (all: %v)", i+1, k, attrs[k], v, attrs)
+			}
+		}
+	}
+
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"penguin_engine_sessions_created_total", map[string]string{"kind": "new"}, 1},
+		{"penguin_engine_runs_total", map[string]string{"kind": "run", "status": "completed"}, 1},
+		{"penguin_engine_turns_total", map[string]string{"status": "completed"}, 2},
+		{"penguin_engine_retries_total", map[string]string{"status": "timeout"}, 1},
+		{"penguin_engine_approvals_total", map[string]string{"decision": "allow"}, 1},
+		{"penguin_engine_runs_active", nil, 0},
+	} {
+		if got, ok := value(t, reg, c.name, c.labels); !ok || got != c.want {
+			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
+		}
+	}
+}
+
+// TestLostLeaseStopsTheTask checks a replica that finds, when it renews
+// its run lease, that another replica has taken the session over: it
+// stops its task rather than write the session's log alongside the new
+// owner.
+func TestLostLeaseStopsTheTask(t *testing.T) {
+	e := newEnv(t, func(o *session.Options) { o.EngineID, o.LeaseTTL = "engine-a", time.Second })
+	hung := newGate()
+	e.llm.Generate = fake.Script(fake.NewReply().PartialOnly("Thinking").Hook(func(ctx context.Context) error {
+		hung.open()
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	id := e.create(allowAll)
+	ctx := e.ctx()
+	stream, err := e.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "think"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hung.wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Another replica takes the lease, as if engine-a had been cut off
+	// for longer than the lease lasts.
+	if err := e.store.ReleaseLease(ctx, id, "engine-a"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.store.AcquireLease(ctx, id, "engine-x", "10.0.0.9:7423", time.Minute); err != nil || !ok {
+		t.Fatalf("take the lease: %v %v", ok, err)
+	}
+	evs, err := collect(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := end(t, evs)
+	if st.GetStatus() != penguinv1.StopReason_STOP_REASON_ABORTED || !strings.Contains(st.GetMessage(), "engine-x took the session over") {
+		t.Fatalf("the task ended %v (%q), want aborted because engine-x took over", st.GetStatus(), st.GetMessage())
+	}
+	// The task's end did not release the new owner's lease.
+	if owner, _, _, err := e.store.LeaseHolder(ctx, id); err != nil || owner != "engine-x" {
+		t.Fatalf("lease holder after the stop = %q, %v; want engine-x", owner, err)
+	}
+}
+
+// value returns the value of the counter or gauge name whose labels are
+// exactly labels, and whether there is one.
+func value(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			match := len(m.GetLabel()) == len(labels)
+			for _, l := range m.GetLabel() {
+				match = match && labels[l.GetName()] == l.GetValue()
+			}
+			if !match {
+				continue
+			}
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue(), true
+			}
+			return m.GetCounter().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// TestUnreachableEnvironmentIsReplaced binds a session to an environment
+// replica that cannot be reached (its host is gone): the next run waits a
+// little for it, then gives the session a fresh environment from the
+// environment service and runs there, and the run's lease is renewed all
+// the while, so no other replica can take the session meanwhile.
+func TestUnreachableEnvironmentIsReplaced(t *testing.T) {
+	// A replica that is gone: its listener is closed before anyone dials.
+	lis := bufconn.Listen(1 << 16)
+	lis.Close()
+	dead, err := grpc.NewClient("passthrough:///gone",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dead.Close() })
+	reg := prometheus.NewRegistry()
+	e := newEnv(t, func(o *session.Options) {
+		o.EngineID, o.LeaseTTL, o.Registerer = "engine-a", time.Second, reg
+		o.DialEnvironment = func(addr string) (penguinv1.EnvironmentServiceClient, error) {
+			if addr != "10.0.0.9:7422" {
+				return nil, fmt.Errorf("unexpected environment address %q", addr)
+			}
+			return penguinv1.NewEnvironmentServiceClient(dead), nil
+		}
+	})
+	e.llm.Generate = fake.Script(
+		fake.NewReply().Text("first").Done(),
+		fake.NewReply().ToolCall("c1", "exec_command", `{}`).Done(),
+		fake.NewReply().Text("second").Done(),
+	)
+	id := e.create(allowAll)
+	end(t, e.run(id, "first"))
+	ctx := e.ctx()
+	row, err := e.store.GetSession(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row.EnvironmentAddr = "10.0.0.9:7422"
+	if err := e.store.UpdateSession(ctx, row); err != nil {
+		t.Fatal(err)
+	}
+
+	done := make(chan []*penguinv1.RunEvent, 1)
+	go func() {
+		stream, err := e.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "second"})
+		if err != nil {
+			done <- nil
+			return
+		}
+		evs, _ := collect(stream)
+		done <- evs
+	}()
+	// Well past the lease's first term, while the run still waits for the
+	// gone replica, the lease is engine-a's.
+	waitFor(t, "the run's lease", func() bool {
+		owner, _, _, err := e.store.LeaseHolder(ctx, id)
+		return err == nil && owner == "engine-a"
+	})
+	timer := time.NewTimer(1500 * time.Millisecond)
+	<-timer.C
+	if ok, err := e.store.AcquireLease(ctx, id, "engine-x", "10.0.0.8:7423", time.Second); err != nil || ok {
+		t.Fatalf("another replica got the lease %v (%v) while the run prepared", ok, err)
+	}
+	evs := <-done
+	if st := end(t, evs); st.GetStatus() != completedS {
+		t.Fatalf("the run ended %v: %s", st.GetStatus(), st.GetMessage())
+	}
+	if n := len(e.envSvc.Created()); n != 2 {
+		t.Fatalf("%d environments created, want 2 (the fresh one)", n)
+	}
+	row, err = e.store.GetSession(ctx, id)
+	if err != nil || row.EnvironmentAddr != "" || row.EnvironmentID != "env-2" {
+		t.Fatalf("the session is bound to %q at %q (%v), want env-2 on the environment service", row.EnvironmentID, row.EnvironmentAddr, err)
+	}
+	if got, _ := value(t, reg, "penguin_engine_environment_rebinds_total", map[string]string{"reason": "unreachable"}); got != 1 {
+		t.Fatalf("environment_rebinds_total{reason=unreachable} = %v, want 1", got)
+	}
+}

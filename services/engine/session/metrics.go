@@ -1,0 +1,102 @@
+package session
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+)
+
+// metrics are the engine's domain metrics: what its sessions and tasks
+// do, next to the per-RPC metrics the server bootstrap keeps.
+type metrics struct {
+	sessionsCreated *prometheus.CounterVec
+	runs            *prometheus.CounterVec
+	runsActive      prometheus.Gauge
+	turns           *prometheus.CounterVec
+	turnDuration    prometheus.Histogram
+	retries         *prometheus.CounterVec
+	approvals       *prometheus.CounterVec
+	rebinds         *prometheus.CounterVec
+	forwarded       *prometheus.CounterVec
+}
+
+// newMetrics builds the engine's metrics and registers them, with a gauge
+// of the sessions m has loaded, with reg; a nil reg keeps them
+// unregistered.
+func newMetrics(m *Manager, reg prometheus.Registerer) (*metrics, error) {
+	opts := func(name, help string) prometheus.CounterOpts {
+		return prometheus.CounterOpts{Namespace: "penguin", Subsystem: "engine", Name: name, Help: help}
+	}
+	x := &metrics{
+		sessionsCreated: prometheus.NewCounterVec(opts("sessions_created_total",
+			"Sessions created, by how: new, fork or subagent."), []string{"kind"}),
+		runs: prometheus.NewCounterVec(opts("runs_total",
+			"Tasks ended, by kind (run or compaction) and status (completed, aborted, failed, auth, ...)."), []string{"kind", "status"}),
+		runsActive: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "penguin", Subsystem: "engine", Name: "runs_active",
+			Help: "Tasks running on this replica now."}),
+		turns: prometheus.NewCounterVec(opts("turns_total",
+			"Turns ended (a model request with its reconnects and the tool calls it asked for), by status."), []string{"status"}),
+		turnDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "penguin", Subsystem: "engine", Name: "turn_duration_seconds",
+			Help:    "Wall time of turns, approvals and tool runs included.",
+			Buckets: []float64{0.25, 1, 2.5, 5, 10, 30, 60, 180, 600, 1800}}),
+		retries: prometheus.NewCounterVec(opts("retries_total",
+			"Model requests retried after a failure, by the failed attempt's status (timeout, malformed, failed)."), []string{"status"}),
+		approvals: prometheus.NewCounterVec(opts("approvals_total",
+			"Approval decisions on tool calls, by decision (allow, deny, forbidden), whoever made them (mode, policy or person)."), []string{"decision"}),
+		rebinds: prometheus.NewCounterVec(opts("environment_rebinds_total",
+			"Fresh environments created for sessions whose environment was gone, by reason: missing (its replica no longer knows it) or unreachable (its replica is gone)."), []string{"reason"}),
+		forwarded: prometheus.NewCounterVec(opts("forwarded_calls_total",
+			"Calls for runs another replica owns (Attach, Approve, Steer, Abort, RetryNow), passed on to that replica, by method and the gRPC code of the answer."), []string{"method", "code"}),
+	}
+	loaded := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "penguin", Subsystem: "engine", Name: "sessions_loaded",
+		Help: "Sessions loaded on this replica (running a task or watched)."}, func() float64 { return float64(m.Loaded()) })
+	if reg == nil {
+		return x, nil
+	}
+	for _, c := range []prometheus.Collector{x.sessionsCreated, x.runs, x.runsActive, x.turns, x.turnDuration, x.retries, x.approvals, x.rebinds, x.forwarded, loaded} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register engine metrics: %w", err)
+		}
+	}
+	return x, nil
+}
+
+// ObserveForward counts a call this replica passed on to the replica that
+// owns the session's run, with the code it answered. It fits
+// engine.Forwarding.Observe.
+func (m *Manager) ObserveForward(method string, code codes.Code) {
+	m.metrics.forwarded.WithLabelValues(method, code.String()).Inc()
+}
+
+// observeEmit counts what an emitted message tells: approval decisions.
+func (x *metrics) observeEmit(m *penguinv1.OmniMessage) {
+	if d := m.GetApprovalDecision(); d != nil {
+		x.approvals.WithLabelValues(enumLabel(d.GetDecision().String(), "DECISION_")).Inc()
+	}
+}
+
+// turnEnded counts one turn.
+func (x *metrics) turnEnded(status penguinv1.StopReason, retried []penguinv1.StopReason, took time.Duration) {
+	x.turns.WithLabelValues(stopLabel(status)).Inc()
+	x.turnDuration.Observe(took.Seconds())
+	for _, s := range retried {
+		x.retries.WithLabelValues(stopLabel(s)).Inc()
+	}
+}
+
+// stopLabel is the short lower-case name of a stop reason.
+func stopLabel(s penguinv1.StopReason) string {
+	if s == penguinv1.StopReason_STOP_REASON_UNSPECIFIED {
+		return "unspecified"
+	}
+	return enumLabel(s.String(), "STOP_REASON_")
+}
+
+func enumLabel(name, prefix string) string {
+	return strings.ToLower(strings.TrimPrefix(name, prefix))
+}
