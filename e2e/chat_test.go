@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"github.com/penguin-agent/penguin/e2e/e2etest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -162,7 +163,7 @@ func TestChatInTerminal(t *testing.T) {
 	term.waitScreen("penguin exited with status 0", 1)
 
 	// The session on disk holds the steering and the abort.
-	ctx := testContext(t, 30*time.Second)
+	ctx := e2etest.Context(t, 30*time.Second)
 	export := exec.CommandContext(ctx, bin.penguin, "sessions", "export", id[1])
 	export.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "PENGUIN_HOME=" + home}
 	out, err := export.CombinedOutput()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/penguin-agent/penguin/e2e/e2etest"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 )
 
@@ -21,7 +22,7 @@ func demoWorkspace() string { return filepath.Join(bin.repo, "examples", "demo",
 // the history holds the test command's output with exit code 0.
 func codingTask(t *testing.T, engineAddr, provider, root string) {
 	t.Helper()
-	ctx := testContext(t, 2*time.Minute)
+	ctx := e2etest.Context(t, 2*time.Minute)
 	ws, err := os.MkdirTemp(root, "coding-")
 	if err != nil {
 		t.Fatal(err)
@@ -66,8 +67,8 @@ func codingTask(t *testing.T, engineAddr, provider, root string) {
 
 	// The session's history holds the test run's real output.
 	id := sessionIDFrom(t, out)
-	engine := engineClient(t, engineAddr)
-	events := history(ctx, t, engine, id)
+	engine := e2etest.DialEngine(t, engineAddr, "")
+	events := e2etest.History(ctx, t, engine, id)
 	var calls []string
 	var testOutput string
 	for _, ev := range events {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/penguin-agent/penguin/e2e/e2etest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,7 +32,7 @@ func grpcurl(ctx context.Context, t *testing.T, args ...string) string {
 // streamed in the background, Approve when the approval request shows
 // up, and GetHistory at the end.
 func grpcurlSession(t *testing.T, s *allInOne) {
-	ctx := testContext(t, 2*time.Minute)
+	ctx := e2etest.Context(t, 2*time.Minute)
 
 	list := grpcurl(ctx, t, s.grpcAddr, "list")
 	for _, svc := range []string{"penguin.v1.LLMService", "penguin.v1.EnvironmentService", "penguin.v1.EngineService", "grpc.health.v1.Health"} {

@@ -23,8 +23,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/grpcclient"
+	"github.com/penguin-agent/penguin/e2e/e2etest"
 )
 
 // tools are the binaries TestMain builds once for the package.
@@ -59,19 +58,12 @@ func buildAndRun(m *testing.M) int {
 	defer cancel()
 	var g errgroup.Group
 	build := func(args ...string) func() error {
-		return func() error {
-			cmd := exec.CommandContext(ctx, "go", args...)
-			cmd.Dir = repo
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
-			}
-			return nil
-		}
+		return func() error { return e2etest.GoBuild(ctx, repo, args...) }
 	}
-	g.Go(build("build", "-o", bin.penguin, "./cmd/penguin"))
+	g.Go(build("-o", bin.penguin, "./cmd/penguin"))
 	// grpcurl is pinned in the tools module; building it once is much
 	// faster than `go tool grpcurl` per call.
-	g.Go(build("build", "-modfile=tools/go.mod", "-o", bin.grpcurl, "github.com/fullstorydev/grpcurl/cmd/grpcurl"))
+	g.Go(build("-modfile=tools/go.mod", "-o", bin.grpcurl, "github.com/fullstorydev/grpcurl/cmd/grpcurl"))
 	if err := g.Wait(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -101,7 +93,7 @@ type proc struct {
 func start(t testing.TB, name string, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin.penguin, args...)
-	cmd.Env = append(baseEnv(t), env...)
+	cmd.Env = append(e2etest.BaseEnv(t), env...)
 	p := &proc{t: t, name: name, cmd: cmd, changed: make(chan struct{}), exited: make(chan struct{})}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -133,19 +125,6 @@ func start(t testing.TB, name string, env []string, args ...string) *proc {
 		}
 	})
 	return p
-}
-
-// baseEnv is the environment of every process: PATH and a HOME of the
-// test's own, so nothing reads or writes the user's files, and JSON logs
-// to read the listening addresses from.
-func baseEnv(t testing.TB) []string {
-	return []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + t.TempDir(),
-		"PENGUIN_LOG_FORMAT=json",
-		"PENGUIN_LOG_LEVEL=info",
-		"NO_COLOR=1",
-	}
 }
 
 // read collects the lines of r; those of stdout also go to only.
@@ -319,37 +298,6 @@ func writeProviders(t testing.TB, routes ...route) string {
 	return path
 }
 
-// engineClient dials an engine.
-func engineClient(t testing.TB, addr string) penguinv1.EngineServiceClient {
-	t.Helper()
-	conn, err := grpcclient.New(addr, grpcclient.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return penguinv1.NewEngineServiceClient(conn)
-}
-
-// history reads a session's whole persisted history.
-func history(ctx context.Context, t testing.TB, engine penguinv1.EngineServiceClient, id string) []*penguinv1.RunEvent {
-	t.Helper()
-	var out []*penguinv1.RunEvent
-	var after int64
-	for {
-		resp, err := engine.GetHistory(ctx, &penguinv1.GetHistoryRequest{SessionId: id, AfterSequence: after})
-		if err != nil {
-			t.Fatalf("GetHistory %s: %v", id, err)
-		}
-		out = append(out, resp.GetEvents()...)
-		if len(resp.GetEvents()) > 0 {
-			after = resp.GetEvents()[len(resp.GetEvents())-1].GetSequence()
-		}
-		if !resp.GetMore() || len(resp.GetEvents()) == 0 {
-			return out
-		}
-	}
-}
-
 // copyDir copies the regular files of src (one level, as the demo
 // workspace has) into a new temporary directory and returns it.
 func copyDir(t testing.TB, src string) string {
@@ -372,13 +320,6 @@ func copyDir(t testing.TB, src string) string {
 		}
 	}
 	return dst
-}
-
-// testContext returns a context that ends before the test's deadline.
-func testContext(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // syncBuffer is a bytes.Buffer that a process writes while a test reads.

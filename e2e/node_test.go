@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/penguin-agent/penguin/e2e/e2etest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +25,7 @@ func nodeClient(t *testing.T, s *allInOne) {
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@grpc", "grpc-js")); err != nil {
 		t.Fatalf("the Node.js client's packages are not installed: run `npm ci` in %s (.ci/run does)", dir)
 	}
-	ctx := testContext(t, 90*time.Second)
+	ctx := e2etest.Context(t, 90*time.Second)
 	ws := filepath.Join(s.root, "node-ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)

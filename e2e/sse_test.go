@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/penguin-agent/penguin/e2e/e2etest"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/engine/trace"
 )
@@ -124,7 +125,7 @@ func postJSON(ctx context.Context, t *testing.T, url, body string, want int, out
 // connections with no gap, every persisted event of the history is among
 // them, and the streamed text deltas add up to the complete messages.
 func sseResume(t *testing.T, s *allInOne) {
-	ctx := testContext(t, 90*time.Second)
+	ctx := e2etest.Context(t, 90*time.Second)
 	base := "http://" + s.httpAddr
 	ws := filepath.Join(s.root, "sse-ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {
@@ -221,7 +222,7 @@ func sseResume(t *testing.T, s *allInOne) {
 	if want := strings.Join(completeTexts, ""); text.String() != want || want == "" {
 		t.Errorf("the streamed deltas add up to %q, the complete texts to %q", text.String(), want)
 	}
-	hist := history(ctx, t, engineClient(t, s.grpcAddr), sess.SessionID)
+	hist := e2etest.History(ctx, t, e2etest.DialEngine(t, s.grpcAddr, ""), sess.SessionID)
 	for _, h := range hist {
 		ev, ok := received[h.GetSequence()]
 		if !ok {

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,8 +21,8 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
+	"github.com/penguin-agent/penguin/e2e/e2etest"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/grpcclient"
 )
 
 // penguinBin is the penguin binary TestMain builds once for the package;
@@ -44,10 +43,8 @@ func buildAndRun(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	penguinBin = filepath.Join(dir, "penguin")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", penguinBin, "./cmd/penguin")
-	cmd.Dir = filepath.Join("..", "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build ./cmd/penguin: %v\n%s", err, out)
+	if err := e2etest.GoBuild(ctx, filepath.Join("..", ".."), "-o", penguinBin, "./cmd/penguin"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	code := m.Run()
@@ -58,38 +55,6 @@ func buildAndRun(m *testing.M) int {
 		}
 	}
 	return code
-}
-
-// baseEnv is the environment of every penguin process: PATH, a HOME of
-// its own so nothing touches the user's files, and JSON logs that the
-// harness reads.
-func baseEnv(t testing.TB) []string {
-	return []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + t.TempDir(),
-		"PENGUIN_LOG_FORMAT=json",
-		"PENGUIN_LOG_LEVEL=info",
-		"NO_COLOR=1",
-	}
-}
-
-// testContext returns a context that ends after d, and at the latest when
-// the test ends.
-func testContext(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// dialEngine returns an engine client for addr.
-func dialEngine(t testing.TB, addr, token string) penguinv1.EngineServiceClient {
-	t.Helper()
-	conn, err := grpcclient.New(addr, grpcclient.Options{Token: token})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return penguinv1.NewEngineServiceClient(conn)
 }
 
 // writeFile writes content to a new file in dir and returns its path.
@@ -237,24 +202,4 @@ func runToEnd(ctx context.Context, t testing.TB, engine penguinv1.EngineServiceC
 		t.Fatalf("run on %s ended with %v (%q), stream error %v; output:\n%s", id, r.final.GetStatus(), r.final.GetMessage(), r.err, r.text())
 	}
 	return r
-}
-
-// history reads a session's whole persisted history.
-func history(ctx context.Context, t testing.TB, engine penguinv1.EngineServiceClient, id string) []*penguinv1.RunEvent {
-	t.Helper()
-	var out []*penguinv1.RunEvent
-	var after int64
-	for {
-		resp, err := engine.GetHistory(ctx, &penguinv1.GetHistoryRequest{SessionId: id, AfterSequence: after})
-		if err != nil {
-			t.Fatalf("GetHistory %s: %v", id, err)
-		}
-		out = append(out, resp.GetEvents()...)
-		if n := len(resp.GetEvents()); n > 0 {
-			after = resp.GetEvents()[n-1].GetSequence()
-		}
-		if !resp.GetMore() || len(resp.GetEvents()) == 0 {
-			return out
-		}
-	}
 }

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/penguin-agent/penguin/e2e/e2etest"
 	"github.com/penguin-agent/penguin/e2e/netns"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 )
@@ -117,7 +118,7 @@ type replica struct {
 // work, and every committed message survives and the sessions go on.
 func TestSeparateHosts(t *testing.T) {
 	n := netns.New(t)
-	ctx := testContext(t, 150*time.Second)
+	ctx := e2etest.Context(t, 150*time.Second)
 	c := &cluster{token: randomHex(16), envs: map[string]*replica{}, engines: map[string]*replica{}, clients: map[string]penguinv1.EngineServiceClient{}, envByAddr: map[string]*replica{}}
 
 	// PostgreSQL on the test machine's loopback, reached by the engines
@@ -162,7 +163,7 @@ func TestSeparateHosts(t *testing.T) {
 		}
 	}
 	for name, r := range c.engines {
-		c.clients[name] = dialEngine(t, r.addr, c.token)
+		c.clients[name] = e2etest.DialEngine(t, r.addr, c.token)
 	}
 	a, b := c.clients["engine-a"], c.clients["engine-b"]
 
@@ -280,7 +281,7 @@ func TestSeparateHosts(t *testing.T) {
 		if dead == nil {
 			t.Fatalf("S1 is bound to %q, not to a replica's advertised address", c.envAddr(ctx, t, s1))
 		}
-		before := history(ctx, t, b, s1)
+		before := e2etest.History(ctx, t, b, s1)
 		dead.proc.Kill()
 
 		// The tool call ends with an output that says what happened, and
@@ -302,13 +303,13 @@ func TestSeparateHosts(t *testing.T) {
 		if addr := c.envAddr(ctx, t, s1); addr == dead.addr || c.envByAddr[addr] == nil {
 			t.Fatalf("S1 is bound to %q after %s died", addr, dead.addr)
 		}
-		requirePrefix(t, before, history(ctx, t, a, s1))
+		requirePrefix(t, before, e2etest.History(ctx, t, a, s1))
 	})
 
 	t.Run("an engine replica dies mid-run", func(t *testing.T) {
 		run := startRun(ctx, t, a, s2, "S2-TWO: run the long one")
 		run.waitEvent(t, 30*time.Second, "s2's command output", partialOutput("s2-started"))
-		before := history(ctx, t, b, s2)
+		before := e2etest.History(ctx, t, b, s2)
 		c.engines["engine-a"].proc.Kill()
 		if r := run.wait(t, 30*time.Second); r.err == nil {
 			t.Fatalf("the Run stream of the killed engine ended cleanly: %v", r.final)
@@ -341,7 +342,7 @@ func TestSeparateHosts(t *testing.T) {
 			t.Fatalf("S2 resumed on engine-b ended %v (%v):\n%s", r.final, r.err, r.text())
 		}
 		runToEnd(ctx, t, b, s2, "S2-FOUR: and on")
-		after := history(ctx, t, b, s2)
+		after := e2etest.History(ctx, t, b, s2)
 		requirePrefix(t, before, after)
 		// Every tool call of the log, the interrupted one included, has
 		// exactly one output.
@@ -396,7 +397,7 @@ func TestSeparateHosts(t *testing.T) {
 func (c *cluster) start(t *testing.T, h *netns.Host, name string, env []string, args ...string) *netns.Proc {
 	t.Helper()
 	cmd := h.Command(penguinBin, args...)
-	cmd.Env = append(append(baseEnv(t), "PENGUIN_AUTH_TOKEN="+c.token), env...)
+	cmd.Env = append(append(e2etest.BaseEnv(t), "PENGUIN_AUTH_TOKEN="+c.token), env...)
 	return netns.Start(t, name+" on "+h.Name, cmd)
 }
 

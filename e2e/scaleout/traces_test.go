@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/penguin-agent/penguin/e2e/e2etest"
 	"github.com/penguin-agent/penguin/e2e/netns"
 )
 
@@ -44,7 +45,7 @@ const tracesScript = `turns:
 // joined through the trace context the gRPC calls carry.
 func TestTraces(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t, 90*time.Second)
+	ctx := e2etest.Context(t, 90*time.Second)
 	recv := startReceiver(t)
 	dir := t.TempDir()
 	otel := []string{
@@ -54,7 +55,7 @@ func TestTraces(t *testing.T) {
 	}
 	start := func(name string, env []string, args ...string) *netns.Proc {
 		cmd := exec.Command(penguinBin, args...)
-		cmd.Env = append(append(baseEnv(t), otel...), env...)
+		cmd.Env = append(append(e2etest.BaseEnv(t), otel...), env...)
 		return netns.Start(t, name, cmd)
 	}
 	mock := start("mockllm", nil, "mockllm", "--listen", "127.0.0.1:0", "--script", writeFile(t, dir, "script.yaml", tracesScript))
@@ -71,7 +72,7 @@ func TestTraces(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	client := dialEngine(t, engineAddr, "")
+	client := e2etest.DialEngine(t, engineAddr, "")
 	id := newSession(ctx, t, client, root)
 	r := runToEnd(ctx, t, client, id, "Say it, please.")
 	if !strings.Contains(r.text(), "traced-output") {

@@ -1,0 +1,82 @@
+// Package e2etest holds what the end-to-end test packages (e2e and
+// e2e/scaleout) share: building the penguin binary once, the environment of
+// the processes they start, and small client helpers. It is imported by
+// tests only.
+package e2etest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/grpcclient"
+)
+
+// GoBuild runs `go build ARGS...` in the repository root repo and reports
+// the compiler's output when it fails.
+func GoBuild(ctx context.Context, repo string, args ...string) error {
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build"}, args...)...)
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// BaseEnv is the environment of every penguin process a test starts: PATH,
+// a HOME of its own so nothing reads or writes the user's files, and JSON
+// logs that the harnesses read the listening addresses from.
+func BaseEnv(t testing.TB) []string {
+	return []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + t.TempDir(),
+		"PENGUIN_LOG_FORMAT=json",
+		"PENGUIN_LOG_LEVEL=info",
+		"NO_COLOR=1",
+	}
+}
+
+// Context returns a context that ends after d, and at the latest when the
+// test ends.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// DialEngine returns an engine client for addr, presenting token when it
+// is not empty; the connection closes when the test ends.
+func DialEngine(t testing.TB, addr, token string) penguinv1.EngineServiceClient {
+	t.Helper()
+	conn, err := grpcclient.New(addr, grpcclient.Options{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return penguinv1.NewEngineServiceClient(conn)
+}
+
+// History reads a session's whole persisted history, page by page.
+func History(ctx context.Context, t testing.TB, engine penguinv1.EngineServiceClient, id string) []*penguinv1.RunEvent {
+	t.Helper()
+	var out []*penguinv1.RunEvent
+	var after int64
+	for {
+		resp, err := engine.GetHistory(ctx, &penguinv1.GetHistoryRequest{SessionId: id, AfterSequence: after})
+		if err != nil {
+			t.Fatalf("GetHistory %s: %v", id, err)
+		}
+		out = append(out, resp.GetEvents()...)
+		if n := len(resp.GetEvents()); n > 0 {
+			after = resp.GetEvents()[n-1].GetSequence()
+		}
+		if !resp.GetMore() || len(resp.GetEvents()) == 0 {
+			return out
+		}
+	}
+}
