@@ -84,7 +84,15 @@ func TestTurnsAreTracedAndCounted(t *testing.T) {
 		{"penguin_engine_approvals_total", map[string]string{"decision": "allow"}, 1},
 		{"penguin_engine_runs_active", nil, 0},
 	} {
-		if got, ok := value(t, reg, c.name, c.labels); !ok || got != c.want {
+		// The run's own counters are updated as it winds down, just after
+		// the idle state reaches the client: poll briefly.
+		deadline := time.Now().Add(5 * time.Second)
+		got, ok := value(t, reg, c.name, c.labels)
+		for (!ok || got != c.want) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+			got, ok = value(t, reg, c.name, c.labels)
+		}
+		if !ok || got != c.want {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
 	}
