@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/metrictest"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
 )
@@ -87,10 +88,10 @@ func TestTurnsAreTracedAndCounted(t *testing.T) {
 		// The run's own counters are updated as it winds down, just after
 		// the idle state reaches the client: poll briefly.
 		deadline := time.Now().Add(5 * time.Second)
-		got, ok := value(t, reg, c.name, c.labels)
+		got, ok := metrictest.Value(t, reg, c.name, c.labels)
 		for (!ok || got != c.want) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
-			got, ok = value(t, reg, c.name, c.labels)
+			got, ok = metrictest.Value(t, reg, c.name, c.labels)
 		}
 		if !ok || got != c.want {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
@@ -139,35 +140,6 @@ func TestLostLeaseStopsTheTask(t *testing.T) {
 	if owner, _, _, err := e.store.LeaseHolder(ctx, id); err != nil || owner != "engine-x" {
 		t.Fatalf("lease holder after the stop = %q, %v; want engine-x", owner, err)
 	}
-}
-
-// value returns the value of the counter or gauge name whose labels are
-// exactly labels, and whether there is one.
-func value(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (float64, bool) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			match := len(m.GetLabel()) == len(labels)
-			for _, l := range m.GetLabel() {
-				match = match && labels[l.GetName()] == l.GetValue()
-			}
-			if !match {
-				continue
-			}
-			if g := m.GetGauge(); g != nil {
-				return g.GetValue(), true
-			}
-			return m.GetCounter().GetValue(), true
-		}
-	}
-	return 0, false
 }
 
 // TestUnreachableEnvironmentIsReplaced binds a session to an environment
@@ -245,7 +217,7 @@ func TestUnreachableEnvironmentIsReplaced(t *testing.T) {
 	if err != nil || row.EnvironmentAddr != "" || row.EnvironmentID != "env-2" {
 		t.Fatalf("the session is bound to %q at %q (%v), want env-2 on the environment service", row.EnvironmentID, row.EnvironmentAddr, err)
 	}
-	if got, _ := value(t, reg, "penguin_engine_environment_rebinds_total", map[string]string{"reason": "unreachable"}); got != 1 {
+	if got, _ := metrictest.Value(t, reg, "penguin_engine_environment_rebinds_total", map[string]string{"reason": "unreachable"}); got != 1 {
 		t.Fatalf("environment_rebinds_total{reason=unreachable} = %v, want 1", got)
 	}
 }

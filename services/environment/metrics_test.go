@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/metrictest"
 	"github.com/penguin-agent/penguin/services/environment"
 )
 
@@ -39,7 +40,7 @@ func TestMetrics(t *testing.T) {
 	wantStop(t, h.exec(env, "exec_command", `{"cmd":"sleep 60","run_in_background":true}`), ok, "background")
 
 	runs := func(tool, stop string) float64 {
-		return series(t, reg, "penguin_environment_tool_runs_total", map[string]string{"tool": tool, "stop_reason": stop})
+		return metrictest.Get(t, reg, "penguin_environment_tool_runs_total", map[string]string{"tool": tool, "stop_reason": stop})
 	}
 	if got := runs("exec_command", "completed"); got != 2 {
 		t.Errorf("completed exec_command runs = %v, want 2", got)
@@ -50,68 +51,23 @@ func TestMetrics(t *testing.T) {
 	if got := runs("unknown", "failed"); got != 1 {
 		t.Errorf("runs of unknown tools = %v, want 1", got)
 	}
-	if got := gaugeValue(t, reg, "penguin_environment_environments_active"); got != 2 {
+	if got := metrictest.Get(t, reg, "penguin_environment_environments_active", nil); got != 2 {
 		t.Errorf("environments_active = %v, want 2", got)
 	}
-	if got := gaugeValue(t, reg, "penguin_environment_environments_created_total"); got != 2 {
+	if got := metrictest.Get(t, reg, "penguin_environment_environments_created_total", nil); got != 2 {
 		t.Errorf("environments_created_total = %v, want 2", got)
 	}
-	if got := gaugeValue(t, reg, "penguin_environment_command_sessions_active"); got != 1 {
+	if got := metrictest.Get(t, reg, "penguin_environment_command_sessions_active", nil); got != 1 {
 		t.Errorf("command_sessions_active = %v with one background command, want 1", got)
 	}
 
 	if _, err := h.client.DisposeEnvironment(testCtx(t, 30*time.Second), &penguinv1.DisposeEnvironmentRequest{EnvironmentId: env}); err != nil {
 		t.Fatal(err)
 	}
-	if got := gaugeValue(t, reg, "penguin_environment_environments_active"); got != 1 {
+	if got := metrictest.Get(t, reg, "penguin_environment_environments_active", nil); got != 1 {
 		t.Errorf("environments_active after a dispose = %v, want 1", got)
 	}
-	if got := gaugeValue(t, reg, "penguin_environment_command_sessions_active"); got != 0 {
+	if got := metrictest.Get(t, reg, "penguin_environment_command_sessions_active", nil); got != 0 {
 		t.Errorf("command_sessions_active after the dispose = %v, want 0", got)
 	}
-}
-
-// series returns the value of the counter name whose labels are exactly
-// labels, or zero when there is none.
-func series(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			match := len(m.GetLabel()) == len(labels)
-			for _, l := range m.GetLabel() {
-				match = match && labels[l.GetName()] == l.GetValue()
-			}
-			if match {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
-// gaugeValue returns the value of an unlabelled metric (gauge or counter).
-func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			m := mf.GetMetric()[0]
-			if m.GetGauge() != nil {
-				return m.GetGauge().GetValue()
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/emulator"
 	"github.com/penguin-agent/penguin/internal/grpcserver"
+	"github.com/penguin-agent/penguin/internal/metrictest"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/services/llm"
 	"github.com/penguin-agent/penguin/services/llm/failure"
@@ -502,21 +503,21 @@ func TestMiddlewareObservesWithoutContent(t *testing.T) {
 	req := func(status, code string) map[string]string {
 		return map[string]string{"provider": "emu-anthropic", "model": "claude-test", "status": status, "code": code}
 	}
-	if v := counter(t, e.metrics, "penguin_llm_requests_total", req("completed", "")); v != 1 {
+	if v := metrictest.Get(t, e.metrics, "penguin_llm_requests_total", req("completed", "")); v != 1 {
 		t.Errorf("completed requests = %v", v)
 	}
-	if v := counter(t, e.metrics, "penguin_llm_requests_total", req("timeout", "RATE_LIMIT")); v != 1 {
+	if v := metrictest.Get(t, e.metrics, "penguin_llm_requests_total", req("timeout", "RATE_LIMIT")); v != 1 {
 		t.Errorf("rate-limited requests = %v", v)
 	}
 	for kind, want := range map[string]float64{"input": 100, "output": 5, "cache_read": 40, "cache_write": 60} {
-		if v := counter(t, e.metrics, "penguin_llm_tokens_total", map[string]string{"provider": "emu-anthropic", "model": "claude-test", "kind": kind}); v != want {
+		if v := metrictest.Get(t, e.metrics, "penguin_llm_tokens_total", map[string]string{"provider": "emu-anthropic", "model": "claude-test", "kind": kind}); v != want {
 			t.Errorf("%s tokens = %v, want %v", kind, v, want)
 		}
 	}
 	if n := metricCount(t, e.metrics, "penguin_llm_streams_active"); n != 1 {
 		t.Errorf("penguin_llm_streams_active has %d series, want 1 (the route used)", n)
 	}
-	if v := gauge(t, e.metrics, "penguin_llm_streams_active", map[string]string{"provider": "emu-anthropic", "model": "claude-test"}); v != 0 {
+	if v, ok := metrictest.Value(t, e.metrics, "penguin_llm_streams_active", map[string]string{"provider": "emu-anthropic", "model": "claude-test"}); !ok || v != 0 {
 		t.Errorf("streams in progress after both ended = %v", v)
 	}
 
@@ -551,60 +552,6 @@ func TestMiddlewareObservesWithoutContent(t *testing.T) {
 	if strings.Contains(strings.Join(attrs, " "), prompt) {
 		t.Error("a span carries the prompt")
 	}
-}
-
-// counter returns the value of the counter name whose labels are exactly
-// labels, or zero when there is none.
-func counter(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			match := len(m.GetLabel()) == len(labels)
-			for _, l := range m.GetLabel() {
-				if labels[l.GetName()] != l.GetValue() {
-					match = false
-				}
-			}
-			if match {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
-// gauge returns the value of the gauge name whose labels are exactly
-// labels, or -1 when there is none.
-func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			match := len(m.GetLabel()) == len(labels)
-			for _, l := range m.GetLabel() {
-				if labels[l.GetName()] != l.GetValue() {
-					match = false
-				}
-			}
-			if match {
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return -1
 }
 
 // metricCount returns how many series the metric name has.
