@@ -189,13 +189,17 @@ func (c *chat) handle(ctx context.Context, line string) (bool, error) {
 	case strings.HasPrefix(cmd, "/"):
 		return false, fmt.Errorf("unknown command %s (try /compact, /clear, /thinking, /resume, /verbose, /exit)", cmd)
 	default:
-		next, err := c.task(ctx, line)
-		if err != nil || next == "" {
+		late, err := c.task(ctx, line)
+		if err != nil {
 			return false, err
 		}
-		// A command typed during the task, or a line that came too late to
-		// steer it, runs now.
-		return c.handle(ctx, next)
+		// Commands typed during the task, and lines that came too late to
+		// steer it, run now in the order they were typed.
+		for _, next := range late {
+			if quit, err := c.handle(ctx, next); quit || err != nil {
+				return quit, err
+			}
+		}
 	}
 	return false, nil
 }
@@ -229,14 +233,15 @@ func (c *chat) resume(ctx context.Context, id string) error {
 	return nil
 }
 
-// task runs one prompt, steering with lines typed meanwhile. It returns a
-// line that arrived too late to steer, for the caller to run next.
-func (c *chat) task(ctx context.Context, prompt string) (string, error) {
+// task runs one prompt, steering with lines typed meanwhile. It returns the
+// commands typed meanwhile and the lines that arrived too late to steer, in
+// order, for the caller to run next.
+func (c *chat) task(ctx context.Context, prompt string) ([]string, error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.engine.Run(runCtx, &penguinv1.RunRequest{SessionId: c.session, Prompt: prompt, ThinkingLevel: c.thinking, ApprovalMode: c.opts.ApprovalMode})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	type received struct {
 		ev  *penguinv1.RunEvent
@@ -259,7 +264,7 @@ func (c *chat) task(ctx context.Context, prompt string) (string, error) {
 	}()
 	r := c.renderer()
 	var pending *penguinv1.ApprovalRequest
-	var late string
+	var late []string
 	for {
 		select {
 		case got, ok := <-events:
@@ -270,7 +275,7 @@ func (c *chat) task(ctx context.Context, prompt string) (string, error) {
 				if errors.Is(got.err, io.EOF) {
 					return late, nil
 				}
-				return "", got.err
+				return nil, got.err
 			}
 			r.Event(got.ev)
 			if req := got.ev.GetApprovalRequest(); req != nil {
@@ -290,7 +295,7 @@ func (c *chat) task(ctx context.Context, prompt string) (string, error) {
 			}
 			fmt.Fprintln(c.out, "\n(aborting)")
 			if _, err := c.engine.Abort(ctx, &penguinv1.AbortRequest{SessionId: c.session, Reason: "Ctrl-C in chat"}); err != nil {
-				return "", err
+				return nil, err
 			}
 		case line, ok := <-c.lines:
 			if !ok {
@@ -303,21 +308,27 @@ func (c *chat) task(ctx context.Context, prompt string) (string, error) {
 				pending = nil
 				continue
 			}
-			if strings.TrimSpace(line) == "" {
+			line = strings.TrimSpace(line)
+			if line == "" {
 				continue
 			}
-			if strings.HasPrefix(strings.TrimSpace(line), "/") && late == "" {
-				late = strings.TrimSpace(line)
-				fmt.Fprintf(c.out, "(%s runs when the task ends)\n", late)
+			if strings.HasPrefix(line, "/") {
+				late = append(late, line)
+				fmt.Fprintf(c.out, "(%s runs when the task ends)\n", line)
 				continue
 			}
 			if _, err := c.engine.Steer(ctx, &penguinv1.SteerRequest{SessionId: c.session, Text: line}); err != nil {
 				if status.Code(err) == codes.FailedPrecondition {
-					// The task ended first: the line becomes the next prompt.
-					late = strings.TrimSpace(late + "\n" + line)
+					// The task ended first: the line becomes a prompt, joined
+					// to the text typed just before it.
+					if n := len(late); n > 0 && !strings.HasPrefix(late[n-1], "/") {
+						late[n-1] += "\n" + line
+					} else {
+						late = append(late, line)
+					}
 					continue
 				}
-				return "", err
+				return nil, err
 			}
 			fmt.Fprintf(c.out, "» %s\n", line)
 		}

@@ -157,6 +157,9 @@ func TestChatApprovesSteersAbortsAndQuits(t *testing.T) {
 	interrupt <- os.Interrupt
 	waitFor(t, "the abort", func() bool { return aborts() == 1 })
 	waitFor(t, "the aborted task to end", func() bool { return strings.Contains(out.String(), "⏹ aborted") })
+	// The abort message comes before the run's final idle state; wait for the
+	// prompt, or the next lines would steer the run that is winding down.
+	waitFor(t, "the prompt after the task", func() bool { return strings.Count(out.String(), "› ") == 2 })
 
 	typeLine("/thinking high")
 	typeLine("try again")
@@ -211,5 +214,52 @@ func TestChatQuitsOnDoubleInterruptAtThePrompt(t *testing.T) {
 	case <-done:
 	case <-ctx.Done():
 		t.Fatal("chat did not quit on a double Ctrl-C")
+	}
+}
+
+// TestChatRunsCommandsTypedDuringATaskAfterIt types two commands while a
+// task runs: both wait for the task to end and then run in order, and
+// neither is sent to the model as steering.
+func TestChatRunsCommandsTypedDuringATaskAfterIt(t *testing.T) {
+	t.Parallel()
+	ce := &chatEngine{finish: make(chan struct{}), abort: make(chan struct{}, 1)}
+	engine := fakeengine.Start(t, ce.fake())
+	in, typed := io.Pipe()
+	var out syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- cli.Chat(ctx, engine, cli.ChatOptions{NewSession: &penguinv1.CreateSessionRequest{}}, in, &out, make(chan os.Signal))
+	}()
+	typeLine := func(s string) {
+		if _, err := io.WriteString(typed, s+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the banner", func() bool { return strings.Contains(out.String(), "session s-new") })
+	typeLine("build it")
+	waitFor(t, "the approval prompt", func() bool { return strings.Contains(out.String(), "Allow exec_command") })
+	typeLine("y")
+	typeLine("/thinking low")
+	typeLine("/verbose")
+	waitFor(t, "both commands queued", func() bool { return strings.Count(out.String(), "runs when the task ends") == 2 })
+	if strings.Contains(out.String(), "thinking level set") {
+		t.Fatal("a command ran while the task was running")
+	}
+	ce.finish <- struct{}{}
+	waitFor(t, "the commands to run", func() bool {
+		s := out.String()
+		i, j := strings.Index(s, "thinking level set to low"), strings.Index(s, "verbose tool output: true")
+		return i >= 0 && j > i
+	})
+	typeLine("/exit")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	ce.mu.Lock()
+	defer ce.mu.Unlock()
+	if len(ce.steers) != 0 {
+		t.Errorf("commands were sent as steering: %q", ce.steers)
 	}
 }
