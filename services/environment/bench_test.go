@@ -99,8 +99,15 @@ func outputBytes(b *testing.B) int64 {
 
 // BenchmarkOutputBandwidth streams a command's whole output through gRPC
 // (truncation off) and compares it with the same command writing into
-// /dev/null, run by os/exec in the same iteration.
+// /dev/null, run by os/exec in the same iteration: once in a terminal (the
+// default) and once on pipes (tty false). Each also measures the ceiling of
+// its transport, the same command drained by a plain read loop.
 func BenchmarkOutputBandwidth(b *testing.B) {
+	b.Run("terminal", func(b *testing.B) { benchOutputBandwidth(b, true) })
+	b.Run("pipes", func(b *testing.B) { benchOutputBandwidth(b, false) })
+}
+
+func benchOutputBandwidth(b *testing.B, terminal bool) {
 	n := outputBytes(b)
 	h := start(b, environment.Options{OutputCeiling: -1})
 	zero := int64(0)
@@ -110,7 +117,7 @@ func BenchmarkOutputBandwidth(b *testing.B) {
 	line := strings.Repeat("0123456789abcdef", 4)[:63]
 	script := fmt.Sprintf("yes %s | head -c %d", line, n)
 	ctx := testCtx(b, 30*time.Minute)
-	call := args(map[string]any{"cmd": script, "yield_time_ms": 24 * 3600 * 1000})
+	call := args(map[string]any{"cmd": script, "yield_time_ms": 24 * 3600 * 1000, "tty": terminal})
 
 	devNull := func() time.Duration {
 		t0 := time.Now()
@@ -121,7 +128,7 @@ func BenchmarkOutputBandwidth(b *testing.B) {
 		}
 		return time.Since(t0)
 	}
-	var tail time.Duration // from the last delta to the complete message
+	var tail, head time.Duration // to the first delta, and from the last delta to the complete message
 	viaService := func() time.Duration {
 		t0 := time.Now()
 		stream, err := h.client.ExecuteTool(ctx, &penguinv1.ExecuteToolRequest{EnvironmentId: env, ToolCall: &penguinv1.ToolCall{
@@ -142,6 +149,9 @@ func BenchmarkOutputBandwidth(b *testing.B) {
 				b.Fatal(err)
 			}
 			if p := resp.GetMessage().GetPartialToolCallOutput(); p != nil {
+				if streamed == 0 && p.GetOutput() != "" {
+					head += time.Since(t0)
+				}
 				streamed += int64(len(p.GetOutput()))
 				if p.GetEventType() == penguinv1.StreamEventType_STREAM_EVENT_TYPE_STOP {
 					lastDelta = time.Now()
@@ -158,42 +168,58 @@ func BenchmarkOutputBandwidth(b *testing.B) {
 		}
 		return d
 	}
-	// The same command in a bare pseudo-terminal, drained by a plain
-	// loop: the ceiling any terminal-based streaming can reach here.
-	rawPTY := func() time.Duration {
+	// The same command in a bare terminal or pipe, drained by a plain
+	// loop: the ceiling any streaming over that transport can reach here.
+	raw := func() time.Duration {
 		t0 := time.Now()
 		cmd := exec.Command("bash", "-lc", script)
 		cmd.Env = append(os.Environ(), "HOME="+h.home)
-		f, err := pty.Start(cmd)
-		if err != nil {
-			b.Fatal(err)
+		var r io.ReadCloser
+		if terminal {
+			f, err := pty.Start(cmd)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r = f
+		} else {
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			r = out
 		}
-		got, _ := io.Copy(io.Discard, f) // ends with EIO once the command exits
-		f.Close()
+		got, _ := io.CopyBuffer(io.Discard, r, make([]byte, 1<<20)) // a terminal ends with EIO once the command exits
+		if terminal {
+			r.Close()
+		}
 		_ = cmd.Wait()
 		if got < n {
-			b.Fatalf("the terminal gave %d of %d bytes", got, n)
+			b.Fatalf("the transport gave %d of %d bytes", got, n)
 		}
 		return time.Since(t0)
 	}
-	var dn, raw, sv time.Duration
+	var dn, rw, sv time.Duration
 	b.SetBytes(n)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		dn += devNull()
-		raw += rawPTY()
+		rw += raw()
 		sv += viaService()
 	}
 	b.StopTimer()
 	mbps := func(d time.Duration) float64 { return float64(n) * float64(b.N) / 1e6 / d.Seconds() }
 	b.ReportMetric(mbps(dn), "devnull-MB/s")
-	b.ReportMetric(mbps(raw), "rawpty-MB/s")
+	b.ReportMetric(mbps(rw), "raw-MB/s")
 	b.ReportMetric(mbps(sv), "grpc-MB/s")
 	b.ReportMetric(mbps(sv)/mbps(dn), "ratio")
-	b.ReportMetric(mbps(sv)/mbps(raw), "ratio-to-rawpty")
+	b.ReportMetric(mbps(sv)/mbps(rw), "ratio-to-raw")
 	// The complete tool_call_output repeats the whole output in one
 	// message after the deltas (the contract); this is its share.
 	b.ReportMetric(tail.Seconds()/sv.Seconds(), "complete-msg-share")
+	b.ReportMetric(mbps(sv-tail-head), "deltas-MB/s")
 }
 
 // BenchmarkConcurrentCommands runs 500 commands at once on one

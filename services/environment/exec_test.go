@@ -27,6 +27,10 @@ func TestExecCommand(t *testing.T) {
 	wantStop(t, r, failed, "partial", "[exit code 7]")
 	r = h.exec(env, "exec_command", `{"cmd":"true"}`)
 	wantStop(t, r, ok, "[no output]\n[exit code 0]")
+	// tty false runs on pipes: the command sees no terminal.
+	wantStop(t, h.exec(env, "exec_command", `{"cmd":"[ -t 1 ] && echo tty || echo pipe","tty":false}`), ok, "pipe\n", "[exit code 0]")
+	wantStop(t, h.exec(env, "exec_command", `{"cmd":"[ -t 1 ] && echo tty || echo pipe"}`), ok, "tty\n", "[exit code 0]")
+	wantStop(t, h.exec(env, "exec_command", `{"cmd":"true","tty":"no"}`), failed, "tty")
 
 	if err := os.MkdirAll(filepath.Join(ws, "sub"), 0o755); err != nil {
 		t.Fatal(err)

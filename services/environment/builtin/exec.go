@@ -85,7 +85,7 @@ func (t *execCommand) Permission() penguinv1.Permission { return permRW }
 
 func (t *execCommand) Definition() *penguinv1.ToolDefinition {
 	return def("exec_command",
-		"Run a shell command in the workspace with bash -lc, in a pseudo-terminal, and stream its output. "+
+		"Run a shell command in the workspace with bash -lc, in a pseudo-terminal (or on plain pipes with tty false), and stream its output. "+
 			"If it is still running after yield_time_ms it moves to the background and the result gives its process_id, "+
 			"to be polled, fed input or stopped with input_command and kill_command. "+
 			"With run_in_background the call returns the process_id at once and the command's completion is reported later.",
@@ -94,7 +94,8 @@ func (t *execCommand) Definition() *penguinv1.ToolDefinition {
 			`"cmd":{"type":"string","description":"The shell command to run."},`+
 			`"workdir":{"type":"string","description":"Working directory inside the workspace; relative paths start at the workspace root, which is the default."},`+
 			`"yield_time_ms":{"type":"integer","description":"How long to wait in the foreground before moving the command to the background; default 60000, minimum 250, capped below the tool's timeout."},`+
-			`"run_in_background":{"type":"boolean","description":"Start the command in the background and return its process_id immediately; its completion is reported when it exits."}`+
+			`"run_in_background":{"type":"boolean","description":"Start the command in the background and return its process_id immediately; its completion is reported when it exits."},`+
+			`"tty":{"type":"boolean","description":"Run in a pseudo-terminal (default true), so that interactive programs work. false runs on plain pipes, several times faster for commands that print a lot; Ctrl-C still interrupts."}`+
 			`},"required":["description","cmd"]}`)
 }
 
@@ -103,6 +104,7 @@ type execArgs struct {
 	Workdir         string `json:"workdir"`
 	YieldTimeMs     *int64 `json:"yield_time_ms"`
 	RunInBackground bool   `json:"run_in_background"`
+	TTY             *bool  `json:"tty"`
 }
 
 func (t *execCommand) Run(ctx context.Context, raw string, out tool.Output) (tool.Result, error) {
@@ -128,7 +130,9 @@ func (t *execCommand) Run(ctx context.Context, raw string, out tool.Output) (too
 		}
 		dir = resolved
 	}
-	s, err := t.d.Commands.Start(ctx, command.StartOptions{Command: a.Cmd, Dir: dir, Background: a.RunInBackground})
+	s, err := t.d.Commands.Start(ctx, command.StartOptions{
+		Command: a.Cmd, Dir: dir, Background: a.RunInBackground, Pipes: a.TTY != nil && !*a.TTY,
+	})
 	if err != nil {
 		return tool.Result{}, err
 	}

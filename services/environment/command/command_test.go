@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -171,4 +172,160 @@ func TestSessionCap(t *testing.T) {
 	if strings.Join(ids, ",") != a.ID()+","+c.ID() {
 		t.Fatalf("list %v", ids)
 	}
+}
+
+// TestPipesCarryOutputInputAndCtrlC runs a command on pipes: stdout and
+// stderr arrive in one stream in the order written, input reaches stdin,
+// and "\x03" interrupts the process group although no terminal turns it
+// into SIGINT.
+func TestPipesCarryOutputInputAndCtrlC(t *testing.T) {
+	m := newManager(t, Options{})
+	ctx := ctxFor(t)
+	script := `[ -t 1 ] && echo tty || echo no-tty; echo err >&2; read line; echo "got $line"; ` +
+		`trap 'echo interrupted; exit 5' INT; echo ready; sleep 100 & wait`
+	s, err := m.Start(context.Background(), StartOptions{Command: script, Dir: t.TempDir(), Pipes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out buffer
+	waitFor := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.Contains(out.String(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q in %q", want, out.String())
+			}
+			if _, err := s.Stream(ctx, 100*time.Millisecond, &out); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitFor("err\n")
+	if err := s.Write(ctx, "hello\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("ready")
+	if err := s.Write(ctx, "\x03"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Stream(ctx, 0, &out)
+	if err != nil || st.State != Exited || st.ExitCode != 5 {
+		t.Fatalf("status %+v %v; output %q", st, err, out.String())
+	}
+	if want := "no-tty\nerr\ngot hello\nready\ninterrupted\n"; out.String() != want {
+		t.Fatalf("output %q, want %q", out.String(), want)
+	}
+	if err := s.Write(ctx, "late\n"); err != ErrExited {
+		t.Fatalf("input after exit: %v", err)
+	}
+}
+
+// TestPipesDeliverBulkOutputWhole streams 32 MiB through pipes and checks
+// that every byte arrives.
+func TestPipesDeliverBulkOutputWhole(t *testing.T) {
+	m := newManager(t, Options{})
+	const n = 32 << 20
+	s, err := m.Start(context.Background(), StartOptions{Command: "head -c 33554432 /dev/zero | tr '\\0' x", Dir: t.TempDir(), Pipes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var count countWriter
+	st, err := s.Stream(ctxFor(t), 0, &count)
+	if err != nil || st.State != Exited || st.ExitCode != 0 {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	if count.n != n || count.other != 0 {
+		t.Fatalf("got %d bytes (%d not x), want %d", count.n, count.other, n)
+	}
+}
+
+type countWriter struct{ n, other int }
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	c.n += len(p)
+	c.other += len(p) - bytes.Count(p, []byte{'x'})
+	return len(p), nil
+}
+
+// TestPipesKillEndsTheWholeTree is TestKillEndsTheWholeTree on pipes,
+// where no terminal hangup helps.
+func TestPipesKillEndsTheWholeTree(t *testing.T) {
+	m := newManager(t, Options{})
+	ctx := ctxFor(t)
+	s, err := m.Start(context.Background(), StartOptions{Command: "sleep 1000 & (sleep 1000 &) ; echo started; wait", Dir: t.TempDir(), Pipes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out buffer
+	for !strings.Contains(out.String(), "started") {
+		if _, err := s.Stream(ctx, 100*time.Millisecond, &out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Kill(0)
+	if left := proctest.GroupMembers(t, s.Pid()); len(left) != 0 {
+		t.Fatalf("processes survived: %v", left)
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session did not finish after the kill")
+	}
+}
+
+// recordingTracker counts the releases of the tracker it wraps.
+type recordingTracker struct {
+	Tracker
+	released *int32
+	mu       *sync.Mutex
+}
+
+func (r recordingTracker) Release() error {
+	r.mu.Lock()
+	*r.released++
+	r.mu.Unlock()
+	return r.Tracker.Release()
+}
+
+// TestFinishedCommandsReleaseTheirTrackersAtOnce removes and evicts
+// finished commands and checks that their trackers are released then, not
+// kept until the environment closes.
+func TestFinishedCommandsReleaseTheirTrackersAtOnce(t *testing.T) {
+	var mu sync.Mutex
+	var released int32
+	count := func() int32 {
+		mu.Lock()
+		defer mu.Unlock()
+		return released
+	}
+	m := newManager(t, Options{Max: 2, Launcher: LauncherFunc(func(cmd *exec.Cmd) (Tracker, error) {
+		tr, err := Unconfined().Launch(cmd)
+		return recordingTracker{Tracker: tr, released: &released, mu: &mu}, err
+	})})
+	dir := t.TempDir()
+	start := func() *Session {
+		s, err := m.Start(context.Background(), StartOptions{Command: "true", Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-s.Done()
+		return s
+	}
+	releases := func(want int32, after string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for count() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d releases after %s, want %d", count(), after, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	a := start()
+	m.Remove(a.ID())
+	releases(1, "removing a finished command")
+	start()
+	start()
+	start() // evicts the least recently used finished one
+	releases(2, "an eviction")
 }

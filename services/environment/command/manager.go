@@ -1,8 +1,8 @@
 // Package command runs the shell commands of one environment: each in a
-// pseudo-terminal (so interactive programs work), as a session and process
-// group of its own (so a timeout, an abort or a kill ends everything it
-// started), kept as a numbered command session that later calls can read,
-// write to and kill.
+// pseudo-terminal (so interactive programs work) or, when asked, on plain
+// pipes (for bulk output), as a session and process group of its own (so a
+// timeout, an abort or a kill ends everything it started), kept as a
+// numbered command session that later calls can read, write to and kill.
 package command
 
 import (
@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -44,9 +43,12 @@ type Manager struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
 	changed  chan struct{} // closed and replaced when a slot may have freed
-	retired  []Tracker
-	next     int
-	closed   bool
+	// retire carries the trackers of sessions taken out of service to
+	// the reaper goroutine, which is done once reaped is closed.
+	retire chan Tracker
+	reaped chan struct{}
+	next   int
+	closed bool
 }
 
 // NewManager returns a Manager. It fails when the shell cannot be found.
@@ -65,7 +67,12 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.Launcher == nil {
 		opts.Launcher = Unconfined()
 	}
-	return &Manager{opts: opts, shell: path, sessions: map[string]*Session{}, changed: make(chan struct{})}, nil
+	m := &Manager{
+		opts: opts, shell: path, sessions: map[string]*Session{}, changed: make(chan struct{}),
+		retire: make(chan Tracker, opts.Max), reaped: make(chan struct{}),
+	}
+	go m.reap()
+	return m, nil
 }
 
 // ErrTooMany is returned when every session slot holds a running command.
@@ -83,6 +90,12 @@ type StartOptions struct {
 	// Background marks a run_in_background command, whose completion is
 	// reported.
 	Background bool
+	// Pipes runs the command on plain pipes instead of a pseudo-terminal:
+	// stdout and stderr share one pipe. A terminal's line discipline
+	// handles a few bytes at a time, which caps output near 100 MB/s; a
+	// pipe carries several times that, for commands that print a lot and
+	// need no terminal.
+	Pipes bool
 }
 
 // Start starts a command in a new session. When every slot is taken it
@@ -205,30 +218,30 @@ func (m *Manager) evictableLocked() *Session {
 }
 
 func (m *Manager) start(id string, o StartOptions) (*Session, error) {
-	controller, terminal, err := openPTY(50, 200)
-	if err != nil {
-		return nil, err
-	}
 	cmd := exec.Command(m.shell, "-lc", o.Command)
 	cmd.Dir = o.Dir
 	cmd.Env = m.opts.Env
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = terminal, terminal, terminal
-	// The terminal becomes the controlling terminal of the command's new
-	// session (the launcher makes it a session leader).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	var files commandIO
+	var err error
+	if o.Pipes {
+		files, err = openPipes(cmd)
+	} else {
+		files, err = openTerminal(cmd)
+	}
+	if err != nil {
+		return nil, err
+	}
 	tracker, err := m.opts.Launcher.Launch(cmd)
 	if err != nil {
-		_ = controller.Close()
-		_ = terminal.Close()
+		files.closeAll()
 		return nil, fmt.Errorf("applying the sandbox: %w", err)
 	}
 	if err := cmd.Start(); err != nil {
-		_ = controller.Close()
-		_ = terminal.Close()
+		files.closeAll()
 		_ = tracker.Release()
 		return nil, fmt.Errorf("starting the command: %w", err)
 	}
-	_ = terminal.Close()
+	files.closeChildEnds()
 	now := time.Now()
 	s := &Session{
 		id:         id,
@@ -239,7 +252,9 @@ func (m *Manager) start(id string, o StartOptions) (*Session, error) {
 		pid:        cmd.Process.Pid,
 		cmd:        cmd,
 		tracker:    tracker,
-		tty:        controller,
+		output:     files.output,
+		input:      files.input,
+		terminal:   !o.Pipes,
 		changed:    make(chan struct{}),
 		done:       make(chan struct{}),
 	}
@@ -330,8 +345,7 @@ func (m *Manager) Close() {
 		}
 		delete(m.sessions, id)
 	}
-	retired := m.retired
-	m.retired = nil
+	close(m.retire)
 	m.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, s := range list {
@@ -343,31 +357,49 @@ func (m *Manager) Close() {
 			_ = s.tracker.Release()
 		}()
 	}
-	for _, t := range retired {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = t.Release()
-		}()
-	}
 	wg.Wait()
+	<-m.reaped
 }
 
-// retireLocked takes a session out of service. A command that left
-// processes behind (a server started with "&", say) keeps its tracker until
-// the environment closes, so that disposal still ends them; otherwise the
-// tracker is released now.
+// retireLocked takes a session out of service, handing its tracker to the
+// reaper so that the call that ended the session does not wait for it.
 func (m *Manager) retireLocked(s *Session) {
-	m.retired = append(m.retired, s.tracker)
-	if len(m.retired) >= 2*m.opts.Max {
-		kept := m.retired[:0]
-		for _, t := range m.retired {
-			if t.Alive() {
-				kept = append(kept, t)
+	if m.closed {
+		// Close has ended every process; only the tracking is left.
+		_ = s.tracker.Release()
+		return
+	}
+	m.retire <- s.tracker
+}
+
+// reap releases retired trackers. A command that left processes behind (a
+// server started with "&", say) keeps its tracker until the environment
+// closes, so that disposal still ends them; any other tracker is released
+// at once. The kept ones are checked again whenever as many have piled up
+// as there are session slots.
+func (m *Manager) reap() {
+	defer close(m.reaped)
+	var kept []Tracker
+	for t := range m.retire {
+		if t.Alive() {
+			kept = append(kept, t)
+		} else {
+			_ = t.Release()
+		}
+		if len(kept) < m.opts.Max {
+			continue
+		}
+		alive := kept[:0]
+		for _, k := range kept {
+			if k.Alive() {
+				alive = append(alive, k)
 			} else {
-				_ = t.Release()
+				_ = k.Release()
 			}
 		}
-		m.retired = kept
+		kept = alive
+	}
+	for _, t := range kept {
+		_ = t.Release()
 	}
 }

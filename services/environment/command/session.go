@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -45,6 +46,10 @@ const (
 	// drainGrace is how long output is still read after the main process
 	// exited while something else keeps the terminal open.
 	drainGrace = 200 * time.Millisecond
+	// terminalRead and pipeRead are the read sizes: a terminal hands over
+	// a few KiB per read, a pipe as much as it holds (pipeSize).
+	terminalRead = 64 << 10
+	pipeRead     = 1 << 20
 	// coalesceBytes and coalesceWait bound how much output Stream gathers,
 	// and how long it waits for it, before passing it on.
 	coalesceBytes = 64 << 10
@@ -54,8 +59,8 @@ const (
 	maxDrain = 4 << 20
 )
 
-// Session is one command running in its own pseudo-terminal, as one session
-// and process group of its own.
+// Session is one command running in its own pseudo-terminal, or on plain
+// pipes, as one session and process group of its own.
 type Session struct {
 	id         string
 	command    string
@@ -64,7 +69,15 @@ type Session struct {
 	pid        int
 	cmd        *exec.Cmd
 	tracker    Tracker
-	tty        *os.File
+	// output is where the command's output is read: the terminal's
+	// controller, or the read end of the pipe its stdout and stderr share.
+	output *os.File
+	// input is where its input is written: the same controller, or the
+	// write end of its stdin pipe.
+	input *os.File
+	// terminal is false for a command on pipes, which has no line
+	// discipline to turn "\x03" into SIGINT.
+	terminal bool
 
 	mu          sync.Mutex
 	space       *sync.Cond // signalled when unread output was taken or reading must stop
@@ -149,9 +162,13 @@ func (s *Session) broadcastLocked() {
 // terminal closes, or until the main process has exited and the drain
 // deadline passes.
 func (s *Session) readLoop() {
-	buf := make([]byte, 64<<10)
+	size := terminalRead
+	if !s.terminal {
+		size = pipeRead
+	}
+	buf := make([]byte, size)
 	for {
-		n, err := s.tty.Read(buf)
+		n, err := s.output.Read(buf)
 		if n > 0 {
 			s.appendOutput(buf[:n])
 		}
@@ -177,7 +194,7 @@ func (s *Session) readLoop() {
 // after the drain deadline, so that a slow reader loses nothing the main
 // process wrote before it exited.
 func (s *Session) drainRest(buf []byte) {
-	rc, err := s.tty.SyscallConn()
+	rc, err := s.output.SyscallConn()
 	if err != nil {
 		return
 	}
@@ -233,7 +250,7 @@ func (s *Session) waitLoop() {
 	s.mu.Unlock()
 	// Leftover background processes may keep the terminal open; their
 	// output is read a little longer, then reading stops.
-	_ = s.tty.SetReadDeadline(time.Now().Add(drainGrace))
+	_ = s.output.SetReadDeadline(time.Now().Add(drainGrace))
 	s.maybeFinish()
 }
 
@@ -247,7 +264,7 @@ func (s *Session) maybeFinish() {
 		return
 	}
 	s.finalizedMu.Do(func() {
-		_ = s.tty.Close()
+		s.closeFiles()
 		close(s.done)
 		if s.onChange != nil {
 			s.onChange()
@@ -366,8 +383,10 @@ func (s *Session) coalesce(data []byte) []byte {
 	return data
 }
 
-// Write sends input to the command's terminal, as typed: "\x03" is Ctrl-C
-// for the foreground job.
+// Write sends input to the command, as typed: "\x03" is Ctrl-C. In a
+// terminal the line discipline turns it into SIGINT for the foreground job;
+// on pipes there is none, so each "\x03" is sent as SIGINT to the
+// command's process group and the rest is written to its stdin.
 func (s *Session) Write(ctx context.Context, chars string) error {
 	s.mu.Lock()
 	finished := s.eof || s.killed
@@ -376,22 +395,54 @@ func (s *Session) Write(ctx context.Context, chars string) error {
 	if finished {
 		return ErrExited
 	}
+	if s.terminal {
+		return s.writeInput(ctx, chars)
+	}
+	for {
+		text, rest, interrupt := strings.Cut(chars, "\x03")
+		if err := s.writeInput(ctx, text); err != nil {
+			return err
+		}
+		if !interrupt {
+			return nil
+		}
+		if err := unix.Kill(-s.pid, syscall.SIGINT); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("interrupting the command: %w", err)
+		}
+		chars = rest
+	}
+}
+
+// writeInput writes chars to the command's input, giving up when the
+// command does not read it.
+func (s *Session) writeInput(ctx context.Context, chars string) error {
+	if chars == "" {
+		return nil
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	_ = s.tty.SetWriteDeadline(deadline)
-	_, err := io.WriteString(s.tty, chars)
+	_ = s.input.SetWriteDeadline(deadline)
+	_, err := io.WriteString(s.input, chars)
 	if err != nil {
-		if errors.Is(err, os.ErrClosed) {
+		if errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EPIPE) {
 			return ErrExited
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return errors.New("the command is not reading its input (the terminal's input buffer is full)")
+			return errors.New("the command is not reading its input (its input buffer is full)")
 		}
 		return fmt.Errorf("writing to the command: %w", err)
 	}
 	return nil
+}
+
+// closeFiles closes the command's terminal or pipes.
+func (s *Session) closeFiles() {
+	_ = s.output.Close()
+	if s.input != s.output {
+		_ = s.input.Close()
+	}
 }
 
 // Kill ends the command and everything it started: with grace > 0 it first
@@ -413,7 +464,7 @@ func (s *Session) Kill(grace time.Duration) {
 	case <-s.done:
 	case <-time.After(5 * time.Second):
 		// The terminal is held by a process beyond reach; stop reading it.
-		_ = s.tty.SetReadDeadline(time.Now())
+		_ = s.output.SetReadDeadline(time.Now())
 	}
 }
 

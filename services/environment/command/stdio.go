@@ -1,0 +1,76 @@
+package command
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// commandIO holds the files between the environment and one command: the
+// environment's ends (output, input) and the command's (child), which are
+// closed in the environment once the command has started.
+type commandIO struct {
+	output, input *os.File
+	child         []*os.File
+}
+
+// closeChildEnds closes the command's ends in the environment, so that the
+// output reaches end of file when the command's processes close theirs.
+func (c commandIO) closeChildEnds() {
+	for _, f := range c.child {
+		_ = f.Close()
+	}
+}
+
+// closeAll closes every file, for a command that did not start.
+func (c commandIO) closeAll() {
+	c.closeChildEnds()
+	_ = c.output.Close()
+	if c.input != c.output {
+		_ = c.input.Close()
+	}
+}
+
+// openTerminal gives cmd a new pseudo-terminal as its stdin, stdout,
+// stderr and controlling terminal.
+func openTerminal(cmd *exec.Cmd) (commandIO, error) {
+	controller, terminal, err := openPTY(50, 200)
+	if err != nil {
+		return commandIO{}, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = terminal, terminal, terminal
+	// The terminal becomes the controlling terminal of the command's new
+	// session (the launcher makes it a session leader).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	return commandIO{output: controller, input: controller, child: []*os.File{terminal}}, nil
+}
+
+// pipeSize is the capacity asked for each output pipe, the most an
+// unprivileged process may set by default (fs.pipe-max-size); fewer,
+// larger reads move output faster.
+const pipeSize = 1 << 20
+
+// openPipes gives cmd a stdin pipe and one pipe for both stdout and
+// stderr, so their lines interleave as the command wrote them.
+func openPipes(cmd *exec.Cmd) (commandIO, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return commandIO{}, fmt.Errorf("opening the output pipe: %w", err)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		_ = outR.Close()
+		_ = outW.Close()
+		return commandIO{}, fmt.Errorf("opening the input pipe: %w", err)
+	}
+	// A smaller pipe still works, only more slowly: the error is ignored.
+	if rc, err := outW.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize) })
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, outW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	return commandIO{output: outR, input: inW, child: []*os.File{inR, outW}}, nil
+}
