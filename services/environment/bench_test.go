@@ -97,23 +97,29 @@ func outputBytes(b *testing.B) int64 {
 	return 64 << 20
 }
 
-// BenchmarkOutputBandwidth streams a command's whole output through gRPC
-// (truncation off) and compares it with the same command writing into
-// /dev/null, run by os/exec in the same iteration: once in a terminal (the
-// default) and once on pipes (tty false). Each also measures the ceiling of
-// its transport, the same command drained by a plain read loop.
+// BenchmarkOutputBandwidth runs a command that writes n bytes through
+// exec_command and compares it with the same command writing into
+// /dev/null, run by os/exec in the same iteration: in a terminal (the
+// default) and on pipes (tty false); with the whole output streamed through
+// gRPC (truncation off), and with the default output cap, where the head is
+// streamed and the rest archived. Each also measures the ceiling of its
+// transport, the same command drained by a plain read loop.
 func BenchmarkOutputBandwidth(b *testing.B) {
-	b.Run("terminal", func(b *testing.B) { benchOutputBandwidth(b, true) })
-	b.Run("pipes", func(b *testing.B) { benchOutputBandwidth(b, false) })
+	b.Run("terminal", func(b *testing.B) { benchOutputBandwidth(b, true, false) })
+	b.Run("pipes", func(b *testing.B) { benchOutputBandwidth(b, false, false) })
+	b.Run("terminal-capped", func(b *testing.B) { benchOutputBandwidth(b, true, true) })
+	b.Run("pipes-capped", func(b *testing.B) { benchOutputBandwidth(b, false, true) })
 }
 
-func benchOutputBandwidth(b *testing.B, terminal bool) {
+func benchOutputBandwidth(b *testing.B, terminal, capped bool) {
 	n := outputBytes(b)
-	h := start(b, environment.Options{OutputCeiling: -1})
 	zero := int64(0)
-	env := h.create(&penguinv1.CreateEnvironmentRequest{Tools: &penguinv1.ToolConfig{Builtin: []*penguinv1.ToolSpec{
-		{Name: "exec_command", TimeoutMs: &zero, MaxOutputLength: &zero},
-	}}}).GetEnvironmentId()
+	opts, spec := environment.Options{OutputCeiling: -1}, &penguinv1.ToolSpec{Name: "exec_command", TimeoutMs: &zero, MaxOutputLength: &zero}
+	if capped {
+		opts, spec = environment.Options{}, &penguinv1.ToolSpec{Name: "exec_command", TimeoutMs: &zero}
+	}
+	h := start(b, opts)
+	env := h.create(&penguinv1.CreateEnvironmentRequest{Tools: &penguinv1.ToolConfig{Builtin: []*penguinv1.ToolSpec{spec}}}).GetEnvironmentId()
 	line := strings.Repeat("0123456789abcdef", 4)[:63]
 	script := fmt.Sprintf("yes %s | head -c %d", line, n)
 	ctx := testCtx(b, 30*time.Minute)
@@ -163,8 +169,13 @@ func benchOutputBandwidth(b *testing.B, terminal bool) {
 		}
 		d := time.Since(t0)
 		tail += time.Since(lastDelta)
-		if streamed < n || final == nil || int64(len(final.GetOutput())) != streamed || !strings.HasSuffix(final.GetOutput(), "[exit code 0]") {
-			b.Fatalf("streamed %d of %d bytes; final %d bytes", streamed, n, len(final.GetOutput()))
+		switch {
+		case final == nil || int64(len(final.GetOutput())) != streamed || !strings.HasSuffix(final.GetOutput(), "[exit code 0]"):
+			b.Fatalf("streamed %d bytes; final %d bytes", streamed, len(final.GetOutput()))
+		case capped && !strings.Contains(final.GetOutput(), fmt.Sprintf(" of %d characters", n)):
+			b.Fatalf("the capped output does not account for all %d bytes: %q", n, final.GetOutput()[max(0, len(final.GetOutput())-300):])
+		case !capped && streamed < n:
+			b.Fatalf("streamed %d of %d bytes", streamed, n)
 		}
 		return d
 	}
@@ -218,8 +229,10 @@ func benchOutputBandwidth(b *testing.B, terminal bool) {
 	b.ReportMetric(mbps(sv)/mbps(rw), "ratio-to-raw")
 	// The complete tool_call_output repeats the whole output in one
 	// message after the deltas (the contract); this is its share.
-	b.ReportMetric(tail.Seconds()/sv.Seconds(), "complete-msg-share")
-	b.ReportMetric(mbps(sv-tail-head), "deltas-MB/s")
+	if !capped {
+		b.ReportMetric(tail.Seconds()/sv.Seconds(), "complete-msg-share")
+		b.ReportMetric(mbps(sv-tail-head), "deltas-MB/s")
+	}
 }
 
 // BenchmarkConcurrentCommands runs 500 commands at once on one
