@@ -86,6 +86,24 @@ func TestRendererShowsATaskToAPerson(t *testing.T) {
 	}
 }
 
+// TestRendererPrintsCompletedRequestNote checks that a completed request
+// prints nothing, unless it carries a note, which is one line and not a
+// failure.
+func TestRendererPrintsCompletedRequestNote(t *testing.T) {
+	t.Parallel()
+	const note = "the model stopped at the output token limit (finish_reason length)"
+	var out bytes.Buffer
+	r := cli.NewRenderer(&out, cli.RendererOptions{})
+	r.Event(msgEvent(1, omni.RequestEnd(penguinv1.StopReason_STOP_REASON_COMPLETED, "", 0, 0)))
+	if out.Len() != 0 {
+		t.Fatalf("a completed request without a note printed %q", out.String())
+	}
+	r.Event(msgEvent(2, omni.RequestEnd(penguinv1.StopReason_STOP_REASON_COMPLETED, note, 0, 0)))
+	if got := out.String(); got != "note: "+note+"\n" {
+		t.Fatalf("output = %q, want the note on one line", got)
+	}
+}
+
 func TestRendererJSONLinesAreOnePerEvent(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer

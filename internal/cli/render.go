@@ -331,9 +331,16 @@ func (r *Renderer) toolOutput(p string, o *penguinv1.ToolCallOutput) {
 }
 
 // requestEnd reports a failed model request and, when the engine will
-// retry, the wait before it does.
+// retry, the wait before it does. A completed request is silent unless it
+// carries a note (such as that the output stopped at the token limit),
+// which is printed dim on one line so a cut answer does not pass for a
+// finished one.
 func (r *Renderer) requestEnd(p string, e *penguinv1.RequestEnd) {
 	if e.GetStatus() == penguinv1.StopReason_STOP_REASON_COMPLETED {
+		if note := e.GetErrorMessage(); note != "" {
+			r.closeSegment()
+			fmt.Fprintln(r.out, p+r.style(styleDim, "note: "+strings.Join(strings.Fields(note), " ")))
+		}
 		return
 	}
 	r.closeSegment()

@@ -467,7 +467,9 @@ type LLMOutcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// completed, timeout, malformed, aborted, failed or auth.
 	Status StopReason `protobuf:"varint,1,opt,name=status,proto3,enum=penguin.v1.StopReason" json:"status,omitempty"`
-	// The failure's detail; empty on completed.
+	// The failure's detail. On completed it is usually empty but may carry a
+	// note qualifying the answer, such as that the model stopped at the
+	// output token limit, which the engine passes on in request_end.
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// The typed failure class; unspecified on completed.
 	Code FailureCode `protobuf:"varint,3,opt,name=code,proto3,enum=penguin.v1.FailureCode" json:"code,omitempty"`

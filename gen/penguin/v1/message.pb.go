@@ -2238,7 +2238,9 @@ type RequestEnd struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How the request ended.
 	Status StopReason `protobuf:"varint,1,opt,name=status,proto3,enum=penguin.v1.StopReason" json:"status,omitempty"`
-	// The real reason behind a request that did not complete.
+	// The real reason behind a request that did not complete; on a completed
+	// one, an optional note on how it ended, such as output cut short at the
+	// output token limit.
 	ErrorMessage string `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	// The 1-based ordinal of this request within its retry sequence; zero on a
 	// clean first try.

@@ -62,6 +62,27 @@ func TestMultiTurnToolUse(t *testing.T) {
 	}
 }
 
+// TestCompletedOutcomeNoteReachesRequestEnd checks that a completed
+// outcome's message, a note such as the output token limit's, goes out
+// with the request's end, and that the answer it qualifies still commits.
+func TestCompletedOutcomeNoteReachesRequestEnd(t *testing.T) {
+	const note = "the model stopped at the output token limit (stop_reason max_tokens)"
+	r := newRig(t,
+		fake.NewReply().Text("The answer goes on and").Usage(100).Outcome(&penguinv1.LLMOutcome{Status: completed, Message: note}),
+	)
+	res := r.run(context.Background(), "explain")
+	if res.Status != completed || res.Err != nil {
+		t.Fatalf("result = %+v", res)
+	}
+	ends := requestEnds(r.persisted())
+	if len(ends) != 1 || ends[0].GetStatus() != completed || ends[0].GetErrorMessage() != note {
+		t.Fatalf("request_ends = %v, want one completed with %q", ends, note)
+	}
+	if r.mctx.Turns != 1 || len(r.mctx.History) != 2 {
+		t.Fatalf("context: %d turns, %d messages; the cut answer must commit", r.mctx.Turns, len(r.mctx.History))
+	}
+}
+
 func sameMultiset(a, b []string) bool {
 	a, b = slices.Clone(a), slices.Clone(b)
 	slices.Sort(a)

@@ -241,7 +241,10 @@ func (a *attempt) run(input []*penguinv1.OmniMessage, n int, thinking penguinv1.
 		return turnResult{aborted: true, produced: a.produced()}, -1
 
 	case st == penguinv1.StopReason_STOP_REASON_COMPLETED:
-		if err := a.emit(omni.RequestEnd(st, "", ordinal(n, st), 0)); err != nil {
+		// A completed outcome's message is a note, such as that the output
+		// stopped at the token limit; it goes out with the request's end so
+		// the user can tell an answer cut short from a finished one.
+		if err := a.emit(omni.RequestEnd(st, outcome.GetMessage(), ordinal(n, st), 0)); err != nil {
 			return turnResult{err: err}, -1
 		}
 		a.mu.Lock()

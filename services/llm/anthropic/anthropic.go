@@ -2,7 +2,9 @@
 // streaming, through the official SDK (github.com/anthropics/anthropic-sdk-go/v2):
 // text, tool_use with input_json_delta, thinking with its signature kept as
 // fidelity and sent back verbatim, redacted thinking, and usage with cache
-// reads and writes.
+// reads and writes. A message that max_tokens or a refusal ended early says
+// so in its outcome, and a tool_use that such an end cut off is never taken
+// for a whole call.
 //
 // The SDK is built with WithoutEnvironmentDefaults, so it reads no
 // ANTHROPIC_* variable or profile file behind the providers configuration's
@@ -51,6 +53,23 @@ var DefaultThinking = stream.ThinkingLevels{
 	penguinv1.ThinkingLevel_THINKING_LEVEL_XHIGH:  "32768",
 	penguinv1.ThinkingLevel_THINKING_LEVEL_MAX:    "63999",
 }
+
+// The stop reasons that end a message before the model was done with it
+// (the output token limit, a full context window, a refusal), and how the
+// outcome words each. A refusal (the API's streaming
+// classifiers stopping the model) is not an error: what came before it is
+// the model's answer, so the outcome stays completed and says it refused.
+var (
+	maxTokensCut     = translate.OutputLimit("stop_reason max_tokens")
+	contextWindowCut = translate.Cut{
+		Note:  "the model stopped at the context window limit (stop_reason model_context_window_exceeded)",
+		Cause: "at the context window limit (stop_reason model_context_window_exceeded)",
+	}
+	refusalCut = translate.Cut{
+		Note:  "the model refused to continue (stop_reason refusal)",
+		Cause: "by the model's refusal (stop_reason refusal)",
+	}
+)
 
 // Config configures one Anthropic route.
 type Config struct {
@@ -159,7 +178,7 @@ func (a *Adapter) Stream(ctx context.Context, req *stream.Request, emit stream.E
 	case !r.stopped:
 		out = tr.Finish(failure.Malformed(nil, "the stream ended before the provider sent message_stop"))
 	default:
-		out = tr.Finish(nil)
+		out = r.finish()
 	}
 	if out.GetProviderRequestId() == "" {
 		if _, h := ex.Response(); h != nil {
@@ -170,11 +189,21 @@ func (a *Adapter) Stream(ctx context.Context, req *stream.Request, emit stream.E
 }
 
 // reader turns Messages stream events into translator calls.
+//
+// Anthropic closes every content block with content_block_stop, the one
+// that max_tokens cut off included, and says why the message ended only
+// afterwards, in message_delta. So a tool_use block's stop does not close
+// its call at once: the call is held open until the next block starts (the
+// model went on, so the call is whole) or message_delta names a stop
+// reason that cuts nothing; after a cut the translator's FinishCut tells a
+// whole call from a cut one.
 type reader struct {
 	tr                                   *translate.Translator
 	blocks                               map[int64]string // open content blocks by index: their type
 	signature                            map[int64]string
+	held                                 []int64 // stopped tool_use blocks whose calls are still open
 	input, output, cacheRead, cacheWrite int64
+	stop                                 sdk.StopReason // message_delta's stop_reason
 	stopped                              bool
 }
 
@@ -186,6 +215,7 @@ func (r *reader) event(ev sdk.MessageStreamEventUnion) {
 		r.cacheRead, r.cacheWrite = u.CacheReadInputTokens, u.CacheCreationInputTokens
 		r.reportUsage()
 	case "content_block_start":
+		r.closeHeld()
 		cb := ev.ContentBlock
 		r.blocks[ev.Index] = cb.Type
 		switch cb.Type {
@@ -224,10 +254,14 @@ func (r *reader) event(ev sdk.MessageStreamEventUnion) {
 			}
 			r.tr.CloseThinking(fid)
 		case "tool_use":
-			r.tr.CloseToolCall(int(ev.Index))
+			r.held = append(r.held, ev.Index)
 		}
 		delete(r.blocks, ev.Index)
 	case "message_delta":
+		r.stop = ev.Delta.StopReason
+		if _, cut := r.cut(); !cut {
+			r.closeHeld()
+		}
 		u := ev.Usage
 		r.output = u.OutputTokens
 		// Newer API versions repeat the input counts here; older ones send
@@ -245,6 +279,39 @@ func (r *reader) event(ev sdk.MessageStreamEventUnion) {
 	case "message_stop":
 		r.stopped = true
 	}
+}
+
+// cut returns how the stop reason ended the message early, and whether it
+// did.
+func (r *reader) cut() (translate.Cut, bool) {
+	switch r.stop {
+	case sdk.StopReasonMaxTokens:
+		return maxTokensCut, true
+	case sdk.StopReasonModelContextWindowExceeded:
+		return contextWindowCut, true
+	case sdk.StopReasonRefusal:
+		return refusalCut, true
+	}
+	return translate.Cut{}, false
+}
+
+// closeHeld closes the calls of the stopped tool_use blocks, now known to
+// be whole.
+func (r *reader) closeHeld() {
+	for _, i := range r.held {
+		r.tr.CloseToolCall(int(i))
+	}
+	r.held = r.held[:0]
+}
+
+// finish ends a stream that the provider ended with message_stop. Calls
+// still held are whole unless a cut says otherwise; Finish closes them as
+// it closes any open segment.
+func (r *reader) finish() *penguinv1.LLMOutcome {
+	if c, ok := r.cut(); ok {
+		return r.tr.FinishCut(c)
+	}
+	return r.tr.Finish(nil)
 }
 
 // sign records a thinking block's signature; it closes the block at

@@ -168,6 +168,141 @@ func TestToolUse(t *testing.T) {
 	}
 }
 
+// TestStopMaxTokens checks a message that max_tokens cut short: usable
+// content keeps the outcome completed and says why it stopped; a tool_use
+// cut mid-input makes the outcome malformed and is never emitted as a
+// whole call, although Anthropic stops its block like any other before it
+// says why the message ended.
+func TestStopMaxTokens(t *testing.T) {
+	const note = "the model stopped at the output token limit (stop_reason max_tokens)"
+	const cutMsg = `tool call "write_file" was cut off at the output token limit (stop_reason max_tokens): its arguments are incomplete JSON`
+	readA := emulator.ToolCall{ID: "toolu_r", Name: "read_file", Arguments: `{"path":"a"}`}
+	cutWrite := emulator.ToolCall{ID: "toolu_w", Name: "write_file", Arguments: `{"path":"notes.txt","content":"first li`}
+	cutStop := penguinv1.StopReason_STOP_REASON_MALFORMED
+	for _, tc := range []struct {
+		name    string
+		turn    emulator.Turn
+		status  penguinv1.StopReason
+		code    penguinv1.FailureCode
+		message string                 // the outcome's message, exactly
+		calls   []penguinv1.StopReason // each tool call's stop reason, in order
+	}{
+		{name: "end_turn is not cut", turn: emulator.Turn{Text: "A whole answer."},
+			status: penguinv1.StopReason_STOP_REASON_COMPLETED},
+		{name: "tool_use is not cut", turn: emulator.Turn{Text: "Reading.", ToolCalls: []emulator.ToolCall{readA}},
+			status: penguinv1.StopReason_STOP_REASON_COMPLETED, calls: []penguinv1.StopReason{0}},
+		{name: "text cut short", turn: emulator.Turn{Text: "The answer goes on and on and", StopReason: "max_tokens"},
+			status: penguinv1.StopReason_STOP_REASON_COMPLETED, message: note},
+		{name: "whole tool_use", turn: emulator.Turn{Text: "Reading.", ToolCalls: []emulator.ToolCall{readA}, StopReason: "max_tokens"},
+			status: penguinv1.StopReason_STOP_REASON_COMPLETED, message: note, calls: []penguinv1.StopReason{0}},
+		{name: "tool_use cut off", turn: emulator.Turn{Text: "Writing.", ToolCalls: []emulator.ToolCall{cutWrite}, StopReason: "max_tokens"},
+			status: cutStop, code: penguinv1.FailureCode_FAILURE_CODE_MALFORMED_RESPONSE, message: cutMsg,
+			calls: []penguinv1.StopReason{cutStop}},
+		// The first block was stopped and the model went on, so it is
+		// whole: only the last one can be cut.
+		{name: "second tool_use cut off", turn: emulator.Turn{ToolCalls: []emulator.ToolCall{readA, cutWrite}, StopReason: "max_tokens"},
+			status: cutStop, code: penguinv1.FailureCode_FAILURE_CODE_MALFORMED_RESPONSE, message: cutMsg,
+			calls: []penguinv1.StopReason{0, cutStop}},
+		{name: "no content", turn: emulator.Turn{StopReason: "max_tokens"},
+			status: penguinv1.StopReason_STOP_REASON_FAILED, code: penguinv1.FailureCode_FAILURE_CODE_EMPTY_RESPONSE,
+			message: "the provider completed the request with no content at all; " + note},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, a := setup(t, tc.turn)
+			r := llmtest.Run(t, t.Context(), a, request())
+			checkCut(t, r, tc.turn, tc.status, tc.code, tc.message, tc.calls)
+		})
+	}
+}
+
+// TestStopRefusal checks a message that the model's refusal ended: what
+// came before it is the answer, so the outcome stays completed and says
+// the model refused; with nothing before it, the request fails as empty.
+func TestStopRefusal(t *testing.T) {
+	const note = "the model refused to continue (stop_reason refusal)"
+	for _, tc := range []struct {
+		name    string
+		turn    emulator.Turn
+		status  penguinv1.StopReason
+		code    penguinv1.FailureCode
+		message string
+		calls   []penguinv1.StopReason
+	}{
+		{name: "after text", turn: emulator.Turn{Text: "I can't help with", StopReason: "refusal"},
+			status: penguinv1.StopReason_STOP_REASON_COMPLETED, message: note},
+		{name: "tool_use cut off", turn: emulator.Turn{ToolCalls: []emulator.ToolCall{{Name: "bash", Arguments: `{"command":"rm -`}}, StopReason: "refusal"},
+			status: penguinv1.StopReason_STOP_REASON_MALFORMED, code: penguinv1.FailureCode_FAILURE_CODE_MALFORMED_RESPONSE,
+			message: `tool call "bash" was cut off by the model's refusal (stop_reason refusal): its arguments are incomplete JSON`,
+			calls:   []penguinv1.StopReason{penguinv1.StopReason_STOP_REASON_MALFORMED}},
+		{name: "no content", turn: emulator.Turn{StopReason: "refusal"},
+			status: penguinv1.StopReason_STOP_REASON_FAILED, code: penguinv1.FailureCode_FAILURE_CODE_EMPTY_RESPONSE,
+			message: "the provider completed the request with no content at all; " + note},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, a := setup(t, tc.turn)
+			r := llmtest.Run(t, t.Context(), a, request())
+			checkCut(t, r, tc.turn, tc.status, tc.code, tc.message, tc.calls)
+		})
+	}
+}
+
+// TestStopContextWindow checks a message that a full context window ended:
+// like max_tokens, the text so far is the answer and the outcome says why
+// it stopped.
+func TestStopContextWindow(t *testing.T) {
+	turn := emulator.Turn{Text: "The answer was going to", StopReason: "model_context_window_exceeded"}
+	_, a := setup(t, turn)
+	r := llmtest.Run(t, t.Context(), a, request())
+	checkCut(t, r, turn, penguinv1.StopReason_STOP_REASON_COMPLETED, 0,
+		"the model stopped at the context window limit (stop_reason model_context_window_exceeded)", nil)
+}
+
+// checkCut checks the outcome of a stream that turn's stop reason may have
+// cut, and that its content came through as far as it went: the text whole
+// and unmarked, each tool call with its arguments as streamed, marked with
+// the stop reason in calls, and closed before the next block began.
+func checkCut(t *testing.T, r llmtest.Result, turn emulator.Turn, status penguinv1.StopReason, code penguinv1.FailureCode, message string, calls []penguinv1.StopReason) {
+	t.Helper()
+	o := r.Outcome
+	if o.GetStatus() != status || o.GetCode() != code || o.GetMessage() != message {
+		t.Fatalf("outcome = %v, want %v %v %q\n%s", o, status, code, message, llmtest.Dump(r.Frames))
+	}
+	if r.Texts() != turn.Text {
+		t.Errorf("text = %q, want %q", r.Texts(), turn.Text)
+	}
+	for _, m := range r.Complete() {
+		if s := m.GetText().GetStopReason(); s != penguinv1.StopReason_STOP_REASON_UNSPECIFIED {
+			t.Errorf("text marked %v; it is whole as far as it goes", s)
+		}
+	}
+	got := r.ToolCalls()
+	if len(got) != len(calls) {
+		t.Fatalf("%d tool calls, want %d:\n%s", len(got), len(calls), llmtest.Dump(r.Frames))
+	}
+	for i, c := range got {
+		if c.GetStopReason() != calls[i] {
+			t.Errorf("tool call %s marked %v, want %v", c.GetName(), c.GetStopReason(), calls[i])
+		}
+		if c.GetArguments() != turn.ToolCalls[i].Arguments {
+			t.Errorf("tool call %s arguments = %q, want %q", c.GetName(), c.GetArguments(), turn.ToolCalls[i].Arguments)
+		}
+	}
+	// A call held open after its block stopped is closed when the next
+	// block starts: Anthropic's blocks come one at a time.
+	open := 0
+	for _, m := range r.Messages() {
+		switch {
+		case m.GetToolCall() != nil:
+			open--
+		case m.GetPartialToolCall().GetEventType() == penguinv1.StreamEventType_STREAM_EVENT_TYPE_START:
+			if open > 0 {
+				t.Errorf("tool call %s started while the call ahead of it was still open:\n%s", m.GetPartialToolCall().GetName(), llmtest.Dump(r.Frames))
+			}
+			open++
+		}
+	}
+}
+
 func TestUsageWithCache(t *testing.T) {
 	_, a := setup(t, emulator.Turn{Text: "ok", Usage: emulator.Usage{Input: 10, CacheRead: 900, CacheWrite: 300, Output: 20}})
 	r := llmtest.Run(t, t.Context(), a, request())

@@ -14,7 +14,10 @@ import (
 // ended and what it cost. It logs shapes (message and tool counts, token
 // counts) and never content: no prompt, no answer, no credential. Failures
 // log at Warn (they are what an operator looks for), everything else at
-// Info.
+// Info. A failure's message is logged as "error"; a completed call's
+// message, when it has one, is a note such as that the output stopped at
+// the token limit, logged as "note" so that a run of answers cut short
+// shows in the logs without reading as failures.
 func Logging(log *slog.Logger) stream.Middleware {
 	return func(next stream.Streamer) stream.Streamer {
 		return stream.StreamerFunc(func(ctx context.Context, req *stream.Request, emit stream.Emit) *penguinv1.LLMOutcome {
@@ -40,7 +43,11 @@ func Logging(log *slog.Logger) stream.Middleware {
 			if s := out.GetStatus(); s != penguinv1.StopReason_STOP_REASON_COMPLETED && s != penguinv1.StopReason_STOP_REASON_ABORTED {
 				level = slog.LevelWarn
 			}
-			if out.GetStatus() != penguinv1.StopReason_STOP_REASON_COMPLETED {
+			if out.GetStatus() == penguinv1.StopReason_STOP_REASON_COMPLETED {
+				if note := out.GetMessage(); note != "" {
+					attrs = append(attrs, slog.String("note", note))
+				}
+			} else {
 				attrs = append(attrs, slog.String("code", codeName(out.GetCode())), slog.String("error", out.GetMessage()),
 					slog.Bool("permanent", out.GetPermanent()))
 				if out.GetHttpStatus() != 0 {

@@ -91,3 +91,33 @@ func TestLoggingLevels(t *testing.T) {
 		t.Errorf("code = %v", v)
 	}
 }
+
+// TestLoggingCompletedNote checks that a completed call's note, such as
+// the output token limit's, is logged at Info as "note", and that a
+// completed call without one logs neither a note nor an error.
+func TestLoggingCompletedNote(t *testing.T) {
+	cut := translate.OutputLimit("finish_reason length")
+	logs := &llmtest.LogRecorder{}
+	s := stream.Chain(stream.StreamerFunc(func(_ context.Context, req *stream.Request, emit stream.Emit) *penguinv1.LLMOutcome {
+		tr := translate.New(emit, translate.NewIDs(req.Messages))
+		tr.TextDelta("so far", nil)
+		if req.Model == "cut" {
+			return tr.FinishCut(cut)
+		}
+		return tr.Finish(nil)
+	}), middleware.Logging(slog.New(logs)))
+	llmtest.Run(t, t.Context(), s, &stream.Request{Provider: "p", Model: "cut"})
+	llmtest.Run(t, t.Context(), s, &stream.Request{Provider: "p", Model: "whole"})
+	ended := logs.Find("llm request ended")
+	if len(ended) != 2 || ended[0].Level != slog.LevelInfo || ended[1].Level != slog.LevelInfo {
+		t.Fatalf("logs:\n%s", logs.All())
+	}
+	if v, ok := llmtest.Attr(ended[0], "note"); !ok || v.String() != cut.Note {
+		t.Errorf("note = %v, want %q", v, cut.Note)
+	}
+	for _, key := range []string{"note", "error"} {
+		if v, ok := llmtest.Attr(ended[1], key); ok {
+			t.Errorf("a whole answer logged %s = %v", key, v)
+		}
+	}
+}

@@ -4,12 +4,16 @@
 // OpenRouter, …). It streams text, reasoning (the reasoning_content and
 // reasoning delta fields) as thinking, tool calls (parallel, with deltas
 // interleaved by index) and usage, and classifies every failure into an
-// outcome.
+// outcome. Thinking goes back to the provider in the field it came from;
+// a completion cut at the output token limit (finish_reason "length") says
+// so in its outcome.
 //
 // go-openai does the request building, the HTTP and the SSE framing; the
 // adapter reads each chunk raw (RecvRaw) and decodes it itself, because
 // go-openai's delta type has no "reasoning" field and would drop the
-// reasoning of vLLM and OpenRouter. go-openai never retries, so the engine
+// reasoning of vLLM and OpenRouter; for the same reason the request body
+// passes through a hook ([bodyHook]) that adds the "reasoning" field to the
+// assistant messages that need it. go-openai never retries, so the engine
 // alone decides about reconnecting.
 package openai
 
@@ -57,12 +61,31 @@ var DefaultThinking = stream.ThinkingLevels{
 	penguinv1.ThinkingLevel_THINKING_LEVEL_MAX:    "max",
 }
 
+// The fidelity key naming the field a thinking block came from, and the two
+// fields it names: the delta fields the adapter reads thinking from, which
+// are also the message fields it sends thinking back in.
+const (
+	reasoningFieldKey     = "reasoning_field"
+	fieldReasoningContent = "reasoning_content"
+	fieldReasoning        = "reasoning"
+)
+
 // Fidelity payloads naming the delta field the reasoning came from, so it
 // can go back in the same field.
 var (
-	fidelityReasoningContent = translate.Fidelity("reasoning_field", "reasoning_content")
-	fidelityReasoning        = translate.Fidelity("reasoning_field", "reasoning")
+	fidelityReasoningContent = translate.Fidelity(reasoningFieldKey, fieldReasoningContent)
+	fidelityReasoning        = translate.Fidelity(reasoningFieldKey, fieldReasoning)
 )
+
+// finishLength is the finish_reason of a completion that the output token
+// limit (max_tokens or max_completion_tokens) cut short.
+const finishLength = "length"
+
+// lengthCut is how a completion cut at the output token limit ends. Chat
+// Completions never closes a tool call before the stream ends, so every
+// call is still open then and [translate.Translator.FinishCut] can tell a
+// whole call from one whose arguments stop mid-JSON.
+var lengthCut = translate.OutputLimit("finish_reason length")
 
 // Config configures one OpenAI-compatible route.
 type Config struct {
@@ -118,7 +141,7 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	oc := goopenai.DefaultConfig(cfg.APIKey)
 	oc.BaseURL = strings.TrimRight(base, "/")
-	oc.HTTPClient = &httpwatch.Doer{Client: hc, Headers: cfg.Headers}
+	oc.HTTPClient = bodyHook{next: &httpwatch.Doer{Client: hc, Headers: cfg.Headers}}
 	// Keep-alive comments are not chunks; the idle timeout, not a count,
 	// decides when a quiet stream is dead.
 	oc.EmptyMessagesLimit = 1 << 30
@@ -143,7 +166,7 @@ func (a *Adapter) Stream(ctx context.Context, req *stream.Request, emit stream.E
 	if fe != nil {
 		return tr.Finish(fe)
 	}
-	creq, err := buildRequest(req, ids, effort, a.completionTokens)
+	creq, reasoning, err := buildRequest(req, ids, effort, a.completionTokens)
 	if err != nil {
 		fe := failure.New(penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_INVALID_REQUEST, "%v", err)
 		fe.Permanent = true
@@ -154,6 +177,7 @@ func (a *Adapter) Stream(ctx context.Context, req *stream.Request, emit stream.E
 	defer wd.Stop()
 	ex := httpwatch.NewExchange(wd.Touch)
 	ctx = httpwatch.With(ctx, ex)
+	ctx = withReasoningFields(ctx, reasoning)
 
 	s, err := a.client.CreateChatCompletionStream(ctx, creq)
 	if err != nil {
@@ -165,15 +189,18 @@ func (a *Adapter) Stream(ctx context.Context, req *stream.Request, emit stream.E
 
 // read relays the chunks of an open stream until it ends.
 func (a *Adapter) read(ctx context.Context, s *goopenai.ChatCompletionStream, tr *translate.Translator, ex *httpwatch.Exchange) *penguinv1.LLMOutcome {
-	var finished bool
-	synthetic := 0 // tool calls from servers that send no index
+	var finish string // the finish_reason, once the provider sent one
+	synthetic := 0    // tool calls from servers that send no index
 	for {
 		raw, err := s.RecvRaw()
 		if err != nil {
 			if errors.Is(err, io.EOF) && ctx.Err() == nil {
 				ex.Complete()
-				if !finished {
+				switch finish {
+				case "":
 					return tr.Finish(failure.Malformed(nil, "the stream ended before the provider sent a finish_reason"))
+				case finishLength:
+					return tr.FinishCut(lengthCut)
 				}
 				return tr.Finish(nil)
 			}
@@ -214,7 +241,7 @@ func (a *Adapter) read(ctx context.Context, s *goopenai.ChatCompletionStream, tr
 				tr.ToolCallDelta(idx, tc.ID, tc.Function.Name, tc.Function.Arguments)
 			}
 			if ch.FinishReason != nil && *ch.FinishReason != "" {
-				finished = true
+				finish = *ch.FinishReason
 			}
 		}
 		if c.Usage != nil {

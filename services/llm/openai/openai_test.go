@@ -17,6 +17,7 @@ import (
 	"github.com/penguin-agent/penguin/services/llm/internal/llmtest"
 	"github.com/penguin-agent/penguin/services/llm/openai"
 	"github.com/penguin-agent/penguin/services/llm/stream"
+	"github.com/penguin-agent/penguin/services/llm/translate"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -87,10 +88,7 @@ func TestText(t *testing.T) {
 func TestThinkingFields(t *testing.T) {
 	for _, field := range []string{"reasoning_content", "reasoning"} {
 		t.Run(field, func(t *testing.T) {
-			srv, a := setup(t,
-				emulator.Turn{Thinking: "Let me think about this carefully.", ReasoningField: field, Text: "Answer."},
-				emulator.Turn{Text: "Again."},
-			)
+			_, a := setup(t, emulator.Turn{Thinking: "Let me think about this carefully.", ReasoningField: field, Text: "Answer."})
 			r := llmtest.Run(t, t.Context(), a, request())
 			th := r.Thinking()
 			if len(th) != 1 || th[0].GetThinking() != "Let me think about this carefully." {
@@ -108,25 +106,89 @@ func TestThinkingFields(t *testing.T) {
 			if complete[0].GetThinking() == nil || complete[1].GetText() == nil {
 				t.Errorf("complete order = %v", complete)
 			}
+		})
+	}
+}
 
-			// The next request carries the answer as history; reasoning goes
-			// back in reasoning_content only when it came from there.
-			next := request(append(append([]*penguinv1.OmniMessage{omni.UserText("hello")}, complete...), omni.UserText("and?"))...)
-			llmtest.Run(t, t.Context(), a, next)
-			msgs := llmtest.LastBody(t, srv)["messages"].([]any)
+// TestThinkingSentBack plays a turn that thinks and calls a tool, then
+// sends the history back with the tool's output, as an agent loop does,
+// and checks that the thinking went back in the field it came from and in
+// no other.
+func TestThinkingSentBack(t *testing.T) {
+	const thought = "The user wants the file, so read it first."
+	for _, tc := range []struct{ field, other string }{
+		{"reasoning_content", "reasoning"},
+		{"reasoning", "reasoning_content"},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			srv, a := setup(t,
+				emulator.Turn{Thinking: thought, ReasoningField: tc.field, Text: "Reading.",
+					ToolCalls: []emulator.ToolCall{{ID: "call_1", Name: "read_file", Arguments: `{"path":"a"}`}}},
+				emulator.Turn{Text: "It says hello."},
+			)
+			hist := []*penguinv1.OmniMessage{omni.UserText("read a")}
+			r := llmtest.Run(t, t.Context(), a, request(hist...))
+			hist = append(hist, r.Complete()...)
+			hist = append(hist, omni.ToolCallOutput("call_1", "hello", penguinv1.StopReason_STOP_REASON_COMPLETED))
+			if r2 := llmtest.Run(t, t.Context(), a, request(hist...)); r2.Texts() != "It says hello." {
+				t.Fatalf("second answer = %q\n%s", r2.Texts(), llmtest.Dump(r2.Frames))
+			}
+
+			body := llmtest.LastBody(t, srv)
+			if body["model"] != "gpt-test" || body["stream"] != true || body["max_tokens"] != float64(1000) {
+				t.Errorf("body = %v", body)
+			}
+			msgs := body["messages"].([]any)
+			if len(msgs) != 4 {
+				t.Fatalf("messages = %v", msgs)
+			}
 			asst := msgs[2].(map[string]any)
-			if asst["role"] != "assistant" || asst["content"] != "Answer." {
-				t.Fatalf("assistant message = %v", asst)
+			if asst["role"] != "assistant" || asst["content"] != "Reading." || len(asst["tool_calls"].([]any)) != 1 {
+				t.Errorf("assistant message = %v", asst)
 			}
-			rc, has := asst["reasoning_content"]
-			if field == "reasoning_content" && rc != "Let me think about this carefully." {
-				t.Errorf("reasoning_content = %v", rc)
+			if asst[tc.field] != thought {
+				t.Errorf("%s = %v, want %q", tc.field, asst[tc.field], thought)
 			}
-			if field == "reasoning" && has {
-				t.Errorf("reasoning went back as reasoning_content: %v", rc)
+			if v, has := asst[tc.other]; has {
+				t.Errorf("thinking from %s also went back as %s: %v", tc.field, tc.other, v)
+			}
+			if tool := msgs[3].(map[string]any); tool["role"] != "tool" || tool["tool_call_id"] != "call_1" || tool["content"] != "hello" {
+				t.Errorf("tool message = %v", tool)
 			}
 		})
 	}
+
+	// Thinking from another provider (no fidelity, or Anthropic's
+	// signature) is not sent as reasoning; thinking from each field goes
+	// back on its own message.
+	t.Run("mixed history", func(t *testing.T) {
+		srv, a := setup(t, emulator.Turn{Text: "ok"})
+		llmtest.Run(t, t.Context(), a, request(
+			omni.UserText("one"),
+			omni.Thinking("from the reasoning field", translate.Fidelity("reasoning_field", "reasoning")),
+			omni.AssistantText("A"),
+			omni.UserText("two"),
+			omni.Thinking("no fidelity", nil),
+			omni.Thinking("signed by anthropic", translate.Fidelity("signature", "S1")),
+			omni.AssistantText("B"),
+			omni.UserText("three"),
+			omni.Thinking("from reasoning_content", translate.Fidelity("reasoning_field", "reasoning_content")),
+			omni.AssistantText("C"),
+			omni.UserText("four"),
+		))
+		msgs := llmtest.LastBody(t, srv)["messages"].([]any)
+		want := map[int][2]any{ // message index: reasoning, reasoning_content
+			2: {"from the reasoning field", nil},
+			4: {nil, nil},
+			6: {nil, "from reasoning_content"},
+		}
+		for i, w := range want {
+			m := msgs[i].(map[string]any)
+			if m["role"] != "assistant" || m["reasoning"] != w[0] || m["reasoning_content"] != w[1] {
+				t.Errorf("message %d = %v, want reasoning %v and reasoning_content %v", i, m, w[0], w[1])
+			}
+		}
+	})
 }
 
 func TestToolCalls(t *testing.T) {
@@ -381,6 +443,72 @@ func TestFailures(t *testing.T) {
 				}
 				if !marked {
 					t.Errorf("cut-off content not marked with %v:\n%s", tc.status, llmtest.Dump(r.Frames))
+				}
+			}
+		})
+	}
+}
+
+// TestFinishLength checks a completion that the output token limit cut
+// short (finish_reason "length"): usable content keeps the outcome
+// completed and says why it stopped; a tool call cut mid-arguments makes
+// the outcome malformed and is never emitted as a whole call.
+func TestFinishLength(t *testing.T) {
+	const note = "the model stopped at the output token limit (finish_reason length)"
+	readA := emulator.ToolCall{ID: "call_r", Name: "read_file", Arguments: `{"path":"a"}`}
+	cutWrite := emulator.ToolCall{ID: "call_w", Name: "write_file", Arguments: `{"path":"notes.txt","content":"first li`}
+	cutStop := penguinv1.StopReason_STOP_REASON_MALFORMED
+	for _, tc := range []struct {
+		name    string
+		turn    emulator.Turn
+		status  penguinv1.StopReason
+		code    penguinv1.FailureCode
+		message string                 // the outcome's message, exactly
+		calls   []penguinv1.StopReason // each tool call's stop reason, in order
+	}{
+		{name: "stop is not cut", turn: emulator.Turn{Text: "A whole answer."},
+			status: penguinv1.StopReason_STOP_REASON_COMPLETED},
+		{name: "text cut short", turn: emulator.Turn{Text: "The answer goes on and on and", StopReason: "length"},
+			status: penguinv1.StopReason_STOP_REASON_COMPLETED, message: note},
+		{name: "whole tool call", turn: emulator.Turn{Text: "Reading.", ToolCalls: []emulator.ToolCall{readA}, StopReason: "length"},
+			status: penguinv1.StopReason_STOP_REASON_COMPLETED, message: note, calls: []penguinv1.StopReason{0}},
+		{name: "tool call cut off", turn: emulator.Turn{Text: "Writing.", ToolCalls: []emulator.ToolCall{cutWrite}, StopReason: "length"},
+			status: cutStop, code: penguinv1.FailureCode_FAILURE_CODE_MALFORMED_RESPONSE,
+			message: `tool call "write_file" was cut off at the output token limit (finish_reason length): its arguments are incomplete JSON`,
+			calls:   []penguinv1.StopReason{cutStop}},
+		{name: "last of parallel calls cut off", turn: emulator.Turn{ToolCalls: []emulator.ToolCall{readA, cutWrite}, StopReason: "length"},
+			status: cutStop, code: penguinv1.FailureCode_FAILURE_CODE_MALFORMED_RESPONSE,
+			message: `tool call "write_file" was cut off at the output token limit (finish_reason length): its arguments are incomplete JSON`,
+			calls:   []penguinv1.StopReason{cutStop, cutStop}},
+		{name: "no content", turn: emulator.Turn{StopReason: "length"},
+			status: penguinv1.StopReason_STOP_REASON_FAILED, code: penguinv1.FailureCode_FAILURE_CODE_EMPTY_RESPONSE,
+			message: "the provider completed the request with no content at all; " + note},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, a := setup(t, tc.turn)
+			r := llmtest.Run(t, t.Context(), a, request())
+			o := r.Outcome
+			if o.GetStatus() != tc.status || o.GetCode() != tc.code || o.GetMessage() != tc.message {
+				t.Fatalf("outcome = %v, want %v %v %q\n%s", o, tc.status, tc.code, tc.message, llmtest.Dump(r.Frames))
+			}
+			if want := tc.turn.Text; r.Texts() != want {
+				t.Errorf("text = %q, want %q", r.Texts(), want)
+			}
+			for _, m := range r.Complete() {
+				if s := m.GetText().GetStopReason(); s != penguinv1.StopReason_STOP_REASON_UNSPECIFIED {
+					t.Errorf("text marked %v; it is whole as far as it goes", s)
+				}
+			}
+			calls := r.ToolCalls()
+			if len(calls) != len(tc.calls) {
+				t.Fatalf("%d tool calls, want %d:\n%s", len(calls), len(tc.calls), llmtest.Dump(r.Frames))
+			}
+			for i, c := range calls {
+				if c.GetStopReason() != tc.calls[i] {
+					t.Errorf("tool call %s marked %v, want %v", c.GetName(), c.GetStopReason(), tc.calls[i])
+				}
+				if c.GetArguments() != tc.turn.ToolCalls[i].Arguments {
+					t.Errorf("tool call %s arguments = %q", c.GetName(), c.GetArguments())
 				}
 			}
 		})

@@ -16,11 +16,13 @@ import (
 // Chat Completions wants a schema object.
 var emptyObjectSchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
-// buildRequest translates req into a Chat Completions request.
-func buildRequest(req *stream.Request, ids *translate.IDs, effort string, completionTokens bool) (goopenai.ChatCompletionRequest, error) {
-	msgs, err := messages(req, ids)
+// buildRequest translates req into a Chat Completions request, and
+// returns with it the thinking that goes back in the "reasoning" field,
+// which go-openai's message type cannot carry (see [reasoningFields]).
+func buildRequest(req *stream.Request, ids *translate.IDs, effort string, completionTokens bool) (goopenai.ChatCompletionRequest, reasoningFields, error) {
+	msgs, reasoning, err := messages(req, ids)
 	if err != nil {
-		return goopenai.ChatCompletionRequest{}, err
+		return goopenai.ChatCompletionRequest{}, nil, err
 	}
 	cr := goopenai.ChatCompletionRequest{
 		Model:           req.Model,
@@ -44,49 +46,66 @@ func buildRequest(req *stream.Request, ids *translate.IDs, effort string, comple
 			Name: t.GetName(), Description: t.GetDescription(), Parameters: params,
 		}})
 	}
-	return cr, nil
+	return cr, reasoning, nil
 }
 
 // messages translates the conversation: the system prompt, then one
 // message per assistant turn, and per user turn its tool results (as "tool"
 // messages, which must follow the assistant's calls directly) and then one
-// user message with its text and images.
-func messages(req *stream.Request, ids *translate.IDs) ([]goopenai.ChatCompletionMessage, error) {
+// user message with its text and images. It also returns the "reasoning"
+// field of each assistant message that has one, by its index in the list.
+func messages(req *stream.Request, ids *translate.IDs) ([]goopenai.ChatCompletionMessage, reasoningFields, error) {
 	var out []goopenai.ChatCompletionMessage
+	var fields reasoningFields
 	if req.System != "" {
 		out = append(out, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleSystem, Content: req.System})
 	}
 	for _, turn := range translate.Turns(req.Messages) {
 		if turn.Role == penguinv1.Role_ROLE_ASSISTANT {
-			if m, ok := assistant(turn.Messages, ids); ok {
+			if m, reasoning, ok := assistant(turn.Messages, ids); ok {
+				if reasoning != "" {
+					if fields == nil {
+						fields = reasoningFields{}
+					}
+					fields[len(out)] = reasoning
+				}
 				out = append(out, m)
 			}
 			continue
 		}
 		ms, err := user(turn.Messages, ids)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, ms...)
 	}
-	return out, nil
+	return out, fields, nil
 }
 
-// assistant translates one assistant turn. Thinking goes back only in
-// reasoning_content and only when it came from that field (DeepSeek wants
-// it back with tool calls); go-openai has no field for the "reasoning"
-// variant, whose servers do not ask for it back. A turn with neither text
-// nor tool calls is dropped, since Chat Completions refuses an empty
-// assistant message.
-func assistant(msgs []*penguinv1.OmniMessage, ids *translate.IDs) (goopenai.ChatCompletionMessage, bool) {
+// assistant translates one assistant turn, and returns its thinking for
+// the "reasoning" field apart, since go-openai's message has no such field.
+//
+// Thinking goes back in the field it arrived in, as its fidelity records:
+// reasoning_content for DeepSeek, which requires it back in tool-call turns,
+// and reasoning for OpenRouter and vLLM, which take it back so a reasoning
+// model keeps its train of thought across turns. Thinking without that
+// record came from another provider (Anthropic's signed blocks, say) and is
+// not sent at all: an OpenAI-compatible server would take it for its own
+// model's reasoning, and its signature means nothing there. A turn with
+// neither text nor tool calls is dropped, since Chat Completions refuses an
+// empty assistant message.
+func assistant(msgs []*penguinv1.OmniMessage, ids *translate.IDs) (goopenai.ChatCompletionMessage, string, bool) {
 	m := goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleAssistant}
-	var text, reasoning strings.Builder
+	var text, reasoningContent, reasoning strings.Builder
 	for _, msg := range msgs {
 		switch p := msg.GetPayload().(type) {
 		case *penguinv1.OmniMessage_Text:
 			text.WriteString(p.Text.GetText())
 		case *penguinv1.OmniMessage_Thinking:
-			if f, _ := translate.FidelityString(p.Thinking.GetFidelity(), "reasoning_field"); f == "reasoning_content" {
+			switch f, _ := translate.FidelityString(p.Thinking.GetFidelity(), reasoningFieldKey); f {
+			case fieldReasoningContent:
+				reasoningContent.WriteString(p.Thinking.GetThinking())
+			case fieldReasoning:
 				reasoning.WriteString(p.Thinking.GetThinking())
 			}
 		case *penguinv1.OmniMessage_ToolCall:
@@ -102,8 +121,8 @@ func assistant(msgs []*penguinv1.OmniMessage, ids *translate.IDs) (goopenai.Chat
 		}
 	}
 	m.Content = text.String()
-	m.ReasoningContent = reasoning.String()
-	return m, m.Content != "" || len(m.ToolCalls) > 0
+	m.ReasoningContent = reasoningContent.String()
+	return m, reasoning.String(), m.Content != "" || len(m.ToolCalls) > 0
 }
 
 // user translates one user turn. Chat Completions tool messages carry text

@@ -148,6 +148,61 @@ func TestEmptyCompletionFails(t *testing.T) {
 	}
 }
 
+// TestFinishCut checks how a stream that ended early is judged: only the
+// calls still open count, the first whose arguments are not whole JSON (no
+// arguments at all included) is named, and every open call is then marked
+// malformed; otherwise the outcome completes with the cut's note.
+func TestFinishCut(t *testing.T) {
+	cut := translate.OutputLimit("stop_reason max_tokens")
+	malformed := penguinv1.StopReason_STOP_REASON_MALFORMED
+	for _, tc := range []struct {
+		name    string
+		events  func(tr *translate.Translator)
+		status  penguinv1.StopReason
+		message string
+		calls   []penguinv1.StopReason
+	}{
+		{name: "text", events: func(tr *translate.Translator) { tr.TextDelta("so far", nil) },
+			status: penguinv1.StopReason_STOP_REASON_COMPLETED, message: "the model stopped at the output token limit (stop_reason max_tokens)"},
+		{name: "closed call is whole", events: func(tr *translate.Translator) {
+			tr.ToolCallDelta(0, "c0", "a", `{"x":`)
+			tr.CloseToolCall(0)
+		}, status: penguinv1.StopReason_STOP_REASON_COMPLETED, message: cut.Note, calls: []penguinv1.StopReason{0}},
+		{name: "open whole call", events: func(tr *translate.Translator) { tr.ToolCallDelta(0, "c0", "a", `{"x":1}`) },
+			status: penguinv1.StopReason_STOP_REASON_COMPLETED, message: cut.Note, calls: []penguinv1.StopReason{0}},
+		{name: "open call without arguments", events: func(tr *translate.Translator) {
+			tr.ToolCallDelta(0, "c0", "a", `{"x":1}`)
+			tr.ToolCallDelta(1, "c1", "b", "")
+			tr.ToolCallDelta(2, "c2", "c", `{"y"`)
+		}, status: malformed, message: `tool call "b" was cut off at the output token limit (stop_reason max_tokens): its arguments are incomplete JSON`,
+			calls: []penguinv1.StopReason{malformed, malformed, malformed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r llmtest.Result
+			tr := translate.New(func(m *penguinv1.OmniMessage) error {
+				r.Frames = append(r.Frames, &penguinv1.StreamGenerateResponse{Frame: &penguinv1.StreamGenerateResponse_Message{Message: m}})
+				return nil
+			}, translate.NewIDs(nil))
+			tc.events(tr)
+			r.Outcome = tr.FinishCut(cut)
+			r.Frames = append(r.Frames, &penguinv1.StreamGenerateResponse{Frame: &penguinv1.StreamGenerateResponse_Outcome{Outcome: r.Outcome}})
+			llmtest.Validate(t, r.Frames)
+			if r.Outcome.GetStatus() != tc.status || r.Outcome.GetMessage() != tc.message {
+				t.Fatalf("outcome = %v, want %v %q", r.Outcome, tc.status, tc.message)
+			}
+			calls := r.ToolCalls()
+			if len(calls) != len(tc.calls) {
+				t.Fatalf("tool calls = %v", calls)
+			}
+			for i, c := range calls {
+				if c.GetStopReason() != tc.calls[i] {
+					t.Errorf("call %s marked %v, want %v", c.GetName(), c.GetStopReason(), tc.calls[i])
+				}
+			}
+		})
+	}
+}
+
 func TestConsumerGoneStopsEmitting(t *testing.T) {
 	calls := 0
 	gone := errors.New("gone")
