@@ -102,5 +102,6 @@ func newEnvironmentService(_ context.Context, p *serverProcess, root string, adj
 	if err != nil {
 		return nil, nil, err
 	}
-	return svc, func() error { svc.Close(); return nil }, nil
+	// After the last command, the cgroups kept empty for reuse go too.
+	return svc, func() error { svc.Close(); return sandbox.DrainCgroupPool() }, nil
 }

@@ -126,10 +126,10 @@ func apply(cmd *exec.Cmd, p Policy, self string, cgroupParent string) (*Group, e
 	if cgroupParent != "" {
 		// A cgroup that cannot be made leaves the process-group tracking
 		// that works everywhere: worse at catching daemons, never unsafe.
-		if cg, err := newCgroup(cgroupParent); err == nil {
+		if cg, err := pool.get(cgroupParent); err == nil {
 			attr.UseCgroupFD = true
 			attr.CgroupFD = cg.fd
-			g.cg = cg
+			g.cg, g.cgParent = cg, cgroupParent
 		}
 	}
 	cmd.SysProcAttr = attr
@@ -143,12 +143,13 @@ func apply(cmd *exec.Cmd, p Policy, self string, cgroupParent string) (*Group, e
 //
 // Kill, Alive and Wait may be called from any goroutine once cmd.Start has
 // returned. Call Release when done with the command (after cmd.Wait), also
-// when it never started: it removes the cgroup.
+// when it never started: it gives back the cgroup.
 type Group struct {
 	cmd *exec.Cmd
 
 	mu       sync.Mutex
 	cg       *cgroup
+	cgParent string // where cg goes back to the pool
 	released bool
 	gone     bool // the process group was seen empty; its pid may be reused
 }
@@ -220,7 +221,8 @@ func (g *Group) Wait(ctx context.Context) error {
 }
 
 // Release kills what is left of the command, waits a few seconds at most
-// for it to end, and removes its cgroup. It is idempotent.
+// for it to end, and gives back its cgroup: kept empty for the next command
+// (see DrainCgroupPool), or removed. It is idempotent.
 func (g *Group) Release() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -237,5 +239,5 @@ func (g *Group) Release() error {
 	cg := g.cg
 	g.cg = nil
 	g.gone = true // the cgroup held everything; without it, never guess by pid
-	return cg.remove()
+	return pool.put(g.cgParent, cg)
 }

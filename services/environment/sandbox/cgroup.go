@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -133,6 +134,10 @@ func unescapeMount(s string) string {
 type cgroup struct {
 	dir string
 	fd  int // an open directory fd, handed to clone3
+	// killed is set once cgroup.kill was written. Such a cgroup is never
+	// reused: on some kernels (6.18 here) a kill of an empty cgroup stays
+	// armed and kills every process later cloned into it.
+	killed atomic.Bool
 }
 
 // newCgroup creates a fresh cgroup under parent.
@@ -157,6 +162,7 @@ func newCgroup(parent string) (*cgroup, error) {
 // atomically, forks in flight included; on older kernels the members are
 // killed one by one until none is left.
 func (c *cgroup) kill() error {
+	c.killed.Store(true)
 	err := os.WriteFile(filepath.Join(c.dir, "cgroup.kill"), []byte("1"), 0)
 	if err == nil {
 		return nil

@@ -231,7 +231,8 @@ func TestFallbackMissesDoubleForkDaemon(t *testing.T) {
 
 // TestCgroupCatchesDaemons proves per-command cgroups: background children,
 // a setsid child and a double-forked daemon all die with Group.Kill, the
-// group reports itself gone, and Release removes the cgroup.
+// group reports itself gone, and Release removes the cgroup, which a kill
+// makes unfit for reuse.
 func TestCgroupCatchesDaemons(t *testing.T) {
 	parent, err := CgroupParent()
 	if err != nil {
@@ -270,10 +271,106 @@ func TestCgroupCatchesDaemons(t *testing.T) {
 	if err := g.Release(); err != nil {
 		t.Fatal(err)
 	}
-	mustExist(t, dir, false)
 	if err := g.Release(); err != nil {
 		t.Errorf("second Release: %v", err)
 	}
+	mustExist(t, dir, false) // killed, so never reused
+}
+
+// TestCgroupsAreReused runs commands one after another: the second starts
+// in the cgroup the first left empty, and that cgroup still holds and kills
+// everything its new command starts. A pooled cgroup removed behind the
+// pool's back is skipped, and a cgroup released with processes left in it
+// is not pooled: they are killed and the cgroup removed.
+func TestCgroupsAreReused(t *testing.T) {
+	parent, err := CgroupParent()
+	if err != nil {
+		t.Skipf("no writable cgroup v2 here: %v", err)
+	}
+	if err := DrainCgroupPool(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = DrainCgroupPool() })
+	run := func(script string) (*exec.Cmd, *Group) {
+		t.Helper()
+		cmd := exec.Command("bash", "-c", script)
+		g, err := apply(cmd, Policy{}, "", parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, g
+	}
+	// A cgroup killed while empty is not reused: this kernel would kill
+	// the next command at birth.
+	killed, g0 := run("true")
+	_ = killed.Wait()
+	killedDir := g0.Cgroup()
+	if err := g0.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g0.Release(); err != nil {
+		t.Fatal(err)
+	}
+	mustExist(t, killedDir, false)
+
+	first, g1 := run("true")
+	if err := first.Wait(); err != nil {
+		t.Fatalf("a command after a killed cgroup: %v", err)
+	}
+	dir := g1.Cgroup()
+	if err := g1.Release(); err != nil {
+		t.Fatal(err)
+	}
+	mustExist(t, dir, true) // kept, empty, for the next command
+	second, g2 := run("sleep 1000 & wait")
+	if g2.Cgroup() != dir {
+		t.Fatalf("the second command runs in %s, not in the reused %s", g2.Cgroup(), dir)
+	}
+	var members []int
+	waitFor(t, "bash and sleep in the reused cgroup", 20*time.Second, func() bool {
+		members, _ = (&cgroup{dir: dir}).procs()
+		return len(members) >= 2
+	})
+	// Released with the sleep still running: the cgroup is emptied by
+	// killing and removed, not pooled.
+	if err := g2.Release(); err != nil {
+		t.Fatal(err)
+	}
+	_ = second.Wait()
+	for _, m := range members {
+		if procAlive(m) {
+			t.Errorf("process %d of the reused cgroup survived", m)
+		}
+	}
+	mustExist(t, dir, false)
+
+	third, g3 := run("true")
+	_ = third.Wait()
+	gone := g3.Cgroup()
+	if err := g3.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Rmdir(gone); err != nil { // behind the pool's back
+		t.Fatal(err)
+	}
+	fourth, g4 := run("true")
+	if err := fourth.Wait(); err != nil {
+		t.Fatalf("a command after a vanished pooled cgroup: %v", err)
+	}
+	last := g4.Cgroup()
+	if last == gone || last == "" {
+		t.Fatalf("the fourth command's cgroup is %q (the removed one was %s)", last, gone)
+	}
+	if err := g4.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := DrainCgroupPool(); err != nil {
+		t.Fatal(err)
+	}
+	mustExist(t, last, false)
 }
 
 // TestParentDeathKillsCommand proves Pdeathsig: when the process that
