@@ -7,7 +7,7 @@
 //
 // The parts live in subpackages: framing (the stream shape, timeouts,
 // truncation, redaction), builtin (the builtin tools), command (commands in
-// pseudo-terminals), custom and mcp (configured tools), policy (the command
+// pseudo-terminals, or on pipes for bulk output), custom and mcp (configured tools), policy (the command
 // deny rules), workspace (path confinement), ignore (.gitignore-aware
 // walking), redact (vault values) and sandbox (confinement and process
 // tracking).
