@@ -405,3 +405,39 @@ func TestCommandsQueueForAFreeSession(t *testing.T) {
 		t.Fatalf("outputs %v", seen)
 	}
 }
+
+// TestKillUnderAReadingCall kills a command from a second call while the
+// call that started it is still waiting for it in the foreground: that call
+// ends as aborted and says the command was killed, with no exit code.
+func TestKillUnderAReadingCall(t *testing.T) {
+	h := start(t, environment.Options{})
+	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
+	ctx := testCtx(t, 60*time.Second)
+	type outcome struct {
+		r   result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := h.tryExec(ctx, env, "exec_command", `{"cmd":"echo started; sleep 1000","yield_time_ms":60000}`)
+		done <- outcome{r, err}
+	}()
+	var pid string
+	eventually(t, 20*time.Second, "the command to run", func() bool {
+		p, err := h.client.ListProcesses(ctx, &penguinv1.ListProcessesRequest{EnvironmentId: env})
+		if err != nil || len(p.GetProcesses()) != 1 {
+			return false
+		}
+		pid = p.GetProcesses()[0].GetProcessId()
+		return true
+	})
+	wantStop(t, h.exec(env, "kill_command", args(map[string]any{"process_id": pid})), ok, "[killed process_id "+pid)
+	got := <-done
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	wantStop(t, got.r, aborted, "[the command was killed]")
+	if strings.Contains(got.r.text(), "[exit code") {
+		t.Fatalf("a killed command reported an exit code:\n%s", got.r.text())
+	}
+}

@@ -66,9 +66,17 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return c.w.Write(p)
 }
 
-func exitResult(code int) tool.Result {
-	r := tool.Result{Note: fmt.Sprintf("[exit code %d]", code)}
-	if code != 0 {
+// endResult reports how a command that is no longer running ended. A
+// command killed under a reading call (by kill_command from another call,
+// or by the environment's disposal, which may reach the command before its
+// cancellation reaches the call) has no exit status worth reporting: it
+// ended as aborted. Otherwise the exit code says how it went.
+func endResult(st command.Status) tool.Result {
+	if st.State == command.Killed {
+		return tool.Result{Note: "[the command was killed]", StopReason: penguinv1.StopReason_STOP_REASON_ABORTED}
+	}
+	r := tool.Result{Note: fmt.Sprintf("[exit code %d]", st.ExitCode)}
+	if st.ExitCode != 0 {
 		r.StopReason = penguinv1.StopReason_STOP_REASON_FAILED
 	}
 	return r
@@ -156,7 +164,7 @@ func (t *execCommand) Run(ctx context.Context, raw string, out tool.Output) (too
 	}
 	if st.State != command.Running {
 		t.d.Commands.Remove(s.ID())
-		return exitResult(st.ExitCode), nil
+		return endResult(st), nil
 	}
 	return stillRunning(s.ID()), nil
 }
@@ -217,7 +225,7 @@ func (t *inputCommand) Run(ctx context.Context, raw string, out tool.Output) (to
 	}
 	if st.State != command.Running {
 		t.d.Commands.Remove(s.ID())
-		return exitResult(st.ExitCode), nil
+		return endResult(st), nil
 	}
 	return stillRunning(s.ID()), nil
 }
