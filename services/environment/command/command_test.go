@@ -43,6 +43,21 @@ func newManager(t *testing.T, o Options) *Manager {
 	return m
 }
 
+// streamUntil reads s into out until out holds want, failing the test
+// after 20 seconds.
+func streamUntil(t *testing.T, ctx context.Context, s *Session, out *buffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in %q", want, out.String())
+		}
+		if _, err := s.Stream(ctx, 100*time.Millisecond, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
@@ -76,33 +91,21 @@ func TestInteractivePythonAndCtrlC(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out buffer
-	waitFor := func(want string) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !strings.Contains(out.String(), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q in %q", want, out.String())
-			}
-			if _, err := s.Stream(ctx, 100*time.Millisecond, &out); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	waitFor(">>> ")
+	streamUntil(t, ctx, s, &out, ">>> ")
 	if err := s.Write(ctx, "print(6*7)\n"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("42")
+	streamUntil(t, ctx, s, &out, "42")
 	// The marker is printed by Python itself (the echoed input never holds
 	// it whole), so Ctrl-C is sent only once the sleep has begun.
 	if err := s.Write(ctx, "import time; print('now ' + 'sleeping'); time.sleep(100)\n"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("now sleeping")
+	streamUntil(t, ctx, s, &out, "now sleeping")
 	if err := s.Write(ctx, "\x03"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("KeyboardInterrupt")
+	streamUntil(t, ctx, s, &out, "KeyboardInterrupt")
 	if err := s.Write(ctx, "exit()\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -120,11 +123,7 @@ func TestKillEndsTheWholeTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out buffer
-	for !strings.Contains(out.String(), "started") {
-		if _, err := s.Stream(ctx, 100*time.Millisecond, &out); err != nil {
-			t.Fatal(err)
-		}
-	}
+	streamUntil(t, ctx, s, &out, "started")
 	if n := len(proctest.GroupMembers(t, s.Pid())); n < 4 {
 		t.Fatalf("expected the shell and three sleeps, found %d processes", n)
 	}
@@ -188,23 +187,11 @@ func TestPipesCarryOutputInputAndCtrlC(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out buffer
-	waitFor := func(want string) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !strings.Contains(out.String(), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q in %q", want, out.String())
-			}
-			if _, err := s.Stream(ctx, 100*time.Millisecond, &out); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	waitFor("err\n")
+	streamUntil(t, ctx, s, &out, "err\n")
 	if err := s.Write(ctx, "hello\n"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("ready")
+	streamUntil(t, ctx, s, &out, "ready")
 	if err := s.Write(ctx, "\x03"); err != nil {
 		t.Fatal(err)
 	}
@@ -257,11 +244,7 @@ func TestPipesKillEndsTheWholeTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out buffer
-	for !strings.Contains(out.String(), "started") {
-		if _, err := s.Stream(ctx, 100*time.Millisecond, &out); err != nil {
-			t.Fatal(err)
-		}
-	}
+	streamUntil(t, ctx, s, &out, "started")
 	s.Kill(0)
 	if left := proctest.GroupMembers(t, s.Pid()); len(left) != 0 {
 		t.Fatalf("processes survived: %v", left)

@@ -179,38 +179,30 @@ func TestStopMaxTokens(t *testing.T) {
 	readA := emulator.ToolCall{ID: "toolu_r", Name: "read_file", Arguments: `{"path":"a"}`}
 	cutWrite := emulator.ToolCall{ID: "toolu_w", Name: "write_file", Arguments: `{"path":"notes.txt","content":"first li`}
 	cutStop := penguinv1.StopReason_STOP_REASON_MALFORMED
-	for _, tc := range []struct {
-		name    string
-		turn    emulator.Turn
-		status  penguinv1.StopReason
-		code    penguinv1.FailureCode
-		message string                 // the outcome's message, exactly
-		calls   []penguinv1.StopReason // each tool call's stop reason, in order
-	}{
-		{name: "end_turn is not cut", turn: emulator.Turn{Text: "A whole answer."},
-			status: penguinv1.StopReason_STOP_REASON_COMPLETED},
-		{name: "tool_use is not cut", turn: emulator.Turn{Text: "Reading.", ToolCalls: []emulator.ToolCall{readA}},
-			status: penguinv1.StopReason_STOP_REASON_COMPLETED, calls: []penguinv1.StopReason{0}},
-		{name: "text cut short", turn: emulator.Turn{Text: "The answer goes on and on and", StopReason: "max_tokens"},
-			status: penguinv1.StopReason_STOP_REASON_COMPLETED, message: note},
-		{name: "whole tool_use", turn: emulator.Turn{Text: "Reading.", ToolCalls: []emulator.ToolCall{readA}, StopReason: "max_tokens"},
-			status: penguinv1.StopReason_STOP_REASON_COMPLETED, message: note, calls: []penguinv1.StopReason{0}},
-		{name: "tool_use cut off", turn: emulator.Turn{Text: "Writing.", ToolCalls: []emulator.ToolCall{cutWrite}, StopReason: "max_tokens"},
-			status: cutStop, code: penguinv1.FailureCode_FAILURE_CODE_MALFORMED_RESPONSE, message: cutMsg,
-			calls: []penguinv1.StopReason{cutStop}},
+	for _, tc := range []llmtest.CutCase{
+		{Name: "end_turn is not cut", Turn: emulator.Turn{Text: "A whole answer."},
+			Status: penguinv1.StopReason_STOP_REASON_COMPLETED},
+		{Name: "tool_use is not cut", Turn: emulator.Turn{Text: "Reading.", ToolCalls: []emulator.ToolCall{readA}},
+			Status: penguinv1.StopReason_STOP_REASON_COMPLETED, Calls: []penguinv1.StopReason{0}},
+		{Name: "text cut short", Turn: emulator.Turn{Text: "The answer goes on and on and", StopReason: "max_tokens"},
+			Status: penguinv1.StopReason_STOP_REASON_COMPLETED, Message: note},
+		{Name: "whole tool_use", Turn: emulator.Turn{Text: "Reading.", ToolCalls: []emulator.ToolCall{readA}, StopReason: "max_tokens"},
+			Status: penguinv1.StopReason_STOP_REASON_COMPLETED, Message: note, Calls: []penguinv1.StopReason{0}},
+		{Name: "tool_use cut off", Turn: emulator.Turn{Text: "Writing.", ToolCalls: []emulator.ToolCall{cutWrite}, StopReason: "max_tokens"},
+			Status: cutStop, Code: penguinv1.FailureCode_FAILURE_CODE_MALFORMED_RESPONSE, Message: cutMsg,
+			Calls: []penguinv1.StopReason{cutStop}},
 		// The first block was stopped and the model went on, so it is
 		// whole: only the last one can be cut.
-		{name: "second tool_use cut off", turn: emulator.Turn{ToolCalls: []emulator.ToolCall{readA, cutWrite}, StopReason: "max_tokens"},
-			status: cutStop, code: penguinv1.FailureCode_FAILURE_CODE_MALFORMED_RESPONSE, message: cutMsg,
-			calls: []penguinv1.StopReason{0, cutStop}},
-		{name: "no content", turn: emulator.Turn{StopReason: "max_tokens"},
-			status: penguinv1.StopReason_STOP_REASON_FAILED, code: penguinv1.FailureCode_FAILURE_CODE_EMPTY_RESPONSE,
-			message: "the provider completed the request with no content at all; " + note},
+		{Name: "second tool_use cut off", Turn: emulator.Turn{ToolCalls: []emulator.ToolCall{readA, cutWrite}, StopReason: "max_tokens"},
+			Status: cutStop, Code: penguinv1.FailureCode_FAILURE_CODE_MALFORMED_RESPONSE, Message: cutMsg,
+			Calls: []penguinv1.StopReason{0, cutStop}},
+		{Name: "no content", Turn: emulator.Turn{StopReason: "max_tokens"},
+			Status: penguinv1.StopReason_STOP_REASON_FAILED, Code: penguinv1.FailureCode_FAILURE_CODE_EMPTY_RESPONSE,
+			Message: "the provider completed the request with no content at all; " + note},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, a := setup(t, tc.turn)
-			r := llmtest.Run(t, t.Context(), a, request())
-			checkCut(t, r, tc.turn, tc.status, tc.code, tc.message, tc.calls)
+		t.Run(tc.Name, func(t *testing.T) {
+			_, a := setup(t, tc.Turn)
+			checkCut(t, llmtest.Run(t, t.Context(), a, request()), tc)
 		})
 	}
 }
@@ -220,28 +212,20 @@ func TestStopMaxTokens(t *testing.T) {
 // the model refused; with nothing before it, the request fails as empty.
 func TestStopRefusal(t *testing.T) {
 	const note = "the model refused to continue (stop_reason refusal)"
-	for _, tc := range []struct {
-		name    string
-		turn    emulator.Turn
-		status  penguinv1.StopReason
-		code    penguinv1.FailureCode
-		message string
-		calls   []penguinv1.StopReason
-	}{
-		{name: "after text", turn: emulator.Turn{Text: "I can't help with", StopReason: "refusal"},
-			status: penguinv1.StopReason_STOP_REASON_COMPLETED, message: note},
-		{name: "tool_use cut off", turn: emulator.Turn{ToolCalls: []emulator.ToolCall{{Name: "bash", Arguments: `{"command":"rm -`}}, StopReason: "refusal"},
-			status: penguinv1.StopReason_STOP_REASON_MALFORMED, code: penguinv1.FailureCode_FAILURE_CODE_MALFORMED_RESPONSE,
-			message: `tool call "bash" was cut off by the model's refusal (stop_reason refusal): its arguments are incomplete JSON`,
-			calls:   []penguinv1.StopReason{penguinv1.StopReason_STOP_REASON_MALFORMED}},
-		{name: "no content", turn: emulator.Turn{StopReason: "refusal"},
-			status: penguinv1.StopReason_STOP_REASON_FAILED, code: penguinv1.FailureCode_FAILURE_CODE_EMPTY_RESPONSE,
-			message: "the provider completed the request with no content at all; " + note},
+	for _, tc := range []llmtest.CutCase{
+		{Name: "after text", Turn: emulator.Turn{Text: "I can't help with", StopReason: "refusal"},
+			Status: penguinv1.StopReason_STOP_REASON_COMPLETED, Message: note},
+		{Name: "tool_use cut off", Turn: emulator.Turn{ToolCalls: []emulator.ToolCall{{Name: "bash", Arguments: `{"command":"rm -`}}, StopReason: "refusal"},
+			Status: penguinv1.StopReason_STOP_REASON_MALFORMED, Code: penguinv1.FailureCode_FAILURE_CODE_MALFORMED_RESPONSE,
+			Message: `tool call "bash" was cut off by the model's refusal (stop_reason refusal): its arguments are incomplete JSON`,
+			Calls:   []penguinv1.StopReason{penguinv1.StopReason_STOP_REASON_MALFORMED}},
+		{Name: "no content", Turn: emulator.Turn{StopReason: "refusal"},
+			Status: penguinv1.StopReason_STOP_REASON_FAILED, Code: penguinv1.FailureCode_FAILURE_CODE_EMPTY_RESPONSE,
+			Message: "the provider completed the request with no content at all; " + note},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, a := setup(t, tc.turn)
-			r := llmtest.Run(t, t.Context(), a, request())
-			checkCut(t, r, tc.turn, tc.status, tc.code, tc.message, tc.calls)
+		t.Run(tc.Name, func(t *testing.T) {
+			_, a := setup(t, tc.Turn)
+			checkCut(t, llmtest.Run(t, t.Context(), a, request()), tc)
 		})
 	}
 }
@@ -250,43 +234,20 @@ func TestStopRefusal(t *testing.T) {
 // like max_tokens, the text so far is the answer and the outcome says why
 // it stopped.
 func TestStopContextWindow(t *testing.T) {
-	turn := emulator.Turn{Text: "The answer was going to", StopReason: "model_context_window_exceeded"}
-	_, a := setup(t, turn)
-	r := llmtest.Run(t, t.Context(), a, request())
-	checkCut(t, r, turn, penguinv1.StopReason_STOP_REASON_COMPLETED, 0,
-		"the model stopped at the context window limit (stop_reason model_context_window_exceeded)", nil)
+	c := llmtest.CutCase{
+		Turn:    emulator.Turn{Text: "The answer was going to", StopReason: "model_context_window_exceeded"},
+		Status:  penguinv1.StopReason_STOP_REASON_COMPLETED,
+		Message: "the model stopped at the context window limit (stop_reason model_context_window_exceeded)",
+	}
+	_, a := setup(t, c.Turn)
+	checkCut(t, llmtest.Run(t, t.Context(), a, request()), c)
 }
 
-// checkCut checks the outcome of a stream that turn's stop reason may have
-// cut, and that its content came through as far as it went: the text whole
-// and unmarked, each tool call with its arguments as streamed, marked with
-// the stop reason in calls, and closed before the next block began.
-func checkCut(t *testing.T, r llmtest.Result, turn emulator.Turn, status penguinv1.StopReason, code penguinv1.FailureCode, message string, calls []penguinv1.StopReason) {
+// checkCut is llmtest.CheckCut plus what Anthropic's one-block-at-a-time
+// streaming adds: each call is closed before the next block begins.
+func checkCut(t *testing.T, r llmtest.Result, c llmtest.CutCase) {
 	t.Helper()
-	o := r.Outcome
-	if o.GetStatus() != status || o.GetCode() != code || o.GetMessage() != message {
-		t.Fatalf("outcome = %v, want %v %v %q\n%s", o, status, code, message, llmtest.Dump(r.Frames))
-	}
-	if r.Texts() != turn.Text {
-		t.Errorf("text = %q, want %q", r.Texts(), turn.Text)
-	}
-	for _, m := range r.Complete() {
-		if s := m.GetText().GetStopReason(); s != penguinv1.StopReason_STOP_REASON_UNSPECIFIED {
-			t.Errorf("text marked %v; it is whole as far as it goes", s)
-		}
-	}
-	got := r.ToolCalls()
-	if len(got) != len(calls) {
-		t.Fatalf("%d tool calls, want %d:\n%s", len(got), len(calls), llmtest.Dump(r.Frames))
-	}
-	for i, c := range got {
-		if c.GetStopReason() != calls[i] {
-			t.Errorf("tool call %s marked %v, want %v", c.GetName(), c.GetStopReason(), calls[i])
-		}
-		if c.GetArguments() != turn.ToolCalls[i].Arguments {
-			t.Errorf("tool call %s arguments = %q, want %q", c.GetName(), c.GetArguments(), turn.ToolCalls[i].Arguments)
-		}
-	}
+	llmtest.CheckCut(t, r, c)
 	// A call held open after its block stopped is closed when the next
 	// block starts: Anthropic's blocks come one at a time.
 	open := 0

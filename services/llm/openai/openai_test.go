@@ -458,59 +458,28 @@ func TestFinishLength(t *testing.T) {
 	readA := emulator.ToolCall{ID: "call_r", Name: "read_file", Arguments: `{"path":"a"}`}
 	cutWrite := emulator.ToolCall{ID: "call_w", Name: "write_file", Arguments: `{"path":"notes.txt","content":"first li`}
 	cutStop := penguinv1.StopReason_STOP_REASON_MALFORMED
-	for _, tc := range []struct {
-		name    string
-		turn    emulator.Turn
-		status  penguinv1.StopReason
-		code    penguinv1.FailureCode
-		message string                 // the outcome's message, exactly
-		calls   []penguinv1.StopReason // each tool call's stop reason, in order
-	}{
-		{name: "stop is not cut", turn: emulator.Turn{Text: "A whole answer."},
-			status: penguinv1.StopReason_STOP_REASON_COMPLETED},
-		{name: "text cut short", turn: emulator.Turn{Text: "The answer goes on and on and", StopReason: "length"},
-			status: penguinv1.StopReason_STOP_REASON_COMPLETED, message: note},
-		{name: "whole tool call", turn: emulator.Turn{Text: "Reading.", ToolCalls: []emulator.ToolCall{readA}, StopReason: "length"},
-			status: penguinv1.StopReason_STOP_REASON_COMPLETED, message: note, calls: []penguinv1.StopReason{0}},
-		{name: "tool call cut off", turn: emulator.Turn{Text: "Writing.", ToolCalls: []emulator.ToolCall{cutWrite}, StopReason: "length"},
-			status: cutStop, code: penguinv1.FailureCode_FAILURE_CODE_MALFORMED_RESPONSE,
-			message: `tool call "write_file" was cut off at the output token limit (finish_reason length): its arguments are incomplete JSON`,
-			calls:   []penguinv1.StopReason{cutStop}},
-		{name: "last of parallel calls cut off", turn: emulator.Turn{ToolCalls: []emulator.ToolCall{readA, cutWrite}, StopReason: "length"},
-			status: cutStop, code: penguinv1.FailureCode_FAILURE_CODE_MALFORMED_RESPONSE,
-			message: `tool call "write_file" was cut off at the output token limit (finish_reason length): its arguments are incomplete JSON`,
-			calls:   []penguinv1.StopReason{cutStop, cutStop}},
-		{name: "no content", turn: emulator.Turn{StopReason: "length"},
-			status: penguinv1.StopReason_STOP_REASON_FAILED, code: penguinv1.FailureCode_FAILURE_CODE_EMPTY_RESPONSE,
-			message: "the provider completed the request with no content at all; " + note},
+	for _, tc := range []llmtest.CutCase{
+		{Name: "stop is not cut", Turn: emulator.Turn{Text: "A whole answer."},
+			Status: penguinv1.StopReason_STOP_REASON_COMPLETED},
+		{Name: "text cut short", Turn: emulator.Turn{Text: "The answer goes on and on and", StopReason: "length"},
+			Status: penguinv1.StopReason_STOP_REASON_COMPLETED, Message: note},
+		{Name: "whole tool call", Turn: emulator.Turn{Text: "Reading.", ToolCalls: []emulator.ToolCall{readA}, StopReason: "length"},
+			Status: penguinv1.StopReason_STOP_REASON_COMPLETED, Message: note, Calls: []penguinv1.StopReason{0}},
+		{Name: "tool call cut off", Turn: emulator.Turn{Text: "Writing.", ToolCalls: []emulator.ToolCall{cutWrite}, StopReason: "length"},
+			Status: cutStop, Code: penguinv1.FailureCode_FAILURE_CODE_MALFORMED_RESPONSE,
+			Message: `tool call "write_file" was cut off at the output token limit (finish_reason length): its arguments are incomplete JSON`,
+			Calls:   []penguinv1.StopReason{cutStop}},
+		{Name: "last of parallel calls cut off", Turn: emulator.Turn{ToolCalls: []emulator.ToolCall{readA, cutWrite}, StopReason: "length"},
+			Status: cutStop, Code: penguinv1.FailureCode_FAILURE_CODE_MALFORMED_RESPONSE,
+			Message: `tool call "write_file" was cut off at the output token limit (finish_reason length): its arguments are incomplete JSON`,
+			Calls:   []penguinv1.StopReason{cutStop, cutStop}},
+		{Name: "no content", Turn: emulator.Turn{StopReason: "length"},
+			Status: penguinv1.StopReason_STOP_REASON_FAILED, Code: penguinv1.FailureCode_FAILURE_CODE_EMPTY_RESPONSE,
+			Message: "the provider completed the request with no content at all; " + note},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, a := setup(t, tc.turn)
-			r := llmtest.Run(t, t.Context(), a, request())
-			o := r.Outcome
-			if o.GetStatus() != tc.status || o.GetCode() != tc.code || o.GetMessage() != tc.message {
-				t.Fatalf("outcome = %v, want %v %v %q\n%s", o, tc.status, tc.code, tc.message, llmtest.Dump(r.Frames))
-			}
-			if want := tc.turn.Text; r.Texts() != want {
-				t.Errorf("text = %q, want %q", r.Texts(), want)
-			}
-			for _, m := range r.Complete() {
-				if s := m.GetText().GetStopReason(); s != penguinv1.StopReason_STOP_REASON_UNSPECIFIED {
-					t.Errorf("text marked %v; it is whole as far as it goes", s)
-				}
-			}
-			calls := r.ToolCalls()
-			if len(calls) != len(tc.calls) {
-				t.Fatalf("%d tool calls, want %d:\n%s", len(calls), len(tc.calls), llmtest.Dump(r.Frames))
-			}
-			for i, c := range calls {
-				if c.GetStopReason() != tc.calls[i] {
-					t.Errorf("tool call %s marked %v, want %v", c.GetName(), c.GetStopReason(), tc.calls[i])
-				}
-				if c.GetArguments() != tc.turn.ToolCalls[i].Arguments {
-					t.Errorf("tool call %s arguments = %q", c.GetName(), c.GetArguments())
-				}
-			}
+		t.Run(tc.Name, func(t *testing.T) {
+			_, a := setup(t, tc.Turn)
+			llmtest.CheckCut(t, llmtest.Run(t, t.Context(), a, request()), tc)
 		})
 	}
 }

@@ -272,3 +272,46 @@ func Client(t testing.TB) *http.Client {
 	t.Cleanup(tr.CloseIdleConnections)
 	return c
 }
+
+// CutCase is one scripted turn that its stop reason may have ended early,
+// with what the adapter must make of it.
+type CutCase struct {
+	Name    string
+	Turn    emulator.Turn
+	Status  penguinv1.StopReason
+	Code    penguinv1.FailureCode
+	Message string                 // the outcome's message, exactly
+	Calls   []penguinv1.StopReason // each tool call's stop reason, in order
+}
+
+// CheckCut checks the outcome of a stream that c's stop reason may have
+// cut, and that its content came through as far as it went: the text whole
+// and unmarked, each tool call with its arguments as streamed and marked
+// with the stop reason c gives it.
+func CheckCut(t testing.TB, r Result, c CutCase) {
+	t.Helper()
+	o := r.Outcome
+	if o.GetStatus() != c.Status || o.GetCode() != c.Code || o.GetMessage() != c.Message {
+		t.Fatalf("outcome = %v, want %v %v %q\n%s", o, c.Status, c.Code, c.Message, Dump(r.Frames))
+	}
+	if r.Texts() != c.Turn.Text {
+		t.Errorf("text = %q, want %q", r.Texts(), c.Turn.Text)
+	}
+	for _, m := range r.Complete() {
+		if s := m.GetText().GetStopReason(); s != penguinv1.StopReason_STOP_REASON_UNSPECIFIED {
+			t.Errorf("text marked %v; it is whole as far as it goes", s)
+		}
+	}
+	got := r.ToolCalls()
+	if len(got) != len(c.Calls) {
+		t.Fatalf("%d tool calls, want %d:\n%s", len(got), len(c.Calls), Dump(r.Frames))
+	}
+	for i, call := range got {
+		if call.GetStopReason() != c.Calls[i] {
+			t.Errorf("tool call %s marked %v, want %v", call.GetName(), call.GetStopReason(), c.Calls[i])
+		}
+		if call.GetArguments() != c.Turn.ToolCalls[i].Arguments {
+			t.Errorf("tool call %s arguments = %q, want %q", call.GetName(), call.GetArguments(), c.Turn.ToolCalls[i].Arguments)
+		}
+	}
+}
