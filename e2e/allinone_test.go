@@ -3,6 +3,7 @@ package e2e
 import (
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // allInOne is one `penguin serve` process that the subtests of
@@ -34,8 +35,8 @@ func TestAllInOne(t *testing.T) {
 		"serve", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--providers", providers,
 		"--root", root, "--sse-heartbeat", "200ms")
 	s := &allInOne{
-		grpcAddr: srv.grpcAddr("penguin"),
-		httpAddr: srv.waitLog("HTTP gateway listening", nil, "addr"),
+		grpcAddr: grpcAddr(srv, "penguin"),
+		httpAddr: srv.WaitLog("HTTP gateway listening", nil, "addr", time.Minute),
 		root:     root,
 	}
 

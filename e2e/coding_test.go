@@ -39,10 +39,10 @@ func codingTask(t *testing.T, engineAddr, provider, root string) {
 
 	run := start(t, "penguin run", nil, "run", "--engine", engineAddr, "--provider", provider, "--model", "demo",
 		"--workspace", ws, "--approval", "allow-all", "test.sh fails; fix add.sh")
-	if code := run.wait(90 * time.Second); code != 0 {
-		t.Fatalf("penguin run exited %d:\n%s", code, run.output())
+	if code := run.Wait(90 * time.Second); code != 0 {
+		t.Fatalf("penguin run exited %d:\n%s", code, run.Output())
 	}
-	out := run.output()
+	out := run.Output()
 	for _, want := range []string{"⏺ read_file", "⏺ edit_file", "⏺ write_file", "⏺ exec_command", "all tests passed", "Fixed: add.sh now adds", "tokens: "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the terminal output lacks %q:\n%s", want, out)
@@ -125,8 +125,8 @@ func TestDistributed(t *testing.T) {
 
 	llm := start(t, "serve llm", []string{"MOCK_API_KEY=unused"}, "serve", "llm", "--listen", "127.0.0.1:0", "--providers", providers)
 	env := start(t, "serve environment", nil, "serve", "environment", "--listen", "127.0.0.1:0", "--root", root)
-	llmAddr, envAddr := llm.grpcAddr("llm"), env.grpcAddr("environment")
+	llmAddr, envAddr := grpcAddr(llm, "llm"), grpcAddr(env, "environment")
 	engine := start(t, "serve engine", nil, "serve", "engine", "--listen", "127.0.0.1:0",
 		"--llm", llmAddr, "--environment", envAddr, "--home", home)
-	codingTask(t, engine.grpcAddr("engine"), "scripted", root)
+	codingTask(t, grpcAddr(engine, "engine"), "scripted", root)
 }

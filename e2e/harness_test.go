@@ -6,24 +6,21 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/penguin-agent/penguin/e2e/e2etest"
+	"github.com/penguin-agent/penguin/e2e/netns"
 )
 
 // tools are the binaries TestMain builds once for the package.
@@ -71,209 +68,30 @@ func buildAndRun(m *testing.M) int {
 	return m.Run()
 }
 
-// proc is one penguin process started by a test. Its output (JSON log
-// lines on stderr, whatever it prints on stdout) is kept, parsed for log
-// messages, and shown when the test fails.
-type proc struct {
-	t    testing.TB
-	name string
-	cmd  *exec.Cmd
-
-	mu      sync.Mutex
-	out     bytes.Buffer // stdout and stderr, as they came
-	stdout  bytes.Buffer
-	logs    []map[string]any
-	changed chan struct{} // closed and replaced whenever output arrives
-	exited  chan struct{}
-	waitErr error
-}
-
 // start runs the penguin binary with args and env (added to a clean,
 // minimal environment) and stops it when the test ends.
-func start(t testing.TB, name string, env []string, args ...string) *proc {
+func start(t testing.TB, name string, env []string, args ...string) *netns.Proc {
 	t.Helper()
 	cmd := exec.Command(bin.penguin, args...)
 	cmd.Env = append(e2etest.BaseEnv(t), env...)
-	p := &proc{t: t, name: name, cmd: cmd, changed: make(chan struct{}), exited: make(chan struct{})}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	var readers sync.WaitGroup
-	readers.Add(2)
-	go func() { defer readers.Done(); p.read(stdout, &p.stdout) }()
-	go func() { defer readers.Done(); p.read(stderr, nil) }()
-	go func() {
-		readers.Wait()
-		err := cmd.Wait()
-		p.mu.Lock()
-		p.waitErr = err
-		p.mu.Unlock()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			t.Logf("output of %s (%s):\n%s", name, strings.Join(args, " "), p.output())
-		}
-	})
-	return p
+	return netns.Start(t, name, cmd)
 }
 
-// read collects the lines of r; those of stdout also go to only.
-func (p *proc) read(r io.Reader, only *bytes.Buffer) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
-		var entry map[string]any
-		isLog := json.Unmarshal(line, &entry) == nil && entry["msg"] != nil
-		p.mu.Lock()
-		p.out.Write(line)
-		p.out.WriteByte('\n')
-		if only != nil {
-			only.Write(line)
-			only.WriteByte('\n')
-		}
-		if isLog {
-			p.logs = append(p.logs, entry)
-		}
-		close(p.changed)
-		p.changed = make(chan struct{})
-		p.mu.Unlock()
-	}
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
-
-// stdoutText returns what the process printed on its standard output.
-func (p *proc) stdoutText() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stdout.String()
-}
-
-// waitLog waits for a log line whose msg is msg and whose fields include
-// every key=value of match, and returns the value of field.
-func (p *proc) waitLog(msg string, match map[string]string, field string) string {
-	p.t.Helper()
-	deadline := time.NewTimer(60 * time.Second)
-	defer deadline.Stop()
-	seen := 0
-	for {
-		p.mu.Lock()
-		for ; seen < len(p.logs); seen++ {
-			e := p.logs[seen]
-			if e["msg"] != msg {
-				continue
-			}
-			ok := true
-			for k, v := range match {
-				ok = ok && fmt.Sprint(e[k]) == v
-			}
-			if ok {
-				p.mu.Unlock()
-				return fmt.Sprint(e[field])
-			}
-		}
-		changed := p.changed
-		p.mu.Unlock()
-		select {
-		case <-changed:
-		case <-p.exited:
-			p.t.Fatalf("%s exited (%v) before logging %q:\n%s", p.name, p.waitErrSafe(), msg, p.output())
-		case <-deadline.C:
-			p.t.Fatalf("%s did not log %q within a minute:\n%s", p.name, msg, p.output())
-		}
-	}
-}
-
-// waitOutput waits until the output contains s.
-func (p *proc) waitOutput(s string, within time.Duration) {
-	p.t.Helper()
-	deadline := time.NewTimer(within)
-	defer deadline.Stop()
-	for {
-		p.mu.Lock()
-		found := strings.Contains(p.out.String(), s)
-		changed := p.changed
-		p.mu.Unlock()
-		if found {
-			return
-		}
-		select {
-		case <-changed:
-		case <-p.exited:
-			p.t.Fatalf("%s exited before printing %q:\n%s", p.name, s, p.output())
-		case <-deadline.C:
-			p.t.Fatalf("%s did not print %q within %s:\n%s", p.name, s, within, p.output())
-		}
-	}
-}
-
-func (p *proc) waitErrSafe() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.waitErr
-}
-
-// wait waits for the process to exit on its own and returns its exit code.
-func (p *proc) wait(within time.Duration) int {
-	p.t.Helper()
-	select {
-	case <-p.exited:
-	case <-time.After(within):
-		p.t.Fatalf("%s did not exit within %s:\n%s", p.name, within, p.output())
-	}
-	return p.cmd.ProcessState.ExitCode()
-}
-
-// stop asks the process to shut down gracefully and kills it if it has
-// not within fifteen seconds.
-func (p *proc) stop() {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(15 * time.Second):
-		p.t.Errorf("%s did not stop within 15s of SIGTERM; killing it", p.name)
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
-}
-
-// grpcAddr waits for the process's gRPC server to listen and returns its
-// address.
-func (p *proc) grpcAddr(server string) string {
-	p.t.Helper()
-	return p.waitLog("gRPC server listening", map[string]string{"server": server}, "addr")
+// grpcAddr waits for p's gRPC server to listen and returns its address.
+func grpcAddr(p *netns.Proc, server string) string {
+	return p.WaitLog("gRPC server listening", map[string]string{"server": server}, "addr", time.Minute)
 }
 
 // mock is a `penguin mockllm` process playing script.
 type mock struct {
-	*proc
+	*netns.Proc
 	url string
 }
 
 func startMock(t testing.TB, name, script string) *mock {
 	t.Helper()
 	p := start(t, "mockllm "+name, nil, "mockllm", "--listen", "127.0.0.1:0", "--script", script)
-	return &mock{proc: p, url: p.waitLog("mockllm listening", nil, "url")}
+	return &mock{Proc: p, url: p.WaitLog("mockllm listening", nil, "url", time.Minute)}
 }
 
 // route is one provider route of a providers file.

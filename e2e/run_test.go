@@ -25,12 +25,12 @@ func TestRunEmbedded(t *testing.T) {
 
 	// Completed, as JSON lines: run events and trace-format messages.
 	run := start(t, "penguin run --json", env, "run", "--provider", "scripted", "--model", "m", "--workspace", ws, "--json", "-m", "say hello")
-	if code := run.wait(60 * time.Second); code != 0 {
-		t.Fatalf("penguin run --json exited %d:\n%s", code, run.output())
+	if code := run.Wait(60 * time.Second); code != 0 {
+		t.Fatalf("penguin run --json exited %d:\n%s", code, run.Output())
 	}
 	var messages, states int
 	var sawOutput bool
-	for _, line := range strings.Split(strings.TrimSpace(run.stdoutText()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(run.Stdout()), "\n") {
 		if m, err := trace.Unmarshal([]byte(line)); err == nil {
 			messages++
 			sawOutput = sawOutput || strings.Contains(m.GetToolCallOutput().GetOutput(), "from-the-json-run")
@@ -43,53 +43,53 @@ func TestRunEmbedded(t *testing.T) {
 		states++
 	}
 	if messages < 10 || states < 2 || !sawOutput {
-		t.Errorf("--json printed %d messages and %d other events (command output seen: %v):\n%s", messages, states, sawOutput, run.output())
+		t.Errorf("--json printed %d messages and %d other events (command output seen: %v):\n%s", messages, states, sawOutput, run.Output())
 	}
 
 	// Ctrl-C (SIGINT) aborts the task: exit status 130.
 	run = start(t, "penguin run (interrupted)", env, "run", "--provider", "scripted", "--model", "m", "--workspace", ws, "wait for it")
-	run.waitOutput("│ waiting", 30*time.Second)
-	if err := run.cmd.Process.Signal(syscall.SIGINT); err != nil {
+	run.WaitOutput("│ waiting", 30*time.Second)
+	if err := run.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	if code := run.wait(30 * time.Second); code != 130 {
-		t.Fatalf("an interrupted penguin run exited %d, want 130:\n%s", code, run.output())
+	if code := run.Wait(30 * time.Second); code != 130 {
+		t.Fatalf("an interrupted penguin run exited %d, want 130:\n%s", code, run.Output())
 	}
-	if out := run.output(); !strings.Contains(out, "⏹ aborted") || strings.Contains(out, "│ finished") {
+	if out := run.Output(); !strings.Contains(out, "⏹ aborted") || strings.Contains(out, "│ finished") {
 		t.Errorf("the interrupted run's output:\n%s", out)
 	}
 
 	// A task that fails: exit status 1.
 	run = start(t, "penguin run (failing)", env, "run", "--provider", "nobody", "--model", "m", "--workspace", ws, "fail")
-	if code := run.wait(30 * time.Second); code != 1 {
-		t.Fatalf("a failing penguin run exited %d, want 1:\n%s", code, run.output())
+	if code := run.Wait(30 * time.Second); code != 1 {
+		t.Fatalf("a failing penguin run exited %d, want 1:\n%s", code, run.Output())
 	}
-	if out := run.output(); !strings.Contains(out, `unknown provider "nobody"`) {
+	if out := run.Output(); !strings.Contains(out, `unknown provider "nobody"`) {
 		t.Errorf("the failing run does not say why:\n%s", out)
 	}
 
 	// The three sessions are in the data directory.
 	list := start(t, "penguin sessions list", env, "sessions", "list")
-	if code := list.wait(30 * time.Second); code != 0 {
-		t.Fatalf("penguin sessions list exited %d:\n%s", code, list.output())
+	if code := list.Wait(30 * time.Second); code != 0 {
+		t.Fatalf("penguin sessions list exited %d:\n%s", code, list.Output())
 	}
 	rows := 0
 	var first string
-	for _, line := range strings.Split(list.output(), "\n") {
+	for _, line := range strings.Split(list.Output(), "\n") {
 		if strings.HasPrefix(line, "session-") {
 			rows++
 			first = strings.Fields(line)[0]
 		}
 	}
 	if rows != 3 {
-		t.Fatalf("sessions list shows %d sessions, want 3:\n%s", rows, list.output())
+		t.Fatalf("sessions list shows %d sessions, want 3:\n%s", rows, list.Output())
 	}
 	del := start(t, "penguin sessions delete", env, "sessions", "delete", first)
-	if code := del.wait(30 * time.Second); code != 0 || !strings.Contains(del.output(), "deleted "+first) {
-		t.Fatalf("penguin sessions delete exited %d:\n%s", code, del.output())
+	if code := del.Wait(30 * time.Second); code != 0 || !strings.Contains(del.Output(), "deleted "+first) {
+		t.Fatalf("penguin sessions delete exited %d:\n%s", code, del.Output())
 	}
 	show := start(t, "penguin sessions show", env, "sessions", "show", first)
-	if code := show.wait(30 * time.Second); code != 1 || !strings.Contains(show.output(), "NotFound") {
-		t.Errorf("showing a deleted session exited %d:\n%s", code, show.output())
+	if code := show.Wait(30 * time.Second); code != 1 || !strings.Contains(show.Output(), "NotFound") {
+		t.Errorf("showing a deleted session exited %d:\n%s", code, show.Output())
 	}
 }

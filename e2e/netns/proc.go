@@ -30,7 +30,8 @@ type Proc struct {
 	cmd  *exec.Cmd
 
 	mu      sync.Mutex
-	out     bytes.Buffer
+	out     bytes.Buffer // standard output and error, line by line
+	stdout  bytes.Buffer // standard output alone
 	logs    []map[string]any
 	changed chan struct{} // closed and replaced whenever output arrives
 	exited  chan struct{}
@@ -46,7 +47,7 @@ func Start(t testing.TB, name string, cmd *exec.Cmd) *Proc {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	}
 	p := &Proc{t: t, name: name, cmd: cmd, changed: make(chan struct{}), exited: make(chan struct{})}
-	stdout, stderr := &lineWriter{p: p}, &lineWriter{p: p}
+	stdout, stderr := &lineWriter{p: p, stdout: true}, &lineWriter{p: p}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A child that outlives the process and keeps its output open must
 	// not hold up Wait.
@@ -82,6 +83,7 @@ func tail(s string, n int) string {
 // lineWriter passes whole lines of a process's output to addLine.
 type lineWriter struct {
 	p       *Proc
+	stdout  bool // the process's standard output, not its error
 	partial []byte
 }
 
@@ -92,7 +94,7 @@ func (w *lineWriter) Write(b []byte) (int, error) {
 		if i < 0 {
 			return len(b), nil
 		}
-		w.p.addLine(w.partial[:i])
+		w.p.addLine(w.partial[:i], w.stdout)
 		w.partial = w.partial[i+1:]
 	}
 }
@@ -100,19 +102,24 @@ func (w *lineWriter) Write(b []byte) (int, error) {
 // flush passes on a last line without a newline.
 func (w *lineWriter) flush() {
 	if len(w.partial) > 0 {
-		w.p.addLine(w.partial)
+		w.p.addLine(w.partial, w.stdout)
 		w.partial = nil
 	}
 }
 
-// addLine records one line of output.
-func (p *Proc) addLine(line []byte) {
+// addLine records one line of output, from standard output when stdout is
+// set.
+func (p *Proc) addLine(line []byte, stdout bool) {
 	var entry map[string]any
 	isLog := json.Unmarshal(line, &entry) == nil && entry["msg"] != nil
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.out.Write(line)
 	p.out.WriteByte('\n')
+	if stdout {
+		p.stdout.Write(line)
+		p.stdout.WriteByte('\n')
+	}
 	if isLog {
 		p.logs = append(p.logs, entry)
 	}
@@ -132,6 +139,52 @@ func (p *Proc) Output() string {
 	defer p.mu.Unlock()
 	return p.out.String()
 }
+
+// Stdout returns what the process printed on its standard output alone.
+func (p *Proc) Stdout() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stdout.String()
+}
+
+// WaitOutput waits up to within until the output contains s, and fails
+// the test when the process exits first or the time runs out.
+func (p *Proc) WaitOutput(s string, within time.Duration) {
+	p.t.Helper()
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	for {
+		p.mu.Lock()
+		found := strings.Contains(p.out.String(), s)
+		changed := p.changed
+		p.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-changed:
+		case <-p.exited:
+			p.t.Fatalf("%s exited before printing %q:\n%s", p.name, s, tail(p.Output(), 16<<10))
+		case <-deadline.C:
+			p.t.Fatalf("%s did not print %q within %s:\n%s", p.name, s, within, tail(p.Output(), 16<<10))
+		}
+	}
+}
+
+// Wait waits up to within for the process to exit on its own and returns
+// its exit code; it fails the test when the time runs out.
+func (p *Proc) Wait(within time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(within):
+		p.t.Fatalf("%s did not exit within %s:\n%s", p.name, within, tail(p.Output(), 16<<10))
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// Signal sends sig to the process.
+func (p *Proc) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
 
 // Exited is closed when the process has exited.
 func (p *Proc) Exited() <-chan struct{} { return p.exited }
