@@ -304,8 +304,9 @@ type McpServer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The server's name: letters, digits, "_" and "-".
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// The transport: "stdio" or "http" (streamable HTTP). Empty infers stdio
-	// from command and http from url.
+	// The transport: "stdio", "http" (streamable HTTP) or "sse" (the legacy
+	// HTTP+SSE transport of the 2024-11-05 protocol). Empty infers stdio from
+	// command and http from url.
 	Transport string `protobuf:"bytes,2,opt,name=transport,proto3" json:"transport,omitempty"`
 	// For stdio: the program to start.
 	Command string `protobuf:"bytes,3,opt,name=command,proto3" json:"command,omitempty"`
@@ -315,9 +316,10 @@ type McpServer struct {
 	Env map[string]string `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// For stdio: the working directory; empty means the workspace.
 	Cwd string `protobuf:"bytes,6,opt,name=cwd,proto3" json:"cwd,omitempty"`
-	// For http: the endpoint.
+	// For http and sse: the endpoint.
 	Url string `protobuf:"bytes,7,opt,name=url,proto3" json:"url,omitempty"`
-	// For http: headers sent with every request, such as Authorization.
+	// For http and sse: headers sent with every request, such as
+	// Authorization.
 	Headers map[string]string `protobuf:"bytes,8,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The connect and discovery budget in milliseconds; zero means 10000.
 	ConnectTimeoutMs int64 `protobuf:"varint,9,opt,name=connect_timeout_ms,json=connectTimeoutMs,proto3" json:"connect_timeout_ms,omitempty"`

@@ -51,6 +51,7 @@ type Conn struct {
 	name    string
 	session *sdk.ClientSession
 	tracker command.Tracker // stdio only
+	end     func()          // ends the context the session lives on
 	closeMu sync.Once
 }
 
@@ -67,6 +68,7 @@ func (c *Conn) Close() {
 		case <-done:
 		case <-time.After(5 * time.Second):
 		}
+		c.end()
 		if c.tracker != nil {
 			_ = c.tracker.Release()
 		}
@@ -160,10 +162,23 @@ func connect(ctx context.Context, s *penguinv1.McpServer, opts Options) (*Conn, 
 	if s.GetConnectTimeoutMs() > 0 {
 		budget = time.Duration(s.GetConnectTimeoutMs()) * time.Millisecond
 	}
-	cctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
+	// The session lives on a context of its own, ended by Close: the sse
+	// transport keeps its event stream on the context it connected with.
+	// The connect budget and the caller's cancellation end it only until
+	// the tools are listed.
+	cctx, end := context.WithCancelCause(context.WithoutCancel(ctx))
+	budgetTimer := time.AfterFunc(budget, func() { end(errConnectBudget) })
+	stopCallerCancel := context.AfterFunc(ctx, func() { end(context.Cause(ctx)) })
+	connected := false
+	defer func() {
+		if !connected {
+			budgetTimer.Stop()
+			stopCallerCancel()
+			end(nil)
+		}
+	}()
 
-	conn := &Conn{name: s.GetName()}
+	conn := &Conn{name: s.GetName(), end: func() { end(nil) }}
 	var transport sdk.Transport
 	var stderr *tailBuffer
 	switch transportOf(s) {
@@ -196,8 +211,18 @@ func connect(ctx context.Context, s *penguinv1.McpServer, opts Options) (*Conn, 
 			DisableStandaloneSSE: true,
 			MaxRetries:           -1,
 		}
+	case "sse":
+		// The HTTP+SSE transport of the 2024-11-05 protocol, which servers
+		// written before streamable HTTP still speak.
+		if s.GetUrl() == "" {
+			return nil, nil, errors.New("an sse server needs a url")
+		}
+		transport = &sdk.SSEClientTransport{
+			Endpoint:   s.GetUrl(),
+			HTTPClient: &http.Client{Transport: headerTransport{headers: s.GetHeaders(), base: http.DefaultTransport}},
+		}
 	default:
-		return nil, nil, fmt.Errorf("unsupported transport %q: use stdio or http", s.GetTransport())
+		return nil, nil, fmt.Errorf("unsupported transport %q: use stdio, http or sse", s.GetTransport())
 	}
 
 	client := sdk.NewClient(&sdk.Implementation{Name: opts.ClientName, Version: opts.ClientVersion}, nil)
@@ -221,13 +246,22 @@ func connect(ctx context.Context, s *penguinv1.McpServer, opts Options) (*Conn, 
 		}
 		tools = append(tools, tool.Spec{Tool: newTool(s, t, session), Limits: limits})
 	}
+	fired, cancelled := !budgetTimer.Stop(), !stopCallerCancel()
+	if fired || cancelled {
+		conn.Close()
+		return nil, nil, describe("listing tools", cctx.Err(), cctx, budget, stderr)
+	}
+	connected = true
 	return conn, tools, nil
 }
+
+// errConnectBudget ends a connection attempt that ran out of its budget.
+var errConnectBudget = errors.New("the connect budget ran out")
 
 // describe explains a connect failure, with the server's last stderr lines.
 func describe(step string, err error, ctx context.Context, budget time.Duration, stderr *tailBuffer) error {
 	msg := fmt.Sprintf("%s: %v", step, err)
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if errors.Is(context.Cause(ctx), errConnectBudget) {
 		msg = fmt.Sprintf("%s: no answer within the connect budget of %s", step, budget)
 	}
 	if stderr != nil {

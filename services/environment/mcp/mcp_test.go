@@ -47,11 +47,11 @@ func find(tools []tool.Spec, name string) tool.Tool {
 	return nil
 }
 
-func TestStreamableHTTP(t *testing.T) {
-	bin := buildServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	srv := exec.CommandContext(ctx, bin, "-http", "127.0.0.1:0")
+// serveHTTP starts the test server with flag (-http or -sse) on a free
+// loopback port and returns its URL.
+func serveHTTP(t *testing.T, ctx context.Context, flag string) string {
+	t.Helper()
+	srv := exec.CommandContext(ctx, buildServer(t), flag, "127.0.0.1:0")
 	stdout, err := srv.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -64,8 +64,15 @@ func TestStreamableHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return strings.TrimSpace(url)
+}
+
+func TestStreamableHTTP(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	url := serveHTTP(t, ctx, "-http")
 	conns, tools, end := ConnectAll(ctx, []*penguinv1.McpServer{
-		{Name: "web", Url: strings.TrimSpace(url), Headers: map[string]string{"Authorization": "Bearer x"}, TimeoutMs: 500},
+		{Name: "web", Url: url, Headers: map[string]string{"Authorization": "Bearer x"}, TimeoutMs: 500},
 		{Name: "nowhere", Transport: "http", Url: "http://127.0.0.1:1/mcp", ConnectTimeoutMs: 2000},
 	}, Options{Limits: tool.Limits{Timeout: time.Minute}, ClientName: "penguin-test", ClientVersion: "1"})
 	defer func() {
@@ -90,6 +97,38 @@ func TestStreamableHTTP(t *testing.T) {
 		if s.Tool.Definition().GetName() == "mcp__web__hang" && s.Limits.Timeout != 500*time.Millisecond {
 			t.Fatalf("per-server timeout not applied: %v", s.Limits)
 		}
+	}
+}
+
+// TestLegacySSE connects to a server that speaks only the HTTP+SSE
+// transport of the 2024-11-05 protocol, lists its tools and calls one; a
+// streamable HTTP client cannot talk to it.
+func TestLegacySSE(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	url := serveHTTP(t, ctx, "-sse")
+	conns, tools, end := ConnectAll(ctx, []*penguinv1.McpServer{
+		{Name: "old", Transport: "sse", Url: url},
+		{Name: "nourl", Transport: "sse"},
+	}, Options{Limits: tool.Limits{Timeout: time.Minute}, ClientName: "penguin-test", ClientVersion: "1"})
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	if len(conns) != 1 || end.GetResults()[0].GetStatus() != penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_COMPLETED ||
+		end.GetResults()[0].GetTransport() != "sse" || end.GetResults()[1].GetStatus() != penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_FAILED ||
+		!strings.Contains(end.GetResults()[1].GetError(), "needs a url") {
+		t.Fatalf("connect: %v", end)
+	}
+	echo := find(tools, "mcp__old__echo")
+	if echo == nil {
+		t.Fatalf("no echo among %d tools", len(tools))
+	}
+	var out sink
+	res, err := echo.Run(ctx, `{"text":"over sse"}`, &out)
+	if err != nil || out.b.String() != "echo: over sse" || res.StopReason != 0 {
+		t.Fatalf("echo: %q %v %v", out.b.String(), res, err)
 	}
 }
 

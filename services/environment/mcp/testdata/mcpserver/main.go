@@ -1,8 +1,8 @@
 // Command mcpserver is a tiny MCP server over stdio for the environment's
 // tests: one tool that answers, one that never does, one that reports an
 // error, one that returns an image and one with structured output only.
-// With -http ADDR it serves the same tools over streamable HTTP instead and
-// prints its URL.
+// With -http ADDR it serves the same tools over streamable HTTP instead, and
+// with -sse ADDR over the legacy HTTP+SSE transport, and prints its URL.
 package main
 
 import (
@@ -63,19 +63,26 @@ func newServer() *mcp.Server {
 
 func main() {
 	httpAddr := flag.String("http", "", "serve streamable HTTP on this address instead of stdio")
+	sseAddr := flag.String("sse", "", "serve the legacy HTTP+SSE transport on this address instead of stdio")
 	flag.Parse()
 	s := newServer()
-	if *httpAddr == "" {
+	var h http.Handler
+	addr := *httpAddr
+	switch {
+	case *httpAddr != "":
+		h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	case *sseAddr != "":
+		h, addr = mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil), *sseAddr
+	default:
 		if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			log.Fatal(err)
 		}
 		return
 	}
-	lis, err := net.Listen("tcp", *httpAddr)
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Fprintf(os.Stdout, "http://%s/mcp\n", lis.Addr())
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
 	log.Fatal(http.Serve(lis, h))
 }
