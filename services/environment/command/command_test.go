@@ -270,10 +270,10 @@ func (r recordingTracker) Release() error {
 	return r.Tracker.Release()
 }
 
-// TestFinishedCommandsReleaseTheirTrackersAtOnce removes and evicts
+// TestFinishedCommandsReleaseTheirTrackersPromptly removes and evicts
 // finished commands and checks that their trackers are released then, not
 // kept until the environment closes.
-func TestFinishedCommandsReleaseTheirTrackersAtOnce(t *testing.T) {
+func TestFinishedCommandsReleaseTheirTrackersPromptly(t *testing.T) {
 	var mu sync.Mutex
 	var released int32
 	count := func() int32 {

@@ -43,10 +43,15 @@ type Manager struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
 	changed  chan struct{} // closed and replaced when a slot may have freed
-	// retire carries the trackers of sessions taken out of service to
-	// the reaper goroutine, which is done once reaped is closed.
-	retire chan Tracker
-	reaped chan struct{}
+	// retired holds the trackers of sessions taken out of service until
+	// reap releases them; reapTimer is set while a reap is due.
+	retired   []Tracker
+	reapTimer *time.Timer
+
+	// reapMu serializes reaping and Close; kept, which it guards, holds
+	// the trackers of commands that left processes behind.
+	reapMu sync.Mutex
+	kept   []Tracker
 	next   int
 	closed bool
 }
@@ -69,9 +74,7 @@ func NewManager(opts Options) (*Manager, error) {
 	}
 	m := &Manager{
 		opts: opts, shell: path, sessions: map[string]*Session{}, changed: make(chan struct{}),
-		retire: make(chan Tracker, opts.Max), reaped: make(chan struct{}),
 	}
-	go m.reap()
 	return m, nil
 }
 
@@ -345,8 +348,17 @@ func (m *Manager) Close() {
 		}
 		delete(m.sessions, id)
 	}
-	close(m.retire)
+	retired := m.retired
+	m.retired = nil
+	if m.reapTimer != nil {
+		m.reapTimer.Stop()
+	}
 	m.mu.Unlock()
+	// A reap under way finishes first; what it kept is released here.
+	m.reapMu.Lock()
+	retired = append(retired, m.kept...)
+	m.kept = nil
+	m.reapMu.Unlock()
 	var wg sync.WaitGroup
 	for _, s := range list {
 		s.markRemoved()
@@ -357,49 +369,71 @@ func (m *Manager) Close() {
 			_ = s.tracker.Release()
 		}()
 	}
+	for _, t := range retired {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = t.Release()
+		}()
+	}
 	wg.Wait()
-	<-m.reaped
 }
 
-// retireLocked takes a session out of service, handing its tracker to the
-// reaper so that the call that ended the session does not wait for it.
+// reapDelay is how long a retired tracker waits to be released. Releasing
+// it on the spot would wake work (reading cgroup or /proc state) just as
+// the call that ended the command is sending its result; a moment later it
+// costs that call nothing, and one reap serves every command retired
+// meanwhile.
+const reapDelay = 50 * time.Millisecond
+
+// retireLocked takes a session out of service; its tracker is released by
+// the next reap.
 func (m *Manager) retireLocked(s *Session) {
 	if m.closed {
 		// Close has ended every process; only the tracking is left.
 		_ = s.tracker.Release()
 		return
 	}
-	m.retire <- s.tracker
+	m.retired = append(m.retired, s.tracker)
+	if m.reapTimer == nil {
+		m.reapTimer = time.AfterFunc(reapDelay, m.reap)
+	}
 }
 
 // reap releases retired trackers. A command that left processes behind (a
 // server started with "&", say) keeps its tracker until the environment
 // closes, so that disposal still ends them; any other tracker is released
-// at once. The kept ones are checked again whenever as many have piled up
-// as there are session slots.
+// now. The kept ones are checked again whenever as many have piled up as
+// there are session slots.
 func (m *Manager) reap() {
-	defer close(m.reaped)
-	var kept []Tracker
-	for t := range m.retire {
+	m.reapMu.Lock()
+	defer m.reapMu.Unlock()
+	m.mu.Lock()
+	batch := m.retired
+	m.retired = nil
+	m.reapTimer = nil
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return // Close took them
+	}
+	for _, t := range batch {
 		if t.Alive() {
-			kept = append(kept, t)
+			m.kept = append(m.kept, t)
 		} else {
 			_ = t.Release()
 		}
-		if len(kept) < m.opts.Max {
-			continue
-		}
-		alive := kept[:0]
-		for _, k := range kept {
-			if k.Alive() {
-				alive = append(alive, k)
-			} else {
-				_ = k.Release()
-			}
-		}
-		kept = alive
 	}
-	for _, t := range kept {
-		_ = t.Release()
+	if len(m.kept) < m.opts.Max {
+		return
 	}
+	alive := m.kept[:0]
+	for _, t := range m.kept {
+		if t.Alive() {
+			alive = append(alive, t)
+		} else {
+			_ = t.Release()
+		}
+	}
+	m.kept = alive
 }

@@ -47,8 +47,9 @@ const (
 	// exited while something else keeps the terminal open.
 	drainGrace = 200 * time.Millisecond
 	// terminalRead and pipeRead are the read sizes: a terminal hands over
-	// a few KiB per read, a pipe as much as it holds (pipeSize).
-	terminalRead = 64 << 10
+	// at most 4 KiB per read (the line discipline's buffer), a pipe as
+	// much as it holds (pipeSize).
+	terminalRead = 16 << 10
 	pipeRead     = 1 << 20
 	// coalesceBytes and coalesceWait bound how much output Stream gathers,
 	// and how long it waits for it, before passing it on.
@@ -57,6 +58,14 @@ const (
 	// maxDrain bounds the final read of a terminal that a leftover process
 	// keeps writing to.
 	maxDrain = 4 << 20
+)
+
+// terminalBuffers and pipeBuffers hold read buffers between commands, so
+// that a command's start does not allocate (and the collector reclaim) a
+// buffer of its own.
+var (
+	terminalBuffers = sync.Pool{New: func() any { b := make([]byte, terminalRead); return &b }}
+	pipeBuffers     = sync.Pool{New: func() any { b := make([]byte, pipeRead); return &b }}
 )
 
 // Session is one command running in its own pseudo-terminal, or on plain
@@ -162,11 +171,13 @@ func (s *Session) broadcastLocked() {
 // terminal closes, or until the main process has exited and the drain
 // deadline passes.
 func (s *Session) readLoop() {
-	size := terminalRead
+	pool := &terminalBuffers
 	if !s.terminal {
-		size = pipeRead
+		pool = &pipeBuffers
 	}
-	buf := make([]byte, size)
+	bp := pool.Get().(*[]byte)
+	defer pool.Put(bp)
+	buf := *bp
 	for {
 		n, err := s.output.Read(buf)
 		if n > 0 {
