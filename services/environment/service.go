@@ -340,8 +340,13 @@ func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRe
 		return nil, err
 	}
 	tools := req.GetTools()
-	if err := e.assembleBuiltins(tools.GetBuiltin(), builtin.Tools(builtin.Deps{Root: root, Commands: e.commands, ReadOnly: sp.Mode == sandbox.ReadOnly})); err != nil {
-		return nil, err
+	if tools.GetNoBuiltins() && len(tools.GetBuiltin()) > 0 {
+		return nil, invalid("tools.no_builtins is set but tools.builtin lists %d tools: choose one", len(tools.GetBuiltin()))
+	}
+	if !tools.GetNoBuiltins() {
+		if err := e.assembleBuiltins(tools.GetBuiltin(), builtin.Tools(builtin.Deps{Root: root, Commands: e.commands, ReadOnly: sp.Mode == sandbox.ReadOnly})); err != nil {
+			return nil, err
+		}
 	}
 	if err := e.assembleCustom(tools.GetCustom(), custom.Options{Shell: s.opts.Shell, Dir: ws, Env: env, Launcher: launcher}); err != nil {
 		return nil, err

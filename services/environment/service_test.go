@@ -80,6 +80,19 @@ func TestLifecycle(t *testing.T) {
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "no_such_tool") {
 		t.Errorf("unknown builtin: %v", err)
 	}
+	_, err = h.client.CreateEnvironment(ctx, &penguinv1.CreateEnvironmentRequest{Workspace: "x",
+		Tools: &penguinv1.ToolConfig{NoBuiltins: true, Builtin: []*penguinv1.ToolSpec{{Name: "read_file"}}}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "no_builtins") {
+		t.Errorf("no_builtins with a builtin list: %v", err)
+	}
+	// no_builtins: only the custom tool is offered.
+	only := h.create(&penguinv1.CreateEnvironmentRequest{Workspace: "custom-only", Tools: &penguinv1.ToolConfig{
+		NoBuiltins: true, Custom: []*penguinv1.ToolSpec{{Name: "hello", Description: "Says hello.", Command: "echo hello"}},
+	}})
+	if got := only.GetTools(); len(got) != 1 || got[0].GetDefinition().GetName() != "hello" {
+		t.Errorf("no_builtins offers %v, want only hello", got)
+	}
+	wantStop(t, h.exec(only.GetEnvironmentId(), "exec_command", `{"cmd":"true"}`), failed, "exec_command")
 
 	d, err := h.client.DisposeEnvironment(ctx, &penguinv1.DisposeEnvironmentRequest{EnvironmentId: resp.GetEnvironmentId()})
 	if err != nil || !d.GetDisposed() {

@@ -577,12 +577,15 @@ func (x *CommandPolicy) GetUseDefaults() bool {
 type ToolConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The builtin tools to offer, by name, with optional overrides. Empty
-	// offers every builtin with its defaults.
+	// offers every builtin with its defaults, unless no_builtins is set.
 	Builtin []*ToolSpec `protobuf:"bytes,1,rep,name=builtin,proto3" json:"builtin,omitempty"`
 	// Custom tools backed by commands.
 	Custom []*ToolSpec `protobuf:"bytes,2,rep,name=custom,proto3" json:"custom,omitempty"`
 	// MCP servers to connect.
-	McpServers    []*McpServer `protobuf:"bytes,3,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
+	McpServers []*McpServer `protobuf:"bytes,3,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
+	// Offers no builtin tool at all, for an environment that serves only
+	// custom and MCP tools; builtin must then be empty.
+	NoBuiltins    bool `protobuf:"varint,4,opt,name=no_builtins,json=noBuiltins,proto3" json:"no_builtins,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -636,6 +639,13 @@ func (x *ToolConfig) GetMcpServers() []*McpServer {
 		return x.McpServers
 	}
 	return nil
+}
+
+func (x *ToolConfig) GetNoBuiltins() bool {
+	if x != nil {
+		return x.NoBuiltins
+	}
+	return false
 }
 
 // CreateEnvironmentRequest describes a new environment.
@@ -1705,13 +1715,15 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\rCommandPolicy\x12\x1a\n" +
 	"\bdisabled\x18\x01 \x01(\bR\bdisabled\x12-\n" +
 	"\x05rules\x18\x02 \x03(\v2\x17.penguin.v1.CommandRuleR\x05rules\x12!\n" +
-	"\fuse_defaults\x18\x03 \x01(\bR\vuseDefaults\"\xa2\x01\n" +
+	"\fuse_defaults\x18\x03 \x01(\bR\vuseDefaults\"\xc3\x01\n" +
 	"\n" +
 	"ToolConfig\x12.\n" +
 	"\abuiltin\x18\x01 \x03(\v2\x14.penguin.v1.ToolSpecR\abuiltin\x12,\n" +
 	"\x06custom\x18\x02 \x03(\v2\x14.penguin.v1.ToolSpecR\x06custom\x126\n" +
 	"\vmcp_servers\x18\x03 \x03(\v2\x15.penguin.v1.McpServerR\n" +
-	"mcpServers\"\x9a\x03\n" +
+	"mcpServers\x12\x1f\n" +
+	"\vno_builtins\x18\x04 \x01(\bR\n" +
+	"noBuiltins\"\x9a\x03\n" +
 	"\x18CreateEnvironmentRequest\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12,\n" +
 	"\x05tools\x18\x02 \x01(\v2\x16.penguin.v1.ToolConfigR\x05tools\x12@\n" +
