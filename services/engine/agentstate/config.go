@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -321,8 +320,9 @@ type ToolSpec struct {
 type MCPServer struct {
 	// Name prefixes the server's tools: letters, digits, "_" and "-".
 	Name string `yaml:"name"`
-	// Transport is stdio or http; empty infers stdio from Command and http
-	// from URL.
+	// Transport is stdio, http (streamable HTTP) or sse (the legacy
+	// HTTP+SSE transport); empty infers stdio from Command and http from
+	// URL.
 	Transport string `yaml:"transport,omitempty"`
 	// Command starts a stdio server.
 	Command string `yaml:"command,omitempty"`
@@ -455,9 +455,6 @@ func (t *ToolSettings) validate() []error {
 	if t.Builtin != nil && len(t.Builtin) == 0 {
 		bad("tools.builtin", "an empty list cannot be told from the default set: leave the key out for every builtin, or list the ones to keep")
 	}
-	if len(t.Builtin) > 0 && !slices.ContainsFunc(t.Builtin, func(s ToolSpec) bool { return !isEngineTool(s.Name) }) {
-		bad("tools.builtin", "lists only engine tools (%s): the environment reads a list without its own tools as every builtin, so name at least one environment tool such as read_file", strings.Join(EngineToolNames(), ", "))
-	}
 	seen := map[string]string{}
 	check := func(kind string, i int, s ToolSpec) {
 		f := fmt.Sprintf("tools.%s[%d]", kind, i)
@@ -532,17 +529,17 @@ func (t *ToolSettings) validate() []error {
 			if s.URL != "" || len(s.Headers) > 0 {
 				bad(f, "a stdio server takes command, args, env and cwd, not url or headers")
 			}
-		case "http":
+		case "http", "sse":
 			if s.URL == "" {
-				bad(f+".url", "an http server needs a url")
+				bad(f+".url", "an %s server needs a url", transport)
 			}
 			if s.Command != "" || len(s.Args) > 0 || len(s.Env) > 0 || s.Cwd != "" {
-				bad(f, "an http server takes url and headers, not command, args, env or cwd")
+				bad(f, "an %s server takes url and headers, not command, args, env or cwd", transport)
 			}
 		case "":
 			bad(f, "needs a command (stdio) or a url (http)")
 		default:
-			bad(f+".transport", "must be stdio or http, got %q", s.Transport)
+			bad(f+".transport", "must be stdio, http or sse (the legacy HTTP+SSE transport), got %q", s.Transport)
 		}
 		switch s.Permission {
 		case "", "auto", "r", "rw":

@@ -174,10 +174,11 @@ retry:
 
 # The tool set. Leaving builtin out offers every builtin tool with its
 # current definition. Writing a builtin list replaces that set: only the
-# tools listed are offered. An entry may override description, parameters
-# (a JSON Schema), permission (r or rw), for_model (vision or text-only),
-# timeout_ms, max_output_length, and call_description (false removes the
-# "description" argument).
+# tools listed are offered (a list of engine tools alone, such as
+# run_subagent, offers no environment tool). An entry may override
+# description, parameters (a JSON Schema), permission (r or rw), for_model
+# (vision or text-only), timeout_ms, max_output_length, and
+# call_description (false removes the "description" argument).
 tools:
   # builtin:
   #   - name: exec_command
@@ -195,7 +196,8 @@ tools:
   #       properties:
   #         path: {type: string, description: The file to count.}
   #       required: [path]
-  # MCP servers; their tools join as mcp__<name>__<tool>.
+  # MCP servers; their tools join as mcp__<name>__<tool>. A url speaks
+  # streamable HTTP; transport: sse selects the legacy HTTP+SSE transport.
   # mcp_servers:
   #   - name: filesystem
   #     command: npx

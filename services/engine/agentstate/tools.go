@@ -290,6 +290,10 @@ func (t ToolSettings) ToolConfig() *penguinv1.ToolConfig {
 			tc.Builtin = append(tc.Builtin, s.proto())
 		}
 	}
+	// A builtin list that names only engine tools offers no environment
+	// builtin (an agent that only delegates, say); sent empty, it would
+	// mean every one.
+	tc.NoBuiltins = len(t.Builtin) > 0 && len(tc.Builtin) == 0
 	for _, s := range t.Custom {
 		tc.Custom = append(tc.Custom, s.proto())
 	}

@@ -72,6 +72,31 @@ func TestToolConfigFull(t *testing.T) {
 	}
 }
 
+// TestToolConfigOnlyEngineTools: a builtin list naming only engine tools
+// offers those and no environment builtin, which the environment is told
+// with no_builtins (an empty list would mean every builtin); an sse MCP
+// server passes through.
+func TestToolConfigOnlyEngineTools(t *testing.T) {
+	t.Parallel()
+	c, err := ParseConfig("c.yaml", []byte("tools:\n  builtin:\n    - name: run_subagent\n  mcp_servers:\n    - name: old\n      transport: sse\n      url: http://127.0.0.1:1/sse\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := c.Tools.ToolConfig()
+	if !tc.GetNoBuiltins() || len(tc.GetBuiltin()) != 0 {
+		t.Errorf("ToolConfig = %v, want no_builtins and no builtin list", tc)
+	}
+	if m := tc.GetMcpServers(); len(m) != 1 || m[0].GetTransport() != "sse" {
+		t.Errorf("mcp servers = %v", m)
+	}
+	if got := names(c.Tools.EngineTools(false)); !slices.Equal(got, []string{ToolRunSubagent}) {
+		t.Errorf("engine tools = %v", got)
+	}
+	if full := fullConfig().Tools.ToolConfig(); full.GetNoBuiltins() {
+		t.Error("a list with environment tools must not set no_builtins")
+	}
+}
+
 func TestDefaultEngineToolSchemas(t *testing.T) {
 	t.Parallel()
 	for _, s := range DefaultEngineTools() {
