@@ -103,7 +103,7 @@ func (t *execCommand) Definition() *penguinv1.ToolDefinition {
 			`"workdir":{"type":"string","description":"Working directory inside the workspace; relative paths start at the workspace root, which is the default."},`+
 			`"yield_time_ms":{"type":"integer","description":"How long to wait in the foreground before moving the command to the background; default 60000, minimum 250, capped below the tool's timeout."},`+
 			`"run_in_background":{"type":"boolean","description":"Start the command in the background and return its process_id immediately; its completion is reported when it exits."},`+
-			`"tty":{"type":"boolean","description":"Run in a pseudo-terminal (default true), so that interactive programs work. false runs on plain pipes, several times faster for commands that print a lot; Ctrl-C still interrupts."}`+
+			`"tty":{"type":"boolean","description":"Run in a pseudo-terminal (default true), so that interactive programs work. false runs on plain pipes, several times faster for commands that print a lot; Ctrl-C and Ctrl-D still work."}`+
 			`},"required":["description","cmd"]}`)
 }
 
@@ -182,7 +182,7 @@ func (t *inputCommand) Definition() *penguinv1.ToolDefinition {
 		`{"type":"object","properties":{`+
 			`"description":{"type":"string","description":"One short sentence saying what this input does, shown to the user. Give it first."},`+
 			`"process_id":{"type":"string","description":"The process_id returned by exec_command."},`+
-			`"chars":{"type":"string","description":"Characters to type, for example \"yes\\n\"; \"\\u0003\" alone sends Ctrl-C; empty only polls."},`+
+			`"chars":{"type":"string","description":"Characters to type, for example \"yes\\n\"; \"\\u0003\" sends Ctrl-C, \"\\u0004\" Ctrl-D (end of input); empty only polls."},`+
 			`"yield_time_ms":{"type":"integer","description":"How long to wait for output; default 250 after input, 120000 for an empty poll (which returns early when the command exits)."}`+
 			`},"required":["description","process_id"]}`)
 }

@@ -3,6 +3,7 @@ package command
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -311,4 +312,29 @@ func TestFinishedCommandsReleaseTheirTrackersPromptly(t *testing.T) {
 	start()
 	start() // evicts the least recently used finished one
 	releases(2, "an eviction")
+}
+
+// TestPipesCtrlDEndsInput sends Ctrl-D to a command on pipes that reads
+// its input to the end: "\x04" closes its stdin, as a terminal's end of
+// input would, and later input is refused with a clear error.
+func TestPipesCtrlDEndsInput(t *testing.T) {
+	m := newManager(t, Options{})
+	ctx := ctxFor(t)
+	s, err := m.Start(context.Background(), StartOptions{Command: "echo ready; wc -l; echo counted; sleep 1000", Dir: t.TempDir(), Pipes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out buffer
+	streamUntil(t, ctx, s, &out, "ready")
+	if err := s.Write(ctx, "one\ntwo\n\x04"); err != nil {
+		t.Fatal(err)
+	}
+	streamUntil(t, ctx, s, &out, "counted")
+	if got := strings.Fields(out.String()); len(got) != 3 || got[1] != "2" {
+		t.Fatalf("output %q, want ready, a count of 2 and counted", out.String())
+	}
+	if err := s.Write(ctx, "three\n"); !errors.Is(err, ErrInputClosed) {
+		t.Fatalf("input after Ctrl-D: %v, want ErrInputClosed", err)
+	}
+	s.Kill(0)
 }

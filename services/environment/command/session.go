@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,6 +32,10 @@ const (
 // ErrBusy is returned when a second call tries to read a session that
 // another call is reading.
 var ErrBusy = errors.New("another call is already reading this command's output")
+
+// ErrInputClosed is returned when input is sent to a command on pipes
+// whose stdin an earlier Ctrl-D closed.
+var ErrInputClosed = errors.New("the command's input was closed by Ctrl-D")
 
 // ErrExited is returned when input is sent to a command that has exited.
 var ErrExited = errors.New("the command has exited")
@@ -87,6 +92,8 @@ type Session struct {
 	// terminal is false for a command on pipes, which has no line
 	// discipline to turn "\x03" into SIGINT.
 	terminal bool
+	// inputClosed is set once Ctrl-D closed a piped command's stdin.
+	inputClosed atomic.Bool
 
 	mu          sync.Mutex
 	space       *sync.Cond // signalled when unread output was taken or reading must stop
@@ -394,10 +401,11 @@ func (s *Session) coalesce(data []byte) []byte {
 	return data
 }
 
-// Write sends input to the command, as typed: "\x03" is Ctrl-C. In a
-// terminal the line discipline turns it into SIGINT for the foreground job;
-// on pipes there is none, so each "\x03" is sent as SIGINT to the
-// command's process group and the rest is written to its stdin.
+// Write sends input to the command, as typed: "\x03" is Ctrl-C and "\x04"
+// Ctrl-D. In a terminal the line discipline turns them into SIGINT for the
+// foreground job and an end of input; on pipes there is none, so each
+// "\x03" is sent as SIGINT to the command's process group, "\x04" closes
+// its stdin, and the rest is written to its stdin.
 func (s *Session) Write(ctx context.Context, chars string) error {
 	s.mu.Lock()
 	finished := s.eof || s.killed
@@ -410,17 +418,27 @@ func (s *Session) Write(ctx context.Context, chars string) error {
 		return s.writeInput(ctx, chars)
 	}
 	for {
-		text, rest, interrupt := strings.Cut(chars, "\x03")
-		if err := s.writeInput(ctx, text); err != nil {
+		i := strings.IndexAny(chars, "\x03\x04")
+		if i < 0 {
+			return s.writeInput(ctx, chars)
+		}
+		if err := s.writeInput(ctx, chars[:i]); err != nil {
 			return err
 		}
-		if !interrupt {
-			return nil
+		switch chars[i] {
+		case '\x03':
+			if err := unix.Kill(-s.pid, syscall.SIGINT); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("interrupting the command: %w", err)
+			}
+		case '\x04':
+			// Ctrl-D: the end of input, as a terminal would give it to
+			// a program reading a line.
+			s.inputClosed.Store(true)
+			if err := s.input.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+				return fmt.Errorf("closing the command's input: %w", err)
+			}
 		}
-		if err := unix.Kill(-s.pid, syscall.SIGINT); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("interrupting the command: %w", err)
-		}
-		chars = rest
+		chars = chars[i+1:]
 	}
 }
 
@@ -437,6 +455,9 @@ func (s *Session) writeInput(ctx context.Context, chars string) error {
 	_ = s.input.SetWriteDeadline(deadline)
 	_, err := io.WriteString(s.input, chars)
 	if err != nil {
+		if s.inputClosed.Load() {
+			return ErrInputClosed
+		}
 		if errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EPIPE) {
 			return ErrExited
 		}
