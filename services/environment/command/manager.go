@@ -43,6 +43,8 @@ type Manager struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
 	changed  chan struct{} // closed and replaced when a slot may have freed
+	next     int
+	closed   bool
 	// retired holds the trackers of sessions taken out of service until
 	// reap releases them; reapTimer is set while a reap is due.
 	retired   []Tracker
@@ -52,8 +54,6 @@ type Manager struct {
 	// the trackers of commands that left processes behind.
 	reapMu sync.Mutex
 	kept   []Tracker
-	next   int
-	closed bool
 }
 
 // NewManager returns a Manager. It fails when the shell cannot be found.
@@ -72,10 +72,7 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.Launcher == nil {
 		opts.Launcher = Unconfined()
 	}
-	m := &Manager{
-		opts: opts, shell: path, sessions: map[string]*Session{}, changed: make(chan struct{}),
-	}
-	return m, nil
+	return &Manager{opts: opts, shell: path, sessions: map[string]*Session{}, changed: make(chan struct{})}, nil
 }
 
 // ErrTooMany is returned when every session slot holds a running command.
@@ -95,8 +92,8 @@ type StartOptions struct {
 	Background bool
 	// Pipes runs the command on plain pipes instead of a pseudo-terminal:
 	// stdout and stderr share one pipe. A terminal's line discipline
-	// handles a few bytes at a time, which caps output near 100 MB/s; a
-	// pipe carries several times that, for commands that print a lot and
+	// handles a few KiB at a time, which caps output below 100 MB/s; a
+	// pipe carries many times that, for commands that print a lot and
 	// need no terminal.
 	Pipes bool
 }

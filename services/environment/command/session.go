@@ -471,10 +471,7 @@ func (s *Session) writeInput(ctx context.Context, chars string) error {
 
 // closeFiles closes the command's terminal or pipes.
 func (s *Session) closeFiles() {
-	_ = s.output.Close()
-	if s.input != s.output {
-		_ = s.input.Close()
-	}
+	commandIO{output: s.output, input: s.input}.closeOwnEnds()
 }
 
 // Kill ends the command and everything it started: with grace > 0 it first

@@ -28,6 +28,11 @@ func (c commandIO) closeChildEnds() {
 // closeAll closes every file, for a command that did not start.
 func (c commandIO) closeAll() {
 	c.closeChildEnds()
+	c.closeOwnEnds()
+}
+
+// closeOwnEnds closes the environment's ends, once the command is done.
+func (c commandIO) closeOwnEnds() {
 	_ = c.output.Close()
 	if c.input != c.output {
 		_ = c.input.Close()
