@@ -24,10 +24,10 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/cmdpolicy"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/approval"
 	"github.com/penguin-agent/penguin/services/engine/store"
-	"github.com/penguin-agent/penguin/services/environment/policy"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -113,7 +113,7 @@ func New(opts Options) (*Manager, error) {
 	if opts.CommandPolicy == nil {
 		opts.CommandPolicy = &penguinv1.CommandPolicy{UseDefaults: true}
 	}
-	pol, err := policy.Compile(opts.CommandPolicy)
+	pol, err := cmdpolicy.Compile(opts.CommandPolicy)
 	if err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
