@@ -9,6 +9,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
 )
 
 // Config is an agent's behaviour as written in system_config.yaml. The file
@@ -115,22 +116,13 @@ func (m ModelSettings) RequestTimeout() time.Duration {
 	return time.Duration(m.RequestTimeoutMS) * time.Millisecond
 }
 
-var thinkingLevels = map[string]penguinv1.ThinkingLevel{
-	"none":   penguinv1.ThinkingLevel_THINKING_LEVEL_NONE,
-	"low":    penguinv1.ThinkingLevel_THINKING_LEVEL_LOW,
-	"medium": penguinv1.ThinkingLevel_THINKING_LEVEL_MEDIUM,
-	"high":   penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH,
-	"xhigh":  penguinv1.ThinkingLevel_THINKING_LEVEL_XHIGH,
-	"max":    penguinv1.ThinkingLevel_THINKING_LEVEL_MAX,
-}
-
 // ParseThinkingLevel reads a thinking level name (none, low, medium, high,
 // xhigh, max); the empty name is THINKING_LEVEL_UNSPECIFIED.
 func ParseThinkingLevel(s string) (penguinv1.ThinkingLevel, error) {
 	if s == "" {
 		return penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED, nil
 	}
-	if l, ok := thinkingLevels[strings.ToLower(s)]; ok {
+	if l, ok := enumword.Parse[penguinv1.ThinkingLevel](strings.ToLower(s)); ok {
 		return l, nil
 	}
 	return penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED,

@@ -384,7 +384,14 @@ func TestConfigErrorsAllReported(t *testing.T) {
 
 func TestParseThinkingLevel(t *testing.T) {
 	t.Parallel()
-	for name, want := range thinkingLevels {
+	for name, want := range map[string]penguinv1.ThinkingLevel{
+		"none":   penguinv1.ThinkingLevel_THINKING_LEVEL_NONE,
+		"low":    penguinv1.ThinkingLevel_THINKING_LEVEL_LOW,
+		"medium": penguinv1.ThinkingLevel_THINKING_LEVEL_MEDIUM,
+		"high":   penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH,
+		"xhigh":  penguinv1.ThinkingLevel_THINKING_LEVEL_XHIGH,
+		"max":    penguinv1.ThinkingLevel_THINKING_LEVEL_MAX,
+	} {
 		got, err := ParseThinkingLevel(strings.ToUpper(name))
 		if err != nil || got != want {
 			t.Errorf("ParseThinkingLevel(%q) = %v, %v", name, got, err)

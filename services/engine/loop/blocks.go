@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
 	"github.com/penguin-agent/penguin/internal/omni"
 )
 
@@ -75,7 +76,7 @@ func (t *transcript) complete(m *penguinv1.OmniMessage) {
 		}
 		status := ""
 		if s := p.ToolCallOutput.GetStopReason(); s != penguinv1.StopReason_STOP_REASON_UNSPECIFIED && s != penguinv1.StopReason_STOP_REASON_COMPLETED {
-			status = " [" + stopName(s) + "]"
+			status = " [" + enumword.Word(s) + "]"
 		}
 		t.parts = append(t.parts, fmt.Sprintf("tool_call_output (id %s)%s: %s", p.ToolCallOutput.GetToolCallId(), status, out))
 	}
@@ -91,7 +92,7 @@ func (t *transcript) String() string {
 // run again.
 func retriedBlock(status penguinv1.StopReason, message, produced string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "The previous attempt at this request ended with %s", stopName(status))
+	fmt.Fprintf(&b, "The previous attempt at this request ended with %s", enumword.Word(status))
 	if message != "" {
 		fmt.Fprintf(&b, " (%s)", message)
 	}
@@ -111,9 +112,4 @@ func abortedBlock(produced string) string {
 		return Block("turn_aborted", "The user interrupted the previous request before the model produced any output.")
 	}
 	return Block("turn_aborted", "The user interrupted the previous request. The model had produced this much; tool calls listed here already ran (or were denied):\n"+produced)
-}
-
-func stopName(s penguinv1.StopReason) string {
-	n := strings.TrimPrefix(s.String(), "STOP_REASON_")
-	return strings.ToLower(n)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -144,7 +145,7 @@ func (r *runner) compact(ctx context.Context, reason penguinv1.CompactionReason,
 		} else {
 			lastMsg = outcome.GetMessage()
 			if lastMsg == "" {
-				lastMsg = stopName(st)
+				lastMsg = enumword.Word(st)
 			}
 		}
 		retryable := st != penguinv1.StopReason_STOP_REASON_AUTH && !outcome.GetPermanent()

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/loop"
@@ -83,7 +84,7 @@ func (d *describeImage) Execute(ctx context.Context, call *penguinv1.ToolCall, _
 		}
 		if o := frame.GetOutcome(); o != nil {
 			if o.GetStatus() != penguinv1.StopReason_STOP_REASON_COMPLETED {
-				return fail("the vision model failed (" + strings.ToLower(strings.TrimPrefix(o.GetStatus().String(), "STOP_REASON_")) + "): " + o.GetMessage())
+				return fail("the vision model failed (" + enumword.Word(o.GetStatus()) + "): " + o.GetMessage())
 			}
 			if text.Len() == 0 {
 				return fail("the vision model gave no answer")

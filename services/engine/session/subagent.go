@@ -10,6 +10,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/loop"
@@ -459,7 +460,7 @@ func (c *child) report(call *penguinv1.ToolCall) *penguinv1.OmniMessage {
 		}
 		return omni.ToolCallOutput(call.GetToolCallId(), answer, 0)
 	}
-	msg := fmt.Sprintf("The subagent (subagent_id: %s) ended with %s", c.id, strings.ToLower(strings.TrimPrefix(c.status.String(), "STOP_REASON_")))
+	msg := fmt.Sprintf("The subagent (subagent_id: %s) ended with %s", c.id, enumword.Word(c.status))
 	if c.message != "" {
 		msg += ": " + c.message
 	}
@@ -474,7 +475,7 @@ func (c *child) report(call *penguinv1.ToolCall) *penguinv1.OmniMessage {
 func (c *child) notice() *penguinv1.OmniMessage {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	status := strings.ToLower(strings.TrimPrefix(c.status.String(), "STOP_REASON_"))
+	status := enumword.Word(c.status)
 	detail := "finished"
 	if c.message != "" {
 		detail = c.message

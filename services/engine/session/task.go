@@ -8,6 +8,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/approval"
@@ -492,7 +493,7 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	if t.compaction {
 		kind = "compaction"
 	}
-	m.metrics.runs.WithLabelValues(kind, stopLabel(res.Status)).Inc()
+	m.metrics.runs.WithLabelValues(kind, enumword.Word(res.Status)).Inc()
 	m.metrics.runsActive.Dec()
 	close(t.done)
 	if p != nil {

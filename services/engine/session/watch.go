@@ -3,10 +3,10 @@ package session
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
 	"github.com/penguin-agent/penguin/services/engine/loop"
 )
 
@@ -137,7 +137,7 @@ func (rt *Runtime) stopWatch() {
 // commandNotice is the completion report of a background command, a user
 // message from the harness.
 func commandNotice(bd *penguinv1.BackgroundDone) *penguinv1.OmniMessage {
-	status := strings.ToLower(strings.TrimPrefix(bd.GetStopReason().String(), "STOP_REASON_"))
+	status := enumword.Word(bd.GetStopReason())
 	if bd.GetStopReason() == penguinv1.StopReason_STOP_REASON_UNSPECIFIED {
 		status = "completed"
 	}
