@@ -159,16 +159,6 @@ type CompactionSettings struct {
 	RetryNote string `yaml:"retry_note"`
 }
 
-// RequestText is the text appended to the context to ask for a summary:
-// the prompt, preceded by the retry note when an earlier attempt gave no
-// usable summary.
-func (c CompactionSettings) RequestText(retry bool) string {
-	if !retry || strings.TrimSpace(c.RetryNote) == "" {
-		return c.Prompt
-	}
-	return strings.TrimRight(c.RetryNote, "\n") + "\n\n" + c.Prompt
-}
-
 // DefaultContextWindow is assumed for a model whose context window is not
 // known.
 const DefaultContextWindow = 128000
@@ -217,7 +207,9 @@ func (c CompactionSettings) TurnsDue(turns int64) bool {
 
 // RetrySettings are the reconnect policy for failed model requests: every
 // outcome but auth and aborted is re-sent up to MaxAttempts times, waiting
-// BaseDelay × 2ⁿ capped at MaxDelay between attempts.
+// BaseDelay × 2ⁿ capped at MaxDelay between attempts. These are the
+// numbers (their defaults are in Default); the ladder's arithmetic is
+// loop.Retry's.
 type RetrySettings struct {
 	// MaxAttempts is how many times a failed request is re-sent.
 	MaxAttempts int `yaml:"max_attempts"`
@@ -226,19 +218,6 @@ type RetrySettings struct {
 	BaseDelay time.Duration `yaml:"base_delay"`
 	// MaxDelay caps every wait.
 	MaxDelay time.Duration `yaml:"max_delay"`
-}
-
-// Backoff returns the wait before re-send number attempt (1-based): with
-// the defaults 2s, 4s, 8s, 16s, 30s.
-func (r RetrySettings) Backoff(attempt int) time.Duration {
-	if attempt < 1 {
-		attempt = 1
-	}
-	d := r.BaseDelay
-	for i := 1; i < attempt && d < r.MaxDelay; i++ {
-		d *= 2
-	}
-	return min(d, r.MaxDelay)
 }
 
 // SectionSettings are one optional section of the system prompt: a toggle

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/cmdpolicy"
 	"github.com/penguin-agent/penguin/internal/enumword"
 	"github.com/penguin-agent/penguin/internal/omni"
 )
@@ -15,8 +16,9 @@ const (
 	// DeniedByUser is the output of a call a person (or the approval mode)
 	// refused.
 	DeniedByUser = "Tool call denied by user."
-	// DeniedByPolicy is the output of a call the command policy vetoed.
-	DeniedByPolicy = "Tool call denied by policy."
+	// DeniedByPolicy is the output of a call the command policy vetoed:
+	// the policy's own text, the same the environment answers with.
+	DeniedByPolicy = cmdpolicy.DeniedOutput
 	// Interrupted is the placeholder output of a call that had not finished
 	// when the user aborted the run.
 	Interrupted = "[interrupted: tool aborted by user]"
