@@ -25,11 +25,35 @@ const (
 	// NotRun is the output of a committed tool call that was cut off by the
 	// stream and so could not run.
 	NotRun = "Tool call was incomplete and did not run."
+	// CallAborted is the output of a call whose run was interrupted while
+	// the tool was working.
+	CallAborted = "Tool call aborted."
 )
 
 // maxBlockOutput caps each tool output copied into a carry-over block, so
 // a retry cannot blow up the context.
 const maxBlockOutput = 4000
+
+// maxReport caps the output a background completion report carries: its
+// end, which says how the work ended, is kept.
+const maxReport = 4000
+
+// BackgroundDone is the completion report of work that ran in the
+// background (a command, a subagent), a user message from the harness: a
+// [background_task_done] head saying what finished and how, then body.
+func BackgroundDone(kind, id, status, detail, body string) *penguinv1.OmniMessage {
+	head := Block("background_task_done", fmt.Sprintf("kind: %s\nid: %s\nstatus: %s\ndetail: %s", kind, id, status, detail))
+	return HarnessText(head + "\n" + body)
+}
+
+// ReportTail cuts the output of background work to the size a completion
+// report carries, keeping its end.
+func ReportTail(out string) string {
+	if len(out) <= maxReport {
+		return out
+	}
+	return fmt.Sprintf("[...%d chars of earlier output dropped...]\n", len(out)-maxReport) + out[len(out)-maxReport:]
+}
 
 // Block wraps body in the harness's [tag]…[/tag] marker.
 func Block(tag, body string) string {

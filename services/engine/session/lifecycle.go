@@ -302,7 +302,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 		for _, rt := range rts {
-			rt.stopWatch()
+			rt.watcher.Stop()
 		}
 		// Wait for the watchers' streams to let go, so every runtime saves
 		// its sequence mark while the store is still open.
