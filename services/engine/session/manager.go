@@ -137,7 +137,6 @@ func New(opts Options) (*Manager, error) {
 		opts.Logger = slog.Default()
 	}
 	leases := lease.New(opts.Store, lease.Options{Owner: opts.EngineID, Address: opts.Address, TTL: opts.LeaseTTL, Logger: opts.Logger})
-	opts.EngineID, opts.LeaseTTL = leases.Owner(), leases.TTL()
 	if opts.TracerProvider == nil {
 		opts.TracerProvider = noop.NewTracerProvider()
 	}
