@@ -67,7 +67,9 @@ func TestSettingsOverrides(t *testing.T) {
 	}
 }
 
-func ev(seq int64, m *penguinv1.OmniMessage) store.Event { return store.Event{Sequence: seq, Message: m} }
+func ev(seq int64, m *penguinv1.OmniMessage) store.Event {
+	return store.Event{Sequence: seq, Message: m}
+}
 
 func requestBegin() *penguinv1.OmniMessage {
 	return &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_RequestBegin{RequestBegin: &penguinv1.RequestBegin{}}}
