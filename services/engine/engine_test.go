@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -72,7 +73,7 @@ func TestRunWithToolsPersistsAndStreams(t *testing.T) {
 	if got.GetSession().GetUsage().GetTotal() != 200 || got.GetSession().GetTitle() != "what is here?" || got.GetSession().GetState() != penguinv1.SessionState_SESSION_STATE_IDLE {
 		t.Fatalf("session = %v", got.GetSession())
 	}
-	waitFor(t, "the runtime to unload", func() bool { return e.mgr.Loaded() == 0 })
+	eventually.True(t, "the runtime to unload", func() bool { return e.mgr.Loaded() == 0 })
 }
 
 func TestApprovalModes(t *testing.T) {

@@ -254,18 +254,6 @@ func hasText(msgs []*penguinv1.OmniMessage, sub string) bool {
 	return false
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // gate blocks fake replies until released.
 type gate struct {
 	once sync.Once

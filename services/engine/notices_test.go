@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"google.golang.org/grpc"
 )
@@ -50,14 +51,14 @@ func TestBackgroundCommandReportStartsATask(t *testing.T) {
 		t.Fatalf("%d runtimes loaded while a background command runs, want 1", e.mgr.Loaded())
 	}
 	fire.open()
-	waitFor(t, "the report's task", func() bool { return len(e.llm.Requests()) == 2 })
+	eventually.True(t, "the report's task", func() bool { return len(e.llm.Requests()) == 2 })
 	req := e.llm.Requests()[1]
 	nm := req.GetNewMessages()
 	if len(nm) != 1 || nm[0].GetText().GetSender() != penguinv1.Sender_SENDER_HARNESS ||
 		!strings.Contains(nm[0].GetText().GetText(), "[background_task_done]") || !strings.Contains(nm[0].GetText().GetText(), "build ok") {
 		t.Fatalf("report input = %v", nm)
 	}
-	waitFor(t, "the session to settle", func() bool { return e.mgr.Loaded() == 0 })
+	eventually.True(t, "the session to settle", func() bool { return e.mgr.Loaded() == 0 })
 	if !hasText(messages(history(t, e, id)), "The build finished fine.") {
 		t.Fatal("the report's task is not in the log")
 	}

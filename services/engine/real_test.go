@@ -3,13 +3,16 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -96,7 +99,11 @@ func newRealStack(t *testing.T, turns ...emulator.Turn) *realStack {
 		t.Fatal(err)
 	}
 	s.root = filepath.Join(dir, "root")
-	envSvc, err := environment.New(environment.Options{Root: s.root})
+	// Commands get an environment of the test's own: no login profile of
+	// the host's user runs inside them.
+	envSvc, err := environment.New(environment.Options{Root: s.root, Env: []string{
+		"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "SHELL=/bin/bash", "LANG=C.UTF-8",
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,15 +196,66 @@ func toolMessages(t *testing.T, decoded map[string]any) []string {
 }
 
 func TestRealServicesToolUse(t *testing.T) {
+	// "slow" cannot finish before the test has seen "fast"'s output: it
+	// blocks reading a fifo that the test writes only then. That orders
+	// the two outputs without guessing how long anything takes.
 	s := newRealStack(t,
 		emulator.Turn{Text: "Writing it.", ToolCalls: []emulator.ToolCall{
-			{ID: "slow", Name: "exec_command", Arguments: `{"cmd":"sleep 2; echo slow-done","description":"slow"}`},
+			{ID: "slow", Name: "exec_command", Arguments: `{"cmd":"read line < gate.fifo; echo slow-$line","description":"slow"}`},
 			{ID: "fast", Name: "exec_command", Arguments: `{"cmd":"printf hi > hello.txt; echo fast-done","description":"fast"}`},
 		}, Usage: emulator.Usage{Input: 100, Output: 10}},
 		emulator.Turn{Text: "Wrote hello.txt.", Usage: emulator.Usage{Input: 200, Output: 5}},
 	)
 	id := s.create(t, allowAll)
-	evs := s.run(t, id, "write hello.txt")
+	gate := filepath.Join(s.root, "ws", "gate.fifo")
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream, err := s.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "write hello.txt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*penguinv1.RunEvent
+	var streamed []string
+	opened := make(chan error, 1)
+	for {
+		r, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		evs = append(evs, r.GetEvent())
+		o := r.GetEvent().GetMessage().GetToolCallOutput()
+		if o == nil {
+			continue
+		}
+		streamed = append(streamed, o.GetToolCallId())
+		if o.GetToolCallId() == "fast" {
+			// Opening a fifo for writing waits for its reader, which
+			// "slow" is or is about to be.
+			go func() {
+				f, err := os.OpenFile(gate, os.O_WRONLY, 0)
+				if err == nil {
+					_, err = f.WriteString("done\n")
+					err = errors.Join(err, f.Close())
+				}
+				opened <- err
+			}()
+		}
+	}
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatalf("writing the gate: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the gate was never opened")
+	}
+	checkStream(t, evs)
 	if st := end(t, evs); st.GetStatus() != completedS {
 		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
 	}
@@ -206,14 +264,13 @@ func TestRealServicesToolUse(t *testing.T) {
 		t.Fatalf("hello.txt = %q, %v", data, err)
 	}
 	// Outputs stream in completion order (fast first) ...
-	var streamed []string
-	for _, m := range messages(evs) {
-		if o := m.GetToolCallOutput(); o != nil {
-			streamed = append(streamed, o.GetToolCallId())
-		}
-	}
 	if !slices.Equal(streamed, []string{"fast", "slow"}) {
 		t.Fatalf("stream order %v", streamed)
+	}
+	for _, m := range messages(evs) {
+		if o := m.GetToolCallOutput(); o.GetToolCallId() == "slow" && !strings.Contains(o.GetOutput(), "slow-done") {
+			t.Fatalf("slow's output = %q", o.GetOutput())
+		}
 	}
 	// ... and reach the model in call order.
 	reqs := s.emu.Requests()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
@@ -226,7 +227,7 @@ retry:
 			break
 		}
 	}
-	waitFor(t, "RetryNow to take", func() bool {
+	eventually.True(t, "RetryNow to take", func() bool {
 		r, err := e2.client.RetryNow(ctx, &penguinv1.RetryNowRequest{SessionId: id2})
 		return err == nil && r.GetRetried()
 	})
@@ -334,7 +335,7 @@ func TestAttachReplaysAfterADrop(t *testing.T) {
 	// A fresh Attach from zero on the idle, unloaded session replays the
 	// whole log.
 	cancelAtt()
-	waitFor(t, "the runtime to unload", func() bool { return e.mgr.Loaded() == 0 })
+	eventually.True(t, "the runtime to unload", func() bool { return e.mgr.Loaded() == 0 })
 	all, err := e.client.Attach(ctx, &penguinv1.AttachRequest{SessionId: id, UntilIdle: true})
 	if err != nil {
 		t.Fatal(err)
@@ -366,7 +367,7 @@ func TestSlowWatcherIsCutNotTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the attach to register", func() bool { return e.mgr.Loaded() == 1 })
+	eventually.True(t, "the attach to register", func() bool { return e.mgr.Loaded() == 1 })
 	// The run goes on whatever its watchers do (its own stream may be cut
 	// as well with so small a buffer).
 	stream, err := e.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "talk"})
@@ -374,7 +375,7 @@ func TestSlowWatcherIsCutNotTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = collect(stream)
-	waitFor(t, "the run to finish", func() bool {
+	eventually.True(t, "the run to finish", func() bool {
 		s, err := e.client.GetSession(ctx, &penguinv1.GetSessionRequest{SessionId: id})
 		return err == nil && s.GetSession().GetState() == penguinv1.SessionState_SESSION_STATE_IDLE && s.GetSession().GetLastSequence() > 5
 	})

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/internal/metrictest"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
@@ -87,12 +88,14 @@ func TestTurnsAreTracedAndCounted(t *testing.T) {
 	} {
 		// The run's own counters are updated as it winds down, just after
 		// the idle state reaches the client: poll briefly.
-		deadline := time.Now().Add(5 * time.Second)
-		got, ok := metrictest.Value(t, reg, c.name, c.labels)
-		for (!ok || got != c.want) && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
+		var got float64
+		var ok bool
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = eventually.Wait(ctx, func() bool {
 			got, ok = metrictest.Value(t, reg, c.name, c.labels)
-		}
+			return ok && got == c.want
+		})
+		cancel()
 		if !ok || got != c.want {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
@@ -197,7 +200,7 @@ func TestUnreachableEnvironmentIsReplaced(t *testing.T) {
 	}()
 	// Well past the lease's first term, while the run still waits for the
 	// gone replica, the lease is engine-a's.
-	waitFor(t, "the run's lease", func() bool {
+	eventually.True(t, "the run's lease", func() bool {
 		owner, _, _, err := e.store.LeaseHolder(ctx, id)
 		return err == nil && owner == "engine-a"
 	})

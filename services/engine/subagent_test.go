@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"google.golang.org/grpc"
@@ -196,8 +197,8 @@ func TestSubagentInBackgroundReportsCompletion(t *testing.T) {
 	// The child finishes after the parent's task ended: its report starts a
 	// new task on the parent.
 	childGo.open()
-	waitFor(t, "the report's task", func() bool { return len(e.llm.Requests()) >= 4 })
-	waitFor(t, "the parent to go idle", func() bool {
+	eventually.True(t, "the report's task", func() bool { return len(e.llm.Requests()) >= 4 })
+	eventually.True(t, "the parent to go idle", func() bool {
 		s, err := e.client.GetSession(e.ctx(), &penguinv1.GetSessionRequest{SessionId: id})
 		return err == nil && s.GetSession().GetState() == penguinv1.SessionState_SESSION_STATE_IDLE && e.mgr.Loaded() == 0
 	})
@@ -320,7 +321,7 @@ func TestSubagentCap(t *testing.T) {
 		t.Fatalf("outputs = %v", outs)
 	}
 	release.open()
-	waitFor(t, "the report and the session to settle", func() bool { return len(e.llm.Requests()) >= 4 && e.mgr.Loaded() == 0 })
+	eventually.True(t, "the report and the session to settle", func() bool { return len(e.llm.Requests()) >= 4 && e.mgr.Loaded() == 0 })
 }
 
 // between returns the text of s between the first from and the next to.
