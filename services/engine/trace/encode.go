@@ -231,7 +231,7 @@ func (e *encoder) mcpConnectEnd(x *penguinv1.McpConnectEnd) mcpConnectEndJSON {
 			Server: r.GetServer(), Transport: r.GetTransport(), Status: e.check(mcpStatuses().required(r.GetStatus())),
 			DurationMS: r.GetDurationMs(), Error: r.GetError(),
 		}
-		// The reference sets tools on a completed server only.
+		// The trace format sets tools on a completed server only.
 		if r.GetStatus() == penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_COMPLETED || r.GetTools() != 0 {
 			n := r.GetTools()
 			res.Tools = &n

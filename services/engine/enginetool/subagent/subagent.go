@@ -32,7 +32,7 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/loop"
 )
 
-// Foreground windows of the tools, as the reference sets them.
+// Foreground windows of the tools, and the limit on running subagents.
 const (
 	// DefaultYield is how long run_subagent, and input_subagent with a
 	// follow-up prompt, wait in the foreground.
