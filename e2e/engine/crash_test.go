@@ -1,8 +1,9 @@
 // Package engine_test tests the engine service as a process: a real
 // `penguin serve engine` is killed and restarted on its store, with the
 // real llm service (in front of the provider emulator) and the real
-// environment service running in the test on loopback ports, so the test
-// can script the model and read what reached it.
+// environment service running in the test on loopback ports
+// (enginetest.Backends), so the test can script the model and read what
+// reached it.
 package engine_test
 
 import (
@@ -10,11 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,16 +21,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/grpc"
 
 	"github.com/penguin-agent/penguin/e2e/e2etest"
 	"github.com/penguin-agent/penguin/e2e/netns"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/emulator"
-	"github.com/penguin-agent/penguin/services/engine/store"
-	"github.com/penguin-agent/penguin/services/environment"
-	"github.com/penguin-agent/penguin/services/llm"
+	"github.com/penguin-agent/penguin/internal/enginetest"
 )
 
 // penguinBin is the binary TestMain builds once for the package.
@@ -73,66 +66,11 @@ retry:
   max_delay: 4ms
 `
 
-// providers routes the model "emu/m" to the provider emulator.
-const providers = `
-providers:
-  - name: emu
-    type: openai
-    base_url: %s/v1
-    api_key_env: EMU_KEY
-    models:
-      - id: m
-        context_window: 200000
-        max_tokens: 4096
-`
-
-// serve serves register's services on a loopback port until the test
-// ends and returns the address.
-func serve(t *testing.T, register func(*grpc.Server)) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(llm.DefaultMaxRequestBytes))
-	register(srv)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
-}
-
-// backends starts the llm service (over the emulator playing turns) and
-// the environment service, and returns their addresses.
-func backends(t *testing.T, turns ...emulator.Turn) (emu *emulator.Server, llmAddr, envAddr string) {
-	t.Helper()
-	emu = emulator.NewServer(emulator.Script{Turns: turns}, emulator.WithAPIKey("emu-key"), emulator.WithLogger(slog.New(slog.DiscardHandler)))
-	t.Cleanup(emu.Close)
-	dir := t.TempDir()
-	provFile := filepath.Join(dir, "providers.yaml")
-	if err := os.WriteFile(provFile, []byte(fmt.Sprintf(providers, emu.URL)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	llmSvc, err := llm.Setup(llm.Config{ProvidersFile: provFile, Lookup: config.MapLookup(map[string]string{"EMU_KEY": "emu-key"}), IdleTimeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	envSvc, err := environment.New(environment.Options{Root: filepath.Join(dir, "root"), Env: []string{
-		"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "SHELL=/bin/bash", "LANG=C.UTF-8",
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(envSvc.Close)
-	llmAddr = serve(t, func(s *grpc.Server) { penguinv1.RegisterLLMServiceServer(s, llmSvc) })
-	envAddr = serve(t, func(s *grpc.Server) { penguinv1.RegisterEnvironmentServiceServer(s, envSvc) })
-	return emu, llmAddr, envAddr
-}
-
 // startEngine runs `penguin serve engine` on listen and returns the process
 // and the address it serves on, once it is serving.
-func startEngine(t *testing.T, listen, llmAddr, envAddr, storeURL, agentDir string) (*netns.Proc, string) {
+func startEngine(t *testing.T, listen string, b *enginetest.Backends, storeURL, agentDir string) (*netns.Proc, string) {
 	t.Helper()
-	cmd := exec.Command(penguinBin, "serve", "engine", "--listen", listen, "--llm", llmAddr, "--environment", envAddr,
+	cmd := exec.Command(penguinBin, "serve", "engine", "--listen", listen, "--llm", b.LLM, "--environment", b.Environment,
 		"--store", storeURL, "--agent-state", agentDir, "--home", t.TempDir())
 	cmd.Env = append(e2etest.BaseEnv(t), "SHELL=/bin/bash", "PENGUIN_AUTH_TOKEN=")
 	p := netns.Start(t, "engine", cmd)
@@ -192,7 +130,7 @@ func crashSafety(t *testing.T, storeURL func(*testing.T) string) {
 	// the delta of its answer, before the chunk that ends it (where the
 	// engine is killed), then, after the restart, a plain answer. The
 	// stalled turn's stream is the role chunk and one content delta.
-	emu, llmAddr, envAddr := backends(t,
+	b := enginetest.NewBackends(t,
 		emulator.Turn{Text: "Let me check.", ToolCalls: []emulator.ToolCall{{ID: "c1", Name: "exec_command", Arguments: `{"cmd":"ls","description":"list"}`}}},
 		emulator.Turn{Text: "The answer is", ChunkSize: 64, Fault: &emulator.Fault{Kind: emulator.FaultStall, After: 2}},
 		emulator.Turn{Text: "Resumed fine."},
@@ -204,10 +142,10 @@ func crashSafety(t *testing.T, storeURL func(*testing.T) string) {
 	url := storeURL(t)
 
 	ctx := e2etest.Context(t, 2*time.Minute)
-	proc, addr := startEngine(t, "127.0.0.1:0", llmAddr, envAddr, url, agentDir)
+	proc, addr := startEngine(t, "127.0.0.1:0", b, url, agentDir)
 	client := e2etest.DialEngine(t, addr, "")
 	created, err := client.CreateSession(ctx, &penguinv1.CreateSessionRequest{
-		Model: &penguinv1.ModelRef{Provider: "emu", ModelId: "m"}, Workspace: "ws", ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL,
+		Model: enginetest.Model, Workspace: "ws", ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -231,16 +169,16 @@ func crashSafety(t *testing.T, storeURL func(*testing.T) string) {
 
 	// Restart on the same store and address (the same engine, so it takes
 	// its dead run's lease back at once).
-	proc, _ = startEngine(t, addr, llmAddr, envAddr, url, agentDir)
+	proc, _ = startEngine(t, addr, b, url, agentDir)
 	client = e2etest.DialEngine(t, addr, "")
-	msgs := messages(e2etest.History(ctx, t, client, id))
+	msgs := enginetest.Messages(e2etest.History(ctx, t, client, id))
 	for kind, want := range map[string]int{"session_meta": 1, "tool_call": 1, "tool_call_output": 1, "approval_decision": 1, "request_end": 1, "tool_list_ready": 1} {
-		if n := countKind(msgs, kind); n != want {
-			t.Errorf("%s appears %d times in the log, want %d: %v", kind, n, want, kinds(msgs))
+		if n := enginetest.CountKind(msgs, kind); n != want {
+			t.Errorf("%s appears %d times in the log, want %d: %v", kind, n, want, enginetest.Kinds(msgs))
 		}
 	}
-	if !hasText(msgs, "what is in the workspace?") || !hasText(msgs, "Let me check.") || hasText(msgs, "The answer is") {
-		t.Fatalf("log after the crash = %v", kinds(msgs))
+	if !enginetest.HasText(msgs, "what is in the workspace?") || !enginetest.HasText(msgs, "Let me check.") || enginetest.HasText(msgs, "The answer is") {
+		t.Fatalf("log after the crash = %v", enginetest.Kinds(msgs))
 	}
 	// The next run continues from the committed turn: the tool's output
 	// (recorded, never sent) goes first, then the new prompt.
@@ -248,7 +186,10 @@ func crashSafety(t *testing.T, storeURL func(*testing.T) string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := collect(t, run)
+	evs, err := enginetest.Collect(run)
+	if err != nil || len(evs) == 0 {
+		t.Fatalf("resumed run: %d events, %v", len(evs), err)
+	}
 	if st := evs[len(evs)-1].GetState(); st.GetState() != penguinv1.SessionState_SESSION_STATE_IDLE || st.GetStatus() != penguinv1.StopReason_STOP_REASON_COMPLETED {
 		t.Fatalf("resumed run ended with %v", evs[len(evs)-1])
 	}
@@ -263,7 +204,7 @@ func crashSafety(t *testing.T, storeURL func(*testing.T) string) {
 	// What reached the model: the committed turn (the prompt, the answer
 	// with its call, the call's output), then the new prompt; nothing of
 	// the answer cut off by the crash.
-	reqs := emu.Requests()
+	reqs := b.Emulator.Requests()
 	if len(reqs) != 3 {
 		t.Fatalf("%d provider requests, want 3", len(reqs))
 	}
@@ -271,11 +212,11 @@ func crashSafety(t *testing.T, storeURL func(*testing.T) string) {
 		t.Fatalf("resumed request = %s", got)
 	}
 	// Nothing twice: every logged message is unique.
-	msgs = messages(e2etest.History(ctx, t, client, id))
-	if n := countKind(msgs, "tool_call"); n != 1 {
+	msgs = enginetest.Messages(e2etest.History(ctx, t, client, id))
+	if n := enginetest.CountKind(msgs, "tool_call"); n != 1 {
 		t.Fatalf("tool_call logged %d times", n)
 	}
-	if !hasText(msgs, "Resumed fine.") {
+	if !enginetest.HasText(msgs, "Resumed fine.") {
 		t.Fatal("the resumed answer is not in the log")
 	}
 	// A graceful stop (SIGTERM) ends the process cleanly.
@@ -330,59 +271,4 @@ func chatShape(t *testing.T, body map[string]any) string {
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, ",")
-}
-
-func collect(t *testing.T, s grpc.ServerStreamingClient[penguinv1.RunResponse]) []*penguinv1.RunEvent {
-	t.Helper()
-	var out []*penguinv1.RunEvent
-	for {
-		r, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			if len(out) == 0 {
-				t.Fatal("the run sent no events")
-			}
-			return out
-		}
-		if err != nil {
-			t.Fatalf("run stream: %v", err)
-		}
-		out = append(out, r.GetEvent())
-	}
-}
-
-func messages(evs []*penguinv1.RunEvent) []*penguinv1.OmniMessage {
-	var out []*penguinv1.OmniMessage
-	for _, ev := range evs {
-		if m := ev.GetMessage(); m != nil {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-func kinds(msgs []*penguinv1.OmniMessage) []string {
-	out := make([]string, len(msgs))
-	for i, m := range msgs {
-		out[i] = store.PayloadKind(m)
-	}
-	return out
-}
-
-func countKind(msgs []*penguinv1.OmniMessage, k string) int {
-	n := 0
-	for _, m := range msgs {
-		if store.PayloadKind(m) == k {
-			n++
-		}
-	}
-	return n
-}
-
-func hasText(msgs []*penguinv1.OmniMessage, sub string) bool {
-	for _, m := range msgs {
-		if strings.Contains(m.GetText().GetText(), sub) {
-			return true
-		}
-	}
-	return false
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enginetest"
 	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"google.golang.org/grpc"
@@ -59,7 +60,7 @@ func TestBackgroundCommandReportStartsATask(t *testing.T) {
 		t.Fatalf("report input = %v", nm)
 	}
 	eventually.True(t, "the session to settle", func() bool { return e.mgr.Loaded() == 0 })
-	if !hasText(messages(history(t, e, id)), "The build finished fine.") {
+	if !enginetest.HasText(enginetest.Messages(history(t, e, id)), "The build finished fine.") {
 		t.Fatal("the report's task is not in the log")
 	}
 }
@@ -100,7 +101,7 @@ func TestDescribeImageForATextOnlyModel(t *testing.T) {
 	evs := e.run(id, "what is in cat.png?")
 	end(t, evs)
 	var out string
-	for _, m := range messages(evs) {
+	for _, m := range enginetest.Messages(evs) {
 		if o := m.GetToolCallOutput(); o != nil {
 			out = o.GetOutput()
 		}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enginetest"
 	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/internal/metrictest"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
@@ -131,7 +132,7 @@ func TestLostLeaseStopsTheTask(t *testing.T) {
 	if ok, err := e.store.AcquireLease(ctx, id, "engine-x", "10.0.0.9:7423", time.Minute); err != nil || !ok {
 		t.Fatalf("take the lease: %v %v", ok, err)
 	}
-	evs, err := collect(stream)
+	evs, err := enginetest.Collect(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestUnreachableEnvironmentIsReplaced(t *testing.T) {
 			done <- nil
 			return
 		}
-		evs, _ := collect(stream)
+		evs, _ := enginetest.Collect(stream)
 		done <- evs
 	}()
 	// Well past the lease's first term, while the run still waits for the

@@ -140,17 +140,25 @@ func (c *clockStore) LeaseHolder(context.Context, string) (string, string, time.
 	return c.owner, "addr-of-" + c.owner, c.expiry, nil
 }
 
+// holdOnFakeClock has replica a hold the lease of session s, with a TTL of
+// 30 s, on a clockStore; b is another replica of the same store.
+func holdOnFakeClock(t *testing.T) (*clockStore, *lease.Keeper, *lease.Lease) {
+	t.Helper()
+	st := &clockStore{}
+	a := lease.New(st, lease.Options{Owner: "a", TTL: 30 * time.Second})
+	b := lease.New(st, lease.Options{Owner: "b", TTL: 30 * time.Second})
+	l, err := a.Acquire(t.Context(), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, b, l
+}
+
 // A kept lease is renewed every TTL/3, so it never expires while its task
 // runs, and no other replica gets it.
 func TestKeepRenewsBeforeExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &clockStore{}
-		a := lease.New(st, lease.Options{Owner: "a", TTL: 30 * time.Second})
-		b := lease.New(st, lease.Options{Owner: "b", TTL: 30 * time.Second})
-		l, err := a.Acquire(t.Context(), "s")
-		if err != nil {
-			t.Fatal(err)
-		}
+		st, b, l := holdOnFakeClock(t)
 		l.Keep(t.Context(), func(string) { t.Error("a kept lease was lost") })
 		time.Sleep(5 * time.Minute) // fake time: ten lease lifetimes
 		if _, err := b.Acquire(t.Context(), "s"); err == nil {
@@ -175,13 +183,7 @@ func TestKeepRenewsBeforeExpiry(t *testing.T) {
 // to another one; its next renewal finds out and says who holds it now.
 func TestKeepReportsALostLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &clockStore{}
-		a := lease.New(st, lease.Options{Owner: "a", TTL: 30 * time.Second})
-		b := lease.New(st, lease.Options{Owner: "b", TTL: 30 * time.Second})
-		l, err := a.Acquire(t.Context(), "s")
-		if err != nil {
-			t.Fatal(err)
-		}
+		st, b, l := holdOnFakeClock(t)
 		lostTo := make(chan string, 1)
 		l.Keep(t.Context(), func(owner string) { lostTo <- owner })
 

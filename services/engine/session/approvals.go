@@ -16,14 +16,11 @@ func (m *Manager) Approve(ctx context.Context, id, toolCallID string, origin []s
 	if d != penguinv1.Decision_DECISION_ALLOW && d != penguinv1.Decision_DECISION_DENY {
 		return fmt.Errorf("%w: the decision must be allow or deny (forbidden is the command policy's alone)", ErrInvalid)
 	}
-	rt := m.loaded(id)
+	rt, err := m.loadedHere(ctx, id)
+	if err != nil {
+		return err
+	}
 	if rt == nil {
-		if _, err := m.store.GetSession(ctx, id); err != nil {
-			return err
-		}
-		if err := m.elsewhere(ctx, id); err != nil {
-			return err
-		}
 		return fmt.Errorf("%w: session %s has no pending approval for tool call %s (no task is running)", ErrNotFound, id, toolCallID)
 	}
 	defer m.release(rt)

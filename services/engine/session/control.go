@@ -10,19 +10,30 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/loop"
 )
 
+// loadedHere returns the session's runtime, with a reference, when it is
+// loaded on this replica. When it is not, it returns nil, or the error
+// that tells the caller why there is nothing to act on: the session does
+// not exist, or another replica runs it.
+func (m *Manager) loadedHere(ctx context.Context, id string) (*Runtime, error) {
+	if rt := m.loaded(id); rt != nil {
+		return rt, nil
+	}
+	if _, err := m.store.GetSession(ctx, id); err != nil {
+		return nil, err
+	}
+	return nil, m.elsewhere(ctx, id)
+}
+
 // Steer queues text for the session's running task.
 func (m *Manager) Steer(ctx context.Context, id, text string) error {
 	if strings.TrimSpace(text) == "" {
 		return fmt.Errorf("%w: the steering text is empty", ErrInvalid)
 	}
-	rt := m.loaded(id)
+	rt, err := m.loadedHere(ctx, id)
+	if err != nil {
+		return err
+	}
 	if rt == nil {
-		if _, err := m.store.GetSession(ctx, id); err != nil {
-			return err
-		}
-		if err := m.elsewhere(ctx, id); err != nil {
-			return err
-		}
 		return fmt.Errorf("%w: session %s is idle; start a Run instead", ErrNotRunning, id)
 	}
 	defer m.release(rt)
@@ -39,12 +50,9 @@ func (m *Manager) Steer(ctx context.Context, id, text string) error {
 // Abort interrupts the session's task and waits until it has ended (or
 // ctx ends). It reports false when no task was running.
 func (m *Manager) Abort(ctx context.Context, id, reason string) (bool, error) {
-	rt := m.loaded(id)
-	if rt == nil {
-		if _, err := m.store.GetSession(ctx, id); err != nil {
-			return false, err
-		}
-		return false, m.elsewhere(ctx, id)
+	rt, err := m.loadedHere(ctx, id)
+	if rt == nil || err != nil {
+		return false, err
 	}
 	defer m.release(rt)
 	rt.mu.Lock()
@@ -64,12 +72,9 @@ func (m *Manager) Abort(ctx context.Context, id, reason string) (bool, error) {
 // RetryNow cuts short the session's wait before a reconnect. It reports
 // false when the session was not waiting.
 func (m *Manager) RetryNow(ctx context.Context, id string) (bool, error) {
-	rt := m.loaded(id)
-	if rt == nil {
-		if _, err := m.store.GetSession(ctx, id); err != nil {
-			return false, err
-		}
-		return false, m.elsewhere(ctx, id)
+	rt, err := m.loadedHere(ctx, id)
+	if rt == nil || err != nil {
+		return false, err
 	}
 	defer m.release(rt)
 	rt.mu.Lock()

@@ -321,12 +321,10 @@ func (s *Tools) start(ctx context.Context, call *penguinv1.ToolCall, forward fun
 // child moves to the background; when the parent's call is aborted, the
 // child is aborted with it.
 func (s *Tools) wait(ctx context.Context, call *penguinv1.ToolCall, c *child, yield time.Duration) *penguinv1.OmniMessage {
-	timer := time.NewTimer(yield)
-	defer timer.Stop()
-	select {
-	case <-c.done:
+	switch c.await(ctx, yield) {
+	case finished:
 		return c.report(call)
-	case <-timer.C:
+	case windowPassed:
 		c.mu.Lock()
 		c.background = true
 		c.mu.Unlock()
@@ -337,7 +335,7 @@ func (s *Tools) wait(ctx context.Context, call *penguinv1.ToolCall, c *child, yi
 			msg += "\nIts output so far:\n" + text
 		}
 		return enginetool.Output(call, msg)
-	case <-ctx.Done():
+	default:
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortWait)
 		defer cancel()
 		_ = s.parent.Abort(actx, c.id, "the parent's call was interrupted")
@@ -395,18 +393,16 @@ func (s *Tools) poll(ctx context.Context, call *penguinv1.ToolCall, c *child, yi
 		c.polls--
 		c.mu.Unlock()
 	}()
-	timer := time.NewTimer(yield)
-	defer timer.Stop()
-	select {
-	case <-c.done:
+	switch c.await(ctx, yield) {
+	case finished:
 		return c.report(call)
-	case <-timer.C:
+	case windowPassed:
 		text := c.takePending()
 		if text == "" {
 			text = "(no new output)"
 		}
 		return enginetool.Output(call, fmt.Sprintf("Subagent %s is still working. New output:\n%s", c.id, text))
-	case <-ctx.Done():
+	default:
 		return enginetool.Aborted(call)
 	}
 }
@@ -438,6 +434,29 @@ func (s *Tools) kill(ctx context.Context, call *penguinv1.ToolCall, _ func(*peng
 		msg += " Output it had not delivered:\n" + text
 	}
 	return enginetool.Output(call, msg)
+}
+
+// waitEnd is how a wait for a child ended.
+type waitEnd int
+
+const (
+	finished     waitEnd = iota // the child's task ended
+	windowPassed                // the foreground window passed first
+	interrupted                 // the waiting call was interrupted
+)
+
+// await waits up to yield for the child's task to end.
+func (c *child) await(ctx context.Context, yield time.Duration) waitEnd {
+	timer := time.NewTimer(yield)
+	defer timer.Stop()
+	select {
+	case <-c.done:
+		return finished
+	case <-timer.C:
+		return windowPassed
+	case <-ctx.Done():
+		return interrupted
+	}
 }
 
 // observe follows a child's events to keep its answer.
