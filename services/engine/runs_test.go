@@ -2,6 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"errors"
+	"io"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +17,7 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"
+	"github.com/penguin-agent/penguin/services/engine/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 )
@@ -510,25 +515,119 @@ func TestManualCompactOverGRPC(t *testing.T) {
 	}
 }
 
+// exportTrace reads ExportTrace to its end.
+func exportTrace(e *env, req *penguinv1.ExportTraceRequest) ([]*penguinv1.ExportTraceResponse, error) {
+	stream, err := e.client.ExportTrace(e.ctx(), req)
+	if err != nil {
+		return nil, err
+	}
+	var out []*penguinv1.ExportTraceResponse
+	for {
+		r, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+}
+
 func TestExportTrace(t *testing.T) {
 	e := newEnv(t)
 	e.llm.Generate = fake.Script(fake.NewReply().Text("hi").Done())
 	id := e.create(allowAll)
 	end(t, e.run(id, "hello"))
-	stream, err := e.client.ExportTrace(e.ctx(), &penguinv1.ExportTraceRequest{SessionId: id})
+	lines, err := exportTrace(e, &penguinv1.ExportTraceRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != len(history(t, e, id)) || !strings.Contains(lines[0].GetLine(), "session_meta") {
+		t.Fatalf("trace = %v", lines)
+	}
+	for _, l := range lines {
+		if l.GetContextIndex() != 1 {
+			t.Fatalf("line %q in context %d, want 1", l.GetLine(), l.GetContextIndex())
+		}
+	}
+}
+
+// A compacted session exports one trace per model context, as the
+// reference writes one trace file per context: each opens with its own
+// session_meta and holds no other, the compaction belongs to the context
+// it closed, and one context can be asked for alone.
+func TestExportTraceOfACompactedSession(t *testing.T) {
+	e := newEnv(t)
+	e.llm.Generate = fake.Script(
+		fake.NewReply().Text("long answer").Done(),
+		fake.NewReply().Text("[summary]we talked[/summary]").Done(),
+		fake.NewReply().Text("fresh").Done(),
+	)
+	id := e.create(allowAll)
+	end(t, e.run(id, "one"))
+	if resp, err := e.client.Compact(e.ctx(), &penguinv1.CompactRequest{SessionId: id}); err != nil || resp.GetStatus() != completedS {
+		t.Fatalf("Compact: %v %v", resp, err)
+	}
+	end(t, e.run(id, "two"))
+
+	all, err := exportTrace(e, &penguinv1.ExportTraceRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byContext := map[int32][]string{}
+	prev := int32(1)
+	for _, l := range all {
+		if l.GetContextIndex() < prev {
+			t.Fatalf("context index went back from %d to %d", prev, l.GetContextIndex())
+		}
+		prev = l.GetContextIndex()
+		byContext[prev] = append(byContext[prev], l.GetLine())
+	}
+	if len(byContext) != 2 || len(all) != len(history(t, e, id)) {
+		t.Fatalf("%d lines in contexts %v, want every line of the log in two", len(all), slices.Collect(maps.Keys(byContext)))
+	}
+	for idx, lines := range byContext {
+		msgs, err := trace.ReadJSONL(strings.NewReader(strings.Join(lines, "\n") + "\n"))
+		if err != nil {
+			t.Fatalf("context %d does not read as a trace: %v", idx, err)
+		}
+		got := enginetest.Kinds(msgs)
+		if got[0] != "session_meta" || enginetest.CountKind(msgs, "session_meta") != 1 {
+			t.Fatalf("context %d = %v, want one session_meta, first", idx, got)
+		}
+		switch idx {
+		case 1:
+			if got[len(got)-1] != "compaction_end" || !enginetest.HasText(msgs, "one") {
+				t.Fatalf("context 1 = %v, want the first task and the compaction that closed it", got)
+			}
+		case 2:
+			if !enginetest.HasText(msgs, "two") || enginetest.HasText(msgs, "one") || enginetest.CountKind(msgs, "compaction_begin") != 0 {
+				t.Fatalf("context 2 = %v, want the summary and the second task alone", got)
+			}
+		}
+	}
+	// One context alone is exactly that context's lines.
+	second, err := exportTrace(e, &penguinv1.ExportTraceRequest{SessionId: id, ContextIndex: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var lines []string
-	for {
-		r, err := stream.Recv()
-		if err != nil {
-			break
+	for _, l := range second {
+		lines = append(lines, l.GetLine())
+		if l.GetContextIndex() != 2 {
+			t.Fatalf("line of context %d in the export of context 2", l.GetContextIndex())
 		}
-		lines = append(lines, r.GetLine())
 	}
-	if len(lines) != len(history(t, e, id)) || !strings.Contains(lines[0], "session_meta") {
-		t.Fatalf("trace = %v", lines)
+	if !slices.Equal(lines, byContext[2]) {
+		t.Fatalf("context 2 alone = %d lines, want the %d of the full export", len(lines), len(byContext[2]))
+	}
+	// A context that does not exist, and a negative index, say so.
+	if _, err := exportTrace(e, &penguinv1.ExportTraceRequest{SessionId: id, ContextIndex: 3}); code(err) != codes.NotFound || !strings.Contains(err.Error(), "has 2 model contexts") {
+		t.Fatalf("context 3: %v, want NotFound naming the 2 contexts", err)
+	}
+	if _, err := exportTrace(e, &penguinv1.ExportTraceRequest{SessionId: id, ContextIndex: -1}); code(err) != codes.InvalidArgument {
+		t.Fatalf("context -1: %v, want InvalidArgument", err)
 	}
 }
 
