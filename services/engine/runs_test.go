@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -716,4 +718,46 @@ func TestTwoEnginesShareAStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	end(t, evs)
+}
+
+// An agent whose system_config.yaml is in the reference's spelling runs as
+// written: its request timeout reaches the model request, its context
+// threshold triggers a compaction, and its turn threshold is read.
+func TestAnAgentInTheReferencesSpellingRuns(t *testing.T) {
+	e := newEnv(t)
+	ref := `name: default_agent
+version: 3
+system_prompt: |
+  You are {{AGENT_ID}}.
+  {{SCHEDULES}}
+max_turns: -1
+model:
+  max_tokens: 32000
+  thinking_level: medium
+  timeoutMs: 4321
+compaction:
+  max_context_length: 500
+  max_session_turns: -1
+  mode: discard
+`
+	if err := os.WriteFile(filepath.Join(e.agentDir, "system_config.yaml"), []byte(ref), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.llm.Generate = fake.Script(
+		fake.NewReply().ToolCall("c1", "read_file", `{"file_path":"a"}`).Usage(1000).Outcome(&penguinv1.LLMOutcome{Status: completedS}),
+		fake.NewReply().Text("done").Done(),
+	)
+	id := e.create(allowAll)
+	if st := end(t, e.run(id, "go")); st.GetStatus() != completedS {
+		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
+	}
+	reqs := e.llm.Requests()
+	if len(reqs) != 2 || reqs[0].GetRequestTimeoutMs() != 4321 || strings.Contains(reqs[0].GetSystemPrompt(), "{{") {
+		t.Fatalf("%d requests; first: timeout %d, system prompt %q", len(reqs), reqs[0].GetRequestTimeoutMs(), reqs[0].GetSystemPrompt())
+	}
+	// The context threshold of 500 was passed: the second request starts
+	// a fresh context, the old one discarded.
+	if len(reqs[1].GetHistory()) != 0 || !strings.Contains(reqs[1].GetNewMessages()[0].GetText().GetText(), "[context_discarded]") {
+		t.Fatalf("second request: history %v, input %v", enginetest.Kinds(reqs[1].GetHistory()), reqs[1].GetNewMessages())
+	}
 }
