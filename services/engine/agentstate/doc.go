@@ -8,7 +8,8 @@
 //	├── AGENTS.md            the developer's instructions ({{AGENTS_MD}})
 //	├── skills/<name>/SKILL.md  skills; their front matter reaches the prompt
 //	├── memory/              what the agent keeps across sessions
-//	└── .vault.yaml          secrets for command environments (mode 0600)
+//	└── .vault.yaml          secrets for command environments (mode 0600);
+//	                         .vault.toml in a directory the reference wrote
 //
 // Load reads a directory (absent files take defaults, malformed ones are
 // errors naming file and line; system_config.yaml may be written in

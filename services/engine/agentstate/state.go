@@ -22,7 +22,10 @@ const (
 	SkillsDir  = "skills"
 	SkillFile  = "SKILL.md"
 	VaultFile  = ".vault.yaml"
-	MemoryDir  = "memory"
+	// referenceVaultFile is the reference harness's vault, read and
+	// written in place when an agent directory has it (see loadVault).
+	referenceVaultFile = ".vault.toml"
+	MemoryDir          = "memory"
 )
 
 // State is one agent's state directory, loaded: its configuration, its
@@ -46,6 +49,9 @@ type State struct {
 	// Vault maps secret names to values. Values go only into command
 	// environments, never into a prompt, a log or a trace.
 	Vault map[string]string
+	// vaultFile is the file Vault was read from, where SetVault and
+	// RemoveVault write.
+	vaultFile string
 }
 
 // DefaultDir returns the default agent's state directory:
@@ -102,7 +108,7 @@ func Load(dir string) (*State, error) {
 	if s.Skills, err = loadSkills(filepath.Join(abs, SkillsDir)); err != nil {
 		return nil, err
 	}
-	if s.Vault, err = loadVault(filepath.Join(abs, VaultFile)); err != nil {
+	if s.Vault, s.vaultFile, err = loadVault(abs); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -123,8 +129,12 @@ func Init(dir string) (*State, error) {
 	if err := createFile(filepath.Join(abs, ConfigFile), []byte(defaultConfigYAML()), 0o644); err != nil {
 		return nil, err
 	}
-	if err := createFile(filepath.Join(abs, VaultFile), []byte(vaultHeader), 0o600); err != nil {
-		return nil, err
+	// An agent directory with the reference's vault keeps it as its only
+	// vault.
+	if _, err := os.Stat(filepath.Join(abs, referenceVaultFile)); errors.Is(err, fs.ErrNotExist) {
+		if err := createFile(filepath.Join(abs, VaultFile), []byte(vaultHeader), 0o600); err != nil {
+			return nil, err
+		}
 	}
 	return Load(abs)
 }
