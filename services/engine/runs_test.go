@@ -499,10 +499,17 @@ func TestManualCompactOverGRPC(t *testing.T) {
 		fake.NewReply().Text("fresh").Done(),
 	)
 	id := e.create(allowAll)
+	if resp, err := e.client.Compact(e.ctx(), &penguinv1.CompactRequest{SessionId: id}); err != nil || resp.GetStatus() != penguinv1.StopReason_STOP_REASON_FAILED || !strings.Contains(resp.GetMessage(), "the context is empty") {
+		t.Fatalf("Compact of a new session: %v %v", resp, err)
+	}
 	end(t, e.run(id, "one"))
 	resp, err := e.client.Compact(e.ctx(), &penguinv1.CompactRequest{SessionId: id})
 	if err != nil || resp.GetStatus() != completedS {
 		t.Fatalf("Compact: %v %v", resp, err)
+	}
+	// Compacting again at once has nothing to compact, and says why.
+	if resp, err := e.client.Compact(e.ctx(), &penguinv1.CompactRequest{SessionId: id}); err != nil || resp.GetStatus() != penguinv1.StopReason_STOP_REASON_FAILED || !strings.Contains(resp.GetMessage(), "just compacted") {
+		t.Fatalf("Compact right after a compaction: %v %v", resp, err)
 	}
 	end(t, e.run(id, "two"))
 	req := e.llm.Requests()[2]
