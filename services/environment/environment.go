@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -42,7 +43,7 @@ type Environment struct {
 	id        string
 	label     string
 	workspace string
-	archive   string
+	archive   *os.Root // the directory of truncated outputs
 	root      *workspace.Root
 	policy    *policy.Policy
 	vault     *redact.Vault
@@ -308,6 +309,13 @@ func (e *Environment) dispose() {
 			// A call stuck sending to a caller that stopped reading; it
 			// ends with its RPC.
 			e.log.Warn("disposing with tool calls still running", "environment", e.id)
+		}
+		// Calls still stuck here find the handles closed and fail.
+		if e.root != nil {
+			e.root.Close()
+		}
+		if e.archive != nil {
+			e.archive.Close()
 		}
 		close(e.disposed)
 	})
