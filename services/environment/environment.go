@@ -53,8 +53,9 @@ type Environment struct {
 	notices   *notices
 	log       *slog.Logger
 
-	order []string
-	tools map[string]tool.Spec
+	order  []string
+	tools  map[string]tool.Spec
+	params map[string]tool.Params // what each tool's schema allows, for the strict check
 
 	framing framing.Options // the options every call shares
 
@@ -107,6 +108,7 @@ func (e *Environment) add(s tool.Spec) error {
 		return fmt.Errorf("two tools are named %q", name)
 	}
 	e.tools[name] = s
+	e.params[name] = tool.ParseParams(s.Tool.Definition().GetParameters())
 	e.order = append(e.order, name)
 	return nil
 }
@@ -228,6 +230,13 @@ func (e *Environment) execute(ctx context.Context, call *penguinv1.ToolCall, sen
 	spec, ok := e.tools[call.GetName()]
 	if !ok {
 		framing.Reply(ctx, id, fmt.Sprintf("Unknown tool %q. The tools of this environment are: %s.", call.GetName(), strings.Join(e.order, ", ")),
+			penguinv1.StopReason_STOP_REASON_FAILED, opts, send)
+		return
+	}
+	// The policy and the tool must read the same arguments: keys that
+	// they could read differently are refused before either looks.
+	if err := e.params[call.GetName()].Check(call.GetArguments()); err != nil {
+		framing.Reply(ctx, id, fmt.Sprintf("The arguments were refused, so %s did not run: %v.", call.GetName(), err),
 			penguinv1.StopReason_STOP_REASON_FAILED, opts, send)
 		return
 	}

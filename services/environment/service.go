@@ -411,6 +411,7 @@ func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRe
 		notices:   newNotices(),
 		log:       s.log.With("environment", id),
 		tools:     map[string]tool.Spec{},
+		params:    map[string]tool.Params{},
 		ctx:       envCtx,
 		cancel:    cancel,
 		idle:      make(chan struct{}),
