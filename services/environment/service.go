@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,6 +25,7 @@ import (
 	"github.com/penguin-agent/penguin/services/environment/builtin"
 	"github.com/penguin-agent/penguin/services/environment/command"
 	"github.com/penguin-agent/penguin/services/environment/custom"
+	"github.com/penguin-agent/penguin/services/environment/egress"
 	"github.com/penguin-agent/penguin/services/environment/framing"
 	"github.com/penguin-agent/penguin/services/environment/mcp"
 	"github.com/penguin-agent/penguin/services/environment/policy"
@@ -158,6 +160,11 @@ type Options struct {
 	// address. Empty means the caller's address is already the right one
 	// (a single replica).
 	Advertise string
+	// FetchAllow lists the internal address prefixes (loopback, private,
+	// link-local, ...) that tools fetching URLs for a model (read_image)
+	// may reach all the same; by default they reach only public
+	// addresses, and nothing in environments without network.
+	FetchAllow []netip.Prefix
 	// Registerer receives the service's metrics (tool runs, environments,
 	// command sessions); nil keeps them unregistered.
 	Registerer prometheus.Registerer
@@ -444,7 +451,10 @@ func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRe
 		return nil, invalid("tools.no_builtins is set but tools.builtin lists %d tools: choose one", len(tools.GetBuiltin()))
 	}
 	if !tools.GetNoBuiltins() {
-		if err := e.assembleBuiltins(tools.GetBuiltin(), builtin.Tools(builtin.Deps{Root: root, Commands: e.commands, ReadOnly: sp.Mode == sandbox.ReadOnly})); err != nil {
+		if err := e.assembleBuiltins(tools.GetBuiltin(), builtin.Tools(builtin.Deps{
+			Root: root, Commands: e.commands, ReadOnly: sp.Mode == sandbox.ReadOnly,
+			HTTP: egress.NewClient(egress.Options{NoNetwork: sp.NoNetwork, Allow: s.opts.FetchAllow}),
+		})); err != nil {
 			return nil, err
 		}
 	}
