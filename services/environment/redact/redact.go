@@ -9,8 +9,9 @@
 //     encoded text (`echo "token=$SECRET" | base64`): the characters that
 //     depend on the value's bytes alone are matched;
 //   - hexadecimal, lower, upper or mixed case (xxd -p, od, printf %x);
-//   - URL encoding: query and path escaping, with upper- or lower-case
-//     escapes, and every byte escaped;
+//   - URL encoding as the common encoders do it (RFC 3986, form encoding
+//     with "+" for a space, encodeURIComponent, Go's query and path
+//     escaping, every byte escaped), escapes in either case;
 //   - any of the encoded forms broken by line breaks (base64 wraps at 76
 //     columns, xxd -p at 60), and "\n" in a value printed as "\r\n" by a
 //     terminal.
@@ -39,6 +40,7 @@ package redact
 import (
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"sort"
 	"strings"
@@ -135,14 +137,20 @@ func forms(value string) []form {
 		}
 	}
 	add(form{text: hex.EncodeToString([]byte(value)), fold: true, breaks: true})
-	var every strings.Builder
-	for i := 0; i < len(value); i++ {
-		every.WriteString("%" + hex.EncodeToString([]byte{value[i]}))
+	// URL encodings differ in what they leave unescaped and in how they
+	// spell a space; they match in either case, for escapes like %2f.
+	unreserved := func(c byte) bool {
+		return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0
 	}
-	add(form{text: every.String(), fold: true})
-	for _, esc := range []string{url.QueryEscape(value), url.PathEscape(value)} {
-		add(form{text: esc})
-		add(form{text: lowerEscapes(esc)})
+	for _, esc := range []string{
+		url.QueryEscape(value),
+		url.PathEscape(value),
+		percentEncode(value, unreserved, "%20"), // RFC 3986, Python's quote
+		percentEncode(value, unreserved, "+"),   // forms, Python's quote_plus
+		percentEncode(value, func(c byte) bool { return unreserved(c) || strings.IndexByte("!'()*", c) >= 0 }, "%20"), // encodeURIComponent
+		percentEncode(value, func(byte) bool { return false }, "%20"),                                                 // every byte
+	} {
+		add(form{text: esc, fold: true})
 	}
 	for align := 0; align < 3; align++ {
 		core := base64Core([]byte(value), align)
@@ -167,16 +175,21 @@ func base64Core(value []byte, align int) string {
 	return enc[from:to]
 }
 
-// lowerEscapes turns the hex digits of every %XX escape to lower case.
-func lowerEscapes(s string) string {
-	b := []byte(s)
-	for i := 0; i+2 < len(b); i++ {
-		if b[i] == '%' {
-			b[i+1], b[i+2] = lower(b[i+1]), lower(b[i+2])
-			i += 2
+// percentEncode escapes every byte of s that keep refuses as %XX, and a
+// space as space.
+func percentEncode(s string, keep func(byte) bool, space string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case keep(c):
+			b.WriteByte(c)
+		case c == ' ':
+			b.WriteString(space)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
 		}
 	}
-	return string(b)
+	return b.String()
 }
 
 func lower(c byte) byte {

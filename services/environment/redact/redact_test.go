@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -87,7 +88,7 @@ func encodings(value string) map[string]string {
 	out["hex mixed"] = string(mixed)
 	out["query"] = url.QueryEscape(value)
 	out["path"] = url.PathEscape(value)
-	out["query lower"] = lowerEscapes(url.QueryEscape(value))
+	out["query lower"] = regexp.MustCompile(`%[0-9A-F]{2}`).ReplaceAllStringFunc(url.QueryEscape(value), strings.ToLower)
 	var every strings.Builder
 	for i := 0; i < len(value); i++ {
 		fmt.Fprintf(&every, "%%%02X", value[i])
