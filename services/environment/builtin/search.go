@@ -156,6 +156,9 @@ func (t *grepTool) Run(ctx context.Context, raw string, out tool.Output) (tool.R
 	if err != nil {
 		return tool.Result{}, fmt.Errorf("bad regular expression %q: %w", a.Pattern, err)
 	}
+	// The quick test of a whole file must let ^ and $ match at every
+	// line, as they do when the lines are matched one by one.
+	whole := regexp.MustCompile("(?m)" + expr)
 	switch a.OutputMode {
 	case "":
 		a.OutputMode = "content"
@@ -182,7 +185,7 @@ func (t *grepTool) Run(ctx context.Context, raw string, out tool.Output) (tool.R
 	if err != nil {
 		return tool.Result{}, err
 	}
-	g := &grepper{re: re, mode: a.OutputMode, context: a.Context, limit: limit}
+	g := &grepper{re: re, whole: whole, mode: a.OutputMode, context: a.Context, limit: limit}
 	if !info.IsDir() {
 		g.file(ctx, tree, target)
 	} else {
@@ -221,7 +224,8 @@ func (t *grepTool) Run(ctx context.Context, raw string, out tool.Output) (tool.R
 
 // grepper accumulates results.
 type grepper struct {
-	re      *regexp.Regexp
+	re      *regexp.Regexp // matched against one line
+	whole   *regexp.Regexp // re with ^ and $ at every line, against a whole file
 	mode    string
 	context int
 	limit   int
@@ -242,7 +246,7 @@ func (g *grepper) file(ctx context.Context, tree *workspace.Tree, name string) b
 		return false
 	}
 	rel := tree.Show(name)
-	if !g.re.Match(data) {
+	if !g.whole.Match(data) {
 		return false
 	}
 	switch g.mode {
