@@ -59,7 +59,31 @@ const maxBreak = 4
 type Vault struct {
 	forms   []form     // longest first, so a longer secret wins over its own prefix
 	first   [256][]int // the forms that can start with each byte
+	pairs   pairSet    // the first two bytes a match can start with
 	maxSpan int        // the most bytes of text one match can cover
+}
+
+// pairSet is a set of byte pairs: most positions of a text are passed over
+// after one lookup in it.
+type pairSet [1 << 16 / 64]uint64
+
+func (p *pairSet) add(a, b byte) {
+	i := int(a)<<8 | int(b)
+	p[i/64] |= 1 << (i % 64)
+}
+
+func (p *pairSet) has(a, b byte) bool {
+	i := int(a)<<8 | int(b)
+	return p[i/64]&(1<<(i%64)) != 0
+}
+
+// cases returns the spellings of c a form matches: c alone, or both
+// cases of a letter when it folds.
+func cases(c byte, fold bool) []byte {
+	if fold && lower(c) != upper(c) {
+		return []byte{lower(c), upper(c)}
+	}
+	return []byte{c}
 }
 
 // form is one spelling of a value to find.
@@ -102,13 +126,24 @@ func New(vault map[string]string) *Vault {
 		return v.forms[i].text < v.forms[j].text
 	})
 	for i, f := range v.forms {
-		c := f.text[0]
-		v.first[c] = append(v.first[c], i)
-		if f.fold && lower(c) != c {
-			v.first[lower(c)] = append(v.first[lower(c)], i)
-		}
-		if f.fold && upper(c) != c {
-			v.first[upper(c)] = append(v.first[upper(c)], i)
+		for _, a := range cases(f.text[0], f.fold) {
+			v.first[a] = append(v.first[a], i)
+			if len(f.text) == 1 {
+				for b := 0; b < 256; b++ {
+					v.pairs.add(a, byte(b))
+				}
+				continue
+			}
+			seconds := cases(f.text[1], f.fold)
+			if f.breaks {
+				seconds = append(seconds, '\r', '\n')
+			}
+			if f.text[1] == '\n' {
+				seconds = append(seconds, '\r')
+			}
+			for _, b := range seconds {
+				v.pairs.add(a, b)
+			}
 		}
 		v.maxSpan = max(v.maxSpan, MaxHold(len(f.text)))
 	}
@@ -264,6 +299,10 @@ func (v *Vault) scan(text string, final bool) (out, held string) {
 	var b strings.Builder
 	start := 0 // text[start:i] is copied verbatim when flushed
 	for i := 0; i < len(text); {
+		if i+1 < len(text) && !v.pairs.has(text[i], text[i+1]) {
+			i++
+			continue
+		}
 		candidates := v.first[text[i]]
 		if len(candidates) == 0 {
 			i++

@@ -1,8 +1,10 @@
 package tool
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParamsCheck(t *testing.T) {
@@ -48,4 +50,29 @@ func TestParamsCheck(t *testing.T) {
 			t.Errorf("Check(%s) = %v; want nil", c.args, err)
 		}
 	}
+}
+
+// BenchmarkParamsCheck measures the strict check of a typical
+// exec_command call against decoding the same arguments into a map (what
+// the command policy does anyway), in the same run.
+func BenchmarkParamsCheck(b *testing.B) {
+	p := ParseParams(`{"type":"object","properties":{"description":{},"cmd":{},"workdir":{},"yield_time_ms":{},"run_in_background":{},"tty":{}}}`)
+	args := `{"description":"Run the tests of the package","cmd":"go test ./services/environment/... -run TestAttack -count=1","yield_time_ms":30000,"tty":false}`
+	var check, decode time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if err := p.Check(args); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		var m map[string]any
+		if err := json.Unmarshal([]byte(args), &m); err != nil {
+			b.Fatal(err)
+		}
+		check += t1.Sub(t0)
+		decode += time.Since(t1)
+	}
+	b.ReportMetric(float64(check.Nanoseconds())/float64(b.N), "check-ns")
+	b.ReportMetric(float64(decode.Nanoseconds())/float64(b.N), "map-decode-ns")
+	b.ReportMetric(float64(check)/float64(decode), "ratio")
 }
