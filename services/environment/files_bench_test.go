@@ -52,18 +52,5 @@ func BenchmarkReadFile(b *testing.B) {
 		}
 		return time.Since(t0)
 	}
-	direct()
-	viaService()
-	var d, s []time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		d = append(d, direct())
-		s = append(s, viaService())
-	}
-	b.StopTimer()
-	pd, ps := p50(d), p50(s)
-	b.ReportMetric(float64(pd.Microseconds()), "direct-p50-µs")
-	b.ReportMetric(float64(ps.Microseconds()), "service-p50-µs")
-	b.ReportMetric(float64(ps)/float64(pd), "p50-ratio")
-	b.ReportMetric(float64((ps - pd).Microseconds()), "added-p50-µs")
+	compareP50(b, direct, viaService)
 }

@@ -10,14 +10,11 @@ package environment_test
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"image"
 	"image/png"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +30,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/environment"
+	"github.com/penguin-agent/penguin/services/environment/redact/redacttest"
 )
 
 // archivePath returns the archive path a truncated output names.
@@ -295,32 +293,6 @@ func TestAttack7CaseVariantKeysAreRefused(t *testing.T) {
 	wantStop(t, h.exec(env, "exec_command", `{"cmd":"echo fine"}`), ok, "fine")
 }
 
-// vaultLeaks reports whether text still carries value in a recoverable
-// form: plain, URL-escaped, or in 8 consecutive characters of its hex or
-// of the inner part of its base64 (either alphabet, any alignment), line
-// breaks ignored.
-func vaultLeaks(text, value string) bool {
-	flat := strings.NewReplacer("\r", "", "\n", "").Replace(text)
-	if plain, err := url.QueryUnescape(flat); err == nil && strings.Contains(plain, value) {
-		return true
-	}
-	if strings.Contains(flat, value) {
-		return true
-	}
-	hx := hex.EncodeToString([]byte(value))
-	if strings.Contains(strings.ToLower(flat), hx[len(hx)/2-4:len(hx)/2+4]) {
-		return true
-	}
-	for a := 0; a < 3; a++ {
-		enc := base64.StdEncoding.EncodeToString(append(make([]byte, a), value...))
-		mid := enc[len(enc)/2-4 : len(enc)/2+4]
-		if strings.Contains(flat, mid) || strings.Contains(flat, strings.NewReplacer("+", "-", "/", "_").Replace(mid)) {
-			return true
-		}
-	}
-	return false
-}
-
 // Attack 8: a vault value printed encoded, or in pieces across output
 // deltas. Every form the everyday encoders make is replaced by its name.
 func TestAttack8VaultValuesEncodedOrSplit(t *testing.T) {
@@ -350,7 +322,7 @@ func TestAttack8VaultValuesEncodedOrSplit(t *testing.T) {
 			r := h.exec(env, "exec_command", args(map[string]any{"cmd": cmd, "tty": tty}))
 			wantStop(t, r, ok, "[exit code 0]")
 			for _, f := range r.frames {
-				if vaultLeaks(f.String(), token) || vaultLeaks(f.String(), password) {
+				if redacttest.Leaks(f.String(), token) || redacttest.Leaks(f.String(), password) {
 					t.Errorf("%s (tty %v): a frame leaks a vault value: %q", name, tty, r.text())
 					break
 				}
