@@ -96,7 +96,7 @@ func newRealStack(t *testing.T, turns ...emulator.Turn) *realStack {
 		t.Fatal(err)
 	}
 	s.root = filepath.Join(dir, "root")
-	envSvc, err := environment.New(environment.Options{Root: s.root})
+	envSvc, err := environment.New(environment.Options{Root: s.root, ScratchDir: filepath.Join(dir, "scratch")})
 	if err != nil {
 		t.Fatal(err)
 	}
