@@ -22,13 +22,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/cmdpolicy"
 	"github.com/penguin-agent/penguin/services/environment/builtin"
 	"github.com/penguin-agent/penguin/services/environment/command"
 	"github.com/penguin-agent/penguin/services/environment/custom"
 	"github.com/penguin-agent/penguin/services/environment/egress"
 	"github.com/penguin-agent/penguin/services/environment/framing"
 	"github.com/penguin-agent/penguin/services/environment/mcp"
-	"github.com/penguin-agent/penguin/services/environment/policy"
 	"github.com/penguin-agent/penguin/services/environment/redact"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 	"github.com/penguin-agent/penguin/services/environment/tool"
@@ -362,7 +362,7 @@ func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRe
 	if err != nil {
 		return nil, err
 	}
-	pol, err := policy.Compile(req.GetCommandPolicy())
+	pol, err := cmdpolicy.Compile(req.GetCommandPolicy())
 	if err != nil {
 		return nil, invalid("%v", err)
 	}
