@@ -9,10 +9,10 @@
 // truncation, redaction, the archives of truncated output), builtin (the
 // builtin tools), command (commands in pseudo-terminals, or on pipes for
 // bulk output), custom and mcp (configured tools), tool (the tool contract
-// and the strict check of arguments), policy (the command deny rules),
-// workspace (every file operation, beneath a directory handle), ignore
-// (.gitignore-aware walking), egress (URL fetches that keep to public
-// addresses), redact (vault values, encoded forms included) and sandbox
-// (confinement and process tracking). docs/security.md says what each
-// defence stops and leaves open.
+// and the strict check of arguments), workspace (every file operation,
+// beneath a directory handle), ignore (.gitignore-aware walking), egress
+// (URL fetches that keep to public addresses), redact (vault values,
+// encoded forms included) and sandbox (confinement and process tracking).
+// The command deny rules are internal/cmdpolicy, shared with the engine.
+// docs/security.md says what each defence stops and leaves open.
 package environment
