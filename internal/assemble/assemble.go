@@ -55,8 +55,13 @@ type Config struct {
 	// Version is penguin's version, for traces and MCP servers.
 	Version string
 	// Listen is the gRPC address; a port of 0 picks a free one (see
-	// [Process.Addr]). Required.
+	// [Process.Addr]). Required unless Listener is set.
 	Listen string
+	// Listener, when set, is the gRPC listener instead of one opened on
+	// Listen, for a caller that must know the address before the process
+	// is built (to advertise it in the services' Configs). The process
+	// closes it, also when New fails.
+	Listener net.Listener
 	// MetricsListen, when not empty, is where Prometheus /metrics is
 	// served.
 	MetricsListen string
@@ -100,8 +105,8 @@ func (cfg *Config) check() error {
 	switch {
 	case strings.TrimSpace(cfg.Name) == "":
 		return errors.New("assemble: Config.Name is required")
-	case cfg.Listen == "":
-		return errors.New("assemble: Config.Listen is required")
+	case cfg.Listen == "" && cfg.Listener == nil:
+		return errors.New("assemble: Config.Listen or Config.Listener is required")
 	case cfg.LLM == nil && cfg.Environment == nil && cfg.Engine == nil:
 		return errors.New("assemble: no service to run")
 	case cfg.Engine != nil && cfg.LLM == nil && cfg.LLMAddr == "":
@@ -144,6 +149,9 @@ type Process struct {
 // everything built so far is released.
 func New(ctx context.Context, cfg Config) (_ *Process, err error) {
 	if err := cfg.check(); err != nil {
+		if cfg.Listener != nil {
+			err = errors.Join(err, cfg.Listener.Close())
+		}
 		return nil, err
 	}
 	p := &Process{cfg: cfg, log: cfg.Logger}
@@ -193,8 +201,10 @@ func (p *Process) observe(ctx context.Context) error {
 // listen opens the gRPC listener and, when asked for, the metrics one.
 func (p *Process) listen(context.Context) error {
 	var err error
-	if p.lis, err = net.Listen("tcp", p.cfg.Listen); err != nil {
-		return err
+	if p.lis = p.cfg.Listener; p.lis == nil {
+		if p.lis, err = net.Listen("tcp", p.cfg.Listen); err != nil {
+			return err
+		}
 	}
 	p.addr = p.lis.Addr().String()
 	p.release = append(p.release, closeListener(&p.lis))
@@ -395,6 +405,10 @@ func redactURL(s string) string {
 
 // Addr returns the address the gRPC server listens at.
 func (p *Process) Addr() string { return p.addr }
+
+// Metrics returns the registry of the process's metrics, the one
+// MetricsListen serves.
+func (p *Process) Metrics() prometheus.Gatherer { return p.metrics }
 
 // Local returns the process's own connection to its services, through the
 // in-process transport, with its token and tracing: the HTTP gateway and
