@@ -41,6 +41,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
 	"github.com/penguin-agent/penguin/internal/grpcserver"
+	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/internal/telemetry"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/environment"
@@ -154,10 +155,7 @@ func New(ctx context.Context, cfg Config) (_ *Process, err error) {
 		}
 		return nil, err
 	}
-	p := &Process{cfg: cfg, log: cfg.Logger}
-	if p.log == nil {
-		p.log = slog.New(slog.DiscardHandler)
-	}
+	p := &Process{cfg: cfg, log: logger.OrDiscard(cfg.Logger)}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, p.Close())

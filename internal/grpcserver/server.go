@@ -50,6 +50,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/penguin-agent/penguin/internal/logger"
 )
 
 // DefaultShutdownTimeout bounds a graceful stop when [Options] sets none.
@@ -123,10 +125,7 @@ func New(opts Options) (*Server, error) {
 		explicit:  make(map[string]bool),
 		inProcess: bufconn.Listen(inProcessBuffer),
 	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	s.log = s.log.With("server", s.name)
+	s.log = logger.OrDiscard(s.log).With("server", s.name)
 	if s.timeout <= 0 {
 		s.timeout = DefaultShutdownTimeout
 	}

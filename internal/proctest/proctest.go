@@ -16,9 +16,11 @@ import (
 // shims there that stall or fail on a machine where they are broken).
 const Path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// Shell is the SHELL of every process a test starts: the POSIX shell,
-// present on every host, rather than whatever the user logs in with.
-const Shell = "/bin/sh"
+// Shell is the SHELL of every process a test starts, rather than whatever
+// the user logs in with: bash, which penguin runs commands with anyway,
+// and which (unlike dash) carries on after a foreground command that
+// handled Ctrl-C itself, as a user's terminal does.
+const Shell = "/bin/bash"
 
 // Env returns the whole environment of a process a test starts: a HOME of
 // its own (a new temporary directory, so no profile, configuration or

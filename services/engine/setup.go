@@ -13,6 +13,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
+	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"
@@ -82,10 +83,7 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := logger.OrDiscard(cfg.Logger)
 	ttl := cfg.LeaseTTL
 	if ttl == 0 {
 		ttl = DefaultLeaseTTL

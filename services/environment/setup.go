@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 
@@ -43,10 +44,7 @@ type Config struct {
 // kept for reuse. It is idempotent; the caller runs it when the server
 // stops.
 func Setup(cfg Config) (*Service, func() error, error) {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := logger.OrDiscard(cfg.Logger)
 	root := cfg.Root
 	if root == "" {
 		root = "."

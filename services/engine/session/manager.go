@@ -24,6 +24,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/approval"
 	"github.com/penguin-agent/penguin/services/engine/store"
@@ -56,7 +57,7 @@ type Options struct {
 	// the engine before approval and by every environment it creates. Nil
 	// means the factory rules.
 	CommandPolicy *penguinv1.CommandPolicy
-	// Logger receives operational messages; nil means slog.Default().
+	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
 	// EngineID names this engine replica in run leases; empty means the
 	// host name and Address, or a random name without an Address.
@@ -117,9 +118,7 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
+	opts.Logger = logger.OrDiscard(opts.Logger)
 	if opts.EngineID == "" {
 		// An engine restarted on the same host and address is the same
 		// owner: it takes its old leases back at once instead of waiting
