@@ -51,7 +51,7 @@ func serveAll(ctx context.Context, args []string) error {
 	}
 	p, err := assemble.New(ctx, cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("serve: %w", err)
 	}
 	front, err := gw.start(p, cfg)
 	if err != nil {

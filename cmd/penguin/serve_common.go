@@ -57,17 +57,13 @@ func (f *serverFlags) process(name string) (assemble.Config, error) {
 }
 
 // serveProcess builds the process cfg describes and serves it until ctx
-// ends; extra functions run beside it (see assemble.Process.Serve).
-func serveProcess(ctx context.Context, cfg assemble.Config, extra ...func(*assemble.Process) func(context.Context) error) error {
+// ends; command names the command in errors.
+func serveProcess(ctx context.Context, command string, cfg assemble.Config) error {
 	p, err := assemble.New(ctx, cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", command, err)
 	}
-	fs := make([]func(context.Context) error, len(extra))
-	for i, e := range extra {
-		fs[i] = e(p)
-	}
-	return p.Serve(ctx, fs...)
+	return p.Serve(ctx)
 }
 
 // quietLogger is the logger of a client command's embedded server: the

@@ -39,7 +39,7 @@ func serveEngine(ctx context.Context, args []string) error {
 		return fmt.Errorf("serve engine: %w", err)
 	}
 	cfg.LLMAddr, cfg.EnvironmentAddr = *llmAddr, *envAddr
-	return serveProcess(ctx, cfg)
+	return serveProcess(ctx, "serve engine", cfg)
 }
 
 // engineFlags are the engine's own flags, shared by `penguin serve

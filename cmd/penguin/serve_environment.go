@@ -33,5 +33,5 @@ func serveEnvironment(ctx context.Context, args []string) error {
 		return fmt.Errorf("serve environment: %w", err)
 	}
 	cfg.Environment = env
-	return serveProcess(ctx, cfg)
+	return serveProcess(ctx, "serve environment", cfg)
 }

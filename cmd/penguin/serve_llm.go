@@ -30,7 +30,7 @@ func serveLLM(ctx context.Context, args []string) error {
 		return fmt.Errorf("serve llm: %w", err)
 	}
 	cfg.LLM = lf.config()
-	return serveProcess(ctx, cfg)
+	return serveProcess(ctx, "serve llm", cfg)
 }
 
 // llmFlags are the llm service's own flags, shared by `penguin serve llm`,

@@ -165,7 +165,7 @@ func New(ctx context.Context, cfg Config) (_ *Process, err error) {
 		p.observe, p.listen, p.serveGRPC, p.setupLLM, p.setupEnvironment, p.setupEngine,
 	} {
 		if err := phase(ctx); err != nil {
-			return nil, fmt.Errorf("%s: %w", cfg.Name, err)
+			return nil, err
 		}
 	}
 	for _, f := range p.stop {
@@ -254,6 +254,7 @@ func (p *Process) serveGRPC(context.Context) error {
 		return err
 	}
 	p.srv = srv
+	p.release = append(p.release, func() error { srv.Close(); return nil })
 	if p.local, err = p.dial(inProcessTarget); err != nil {
 		return err
 	}

@@ -413,3 +413,45 @@ func postgresURL(t *testing.T) string {
 	})
 	return base + "&search_path=" + schema
 }
+
+// TestNewRefusesBadConfigs checks that a Config that cannot work is
+// refused with an error that says why, and that the listener it was given
+// is closed, not leaked.
+func TestNewRefusesBadConfigs(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "penguin.db")
+	for _, c := range []struct {
+		name string
+		cfg  assemble.Config
+		want string
+	}{
+		{"no service", assemble.Config{Name: "penguin"}, "no service"},
+		{"engine without llm", assemble.Config{Name: "engine", EnvironmentAddr: "127.0.0.1:1",
+			Engine: &engine.Config{StoreURL: store, AgentState: dir}}, "llm service's address"},
+		{"engine without environment", assemble.Config{Name: "engine", LLMAddr: "127.0.0.1:1",
+			Engine: &engine.Config{StoreURL: store, AgentState: dir}}, "environment service's address"},
+		{"lease too short", assemble.Config{Name: "engine", LLMAddr: "127.0.0.1:1", EnvironmentAddr: "127.0.0.1:1",
+			Engine: &engine.Config{StoreURL: store, AgentState: dir, LeaseTTL: 500 * time.Millisecond}}, "too short"},
+		{"bad store", assemble.Config{Name: "engine", LLMAddr: "127.0.0.1:1", EnvironmentAddr: "127.0.0.1:1",
+			Engine: &engine.Config{StoreURL: "mysql://x", AgentState: dir}}, "unsupported store URL scheme"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.cfg.Listener = lis
+			p, err := assemble.New(context.Background(), c.cfg)
+			if err == nil {
+				_ = p.Close()
+				t.Fatalf("New accepted %+v", c.cfg)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("New: %v; want it to say %q", err, c.want)
+			}
+			if _, err := lis.Accept(); !errors.Is(err, net.ErrClosed) {
+				t.Errorf("the listener is still open after New failed (Accept: %v)", err)
+			}
+		})
+	}
+}

@@ -249,6 +249,14 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	return serveErr
 }
 
+// Close stops the server at once, without the graceful stop of Serve:
+// it releases a server that is never served (its stream workers run from
+// New on), and does nothing more after Serve has returned.
+func (s *Server) Close() {
+	s.grpc.Stop()
+	_ = s.inProcess.Close()
+}
+
 // inProcessBuffer is the size of each direction's buffer of an in-process
 // connection: HTTP/2 writes frames of at most 16 KiB, so a few of them in
 // flight keep both sides busy, and the memory stays fixed per connection.
