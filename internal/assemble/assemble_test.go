@@ -2,8 +2,6 @@ package assemble_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io"
 	"net"
@@ -14,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -27,6 +24,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/emulator"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
 	"github.com/penguin-agent/penguin/internal/metrictest"
+	"github.com/penguin-agent/penguin/internal/pgtest"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/penguin-agent/penguin/services/environment"
@@ -149,7 +147,7 @@ func (f *fixture) allInOne(t *testing.T, ttl time.Duration) *replica {
 // only the Engine set), so this is what both deployments do.
 func TestAllInOneReplicasShareRuns(t *testing.T) {
 	const ttl = 3 * time.Second
-	f := newFixture(t, postgresURL(t))
+	f := newFixture(t, pgtest.URL(t, "assemble"))
 	a, b := f.allInOne(t, ttl), f.allInOne(t, ttl)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -382,36 +380,6 @@ func (p pending) wait(t *testing.T) runResult {
 		t.Fatal("the run did not end within a minute")
 		return runResult{}
 	}
-}
-
-// postgresURL creates a schema of the test's own in the test database and
-// returns a store URL that uses it; the schema is dropped when the test
-// ends.
-func postgresURL(t *testing.T) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	const base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("PostgreSQL at 127.0.0.1:5432 (database test) is required: %v", err)
-	}
-	defer conn.Close(ctx)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "assemble_" + hex.EncodeToString(b)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if c, err := pgx.Connect(ctx, base); err == nil {
-			_, _ = c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-			_ = c.Close(ctx)
-		}
-	})
-	return base + "&search_path=" + schema
 }
 
 // TestNewRefusesBadConfigs checks that a Config that cannot work is

@@ -2,8 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -15,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/pgtest"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -118,33 +116,7 @@ func (p *engineProc) kill(t *testing.T) {
 
 // postgresURL creates a schema of its own in the test database and returns
 // a URL that uses it; the schema is dropped when the test ends.
-func postgresURL(t *testing.T) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	base := "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("PostgreSQL at 127.0.0.1:5432 (database test) is required: %v", err)
-	}
-	defer conn.Close(ctx)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "engine_crash_" + hex.EncodeToString(b)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, base)
-		if err == nil {
-			_, _ = c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-			c.Close(ctx)
-		}
-	})
-	return base + "&search_path=" + schema
-}
+func postgresURL(t *testing.T) string { return pgtest.URL(t, "engine_crash") }
 
 func TestCrashSafetySQLite(t *testing.T) {
 	crashSafety(t, func(t *testing.T) string { return filepath.Join(t.TempDir(), "engine.db") })
