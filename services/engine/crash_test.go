@@ -15,6 +15,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/pgtest"
+	"github.com/penguin-agent/penguin/internal/proctest"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -63,7 +64,7 @@ func startEngineProc(t *testing.T, bin, addr, llmAddr, envAddr, storeURL, agentD
 	cmd := exec.Command(bin, "serve", "engine", "--listen", addr, "--llm", llmAddr, "--environment", envAddr,
 		"--store", storeURL, "--agent-state", agentDir, "--home", t.TempDir())
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), "PENGUIN_AUTH_TOKEN=")
+	cmd.Env = proctest.Env(t)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
