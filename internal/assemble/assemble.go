@@ -325,7 +325,7 @@ func (p *Process) setupEnvironment(context.Context) error {
 			p.log.Warn("environment shutdown", "error", err)
 		}
 	})
-	p.describe = append(p.describe, "root", svc.Root(), "environment_advertise", cfg.Advertise)
+	p.note("root", svc.Root(), "environment_advertise", cfg.Advertise)
 	return nil
 }
 
@@ -374,9 +374,19 @@ func (p *Process) setupEngine(ctx context.Context) error {
 			p.log.Warn("engine shutdown", "error", err)
 		}
 	}}, p.stop...)
-	p.describe = append(p.describe, "store", redactURL(cfg.StoreURL), "agent_state", cfg.AgentState,
+	p.note("store", redactURL(cfg.StoreURL), "agent_state", cfg.AgentState,
 		"advertise", cfg.Advertise, "llm", p.cfg.LLMAddr, "environment", p.cfg.EnvironmentAddr)
 	return nil
+}
+
+// note adds the key-value pairs whose value is not empty to the fields
+// of the "listening" line.
+func (p *Process) note(kv ...string) {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			p.describe = append(p.describe, kv[i], kv[i+1])
+		}
+	}
 }
 
 // peer returns the connection to a service the engine calls: the
