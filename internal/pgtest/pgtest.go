@@ -32,6 +32,19 @@ func BaseURL() string {
 	return DefaultURL
 }
 
+// Unreachable ends tb because the server at base could not be reached
+// (err): it fails, or skips when PENGUIN_SKIP_POSTGRES=1, saying how to
+// fix it either way.
+func Unreachable(tb testing.TB, base string, err error) {
+	tb.Helper()
+	if os.Getenv("PENGUIN_SKIP_POSTGRES") == "1" {
+		tb.Skipf("PostgreSQL at %s is unreachable (%v) and PENGUIN_SKIP_POSTGRES=1", base, err)
+	}
+	tb.Fatalf("PostgreSQL at %s is unreachable: %v\n"+
+		"Start it (trust auth, database test), point PENGUIN_TEST_POSTGRES_URL at another one, "+
+		"or set PENGUIN_SKIP_POSTGRES=1 to skip the PostgreSQL tests on this machine.", base, err)
+}
+
 // URL creates a schema named after prefix and a random suffix, dropped
 // (with everything in it) when tb ends, and returns a store URL whose
 // search_path selects it.
@@ -42,12 +55,7 @@ func URL(tb testing.TB, prefix string) string {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
-		if os.Getenv("PENGUIN_SKIP_POSTGRES") == "1" {
-			tb.Skipf("PostgreSQL at %s is unreachable (%v) and PENGUIN_SKIP_POSTGRES=1", base, err)
-		}
-		tb.Fatalf("PostgreSQL at %s is unreachable: %v\n"+
-			"Start it (trust auth, database test), point PENGUIN_TEST_POSTGRES_URL at another one, "+
-			"or set PENGUIN_SKIP_POSTGRES=1 to skip the PostgreSQL tests on this machine.", base, err)
+		Unreachable(tb, base, err)
 	}
 	defer conn.Close(ctx)
 	var b [6]byte
