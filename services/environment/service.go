@@ -23,6 +23,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/cmdpolicy"
+	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/environment/builtin"
 	"github.com/penguin-agent/penguin/services/environment/command"
 	"github.com/penguin-agent/penguin/services/environment/custom"
@@ -238,11 +239,7 @@ func New(opts Options) (*Service, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	s := &Service{opts: opts, root: root, scratch: scratch, log: log, envs: map[string]*Environment{}}
+	s := &Service{opts: opts, root: root, scratch: scratch, log: logger.OrDiscard(opts.Logger), envs: map[string]*Environment{}}
 	if s.metrics, err = newMetrics(s, opts.Registerer); err != nil {
 		scratch.Close()
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/logger"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -61,9 +62,7 @@ func New(engine penguinv1.EngineServiceClient, opts Options) *Gateway {
 	if opts.Encode == nil {
 		opts.Encode = func(m *penguinv1.OmniMessage) ([]byte, error) { return jsonOut.Marshal(m) }
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts.Logger = logger.OrDiscard(opts.Logger)
 	g := &Gateway{engine: engine, opts: opts, mux: http.NewServeMux()}
 	g.routes()
 	return g

@@ -35,6 +35,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/cmdpolicy"
+	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/approval"
 	"github.com/penguin-agent/penguin/services/engine/enginetool/subagent"
@@ -72,7 +73,7 @@ type Options struct {
 	// the engine before approval and by every environment it creates. Nil
 	// means the factory rules.
 	CommandPolicy *penguinv1.CommandPolicy
-	// Logger receives operational messages; nil means slog.Default().
+	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
 	// EngineID names this engine replica in run leases; empty means the
 	// host name and Address, or a random name without an Address.
@@ -133,9 +134,7 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
+	opts.Logger = logger.OrDiscard(opts.Logger)
 	leases := lease.New(opts.Store, lease.Options{Owner: opts.EngineID, Address: opts.Address, TTL: opts.LeaseTTL, Logger: opts.Logger})
 	if opts.TracerProvider == nil {
 		opts.TracerProvider = noop.NewTracerProvider()
