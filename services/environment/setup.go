@@ -17,9 +17,12 @@ import (
 type Config struct {
 	// Root is the directory every workspace must lie under; empty means
 	// the current directory. The root "/" lets workspaces lie anywhere (a
-	// client's embedded server). The archives of truncated output go to
-	// DefaultScratchDir(Root), outside every workspace.
+	// client's embedded server).
 	Root string
+	// ScratchDir holds the archives of truncated output (see
+	// [Options.ScratchDir]); empty means DefaultScratchDir(Root), outside
+	// every workspace.
+	ScratchDir string
 	// Advertise is the address at which engines reach the environments
 	// this replica creates (see [Options.Advertise]); empty when there is
 	// one replica.
@@ -56,6 +59,7 @@ func Setup(cfg Config) (*Service, func() error, error) {
 	logTracking(log, cfg.NoCgroups)
 	svc, err := New(Options{
 		Root:       root,
+		ScratchDir: cfg.ScratchDir,
 		NoCgroups:  cfg.NoCgroups,
 		Advertise:  cfg.Advertise,
 		Logger:     log,
