@@ -45,6 +45,7 @@ func (a asker) Ask(ctx context.Context, call *penguinv1.ToolCall, perm penguinv1
 	prev := rt.state
 	rt.state = penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL
 	rt.mu.Unlock()
+	rt.m.watch.Changed(rt.id)
 
 	seq, err := rt.publish(ctx, &penguinv1.RunEvent{Event: &penguinv1.RunEvent_ApprovalRequest{ApprovalRequest: p.req}}, false)
 	rt.mu.Lock()
@@ -61,6 +62,7 @@ func (a asker) Ask(ctx context.Context, call *penguinv1.ToolCall, perm penguinv1
 			}
 		}
 		rt.mu.Unlock()
+		rt.m.watch.Changed(rt.id)
 	}()
 	if err != nil {
 		return penguinv1.Decision_DECISION_DENY, err

@@ -26,6 +26,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/approval"
+	"github.com/penguin-agent/penguin/services/engine/sessionwatch"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/penguin-agent/penguin/services/environment/policy"
 	"github.com/prometheus/client_golang/prometheus"
@@ -89,6 +90,8 @@ type Manager struct {
 	log     *slog.Logger
 	tracer  trace.Tracer
 	metrics *metrics
+	// watch tells the watchers of the session list about changes.
+	watch *sessionwatch.Hub
 
 	// rowLocks serialize read-modify-write updates of session rows, which
 	// the store treats as last-writer-wins.
@@ -150,6 +153,8 @@ func New(opts Options) (*Manager, error) {
 		envClients: map[string]penguinv1.EnvironmentServiceClient{},
 		stopping:   make(chan struct{}),
 	}
+	m.watch = sessionwatch.New(m, opts.Logger)
+	m.store = m.watch.Store(opts.Store)
 	if m.metrics, err = newMetrics(m, opts.Registerer); err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}

@@ -208,6 +208,7 @@ func (rt *Runtime) resetLog() {
 
 // publishState publishes a state change (never persisted).
 func (rt *Runtime) publishState(ch *penguinv1.RunStateChange) {
+	rt.m.watch.StateChanged(rt.id, ch)
 	_, _ = rt.publish(context.Background(), &penguinv1.RunEvent{Event: &penguinv1.RunEvent_State{State: ch}}, false)
 }
 
