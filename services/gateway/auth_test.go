@@ -197,4 +197,3 @@ func TestWithoutTokenOnlyLocalHostNames(t *testing.T) {
 		t.Fatalf("same-origin write without a token: %d %s", resp.StatusCode, body)
 	}
 }
-

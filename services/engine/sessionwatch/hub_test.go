@@ -143,7 +143,9 @@ func TestOutcomeShownUntilNextRun(t *testing.T) {
 	}
 	l.put("s", penguinv1.SessionState_SESSION_STATE_IDLE)
 	failed := &penguinv1.RunStateChange{State: penguinv1.SessionState_SESSION_STATE_IDLE, Status: penguinv1.StopReason_STOP_REASON_FAILED, Message: "the model is gone"}
-	c := wait(func(c *penguinv1.SessionChange) bool { return c.GetLastStatus() == penguinv1.StopReason_STOP_REASON_FAILED },
+	c := wait(func(c *penguinv1.SessionChange) bool {
+		return c.GetLastStatus() == penguinv1.StopReason_STOP_REASON_FAILED
+	},
 		func() { h.StateChanged("s", failed) })
 	if c.GetLastMessage() != "the model is gone" {
 		t.Fatalf("change %v", c)
@@ -151,7 +153,9 @@ func TestOutcomeShownUntilNextRun(t *testing.T) {
 	l.put("s", penguinv1.SessionState_SESSION_STATE_RUNNING)
 	wait(func(c *penguinv1.SessionChange) bool {
 		return c.GetSession().GetState() == penguinv1.SessionState_SESSION_STATE_RUNNING && c.GetLastStatus() == 0
-	}, func() { h.StateChanged("s", &penguinv1.RunStateChange{State: penguinv1.SessionState_SESSION_STATE_RUNNING}) })
+	}, func() {
+		h.StateChanged("s", &penguinv1.RunStateChange{State: penguinv1.SessionState_SESSION_STATE_RUNNING})
+	})
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Watch returned %v", err)
