@@ -26,6 +26,7 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/trace"
 	"github.com/penguin-agent/penguin/services/gateway"
 	"github.com/penguin-agent/penguin/services/llm"
+	"github.com/penguin-agent/penguin/web"
 )
 
 // serveAll is `penguin serve`: the llm, environment and engine services in
@@ -75,6 +76,7 @@ func serveAll(ctx context.Context, args []string) error {
 		httpAddr = hlis.Addr().String()
 		gw := gateway.New(all.engineClient, gateway.Options{
 			AuthToken: p.token, Heartbeat: *heartbeat, Encode: trace.Marshal, Logger: p.log,
+			LLM: all.llmClient, ProvidersFile: ef.llm.providersFile, App: web.App(),
 		})
 		extra = append(extra, func(ctx context.Context) error { return serveHTTP(ctx, hlis, gw, p.log) })
 	}
@@ -164,6 +166,7 @@ func (f *embeddedFlags) resolved() (home, storeURL, agentDir string, err error) 
 type allInOne struct {
 	srv          *grpcserver.Server
 	engineClient penguinv1.EngineServiceClient
+	llmClient    penguinv1.LLMServiceClient
 	storeDesc    string
 	root         string
 	agentDir     string
@@ -269,6 +272,7 @@ func buildAllInOne(ctx context.Context, p *serverProcess, f *embeddedFlags, addr
 	srv.OnShutdown(func(context.Context) { _ = closeEnv() })
 	a.srv = srv
 	a.engineClient = penguinv1.NewEngineServiceClient(self)
+	a.llmClient = penguinv1.NewLLMServiceClient(self)
 	return a, nil
 }
 
