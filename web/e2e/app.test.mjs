@@ -2,7 +2,7 @@
 // playwright-core, against a real `penguin serve` whose model is
 // `penguin mockllm` playing script.yaml. It signs in, creates a session,
 // runs the demo task, approves an edit from its card, steers, reloads the
-// page mid-stream, aborts a long command, and opens the trace and the
+// page mid-stream, cuts a reconnect wait short, aborts a long command, and opens the trace and the
 // usage page, saving a screenshot of each screen in web/artifacts/.
 //
 // PENGUIN names the binary (default ../bin/penguin: `make build`);
@@ -52,6 +52,10 @@ function start(name, args, msg, field, extraEnv = {}) {
 before(async () => {
   work = mkdtempSync(join(tmpdir(), "penguin-web-e2e-"));
   mkdirSync(join(work, "home"));
+  // The default agent waits a minute before a reconnect, so only "Retry
+  // now" gets the second task going within the test's time.
+  mkdirSync(join(work, "home/penguin/agents/default"), { recursive: true });
+  writeFileSync(join(work, "home/penguin/agents/default/system_config.yaml"), "retry:\n  max_attempts: 3\n  base_delay: 60s\n  max_delay: 60s\n");
   cpSync(join(repo, "examples/demo/workspace"), join(work, "workspace"), { recursive: true });
   rmSync(artifacts, { recursive: true, force: true });
   mkdirSync(artifacts, { recursive: true });
@@ -146,16 +150,25 @@ test("the web app, from sign-in to the trace", { timeout: 240000 }, async () => 
   await page.locator("details.thinking").first().waitFor();
   await shot(page, "05-task-done");
 
-  // A long command, aborted.
+  // An overloaded provider: the countdown, cut short with Retry now.
   await page.getByTestId("composer").fill("Run the long job.");
   await page.getByTestId("composer").press("Enter");
+  const retry = page.getByTestId("retry");
+  await retry.waitFor();
+  assert.match(await retry.innerText(), /Reconnecting to the model in (60|59|58|57)s/);
+  await page.locator(".banner").filter({ hasText: "overloaded, try later" }).waitFor();
+  await shot(page, "06-retry-countdown");
+  await retry.getByRole("button", { name: "Retry now" }).click();
+  await retry.waitFor({ state: "detached", timeout: 10000 });
+
+  // A long command, aborted.
   await card.filter({ hasText: "sleep 120" }).waitFor();
   await card.getByRole("button", { name: /Allow/ }).click();
   await page.getByTestId("tool-card").filter({ hasText: "sleep 120" }).getByText("running").waitFor();
   await page.getByRole("button", { name: "Abort" }).click();
   await page.getByTestId("chat-state").filter({ hasText: "aborted" }).waitFor();
   await page.getByTestId("session-list").getByText("aborted").waitFor();
-  await shot(page, "06-aborted");
+  await shot(page, "07-aborted");
 
   // The trace: view, and the download of ExportTrace.
   await page.getByRole("link", { name: "Trace" }).click();
@@ -163,23 +176,23 @@ test("the web app, from sign-in to the trace", { timeout: 240000 }, async () => 
   const href = await page.getByTestId("trace-download").getAttribute("href");
   const disposition = await page.evaluate((h) => fetch(h).then((r) => r.headers.get("content-disposition")), href);
   assert.match(disposition, /attachment; filename="session-.*\.jsonl"/);
-  await shot(page, "07-trace");
+  await shot(page, "08-trace");
 
   // Usage per session and model.
   await page.getByRole("link", { name: "Usage" }).click();
   await page.getByTestId("usage-total").waitFor();
   assert.match(await page.getByTestId("usage-total").innerText(), /1 sessions · [\d.]+k tokens/);
-  await shot(page, "08-usage");
+  await shot(page, "09-usage");
 
   // A phone-sized screen, dark.
   const phone = await browser.newContext({ viewport: { width: 390, height: 760 }, colorScheme: "dark", storageState: await ctx.storageState() });
   const small = await phone.newPage();
   await small.goto(sessionURL);
   await small.getByTestId("chat-state").filter({ hasText: "aborted" }).waitFor();
-  await shot(small, "09-phone-dark");
+  await shot(small, "10-phone-dark");
   await small.getByRole("button", { name: "Sessions" }).click();
   await small.getByTestId("session-list").getByText("aborted").waitFor();
-  await shot(small, "10-phone-menu");
+  await shot(small, "11-phone-menu");
   await phone.close();
 
   assert.deepEqual(problems, [], "no script errors in the page");
