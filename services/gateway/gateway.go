@@ -1,9 +1,11 @@
 // Package gateway serves Penguin's EngineService to browsers and curl as
 // plain HTTP with JSON bodies and Server-Sent Events, and serves the web
 // app that uses it. It holds no state of its own: every API route is one
-// engine (or llm) call, so the gateway can sit in front of a local engine
-// or a remote one, and the SSE stream resumes from Last-Event-ID because
-// event ids are the session's sequence numbers.
+// engine (or llm) call, but for sign-in (a signed cookie, see auth.go) and
+// the first-run form (which writes the providers file, see setup.go), so
+// the gateway can sit in front of a local engine or a remote one, and the
+// SSE stream resumes from Last-Event-ID because event ids are the
+// session's sequence numbers.
 //
 // JSON follows the proto JSON mapping: request and response bodies are the
 // gRPC messages in protojson (proto field names, enum value names, 64-bit

@@ -67,8 +67,15 @@ function useConversation(id: string): [Conversation, Link, string] {
   return [conv.current, link, problem];
 }
 
-export function Chat({ id, session, lastStatus }: { id: string; session?: Session; lastStatus?: string }) {
+export function Chat({ id, session: listed, lastStatus }: { id: string; session?: Session; lastStatus?: string }) {
   const [conv, link, problem] = useConversation(id);
+  // The sidebar's list holds the newest sessions; an older one is read
+  // once.
+  const [fetched, setFetched] = useState<Session>();
+  useEffect(() => {
+    if (!listed) api.getSession(id).then(setFetched).catch(() => undefined);
+  }, [id, !listed]);
+  const session = listed ?? fetched;
   const [error, setError] = useState("");
   const running = conv.state !== "idle";
   const act = async (f: () => Promise<unknown>) => {
