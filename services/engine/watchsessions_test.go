@@ -5,6 +5,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enginetest"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 )
 
@@ -70,7 +71,7 @@ func TestWatchSessionsFollowsStatesOverGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _, _ = collect(run) }()
+	go func() { _, _ = enginetest.Collect(run) }()
 	next("running", state(id, penguinv1.SessionState_SESSION_STATE_RUNNING))
 	next("awaiting approval", state(id, penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL))
 

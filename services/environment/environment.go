@@ -13,11 +13,11 @@ import (
 	"unicode/utf8"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/cmdpolicy"
 	"github.com/penguin-agent/penguin/services/environment/command"
 	"github.com/penguin-agent/penguin/services/environment/custom"
 	"github.com/penguin-agent/penguin/services/environment/framing"
 	"github.com/penguin-agent/penguin/services/environment/mcp"
-	"github.com/penguin-agent/penguin/services/environment/policy"
 	"github.com/penguin-agent/penguin/services/environment/redact"
 	"github.com/penguin-agent/penguin/services/environment/tool"
 	"github.com/penguin-agent/penguin/services/environment/workspace"
@@ -44,7 +44,7 @@ type Environment struct {
 	workspace string
 	archive   string
 	root      *workspace.Root
-	policy    *policy.Policy
+	policy    *cmdpolicy.Policy
 	vault     *redact.Vault
 	commands  *command.Manager
 	mcpConns  []*mcp.Conn
@@ -232,7 +232,7 @@ func (e *Environment) execute(ctx context.Context, call *penguinv1.ToolCall, sen
 	}
 	if forbidden, rule := e.policy.Evaluate(call.GetName(), call.GetArguments()); forbidden {
 		e.log.Info("tool call forbidden by the command policy", "environment", e.id, "tool", call.GetName(), "rule", rule, "tool_call_id", id)
-		framing.Reply(ctx, id, policy.DeniedOutput, penguinv1.StopReason_STOP_REASON_ABORTED, opts, send)
+		framing.Reply(ctx, id, cmdpolicy.DeniedOutput, penguinv1.StopReason_STOP_REASON_ABORTED, opts, send)
 		return
 	}
 	opts.Limits = spec.Limits

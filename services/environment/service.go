@@ -20,12 +20,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/cmdpolicy"
+	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/environment/builtin"
 	"github.com/penguin-agent/penguin/services/environment/command"
 	"github.com/penguin-agent/penguin/services/environment/custom"
 	"github.com/penguin-agent/penguin/services/environment/framing"
 	"github.com/penguin-agent/penguin/services/environment/mcp"
-	"github.com/penguin-agent/penguin/services/environment/policy"
 	"github.com/penguin-agent/penguin/services/environment/redact"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 	"github.com/penguin-agent/penguin/services/environment/tool"
@@ -146,11 +147,7 @@ func New(opts Options) (*Service, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	s := &Service{opts: opts, root: root, log: log, envs: map[string]*Environment{}}
+	s := &Service{opts: opts, root: root, log: logger.OrDiscard(opts.Logger), envs: map[string]*Environment{}}
 	if s.metrics, err = newMetrics(s, opts.Registerer); err != nil {
 		return nil, err
 	}
@@ -264,7 +261,7 @@ func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRe
 	if err != nil {
 		return nil, err
 	}
-	pol, err := policy.Compile(req.GetCommandPolicy())
+	pol, err := cmdpolicy.Compile(req.GetCommandPolicy())
 	if err != nil {
 		return nil, invalid("%v", err)
 	}

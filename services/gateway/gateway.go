@@ -26,6 +26,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/logger"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -84,9 +85,7 @@ func New(engine penguinv1.EngineServiceClient, opts Options) *Gateway {
 	if opts.Encode == nil {
 		opts.Encode = func(m *penguinv1.OmniMessage) ([]byte, error) { return jsonOut.Marshal(m) }
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts.Logger = logger.OrDiscard(opts.Logger)
 	g := &Gateway{
 		engine: engine, opts: opts, mux: http.NewServeMux(),
 		auth: newAuth(opts.AuthToken, time.Now), cop: http.NewCrossOriginProtection(),

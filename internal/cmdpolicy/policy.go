@@ -1,4 +1,4 @@
-// Package policy is the command policy: deny rules (RE2 regular expressions)
+// Package cmdpolicy is the command policy: deny rules (RE2 regular expressions)
 // matched against what reaches a shell, exec_command's cmd and
 // input_command's chars. A match answers "forbidden" before anything runs.
 //
@@ -12,7 +12,7 @@
 // The engine evaluates the policy before asking for approval; the
 // environment evaluates it again when the call arrives, so a call that skips
 // the engine is still refused.
-package policy
+package cmdpolicy
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package policy
+package cmdpolicy
 
 import penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 
