@@ -8,8 +8,6 @@ package engine_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -20,13 +18,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/penguin-agent/penguin/e2e/e2etest"
 	"github.com/penguin-agent/penguin/e2e/netns"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/emulator"
 	"github.com/penguin-agent/penguin/internal/enginetest"
+	"github.com/penguin-agent/penguin/internal/pgtest"
 )
 
 // penguinBin is the binary TestMain builds once for the package.
@@ -72,7 +69,7 @@ func startEngine(t *testing.T, listen string, b *enginetest.Backends, storeURL, 
 	t.Helper()
 	cmd := exec.Command(penguinBin, "serve", "engine", "--listen", listen, "--llm", b.LLM, "--environment", b.Environment,
 		"--store", storeURL, "--agent-state", agentDir, "--home", t.TempDir())
-	cmd.Env = append(e2etest.BaseEnv(t), "SHELL=/bin/bash", "PENGUIN_AUTH_TOKEN=")
+	cmd.Env = append(e2etest.BaseEnv(t), "PENGUIN_AUTH_TOKEN=")
 	p := netns.Start(t, "engine", cmd)
 	addr := p.WaitLog("gRPC server listening", map[string]string{"server": "engine"}, "addr", time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -83,35 +80,9 @@ func startEngine(t *testing.T, listen string, b *enginetest.Backends, storeURL, 
 	return p, addr
 }
 
-// postgresURL creates a schema of its own in the test database and returns
-// a URL that uses it; the schema is dropped when the test ends.
-func postgresURL(t *testing.T) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	base := "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("PostgreSQL at 127.0.0.1:5432 (database test) is required: %v", err)
-	}
-	defer conn.Close(ctx)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "engine_crash_" + hex.EncodeToString(b)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, base)
-		if err == nil {
-			_, _ = c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-			c.Close(ctx)
-		}
-	})
-	return base + "&search_path=" + schema
-}
+// postgresURL returns a URL of a schema of its own in the test database,
+// dropped when the test ends.
+func postgresURL(t *testing.T) string { return pgtest.URL(t, "engine_crash") }
 
 func TestCrashSafetySQLite(t *testing.T) {
 	crashSafety(t, func(t *testing.T) string { return filepath.Join(t.TempDir(), "engine.db") })

@@ -35,10 +35,12 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/cmdpolicy"
+	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/approval"
 	"github.com/penguin-agent/penguin/services/engine/enginetool/subagent"
 	"github.com/penguin-agent/penguin/services/engine/lease"
+	"github.com/penguin-agent/penguin/services/engine/sessionwatch"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
@@ -72,7 +74,7 @@ type Options struct {
 	// the engine before approval and by every environment it creates. Nil
 	// means the factory rules.
 	CommandPolicy *penguinv1.CommandPolicy
-	// Logger receives operational messages; nil means slog.Default().
+	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
 	// EngineID names this engine replica in run leases; empty means the
 	// host name and Address, or a random name without an Address.
@@ -107,6 +109,8 @@ type Manager struct {
 	metrics   *metrics
 	leases    *lease.Keeper
 	subagents *subagent.Registry
+	// watch tells the watchers of the session list about changes.
+	watch *sessionwatch.Hub
 
 	// rowLocks serialize read-modify-write updates of session rows, which
 	// the store treats as last-writer-wins.
@@ -133,9 +137,7 @@ func New(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
+	opts.Logger = logger.OrDiscard(opts.Logger)
 	leases := lease.New(opts.Store, lease.Options{Owner: opts.EngineID, Address: opts.Address, TTL: opts.LeaseTTL, Logger: opts.Logger})
 	if opts.TracerProvider == nil {
 		opts.TracerProvider = noop.NewTracerProvider()
@@ -152,6 +154,8 @@ func New(opts Options) (*Manager, error) {
 		envClients: map[string]penguinv1.EnvironmentServiceClient{},
 		stopping:   make(chan struct{}),
 	}
+	m.watch = sessionwatch.New(m, opts.Logger)
+	m.store = m.watch.Store(opts.Store)
 	if m.metrics, err = newMetrics(m, opts.Registerer); err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
