@@ -18,6 +18,7 @@ import (
 type serverFlags struct {
 	listen          string
 	metricsListen   string
+	profilesListen  string
 	authTokenFile   string
 	shutdownTimeout time.Duration
 	slowCall        time.Duration
@@ -29,6 +30,7 @@ func addServerFlags(fs *flag.FlagSet, defaultListen string) *serverFlags {
 	f := &serverFlags{}
 	fs.StringVar(&f.listen, "listen", defaultListen, "gRPC address to listen on")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "address to serve Prometheus /metrics on; empty turns it off")
+	fs.StringVar(&f.profilesListen, "pprof-listen", "", "loopback address to serve Go's runtime profiles on (/debug/pprof/), for performance work; empty turns it off")
 	fs.StringVar(&f.authTokenFile, "auth-token-file", "", "file holding the bearer token clients must present (or set PENGUIN_AUTH_TOKEN)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", grpcserver.DefaultShutdownTimeout, "how long a graceful stop may take")
 	fs.DurationVar(&f.slowCall, "slow-call", grpcserver.DefaultSlowCall, "log a successful unary call at info when it takes this long (others at debug); 0 or less logs none as slow")
@@ -51,7 +53,7 @@ func (f *serverFlags) process(name string) (assemble.Config, error) {
 		slow = -1 // off for the operator; zero means "default" to grpcserver
 	}
 	return assemble.Config{
-		Name: name, Version: version, Listen: f.listen, MetricsListen: f.metricsListen,
+		Name: name, Version: version, Listen: f.listen, MetricsListen: f.metricsListen, ProfilesListen: f.profilesListen,
 		AuthToken: token, Logger: log, ShutdownTimeout: f.shutdownTimeout, SlowCall: slow,
 	}, nil
 }

@@ -66,6 +66,9 @@ type Config struct {
 	// MetricsListen, when not empty, is where Prometheus /metrics is
 	// served.
 	MetricsListen string
+	// ProfilesListen, when not empty, is where Go's runtime profiles are
+	// served (grpcserver.ServeProfiles); it must be a loopback address.
+	ProfilesListen string
 	// AuthToken, when not empty, must be presented by every caller, the
 	// process's own services included; the process presents it on every
 	// call it makes.
@@ -128,9 +131,9 @@ type Process struct {
 	tracer     trace.TracerProvider
 	propagator propagation.TextMapPropagator
 
-	lis, metricsLis net.Listener
-	addr            string
-	srv             *grpcserver.Server
+	lis, metricsLis, profilesLis net.Listener
+	addr                         string
+	srv                          *grpcserver.Server
 	// local is this process's own connection to its server, through the
 	// in-process transport.
 	local *grpc.ClientConn
@@ -211,6 +214,15 @@ func (p *Process) listen(context.Context) error {
 			return fmt.Errorf("metrics: %w", err)
 		}
 		p.release = append(p.release, closeListener(&p.metricsLis))
+	}
+	if p.cfg.ProfilesListen != "" {
+		if err := grpcserver.CheckProfilesAddr(p.cfg.ProfilesListen); err != nil {
+			return err
+		}
+		if p.profilesLis, err = net.Listen("tcp", p.cfg.ProfilesListen); err != nil {
+			return fmt.Errorf("profiles: %w", err)
+		}
+		p.release = append(p.release, closeListener(&p.profilesLis))
 	}
 	return nil
 }
@@ -431,8 +443,8 @@ func (p *Process) Local() grpc.ClientConnInterface { return p.local }
 // engine's tasks abort, the environments are disposed, and everything the
 // process holds is released. Serve may be called once.
 func (p *Process) Serve(ctx context.Context, extra ...func(context.Context) error) error {
-	lis, metricsLis := p.lis, p.metricsLis
-	p.lis, p.metricsLis = nil, nil // the servers close them
+	lis, metricsLis, profilesLis := p.lis, p.metricsLis, p.profilesLis
+	p.lis, p.metricsLis, p.profilesLis = nil, nil, nil // the servers close them
 	if lis == nil {
 		return errors.New("assemble: Serve called twice, or after Close")
 	}
@@ -440,6 +452,9 @@ func (p *Process) Serve(ctx context.Context, extra ...func(context.Context) erro
 	g.Go(func() error { return p.srv.Serve(gctx, lis) })
 	if metricsLis != nil {
 		g.Go(func() error { return grpcserver.ServeMetrics(gctx, metricsLis, p.metrics, p.log) })
+	}
+	if profilesLis != nil {
+		g.Go(func() error { return grpcserver.ServeProfiles(gctx, profilesLis, p.log) })
 	}
 	for _, f := range extra {
 		g.Go(func() error { return f(gctx) })
