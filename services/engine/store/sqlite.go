@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,8 +42,77 @@ const (
 type sqliteStore struct {
 	w      *sql.DB
 	r      *sql.DB
+	ws, rs *stmtCache // the statements prepared on w and r
 	log    *slog.Logger
 	closed atomic.Bool
+}
+
+// stmtCache keeps the statements run on one pool prepared. Without it
+// modernc's driver compiles a statement's SQL anew each time it runs with
+// arguments, which was a tenth of the all-in-one server's CPU in the
+// end-to-end task benchmark; a *sql.Stmt keeps the compiled statement on
+// each connection it ran on, and these pools' connections live as long as
+// the store. Only the store's own constant queries go through it, so it
+// holds a few dozen statements at most.
+type stmtCache struct {
+	db *sql.DB
+	mu sync.Mutex
+	m  map[string]*sql.Stmt
+}
+
+func newStmtCache(db *sql.DB) *stmtCache { return &stmtCache{db: db, m: map[string]*sql.Stmt{}} }
+
+// stmt returns query prepared, preparing it on first use.
+func (c *stmtCache) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.m[query]; ok {
+		return st, nil
+	}
+	st, err := c.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	c.m[query] = st
+	return st, nil
+}
+
+func (c *stmtCache) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := c.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (c *stmtCache) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := c.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// queryRow runs a query for one row; when it cannot be prepared, the
+// unprepared query reports the same error through Scan.
+func (c *stmtCache) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	st, err := c.stmt(ctx, query)
+	if err != nil {
+		return c.db.QueryRowContext(ctx, query, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+// close closes the prepared statements.
+func (c *stmtCache) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for q, st := range c.m {
+		errs = append(errs, st.Close())
+		delete(c.m, q)
+	}
+	return errors.Join(errs...)
 }
 
 // openSQLite opens the database file at path, or a private in-memory
@@ -87,6 +157,7 @@ func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, erro
 		r.SetMaxIdleConns(sqliteReaders)
 		s.w, s.r = w, r
 	}
+	s.ws, s.rs = newStmtCache(s.w), newStmtCache(s.r)
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -205,7 +276,7 @@ func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session) error {
 	if u == nil {
 		u = &penguinv1.TokenCounts{}
 	}
-	res, err := s.w.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`)
+	res, err := s.ws.exec(ctx, `INSERT INTO sessions (`+sessionColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
 		ON CONFLICT (id) DO NOTHING`,
 		sess.ID, sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState,
@@ -231,7 +302,7 @@ func (s *sqliteStore) GetSession(ctx context.Context, id string) (*Session, erro
 	if s.closed.Load() {
 		return nil, closedError(op)
 	}
-	sess, err := scanSQLiteSession(s.r.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
+	sess, err := scanSQLiteSession(s.rs.queryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
 	}
@@ -253,14 +324,14 @@ func (s *sqliteStore) ListSessions(ctx context.Context, pageSize int, pageToken 
 		err  error
 	)
 	if pageToken == "" {
-		rows, err = s.r.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions
+		rows, err = s.rs.query(ctx, `SELECT `+sessionColumns+` FROM sessions
 			ORDER BY created_at DESC, id DESC LIMIT ?`, n+1)
 	} else {
 		c, cerr := decodeCursor(pageToken)
 		if cerr != nil {
 			return nil, "", fmt.Errorf("%s: %w", op, cerr)
 		}
-		rows, err = s.r.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions
+		rows, err = s.rs.query(ctx, `SELECT `+sessionColumns+` FROM sessions
 			WHERE (created_at, id) < (?, ?)
 			ORDER BY created_at DESC, id DESC LIMIT ?`, c.createdAt.UnixMicro(), c.id, n+1)
 	}
@@ -285,7 +356,7 @@ func (s *sqliteStore) UpdateSession(ctx context.Context, sess *Session) error {
 		return closedError(op)
 	}
 	u := sess.Usage
-	res, err := s.w.ExecContext(ctx, `UPDATE sessions SET
+	res, err := s.ws.exec(ctx, `UPDATE sessions SET
 			provider = ?, model_id = ?, workspace = ?, agent_state = ?, approval_mode = ?, thinking_level = ?,
 			title = ?, parent_id = ?, source = ?, environment_id = ?, environment_addr = ?, config = ?,
 			usage_cache_read = ?, usage_cache_write = ?, usage_output = ?, usage_total = ?
@@ -312,7 +383,7 @@ func (s *sqliteStore) DeleteSession(ctx context.Context, id string) error {
 	if s.closed.Load() {
 		return closedError(op)
 	}
-	res, err := s.w.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
+	res, err := s.ws.exec(ctx, `DELETE FROM sessions WHERE id = ?`, id)
 	if err != nil {
 		return s.wrap(ctx, op, err)
 	}
@@ -333,12 +404,6 @@ const sqliteInsertEvent = `INSERT INTO events (session_id, seq, kind, payload, a
 	SELECT ?1, ?2, ?3, ?4, ?5
 	WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1 AND last_sequence < ?2)`
 
-// execer is the common part of *sql.DB and *sql.Tx.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // AppendEvents implements Store. A single event, what the loop appends
 // each time, is one autocommit statement; a batch runs the same statement
 // per event inside one IMMEDIATE transaction and rolls back if any of them
@@ -356,8 +421,14 @@ func (s *sqliteStore) AppendEvents(ctx context.Context, sessionID string, events
 		return closedError(op)
 	}
 	now := time.Now().UnixMicro()
+	// Prepared before the transaction takes the one write connection,
+	// which preparing needs too.
+	ins, err := s.ws.stmt(ctx, sqliteInsertEvent)
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
 	if len(enc) == 1 {
-		return s.insertEvent(ctx, s.w, sessionID, enc[0], now)
+		return s.insertEvent(ctx, ins, nil, sessionID, enc[0], now)
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -369,7 +440,7 @@ func (s *sqliteStore) AppendEvents(ctx context.Context, sessionID string, events
 		}
 	}()
 	for _, e := range enc {
-		if err := s.insertEvent(ctx, tx, sessionID, e, now); err != nil {
+		if err := s.insertEvent(ctx, ins, tx, sessionID, e, now); err != nil {
 			return err
 		}
 	}
@@ -379,10 +450,14 @@ func (s *sqliteStore) AppendEvents(ctx context.Context, sessionID string, events
 	return nil
 }
 
-// insertEvent runs sqliteInsertEvent and explains a refusal.
-func (s *sqliteStore) insertEvent(ctx context.Context, db execer, sessionID string, e encodedEvent, now int64) error {
+// insertEvent runs ins (sqliteInsertEvent prepared), inside tx unless it
+// is nil, and explains a refusal.
+func (s *sqliteStore) insertEvent(ctx context.Context, ins *sql.Stmt, tx *sql.Tx, sessionID string, e encodedEvent, now int64) error {
 	const op = "append events"
-	res, err := db.ExecContext(ctx, sqliteInsertEvent, sessionID, e.seq, e.kind, e.payload, now)
+	if tx != nil {
+		ins = tx.StmtContext(ctx, ins)
+	}
+	res, err := ins.ExecContext(ctx, sessionID, e.seq, e.kind, e.payload, now)
 	if err != nil {
 		return s.wrap(ctx, op, err)
 	}
@@ -394,7 +469,12 @@ func (s *sqliteStore) insertEvent(ctx context.Context, db execer, sessionID stri
 		return nil
 	}
 	var have int64
-	err = db.QueryRowContext(ctx, `SELECT last_sequence FROM sessions WHERE id = ?`, sessionID).Scan(&have)
+	const last = `SELECT last_sequence FROM sessions WHERE id = ?`
+	if tx != nil {
+		err = tx.QueryRowContext(ctx, last, sessionID).Scan(&have)
+	} else {
+		err = s.ws.queryRow(ctx, last, sessionID).Scan(&have)
+	}
 	return refusedAppend(ctx, sessionID, e.seq, have, err, sql.ErrNoRows, s.wrap)
 }
 
@@ -408,7 +488,7 @@ func (s *sqliteStore) ReadEvents(ctx context.Context, sessionID string, afterSeq
 	if limit <= 0 {
 		lim = -1 // SQLite: no limit
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, kind, payload FROM events
+	rows, err := s.rs.query(ctx, `SELECT seq, kind, payload FROM events
 		WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSequence, lim)
 	if err != nil {
 		return nil, s.wrap(ctx, op, err)
@@ -420,7 +500,7 @@ func (s *sqliteStore) ReadEvents(ctx context.Context, sessionID string, afterSeq
 	}
 	if len(raw) == 0 {
 		var one int
-		err := s.r.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, sessionID).Scan(&one)
+		err := s.rs.queryRow(ctx, `SELECT 1 FROM sessions WHERE id = ?`, sessionID).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
 		}
@@ -488,7 +568,7 @@ func (s *sqliteStore) AcquireLease(ctx context.Context, sessionID, owner, ownerA
 	}
 	now := time.Now()
 	var got string
-	err := s.w.QueryRowContext(ctx, `INSERT INTO leases (session_id, owner, owner_addr, expires_at) VALUES (?, ?, ?, ?)
+	err := s.ws.queryRow(ctx, `INSERT INTO leases (session_id, owner, owner_addr, expires_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (session_id) DO UPDATE SET
 			owner = excluded.owner, owner_addr = excluded.owner_addr, expires_at = excluded.expires_at
 		WHERE leases.owner = excluded.owner OR leases.expires_at <= ?
@@ -511,7 +591,7 @@ func (s *sqliteStore) ReleaseLease(ctx context.Context, sessionID, owner string)
 	if s.closed.Load() {
 		return closedError(op)
 	}
-	_, err := s.w.ExecContext(ctx, `DELETE FROM leases WHERE session_id = ? AND owner = ?`, sessionID, owner)
+	_, err := s.ws.exec(ctx, `DELETE FROM leases WHERE session_id = ? AND owner = ?`, sessionID, owner)
 	return s.wrap(ctx, op, err)
 }
 
@@ -525,7 +605,7 @@ func (s *sqliteStore) LeaseHolder(ctx context.Context, sessionID string) (string
 		owner, addr string
 		expires     int64
 	)
-	err := s.r.QueryRowContext(ctx, `SELECT owner, owner_addr, expires_at FROM leases
+	err := s.rs.queryRow(ctx, `SELECT owner, owner_addr, expires_at FROM leases
 		WHERE session_id = ? AND expires_at > ?`, sessionID, time.Now().UnixMicro()).Scan(&owner, &addr, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", "", time.Time{}, fmt.Errorf("%s: %w: no live lease on session %s", op, ErrNotFound, sessionID)
@@ -552,7 +632,7 @@ func (s *sqliteStore) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	err := s.w.Close()
+	err := errors.Join(s.ws.close(), s.rs.close(), s.w.Close())
 	if s.r != s.w {
 		err = errors.Join(err, s.r.Close())
 	}
