@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"sync"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 )
@@ -47,10 +48,32 @@ func Compile(p *penguinv1.CommandPolicy) (*Policy, error) {
 	if p == nil || p.GetDisabled() {
 		return out, nil
 	}
-	specs := append([]*penguinv1.CommandRule(nil), p.GetRules()...)
-	if p.GetUseDefaults() {
-		specs = append(specs, FactoryRules()...)
+	rules, err := compileRules(p.GetRules())
+	if err != nil {
+		return nil, err
 	}
+	out.rules = rules
+	if p.GetUseDefaults() {
+		out.rules = append(out.rules, factoryCompiled()...)
+	}
+	return out, nil
+}
+
+// factoryCompiled is FactoryRules compiled once for the process: every
+// environment and every session compiles its policy, and compiling the
+// defaults each time was about 100 KB of garbage per environment. A
+// compiled regexp is safe for concurrent use.
+var factoryCompiled = sync.OnceValue(func() []Rule {
+	rules, err := compileRules(FactoryRules())
+	if err != nil {
+		panic(err) // the defaults are constants, checked by the tests
+	}
+	return rules
+})
+
+// compileRules compiles specs, naming an unnamed one by its position.
+func compileRules(specs []*penguinv1.CommandRule) ([]Rule, error) {
+	out := make([]Rule, 0, len(specs))
 	for i, r := range specs {
 		name := r.GetName()
 		if name == "" {
@@ -63,7 +86,7 @@ func Compile(p *penguinv1.CommandPolicy) (*Policy, error) {
 		if r.GetPattern() == "" {
 			return nil, fmt.Errorf("command policy rule %q: empty pattern", name)
 		}
-		out.rules = append(out.rules, Rule{Name: name, Description: r.GetDescription(), re: re})
+		out = append(out, Rule{Name: name, Description: r.GetDescription(), re: re})
 	}
 	return out, nil
 }
