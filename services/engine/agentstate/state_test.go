@@ -262,3 +262,48 @@ func TestAgentID(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadReparsesAnEditedConfig checks the cache of parsed
+// configurations: an edit to system_config.yaml applies to the next Load,
+// a broken edit is reported rather than answered from the cache, and what
+// one caller does to its configuration's lists does not reach the next.
+func TestLoadReparsesAnEditedConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, ConfigFile)
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load := func() *State {
+		t.Helper()
+		st, err := Load(dir)
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		return st
+	}
+	write("max_turns: 7\ntools:\n  mcp_servers:\n    - {name: one, command: srv, args: [a], env: {K: v}}\n")
+	first := load()
+	if first.Config.MaxTurns != 7 || len(first.Config.Tools.MCPServers) != 1 {
+		t.Fatalf("first load: %+v", first.Config)
+	}
+	first.Config.Tools.MCPServers[0].Args[0] = "changed"
+	first.Config.Tools.MCPServers[0].Env["K"] = "changed"
+	first.Config.Tools.MCPServers = append(first.Config.Tools.MCPServers, MCPServer{Name: "two"})
+	again := load()
+	if m := again.Config.Tools.MCPServers; len(m) != 1 || m[0].Args[0] != "a" || m[0].Env["K"] != "v" {
+		t.Fatalf("a caller's change reached the next load: %+v", m)
+	}
+
+	write("max_turns: 9\n")
+	if got := load().Config.MaxTurns; got != 9 {
+		t.Fatalf("after an edit, max_turns = %d, want 9", got)
+	}
+	write("max_turns: [\n")
+	if _, err := Load(dir); err == nil {
+		t.Fatal("a broken edit loaded without error")
+	}
+}
