@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -222,8 +223,11 @@ var wholeLineRe = regexp.MustCompile(`^[ \t]*\{\{([A-Z][A-Z0-9_]*)\}\}[ \t]*\n?$
 
 // hostOSVersion describes this host's operating system as well as it can
 // be found without running a program: the distribution and the kernel on
-// Linux, the platform name elsewhere.
-func hostOSVersion() string {
+// Linux, the platform name elsewhere. It is read once per process, not
+// for every session's prompt: neither changes without a restart.
+var hostOSVersion = sync.OnceValue(readHostOSVersion)
+
+func readHostOSVersion() string {
 	var parts []string
 	if data, err := os.ReadFile("/etc/os-release"); err == nil {
 		for _, line := range strings.Split(string(data), "\n") {
