@@ -57,6 +57,10 @@ type RendererOptions struct {
 	JSON     bool
 	Encode   EncodeFunc
 	Collapse bool
+	// Markdown renders the model's text as markdown for a terminal Width
+	// columns wide (zero: 80).
+	Markdown bool
+	Width    int
 }
 
 // NewRenderer returns a Renderer writing to out.
