@@ -21,6 +21,7 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/trace"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/gateway"
+	"github.com/penguin-agent/penguin/web"
 )
 
 // newServeCmd is `penguin serve`: the llm, environment and engine
@@ -124,6 +125,7 @@ func (f *gatewayFlags) start(p *assemble.Process, cfg assemble.Config) ([]func(c
 	}
 	gw := gateway.New(penguinv1.NewEngineServiceClient(p.Local()), gateway.Options{
 		AuthToken: cfg.AuthToken, Heartbeat: f.heartbeat, Encode: trace.Marshal, Logger: cfg.Logger,
+		LLM: penguinv1.NewLLMServiceClient(p.Local()), ProvidersFile: cfg.LLM.ProvidersFile, App: web.App(),
 	})
 	return []func(context.Context) error{func(ctx context.Context) error { return serveHTTP(ctx, lis, gw, cfg.Logger) }}, nil
 }

@@ -407,7 +407,13 @@ func TestAbortCaseAModelOutputComplete(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	go func() {
 		<-slowStarted
-		eventually.True(t, "fast output", func() bool { return len(outputs(r.em.all())) == 1 })
+		// Case A is an abort after the model's answer ended: wait for its
+		// request_end as well as the fast tool's output, since tools start
+		// while the answer still streams.
+		eventually.True(t, "fast output and the answer's end", func() bool {
+			all := r.em.all()
+			return len(outputs(all)) == 1 && len(requestEnds(all)) == 1
+		})
 		cancel(&loop.Aborted{})
 	}()
 	res := r.run(ctx, "go")

@@ -40,6 +40,7 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/approval"
 	"github.com/penguin-agent/penguin/services/engine/enginetool/subagent"
 	"github.com/penguin-agent/penguin/services/engine/lease"
+	"github.com/penguin-agent/penguin/services/engine/sessionwatch"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
@@ -108,6 +109,8 @@ type Manager struct {
 	metrics   *metrics
 	leases    *lease.Keeper
 	subagents *subagent.Registry
+	// watch tells the watchers of the session list about changes.
+	watch *sessionwatch.Hub
 
 	// rowLocks serialize read-modify-write updates of session rows, which
 	// the store treats as last-writer-wins.
@@ -151,6 +154,8 @@ func New(opts Options) (*Manager, error) {
 		envClients: map[string]penguinv1.EnvironmentServiceClient{},
 		stopping:   make(chan struct{}),
 	}
+	m.watch = sessionwatch.New(m, opts.Logger)
+	m.store = m.watch.Store(opts.Store)
 	if m.metrics, err = newMetrics(m, opts.Registerer); err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}

@@ -99,6 +99,7 @@ func (rt *Runtime) Emit(_ context.Context, m *penguinv1.OmniMessage) error {
 
 // publishState publishes a state change (never persisted).
 func (rt *Runtime) publishState(ch *penguinv1.RunStateChange) {
+	rt.m.watch.StateChanged(rt.id, ch)
 	_, _ = rt.journal.Publish(&penguinv1.RunEvent{Event: &penguinv1.RunEvent_State{State: ch}}, false)
 }
 
@@ -118,6 +119,7 @@ func (rt *Runtime) setState(s penguinv1.SessionState, retryIn time.Duration) {
 // open on its board, and back to what it was doing (running, at the
 // least) when the last is settled.
 func (rt *Runtime) awaiting(open bool) {
+	defer rt.m.watch.Changed(rt.id)
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if open {
