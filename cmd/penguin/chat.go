@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -89,17 +88,15 @@ commands.`,
 			ThinkingLevel: ps.thinking,
 			Verbose:       *verbose,
 			Color:         useColor(os.Stdout),
+			HistoryFile:   filepath.Join(home, chatHistoryFile),
+			LLM:           conn.llm,
+			LogFile:       conn.logPath,
 		}
 		if resumed && cmd.Flags().Changed("approval") {
 			// A resumed session keeps its mode unless asked otherwise.
 			opts.ApprovalMode = ps.approval
 		}
-		_ = filepath.Join(home, chatHistoryFile)
-		interrupt := make(chan os.Signal, 1)
-		signal.Reset(os.Interrupt)
-		signal.Notify(interrupt, os.Interrupt)
-		defer signal.Stop(interrupt)
-		if err := cli.Chat(ctx, conn.engine, opts, os.Stdin, os.Stdout, interrupt); err != nil {
+		if err := cli.Chat(ctx, conn.engine, opts, os.Stdin, os.Stdout); err != nil {
 			return fmt.Errorf("chat: %w", statusError(err))
 		}
 		return nil

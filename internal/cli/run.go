@@ -24,8 +24,9 @@ const (
 
 // Approver answers approval requests that reach a person.
 type Approver interface {
-	// Decide returns allow or deny for the call.
-	Decide(ctx context.Context, req *penguinv1.ApprovalRequest) (penguinv1.Decision, error)
+	// Decide returns allow or deny for the call; prompt is what the call
+	// will do, as lines to show before asking.
+	Decide(ctx context.Context, req *penguinv1.ApprovalRequest, prompt []string) (penguinv1.Decision, error)
 }
 
 // LineApprover asks on out and reads the answer from a line of in: Enter,
@@ -36,9 +37,11 @@ type LineApprover struct {
 }
 
 // Decide prompts for one call.
-func (a *LineApprover) Decide(ctx context.Context, req *penguinv1.ApprovalRequest) (penguinv1.Decision, error) {
-	call := req.GetToolCall()
-	fmt.Fprintf(a.Out, "Allow %s %s? [Y/n] ", call.GetName(), call.GetArguments())
+func (a *LineApprover) Decide(ctx context.Context, req *penguinv1.ApprovalRequest, prompt []string) (penguinv1.Decision, error) {
+	for _, l := range prompt {
+		fmt.Fprintln(a.Out, l)
+	}
+	fmt.Fprint(a.Out, "Allow? [Y/n] ")
 	type answer struct {
 		line string
 		err  error
@@ -139,6 +142,7 @@ func RunTask(ctx context.Context, engine penguinv1.EngineServiceClient, opts Tas
 		}
 	}()
 
+	r.StartTask()
 	var stream eventStream = runStream{run}
 	var last int64
 	reattach := opts.Reattach
@@ -163,7 +167,7 @@ func RunTask(ctx context.Context, engine penguinv1.EngineServiceClient, opts Tas
 		if req := ev.GetApprovalRequest(); req != nil {
 			decision := penguinv1.Decision_DECISION_DENY
 			if opts.Approver != nil {
-				if d, derr := opts.Approver.Decide(ctx, req); derr == nil {
+				if d, derr := opts.Approver.Decide(ctx, req, r.ApprovalPrompt(req)); derr == nil {
 					decision = d
 				}
 			}

@@ -68,7 +68,9 @@ func showSession(ctx context.Context, engine penguinv1.EngineServiceClient, id s
 		}
 		for _, ev := range resp.GetEvents() {
 			if t := ev.GetMessage().GetText(); t != nil && t.GetRole() == penguinv1.Role_ROLE_USER && t.GetSender() == penguinv1.Sender_SENDER_UNSPECIFIED {
-				fmt.Fprintf(out, "› %s\n", t.GetText())
+				if line := UserLine(t.GetText()); line != "" {
+					fmt.Fprintln(out, line)
+				}
 			}
 			r.Event(ev)
 			after = ev.GetSequence()
