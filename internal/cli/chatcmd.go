@@ -225,4 +225,3 @@ func (m *chatModel) pickSession() tea.Cmd {
 		return pickerMsg{p}
 	}
 }
-
