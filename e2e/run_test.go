@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"encoding/json"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/penguin-agent/penguin/e2e/e2etest"
+	"github.com/penguin-agent/penguin/e2e/netns"
 	"github.com/penguin-agent/penguin/services/engine/trace"
 )
 
@@ -55,7 +58,7 @@ func TestRunEmbedded(t *testing.T) {
 	if code := run.Wait(30 * time.Second); code != 130 {
 		t.Fatalf("an interrupted penguin run exited %d, want 130:\n%s", code, run.Output())
 	}
-	if out := run.Output(); !strings.Contains(out, "⏹ aborted") || strings.Contains(out, "│ finished") {
+	if out := run.Output(); !strings.Contains(out, "⏹ Aborted: You interrupted it.") || strings.Contains(out, "│ finished") {
 		t.Errorf("the interrupted run's output:\n%s", out)
 	}
 
@@ -91,5 +94,34 @@ func TestRunEmbedded(t *testing.T) {
 	show := start(t, "penguin sessions show", env, "sessions", "show", first)
 	if code := show.Wait(30 * time.Second); code != 1 || !strings.Contains(show.Output(), "NotFound") {
 		t.Errorf("showing a deleted session exited %d:\n%s", code, show.Output())
+	}
+}
+
+// TestRunCommandLine runs `penguin run` as scripts call it: flags after
+// the prompt, the prompt on standard input, and a usage error's exit
+// status 2.
+func TestRunCommandLine(t *testing.T) {
+	t.Parallel()
+	mock := startMock(t, "run-args", filepath.Join("testdata", "run-args.yaml"))
+	providers := writeProviders(t, route{"scripted", mock})
+	env := []string{"PENGUIN_HOME=" + t.TempDir(), "MOCK_API_KEY=unused", "PENGUIN_PROVIDERS=" + providers}
+	ws := t.TempDir()
+
+	run := start(t, "penguin run (flags after the prompt)", env, "run", "flags after the prompt", "--provider", "scripted", "--model", "m", "--workspace", ws)
+	if code := run.Wait(60 * time.Second); code != 0 || !strings.Contains(run.Stdout(), "The flags after the prompt were read.") {
+		t.Fatalf("penguin run PROMPT --provider … exited %d:\n%s", code, run.Output())
+	}
+
+	cmd := exec.Command(bin.penguin, "run", "--provider", "scripted", "--model", "m", "--workspace", ws)
+	cmd.Env = append(e2etest.BaseEnv(t), env...)
+	cmd.Stdin = strings.NewReader("line one\nline two from stdin\n")
+	run = netns.Start(t, "penguin run (stdin)", cmd)
+	if code := run.Wait(60 * time.Second); code != 0 || !strings.Contains(run.Stdout(), "Both lines from standard input arrived.") {
+		t.Fatalf("echo … | penguin run exited %d:\n%s", code, run.Output())
+	}
+
+	run = start(t, "penguin run (usage error)", env, "run", "hi", "--approval", "sometimes")
+	if code := run.Wait(30 * time.Second); code != 2 || !strings.Contains(run.Output(), `approval mode "sometimes"`) {
+		t.Fatalf("a usage error exited %d, want 2:\n%s", code, run.Output())
 	}
 }

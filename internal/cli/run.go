@@ -136,7 +136,7 @@ func RunTask(ctx context.Context, engine penguinv1.EngineServiceClient, opts Tas
 		case <-ctx.Done():
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
-			_, _ = engine.Abort(actx, &penguinv1.AbortRequest{SessionId: opts.SessionID, Reason: "interrupted from the terminal"})
+			_, _ = engine.Abort(actx, &penguinv1.AbortRequest{SessionId: opts.SessionID, Reason: "you interrupted it"})
 			close(aborted)
 		case <-streamCtx.Done():
 		}
