@@ -226,11 +226,15 @@ func TestChatInTerminal(t *testing.T) {
 
 	// The session on disk holds the steering and the abort.
 	ctx := e2etest.Context(t, 30*time.Second)
-	export := exec.CommandContext(ctx, bin.penguin, "sessions", "export", id[1])
+	traces := t.TempDir()
+	export := exec.CommandContext(ctx, bin.penguin, "sessions", "export", id[1], traces)
 	export.Env = proctest.Env(t, "HOME="+dir, "PENGUIN_HOME="+home)
-	out, err := export.CombinedOutput()
-	if err != nil {
+	if out, err := export.CombinedOutput(); err != nil {
 		t.Fatalf("penguin sessions export: %v\n%s", err, out)
+	}
+	out, err := os.ReadFile(filepath.Join(traces, id[1]+"_001.jsonl"))
+	if err != nil {
+		t.Fatalf("penguin sessions export wrote no trace of the first context: %v", err)
 	}
 	for _, want := range []string{"also say banana", `"type":"abort"`, "please create hello.txt"} {
 		if !strings.Contains(string(out), want) {
@@ -350,11 +354,15 @@ func TestChatTerminalEditing(t *testing.T) {
 	// The session holds the edited line and the paste as one message, and
 	// not the cleared line.
 	ctx := e2etest.Context(t, 30*time.Second)
-	export := exec.CommandContext(ctx, bin.penguin, "sessions", "export", id[1])
+	traces := t.TempDir()
+	export := exec.CommandContext(ctx, bin.penguin, "sessions", "export", id[1], traces)
 	export.Env = proctest.Env(t, "HOME="+dir, "PENGUIN_HOME="+home)
-	out, err := export.CombinedOutput()
-	if err != nil {
+	if out, err := export.CombinedOutput(); err != nil {
 		t.Fatalf("penguin sessions export: %v\n%s", err, out)
+	}
+	out, err := os.ReadFile(filepath.Join(traces, id[1]+"_001.jsonl"))
+	if err != nil {
+		t.Fatalf("penguin sessions export wrote no trace: %v", err)
 	}
 	for _, want := range []string{`"hello"`, `"error: one\n  at two\n  at three"`} {
 		if !strings.Contains(string(out), want) {

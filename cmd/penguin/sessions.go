@@ -9,8 +9,8 @@ import (
 	"github.com/penguin-agent/penguin/internal/cli"
 )
 
-// newSessionsCmd is `penguin sessions [list] | show ID | export ID |
-// delete ID`, against --engine or the embedded server over the same data
+// newSessionsCmd is `penguin sessions [list] | show ID | export ID [DIR]
+// | delete ID`, against --engine or the embedded server over the same data
 // directory. Alone it lists.
 func newSessionsCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -46,7 +46,17 @@ func newSessionsCmd() *cobra.Command {
 	cmd.AddCommand(
 		&cobra.Command{Use: "list", Short: "list the sessions, newest first", Args: noArgs, RunE: run("list")},
 		&cobra.Command{Use: "show ID", Short: "print a session as the terminal showed it", Args: oneID, RunE: run("show")},
-		&cobra.Command{Use: "export ID", Short: "write a session's trace as JSON lines", Args: oneID, RunE: run("export")},
+		&cobra.Command{
+			Use: "export ID [DIR]", Short: "write a session's trace files, one per model context",
+			Long: "Writes one trace file per model context into DIR (default: the current\ndirectory), named ID_001.jsonl, ID_002.jsonl, ...",
+			Args: func(cmd *cobra.Command, args []string) error {
+				if len(args) < 1 || len(args) > 2 {
+					return usageErrorf("usage: penguin sessions export ID [DIR]")
+				}
+				return nil
+			},
+			RunE: run("export"),
+		},
 		&cobra.Command{Use: "delete ID", Short: "delete a session and its log", Args: oneID, RunE: run("delete")},
 	)
 	return cmd

@@ -80,7 +80,7 @@ func NewBackends(t testing.TB, turns ...emulator.Turn) *Backends {
 		t.Fatal(err)
 	}
 	b.Root = filepath.Join(dir, "root")
-	envSvc, err := environment.New(environment.Options{Root: b.Root, Env: []string{
+	envSvc, err := environment.New(environment.Options{Root: b.Root, ScratchDir: filepath.Join(dir, "scratch"), Env: []string{
 		"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "SHELL=/bin/bash", "LANG=C.UTF-8",
 	}})
 	if err != nil {

@@ -3,7 +3,6 @@ package environment
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,9 +17,12 @@ import (
 type Config struct {
 	// Root is the directory every workspace must lie under; empty means
 	// the current directory. The root "/" lets workspaces lie anywhere (a
-	// client's embedded server); the archives of truncated output then go
-	// to the user's cache directory instead of under the root.
+	// client's embedded server).
 	Root string
+	// ScratchDir holds the archives of truncated output (see
+	// [Options.ScratchDir]); empty means DefaultScratchDir(Root), outside
+	// every workspace.
+	ScratchDir string
 	// Advertise is the address at which engines reach the environments
 	// this replica creates (see [Options.Advertise]); empty when there is
 	// one replica.
@@ -57,7 +59,7 @@ func Setup(cfg Config) (*Service, func() error, error) {
 	logTracking(log, cfg.NoCgroups)
 	svc, err := New(Options{
 		Root:       root,
-		ScratchDir: scratchDir(root),
+		ScratchDir: cfg.ScratchDir,
 		NoCgroups:  cfg.NoCgroups,
 		Advertise:  cfg.Advertise,
 		Logger:     log,
@@ -90,19 +92,4 @@ func logTracking(log *slog.Logger, noCgroups bool) {
 	} else {
 		log.Info("commands are tracked by per-command cgroups", "parent", dir)
 	}
-}
-
-// scratchDir is where the archives of truncated output go: empty (under
-// the root) unless workspaces may lie anywhere, in which case the user's
-// cache directory, so that nothing is written at the top of the file
-// system.
-func scratchDir(root string) string {
-	if root != string(filepath.Separator) {
-		return ""
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	return filepath.Join(cache, "penguin", "scratch")
 }
