@@ -120,6 +120,22 @@ func TestRunCommandLine(t *testing.T) {
 		t.Fatalf("echo … | penguin run exited %d:\n%s", code, run.Output())
 	}
 
+	// A model the provider does not know fails at once, not after the
+	// reconnect ladder's minute, said once with what to do, and the
+	// embedded server's log lines stay off the terminal.
+	began := time.Now()
+	run = start(t, "penguin run (unknown model)", env, "run", "a typo in the model", "--provider", "scripted", "--model", "gpt-4oo", "--workspace", ws)
+	if code := run.Wait(60 * time.Second); code != 1 {
+		t.Fatalf("a run with an unknown model exited %d:\n%s", code, run.Output())
+	}
+	out := run.Output()
+	if took := time.Since(began); took > 20*time.Second {
+		t.Errorf("the unknown model took %s to fail: it was retried", took)
+	}
+	if strings.Count(out, "does not exist") != 1 || !strings.Contains(out, "Check the model id") || strings.Contains(out, "level=WARN") {
+		t.Errorf("the unknown model's failure, said once with its fix and no log lines:\n%s", out)
+	}
+
 	run = start(t, "penguin run (usage error)", env, "run", "hi", "--approval", "sometimes")
 	if code := run.Wait(30 * time.Second); code != 2 || !strings.Contains(run.Output(), `approval mode "sometimes"`) {
 		t.Fatalf("a usage error exited %d, want 2:\n%s", code, run.Output())
