@@ -87,9 +87,18 @@ The message is the arguments (flags may come before or after them), or
 		if *sessionID == "" || cmd.Flags().Changed("approval") {
 			opts.ApprovalMode = ps.approval
 		}
-		r := cli.NewRenderer(os.Stdout, cli.RendererOptions{
+		// On a terminal the answer is rendered markdown and a status line
+		// counts the time, the tokens and any retry's wait; a pipe gets
+		// the text as it comes.
+		tty := !*jsonLines && isTerminal(os.Stdout)
+		var out io.Writer = os.Stdout
+		if tty {
+			opts.Status = cli.NewStatusLine(os.Stdout)
+			out = opts.Status
+		}
+		r := cli.NewRenderer(out, cli.RendererOptions{
 			Color: !*jsonLines && useColor(os.Stdout), JSON: *jsonLines, Encode: trace.Marshal,
-			Markdown: !*jsonLines && isTerminal(os.Stdout), Width: terminalWidth(os.Stdout),
+			Markdown: tty, Width: terminalWidth(os.Stdout), Countdown: tty,
 		})
 		code, err := cli.RunTask(ctx, conn.engine, opts, r)
 		if err != nil {

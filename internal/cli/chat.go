@@ -150,7 +150,7 @@ func newChatModel(ctx context.Context, engine penguinv1.EngineServiceClient, opt
 	m := &chatModel{
 		ctx: ctx, engine: engine, opts: opts, session: opts.SessionID, thinking: opts.ThinkingLevel,
 		verbose: opts.Verbose, hist: hist, width: max(opts.Width, 80),
-		spin: spinner.New(spinner.WithSpinner(spinner.Dot)),
+		spin: spinner.New(spinner.WithSpinner(spinnerFrames)),
 	}
 	if opts.NewSession != nil {
 		m.model, m.workspace = opts.NewSession.GetModel(), opts.NewSession.GetWorkspace()
@@ -687,24 +687,7 @@ func (m *chatModel) View() tea.View {
 // statusLine says what the task is doing, for how long, with how many
 // tokens; during a retry wait it is the countdown.
 func (m *chatModel) statusLine() string {
-	a := m.r.Activity()
-	elapsed := time.Since(m.started).Truncate(time.Second)
-	if a.What == "retrying" {
-		left := max(time.Until(a.RetryAt), 0).Round(time.Second)
-		return m.style(styleYellow, fmt.Sprintf("⟳ %s; retrying in %s (attempt %d) · Ctrl-C to give up", a.Failure, left, a.Attempt))
-	}
-	what := a.What
-	if what == "" {
-		what = "working"
-	}
-	if m.aborting {
-		what = "aborting"
-	}
-	line := fmt.Sprintf("%s %s · %s", m.spin.View(), what, elapsed)
-	if a.Tokens > 0 {
-		line += " · " + count(a.Tokens) + " tokens"
-	}
-	return m.style(styleDim, line+" · Ctrl-C to abort")
+	return statusText(m.r.Activity(), m.started, m.spin.View(), m.aborting, m.opts.Color)
 }
 
 // contextWindow looks up the model's context window for the usage line.

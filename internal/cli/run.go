@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -86,6 +87,10 @@ type TaskOptions struct {
 	// Reattach bounds how many times a dropped stream is attached again
 	// from the last event seen before RunTask gives up.
 	Reattach int
+	// Status, when set, is the status line under the output (which the
+	// renderer then writes through): a spinner, the activity, the elapsed
+	// time and tokens, or the retry countdown.
+	Status *StatusLine
 }
 
 // eventStream is what Run and Attach streams have in common.
@@ -143,6 +148,23 @@ func RunTask(ctx context.Context, engine penguinv1.EngineServiceClient, opts Tas
 	}()
 
 	r.StartTask()
+	// The status line's ticker reads the activity from this snapshot, so
+	// only this goroutine touches the renderer.
+	var activity atomic.Pointer[Activity]
+	publish := func() {
+		a := r.Activity()
+		activity.Store(&a)
+	}
+	publish()
+	if st := opts.Status; st != nil {
+		started, color := time.Now(), r.opts.Color
+		frames := spinnerFrames.Frames
+		st.start(func() string {
+			frame := frames[int(time.Since(started)/spinnerFrames.FPS)%len(frames)]
+			return statusText(*activity.Load(), started, frame, false, color)
+		}, spinnerFrames.FPS)
+		defer st.end()
+	}
 	var stream eventStream = runStream{run}
 	var last int64
 	reattach := opts.Reattach
@@ -164,11 +186,19 @@ func RunTask(ctx context.Context, engine penguinv1.EngineServiceClient, opts Tas
 		}
 		last = ev.GetSequence()
 		r.Event(ev)
+		publish()
 		if req := ev.GetApprovalRequest(); req != nil {
 			decision := penguinv1.Decision_DECISION_DENY
 			if opts.Approver != nil {
-				if d, derr := opts.Approver.Decide(ctx, req, r.ApprovalPrompt(req)); derr == nil {
+				if opts.Status != nil {
+					opts.Status.pause()
+				}
+				d, derr := opts.Approver.Decide(ctx, req, r.ApprovalPrompt(req))
+				if derr == nil {
 					decision = d
+				}
+				if opts.Status != nil {
+					opts.Status.resume()
 				}
 			}
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
