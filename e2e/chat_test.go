@@ -43,6 +43,59 @@ func (term *terminal) screen() string {
 	return term.run("capture-pane", "-p", "-J", "-S", "-", "-t", term.target)
 }
 
+// firstTrace exports session id with `penguin sessions export` in env and
+// returns the trace of its first context.
+func firstTrace(t *testing.T, id string, env []string) []byte {
+	t.Helper()
+	traces := t.TempDir()
+	export := exec.CommandContext(e2etest.Context(t, 30*time.Second), bin.penguin, "sessions", "export", id, traces)
+	export.Env = env
+	if out, err := export.CombinedOutput(); err != nil {
+		t.Fatalf("penguin sessions export: %v\n%s", err, out)
+	}
+	out, err := os.ReadFile(filepath.Join(traces, id+"_001.jsonl"))
+	if err != nil {
+		t.Fatalf("penguin sessions export wrote no trace of the first context: %v", err)
+	}
+	return out
+}
+
+// newTerminal starts a tmux server of the test's own running command in
+// a first pane called name, 200x50 unless sized, with env as the
+// environment of tmux and the commands it runs. The pane stays after the
+// command ends, so its last words can be read; the screen is logged when
+// the test fails.
+func newTerminal(t *testing.T, env []string, name, command string) *terminal {
+	t.Helper()
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Skip("tmux is not installed; the terminal tests of penguin chat need it (.ci/run installs it)")
+	}
+	dir := t.TempDir()
+	term := &terminal{t: t, tmux: tmux, sock: filepath.Join(dir, "tmux.sock"), target: name, env: env}
+	conf := filepath.Join(dir, "tmux.conf")
+	if err := os.WriteFile(conf, []byte("set -g remain-on-exit on\nset -g history-limit 5000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	term.run("-f", conf, "new-session", "-d", "-s", name, "-x", "200", "-y", "50", command)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("terminal %s:\n%s", term.target, term.screen())
+		}
+		kill := exec.Command(tmux, "-S", term.sock, "kill-server")
+		kill.Env = env
+		_ = kill.Run()
+	})
+	return term
+}
+
+// open runs command in a new pane called name, which later keys go to.
+func (term *terminal) open(name, command string) {
+	term.t.Helper()
+	term.run("new-session", "-d", "-s", name, "-x", "200", "-y", "50", command)
+	term.target = name
+}
+
 // keyNames are the tmux key names keys sends as keys, not text.
 var keyNames = map[string]bool{"Enter": true, "Escape": true, "Left": true, "Right": true, "Up": true, "Down": true, "BSpace": true}
 
@@ -122,36 +175,16 @@ func (term *terminal) waitScreen(want string, n int) string {
 // abort a long command, and Ctrl-C twice to quit.
 func TestChatInTerminal(t *testing.T) {
 	t.Parallel()
-	tmux, err := exec.LookPath("tmux")
-	if err != nil {
-		t.Skip("tmux is not installed; the terminal test of penguin chat needs it (.ci/run installs it)")
-	}
 	mock := startMock(t, "chat", filepath.Join("testdata", "chat.yaml"))
 	providers := writeProviders(t, route{"chat", mock})
 	home, ws, dir := t.TempDir(), t.TempDir(), t.TempDir()
-	term := &terminal{t: t, tmux: tmux, sock: filepath.Join(dir, "tmux.sock"), target: "chat"}
-	conf := filepath.Join(dir, "tmux.conf")
-	// The pane stays after the chat quits, so its last words can be read.
-	if err := os.WriteFile(conf, []byte("set -g remain-on-exit on\nset -g history-limit 5000\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	env := proctest.Env(t, "HOME="+dir, "TERM=xterm-256color", "NO_COLOR=1", "PENGUIN_HOME="+home, "MOCK_API_KEY=unused")
-	term.env = env
 	// The shell reports the exit status on the screen when the chat ends.
 	chatCommand := func(args string) string {
 		return "env -i " + strings.Join(env, " ") + " " + bin.penguin + " chat --providers " + providers + " " + args +
 			"; echo penguin exited with status $?"
 	}
-	command := chatCommand("--provider chat --model scripted --workspace " + ws + " --approval always-ask")
-	term.run("-f", conf, "new-session", "-d", "-s", "chat", "-x", "200", "-y", "50", command)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("terminal %s:\n%s", term.target, term.screen())
-		}
-		kill := exec.Command(tmux, "-S", term.sock, "kill-server")
-		kill.Env = env
-		_ = kill.Run()
-	})
+	term := newTerminal(t, env, "chat", chatCommand("--provider chat --model scripted --workspace "+ws+" --approval always-ask"))
 
 	term.waitScreen("/help for commands", 1)
 
@@ -208,8 +241,7 @@ func TestChatInTerminal(t *testing.T) {
 	term.waitScreen("penguin exited with status 0", 1)
 
 	// --resume ID shows the conversation so far and carries on; /exit quits.
-	term.run("new-session", "-d", "-s", "resumed", "-x", "200", "-y", "50", chatCommand("--resume "+id[1]+" --verbose"))
-	term.target = "resumed"
+	term.open("resumed", chatCommand("--resume "+id[1]+" --verbose"))
 	screen = term.waitScreen("— resumed session "+id[1], 1)
 	for _, want := range []string{"› please create hello.txt", "Created hello.txt.", "› run something long"} {
 		if !strings.Contains(screen, want) {
@@ -225,17 +257,7 @@ func TestChatInTerminal(t *testing.T) {
 	term.waitScreen("penguin exited with status 0", 1)
 
 	// The session on disk holds the steering and the abort.
-	ctx := e2etest.Context(t, 30*time.Second)
-	traces := t.TempDir()
-	export := exec.CommandContext(ctx, bin.penguin, "sessions", "export", id[1], traces)
-	export.Env = proctest.Env(t, "HOME="+dir, "PENGUIN_HOME="+home)
-	if out, err := export.CombinedOutput(); err != nil {
-		t.Fatalf("penguin sessions export: %v\n%s", err, out)
-	}
-	out, err := os.ReadFile(filepath.Join(traces, id[1]+"_001.jsonl"))
-	if err != nil {
-		t.Fatalf("penguin sessions export wrote no trace of the first context: %v", err)
-	}
+	out := firstTrace(t, id[1], proctest.Env(t, "HOME="+dir, "PENGUIN_HOME="+home))
 	for _, want := range []string{"also say banana", `"type":"abort"`, "please create hello.txt"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the exported trace lacks %s:\n%s", want, out)
@@ -252,34 +274,16 @@ func TestChatInTerminal(t *testing.T) {
 // it answers, so a message sent wrong is never answered.
 func TestChatTerminalEditing(t *testing.T) {
 	t.Parallel()
-	tmux, err := exec.LookPath("tmux")
-	if err != nil {
-		t.Skip("tmux is not installed; the terminal test of penguin chat needs it (.ci/run installs it)")
-	}
 	mock := startMock(t, "terminal", filepath.Join("testdata", "terminal.yaml"))
 	providers := writeProviders(t, route{"chat", mock})
 	home, ws, dir := t.TempDir(), t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("alpha\nbeta\ngamma\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	term := &terminal{t: t, tmux: tmux, sock: filepath.Join(dir, "tmux.sock"), target: "first"}
-	conf := filepath.Join(dir, "tmux.conf")
-	if err := os.WriteFile(conf, []byte("set -g remain-on-exit on\nset -g history-limit 5000\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	env := proctest.Env(t, "HOME="+dir, "TERM=xterm-256color", "NO_COLOR=1", "PENGUIN_HOME="+home, "MOCK_API_KEY=unused")
-	term.env = env
 	command := "env -i " + strings.Join(env, " ") + " " + bin.penguin + " chat --providers " + providers +
 		" --provider chat --model scripted --workspace " + ws + " --approval always-ask; echo penguin exited with status $?"
-	term.run("-f", conf, "new-session", "-d", "-s", "first", "-x", "160", "-y", "50", command)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("terminal %s:\n%s", term.target, term.screen())
-		}
-		kill := exec.Command(tmux, "-S", term.sock, "kill-server")
-		kill.Env = env
-		_ = kill.Run()
-	})
+	term := newTerminal(t, env, "first", command)
 	term.waitScreen("/help for commands", 1)
 
 	// "helo", Left, "l": the line is edited in place, not sent as escapes.
@@ -338,8 +342,7 @@ func TestChatTerminalEditing(t *testing.T) {
 	}
 
 	// After a restart, Up recalls the last message.
-	term.run("new-session", "-d", "-s", "second", "-x", "160", "-y", "50", command)
-	term.target = "second"
+	term.open("second", command)
 	term.waitScreen("/help for commands", 1)
 	term.keys("Up")
 	term.waitInput("› think first")
@@ -353,17 +356,8 @@ func TestChatTerminalEditing(t *testing.T) {
 
 	// The session holds the edited line and the paste as one message, and
 	// not the cleared line.
-	ctx := e2etest.Context(t, 30*time.Second)
-	traces := t.TempDir()
-	export := exec.CommandContext(ctx, bin.penguin, "sessions", "export", id[1], traces)
-	export.Env = proctest.Env(t, "HOME="+dir, "PENGUIN_HOME="+home)
-	if out, err := export.CombinedOutput(); err != nil {
-		t.Fatalf("penguin sessions export: %v\n%s", err, out)
-	}
-	out, err := os.ReadFile(filepath.Join(traces, id[1]+"_001.jsonl"))
-	if err != nil {
-		t.Fatalf("penguin sessions export wrote no trace: %v", err)
-	}
+	env = proctest.Env(t, "HOME="+dir, "PENGUIN_HOME="+home)
+	out := firstTrace(t, id[1], env)
 	for _, want := range []string{`"hello"`, `"error: one\n  at two\n  at three"`} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the exported trace lacks %s:\n%s", want, out)
@@ -372,9 +366,9 @@ func TestChatTerminalEditing(t *testing.T) {
 	if strings.Contains(string(out), "discard me") {
 		t.Errorf("the cleared line was sent:\n%s", out)
 	}
-	list := exec.CommandContext(ctx, bin.penguin, "sessions")
-	list.Env = export.Env
-	out, err = list.CombinedOutput()
+	list := exec.CommandContext(e2etest.Context(t, 30*time.Second), bin.penguin, "sessions")
+	list.Env = env
+	out, err := list.CombinedOutput()
 	if err != nil || strings.Count(string(out), "session-") != 1 {
 		t.Errorf("penguin sessions shows %d sessions, want 1: %v\n%s", strings.Count(string(out), "session-"), err, out)
 	}

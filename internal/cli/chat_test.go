@@ -166,6 +166,13 @@ func startChat(t *testing.T, engine penguinv1.EngineServiceClient, opts cli.Chat
 	return c
 }
 
+// newChat starts a chat with opts against a new fake engine.
+func newChat(t *testing.T, opts cli.ChatOptions) (*chatEngine, *chatRun) {
+	t.Helper()
+	ce := newChatEngine()
+	return ce, startChat(t, fakeengine.Start(t, ce.fake()), opts)
+}
+
 // typeKeys writes keys to the chat, one write per key so each is read as
 // a key press of its own.
 func (c *chatRun) typeKeys(keys ...string) {
@@ -205,9 +212,7 @@ func (c *chatRun) wait() error {
 // /thinking override for the next prompt, then Ctrl-D.
 func TestChatApprovesSteersAbortsAndQuits(t *testing.T) {
 	t.Parallel()
-	ce := newChatEngine()
-	engine := fakeengine.Start(t, ce.fake())
-	c := startChat(t, engine, cli.ChatOptions{})
+	ce, c := newChat(t, cli.ChatOptions{})
 
 	c.typeKeys("make it", keyEnter)
 	c.waitOutput("? allow exec_command?")
@@ -250,9 +255,7 @@ func TestChatApprovesSteersAbortsAndQuits(t *testing.T) {
 // lines is one message, Ctrl-C clears a half-typed line.
 func TestChatEditsPastesAndClears(t *testing.T) {
 	t.Parallel()
-	ce := newChatEngine()
-	engine := fakeengine.Start(t, ce.fake())
-	c := startChat(t, engine, cli.ChatOptions{})
+	ce, c := newChat(t, cli.ChatOptions{})
 
 	c.typeKeys("helo", keyLeft, "l", keyEnter)
 	eventually.True(t, "the first run", func() bool { return len(ce.prompts()) == 1 })
@@ -311,9 +314,7 @@ func TestChatRecallsHistoryAcrossRuns(t *testing.T) {
 func TestChatLeavesNoEmptySession(t *testing.T) {
 	t.Parallel()
 	for _, quit := range [][]string{{keyCtrlD}, {keyCtrlC, keyCtrlC}, {"/quit", keyEnter}} {
-		ce := newChatEngine()
-		engine := fakeengine.Start(t, ce.fake())
-		c := startChat(t, engine, cli.ChatOptions{})
+		ce, c := newChat(t, cli.ChatOptions{})
 		c.typeKeys(quit...)
 		if err := c.wait(); err != nil {
 			t.Fatal(err)
@@ -328,9 +329,7 @@ func TestChatLeavesNoEmptySession(t *testing.T) {
 // runs waits for its end.
 func TestChatRunsCommandsTypedDuringATaskAfterIt(t *testing.T) {
 	t.Parallel()
-	ce := newChatEngine()
-	engine := fakeengine.Start(t, ce.fake())
-	c := startChat(t, engine, cli.ChatOptions{})
+	ce, c := newChat(t, cli.ChatOptions{})
 	c.typeKeys("work", keyEnter)
 	c.waitOutput("? allow exec_command?")
 	c.typeKeys("y", "/thinking", keyEnter)

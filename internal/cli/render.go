@@ -433,22 +433,36 @@ func (r *Renderer) tool(id string) *toolState {
 	return t
 }
 
-// thinking streams thinking line by line under its label.
-func (r *Renderer) thinking(p string, phase penguinv1.StreamEventType, text string) {
-	key := "thinking|" + p
+// segment makes the streamed segment kind (of the subagent prefix p) the
+// open one, closing another, and counts text as streamed. ok is false when
+// there is nothing to show (a stop, an empty delta); opened reports that
+// the segment has just begun.
+func (r *Renderer) segment(kind, activity, p string, phase penguinv1.StreamEventType, text string) (ok, opened bool) {
 	if phase == penguinv1.StreamEventType_STREAM_EVENT_TYPE_STOP || text == "" && phase != penguinv1.StreamEventType_STREAM_EVENT_TYPE_START {
-		return
+		return false, false
 	}
-	if r.open != key {
+	if key := kind + "|" + p; r.open != key {
 		r.closeSegment()
 		r.open = key
 		r.streamed[key] = true
-		r.println(p + r.style(styleDim+styleItalic, "✻ thinking"))
+		opened = true
 	}
 	if p == "" {
-		r.activity.What = "thinking"
+		r.activity.What = activity
 	}
 	r.streamedChars += len(text)
+	return true, opened
+}
+
+// thinking streams thinking line by line under its label.
+func (r *Renderer) thinking(p string, phase penguinv1.StreamEventType, text string) {
+	ok, opened := r.segment("thinking", "thinking", p, phase, text)
+	if !ok {
+		return
+	}
+	if opened {
+		r.println(p + r.style(styleDim+styleItalic, "✻ thinking"))
+	}
 	r.thinkingLine.WriteString(text)
 	s := r.thinkingLine.String()
 	i := strings.LastIndexByte(s, '\n')
@@ -465,19 +479,9 @@ func (r *Renderer) thinking(p string, phase penguinv1.StreamEventType, text stri
 // text streams the answer: as markdown blocks when rendering markdown,
 // else as it comes.
 func (r *Renderer) text(p string, phase penguinv1.StreamEventType, text string) {
-	key := "text|" + p
-	if phase == penguinv1.StreamEventType_STREAM_EVENT_TYPE_STOP || text == "" && phase != penguinv1.StreamEventType_STREAM_EVENT_TYPE_START {
+	if ok, _ := r.segment("text", "writing", p, phase, text); !ok {
 		return
 	}
-	if r.open != key {
-		r.closeSegment()
-		r.open = key
-		r.streamed[key] = true
-	}
-	if p == "" {
-		r.activity.What = "writing"
-	}
-	r.streamedChars += len(text)
 	if r.md != nil && p == "" {
 		if out := r.md.add(text); out != "" {
 			r.println(out)
