@@ -162,16 +162,21 @@ type approvalDecisionJSON struct {
 }
 
 type tokenCountsJSON struct {
-	CacheRead  int64 `json:"cache_read"`
-	CacheWrite int64 `json:"cache_write"`
-	Output     int64 `json:"output"`
-	Total      int64 `json:"total"`
+	CacheRead  int64    `json:"cache_read"`
+	CacheWrite int64    `json:"cache_write"`
+	Output     int64    `json:"output"`
+	Total      int64    `json:"total"`
+	Reasoning  int64    `json:"reasoning,omitempty"`
+	CostUSD    *float64 `json:"cost_usd,omitempty"`
+	Unreported bool     `json:"unreported,omitempty"`
 }
 
 type tokenUsageJSON struct {
-	Type    string          `json:"type"`
-	Session tokenCountsJSON `json:"session"`
-	Request tokenCountsJSON `json:"request"`
+	Type     string          `json:"type"`
+	Session  tokenCountsJSON `json:"session"`
+	Request  tokenCountsJSON `json:"request"`
+	Provider string          `json:"provider,omitempty"`
+	ModelID  string          `json:"model_id,omitempty"`
 }
 
 type compactionBeginJSON struct {
@@ -368,7 +373,8 @@ func encodePayload(m *penguinv1.OmniMessage) (string, any, error) {
 		})
 	case *penguinv1.OmniMessage_TokenUsage:
 		x := p.TokenUsage
-		return done(TypeEventMsg, tokenUsageJSON{Type: "token_usage", Session: counts(x.GetSession()), Request: counts(x.GetRequest())})
+		return done(TypeEventMsg, tokenUsageJSON{Type: "token_usage", Session: counts(x.GetSession()), Request: counts(x.GetRequest()),
+			Provider: x.GetProvider(), ModelID: x.GetModelId()})
 	case *penguinv1.OmniMessage_CompactionBegin:
 		x := p.CompactionBegin
 		return done(TypeEventMsg, compactionBeginJSON{
@@ -398,11 +404,13 @@ func encodePayload(m *penguinv1.OmniMessage) (string, any, error) {
 }
 
 func counts(c *penguinv1.TokenCounts) tokenCountsJSON {
-	return tokenCountsJSON{CacheRead: c.GetCacheRead(), CacheWrite: c.GetCacheWrite(), Output: c.GetOutput(), Total: c.GetTotal()}
+	return tokenCountsJSON{CacheRead: c.GetCacheRead(), CacheWrite: c.GetCacheWrite(), Output: c.GetOutput(), Total: c.GetTotal(),
+		Reasoning: c.GetReasoning(), CostUSD: c.CostUsd, Unreported: c.GetUnreported()}
 }
 
 func uncounts(c tokenCountsJSON) *penguinv1.TokenCounts {
-	return &penguinv1.TokenCounts{CacheRead: c.CacheRead, CacheWrite: c.CacheWrite, Output: c.Output, Total: c.Total}
+	return &penguinv1.TokenCounts{CacheRead: c.CacheRead, CacheWrite: c.CacheWrite, Output: c.Output, Total: c.Total,
+		Reasoning: c.Reasoning, CostUsd: c.CostUSD, Unreported: c.Unreported}
 }
 
 // decodePayload fills m's payload from the JSON of a line whose envelope
@@ -621,7 +629,8 @@ func decodePayload(typ string, raw json.RawMessage, m *penguinv1.OmniMessage) er
 		if err := unmarshal(&x); err != nil {
 			return err
 		}
-		m.Payload = &penguinv1.OmniMessage_TokenUsage{TokenUsage: &penguinv1.TokenUsage{Session: uncounts(x.Session), Request: uncounts(x.Request)}}
+		m.Payload = &penguinv1.OmniMessage_TokenUsage{TokenUsage: &penguinv1.TokenUsage{Session: uncounts(x.Session), Request: uncounts(x.Request),
+			Provider: x.Provider, ModelId: x.ModelID}}
 	case "compaction_begin":
 		var x compactionBeginJSON
 		if err := unmarshal(&x); err != nil {
