@@ -207,7 +207,12 @@ func buildAllInOne(ctx context.Context, p *serverProcess, f *embeddedFlags, addr
 		return nil, err
 	}
 
-	llmSvc, err := f.llm.setup(p)
+	if f.llm.providersFile == "" {
+		// The providers file of the data directory (the web app writes it);
+		// it need not exist, and is picked up once it does.
+		f.llm.providersFile = filepath.Join(home, "providers.yaml")
+	}
+	llmSvc, err := f.llm.setup(ctx, p)
 	switch {
 	case err != nil && f.llmOptional:
 		// `penguin sessions` reads and deletes sessions; it needs no model.

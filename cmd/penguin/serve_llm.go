@@ -34,7 +34,7 @@ func serveLLM(ctx context.Context, args []string) error {
 	}
 	defer p.Close(ctx)
 
-	svc, err := lf.setup(p)
+	svc, err := lf.setup(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -57,21 +57,23 @@ func serveLLM(ctx context.Context, args []string) error {
 // the all-in-one `penguin serve` and the embedded server of `penguin run`.
 type llmFlags struct {
 	providersFile  string
+	catalog        string
 	requestTimeout time.Duration
 	idleTimeout    time.Duration
 }
 
 func addLLMFlags(fs *flag.FlagSet) *llmFlags {
 	f := &llmFlags{}
-	fs.StringVar(&f.providersFile, "providers", "", "providers YAML file; empty takes OPENAI_API_KEY / ANTHROPIC_API_KEY from the environment")
+	fs.StringVar(&f.providersFile, "providers", "", "providers YAML file, reloaded when it changes and on SIGHUP (default for `penguin serve`: providers.yaml in the data directory); the API key variables (OPENAI_API_KEY, DEEPSEEK_API_KEY, …) add the providers it does not name")
+	fs.StringVar(&f.catalog, "catalog", "", "model catalog file or http(s) URL laid over the built-in one (see `penguin models`)")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", llm.DefaultRequestTimeout, "timeout of a model request that sets none; 0 or less turns it off")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", llm.DefaultIdleTimeout, "end a provider stream that sends nothing for this long; 0 or less turns it off")
 	return f
 }
 
 // setup builds the llm service with the process's logger, tracing and
-// metrics.
-func (f *llmFlags) setup(p *serverProcess) (*llm.Service, error) {
+// metrics, and watches its providers file until ctx ends.
+func (f *llmFlags) setup(ctx context.Context, p *serverProcess) (*llm.Service, error) {
 	// A flag at zero means "off" for the operator; Setup reads zero as
 	// "default", so turn it into a negative duration.
 	off := func(d time.Duration) time.Duration {
@@ -80,8 +82,9 @@ func (f *llmFlags) setup(p *serverProcess) (*llm.Service, error) {
 		}
 		return d
 	}
-	return llm.Setup(llm.Config{
+	svc, err := llm.Setup(llm.Config{
 		ProvidersFile:  f.providersFile,
+		Catalog:        f.catalog,
 		Lookup:         os.LookupEnv,
 		Logger:         p.log,
 		TracerProvider: p.tel.TracerProvider,
@@ -89,4 +92,9 @@ func (f *llmFlags) setup(p *serverProcess) (*llm.Service, error) {
 		IdleTimeout:    off(f.idleTimeout),
 		RequestTimeout: off(f.requestTimeout),
 	})
+	if err != nil {
+		return nil, err
+	}
+	go svc.Watch(ctx, 0)
+	return svc, nil
 }

@@ -240,7 +240,9 @@ func (t *Translator) HasContent() bool {
 // empty answer would silently end the turn. Otherwise open segments are
 // closed with the failure's status as their stop reason, so the consumer
 // can tell complete content from a cut-off fragment. Token usage is emitted
-// whenever the provider reported it, and on every completed stream.
+// whenever the provider reported it, and on every completed stream: marked
+// unreported when the provider sent none, so that unknown counts are never
+// taken for zeros.
 func (t *Translator) Finish(fail *failure.Error) *penguinv1.LLMOutcome {
 	if fail == nil && !t.HasContent() {
 		fail = failure.New(penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_EMPTY_RESPONSE,
@@ -254,7 +256,7 @@ func (t *Translator) Finish(fail *failure.Error) *penguinv1.LLMOutcome {
 	if t.usage != nil || fail == nil {
 		u := t.usage
 		if u == nil {
-			u = &penguinv1.TokenCounts{}
+			u = &penguinv1.TokenCounts{Unreported: true}
 		}
 		// The service is stateless, so the session total it can report is
 		// this request's; the engine, which owns the session, adds up.

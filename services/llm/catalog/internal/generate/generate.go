@@ -35,9 +35,9 @@ type wire struct {
 // providers lists the snapshot's providers and how each is spoken to.
 // Chat Completions providers take max_tokens unless noted.
 var providers = map[string]wire{
-	"openai":       {api: catalog.APIOpenAIResponses, dialect: catalog.DialectResponses},
+	"openai":       {api: catalog.APIOpenAIChat, dialect: catalog.DialectEffort, outputParam: "max_completion_tokens"},
 	"anthropic":    {api: catalog.APIAnthropic, dialect: catalog.DialectAnthropic},
-	"google":       {api: catalog.APIGemini, dialect: catalog.DialectGemini},
+	"google":       {api: catalog.APIOpenAIChat, dialect: catalog.DialectEffort, baseURL: "https://generativelanguage.googleapis.com/v1beta/openai"},
 	"deepseek":     {api: catalog.APIOpenAIChat, dialect: catalog.DialectDeepSeek},
 	"mistral":      {api: catalog.APIOpenAIChat, dialect: catalog.DialectEffort},
 	"xai":          {api: catalog.APIOpenAIChat, dialect: catalog.DialectEffort, outputParam: "max_completion_tokens"},
