@@ -17,11 +17,13 @@ import (
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/emulator"
 	"github.com/penguin-agent/penguin/internal/grpcserver"
+	"github.com/penguin-agent/penguin/internal/metrictest"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/llm"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -37,6 +39,7 @@ providers:
       - id: m
         context_window: 200000
         max_tokens: 4096
+        cost: {input: 3, output: 15, cache_read: 0.3}
 `
 
 // realStack is the engine with the real llm service (in front of the
@@ -48,6 +51,7 @@ type realStack struct {
 	client   penguinv1.EngineServiceClient
 	mgr      *session.Manager
 	agentDir string
+	metrics  *prometheus.Registry
 }
 
 func serveOn(t *testing.T, name string, register func(*grpc.Server)) string {
@@ -83,7 +87,7 @@ func dialReal(t *testing.T, addr string) *grpc.ClientConn {
 
 func newRealStack(t *testing.T, turns ...emulator.Turn) *realStack {
 	t.Helper()
-	s := &realStack{}
+	s := &realStack{metrics: prometheus.NewRegistry()}
 	s.emu = emulator.NewServer(emulator.Script{Turns: turns}, emulator.WithAPIKey("emu-key"), emulator.WithLogger(slog.New(slog.DiscardHandler)))
 	t.Cleanup(s.emu.Close)
 	dir := t.TempDir()
@@ -116,7 +120,7 @@ func newRealStack(t *testing.T, turns ...emulator.Turn) *realStack {
 	}
 	mgr, err := session.New(session.Options{
 		Store: st, LLM: penguinv1.NewLLMServiceClient(dialReal(t, llmAddr)), Environment: penguinv1.NewEnvironmentServiceClient(dialReal(t, envAddr)),
-		DefaultAgentState: s.agentDir, Logger: slog.New(slog.DiscardHandler),
+		DefaultAgentState: s.agentDir, Logger: slog.New(slog.DiscardHandler), Registerer: s.metrics,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -222,6 +226,46 @@ func TestRealServicesToolUse(t *testing.T) {
 	}
 	if ids := toolMessages(t, reqs[1].Body); !slices.Equal(ids, []string{"slow", "fast"}) {
 		t.Fatalf("tool results sent in order %v", ids)
+	}
+}
+
+// TestRealServicesCost checks that each request's token usage carries its
+// cost from the model's price and the session's running total, and that
+// the engine's metrics count tokens and cost per provider and model.
+func TestRealServicesCost(t *testing.T) {
+	s := newRealStack(t,
+		emulator.Turn{Text: "Looking.", ToolCalls: []emulator.ToolCall{{ID: "c1", Name: "exec_command", Arguments: `{"cmd":"echo hi","description":"hi"}`}},
+			Usage: emulator.Usage{Input: 1000, Output: 100, CacheRead: 2000}},
+		emulator.Turn{Text: "Done.", Usage: emulator.Usage{Input: 500, Output: 50}},
+	)
+	id := s.create(t, allowAll)
+	evs := s.run(t, id, "say hi")
+	if st := end(t, evs); st.GetStatus() != completedS {
+		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
+	}
+	var usages []*penguinv1.TokenUsage
+	for _, m := range messages(evs) {
+		if tu := m.GetTokenUsage(); tu != nil {
+			usages = append(usages, tu)
+		}
+	}
+	if len(usages) != 2 {
+		t.Fatalf("%d token_usage events", len(usages))
+	}
+	// 1000 uncached input at 3, 2000 cache reads at 0.3, 100 output at 15.
+	first := (1000*3 + 2000*0.3 + 100*15) / 1e6
+	second := (500*3 + 50*15) / 1e6
+	near := func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+	if u := usages[0]; !near(u.GetRequest().GetCostUsd(), first) || !near(u.GetSession().GetCostUsd(), first) || u.GetProvider() != "emu" || u.GetModelId() != "m" {
+		t.Errorf("first usage = %v, want cost %v", u, first)
+	}
+	if u := usages[1]; !near(u.GetRequest().GetCostUsd(), second) || !near(u.GetSession().GetCostUsd(), first+second) {
+		t.Errorf("second usage = %v, want cost %v and a running total of %v", u, second, first+second)
+	}
+	cost, _ := metrictest.Value(t, s.metrics, "penguin_engine_cost_usd_total", map[string]string{"provider": "emu", "model": "m"})
+	out, _ := metrictest.Value(t, s.metrics, "penguin_engine_tokens_total", map[string]string{"provider": "emu", "model": "m", "kind": "output"})
+	if !near(cost, first+second) || out != 150 {
+		t.Errorf("metrics: cost %v output tokens %v", cost, out)
 	}
 }
 

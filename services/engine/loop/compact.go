@@ -210,7 +210,7 @@ func (r *runner) compactionRequest(ctx context.Context, msgs []*penguinv1.OmniMe
 		m := frame.GetMessage()
 		if tu := m.GetTokenUsage(); tu != nil {
 			r.mctx.Usage = omni.AddTokenCounts(r.mctx.Usage, tu.GetRequest())
-			if err := r.emitDetached(ctx, omni.TokenUsage(r.mctx.Usage, tu.GetRequest())); err != nil {
+			if err := r.emitDetached(ctx, r.usageEvent(tu.GetRequest())); err != nil {
 				return "", false, nil, err
 			}
 			continue
