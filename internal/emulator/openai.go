@@ -19,6 +19,10 @@ func (openAI) authorized(r *http.Request, key string) bool {
 
 func (openAI) checkHeaders(*http.Request) *apiError { return nil }
 
+func (openAI) validate(body []byte, rt route) *apiError { return chatRules(body, rt) }
+
+func (openAI) catalogID() string { return "openai" }
+
 func (openAI) parse(body []byte, wantText bool) (callInfo, *apiError) {
 	var req struct {
 		Model         string            `json:"model"`
@@ -99,7 +103,13 @@ func appendOpenAIError(dst []byte, e *apiError) []byte {
 	dst = appendJSONString(dst, e.message)
 	dst = append(dst, `,"type":`...)
 	dst = appendJSONString(dst, e.typ)
-	dst = append(dst, `,"param":null,"code":`...)
+	dst = append(dst, `,"param":`...)
+	if e.param == "" {
+		dst = append(dst, "null"...)
+	} else {
+		dst = appendJSONString(dst, e.param)
+	}
+	dst = append(dst, `,"code":`...)
 	if e.code == "" {
 		dst = append(dst, "null"...)
 	} else {

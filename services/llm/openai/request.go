@@ -115,7 +115,7 @@ func (a *Adapter) body(req *stream.Request, ids *translate.IDs) ([]byte, error) 
 			cr.MaxTokens = req.MaxTokens
 		}
 	}
-	a.reasoning(&cr, translate.Thinking(req))
+	a.reasoning(&cr, translate.Thinking(req), req.Spec.Toggle)
 	for _, t := range req.Tools {
 		params := json.RawMessage(t.GetParameters())
 		if strings.TrimSpace(t.GetParameters()) == "" || strings.TrimSpace(t.GetParameters()) == "null" {
@@ -129,8 +129,10 @@ func (a *Adapter) body(req *stream.Request, ids *translate.IDs) ([]byte, error) 
 }
 
 // reasoning sets the reasoning parameters of wire, the level's wire value
-// (empty: none at all), in the route's dialect.
-func (a *Adapter) reasoning(cr *chatRequest, wire string) {
+// (empty: none at all), in the route's dialect. toggle says whether the
+// model's reasoning can be switched (DashScope refuses enable_thinking on
+// a model that always thinks).
+func (a *Adapter) reasoning(cr *chatRequest, wire string, toggle bool) {
 	if wire == "" {
 		return
 	}
@@ -153,8 +155,10 @@ func (a *Adapter) reasoning(cr *chatRequest, wire string) {
 			cr.Thinking.Type = "disabled"
 		}
 	case catalog.DialectQwen:
-		on := wire != catalog.WireOff
-		cr.EnableThinking = &on
+		if toggle {
+			on := wire != catalog.WireOff
+			cr.EnableThinking = &on
+		}
 		if isBudget && budget > 0 {
 			cr.ThinkingBudget = budget
 		}

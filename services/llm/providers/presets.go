@@ -45,8 +45,8 @@ var usual = []string{"openai", "anthropic", "deepseek", "google", "mistral", "xa
 func KeyVars(cat *catalog.Catalog) []string {
 	var out []string
 	add := func(p *catalog.Provider) {
-		if vars := presetVars(p); p != nil && len(vars) > 0 && !local(p.ID) && !slices.Contains(out, vars[0]) {
-			out = append(out, vars[0])
+		if v := KeyVar(p); v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
 	for _, id := range usual {
@@ -56,6 +56,15 @@ func KeyVars(cat *catalog.Catalog) []string {
 		add(p)
 	}
 	return out
+}
+
+// KeyVar returns the variable that turns on p's preset (its usual key
+// variable), or "" for a local server's.
+func KeyVar(p *catalog.Provider) string {
+	if vars := presetVars(p); len(vars) > 0 && !local(p.ID) {
+		return vars[0]
+	}
+	return ""
 }
 
 func presetVars(p *catalog.Provider) []string {

@@ -79,8 +79,11 @@ func specOf(m *catalog.Model) stream.ModelSpec {
 		ID: m.ID, Name: m.Name, ContextWindow: m.Context, MaxTokens: m.Output, NoVision: !m.Images,
 		Reasoning: m.Reasoning, Tools: m.Tools, Temperature: m.Temperature, Cost: m.Cost, Status: m.Status,
 	}
-	if c := m.Controls; c != nil && c.Budget != nil {
-		s.BudgetMin = c.Budget.Min
+	if c := m.Controls; c != nil {
+		s.Toggle = c.Toggle
+		if c.Budget != nil {
+			s.BudgetMin = c.Budget.Min
+		}
 	}
 	if len(m.Thinking) > 0 {
 		s.Thinking = make(stream.ThinkingLevels, len(m.Thinking))
@@ -126,6 +129,7 @@ func overlay(s stream.ModelSpec, fm Model, dialect string) stream.ModelSpec {
 		}
 		if len(s.Thinking) > 0 {
 			s.Reasoning = true
+			_, s.Toggle = s.Thinking[penguinv1.ThinkingLevel_THINKING_LEVEL_NONE]
 		}
 	}
 	if c := fm.Cost; c != nil {

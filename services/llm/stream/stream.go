@@ -129,6 +129,10 @@ type ModelSpec struct {
 	// BudgetMin is the smallest thinking budget the model takes; zero
 	// when it takes none or the bound is not known.
 	BudgetMin int64
+	// Toggle reports whether the model's reasoning can be switched on and
+	// off (a provider whose switch is a field of its own, such as
+	// DashScope's enable_thinking, sends it only then).
+	Toggle bool
 	// Cost is the price; nil when unknown.
 	Cost *catalog.Cost
 	// Status is "deprecated", "beta" or "alpha"; empty for a current

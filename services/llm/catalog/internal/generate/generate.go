@@ -203,9 +203,14 @@ var budgets = map[string]int64{"low": 2048, "medium": 8192, "high": 16384, "xhig
 // thinking resolves every level to a wire value in the dialect.
 func thinking(ctl *catalog.Controls, dialect string, output int64) map[string]string {
 	out := map[string]string{}
-	// Anthropic prefers a budget where the model takes one: adaptive
-	// thinking with an effort is for the models that take nothing else.
-	useBudget := ctl.Budget != nil && (len(ctl.Efforts) == 0 || dialect == catalog.DialectAnthropic)
+	// Anthropic: a budget for the models that take one, except the
+	// adaptive-thinking generation (the models whose efforts reach "max",
+	// for which Anthropic deprecates budgets); elsewhere a budget only
+	// where no effort exists.
+	useBudget := ctl.Budget != nil && len(ctl.Efforts) == 0
+	if dialect == catalog.DialectAnthropic {
+		useBudget = ctl.Budget != nil && !slices.Contains(ctl.Efforts, "max")
+	}
 	if dialect == catalog.DialectThinkingType {
 		// Zhipu, Z.AI and Moonshot document a toggle only.
 		useBudget = false
