@@ -74,6 +74,14 @@ type Turn struct {
 	// "reasoning_content" (DeepSeek, the default) or "reasoning" (vLLM,
 	// OpenRouter).
 	ReasoningField string `yaml:"reasoning_field,omitempty" json:"reasoning_field,omitempty"`
+	// ContentParts sends OpenAI content as a list of typed parts, as
+	// Mistral's thinking models do: thinking as {"type":"thinking",
+	// "thinking":[{"type":"text","text":…}]} and text as {"type":"text",
+	// "text":…}, instead of string deltas (and no reasoning field).
+	ContentParts bool `yaml:"content_parts,omitempty" json:"content_parts,omitempty"`
+	// NoUsage leaves usage out of the stream even when the client asks
+	// for it, as some compatible servers do.
+	NoUsage bool `yaml:"no_usage,omitempty" json:"no_usage,omitempty"`
 	// InterleaveToolCalls sends the OpenAI deltas of parallel tool calls
 	// round-robin by index instead of one call after the other, as some
 	// compatible servers do.
@@ -152,6 +160,10 @@ type Usage struct {
 	// Reasoning is OpenAI's completion_tokens_details.reasoning_tokens,
 	// part of Output.
 	Reasoning int `yaml:"reasoning,omitempty" json:"reasoning,omitempty"`
+	// ReasoningApart reports reasoning tokens outside completion_tokens,
+	// as xAI does: completion_tokens is Output-Reasoning and total_tokens
+	// still counts them.
+	ReasoningApart bool `yaml:"reasoning_apart,omitempty" json:"reasoning_apart,omitempty"`
 }
 
 // FaultKind names a way a turn fails.
@@ -202,6 +214,9 @@ type Fault struct {
 	// Body, when set, is sent verbatim instead of the generated error body
 	// (http_error, auth) or as the broken chunk's data (malformed).
 	Body string `yaml:"body,omitempty" json:"body,omitempty"`
+	// Comment is sent as an SSE comment line (": …") right before a
+	// stream_error's event, as OpenRouter sends ": OPENROUTER PROCESSING".
+	Comment string `yaml:"comment,omitempty" json:"comment,omitempty"`
 	// RetryAfter is sent verbatim as the Retry-After header of an
 	// http_error: seconds ("2") or an HTTP date.
 	RetryAfter string `yaml:"retry_after,omitempty" json:"retry_after,omitempty"`

@@ -337,9 +337,11 @@ func (a *Adapter) classify(ctx context.Context, ex *httpwatch.Exchange, err erro
 	status, header := ex.Response()
 	var apiErr *sdk.Error
 	if errors.As(err, &apiErr) {
-		detail := strings.TrimSpace(apiErr.Message + " " + string(apiErr.Type()))
-		if apiErr.Message == "" {
-			detail = strings.TrimSpace(apiErr.RawJSON())
+		// The body's message and type, or a short excerpt of a page that
+		// is not the API's JSON (a proxy's HTML error page).
+		detail := failure.Detail([]byte(apiErr.RawJSON()))
+		if detail == "" {
+			detail = strings.TrimSpace(apiErr.Message + " " + string(apiErr.Type()))
 		}
 		if apiErr.StatusCode >= 400 {
 			fe := failure.Keyless(failure.HTTP(apiErr.StatusCode, header, detail, a.now()), a.keyless)
