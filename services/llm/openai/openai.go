@@ -29,7 +29,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -55,9 +54,6 @@ const (
 	// reasoning models take.
 	MaxCompletionTokensParam = "max_completion_tokens"
 )
-
-// maxErrorBody bounds how much of an error response is read.
-const maxErrorBody = 64 << 10
 
 // DefaultThinking maps every level to the reasoning_effort of the same
 // name: the wire value of a level a providers file lists without one.
@@ -127,12 +123,9 @@ type Config struct {
 // concurrent use.
 type Adapter struct {
 	url              string
-	key              string
-	doer             *httpwatch.Doer
-	idle             time.Duration
+	endpoint         *sse.Endpoint
 	completionTokens bool
 	dialect          string
-	now              func() time.Time
 }
 
 // New returns the adapter for cfg.
@@ -164,18 +157,18 @@ func New(cfg Config) (*Adapter, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
+	header := http.Header{}
+	if cfg.APIKey != "" {
+		header.Set("Authorization", "Bearer "+cfg.APIKey)
 	}
 	return &Adapter{
-		url:              base + "/chat/completions",
-		key:              cfg.APIKey,
-		doer:             &httpwatch.Doer{Client: hc, Headers: cfg.Headers},
-		idle:             cfg.IdleTimeout,
+		url: base + "/chat/completions",
+		endpoint: &sse.Endpoint{
+			Doer: &httpwatch.Doer{Client: hc, Headers: cfg.Headers}, Header: header, IdleTimeout: cfg.IdleTimeout,
+			Keyless: cfg.APIKey == "", Now: cfg.Now, InBandError: sse.OpenAIError,
+		},
 		completionTokens: param == MaxCompletionTokensParam,
 		dialect:          dialect,
-		now:              now,
 	}, nil
 }
 
@@ -189,58 +182,18 @@ func (a *Adapter) Stream(ctx context.Context, req *stream.Request, emit stream.E
 		fe.Permanent = true
 		return tr.Finish(fe)
 	}
-
-	ctx, wd := httpwatch.NewWatchdog(ctx, a.idle)
-	defer wd.Stop()
-	ex := httpwatch.NewExchange(wd.Touch)
-	ctx = httpwatch.With(ctx, ex)
-
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(body))
-	if err != nil {
-		fe := failure.New(penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_INVALID_REQUEST, "build the request: %v", err)
-		fe.Permanent = true
-		return tr.Finish(fe)
+	s, fe := a.endpoint.Post(ctx, a.url, body)
+	var out *penguinv1.LLMOutcome
+	if fe != nil {
+		out = tr.Finish(fe)
+	} else {
+		defer s.Close()
+		out = a.read(s.Ctx, s.Events, tr, s.Exchange)
 	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
-	if a.key != "" {
-		hreq.Header.Set("Authorization", "Bearer "+a.key)
-	}
-	resp, err := a.doer.Do(hreq)
-	if err != nil {
-		return tr.Finish(failure.TransportAfter(ctx, err, 0, nil))
-	}
-	defer resp.Body.Close()
-	out := a.response(ctx, resp, tr, ex)
 	if out.GetProviderRequestId() == "" {
-		out.ProviderRequestId = failure.RequestID(resp.Header)
+		out.ProviderRequestId = s.RequestID()
 	}
 	return out
-}
-
-// response reads an answer: an error status, a body that is not an event
-// stream, or the stream itself.
-func (a *Adapter) response(ctx context.Context, resp *http.Response, tr *translate.Translator, ex *httpwatch.Exchange) *penguinv1.LLMOutcome {
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		if err != nil && len(body) == 0 {
-			return tr.Finish(failure.TransportAfter(ctx, err, resp.StatusCode, resp.Header))
-		}
-		return tr.Finish(failure.Keyless(failure.HTTP(resp.StatusCode, resp.Header, failure.Detail(body), a.now()), a.key == ""))
-	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "" && mt != "text/event-stream" {
-		// A server that answers 200 with a JSON error instead of a
-		// stream (some gateways do) still gets its message read.
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		var e struct {
-			Error *chunkError `json:"error"`
-		}
-		if json.Unmarshal(body, &e) == nil && e.Error != nil {
-			return tr.Finish(failure.InBand(e.Error.kind(), e.Error.Message))
-		}
-		return tr.Finish(failure.Malformed(nil, "the provider answered %s instead of an event stream: %s", mt, failure.Detail(body)))
-	}
-	return a.read(ctx, sse.NewReader(resp.Body), tr, ex)
 }
 
 // read relays the chunks of an open stream until it ends.
