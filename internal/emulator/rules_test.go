@@ -52,6 +52,15 @@ func TestStrictRules(t *testing.T) {
 		{"system after the conversation", "/v1/chat/completions", chat("m", "", user, msg("system", `"late"`), user), 400, "System messages must come before"},
 		{"ends with the assistant", "/v1/chat/completions", chat("m", "", user, msg("assistant", `"hi"`)), 400, "Expected last role User or Tool"},
 		{"an empty assistant message", "/v1/chat/completions", chat("m", "", user, msg("assistant", `""`), user), 400, "needs content or tool_calls"},
+		// OpenAI Responses.
+		{"responses: reasoning without its encrypted content", "/openai/v1/responses", `{"model":"gpt-5","store":false,"input":[{"role":"user","content":"hi"},{"type":"reasoning","id":"rs_1","summary":[]},{"role":"assistant","content":[{"type":"output_text","text":"x"}]},{"role":"user","content":"and?"}]}`, 404, "Items are not persisted when `store` is set to false"},
+		{"responses: reasoning without its following item", "/openai/v1/responses", `{"model":"gpt-5","store":false,"input":[{"role":"user","content":"hi"},{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"e"},{"role":"user","content":"and?"}]}`, 400, "was provided without its required following item"},
+		{"responses: a call without its output", "/openai/v1/responses", `{"model":"gpt-5","input":[{"role":"user","content":"hi"},{"type":"function_call","call_id":"c1","name":"ls","arguments":"{}"}]}`, 400, "No tool output found for function call c1"},
+		{"responses: an output without its call", "/openai/v1/responses", `{"model":"gpt-5","input":[{"role":"user","content":"hi"},{"type":"function_call_output","call_id":"c9","output":"x"}]}`, 400, "No tool call found for function call output with call_id c9"},
+		{"responses: effort on gpt-4o", "/openai/v1/responses", `{"model":"gpt-4o","input":"hi","reasoning":{"effort":"low"}}`, 400, "'reasoning.effort' is not supported with this model"},
+		{"responses: encrypted reasoning on gpt-4o", "/openai/v1/responses", `{"model":"gpt-4o","input":"hi","include":["reasoning.encrypted_content"]}`, 400, "Encrypted content is not supported with this model"},
+		{"responses: max_output_tokens above the limit", "/openai/v1/responses", `{"model":"gpt-4o","input":"hi","max_output_tokens":20000}`, 400, "max_output_tokens is too large"},
+		{"responses: a valid reasoning replay", "/openai/v1/responses", `{"model":"gpt-5","store":false,"include":["reasoning.encrypted_content"],"reasoning":{"effort":"minimal"},"input":[{"role":"user","content":"hi"},{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"e"},{"type":"function_call","call_id":"c1","name":"ls","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"a"}]}`, 200, ""},
 		// Anthropic Messages.
 		{"anthropic: first message from the assistant", "/v1/messages", `{"model":"m","max_tokens":10,"messages":[{"role":"assistant","content":"x"}]}`, 400, `first message must use the "user" role`},
 		{"anthropic: tool_result without tool_use", "/v1/messages", `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"x"}]}]}`, 400, "must have a corresponding `tool_use` block"},

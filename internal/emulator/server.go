@@ -443,11 +443,14 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/v1/messages":
 		proto = anthropic{}
 		w.Header().Set("request-id", requestID)
+	case "/v1/responses", "/responses":
+		proto = responsesAPI{}
+		w.Header().Set("x-request-id", requestID)
 	default:
 		body, _ := io.ReadAll(io.LimitReader(r.Body, s.opts.maxBody))
 		s.record(r, body, "", -1, http.StatusNotFound, requestID, "")
 		openAI{}.writeError(w, requestID, &apiError{status: http.StatusNotFound, typ: "invalid_request_error",
-			message: fmt.Sprintf("emulator: no route for %s %s; it serves POST /v1/chat/completions and POST /v1/messages", r.Method, r.URL.Path)})
+			message: fmt.Sprintf("emulator: no route for %s %s; it serves POST /v1/chat/completions, /v1/responses and /v1/messages", r.Method, r.URL.Path)})
 		return
 	}
 	if rt.provider == nil {

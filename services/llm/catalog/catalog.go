@@ -45,8 +45,9 @@ const (
 // wire. The wire values of a model's Thinking map are read in its
 // provider's dialect.
 const (
-	// DialectEffort sends reasoning_effort with the effort name (OpenAI
-	// Chat Completions and most compatible servers).
+	// DialectEffort sends the effort name: reasoning_effort on Chat
+	// Completions (OpenAI and most compatible servers), reasoning.effort
+	// on the Responses API.
 	DialectEffort = "effort"
 	// DialectDeepSeek sends thinking.type (enabled or disabled) and
 	// reasoning_effort.
@@ -62,8 +63,6 @@ const (
 	// DialectAnthropic sends a thinking budget or adaptive thinking with
 	// output_config.effort.
 	DialectAnthropic = "anthropic"
-	// DialectResponses sends reasoning.effort (OpenAI Responses API).
-	DialectResponses = "responses"
 	// DialectGemini sends generationConfig.thinkingConfig (a thinking
 	// level or a budget).
 	DialectGemini = "gemini"
@@ -117,8 +116,9 @@ type Provider struct {
 	Env []string `json:"env,omitempty"`
 	// Dialect is how reasoning controls go on the wire (DialectEffort, …).
 	Dialect string `json:"dialect,omitempty"`
-	// OutputParam is the name of the output-token parameter of a Chat
-	// Completions provider: max_tokens or max_completion_tokens.
+	// OutputParam is the name of the output-token parameter on Chat
+	// Completions: max_tokens or max_completion_tokens (a Responses API
+	// provider that also serves Chat Completions names its own).
 	OutputParam string `json:"output_param,omitempty"`
 	// Models are sorted by id.
 	Models []*Model `json:"models"`

@@ -14,6 +14,7 @@ import (
 	"github.com/penguin-agent/penguin/services/llm/catalog"
 	"github.com/penguin-agent/penguin/services/llm/openai"
 	"github.com/penguin-agent/penguin/services/llm/registry"
+	"github.com/penguin-agent/penguin/services/llm/responses"
 )
 
 // Deps are what Build needs besides the file.
@@ -97,6 +98,14 @@ func build(p Provider, deps Deps) (registry.Registration, error) {
 		Catalog: res.catalog, Models: res.models,
 	}
 	switch p.Type {
+	case TypeOpenAIResponses:
+		if route.BaseURL == "" {
+			route.BaseURL = responses.DefaultBaseURL
+		}
+		a := responses.New(responses.Config{
+			BaseURL: route.BaseURL, APIKey: key, Headers: headers, HTTPClient: deps.HTTPClient, IdleTimeout: deps.IdleTimeout,
+		})
+		return registry.Registration{Adapter: a, Route: route}, nil
 	case TypeAnthropic:
 		if route.BaseURL == "" {
 			route.BaseURL = anthropic.DefaultBaseURL

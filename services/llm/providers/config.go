@@ -40,7 +40,7 @@ const (
 )
 
 // types lists the accepted types, for errors.
-var types = []string{TypeOpenAI, TypeOpenAIChat, TypeAnthropic}
+var types = []string{TypeOpenAI, TypeOpenAIChat, TypeOpenAIResponses, TypeAnthropic}
 
 // CatalogNone, as a provider's catalog, lists no catalog models for it.
 const CatalogNone = "none"
@@ -56,7 +56,8 @@ type Provider struct {
 	// Name is the route's name, the provider half of a model reference.
 	Name string `yaml:"name"`
 	// Type is the adapter: "openai" or "openai-chat" (Chat Completions
-	// and compatible servers) or "anthropic" (Messages).
+	// and compatible servers), "openai-responses" (the Responses API) or
+	// "anthropic" (Messages).
 	Type string `yaml:"type"`
 	// BaseURL is the API base: ending in /v1 for openai, without it for
 	// anthropic. Empty means the vendor's own API.
@@ -231,7 +232,7 @@ func (p Provider) validate() error {
 	}
 	switch p.Dialect {
 	case "", catalog.DialectEffort, catalog.DialectDeepSeek, catalog.DialectThinkingType, catalog.DialectQwen,
-		catalog.DialectOpenRouter, catalog.DialectAnthropic, catalog.DialectResponses, catalog.DialectGemini:
+		catalog.DialectOpenRouter, catalog.DialectAnthropic, catalog.DialectGemini:
 	default:
 		errs = append(errs, fmt.Errorf("dialect %q is not a reasoning dialect", p.Dialect))
 	}

@@ -18,6 +18,14 @@ var keyVars = map[string][]string{
 	"google": {"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENERATIVE_AI_API_KEY"},
 }
 
+// presetTypes are the providers file types of the catalog's APIs that
+// presets are made for.
+var presetTypes = map[string]string{
+	catalog.APIOpenAIChat:      TypeOpenAI,
+	catalog.APIOpenAIResponses: TypeOpenAIResponses,
+	catalog.APIAnthropic:       TypeAnthropic,
+}
+
 // localServer is a local OpenAI-compatible server: no key, a local base
 // URL, turned on by its variable.
 type localServer struct {
@@ -103,16 +111,13 @@ func FromEnv(lookup config.LookupFunc, cat *catalog.Catalog) (*File, error) {
 		return v, ok && v != ""
 	}
 	for _, p := range cat.Providers {
-		if local(p.ID) || (p.API != catalog.APIOpenAIChat && p.API != catalog.APIAnthropic) {
+		typ, ok := presetTypes[p.API]
+		if local(p.ID) || !ok {
 			continue
 		}
 		for _, kv := range presetVars(p) {
 			if _, ok := set(kv); !ok {
 				continue
-			}
-			typ := TypeOpenAI
-			if p.API == catalog.APIAnthropic {
-				typ = TypeAnthropic
 			}
 			base := p.BaseURL
 			if v, ok := set(strings.TrimSuffix(kv, "_API_KEY") + "_BASE_URL"); ok {

@@ -65,8 +65,6 @@ func defaultDialect(typ string) string {
 	switch typ {
 	case TypeAnthropic:
 		return catalog.DialectAnthropic
-	case TypeOpenAIResponses:
-		return catalog.DialectResponses
 	case TypeGemini:
 		return catalog.DialectGemini
 	}

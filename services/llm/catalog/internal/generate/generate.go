@@ -35,7 +35,7 @@ type wire struct {
 // providers lists the snapshot's providers and how each is spoken to.
 // Chat Completions providers take max_tokens unless noted.
 var providers = map[string]wire{
-	"openai":       {api: catalog.APIOpenAIChat, dialect: catalog.DialectEffort, outputParam: "max_completion_tokens"},
+	"openai":       {api: catalog.APIOpenAIResponses, dialect: catalog.DialectEffort, outputParam: "max_completion_tokens"},
 	"anthropic":    {api: catalog.APIAnthropic, dialect: catalog.DialectAnthropic},
 	"google":       {api: catalog.APIOpenAIChat, dialect: catalog.DialectEffort, baseURL: "https://generativelanguage.googleapis.com/v1beta/openai"},
 	"deepseek":     {api: catalog.APIOpenAIChat, dialect: catalog.DialectDeepSeek},
@@ -131,7 +131,7 @@ func Generate(snap []byte) ([]byte, error) {
 		if w.baseURL != "" {
 			p.BaseURL = w.baseURL
 		}
-		if p.API == catalog.APIOpenAIChat && p.OutputParam == "" {
+		if p.API != catalog.APIAnthropic && p.API != catalog.APIGemini && p.OutputParam == "" {
 			p.OutputParam = "max_tokens"
 		}
 		mids := make([]string, 0, len(sp.Models))
