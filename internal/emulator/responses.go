@@ -280,13 +280,13 @@ func responsesRules(body []byte, rt route) *apiError {
 		}
 	}
 	var req struct {
-		Model           string          `json:"model"`
-		RawInput        json.RawMessage `json:"input"`
+		Model           string            `json:"model"`
+		RawInput        json.RawMessage   `json:"input"`
 		Input           []json.RawMessage `json:"-"`
-		Store           *bool    `json:"store"`
-		Include         []string `json:"include"`
-		MaxOutputTokens *int64   `json:"max_output_tokens"`
-		Temperature     *float64 `json:"temperature"`
+		Store           *bool             `json:"store"`
+		Include         []string          `json:"include"`
+		MaxOutputTokens *int64            `json:"max_output_tokens"`
+		Temperature     *float64          `json:"temperature"`
 		Reasoning       *struct {
 			Effort  *string `json:"effort"`
 			Summary string  `json:"summary"`
