@@ -61,6 +61,15 @@ func TestStrictRules(t *testing.T) {
 		{"responses: encrypted reasoning on gpt-4o", "/openai/v1/responses", `{"model":"gpt-4o","input":"hi","include":["reasoning.encrypted_content"]}`, 400, "Encrypted content is not supported with this model"},
 		{"responses: max_output_tokens above the limit", "/openai/v1/responses", `{"model":"gpt-4o","input":"hi","max_output_tokens":20000}`, 400, "max_output_tokens is too large"},
 		{"responses: a valid reasoning replay", "/openai/v1/responses", `{"model":"gpt-5","store":false,"include":["reasoning.encrypted_content"],"reasoning":{"effort":"minimal"},"input":[{"role":"user","content":"hi"},{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"e"},{"type":"function_call","call_id":"c1","name":"ls","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"a"}]}`, 200, ""},
+		// Gemini.
+		{"gemini: a level on a budget model", "/google/v1beta/models/gemini-2.5-pro:streamGenerateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{"thinkingConfig":{"thinkingLevel":"high"}}}`, 400, "Thinking level is not supported for this model"},
+		{"gemini: budget 0 on a model that always thinks", "/google/v1beta/models/gemini-2.5-pro:streamGenerateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{"thinkingConfig":{"thinkingBudget":0}}}`, 400, "This model only works in thinking mode"},
+		{"gemini: thinking on gemini-2.0-flash", "/google/v1beta/models/gemini-2.0-flash:streamGenerateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{"thinkingConfig":{"thinkingBudget":1024}}}`, 400, "Thinking is not supported for this model"},
+		{"gemini: an unsigned call on gemini 3", "/google/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]},{"role":"model","parts":[{"functionCall":{"name":"ls","args":{}}}]},{"role":"user","parts":[{"functionResponse":{"name":"ls","response":{"output":"a"}}}]}]}`, 400, "Function call is missing a thought_signature"},
+		{"gemini: a call without its response", "/v1beta/models/m:streamGenerateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]},{"role":"model","parts":[{"functionCall":{"name":"ls","args":{}}}]},{"role":"user","parts":[{"text":"and?"}]}]}`, 400, "the number of function response parts is equal to the number of function call parts"},
+		{"gemini: an empty part", "/v1beta/models/m:streamGenerateContent", `{"contents":[{"role":"user","parts":[{}]}]}`, 400, "required oneof field 'data'"},
+		{"gemini: an unknown model", "/google/v1beta/models/gpt-4o:streamGenerateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, 404, "models/gpt-4o is not found"},
+		{"gemini: a valid signed replay", "/google/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]},{"role":"model","parts":[{"functionCall":{"name":"ls","args":{}},"thoughtSignature":"s"}]},{"role":"user","parts":[{"functionResponse":{"name":"ls","response":{"output":"a"}}}]}],"generationConfig":{"thinkingConfig":{"thinkingLevel":"low","includeThoughts":true}}}`, 200, ""},
 		// Anthropic Messages.
 		{"anthropic: first message from the assistant", "/v1/messages", `{"model":"m","max_tokens":10,"messages":[{"role":"assistant","content":"x"}]}`, 400, `first message must use the "user" role`},
 		{"anthropic: tool_result without tool_use", "/v1/messages", `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"x"}]}]}`, 400, "must have a corresponding `tool_use` block"},
@@ -90,16 +99,18 @@ func TestStrictRules(t *testing.T) {
 			if tc.want == "" {
 				return
 			}
-			// The provider's error shape: OpenAI's {"error":{message,type,param,code}}
-			// or Anthropic's {"type":"error","error":{type,message}}.
+			// The provider's error shape: OpenAI's {"error":{message,type,param,code}},
+			// Anthropic's {"type":"error","error":{type,message}} or Gemini's
+			// {"error":{code,message,status}}.
 			var e struct {
 				Type  string `json:"type"`
 				Error struct {
 					Message string `json:"message"`
 					Type    string `json:"type"`
+					Status  string `json:"status"`
 				} `json:"error"`
 			}
-			if err := json.Unmarshal(body, &e); err != nil || e.Error.Type == "" {
+			if err := json.Unmarshal(body, &e); err != nil || e.Error.Type == "" && e.Error.Status == "" {
 				t.Fatalf("error body %s is not in the provider's shape: %v", body, err)
 			}
 			if strings.HasSuffix(tc.path, "/messages") != (e.Type == "error") {

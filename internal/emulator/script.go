@@ -120,6 +120,8 @@ type ToolCall struct {
 	// ("{}" when empty). It is not validated, so a script can send broken
 	// arguments on purpose.
 	Arguments string `yaml:"arguments,omitempty" json:"arguments,omitempty"`
+	// Signature is the call's thought signature (Gemini only).
+	Signature string `yaml:"signature,omitempty" json:"signature,omitempty"`
 }
 
 // BlockType names the kind of a [Block].
@@ -139,7 +141,9 @@ type Block struct {
 	Type BlockType `yaml:"type" json:"type"`
 	// Text is the text of a thinking or text block.
 	Text string `yaml:"text,omitempty" json:"text,omitempty"`
-	// Signature closes a thinking block (Anthropic).
+	// Signature closes a thinking block (Anthropic's signature, the
+	// Responses API's encrypted content, Gemini's thought signature) or is
+	// a tool call's thought signature (Gemini).
 	Signature string `yaml:"signature,omitempty" json:"signature,omitempty"`
 	// Data is the payload of a redacted_thinking block (Anthropic).
 	Data string `yaml:"data,omitempty" json:"data,omitempty"`
@@ -369,7 +373,7 @@ func (t *Turn) blocks() []Block {
 			out = append(out, Block{Type: BlockText, Text: t.Text})
 		}
 		for _, tc := range t.ToolCalls {
-			out = append(out, Block{Type: BlockToolCall, ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
+			out = append(out, Block{Type: BlockToolCall, ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments, Signature: tc.Signature})
 		}
 	}
 	for i := range out {

@@ -447,10 +447,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		proto = responsesAPI{}
 		w.Header().Set("x-request-id", requestID)
 	default:
+		if m := geminiPath.FindStringSubmatch(rest); m != nil {
+			proto = geminiAPI{model: m[1], streaming: m[2] == "streamGenerateContent"}
+			w.Header().Set("x-request-id", requestID)
+			break
+		}
 		body, _ := io.ReadAll(io.LimitReader(r.Body, s.opts.maxBody))
 		s.record(r, body, "", -1, http.StatusNotFound, requestID, "")
 		openAI{}.writeError(w, requestID, &apiError{status: http.StatusNotFound, typ: "invalid_request_error",
-			message: fmt.Sprintf("emulator: no route for %s %s; it serves POST /v1/chat/completions, /v1/responses and /v1/messages", r.Method, r.URL.Path)})
+			message: fmt.Sprintf("emulator: no route for %s %s; it serves POST /v1/chat/completions, /v1/responses, /v1/messages and /v1beta/models/MODEL:streamGenerateContent", r.Method, r.URL.Path)})
 		return
 	}
 	if rt.provider == nil {

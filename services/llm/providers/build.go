@@ -12,6 +12,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/services/llm/anthropic"
 	"github.com/penguin-agent/penguin/services/llm/catalog"
+	"github.com/penguin-agent/penguin/services/llm/gemini"
 	"github.com/penguin-agent/penguin/services/llm/openai"
 	"github.com/penguin-agent/penguin/services/llm/registry"
 	"github.com/penguin-agent/penguin/services/llm/responses"
@@ -103,6 +104,14 @@ func build(p Provider, deps Deps) (registry.Registration, error) {
 			route.BaseURL = responses.DefaultBaseURL
 		}
 		a := responses.New(responses.Config{
+			BaseURL: route.BaseURL, APIKey: key, Headers: headers, HTTPClient: deps.HTTPClient, IdleTimeout: deps.IdleTimeout,
+		})
+		return registry.Registration{Adapter: a, Route: route}, nil
+	case TypeGemini:
+		if route.BaseURL == "" {
+			route.BaseURL = gemini.DefaultBaseURL
+		}
+		a := gemini.New(gemini.Config{
 			BaseURL: route.BaseURL, APIKey: key, Headers: headers, HTTPClient: deps.HTTPClient, IdleTimeout: deps.IdleTimeout,
 		})
 		return registry.Registration{Adapter: a, Route: route}, nil

@@ -40,7 +40,7 @@ const (
 )
 
 // types lists the accepted types, for errors.
-var types = []string{TypeOpenAI, TypeOpenAIChat, TypeOpenAIResponses, TypeAnthropic}
+var types = []string{TypeOpenAI, TypeOpenAIChat, TypeOpenAIResponses, TypeAnthropic, TypeGemini}
 
 // CatalogNone, as a provider's catalog, lists no catalog models for it.
 const CatalogNone = "none"
@@ -56,8 +56,8 @@ type Provider struct {
 	// Name is the route's name, the provider half of a model reference.
 	Name string `yaml:"name"`
 	// Type is the adapter: "openai" or "openai-chat" (Chat Completions
-	// and compatible servers), "openai-responses" (the Responses API) or
-	// "anthropic" (Messages).
+	// and compatible servers), "openai-responses" (the Responses API),
+	// "anthropic" (Messages) or "gemini" (Google's Gemini API).
 	Type string `yaml:"type"`
 	// BaseURL is the API base: ending in /v1 for openai, without it for
 	// anthropic. Empty means the vendor's own API.

@@ -24,6 +24,7 @@ var presetTypes = map[string]string{
 	catalog.APIOpenAIChat:      TypeOpenAI,
 	catalog.APIOpenAIResponses: TypeOpenAIResponses,
 	catalog.APIAnthropic:       TypeAnthropic,
+	catalog.APIGemini:          TypeGemini,
 }
 
 // localServer is a local OpenAI-compatible server: no key, a local base

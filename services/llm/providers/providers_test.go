@@ -75,7 +75,7 @@ func TestParseErrors(t *testing.T) {
 		{"", "empty"},
 		{"providers: []", "lists no providers"},
 		{"providers:\n  - name: a\n    type: openai\n    apikey: x\n", "field apikey not found"},
-		{"providers:\n  - name: a\n    type: gemini\n", `type "gemini"`},
+		{"providers:\n  - name: a\n    type: palm\n", `type "palm"`},
 		{"providers:\n  - name: a\n    type: openai\n  - name: a\n    type: openai\n", "used twice"},
 		{"providers:\n  - name: a\n    type: openai\n    base_url: ftp://x\n", "want an http or https URL"},
 		{"providers:\n  - name: a\n    type: openai\n    api_key_env: K\n    api_key_file: /k\n", "not both"},

@@ -60,6 +60,7 @@ type block struct {
 type call struct {
 	id, name string
 	args     []byte
+	fidelity []byte
 }
 
 // New returns a Translator that emits through emit and allocates tool-call
@@ -199,6 +200,14 @@ func (t *Translator) ToolCallDelta(index int, providerID, name, args string) {
 	t.send(omni.PartialToolCall(phaseDelta, c.id, c.name, args))
 }
 
+// ToolCallFidelity merges the provider's payload for the open call at
+// index (Gemini's thought signature) into the call's fidelity.
+func (t *Translator) ToolCallFidelity(index int, fidelity []byte) {
+	if c := t.calls[index]; c != nil {
+		c.fidelity = MergeFidelity(c.fidelity, fidelity)
+	}
+}
+
 // CloseToolCall closes the tool call at index. A call that received no
 // arguments gets "{}", so the arguments are always a JSON object.
 func (t *Translator) CloseToolCall(index int) {
@@ -221,6 +230,7 @@ func (t *Translator) closeCall(index int, stop penguinv1.StopReason) {
 	t.send(p)
 	m := omni.ToolCall(c.id, c.name, string(c.args))
 	m.GetToolCall().StopReason = stop
+	m.GetToolCall().Fidelity = c.fidelity
 	t.send(m)
 	t.content = true
 }

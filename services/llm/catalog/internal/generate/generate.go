@@ -37,7 +37,7 @@ type wire struct {
 var providers = map[string]wire{
 	"openai":       {api: catalog.APIOpenAIResponses, dialect: catalog.DialectEffort, outputParam: "max_completion_tokens"},
 	"anthropic":    {api: catalog.APIAnthropic, dialect: catalog.DialectAnthropic},
-	"google":       {api: catalog.APIOpenAIChat, dialect: catalog.DialectEffort, baseURL: "https://generativelanguage.googleapis.com/v1beta/openai"},
+	"google":       {api: catalog.APIGemini, dialect: catalog.DialectGemini},
 	"deepseek":     {api: catalog.APIOpenAIChat, dialect: catalog.DialectDeepSeek},
 	"mistral":      {api: catalog.APIOpenAIChat, dialect: catalog.DialectEffort},
 	"xai":          {api: catalog.APIOpenAIChat, dialect: catalog.DialectEffort, outputParam: "max_completion_tokens"},
