@@ -141,8 +141,8 @@ func HTTP(status int, header http.Header, detail string, now time.Time) *Error {
 	case status == http.StatusForbidden:
 		// A bare 403 (a region block, a gateway's policy page, an
 		// account flag) is not an explicit credential failure: it is
-		// failed, and the engine's reconnect ladder may retry it, as the
-		// reference's agent loop does.
+		// failed, which the engine's reconnect ladder retries like any
+		// other rejection; only a credential failure needs a person.
 		e.Status, e.Code = penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_UNKNOWN
 	case status == http.StatusTooManyRequests:
 		if IsQuota(detail) {

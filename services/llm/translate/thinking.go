@@ -27,8 +27,8 @@ func ParseLevel(name string) (penguinv1.ThinkingLevel, bool) {
 // reasoning cannot be controlled, or that nobody describes) sends nothing
 // whatever the level, since its answer is just as valid; a level the model
 // does not list lands on the deepest listed level below it, else the
-// shallowest above it, as the reference's "max never fails" does for
-// every level. The catalog lists every level of every model it can
+// shallowest above it, so that "max" lands on the deepest level a model
+// has and no level fails. The catalog lists every level of every model it can
 // control, so this fallback serves partial lists in a providers file.
 func Thinking(req *stream.Request) string {
 	level := req.Thinking
