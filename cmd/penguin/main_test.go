@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/penguin-agent/penguin/internal/proctest"
 )
 
 // testVersion is stamped into the binary under test, to check -ldflags.
@@ -54,6 +56,7 @@ func penguin(t *testing.T, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = proctest.Env(t)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

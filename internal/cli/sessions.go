@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
 )
 
 // Sessions runs `penguin sessions list|show|export|delete`: list prints a
@@ -49,7 +50,7 @@ func listSessions(ctx context.Context, engine penguinv1.EngineServiceClient, out
 		}
 		for _, s := range resp.GetSessions() {
 			fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%s\n", s.GetSessionId(), s.GetModel().GetProvider(), s.GetModel().GetModelId(),
-				word(s.GetState().String(), "SESSION_STATE_"), s.GetUpdatedAt().AsTime().Local().Format("2006-01-02 15:04"), s.GetTitle())
+				enumword.Word(s.GetState()), s.GetUpdatedAt().AsTime().Local().Format("2006-01-02 15:04"), s.GetTitle())
 		}
 		if token = resp.GetNextPageToken(); token == "" {
 			return tw.Flush()

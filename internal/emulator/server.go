@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/llm/catalog"
 )
 
@@ -51,7 +52,8 @@ func WithAPIKey(key string) Option { return func(o *options) { o.apiKey = key } 
 // default).
 func WithAddr(addr string) Option { return func(o *options) { o.addr = addr } }
 
-// WithLogger logs one line per request (never a key or a body).
+// WithLogger logs one line per request (never a key or a body); without
+// it, or with nil, nothing is logged.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithoutRecording stops the server from keeping requests, for load tests
@@ -172,9 +174,7 @@ func New(script Script, opts ...Option) *Server {
 		done:    make(chan struct{}),
 		log:     o.logger,
 	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
+	s.log = logger.OrDiscard(s.log)
 	var raw [6]byte
 	_, _ = rand.Read(raw[:])
 	s.idPrefix = hex.EncodeToString(raw[:])

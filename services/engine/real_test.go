@@ -3,48 +3,32 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
+	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/emulator"
-	"github.com/penguin-agent/penguin/internal/grpcserver"
+	"github.com/penguin-agent/penguin/internal/enginetest"
 	"github.com/penguin-agent/penguin/internal/metrictest"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"
-	"github.com/penguin-agent/penguin/services/environment"
-	"github.com/penguin-agent/penguin/services/llm"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// realProviders routes the model "emu/m" to the provider emulator.
-const realProviders = `
-providers:
-  - name: emu
-    type: openai
-    base_url: %s/v1
-    api_key_env: EMU_KEY
-    models:
-      - id: m
-        context_window: 200000
-        max_tokens: 4096
-        cost: {input: 3, output: 15, cache_read: 0.3}
-`
-
-// realStack is the engine with the real llm service (in front of the
-// provider emulator) and the real environment service, each on a
-// loopback port.
+// realStack is the engine, in the test process, with the real llm service
+// (in front of the provider emulator) and the real environment service,
+// each on a loopback port.
 type realStack struct {
 	emu      *emulator.Server
 	root     string
@@ -52,27 +36,6 @@ type realStack struct {
 	mgr      *session.Manager
 	agentDir string
 	metrics  *prometheus.Registry
-}
-
-func serveOn(t *testing.T, name string, register func(*grpc.Server)) string {
-	t.Helper()
-	srv, err := grpcserver.New(grpcserver.Options{Name: name, ShutdownTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	register(srv.GRPC())
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		<-served
-	})
-	return lis.Addr().String()
 }
 
 func dialReal(t *testing.T, addr string) *grpc.ClientConn {
@@ -87,46 +50,27 @@ func dialReal(t *testing.T, addr string) *grpc.ClientConn {
 
 func newRealStack(t *testing.T, turns ...emulator.Turn) *realStack {
 	t.Helper()
-	s := &realStack{metrics: prometheus.NewRegistry()}
-	s.emu = emulator.NewServer(emulator.Script{Turns: turns}, emulator.WithAPIKey("emu-key"), emulator.WithLogger(slog.New(slog.DiscardHandler)))
-	t.Cleanup(s.emu.Close)
-	dir := t.TempDir()
-	provFile := filepath.Join(dir, "providers.yaml")
-	if err := os.WriteFile(provFile, []byte(fmt.Sprintf(realProviders, s.emu.URL)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	llmSvc, err := llm.Setup(llm.Config{ProvidersFile: provFile, Lookup: config.MapLookup(map[string]string{"EMU_KEY": "emu-key"}), IdleTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.root = filepath.Join(dir, "root")
-	envSvc, err := environment.New(environment.Options{Root: s.root})
-	if err != nil {
-		t.Fatal(err)
-	}
-	llmAddr := serveOn(t, "llm", func(g *grpc.Server) { penguinv1.RegisterLLMServiceServer(g, llmSvc) })
-	envAddr := serveOn(t, "environment", func(g *grpc.Server) { penguinv1.RegisterEnvironmentServiceServer(g, envSvc) })
-
-	s.agentDir = filepath.Join(dir, "agent")
+	b := enginetest.NewBackends(t, turns...)
+	s := &realStack{emu: b.Emulator, root: b.Root, agentDir: filepath.Join(t.TempDir(), "agent"), metrics: prometheus.NewRegistry()}
 	if err := os.MkdirAll(s.agentDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	writeConfig(t, s.agentDir, testConfig)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := store.Open(ctx, filepath.Join(dir, "engine.db"))
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "engine.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	mgr, err := session.New(session.Options{
-		Store: st, LLM: penguinv1.NewLLMServiceClient(dialReal(t, llmAddr)), Environment: penguinv1.NewEnvironmentServiceClient(dialReal(t, envAddr)),
+		Store: st, LLM: penguinv1.NewLLMServiceClient(dialReal(t, b.LLM)), Environment: penguinv1.NewEnvironmentServiceClient(dialReal(t, b.Environment)),
 		DefaultAgentState: s.agentDir, Logger: slog.New(slog.DiscardHandler), Registerer: s.metrics,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.mgr = mgr
-	engAddr := serveOn(t, "engine", func(g *grpc.Server) { penguinv1.RegisterEngineServiceServer(g, engine.New(mgr, nil)) })
+	engAddr := enginetest.Serve(t, "engine", func(g *grpc.Server) { penguinv1.RegisterEngineServiceServer(g, engine.New(mgr, nil)) })
 	s.client = penguinv1.NewEngineServiceClient(dialReal(t, engAddr))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -142,7 +86,7 @@ func (s *realStack) create(t *testing.T, mode penguinv1.ApprovalMode) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	resp, err := s.client.CreateSession(ctx, &penguinv1.CreateSessionRequest{
-		Model: &penguinv1.ModelRef{Provider: "emu", ModelId: "m"}, Workspace: "ws", ApprovalMode: mode,
+		Model: enginetest.Model, Workspace: "ws", ApprovalMode: mode,
 	})
 	if err != nil {
 		t.Fatalf("CreateSession: %v", err)
@@ -158,7 +102,7 @@ func (s *realStack) run(t *testing.T, id, prompt string) []*penguinv1.RunEvent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, err := collect(stream)
+	evs, err := enginetest.Collect(stream)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -193,15 +137,66 @@ func toolMessages(t *testing.T, decoded map[string]any) []string {
 }
 
 func TestRealServicesToolUse(t *testing.T) {
+	// "slow" cannot finish before the test has seen "fast"'s output: it
+	// blocks reading a fifo that the test writes only then. That orders
+	// the two outputs without guessing how long anything takes.
 	s := newRealStack(t,
 		emulator.Turn{Text: "Writing it.", ToolCalls: []emulator.ToolCall{
-			{ID: "slow", Name: "exec_command", Arguments: `{"cmd":"sleep 2; echo slow-done","description":"slow"}`},
+			{ID: "slow", Name: "exec_command", Arguments: `{"cmd":"read line < gate.fifo; echo slow-$line","description":"slow"}`},
 			{ID: "fast", Name: "exec_command", Arguments: `{"cmd":"printf hi > hello.txt; echo fast-done","description":"fast"}`},
 		}, Usage: emulator.Usage{Input: 100, Output: 10}},
 		emulator.Turn{Text: "Wrote hello.txt.", Usage: emulator.Usage{Input: 200, Output: 5}},
 	)
 	id := s.create(t, allowAll)
-	evs := s.run(t, id, "write hello.txt")
+	gate := filepath.Join(s.root, "ws", "gate.fifo")
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream, err := s.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "write hello.txt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*penguinv1.RunEvent
+	var streamed []string
+	opened := make(chan error, 1)
+	for {
+		r, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		evs = append(evs, r.GetEvent())
+		o := r.GetEvent().GetMessage().GetToolCallOutput()
+		if o == nil {
+			continue
+		}
+		streamed = append(streamed, o.GetToolCallId())
+		if o.GetToolCallId() == "fast" {
+			// Opening a fifo for writing waits for its reader, which
+			// "slow" is or is about to be.
+			go func() {
+				f, err := os.OpenFile(gate, os.O_WRONLY, 0)
+				if err == nil {
+					_, err = f.WriteString("done\n")
+					err = errors.Join(err, f.Close())
+				}
+				opened <- err
+			}()
+		}
+	}
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatalf("writing the gate: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the gate was never opened")
+	}
+	checkStream(t, evs)
 	if st := end(t, evs); st.GetStatus() != completedS {
 		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
 	}
@@ -210,14 +205,13 @@ func TestRealServicesToolUse(t *testing.T) {
 		t.Fatalf("hello.txt = %q, %v", data, err)
 	}
 	// Outputs stream in completion order (fast first) ...
-	var streamed []string
-	for _, m := range messages(evs) {
-		if o := m.GetToolCallOutput(); o != nil {
-			streamed = append(streamed, o.GetToolCallId())
-		}
-	}
 	if !slices.Equal(streamed, []string{"fast", "slow"}) {
 		t.Fatalf("stream order %v", streamed)
+	}
+	for _, m := range enginetest.Messages(evs) {
+		if o := m.GetToolCallOutput(); o.GetToolCallId() == "slow" && !strings.Contains(o.GetOutput(), "slow-done") {
+			t.Fatalf("slow's output = %q", o.GetOutput())
+		}
 	}
 	// ... and reach the model in call order.
 	reqs := s.emu.Requests()
@@ -229,46 +223,6 @@ func TestRealServicesToolUse(t *testing.T) {
 	}
 }
 
-// TestRealServicesCost checks that each request's token usage carries its
-// cost from the model's price and the session's running total, and that
-// the engine's metrics count tokens and cost per provider and model.
-func TestRealServicesCost(t *testing.T) {
-	s := newRealStack(t,
-		emulator.Turn{Text: "Looking.", ToolCalls: []emulator.ToolCall{{ID: "c1", Name: "exec_command", Arguments: `{"cmd":"echo hi","description":"hi"}`}},
-			Usage: emulator.Usage{Input: 1000, Output: 100, CacheRead: 2000}},
-		emulator.Turn{Text: "Done.", Usage: emulator.Usage{Input: 500, Output: 50}},
-	)
-	id := s.create(t, allowAll)
-	evs := s.run(t, id, "say hi")
-	if st := end(t, evs); st.GetStatus() != completedS {
-		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
-	}
-	var usages []*penguinv1.TokenUsage
-	for _, m := range messages(evs) {
-		if tu := m.GetTokenUsage(); tu != nil {
-			usages = append(usages, tu)
-		}
-	}
-	if len(usages) != 2 {
-		t.Fatalf("%d token_usage events", len(usages))
-	}
-	// 1000 uncached input at 3, 2000 cache reads at 0.3, 100 output at 15.
-	first := (1000*3 + 2000*0.3 + 100*15) / 1e6
-	second := (500*3 + 50*15) / 1e6
-	near := func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
-	if u := usages[0]; !near(u.GetRequest().GetCostUsd(), first) || !near(u.GetSession().GetCostUsd(), first) || u.GetProvider() != "emu" || u.GetModelId() != "m" {
-		t.Errorf("first usage = %v, want cost %v", u, first)
-	}
-	if u := usages[1]; !near(u.GetRequest().GetCostUsd(), second) || !near(u.GetSession().GetCostUsd(), first+second) {
-		t.Errorf("second usage = %v, want cost %v and a running total of %v", u, second, first+second)
-	}
-	cost, _ := metrictest.Value(t, s.metrics, "penguin_engine_cost_usd_total", map[string]string{"provider": "emu", "model": "m"})
-	out, _ := metrictest.Value(t, s.metrics, "penguin_engine_tokens_total", map[string]string{"provider": "emu", "model": "m", "kind": "output"})
-	if !near(cost, first+second) || out != 150 {
-		t.Errorf("metrics: cost %v output tokens %v", cost, out)
-	}
-}
-
 func TestRealServicesForbiddenAndDenied(t *testing.T) {
 	s := newRealStack(t,
 		emulator.Turn{ToolCalls: []emulator.ToolCall{{ID: "c1", Name: "exec_command", Arguments: `{"cmd":"rm -rf /","description":"x"}`}}},
@@ -277,7 +231,7 @@ func TestRealServicesForbiddenAndDenied(t *testing.T) {
 	id := s.create(t, allowAll)
 	evs := s.run(t, id, "wipe it")
 	var out *penguinv1.ToolCallOutput
-	for _, m := range messages(evs) {
+	for _, m := range enginetest.Messages(evs) {
 		if o := m.GetToolCallOutput(); o != nil {
 			out = o
 		}
@@ -300,7 +254,7 @@ func TestRealServicesRetryLadder(t *testing.T) {
 		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
 	}
 	var ends []*penguinv1.RequestEnd
-	for _, m := range messages(evs) {
+	for _, m := range enginetest.Messages(evs) {
 		if re := m.GetRequestEnd(); re != nil {
 			ends = append(ends, re)
 		}
@@ -344,7 +298,7 @@ func TestRealServicesCompactionAndSubagent(t *testing.T) {
 		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
 	}
 	var forwarded, compaction int
-	for _, m := range messages(evs) {
+	for _, m := range enginetest.Messages(evs) {
 		if len(m.GetOrigin()) > 0 {
 			forwarded++
 		}
@@ -361,5 +315,48 @@ func TestRealServicesCompactionAndSubagent(t *testing.T) {
 	last := string(lastBody)
 	if !strings.Contains(last, "it was bird") || strings.Contains(last, "ask a helper") {
 		t.Fatalf("the request after compaction does not start from the summary: %s", last)
+	}
+}
+
+// TestRealServicesCost checks that each request's token usage carries its
+// cost from the model's price and the session's running total, and that
+// the engine's metrics count tokens and cost per provider and model.
+func TestRealServicesCost(t *testing.T) {
+	s := newRealStack(t,
+		emulator.Turn{Text: "Looking.", ToolCalls: []emulator.ToolCall{{ID: "c1", Name: "exec_command", Arguments: `{"cmd":"echo hi","description":"hi"}`}},
+			Usage: emulator.Usage{Input: 1000, Output: 100, CacheRead: 2000}},
+		emulator.Turn{Text: "Done.", Usage: emulator.Usage{Input: 500, Output: 50}},
+	)
+	id := s.create(t, allowAll)
+	evs := s.run(t, id, "say hi")
+	if st := end(t, evs); st.GetStatus() != completedS {
+		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
+	}
+	var usages []*penguinv1.TokenUsage
+	for _, m := range messages(evs) {
+		if tu := m.GetTokenUsage(); tu != nil {
+			usages = append(usages, tu)
+		}
+	}
+	if len(usages) != 2 {
+		t.Fatalf("%d token_usage events", len(usages))
+	}
+	// 1000 uncached input at 3, 2000 cache reads at 0.3, 100 output at 15.
+	first := (1000*3 + 2000*0.3 + 100*15) / 1e6
+	second := (500*3 + 50*15) / 1e6
+	near := func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+	if u := usages[0]; !near(u.GetRequest().GetCostUsd(), first) || !near(u.GetSession().GetCostUsd(), first) ||
+		u.GetProvider() != enginetest.Model.GetProvider() || u.GetModelId() != enginetest.Model.GetModelId() {
+		t.Errorf("first usage = %v, want cost %v", u, first)
+	}
+	if u := usages[1]; !near(u.GetRequest().GetCostUsd(), second) || !near(u.GetSession().GetCostUsd(), first+second) {
+		t.Errorf("second usage = %v, want cost %v and a running total of %v", u, second, first+second)
+	}
+	labels := map[string]string{"provider": enginetest.Model.GetProvider(), "model": enginetest.Model.GetModelId()}
+	cost, _ := metrictest.Value(t, s.metrics, "penguin_engine_cost_usd_total", labels)
+	labels["kind"] = "output"
+	out, _ := metrictest.Value(t, s.metrics, "penguin_engine_tokens_total", labels)
+	if !near(cost, first+second) || out != 150 {
+		t.Errorf("metrics: cost %v output tokens %v", cost, out)
 	}
 }

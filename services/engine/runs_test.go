@@ -7,6 +7,8 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enginetest"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
@@ -49,7 +51,7 @@ func TestAbortCarryOverCaseB(t *testing.T) {
 	if err != nil || !ab.GetAborted() {
 		t.Fatalf("Abort: %v %v", ab, err)
 	}
-	rest, err := collect(stream)
+	rest, err := enginetest.Collect(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,7 @@ func TestAbortCarryOverCaseB(t *testing.T) {
 	if st.GetStatus() != penguinv1.StopReason_STOP_REASON_ABORTED {
 		t.Fatalf("status %v", st.GetStatus())
 	}
-	msgs := messages(evs)
+	msgs := enginetest.Messages(evs)
 	if last := msgs[len(msgs)-1]; last.GetAbort().GetReason() != "changed my mind" {
 		t.Fatalf("last message %v, want the abort", last)
 	}
@@ -120,7 +122,7 @@ func TestAbortCarryOverCaseA(t *testing.T) {
 	if _, err := e.client.Abort(ctx, &penguinv1.AbortRequest{SessionId: id}); err != nil {
 		t.Fatal(err)
 	}
-	rest, _ := collect(stream)
+	rest, _ := enginetest.Collect(stream)
 	checkStream(t, append(evs, rest...))
 	end(t, e.run(id, "after"))
 	nm := e.llm.Requests()[1].GetNewMessages()
@@ -137,7 +139,7 @@ func TestAbortCarryOverCaseA(t *testing.T) {
 		t.Fatalf("prompt = %v", nm[2])
 	}
 	if h := e.llm.Requests()[1].GetHistory(); len(h) != 3 {
-		t.Fatalf("history = %v", payloadKinds(h))
+		t.Fatalf("history = %v", enginetest.Kinds(h))
 	}
 }
 
@@ -163,7 +165,7 @@ func TestSteerOverGRPC(t *testing.T) {
 	if len(nm) != 2 || nm[1].GetText().GetText() != "[user_steering]\nuse python\n[/user_steering]" {
 		t.Fatalf("second request input = %v", nm)
 	}
-	if !hasText(messages(evs), "[user_steering]") {
+	if !enginetest.HasText(enginetest.Messages(evs), "[user_steering]") {
 		t.Fatal("steering was not streamed")
 	}
 }
@@ -226,11 +228,11 @@ retry:
 			break
 		}
 	}
-	waitFor(t, "RetryNow to take", func() bool {
+	eventually.True(t, "RetryNow to take", func() bool {
 		r, err := e2.client.RetryNow(ctx, &penguinv1.RetryNowRequest{SessionId: id2})
 		return err == nil && r.GetRetried()
 	})
-	rest, err := collect(stream)
+	rest, err := enginetest.Collect(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +313,7 @@ func TestAttachReplaysAfterADrop(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Both watchers see the rest and the end.
-	rest, err := collect(stream)
+	rest, err := enginetest.Collect(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +336,7 @@ func TestAttachReplaysAfterADrop(t *testing.T) {
 	// A fresh Attach from zero on the idle, unloaded session replays the
 	// whole log.
 	cancelAtt()
-	waitFor(t, "the runtime to unload", func() bool { return e.mgr.Loaded() == 0 })
+	eventually.True(t, "the runtime to unload", func() bool { return e.mgr.Loaded() == 0 })
 	all, err := e.client.Attach(ctx, &penguinv1.AttachRequest{SessionId: id, UntilIdle: true})
 	if err != nil {
 		t.Fatal(err)
@@ -366,15 +368,15 @@ func TestSlowWatcherIsCutNotTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the attach to register", func() bool { return e.mgr.Loaded() == 1 })
+	eventually.True(t, "the attach to register", func() bool { return e.mgr.Loaded() == 1 })
 	// The run goes on whatever its watchers do (its own stream may be cut
 	// as well with so small a buffer).
 	stream, err := e.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "talk"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _ = collect(stream)
-	waitFor(t, "the run to finish", func() bool {
+	_, _ = enginetest.Collect(stream)
+	eventually.True(t, "the run to finish", func() bool {
 		s, err := e.client.GetSession(ctx, &penguinv1.GetSessionRequest{SessionId: id})
 		return err == nil && s.GetSession().GetState() == penguinv1.SessionState_SESSION_STATE_IDLE && s.GetSession().GetLastSequence() > 5
 	})
@@ -426,7 +428,7 @@ func TestResumeAfterRestart(t *testing.T) {
 	evs := e.run(id, "two")
 	end(t, evs)
 	req := e.llm.Requests()[2]
-	if got := payloadKinds(req.GetHistory()); strings.Join(got, ",") != "text,tool_call,tool_call_output,text" {
+	if got := enginetest.Kinds(req.GetHistory()); strings.Join(got, ",") != "text,tool_call,tool_call_output,text" {
 		t.Fatalf("resumed history = %v", got)
 	}
 	// Sequence numbers continue above everything handed out before.
@@ -471,7 +473,7 @@ func TestForkCutsToACompletedTurn(t *testing.T) {
 	}
 	end(t, e.run(fid, "three"))
 	req := e.llm.Requests()[2]
-	if got := payloadKinds(req.GetHistory()); strings.Join(got, ",") != "text,text" {
+	if got := enginetest.Kinds(req.GetHistory()); strings.Join(got, ",") != "text,text" {
 		t.Fatalf("fork history = %v", got)
 	}
 	// The fork's input: the second prompt (recorded before the cut point's
@@ -498,10 +500,10 @@ func TestManualCompactOverGRPC(t *testing.T) {
 	end(t, e.run(id, "two"))
 	req := e.llm.Requests()[2]
 	if len(req.GetHistory()) != 0 || !strings.Contains(req.GetNewMessages()[0].GetText().GetText(), "we talked") {
-		t.Fatalf("after compaction: history %v, input %v", payloadKinds(req.GetHistory()), req.GetNewMessages())
+		t.Fatalf("after compaction: history %v, input %v", enginetest.Kinds(req.GetHistory()), req.GetNewMessages())
 	}
 	// The log holds a new context head: session_meta and tool_list_ready.
-	kinds := payloadKinds(messages(history(t, e, id)))
+	kinds := enginetest.Kinds(enginetest.Messages(history(t, e, id)))
 	joined := strings.Join(kinds, ",")
 	if !strings.Contains(joined, "compaction_end,session_meta,tool_list_ready,text") {
 		t.Fatalf("log = %v", kinds)
@@ -552,7 +554,7 @@ func TestShutdownLetsARunningTaskRecordItsState(t *testing.T) {
 	if err := e.mgr.Shutdown(sctx); err != nil {
 		t.Fatal(err)
 	}
-	evs, _ := collect(stream)
+	evs, _ := enginetest.Collect(stream)
 	_ = evs
 	hist := history(t, e, id)
 	last := hist[len(hist)-1].GetMessage()
@@ -610,7 +612,7 @@ func TestTwoEnginesShareAStore(t *testing.T) {
 		t.Fatalf("Attach on the other engine: %v", err)
 	}
 	g.open()
-	evs, err := collect(stream)
+	evs, err := enginetest.Collect(stream)
 	if err != nil {
 		t.Fatal(err)
 	}

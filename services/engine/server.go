@@ -10,6 +10,7 @@ import (
 	"log/slog"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"google.golang.org/grpc"
@@ -45,12 +46,9 @@ type Server struct {
 }
 
 // New returns a Server over sessions; log receives internal errors, which
-// clients see only as a generic message.
+// clients see only as a generic message (nil discards them).
 func New(sessions Sessions, log *slog.Logger, opts ...Option) *Server {
-	if log == nil {
-		log = slog.Default()
-	}
-	s := &Server{sessions: sessions, log: log}
+	s := &Server{sessions: sessions, log: logger.OrDiscard(log)}
 	for _, o := range opts {
 		o(s)
 	}

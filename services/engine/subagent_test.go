@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enginetest"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"google.golang.org/grpc"
@@ -51,7 +53,7 @@ func TestSubagentForegroundWithOriginForwarding(t *testing.T) {
 	if st := end(t, evs); st.GetStatus() != completedS {
 		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
 	}
-	msgs := messages(evs)
+	msgs := enginetest.Messages(evs)
 	// The child's stream, forwarded with its id as origin, opens with its
 	// session_meta.
 	var childID string
@@ -70,8 +72,8 @@ func TestSubagentForegroundWithOriginForwarding(t *testing.T) {
 	if forwarded[0].GetSessionMeta().GetSessionId() != childID || forwarded[0].GetOrigin()[0] != childID {
 		t.Fatalf("first forwarded message = %v", forwarded[0])
 	}
-	if !hasText(forwarded, "3 files") || countKind(forwarded, "tool_call_output") != 1 {
-		t.Fatalf("forwarded = %v", payloadKinds(forwarded))
+	if !enginetest.HasText(forwarded, "3 files") || enginetest.CountKind(forwarded, "tool_call_output") != 1 {
+		t.Fatalf("forwarded = %v", enginetest.Kinds(forwarded))
 	}
 	// The tool's output is the child's answer.
 	var out string
@@ -84,18 +86,18 @@ func TestSubagentForegroundWithOriginForwarding(t *testing.T) {
 		t.Fatalf("run_subagent output = %q", out)
 	}
 	// The parent's log keeps only the pointer; the child has its own log.
-	parentLog := messages(history(t, e, id))
-	if countKind(parentLog, "subagent") != 1 || hasText(parentLog, "3 files") && !hasText(parentLog, "The subagent found") {
-		t.Fatalf("parent log = %v", payloadKinds(parentLog))
+	parentLog := enginetest.Messages(history(t, e, id))
+	if enginetest.CountKind(parentLog, "subagent") != 1 || enginetest.HasText(parentLog, "3 files") && !enginetest.HasText(parentLog, "The subagent found") {
+		t.Fatalf("parent log = %v", enginetest.Kinds(parentLog))
 	}
 	for _, m := range parentLog {
 		if len(m.GetOrigin()) > 0 {
 			t.Fatal("a forwarded message reached the parent's log")
 		}
 	}
-	childLog := messages(history(t, e, childID))
-	if childLog[0].GetSessionMeta().GetSource() != "subagent" || !hasText(childLog, "3 files") || !hasText(childLog, "count the files") {
-		t.Fatalf("child log = %v", payloadKinds(childLog))
+	childLog := enginetest.Messages(history(t, e, childID))
+	if childLog[0].GetSessionMeta().GetSource() != "subagent" || !enginetest.HasText(childLog, "3 files") || !enginetest.HasText(childLog, "count the files") {
+		t.Fatalf("child log = %v", enginetest.Kinds(childLog))
 	}
 	cs, err := e.client.GetSession(e.ctx(), &penguinv1.GetSessionRequest{SessionId: childID})
 	if err != nil || cs.GetSession().GetParentSessionId() != id || cs.GetSession().GetSource() != "subagent" {
@@ -158,7 +160,7 @@ func TestSubagentInheritsApprovals(t *testing.T) {
 		t.Fatalf("approval requests = %v", asked)
 	}
 	ran := false
-	for _, m := range messages(evs) {
+	for _, m := range enginetest.Messages(evs) {
 		if o := m.GetToolCallOutput(); o.GetToolCallId() == "k1" && strings.HasPrefix(o.GetOutput(), "exec_command") {
 			ran = true
 		}
@@ -185,7 +187,7 @@ func TestSubagentInBackgroundReportsCompletion(t *testing.T) {
 	evs := e.run(id, "start a helper")
 	end(t, evs)
 	var out string
-	for _, m := range messages(evs) {
+	for _, m := range enginetest.Messages(evs) {
 		if o := m.GetToolCallOutput(); o != nil && len(m.GetOrigin()) == 0 {
 			out = o.GetOutput()
 		}
@@ -196,8 +198,8 @@ func TestSubagentInBackgroundReportsCompletion(t *testing.T) {
 	// The child finishes after the parent's task ended: its report starts a
 	// new task on the parent.
 	childGo.open()
-	waitFor(t, "the report's task", func() bool { return len(e.llm.Requests()) >= 4 })
-	waitFor(t, "the parent to go idle", func() bool {
+	eventually.True(t, "the report's task", func() bool { return len(e.llm.Requests()) >= 4 })
+	eventually.True(t, "the parent to go idle", func() bool {
 		s, err := e.client.GetSession(e.ctx(), &penguinv1.GetSessionRequest{SessionId: id})
 		return err == nil && s.GetSession().GetState() == penguinv1.SessionState_SESSION_STATE_IDLE && e.mgr.Loaded() == 0
 	})
@@ -262,7 +264,7 @@ func TestSubagentYieldPollAndKill(t *testing.T) {
 	evs := e.run(id, "delegate")
 	end(t, evs)
 	outs := map[string]string{}
-	for _, m := range messages(evs) {
+	for _, m := range enginetest.Messages(evs) {
 		if o := m.GetToolCallOutput(); o != nil && len(m.GetOrigin()) == 0 {
 			outs[o.GetToolCallId()] = o.GetOutput()
 		}
@@ -300,7 +302,7 @@ func TestSubagentCap(t *testing.T) {
 	evs := e.run(id, "two helpers")
 	end(t, evs)
 	outs := map[string]*penguinv1.ToolCallOutput{}
-	for _, m := range messages(evs) {
+	for _, m := range enginetest.Messages(evs) {
 		if o := m.GetToolCallOutput(); o != nil && len(m.GetOrigin()) == 0 {
 			outs[o.GetToolCallId()] = o
 		}
@@ -320,7 +322,7 @@ func TestSubagentCap(t *testing.T) {
 		t.Fatalf("outputs = %v", outs)
 	}
 	release.open()
-	waitFor(t, "the report and the session to settle", func() bool { return len(e.llm.Requests()) >= 4 && e.mgr.Loaded() == 0 })
+	eventually.True(t, "the report and the session to settle", func() bool { return len(e.llm.Requests()) >= 4 && e.mgr.Loaded() == 0 })
 }
 
 // between returns the text of s between the first from and the next to.

@@ -86,22 +86,6 @@ func TestSessionRoutesMapEngineAnswers(t *testing.T) {
 	}
 }
 
-func TestBearerTokenIsRequired(t *testing.T) {
-	fake := &fakeengine.Engine{GetSessionFunc: func(context.Context, *penguinv1.GetSessionRequest) (*penguinv1.GetSessionResponse, error) {
-		return &penguinv1.GetSessionResponse{Session: &penguinv1.Session{SessionId: "s"}}, nil
-	}}
-	web := start(t, fake, gateway.Options{AuthToken: "sesame"})
-	if resp, _ := do(t, "GET", web.URL+"/api/sessions/s", ""); resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("no token: %d", resp.StatusCode)
-	}
-	if resp, _ := do(t, "GET", web.URL+"/api/sessions/s", "", "Authorization", "Bearer wrong"); resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("wrong token: %d", resp.StatusCode)
-	}
-	if resp, _ := do(t, "GET", web.URL+"/api/sessions/s", "", "Authorization", "Bearer sesame"); resp.StatusCode != http.StatusOK {
-		t.Fatalf("right token: %d", resp.StatusCode)
-	}
-}
-
 func TestTaskApprovalAndAbortRoutes(t *testing.T) {
 	var mu sync.Mutex
 	var approved *penguinv1.ApproveRequest
@@ -140,7 +124,7 @@ func TestTaskApprovalAndAbortRoutes(t *testing.T) {
 		t.Fatalf("empty prompt: %d %s", resp.StatusCode, body)
 	}
 	resp, body := do(t, "POST", base+"/tasks", `{"prompt":"fix the tests"}`)
-	if resp.StatusCode != http.StatusAccepted || !strings.Contains(body, `"first_sequence":7`) {
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(body, `"first_sequence":"7"`) {
 		t.Fatalf("start: %d %s", resp.StatusCode, body)
 	}
 	if resp, body := do(t, "POST", base+"/tasks", `{"prompt":"again"}`); resp.StatusCode != http.StatusConflict {

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/penguin-agent/penguin/internal/config"
+	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/llm/catalog"
 	"github.com/penguin-agent/penguin/services/llm/middleware"
 	"github.com/penguin-agent/penguin/services/llm/providers"
@@ -78,10 +79,7 @@ func Setup(cfg Config) (*Service, error) {
 	if hc == nil {
 		hc = NewHTTPClient()
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := logger.OrDiscard(cfg.Logger)
 	cat := catalog.Builtin()
 	if cfg.Catalog != "" {
 		raw, err := catalog.ReadOverride(context.Background(), cfg.Catalog, hc)

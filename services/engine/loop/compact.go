@@ -7,16 +7,10 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
-
-// DefaultCompactionPrompt asks for a summary when the agent state gives no
-// prompt of its own.
-const DefaultCompactionPrompt = `The conversation so far is about to be replaced by a summary, because the context is running out of room. Write that summary now. Cover the task as the user gave it, every decision and finding that still matters, the files and commands involved, what has been done and what remains, and anything the user asked you to keep in mind. Do not call any tool. Put the whole summary between [summary] and [/summary].`
-
-// defaultRetryNote is sent ahead of the prompt after an unusable reply.
-const defaultRetryNote = "Your previous reply could not be used as a summary: it called a tool, or it held no summary. Tools are not available for this step. Answer with text only, and put the summary between [summary] and [/summary]."
 
 // CompactResult is how a compaction ended.
 type CompactResult struct {
@@ -86,13 +80,16 @@ func (r *runner) compact(ctx context.Context, reason penguinv1.CompactionReason,
 		return r.freshContext(ctx, note)
 	}
 
-	prompt := r.set.Compaction.Prompt
-	if prompt == "" {
-		prompt = DefaultCompactionPrompt
-	}
-	extract := r.set.Compaction.ExtractSummary
-	if extract == nil {
-		extract = func(s string) (string, bool) { return s, s != "" }
+	// The texts and the summary format are the agent's (agentstate owns
+	// their defaults); the loop has none of its own, so what the model
+	// reads never depends on which layer filled a field in.
+	set := r.set.Compaction
+	if set.Prompt == "" || set.ExtractSummary == nil || set.WrapSummary == nil {
+		const msg = "summarize compaction is not configured: it needs a prompt, a summary reader and a summary wrapper"
+		if err := end(penguinv1.StopReason_STOP_REASON_FAILED, msg, 0); err != nil {
+			return CompactResult{err: err}
+		}
+		return CompactResult{message: msg}
 	}
 	var correction string
 	lastMsg := ""
@@ -102,7 +99,7 @@ func (r *runner) compact(ctx context.Context, reason penguinv1.CompactionReason,
 		if correction != "" {
 			msgs = append(msgs, HarnessText(correction))
 		}
-		msgs = append(msgs, HarnessText(prompt))
+		msgs = append(msgs, HarnessText(set.Prompt))
 
 		reply, called, outcome, err := r.compactionRequest(ctx, msgs)
 		if err != nil {
@@ -116,7 +113,7 @@ func (r *runner) compact(ctx context.Context, reason penguinv1.CompactionReason,
 			return CompactResult{aborted: true}
 		}
 		if st == penguinv1.StopReason_STOP_REASON_COMPLETED {
-			summary, ok := extract(reply)
+			summary, ok := set.ExtractSummary(reply)
 			switch {
 			case called:
 				lastMsg = "the reply called a tool"
@@ -130,21 +127,14 @@ func (r *runner) compact(ctx context.Context, reason penguinv1.CompactionReason,
 				if err := end(penguinv1.StopReason_STOP_REASON_COMPLETED, "", att); err != nil {
 					return CompactResult{err: err}
 				}
-				text := Block("context_summary", summary)
-				if w := r.set.Compaction.WrapSummary; w != nil {
-					text = w(summary)
-				}
-				return r.freshContext(ctx, HarnessText(text))
+				return r.freshContext(ctx, HarnessText(set.WrapSummary(summary)))
 			}
-			correction = r.set.Compaction.RetryNote
-			if correction == "" {
-				correction = defaultRetryNote
-			}
+			correction = set.RetryNote
 			st = penguinv1.StopReason_STOP_REASON_FAILED
 		} else {
 			lastMsg = outcome.GetMessage()
 			if lastMsg == "" {
-				lastMsg = stopName(st)
+				lastMsg = enumword.Word(st)
 			}
 		}
 		retryable := st != penguinv1.StopReason_STOP_REASON_AUTH && !outcome.GetPermanent()

@@ -31,6 +31,7 @@ func withCompaction(r *rig, threshold int64, turns int, mode penguinv1.Compactio
 		TurnsThreshold:   turns,
 		Mode:             mode,
 		Prompt:           "SUMMARIZE NOW",
+		RetryNote:        agentstate.DefaultCompactionRetryNote,
 		ExtractSummary:   agentstate.ExtractSummary,
 		WrapSummary:      agentstate.WrapContextSummary,
 	}
@@ -180,5 +181,45 @@ func TestManualCompact(t *testing.T) {
 	begins, _ := compactionEvents(r.em.all())
 	if begins[0].GetReason() != penguinv1.CompactionReason_COMPACTION_REASON_MANUAL {
 		t.Fatalf("reason = %v", begins[0].GetReason())
+	}
+}
+
+// An empty retry note sends none: the retry repeats the prompt alone.
+func TestCompactionRetryWithoutANote(t *testing.T) {
+	r := newRig(t,
+		fake.NewReply().ToolCall("c1", "t", `{}`).Usage(1000).Outcome(&penguinv1.LLMOutcome{Status: completed}),
+		fake.NewReply().Text("no markers, but a tool call").ToolCall("x", "t", `{}`).Done(),
+		fake.NewReply().Text("[summary]second try[/summary]").Done(),
+		fake.NewReply().Text("continuing").Done(),
+	)
+	withCompaction(r, 500, 0, penguinv1.CompactionMode_COMPACTION_MODE_SUMMARIZE)
+	r.set.Compaction.RetryNote = ""
+	if res := r.run(context.Background(), "go"); res.Status != completed {
+		t.Fatalf("result = %+v", res)
+	}
+	retry := r.llm.Requests()[2].GetNewMessages()
+	if len(retry) != 2 || retry[1].GetText().GetText() != "SUMMARIZE NOW" {
+		t.Fatalf("retry input = %v, want the pending output and the prompt alone", retry)
+	}
+}
+
+// The loop has no compaction texts of its own: a summarize compaction
+// without them fails and says why, before any request is sent.
+func TestSummarizeCompactionNeedsItsTexts(t *testing.T) {
+	r := newRig(t,
+		fake.NewReply().ToolCall("c1", "t", `{}`).Usage(1000).Outcome(&penguinv1.LLMOutcome{Status: completed}),
+	)
+	withCompaction(r, 500, 0, penguinv1.CompactionMode_COMPACTION_MODE_SUMMARIZE)
+	r.set.Compaction.Prompt = ""
+	res := r.run(context.Background(), "go")
+	if res.Status != failed {
+		t.Fatalf("result = %+v", res)
+	}
+	if n := len(r.llm.Requests()); n != 1 {
+		t.Fatalf("%d model requests, want only the turn's own", n)
+	}
+	_, ends := compactionEvents(r.em.all())
+	if len(ends) != 1 || ends[0].GetStatus() != failed || !strings.Contains(ends[0].GetErrorMessage(), "not configured") {
+		t.Fatalf("compaction_end = %v", ends)
 	}
 }
