@@ -333,7 +333,7 @@ func TestRealServicesCost(t *testing.T) {
 		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
 	}
 	var usages []*penguinv1.TokenUsage
-	for _, m := range messages(evs) {
+	for _, m := range enginetest.Messages(evs) {
 		if tu := m.GetTokenUsage(); tu != nil {
 			usages = append(usages, tu)
 		}
