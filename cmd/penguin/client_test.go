@@ -52,8 +52,9 @@ func TestClientCommandsRefuseBadInput(t *testing.T) {
 		{[]string{"run", "--auth-token-file", "/tmp/x", "hi"}, nil, "--auth-token-file applies to --engine only"},
 		{[]string{"run", "hi"}, []string{"PENGUIN_APPROVAL=sometimes"}, `approval mode "sometimes"`},
 		{[]string{"run", "hi"}, []string{"PENGUIN_JSON=perhaps"}, `PENGUIN_JSON="perhaps": invalid value for -json`},
-		// No --engine and no provider: the embedded server says what is missing.
-		{[]string{"run", "--provider", "a", "--model", "b", "hi"}, nil, "no providers configured: pass a providers file, or set OPENAI_API_KEY or ANTHROPIC_API_KEY"},
+		// No --engine and no provider: the embedded server starts, and the
+		// task says what is missing and how to add it.
+		{[]string{"run", "--provider", "a", "--model", "b", "hi"}, nil, "no model provider is configured: set an API key variable (OPENAI_API_KEY"},
 		{[]string{"chat", "hello"}, nil, `chat: unexpected arguments ["hello"]`},
 		{[]string{"chat", "--resume", "s1", "--provider", "a", "--model", "b"}, nil, "a resumed session keeps its model and workspace"},
 		{[]string{"chat", "--resume", "--provider", "a", "--model", "b"}, nil, "a resumed session keeps its model and workspace"},

@@ -52,6 +52,7 @@ func commands() []command {
 		{"run", "send one message to an agent, run the task to its end, exit", runTask},
 		{"chat", "talk to an agent interactively", chat},
 		{"sessions", "list, show, export and delete sessions", sessions},
+		{"models", "print the model catalog: limits, reasoning levels, prices", models},
 		{"mockllm", "serve a scripted stand-in for a model provider, for tests and demos", mockLLM},
 		{"version", "print the version", nil},
 		{"help", "print this help", nil},

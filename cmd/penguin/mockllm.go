@@ -15,9 +15,12 @@ import (
 
 // mockLLM serves a scripted stand-in for a model provider's HTTP API:
 // `penguin mockllm --listen ADDR --script FILE [--api-key-env NAME]`. It
-// speaks OpenAI Chat Completions (base URL http://ADDR/v1) and Anthropic
-// Messages (base URL http://ADDR), so the other commands can be tried and
-// tested end to end without a real model. The script format is described in
+// speaks OpenAI Chat Completions and the Responses API (base URL
+// http://ADDR/v1), Anthropic Messages (base URL http://ADDR) and Gemini
+// (base URL http://ADDR/v1beta), and refuses what the real APIs refuse;
+// http://ADDR/PROVIDER/… imitates one catalog provider (its models, its
+// rules). So the other commands can be tried and tested end to end without
+// a real model. The script format is described in
 // internal/emulator/SCRIPT.md.
 func mockLLM(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("penguin mockllm", flag.ContinueOnError)
@@ -58,7 +61,7 @@ func mockLLM(ctx context.Context, args []string) error {
 		return fmt.Errorf("mockllm: %w", err)
 	}
 	url := "http://" + ln.Addr().String()
-	log.Info("mockllm listening", "url", url, "openai_base_url", url+"/v1", "anthropic_base_url", url,
+	log.Info("mockllm listening", "url", url, "openai_base_url", url+"/v1", "anthropic_base_url", url, "gemini_base_url", url+"/v1beta",
 		"script", *script, "turns", len(s.Turns), "api_key", *keyEnv != "")
 	if err := emulator.New(s, opts...).Serve(ctx, ln, *drain); err != nil {
 		return fmt.Errorf("mockllm: %w", err)

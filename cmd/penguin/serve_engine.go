@@ -72,14 +72,23 @@ func (f *engineFlags) addReplicaFlags(fs *flag.FlagSet) {
 // config turns the flags into the engine's Config, with the data
 // directory's defaults filled in. The data directory is created here,
 // readable by its owner only, before anything is written into it.
-func (f *engineFlags) config() (*engine.Config, error) {
+// dataDir is the data directory: --home, else the default, made absolute.
+func (f *engineFlags) dataDir() (string, error) {
 	home := f.home
 	if home == "" {
 		home = defaultHome()
 	}
 	home, err := filepath.Abs(home)
 	if err != nil {
-		return nil, fmt.Errorf("data directory: %w", err)
+		return "", fmt.Errorf("data directory: %w", err)
+	}
+	return home, nil
+}
+
+func (f *engineFlags) config() (*engine.Config, error) {
+	home, err := f.dataDir()
+	if err != nil {
+		return nil, err
 	}
 	cfg := &engine.Config{StoreURL: f.storeURL, AgentState: f.agentState, Advertise: f.advertise, LeaseTTL: f.leaseTTL}
 	if cfg.StoreURL == "" || cfg.AgentState == "" {
