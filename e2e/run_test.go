@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -103,13 +104,23 @@ func TestRunEmbedded(t *testing.T) {
 func TestRunCommandLine(t *testing.T) {
 	t.Parallel()
 	mock := startMock(t, "run-args", filepath.Join("testdata", "run-args.yaml"))
-	providers := writeProviders(t, route{"scripted", mock})
+	// A second route names a key variable that is not set: a warning, not
+	// a failure of the route in use.
+	providers := filepath.Join(t.TempDir(), "providers.yaml")
+	if err := os.WriteFile(providers, []byte("providers:\n"+
+		"  - {name: scripted, type: openai, base_url: "+mock.url+"/v1, api_key_env: MOCK_API_KEY}\n"+
+		"  - {name: typo, type: openai, base_url: "+mock.url+"/v1, api_key_env: TYPO_API_KEY_NOT_SET}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	env := []string{"PENGUIN_HOME=" + t.TempDir(), "MOCK_API_KEY=unused", "PENGUIN_PROVIDERS=" + providers}
 	ws := t.TempDir()
 
 	run := start(t, "penguin run (flags after the prompt)", env, "run", "flags after the prompt", "--provider", "scripted", "--model", "m", "--workspace", ws)
 	if code := run.Wait(60 * time.Second); code != 0 || !strings.Contains(run.Stdout(), "The flags after the prompt were read.") {
 		t.Fatalf("penguin run PROMPT --provider … exited %d:\n%s", code, run.Output())
+	}
+	if !strings.Contains(run.Output(), "warning: provider typo takes its key from TYPO_API_KEY_NOT_SET, which is not set") {
+		t.Errorf("no warning about the unset key variable:\n%s", run.Output())
 	}
 
 	cmd := exec.Command(bin.penguin, "run", "--provider", "scripted", "--model", "m", "--workspace", ws)

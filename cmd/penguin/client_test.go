@@ -84,7 +84,7 @@ func TestClientCommandsRefuseBadInput(t *testing.T) {
 // send the model request to and says so (exit 1, not a usage error).
 func TestRunReadsFlagsAnywhereAndStdin(t *testing.T) {
 	t.Parallel()
-	const noProvider = "no providers configured"
+	const noProvider = "no model provider is configured"
 	for _, tc := range []struct {
 		name  string
 		stdin string
@@ -98,8 +98,8 @@ func TestRunReadsFlagsAnywhereAndStdin(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := penguinStdin(t, tc.stdin, nil, tc.args...)
-			if r.code != 1 || !strings.Contains(r.stderr, noProvider) {
-				t.Errorf("exit %d, stderr %q; want 1 and %q", r.code, r.stderr, noProvider)
+			if out := r.stdout + r.stderr; r.code != 1 || !strings.Contains(out, noProvider) {
+				t.Errorf("exit %d, output %q; want 1 and %q", r.code, out, noProvider)
 			}
 		})
 	}

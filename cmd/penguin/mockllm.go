@@ -15,9 +15,12 @@ import (
 
 // newMockLLMCmd serves a scripted stand-in for a model provider's HTTP API:
 // `penguin mockllm --listen ADDR --script FILE [--api-key-env NAME]`. It
-// speaks OpenAI Chat Completions (base URL http://ADDR/v1) and Anthropic
-// Messages (base URL http://ADDR), so the other commands can be tried and
-// tested end to end without a real model. The script format is described in
+// speaks OpenAI Chat Completions and the Responses API (base URL
+// http://ADDR/v1), Anthropic Messages (base URL http://ADDR) and Gemini
+// (base URL http://ADDR/v1beta), and refuses what the real APIs refuse;
+// http://ADDR/PROVIDER/… imitates one catalog provider (its models, its
+// rules). So the other commands can be tried and tested end to end without
+// a real model. The script format is described in
 // internal/emulator/SCRIPT.md.
 func newMockLLMCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "mockllm", Short: "serve a scripted stand-in for a model provider, for tests and demos", Args: noArgs}
@@ -61,7 +64,7 @@ func mockLLM(ctx context.Context, listen, script, keyEnv string, drain time.Dura
 		return fmt.Errorf("mockllm: %w", err)
 	}
 	url := "http://" + ln.Addr().String()
-	log.Info("mockllm listening", "url", url, "openai_base_url", url+"/v1", "anthropic_base_url", url,
+	log.Info("mockllm listening", "url", url, "openai_base_url", url+"/v1", "anthropic_base_url", url, "gemini_base_url", url+"/v1beta",
 		"script", script, "turns", len(s.Turns), "api_key", keyEnv != "")
 	if err := emulator.New(s, opts...).Serve(ctx, ln, drain); err != nil {
 		return fmt.Errorf("mockllm: %w", err)

@@ -74,6 +74,9 @@ The message is the arguments (flags may come before or after them), or
 			id = resp.GetSession().GetSessionId()
 		}
 		fmt.Fprintf(os.Stderr, "session %s\n", id)
+		for _, w := range cli.ProviderWarnings(ctx, conn.llm) {
+			fmt.Fprintln(os.Stderr, w)
+		}
 
 		approver, closeApprover := runApprover(fromStdin)
 		defer closeApprover()

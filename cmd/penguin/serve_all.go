@@ -95,7 +95,17 @@ func (f *allInOneFlags) config(cfg assemble.Config) (assemble.Config, error) {
 	}
 	env := f.env
 	env.Advertise = f.engine.advertise
-	cfg.LLM, cfg.Environment, cfg.Engine, cfg.LLMOptional = f.llm.config(), &env, eng, f.llmOptional
+	llmCfg := f.llm.config()
+	if llmCfg.ProvidersFile == "" {
+		// The providers file of the data directory, which the web app
+		// writes; it need not exist, and is picked up once it does.
+		home, err := f.engine.dataDir()
+		if err != nil {
+			return cfg, err
+		}
+		llmCfg.ProvidersFile = filepath.Join(home, "providers.yaml")
+	}
+	cfg.LLM, cfg.Environment, cfg.Engine, cfg.LLMOptional = llmCfg, &env, eng, f.llmOptional
 	return cfg, nil
 }
 

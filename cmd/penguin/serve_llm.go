@@ -33,13 +33,15 @@ func newServeLLMCmd() *cobra.Command {
 // the all-in-one `penguin serve` and the embedded server of `penguin run`.
 type llmFlags struct {
 	providersFile  string
+	catalog        string
 	requestTimeout time.Duration
 	idleTimeout    time.Duration
 }
 
 func addLLMFlags(fs *pflag.FlagSet) *llmFlags {
 	f := &llmFlags{}
-	fs.StringVar(&f.providersFile, "providers", "", "providers YAML file; empty takes OPENAI_API_KEY / ANTHROPIC_API_KEY from the environment")
+	fs.StringVar(&f.providersFile, "providers", "", "providers YAML `FILE`, reloaded when it changes and on SIGHUP (default for penguin serve: providers.yaml in the data directory); the API key variables (OPENAI_API_KEY, DEEPSEEK_API_KEY, …) add the providers it does not name")
+	fs.StringVar(&f.catalog, "catalog", "", "model catalog `FILE` or http(s) URL laid over the built-in one (see penguin models)")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", llm.DefaultRequestTimeout, "timeout of a model request that sets none; 0 or less turns it off")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", llm.DefaultIdleTimeout, "end a provider stream that sends nothing for this long; 0 or less turns it off")
 	return f
@@ -57,6 +59,7 @@ func (f *llmFlags) config() *llm.Config {
 	}
 	return &llm.Config{
 		ProvidersFile:  f.providersFile,
+		Catalog:        f.catalog,
 		Lookup:         os.LookupEnv,
 		IdleTimeout:    off(f.idleTimeout),
 		RequestTimeout: off(f.requestTimeout),

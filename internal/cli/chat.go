@@ -219,7 +219,9 @@ type (
 )
 
 func (m *chatModel) Init() tea.Cmd {
-	cmds := []tea.Cmd{m.input.Focus(), m.contextWindow()}
+	cmds := []tea.Cmd{m.input.Focus(), m.contextWindow(), func() tea.Msg {
+		return notice{text: strings.Join(ProviderWarnings(m.ctx, m.opts.LLM), "\n")}
+	}}
 	if m.session != "" {
 		cmds = append(cmds, m.resume(m.session))
 	} else {

@@ -323,6 +323,9 @@ func (r *Renderer) failed(st penguinv1.StopReason, msg string) {
 func failureFix(st penguinv1.StopReason, msg string) string {
 	lower := strings.ToLower(msg)
 	switch {
+	case strings.Contains(lower, "no model provider is configured"):
+		// The message says how to add one.
+		return ""
 	case st == penguinv1.StopReason_STOP_REASON_AUTH || strings.Contains(lower, "missing credential") || strings.Contains(lower, "api key"):
 		return "Check the API key: the variable named by the provider's api_key_env (or the key file) must hold a valid key."
 	case strings.Contains(lower, "provider route") && strings.Contains(lower, "not registered"),
@@ -621,16 +624,22 @@ func (r *Renderer) taskTokens() int64 {
 }
 
 // UsageLine sums up the task's usage: its tokens, the session's, the cost
-// when the prices are known, and how full the context is.
+// when the model's prices are known, and how full the context is.
 func (r *Renderer) UsageLine() string {
 	u := r.usage
-	if u.GetSession().GetTotal() == 0 {
-		// Nothing reported (or nothing used): no line of zeros.
+	s := u.GetSession()
+	if s.GetTotal() == 0 {
+		if s.GetUnreported() {
+			return "tokens: not reported by the provider"
+		}
+		// Nothing used yet: no line of zeros.
 		return ""
 	}
-	s := u.GetSession()
 	parts := []string{fmt.Sprintf("tokens: %s this task, %s this session (%s output, %s cache read)",
 		count(r.taskTokens()), count(s.GetTotal()), count(s.GetOutput()), count(s.GetCacheRead()))}
+	if s.CostUsd != nil {
+		parts = append(parts, fmt.Sprintf("cost: %s this task, %s this session", money(s.GetCostUsd()-r.taskStart.GetCostUsd()), money(s.GetCostUsd())))
+	}
 	if ctx := u.GetRequest().GetTotal(); ctx > 0 {
 		if r.window > 0 {
 			parts = append(parts, fmt.Sprintf("context %s of %s (%d%%)", count(ctx), count(r.window), ctx*100/r.window))
@@ -638,7 +647,19 @@ func (r *Renderer) UsageLine() string {
 			parts = append(parts, "context "+count(ctx))
 		}
 	}
+	if s.GetUnreported() {
+		parts = append(parts, "some requests' usage was not reported")
+	}
 	return strings.Join(parts, " · ")
+}
+
+// money writes a cost in US dollars, with cents for sums and four places
+// for the fractions of a cent one turn often costs.
+func money(v float64) string {
+	if v < 0.01 {
+		return fmt.Sprintf("$%.4f", v)
+	}
+	return fmt.Sprintf("$%.2f", v)
 }
 
 // FormatUsage renders a token_usage event as one line.

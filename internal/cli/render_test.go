@@ -218,3 +218,26 @@ func TestApprovalPromptShowsWhatWillHappen(t *testing.T) {
 		t.Errorf("exec prompt:\n%s", got)
 	}
 }
+
+// TestUsageLineShowsCostAndContext: after a task, its tokens and cost and
+// the session's, and how full the context is.
+func TestUsageLineShowsCostAndContext(t *testing.T) {
+	t.Parallel()
+	cost := func(v float64) *float64 { return &v }
+	var out bytes.Buffer
+	r := cli.NewRenderer(&out, cli.RendererOptions{})
+	r.SetContextWindow(128_000)
+	r.Event(msgEvent(1, omni.TokenUsage(&penguinv1.TokenCounts{Total: 2000, Output: 100, CostUsd: cost(0.5)}, &penguinv1.TokenCounts{Total: 2000})))
+	r.StartTask()
+	r.Event(msgEvent(2, omni.TokenUsage(&penguinv1.TokenCounts{Total: 14_800, Output: 300, CacheRead: 9000, CostUsd: cost(0.5042)}, &penguinv1.TokenCounts{Total: 12_800})))
+	r.Event(idle(3, penguinv1.StopReason_STOP_REASON_COMPLETED, ""))
+	want := "tokens: 12.8k this task, 14.8k this session (300 output, 9k cache read) · cost: $0.0042 this task, $0.50 this session · context 12.8k of 128k (10%)\n"
+	if got := out.String(); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	r = cli.NewRenderer(&out, cli.RendererOptions{})
+	r.Event(msgEvent(1, omni.TokenUsage(&penguinv1.TokenCounts{Unreported: true}, &penguinv1.TokenCounts{Unreported: true})))
+	if got := r.UsageLine(); got != "tokens: not reported by the provider" {
+		t.Errorf("unreported usage: %q", got)
+	}
+}

@@ -227,7 +227,7 @@ func (a *attempt) run(input []*penguinv1.OmniMessage, n int, thinking penguinv1.
 	}
 	if usage != nil {
 		r.mctx.Usage = omni.AddTokenCounts(r.mctx.Usage, usage)
-		if err := a.emitEnd(omni.TokenUsage(r.mctx.Usage, usage)); err != nil {
+		if err := a.emitEnd(r.usageEvent(usage)); err != nil {
 			return turnResult{err: err}, -1
 		}
 	}
