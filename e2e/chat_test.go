@@ -186,7 +186,7 @@ func TestChatInTerminal(t *testing.T) {
 	}
 	term := newTerminal(t, env, "chat", chatCommand("--provider chat --model scripted --workspace "+ws+" --approval always-ask"))
 
-	term.waitScreen("/help for commands", 1)
+	term.waitScreen("penguin chat · chat/scripted · ", 1)
 
 	// A prompt starts the session; its tool call asks, showing what it
 	// will write, and Enter allows it.
@@ -284,7 +284,7 @@ func TestChatTerminalEditing(t *testing.T) {
 	command := "env -i " + strings.Join(env, " ") + " " + bin.penguin + " chat --providers " + providers +
 		" --provider chat --model scripted --workspace " + ws + " --approval always-ask; echo penguin exited with status $?"
 	term := newTerminal(t, env, "first", command)
-	term.waitScreen("/help for commands", 1)
+	term.waitScreen("penguin chat · chat/scripted · ", 1)
 
 	// "helo", Left, "l": the line is edited in place, not sent as escapes.
 	term.keys("helo", "Left", "l")
@@ -343,7 +343,7 @@ func TestChatTerminalEditing(t *testing.T) {
 
 	// After a restart, Up recalls the last message.
 	term.open("second", command)
-	term.waitScreen("/help for commands", 1)
+	term.waitScreen("penguin chat · chat/scripted · ", 1)
 	term.keys("Up")
 	term.waitInput("› think first")
 	term.keys("C-c")

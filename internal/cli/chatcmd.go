@@ -132,7 +132,7 @@ func (m *chatModel) statusReport() []string {
 		"session:   " + session,
 		"model:     " + modelName(m.model),
 		"workspace: " + m.workspace,
-		"approval:  " + enumword.Word(approval),
+		"approval:  " + strings.ReplaceAll(enumword.Word(approval), "_", "-"),
 		"thinking:  " + thinking,
 		fmt.Sprintf("verbose:   %v", m.verbose),
 	}
@@ -159,7 +159,7 @@ func (m *chatModel) pickModel() tea.Cmd {
 			return notice{err: fmt.Errorf("list models: %w", err)}
 		}
 		if len(resp.GetModels()) == 0 {
-			return notice{text: "the server knows no models: configure a provider first"}
+			return notice{text: "the server lists no models: its providers are not in the model catalog (penguin models lists it); start the chat with --provider and --model"}
 		}
 		p := &picker{title: "model"}
 		for _, info := range resp.GetModels() {
