@@ -206,7 +206,10 @@ func TestChatInTerminal(t *testing.T) {
 	// A line typed while the task runs steers it.
 	term.keys("run something slow", "Enter")
 	term.waitScreen("? allow exec_command?", 1)
-	term.keys("y", "also say banana", "Enter")
+	term.keys("y")
+	// While it runs, the status line says what runs and for how long.
+	term.waitScreen("running exec_command · ", 1)
+	term.keys("also say banana", "Enter")
 	term.waitScreen("» also say banana", 1)
 	term.waitScreen("Done, and noted your steering.", 1)
 
@@ -280,7 +283,9 @@ func TestChatTerminalEditing(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("alpha\nbeta\ngamma\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := proctest.Env(t, "HOME="+dir, "TERM=xterm-256color", "NO_COLOR=1", "PENGUIN_HOME="+home, "MOCK_API_KEY=unused")
+	// Debug logging on: the embedded server's lines must still stay off
+	// the chat.
+	env := proctest.Env(t, "HOME="+dir, "TERM=xterm-256color", "NO_COLOR=1", "PENGUIN_HOME="+home, "MOCK_API_KEY=unused", "PENGUIN_LOG_LEVEL=debug")
 	command := "env -i " + strings.Join(env, " ") + " " + bin.penguin + " chat --providers " + providers +
 		" --provider chat --model scripted --workspace " + ws + " --approval always-ask; echo penguin exited with status $?"
 	term := newTerminal(t, env, "first", command)
@@ -334,6 +339,14 @@ func TestChatTerminalEditing(t *testing.T) {
 		strings.Contains(screen, "┊ The answer is 42.") {
 		t.Errorf("thinking and the answer are not apart:\n%s", screen)
 	}
+	// A failed request the engine retries is one countdown line in the
+	// live area, gone once the retry answers; no log line reaches the chat.
+	term.keys("flaky", "Enter")
+	term.waitScreen("; retrying in ", 1)
+	screen = term.waitScreen("Recovered after one retry.", 1)
+	if strings.Contains(screen, "retrying in") || strings.Contains(screen, "level=") || strings.Contains(screen, "msg=") {
+		t.Errorf("the retry left lines behind, or log lines reached the chat:\n%s", screen)
+	}
 	term.keys("C-d")
 	screen = term.waitScreen("penguin exited with status 0", 1)
 	id := regexp.MustCompile(`Resume this chat with: penguin chat --resume (\S+)`).FindStringSubmatch(screen)
@@ -345,7 +358,7 @@ func TestChatTerminalEditing(t *testing.T) {
 	term.open("second", command)
 	term.waitScreen("penguin chat · chat/scripted · ", 1)
 	term.keys("Up")
-	term.waitInput("› think first")
+	term.waitInput("› flaky")
 	term.keys("C-c")
 	term.waitInput(placeholder)
 	term.keys("C-d")

@@ -622,6 +622,7 @@ func (m *chatModel) taskEnded() tea.Cmd {
 func (m *chatModel) answer(d penguinv1.Decision) tea.Cmd {
 	req := m.pending
 	m.pending, m.state = nil, stateRunning
+	m.r.Answered(d == penguinv1.Decision_DECISION_ALLOW)
 	word := "allowed"
 	if d != penguinv1.Decision_DECISION_ALLOW {
 		word = "denied"

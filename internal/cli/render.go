@@ -91,6 +91,9 @@ type Renderer struct {
 	window    int64
 	lastState *penguinv1.RunStateChange
 	activity  Activity
+	// toolActivity is the activity of the last tool call, which runs once
+	// its approval is given.
+	toolActivity string
 	// failure is the last failed request's message, said once when the
 	// task ends.
 	failure string
@@ -245,6 +248,17 @@ func (r *Renderer) Event(ev *penguinv1.RunEvent) {
 	}
 }
 
+// Answered records the answer to the approval asked last: an allowed call
+// runs now, a denied one hands back to the model. The engine need not
+// stream a state change for it.
+func (r *Renderer) Answered(allowed bool) {
+	if allowed {
+		r.activity.What = r.toolActivity
+	} else {
+		r.activity.What = "waiting for the model"
+	}
+}
+
 // ApprovalPrompt returns the lines that ask about req: what the call will
 // do, then the question.
 func (r *Renderer) ApprovalPrompt(req *penguinv1.ApprovalRequest) []string {
@@ -280,8 +294,12 @@ func (r *Renderer) eventJSON(ev *penguinv1.RunEvent) {
 func (r *Renderer) state(s *penguinv1.RunStateChange) {
 	switch s.GetState() {
 	case penguinv1.SessionState_SESSION_STATE_RUNNING:
-		if r.activity.What == "retrying" || r.activity.What == "waiting for your approval" {
+		switch r.activity.What {
+		case "retrying":
 			r.activity = Activity{What: "waiting for the model"}
+		case "waiting for your approval":
+			// The approved call runs now.
+			r.activity.What = r.toolActivity
 		}
 	case penguinv1.SessionState_SESSION_STATE_RETRY_WAIT:
 		// The countdown's details came with the failed request's end.
@@ -384,7 +402,8 @@ func (r *Renderer) message(m *penguinv1.OmniMessage) {
 		r.closeSegment()
 		call := x.ToolCall
 		r.tools[call.GetToolCallId()] = &toolState{name: call.GetName()}
-		r.activity.What = "running " + call.GetName()
+		r.toolActivity = "running " + call.GetName()
+		r.activity.What = r.toolActivity
 		r.println(p + r.style(styleCyan, "⏺ "+callTitle(call.GetName(), call.GetArguments())))
 	case *penguinv1.OmniMessage_PartialToolCallOutput:
 		r.toolDelta(p, x.PartialToolCallOutput)
@@ -520,6 +539,9 @@ func (r *Renderer) toolDelta(p string, d *penguinv1.PartialToolCallOutput) {
 	switch d.GetEventType() {
 	case penguinv1.StreamEventType_STREAM_EVENT_TYPE_START:
 		r.closeSegment()
+		if p == "" && t.name != "" {
+			r.activity.What = "running " + t.name
+		}
 	case penguinv1.StreamEventType_STREAM_EVENT_TYPE_DELTA:
 		t.partial.WriteString(d.GetOutput())
 		s := t.partial.String()

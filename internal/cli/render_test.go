@@ -241,3 +241,37 @@ func TestUsageLineShowsCostAndContext(t *testing.T) {
 		t.Errorf("unreported usage: %q", got)
 	}
 }
+
+// TestActivityFollowsTheTask: the status line's activity through a call
+// that needs approval: running, waiting for the approval, running again
+// once allowed, then waiting for the model.
+func TestActivityFollowsTheTask(t *testing.T) {
+	t.Parallel()
+	r := cli.NewRenderer(&bytes.Buffer{}, cli.RendererOptions{})
+	state := func(s penguinv1.SessionState) *penguinv1.RunEvent {
+		return &penguinv1.RunEvent{Event: &penguinv1.RunEvent_State{State: &penguinv1.RunStateChange{State: s}}}
+	}
+	var got []string
+	for _, ev := range []*penguinv1.RunEvent{
+		msgEvent(1, omni.RequestBegin()),
+		msgEvent(2, omni.ToolCall("c", "exec_command", `{"cmd":"sleep 2"}`)),
+		{Event: &penguinv1.RunEvent_ApprovalRequest{ApprovalRequest: &penguinv1.ApprovalRequest{ToolCall: &penguinv1.ToolCall{Name: "exec_command", ToolCallId: "c"}}}},
+		state(penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL),
+		nil, // the person allows the call
+		state(penguinv1.SessionState_SESSION_STATE_RUNNING),
+		msgEvent(3, omni.ToolCallOutput("c", "done", penguinv1.StopReason_STOP_REASON_COMPLETED)),
+		msgEvent(4, omni.RequestBegin()),
+	} {
+		if ev == nil {
+			r.Answered(true)
+		} else {
+			r.Event(ev)
+		}
+		got = append(got, r.Activity().What)
+	}
+	want := []string{"waiting for the model", "running exec_command", "waiting for your approval", "waiting for your approval",
+		"running exec_command", "running exec_command", "running exec_command", "waiting for the model"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("activities\n%q\nwant\n%q", got, want)
+	}
+}

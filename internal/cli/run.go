@@ -197,6 +197,8 @@ func RunTask(ctx context.Context, engine penguinv1.EngineServiceClient, opts Tas
 				if derr == nil {
 					decision = d
 				}
+				r.Answered(decision == penguinv1.Decision_DECISION_ALLOW)
+				publish()
 				if opts.Status != nil {
 					opts.Status.resume()
 				}
