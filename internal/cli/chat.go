@@ -214,8 +214,8 @@ type (
 	pickerMsg struct{ p *picker }
 	// windowMsg sets the model's context window.
 	windowMsg struct{ tokens int64 }
-	// stopMsg ends the chat.
-	stopMsg struct{}
+	// resumeFailed says a session could not be resumed.
+	resumeFailed struct{ err error }
 )
 
 func (m *chatModel) Init() tea.Cmd {
@@ -291,6 +291,14 @@ func (m *chatModel) update(msg tea.Msg) tea.Cmd {
 		return m.useModel(msg.ref)
 	case sessionReady:
 		return m.sessionReady(msg)
+	case resumeFailed:
+		if m.info == nil && m.session == m.opts.SessionID && m.session != "" {
+			// The session the chat was started to resume: nothing to
+			// go on with.
+			m.session, m.err = "", msg.err
+			return nil
+		}
+		m.say(m.style(styleRed, "error: "+errorText(msg.err)))
 	case runStarted:
 		m.events, m.cancel = msg.events, msg.cancel
 		return tea.Batch(m.next(), m.spin.Tick)
@@ -302,8 +310,6 @@ func (m *chatModel) update(msg tea.Msg) tea.Cmd {
 			m.spin, cmd = m.spin.Update(msg)
 			return cmd
 		}
-	case stopMsg:
-		return tea.Quit
 	case lateLine:
 		// The task ended before the steering line reached it: it is the
 		// next message, joined to one typed just before it.
@@ -489,14 +495,14 @@ func (m *chatModel) resume(id string) tea.Cmd {
 	return func() tea.Msg {
 		s, err := m.engine.GetSession(m.ctx, &penguinv1.GetSessionRequest{SessionId: id})
 		if err != nil {
-			return notice{err: fmt.Errorf("resume %s: %w", id, err)}
+			return resumeFailed{fmt.Errorf("resume %s: %w", id, err)}
 		}
 		var evs []*penguinv1.RunEvent
 		var after int64
 		for {
 			resp, err := m.engine.GetHistory(m.ctx, &penguinv1.GetHistoryRequest{SessionId: id, AfterSequence: after})
 			if err != nil {
-				return notice{err: fmt.Errorf("read the history of %s: %w", id, err)}
+				return resumeFailed{fmt.Errorf("read the history of %s: %w", id, err)}
 			}
 			evs = append(evs, resp.GetEvents()...)
 			if n := len(resp.GetEvents()); n > 0 {

@@ -344,3 +344,19 @@ func TestChatRunsCommandsTypedDuringATaskAfterIt(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestChatEndsWhenItCannotResume: a chat started to resume a session that
+// does not exist ends with the error and offers no resume line.
+func TestChatEndsWhenItCannotResume(t *testing.T) {
+	t.Parallel()
+	engine := fakeengine.Start(t, &fakeengine.Engine{})
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	out := &syncBuffer{}
+	ctx, cancel := context.WithTimeout(context.Background(), eventually.Timeout)
+	defer cancel()
+	err := cli.Chat(ctx, engine, cli.ChatOptions{SessionID: "session-nope", Width: 100, Height: 30}, inR, out)
+	if err == nil || !strings.Contains(err.Error(), "resume session-nope") || strings.Contains(out.String(), "Resume this chat") {
+		t.Errorf("Chat = %v, output:\n%s", err, out.String())
+	}
+}

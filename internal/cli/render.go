@@ -701,6 +701,3 @@ func count(n int64) string {
 	}
 	return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/1_000_000), ".0") + "M"
 }
-
-// Green returns text styled as a success when color is on.
-func (r *Renderer) Green(text string) string { return r.style(styleGreen, text) }
