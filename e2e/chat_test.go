@@ -386,3 +386,27 @@ func TestChatTerminalEditing(t *testing.T) {
 		t.Errorf("penguin sessions shows %d sessions, want 1: %v\n%s", strings.Count(string(out), "session-"), err, out)
 	}
 }
+
+// TestRunAsksOnTheTerminal pipes a prompt into `penguin run` in a real
+// terminal: standard input is used up by the prompt, so the approval is
+// asked and answered on the terminal itself, showing what will be written.
+func TestRunAsksOnTheTerminal(t *testing.T) {
+	t.Parallel()
+	mock := startMock(t, "run-tty", filepath.Join("testdata", "chat.yaml"))
+	providers := writeProviders(t, route{"chat", mock})
+	home, ws, dir := t.TempDir(), t.TempDir(), t.TempDir()
+	env := proctest.Env(t, "HOME="+dir, "TERM=xterm-256color", "NO_COLOR=1", "PENGUIN_HOME="+home, "MOCK_API_KEY=unused")
+	command := "echo please create hello.txt | env -i " + strings.Join(env, " ") + " " + bin.penguin + " run --providers " + providers +
+		" --provider chat --model scripted --workspace " + ws + " --approval always-ask; echo penguin exited with status $?"
+	term := newTerminal(t, env, "run", command)
+	screen := term.waitScreen("Allow? [Y/n]", 1)
+	if !strings.Contains(screen, "? allow write_file?\n  +++ hello.txt (1 lines)\n  +hello from chat\n") {
+		t.Errorf("the approval does not show what will be written:\n%s", screen)
+	}
+	term.keys("y", "Enter")
+	term.waitScreen("Created hello.txt.", 1)
+	term.waitScreen("penguin exited with status 0", 1)
+	if got, err := os.ReadFile(filepath.Join(ws, "hello.txt")); err != nil || string(got) != "hello from chat\n" {
+		t.Fatalf("hello.txt = %q, %v", got, err)
+	}
+}
