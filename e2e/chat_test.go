@@ -153,6 +153,18 @@ func (term *terminal) waitInput(want string) {
 	}
 }
 
+// waitGone polls the screen until it no longer contains text.
+func (term *terminal) waitGone(text string) {
+	term.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Contains(term.screen(), text) {
+		if time.Now().After(deadline) {
+			term.t.Fatalf("the terminal still shows %q after 30s:\n%s", text, term.screen())
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval of a screen scrape, not a wait for a condition
+	}
+}
+
 // waitScreen polls the screen until it contains want n times in total.
 func (term *terminal) waitScreen(want string, n int) string {
 	term.t.Helper()
@@ -230,7 +242,7 @@ func TestChatInTerminal(t *testing.T) {
 	term.keys("/thinking high", "Enter")
 	term.waitScreen("thinking level set to high for this chat", 1)
 	term.keys("/thinking", "Enter")
-	term.waitScreen("thinking level for the next turn: high, set for this chat", 1)
+	term.waitScreen("thinking level for the next turn: high, set for this chat (the agent's default is medium)", 1)
 	term.keys("/resume", "Enter")
 	term.waitScreen(id[1]+"  "+ws+"  please create hello.txt", 1)
 	term.keys("Escape")
@@ -343,9 +355,10 @@ func TestChatTerminalEditing(t *testing.T) {
 	// live area, gone once the retry answers; no log line reaches the chat.
 	term.keys("flaky", "Enter")
 	term.waitScreen("; retrying in ", 1)
-	screen = term.waitScreen("Recovered after one retry.", 1)
-	if strings.Contains(screen, "retrying in") || strings.Contains(screen, "level=") || strings.Contains(screen, "msg=") {
-		t.Errorf("the retry left lines behind, or log lines reached the chat:\n%s", screen)
+	term.waitScreen("Recovered after one retry.", 1)
+	term.waitGone("retrying in")
+	if screen := term.screen(); strings.Contains(screen, "level=") || strings.Contains(screen, "msg=") {
+		t.Errorf("log lines reached the chat:\n%s", screen)
 	}
 	term.keys("C-d")
 	screen = term.waitScreen("penguin exited with status 0", 1)

@@ -91,6 +91,7 @@ commands.`,
 			HistoryFile:   filepath.Join(home, chatHistoryFile),
 			LLM:           conn.llm,
 			LogFile:       conn.logPath,
+			AgentThinking: conn.defaultThinking,
 		}
 		if resumed && cmd.Flags().Changed("approval") {
 			// A resumed session keeps its mode unless asked otherwise.

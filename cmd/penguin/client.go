@@ -45,9 +45,11 @@ type engineConn struct {
 	// Unimplemented, which the callers treat as "no model list".
 	llm penguinv1.LLMServiceClient
 	// agentState is the default agent's directory of an embedded engine,
-	// empty for a remote one; defaultModel is that agent's model.
-	agentState   string
-	defaultModel *penguinv1.ModelRef
+	// empty for a remote one; defaultModel and defaultThinking are that
+	// agent's model and thinking level.
+	agentState      string
+	defaultModel    *penguinv1.ModelRef
+	defaultThinking penguinv1.ThinkingLevel
 	// logPath is where an embedded server logs; empty for a remote one.
 	logPath string
 	close   func() error
@@ -82,7 +84,7 @@ func (f *clientFlags) connect(ctx context.Context) (*engineConn, error) {
 	}
 	c := &engineConn{engine: srv.engine, llm: srv.llm, agentState: srv.agentDir, logPath: srv.logPath, close: srv.stop}
 	if st, err := agentstate.Load(srv.agentDir); err == nil {
-		c.defaultModel = st.Config.Model.Ref()
+		c.defaultModel, c.defaultThinking = st.Config.Model.Ref(), st.Config.Model.ThinkingLevelProto()
 	}
 	return c, nil
 }

@@ -48,6 +48,9 @@ type ChatOptions struct {
 	LLM penguinv1.LLMServiceClient
 	// LogFile is where an embedded server logs, for /status.
 	LogFile string
+	// AgentThinking is the agent's thinking level, the default of a
+	// session that sets none; unspecified when the engine is remote.
+	AgentThinking penguinv1.ThinkingLevel
 	// DoubleInterrupt is how soon a second Ctrl-C at an empty prompt
 	// quits; zero means two seconds.
 	DoubleInterrupt time.Duration

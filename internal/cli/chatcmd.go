@@ -88,17 +88,28 @@ func (m *chatModel) command(line string) tea.Cmd {
 // thinkingCmd shows the thinking level the next turn runs at, and whose it
 // is, or sets an override for this chat.
 func (m *chatModel) thinkingCmd(arg string) tea.Cmd {
-	def := "the agent's default"
-	if l := m.info.GetThinkingLevel(); l != penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED {
-		def = enumword.Word(l) + " (this session's default)"
-	} else if l := m.opts.NewSession.GetThinkingLevel(); m.info == nil && l != penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED {
-		def = enumword.Word(l) + " (the new session's default)"
+	// The default and whose it is: the session's, the new session's (not
+	// created yet), or the agent's.
+	unset := penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED
+	def, whose := unset, "the agent's default"
+	switch {
+	case m.info.GetThinkingLevel() != unset:
+		def, whose = m.info.GetThinkingLevel(), "this session's default"
+	case m.info == nil && m.opts.NewSession.GetThinkingLevel() != unset:
+		def, whose = m.opts.NewSession.GetThinkingLevel(), "the new session's default"
+	case m.opts.AgentThinking != unset:
+		def = m.opts.AgentThinking
 	}
 	if arg == "" {
-		if m.thinking == penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED {
-			m.say("thinking level for the next turn: " + def)
-		} else {
-			m.say(fmt.Sprintf("thinking level for the next turn: %s, set for this chat (instead of %s)", enumword.Word(m.thinking), def))
+		switch {
+		case m.thinking != unset && def != unset:
+			m.say(fmt.Sprintf("thinking level for the next turn: %s, set for this chat (%s is %s)", enumword.Word(m.thinking), whose, enumword.Word(def)))
+		case m.thinking != unset:
+			m.say(fmt.Sprintf("thinking level for the next turn: %s, set for this chat", enumword.Word(m.thinking)))
+		case def != unset:
+			m.say(fmt.Sprintf("thinking level for the next turn: %s, %s", enumword.Word(def), whose))
+		default:
+			m.say("thinking level for the next turn: " + whose)
 		}
 		return nil
 	}

@@ -420,8 +420,9 @@ func (r *Renderer) message(m *penguinv1.OmniMessage) {
 			r.println(p + r.style(styleRed, "  ⛔ forbidden by the command policy"))
 		}
 	case *penguinv1.OmniMessage_RequestBegin:
-		if p == "" && r.activity.What != "retrying" {
-			r.activity.What = "waiting for the model"
+		// A new attempt: any retry wait is over.
+		if p == "" {
+			r.activity = Activity{What: "waiting for the model"}
 		}
 	case *penguinv1.OmniMessage_RequestEnd:
 		r.requestEnd(p, x.RequestEnd)
