@@ -106,6 +106,11 @@ type Renderer struct {
 type toolState struct {
 	name    string
 	printed int // output lines printed live
+	// held counts the lines a collapsed view holds back while the tool
+	// runs, and last is the latest of them, shown live so a long command
+	// is never silent.
+	held    int
+	last    string
 	partial strings.Builder
 	denied  penguinv1.Decision
 }
@@ -170,6 +175,9 @@ func (r *Renderer) Pending() string {
 		parts = append(parts, r.style(styleDim+styleItalic, thinkingMark+r.thinkingLine.String()))
 	}
 	for _, t := range r.tools {
+		if t.held > 0 {
+			parts = append(parts, r.style(styleDim, fmt.Sprintf("%s… (+%d lines so far) %s", outputMark, t.held, t.last)))
+		}
 		if t.partial.Len() > 0 {
 			parts = append(parts, r.style(styleDim, outputMark+t.partial.String()))
 		}
@@ -553,7 +561,8 @@ func (r *Renderer) toolDelta(p string, d *penguinv1.PartialToolCallOutput) {
 		limit := liveLimit(diffTools[t.name])
 		for _, l := range strings.Split(s[:i], "\n") {
 			if r.opts.Collapse && t.printed >= limit {
-				break
+				t.held, t.last = t.held+1, l
+				continue
 			}
 			r.outputLine(p, t.name, l)
 			t.printed++

@@ -275,3 +275,20 @@ func TestActivityFollowsTheTask(t *testing.T) {
 		t.Errorf("activities\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestCollapsedOutputIsNeverSilent: while a long command runs, the lines a
+// collapsed view holds back are counted live, with the latest of them.
+func TestCollapsedOutputIsNeverSilent(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	r := cli.NewRenderer(&out, cli.RendererOptions{Collapse: true})
+	r.Event(msgEvent(1, omni.ToolCall("c", "exec_command", `{"cmd":"make"}`)))
+	r.Event(msgEvent(2, omni.PartialToolCallOutput(start, "c", "")))
+	r.Event(msgEvent(3, omni.PartialToolCallOutput(delta, "c", numbered(7)+"line 8 is half")))
+	if got := r.Pending(); got != "  │ … (+3 lines so far) line 7\n  │ line 8 is half" {
+		t.Errorf("pending %q", got)
+	}
+	if strings.Contains(out.String(), "line 5") {
+		t.Errorf("a held-back line was printed:\n%s", out.String())
+	}
+}
