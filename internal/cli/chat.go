@@ -734,4 +734,4 @@ func modelName(m *penguinv1.ModelRef) string {
 var rpcWrapping = regexp.MustCompile(`rpc error: code = \w+ desc = `)
 
 // errorText is an error as a person reads it: without gRPC's wrapping.
-func errorText(err error) string { return rpcWrapping.ReplaceAllString(err.Error(), "") }
+func errorText(err error) string { return clean(rpcWrapping.ReplaceAllString(err.Error(), "")) }

@@ -221,8 +221,8 @@ func (m *chatModel) pickSession() tea.Cmd {
 				if s.GetWorkspace() != ws || s.GetParentSessionId() != "" || s.GetSource() == "subagent" {
 					continue
 				}
-				label := fmt.Sprintf("%s  %s  %s  %s", s.GetUpdatedAt().AsTime().Local().Format("2006-01-02 15:04"),
-					s.GetSessionId(), s.GetWorkspace(), clip(firstLine(s.GetTitle()), 50))
+				label := clean(fmt.Sprintf("%s  %s  %s  %s", s.GetUpdatedAt().AsTime().Local().Format("2006-01-02 15:04"),
+					s.GetSessionId(), s.GetWorkspace(), clip(firstLine(s.GetTitle()), 50)))
 				p.items = append(p.items, pickItem{label: label, value: s.GetSessionId()})
 			}
 			if token = resp.GetNextPageToken(); token == "" {

@@ -37,6 +37,7 @@ func harnessBlock(text string) (tag, body string, ok bool) {
 // background job's report). It returns "" for notes meant for the model
 // only.
 func UserLine(text string) string {
+	text = clean(text)
 	tag, body, ok := harnessBlock(text)
 	if !ok {
 		return "› " + text

@@ -271,8 +271,9 @@ func (r *Renderer) Answered(allowed bool) {
 // do, then the question.
 func (r *Renderer) ApprovalPrompt(req *penguinv1.ApprovalRequest) []string {
 	call := req.GetToolCall()
-	lines := []string{r.style(styleBold+styleYellow, prefix(req.GetOrigin())+"? allow "+call.GetName()+"?")}
+	lines := []string{r.style(styleBold+styleYellow, prefix(req.GetOrigin())+"? allow "+clean(call.GetName())+"?")}
 	for _, l := range approvalPreview(call.GetName(), call.GetArguments()) {
+		l = clean(l)
 		if s := diffStyle(l); s != "" && diffTools[call.GetName()] {
 			l = r.style(s, l)
 		}
@@ -339,7 +340,7 @@ func (r *Renderer) failed(st penguinv1.StopReason, msg string) {
 	if msg == "" {
 		msg = "the task did not complete"
 	}
-	r.println(r.style(styleRed, "✗ "+sentence(enumword.Word(st)+": "+msg)))
+	r.println(r.style(styleRed, "✗ "+sentence(enumword.Word(st)+": "+clean(msg))))
 	if fix := failureFix(st, msg); fix != "" {
 		r.println(r.style(styleYellow, "  "+fix))
 	}
@@ -412,7 +413,7 @@ func (r *Renderer) message(m *penguinv1.OmniMessage) {
 		r.tools[call.GetToolCallId()] = &toolState{name: call.GetName()}
 		r.toolActivity = "running " + call.GetName()
 		r.activity.What = r.toolActivity
-		r.println(p + r.style(styleCyan, "⏺ "+callTitle(call.GetName(), call.GetArguments())))
+		r.println(p + r.style(styleCyan, "⏺ "+clean(callTitle(call.GetName(), call.GetArguments()))))
 	case *penguinv1.OmniMessage_PartialToolCallOutput:
 		r.toolDelta(p, x.PartialToolCallOutput)
 	case *penguinv1.OmniMessage_ToolCallOutput:
@@ -443,7 +444,7 @@ func (r *Renderer) message(m *penguinv1.OmniMessage) {
 		r.closeSegment()
 		msg := "⏹ Aborted."
 		if reason := x.Abort.GetReason(); reason != "" {
-			msg = "⏹ Aborted: " + sentence(reason)
+			msg = "⏹ Aborted: " + sentence(clean(reason))
 		}
 		r.println(p + r.style(styleRed, msg))
 	case *penguinv1.OmniMessage_CompactionEnd:
@@ -494,7 +495,7 @@ func (r *Renderer) thinking(p string, phase penguinv1.StreamEventType, text stri
 	if opened {
 		r.println(p + r.style(styleDim+styleItalic, "✻ thinking"))
 	}
-	r.thinkingLine.WriteString(text)
+	r.thinkingLine.WriteString(clean(text))
 	s := r.thinkingLine.String()
 	i := strings.LastIndexByte(s, '\n')
 	if i < 0 {
@@ -513,6 +514,7 @@ func (r *Renderer) text(p string, phase penguinv1.StreamEventType, text string) 
 	if ok, _ := r.segment("text", "writing", p, phase, text); !ok {
 		return
 	}
+	text = clean(text)
 	if r.md != nil && p == "" {
 		if out := r.md.add(text); out != "" {
 			r.println(out)
@@ -552,7 +554,7 @@ func (r *Renderer) toolDelta(p string, d *penguinv1.PartialToolCallOutput) {
 			r.activity.What = "running " + t.name
 		}
 	case penguinv1.StreamEventType_STREAM_EVENT_TYPE_DELTA:
-		t.partial.WriteString(d.GetOutput())
+		t.partial.WriteString(clean(d.GetOutput()))
 		s := t.partial.String()
 		i := strings.LastIndexByte(s, '\n')
 		if i < 0 {
@@ -588,7 +590,7 @@ func (r *Renderer) toolOutput(p string, o *penguinv1.ToolCallOutput) {
 	id := o.GetToolCallId()
 	t := r.tool(id)
 	delete(r.tools, id)
-	lines := strings.Split(strings.TrimRight(o.GetOutput(), "\n"), "\n")
+	lines := strings.Split(strings.TrimRight(clean(o.GetOutput()), "\n"), "\n")
 	shown, elided, marker := outputView(lines, t.printed, r.opts.Collapse, diffTools[t.name])
 	for i, l := range shown {
 		if i == marker {
@@ -620,7 +622,7 @@ func (r *Renderer) requestEnd(p string, e *penguinv1.RequestEnd) {
 	if e.GetStatus() == penguinv1.StopReason_STOP_REASON_COMPLETED {
 		if note := e.GetErrorMessage(); note != "" {
 			r.closeSegment()
-			r.println(p + r.style(styleDim, "note: "+strings.Join(strings.Fields(note), " ")))
+			r.println(p + r.style(styleDim, "note: "+strings.Join(strings.Fields(clean(note)), " ")))
 		}
 		return
 	}
@@ -629,7 +631,7 @@ func (r *Renderer) requestEnd(p string, e *penguinv1.RequestEnd) {
 	}
 	r.closeSegment()
 	what := enumword.Word(e.GetStatus())
-	if msg := e.GetErrorMessage(); msg != "" {
+	if msg := clean(e.GetErrorMessage()); msg != "" {
 		what += ": " + msg
 	}
 	if e.GetRetryInMs() <= 0 {

@@ -292,3 +292,27 @@ func TestCollapsedOutputIsNeverSilent(t *testing.T) {
 		t.Errorf("a held-back line was printed:\n%s", out.String())
 	}
 }
+
+// TestRendererCleansUntrustedText: escape sequences and control characters
+// in what the model and tools send never reach the terminal; the
+// renderer's own styles do.
+func TestRendererCleansUntrustedText(t *testing.T) {
+	t.Parallel()
+	const evil = "ok\x1b]52;c;ZXZpbA==\x07\x1b[2J\x1b]0;pwned\x07 done\rhidden\b"
+	got := render(cli.RendererOptions{Color: true, Markdown: true, Width: 80},
+		omni.PartialThinking(start, ""), omni.PartialThinking(delta, "think "+evil+"\n"),
+		omni.PartialText(start, ""), omni.PartialText(delta, "say "+evil+"\n\n"),
+		omni.ToolCall("c", "exec_command", `{"cmd":"echo \u001b[2J"}`),
+		omni.PartialToolCallOutput(start, "c", ""), omni.PartialToolCallOutput(delta, "c", evil+"\n"),
+		omni.ToolCallOutput("c", evil+"\n", penguinv1.StopReason_STOP_REASON_COMPLETED),
+		omni.RequestEnd(penguinv1.StopReason_STOP_REASON_TIMEOUT, evil, 1, 1000),
+	)
+	for _, bad := range []string{"\x1b]", "\x1b[2J", "\x07", "\r", "\b"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("the output carries %q:\n%q", bad, got)
+		}
+	}
+	if !strings.Contains(got, "ok done") || !strings.Contains(got, "\x1b[36m") {
+		t.Errorf("the text or the renderer's own styles are gone:\n%q", got)
+	}
+}
