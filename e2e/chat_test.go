@@ -272,7 +272,7 @@ func TestChatInTerminal(t *testing.T) {
 	term.waitScreen("penguin exited with status 0", 1)
 
 	// The session on disk holds the steering and the abort.
-	out := firstTrace(t, id[1], proctest.Env(t, "HOME="+dir, "PENGUIN_HOME="+home))
+	out := firstTrace(t, id[1], proctest.Env(t, "HOME="+dir, "TERM=dumb", "PENGUIN_HOME="+home))
 	for _, want := range []string{"also say banana", `"type":"abort"`, "please create hello.txt"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the exported trace lacks %s:\n%s", want, out)
@@ -382,7 +382,7 @@ func TestChatTerminalEditing(t *testing.T) {
 
 	// The session holds the edited line and the paste as one message, and
 	// not the cleared line.
-	env = proctest.Env(t, "HOME="+dir, "PENGUIN_HOME="+home)
+	env = proctest.Env(t, "HOME="+dir, "TERM=dumb", "PENGUIN_HOME="+home)
 	out := firstTrace(t, id[1], env)
 	for _, want := range []string{`"hello"`, `"error: one\n  at two\n  at three"`} {
 		if !strings.Contains(string(out), want) {

@@ -24,7 +24,7 @@ func TestRunEmbedded(t *testing.T) {
 	t.Parallel()
 	mock := startMock(t, "run", filepath.Join("testdata", "run.yaml"))
 	providers := writeProviders(t, route{"scripted", mock})
-	env := []string{"PENGUIN_HOME=" + t.TempDir(), "MOCK_API_KEY=unused", "PENGUIN_PROVIDERS=" + providers}
+	env := []string{"TERM=dumb", "PENGUIN_HOME=" + t.TempDir(), "MOCK_API_KEY=unused", "PENGUIN_PROVIDERS=" + providers}
 	ws := t.TempDir()
 
 	// Completed, as JSON lines: run events and trace-format messages.
@@ -112,7 +112,7 @@ func TestRunCommandLine(t *testing.T) {
 		"  - {name: typo, type: openai, base_url: "+mock.url+"/v1, api_key_env: TYPO_API_KEY_NOT_SET}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"PENGUIN_HOME=" + t.TempDir(), "MOCK_API_KEY=unused", "PENGUIN_PROVIDERS=" + providers}
+	env := []string{"TERM=dumb", "PENGUIN_HOME=" + t.TempDir(), "MOCK_API_KEY=unused", "PENGUIN_PROVIDERS=" + providers}
 	ws := t.TempDir()
 
 	run := start(t, "penguin run (flags after the prompt)", env, "run", "flags after the prompt", "--provider", "scripted", "--model", "m", "--workspace", ws)

@@ -25,7 +25,7 @@ func penguinStdin(t *testing.T, stdin string, env []string, args ...string) resu
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env = proctest.Env(t, append([]string{"PENGUIN_HOME=" + t.TempDir()}, env...)...)
+	cmd.Env = proctest.Env(t, append([]string{"TERM=dumb", "PENGUIN_HOME=" + t.TempDir()}, env...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

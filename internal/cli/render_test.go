@@ -1,7 +1,9 @@
 package cli_test
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -314,5 +316,20 @@ func TestRendererCleansUntrustedText(t *testing.T) {
 	}
 	if !strings.Contains(got, "ok done") || !strings.Contains(got, "\x1b[36m") {
 		t.Errorf("the text or the renderer's own styles are gone:\n%q", got)
+	}
+}
+
+// TestLineApproverWithNobodyToAnswer denies, and ends the question's line
+// so the output goes on below it.
+func TestLineApproverWithNobodyToAnswer(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	a := &cli.LineApprover{In: bufio.NewReader(strings.NewReader("")), Out: &out}
+	d, err := a.Decide(context.Background(), &penguinv1.ApprovalRequest{}, []string{"? allow exec_command?", "  $ make"})
+	if err != nil || d != penguinv1.Decision_DECISION_DENY {
+		t.Fatalf("Decide = %v, %v", d, err)
+	}
+	if got := out.String(); got != "? allow exec_command?\n  $ make\nAllow? [Y/n] n (nobody to answer: denied)\n" {
+		t.Errorf("output %q", got)
 	}
 }

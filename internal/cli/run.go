@@ -57,7 +57,9 @@ func (a *LineApprover) Decide(ctx context.Context, req *penguinv1.ApprovalReques
 		return penguinv1.Decision_DECISION_DENY, ctx.Err()
 	case ans := <-got:
 		if ans.err != nil && ans.line == "" {
-			// No one is there to answer: the safe answer is deny.
+			// No one is there to answer: the safe answer is deny, said
+			// on the question's line so the output goes on below it.
+			fmt.Fprintln(a.Out, "n (nobody to answer: denied)")
 			return penguinv1.Decision_DECISION_DENY, nil
 		}
 		return parseAnswer(ans.line), nil
