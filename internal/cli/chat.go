@@ -276,7 +276,7 @@ func (m *chatModel) update(msg tea.Msg) tea.Cmd {
 		if msg.Width > 0 && msg.Width != m.width {
 			m.width = msg.Width
 			m.input.SetWidth(msg.Width)
-			m.r.md = newMarkdown(m.opts.Color, msg.Width)
+			m.r.SetWidth(msg.Width)
 		}
 	case printedMsg:
 		m.printing = false

@@ -46,6 +46,12 @@ func newMarkdown(color bool, width int) *markdown {
 	return m
 }
 
+// setWidth renders for width columns from now on, keeping what is
+// pending.
+func (m *markdown) setWidth(color bool, width int) {
+	m.tr = newMarkdown(color, width).tr
+}
+
 // add appends a fragment and returns the rendering of the blocks it
 // completed, or "".
 func (m *markdown) add(fragment string) string {

@@ -147,6 +147,15 @@ func NewRenderer(out io.Writer, opts RendererOptions) *Renderer {
 // SetContextWindow sets the model's context window, for the usage line.
 func (r *Renderer) SetContextWindow(n int64) { r.window = n }
 
+// SetWidth renders markdown for a terminal width columns wide from now
+// on; the answer streaming now keeps its pending text.
+func (r *Renderer) SetWidth(width int) {
+	r.opts.Width = width
+	if r.md != nil {
+		r.md.setWidth(r.opts.Color, width)
+	}
+}
+
 // SetCollapse turns collapsing of long tool outputs on or off.
 func (r *Renderer) SetCollapse(on bool) { r.opts.Collapse = on }
 

@@ -333,3 +333,19 @@ func TestLineApproverWithNobodyToAnswer(t *testing.T) {
 		t.Errorf("output %q", got)
 	}
 }
+
+// TestRendererKeepsPendingTextAcrossAResize: a terminal resized while an
+// answer streams loses none of it.
+func TestRendererKeepsPendingTextAcrossAResize(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	r := cli.NewRenderer(&out, cli.RendererOptions{Markdown: true, Width: 80})
+	r.Event(msgEvent(1, omni.PartialText(start, "")))
+	r.Event(msgEvent(2, omni.PartialText(delta, "first half of a paragraph, ")))
+	r.SetWidth(40)
+	r.Event(msgEvent(3, omni.PartialText(delta, "second half.")))
+	r.Event(msgEvent(4, omni.AssistantText("…")))
+	if got := strings.Join(strings.Fields(out.String()), " "); !strings.Contains(got, "first half of a paragraph, second half.") {
+		t.Errorf("after a resize the answer is %q", got)
+	}
+}
