@@ -86,6 +86,11 @@ func Chat(ctx context.Context, engine penguinv1.EngineServiceClient, opts ChatOp
 	if fm, ok := final.(*chatModel); ok {
 		m = fm
 	}
+	if m.cancel != nil {
+		// Quit during a task: stop following it (it goes on in the
+		// engine, and --resume shows it).
+		m.cancel()
+	}
 	if m.err != nil {
 		return m.err
 	}

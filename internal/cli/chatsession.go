@@ -103,15 +103,27 @@ func (m *chatModel) run(prompt string) tea.Cmd {
 		ch := make(chan runItem, 64)
 		go func() {
 			defer close(ch)
+			// send gives up once the stream is cancelled (the chat ended),
+			// so this goroutine never outlives it.
+			send := func(it runItem) bool {
+				select {
+				case ch <- it:
+					return true
+				case <-ctx.Done():
+					return false
+				}
+			}
 			for {
 				resp, err := stream.Recv()
 				if err != nil {
 					if !errors.Is(err, io.EOF) {
-						ch <- runItem{err: err}
+						send(runItem{err: err})
 					}
 					return
 				}
-				ch <- runItem{ev: resp.GetEvent()}
+				if !send(runItem{ev: resp.GetEvent()}) {
+					return
+				}
 			}
 		}()
 		return runStarted{events: ch, cancel: cancel}

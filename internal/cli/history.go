@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // maxHistory bounds the messages kept in memory and recalled with Up.
@@ -45,11 +46,44 @@ func loadHistory(path string) (*history, error) {
 			h.entries = append(h.entries, s)
 		}
 	}
+	if err := sc.Err(); err != nil {
+		return h, err
+	}
+	if len(h.entries) > 2*maxHistory {
+		// The file only grows by appends: start it afresh with what is
+		// kept, so it stays bounded too.
+		h.entries = h.entries[len(h.entries)-maxHistory:]
+		if err := h.rewrite(); err != nil {
+			return h, err
+		}
+	}
 	if len(h.entries) > maxHistory {
 		h.entries = h.entries[len(h.entries)-maxHistory:]
 	}
 	h.pos = len(h.entries)
-	return h, sc.Err()
+	return h, nil
+}
+
+// rewrite replaces the file with the entries in memory, through a
+// temporary file renamed over it, so a crash leaves one or the other.
+func (h *history) rewrite() error {
+	tmp, err := os.CreateTemp(filepath.Dir(h.path), ".chat_history-*")
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(tmp)
+	for _, e := range h.entries {
+		line, _ := json.Marshal(e)
+		_, _ = w.Write(append(line, '\n'))
+	}
+	err = errors.Join(w.Flush(), tmp.Chmod(0o600), tmp.Close())
+	if err == nil {
+		err = os.Rename(tmp.Name(), h.path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+	}
+	return err
 }
 
 // add records a sent message, in memory and in the file, unless it repeats
