@@ -7,11 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/penguin-agent/penguin/e2e/e2etest"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/internal/proctest"
 )
 
@@ -422,4 +424,48 @@ func TestRunAsksOnTheTerminal(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(ws, "hello.txt")); err != nil || string(got) != "hello from chat\n" {
 		t.Fatalf("hello.txt = %q, %v", got, err)
 	}
+}
+
+// TestChatEndsWhenItsTerminalCloses closes the terminal under a running
+// chat (tmux's kill-server hangs its panes up, as closing a window does):
+// the chat and its embedded server end instead of running on.
+func TestChatEndsWhenItsTerminalCloses(t *testing.T) {
+	t.Parallel()
+	mock := startMock(t, "hangup", filepath.Join("testdata", "chat.yaml"))
+	providers := writeProviders(t, route{"chat", mock})
+	home, ws, dir := t.TempDir(), t.TempDir(), t.TempDir()
+	env := proctest.Env(t, "HOME="+dir, "TERM=xterm-256color", "NO_COLOR=1", "PENGUIN_HOME="+home, "MOCK_API_KEY=unused")
+	term := newTerminal(t, env, "hangup", "env -i "+strings.Join(env, " ")+" "+bin.penguin+" chat --providers "+providers+
+		" --provider chat --model scripted --workspace "+ws)
+	term.waitScreen("penguin chat · chat/scripted · ", 1)
+	pid := processWith(t, ws)
+	if pid == 0 {
+		t.Fatal("no penguin chat process found")
+	}
+	term.run("kill-server")
+	eventually.True(t, "the chat to end after its terminal closed", func() bool {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+		return err != nil
+	})
+}
+
+// processWith returns the pid of the penguin process whose command line
+// holds text, or 0.
+func processWith(t *testing.T, text string) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.HasPrefix(string(cmdline), bin.penguin+"\x00") && strings.Contains(string(cmdline), text) {
+			return pid
+		}
+	}
+	return 0
 }

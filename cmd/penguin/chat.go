@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -43,7 +45,12 @@ commands.`,
 	fs.Lookup("resume").NoOptDefVal = resumeLatest
 	verbose := fs.Bool("verbose", false, "show tool outputs in full instead of collapsed")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		ctx := cmd.Context()
+		// A terminal that goes away (its window closed, its ssh session
+		// ended) hangs the chat up: it ends, and so does its embedded
+		// server. Only the chat listens for SIGHUP: a server reloads its
+		// providers on it.
+		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGHUP)
+		defer stop()
 		resumed := cmd.Flags().Changed("resume")
 		id := *resume
 		switch {
