@@ -1,10 +1,12 @@
 package environment_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -16,16 +18,21 @@ import (
 
 	"github.com/creack/pty"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/environment/command"
 )
 
-// BenchmarkExecTrue compares exec_command of `true`, through gRPC to its
-// final output, with running the same command line (bash -lc true) with
-// os/exec directly. Both run in turn in every iteration so drift hits
-// them alike; the metrics are the p50s, their ratio and the added time.
+// BenchmarkExecTrue measures exec_command of `true`, through gRPC to its
+// final output, against its budget measured in the same run: the same
+// command line run directly (os/exec of bash -c true) plus a bare gRPC
+// stream round trip (a plain grpc-go server on the same kind of
+// connection whose ExecuteTool answers at once with one message). The
+// three run in turn in every iteration, rotating which goes first, so that
+// drift hits them alike. Issue 14's target is added-p50-µs (the service
+// less both) ≤ 100.
 func BenchmarkExecTrue(b *testing.B) {
 	b.Run("cgroup", func(b *testing.B) { benchExecTrue(b, environment.Options{}) })
 	b.Run("pgroup", func(b *testing.B) { benchExecTrue(b, environment.Options{NoCgroups: true}) })
@@ -34,13 +41,22 @@ func BenchmarkExecTrue(b *testing.B) {
 func benchExecTrue(b *testing.B, opts environment.Options) {
 	h := start(b, opts)
 	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
+	bare := startBare(b)
 	ctx := testCtx(b, 10*time.Minute)
 	direct := func() time.Duration {
 		t0 := time.Now()
-		cmd := exec.Command("bash", "-lc", "true")
-		cmd.Env = append(os.Environ(), "HOME="+h.home)
+		cmd := exec.Command("bash", "-c", "true")
+		cmd.Env = benchEnv(h)
 		if err := cmd.Run(); err != nil {
 			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	stream := func() time.Duration {
+		t0 := time.Now()
+		r, err := bareCall(ctx, bare)
+		if err != nil || !strings.Contains(r, "[exit code 0]") {
+			b.Fatalf("bare stream: %q %v", r, err)
 		}
 		return time.Since(t0)
 	}
@@ -55,7 +71,87 @@ func benchExecTrue(b *testing.B, opts environment.Options) {
 		}
 		return time.Since(t0)
 	}
-	compareP50(b, direct, viaService)
+	sides := []func() time.Duration{direct, stream, viaService}
+	for _, f := range sides { // warm up: connections, the shell in the page cache
+		f()
+	}
+	times := make([][]time.Duration, len(sides))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range sides {
+			k := (i + j) % len(sides)
+			times[k] = append(times[k], sides[k]())
+		}
+	}
+	b.StopTimer()
+	pd, pb, ps := p50(times[0]), p50(times[1]), p50(times[2])
+	b.ReportMetric(float64(pd.Microseconds()), "direct-p50-µs")
+	b.ReportMetric(float64(pb.Microseconds()), "bare-stream-p50-µs")
+	b.ReportMetric(float64(ps.Microseconds()), "service-p50-µs")
+	b.ReportMetric(float64((ps - pd - pb).Microseconds()), "added-p50-µs")
+	b.ReportMetric(float64(ps)/float64(pd+pb+100*time.Microsecond), "ratio-to-budget")
+}
+
+// benchEnv is the environment of the commands a benchmark runs directly:
+// the harness's, as the service's commands get it.
+func benchEnv(h *harness) []string {
+	return append(os.Environ(), "HOME="+h.home)
+}
+
+// bareEnv is an environment service with nothing behind it: ExecuteTool
+// answers at once with the final output of a command that printed nothing.
+type bareEnv struct {
+	penguinv1.UnimplementedEnvironmentServiceServer
+}
+
+func (bareEnv) ExecuteTool(req *penguinv1.ExecuteToolRequest, s grpc.ServerStreamingServer[penguinv1.ExecuteToolResponse]) error {
+	return s.Send(&penguinv1.ExecuteToolResponse{Message: &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_ToolCallOutput{
+		ToolCallOutput: &penguinv1.ToolCallOutput{ToolCallId: req.GetToolCall().GetToolCallId(), Output: "[exit code 0]"},
+	}}})
+}
+
+// startBare serves bareEnv on a plain grpc-go server, with the harness's
+// server and client options, and returns a client of it.
+func startBare(b *testing.B) penguinv1.EnvironmentServiceClient {
+	b.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.WriteBufferSize(1<<20), grpc.ReadBufferSize(1<<20))
+	penguinv1.RegisterEnvironmentServiceServer(srv, bareEnv{})
+	go func() { _ = srv.Serve(lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(4<<20), grpc.WithInitialConnWindowSize(8<<20), grpc.WithReadBufferSize(1<<20), grpc.WithWriteBufferSize(1<<20))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		conn.Close()
+		srv.Stop()
+	})
+	return penguinv1.NewEnvironmentServiceClient(conn)
+}
+
+// bareCall is one ExecuteTool call on the bare service, read to its end.
+func bareCall(ctx context.Context, c penguinv1.EnvironmentServiceClient) (string, error) {
+	s, err := c.ExecuteTool(ctx, &penguinv1.ExecuteToolRequest{EnvironmentId: "bare", ToolCall: &penguinv1.ToolCall{
+		Role: penguinv1.Role_ROLE_ASSISTANT, Name: "exec_command", Arguments: `{"cmd":"true"}`, ToolCallId: nextCallID(),
+	}})
+	if err != nil {
+		return "", err
+	}
+	var out string
+	for {
+		resp, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = resp.GetMessage().GetToolCallOutput().GetOutput()
+	}
 }
 
 // compareP50 runs direct (the baseline) and viaService in turn b.N times
@@ -105,12 +201,17 @@ func outputBytes(b *testing.B) int64 {
 }
 
 // BenchmarkOutputBandwidth runs a command that writes n bytes through
-// exec_command and compares it with the same command writing into
-// /dev/null, run by os/exec in the same iteration: in a terminal (the
-// default) and on pipes (tty false); with the whole output streamed through
-// gRPC (truncation off), and with the default output cap, where the head is
-// streamed and the rest archived. Each also measures the ceiling of its
-// transport, the same command drained by a plain read loop.
+// exec_command, in a terminal (the default) and on pipes (tty false), with
+// the whole output streamed through gRPC (truncation off) and with the
+// default output cap (the head streamed, the rest archived). Its baseline,
+// in the same iteration, is the ceiling of the transport: the same command
+// in a bare terminal or pipe drained by a plain Go read loop. The two
+// phases of a call are reported apart, never mixed into one figure: the
+// command's output (from the call to the last delta: stream-MB/s, whose
+// ratio to the ceiling is the headline) and the complete tool_call_output
+// that the contract sends after it (complete-ms). Issue 14's target is
+// ratio-to-raw ≥ 0.8 for pipes-capped. The command writing into /dev/null
+// is measured too, as what no reader can beat.
 func BenchmarkOutputBandwidth(b *testing.B) {
 	b.Run("terminal", func(b *testing.B) { benchOutputBandwidth(b, true, false) })
 	b.Run("pipes", func(b *testing.B) { benchOutputBandwidth(b, false, false) })
@@ -134,15 +235,16 @@ func benchOutputBandwidth(b *testing.B, terminal, capped bool) {
 
 	devNull := func() time.Duration {
 		t0 := time.Now()
-		cmd := exec.Command("bash", "-lc", script+" > /dev/null")
-		cmd.Env = append(os.Environ(), "HOME="+h.home)
+		cmd := exec.Command("bash", "-c", script+" > /dev/null")
+		cmd.Env = benchEnv(h)
 		if err := cmd.Run(); err != nil {
 			b.Fatal(err)
 		}
 		return time.Since(t0)
 	}
-	var tail, head time.Duration // to the first delta, and from the last delta to the complete message
-	viaService := func() time.Duration {
+	// viaService returns the time to the last delta and from there to the
+	// end of the call.
+	viaService := func() (streamed, complete time.Duration) {
 		t0 := time.Now()
 		stream, err := h.client.ExecuteTool(ctx, &penguinv1.ExecuteToolRequest{EnvironmentId: env, ToolCall: &penguinv1.ToolCall{
 			Name: "exec_command", ToolCallId: "bw", Arguments: call,
@@ -150,7 +252,7 @@ func benchOutputBandwidth(b *testing.B, terminal, capped bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var streamed int64
+		var got int64
 		var final *penguinv1.ToolCallOutput
 		var lastDelta time.Time
 		for {
@@ -162,36 +264,30 @@ func benchOutputBandwidth(b *testing.B, terminal, capped bool) {
 				b.Fatal(err)
 			}
 			if p := resp.GetMessage().GetPartialToolCallOutput(); p != nil {
-				if streamed == 0 && p.GetOutput() != "" {
-					head += time.Since(t0)
-				}
-				streamed += int64(len(p.GetOutput()))
-				if p.GetEventType() == penguinv1.StreamEventType_STREAM_EVENT_TYPE_STOP {
-					lastDelta = time.Now()
-				}
+				got += int64(len(p.GetOutput()))
+				lastDelta = time.Now()
 			}
 			if o := resp.GetMessage().GetToolCallOutput(); o != nil {
 				final = o
 			}
 		}
-		d := time.Since(t0)
-		tail += time.Since(lastDelta)
+		end := time.Now()
 		switch {
-		case final == nil || int64(len(final.GetOutput())) != streamed || !strings.HasSuffix(final.GetOutput(), "[exit code 0]"):
-			b.Fatalf("streamed %d bytes; final %d bytes", streamed, len(final.GetOutput()))
+		case final == nil || int64(len(final.GetOutput())) != got || !strings.HasSuffix(final.GetOutput(), "[exit code 0]"):
+			b.Fatalf("streamed %d bytes; final %d bytes", got, len(final.GetOutput()))
 		case capped && !strings.Contains(final.GetOutput(), fmt.Sprintf(" of %d characters", n)):
 			b.Fatalf("the capped output does not account for all %d bytes: %q", n, final.GetOutput()[max(0, len(final.GetOutput())-300):])
-		case !capped && streamed < n:
-			b.Fatalf("streamed %d of %d bytes", streamed, n)
+		case !capped && got < n:
+			b.Fatalf("streamed %d of %d bytes", got, n)
 		}
-		return d
+		return lastDelta.Sub(t0), end.Sub(lastDelta)
 	}
 	// The same command in a bare terminal or pipe, drained by a plain
 	// loop: the ceiling any streaming over that transport can reach here.
 	raw := func() time.Duration {
 		t0 := time.Now()
-		cmd := exec.Command("bash", "-lc", script)
-		cmd.Env = append(os.Environ(), "HOME="+h.home)
+		cmd := exec.Command("bash", "-c", script)
+		cmd.Env = benchEnv(h)
 		var r io.ReadCloser
 		if terminal {
 			f, err := pty.Start(cmd)
@@ -219,94 +315,116 @@ func benchOutputBandwidth(b *testing.B, terminal, capped bool) {
 		}
 		return time.Since(t0)
 	}
-	var dn, rw, sv time.Duration
-	b.SetBytes(n)
+	var dn, rw, st, cm time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		dn += devNull()
 		rw += raw()
-		sv += viaService()
+		s, c := viaService()
+		st, cm = st+s, cm+c
 	}
 	b.StopTimer()
 	mbps := func(d time.Duration) float64 { return float64(n) * float64(b.N) / 1e6 / d.Seconds() }
 	b.ReportMetric(mbps(dn), "devnull-MB/s")
 	b.ReportMetric(mbps(rw), "raw-MB/s")
-	b.ReportMetric(mbps(sv), "grpc-MB/s")
-	b.ReportMetric(mbps(sv)/mbps(dn), "ratio")
-	b.ReportMetric(mbps(sv)/mbps(rw), "ratio-to-raw")
-	// The complete tool_call_output repeats the whole output in one
-	// message after the deltas (the contract); this is its share.
-	if !capped {
-		b.ReportMetric(tail.Seconds()/sv.Seconds(), "complete-msg-share")
-		b.ReportMetric(mbps(sv-tail-head), "deltas-MB/s")
-	}
+	b.ReportMetric(mbps(st), "stream-MB/s")
+	b.ReportMetric(mbps(st)/mbps(rw), "ratio-to-raw")
+	b.ReportMetric(float64(cm.Milliseconds())/float64(b.N), "complete-ms")
 }
 
 // BenchmarkConcurrentCommands runs 500 commands at once on one
 // environment: all must complete, each with its own output, none lost.
 // Only 64 run at a time (the session cap); the rest wait for a slot. The
-// baseline runs the same 500 command lines with os/exec, 64 at a time, in
-// the same iteration; "time-ratio" is the service's wall time over it.
+// baseline does the same work in the same iteration: the same 500
+// command lines (bash -c), 64 at a time, each read to its end, on pipes
+// for the pipes case (exec_command with tty false) and in a terminal of
+// its own for the terminal case (the default). "time-ratio" is the
+// service's wall time over the baseline's.
 func BenchmarkConcurrentCommands(b *testing.B) {
+	b.Run("pipes", func(b *testing.B) { benchConcurrentCommands(b, false) })
+	b.Run("terminal", func(b *testing.B) { benchConcurrentCommands(b, true) })
+}
+
+func benchConcurrentCommands(b *testing.B, terminal bool) {
 	const n = 500
 	h := start(b, environment.Options{})
 	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
 	ctx := testCtx(b, 30*time.Minute)
+	want := func(j int) string { return "cmd-" + strconv.Itoa(j) + "-done" }
+	// one runs command j directly and returns its output.
+	one := func(j int) (string, error) {
+		cmd := exec.Command("bash", "-c", "echo "+want(j))
+		cmd.Env = benchEnv(h)
+		if !terminal {
+			out, err := cmd.Output()
+			return string(out), err
+		}
+		f, err := pty.Start(cmd)
+		if err != nil {
+			return "", err
+		}
+		out, _ := io.ReadAll(f) // a terminal ends with EIO once the command exits
+		f.Close()
+		return strings.ReplaceAll(string(out), "\r\n", "\n"), cmd.Wait()
+	}
 	direct := func() time.Duration {
 		t0 := time.Now()
 		slots := make(chan struct{}, command.MaxSessions)
 		var wg sync.WaitGroup
 		for j := 0; j < n; j++ {
-			wg.Add(1)
 			slots <- struct{}{}
-			go func() {
-				defer func() { <-slots; wg.Done() }()
-				want := "cmd-" + strconv.Itoa(j) + "-done"
-				cmd := exec.Command("bash", "-lc", "echo "+want)
-				cmd.Env = append(os.Environ(), "HOME="+h.home)
-				out, err := cmd.Output()
-				if err != nil || string(out) != want+"\n" {
+			wg.Go(func() {
+				defer func() { <-slots }()
+				if out, err := one(j); err != nil || out != want(j)+"\n" {
 					b.Errorf("direct command %d: %v %q", j, err, out)
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		return time.Since(t0)
 	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		base := direct()
-		b.StartTimer()
+	viaService := func() (time.Duration, int) {
 		var wg sync.WaitGroup
 		errs := make(chan error, n)
 		t0 := time.Now()
 		for j := 0; j < n; j++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				want := "cmd-" + strconv.Itoa(j) + "-done"
-				r, err := h.tryExec(ctx, env, "exec_command", args(map[string]any{"cmd": "echo " + want}))
+			wg.Go(func() {
+				r, err := h.tryExec(ctx, env, "exec_command", args(map[string]any{"cmd": "echo " + want(j), "tty": terminal}))
 				switch {
 				case err != nil:
 					errs <- err
-				case r.out.GetStopReason() != ok || !strings.HasPrefix(r.text(), want+"\n") || !strings.HasSuffix(r.text(), "[exit code 0]"):
+				case r.out.GetStopReason() != ok || !strings.HasPrefix(r.text(), want(j)+"\n") || !strings.HasSuffix(r.text(), "[exit code 0]"):
 					errs <- fmt.Errorf("command %d: %v %q", j, r.out.GetStopReason(), r.text())
 				}
-			}()
+			})
 		}
 		wg.Wait()
+		d := time.Since(t0)
 		close(errs)
 		lost := 0
 		for err := range errs {
 			lost++
 			b.Error(err)
 		}
-		d := time.Since(t0)
-		b.ReportMetric(float64(n-lost), "completed")
-		b.ReportMetric(float64(lost), "lost")
-		b.ReportMetric(float64(n)/d.Seconds(), "commands/s")
-		b.ReportMetric(float64(n)/base.Seconds(), "direct-commands/s")
-		b.ReportMetric(d.Seconds()/base.Seconds(), "time-ratio")
+		return d, lost
 	}
+	var base, svc time.Duration
+	lost := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			base += direct()
+		}
+		d, l := viaService()
+		svc, lost = svc+d, lost+l
+		if i%2 == 1 {
+			base += direct()
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(n*b.N-lost)/float64(b.N), "completed")
+	b.ReportMetric(float64(lost), "lost")
+	b.ReportMetric(float64(n*b.N)/svc.Seconds(), "commands/s")
+	b.ReportMetric(float64(n*b.N)/base.Seconds(), "direct-commands/s")
+	b.ReportMetric(svc.Seconds()/base.Seconds(), "time-ratio")
 }
