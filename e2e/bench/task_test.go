@@ -153,8 +153,8 @@ type runResult struct {
 	idleRSS              int64           // resident bytes the measured tasks' sessions added
 	coldStart            time.Duration   // exec to the first SERVING health answer
 	startFloor           time.Duration   // exec to exit of `penguin version`
-	fixedRSS             int64           // resident bytes at ready
-	mockRSS              int64           // resident bytes of the mockllm process at ready
+	fixedRSS, fixedAnon  int64           // resident bytes at ready, and of them the process's own
+	mockRSS, mockAnon    int64           // the same of the mockllm process at ready
 }
 
 // rig is one run's setup: a workspace with hello.txt, the model, the
@@ -192,7 +192,7 @@ func setup(ctx context.Context, b *testing.B, bin string, tasks int, res *runRes
 
 	res.startFloor = execFloor(b, bin)
 	r.srv = startServer(b, bin, dir, root, providers, res, extra...)
-	res.mockRSS = rss(b, r.mock.proc.Pid())
+	res.mockRSS, res.mockAnon = rss(b, r.mock.proc.Pid()), anonRSS(b, r.mock.proc.Pid())
 
 	r.direct = calibrate(ctx, b, r.srv, rec, r.mock.url, r.ws)
 	for range warmupTasks {
@@ -249,9 +249,9 @@ func runOnce(b *testing.B, bin string, run, tasks int) runResult {
 
 // BenchmarkTaskProfile runs issue 14's task back to back for
 // PENGUIN_BENCH_PROFILE_SECONDS (default 10) against a server started
-// with --pprof-listen, and writes its CPU profile and the allocations of
-// those seconds to the directory PENGUIN_BENCH_PROFILE names (read them
-// with `go tool pprof`). Without PENGUIN_BENCH_PROFILE it is skipped: a
+// with --pprof-listen, and writes its CPU profile, the allocations of
+// those seconds and the heap and goroutines the idle sessions then hold to the directory
+// PENGUIN_BENCH_PROFILE names (read them with `go tool pprof`). Without PENGUIN_BENCH_PROFILE it is skipped: a
 // profiled server is not the one users run.
 func BenchmarkTaskProfile(b *testing.B) {
 	out := os.Getenv("PENGUIN_BENCH_PROFILE")
@@ -288,6 +288,9 @@ func BenchmarkTaskProfile(b *testing.B) {
 			n++
 		}
 		wg.Wait()
+		// What the idle sessions those tasks left hold, after a collection.
+		fetchProfile(ctx, b, fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", addr), filepath.Join(out, "heap.pb.gz"))
+		fetchProfile(ctx, b, fmt.Sprintf("http://%s/debug/pprof/goroutine?debug=1", addr), filepath.Join(out, "goroutines.txt"))
 		b.Logf("%d tasks in %d s; profiles in %s", n, seconds, out)
 		r.stop()
 	}
@@ -409,7 +412,7 @@ func startServer(b *testing.B, bin, dir, root, providers string, res *runResult,
 		}
 	}
 	res.coldStart = time.Since(t0)
-	res.fixedRSS = rss(b, p.Pid())
+	res.fixedRSS, res.fixedAnon = rss(b, p.Pid()), anonRSS(b, p.Pid())
 	return s
 }
 
@@ -565,22 +568,30 @@ func selfCPU(b *testing.B) time.Duration {
 }
 
 // rss is a process's resident set size, from /proc/PID/status.
-func rss(b *testing.B, pid int) int64 {
+func rss(b *testing.B, pid int) int64 { return procStatus(b, pid, "VmRSS") }
+
+// anonRSS is the part of a process's resident set that is its own
+// (heap, stacks): RSS less the pages of files it maps, of which the
+// binary's are most and are shared with every process running it.
+func anonRSS(b *testing.B, pid int) int64 { return procStatus(b, pid, "RssAnon") }
+
+// procStatus reads one size field of /proc/PID/status, in bytes.
+func procStatus(b *testing.B, pid int, field string) int64 {
 	b.Helper()
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		b.Fatal(err)
 	}
 	for line := range strings.SplitSeq(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			if err != nil {
-				b.Fatalf("VmRSS %q: %v", v, err)
+				b.Fatalf("%s %q: %v", field, v, err)
 			}
 			return kb << 10
 		}
 	}
-	b.Fatalf("no VmRSS in /proc/%d/status", pid)
+	b.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
 
@@ -635,6 +646,9 @@ func report(b *testing.B, results []runResult, tasks int) {
 		{name: "fixed RSS at ready", unit: "MiB", metric: "fixed-rss-MiB", target: mib(targetFixedRSS),
 			ours:     per(func(r runResult) float64 { return mib(r.fixedRSS) }),
 			baseline: per(func(r runResult) float64 { return mib(r.mockRSS) }), baseName: "mockllm at ready"},
+		{name: "  of it anonymous", unit: "MiB", metric: "fixed-anon-rss-MiB",
+			ours:     per(func(r runResult) float64 { return mib(r.fixedAnon) }),
+			baseline: per(func(r runResult) float64 { return mib(r.mockAnon) }), baseName: "mockllm at ready"},
 	}
 	var t strings.Builder
 	fmt.Fprintf(&t, "issue 14's task, %d runs of %d tasks (median of the runs [min–max])\n", len(results), tasks)
