@@ -52,9 +52,13 @@ func Compile(p *penguinv1.CommandPolicy) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	out.rules = rules
-	if p.GetUseDefaults() {
-		out.rules = append(out.rules, factoryCompiled()...)
+	switch {
+	case !p.GetUseDefaults():
+		out.rules = rules
+	case len(rules) == 0:
+		out.rules = factoryCompiled() // shared: a Policy never changes its rules
+	default:
+		out.rules = append(rules, factoryCompiled()...)
 	}
 	return out, nil
 }
