@@ -402,6 +402,8 @@ func TestNewRefusesBadConfigs(t *testing.T) {
 			Engine: &engine.Config{StoreURL: store, AgentState: dir, LeaseTTL: 500 * time.Millisecond}}, "too short"},
 		{"bad store", assemble.Config{Name: "engine", LLMAddr: "127.0.0.1:1", EnvironmentAddr: "127.0.0.1:1",
 			Engine: &engine.Config{StoreURL: "mysql://x", AgentState: dir}}, "unsupported store URL scheme"},
+		{"profiles off loopback", assemble.Config{Name: "engine", LLMAddr: "127.0.0.1:1", EnvironmentAddr: "127.0.0.1:1",
+			ProfilesListen: "0.0.0.0:0", Engine: &engine.Config{StoreURL: store, AgentState: dir}}, "only a loopback address"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			lis, err := net.Listen("tcp", "127.0.0.1:0")

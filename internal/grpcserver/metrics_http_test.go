@@ -66,3 +66,63 @@ func TestServeMetricsExposesTheGivenRegistry(t *testing.T) {
 		t.Fatal("ServeMetrics did not return after cancel")
 	}
 }
+
+func TestServeProfiles(t *testing.T) {
+	t.Parallel()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(testContext(t))
+	done := make(chan error, 1)
+	go func() { done <- grpcserver.ServeProfiles(ctx, lis, nil) }()
+
+	client := &http.Client{Timeout: 10 * time.Second}
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := client.Get("http://" + lis.Addr().String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(body)
+	}
+	if code, body := get("/debug/pprof/goroutine?debug=1"); code != http.StatusOK || !strings.Contains(body, "goroutine profile: total") {
+		t.Errorf("GET goroutine profile = %d:\n%.300s", code, body)
+	}
+	if code, body := get("/debug/pprof/heap?gc=1"); code != http.StatusOK || len(body) == 0 {
+		t.Errorf("GET heap profile = %d, %d bytes", code, len(body))
+	}
+	if code, _ := get("/metrics"); code != http.StatusNotFound {
+		t.Errorf("GET /metrics on the profiles server = %d, want 404", code)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ServeProfiles after cancel = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ServeProfiles did not return after its context ended")
+	}
+}
+
+// TestCheckProfilesAddr: profiles are served on loopback only, since they
+// show what the process runs.
+func TestCheckProfilesAddr(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"127.0.0.1:0", "127.0.0.2:6060", "[::1]:6060", "localhost:6060"} {
+		if err := grpcserver.CheckProfilesAddr(addr); err != nil {
+			t.Errorf("CheckProfilesAddr(%q) = %v, want nil", addr, err)
+		}
+	}
+	for _, addr := range []string{":6060", "0.0.0.0:6060", "[::]:6060", "10.0.0.5:6060", "example.internal:6060", "6060"} {
+		if err := grpcserver.CheckProfilesAddr(addr); err == nil {
+			t.Errorf("CheckProfilesAddr(%q) = nil, want a refusal", addr)
+		}
+	}
+}
