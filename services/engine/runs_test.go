@@ -728,8 +728,9 @@ func TestTwoEnginesShareAStore(t *testing.T) {
 }
 
 // An agent whose system_config.yaml is in PenguinHarness's spelling
-// (docs/configuration.md) runs as written: its request timeout reaches the model request, its context
-// threshold triggers a compaction, and its turn threshold is read.
+// (docs/configuration.md) runs as written: its request timeout reaches the
+// model request, its context threshold triggers a compaction, and its turn
+// threshold is read.
 func TestAnAgentInTheReferencesSpellingRuns(t *testing.T) {
 	e := newEnv(t)
 	ref := `name: default_agent

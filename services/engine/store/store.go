@@ -29,10 +29,11 @@
 // A transactional database never stores half a record, but a damaged
 // database, a restore from a bad copy or a hand edit can leave a row whose
 // payload no longer decodes. A trace file's reader tolerates a torn last
-// line (docs/trace-format.md), and so does this store: when the last record of a session's
-// log does not decode, ReadEvents logs a warning, moves the record into a
-// quarantine table (so that later appends cannot turn it into a record in the
-// middle of the log) and returns the records before it. A record in the
+// line (docs/trace-format.md), and so does this store: when the last
+// record of a session's log does not decode, ReadEvents logs a warning,
+// moves the record into a quarantine table (so that later appends cannot
+// turn it into a record in the middle of the log) and returns the records
+// before it. A record in the
 // middle of the log that does not decode is an error wrapping [ErrCorrupt]
 // that names the session and the sequence number: silently skipping
 // committed history would let a resumed session diverge from what the model

@@ -429,8 +429,8 @@ func TestTimestamps(t *testing.T) {
 }
 
 // TestDecodeLenient checks inputs that other writers of the format
-// produce and a strict reading would refuse: unknown fields, null optionals, fixed roles left
-// out, and an empty images list.
+// produce and a strict reading would refuse: unknown fields, null
+// optionals, fixed roles left out, and an empty images list.
 func TestDecodeLenient(t *testing.T) {
 	for line, want := range map[string]*penguinv1.OmniMessage{
 		`{"timestamp":"2026-07-18T03:10:22.531Z","type":"event_msg","payload":{"type":"abort","reason":null}}`:                       msg("2026-07-18T03:10:22.531Z", &penguinv1.Abort{}),
