@@ -23,11 +23,23 @@ import (
 // in WAL mode survives a process crash (the engine being SIGKILLed) with
 // every committed transaction intact and costs no fsync per append, at the
 // price of possibly losing the last transactions on a power failure.
+//
+// Checkpoints (copying the WAL into the database file, with an fsync of
+// each) are run by a goroutine of their own (see checkpoints), not by the
+// commit that happens to fill the WAL past SQLite's threshold: that commit
+// would otherwise stall a task's event for the whole checkpoint, every
+// thousand pages or so. The writer's own automatic checkpoint stays as a
+// backstop at ten times the usual size, for a WAL the goroutine cannot
+// keep up with.
 const (
 	sqliteReaders      = 4
-	sqliteWriterParams = "_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_synchronous=NORMAL&_txlock=immediate"
+	sqliteWriterParams = "_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_synchronous=NORMAL&_txlock=immediate&_pragma=wal_autocheckpoint(10000)"
 	sqliteReaderParams = "_busy_timeout=10000&_foreign_keys=1&_query_only=1"
+	sqliteCkptParams   = "_busy_timeout=10000"
 	sqliteMemoryParams = "_busy_timeout=10000&_foreign_keys=1&_txlock=immediate"
+	// checkpointEvery is how often the checkpointer looks for writes to
+	// checkpoint.
+	checkpointEvery = 250 * time.Millisecond
 )
 
 // sqliteStore is the SQLite implementation of Store.
@@ -45,6 +57,13 @@ type sqliteStore struct {
 	ws, rs *stmtCache // the statements prepared on w and r
 	log    *slog.Logger
 	closed atomic.Bool
+
+	// The checkpointer of a database file: its connection, whether there
+	// were writes since its last checkpoint, and how to stop it.
+	ckpt      *sql.DB
+	dirty     atomic.Bool
+	stopCkpt  context.CancelFunc
+	ckptEnded chan struct{}
 }
 
 // stmtCache keeps the statements run on one pool prepared. Without it
@@ -56,14 +75,22 @@ type sqliteStore struct {
 // holds a few dozen statements at most.
 type stmtCache struct {
 	db *sql.DB
-	mu sync.Mutex
-	m  map[string]*sql.Stmt
+	// used, when set, is called whenever a statement is taken: the
+	// writer's cache tells the checkpointer there were writes.
+	used func()
+	mu   sync.Mutex
+	m    map[string]*sql.Stmt
 }
 
-func newStmtCache(db *sql.DB) *stmtCache { return &stmtCache{db: db, m: map[string]*sql.Stmt{}} }
+func newStmtCache(db *sql.DB, used func()) *stmtCache {
+	return &stmtCache{db: db, used: used, m: map[string]*sql.Stmt{}}
+}
 
 // stmt returns query prepared, preparing it on first use.
 func (c *stmtCache) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if c.used != nil {
+		c.used()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.m[query]; ok {
@@ -155,15 +182,58 @@ func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, erro
 		}
 		r.SetMaxOpenConns(sqliteReaders)
 		r.SetMaxIdleConns(sqliteReaders)
-		s.w, s.r = w, r
+		ckpt, err := sql.Open("sqlite", abs+"?"+sqliteCkptParams)
+		if err != nil {
+			_ = w.Close()
+			_ = r.Close()
+			return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
+		}
+		ckpt.SetMaxOpenConns(1)
+		ckpt.SetMaxIdleConns(1)
+		s.w, s.r, s.ckpt = w, r, ckpt
 	}
-	s.ws, s.rs = newStmtCache(s.w), newStmtCache(s.r)
+	s.ws, s.rs = newStmtCache(s.w, s.wrote), newStmtCache(s.r, nil)
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
 	}
+	if s.ckpt != nil {
+		cctx, cancel := context.WithCancel(context.Background())
+		s.stopCkpt, s.ckptEnded = cancel, make(chan struct{})
+		go s.checkpoints(cctx)
+	}
 	return s, nil
 }
+
+// checkpoints checkpoints the WAL in the background, a few times a second
+// while there are writes, until ctx ends. A PASSIVE checkpoint waits for
+// no reader or writer: it copies what it can, and the commits that run
+// meanwhile only append to the WAL.
+func (s *sqliteStore) checkpoints(ctx context.Context) {
+	defer close(s.ckptEnded)
+	tick := time.NewTicker(checkpointEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !s.dirty.Swap(false) {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		_, err := s.ckpt.ExecContext(cctx, `PRAGMA wal_checkpoint(PASSIVE)`)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			// The writer's automatic checkpoint is the backstop.
+			s.log.Warn("background checkpoint of the SQLite WAL failed", "error", err)
+		}
+	}
+}
+
+// wrote notes a write for the checkpointer.
+func (s *sqliteStore) wrote() { s.dirty.Store(true) }
 
 // migrate brings the schema up to date inside one IMMEDIATE transaction,
 // which also serializes two processes opening the same file.
@@ -632,7 +702,15 @@ func (s *sqliteStore) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	err := errors.Join(s.ws.close(), s.rs.close(), s.w.Close())
+	var err error
+	if s.ckpt != nil {
+		if s.stopCkpt != nil {
+			s.stopCkpt()
+			<-s.ckptEnded
+		}
+		err = s.ckpt.Close()
+	}
+	err = errors.Join(err, s.ws.close(), s.rs.close(), s.w.Close())
 	if s.r != s.w {
 		err = errors.Join(err, s.r.Close())
 	}

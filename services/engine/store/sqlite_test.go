@@ -316,3 +316,52 @@ func TestPayloadKind(t *testing.T) {
 		t.Errorf("PayloadKind(empty) = %q", got)
 	}
 }
+
+// TestSQLiteCheckpointsInTheBackground checks that the WAL is copied into
+// the database file by the store's own checkpointer, not left for the
+// commit that fills it: a few hundred pages of events reach the database
+// file within seconds, long before the writer's backstop (ten thousand
+// pages) would checkpoint them.
+func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
+	ctx := testCtx(t)
+	path := filepath.Join(t.TempDir(), "ckpt.db")
+	s, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CreateSession(ctx, &store.Session{ID: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := info.Size()
+	big := strings.Repeat("x", 8<<10)
+	const events = 200 // about 1.6 MB, some 400 pages
+	for i := 1; i <= events; i++ {
+		msg := &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_Text{Text: &penguinv1.Text{Role: penguinv1.Role_ROLE_USER, Text: big}}}
+		if err := s.AppendEvents(ctx, "c", store.Event{Sequence: int64(i), Message: msg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := int64(events * len(big))
+	deadline := time.After(20 * time.Second)
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		info, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Size()-before >= want {
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("the database file grew by %d bytes, want the %d bytes of events checkpointed into it", info.Size()-before, want)
+		case <-poll.C:
+		}
+	}
+}
