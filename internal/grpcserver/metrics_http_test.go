@@ -21,16 +21,71 @@ func TestServeMetricsExposesTheGivenRegistry(t *testing.T) {
 	reg.MustRegister(c)
 	c.Add(3)
 
+	addr, stop := serveForTest(t, func(ctx context.Context, lis net.Listener) error {
+		return grpcserver.ServeMetrics(ctx, lis, reg, nil)
+	})
+	code, body := httpGet(t, "http://"+addr+"/metrics")
+	if code != http.StatusOK || !strings.Contains(body, "penguin_test_things_total 3") {
+		t.Errorf("GET /metrics = %d:\n%s", code, body)
+	}
+	// Only this registry is served: nothing from the global one.
+	if strings.Contains(body, "go_goroutines") {
+		t.Error("/metrics serves the global registry's Go collector")
+	}
+	if code, _ := httpGet(t, "http://"+addr+"/other"); code != http.StatusNotFound {
+		t.Errorf("GET /other = %d, want 404", code)
+	}
+	stop()
+}
+
+func TestServeProfiles(t *testing.T) {
+	t.Parallel()
+	addr, stop := serveForTest(t, func(ctx context.Context, lis net.Listener) error {
+		return grpcserver.ServeProfiles(ctx, lis, nil)
+	})
+	if code, body := httpGet(t, "http://"+addr+"/debug/pprof/goroutine?debug=1"); code != http.StatusOK || !strings.Contains(body, "goroutine profile: total") {
+		t.Errorf("GET goroutine profile = %d:\n%.300s", code, body)
+	}
+	if code, body := httpGet(t, "http://"+addr+"/debug/pprof/heap?gc=1"); code != http.StatusOK || len(body) == 0 {
+		t.Errorf("GET heap profile = %d, %d bytes", code, len(body))
+	}
+	if code, _ := httpGet(t, "http://"+addr+"/metrics"); code != http.StatusNotFound {
+		t.Errorf("GET /metrics on the profiles server = %d, want 404", code)
+	}
+	stop()
+}
+
+// serveForTest runs serve on a loopback listener and returns its address
+// and a function that ends serve's context and checks that it returns nil
+// promptly.
+func serveForTest(t *testing.T, serve func(context.Context, net.Listener) error) (string, func()) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(testContext(t))
 	done := make(chan error, 1)
-	go func() { done <- grpcserver.ServeMetrics(ctx, lis, reg, nil) }()
+	go func() { done <- serve(ctx, lis) }()
+	return lis.Addr().String(), func() {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("serving after cancel: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("serving did not return after cancel")
+		}
+	}
+}
 
+// httpGet returns the status and body of a GET of url.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
 	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get("http://" + lis.Addr().String() + "/metrics")
+	resp, err := client.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,76 +94,7 @@ func TestServeMetricsExposesTheGivenRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "penguin_test_things_total 3") {
-		t.Errorf("GET /metrics = %d:\n%s", resp.StatusCode, body)
-	}
-	// Only this registry is served: nothing from the global one.
-	if strings.Contains(string(body), "go_goroutines") {
-		t.Error("/metrics serves the global registry's Go collector")
-	}
-
-	resp, err = client.Get("http://" + lis.Addr().String() + "/other")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Errorf("GET /other = %d, want 404", resp.StatusCode)
-	}
-
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("ServeMetrics after cancel: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("ServeMetrics did not return after cancel")
-	}
-}
-
-func TestServeProfiles(t *testing.T) {
-	t.Parallel()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(testContext(t))
-	done := make(chan error, 1)
-	go func() { done <- grpcserver.ServeProfiles(ctx, lis, nil) }()
-
-	client := &http.Client{Timeout: 10 * time.Second}
-	get := func(path string) (int, string) {
-		t.Helper()
-		resp, err := client.Get("http://" + lis.Addr().String() + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, string(body)
-	}
-	if code, body := get("/debug/pprof/goroutine?debug=1"); code != http.StatusOK || !strings.Contains(body, "goroutine profile: total") {
-		t.Errorf("GET goroutine profile = %d:\n%.300s", code, body)
-	}
-	if code, body := get("/debug/pprof/heap?gc=1"); code != http.StatusOK || len(body) == 0 {
-		t.Errorf("GET heap profile = %d, %d bytes", code, len(body))
-	}
-	if code, _ := get("/metrics"); code != http.StatusNotFound {
-		t.Errorf("GET /metrics on the profiles server = %d, want 404", code)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("ServeProfiles after cancel = %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("ServeProfiles did not return after its context ended")
-	}
+	return resp.StatusCode, string(body)
 }
 
 // TestCheckProfilesAddr: profiles are served on loopback only, since they

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/creack/pty"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/environment"
@@ -41,7 +39,7 @@ func BenchmarkExecTrue(b *testing.B) {
 func benchExecTrue(b *testing.B, opts environment.Options) {
 	h := start(b, opts)
 	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
-	bare := startBare(b)
+	bare := serve(b, bareEnv{})
 	ctx := testCtx(b, 10*time.Minute)
 	direct := func() time.Duration {
 		t0 := time.Now()
@@ -100,6 +98,7 @@ func benchEnv(h *harness) []string {
 
 // bareEnv is an environment service with nothing behind it: ExecuteTool
 // answers at once with the final output of a command that printed nothing.
+// Served by serve, like the harness's service, it is the bare gRPC stream.
 type bareEnv struct {
 	penguinv1.UnimplementedEnvironmentServiceServer
 }
@@ -108,29 +107,6 @@ func (bareEnv) ExecuteTool(req *penguinv1.ExecuteToolRequest, s grpc.ServerStrea
 	return s.Send(&penguinv1.ExecuteToolResponse{Message: &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_ToolCallOutput{
 		ToolCallOutput: &penguinv1.ToolCallOutput{ToolCallId: req.GetToolCall().GetToolCallId(), Output: "[exit code 0]"},
 	}}})
-}
-
-// startBare serves bareEnv on a plain grpc-go server, with the harness's
-// server and client options, and returns a client of it.
-func startBare(b *testing.B) penguinv1.EnvironmentServiceClient {
-	b.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := grpc.NewServer(grpc.WriteBufferSize(1<<20), grpc.ReadBufferSize(1<<20))
-	penguinv1.RegisterEnvironmentServiceServer(srv, bareEnv{})
-	go func() { _ = srv.Serve(lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(4<<20), grpc.WithInitialConnWindowSize(8<<20), grpc.WithReadBufferSize(1<<20), grpc.WithWriteBufferSize(1<<20))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		conn.Close()
-		srv.Stop()
-	})
-	return penguinv1.NewEnvironmentServiceClient(conn)
 }
 
 // bareCall is one ExecuteTool call on the bare service, read to its end.

@@ -64,6 +64,16 @@ func start(t testing.TB, opts environment.Options) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	client := serve(t, svc)
+	t.Cleanup(svc.Close) // before the server stops, as cleanups run last first
+	return &harness{t: t, svc: svc, client: client, root: svc.Root(), scratch: opts.ScratchDir, home: home}
+}
+
+// serve serves svc on a loopback port with large buffers and windows (the
+// bandwidth benchmarks move gigabytes) and returns a client of it; both
+// stop when the test ends.
+func serve(t testing.TB, svc penguinv1.EnvironmentServiceServer) penguinv1.EnvironmentServiceClient {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -77,11 +87,10 @@ func start(t testing.TB, opts environment.Options) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		svc.Close()
 		conn.Close()
 		srv.Stop()
 	})
-	return &harness{t: t, svc: svc, client: penguinv1.NewEnvironmentServiceClient(conn), root: svc.Root(), scratch: opts.ScratchDir, home: home}
+	return penguinv1.NewEnvironmentServiceClient(conn)
 }
 
 // ctx returns a context that ends with the test, bounded to d.
