@@ -205,6 +205,18 @@ describe("states", () => {
     expect(c.retry).toBeUndefined();
   });
 
+  it("leave no countdown when a replayed log shows the retry was made or the task aborted", () => {
+    seq = 0;
+    const failed = () => msg({ type: "request_end", status: "timeout", error_message: "503", attempt: 1, retry_in_ms: 60000 });
+    const retried = run([failed(), msg({ type: "request_begin" }), msg({ type: "text", role: "assistant", text: "on" })]);
+    expect(retried.retry).toBeUndefined();
+    const aborted = run([failed(), msg({ type: "abort", reason: "stop" })]);
+    expect(aborted.retry).toBeUndefined();
+    // A subagent's retry is not the session's.
+    const child = run([msg({ type: "request_begin" }, ["child"])], run([failed()]));
+    expect(child.retry).toEqual({ at: 61000 });
+  });
+
   it("show compaction where it happened and how a task ended", () => {
     seq = 0;
     const c = run([

@@ -301,6 +301,9 @@ function applyMessage(c: Conversation, m: OmniMessage, now: number) {
       return;
     case "request_begin":
       closeSegments(th);
+      // The next attempt began: no wait is left. (A replayed log has no
+      // task states, so this is what ends a countdown there.)
+      if (!m.origin?.length) c.retry = undefined;
       return;
     case "request_end":
       closeSegments(th);
@@ -327,6 +330,7 @@ function applyMessage(c: Conversation, m: OmniMessage, now: number) {
     }
     case "abort":
       closeSegments(th);
+      if (!m.origin?.length) c.retry = undefined;
       th.items.push({ key: key(c), type: "abort", reason: p.reason ?? undefined });
       return;
     case "subagent": {
