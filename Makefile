@@ -53,8 +53,9 @@ bench:
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -timeout $(TEST_TIMEOUT) $(BENCH_PKGS)
 
 ## run: build, then run all services in one process (gRPC on 127.0.0.1:7420,
-## HTTP/SSE on 127.0.0.1:7480). It needs a model provider: OPENAI_API_KEY,
-## ANTHROPIC_API_KEY or PENGUIN_PROVIDERS (see README.md).
+## the web app and HTTP/SSE on http://127.0.0.1:7480/). With no model key
+## (OPENAI_API_KEY, ANTHROPIC_API_KEY, …) the web app offers a form that adds
+## a provider, which the running server picks up (see README.md).
 run: build
 	bin/penguin serve
 

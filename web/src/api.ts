@@ -136,7 +136,7 @@ export const api = {
     request<{ first_sequence: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/tasks`, thinking ? { prompt, thinking_level: thinking } : { prompt }),
   steer: (id: string, text: string) => request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/steer`, { text }),
   abort: (id: string) => request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/abort`, { reason: "aborted from the web app" }),
-  retryNow: (id: string) => request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/retry-now`),
+  retryNow: (id: string) => request<{ retried?: boolean }>("POST", `/api/sessions/${encodeURIComponent(id)}/retry-now`),
   compact: (id: string) => request<{ status?: string; message?: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/compact`, {}),
   approve: (id: string, toolCallId: string, allow: boolean, origin: string[]) =>
     request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/approvals/${encodeURIComponent(toolCallId)}`, {

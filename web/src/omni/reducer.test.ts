@@ -198,7 +198,9 @@ describe("states", () => {
     seq = 0;
     const c = newConversation();
     apply(c, msg({ type: "request_end", status: "timeout", error_message: "provider timed out", attempt: 1, retry_in_ms: 4000 }), 1000);
-    apply(c, { seq: ++seq, kind: "task_state", state: "retry_wait", retryInMs: 4000 }, 1000);
+    // The state comes a moment after the failed request, saying the whole
+    // wait again: the countdown keeps the end the request announced.
+    apply(c, { seq: ++seq, kind: "task_state", state: "retry_wait", retryInMs: 4000 }, 1150);
     expect(c.retry).toEqual({ at: 5000 });
     expect(mainItems(c)).toMatchObject([{ type: "request_failed", status: "timeout", attempt: 1 }]);
     apply(c, { seq: ++seq, kind: "task_state", state: "running" }, 2000);

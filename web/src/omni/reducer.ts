@@ -170,7 +170,11 @@ export function apply(c: Conversation, ev: StreamEvent, now: number = Date.now()
 function applyState(c: Conversation, ev: Extract<StreamEvent, { kind: "task_state" }>, now: number) {
   c.state = ev.state;
   if (ev.state === "retry_wait" && ev.retryInMs) {
-    c.retry = { at: now + ev.retryInMs };
+    // The engine's deadline runs from the failed request, which announced
+    // the wait a moment earlier; its state says the whole wait again, so
+    // the earlier end stands (else the countdown would grow, 60s to 61s).
+    const at = now + ev.retryInMs;
+    c.retry = { at: c.retry ? Math.min(c.retry.at, at) : at };
   } else {
     c.retry = undefined;
   }

@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, type Session } from "../api";
 import { stateWord, tokens, usageData, usageLine } from "../format";
 import { fileChange } from "../omni/diff";
@@ -93,11 +93,21 @@ export function Chat({ id, session: listed, lastStatus }: { id: string; session?
     }
   };
   const items = mainItems(conv);
-  const bottom = useRef<HTMLDivElement>(null);
+  // The conversation follows its end while the reader is there: after
+  // each render, and when the box itself shrinks (an approval card or the
+  // reconnect countdown appears below it). Scrolling up stops that.
+  const box = useRef<HTMLDivElement>(null);
   const follow = useRef(true);
+  const toEnd = () => {
+    if (follow.current && box.current) box.current.scrollTop = box.current.scrollHeight;
+  };
+  useLayoutEffect(toEnd);
   useEffect(() => {
-    if (follow.current) bottom.current?.scrollIntoView({ block: "end" });
-  });
+    if (!box.current) return;
+    const ro = new ResizeObserver(toEnd);
+    ro.observe(box.current);
+    return () => ro.disconnect();
+  }, []);
   const onScroll = (e: Event) => {
     const el = e.currentTarget as HTMLElement;
     follow.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
@@ -115,8 +125,8 @@ export function Chat({ id, session: listed, lastStatus }: { id: string; session?
           <div class="muted small meta">
             <span>{session?.model?.provider}/{session?.model?.model_id}</span>
             <span>{session?.workspace ?? conv.workspace}</span>
-            {usage && <span title="Tokens and cost of the whole session" data-testid="session-usage" {...usageData(usage)}>{usageLine(usage)}</span>}
           </div>
+          {usage && <div class="muted small" title="Tokens and cost of the whole session" data-testid="session-usage" {...usageData(usage)}>Session: {usageLine(usage)}</div>}
         </div>
         <nav class="chat-actions">
           <a class="button" href={`/sessions/${encodeURIComponent(id)}/trace`} onClick={(e) => { e.preventDefault(); navigate(`/sessions/${encodeURIComponent(id)}/trace`); }}>Trace</a>
@@ -127,7 +137,7 @@ export function Chat({ id, session: listed, lastStatus }: { id: string; session?
         </nav>
       </header>
       {link !== "live" && link !== "connecting" && <div class="banner warn" role="status">{problem || (link === "gone" ? "The stream closed." : "Reconnecting…")}</div>}
-      <div class="messages" onScroll={onScroll} data-testid="messages">
+      <div class="messages" onScroll={onScroll} data-testid="messages" ref={box}>
         <Thread conv={conv} items={items} sessionId={id} depth={0} />
         {conv.status && conv.state === "idle" && conv.status !== "completed" && conv.status !== "aborted" && (
           <div class="banner error" role="status">
@@ -135,10 +145,13 @@ export function Chat({ id, session: listed, lastStatus }: { id: string; session?
           </div>
         )}
         {steering(conv, queued, running).map((t) => <div class="msg user from-steering queued" data-testid="queued-steer"><span class="muted small">Steering · queued for the next model request</span><p class="pre">{t}</p></div>)}
-        <div ref={bottom} />
       </div>
       {[...conv.pending.values()].map((p) => <ApprovalCard key={p.thread + p.toolCallId} p={p} onAnswer={(allow) => act(() => api.approve(id, p.toolCallId, allow, p.origin))} />)}
-      {conv.retry && <RetryCountdown at={conv.retry.at} onRetry={() => act(() => api.retryNow(id))} />}
+      {conv.retry && <RetryCountdown at={conv.retry.at} waiting={conv.state === "retry_wait"} onRetry={() => act(async () => {
+        // The engine cuts short only a wait it is in; a wait that ended
+        // by itself meanwhile leaves nothing to cut.
+        if (!(await api.retryNow(id))?.retried) throw new Error("The session was not waiting to reconnect any more.");
+      })} />}
       {error && <div class="banner error" role="alert">{error}</div>}
       <Composer running={running} onSend={(text) => act(async () => {
         if (!running) return api.startTask(id, text);
@@ -284,17 +297,23 @@ function ApprovalCard({ p, onAnswer }: { p: PendingApproval; onAnswer: (allow: b
   );
 }
 
-function RetryCountdown({ at, onRetry }: { at: number; onRetry: () => void }) {
-  const [now, setNow] = useState(Date.now());
+/** RetryCountdown shows the wait before the next reconnect. The failed
+ * request announces the wait a moment before the engine is in it, and
+ * the engine cuts short only a wait it is in, so "Retry now" is offered
+ * once the session's state says it waits. */
+function RetryCountdown({ at, waiting, onRetry }: { at: number; waiting: boolean; onRetry: () => void }) {
+  // The clock is read at each render (a new end can come between ticks);
+  // the interval only renders again.
+  const [, tick] = useState(0);
   useEffect(() => {
-    const t = setInterval(() => setNow(Date.now()), 250);
+    const t = setInterval(() => tick((n) => n + 1), 250);
     return () => clearInterval(t);
   }, []);
-  const left = Math.max(0, Math.ceil((at - now) / 1000));
+  const left = Math.max(0, Math.ceil((at - Date.now()) / 1000));
   return (
     <div class="banner warn row" role="status" data-testid="retry">
       <span>Reconnecting to the model in {left}s</span>
-      <button onClick={onRetry}>Retry now</button>
+      <button onClick={onRetry} disabled={!waiting}>Retry now</button>
     </div>
   );
 }
