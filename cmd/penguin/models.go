@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,48 +10,52 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/services/llm/catalog"
 )
 
-// models prints the model catalog the llm service shapes requests and
-// prices usage with: `penguin models [--provider ID] [--catalog FILE|URL]
-// [--json]`. It reads no server: the catalog is built in (with the
-// override a server would take from --catalog), and each provider says
+// newModelsCmd prints the model catalog the llm service shapes requests
+// and prices usage with: `penguin models [--provider ID] [--catalog
+// FILE|URL] [--json]`. It reads no server: the catalog is built in (with
+// the override a server would take from --catalog), and each provider says
 // whether the variable that turns on its preset is set here.
-func models(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("penguin models", flag.ContinueOnError)
+func newModelsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "models", Short: "print the model catalog: limits, reasoning levels, prices", Args: noArgs}
+	fs := cmd.Flags()
 	provider := fs.String("provider", "", "only this provider's models (a catalog provider id, such as openai or deepseek)")
-	override := fs.String("catalog", "", "model catalog file or http(s) URL laid over the built-in one, as `penguin serve --catalog` takes it")
+	override := fs.String("catalog", "", "model catalog `FILE` or http(s) URL laid over the built-in one, as penguin serve --catalog takes it")
 	asJSON := fs.Bool("json", false, "print the catalog as JSON, in the format --catalog takes")
-	if err := config.Parse(fs, args, os.LookupEnv); err != nil {
-		return err
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return models(cmd.Context(), *provider, *override, *asJSON)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("models: unexpected arguments %q", fs.Args())
-	}
+	return cmd
+}
+
+func models(ctx context.Context, provider, override string, asJSON bool) error {
 	cat := catalog.Builtin()
-	if *override != "" {
-		raw, err := catalog.ReadOverride(ctx, *override, nil)
+	if override != "" {
+		raw, err := catalog.ReadOverride(ctx, override, nil)
 		if err != nil {
 			return fmt.Errorf("models: %w", err)
 		}
 		if cat, err = catalog.Merge(cat, raw); err != nil {
-			return fmt.Errorf("models: %s: %w", *override, err)
+			return fmt.Errorf("models: %s: %w", override, err)
 		}
 	}
-	if *provider != "" {
-		p := cat.Provider(*provider)
+	if provider != "" {
+		p := cat.Provider(provider)
 		if p == nil {
 			ids := make([]string, len(cat.Providers))
 			for i, p := range cat.Providers {
 				ids[i] = p.ID
 			}
-			return fmt.Errorf("models: the catalog has no provider %q; it has %s", *provider, strings.Join(ids, ", "))
+			return fmt.Errorf("models: the catalog has no provider %q; it has %s", provider, strings.Join(ids, ", "))
 		}
 		cat = &catalog.Catalog{Source: cat.Source, Providers: []*catalog.Provider{p}}
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(cat)
