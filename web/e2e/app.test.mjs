@@ -321,6 +321,8 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
     await contexts.nth(0).getByText("event_msg/approval_decision").first().waitFor();
     await contexts.nth(0).getByText("event_msg/compaction_end").first().waitFor();
     await shot(page, "12-trace");
+    await contexts.nth(1).getByRole("heading", { name: "Context 2" }).scrollIntoViewIfNeeded();
+    await shot(page, "12b-trace-context-2");
     const id = sessionURL.split("/").pop();
     for (const [i, mustHave, mustNot] of [[1, "Fix add.sh", "What changed before?"], [2, "What changed before?", "Fix add.sh."]]) {
       const href = await contexts.nth(i - 1).getByTestId("trace-download").getAttribute("href");

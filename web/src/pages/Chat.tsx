@@ -122,10 +122,7 @@ export function Chat({ id, session: listed, lastStatus }: { id: string; session?
         <div class="chat-title">
           <h1><span class="title-text">{session?.title || "New conversation"}</span>
             <span class={`badge state-${word.replace(" ", "-")}`} data-testid="chat-state">{word}</span></h1>
-          <div class="muted small meta">
-            <span>{session?.model?.provider}/{session?.model?.model_id}</span>
-            <span>{session?.workspace ?? conv.workspace}</span>
-          </div>
+          <div class="muted small meta">{session?.model?.provider}/{session?.model?.model_id} · {session?.workspace ?? conv.workspace}</div>
           {usage && <div class="muted small" title="Tokens and cost of the whole session" data-testid="session-usage" {...usageData(usage)}>Session: {usageLine(usage)}</div>}
         </div>
         <nav class="chat-actions">
