@@ -1,8 +1,8 @@
 // Package grpcclient opens connections from one penguin service to another
 // (the engine to llm and environment, the CLI to the engine) with the same
 // plumbing on every side: the bearer token the other side's grpcserver
-// expects, and an otelgrpc stats handler so a trace continues across the
-// hop.
+// expects, an otelgrpc stats handler so a trace continues across the hop,
+// and round-robin balancing over every address the target resolves to.
 package grpcclient
 
 import (
@@ -54,6 +54,7 @@ func New(target string, opts Options) (*grpc.ClientConn, error) {
 	dialOpts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...)),
+		grpc.WithDefaultServiceConfig(roundRobin),
 	}
 	if opts.Token != "" {
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(bearer(opts.Token)))
@@ -64,6 +65,16 @@ func New(target string, opts Options) (*grpc.ClientConn, error) {
 	}
 	return conn, nil
 }
+
+// roundRobin is the default service config of every connection: calls go
+// to every address the target resolves to in turn, instead of grpc-go's
+// default of the first address only. A target such as
+// dns:///penguin-llm:7421 (a headless Service, one address per pod) so
+// spreads its calls over every replica; when a replica's server closes an
+// aged connection (grpcserver.Options.MaxConnectionAge) the name is
+// resolved again, so replicas that started later get calls too. A single
+// address behaves as before. Options.DialOptions may set another config.
+const roundRobin = `{"loadBalancingConfig":[{"round_robin":{}}]}`
 
 // bearer sends a fixed bearer token with every RPC.
 type bearer string
