@@ -28,6 +28,7 @@ type serverFlags struct {
 	metricsListen   string
 	authTokenFile   string
 	shutdownTimeout time.Duration
+	maxConnAge      time.Duration
 }
 
 // addServerFlags defines the common server flags on fs, with defaultListen
@@ -38,6 +39,7 @@ func addServerFlags(fs *flag.FlagSet, defaultListen string) *serverFlags {
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "address to serve Prometheus /metrics on; empty turns it off")
 	fs.StringVar(&f.authTokenFile, "auth-token-file", "", "file holding the bearer token clients must present (or set PENGUIN_AUTH_TOKEN)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", grpcserver.DefaultShutdownTimeout, "how long a graceful stop may take")
+	fs.DurationVar(&f.maxConnAge, "max-connection-age", 0, "close client connections gracefully at this age, so clients of several replicas resolve their name again and find new ones; 0 keeps them")
 	return f
 }
 
@@ -91,14 +93,15 @@ func (p *serverProcess) Close(ctx context.Context) {
 // metrics and tracing; opts are appended to the bootstrap's own options.
 func (p *serverProcess) newServer(opts ...grpc.ServerOption) (*grpcserver.Server, error) {
 	return grpcserver.New(grpcserver.Options{
-		Name:            p.name,
-		AuthToken:       p.token,
-		Logger:          p.log,
-		ShutdownTimeout: p.flags.shutdownTimeout,
-		Registerer:      p.metrics,
-		TracerProvider:  p.tel.TracerProvider,
-		Propagator:      p.tel.Propagator,
-		ServerOptions:   opts,
+		Name:             p.name,
+		AuthToken:        p.token,
+		Logger:           p.log,
+		ShutdownTimeout:  p.flags.shutdownTimeout,
+		MaxConnectionAge: p.flags.maxConnAge,
+		Registerer:       p.metrics,
+		TracerProvider:   p.tel.TracerProvider,
+		Propagator:       p.tel.Propagator,
+		ServerOptions:    opts,
 	})
 }
 
