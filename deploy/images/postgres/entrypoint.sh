@@ -15,5 +15,5 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
 	echo "host all all 0.0.0.0/0 scram-sha-256" >>"$PGDATA/pg_hba.conf"
 	echo "CREATE DATABASE penguin" | "$bin/postgres" --single -D "$PGDATA" postgres >/dev/null
 fi
-exec "$bin/postgres" -D "$PGDATA" -c listen_addresses='*' -c unix_socket_directories=/tmp \
+exec "$bin/postgres" -D "$PGDATA" -c listen_addresses='*' -c unix_socket_directories=/tmp -c jit=off \
 	-c max_connections="${POSTGRES_MAX_CONNECTIONS:-100}"
