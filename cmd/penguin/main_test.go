@@ -141,3 +141,15 @@ func TestEveryCommandAnswersHelp(t *testing.T) {
 		})
 	}
 }
+
+func TestRedactURLHidesTheStorePassword(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://penguin:s3cret@db:5432/penguin?pool_max_conns=8": "postgres://penguin:xxxxx@db:5432/penguin?pool_max_conns=8",
+		"postgres://penguin@db/penguin":                              "postgres://penguin@db/penguin",
+		"sqlite:/var/lib/penguin/penguin.db":                         "sqlite:/var/lib/penguin/penguin.db",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -79,7 +79,7 @@ func serveAll(ctx context.Context, args []string) error {
 		extra = append(extra, func(ctx context.Context) error { return serveHTTP(ctx, hlis, gw, p.log) })
 	}
 	p.log.Info("penguin listening", "grpc", lis.Addr().String(), "http", httpAddr,
-		"store", all.storeDesc, "root", all.root, "auth", p.token != "")
+		"store", redactURL(all.storeDesc), "root", all.root, "auth", p.token != "")
 	return p.serve(ctx, all.srv, lis, mlis, extra...)
 }
 

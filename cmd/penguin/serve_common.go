@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"time"
 
@@ -142,4 +143,13 @@ func (p *serverProcess) serve(ctx context.Context, srv *grpcserver.Server, grpcL
 		g.Go(func() error { return f(gctx) })
 	}
 	return g.Wait()
+}
+
+// redactURL returns a store URL fit for the log: a PostgreSQL URL's
+// password (it comes from a Secret) is replaced by "xxxxx".
+func redactURL(target string) string {
+	if u, err := url.Parse(target); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return target
 }

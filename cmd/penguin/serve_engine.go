@@ -136,7 +136,7 @@ func serveEngine(ctx context.Context, args []string) error {
 		}
 	})
 	p.log.Info("engine service listening", "addr", lis.Addr().String(), "advertise", addr, "llm", *llmAddr, "environment", *envAddr,
-		"store", storeTarget, "agent_state", agentState, "auth", p.token != "")
+		"store", redactURL(storeTarget), "agent_state", agentState, "auth", p.token != "")
 	return p.serve(ctx, srv, lis, mlis)
 }
 

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
@@ -106,11 +107,45 @@ func (c *cluster) podNames(t *testing.T, app string) []string {
 	return names
 }
 
-// scale sets a Deployment's replicas and waits for the rollout.
+// scale sets a Deployment's replicas and waits for them.
 func (c *cluster) scale(t *testing.T, deploy string, n int) {
 	t.Helper()
 	c.kubectl(t, "scale", "deployment/"+deploy, fmt.Sprintf("--replicas=%d", n))
-	c.kubectl(t, "rollout", "status", "deployment/"+deploy, "--timeout=180s")
+	c.waitReady(t, deploy, n)
+}
+
+// waitReady polls until app has exactly n pods, all Ready and none
+// terminating, and returns their names. (A Deployment's status can still
+// count a pod that was just deleted, so `rollout status` is not enough.)
+func (c *cluster) waitReady(t *testing.T, app string, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var names []string
+		ready := 0
+		for _, p := range c.pods(t, app) {
+			names = append(names, p.Name)
+			if p.DeletionTimestamp == nil && isReady(p) {
+				ready++
+			}
+		}
+		if len(names) == n && ready == n {
+			return names
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: pods %v, %d Ready; want %d Ready", app, names, ready, n)
+		}
+		time.Sleep(time.Second) // the poll interval
+	}
+}
+
+func isReady(p corev1.Pod) bool {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // newSession creates a session on the scripted model in its own workspace
@@ -284,10 +319,7 @@ func TestDeployment(t *testing.T) {
 			t.Fatalf("%d pods, want the engine (2), llm, environment, PostgreSQL and the scripted model", len(list.Items))
 		}
 		for _, p := range list.Items {
-			ready := false
-			for _, cond := range p.Status.Conditions {
-				ready = ready || (cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue)
-			}
+			ready := isReady(p)
 			restarts := int32(0)
 			for _, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
 				restarts += s.RestartCount
@@ -379,22 +411,31 @@ func TestDeployment(t *testing.T) {
 			t.Fatalf("no later tool call ran on another pod (victim %s):\n%s", victim, res.text())
 		}
 		t.Logf("interrupted call: %q; next call ran on %s", failed.GetOutput(), next)
-		c.kubectl(t, "rollout", "status", "deployment/"+envDeploy, "--timeout=180s")
+		c.waitReady(t, envDeploy, 3) // the Deployment replaces the pod
 	})
 
 	t.Run("scaling environments back to 1 during a task keeps the task and its workspace", func(t *testing.T) {
-		pods := c.podNames(t, envDeploy)
-		if len(pods) != 3 {
-			t.Fatalf("environment pods: %v, want three", pods)
+		pods := c.waitReady(t, envDeploy, 3)
+		// The task runs on a pod that holds a probe session, and the pod
+		// that stays is another one: pod-deletion-cost tells the
+		// ReplicaSet which to remove.
+		var victim, id, keep string
+		for _, p := range pods {
+			if len(onPod[p]) > 0 && victim == "" {
+				victim, id = p, onPod[p][0]
+				onPod[p] = onPod[p][1:]
+			}
 		}
-		// The pod that stays is chosen (pod-deletion-cost), and the task
-		// runs on another one, which the scale-down removes.
-		keep := pods[0]
-		victim, id := sessionNotOn(t, onPod, keep)
-		if !slices.Contains(pods, victim) {
-			t.Skipf("no probe session left on a live pod other than %s: %v", keep, onPod)
+		for _, p := range pods {
+			if p != victim && keep == "" {
+				keep = p
+			}
+		}
+		if victim == "" {
+			t.Fatalf("no probe session left on a live pod: %v, pods %v", onPod, pods)
 		}
 		c.kubectl(t, "annotate", "pod", keep, "controller.kubernetes.io/pod-deletion-cost=1000", "--overwrite")
+		c.kubectl(t, "annotate", "pod", victim, "controller.kubernetes.io/pod-deletion-cost=-1000", "--overwrite")
 		r := c.start(ctx, t, id, "SCALEDOWN: write a file, then work a while")
 		r.waitOutput(t, "SD-STARTED", time.Minute)
 		c.kubectl(t, "scale", "deployment/"+envDeploy, "--replicas=1")
@@ -407,8 +448,7 @@ func TestDeployment(t *testing.T) {
 		if check != keep || !strings.Contains(res.text(), "keep-me") {
 			t.Fatalf("the workspace was not read back intact on %s after %s went:\n%s", keep, victim, res.text())
 		}
-		c.kubectl(t, "rollout", "status", "deployment/"+envDeploy, "--timeout=180s")
-		if got := c.podNames(t, envDeploy); len(got) != 1 || got[0] != keep {
+		if got := c.waitReady(t, envDeploy, 1); got[0] != keep {
 			t.Fatalf("environment pods after scaling down: %v, want [%s]", got, keep)
 		}
 	})
@@ -426,9 +466,15 @@ func TestDeployment(t *testing.T) {
 			}
 		}
 		first := r.wait(t, 2*time.Minute)
-		history := e2etest.History(ctx, t, c.engine, id)
-		requireOnce(t, history)
-		final := lastState(history)
+		// The client's connection went with the old pod: wait until the
+		// Service answers from a new one.
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if _, err := c.engine.GetSession(wctx, &penguinv1.GetSessionRequest{SessionId: id}, grpc.WaitForReady(true)); err != nil {
+			t.Fatalf("the engine Service after the rollout: %v", err)
+		}
+		requireOnce(t, e2etest.History(ctx, t, c.engine, id))
+		t.Logf("the task's stream ended with %v %q / %v", first.final.GetStatus(), first.final.GetMessage(), first.err)
 		if os.Getenv("PENGUIN_K8S_EXPECT_HANDOVER") != "" {
 			// Durable tasks: another replica resumes the task from its log,
 			// and a client follows it to its end with Attach.
@@ -444,16 +490,17 @@ func TestDeployment(t *testing.T) {
 			requireOnce(t, e2etest.History(ctx, t, c.engine, id))
 			return
 		}
-		// Until tasks are durable, a stopped engine records the end of
-		// its tasks (the shutdown's abort) before it exits; the session
-		// then takes new tasks on the new replicas.
-		t.Logf("the task's stream ended with %v / %v; its last recorded state: %v %q",
-			first.final.GetStatus(), first.err, final.GetStatus(), final.GetMessage())
-		if final.GetState() != penguinv1.SessionState_SESSION_STATE_IDLE || final.GetStatus() == penguinv1.StopReason_STOP_REASON_COMPLETED && !strings.Contains(first.text(), "RO-FINISHED") {
-			t.Fatalf("after the rollout the session's last recorded state is %v %v %q", final.GetState(), final.GetStatus(), final.GetMessage())
+		// Until tasks are durable, a stopped engine ends its tasks (the
+		// shutdown's abort, recorded and streamed) before it exits, and the
+		// session takes new tasks on the new replicas.
+		if first.final.GetStatus() != penguinv1.StopReason_STOP_REASON_ABORTED || !strings.Contains(first.final.GetMessage(), "shutting down") {
+			t.Fatalf("the task's stream ended with %v %q / %v; want the shutdown's abort", first.final.GetStatus(), first.final.GetMessage(), first.err)
+		}
+		if st, err := c.engine.GetSession(ctx, &penguinv1.GetSessionRequest{SessionId: id}); err != nil || st.GetSession().GetState() != penguinv1.SessionState_SESSION_STATE_IDLE {
+			t.Fatalf("the session after the rollout: %v, %v; want it idle", st.GetSession().GetState(), err)
 		}
 		res := c.completed(ctx, t, id, "AFTERROLLOUT: still there?")
-		if pod := ranOn(res.text(), "AR"); pod == "" {
+		if ranOn(res.text(), "AR") == "" {
 			t.Fatalf("the task after the rollout ran no command:\n%s", res.text())
 		}
 	})
@@ -534,15 +581,4 @@ func requireOnce(t *testing.T, history []*penguinv1.RunEvent) {
 			}
 		}
 	}
-}
-
-// lastState returns the last state change of a history.
-func lastState(history []*penguinv1.RunEvent) *penguinv1.RunStateChange {
-	var st *penguinv1.RunStateChange
-	for _, ev := range history {
-		if s := ev.GetState(); s != nil {
-			st = s
-		}
-	}
-	return st
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -104,6 +105,10 @@ type Service struct {
 
 	mu   sync.Mutex
 	envs map[string]*Environment
+	// closing is set by Close, before it disposes the environments, so
+	// that the calls it cuts end as "this replica is going" (see
+	// ExecuteTool) rather than as commands that someone killed.
+	closing atomic.Bool
 }
 
 // New returns a Service over opts.Root, creating the root when missing.
@@ -433,8 +438,18 @@ func (s *Service) ExecuteTool(req *penguinv1.ExecuteToolRequest, stream grpc.Ser
 	ctx := stream.Context()
 	// The call's complete output says how it ended, for the metrics.
 	ended := penguinv1.StopReason_STOP_REASON_UNSPECIFIED
+	var e *Environment
+	cutByShutdown := false
 	send := func(m *penguinv1.OmniMessage) error {
 		if o := m.GetToolCallOutput(); o != nil && len(m.GetOrigin()) == 0 && o.GetToolCallId() == call.GetToolCallId() {
+			if s.closing.Load() && e != nil && e.ctx.Err() != nil && ctx.Err() == nil {
+				// The replica is shutting down and took the call's
+				// processes with it: the caller hears Unavailable instead
+				// (below), as if the replica had gone, and can run its next
+				// call in an environment elsewhere.
+				cutByShutdown = true
+				return nil
+			}
 			ended = o.GetStopReason()
 		}
 		return stream.Send(&penguinv1.ExecuteToolResponse{Message: m})
@@ -455,9 +470,15 @@ func (s *Service) ExecuteTool(req *penguinv1.ExecuteToolRequest, stream grpc.Ser
 	started := time.Now()
 	e.execute(callCtx, call, send)
 	_, known := e.tools[call.GetName()]
+	if cutByShutdown {
+		ended = penguinv1.StopReason_STOP_REASON_FAILED
+	}
 	s.metrics.observe(call.GetName(), known, ended, time.Since(started))
 	if err := ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
+	}
+	if cutByShutdown {
+		return status.Error(codes.Unavailable, "the environment replica is shutting down: the tool call was stopped with its processes")
 	}
 	return nil
 }
@@ -533,8 +554,12 @@ func (s *Service) DisposeEnvironment(ctx context.Context, req *penguinv1.Dispose
 }
 
 // Close disposes every environment, ending every process the service
-// started. Call it when the server shuts down.
+// started. Call it when the server shuts down. A tool call it cuts short
+// ends with codes.Unavailable ("the environment replica is shutting
+// down"), after the output it had streamed, as a call to a replica that
+// went away does.
 func (s *Service) Close() {
+	s.closing.Store(true)
 	s.mu.Lock()
 	envs := make([]*Environment, 0, len(s.envs))
 	for id, e := range s.envs {

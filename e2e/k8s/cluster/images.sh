@@ -18,6 +18,6 @@ for img in pause coredns; do
 done
 for f in "$W/pause.tar" "$W/coredns.tar" "$REPO"/bin/images/*.tar; do
 	[ -f "$f" ] || { echo "images: $f is missing (run make images)" >&2; exit 1; }
-	inns ctr -a "$CTR_SOCK" -n k8s.io images import -q "$f" >/dev/null
+	inns ctr -a "$CTR_SOCK" -n k8s.io images import "$f" >/dev/null
 done
 inns ctr -a "$CTR_SOCK" -n k8s.io images ls -q | grep -v '^sha256:'
