@@ -2,7 +2,8 @@
 // (the engine to llm and environment, the CLI to the engine) with the same
 // plumbing on every side: the bearer token the other side's grpcserver
 // expects, an otelgrpc stats handler so a trace continues across the hop,
-// and round-robin balancing over every address the target resolves to.
+// round-robin balancing over every address the target resolves to, and a
+// new environment asked of the next replica when one refuses.
 package grpcclient
 
 import (
@@ -54,7 +55,7 @@ func New(target string, opts Options) (*grpc.ClientConn, error) {
 	dialOpts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...)),
-		grpc.WithDefaultServiceConfig(roundRobin),
+		grpc.WithDefaultServiceConfig(serviceConfig),
 	}
 	if opts.Token != "" {
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(bearer(opts.Token)))
@@ -66,15 +67,30 @@ func New(target string, opts Options) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
-// roundRobin is the default service config of every connection: calls go
-// to every address the target resolves to in turn, instead of grpc-go's
-// default of the first address only. A target such as
-// dns:///penguin-llm:7421 (a headless Service, one address per pod) so
+// serviceConfig is the default service config of every connection.
+//
+// Calls go to every address the target resolves to in turn (round_robin),
+// instead of grpc-go's default of the first address only. A target such
+// as dns:///penguin-llm:7421 (a headless Service, one address per pod) so
 // spreads its calls over every replica; when a replica's server closes an
 // aged connection (grpcserver.Options.MaxConnectionAge) the name is
 // resolved again, so replicas that started later get calls too. A single
-// address behaves as before. Options.DialOptions may set another config.
-const roundRobin = `{"loadBalancingConfig":[{"round_robin":{}}]}`
+// address behaves as before.
+//
+// CreateEnvironment refused as Unavailable (a replica that is shutting
+// down, or gone) is tried again, on the next replica: no environment was
+// made, and the engine would otherwise fail the tool call that needed it.
+// gRPC never retries a call once the server has answered anything, and
+// no other method is retried.
+//
+// Options.DialOptions may set another config.
+const serviceConfig = `{
+	"loadBalancingConfig": [{"round_robin": {}}],
+	"methodConfig": [{
+		"name": [{"service": "penguin.v1.EnvironmentService", "method": "CreateEnvironment"}],
+		"retryPolicy": {"maxAttempts": 4, "initialBackoff": "0.1s", "maxBackoff": "1s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}
+	}]
+}`
 
 // bearer sends a fixed bearer token with every RPC.
 type bearer string

@@ -181,3 +181,52 @@ func TestCallsAreSpreadOverEveryResolvedAddress(t *testing.T) {
 		t.Fatalf("calls by server: %v; want both servers to take calls", seen)
 	}
 }
+
+// environment answers CreateEnvironment with its name, or refuses it as a
+// replica that is shutting down does.
+type environment struct {
+	penguinv1.UnimplementedEnvironmentServiceServer
+	name    string
+	refuses bool
+}
+
+func (e environment) CreateEnvironment(context.Context, *penguinv1.CreateEnvironmentRequest) (*penguinv1.CreateEnvironmentResponse, error) {
+	if e.refuses {
+		return nil, status.Error(codes.Unavailable, "shutting down")
+	}
+	return &penguinv1.CreateEnvironmentResponse{EnvironmentId: e.name}, nil
+}
+
+// TestCreateEnvironmentRefusedIsAskedOfTheNextReplica checks the default
+// retry policy: with one of two replicas refusing new environments
+// (Unavailable), every CreateEnvironment still succeeds, on the other.
+func TestCreateEnvironmentRefusedIsAskedOfTheNextReplica(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	var addrs []resolver.Address
+	for _, e := range []environment{{name: "stopping", refuses: true}, {name: "up"}} {
+		srv := grpc.NewServer()
+		penguinv1.RegisterEnvironmentServiceServer(srv, e)
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = srv.Serve(lis) }()
+		t.Cleanup(srv.Stop)
+		addrs = append(addrs, resolver.Address{Addr: lis.Addr().String()})
+	}
+	r := manual.NewBuilderWithScheme("environments")
+	r.InitialState(resolver.State{Addresses: addrs})
+	conn, err := grpcclient.New(r.Scheme()+":///environment", grpcclient.Options{DialOptions: []grpc.DialOption{grpc.WithResolvers(r)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := penguinv1.NewEnvironmentServiceClient(conn)
+	for i := 0; i < 6; i++ {
+		resp, err := client.CreateEnvironment(ctx, &penguinv1.CreateEnvironmentRequest{}, grpc.WaitForReady(true))
+		if err != nil || resp.GetEnvironmentId() != "up" {
+			t.Fatalf("CreateEnvironment %d: %v, %v; want it made on the replica that is up", i, resp, err)
+		}
+	}
+}

@@ -472,7 +472,14 @@ func TestShutdownEndsRunningCallsAsUnavailable(t *testing.T) {
 	if status.Code(got.err) != codes.Unavailable || !strings.Contains(got.err.Error(), "shutting down") {
 		t.Fatalf("the cut call ended with %v (output %q), want Unavailable saying the replica is shutting down", got.err, got.r.text())
 	}
-	if streamed := strings.Join(got.r.deltas(), ""); !strings.Contains(streamed, "started") || got.r.out != nil {
-		t.Fatalf("the cut call streamed %q and ended with output %v; want what the command printed and no complete output", streamed, got.r.out)
+	if streamed := strings.Join(got.r.deltas(), ""); !strings.Contains(streamed, "started") || strings.Contains(streamed, "killed") || got.r.out != nil {
+		t.Fatalf("the cut call streamed %q and ended with output %v; want what the command printed and nothing after it", streamed, got.r.out)
+	}
+	// The replica takes nothing new while it stops.
+	if _, err := h.client.CreateEnvironment(ctx, &penguinv1.CreateEnvironmentRequest{}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("CreateEnvironment while shutting down: %v, want Unavailable", err)
+	}
+	if _, err := h.tryExec(ctx, env, "exec_command", `{"cmd":"echo again"}`); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a tool call for the disposed environment while shutting down: %v, want Unavailable", err)
 	}
 }

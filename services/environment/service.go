@@ -206,6 +206,9 @@ var labelChars = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
 // CreateEnvironment implements penguinv1.EnvironmentServiceServer.
 func (s *Service) CreateEnvironment(ctx context.Context, req *penguinv1.CreateEnvironmentRequest) (*penguinv1.CreateEnvironmentResponse, error) {
+	if s.closing.Load() {
+		return nil, errShuttingDown
+	}
 	e, err := s.create(ctx, req)
 	if err != nil {
 		if !errors.Is(err, errInvalid) && !errors.Is(err, sandbox.ErrUnsupported) {
@@ -441,20 +444,23 @@ func (s *Service) ExecuteTool(req *penguinv1.ExecuteToolRequest, stream grpc.Ser
 	var e *Environment
 	cutByShutdown := false
 	send := func(m *penguinv1.OmniMessage) error {
+		if s.closing.Load() && e != nil && e.ctx.Err() != nil && ctx.Err() == nil {
+			// The replica is shutting down and takes the call's processes
+			// with it: what the call would say about that is not sent, and
+			// the caller hears Unavailable instead (below), as if the
+			// replica had gone, so that its next call runs elsewhere.
+			cutByShutdown = true
+			return nil
+		}
 		if o := m.GetToolCallOutput(); o != nil && len(m.GetOrigin()) == 0 && o.GetToolCallId() == call.GetToolCallId() {
-			if s.closing.Load() && e != nil && e.ctx.Err() != nil && ctx.Err() == nil {
-				// The replica is shutting down and took the call's
-				// processes with it: the caller hears Unavailable instead
-				// (below), as if the replica had gone, and can run its next
-				// call in an environment elsewhere.
-				cutByShutdown = true
-				return nil
-			}
 			ended = o.GetStopReason()
 		}
 		return stream.Send(&penguinv1.ExecuteToolResponse{Message: m})
 	}
 	e, ok := s.get(req.GetEnvironmentId())
+	if (!ok || !e.enter()) && s.closing.Load() {
+		return errShuttingDown
+	}
 	if !ok || !e.enter() {
 		framing.Reply(ctx, call.GetToolCallId(),
 			fmt.Sprintf("Unknown environment %q: it was disposed, or never created on this replica. The tool did not run.", req.GetEnvironmentId()),
@@ -478,10 +484,15 @@ func (s *Service) ExecuteTool(req *penguinv1.ExecuteToolRequest, stream grpc.Ser
 		return status.FromContextError(err).Err()
 	}
 	if cutByShutdown {
-		return status.Error(codes.Unavailable, "the environment replica is shutting down: the tool call was stopped with its processes")
+		return errShuttingDown
 	}
 	return nil
 }
+
+// errShuttingDown answers the calls that a replica being stopped cannot
+// serve: new environments, and tool calls whose environment it disposed
+// (or is disposing). Unavailable tells the engine to go to another replica.
+var errShuttingDown = status.Error(codes.Unavailable, "the environment replica is shutting down; its environments and their processes are gone")
 
 // ListProcesses implements penguinv1.EnvironmentServiceServer.
 func (s *Service) ListProcesses(ctx context.Context, req *penguinv1.ListProcessesRequest) (*penguinv1.ListProcessesResponse, error) {
@@ -554,10 +565,11 @@ func (s *Service) DisposeEnvironment(ctx context.Context, req *penguinv1.Dispose
 }
 
 // Close disposes every environment, ending every process the service
-// started. Call it when the server shuts down. A tool call it cuts short
-// ends with codes.Unavailable ("the environment replica is shutting
-// down"), after the output it had streamed, as a call to a replica that
-// went away does.
+// started. Call it when the server shuts down. From then on the service
+// answers as a replica that went away would, with codes.Unavailable ("the
+// environment replica is shutting down"): a tool call it cuts short (after
+// the output it had streamed), a tool call for an environment it disposed,
+// and a new environment.
 func (s *Service) Close() {
 	s.closing.Store(true)
 	s.mu.Lock()
