@@ -18,7 +18,7 @@ GO_FILES = $(shell find . -path './.*' -prune -o -name testdata -prune -o -name 
 # Packages with at least one benchmark.
 BENCH_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' -e '^func Benchmark' . 2>/dev/null)))
 
-.PHONY: all build test lint generate bench run demo images k8s-test
+.PHONY: all build test lint generate bench run demo web web-check web-e2e images k8s-test
 
 all: build
 
@@ -80,3 +80,24 @@ run: build
 ## The model is scripted; the services, the edits and the test run are real.
 demo: build
 	PENGUIN=bin/penguin examples/demo/demo.sh
+
+## web: rebuild the web app into web/dist (committed and embedded in the
+## binary, so `make build` needs no Node) with the npm toolchain pinned in
+## web/package-lock.json.
+web:
+	cd web && npm ci --no-audit --no-fund && npm run build
+
+## web-check: the web app's unit tests and type check, and the drift check
+## that fails when web/dist is not what the sources build to.
+web-check:
+	cd web && npm ci --no-audit --no-fund && npm test && npm run check
+	rm -rf web/.dist-check
+	cd web && npx vite build --outDir .dist-check --emptyOutDir --logLevel warn
+	diff -r web/dist web/.dist-check || { echo "web/dist is stale: run make web and commit it"; exit 1; }
+	rm -rf web/.dist-check
+
+## web-e2e: the web app in a real browser (Debian's chromium driven by
+## playwright-core) against a real `penguin serve` and `penguin mockllm`;
+## screenshots of each screen go to web/artifacts/.
+web-e2e: build
+	cd web && PENGUIN=$(CURDIR)/bin/penguin npm run e2e

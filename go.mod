@@ -3,6 +3,7 @@ module github.com/penguin-agent/penguin
 go 1.26.0
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
 	github.com/creack/pty v1.1.24
 	github.com/google/uuid v1.6.0

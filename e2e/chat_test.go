@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"github.com/penguin-agent/penguin/e2e/e2etest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/penguin-agent/penguin/e2e/e2etest"
+	"github.com/penguin-agent/penguin/internal/proctest"
 )
 
 // terminal is a tmux server on a private socket with one pane.
@@ -17,14 +19,17 @@ type terminal struct {
 	t      *testing.T
 	tmux   string
 	sock   string
-	target string // the tmux session the keys and captures go to
+	target string   // the tmux session the keys and captures go to
+	env    []string // the environment of tmux and the commands it runs
 }
 
 func (term *terminal) run(args ...string) string {
 	term.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, term.tmux, append([]string{"-S", term.sock}, args...)...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, term.tmux, append([]string{"-S", term.sock}, args...)...)
+	cmd.Env = term.env
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		term.t.Fatalf("tmux %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -85,8 +90,8 @@ func TestChatInTerminal(t *testing.T) {
 	if err := os.WriteFile(conf, []byte("set -g remain-on-exit on\nset -g history-limit 5000\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TERM=xterm-256color", "NO_COLOR=1",
-		"PENGUIN_HOME=" + home, "MOCK_API_KEY=unused"}
+	env := proctest.Env(t, "HOME="+dir, "TERM=xterm-256color", "NO_COLOR=1", "PENGUIN_HOME="+home, "MOCK_API_KEY=unused")
+	term.env = env
 	// The shell reports the exit status on the screen when the chat ends.
 	chatCommand := func(args string) string {
 		return "env -i " + strings.Join(env, " ") + " " + bin.penguin + " chat --providers " + providers + " " + args +
@@ -98,7 +103,9 @@ func TestChatInTerminal(t *testing.T) {
 		if t.Failed() {
 			t.Logf("terminal %s:\n%s", term.target, term.screen())
 		}
-		_ = exec.Command(tmux, "-S", term.sock, "kill-server").Run()
+		kill := exec.Command(tmux, "-S", term.sock, "kill-server")
+		kill.Env = env
+		_ = kill.Run()
 	})
 
 	screen := term.waitScreen("› ", 1)
@@ -164,11 +171,15 @@ func TestChatInTerminal(t *testing.T) {
 
 	// The session on disk holds the steering and the abort.
 	ctx := e2etest.Context(t, 30*time.Second)
-	export := exec.CommandContext(ctx, bin.penguin, "sessions", "export", id[1])
-	export.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "PENGUIN_HOME=" + home}
-	out, err := export.CombinedOutput()
-	if err != nil {
+	traces := t.TempDir()
+	export := exec.CommandContext(ctx, bin.penguin, "sessions", "export", id[1], traces)
+	export.Env = proctest.Env(t, "HOME="+dir, "PENGUIN_HOME="+home)
+	if out, err := export.CombinedOutput(); err != nil {
 		t.Fatalf("penguin sessions export: %v\n%s", err, out)
+	}
+	out, err := os.ReadFile(filepath.Join(traces, id[1]+"_001.jsonl"))
+	if err != nil {
+		t.Fatalf("penguin sessions export wrote no trace of the first context: %v", err)
 	}
 	for _, want := range []string{"also say banana", `"type":"abort"`, "please create hello.txt"} {
 		if !strings.Contains(string(out), want) {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/penguin-agent/penguin/internal/proctest"
 )
 
 // TestDemo runs examples/demo/demo.sh, what `make demo` runs, and checks
@@ -19,7 +21,7 @@ func TestDemo(t *testing.T) {
 	defer cancel()
 	tmp := t.TempDir()
 	cmd := exec.CommandContext(ctx, filepath.Join(bin.repo, "examples", "demo", "demo.sh"))
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + tmp, "TMPDIR=" + tmp, "PENGUIN=" + bin.penguin, "NO_COLOR=1"}
+	cmd.Env = proctest.Env(t, "HOME="+tmp, "TMPDIR="+tmp, "PENGUIN="+bin.penguin, "NO_COLOR=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("demo.sh: %v\n%s", err, out)

@@ -5,13 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/penguin-agent/penguin/e2e/e2etest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/penguin-agent/penguin/e2e/e2etest"
+	"github.com/penguin-agent/penguin/internal/proctest"
 )
 
 // grpcurl runs the pinned grpcurl with args after -plaintext, with no
@@ -19,6 +21,7 @@ import (
 func grpcurl(ctx context.Context, t *testing.T, args ...string) string {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, bin.grpcurl, append([]string{"-plaintext"}, args...)...)
+	cmd.Env = proctest.Env(t)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -67,6 +70,7 @@ func grpcurlSession(t *testing.T, s *allInOne) {
 	defer cancel()
 	run := exec.CommandContext(runCtx, bin.grpcurl, "-plaintext", "-d", fmt.Sprintf(`{"session_id": %q, "prompt": "leave a proof"}`, id),
 		s.grpcAddr, "penguin.v1.EngineService/Run")
+	run.Env = proctest.Env(t)
 	var runOut syncBuffer
 	run.Stdout, run.Stderr = &runOut, &runOut
 	if err := run.Start(); err != nil {

@@ -3,13 +3,15 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/penguin-agent/penguin/e2e/e2etest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/penguin-agent/penguin/e2e/e2etest"
+	"github.com/penguin-agent/penguin/internal/proctest"
 )
 
 // nodeClient runs clients/node/session.js, a Node.js client built on
@@ -33,6 +35,7 @@ func nodeClient(t *testing.T, s *allInOne) {
 	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "session.js"),
 		"--engine", s.grpcAddr, "--provider", "node", "--model", "scripted", "--workspace", ws,
 		"--prompt", "write a greeting", "--timeout-ms", "60000")
+	cmd.Env = proctest.Env(t)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -144,7 +144,7 @@ func sseResume(t *testing.T, s *allInOne) {
 	// First connection: from the start of the log, then the task.
 	first, closeFirst := openStream(ctx, t, base, sess.SessionID, 0, "")
 	var task struct {
-		FirstSequence int64 `json:"first_sequence"`
+		FirstSequence int64 `json:"first_sequence,string"` // a string, as protojson writes int64
 	}
 	postJSON(ctx, t, base+"/api/sessions/"+sess.SessionID+"/tasks", `{"prompt": "count slowly"}`, http.StatusAccepted, &task)
 

@@ -24,14 +24,14 @@ import (
 type clientFlags struct {
 	engine        string
 	authTokenFile string
-	embedded      *embeddedFlags
+	embedded      *allInOneFlags
 }
 
 func addClientFlags(fs *flag.FlagSet) *clientFlags {
 	f := &clientFlags{}
 	fs.StringVar(&f.engine, "engine", "", "address of a running engine (penguin serve); empty starts one inside this command")
 	fs.StringVar(&f.authTokenFile, "auth-token-file", "", "file holding the engine's bearer token (or set PENGUIN_AUTH_TOKEN)")
-	f.embedded = addEmbeddedFlags(fs)
+	f.embedded = addAllInOneFlags(fs)
 	return f
 }
 
@@ -48,8 +48,8 @@ type engineConn struct {
 // Close closes the connection and stops an embedded server.
 func (c *engineConn) Close() error { return c.close() }
 
-// connect dials --engine, or starts an embedded server on a loopback port
-// and dials that. An embedded server lives until Close, not until ctx ends:
+// connect dials --engine, or starts an embedded server and calls it
+// through its in-process transport. An embedded server lives until Close, not until ctx ends:
 // a task interrupted by Ctrl-C must still be aborted and shown to its end.
 func (f *clientFlags) connect(ctx context.Context) (*engineConn, error) {
 	if f.engine != "" {
@@ -70,16 +70,8 @@ func (f *clientFlags) connect(ctx context.Context) (*engineConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the embedded engine: %w", err)
 	}
-	conn, err := srv.dial()
-	if err != nil {
-		return nil, errors.Join(err, srv.stop())
-	}
-	c := &engineConn{
-		engine:     penguinv1.NewEngineServiceClient(conn),
-		agentState: srv.all.agentDir,
-		close:      func() error { return errors.Join(conn.Close(), srv.stop()) },
-	}
-	if st, err := agentstate.Load(srv.all.agentDir); err == nil {
+	c := &engineConn{engine: srv.engine, agentState: srv.agentDir, close: srv.stop}
+	if st, err := agentstate.Load(srv.agentDir); err == nil {
 		c.defaultModel = st.Config.Model.Ref()
 	}
 	return c, nil

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/penguin-agent/penguin/internal/proctest"
 )
 
 // penguinIn runs the binary in a clean environment of its own, so an
@@ -18,7 +19,7 @@ func penguinIn(t *testing.T, env []string, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "PENGUIN_HOME=" + t.TempDir()}, env...)
+	cmd.Env = proctest.Env(t, append([]string{"PENGUIN_HOME=" + t.TempDir()}, env...)...)
 	cmd.Stdin = strings.NewReader("")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

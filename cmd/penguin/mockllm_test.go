@@ -15,6 +15,8 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/penguin-agent/penguin/internal/proctest"
 )
 
 // startMockLLM runs `penguin mockllm` on a free port with the given extra
@@ -23,7 +25,7 @@ import (
 func startMockLLM(t *testing.T, ctx context.Context, env []string, args ...string) (*exec.Cmd, string, *strings.Builder) {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, binary, append([]string{"mockllm", "--listen", "127.0.0.1:0"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = proctest.Env(t, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

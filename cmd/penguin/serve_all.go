@@ -14,80 +14,110 @@ import (
 	"path/filepath"
 	"time"
 
-	"google.golang.org/grpc"
-
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/assemble"
 	"github.com/penguin-agent/penguin/internal/config"
-	"github.com/penguin-agent/penguin/internal/grpcserver"
-	"github.com/penguin-agent/penguin/services/engine"
-	"github.com/penguin-agent/penguin/services/engine/agentstate"
-	"github.com/penguin-agent/penguin/services/engine/session"
-	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/penguin-agent/penguin/services/engine/trace"
+	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/gateway"
-	"github.com/penguin-agent/penguin/services/llm"
+	"github.com/penguin-agent/penguin/web"
 )
 
 // serveAll is `penguin serve`: the llm, environment and engine services in
 // one process on one gRPC port, plus the HTTP/SSE gateway, with embedded
 // defaults (SQLite in Penguin's data directory, the current directory as
-// the environment's root). The engine reaches the other two through gRPC
-// clients of its own port, exactly as it reaches them when they run apart,
-// so the all-in-one server runs the same code paths as a deployment.
+// the environment's root). It is assembled by the same code as the
+// services run apart; the engine reaches the other two through the
+// server's in-process transport instead of the network.
 func serveAll(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("penguin serve", flag.ContinueOnError)
 	common := addServerFlags(fs, "127.0.0.1:7420")
-	httpListen := fs.String("http-listen", "127.0.0.1:7480", "address of the HTTP/SSE gateway; empty turns it off")
-	heartbeat := fs.Duration("sse-heartbeat", 20*time.Second, "interval of the SSE heartbeat comments")
-	ef := addEmbeddedFlags(fs)
-	fs.StringVar(&ef.root, "root", "", "directory workspaces must lie under (default: the current directory)")
+	gw := addGatewayFlags(fs)
+	af := addAllInOneFlags(fs)
+	af.engine.addReplicaFlags(fs)
+	fs.StringVar(&af.env.Root, "root", "", "directory workspaces must lie under (default: the current directory)")
+	fs.BoolVar(&af.env.NoCgroups, "no-cgroups", false, "track commands by process group and session only, not by per-command cgroups: faster starts, but double-forked daemons escape kills")
 	if err := config.Parse(fs, args, os.LookupEnv); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
 	}
-	p, err := newServerProcess(ctx, "penguin", common, nil)
+	cfg, err := common.process("penguin")
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	defer p.Close(ctx)
-
-	lis, mlis, err := p.listeners()
+	if cfg, err = af.config(cfg); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	p, err := assemble.New(ctx, cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("serve: %w", err)
 	}
-	var hlis net.Listener
-	if *httpListen != "" {
-		if hlis, err = net.Listen("tcp", *httpListen); err != nil {
-			return errors.Join(fmt.Errorf("serve: http: %w", err), lis.Close(), closeIf(mlis))
-		}
-	}
-	all, err := buildAllInOne(ctx, p, ef, lis.Addr().String())
+	front, err := gw.start(p, cfg)
 	if err != nil {
-		return errors.Join(err, lis.Close(), closeIf(mlis), closeIf(hlis))
+		return errors.Join(err, p.Close())
 	}
-	defer all.close()
-
-	var extra []func(context.Context) error
-	httpAddr := ""
-	if hlis != nil {
-		httpAddr = hlis.Addr().String()
-		gw := gateway.New(all.engineClient, gateway.Options{
-			AuthToken: p.token, Heartbeat: *heartbeat, Encode: trace.Marshal, Logger: p.log,
-		})
-		extra = append(extra, func(ctx context.Context) error { return serveHTTP(ctx, hlis, gw, p.log) })
-	}
-	p.log.Info("penguin listening", "grpc", lis.Addr().String(), "http", httpAddr,
-		"store", redactURL(all.storeDesc), "root", all.root, "auth", p.token != "")
-	return p.serve(ctx, all.srv, lis, mlis, extra...)
+	return p.Serve(ctx, front...)
 }
 
-func closeIf(l net.Listener) error {
-	if l == nil {
-		return nil
+// allInOneFlags configure the three services in one process, whether
+// `penguin serve` runs it or a client command embeds it.
+type allInOneFlags struct {
+	llm    *llmFlags
+	engine *engineFlags
+	env    environment.Config
+	// llmOptional starts the server even when no provider is configured,
+	// for commands that never call a model.
+	llmOptional bool
+}
+
+func addAllInOneFlags(fs *flag.FlagSet) *allInOneFlags {
+	return &allInOneFlags{engine: addEngineFlags(fs), llm: addLLMFlags(fs)}
+}
+
+// config adds the three services to cfg. The environments of a replica
+// that advertises an address are reached at that address too.
+func (f *allInOneFlags) config(cfg assemble.Config) (assemble.Config, error) {
+	eng, err := f.engine.config()
+	if err != nil {
+		return cfg, err
 	}
-	return l.Close()
+	env := f.env
+	env.Advertise = f.engine.advertise
+	cfg.LLM, cfg.Environment, cfg.Engine, cfg.LLMOptional = f.llm.config(), &env, eng, f.llmOptional
+	return cfg, nil
+}
+
+// gatewayFlags configure the HTTP/SSE gateway of `penguin serve`.
+type gatewayFlags struct {
+	listen    string
+	heartbeat time.Duration
+}
+
+func addGatewayFlags(fs *flag.FlagSet) *gatewayFlags {
+	f := &gatewayFlags{}
+	fs.StringVar(&f.listen, "http-listen", "127.0.0.1:7480", "address of the HTTP/SSE gateway; empty turns it off")
+	fs.DurationVar(&f.heartbeat, "sse-heartbeat", 20*time.Second, "interval of the SSE heartbeat comments")
+	return f
+}
+
+// start opens the gateway's listener and returns the function that serves
+// it in front of p's engine, or nothing when the gateway is off. This is
+// the one place the gateway is built.
+func (f *gatewayFlags) start(p *assemble.Process, cfg assemble.Config) ([]func(context.Context) error, error) {
+	if f.listen == "" {
+		return nil, nil
+	}
+	lis, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return nil, fmt.Errorf("serve: http: %w", err)
+	}
+	gw := gateway.New(penguinv1.NewEngineServiceClient(p.Local()), gateway.Options{
+		AuthToken: cfg.AuthToken, Heartbeat: f.heartbeat, Encode: trace.Marshal, Logger: cfg.Logger,
+		LLM: penguinv1.NewLLMServiceClient(p.Local()), ProvidersFile: cfg.LLM.ProvidersFile, App: web.App(),
+	})
+	return []func(context.Context) error{func(ctx context.Context) error { return serveHTTP(ctx, lis, gw, cfg.Logger) }}, nil
 }
 
 // serveHTTP serves h on lis until ctx ends, then shuts it down, cutting
@@ -117,218 +147,51 @@ func serveHTTP(ctx context.Context, lis net.Listener, h http.Handler, log *slog.
 	return nil
 }
 
-// embeddedFlags configure the all-in-one server, whether `penguin serve`
-// runs it or a client command embeds it.
-type embeddedFlags struct {
-	home       string
-	storeURL   string
-	agentState string
-	root       string
-	llm        *llmFlags
-	// llmOptional starts the server even when no provider is configured,
-	// for commands that never call a model.
-	llmOptional bool
-}
-
-func addEmbeddedFlags(fs *flag.FlagSet) *embeddedFlags {
-	f := &embeddedFlags{}
-	fs.StringVar(&f.home, "home", "", "Penguin's data directory (default: ~/.local/share/penguin, or $XDG_DATA_HOME/penguin)")
-	fs.StringVar(&f.storeURL, "store", "", "session store: a SQLite path or sqlite: URL, or a postgres:// URL (default: penguin.db in the data directory)")
-	fs.StringVar(&f.agentState, "agent-state", "", "the default agent's state directory (default: agents/default in the data directory)")
-	f.llm = addLLMFlags(fs)
-	return f
-}
-
-// resolved returns the data directory, the store URL and the agent state
-// directory, with their defaults filled in.
-func (f *embeddedFlags) resolved() (home, storeURL, agentDir string, err error) {
-	home = f.home
-	if home == "" {
-		home = defaultHome()
-	}
-	if home, err = filepath.Abs(home); err != nil {
-		return "", "", "", fmt.Errorf("data directory: %w", err)
-	}
-	storeURL = f.storeURL
-	if storeURL == "" {
-		storeURL = filepath.Join(home, "penguin.db")
-	}
-	agentDir = f.agentState
-	if agentDir == "" {
-		agentDir = filepath.Join(home, "agents", "default")
-	}
-	return home, storeURL, agentDir, nil
-}
-
-// allInOne is the three services on one gRPC server.
-type allInOne struct {
-	srv          *grpcserver.Server
-	engineClient penguinv1.EngineServiceClient
-	storeDesc    string
-	root         string
-	agentDir     string
-	closers      []func() error
-}
-
-// close releases what the services hold once the server has stopped.
-func (a *allInOne) close() error {
-	var errs []error
-	for i := len(a.closers) - 1; i >= 0; i-- {
-		errs = append(errs, a.closers[i]())
-	}
-	return errors.Join(errs...)
-}
-
-// buildAllInOne builds the llm, environment and engine services on one
-// server of p that will listen at addr, the address the engine dials to
-// reach the other two.
-func buildAllInOne(ctx context.Context, p *serverProcess, f *embeddedFlags, addr string) (_ *allInOne, err error) {
-	home, storeURL, agentDir, err := f.resolved()
-	if err != nil {
-		return nil, err
-	}
-	root := f.root
-	if root == "" {
-		root = "."
-	}
-	if root, err = filepath.Abs(root); err != nil {
-		return nil, fmt.Errorf("root: %w", err)
-	}
-	a := &allInOne{root: root, agentDir: agentDir, storeDesc: storeURL}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, a.close())
-		}
-	}()
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return nil, fmt.Errorf("data directory: %w", err)
-	}
-	if _, err := agentstate.Init(agentDir); err != nil {
-		return nil, err
-	}
-
-	llmSvc, err := f.llm.setup(p)
-	switch {
-	case err != nil && f.llmOptional:
-		// `penguin sessions` reads and deletes sessions; it needs no model.
-		p.log.Debug("no llm service in this embedded server", "error", err)
-		llmSvc = nil
-	case err != nil:
-		return nil, err
-	}
-	envSvc, closeEnv, err := newEnvironmentService(ctx, p, root)
-	if err != nil {
-		return nil, err
-	}
-	a.closers = append(a.closers, closeEnv)
-
-	// The engine talks to llm and environment through this process's own
-	// port, with the same clients it uses when they run elsewhere.
-	self, err := p.dial(addr, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(llm.DefaultMaxRequestBytes), grpc.MaxCallSendMsgSize(llm.DefaultMaxRequestBytes)))
-	if err != nil {
-		return nil, err
-	}
-	a.closers = append(a.closers, self.Close)
-
-	st, err := store.Open(ctx, storeURL, store.WithLogger(p.log))
-	if err != nil {
-		return nil, fmt.Errorf("open the session store: %w", err)
-	}
-	a.closers = append(a.closers, st.Close)
-
-	mgr, err := session.New(session.Options{
-		Store:             st,
-		LLM:               penguinv1.NewLLMServiceClient(self),
-		Environment:       penguinv1.NewEnvironmentServiceClient(self),
-		DefaultAgentState: agentDir,
-		Logger:            p.log,
-		Address:           addr,
-		TracerProvider:    p.tel.TracerProvider,
-		Registerer:        p.metrics,
-	})
-	if err != nil {
-		return nil, err
-	}
-
-	srv, err := p.newServer(grpc.MaxRecvMsgSize(llm.DefaultMaxRequestBytes))
-	if err != nil {
-		return nil, err
-	}
-	if llmSvc != nil {
-		penguinv1.RegisterLLMServiceServer(srv.GRPC(), llmSvc)
-	}
-	penguinv1.RegisterEnvironmentServiceServer(srv.GRPC(), envSvc)
-	penguinv1.RegisterEngineServiceServer(srv.GRPC(), engine.New(mgr, p.log))
-	// First the engine aborts its tasks, so each records how it ended;
-	// then the environments and their processes go.
-	srv.OnShutdown(func(ctx context.Context) {
-		if err := mgr.Shutdown(ctx); err != nil {
-			p.log.Warn("engine shutdown", "error", err)
-		}
-	})
-	srv.OnShutdown(func(context.Context) { _ = closeEnv() })
-	a.srv = srv
-	a.engineClient = penguinv1.NewEngineServiceClient(self)
-	return a, nil
-}
-
 // embedded is an all-in-one server inside a client command, on a loopback
 // port with a random token, so other users of the machine cannot use it.
+// The command calls its engine through the in-process transport.
 type embedded struct {
-	p      *serverProcess
-	addr   string
-	cancel context.CancelFunc
-	done   chan error
-	all    *allInOne
+	engine   penguinv1.EngineServiceClient
+	agentDir string
+	cancel   context.CancelFunc
+	done     chan error
 }
 
 // startEmbedded starts the all-in-one server on 127.0.0.1 at a free port.
 // It does not end with ctx: the caller stops it.
-func startEmbedded(ctx context.Context, f *embeddedFlags) (*embedded, error) {
-	if f.root == "" {
+func startEmbedded(ctx context.Context, f *allInOneFlags) (*embedded, error) {
+	if f.env.Root == "" {
 		// A client picks its workspace with --workspace, anywhere.
-		f.root = string(filepath.Separator)
+		f.env.Root = string(filepath.Separator)
 	}
-	log, err := config.LoggerFromEnv(os.Stderr, os.LookupEnv)
-	if err != nil {
-		return nil, err
-	}
-	if _, set := os.LookupEnv(config.EnvLogLevel); !set {
-		// The terminal belongs to the conversation: only problems.
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	p, err := newServerProcess(ctx, "penguin", &serverFlags{listen: "127.0.0.1:0", shutdownTimeout: 5 * time.Second}, log)
+	log, err := quietLogger()
 	if err != nil {
 		return nil, err
 	}
 	var raw [16]byte
 	_, _ = rand.Read(raw[:])
-	p.token = hex.EncodeToString(raw[:])
-
-	lis, _, err := p.listeners()
+	cfg, err := f.config(assemble.Config{
+		Name: "penguin", Version: version, Listen: "127.0.0.1:0", AuthToken: hex.EncodeToString(raw[:]),
+		Logger: log, ShutdownTimeout: 5 * time.Second,
+	})
 	if err != nil {
-		p.Close(ctx)
 		return nil, err
 	}
-	all, err := buildAllInOne(ctx, p, f, lis.Addr().String())
+	p, err := assemble.New(ctx, cfg)
 	if err != nil {
-		p.Close(ctx)
-		return nil, errors.Join(err, lis.Close())
+		return nil, err
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	e := &embedded{p: p, addr: lis.Addr().String(), cancel: cancel, done: make(chan error, 1), all: all}
-	go func() { e.done <- p.serve(sctx, all.srv, lis, nil) }()
+	e := &embedded{
+		engine: penguinv1.NewEngineServiceClient(p.Local()), agentDir: cfg.Engine.AgentState,
+		cancel: cancel, done: make(chan error, 1),
+	}
+	go func() { e.done <- p.Serve(sctx) }()
 	return e, nil
 }
-
-// dial connects to the embedded server.
-func (e *embedded) dial() (*grpc.ClientConn, error) { return e.p.dial(e.addr) }
 
 // stop shuts the server down gracefully and releases what it holds.
 func (e *embedded) stop() error {
 	e.cancel()
-	err := <-e.done
-	err = errors.Join(err, e.all.close())
-	e.p.Close(context.Background())
-	return err
+	return <-e.done
 }

@@ -34,7 +34,7 @@ func TestServeEnvironment(t *testing.T) {
 	defer cancel()
 	root := t.TempDir()
 	cmd := exec.CommandContext(ctx, binary, "serve", "environment", "--listen", "127.0.0.1:0", "--root", root)
-	cmd.Env = append(os.Environ(), "PENGUIN_AUTH_TOKEN=s3cret", "HOME="+t.TempDir())
+	cmd.Env = proctest.Env(t, "PENGUIN_AUTH_TOKEN=s3cret")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestServeEnvironment(t *testing.T) {
 	lines := bufio.NewScanner(stderr)
 	addrRE := regexp.MustCompile(`addr=(127\.0\.0\.1:\d+)`)
 	for lines.Scan() {
-		if m := addrRE.FindStringSubmatch(lines.Text()); m != nil && strings.Contains(lines.Text(), "environment service listening") {
+		if m := addrRE.FindStringSubmatch(lines.Text()); m != nil && strings.Contains(lines.Text(), `msg="environment listening"`) {
 			addr = m[1]
 			break
 		}

@@ -7,9 +7,6 @@ import (
 	"os"
 	"time"
 
-	"google.golang.org/grpc"
-
-	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/services/llm"
 )
@@ -28,29 +25,12 @@ func serveLLM(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve llm: unexpected arguments %q", fs.Args())
 	}
-	p, err := newServerProcess(ctx, "llm", common, nil)
+	cfg, err := common.process("llm")
 	if err != nil {
 		return fmt.Errorf("serve llm: %w", err)
 	}
-	defer p.Close(ctx)
-
-	svc, err := lf.setup(p)
-	if err != nil {
-		return err
-	}
-	// The engine sends the whole history with every request.
-	srv, err := p.newServer(grpc.MaxRecvMsgSize(llm.DefaultMaxRequestBytes))
-	if err != nil {
-		return err
-	}
-	penguinv1.RegisterLLMServiceServer(srv.GRPC(), svc)
-
-	lis, mlis, err := p.listeners()
-	if err != nil {
-		return err
-	}
-	p.log.Info("llm service listening", "addr", lis.Addr().String(), "auth", p.token != "")
-	return p.serve(ctx, srv, lis, mlis)
+	cfg.LLM = lf.config()
+	return serveProcess(ctx, "serve llm", cfg)
 }
 
 // llmFlags are the llm service's own flags, shared by `penguin serve llm`,
@@ -69,9 +49,8 @@ func addLLMFlags(fs *flag.FlagSet) *llmFlags {
 	return f
 }
 
-// setup builds the llm service with the process's logger, tracing and
-// metrics.
-func (f *llmFlags) setup(p *serverProcess) (*llm.Service, error) {
+// config turns the flags into the llm service's Config.
+func (f *llmFlags) config() *llm.Config {
 	// A flag at zero means "off" for the operator; Setup reads zero as
 	// "default", so turn it into a negative duration.
 	off := func(d time.Duration) time.Duration {
@@ -80,13 +59,10 @@ func (f *llmFlags) setup(p *serverProcess) (*llm.Service, error) {
 		}
 		return d
 	}
-	return llm.Setup(llm.Config{
+	return &llm.Config{
 		ProvidersFile:  f.providersFile,
 		Lookup:         os.LookupEnv,
-		Logger:         p.log,
-		TracerProvider: p.tel.TracerProvider,
-		Registerer:     p.metrics,
 		IdleTimeout:    off(f.idleTimeout),
 		RequestTimeout: off(f.requestTimeout),
-	})
+	}
 }

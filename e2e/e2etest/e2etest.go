@@ -7,7 +7,6 @@ package e2etest
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
+	"github.com/penguin-agent/penguin/internal/proctest"
 )
 
 // GoBuild runs `go build ARGS...` in the repository root repo and reports
@@ -28,17 +28,12 @@ func GoBuild(ctx context.Context, repo string, args ...string) error {
 	return nil
 }
 
-// BaseEnv is the environment of every penguin process a test starts: PATH,
-// a HOME of its own so nothing reads or writes the user's files, and JSON
-// logs that the harnesses read the listening addresses from.
+// BaseEnv is the environment of every penguin process a test starts: the
+// pinned HOME, PATH and SHELL of proctest.Env, so nothing of the host's
+// profile or files is read, and JSON logs that the harnesses read the
+// listening addresses from.
 func BaseEnv(t testing.TB) []string {
-	return []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + t.TempDir(),
-		"PENGUIN_LOG_FORMAT=json",
-		"PENGUIN_LOG_LEVEL=info",
-		"NO_COLOR=1",
-	}
+	return proctest.Env(t, "PENGUIN_LOG_FORMAT=json", "PENGUIN_LOG_LEVEL=info", "NO_COLOR=1")
 }
 
 // Context returns a context that ends after d, and at the latest when the

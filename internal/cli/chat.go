@@ -11,6 +11,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -183,7 +184,7 @@ func (c *chat) handle(ctx context.Context, line string) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		fmt.Fprintf(c.out, "compaction %s %s\n", word(resp.GetStatus().String(), "STOP_REASON_"), resp.GetMessage())
+		fmt.Fprintf(c.out, "compaction %s %s\n", enumword.Word(resp.GetStatus()), resp.GetMessage())
 	case cmd == "/resume":
 		return false, c.resume(ctx, arg)
 	case strings.HasPrefix(cmd, "/"):
@@ -208,7 +209,7 @@ func levelWord(l penguinv1.ThinkingLevel) string {
 	if l == penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED {
 		return "the session's default"
 	}
-	return word(l.String(), "THINKING_LEVEL_")
+	return enumword.Word(l)
 }
 
 // resume switches to session id, or lists recent sessions when id is empty.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -156,7 +157,7 @@ func (r *Renderer) state(s *penguinv1.RunStateChange) {
 			if msg == "" {
 				msg = "the task did not complete"
 			}
-			fmt.Fprintf(r.out, "%s %s\n", r.style(styleRed, "✗ "+word(s.GetStatus().String(), "STOP_REASON_")+":"), msg)
+			fmt.Fprintf(r.out, "%s %s\n", r.style(styleRed, "✗ "+enumword.Word(s.GetStatus())+":"), msg)
 		}
 		if u := r.usage; u != nil {
 			fmt.Fprintln(r.out, r.style(styleDim, FormatUsage(u)))
@@ -169,11 +170,6 @@ func FormatUsage(u *penguinv1.TokenUsage) string {
 	s := u.GetSession()
 	return fmt.Sprintf("tokens: %d total (%d output, %d cache read, %d cache write) this session",
 		s.GetTotal(), s.GetOutput(), s.GetCacheRead(), s.GetCacheWrite())
-}
-
-// word turns an enum value name into its lower-case word.
-func word(name, enumPrefix string) string {
-	return strings.ToLower(strings.TrimPrefix(name, enumPrefix))
 }
 
 func (r *Renderer) message(m *penguinv1.OmniMessage) {
@@ -222,7 +218,7 @@ func (r *Renderer) message(m *penguinv1.OmniMessage) {
 		fmt.Fprintf(r.out, "%s%s\n", p, r.style(styleRed, "⏹ aborted"))
 	case *penguinv1.OmniMessage_CompactionEnd:
 		r.closeSegment()
-		fmt.Fprintf(r.out, "%s%s\n", p, r.style(styleDim, "… compaction "+word(x.CompactionEnd.GetStatus().String(), "STOP_REASON_")))
+		fmt.Fprintf(r.out, "%s%s\n", p, r.style(styleDim, "… compaction "+enumword.Word(x.CompactionEnd.GetStatus())))
 	case *penguinv1.OmniMessage_Subagent:
 		r.closeSegment()
 		fmt.Fprintf(r.out, "%s\n", r.style(styleDim, "↳ subagent "+x.Subagent.GetSessionId()))
@@ -323,7 +319,7 @@ func (r *Renderer) toolOutput(p string, o *penguinv1.ToolCallOutput) {
 	delete(r.streamed, "out"+id)
 	delete(r.outLines, id)
 	if s := o.GetStopReason(); s != penguinv1.StopReason_STOP_REASON_UNSPECIFIED && s != penguinv1.StopReason_STOP_REASON_COMPLETED {
-		fmt.Fprintln(r.out, p+r.style(styleRed, "  └ "+word(s.String(), "STOP_REASON_")))
+		fmt.Fprintln(r.out, p+r.style(styleRed, "  └ "+enumword.Word(s)))
 	}
 	if n := len(o.GetImages()); n > 0 {
 		fmt.Fprintln(r.out, p+r.style(styleDim, fmt.Sprintf("  └ %d image(s)", n)))
@@ -344,7 +340,7 @@ func (r *Renderer) requestEnd(p string, e *penguinv1.RequestEnd) {
 		return
 	}
 	r.closeSegment()
-	what := word(e.GetStatus().String(), "STOP_REASON_")
+	what := enumword.Word(e.GetStatus())
 	if e.GetErrorMessage() != "" {
 		what += ": " + e.GetErrorMessage()
 	}

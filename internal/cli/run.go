@@ -10,6 +10,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -220,9 +221,9 @@ func ParseThinkingLevel(s string) (penguinv1.ThinkingLevel, error) {
 	if s == "" {
 		return penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED, nil
 	}
-	v, ok := penguinv1.ThinkingLevel_value["THINKING_LEVEL_"+strings.ToUpper(s)]
-	if !ok || v == 0 {
+	v, ok := enumword.Parse[penguinv1.ThinkingLevel](strings.ToLower(s))
+	if !ok {
 		return 0, fmt.Errorf("thinking level %q: want none, low, medium, high, xhigh or max", s)
 	}
-	return penguinv1.ThinkingLevel(v), nil
+	return v, nil
 }

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/penguin-agent/penguin/internal/logger"
 )
 
 // DefaultMaxBodyBytes bounds a request body; base64 images make bodies big,
@@ -44,7 +46,8 @@ func WithAPIKey(key string) Option { return func(o *options) { o.apiKey = key } 
 // default).
 func WithAddr(addr string) Option { return func(o *options) { o.addr = addr } }
 
-// WithLogger logs one line per request (never a key or a body).
+// WithLogger logs one line per request (never a key or a body); without
+// it, or with nil, nothing is logged.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithoutRecording stops the server from keeping requests, for load tests
@@ -156,9 +159,7 @@ func New(script Script, opts ...Option) *Server {
 		done:    make(chan struct{}),
 		log:     o.logger,
 	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
+	s.log = logger.OrDiscard(s.log)
 	var raw [6]byte
 	_, _ = rand.Read(raw[:])
 	s.idPrefix = hex.EncodeToString(raw[:])

@@ -28,6 +28,10 @@ type Engine struct {
 	SteerFunc         func(context.Context, *penguinv1.SteerRequest) (*penguinv1.SteerResponse, error)
 	GetHistoryFunc    func(context.Context, *penguinv1.GetHistoryRequest) (*penguinv1.GetHistoryResponse, error)
 	ExportTraceFunc   func(*penguinv1.ExportTraceRequest, grpc.ServerStreamingServer[penguinv1.ExportTraceResponse]) error
+	ForkSessionFunc   func(context.Context, *penguinv1.ForkSessionRequest) (*penguinv1.ForkSessionResponse, error)
+	RetryNowFunc      func(context.Context, *penguinv1.RetryNowRequest) (*penguinv1.RetryNowResponse, error)
+	CompactFunc       func(context.Context, *penguinv1.CompactRequest) (*penguinv1.CompactResponse, error)
+	WatchSessionsFunc func(*penguinv1.WatchSessionsRequest, grpc.ServerStreamingServer[penguinv1.WatchSessionsResponse]) error
 }
 
 // CreateSession calls CreateSessionFunc.
@@ -116,6 +120,38 @@ func (e *Engine) ExportTrace(r *penguinv1.ExportTraceRequest, s grpc.ServerStrea
 		return e.UnimplementedEngineServiceServer.ExportTrace(r, s)
 	}
 	return e.ExportTraceFunc(r, s)
+}
+
+// ForkSession calls ForkSessionFunc.
+func (e *Engine) ForkSession(ctx context.Context, r *penguinv1.ForkSessionRequest) (*penguinv1.ForkSessionResponse, error) {
+	if e.ForkSessionFunc == nil {
+		return e.UnimplementedEngineServiceServer.ForkSession(ctx, r)
+	}
+	return e.ForkSessionFunc(ctx, r)
+}
+
+// RetryNow calls RetryNowFunc.
+func (e *Engine) RetryNow(ctx context.Context, r *penguinv1.RetryNowRequest) (*penguinv1.RetryNowResponse, error) {
+	if e.RetryNowFunc == nil {
+		return e.UnimplementedEngineServiceServer.RetryNow(ctx, r)
+	}
+	return e.RetryNowFunc(ctx, r)
+}
+
+// Compact calls CompactFunc.
+func (e *Engine) Compact(ctx context.Context, r *penguinv1.CompactRequest) (*penguinv1.CompactResponse, error) {
+	if e.CompactFunc == nil {
+		return e.UnimplementedEngineServiceServer.Compact(ctx, r)
+	}
+	return e.CompactFunc(ctx, r)
+}
+
+// WatchSessions calls WatchSessionsFunc.
+func (e *Engine) WatchSessions(r *penguinv1.WatchSessionsRequest, s grpc.ServerStreamingServer[penguinv1.WatchSessionsResponse]) error {
+	if e.WatchSessionsFunc == nil {
+		return e.UnimplementedEngineServiceServer.WatchSessions(r, s)
+	}
+	return e.WatchSessionsFunc(r, s)
 }
 
 // Start serves e on a loopback port and returns a client connected to it.

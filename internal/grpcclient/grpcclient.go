@@ -3,13 +3,17 @@
 // plumbing on every side: the bearer token the other side's grpcserver
 // expects, an otelgrpc stats handler so a trace continues across the hop,
 // round-robin balancing over every address the target resolves to, and a
-// new environment asked of the next replica when one refuses.
+// new environment asked of the next replica when one refuses. The plumbing
+// is the same whether the connection crosses the network or stays inside
+// the process ([Options.Dialer]), so the all-in-one server and a split
+// deployment run one client code path.
 package grpcclient
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -28,6 +32,11 @@ type Options struct {
 	// means OpenTelemetry's global ones.
 	TracerProvider trace.TracerProvider
 	Propagator     propagation.TextMapPropagator
+	// Dialer, when set, opens the connection instead of the network: the
+	// in-process transport of a server in the same process (see
+	// grpcserver.Server.DialInProcess). The target then only names the
+	// peer, in traces and the :authority header, and is not resolved.
+	Dialer func(ctx context.Context, target string) (net.Conn, error)
 	// DialOptions are appended to the options set here.
 	DialOptions []grpc.DialOption
 }
@@ -59,6 +68,12 @@ func New(target string, opts Options) (*grpc.ClientConn, error) {
 	}
 	if opts.Token != "" {
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(bearer(opts.Token)))
+	}
+	if opts.Dialer != nil {
+		dialOpts = append(dialOpts, grpc.WithContextDialer(opts.Dialer))
+		// The passthrough resolver hands the name to the dialer as it is,
+		// where the default (dns) one would try to look it up.
+		target = "passthrough:///" + target
 	}
 	conn, err := grpc.NewClient(target, append(dialOpts, opts.DialOptions...)...)
 	if err != nil {

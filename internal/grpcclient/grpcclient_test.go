@@ -30,8 +30,8 @@ func (llm) ListProviders(context.Context, *penguinv1.ListProvidersRequest) (*pen
 }
 
 // serve runs a real grpcserver with the given options on a loopback port
-// and returns its address.
-func serve(t *testing.T, opts grpcserver.Options) string {
+// and returns the ways to reach it: over TCP and in-process.
+func serve(t *testing.T, opts grpcserver.Options) []transport {
 	t.Helper()
 	opts.Name = "test"
 	srv, err := grpcserver.New(opts)
@@ -53,7 +53,30 @@ func serve(t *testing.T, opts grpcserver.Options) string {
 		cancel()
 		<-done
 	})
-	return lis.Addr().String()
+	return []transport{
+		{name: "tcp", target: lis.Addr().String()},
+		{name: "in-process", target: "in-process", dialer: srv.DialInProcess},
+	}
+}
+
+// transport is one way of reaching a server: a target, with the dialer
+// of the in-process transport or none for the network.
+type transport struct {
+	name   string
+	target string
+	dialer func(context.Context, string) (net.Conn, error)
+}
+
+// dial connects through tr with opts.
+func (tr transport) dial(t *testing.T, opts grpcclient.Options) *grpc.ClientConn {
+	t.Helper()
+	opts.Dialer = tr.dialer
+	conn, err := grpcclient.New(tr.target, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
 }
 
 func testContext(t *testing.T) context.Context {
@@ -70,65 +93,111 @@ func TestNewRejectsEmptyTarget(t *testing.T) {
 	}
 }
 
+// TestTokenIsSentWithEveryCall checks both transports: the in-process one
+// goes through the same auth interceptor as the network.
 func TestTokenIsSentWithEveryCall(t *testing.T) {
 	t.Parallel()
-	addr := serve(t, grpcserver.Options{AuthToken: "s3cret"})
-	for _, tt := range []struct {
-		name  string
-		token string
-		want  codes.Code
-	}{
-		{"right token", "s3cret", codes.OK},
-		{"wrong token", "guess", codes.Unauthenticated},
-		{"no token", "", codes.Unauthenticated},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			conn, err := grpcclient.New(addr, grpcclient.Options{Token: tt.token})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			client := penguinv1.NewLLMServiceClient(conn)
-			for range 2 { // every call, not only the first
-				_, err := client.ListProviders(testContext(t), &penguinv1.ListProvidersRequest{})
-				if status.Code(err) != tt.want {
-					t.Fatalf("ListProviders: %v, want %v", err, tt.want)
+	for _, tr := range serve(t, grpcserver.Options{AuthToken: "s3cret"}) {
+		for _, tt := range []struct {
+			name  string
+			token string
+			want  codes.Code
+		}{
+			{"right token", "s3cret", codes.OK},
+			{"wrong token", "guess", codes.Unauthenticated},
+			{"no token", "", codes.Unauthenticated},
+		} {
+			t.Run(tr.name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				client := penguinv1.NewLLMServiceClient(tr.dial(t, grpcclient.Options{Token: tt.token}))
+				for range 2 { // every call, not only the first
+					_, err := client.ListProviders(testContext(t), &penguinv1.ListProvidersRequest{})
+					if status.Code(err) != tt.want {
+						t.Fatalf("ListProviders: %v, want %v", err, tt.want)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
+// TestTraceContinuesAcrossTheCall checks both transports: the trace
+// context travels in the call's metadata over the in-process transport
+// too.
 func TestTraceContinuesAcrossTheCall(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	prop := propagation.TraceContext{}
-	addr := serve(t, grpcserver.Options{TracerProvider: tp, Propagator: prop})
+	for _, tr := range serve(t, grpcserver.Options{TracerProvider: tp, Propagator: prop}) {
+		t.Run(tr.name, func(t *testing.T) {
+			conn := tr.dial(t, grpcclient.Options{TracerProvider: tp, Propagator: prop})
+			ctx, parent := tp.Tracer("test").Start(testContext(t), "caller")
+			if _, err := penguinv1.NewLLMServiceClient(conn).ListProviders(ctx, &penguinv1.ListProvidersRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			parent.End()
 
-	conn, err := grpcclient.New(addr, grpcclient.Options{TracerProvider: tp, Propagator: prop})
+			want := parent.SpanContext().TraceID()
+			kinds := map[trace.SpanKind]bool{}
+			for _, s := range rec.Ended() {
+				if s.SpanContext().TraceID() != want {
+					continue // the other transport's
+				}
+				kinds[s.SpanKind()] = true
+				if s.SpanKind() == trace.SpanKindServer && s.Parent().SpanID() == parent.SpanContext().SpanID() {
+					t.Errorf("server span %q is the caller's child; want the client span's", s.Name())
+				}
+			}
+			if !kinds[trace.SpanKindClient] || !kinds[trace.SpanKindServer] {
+				t.Errorf("span kinds in the caller's trace = %v, want both a client and a server span", kinds)
+			}
+		})
+	}
+}
+
+func TestDialerBeforeServeWaitsAndAfterStopFails(t *testing.T) {
+	t.Parallel()
+	srv, err := grpcserver.New(grpcserver.Options{Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	penguinv1.RegisterLLMServiceServer(srv.GRPC(), llm{})
+	conn, err := grpcclient.New("in-process", grpcclient.Options{Dialer: srv.DialInProcess})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	client := penguinv1.NewLLMServiceClient(conn)
 
-	ctx, parent := tp.Tracer("test").Start(testContext(t), "caller")
-	if _, err := penguinv1.NewLLMServiceClient(conn).ListProviders(ctx, &penguinv1.ListProvidersRequest{}); err != nil {
+	// A call made before Serve waits for it (WaitForReady) and then
+	// succeeds.
+	ctx := testContext(t)
+	answered := make(chan error, 1)
+	go func() {
+		_, err := client.ListProviders(ctx, &penguinv1.ListProvidersRequest{}, grpc.WaitForReady(true))
+		answered <- err
+	}()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		t.Fatal(err)
 	}
-	parent.End()
-
-	want := parent.SpanContext().TraceID()
-	kinds := map[trace.SpanKind]bool{}
-	for _, s := range rec.Ended() {
-		if s.SpanContext().TraceID() != want {
-			t.Errorf("span %q (%v) is in trace %s, want %s", s.Name(), s.SpanKind(), s.SpanContext().TraceID(), want)
-		}
-		kinds[s.SpanKind()] = true
+	serveCtx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(serveCtx, lis) }()
+	if err := <-answered; err != nil {
+		t.Fatalf("call made before Serve: %v", err)
 	}
-	if !kinds[trace.SpanKindClient] || !kinds[trace.SpanKindServer] {
-		t.Errorf("span kinds = %v, want both a client and a server span", kinds)
+
+	stop()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.DialInProcess(ctx, "in-process"); err == nil {
+		t.Fatal("DialInProcess after the server stopped succeeded")
+	}
+	if _, err := client.ListProviders(ctx, &penguinv1.ListProvidersRequest{}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("call after the server stopped: %v, want Unavailable", err)
 	}
 }
 

@@ -2,6 +2,7 @@ package grpcserver
 
 import (
 	"context"
+	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
@@ -14,12 +15,13 @@ import (
 //
 //  1. metrics, so every RPC is counted, including those refused by auth;
 //  2. logging, so refused and failed RPCs are logged with their code
-//     (health checks are left out: probes would drown everything else);
+//     (health checks are left out: probes would drown everything else;
+//     see callLogger for the levels);
 //  3. auth, so nothing below runs for an unauthenticated caller (health
 //     checks are exempt so probes need no secret);
 //  4. recovery, innermost, so a panicking handler becomes codes.Internal
 //     that logging and metrics then see like any other failure.
-func (s *Server) interceptors(authToken string) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
+func (s *Server) interceptors(authToken string, slowCall time.Duration) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
 	var unary []grpc.UnaryServerInterceptor
 	var stream []grpc.StreamServerInterceptor
 
@@ -28,7 +30,7 @@ func (s *Server) interceptors(authToken string) ([]grpc.UnaryServerInterceptor, 
 		stream = append(stream, s.metrics.StreamServerInterceptor())
 	}
 
-	logU, logS := loggingInterceptors(s.log)
+	logU, logS := loggingInterceptors(s.log, slowCall)
 	unary = append(unary, selector.UnaryServerInterceptor(logU, notHealth))
 	stream = append(stream, selector.StreamServerInterceptor(logS, notHealth))
 

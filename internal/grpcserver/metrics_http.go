@@ -11,17 +11,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/penguin-agent/penguin/internal/logger"
 )
 
 // ServeMetrics serves the metrics in g at /metrics over plain HTTP on lis
 // until ctx ends, then shuts the listener down, waiting up to five seconds
 // for a scrape in progress. Metrics get their own listener so that they can
 // stay inside the cluster while the gRPC port is exposed. It returns nil
-// after a shutdown asked for through ctx. log may be nil.
+// after a shutdown asked for through ctx. A nil log discards the logs.
 func ServeMetrics(ctx context.Context, lis net.Listener, g prometheus.Gatherer, log *slog.Logger) error {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log = logger.OrDiscard(log)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError),

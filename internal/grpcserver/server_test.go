@@ -3,6 +3,7 @@ package grpcserver_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -286,9 +287,11 @@ func listServices(ctx context.Context, conn *grpc.ClientConn) ([]string, error) 
 	if err != nil {
 		return nil, err
 	}
+	// A Send that finds the stream already ended by the server (refused
+	// by auth, say) returns io.EOF; the status then comes from Recv.
 	if err := stream.Send(&reflectionpb.ServerReflectionRequest{
 		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{},
-	}); err != nil {
+	}); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	resp, err := stream.Recv()
@@ -372,7 +375,8 @@ func TestRecoveryHidesPanicAndKeepsServing(t *testing.T) {
 func TestLoggingOneLinePerCallButNotHealth(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
-	r := start(t, grpcserver.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}, registerLLM(&fakeLLM{}))
+	debug := &slog.HandlerOptions{Level: slog.LevelDebug}
+	r := start(t, grpcserver.Options{Logger: slog.New(slog.NewJSONHandler(&logs, debug))}, registerLLM(&fakeLLM{}))
 	ctx := testContext(t)
 	waitStatus(ctx, t, r.conn, "", healthpb.HealthCheckResponse_SERVING)
 	if _, err := penguinv1.NewLLMServiceClient(r.conn).ListProviders(ctx, &penguinv1.ListProvidersRequest{}); err != nil {
@@ -387,6 +391,95 @@ func TestLoggingOneLinePerCallButNotHealth(t *testing.T) {
 	}
 	if strings.Contains(got, "grpc.health") {
 		t.Errorf("health checks were logged:\n%s", got)
+	}
+}
+
+// callLines returns the log lines of finished or slow calls, decoded.
+func callLines(t *testing.T, logs string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["grpc.method"] != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestCallLogLevels checks the level of each kind of finished call with a
+// logger at info, the level servers run at: a fast success writes
+// nothing, a failure writes one line at the level its code deserves, and
+// a unary success slower than the threshold writes one "slow call" line at
+// info, while a stream never counts as slow.
+func TestCallLogLevels(t *testing.T) {
+	t.Parallel()
+	failing := &fakeLLM{listProviders: func(context.Context) (*penguinv1.ListProvidersResponse, error) {
+		return nil, status.Error(codes.NotFound, "no such provider")
+	}}
+	crashing := &fakeLLM{listProviders: func(context.Context) (*penguinv1.ListProvidersResponse, error) {
+		return nil, status.Error(codes.Internal, "disk on fire")
+	}}
+	for _, c := range []struct {
+		name     string
+		slow     time.Duration
+		llm      *fakeLLM
+		stream   bool
+		wantMsg  string
+		wantLvl  string
+		wantCode string
+	}{
+		{name: "fast success", llm: &fakeLLM{}},
+		{name: "fast stream", llm: &fakeLLM{}, stream: true, slow: time.Nanosecond},
+		{name: "slow success", llm: &fakeLLM{}, slow: time.Nanosecond, wantMsg: "slow call", wantLvl: "INFO", wantCode: "OK"},
+		{name: "slow calls off", llm: &fakeLLM{}, slow: -1},
+		{name: "client error", llm: failing, wantMsg: "finished call", wantLvl: "INFO", wantCode: "NotFound"},
+		{name: "server error", llm: crashing, slow: -1, wantMsg: "finished call", wantLvl: "ERROR", wantCode: "Internal"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var logs syncBuffer
+			r := start(t, grpcserver.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), SlowCall: c.slow}, registerLLM(c.llm))
+			ctx := testContext(t)
+			llm := penguinv1.NewLLMServiceClient(r.conn)
+			if c.stream {
+				s, err := llm.StreamGenerate(ctx, &penguinv1.StreamGenerateRequest{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Recv(); err != io.EOF {
+					t.Fatalf("stream ended with %v, want EOF", err)
+				}
+			} else {
+				_, _ = llm.ListProviders(ctx, &penguinv1.ListProvidersRequest{})
+			}
+			// The line is written before the answer leaves the handler
+			// chain, so it is there once the call has returned; stopping
+			// the server makes sure of it.
+			if err := r.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			lines := callLines(t, logs.String())
+			if c.wantMsg == "" {
+				if len(lines) != 0 {
+					t.Fatalf("logged %v; want nothing at info", lines)
+				}
+				return
+			}
+			if len(lines) != 1 {
+				t.Fatalf("logged %d call lines, want 1:\n%s", len(lines), logs.String())
+			}
+			l := lines[0]
+			if l["msg"] != c.wantMsg || l["level"] != c.wantLvl || l["grpc.code"] != c.wantCode || l["grpc.method"] != "ListProviders" {
+				t.Errorf("line %v; want msg %q, level %s, code %s", l, c.wantMsg, c.wantLvl, c.wantCode)
+			}
+			if _, ok := l["grpc.time_ms"].(float64); !ok {
+				t.Errorf("line %v has no duration", l)
+			}
+		})
 	}
 }
 

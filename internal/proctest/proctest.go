@@ -1,5 +1,7 @@
-// Package proctest lets tests check, from /proc and independently of the
-// code under test, which processes are still alive.
+// Package proctest helps tests that start processes: [Env] gives each one
+// an environment that does not depend on the host, and [GroupMembers]
+// checks, from /proc and independently of the code under test, which
+// processes are still alive.
 package proctest
 
 import (
@@ -8,6 +10,28 @@ import (
 	"strings"
 	"testing"
 )
+
+// Path is the PATH of every process a test starts: the system's
+// directories only, never a user's (version managers such as pyenv put
+// shims there that stall or fail on a machine where they are broken).
+const Path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Shell is the SHELL of every process a test starts, rather than whatever
+// the user logs in with: bash, which penguin runs commands with anyway,
+// and which (unlike dash) carries on after a foreground command that
+// handled Ctrl-C itself, as a user's terminal does.
+const Shell = "/bin/bash"
+
+// Env returns the whole environment of a process a test starts: a HOME of
+// its own (a new temporary directory, so no profile, configuration or
+// cache of the user's is read or written), PATH and SHELL, then extra.
+// Nothing else of the test's own environment is passed on. A later entry
+// wins over an earlier one with the same name, so extra may override
+// these.
+func Env(t testing.TB, extra ...string) []string {
+	t.Helper()
+	return append([]string{"HOME=" + t.TempDir(), "PATH=" + Path, "SHELL=" + Shell}, extra...)
+}
 
 // GroupMembers lists the live processes whose process group or session is
 // id, each as "pid (comm)". Zombies and dead processes do not count: they

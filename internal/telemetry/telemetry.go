@@ -62,7 +62,7 @@ type Telemetry struct {
 // spans are flushed.
 func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 	t := &Telemetry{
-		Propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		Propagator: Propagator(),
 		shutdown:   func(context.Context) error { return nil },
 	}
 	if !exportRequested() {
@@ -95,6 +95,12 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("shut down tracing: %w", err)
 	}
 	return nil
+}
+
+// Propagator returns the propagator every penguin process uses: W3C
+// traceparent/tracestate and baggage headers.
+func Propagator() propagation.TextMapPropagator {
+	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 }
 
 // exportRequested reports whether the OTEL_* environment asks for spans

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enginetest"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -32,9 +34,9 @@ func TestRunWithToolsPersistsAndStreams(t *testing.T) {
 	if st := end(t, evs); st.GetStatus() != completedS {
 		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
 	}
-	msgs := messages(evs)
-	if !hasText(msgs, "what is here?") || !hasText(msgs, "There is one file.") {
-		t.Fatalf("stream lacks the prompt or the answer: %v", payloadKinds(msgs))
+	msgs := enginetest.Messages(evs)
+	if !enginetest.HasText(msgs, "what is here?") || !enginetest.HasText(msgs, "There is one file.") {
+		t.Fatalf("stream lacks the prompt or the answer: %v", enginetest.Kinds(msgs))
 	}
 	// Everything persisted streamed out with the same number, and the log
 	// holds no partials.
@@ -52,11 +54,11 @@ func TestRunWithToolsPersistsAndStreams(t *testing.T) {
 		if s, ok := streamed[ev.GetSequence()]; !ok || s != ev.GetMessage().String() {
 			t.Fatalf("persisted event %d was not streamed as such", ev.GetSequence())
 		}
-		if k := payloadKinds([]*penguinv1.OmniMessage{ev.GetMessage()})[0]; strings.HasPrefix(k, "partial_") {
+		if k := enginetest.Kinds([]*penguinv1.OmniMessage{ev.GetMessage()})[0]; strings.HasPrefix(k, "partial_") {
 			t.Fatalf("a partial was persisted: %v", ev)
 		}
 	}
-	kinds := payloadKinds(messages(hist))
+	kinds := enginetest.Kinds(enginetest.Messages(hist))
 	if kinds[1] != "text" || kinds[2] != "tool_list_ready" || kinds[3] != "request_begin" {
 		t.Fatalf("log head = %v", kinds[:4])
 	}
@@ -72,7 +74,7 @@ func TestRunWithToolsPersistsAndStreams(t *testing.T) {
 	if got.GetSession().GetUsage().GetTotal() != 200 || got.GetSession().GetTitle() != "what is here?" || got.GetSession().GetState() != penguinv1.SessionState_SESSION_STATE_IDLE {
 		t.Fatalf("session = %v", got.GetSession())
 	}
-	waitFor(t, "the runtime to unload", func() bool { return e.mgr.Loaded() == 0 })
+	eventually.True(t, "the runtime to unload", func() bool { return e.mgr.Loaded() == 0 })
 }
 
 func TestApprovalModes(t *testing.T) {
@@ -128,7 +130,7 @@ func TestApprovalModes(t *testing.T) {
 				t.Fatalf("asked = %v, want %v", asked, tc.asks)
 			}
 			var out *penguinv1.ToolCallOutput
-			for _, m := range messages(evs) {
+			for _, m := range enginetest.Messages(evs) {
 				if o := m.GetToolCallOutput(); o != nil {
 					out = o
 				}
@@ -153,7 +155,7 @@ func TestForbiddenCommandUnderAllowAll(t *testing.T) {
 	evs := e.run(id, "clean up")
 	var dec *penguinv1.ApprovalDecision
 	var out *penguinv1.ToolCallOutput
-	for _, m := range messages(evs) {
+	for _, m := range enginetest.Messages(evs) {
 		if d := m.GetApprovalDecision(); d != nil {
 			dec = d
 		}
@@ -233,7 +235,7 @@ func TestSecondRunOnBusySession(t *testing.T) {
 		t.Fatalf("second Run: %v", err)
 	}
 	g.open()
-	evs, err := collect(first)
+	evs, err := enginetest.Collect(first)
 	if err != nil {
 		t.Fatal(err)
 	}

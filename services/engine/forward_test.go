@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enginetest"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
@@ -241,7 +242,7 @@ func TestCallsReachTheOwningReplica(t *testing.T) {
 	if _, err := b.client.Approve(ctx, &penguinv1.ApproveRequest{SessionId: id, ToolCallId: ask.GetToolCall().GetToolCallId(), Decision: penguinv1.Decision_DECISION_ALLOW}); err != nil {
 		t.Fatalf("Approve through engine-b: %v", err)
 	}
-	evs, err := collect(stream)
+	evs, err := enginetest.Collect(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +289,7 @@ func TestCallsReachTheOwningReplica(t *testing.T) {
 	if resp, err := b.client.Abort(ctx, &penguinv1.AbortRequest{SessionId: id2, Reason: "from b"}); err != nil || !resp.GetAborted() {
 		t.Fatalf("Abort through engine-b: %v %v", resp, err)
 	}
-	evs, err = collect(stream)
+	evs, err = enginetest.Collect(stream)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,16 +2,14 @@ package engine_test
 
 import (
 	"context"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enginetest"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
@@ -145,29 +143,11 @@ func (e *env) run(id, prompt string, opts ...func(*penguinv1.RunRequest)) []*pen
 	if err != nil {
 		e.t.Fatalf("Run: %v", err)
 	}
-	evs, err := collect(stream)
+	evs, err := enginetest.Collect(stream)
 	if err != nil {
 		e.t.Fatalf("Run stream: %v", err)
 	}
 	return evs
-}
-
-type eventStream interface {
-	Recv() (*penguinv1.RunResponse, error)
-}
-
-func collect(s eventStream) ([]*penguinv1.RunEvent, error) {
-	var out []*penguinv1.RunEvent
-	for {
-		r, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, r.GetEvent())
-	}
 }
 
 // end returns the final state change of a task's events.
@@ -181,17 +161,6 @@ func end(t *testing.T, evs []*penguinv1.RunEvent) *penguinv1.RunStateChange {
 		t.Fatalf("last event = %v, want the idle state change", evs[len(evs)-1])
 	}
 	return st
-}
-
-// messages returns the messages among events.
-func messages(evs []*penguinv1.RunEvent) []*penguinv1.OmniMessage {
-	var out []*penguinv1.OmniMessage
-	for _, ev := range evs {
-		if m := ev.GetMessage(); m != nil {
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 // checkStream checks sequence numbers increase and the messages keep the
@@ -226,45 +195,6 @@ func history(t *testing.T, e *env, id string) []*penguinv1.RunEvent {
 }
 
 func code(err error) codes.Code { return status.Code(err) }
-
-func payloadKinds(msgs []*penguinv1.OmniMessage) []string {
-	out := make([]string, len(msgs))
-	for i, m := range msgs {
-		out[i] = store.PayloadKind(m)
-	}
-	return out
-}
-
-func countKind(msgs []*penguinv1.OmniMessage, kind string) int {
-	n := 0
-	for _, m := range msgs {
-		if store.PayloadKind(m) == kind {
-			n++
-		}
-	}
-	return n
-}
-
-func hasText(msgs []*penguinv1.OmniMessage, sub string) bool {
-	for _, m := range msgs {
-		if strings.Contains(m.GetText().GetText(), sub) {
-			return true
-		}
-	}
-	return false
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 // gate blocks fake replies until released.
 type gate struct {

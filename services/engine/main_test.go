@@ -1,12 +1,15 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/penguin-agent/penguin/internal/eventually"
 )
 
 // TestMain fails the package when goroutines of the engine's own packages
@@ -25,19 +28,34 @@ func TestMain(m *testing.M) {
 // engineGoroutines waits up to d for the engine's goroutines to end and
 // returns the stacks of those still running.
 func engineGoroutines(d time.Duration) string {
-	deadline := time.Now().Add(d)
-	for {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var leaked []string
+	_ = eventually.Wait(ctx, func() bool {
 		buf := make([]byte, 1<<22)
 		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
+		leaked = leaked[:0]
 		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "penguin/services/engine/session.") || strings.Contains(g, "penguin/services/engine/loop.") {
+			if ownGoroutine(g) {
 				leaked = append(leaked, g)
 			}
 		}
-		if len(leaked) == 0 || time.Now().After(deadline) {
-			return strings.Join(leaked, "\n\n")
+		return len(leaked) == 0
+	})
+	return strings.Join(leaked, "\n\n")
+}
+
+// ownPackages are the engine's packages that start goroutines of their
+// own.
+var ownPackages = []string{"session", "loop", "journal", "lease", "envwatch", "enginetool/subagent"}
+
+// ownGoroutine reports whether the stack g runs code of the engine's own
+// packages.
+func ownGoroutine(g string) bool {
+	for _, p := range ownPackages {
+		if strings.Contains(g, "penguin/services/engine/"+p+".") {
+			return true
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	return false
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enginetest"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"google.golang.org/grpc"
 )
@@ -50,15 +52,15 @@ func TestBackgroundCommandReportStartsATask(t *testing.T) {
 		t.Fatalf("%d runtimes loaded while a background command runs, want 1", e.mgr.Loaded())
 	}
 	fire.open()
-	waitFor(t, "the report's task", func() bool { return len(e.llm.Requests()) == 2 })
+	eventually.True(t, "the report's task", func() bool { return len(e.llm.Requests()) == 2 })
 	req := e.llm.Requests()[1]
 	nm := req.GetNewMessages()
 	if len(nm) != 1 || nm[0].GetText().GetSender() != penguinv1.Sender_SENDER_HARNESS ||
 		!strings.Contains(nm[0].GetText().GetText(), "[background_task_done]") || !strings.Contains(nm[0].GetText().GetText(), "build ok") {
 		t.Fatalf("report input = %v", nm)
 	}
-	waitFor(t, "the session to settle", func() bool { return e.mgr.Loaded() == 0 })
-	if !hasText(messages(history(t, e, id)), "The build finished fine.") {
+	eventually.True(t, "the session to settle", func() bool { return e.mgr.Loaded() == 0 })
+	if !enginetest.HasText(enginetest.Messages(history(t, e, id)), "The build finished fine.") {
 		t.Fatal("the report's task is not in the log")
 	}
 }
@@ -99,7 +101,7 @@ func TestDescribeImageForATextOnlyModel(t *testing.T) {
 	evs := e.run(id, "what is in cat.png?")
 	end(t, evs)
 	var out string
-	for _, m := range messages(evs) {
+	for _, m := range enginetest.Messages(evs) {
 		if o := m.GetToolCallOutput(); o != nil {
 			out = o.GetOutput()
 		}

@@ -3,72 +3,36 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
+	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/emulator"
-	"github.com/penguin-agent/penguin/internal/grpcserver"
+	"github.com/penguin-agent/penguin/internal/enginetest"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"
-	"github.com/penguin-agent/penguin/services/environment"
-	"github.com/penguin-agent/penguin/services/llm"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// realProviders routes the model "emu/m" to the provider emulator.
-const realProviders = `
-providers:
-  - name: emu
-    type: openai
-    base_url: %s/v1
-    api_key_env: EMU_KEY
-    models:
-      - id: m
-        context_window: 200000
-        max_tokens: 4096
-`
-
-// realStack is the engine with the real llm service (in front of the
-// provider emulator) and the real environment service, each on a
-// loopback port.
+// realStack is the engine, in the test process, with the real llm service
+// (in front of the provider emulator) and the real environment service,
+// each on a loopback port.
 type realStack struct {
 	emu      *emulator.Server
 	root     string
 	client   penguinv1.EngineServiceClient
 	mgr      *session.Manager
 	agentDir string
-}
-
-func serveOn(t *testing.T, name string, register func(*grpc.Server)) string {
-	t.Helper()
-	srv, err := grpcserver.New(grpcserver.Options{Name: name, ShutdownTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	register(srv.GRPC())
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		<-served
-	})
-	return lis.Addr().String()
 }
 
 func dialReal(t *testing.T, addr string) *grpc.ClientConn {
@@ -83,46 +47,27 @@ func dialReal(t *testing.T, addr string) *grpc.ClientConn {
 
 func newRealStack(t *testing.T, turns ...emulator.Turn) *realStack {
 	t.Helper()
-	s := &realStack{}
-	s.emu = emulator.NewServer(emulator.Script{Turns: turns}, emulator.WithAPIKey("emu-key"), emulator.WithLogger(slog.New(slog.DiscardHandler)))
-	t.Cleanup(s.emu.Close)
-	dir := t.TempDir()
-	provFile := filepath.Join(dir, "providers.yaml")
-	if err := os.WriteFile(provFile, []byte(fmt.Sprintf(realProviders, s.emu.URL)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	llmSvc, err := llm.Setup(llm.Config{ProvidersFile: provFile, Lookup: config.MapLookup(map[string]string{"EMU_KEY": "emu-key"}), IdleTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.root = filepath.Join(dir, "root")
-	envSvc, err := environment.New(environment.Options{Root: s.root})
-	if err != nil {
-		t.Fatal(err)
-	}
-	llmAddr := serveOn(t, "llm", func(g *grpc.Server) { penguinv1.RegisterLLMServiceServer(g, llmSvc) })
-	envAddr := serveOn(t, "environment", func(g *grpc.Server) { penguinv1.RegisterEnvironmentServiceServer(g, envSvc) })
-
-	s.agentDir = filepath.Join(dir, "agent")
+	b := enginetest.NewBackends(t, turns...)
+	s := &realStack{emu: b.Emulator, root: b.Root, agentDir: filepath.Join(t.TempDir(), "agent")}
 	if err := os.MkdirAll(s.agentDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	writeConfig(t, s.agentDir, testConfig)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := store.Open(ctx, filepath.Join(dir, "engine.db"))
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "engine.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	mgr, err := session.New(session.Options{
-		Store: st, LLM: penguinv1.NewLLMServiceClient(dialReal(t, llmAddr)), Environment: penguinv1.NewEnvironmentServiceClient(dialReal(t, envAddr)),
+		Store: st, LLM: penguinv1.NewLLMServiceClient(dialReal(t, b.LLM)), Environment: penguinv1.NewEnvironmentServiceClient(dialReal(t, b.Environment)),
 		DefaultAgentState: s.agentDir, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.mgr = mgr
-	engAddr := serveOn(t, "engine", func(g *grpc.Server) { penguinv1.RegisterEngineServiceServer(g, engine.New(mgr, nil)) })
+	engAddr := enginetest.Serve(t, "engine", func(g *grpc.Server) { penguinv1.RegisterEngineServiceServer(g, engine.New(mgr, nil)) })
 	s.client = penguinv1.NewEngineServiceClient(dialReal(t, engAddr))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -138,7 +83,7 @@ func (s *realStack) create(t *testing.T, mode penguinv1.ApprovalMode) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	resp, err := s.client.CreateSession(ctx, &penguinv1.CreateSessionRequest{
-		Model: &penguinv1.ModelRef{Provider: "emu", ModelId: "m"}, Workspace: "ws", ApprovalMode: mode,
+		Model: enginetest.Model, Workspace: "ws", ApprovalMode: mode,
 	})
 	if err != nil {
 		t.Fatalf("CreateSession: %v", err)
@@ -154,7 +99,7 @@ func (s *realStack) run(t *testing.T, id, prompt string) []*penguinv1.RunEvent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, err := collect(stream)
+	evs, err := enginetest.Collect(stream)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -189,15 +134,66 @@ func toolMessages(t *testing.T, decoded map[string]any) []string {
 }
 
 func TestRealServicesToolUse(t *testing.T) {
+	// "slow" cannot finish before the test has seen "fast"'s output: it
+	// blocks reading a fifo that the test writes only then. That orders
+	// the two outputs without guessing how long anything takes.
 	s := newRealStack(t,
 		emulator.Turn{Text: "Writing it.", ToolCalls: []emulator.ToolCall{
-			{ID: "slow", Name: "exec_command", Arguments: `{"cmd":"sleep 2; echo slow-done","description":"slow"}`},
+			{ID: "slow", Name: "exec_command", Arguments: `{"cmd":"read line < gate.fifo; echo slow-$line","description":"slow"}`},
 			{ID: "fast", Name: "exec_command", Arguments: `{"cmd":"printf hi > hello.txt; echo fast-done","description":"fast"}`},
 		}, Usage: emulator.Usage{Input: 100, Output: 10}},
 		emulator.Turn{Text: "Wrote hello.txt.", Usage: emulator.Usage{Input: 200, Output: 5}},
 	)
 	id := s.create(t, allowAll)
-	evs := s.run(t, id, "write hello.txt")
+	gate := filepath.Join(s.root, "ws", "gate.fifo")
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream, err := s.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "write hello.txt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []*penguinv1.RunEvent
+	var streamed []string
+	opened := make(chan error, 1)
+	for {
+		r, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		evs = append(evs, r.GetEvent())
+		o := r.GetEvent().GetMessage().GetToolCallOutput()
+		if o == nil {
+			continue
+		}
+		streamed = append(streamed, o.GetToolCallId())
+		if o.GetToolCallId() == "fast" {
+			// Opening a fifo for writing waits for its reader, which
+			// "slow" is or is about to be.
+			go func() {
+				f, err := os.OpenFile(gate, os.O_WRONLY, 0)
+				if err == nil {
+					_, err = f.WriteString("done\n")
+					err = errors.Join(err, f.Close())
+				}
+				opened <- err
+			}()
+		}
+	}
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatalf("writing the gate: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the gate was never opened")
+	}
+	checkStream(t, evs)
 	if st := end(t, evs); st.GetStatus() != completedS {
 		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
 	}
@@ -206,14 +202,13 @@ func TestRealServicesToolUse(t *testing.T) {
 		t.Fatalf("hello.txt = %q, %v", data, err)
 	}
 	// Outputs stream in completion order (fast first) ...
-	var streamed []string
-	for _, m := range messages(evs) {
-		if o := m.GetToolCallOutput(); o != nil {
-			streamed = append(streamed, o.GetToolCallId())
-		}
-	}
 	if !slices.Equal(streamed, []string{"fast", "slow"}) {
 		t.Fatalf("stream order %v", streamed)
+	}
+	for _, m := range enginetest.Messages(evs) {
+		if o := m.GetToolCallOutput(); o.GetToolCallId() == "slow" && !strings.Contains(o.GetOutput(), "slow-done") {
+			t.Fatalf("slow's output = %q", o.GetOutput())
+		}
 	}
 	// ... and reach the model in call order.
 	reqs := s.emu.Requests()
@@ -233,7 +228,7 @@ func TestRealServicesForbiddenAndDenied(t *testing.T) {
 	id := s.create(t, allowAll)
 	evs := s.run(t, id, "wipe it")
 	var out *penguinv1.ToolCallOutput
-	for _, m := range messages(evs) {
+	for _, m := range enginetest.Messages(evs) {
 		if o := m.GetToolCallOutput(); o != nil {
 			out = o
 		}
@@ -256,7 +251,7 @@ func TestRealServicesRetryLadder(t *testing.T) {
 		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
 	}
 	var ends []*penguinv1.RequestEnd
-	for _, m := range messages(evs) {
+	for _, m := range enginetest.Messages(evs) {
 		if re := m.GetRequestEnd(); re != nil {
 			ends = append(ends, re)
 		}
@@ -300,7 +295,7 @@ func TestRealServicesCompactionAndSubagent(t *testing.T) {
 		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
 	}
 	var forwarded, compaction int
-	for _, m := range messages(evs) {
+	for _, m := range enginetest.Messages(evs) {
 		if len(m.GetOrigin()) > 0 {
 			forwarded++
 		}

@@ -2,15 +2,24 @@ package engine_test
 
 import (
 	"context"
+	"errors"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enginetest"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"
+	"github.com/penguin-agent/penguin/services/engine/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 )
@@ -49,7 +58,7 @@ func TestAbortCarryOverCaseB(t *testing.T) {
 	if err != nil || !ab.GetAborted() {
 		t.Fatalf("Abort: %v %v", ab, err)
 	}
-	rest, err := collect(stream)
+	rest, err := enginetest.Collect(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +68,7 @@ func TestAbortCarryOverCaseB(t *testing.T) {
 	if st.GetStatus() != penguinv1.StopReason_STOP_REASON_ABORTED {
 		t.Fatalf("status %v", st.GetStatus())
 	}
-	msgs := messages(evs)
+	msgs := enginetest.Messages(evs)
 	if last := msgs[len(msgs)-1]; last.GetAbort().GetReason() != "changed my mind" {
 		t.Fatalf("last message %v, want the abort", last)
 	}
@@ -120,7 +129,7 @@ func TestAbortCarryOverCaseA(t *testing.T) {
 	if _, err := e.client.Abort(ctx, &penguinv1.AbortRequest{SessionId: id}); err != nil {
 		t.Fatal(err)
 	}
-	rest, _ := collect(stream)
+	rest, _ := enginetest.Collect(stream)
 	checkStream(t, append(evs, rest...))
 	end(t, e.run(id, "after"))
 	nm := e.llm.Requests()[1].GetNewMessages()
@@ -137,7 +146,7 @@ func TestAbortCarryOverCaseA(t *testing.T) {
 		t.Fatalf("prompt = %v", nm[2])
 	}
 	if h := e.llm.Requests()[1].GetHistory(); len(h) != 3 {
-		t.Fatalf("history = %v", payloadKinds(h))
+		t.Fatalf("history = %v", enginetest.Kinds(h))
 	}
 }
 
@@ -163,7 +172,7 @@ func TestSteerOverGRPC(t *testing.T) {
 	if len(nm) != 2 || nm[1].GetText().GetText() != "[user_steering]\nuse python\n[/user_steering]" {
 		t.Fatalf("second request input = %v", nm)
 	}
-	if !hasText(messages(evs), "[user_steering]") {
+	if !enginetest.HasText(enginetest.Messages(evs), "[user_steering]") {
 		t.Fatal("steering was not streamed")
 	}
 }
@@ -226,11 +235,11 @@ retry:
 			break
 		}
 	}
-	waitFor(t, "RetryNow to take", func() bool {
+	eventually.True(t, "RetryNow to take", func() bool {
 		r, err := e2.client.RetryNow(ctx, &penguinv1.RetryNowRequest{SessionId: id2})
 		return err == nil && r.GetRetried()
 	})
-	rest, err := collect(stream)
+	rest, err := enginetest.Collect(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +320,7 @@ func TestAttachReplaysAfterADrop(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Both watchers see the rest and the end.
-	rest, err := collect(stream)
+	rest, err := enginetest.Collect(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +343,7 @@ func TestAttachReplaysAfterADrop(t *testing.T) {
 	// A fresh Attach from zero on the idle, unloaded session replays the
 	// whole log.
 	cancelAtt()
-	waitFor(t, "the runtime to unload", func() bool { return e.mgr.Loaded() == 0 })
+	eventually.True(t, "the runtime to unload", func() bool { return e.mgr.Loaded() == 0 })
 	all, err := e.client.Attach(ctx, &penguinv1.AttachRequest{SessionId: id, UntilIdle: true})
 	if err != nil {
 		t.Fatal(err)
@@ -366,15 +375,15 @@ func TestSlowWatcherIsCutNotTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the attach to register", func() bool { return e.mgr.Loaded() == 1 })
+	eventually.True(t, "the attach to register", func() bool { return e.mgr.Loaded() == 1 })
 	// The run goes on whatever its watchers do (its own stream may be cut
 	// as well with so small a buffer).
 	stream, err := e.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "talk"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _ = collect(stream)
-	waitFor(t, "the run to finish", func() bool {
+	_, _ = enginetest.Collect(stream)
+	eventually.True(t, "the run to finish", func() bool {
 		s, err := e.client.GetSession(ctx, &penguinv1.GetSessionRequest{SessionId: id})
 		return err == nil && s.GetSession().GetState() == penguinv1.SessionState_SESSION_STATE_IDLE && s.GetSession().GetLastSequence() > 5
 	})
@@ -426,7 +435,7 @@ func TestResumeAfterRestart(t *testing.T) {
 	evs := e.run(id, "two")
 	end(t, evs)
 	req := e.llm.Requests()[2]
-	if got := payloadKinds(req.GetHistory()); strings.Join(got, ",") != "text,tool_call,tool_call_output,text" {
+	if got := enginetest.Kinds(req.GetHistory()); strings.Join(got, ",") != "text,tool_call,tool_call_output,text" {
 		t.Fatalf("resumed history = %v", got)
 	}
 	// Sequence numbers continue above everything handed out before.
@@ -471,7 +480,7 @@ func TestForkCutsToACompletedTurn(t *testing.T) {
 	}
 	end(t, e.run(fid, "three"))
 	req := e.llm.Requests()[2]
-	if got := payloadKinds(req.GetHistory()); strings.Join(got, ",") != "text,text" {
+	if got := enginetest.Kinds(req.GetHistory()); strings.Join(got, ",") != "text,text" {
 		t.Fatalf("fork history = %v", got)
 	}
 	// The fork's input: the second prompt (recorded before the cut point's
@@ -490,21 +499,47 @@ func TestManualCompactOverGRPC(t *testing.T) {
 		fake.NewReply().Text("fresh").Done(),
 	)
 	id := e.create(allowAll)
+	if resp, err := e.client.Compact(e.ctx(), &penguinv1.CompactRequest{SessionId: id}); err != nil || resp.GetStatus() != penguinv1.StopReason_STOP_REASON_FAILED || !strings.Contains(resp.GetMessage(), "the context is empty") {
+		t.Fatalf("Compact of a new session: %v %v", resp, err)
+	}
 	end(t, e.run(id, "one"))
 	resp, err := e.client.Compact(e.ctx(), &penguinv1.CompactRequest{SessionId: id})
 	if err != nil || resp.GetStatus() != completedS {
 		t.Fatalf("Compact: %v %v", resp, err)
 	}
+	// Compacting again at once has nothing to compact, and says why.
+	if resp, err := e.client.Compact(e.ctx(), &penguinv1.CompactRequest{SessionId: id}); err != nil || resp.GetStatus() != penguinv1.StopReason_STOP_REASON_FAILED || !strings.Contains(resp.GetMessage(), "just compacted") {
+		t.Fatalf("Compact right after a compaction: %v %v", resp, err)
+	}
 	end(t, e.run(id, "two"))
 	req := e.llm.Requests()[2]
 	if len(req.GetHistory()) != 0 || !strings.Contains(req.GetNewMessages()[0].GetText().GetText(), "we talked") {
-		t.Fatalf("after compaction: history %v, input %v", payloadKinds(req.GetHistory()), req.GetNewMessages())
+		t.Fatalf("after compaction: history %v, input %v", enginetest.Kinds(req.GetHistory()), req.GetNewMessages())
 	}
 	// The log holds a new context head: session_meta and tool_list_ready.
-	kinds := payloadKinds(messages(history(t, e, id)))
+	kinds := enginetest.Kinds(enginetest.Messages(history(t, e, id)))
 	joined := strings.Join(kinds, ",")
 	if !strings.Contains(joined, "compaction_end,session_meta,tool_list_ready,text") {
 		t.Fatalf("log = %v", kinds)
+	}
+}
+
+// exportTrace reads ExportTrace to its end.
+func exportTrace(e *env, req *penguinv1.ExportTraceRequest) ([]*penguinv1.ExportTraceResponse, error) {
+	stream, err := e.client.ExportTrace(e.ctx(), req)
+	if err != nil {
+		return nil, err
+	}
+	var out []*penguinv1.ExportTraceResponse
+	for {
+		r, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
 	}
 }
 
@@ -513,20 +548,95 @@ func TestExportTrace(t *testing.T) {
 	e.llm.Generate = fake.Script(fake.NewReply().Text("hi").Done())
 	id := e.create(allowAll)
 	end(t, e.run(id, "hello"))
-	stream, err := e.client.ExportTrace(e.ctx(), &penguinv1.ExportTraceRequest{SessionId: id})
+	lines, err := exportTrace(e, &penguinv1.ExportTraceRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != len(history(t, e, id)) || !strings.Contains(lines[0].GetLine(), "session_meta") {
+		t.Fatalf("trace = %v", lines)
+	}
+	for _, l := range lines {
+		if l.GetContextIndex() != 1 {
+			t.Fatalf("line %q in context %d, want 1", l.GetLine(), l.GetContextIndex())
+		}
+	}
+}
+
+// A compacted session exports one trace per model context, as the
+// reference writes one trace file per context: each opens with its own
+// session_meta and holds no other, the compaction belongs to the context
+// it closed, and one context can be asked for alone.
+func TestExportTraceOfACompactedSession(t *testing.T) {
+	e := newEnv(t)
+	e.llm.Generate = fake.Script(
+		fake.NewReply().Text("long answer").Done(),
+		fake.NewReply().Text("[summary]we talked[/summary]").Done(),
+		fake.NewReply().Text("fresh").Done(),
+	)
+	id := e.create(allowAll)
+	end(t, e.run(id, "one"))
+	if resp, err := e.client.Compact(e.ctx(), &penguinv1.CompactRequest{SessionId: id}); err != nil || resp.GetStatus() != completedS {
+		t.Fatalf("Compact: %v %v", resp, err)
+	}
+	end(t, e.run(id, "two"))
+
+	all, err := exportTrace(e, &penguinv1.ExportTraceRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byContext := map[int32][]string{}
+	prev := int32(1)
+	for _, l := range all {
+		if l.GetContextIndex() < prev {
+			t.Fatalf("context index went back from %d to %d", prev, l.GetContextIndex())
+		}
+		prev = l.GetContextIndex()
+		byContext[prev] = append(byContext[prev], l.GetLine())
+	}
+	if len(byContext) != 2 || len(all) != len(history(t, e, id)) {
+		t.Fatalf("%d lines in contexts %v, want every line of the log in two", len(all), slices.Collect(maps.Keys(byContext)))
+	}
+	for idx, lines := range byContext {
+		msgs, err := trace.ReadJSONL(strings.NewReader(strings.Join(lines, "\n") + "\n"))
+		if err != nil {
+			t.Fatalf("context %d does not read as a trace: %v", idx, err)
+		}
+		got := enginetest.Kinds(msgs)
+		if got[0] != "session_meta" || enginetest.CountKind(msgs, "session_meta") != 1 {
+			t.Fatalf("context %d = %v, want one session_meta, first", idx, got)
+		}
+		switch idx {
+		case 1:
+			if got[len(got)-1] != "compaction_end" || !enginetest.HasText(msgs, "one") {
+				t.Fatalf("context 1 = %v, want the first task and the compaction that closed it", got)
+			}
+		case 2:
+			if !enginetest.HasText(msgs, "two") || enginetest.HasText(msgs, "one") || enginetest.CountKind(msgs, "compaction_begin") != 0 {
+				t.Fatalf("context 2 = %v, want the summary and the second task alone", got)
+			}
+		}
+	}
+	// One context alone is exactly that context's lines.
+	second, err := exportTrace(e, &penguinv1.ExportTraceRequest{SessionId: id, ContextIndex: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var lines []string
-	for {
-		r, err := stream.Recv()
-		if err != nil {
-			break
+	for _, l := range second {
+		lines = append(lines, l.GetLine())
+		if l.GetContextIndex() != 2 {
+			t.Fatalf("line of context %d in the export of context 2", l.GetContextIndex())
 		}
-		lines = append(lines, r.GetLine())
 	}
-	if len(lines) != len(history(t, e, id)) || !strings.Contains(lines[0], "session_meta") {
-		t.Fatalf("trace = %v", lines)
+	if !slices.Equal(lines, byContext[2]) {
+		t.Fatalf("context 2 alone = %d lines, want the %d of the full export", len(lines), len(byContext[2]))
+	}
+	// A context that does not exist, and a negative index, say so.
+	if _, err := exportTrace(e, &penguinv1.ExportTraceRequest{SessionId: id, ContextIndex: 3}); code(err) != codes.NotFound || !strings.Contains(err.Error(), "has 2 model contexts") {
+		t.Fatalf("context 3: %v, want NotFound naming the 2 contexts", err)
+	}
+	if _, err := exportTrace(e, &penguinv1.ExportTraceRequest{SessionId: id, ContextIndex: -1}); code(err) != codes.InvalidArgument {
+		t.Fatalf("context -1: %v, want InvalidArgument", err)
 	}
 }
 
@@ -552,7 +662,7 @@ func TestShutdownLetsARunningTaskRecordItsState(t *testing.T) {
 	if err := e.mgr.Shutdown(sctx); err != nil {
 		t.Fatal(err)
 	}
-	evs, _ := collect(stream)
+	evs, _ := enginetest.Collect(stream)
 	_ = evs
 	hist := history(t, e, id)
 	last := hist[len(hist)-1].GetMessage()
@@ -610,9 +720,51 @@ func TestTwoEnginesShareAStore(t *testing.T) {
 		t.Fatalf("Attach on the other engine: %v", err)
 	}
 	g.open()
-	evs, err := collect(stream)
+	evs, err := enginetest.Collect(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
 	end(t, evs)
+}
+
+// An agent whose system_config.yaml is in the reference's spelling runs as
+// written: its request timeout reaches the model request, its context
+// threshold triggers a compaction, and its turn threshold is read.
+func TestAnAgentInTheReferencesSpellingRuns(t *testing.T) {
+	e := newEnv(t)
+	ref := `name: default_agent
+version: 3
+system_prompt: |
+  You are {{AGENT_ID}}.
+  {{SCHEDULES}}
+max_turns: -1
+model:
+  max_tokens: 32000
+  thinking_level: medium
+  timeoutMs: 4321
+compaction:
+  max_context_length: 500
+  max_session_turns: -1
+  mode: discard
+`
+	if err := os.WriteFile(filepath.Join(e.agentDir, "system_config.yaml"), []byte(ref), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.llm.Generate = fake.Script(
+		fake.NewReply().ToolCall("c1", "read_file", `{"file_path":"a"}`).Usage(1000).Outcome(&penguinv1.LLMOutcome{Status: completedS}),
+		fake.NewReply().Text("done").Done(),
+	)
+	id := e.create(allowAll)
+	if st := end(t, e.run(id, "go")); st.GetStatus() != completedS {
+		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
+	}
+	reqs := e.llm.Requests()
+	if len(reqs) != 2 || reqs[0].GetRequestTimeoutMs() != 4321 || strings.Contains(reqs[0].GetSystemPrompt(), "{{") {
+		t.Fatalf("%d requests; first: timeout %d, system prompt %q", len(reqs), reqs[0].GetRequestTimeoutMs(), reqs[0].GetSystemPrompt())
+	}
+	// The context threshold of 500 was passed: the second request starts
+	// a fresh context, the old one discarded.
+	if len(reqs[1].GetHistory()) != 0 || !strings.Contains(reqs[1].GetNewMessages()[0].GetText().GetText(), "[context_discarded]") {
+		t.Fatalf("second request: history %v, input %v", enginetest.Kinds(reqs[1].GetHistory()), reqs[1].GetNewMessages())
+	}
 }

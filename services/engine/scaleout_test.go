@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enginetest"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/internal/metrictest"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
@@ -87,12 +89,14 @@ func TestTurnsAreTracedAndCounted(t *testing.T) {
 	} {
 		// The run's own counters are updated as it winds down, just after
 		// the idle state reaches the client: poll briefly.
-		deadline := time.Now().Add(5 * time.Second)
-		got, ok := metrictest.Value(t, reg, c.name, c.labels)
-		for (!ok || got != c.want) && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
+		var got float64
+		var ok bool
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = eventually.Wait(ctx, func() bool {
 			got, ok = metrictest.Value(t, reg, c.name, c.labels)
-		}
+			return ok && got == c.want
+		})
+		cancel()
 		if !ok || got != c.want {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
@@ -128,7 +132,7 @@ func TestLostLeaseStopsTheTask(t *testing.T) {
 	if ok, err := e.store.AcquireLease(ctx, id, "engine-x", "10.0.0.9:7423", time.Minute); err != nil || !ok {
 		t.Fatalf("take the lease: %v %v", ok, err)
 	}
-	evs, err := collect(stream)
+	evs, err := enginetest.Collect(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,12 +196,12 @@ func TestUnreachableEnvironmentIsReplaced(t *testing.T) {
 			done <- nil
 			return
 		}
-		evs, _ := collect(stream)
+		evs, _ := enginetest.Collect(stream)
 		done <- evs
 	}()
 	// Well past the lease's first term, while the run still waits for the
 	// gone replica, the lease is engine-a's.
-	waitFor(t, "the run's lease", func() bool {
+	eventually.True(t, "the run's lease", func() bool {
 		owner, _, _, err := e.store.LeaseHolder(ctx, id)
 		return err == nil && owner == "engine-a"
 	})

@@ -1,11 +1,15 @@
 package engine_test
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enginetest"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"google.golang.org/grpc"
@@ -51,7 +55,7 @@ func TestSubagentForegroundWithOriginForwarding(t *testing.T) {
 	if st := end(t, evs); st.GetStatus() != completedS {
 		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
 	}
-	msgs := messages(evs)
+	msgs := enginetest.Messages(evs)
 	// The child's stream, forwarded with its id as origin, opens with its
 	// session_meta.
 	var childID string
@@ -70,8 +74,8 @@ func TestSubagentForegroundWithOriginForwarding(t *testing.T) {
 	if forwarded[0].GetSessionMeta().GetSessionId() != childID || forwarded[0].GetOrigin()[0] != childID {
 		t.Fatalf("first forwarded message = %v", forwarded[0])
 	}
-	if !hasText(forwarded, "3 files") || countKind(forwarded, "tool_call_output") != 1 {
-		t.Fatalf("forwarded = %v", payloadKinds(forwarded))
+	if !enginetest.HasText(forwarded, "3 files") || enginetest.CountKind(forwarded, "tool_call_output") != 1 {
+		t.Fatalf("forwarded = %v", enginetest.Kinds(forwarded))
 	}
 	// The tool's output is the child's answer.
 	var out string
@@ -84,18 +88,18 @@ func TestSubagentForegroundWithOriginForwarding(t *testing.T) {
 		t.Fatalf("run_subagent output = %q", out)
 	}
 	// The parent's log keeps only the pointer; the child has its own log.
-	parentLog := messages(history(t, e, id))
-	if countKind(parentLog, "subagent") != 1 || hasText(parentLog, "3 files") && !hasText(parentLog, "The subagent found") {
-		t.Fatalf("parent log = %v", payloadKinds(parentLog))
+	parentLog := enginetest.Messages(history(t, e, id))
+	if enginetest.CountKind(parentLog, "subagent") != 1 || enginetest.HasText(parentLog, "3 files") && !enginetest.HasText(parentLog, "The subagent found") {
+		t.Fatalf("parent log = %v", enginetest.Kinds(parentLog))
 	}
 	for _, m := range parentLog {
 		if len(m.GetOrigin()) > 0 {
 			t.Fatal("a forwarded message reached the parent's log")
 		}
 	}
-	childLog := messages(history(t, e, childID))
-	if childLog[0].GetSessionMeta().GetSource() != "subagent" || !hasText(childLog, "3 files") || !hasText(childLog, "count the files") {
-		t.Fatalf("child log = %v", payloadKinds(childLog))
+	childLog := enginetest.Messages(history(t, e, childID))
+	if childLog[0].GetSessionMeta().GetSource() != "subagent" || !enginetest.HasText(childLog, "3 files") || !enginetest.HasText(childLog, "count the files") {
+		t.Fatalf("child log = %v", enginetest.Kinds(childLog))
 	}
 	cs, err := e.client.GetSession(e.ctx(), &penguinv1.GetSessionRequest{SessionId: childID})
 	if err != nil || cs.GetSession().GetParentSessionId() != id || cs.GetSession().GetSource() != "subagent" {
@@ -158,7 +162,7 @@ func TestSubagentInheritsApprovals(t *testing.T) {
 		t.Fatalf("approval requests = %v", asked)
 	}
 	ran := false
-	for _, m := range messages(evs) {
+	for _, m := range enginetest.Messages(evs) {
 		if o := m.GetToolCallOutput(); o.GetToolCallId() == "k1" && strings.HasPrefix(o.GetOutput(), "exec_command") {
 			ran = true
 		}
@@ -185,7 +189,7 @@ func TestSubagentInBackgroundReportsCompletion(t *testing.T) {
 	evs := e.run(id, "start a helper")
 	end(t, evs)
 	var out string
-	for _, m := range messages(evs) {
+	for _, m := range enginetest.Messages(evs) {
 		if o := m.GetToolCallOutput(); o != nil && len(m.GetOrigin()) == 0 {
 			out = o.GetOutput()
 		}
@@ -196,8 +200,8 @@ func TestSubagentInBackgroundReportsCompletion(t *testing.T) {
 	// The child finishes after the parent's task ended: its report starts a
 	// new task on the parent.
 	childGo.open()
-	waitFor(t, "the report's task", func() bool { return len(e.llm.Requests()) >= 4 })
-	waitFor(t, "the parent to go idle", func() bool {
+	eventually.True(t, "the report's task", func() bool { return len(e.llm.Requests()) >= 4 })
+	eventually.True(t, "the parent to go idle", func() bool {
 		s, err := e.client.GetSession(e.ctx(), &penguinv1.GetSessionRequest{SessionId: id})
 		return err == nil && s.GetSession().GetState() == penguinv1.SessionState_SESSION_STATE_IDLE && e.mgr.Loaded() == 0
 	})
@@ -262,7 +266,7 @@ func TestSubagentYieldPollAndKill(t *testing.T) {
 	evs := e.run(id, "delegate")
 	end(t, evs)
 	outs := map[string]string{}
-	for _, m := range messages(evs) {
+	for _, m := range enginetest.Messages(evs) {
 		if o := m.GetToolCallOutput(); o != nil && len(m.GetOrigin()) == 0 {
 			outs[o.GetToolCallId()] = o.GetOutput()
 		}
@@ -300,7 +304,7 @@ func TestSubagentCap(t *testing.T) {
 	evs := e.run(id, "two helpers")
 	end(t, evs)
 	outs := map[string]*penguinv1.ToolCallOutput{}
-	for _, m := range messages(evs) {
+	for _, m := range enginetest.Messages(evs) {
 		if o := m.GetToolCallOutput(); o != nil && len(m.GetOrigin()) == 0 {
 			outs[o.GetToolCallId()] = o
 		}
@@ -320,7 +324,7 @@ func TestSubagentCap(t *testing.T) {
 		t.Fatalf("outputs = %v", outs)
 	}
 	release.open()
-	waitFor(t, "the report and the session to settle", func() bool { return len(e.llm.Requests()) >= 4 && e.mgr.Loaded() == 0 })
+	eventually.True(t, "the report and the session to settle", func() bool { return len(e.llm.Requests()) >= 4 && e.mgr.Loaded() == 0 })
 }
 
 // between returns the text of s between the first from and the next to.
@@ -334,4 +338,74 @@ func between(s, from, to string) string {
 		return s[:j]
 	}
 	return s
+}
+
+// Nine run_subagent calls in one turn, the limit being eight: the ninth is
+// refused before a child session exists, so the store holds eight children
+// and the parent's log eight subagent pointers. The children hold their
+// answers until the refusal is in the parent's log, so the eight are still
+// running when the ninth asks.
+func TestNineSubagentsAtOnceCreateEight(t *testing.T) {
+	e := newEnv(t)
+	var calls []*fake.Reply
+	first := fake.NewReply()
+	for i := 1; i <= 9; i++ {
+		first.ToolCall(fmt.Sprintf("p%d", i), "run_subagent", fmt.Sprintf(`{"description":"d","prompt":"part %d"}`, i))
+	}
+	calls = append(calls, first.Done(), fake.NewReply().Text("eight answered").Done())
+	var id string
+	refused := func() bool {
+		resp, err := e.client.GetHistory(context.Background(), &penguinv1.GetHistoryRequest{SessionId: id})
+		if err != nil {
+			return false
+		}
+		for _, m := range enginetest.Messages(resp.GetEvents()) {
+			if strings.Contains(m.GetToolCallOutput().GetOutput(), "running already") {
+				return true
+			}
+		}
+		return false
+	}
+	var children []*fake.Reply
+	for range 9 {
+		r := fake.NewReply().Text("part done").Done()
+		r.Before = func(ctx context.Context) error { return eventually.Wait(ctx, refused) }
+		children = append(children, r)
+	}
+	e.llm.Generate = split(calls, children)
+	id = e.create(allowAll)
+	evs := e.run(id, "split the work")
+	if st := end(t, evs); st.GetStatus() != completedS {
+		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
+	}
+	var kids int
+	token := ""
+	for {
+		resp, err := e.client.ListSessions(e.ctx(), &penguinv1.ListSessionsRequest{PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range resp.GetSessions() {
+			if s.GetParentSessionId() == id {
+				kids++
+			}
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	parentLog := enginetest.Messages(history(t, e, id))
+	var answered, refusals int
+	for _, m := range parentLog {
+		switch o := m.GetToolCallOutput(); {
+		case o == nil:
+		case o.GetOutput() == "part done":
+			answered++
+		case strings.Contains(o.GetOutput(), "8 subagents are running already"):
+			refusals++
+		}
+	}
+	if kids != 8 || enginetest.CountKind(parentLog, "subagent") != 8 || answered != 8 || refusals != 1 {
+		t.Fatalf("%d child sessions, %d pointers, %d answers, %d refusals; want 8, 8, 8, 1", kids, enginetest.CountKind(parentLog, "subagent"), answered, refusals)
+	}
 }

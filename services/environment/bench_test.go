@@ -55,12 +55,19 @@ func benchExecTrue(b *testing.B, opts environment.Options) {
 		}
 		return time.Since(t0)
 	}
+	compareP50(b, direct, viaService)
+}
+
+// compareP50 runs direct (the baseline) and viaService in turn b.N times
+// after one warm-up each, alternating which goes first so that drift hits
+// them alike, and reports both p50s, their ratio and the added time.
+func compareP50(b *testing.B, direct, viaService func() time.Duration) {
 	direct()
 	viaService()
 	var d, s []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if i%2 == 0 { // alternate, so that neither side always runs second
+		if i%2 == 0 {
 			d = append(d, direct())
 			s = append(s, viaService())
 		} else {

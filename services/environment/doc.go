@@ -6,9 +6,13 @@
 // with a stop_reason, never as an RPC error.
 //
 // The parts live in subpackages: framing (the stream shape, timeouts,
-// truncation, redaction), builtin (the builtin tools), command (commands in
-// pseudo-terminals, or on pipes for bulk output), custom and mcp (configured tools), policy (the command
-// deny rules), workspace (path confinement), ignore (.gitignore-aware
-// walking), redact (vault values) and sandbox (confinement and process
-// tracking).
+// truncation, redaction, the archives of truncated output), builtin (the
+// builtin tools), command (commands in pseudo-terminals, or on pipes for
+// bulk output), custom and mcp (configured tools), tool (the tool contract
+// and the strict check of arguments), workspace (every file operation,
+// beneath a directory handle), ignore (.gitignore-aware walking), egress
+// (URL fetches that keep to public addresses), redact (vault values,
+// encoded forms included) and sandbox (confinement and process tracking).
+// The command deny rules are internal/cmdpolicy, shared with the engine.
+// docs/security.md says what each defence stops and leaves open.
 package environment

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -13,11 +14,11 @@ import (
 	"unicode/utf8"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/cmdpolicy"
 	"github.com/penguin-agent/penguin/services/environment/command"
 	"github.com/penguin-agent/penguin/services/environment/custom"
 	"github.com/penguin-agent/penguin/services/environment/framing"
 	"github.com/penguin-agent/penguin/services/environment/mcp"
-	"github.com/penguin-agent/penguin/services/environment/policy"
 	"github.com/penguin-agent/penguin/services/environment/redact"
 	"github.com/penguin-agent/penguin/services/environment/tool"
 	"github.com/penguin-agent/penguin/services/environment/workspace"
@@ -42,9 +43,9 @@ type Environment struct {
 	id        string
 	label     string
 	workspace string
-	archive   string
+	archive   *os.Root // the directory of truncated outputs
 	root      *workspace.Root
-	policy    *policy.Policy
+	policy    *cmdpolicy.Policy
 	vault     *redact.Vault
 	commands  *command.Manager
 	mcpConns  []*mcp.Conn
@@ -52,8 +53,9 @@ type Environment struct {
 	notices   *notices
 	log       *slog.Logger
 
-	order []string
-	tools map[string]tool.Spec
+	order  []string
+	tools  map[string]tool.Spec
+	params map[string]tool.Params // what each tool's schema allows, for the strict check
 
 	framing framing.Options // the options every call shares
 
@@ -106,6 +108,7 @@ func (e *Environment) add(s tool.Spec) error {
 		return fmt.Errorf("two tools are named %q", name)
 	}
 	e.tools[name] = s
+	e.params[name] = tool.ParseParams(s.Tool.Definition().GetParameters())
 	e.order = append(e.order, name)
 	return nil
 }
@@ -230,9 +233,16 @@ func (e *Environment) execute(ctx context.Context, call *penguinv1.ToolCall, sen
 			penguinv1.StopReason_STOP_REASON_FAILED, opts, send)
 		return
 	}
+	// The policy and the tool must read the same arguments: keys that
+	// they could read differently are refused before either looks.
+	if err := e.params[call.GetName()].Check(call.GetArguments()); err != nil {
+		framing.Reply(ctx, id, fmt.Sprintf("The arguments were refused, so %s did not run: %v.", call.GetName(), err),
+			penguinv1.StopReason_STOP_REASON_FAILED, opts, send)
+		return
+	}
 	if forbidden, rule := e.policy.Evaluate(call.GetName(), call.GetArguments()); forbidden {
 		e.log.Info("tool call forbidden by the command policy", "environment", e.id, "tool", call.GetName(), "rule", rule, "tool_call_id", id)
-		framing.Reply(ctx, id, policy.DeniedOutput, penguinv1.StopReason_STOP_REASON_ABORTED, opts, send)
+		framing.Reply(ctx, id, cmdpolicy.DeniedOutput, penguinv1.StopReason_STOP_REASON_ABORTED, opts, send)
 		return
 	}
 	opts.Limits = spec.Limits
@@ -308,6 +318,13 @@ func (e *Environment) dispose() {
 			// A call stuck sending to a caller that stopped reading; it
 			// ends with its RPC.
 			e.log.Warn("disposing with tool calls still running", "environment", e.id)
+		}
+		// Calls still stuck here find the handles closed and fail.
+		if e.root != nil {
+			e.root.Close()
+		}
+		if e.archive != nil {
+			e.archive.Close()
 		}
 		close(e.disposed)
 	})

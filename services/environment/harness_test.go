@@ -38,11 +38,12 @@ func TestMain(m *testing.M) {
 
 // harness is an environment service on a real loopback port with a client.
 type harness struct {
-	t      testing.TB
-	svc    *environment.Service
-	client penguinv1.EnvironmentServiceClient
-	root   string
-	home   string
+	t       testing.TB
+	svc     *environment.Service
+	client  penguinv1.EnvironmentServiceClient
+	root    string
+	scratch string
+	home    string
 }
 
 // start serves a Service on 127.0.0.1 and connects a client to it. The
@@ -51,6 +52,9 @@ func start(t testing.TB, opts environment.Options) *harness {
 	t.Helper()
 	if opts.Root == "" {
 		opts.Root = t.TempDir()
+	}
+	if opts.ScratchDir == "" {
+		opts.ScratchDir = t.TempDir()
 	}
 	home := t.TempDir()
 	if opts.Env == nil {
@@ -77,7 +81,7 @@ func start(t testing.TB, opts environment.Options) *harness {
 		conn.Close()
 		srv.Stop()
 	})
-	return &harness{t: t, svc: svc, client: penguinv1.NewEnvironmentServiceClient(conn), root: svc.Root(), home: home}
+	return &harness{t: t, svc: svc, client: penguinv1.NewEnvironmentServiceClient(conn), root: svc.Root(), scratch: opts.ScratchDir, home: home}
 }
 
 // ctx returns a context that ends with the test, bounded to d.

@@ -2,12 +2,12 @@ package environment
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
 	"github.com/penguin-agent/penguin/services/environment/command"
 )
 
@@ -85,5 +85,5 @@ func stopReasonLabel(s penguinv1.StopReason) string {
 	if s == penguinv1.StopReason_STOP_REASON_UNSPECIFIED {
 		return "completed"
 	}
-	return strings.ToLower(strings.TrimPrefix(s.String(), "STOP_REASON_"))
+	return enumword.Word(s)
 }

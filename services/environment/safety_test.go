@@ -86,7 +86,7 @@ func TestOutputCapAndArchive(t *testing.T) {
 	}
 	i := strings.Index(r.text(), "saved at ") + len("saved at ")
 	path := r.text()[i : i+strings.Index(r.text()[i:], "]")]
-	if !strings.HasPrefix(path, filepath.Join(h.root, ".penguin", "scratch", "sess-42", "truncated-tool-output")+"/") {
+	if !strings.HasPrefix(path, filepath.Join(h.scratch, "sess-42", "truncated-tool-output")+"/") {
 		t.Fatalf("archive path %q", path)
 	}
 	if strings.HasPrefix(path, resp.GetWorkspace()) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,12 +23,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/cmdpolicy"
+	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/environment/builtin"
 	"github.com/penguin-agent/penguin/services/environment/command"
 	"github.com/penguin-agent/penguin/services/environment/custom"
+	"github.com/penguin-agent/penguin/services/environment/egress"
 	"github.com/penguin-agent/penguin/services/environment/framing"
 	"github.com/penguin-agent/penguin/services/environment/mcp"
-	"github.com/penguin-agent/penguin/services/environment/policy"
 	"github.com/penguin-agent/penguin/services/environment/redact"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 	"github.com/penguin-agent/penguin/services/environment/tool"
@@ -38,14 +42,86 @@ import (
 // command must not exhaust memory or message size limits.
 const DefaultOutputCeiling = 4 << 20
 
+// DefaultScratchLimit is the default of Options.ScratchLimit: room for
+// about thirty of the largest archives (8 MiB each).
+const DefaultScratchLimit = 256 << 20
+
+// DefaultScratchDir is where archives go when Options.ScratchDir is empty:
+// the user's cache directory ($XDG_CACHE_HOME/penguin/scratch), or, when
+// that lies inside root (a root at the home directory), a private
+// directory in the system's temporary directory. A root of "/" keeps the
+// cache directory: every path lies inside it, and the check that no
+// workspace contains the scratch directory still holds.
+func DefaultScratchDir(root string) string {
+	var candidates []string
+	if cache, err := os.UserCacheDir(); err == nil {
+		candidates = append(candidates, filepath.Join(cache, "penguin", "scratch"))
+	}
+	candidates = append(candidates, filepath.Join(os.TempDir(), fmt.Sprintf("penguin-%d", os.Geteuid()), "scratch"))
+	for _, c := range candidates {
+		if !within(resolveExisting(c), root) {
+			return c
+		}
+	}
+	return candidates[0]
+}
+
+// resolveExisting resolves symbolic links in the longest existing prefix
+// of the absolute path p and appends the rest.
+func resolveExisting(p string) string {
+	p = filepath.Clean(p)
+	var rest []string
+	for cur := p; ; {
+		if real, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(append([]string{real}, rest...)...)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return p
+		}
+		rest = append([]string{filepath.Base(cur)}, rest...)
+		cur = parent
+	}
+}
+
+// openScratch creates the scratch directory when missing and opens it as
+// a handle. A directory that another user owns, or that others may write
+// to, is refused: they could read the archives or plant links in it.
+func openScratch(dir string) (*os.Root, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("scratch directory: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("scratch directory: %w", err)
+	}
+	info, err := os.Stat(real)
+	if err != nil {
+		return nil, fmt.Errorf("scratch directory: %w", err)
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return nil, fmt.Errorf("scratch directory %s belongs to uid %d, not to this service (uid %d)", real, st.Uid, os.Geteuid())
+	}
+	if info.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("scratch directory %s is writable by others (mode %v); make it private (chmod 700)", real, info.Mode().Perm())
+	}
+	return os.OpenRoot(real)
+}
+
 // Options configure a Service.
 type Options struct {
 	// Root is the directory every workspace must lie under. It is
 	// required.
 	Root string
-	// ScratchDir holds the environments' archives of truncated output;
-	// empty means Root/.penguin/scratch.
+	// ScratchDir holds the environments' archives of truncated output, one
+	// directory per environment label. It must lie outside every
+	// workspace (a workspace that contains it is refused), and it should
+	// not be writable by commands. Empty means DefaultScratchDir(Root).
 	ScratchDir string
+	// ScratchLimit bounds, in bytes, the disk used by the archives of
+	// one scratch directory (one label); beyond it the oldest archives
+	// are removed first. Zero means DefaultScratchLimit.
+	ScratchLimit int64
 	// Env is the base environment of commands; nil means this process's.
 	// Penguin's own variables and provider credentials are removed from
 	// it (see CommandEnv).
@@ -86,6 +162,11 @@ type Options struct {
 	// address. Empty means the caller's address is already the right one
 	// (a single replica).
 	Advertise string
+	// FetchAllow lists the internal address prefixes (loopback, private,
+	// link-local, ...) that tools fetching URLs for a model (read_image)
+	// may reach all the same; by default they reach only public
+	// addresses, and nothing in environments without network.
+	FetchAllow []netip.Prefix
 	// Registerer receives the service's metrics (tool runs, environments,
 	// command sessions); nil keeps them unregistered.
 	Registerer prometheus.Registerer
@@ -97,9 +178,10 @@ type Options struct {
 type Service struct {
 	penguinv1.UnimplementedEnvironmentServiceServer
 
-	opts Options
-	root string // absolute, symbolic links resolved
-	log  *slog.Logger
+	opts    Options
+	root    string   // absolute, symbolic links resolved
+	scratch *os.Root // opts.ScratchDir, resolved
+	log     *slog.Logger
 
 	metrics *metrics
 
@@ -128,11 +210,22 @@ func New(opts Options) (*Service, error) {
 		return nil, fmt.Errorf("environment service root: %w", err)
 	}
 	if opts.ScratchDir == "" {
-		opts.ScratchDir = filepath.Join(root, ".penguin", "scratch")
+		opts.ScratchDir = DefaultScratchDir(root)
 	}
 	if opts.ScratchDir, err = filepath.Abs(opts.ScratchDir); err != nil {
 		return nil, fmt.Errorf("scratch directory: %w", err)
 	}
+	if opts.ScratchLimit == 0 {
+		opts.ScratchLimit = DefaultScratchLimit
+	}
+	if opts.ScratchLimit < 0 {
+		return nil, fmt.Errorf("scratch limit %d is negative", opts.ScratchLimit)
+	}
+	scratch, err := openScratch(opts.ScratchDir)
+	if err != nil {
+		return nil, err
+	}
+	opts.ScratchDir = scratch.Name()
 	if opts.Env == nil {
 		opts.Env = os.Environ()
 	}
@@ -151,12 +244,9 @@ func New(opts Options) (*Service, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	s := &Service{opts: opts, root: root, log: log, envs: map[string]*Environment{}}
+	s := &Service{opts: opts, root: root, scratch: scratch, log: logger.OrDiscard(opts.Logger), envs: map[string]*Environment{}}
 	if s.metrics, err = newMetrics(s, opts.Registerer); err != nil {
+		scratch.Close()
 		return nil, err
 	}
 	return s, nil
@@ -231,7 +321,8 @@ func (s *Service) CreateEnvironment(ctx context.Context, req *penguinv1.CreateEn
 }
 
 // resolveWorkspace makes the requested workspace absolute, refuses one
-// outside the root or inside the scratch area, and creates it.
+// outside the root, inside the scratch area or containing it, and creates
+// it.
 func (s *Service) resolveWorkspace(requested string) (string, error) {
 	if strings.TrimSpace(requested) == "" {
 		return "", invalid("a workspace directory is required")
@@ -257,8 +348,12 @@ func (s *Service) resolveWorkspace(requested string) (string, error) {
 	if info, err := os.Stat(real); err != nil || !info.IsDir() {
 		return "", invalid("workspace %q is not a directory", requested)
 	}
-	if scratch, err := filepath.EvalSymlinks(s.opts.ScratchDir); err == nil && within(real, scratch) {
+	if within(real, s.opts.ScratchDir) {
 		return "", invalid("workspace %q lies inside the service's scratch area", requested)
+	}
+	if within(s.opts.ScratchDir, real) {
+		return "", invalid("workspace %q contains the service's scratch area %s, where the archives of truncated output are kept; "+
+			"choose a workspace beside it, or start the service with its scratch directory elsewhere", requested, s.opts.ScratchDir)
 	}
 	return real, nil
 }
@@ -272,7 +367,7 @@ func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRe
 	if err != nil {
 		return nil, err
 	}
-	pol, err := policy.Compile(req.GetCommandPolicy())
+	pol, err := cmdpolicy.Compile(req.GetCommandPolicy())
 	if err != nil {
 		return nil, invalid("%v", err)
 	}
@@ -287,7 +382,6 @@ func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRe
 	if labelChars.MatchString(label) && label != "." && label != ".." {
 		scratchName = label
 	}
-	archive := filepath.Join(s.opts.ScratchDir, scratchName, "truncated-tool-output")
 
 	sp, err := sandboxPolicy(req, ws, s.opts.TempDirs)
 	if err != nil {
@@ -304,8 +398,17 @@ func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRe
 		launcher = command.SandboxedByGroup(sp, s.opts.Self)
 	}
 
-	root, err := workspace.New(ws, filepath.Join(s.opts.ScratchDir, scratchName))
+	archiveName := scratchName + "/truncated-tool-output"
+	if err := s.scratch.MkdirAll(archiveName, 0o700); err != nil {
+		return nil, fmt.Errorf("archive directory: %w", err)
+	}
+	archive, err := s.scratch.OpenRoot(archiveName)
 	if err != nil {
+		return nil, fmt.Errorf("archive directory: %w", err)
+	}
+	root, err := workspace.New(ws, archive)
+	if err != nil {
+		archive.Close()
 		return nil, err
 	}
 	envCtx, cancel := context.WithCancel(context.Background())
@@ -320,6 +423,7 @@ func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRe
 		notices:   newNotices(),
 		log:       s.log.With("environment", id),
 		tools:     map[string]tool.Spec{},
+		params:    map[string]tool.Params{},
 		ctx:       envCtx,
 		cancel:    cancel,
 		idle:      make(chan struct{}),
@@ -334,7 +438,7 @@ func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRe
 	if ceiling < 0 {
 		ceiling = 0
 	}
-	e.framing = framing.Options{Ceiling: ceiling, Vault: e.vault, ArchiveDir: archive, Grace: s.opts.Grace, Logger: e.log}
+	e.framing = framing.Options{Ceiling: ceiling, Vault: e.vault, Archives: framing.NewArchives(archive, s.opts.ScratchLimit), Grace: s.opts.Grace, Logger: e.log}
 
 	env := CommandEnv(s.opts.Env, req.GetVault())
 	e.commands, err = command.NewManager(command.Options{
@@ -352,7 +456,10 @@ func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRe
 		return nil, invalid("tools.no_builtins is set but tools.builtin lists %d tools: choose one", len(tools.GetBuiltin()))
 	}
 	if !tools.GetNoBuiltins() {
-		if err := e.assembleBuiltins(tools.GetBuiltin(), builtin.Tools(builtin.Deps{Root: root, Commands: e.commands, ReadOnly: sp.Mode == sandbox.ReadOnly})); err != nil {
+		if err := e.assembleBuiltins(tools.GetBuiltin(), builtin.Tools(builtin.Deps{
+			Root: root, Commands: e.commands, ReadOnly: sp.Mode == sandbox.ReadOnly,
+			HTTP: egress.NewClient(egress.Options{NoNetwork: sp.NoNetwork, Allow: s.opts.FetchAllow}),
+		})); err != nil {
 			return nil, err
 		}
 	}
@@ -579,6 +686,7 @@ func (s *Service) Close() {
 		delete(s.envs, id)
 	}
 	s.mu.Unlock()
+	s.scratch.Close()
 	sort.Slice(envs, func(i, j int) bool { return envs[i].id < envs[j].id })
 	var wg sync.WaitGroup
 	for _, e := range envs {

@@ -86,22 +86,6 @@ func TestSessionRoutesMapEngineAnswers(t *testing.T) {
 	}
 }
 
-func TestBearerTokenIsRequired(t *testing.T) {
-	fake := &fakeengine.Engine{GetSessionFunc: func(context.Context, *penguinv1.GetSessionRequest) (*penguinv1.GetSessionResponse, error) {
-		return &penguinv1.GetSessionResponse{Session: &penguinv1.Session{SessionId: "s"}}, nil
-	}}
-	web := start(t, fake, gateway.Options{AuthToken: "sesame"})
-	if resp, _ := do(t, "GET", web.URL+"/api/sessions/s", ""); resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("no token: %d", resp.StatusCode)
-	}
-	if resp, _ := do(t, "GET", web.URL+"/api/sessions/s", "", "Authorization", "Bearer wrong"); resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("wrong token: %d", resp.StatusCode)
-	}
-	if resp, _ := do(t, "GET", web.URL+"/api/sessions/s", "", "Authorization", "Bearer sesame"); resp.StatusCode != http.StatusOK {
-		t.Fatalf("right token: %d", resp.StatusCode)
-	}
-}
-
 func TestTaskApprovalAndAbortRoutes(t *testing.T) {
 	var mu sync.Mutex
 	var approved *penguinv1.ApproveRequest
@@ -140,7 +124,7 @@ func TestTaskApprovalAndAbortRoutes(t *testing.T) {
 		t.Fatalf("empty prompt: %d %s", resp.StatusCode, body)
 	}
 	resp, body := do(t, "POST", base+"/tasks", `{"prompt":"fix the tests"}`)
-	if resp.StatusCode != http.StatusAccepted || !strings.Contains(body, `"first_sequence":7`) {
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(body, `"first_sequence":"7"`) {
 		t.Fatalf("start: %d %s", resp.StatusCode, body)
 	}
 	if resp, body := do(t, "POST", base+"/tasks", `{"prompt":"again"}`); resp.StatusCode != http.StatusConflict {
@@ -334,6 +318,12 @@ func TestTraceDownload(t *testing.T) {
 		if r.GetSessionId() != "s-1" {
 			return status.Error(codes.NotFound, "no such session")
 		}
+		if r.GetContextIndex() == 2 {
+			return s.Send(&penguinv1.ExportTraceResponse{Line: `{"type":"session_meta","n":2}`, ContextIndex: 2})
+		}
+		if r.GetContextIndex() != 0 {
+			return status.Error(codes.NotFound, "the session has 2 contexts")
+		}
 		for _, l := range []string{`{"type":"session_meta"}`, `{"type":"model_msg"}`} {
 			if err := s.Send(&penguinv1.ExportTraceResponse{Line: l}); err != nil {
 				return err
@@ -348,5 +338,16 @@ func TestTraceDownload(t *testing.T) {
 	}
 	if resp, _ := do(t, "GET", web.URL+"/api/sessions/nope/trace", ""); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("unknown session trace: %d", resp.StatusCode)
+	}
+	resp, body = do(t, "GET", web.URL+"/api/sessions/s-1/trace?context=2", "")
+	if resp.StatusCode != http.StatusOK || body != "{\"type\":\"session_meta\",\"n\":2}\n" ||
+		!strings.Contains(resp.Header.Get("Content-Disposition"), `filename="s-1_002.jsonl"`) {
+		t.Fatalf("context 2: %d %q %q", resp.StatusCode, body, resp.Header.Get("Content-Disposition"))
+	}
+	if resp, _ := do(t, "GET", web.URL+"/api/sessions/s-1/trace?context=3", ""); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a context that does not exist: %d", resp.StatusCode)
+	}
+	if resp, _ := do(t, "GET", web.URL+"/api/sessions/s-1/trace?context=-1", ""); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a negative context: %d", resp.StatusCode)
 	}
 }

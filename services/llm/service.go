@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/llm/failure"
 	"github.com/penguin-agent/penguin/services/llm/registry"
 	"github.com/penguin-agent/penguin/services/llm/stream"
@@ -75,9 +76,7 @@ func New(opts Options) (*Service, error) {
 	if s.maxBytes == 0 {
 		s.maxBytes = DefaultMaxRequestBytes
 	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
+	s.log = logger.OrDiscard(s.log)
 	s.streamer = stream.Chain(stream.StreamerFunc(s.dispatch), opts.Middleware...)
 	return s, nil
 }

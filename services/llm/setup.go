@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/penguin-agent/penguin/internal/config"
+	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/llm/middleware"
 	"github.com/penguin-agent/penguin/services/llm/providers"
 	"github.com/penguin-agent/penguin/services/llm/registry"
@@ -87,10 +88,7 @@ func Setup(cfg Config) (*Service, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("llm: %w", err)
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := logger.OrDiscard(cfg.Logger)
 	var mw []stream.Middleware
 	if cfg.TracerProvider != nil {
 		mw = append(mw, middleware.Tracing(cfg.TracerProvider))

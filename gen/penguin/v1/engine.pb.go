@@ -1965,11 +1965,23 @@ func (x *GetHistoryResponse) GetMore() bool {
 	return false
 }
 
-// ExportTraceRequest names a session.
+// ExportTraceRequest names a session and, optionally, one of its model
+// contexts.
+//
+// A session's log holds one model context after another: the first starts
+// when the session is created, and each compaction starts the next with a
+// session_meta line of its own. Each context is one trace, as each is one
+// trace file in the reference's layout (<session id>_001.jsonl,
+// <session id>_002.jsonl, ...).
 type ExportTraceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session's id.
-	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The 1-based index of the context to export. Zero exports every
+	// context, in order; the responses' context_index tells them apart. An
+	// index past the session's last context is NOT_FOUND; a negative one is
+	// INVALID_ARGUMENT.
+	ContextIndex  int32 `protobuf:"varint,2,opt,name=context_index,json=contextIndex,proto3" json:"context_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2011,11 +2023,22 @@ func (x *ExportTraceRequest) GetSessionId() string {
 	return ""
 }
 
-// ExportTraceResponse is one line of the trace.
+func (x *ExportTraceRequest) GetContextIndex() int32 {
+	if x != nil {
+		return x.ContextIndex
+	}
+	return 0
+}
+
+// ExportTraceResponse is one line of a trace.
 type ExportTraceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One JSON object in the reference's trace format, without the newline.
-	Line          string `protobuf:"bytes,1,opt,name=line,proto3" json:"line,omitempty"`
+	Line string `protobuf:"bytes,1,opt,name=line,proto3" json:"line,omitempty"`
+	// The 1-based index of the context the line belongs to. The first line
+	// of each context is its session_meta; a client writing files starts a
+	// new one where the index changes.
+	ContextIndex  int32 `protobuf:"varint,2,opt,name=context_index,json=contextIndex,proto3" json:"context_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2056,6 +2079,265 @@ func (x *ExportTraceResponse) GetLine() string {
 	}
 	return ""
 }
+
+func (x *ExportTraceResponse) GetContextIndex() int32 {
+	if x != nil {
+		return x.ContextIndex
+	}
+	return 0
+}
+
+// WatchSessionsRequest starts a watch of the session list.
+type WatchSessionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The most sessions in the snapshot, newest first; zero means 100.
+	SnapshotSize  int32 `protobuf:"varint,1,opt,name=snapshot_size,json=snapshotSize,proto3" json:"snapshot_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSessionsRequest) Reset() {
+	*x = WatchSessionsRequest{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSessionsRequest) ProtoMessage() {}
+
+func (x *WatchSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSessionsRequest.ProtoReflect.Descriptor instead.
+func (*WatchSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *WatchSessionsRequest) GetSnapshotSize() int32 {
+	if x != nil {
+		return x.SnapshotSize
+	}
+	return 0
+}
+
+// SessionChange is a session as it is now, with how its last task ended.
+type SessionChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	Session *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// How the session's last task ended, when the engine saw one end since it
+	// started; unspecified otherwise (and while a task runs).
+	LastStatus StopReason `protobuf:"varint,2,opt,name=last_status,json=lastStatus,proto3,enum=penguin.v1.StopReason" json:"last_status,omitempty"`
+	// Why, when the last task did not complete.
+	LastMessage   string `protobuf:"bytes,3,opt,name=last_message,json=lastMessage,proto3" json:"last_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionChange) Reset() {
+	*x = SessionChange{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionChange) ProtoMessage() {}
+
+func (x *SessionChange) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionChange.ProtoReflect.Descriptor instead.
+func (*SessionChange) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *SessionChange) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *SessionChange) GetLastStatus() StopReason {
+	if x != nil {
+		return x.LastStatus
+	}
+	return StopReason_STOP_REASON_UNSPECIFIED
+}
+
+func (x *SessionChange) GetLastMessage() string {
+	if x != nil {
+		return x.LastMessage
+	}
+	return ""
+}
+
+// SnapshotEnd marks the end of a watch's snapshot.
+type SnapshotEnd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotEnd) Reset() {
+	*x = SnapshotEnd{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotEnd) ProtoMessage() {}
+
+func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotEnd.ProtoReflect.Descriptor instead.
+func (*SnapshotEnd) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{34}
+}
+
+// WatchSessionsResponse is one event of a session-list watch.
+type WatchSessionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The event. Exactly one is set.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*WatchSessionsResponse_Session
+	//	*WatchSessionsResponse_DeletedSessionId
+	//	*WatchSessionsResponse_SnapshotEnd
+	Event         isWatchSessionsResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSessionsResponse) Reset() {
+	*x = WatchSessionsResponse{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSessionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSessionsResponse) ProtoMessage() {}
+
+func (x *WatchSessionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSessionsResponse.ProtoReflect.Descriptor instead.
+func (*WatchSessionsResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *WatchSessionsResponse) GetEvent() isWatchSessionsResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *WatchSessionsResponse) GetSession() *SessionChange {
+	if x != nil {
+		if x, ok := x.Event.(*WatchSessionsResponse_Session); ok {
+			return x.Session
+		}
+	}
+	return nil
+}
+
+func (x *WatchSessionsResponse) GetDeletedSessionId() string {
+	if x != nil {
+		if x, ok := x.Event.(*WatchSessionsResponse_DeletedSessionId); ok {
+			return x.DeletedSessionId
+		}
+	}
+	return ""
+}
+
+func (x *WatchSessionsResponse) GetSnapshotEnd() *SnapshotEnd {
+	if x != nil {
+		if x, ok := x.Event.(*WatchSessionsResponse_SnapshotEnd); ok {
+			return x.SnapshotEnd
+		}
+	}
+	return nil
+}
+
+type isWatchSessionsResponse_Event interface {
+	isWatchSessionsResponse_Event()
+}
+
+type WatchSessionsResponse_Session struct {
+	// A session of the snapshot, or one created or changed since.
+	Session *SessionChange `protobuf:"bytes,1,opt,name=session,proto3,oneof"`
+}
+
+type WatchSessionsResponse_DeletedSessionId struct {
+	// The id of a session that was deleted.
+	DeletedSessionId string `protobuf:"bytes,2,opt,name=deleted_session_id,json=deletedSessionId,proto3,oneof"`
+}
+
+type WatchSessionsResponse_SnapshotEnd struct {
+	// Every session of the snapshot was sent before this.
+	SnapshotEnd *SnapshotEnd `protobuf:"bytes,3,opt,name=snapshot_end,json=snapshotEnd,proto3,oneof"`
+}
+
+func (*WatchSessionsResponse_Session) isWatchSessionsResponse_Event() {}
+
+func (*WatchSessionsResponse_DeletedSessionId) isWatchSessionsResponse_Event() {}
+
+func (*WatchSessionsResponse_SnapshotEnd) isWatchSessionsResponse_Event() {}
 
 var File_penguin_v1_engine_proto protoreflect.FileDescriptor
 
@@ -2188,12 +2470,27 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\"V\n" +
 	"\x12GetHistoryResponse\x12,\n" +
 	"\x06events\x18\x01 \x03(\v2\x14.penguin.v1.RunEventR\x06events\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\bR\x04more\"3\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"X\n" +
 	"\x12ExportTraceRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\")\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
+	"\rcontext_index\x18\x02 \x01(\x05R\fcontextIndex\"N\n" +
 	"\x13ExportTraceResponse\x12\x12\n" +
-	"\x04line\x18\x01 \x01(\tR\x04line*\xa1\x01\n" +
+	"\x04line\x18\x01 \x01(\tR\x04line\x12#\n" +
+	"\rcontext_index\x18\x02 \x01(\x05R\fcontextIndex\";\n" +
+	"\x14WatchSessionsRequest\x12#\n" +
+	"\rsnapshot_size\x18\x01 \x01(\x05R\fsnapshotSize\"\x9a\x01\n" +
+	"\rSessionChange\x12-\n" +
+	"\asession\x18\x01 \x01(\v2\x13.penguin.v1.SessionR\asession\x127\n" +
+	"\vlast_status\x18\x02 \x01(\x0e2\x16.penguin.v1.StopReasonR\n" +
+	"lastStatus\x12!\n" +
+	"\flast_message\x18\x03 \x01(\tR\vlastMessage\"\r\n" +
+	"\vSnapshotEnd\"\xc5\x01\n" +
+	"\x15WatchSessionsResponse\x125\n" +
+	"\asession\x18\x01 \x01(\v2\x19.penguin.v1.SessionChangeH\x00R\asession\x12.\n" +
+	"\x12deleted_session_id\x18\x02 \x01(\tH\x00R\x10deletedSessionId\x12<\n" +
+	"\fsnapshot_end\x18\x03 \x01(\v2\x17.penguin.v1.SnapshotEndH\x00R\vsnapshotEndB\a\n" +
+	"\x05event*\xa1\x01\n" +
 	"\fApprovalMode\x12\x1d\n" +
 	"\x19APPROVAL_MODE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17APPROVAL_MODE_ALLOW_ALL\x10\x01\x12\x1a\n" +
@@ -2206,7 +2503,7 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\x15SESSION_STATE_RUNNING\x10\x02\x12#\n" +
 	"\x1fSESSION_STATE_AWAITING_APPROVAL\x10\x03\x12\x1c\n" +
 	"\x18SESSION_STATE_RETRY_WAIT\x10\x04\x12\x1c\n" +
-	"\x18SESSION_STATE_COMPACTING\x10\x052\x92\b\n" +
+	"\x18SESSION_STATE_COMPACTING\x10\x052\xea\b\n" +
 	"\rEngineService\x12T\n" +
 	"\rCreateSession\x12 .penguin.v1.CreateSessionRequest\x1a!.penguin.v1.CreateSessionResponse\x12K\n" +
 	"\n" +
@@ -2223,7 +2520,8 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\aCompact\x12\x1a.penguin.v1.CompactRequest\x1a\x1b.penguin.v1.CompactResponse\x12K\n" +
 	"\n" +
 	"GetHistory\x12\x1d.penguin.v1.GetHistoryRequest\x1a\x1e.penguin.v1.GetHistoryResponse\x12P\n" +
-	"\vExportTrace\x12\x1e.penguin.v1.ExportTraceRequest\x1a\x1f.penguin.v1.ExportTraceResponse0\x01B\xa1\x01\n" +
+	"\vExportTrace\x12\x1e.penguin.v1.ExportTraceRequest\x1a\x1f.penguin.v1.ExportTraceResponse0\x01\x12V\n" +
+	"\rWatchSessions\x12 .penguin.v1.WatchSessionsRequest\x1a!.penguin.v1.WatchSessionsResponse0\x01B\xa1\x01\n" +
 	"\x0ecom.penguin.v1B\vEngineProtoP\x01Z9github.com/penguin-agent/penguin/gen/penguin/v1;penguinv1\xa2\x02\x03PXX\xaa\x02\n" +
 	"Penguin.V1\xca\x02\n" +
 	"Penguin\\V1\xe2\x02\x16Penguin\\V1\\GPBMetadata\xea\x02\vPenguin::V1b\x06proto3"
@@ -2241,7 +2539,7 @@ func file_penguin_v1_engine_proto_rawDescGZIP() []byte {
 }
 
 var file_penguin_v1_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_penguin_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_penguin_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_penguin_v1_engine_proto_goTypes = []any{
 	(ApprovalMode)(0),             // 0: penguin.v1.ApprovalMode
 	(SessionState)(0),             // 1: penguin.v1.SessionState
@@ -2277,82 +2575,92 @@ var file_penguin_v1_engine_proto_goTypes = []any{
 	(*GetHistoryResponse)(nil),    // 31: penguin.v1.GetHistoryResponse
 	(*ExportTraceRequest)(nil),    // 32: penguin.v1.ExportTraceRequest
 	(*ExportTraceResponse)(nil),   // 33: penguin.v1.ExportTraceResponse
-	(*ModelRef)(nil),              // 34: penguin.v1.ModelRef
-	(ThinkingLevel)(0),            // 35: penguin.v1.ThinkingLevel
-	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
-	(*TokenCounts)(nil),           // 37: penguin.v1.TokenCounts
-	(SandboxMode)(0),              // 38: penguin.v1.SandboxMode
-	(*ToolCall)(nil),              // 39: penguin.v1.ToolCall
-	(Permission)(0),               // 40: penguin.v1.Permission
-	(StopReason)(0),               // 41: penguin.v1.StopReason
-	(*OmniMessage)(nil),           // 42: penguin.v1.OmniMessage
-	(Decision)(0),                 // 43: penguin.v1.Decision
-	(CompactionMode)(0),           // 44: penguin.v1.CompactionMode
+	(*WatchSessionsRequest)(nil),  // 34: penguin.v1.WatchSessionsRequest
+	(*SessionChange)(nil),         // 35: penguin.v1.SessionChange
+	(*SnapshotEnd)(nil),           // 36: penguin.v1.SnapshotEnd
+	(*WatchSessionsResponse)(nil), // 37: penguin.v1.WatchSessionsResponse
+	(*ModelRef)(nil),              // 38: penguin.v1.ModelRef
+	(ThinkingLevel)(0),            // 39: penguin.v1.ThinkingLevel
+	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
+	(*TokenCounts)(nil),           // 41: penguin.v1.TokenCounts
+	(SandboxMode)(0),              // 42: penguin.v1.SandboxMode
+	(*ToolCall)(nil),              // 43: penguin.v1.ToolCall
+	(Permission)(0),               // 44: penguin.v1.Permission
+	(StopReason)(0),               // 45: penguin.v1.StopReason
+	(*OmniMessage)(nil),           // 46: penguin.v1.OmniMessage
+	(Decision)(0),                 // 47: penguin.v1.Decision
+	(CompactionMode)(0),           // 48: penguin.v1.CompactionMode
 }
 var file_penguin_v1_engine_proto_depIdxs = []int32{
-	34, // 0: penguin.v1.Session.model:type_name -> penguin.v1.ModelRef
+	38, // 0: penguin.v1.Session.model:type_name -> penguin.v1.ModelRef
 	0,  // 1: penguin.v1.Session.approval_mode:type_name -> penguin.v1.ApprovalMode
-	35, // 2: penguin.v1.Session.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	39, // 2: penguin.v1.Session.thinking_level:type_name -> penguin.v1.ThinkingLevel
 	1,  // 3: penguin.v1.Session.state:type_name -> penguin.v1.SessionState
-	36, // 4: penguin.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	36, // 5: penguin.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
-	37, // 6: penguin.v1.Session.usage:type_name -> penguin.v1.TokenCounts
-	34, // 7: penguin.v1.CreateSessionRequest.model:type_name -> penguin.v1.ModelRef
+	40, // 4: penguin.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	40, // 5: penguin.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
+	41, // 6: penguin.v1.Session.usage:type_name -> penguin.v1.TokenCounts
+	38, // 7: penguin.v1.CreateSessionRequest.model:type_name -> penguin.v1.ModelRef
 	0,  // 8: penguin.v1.CreateSessionRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
-	35, // 9: penguin.v1.CreateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
-	38, // 10: penguin.v1.CreateSessionRequest.sandbox_mode:type_name -> penguin.v1.SandboxMode
+	39, // 9: penguin.v1.CreateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	42, // 10: penguin.v1.CreateSessionRequest.sandbox_mode:type_name -> penguin.v1.SandboxMode
 	2,  // 11: penguin.v1.CreateSessionResponse.session:type_name -> penguin.v1.Session
 	2,  // 12: penguin.v1.GetSessionResponse.session:type_name -> penguin.v1.Session
 	2,  // 13: penguin.v1.ListSessionsResponse.sessions:type_name -> penguin.v1.Session
 	2,  // 14: penguin.v1.ForkSessionResponse.session:type_name -> penguin.v1.Session
-	35, // 15: penguin.v1.RunRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	39, // 15: penguin.v1.RunRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
 	0,  // 16: penguin.v1.RunRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
 	17, // 17: penguin.v1.RunResponse.event:type_name -> penguin.v1.RunEvent
-	39, // 18: penguin.v1.ApprovalRequest.tool_call:type_name -> penguin.v1.ToolCall
-	40, // 19: penguin.v1.ApprovalRequest.permission:type_name -> penguin.v1.Permission
+	43, // 18: penguin.v1.ApprovalRequest.tool_call:type_name -> penguin.v1.ToolCall
+	44, // 19: penguin.v1.ApprovalRequest.permission:type_name -> penguin.v1.Permission
 	1,  // 20: penguin.v1.RunStateChange.state:type_name -> penguin.v1.SessionState
-	41, // 21: penguin.v1.RunStateChange.status:type_name -> penguin.v1.StopReason
-	42, // 22: penguin.v1.RunEvent.message:type_name -> penguin.v1.OmniMessage
+	45, // 21: penguin.v1.RunStateChange.status:type_name -> penguin.v1.StopReason
+	46, // 22: penguin.v1.RunEvent.message:type_name -> penguin.v1.OmniMessage
 	15, // 23: penguin.v1.RunEvent.approval_request:type_name -> penguin.v1.ApprovalRequest
 	16, // 24: penguin.v1.RunEvent.state:type_name -> penguin.v1.RunStateChange
 	17, // 25: penguin.v1.AttachResponse.event:type_name -> penguin.v1.RunEvent
-	43, // 26: penguin.v1.ApproveRequest.decision:type_name -> penguin.v1.Decision
-	44, // 27: penguin.v1.CompactRequest.mode:type_name -> penguin.v1.CompactionMode
-	41, // 28: penguin.v1.CompactResponse.status:type_name -> penguin.v1.StopReason
+	47, // 26: penguin.v1.ApproveRequest.decision:type_name -> penguin.v1.Decision
+	48, // 27: penguin.v1.CompactRequest.mode:type_name -> penguin.v1.CompactionMode
+	45, // 28: penguin.v1.CompactResponse.status:type_name -> penguin.v1.StopReason
 	17, // 29: penguin.v1.GetHistoryResponse.events:type_name -> penguin.v1.RunEvent
-	3,  // 30: penguin.v1.EngineService.CreateSession:input_type -> penguin.v1.CreateSessionRequest
-	5,  // 31: penguin.v1.EngineService.GetSession:input_type -> penguin.v1.GetSessionRequest
-	7,  // 32: penguin.v1.EngineService.ListSessions:input_type -> penguin.v1.ListSessionsRequest
-	9,  // 33: penguin.v1.EngineService.DeleteSession:input_type -> penguin.v1.DeleteSessionRequest
-	11, // 34: penguin.v1.EngineService.ForkSession:input_type -> penguin.v1.ForkSessionRequest
-	13, // 35: penguin.v1.EngineService.Run:input_type -> penguin.v1.RunRequest
-	18, // 36: penguin.v1.EngineService.Attach:input_type -> penguin.v1.AttachRequest
-	20, // 37: penguin.v1.EngineService.Approve:input_type -> penguin.v1.ApproveRequest
-	22, // 38: penguin.v1.EngineService.Steer:input_type -> penguin.v1.SteerRequest
-	24, // 39: penguin.v1.EngineService.Abort:input_type -> penguin.v1.AbortRequest
-	26, // 40: penguin.v1.EngineService.RetryNow:input_type -> penguin.v1.RetryNowRequest
-	28, // 41: penguin.v1.EngineService.Compact:input_type -> penguin.v1.CompactRequest
-	30, // 42: penguin.v1.EngineService.GetHistory:input_type -> penguin.v1.GetHistoryRequest
-	32, // 43: penguin.v1.EngineService.ExportTrace:input_type -> penguin.v1.ExportTraceRequest
-	4,  // 44: penguin.v1.EngineService.CreateSession:output_type -> penguin.v1.CreateSessionResponse
-	6,  // 45: penguin.v1.EngineService.GetSession:output_type -> penguin.v1.GetSessionResponse
-	8,  // 46: penguin.v1.EngineService.ListSessions:output_type -> penguin.v1.ListSessionsResponse
-	10, // 47: penguin.v1.EngineService.DeleteSession:output_type -> penguin.v1.DeleteSessionResponse
-	12, // 48: penguin.v1.EngineService.ForkSession:output_type -> penguin.v1.ForkSessionResponse
-	14, // 49: penguin.v1.EngineService.Run:output_type -> penguin.v1.RunResponse
-	19, // 50: penguin.v1.EngineService.Attach:output_type -> penguin.v1.AttachResponse
-	21, // 51: penguin.v1.EngineService.Approve:output_type -> penguin.v1.ApproveResponse
-	23, // 52: penguin.v1.EngineService.Steer:output_type -> penguin.v1.SteerResponse
-	25, // 53: penguin.v1.EngineService.Abort:output_type -> penguin.v1.AbortResponse
-	27, // 54: penguin.v1.EngineService.RetryNow:output_type -> penguin.v1.RetryNowResponse
-	29, // 55: penguin.v1.EngineService.Compact:output_type -> penguin.v1.CompactResponse
-	31, // 56: penguin.v1.EngineService.GetHistory:output_type -> penguin.v1.GetHistoryResponse
-	33, // 57: penguin.v1.EngineService.ExportTrace:output_type -> penguin.v1.ExportTraceResponse
-	44, // [44:58] is the sub-list for method output_type
-	30, // [30:44] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	2,  // 30: penguin.v1.SessionChange.session:type_name -> penguin.v1.Session
+	45, // 31: penguin.v1.SessionChange.last_status:type_name -> penguin.v1.StopReason
+	35, // 32: penguin.v1.WatchSessionsResponse.session:type_name -> penguin.v1.SessionChange
+	36, // 33: penguin.v1.WatchSessionsResponse.snapshot_end:type_name -> penguin.v1.SnapshotEnd
+	3,  // 34: penguin.v1.EngineService.CreateSession:input_type -> penguin.v1.CreateSessionRequest
+	5,  // 35: penguin.v1.EngineService.GetSession:input_type -> penguin.v1.GetSessionRequest
+	7,  // 36: penguin.v1.EngineService.ListSessions:input_type -> penguin.v1.ListSessionsRequest
+	9,  // 37: penguin.v1.EngineService.DeleteSession:input_type -> penguin.v1.DeleteSessionRequest
+	11, // 38: penguin.v1.EngineService.ForkSession:input_type -> penguin.v1.ForkSessionRequest
+	13, // 39: penguin.v1.EngineService.Run:input_type -> penguin.v1.RunRequest
+	18, // 40: penguin.v1.EngineService.Attach:input_type -> penguin.v1.AttachRequest
+	20, // 41: penguin.v1.EngineService.Approve:input_type -> penguin.v1.ApproveRequest
+	22, // 42: penguin.v1.EngineService.Steer:input_type -> penguin.v1.SteerRequest
+	24, // 43: penguin.v1.EngineService.Abort:input_type -> penguin.v1.AbortRequest
+	26, // 44: penguin.v1.EngineService.RetryNow:input_type -> penguin.v1.RetryNowRequest
+	28, // 45: penguin.v1.EngineService.Compact:input_type -> penguin.v1.CompactRequest
+	30, // 46: penguin.v1.EngineService.GetHistory:input_type -> penguin.v1.GetHistoryRequest
+	32, // 47: penguin.v1.EngineService.ExportTrace:input_type -> penguin.v1.ExportTraceRequest
+	34, // 48: penguin.v1.EngineService.WatchSessions:input_type -> penguin.v1.WatchSessionsRequest
+	4,  // 49: penguin.v1.EngineService.CreateSession:output_type -> penguin.v1.CreateSessionResponse
+	6,  // 50: penguin.v1.EngineService.GetSession:output_type -> penguin.v1.GetSessionResponse
+	8,  // 51: penguin.v1.EngineService.ListSessions:output_type -> penguin.v1.ListSessionsResponse
+	10, // 52: penguin.v1.EngineService.DeleteSession:output_type -> penguin.v1.DeleteSessionResponse
+	12, // 53: penguin.v1.EngineService.ForkSession:output_type -> penguin.v1.ForkSessionResponse
+	14, // 54: penguin.v1.EngineService.Run:output_type -> penguin.v1.RunResponse
+	19, // 55: penguin.v1.EngineService.Attach:output_type -> penguin.v1.AttachResponse
+	21, // 56: penguin.v1.EngineService.Approve:output_type -> penguin.v1.ApproveResponse
+	23, // 57: penguin.v1.EngineService.Steer:output_type -> penguin.v1.SteerResponse
+	25, // 58: penguin.v1.EngineService.Abort:output_type -> penguin.v1.AbortResponse
+	27, // 59: penguin.v1.EngineService.RetryNow:output_type -> penguin.v1.RetryNowResponse
+	29, // 60: penguin.v1.EngineService.Compact:output_type -> penguin.v1.CompactResponse
+	31, // 61: penguin.v1.EngineService.GetHistory:output_type -> penguin.v1.GetHistoryResponse
+	33, // 62: penguin.v1.EngineService.ExportTrace:output_type -> penguin.v1.ExportTraceResponse
+	37, // 63: penguin.v1.EngineService.WatchSessions:output_type -> penguin.v1.WatchSessionsResponse
+	49, // [49:64] is the sub-list for method output_type
+	34, // [34:49] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_engine_proto_init() }
@@ -2368,13 +2676,18 @@ func file_penguin_v1_engine_proto_init() {
 		(*RunEvent_ApprovalRequest)(nil),
 		(*RunEvent_State)(nil),
 	}
+	file_penguin_v1_engine_proto_msgTypes[35].OneofWrappers = []any{
+		(*WatchSessionsResponse_Session)(nil),
+		(*WatchSessionsResponse_DeletedSessionId)(nil),
+		(*WatchSessionsResponse_SnapshotEnd)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_penguin_v1_engine_proto_rawDesc), len(file_penguin_v1_engine_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   32,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,7 @@ const (
 	EngineService_Compact_FullMethodName       = "/penguin.v1.EngineService/Compact"
 	EngineService_GetHistory_FullMethodName    = "/penguin.v1.EngineService/GetHistory"
 	EngineService_ExportTrace_FullMethodName   = "/penguin.v1.EngineService/ExportTrace"
+	EngineService_WatchSessions_FullMethodName = "/penguin.v1.EngineService/WatchSessions"
 )
 
 // EngineServiceClient is the client API for EngineService service.
@@ -79,8 +80,16 @@ type EngineServiceClient interface {
 	// messages and events, never partials.
 	GetHistory(ctx context.Context, in *GetHistoryRequest, opts ...grpc.CallOption) (*GetHistoryResponse, error)
 	// ExportTrace streams a session's log in the reference's JSONL trace
-	// format, one line per frame.
+	// format, one line per frame: one model context (one trace file), or
+	// every context in order with each line saying which it belongs to.
 	ExportTrace(ctx context.Context, in *ExportTraceRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportTraceResponse], error)
+	// WatchSessions streams the list of sessions and its changes: first a
+	// snapshot (the newest sessions, one event each, then snapshot_end), then
+	// one event per session created or changed (its state, title, usage) and
+	// per session deleted, for live session lists. A watcher that cannot keep
+	// up is ended with RESOURCE_EXHAUSTED and should watch again. Only changes
+	// made through the engine replica serving the call are reported.
+	WatchSessions(ctx context.Context, in *WatchSessionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionsResponse], error)
 }
 
 type engineServiceClient struct {
@@ -258,6 +267,25 @@ func (c *engineServiceClient) ExportTrace(ctx context.Context, in *ExportTraceRe
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type EngineService_ExportTraceClient = grpc.ServerStreamingClient[ExportTraceResponse]
 
+func (c *engineServiceClient) WatchSessions(ctx context.Context, in *WatchSessionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &EngineService_ServiceDesc.Streams[3], EngineService_WatchSessions_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchSessionsRequest, WatchSessionsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type EngineService_WatchSessionsClient = grpc.ServerStreamingClient[WatchSessionsResponse]
+
 // EngineServiceServer is the server API for EngineService service.
 // All implementations must embed UnimplementedEngineServiceServer
 // for forward compatibility.
@@ -302,8 +330,16 @@ type EngineServiceServer interface {
 	// messages and events, never partials.
 	GetHistory(context.Context, *GetHistoryRequest) (*GetHistoryResponse, error)
 	// ExportTrace streams a session's log in the reference's JSONL trace
-	// format, one line per frame.
+	// format, one line per frame: one model context (one trace file), or
+	// every context in order with each line saying which it belongs to.
 	ExportTrace(*ExportTraceRequest, grpc.ServerStreamingServer[ExportTraceResponse]) error
+	// WatchSessions streams the list of sessions and its changes: first a
+	// snapshot (the newest sessions, one event each, then snapshot_end), then
+	// one event per session created or changed (its state, title, usage) and
+	// per session deleted, for live session lists. A watcher that cannot keep
+	// up is ended with RESOURCE_EXHAUSTED and should watch again. Only changes
+	// made through the engine replica serving the call are reported.
+	WatchSessions(*WatchSessionsRequest, grpc.ServerStreamingServer[WatchSessionsResponse]) error
 	mustEmbedUnimplementedEngineServiceServer()
 }
 
@@ -355,6 +391,9 @@ func (UnimplementedEngineServiceServer) GetHistory(context.Context, *GetHistoryR
 }
 func (UnimplementedEngineServiceServer) ExportTrace(*ExportTraceRequest, grpc.ServerStreamingServer[ExportTraceResponse]) error {
 	return status.Error(codes.Unimplemented, "method ExportTrace not implemented")
+}
+func (UnimplementedEngineServiceServer) WatchSessions(*WatchSessionsRequest, grpc.ServerStreamingServer[WatchSessionsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchSessions not implemented")
 }
 func (UnimplementedEngineServiceServer) mustEmbedUnimplementedEngineServiceServer() {}
 func (UnimplementedEngineServiceServer) testEmbeddedByValue()                       {}
@@ -608,6 +647,17 @@ func _EngineService_ExportTrace_Handler(srv interface{}, stream grpc.ServerStrea
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type EngineService_ExportTraceServer = grpc.ServerStreamingServer[ExportTraceResponse]
 
+func _EngineService_WatchSessions_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchSessionsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(EngineServiceServer).WatchSessions(m, &grpc.GenericServerStream[WatchSessionsRequest, WatchSessionsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type EngineService_WatchSessionsServer = grpc.ServerStreamingServer[WatchSessionsResponse]
+
 // EngineService_ServiceDesc is the grpc.ServiceDesc for EngineService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -674,6 +724,11 @@ var EngineService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "ExportTrace",
 			Handler:       _EngineService_ExportTrace_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchSessions",
+			Handler:       _EngineService_WatchSessions_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
 )
 
 // Config is an agent's behaviour as written in system_config.yaml. The file
@@ -42,6 +43,17 @@ type Config struct {
 	Skills SectionSettings `yaml:"skills"`
 	// Memory is the {{MEMORY}} section of the system prompt.
 	Memory MemorySettings `yaml:"memory"`
+	// KernelVersion is the reference's record of which generation of its
+	// built-in defaults the file started from. Penguin has no generations
+	// of its own; it keeps the key so that a file moved over and back
+	// keeps it, and reads nothing from it.
+	KernelVersion string `yaml:"kernel_version,omitempty"`
+	// Schedules is the reference's {{SCHEDULES}} section, which teaches the
+	// model the reference's scheduled tasks. Penguin runs no schedules, so
+	// the section is kept as written but never reaches the prompt:
+	// {{SCHEDULES}} and {{SCHEDULE_LIST}} expand to nothing, as the
+	// reference's do with the section off.
+	Schedules SectionSettings `yaml:"schedules,omitempty"`
 }
 
 // ModelRef names a model by its (provider, model id) pair. The two halves
@@ -115,22 +127,13 @@ func (m ModelSettings) RequestTimeout() time.Duration {
 	return time.Duration(m.RequestTimeoutMS) * time.Millisecond
 }
 
-var thinkingLevels = map[string]penguinv1.ThinkingLevel{
-	"none":   penguinv1.ThinkingLevel_THINKING_LEVEL_NONE,
-	"low":    penguinv1.ThinkingLevel_THINKING_LEVEL_LOW,
-	"medium": penguinv1.ThinkingLevel_THINKING_LEVEL_MEDIUM,
-	"high":   penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH,
-	"xhigh":  penguinv1.ThinkingLevel_THINKING_LEVEL_XHIGH,
-	"max":    penguinv1.ThinkingLevel_THINKING_LEVEL_MAX,
-}
-
 // ParseThinkingLevel reads a thinking level name (none, low, medium, high,
 // xhigh, max); the empty name is THINKING_LEVEL_UNSPECIFIED.
 func ParseThinkingLevel(s string) (penguinv1.ThinkingLevel, error) {
 	if s == "" {
 		return penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED, nil
 	}
-	if l, ok := thinkingLevels[strings.ToLower(s)]; ok {
+	if l, ok := enumword.Parse[penguinv1.ThinkingLevel](strings.ToLower(s)); ok {
 		return l, nil
 	}
 	return penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED,
@@ -165,16 +168,6 @@ type CompactionSettings struct {
 	// RetryNote goes ahead of Prompt when a previous attempt produced no
 	// usable summary (it called a tool, or its summary was empty).
 	RetryNote string `yaml:"retry_note"`
-}
-
-// RequestText is the text appended to the context to ask for a summary:
-// the prompt, preceded by the retry note when an earlier attempt gave no
-// usable summary.
-func (c CompactionSettings) RequestText(retry bool) string {
-	if !retry || strings.TrimSpace(c.RetryNote) == "" {
-		return c.Prompt
-	}
-	return strings.TrimRight(c.RetryNote, "\n") + "\n\n" + c.Prompt
 }
 
 // DefaultContextWindow is assumed for a model whose context window is not
@@ -225,7 +218,9 @@ func (c CompactionSettings) TurnsDue(turns int64) bool {
 
 // RetrySettings are the reconnect policy for failed model requests: every
 // outcome but auth and aborted is re-sent up to MaxAttempts times, waiting
-// BaseDelay × 2ⁿ capped at MaxDelay between attempts.
+// BaseDelay × 2ⁿ capped at MaxDelay between attempts. These are the
+// numbers (their defaults are in Default); the ladder's arithmetic is
+// loop.Retry's.
 type RetrySettings struct {
 	// MaxAttempts is how many times a failed request is re-sent.
 	MaxAttempts int `yaml:"max_attempts"`
@@ -234,19 +229,6 @@ type RetrySettings struct {
 	BaseDelay time.Duration `yaml:"base_delay"`
 	// MaxDelay caps every wait.
 	MaxDelay time.Duration `yaml:"max_delay"`
-}
-
-// Backoff returns the wait before re-send number attempt (1-based): with
-// the defaults 2s, 4s, 8s, 16s, 30s.
-func (r RetrySettings) Backoff(attempt int) time.Duration {
-	if attempt < 1 {
-		attempt = 1
-	}
-	d := r.BaseDelay
-	for i := 1; i < attempt && d < r.MaxDelay; i++ {
-		d *= 2
-	}
-	return min(d, r.MaxDelay)
 }
 
 // SectionSettings are one optional section of the system prompt: a toggle
@@ -343,6 +325,10 @@ type MCPServer struct {
 	// TimeoutMS is the per-call timeout of every tool of the server; zero
 	// means the environment's default.
 	TimeoutMS int64 `yaml:"timeout_ms,omitempty"`
+	// MaxOutputLength caps the output of every tool of the server, in
+	// characters; nil keeps the environment's default, zero or less turns
+	// truncation off.
+	MaxOutputLength *int64 `yaml:"max_output_length,omitempty"`
 	// Permission is auto (from the tool's readOnlyHint), r or rw.
 	Permission string `yaml:"permission,omitempty"`
 }

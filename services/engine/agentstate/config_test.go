@@ -69,37 +69,6 @@ func TestDefaultTemplateMatchesDefault(t *testing.T) {
 	}
 }
 
-func TestCompactionRequestText(t *testing.T) {
-	t.Parallel()
-	c := Default().Compaction
-	if c.RequestText(false) != DefaultCompactionPrompt {
-		t.Error("first attempt must send the prompt alone")
-	}
-	got := c.RequestText(true)
-	if !strings.HasPrefix(got, strings.TrimRight(DefaultCompactionRetryNote, "\n")+"\n\n") || !strings.HasSuffix(got, DefaultCompactionPrompt) {
-		t.Errorf("retry text = %q", got)
-	}
-	c.RetryNote = ""
-	if c.RequestText(true) != DefaultCompactionPrompt {
-		t.Error("an empty retry note must leave the prompt alone")
-	}
-}
-
-func TestRetryBackoff(t *testing.T) {
-	t.Parallel()
-	r := Default().Retry
-	want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}
-	for i, w := range want {
-		if got := r.Backoff(i + 1); got != w {
-			t.Errorf("Backoff(%d) = %v, want %v", i+1, got, w)
-		}
-	}
-	fast := RetrySettings{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 3 * time.Millisecond}
-	if got := fast.Backoff(10); got != 3*time.Millisecond {
-		t.Errorf("capped Backoff = %v, want 3ms", got)
-	}
-}
-
 func TestCompactionTriggers(t *testing.T) {
 	t.Parallel()
 	c := Default().Compaction
@@ -304,7 +273,7 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown top key", "system_prompt: hi\nbogus: 1\n", 2, `unknown key "bogus"`},
 		{"unknown nested key", "model:\n  max_token: 5\n", 2, `model: unknown key "max_token"`},
 		{"unknown key in a list item", "tools:\n  builtin:\n    - name: read_file\n      timeout: 5\n", 4, `tools.builtin[0]: unknown key "timeout"`},
-		{"reference spelling", "model:\n  timeoutMs: 5\n", 2, `unknown key "timeoutMs"`},
+		{"unknown key in the reference's nesting", "tools:\n  mcpServers:\n    - name: a\n      config:\n        command: x\n        disabled: true\n", 6, `tools.mcpServers[0].config: unknown key "disabled"`},
 		{"wrong type", "max_turns: many\n", 1, `max_turns: expected an integer, got the string "many"`},
 		{"scalar for mapping", "model: fast\n", 1, "expected a mapping"},
 		{"not a mapping", "- a\n- b\n", 1, "expected a mapping"},
@@ -384,7 +353,14 @@ func TestConfigErrorsAllReported(t *testing.T) {
 
 func TestParseThinkingLevel(t *testing.T) {
 	t.Parallel()
-	for name, want := range thinkingLevels {
+	for name, want := range map[string]penguinv1.ThinkingLevel{
+		"none":   penguinv1.ThinkingLevel_THINKING_LEVEL_NONE,
+		"low":    penguinv1.ThinkingLevel_THINKING_LEVEL_LOW,
+		"medium": penguinv1.ThinkingLevel_THINKING_LEVEL_MEDIUM,
+		"high":   penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH,
+		"xhigh":  penguinv1.ThinkingLevel_THINKING_LEVEL_XHIGH,
+		"max":    penguinv1.ThinkingLevel_THINKING_LEVEL_MAX,
+	} {
 		got, err := ParseThinkingLevel(strings.ToUpper(name))
 		if err != nil || got != want {
 			t.Errorf("ParseThinkingLevel(%q) = %v, %v", name, got, err)

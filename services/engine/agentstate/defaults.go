@@ -1,6 +1,7 @@
 package agentstate
 
 import (
+	"strconv"
 	"strings"
 )
 
@@ -100,18 +101,41 @@ const DefaultCompactionRetryNote = `Your previous reply could not be used as a s
 `
 
 // defaultConfigYAML renders the system_config.yaml that Init writes: the
-// defaults of Default(), with comments that explain each key.
+// defaults of Default(), with comments that explain each key. Every value
+// comes from Default(), which owns them; the template holds only the
+// layout and the comments.
 func defaultConfigYAML() string {
 	d := Default()
+	values := strings.NewReplacer(
+		"${version}", strconv.Itoa(d.Version),
+		"${max_turns}", strconv.Itoa(d.MaxTurns),
+		"${thinking_level}", d.Model.ThinkingLevel,
+		"${max_tokens}", strconv.FormatInt(d.Model.MaxTokens, 10),
+		"${request_timeout_ms}", strconv.FormatInt(d.Model.RequestTimeoutMS, 10),
+		"${compaction_enabled}", strconv.FormatBool(d.Compaction.Enabled),
+		"${compaction_mode}", d.Compaction.Mode,
+		"${context_threshold}", strconv.FormatInt(d.Compaction.ContextThreshold, 10),
+		"${turns_threshold}", strconv.FormatInt(d.Compaction.TurnsThreshold, 10),
+		"${max_attempts}", strconv.Itoa(d.Retry.MaxAttempts),
+		"${base_delay}", d.Retry.BaseDelay.String(),
+		"${max_delay}", d.Retry.MaxDelay.String(),
+		"${vault_enabled}", strconv.FormatBool(d.Vault.Enabled),
+		"${skills_enabled}", strconv.FormatBool(d.Skills.Enabled),
+		"${memory_enabled}", strconv.FormatBool(d.Memory.Enabled),
+	)
 	var b strings.Builder
-	w := func(s string) { b.WriteString(s) }
+	w := func(s string) { b.WriteString(values.Replace(s)) }
+	prompt := func(s, prefix string) { b.WriteString(indent(s, prefix)) }
 	w(`# Agent configuration. Keys left out take their built-in defaults; a key
-# written here replaces its default wholesale (it is not merged).
+# written here replaces its default wholesale (it is not merged). Keys are
+# in Penguin's spelling; a file in the reference harness's spelling
+# (timeoutMs, max_context_length, mcpServers: [{name, config}], ...) loads
+# too, as long as it keeps to one spelling throughout.
 
 name: ` + d.Name + `
 description: ` + d.Description + `
 # The agent state's version, bumped by an optimizer on each accepted change.
-version: 1
+version: ${version}
 
 # The system prompt template. Placeholders:
 #   {{AGENTS_MD}} AGENTS.md; {{SKILLS}}, {{VAULT}}, {{MEMORY}} the sections
@@ -121,10 +145,10 @@ version: 1
 # Unknown placeholders are left as they are.
 system_prompt: |
 `)
-	w(indent(d.SystemPrompt, "  "))
+	prompt(d.SystemPrompt, "  ")
 	w(`
 # The most model requests in one task; -1 means no limit.
-max_turns: -1
+max_turns: ${max_turns}
 
 model:
   # The agent's default model, for clients that do not pick one per session
@@ -132,13 +156,13 @@ model:
   # provider: openai
   # model_id: gpt-5.5
   # none, low, medium, high, xhigh or max; a task may ask for another.
-  thinking_level: medium
+  thinking_level: ${thinking_level}
   # The output token cap of one request; -1 leaves it to the provider.
-  max_tokens: 32000
+  max_tokens: ${max_tokens}
   # The model's context window, when the gateway's table does not know it.
   # context_window: 200000
   # The timeout of one model request, in milliseconds; 0 turns it off.
-  request_timeout_ms: 120000
+  request_timeout_ms: ${request_timeout_ms}
   # The model that reads images for text-only models (describe_image).
   # vision_model:
   #   provider: google
@@ -146,31 +170,31 @@ model:
 
 compaction:
   # The automatic triggers; a manual compaction works either way.
-  enabled: true
+  enabled: ${compaction_enabled}
   # summarize (the model writes a summary that replaces the context) or
   # discard (the context is dropped).
-  mode: summarize
+  mode: ${compaction_mode}
   # Compact when the last request's context reaches this many tokens (capped
   # at the model's context window less 2048); 0 turns the trigger off.
-  context_threshold: 256000
+  context_threshold: ${context_threshold}
   # Compact when the session reaches this many turns; -1 turns it off.
-  turns_threshold: -1
+  turns_threshold: ${turns_threshold}
   # The instruction appended to the context to get the summary, which must
   # come between [summary] and [/summary].
   prompt: |
 `)
-	w(indent(d.Compaction.Prompt, "    "))
+	prompt(d.Compaction.Prompt, "    ")
 	w(`  # Put ahead of the prompt when an attempt gave no usable summary.
   retry_note: |
 `)
-	w(indent(d.Compaction.RetryNote, "    "))
+	prompt(d.Compaction.RetryNote, "    ")
 	w(`
 # Reconnects after a failed model request: up to max_attempts re-sends,
 # waiting base_delay × 2^n, capped at max_delay.
 retry:
-  max_attempts: 5
-  base_delay: 2s
-  max_delay: 30s
+  max_attempts: ${max_attempts}
+  base_delay: ${base_delay}
+  max_delay: ${max_delay}
 
 # The tool set. Leaving builtin out offers every builtin tool with its
 # current definition. Writing a builtin list replaces that set: only the
@@ -210,29 +234,29 @@ tools:
 # The vault section ({{VAULT}}): the names of the vault's variables, never
 # their values. Off, the variables are still set in commands.
 vault:
-  enabled: true
+  enabled: ${vault_enabled}
   prompt: |
 `)
-	w(indent(d.Vault.Prompt, "    "))
+	prompt(d.Vault.Prompt, "    ")
 	w(`
 # The skills section ({{SKILLS}}): the name and description of each
 # skills/<name>/SKILL.md.
 skills:
-  enabled: true
+  enabled: ${skills_enabled}
   prompt: |
 `)
-	w(indent(d.Skills.Prompt, "    "))
+	prompt(d.Skills.Prompt, "    ")
 	w(`
 # The memory section ({{MEMORY}}): prompt always, workspace_prompt only in a
 # persistent workspace.
 memory:
-  enabled: true
+  enabled: ${memory_enabled}
   prompt: |
 `)
-	w(indent(d.Memory.Prompt, "    "))
+	prompt(d.Memory.Prompt, "    ")
 	w(`  workspace_prompt: |
 `)
-	w(indent(d.Memory.WorkspacePrompt, "    "))
+	prompt(d.Memory.WorkspacePrompt, "    ")
 	return b.String()
 }
 

@@ -8,6 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
 )
 
 // Names of the tools the engine runs itself rather than the environment:
@@ -132,13 +133,14 @@ func (s ToolSpec) AvailableFor(vision bool) bool {
 // PermissionProto returns the permission as the contract's enum;
 // unspecified when the entry does not say.
 func (s ToolSpec) PermissionProto() penguinv1.Permission {
-	switch s.Permission {
-	case "r":
-		return penguinv1.Permission_PERMISSION_R
-	case "rw":
-		return penguinv1.Permission_PERMISSION_RW
-	}
-	return penguinv1.Permission_PERMISSION_UNSPECIFIED
+	return permissionProto(s.Permission)
+}
+
+// permissionProto reads a permission word (r or rw); anything else, "" and
+// an MCP server's "auto" included, is unspecified.
+func permissionProto(word string) penguinv1.Permission {
+	p, _ := enumword.Parse[penguinv1.Permission](word)
+	return p
 }
 
 // Definition returns the definition sent to the model, with the
@@ -310,12 +312,10 @@ func (t ToolSettings) ToolConfig() *penguinv1.ToolConfig {
 			ConnectTimeoutMs: m.ConnectTimeoutMS,
 			TimeoutMs:        m.TimeoutMS,
 		}
-		switch m.Permission {
-		case "r":
-			ms.Permission = penguinv1.Permission_PERMISSION_R
-		case "rw":
-			ms.Permission = penguinv1.Permission_PERMISSION_RW
+		if m.MaxOutputLength != nil {
+			ms.MaxOutputLength = i64(*m.MaxOutputLength)
 		}
+		ms.Permission = permissionProto(m.Permission)
 		tc.McpServers = append(tc.McpServers, ms)
 	}
 	return tc

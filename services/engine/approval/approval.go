@@ -27,6 +27,11 @@ const (
 	Ask
 )
 
+// DefaultMode is the approval mode of a session created without one, and
+// the mode a Gate without a Mode func applies: nothing runs that a person
+// did not allow.
+const DefaultMode = penguinv1.ApprovalMode_APPROVAL_MODE_DENY_ALL
+
 // ForMode applies an approval mode to a tool's permission. An unknown mode
 // is treated as deny-all, the safe default, and under read-only a tool of
 // unknown permission asks, like a writing one.
@@ -47,7 +52,7 @@ func ForMode(mode penguinv1.ApprovalMode, perm penguinv1.Permission) Verdict {
 }
 
 // Policy is the command policy: it vetoes calls that would run a forbidden
-// command. *policy.Policy of the environment service satisfies it.
+// command. *cmdpolicy.Policy satisfies it.
 type Policy interface {
 	Evaluate(toolName, argsJSON string) (forbidden bool, rule string)
 }
@@ -80,7 +85,7 @@ func (g *Gate) Decide(ctx context.Context, call *penguinv1.ToolCall) penguinv1.D
 			return penguinv1.Decision_DECISION_FORBIDDEN
 		}
 	}
-	mode := penguinv1.ApprovalMode_APPROVAL_MODE_DENY_ALL
+	mode := DefaultMode
 	if g.Mode != nil {
 		mode = g.Mode()
 	}

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/cmdpolicy"
 	"github.com/penguin-agent/penguin/services/engine/approval"
-	"github.com/penguin-agent/penguin/services/environment/policy"
 )
 
 func TestForMode(t *testing.T) {
@@ -38,7 +38,7 @@ func (f askerFunc) Ask(ctx context.Context, c *penguinv1.ToolCall, p penguinv1.P
 }
 
 func TestGate(t *testing.T) {
-	pol, err := policy.Compile(&penguinv1.CommandPolicy{UseDefaults: true})
+	pol, err := cmdpolicy.Compile(&penguinv1.CommandPolicy{UseDefaults: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/engine/loop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -74,7 +75,7 @@ func (e *Executor) Execute(ctx context.Context, call *penguinv1.ToolCall, forwar
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return r.fail("Tool call aborted.", penguinv1.StopReason_STOP_REASON_ABORTED)
+			return r.fail(loop.CallAborted, penguinv1.StopReason_STOP_REASON_ABORTED)
 		}
 		if status.Code(err) == codes.Unavailable {
 			next := "The tool call did not finish there, and its effects may be lost."

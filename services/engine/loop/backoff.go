@@ -3,7 +3,9 @@ package loop
 import "time"
 
 // Retry is the reconnect ladder of a run: how many times a failed model
-// request is sent again, and how long to wait before each retry.
+// request is sent again, and how long to wait before each retry. It has no
+// default of its own: the agent's configuration (agentstate.RetrySettings)
+// owns the numbers, and this type owns the arithmetic.
 type Retry struct {
 	// MaxRetries is the most reconnects after the first attempt; zero or
 	// less means none.
@@ -14,9 +16,6 @@ type Retry struct {
 	// when it is within it.
 	Cap time.Duration
 }
-
-// DefaultRetry is the reference's ladder: 2 s, 4 s, 8 s, 16 s, 30 s.
-var DefaultRetry = Retry{MaxRetries: 5, Base: 2 * time.Second, Cap: 30 * time.Second}
 
 // Delay returns the wait before reconnect number n (1-based). A provider's
 // Retry-After replaces the computed wait when it is positive and within the

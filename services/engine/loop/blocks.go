@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/cmdpolicy"
+	"github.com/penguin-agent/penguin/internal/enumword"
 	"github.com/penguin-agent/penguin/internal/omni"
 )
 
@@ -14,19 +16,47 @@ const (
 	// DeniedByUser is the output of a call a person (or the approval mode)
 	// refused.
 	DeniedByUser = "Tool call denied by user."
-	// DeniedByPolicy is the output of a call the command policy vetoed.
-	DeniedByPolicy = "Tool call denied by policy."
+	// DeniedByPolicy is the output of a call the command policy vetoed:
+	// the policy's own text, the same the environment answers with.
+	DeniedByPolicy = cmdpolicy.DeniedOutput
 	// Interrupted is the placeholder output of a call that had not finished
 	// when the user aborted the run.
 	Interrupted = "[interrupted: tool aborted by user]"
 	// NotRun is the output of a committed tool call that was cut off by the
 	// stream and so could not run.
 	NotRun = "Tool call was incomplete and did not run."
+	// CallAborted is the output of a call whose run was interrupted while
+	// the tool was working.
+	CallAborted = "Tool call aborted."
+	// NotRunCompacting answers a tool call in a compaction reply: tools are
+	// not run while the model writes its summary.
+	NotRunCompacting = "Tool call did not run: tools are not available while the context is being summarized."
 )
 
 // maxBlockOutput caps each tool output copied into a carry-over block, so
 // a retry cannot blow up the context.
 const maxBlockOutput = 4000
+
+// maxReport caps the output a background completion report carries: its
+// end, which says how the work ended, is kept.
+const maxReport = 4000
+
+// BackgroundDone is the completion report of work that ran in the
+// background (a command, a subagent), a user message from the harness: a
+// [background_task_done] head saying what finished and how, then body.
+func BackgroundDone(kind, id, status, detail, body string) *penguinv1.OmniMessage {
+	head := Block("background_task_done", fmt.Sprintf("kind: %s\nid: %s\nstatus: %s\ndetail: %s", kind, id, status, detail))
+	return HarnessText(head + "\n" + body)
+}
+
+// ReportTail cuts the output of background work to the size a completion
+// report carries, keeping its end.
+func ReportTail(out string) string {
+	if len(out) <= maxReport {
+		return out
+	}
+	return fmt.Sprintf("[...%d chars of earlier output dropped...]\n", len(out)-maxReport) + out[len(out)-maxReport:]
+}
 
 // Block wraps body in the harness's [tag]…[/tag] marker.
 func Block(tag, body string) string {
@@ -75,7 +105,7 @@ func (t *transcript) complete(m *penguinv1.OmniMessage) {
 		}
 		status := ""
 		if s := p.ToolCallOutput.GetStopReason(); s != penguinv1.StopReason_STOP_REASON_UNSPECIFIED && s != penguinv1.StopReason_STOP_REASON_COMPLETED {
-			status = " [" + stopName(s) + "]"
+			status = " [" + enumword.Word(s) + "]"
 		}
 		t.parts = append(t.parts, fmt.Sprintf("tool_call_output (id %s)%s: %s", p.ToolCallOutput.GetToolCallId(), status, out))
 	}
@@ -91,7 +121,7 @@ func (t *transcript) String() string {
 // run again.
 func retriedBlock(status penguinv1.StopReason, message, produced string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "The previous attempt at this request ended with %s", stopName(status))
+	fmt.Fprintf(&b, "The previous attempt at this request ended with %s", enumword.Word(status))
 	if message != "" {
 		fmt.Fprintf(&b, " (%s)", message)
 	}
@@ -111,9 +141,4 @@ func abortedBlock(produced string) string {
 		return Block("turn_aborted", "The user interrupted the previous request before the model produced any output.")
 	}
 	return Block("turn_aborted", "The user interrupted the previous request. The model had produced this much; tool calls listed here already ran (or were denied):\n"+produced)
-}
-
-func stopName(s penguinv1.StopReason) string {
-	n := strings.TrimPrefix(s.String(), "STOP_REASON_")
-	return strings.ToLower(n)
 }

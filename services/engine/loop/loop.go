@@ -120,17 +120,18 @@ type Compaction struct {
 	TurnsThreshold int
 	// Mode is summarize or discard; unspecified means summarize.
 	Mode penguinv1.CompactionMode
-	// Prompt asks the model for the summary; empty means
-	// DefaultCompactionPrompt.
+	// Prompt asks the model for the summary. Prompt, ExtractSummary and
+	// WrapSummary are required in summarize mode: the loop has no texts of
+	// its own (the agent state owns them and their defaults), and a
+	// summarize compaction without them fails with a message saying so.
 	Prompt string
 	// RetryNote goes ahead of the prompt after an unusable reply; empty
-	// means a built-in note.
+	// sends none.
 	RetryNote string
-	// ExtractSummary picks the summary out of the model's reply; nil takes
-	// the whole reply.
+	// ExtractSummary picks the summary out of the model's reply.
 	ExtractSummary func(reply string) (string, bool)
 	// WrapSummary turns the summary into the text that opens the fresh
-	// context; nil wraps it in a [context_summary] block.
+	// context.
 	WrapSummary func(summary string) string
 	// ThinkingLevel is used for compaction requests (the session default,
 	// not the task's).

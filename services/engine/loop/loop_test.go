@@ -9,6 +9,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/loop"
 	"google.golang.org/grpc"
@@ -99,7 +100,7 @@ func TestParallelToolCallsReturnInCallOrder(t *testing.T) {
 		id := req.GetToolCall().GetToolCallId()
 		if id == "a" {
 			// a finishes only once the engine has recorded b's output.
-			waitFor(t, "b's output", func() bool { return len(outputs(r.em.all())) == 1 })
+			eventually.True(t, "b's output", func() bool { return len(outputs(r.em.all())) == 1 })
 		}
 		return fake.Output(s, id, "out-"+id, 0)
 	}
@@ -179,7 +180,7 @@ func TestApprovalsAreSequentialAndBeforeOutputs(t *testing.T) {
 	done := make(chan loop.Result)
 	go func() { done <- r.run(context.Background(), "go") }()
 	// The model stream ends (request_end) while a's approval is pending.
-	waitFor(t, "request_end and a's question", func() bool { return len(requestEnds(r.em.all())) == 1 && aAsked.Load() })
+	eventually.True(t, "request_end and a's question", func() bool { return len(requestEnds(r.em.all())) == 1 && aAsked.Load() })
 	close(release)
 	res := <-done
 	if res.Status != completed {
@@ -358,7 +359,7 @@ func TestAbortCaseBModelOutputIncomplete(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	go func() {
 		<-started
-		waitFor(t, "the partial text", func() bool {
+		eventually.True(t, "the partial text", func() bool {
 			for _, m := range r.em.all() {
 				if m.GetPartialText().GetText() == "ans" {
 					return true
@@ -406,7 +407,13 @@ func TestAbortCaseAModelOutputComplete(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	go func() {
 		<-slowStarted
-		waitFor(t, "fast output", func() bool { return len(outputs(r.em.all())) == 1 })
+		// Case A is an abort after the model's answer ended: wait for its
+		// request_end as well as the fast tool's output, since tools start
+		// while the answer still streams.
+		eventually.True(t, "fast output and the answer's end", func() bool {
+			all := r.em.all()
+			return len(outputs(all)) == 1 && len(requestEnds(all)) == 1
+		})
 		cancel(&loop.Aborted{})
 	}()
 	res := r.run(ctx, "go")
@@ -444,7 +451,7 @@ func TestAbortDuringRetryWait(t *testing.T) {
 	r.set.Retry = loop.Retry{MaxRetries: 3, Base: time.Hour, Cap: time.Hour}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	go func() {
-		waitFor(t, "retry wait", func() bool {
+		eventually.True(t, "retry wait", func() bool {
 			r.host.mu.Lock()
 			defer r.host.mu.Unlock()
 			return len(r.host.retryIns) > 0

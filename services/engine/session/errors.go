@@ -1,6 +1,12 @@
 package session
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
 
 // Errors the session layer reports; the gRPC layer maps them (and the
 // store's errors) to status codes.
@@ -12,6 +18,9 @@ var (
 	ErrBusy = errors.New("session busy")
 	// ErrNotRunning: the session has no task to steer, abort or approve.
 	ErrNotRunning = errors.New("no task running")
+	// ErrPrecondition: the session cannot do this in its current state
+	// (its agent state no longer loads, say).
+	ErrPrecondition = errors.New("failed precondition")
 	// ErrInvalid: the request is malformed.
 	ErrInvalid = errors.New("invalid argument")
 	// ErrUnavailable: a service the engine depends on cannot be reached.
@@ -21,3 +30,21 @@ var (
 	// its last sequence.
 	ErrFellBehind = errors.New("fell behind the live stream")
 )
+
+// downstream turns an error of the environment or llm service into the
+// session layer's vocabulary.
+func downstream(what string, err error) error {
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.InvalidArgument, codes.OutOfRange:
+		return fmt.Errorf("%w: %s: %s", ErrInvalid, what, st.Message())
+	case codes.FailedPrecondition, codes.PermissionDenied, codes.Unimplemented:
+		return fmt.Errorf("%w: %s: %s", ErrPrecondition, what, st.Message())
+	case codes.NotFound:
+		return fmt.Errorf("%w: %s: %s", ErrNotFound, what, st.Message())
+	case codes.Canceled, codes.DeadlineExceeded:
+		return fmt.Errorf("%s: %w", what, err)
+	default:
+		return fmt.Errorf("%w: %s: %s", ErrUnavailable, what, st.Message())
+	}
+}

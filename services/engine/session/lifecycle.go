@@ -9,6 +9,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
+	"github.com/penguin-agent/penguin/services/engine/approval"
 	"github.com/penguin-agent/penguin/services/engine/loop"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"google.golang.org/protobuf/proto"
@@ -54,7 +55,7 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 		return nil, fmt.Errorf("%w: unknown approval mode %d", ErrInvalid, spec.ApprovalMode)
 	}
 	if spec.ApprovalMode == penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED {
-		spec.ApprovalMode = penguinv1.ApprovalMode_APPROVAL_MODE_DENY_ALL
+		spec.ApprovalMode = approval.DefaultMode
 	}
 	st, err := m.loadAgent(spec.AgentState)
 	if err != nil {
@@ -301,7 +302,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 		for _, rt := range rts {
-			rt.stopWatch()
+			rt.watcher.Stop()
 		}
 		// Wait for the watchers' streams to let go, so every runtime saves
 		// its sequence mark while the store is still open.

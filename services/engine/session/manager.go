@@ -8,6 +8,16 @@
 // An idle session costs nothing but its store row: a runtime is loaded
 // when a task starts or a watcher attaches, and dropped when the last of
 // them is gone. Its model context is rebuilt from the log at every task.
+//
+// The parts with a life of their own are packages of their own, each with
+// its tests: the numbering and group commit of events (journal), run
+// leases (lease), the watch of an environment's background commands
+// (envwatch), approval questions (approval.Board), and the tools the
+// engine runs itself (enginetool/...). This package wires them to sessions:
+// lifecycle (lifecycle.go), tasks (run.go, prepare.go, control.go), the
+// event stream of watchers (follow.go), the environment and tool set of a
+// task (environment.go, toolset.go) and the parent side of subagents
+// (subagents.go).
 package session
 
 import (
@@ -24,17 +34,25 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/cmdpolicy"
+	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/approval"
+	"github.com/penguin-agent/penguin/services/engine/enginetool/subagent"
+	"github.com/penguin-agent/penguin/services/engine/lease"
+	"github.com/penguin-agent/penguin/services/engine/sessionwatch"
 	"github.com/penguin-agent/penguin/services/engine/store"
-	"github.com/penguin-agent/penguin/services/environment/policy"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
+
+// storeTimeout bounds a call the engine makes on no caller's behalf: a
+// write of the log, the update of a row after a task, the release of a
+// lease. Such a call is never cut short by a caller going away (an abort
+// must still be recorded), only by this.
+const storeTimeout = 30 * time.Second
 
 // Options configure a Manager.
 type Options struct {
@@ -56,7 +74,7 @@ type Options struct {
 	// the engine before approval and by every environment it creates. Nil
 	// means the factory rules.
 	CommandPolicy *penguinv1.CommandPolicy
-	// Logger receives operational messages; nil means slog.Default().
+	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
 	// EngineID names this engine replica in run leases; empty means the
 	// host name and Address, or a random name without an Address.
@@ -64,14 +82,14 @@ type Options struct {
 	EngineID string
 	Address  string
 	// LeaseTTL is how long a run lease lasts between renewals; zero means
-	// 30 s.
+	// lease.DefaultTTL.
 	LeaseTTL time.Duration
 	// BufferEvents and BufferBytes bound each running session's live
 	// buffer; zero means the live package's defaults.
 	BufferEvents int
 	BufferBytes  int
-	// MaxSubagents caps the subagent sessions one session holds; zero
-	// means 8.
+	// MaxSubagents caps the subagents one session runs at once; zero means
+	// subagent.DefaultMax.
 	MaxSubagents int
 	// TracerProvider opens the span of each turn, the root of the turn's
 	// trace; nil traces nothing.
@@ -83,12 +101,16 @@ type Options struct {
 
 // Manager owns the sessions of one engine replica.
 type Manager struct {
-	opts    Options
-	store   store.Store
-	policy  approval.Policy
-	log     *slog.Logger
-	tracer  trace.Tracer
-	metrics *metrics
+	opts      Options
+	store     store.Store
+	policy    approval.Policy
+	log       *slog.Logger
+	tracer    trace.Tracer
+	metrics   *metrics
+	leases    *lease.Keeper
+	subagents *subagent.Registry
+	// watch tells the watchers of the session list about changes.
+	watch *sessionwatch.Hub
 
 	// rowLocks serialize read-modify-write updates of session rows, which
 	// the store treats as last-writer-wins.
@@ -101,8 +123,6 @@ type Manager struct {
 	tasks      sync.WaitGroup
 	// stopping closes at Shutdown, ending every watcher's stream.
 	stopping chan struct{}
-	// subagents holds each parent session's running subagents.
-	subagents map[string]*children
 }
 
 // New returns a Manager.
@@ -113,30 +133,12 @@ func New(opts Options) (*Manager, error) {
 	if opts.CommandPolicy == nil {
 		opts.CommandPolicy = &penguinv1.CommandPolicy{UseDefaults: true}
 	}
-	pol, err := policy.Compile(opts.CommandPolicy)
+	pol, err := cmdpolicy.Compile(opts.CommandPolicy)
 	if err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.EngineID == "" {
-		// An engine restarted on the same host and address is the same
-		// owner: it takes its old leases back at once instead of waiting
-		// for them to expire after a crash. Two live engines cannot share
-		// an address, so the name is unique while it matters.
-		if host, err := os.Hostname(); err == nil && opts.Address != "" {
-			opts.EngineID = host + "/" + opts.Address
-		} else {
-			opts.EngineID = "engine-" + randomHex(6)
-		}
-	}
-	if opts.LeaseTTL <= 0 {
-		opts.LeaseTTL = 30 * time.Second
-	}
-	if opts.MaxSubagents <= 0 {
-		opts.MaxSubagents = 8
-	}
+	opts.Logger = logger.OrDiscard(opts.Logger)
+	leases := lease.New(opts.Store, lease.Options{Owner: opts.EngineID, Address: opts.Address, TTL: opts.LeaseTTL, Logger: opts.Logger})
 	if opts.TracerProvider == nil {
 		opts.TracerProvider = noop.NewTracerProvider()
 	}
@@ -146,26 +148,26 @@ func New(opts Options) (*Manager, error) {
 		policy:     pol,
 		log:        opts.Logger,
 		tracer:     opts.TracerProvider.Tracer("github.com/penguin-agent/penguin/services/engine"),
+		leases:     leases,
+		subagents:  subagent.NewRegistry(opts.MaxSubagents),
 		runtimes:   map[string]*Runtime{},
 		envClients: map[string]penguinv1.EnvironmentServiceClient{},
 		stopping:   make(chan struct{}),
 	}
+	m.watch = sessionwatch.New(m, opts.Logger)
+	m.store = m.watch.Store(opts.Store)
 	if m.metrics, err = newMetrics(m, opts.Registerer); err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
 	return m, nil
 }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // newSessionID returns an id in the reference's shape,
 // session-YYYY-MM-DD-HH-mm-ss-<8hex>.
 func newSessionID() string {
-	return "session-" + time.Now().UTC().Format("2006-01-02-15-04-05") + "-" + randomHex(4)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return "session-" + time.Now().UTC().Format("2006-01-02-15-04-05") + "-" + hex.EncodeToString(b)
 }
 
 // acquire returns the session's runtime, loading it when needed, and holds
@@ -248,24 +250,6 @@ func (m *Manager) updateRow(ctx context.Context, id string, f func(*store.Sessio
 	return m.store.UpdateSession(ctx, row)
 }
 
-// envClient returns the client for an environment reached at addr.
-func (m *Manager) envClient(addr string) (penguinv1.EnvironmentServiceClient, error) {
-	if addr == "" || m.opts.DialEnvironment == nil {
-		return m.opts.Environment, nil
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if c := m.envClients[addr]; c != nil {
-		return c, nil
-	}
-	c, err := m.opts.DialEnvironment(addr)
-	if err != nil {
-		return nil, fmt.Errorf("%w: environment replica %s: %v", ErrUnavailable, addr, err)
-	}
-	m.envClients[addr] = c
-	return c, nil
-}
-
 // loadAgent loads an agent state directory. The default one is created
 // when missing; a named one must exist.
 func (m *Manager) loadAgent(dir string) (*agentstate.State, error) {
@@ -298,47 +282,22 @@ func (m *Manager) loadAgent(dir string) (*agentstate.State, error) {
 // one; a session without a live lease is this replica's to serve. It
 // implements engine.Owners.
 func (m *Manager) Owner(ctx context.Context, id string) (string, bool, error) {
-	owner, addr, _, err := m.store.LeaseHolder(ctx, id)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return "", false, nil
-	case err != nil:
+	owner, addr, held, err := m.leases.Holder(ctx, id)
+	if err != nil || !held {
 		return "", false, err
 	}
-	return addr, owner != m.opts.EngineID && addr != "", nil
+	return addr, owner != m.leases.Owner() && addr != "", nil
 }
 
 // elsewhere reports, for a session with no runtime here, the engine
 // replica that runs it now (a live lease held by another owner), as an
 // error that tells the caller where to go.
 func (m *Manager) elsewhere(ctx context.Context, id string) error {
-	owner, addr, _, err := m.store.LeaseHolder(ctx, id)
-	if err != nil || owner == m.opts.EngineID {
+	owner, addr, held, err := m.leases.Holder(ctx, id)
+	if err != nil || !held || owner == m.leases.Owner() {
 		return nil
 	}
 	return fmt.Errorf("%w: session %s is running on engine %s; call it at %s", ErrPrecondition, id, owner, addr)
-}
-
-// ErrPrecondition: the session cannot do this in its current state (its
-// agent state no longer loads, say).
-var ErrPrecondition = errors.New("failed precondition")
-
-// downstream turns an error of the environment or llm service into the
-// session layer's vocabulary.
-func downstream(what string, err error) error {
-	st := status.Convert(err)
-	switch st.Code() {
-	case codes.InvalidArgument, codes.OutOfRange:
-		return fmt.Errorf("%w: %s: %s", ErrInvalid, what, st.Message())
-	case codes.FailedPrecondition, codes.PermissionDenied, codes.Unimplemented:
-		return fmt.Errorf("%w: %s: %s", ErrPrecondition, what, st.Message())
-	case codes.NotFound:
-		return fmt.Errorf("%w: %s: %s", ErrNotFound, what, st.Message())
-	case codes.Canceled, codes.DeadlineExceeded:
-		return fmt.Errorf("%s: %w", what, err)
-	default:
-		return fmt.Errorf("%w: %s: %s", ErrUnavailable, what, st.Message())
-	}
 }
 
 // toProto describes a session row.

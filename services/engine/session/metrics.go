@@ -2,13 +2,13 @@ package session
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
 )
 
 // metrics are the engine's domain metrics: what its sessions and tasks
@@ -76,27 +76,15 @@ func (m *Manager) ObserveForward(method string, code codes.Code) {
 // observeEmit counts what an emitted message tells: approval decisions.
 func (x *metrics) observeEmit(m *penguinv1.OmniMessage) {
 	if d := m.GetApprovalDecision(); d != nil {
-		x.approvals.WithLabelValues(enumLabel(d.GetDecision().String(), "DECISION_")).Inc()
+		x.approvals.WithLabelValues(enumword.Word(d.GetDecision())).Inc()
 	}
 }
 
 // turnEnded counts one turn.
 func (x *metrics) turnEnded(status penguinv1.StopReason, retried []penguinv1.StopReason, took time.Duration) {
-	x.turns.WithLabelValues(stopLabel(status)).Inc()
+	x.turns.WithLabelValues(enumword.Word(status)).Inc()
 	x.turnDuration.Observe(took.Seconds())
 	for _, s := range retried {
-		x.retries.WithLabelValues(stopLabel(s)).Inc()
+		x.retries.WithLabelValues(enumword.Word(s)).Inc()
 	}
-}
-
-// stopLabel is the short lower-case name of a stop reason.
-func stopLabel(s penguinv1.StopReason) string {
-	if s == penguinv1.StopReason_STOP_REASON_UNSPECIFIED {
-		return "unspecified"
-	}
-	return enumLabel(s.String(), "STOP_REASON_")
-}
-
-func enumLabel(name, prefix string) string {
-	return strings.ToLower(strings.TrimPrefix(name, prefix))
 }

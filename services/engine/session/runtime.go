@@ -3,59 +3,40 @@ package session
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 	"sync"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/engine/approval"
+	"github.com/penguin-agent/penguin/services/engine/envwatch"
+	"github.com/penguin-agent/penguin/services/engine/journal"
 	"github.com/penguin-agent/penguin/services/engine/live"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
 
-// storeTimeout bounds one write of the log. A write is never cut short by
-// the caller going away (an abort must still be recorded), only by this.
-const storeTimeout = 30 * time.Second
-
-// Runtime is a loaded session: its sequence counter, its log writer, its
-// live buffer, and its task when one runs.
-//
-// Events are numbered when they are emitted and queued; one writer
-// goroutine appends the queued events that belong in the log in one
-// transaction (group commit) and only then publishes the whole batch to
-// the live buffer, in sequence order. So nothing is seen before it is
-// recorded, the live order, the log order and the numbering agree, and the
-// agent loop never waits for the database on its way to the next request.
+// Runtime is a loaded session: its journal (numbering, log writer, live
+// buffer), its open approval questions, the watch of its environment, and
+// its task when one runs.
 type Runtime struct {
-	m   *Manager
-	id  string
-	buf *live.Buffer
+	m       *Manager
+	id      string
+	buf     *live.Buffer
+	journal *journal.Journal
+	board   *approval.Board
+	watcher *envwatch.Watcher
 
-	// emitMu guards the sequence counter and the write queue.
-	emitMu        sync.Mutex
-	drained       *sync.Cond // signalled when the writer empties the queue
-	next          int64
-	queue         []queued
-	writerActive  bool
-	writeErr      error // the log failed: nothing more is published
-	lastPersisted int64
-	seqSaved      int64 // SeqHigh as last written to the row
+	seqSaved int64 // SeqHigh as last written to the row; set at load only
 
 	refs int // guarded by m.mu
 
-	mu        sync.Mutex
-	task      *task
-	watcher   *watcher
-	state     penguinv1.SessionState
-	mode      penguinv1.ApprovalMode
-	approvals map[string]*pending
-}
-
-// queued is an event waiting for the writer.
-type queued struct {
-	ev      *penguinv1.RunEvent
-	persist bool
+	mu    sync.Mutex
+	task  *task
+	state penguinv1.SessionState
+	// beforeApproval is the state to return to when the last open
+	// approval question is settled.
+	beforeApproval penguinv1.SessionState
+	mode           penguinv1.ApprovalMode
 }
 
 func newRuntime(m *Manager, row *store.Session, cfg config) *Runtime {
@@ -67,28 +48,26 @@ func newRuntime(m *Manager, row *store.Session, cfg config) *Runtime {
 		next = row.LastSequence + crashGap
 	}
 	rt := &Runtime{
-		m:             m,
-		id:            row.ID,
-		buf:           live.New(next-1, m.opts.BufferEvents, m.opts.BufferBytes),
-		next:          next,
-		lastPersisted: row.LastSequence,
-		seqSaved:      cfg.SeqHigh,
-		state:         penguinv1.SessionState_SESSION_STATE_IDLE,
-		mode:          row.ApprovalMode,
-		approvals:     map[string]*pending{},
+		m:        m,
+		id:       row.ID,
+		buf:      live.New(next-1, m.opts.BufferEvents, m.opts.BufferBytes),
+		seqSaved: cfg.SeqHigh,
+		state:    penguinv1.SessionState_SESSION_STATE_IDLE,
+		mode:     row.ApprovalMode,
 	}
-	rt.drained = sync.NewCond(&rt.emitMu)
+	rt.journal = journal.New(journal.Options{
+		Store: m.store, Session: row.ID, Next: next, LastPersisted: row.LastSequence,
+		Buffer: rt.buf, Timeout: storeTimeout, Logger: m.log,
+	})
+	rt.board = approval.NewBoard(func(ev *penguinv1.RunEvent) (int64, error) { return rt.journal.Publish(ev, false) }, rt.awaiting)
+	rt.watcher = envwatch.New(watchedSession{rt}, row.ID, storeTimeout, m.log)
 	return rt
 }
 
 // unload saves the sequence high-water mark and drops the live buffer.
 func (rt *Runtime) unload() {
-	_ = rt.flush()
-	rt.emitMu.Lock()
-	high := rt.next - 1
-	saved := rt.seqSaved
-	rt.emitMu.Unlock()
-	if high > saved {
+	_ = rt.journal.Flush()
+	if high := rt.journal.Last(); high > rt.seqSaved {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		err := rt.m.updateRow(ctx, rt.id, func(_ *store.Session, c *config) { c.SeqHigh = max(c.SeqHigh, high) })
 		cancel()
@@ -110,105 +89,18 @@ func (rt *Runtime) State() penguinv1.SessionState {
 // published. It implements loop.Emitter: an error means the log failed
 // (for this message or an earlier one) and nothing from then on will be
 // published.
-func (rt *Runtime) Emit(ctx context.Context, m *penguinv1.OmniMessage) error {
-	_, err := rt.publish(ctx, &penguinv1.RunEvent{Event: &penguinv1.RunEvent_Message{Message: m}}, omni.Persistable(m))
+func (rt *Runtime) Emit(_ context.Context, m *penguinv1.OmniMessage) error {
+	_, err := rt.journal.Publish(&penguinv1.RunEvent{Event: &penguinv1.RunEvent_Message{Message: m}}, omni.Persistable(m))
 	if err == nil {
 		rt.m.metrics.observeEmit(m)
 	}
 	return err
 }
 
-// publish numbers ev and queues it for the writer, which appends its
-// message to the log when persist is set and then hands it to the live
-// buffer.
-func (rt *Runtime) publish(_ context.Context, ev *penguinv1.RunEvent, persist bool) (int64, error) {
-	rt.emitMu.Lock()
-	defer rt.emitMu.Unlock()
-	if rt.writeErr != nil {
-		return 0, rt.writeErr
-	}
-	seq := rt.next
-	rt.next++
-	ev.Sequence = seq
-	rt.queue = append(rt.queue, queued{ev: ev, persist: persist})
-	if !rt.writerActive {
-		rt.writerActive = true
-		go rt.write()
-	}
-	return seq, nil
-}
-
-// write drains the queue: each round appends what belongs in the log in
-// one transaction and publishes the round in order.
-func (rt *Runtime) write() {
-	for {
-		rt.emitMu.Lock()
-		batch := rt.queue
-		rt.queue = nil
-		if len(batch) == 0 || rt.writeErr != nil {
-			rt.queue = nil
-			rt.writerActive = false
-			rt.drained.Broadcast()
-			rt.emitMu.Unlock()
-			return
-		}
-		rt.emitMu.Unlock()
-
-		events := make([]store.Event, 0, len(batch))
-		for _, q := range batch {
-			if q.persist {
-				events = append(events, store.Event{Sequence: q.ev.GetSequence(), Message: q.ev.GetMessage()})
-			}
-		}
-		var err error
-		if len(events) > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-			err = rt.m.store.AppendEvents(ctx, rt.id, events...)
-			cancel()
-		}
-		if err != nil {
-			rt.emitMu.Lock()
-			rt.writeErr = fmt.Errorf("record events %d to %d of session %s: %w", events[0].Sequence, events[len(events)-1].Sequence, rt.id, err)
-			rt.emitMu.Unlock()
-			rt.m.log.Error("the session log could not be written; the session's task stops", "session", rt.id, "error", err)
-			continue
-		}
-		if len(events) > 0 {
-			rt.emitMu.Lock()
-			rt.lastPersisted = events[len(events)-1].Sequence
-			rt.emitMu.Unlock()
-		}
-		for _, q := range batch {
-			rt.buf.Publish(q.ev)
-		}
-	}
-}
-
-// flush waits until every queued event is recorded and published, and
-// returns the log's error if it failed.
-func (rt *Runtime) flush() error {
-	rt.emitMu.Lock()
-	defer rt.emitMu.Unlock()
-	for rt.writerActive {
-		rt.drained.Wait()
-	}
-	return rt.writeErr
-}
-
-// resetLog clears a failure of the log before a new task, which starts by
-// reading the log again.
-func (rt *Runtime) resetLog() {
-	rt.emitMu.Lock()
-	defer rt.emitMu.Unlock()
-	for rt.writerActive {
-		rt.drained.Wait()
-	}
-	rt.writeErr = nil
-}
-
 // publishState publishes a state change (never persisted).
 func (rt *Runtime) publishState(ch *penguinv1.RunStateChange) {
-	_, _ = rt.publish(context.Background(), &penguinv1.RunEvent{Event: &penguinv1.RunEvent_State{State: ch}}, false)
+	rt.m.watch.StateChanged(rt.id, ch)
+	_, _ = rt.journal.Publish(&penguinv1.RunEvent{Event: &penguinv1.RunEvent_State{State: ch}}, false)
 }
 
 // setState records what the task is doing and tells the watchers when it
@@ -223,85 +115,25 @@ func (rt *Runtime) setState(s penguinv1.SessionState, retryIn time.Duration) {
 	}
 }
 
-// lastSequence returns the number of the newest event handed out.
-func (rt *Runtime) lastSequence() int64 {
-	rt.emitMu.Lock()
-	defer rt.emitMu.Unlock()
-	return rt.next - 1
-}
-
-// follow sends the session's events after the sequence number after: first
-// what only the store still has, then the live buffer, then live events as
-// they come. It returns when ctx ends, when stop says so for a sent event,
-// or, with untilIdle, when the session is idle and everything was sent.
-// While catching up it falls back to the store whenever the buffer has
-// moved on; once caught up, a reader that falls behind the buffer is cut
-// off with ErrFellBehind, because the run never waits for it.
-func (rt *Runtime) follow(ctx context.Context, after int64, send func(*penguinv1.RunEvent) error, stop func(*penguinv1.RunEvent) bool, untilIdle bool) error {
-	cursor := after
-	caughtUp := false
-	for {
-		evs, wake, err := rt.buf.Read(cursor, 256)
-		switch {
-		case errors.Is(err, live.ErrEvicted):
-			if caughtUp {
-				return fmt.Errorf("%w: session %s: events after sequence %d were dropped before this stream read them; Attach again with after_sequence=%d", ErrFellBehind, rt.id, cursor, cursor)
-			}
-			next, err := rt.replayStored(ctx, cursor, send)
-			if err != nil {
-				return err
-			}
-			cursor = next
-			continue
-		case errors.Is(err, live.ErrClosed):
-			return fmt.Errorf("%w: session %s was unloaded", ErrUnavailable, rt.id)
-		}
-		for _, ev := range evs {
-			if err := send(ev); err != nil {
-				return err
-			}
-			cursor = ev.GetSequence()
-			if stop != nil && stop(ev) {
-				return nil
-			}
-		}
-		if len(evs) > 0 {
-			continue
-		}
-		caughtUp = true
-		if untilIdle && rt.State() == penguinv1.SessionState_SESSION_STATE_IDLE && !rt.busy() && !rt.pendingWrites() {
-			// What was published up to now (the idle state event among
-			// it) is in the buffer; send it before stopping.
-			if more, _, err := rt.buf.Read(cursor, 1); err == nil && len(more) > 0 {
-				continue
-			}
-			return nil
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-rt.m.stopping:
-			if !rt.busy() {
-				return fmt.Errorf("%w: the engine is shutting down", ErrUnavailable)
-			}
-			// A task still ending (its abort being recorded) is followed
-			// to its end; poll until then.
-			select {
-			case <-wake:
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
+// awaiting moves the session into awaiting approval while questions are
+// open on its board, and back to what it was doing (running, at the
+// least) when the last is settled.
+func (rt *Runtime) awaiting(open bool) {
+	defer rt.m.watch.Changed(rt.id)
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if open {
+		rt.beforeApproval = rt.state
+		rt.state = penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL
+		return
 	}
-}
-
-// pendingWrites reports whether events are queued and not yet published.
-func (rt *Runtime) pendingWrites() bool {
-	rt.emitMu.Lock()
-	defer rt.emitMu.Unlock()
-	return rt.writerActive || len(rt.queue) > 0
+	if rt.state != penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL {
+		return
+	}
+	rt.state = rt.beforeApproval
+	if rt.state == penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL || rt.state == penguinv1.SessionState_SESSION_STATE_IDLE {
+		rt.state = penguinv1.SessionState_SESSION_STATE_RUNNING
+	}
 }
 
 // busy reports whether a task holds the session.
@@ -311,79 +143,24 @@ func (rt *Runtime) busy() bool {
 	return rt.task != nil
 }
 
-// replayStored sends the persisted events after cursor that the live
-// buffer no longer holds, merged in order with approval requests still
-// pending (which are never persisted), and returns the new cursor.
-func (rt *Runtime) replayStored(ctx context.Context, cursor int64, send func(*penguinv1.RunEvent) error) (int64, error) {
-	oldest := rt.buf.Oldest()
-	const page = 500
-	events, err := rt.m.store.ReadEvents(ctx, rt.id, cursor, page)
-	if err != nil {
-		return cursor, err
-	}
-	pend := rt.pendingBetween(cursor, oldest)
-	out := make([]*penguinv1.RunEvent, 0, len(events)+len(pend))
-	for _, e := range events {
-		if e.Sequence >= oldest {
-			break
-		}
-		out = append(out, &penguinv1.RunEvent{Sequence: e.Sequence, Event: &penguinv1.RunEvent_Message{Message: e.Message}})
-	}
-	upTo := oldest - 1
-	if len(events) == page && len(out) == page {
-		// More may follow below oldest: continue from this page's end.
-		upTo = out[len(out)-1].GetSequence()
-	}
-	for _, p := range pend {
-		if p.GetSequence() <= upTo {
-			out = append(out, p)
-		}
-	}
-	slices.SortFunc(out, func(a, b *penguinv1.RunEvent) int { return int(a.GetSequence() - b.GetSequence()) })
-	for _, ev := range out {
-		if err := send(ev); err != nil {
-			return cursor, err
-		}
-	}
-	return max(cursor, upTo), nil
+// approvalMode returns the session's current approval mode.
+func (rt *Runtime) approvalMode() penguinv1.ApprovalMode {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.mode
 }
 
-// History returns persisted events after a sequence number.
-func (m *Manager) History(ctx context.Context, id string, after int64, limit int) ([]*penguinv1.RunEvent, bool, error) {
-	if limit <= 0 {
-		limit = 1000
-	}
-	events, err := m.store.ReadEvents(ctx, id, after, limit+1)
-	if err != nil {
-		return nil, false, err
-	}
-	more := len(events) > limit
-	if more {
-		events = events[:limit]
-	}
-	out := make([]*penguinv1.RunEvent, len(events))
-	for i, e := range events {
-		out[i] = &penguinv1.RunEvent{Sequence: e.Sequence, Event: &penguinv1.RunEvent_Message{Message: e.Message}}
-	}
-	return out, more, nil
+// hold keeps the runtime loaded until the returned release is called.
+func (rt *Runtime) hold() (release func()) {
+	rt.m.mu.Lock()
+	rt.refs++
+	rt.m.mu.Unlock()
+	return func() { rt.m.release(rt) }
 }
 
-// Attach sends a session's events after a sequence number and then follows
-// its live events; with untilIdle it returns once the session is idle.
-func (m *Manager) Attach(ctx context.Context, id string, after int64, untilIdle bool, send func(*penguinv1.RunEvent) error) error {
-	if after < 0 {
-		return fmt.Errorf("%w: after_sequence must not be negative", ErrInvalid)
-	}
-	rt, err := m.acquire(ctx, id)
-	if err != nil {
-		return err
-	}
-	defer m.release(rt)
-	if !rt.busy() {
-		// A task of another replica is not published here.
-		if err := m.elsewhere(ctx, id); err != nil {
-			return err
-		}
-	}
-	return rt.follow(ctx, after, send, nil, untilIdle)
-}
+// watchedSession is the runtime as the watch of its environment sees it.
+type watchedSession struct{ rt *Runtime }
+
+func (w watchedSession) Deliver(n *penguinv1.OmniMessage) { w.rt.m.deliverNotice(w.rt.id, n) }
+func (w watchedSession) Busy() bool                       { return w.rt.busy() }
+func (w watchedSession) Hold() func()                     { return w.rt.hold() }

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
 	"github.com/penguin-agent/penguin/services/engine/loop"
 )
 
@@ -50,14 +51,14 @@ func (o *turnObserver) StartTurn(ctx context.Context, n int) (context.Context, f
 	return ctx, func(e loop.TurnEnd) {
 		o.metrics.turnEnded(e.Status, e.Retried, time.Since(start))
 		span.SetAttributes(
-			attribute.String("penguin.turn.status", stopLabel(e.Status)),
+			attribute.String("penguin.turn.status", enumword.Word(e.Status)),
 			attribute.Int("penguin.turn.attempts", len(e.Retried)+1),
 			attribute.Int("penguin.turn.tool_calls", e.ToolCalls),
 		)
 		switch e.Status {
 		case penguinv1.StopReason_STOP_REASON_COMPLETED, penguinv1.StopReason_STOP_REASON_ABORTED:
 		default:
-			span.SetStatus(codes.Error, stopLabel(e.Status))
+			span.SetStatus(codes.Error, enumword.Word(e.Status))
 		}
 		span.End()
 	}

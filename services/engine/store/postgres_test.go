@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,13 +17,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/penguin-agent/penguin/internal/pgtest"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/penguin-agent/penguin/services/engine/store/storetest"
 )
-
-// defaultPostgresURL is the PostgreSQL every machine and CI run provides.
-// PENGUIN_TEST_POSTGRES_URL overrides it.
-const defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
 // pgEnv is a test PostgreSQL: an admin pool on the base URL, from which
 // each test gets a fresh schema.
@@ -42,10 +38,7 @@ type pgEnv struct {
 // machines without it.
 func newPGEnv(tb testing.TB) *pgEnv {
 	tb.Helper()
-	base := os.Getenv("PENGUIN_TEST_POSTGRES_URL")
-	if base == "" {
-		base = defaultPostgresURL
-	}
+	base := pgtest.BaseURL()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	admin, err := pgxpool.New(ctx, base)
@@ -56,12 +49,7 @@ func newPGEnv(tb testing.TB) *pgEnv {
 		}
 	}
 	if err != nil {
-		if os.Getenv("PENGUIN_SKIP_POSTGRES") == "1" {
-			tb.Skipf("PostgreSQL at %s is unreachable (%v) and PENGUIN_SKIP_POSTGRES=1", base, err)
-		}
-		tb.Fatalf("PostgreSQL at %s is unreachable: %v\n"+
-			"Start it (trust auth, database test), point PENGUIN_TEST_POSTGRES_URL at another one, "+
-			"or set PENGUIN_SKIP_POSTGRES=1 to skip the PostgreSQL tests on this machine.", base, err)
+		pgtest.Unreachable(tb, base, err)
 	}
 	tb.Cleanup(admin.Close)
 	return &pgEnv{base: base, admin: admin, schemas: make(map[store.Store]string)}

@@ -48,6 +48,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"google.golang.org/protobuf/proto"
 )
@@ -236,7 +237,7 @@ type options struct {
 }
 
 // WithLogger sets the logger the store reports torn records and other
-// recoverable oddities to. The default is slog.Default().
+// recoverable oddities to. Without it they are discarded.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) {
 		if l != nil {
@@ -246,7 +247,7 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 func buildOptions(opts []Option) options {
-	o := options{logger: slog.Default()}
+	o := options{logger: logger.OrDiscard(nil)}
 	for _, opt := range opts {
 		opt(&o)
 	}

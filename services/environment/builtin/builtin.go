@@ -11,6 +11,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/environment/command"
+	"github.com/penguin-agent/penguin/services/environment/egress"
 	"github.com/penguin-agent/penguin/services/environment/tool"
 	"github.com/penguin-agent/penguin/services/environment/workspace"
 )
@@ -21,8 +22,8 @@ type Deps struct {
 	Root *workspace.Root
 	// Commands runs shell commands.
 	Commands *command.Manager
-	// HTTP fetches read_image URLs; nil means a client with a 30 s
-	// timeout.
+	// HTTP fetches read_image URLs; nil means egress.NewClient with its
+	// defaults (no internal destinations).
 	HTTP *http.Client
 	// ReadOnly makes write_file and edit_file refuse, for an environment
 	// whose sandbox keeps the workspace read-only: the file tools must not
@@ -36,7 +37,7 @@ var errReadOnly = errors.New("this environment is read-only (sandbox mode read-o
 // Tools returns every builtin tool, in the order they are offered.
 func Tools(d Deps) []tool.Spec {
 	if d.HTTP == nil {
-		d.HTTP = &http.Client{Timeout: 30 * time.Second}
+		d.HTTP = egress.NewClient(egress.Options{})
 	}
 	limits := func(timeout time.Duration) tool.Limits {
 		return tool.Limits{Timeout: timeout, MaxOutput: tool.DefaultMaxOutput}

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"path/filepath"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/environment/command"
 	"github.com/penguin-agent/penguin/services/environment/tool"
+	"github.com/penguin-agent/penguin/services/environment/workspace"
 )
 
 const (
@@ -125,18 +126,24 @@ func (t *execCommand) Run(ctx context.Context, raw string, out tool.Output) (too
 	}
 	dir := t.d.Root.Dir()
 	if a.Workdir != "" {
-		resolved, err := t.d.Root.ResolveWrite(a.Workdir)
+		// The handle checks the directory; the command then starts in it
+		// by path, which is no boundary: what the command may reach is
+		// the sandbox's business, not its working directory's.
+		tree, name, err := t.d.Root.Locate(a.Workdir, true)
 		if err != nil {
 			return tool.Result{}, fmt.Errorf("workdir: %w", err)
 		}
-		info, err := os.Stat(resolved)
+		info, err := tree.Stat(name)
+		if errors.Is(err, workspace.ErrOutside) {
+			return tool.Result{}, fmt.Errorf("workdir: %w", err)
+		}
 		if err != nil {
 			return tool.Result{}, fmt.Errorf("workdir %q does not exist", a.Workdir)
 		}
 		if !info.IsDir() {
 			return tool.Result{}, fmt.Errorf("workdir %q is not a directory", a.Workdir)
 		}
-		dir = resolved
+		dir = filepath.Join(tree.Dir(), filepath.FromSlash(name))
 	}
 	s, err := t.d.Commands.Start(ctx, command.StartOptions{
 		Command: a.Cmd, Dir: dir, Background: a.RunInBackground, Pipes: a.TTY != nil && !*a.TTY,

@@ -8,14 +8,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/environment/textdiff"
 	"github.com/penguin-agent/penguin/services/environment/tool"
+	"github.com/penguin-agent/penguin/services/environment/workspace"
 )
 
 const (
@@ -37,10 +36,16 @@ const (
 // fileError turns an os error into a message about the argument.
 func fileError(arg string, err error) error {
 	switch {
+	case errors.Is(err, workspace.ErrOutside):
+		return err
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%s does not exist", arg)
 	case errors.Is(err, fs.ErrPermission):
 		return fmt.Errorf("permission denied for %s", arg)
+	case errors.Is(err, workspace.ErrIsDir):
+		return fmt.Errorf("%s is a directory", arg)
+	case errors.Is(err, workspace.ErrNotRegular):
+		return fmt.Errorf("%s %v: the file tools only handle regular files; use exec_command for it", arg, err)
 	default:
 		return fmt.Errorf("%s: %w", arg, err)
 	}
@@ -86,22 +91,18 @@ func (t *readFile) Run(ctx context.Context, raw string, out tool.Output) (tool.R
 		}
 		limit = *a.Limit
 	}
-	path, err := t.d.Root.ResolveRead(a.FilePath)
+	tree, name, err := t.d.Root.Locate(a.FilePath, false)
 	if err != nil {
 		return tool.Result{}, err
 	}
-	f, err := os.Open(path)
+	f, info, err := tree.Open(name)
+	if errors.Is(err, workspace.ErrIsDir) {
+		return tool.Result{}, fmt.Errorf("%s is a directory: list it with glob or exec_command", a.FilePath)
+	}
 	if err != nil {
 		return tool.Result{}, fileError(a.FilePath, err)
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return tool.Result{}, fileError(a.FilePath, err)
-	}
-	if info.IsDir() {
-		return tool.Result{}, fmt.Errorf("%s is a directory: list it with glob or exec_command", a.FilePath)
-	}
 	br := bufio.NewReaderSize(io.LimitReader(f, readScanCap), 64<<10)
 	head, _ := br.Peek(sniffBytes)
 	if bytes.IndexByte(head, 0) >= 0 {
@@ -193,32 +194,27 @@ func (t *writeFile) Run(ctx context.Context, raw string, out tool.Output) (tool.
 	if t.d.ReadOnly {
 		return tool.Result{}, errReadOnly
 	}
-	path, err := t.d.Root.ResolveWrite(a.FilePath)
+	tree, name, err := t.d.Root.Locate(a.FilePath, true)
 	if err != nil {
 		return tool.Result{}, err
 	}
-	var old []byte
-	existed := false
-	mode := fs.FileMode(0o644)
-	if info, err := os.Stat(path); err == nil {
-		if info.IsDir() {
-			return tool.Result{}, fmt.Errorf("%s is a directory", a.FilePath)
-		}
-		existed = true
-		mode = info.Mode().Perm()
-		if info.Size() <= maxEditBytes {
-			old, _ = os.ReadFile(path)
-		}
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return tool.Result{}, fileError("the parent directory of "+a.FilePath, err)
-	}
-	if err := os.WriteFile(path, []byte(a.Content), mode); err != nil {
+	f, info, created, err := tree.OpenWrite(name, true)
+	if err != nil {
 		return tool.Result{}, fileError(a.FilePath, err)
 	}
-	rel := t.d.Root.Rel(path)
+	defer f.Close()
+	var old []byte
+	if !created && info.Size() <= maxEditBytes {
+		if old, err = io.ReadAll(io.LimitReader(f, maxEditBytes)); err != nil {
+			return tool.Result{}, fileError(a.FilePath, err)
+		}
+	}
+	if err := workspace.Replace(f, []byte(a.Content)); err != nil {
+		return tool.Result{}, fileError(a.FilePath, err)
+	}
+	rel := tree.Show(name)
 	lines := len(textdiff.Lines(a.Content))
-	if !existed {
+	if created {
 		fmt.Fprintf(out, "Created %s (%d lines, %d bytes)", rel, lines, len(a.Content))
 		return tool.Result{}, nil
 	}
@@ -300,23 +296,24 @@ func (t *editFile) Run(ctx context.Context, raw string, out tool.Output) (tool.R
 	if a.OldString == a.NewString {
 		return tool.Result{}, errors.New(`"new_string" is the same as "old_string": nothing would change`)
 	}
-	path, err := t.d.Root.ResolveWrite(a.FilePath)
+	tree, name, err := t.d.Root.Locate(a.FilePath, true)
 	if err != nil {
 		return tool.Result{}, err
 	}
-	info, err := os.Stat(path)
+	f, info, _, err := tree.OpenWrite(name, false)
 	if err != nil {
 		return tool.Result{}, fileError(a.FilePath, err)
 	}
-	if info.IsDir() {
-		return tool.Result{}, fmt.Errorf("%s is a directory", a.FilePath)
-	}
+	defer f.Close()
 	if info.Size() > maxEditBytes {
 		return tool.Result{}, fmt.Errorf("%s is larger than %d bytes; edit it with exec_command", a.FilePath, maxEditBytes)
 	}
-	data, err := os.ReadFile(path)
+	data, err := io.ReadAll(io.LimitReader(f, maxEditBytes+1))
 	if err != nil {
 		return tool.Result{}, fileError(a.FilePath, err)
+	}
+	if len(data) > maxEditBytes {
+		return tool.Result{}, fmt.Errorf("%s is larger than %d bytes; edit it with exec_command", a.FilePath, maxEditBytes)
 	}
 	content := string(data)
 	count := strings.Count(content, a.OldString)
@@ -332,10 +329,10 @@ func (t *editFile) Run(ctx context.Context, raw string, out tool.Output) (tool.R
 	} else {
 		updated = strings.Replace(content, a.OldString, a.NewString, 1)
 	}
-	if err := os.WriteFile(path, []byte(updated), info.Mode().Perm()); err != nil {
+	if err := workspace.Replace(f, []byte(updated)); err != nil {
 		return tool.Result{}, fileError(a.FilePath, err)
 	}
-	rel := t.d.Root.Rel(path)
+	rel := tree.Show(name)
 	plural := "s"
 	if count == 1 {
 		plural = ""

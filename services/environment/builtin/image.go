@@ -3,14 +3,15 @@ package builtin
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/environment/tool"
+	"github.com/penguin-agent/penguin/services/environment/workspace"
 )
 
 // maxImageBytes is the largest image read_image accepts.
@@ -60,21 +61,14 @@ func (t *readImage) Run(ctx context.Context, raw string, out tool.Output) (tool.
 }
 
 func (t *readImage) readLocal(source string) ([]byte, error) {
-	path, err := t.d.Root.ResolveRead(source)
+	tree, name, err := t.d.Root.Locate(source, false)
 	if err != nil {
 		return nil, err
 	}
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, fileError(source, err)
+	data, err := tree.ReadFile(name, maxImageBytes)
+	if errors.Is(err, workspace.ErrTooLarge) {
+		return nil, fmt.Errorf("%s is larger than read_image accepts (at most %d bytes)", source, maxImageBytes)
 	}
-	if info.IsDir() {
-		return nil, fmt.Errorf("%s is a directory", source)
-	}
-	if info.Size() > maxImageBytes {
-		return nil, fmt.Errorf("%s is %d bytes; read_image accepts at most %d", source, info.Size(), maxImageBytes)
-	}
-	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fileError(source, err)
 	}

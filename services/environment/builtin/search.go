@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"regexp"
 	"strings"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/environment/ignore"
 	"github.com/penguin-agent/penguin/services/environment/tool"
+	"github.com/penguin-agent/penguin/services/environment/workspace"
 )
 
 const (
@@ -23,20 +23,21 @@ const (
 	maxGrepLine     = 500
 )
 
-// searchDir resolves the optional path argument of glob and grep.
-func searchDir(d Deps, p string) (string, fs.FileInfo, error) {
+// searchDir resolves the optional path argument of glob and grep to the
+// tree it lies in and its name there.
+func searchDir(d Deps, p string) (*workspace.Tree, string, fs.FileInfo, error) {
 	if p == "" {
 		p = "."
 	}
-	abs, err := d.Root.ResolveRead(p)
+	tree, name, err := d.Root.Locate(p, false)
 	if err != nil {
-		return "", nil, err
+		return nil, "", nil, err
 	}
-	info, err := os.Stat(abs)
+	info, err := tree.Stat(name)
 	if err != nil {
-		return "", nil, fileError(p, err)
+		return nil, "", nil, fileError(p, err)
 	}
-	return abs, info, nil
+	return tree, name, info, nil
 }
 
 // globTool is glob.
@@ -68,7 +69,7 @@ func (t *globTool) Run(ctx context.Context, raw string, out tool.Output) (tool.R
 	if err != nil {
 		return tool.Result{}, fmt.Errorf("bad glob %q: %w", a.Pattern, err)
 	}
-	dir, info, err := searchDir(t.d, a.Path)
+	tree, dir, info, err := searchDir(t.d, a.Path)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -76,13 +77,13 @@ func (t *globTool) Run(ctx context.Context, raw string, out tool.Output) (tool.R
 		return tool.Result{}, fmt.Errorf("%s is not a directory", a.Path)
 	}
 	prefix := ""
-	if rel := t.d.Root.Rel(dir); rel != "." && rel != dir {
-		prefix = rel + "/"
+	if dir != "." {
+		prefix = dir + "/"
 	}
 	var b strings.Builder
 	n := 0
 	more := false
-	err = ignore.Walk(ctx, t.d.Root.Dir(), dir, func(e ignore.Entry) error {
+	err = ignore.Walk(ctx, tree, dir, func(e ignore.Entry) error {
 		if e.Entry.IsDir() {
 			return nil
 		}
@@ -94,7 +95,7 @@ func (t *globTool) Run(ctx context.Context, raw string, out tool.Output) (tool.R
 			return ignore.ErrStop
 		}
 		n++
-		b.WriteString(e.Rel)
+		b.WriteString(tree.Show(e.Rel))
 		b.WriteByte('\n')
 		return nil
 	})
@@ -155,6 +156,9 @@ func (t *grepTool) Run(ctx context.Context, raw string, out tool.Output) (tool.R
 	if err != nil {
 		return tool.Result{}, fmt.Errorf("bad regular expression %q: %w", a.Pattern, err)
 	}
+	// The quick test of a whole file must let ^ and $ match at every
+	// line, as they do when the lines are matched one by one.
+	whole := regexp.MustCompile("(?m)" + expr)
 	switch a.OutputMode {
 	case "":
 		a.OutputMode = "content"
@@ -177,15 +181,15 @@ func (t *grepTool) Run(ctx context.Context, raw string, out tool.Output) (tool.R
 		}
 		filterByName = !strings.Contains(a.Glob, "/")
 	}
-	target, info, err := searchDir(t.d, a.Path)
+	tree, target, info, err := searchDir(t.d, a.Path)
 	if err != nil {
 		return tool.Result{}, err
 	}
-	g := &grepper{re: re, mode: a.OutputMode, context: a.Context, limit: limit}
+	g := &grepper{re: re, whole: whole, mode: a.OutputMode, context: a.Context, limit: limit}
 	if !info.IsDir() {
-		g.file(ctx, t.d.Root.Rel(target), target)
+		g.file(ctx, tree, target)
 	} else {
-		err = ignore.Walk(ctx, t.d.Root.Dir(), target, func(e ignore.Entry) error {
+		err = ignore.Walk(ctx, tree, target, func(e ignore.Entry) error {
 			if !e.Entry.Type().IsRegular() {
 				return nil // directories, and symbolic links, which are not followed
 			}
@@ -198,7 +202,7 @@ func (t *grepTool) Run(ctx context.Context, raw string, out tool.Output) (tool.R
 					return nil
 				}
 			}
-			if g.file(ctx, e.Rel, e.Abs) {
+			if g.file(ctx, tree, e.Rel) {
 				return ignore.ErrStop
 			}
 			return nil
@@ -220,7 +224,8 @@ func (t *grepTool) Run(ctx context.Context, raw string, out tool.Output) (tool.R
 
 // grepper accumulates results.
 type grepper struct {
-	re      *regexp.Regexp
+	re      *regexp.Regexp // matched against one line
+	whole   *regexp.Regexp // re with ^ and $ at every line, against a whole file
 	mode    string
 	context int
 	limit   int
@@ -229,20 +234,19 @@ type grepper struct {
 	b       strings.Builder
 }
 
-// file searches one file and reports whether the result limit is reached.
-func (g *grepper) file(ctx context.Context, rel, abs string) bool {
+// file searches the file name of tree and reports whether the result
+// limit is reached. Files it cannot read as regular files of at most
+// maxGrepFileSize bytes are skipped.
+func (g *grepper) file(ctx context.Context, tree *workspace.Tree, name string) bool {
 	if ctx.Err() != nil {
 		return true
 	}
-	info, err := os.Stat(abs)
-	if err != nil || info.Size() > maxGrepFileSize {
-		return false
-	}
-	data, err := os.ReadFile(abs)
+	data, err := tree.ReadFile(name, maxGrepFileSize)
 	if err != nil || bytes.IndexByte(data[:min(len(data), sniffBytes)], 0) >= 0 {
 		return false
 	}
-	if !g.re.Match(data) {
+	rel := tree.Show(name)
+	if !g.whole.Match(data) {
 		return false
 	}
 	switch g.mode {

@@ -6,7 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -70,15 +72,38 @@ func (a *archive) trimTail() {
 	}
 }
 
-// save writes the archive to a new private file under dir and returns its
-// absolute path.
-func (a *archive) save(dir, callID string) (string, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
+// Archives is where an environment keeps the full text of its truncated
+// outputs: one directory, held open as a handle (os.Root) from the
+// environment's creation on, so that nothing done to the directory's path
+// later (replacing it, or a directory on its way, with a symbolic link)
+// makes a save land elsewhere. It keeps the directory within a byte
+// budget: after each save, the oldest archives are removed until the rest
+// fits. Environments that share the directory (the same label) share the
+// budget. It is safe for concurrent use.
+type Archives struct {
+	dir   string // the handle's absolute path, for the paths shown
+	root  *os.Root
+	limit int64
+	mu    sync.Mutex
+}
+
+// NewArchives keeps archives beneath root, whose name must be absolute,
+// within limit bytes. The caller keeps owning root.
+func NewArchives(root *os.Root, limit int64) *Archives {
+	return &Archives{dir: filepath.Clean(root.Name()), root: root, limit: limit}
+}
+
+// budget is the most one archive may hold.
+func (s *Archives) budget() int {
+	return int(min(int64(archiveBudget), s.limit))
+}
+
+// save writes a to a new private file and returns its absolute path.
+func (s *Archives) save(a *archive, callID string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	name := fmt.Sprintf("%s-%s.txt", time.Now().UTC().Format("20060102T150405.000000000"), safeName(callID))
-	path := filepath.Join(dir, name)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return "", err
 	}
@@ -105,14 +130,57 @@ func (a *archive) save(dir, callID string) (string, error) {
 		werr = err
 	}
 	if werr != nil {
-		_ = os.Remove(path)
+		_ = s.root.Remove(name)
 		return "", werr
 	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return path, nil
+	if err := s.prune(name); err != nil {
+		return "", err
 	}
-	return filepath.ToSlash(abs), nil
+	return filepath.ToSlash(filepath.Join(s.dir, name)), nil
+}
+
+// prune removes the oldest archives (by name, which starts with the time
+// of the save) until the directory fits the limit; keep is never removed.
+func (s *Archives) prune(keep string) error {
+	d, err := s.root.Open(".")
+	if err != nil {
+		return err
+	}
+	entries, err := d.ReadDir(-1)
+	d.Close()
+	if err != nil {
+		return err
+	}
+	type file struct {
+		name string
+		size int64
+	}
+	var files []file
+	var total int64
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		files = append(files, file{e.Name(), info.Size()})
+		total += info.Size()
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].name < files[j].name })
+	for _, f := range files {
+		if total <= s.limit {
+			break
+		}
+		if f.name == keep {
+			continue
+		}
+		if err := s.root.Remove(f.name); err == nil || errors.Is(err, fs.ErrNotExist) {
+			total -= f.size
+		}
+	}
+	return nil
 }
 
 // safeName keeps a call id usable as part of a file name.

@@ -37,9 +37,9 @@ type emitter struct {
 	parts []string
 	size  int
 
-	archive    *archive
-	archiveDir string
-	log        *slog.Logger
+	archive  *archive
+	archives *Archives
+	log      *slog.Logger
 }
 
 func newEmitter(callID string, send Sender, opts Options) *emitter {
@@ -51,16 +51,16 @@ func newEmitter(callID string, send Sender, opts Options) *emitter {
 		limit = 0
 	}
 	e := &emitter{
-		callID:     callID,
-		send:       send,
-		redactor:   opts.Vault.NewStream(),
-		vault:      opts.Vault,
-		limit:      limit,
-		archiveDir: opts.ArchiveDir,
-		log:        opts.Logger,
+		callID:   callID,
+		send:     send,
+		redactor: opts.Vault.NewStream(),
+		vault:    opts.Vault,
+		limit:    limit,
+		archives: opts.Archives,
+		log:      opts.Logger,
 	}
-	if limit > 0 && opts.ArchiveDir != "" {
-		e.archive = newArchive(archiveBudget)
+	if limit > 0 && opts.Archives != nil {
+		e.archive = newArchive(opts.Archives.budget())
 	}
 	return e
 }
@@ -259,7 +259,7 @@ func (e *emitter) truncationNote() string {
 	if e.archive == nil {
 		return msg + "]"
 	}
-	path, err := e.archive.save(e.archiveDir, e.callID)
+	path, err := e.archives.save(e.archive, e.callID)
 	if err != nil {
 		if e.log != nil {
 			e.log.Warn("saving truncated tool output failed", "tool_call_id", e.callID, "error", err)

@@ -41,9 +41,9 @@ type Options struct {
 	Ceiling int
 	// Vault lists the values replaced by their names in every frame.
 	Vault *redact.Vault
-	// ArchiveDir receives the full text of truncated outputs; empty means
+	// Archives receives the full text of truncated outputs; nil means
 	// truncated text is not kept.
-	ArchiveDir string
+	Archives *Archives
 	// Grace is how long a cancelled tool may take to return (and report
 	// what it has) before the call is closed without it. Zero means
 	// DefaultGrace.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -99,7 +100,7 @@ func TestTruncationKeepsHeadAndArchives(t *testing.T) {
 			o.WriteString(full[i:min(i+7, len(full))])
 		}
 		return tool.Result{Note: "[exit code 0]"}, nil
-	}), Options{Limits: tool.Limits{MaxOutput: 12}, ArchiveDir: dir})
+	}), Options{Limits: tool.Limits{MaxOutput: 12}, Archives: testArchives(t, dir, 1<<20)})
 	got := out.GetOutput()
 	if !strings.HasPrefix(got, full[:12]+"\n[output truncated: showing the first 12 of 50 characters; the full output is saved at ") {
 		t.Fatalf("output %q", got)
@@ -127,7 +128,7 @@ func TestArchiveKeepsHeadAndTailBeyondBudget(t *testing.T) {
 		a.add("abcdefghij")
 	}
 	dir := t.TempDir()
-	path, err := a.save(dir, "c/1")
+	path, err := testArchives(t, dir, 1<<20).save(a, "c/1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,6 +140,93 @@ func TestArchiveKeepsHeadAndTailBeyondBudget(t *testing.T) {
 	if !strings.HasPrefix(s, strings.Repeat("abcdefghij", 5)) || !strings.HasSuffix(s, strings.Repeat("abcdefghij", 5)) ||
 		!strings.Contains(s, "[... 400 bytes of the middle of the output are not kept ...]") {
 		t.Fatalf("archive %q", s)
+	}
+}
+
+// testArchives opens dir as an archive store of limit bytes.
+func testArchives(t *testing.T, dir string, limit int64) *Archives {
+	t.Helper()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return NewArchives(root, limit)
+}
+
+// TestArchivesRemoveTheOldestBeyondTheLimit saves more than the limit
+// holds: the newest archives stay, the oldest go, and the directory never
+// holds more than the limit.
+func TestArchivesRemoveTheOldestBeyondTheLimit(t *testing.T) {
+	dir := t.TempDir()
+	store := testArchives(t, dir, 2500)
+	var paths []string
+	for i := 0; i < 10; i++ {
+		a := newArchive(store.budget())
+		a.add(strings.Repeat(strconv.Itoa(i), 1000))
+		p, err := store.save(a, "call-"+strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+		var total int64
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			info, _ := e.Info()
+			total += info.Size()
+		}
+		if total > 2500 {
+			t.Fatalf("after save %d the directory holds %d bytes, over the 2500 limit", i, total)
+		}
+	}
+	for i, p := range paths {
+		_, err := os.Stat(p)
+		if kept := err == nil; kept != (i >= 8) {
+			t.Fatalf("archive %d kept=%v (%v); want only the two newest", i, kept, err)
+		}
+	}
+	// One archive larger than the limit is cut to the limit.
+	a := newArchive(store.budget())
+	a.add(strings.Repeat("x", 10000))
+	p, err := store.save(a, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Stat(p); err != nil || info.Size() > 2600 {
+		t.Fatalf("a big archive: %v %v", info, err)
+	}
+}
+
+// TestArchivesStayInTheirDirectory replaces the archive directory with a
+// symbolic link to another directory after the store was opened: saves go
+// on landing in the original directory, never through the link.
+func TestArchivesStayInTheirDirectory(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "archives")
+	outside := filepath.Join(base, "outside")
+	for _, d := range []string{dir, outside} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := testArchives(t, dir, 1<<20)
+	moved := filepath.Join(base, "moved")
+	if err := os.Rename(dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, dir); err != nil {
+		t.Fatal(err)
+	}
+	a := newArchive(store.budget())
+	a.add("text")
+	if _, err := store.save(a, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Fatalf("the save followed the link out: %v", entries)
+	}
+	if entries, _ := os.ReadDir(moved); len(entries) != 1 {
+		t.Fatalf("the save is not in the original directory: %v", entries)
 	}
 }
 

@@ -6,9 +6,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"os"
-	"path/filepath"
-	"sort"
+	"path"
 	"strings"
 )
 
@@ -106,9 +104,23 @@ func (m *Matcher) Ignored(rel string, isDir bool) bool {
 	return ignored
 }
 
+// maxIgnoreFile bounds the ignore files read; a larger one is skipped.
+const maxIgnoreFile = 1 << 20
+
+// FS is the directory tree a walk reads. The environment passes a handle
+// that cannot be left (workspace.Tree), so a walk never follows a link or a
+// swapped directory out of the workspace.
+type FS interface {
+	// ReadDir lists a directory, given by its slash-separated name from
+	// the tree's root ("." for the root), sorted by name.
+	ReadDir(name string) ([]fs.DirEntry, error)
+	// ReadFile reads a regular file of at most limit bytes.
+	ReadFile(name string, limit int64) ([]byte, error)
+}
+
 // with returns a matcher that also applies the ignore file of dir, if any.
-func (m *Matcher) with(root, dir string) *Matcher {
-	data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(dir), ".gitignore"))
+func (m *Matcher) with(fsys FS, dir string) *Matcher {
+	data, err := fsys.ReadFile(join(dir, ".gitignore"), maxIgnoreFile)
 	if err != nil || len(data) == 0 {
 		return m
 	}
@@ -116,79 +128,82 @@ func (m *Matcher) with(root, dir string) *Matcher {
 	return &Matcher{sets: sets}
 }
 
+// join appends name to the slash-separated directory dir ("" is the root).
+func join(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
 // ErrStop ends a walk early without an error.
 var ErrStop = errors.New("stop walking")
 
 // Entry is one path found by Walk.
 type Entry struct {
-	// Rel is the slash-separated path from the workspace root.
+	// Rel is the slash-separated path from the tree's root.
 	Rel string
-	// Abs is the absolute path.
-	Abs string
 	// Entry is the directory entry; symbolic links are not followed.
 	Entry fs.DirEntry
 }
 
-// Walk visits, in lexical order, every path under start (a directory
-// inside root) that git would not ignore, calling fn for files, symbolic
-// links and directories alike (the start itself excluded). Ignore files
-// from root down to start apply. fn may return fs.SkipDir for a directory,
-// or ErrStop to end the walk.
-func Walk(ctx context.Context, root, start string, fn func(Entry) error) error {
+// Walk visits, in lexical order, every path under start (a slash-separated
+// directory name inside fsys, "." for its root) that git would not ignore,
+// calling fn for files, symbolic links and directories alike (the start
+// itself excluded). Ignore files from the root down to start apply. fn may
+// return fs.SkipDir for a directory, or ErrStop to end the walk.
+func Walk(ctx context.Context, fsys FS, start string, fn func(Entry) error) error {
 	m := &Matcher{}
-	if data, err := os.ReadFile(filepath.Join(root, ".git", "info", "exclude")); err == nil {
+	if data, err := fsys.ReadFile(".git/info/exclude", maxIgnoreFile); err == nil {
 		m.sets = append(m.sets, parseRules("", data))
 	}
-	m = m.with(root, "")
-	rel, err := filepath.Rel(root, start)
-	if err != nil || strings.HasPrefix(rel, "..") {
+	m = m.with(fsys, "")
+	rel := path.Clean(start)
+	if rel == ".." || strings.HasPrefix(rel, "../") || path.IsAbs(rel) {
 		return errors.New("the search path is outside the workspace")
 	}
-	relSlash := filepath.ToSlash(rel)
-	if relSlash == "." {
-		relSlash = ""
+	if rel == "." {
+		rel = ""
 	}
-	if relSlash != "" {
-		parts := strings.Split(relSlash, "/")
+	if rel != "" {
+		parts := strings.Split(rel, "/")
 		for i := range parts {
 			dir := strings.Join(parts[:i+1], "/")
 			if m.Ignored(dir, true) || parts[i] == ".git" {
 				return nil
 			}
-			m = m.with(root, dir)
+			m = m.with(fsys, dir)
 		}
 	}
-	err = walkDir(ctx, root, relSlash, m, fn)
+	err := walkDir(ctx, fsys, rel, m, fn)
 	if errors.Is(err, ErrStop) {
 		return nil
 	}
 	return err
 }
 
-func walkDir(ctx context.Context, root, dir string, m *Matcher, fn func(Entry) error) error {
+func walkDir(ctx context.Context, fsys FS, dir string, m *Matcher, fn func(Entry) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	abs := filepath.Join(root, filepath.FromSlash(dir))
-	entries, err := os.ReadDir(abs)
+	name := dir
+	if name == "" {
+		name = "."
+	}
+	entries, err := fsys.ReadDir(name)
 	if err != nil {
 		return nil // unreadable directories are skipped, as git does
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
 	for _, e := range entries {
-		name := e.Name()
-		rel := name
-		if dir != "" {
-			rel = dir + "/" + name
-		}
+		rel := join(dir, e.Name())
 		isDir := e.IsDir()
-		if isDir && name == ".git" {
+		if isDir && e.Name() == ".git" {
 			continue
 		}
 		if m.Ignored(rel, isDir) {
 			continue
 		}
-		err := fn(Entry{Rel: rel, Abs: filepath.Join(abs, name), Entry: e})
+		err := fn(Entry{Rel: rel, Entry: e})
 		if isDir {
 			if errors.Is(err, fs.SkipDir) {
 				continue
@@ -196,7 +211,7 @@ func walkDir(ctx context.Context, root, dir string, m *Matcher, fn func(Entry) e
 			if err != nil {
 				return err
 			}
-			if err := walkDir(ctx, root, rel, m.with(root, rel), fn); err != nil {
+			if err := walkDir(ctx, fsys, rel, m.with(fsys, rel), fn); err != nil {
 				return err
 			}
 			continue

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/penguin-agent/penguin/services/environment/workspace"
 )
 
 func TestGlob(t *testing.T) {
@@ -69,8 +71,13 @@ func TestWalkRespectsGitignore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	ws, err := workspace.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
 	var got []string
-	err := Walk(context.Background(), root, root, func(e Entry) error {
+	err = Walk(context.Background(), ws.Workspace(), ".", func(e Entry) error {
 		if !e.Entry.IsDir() {
 			got = append(got, e.Rel)
 		}
@@ -84,7 +91,7 @@ func TestWalkRespectsGitignore(t *testing.T) {
 		t.Fatalf("walk found\n%v\nwant\n%v", got, want)
 	}
 	got = nil
-	_ = Walk(context.Background(), root, filepath.Join(root, "src"), func(e Entry) error {
+	_ = Walk(context.Background(), ws.Workspace(), "src", func(e Entry) error {
 		got = append(got, e.Rel)
 		return nil
 	})

@@ -1,31 +1,260 @@
-// Package workspace confines file paths to an environment's workspace: a
-// path given by a tool call resolves inside the workspace or is refused, and
-// that includes symbolic links whose target lies outside.
+// Package workspace is the environment service's only way to touch files.
+// Every file operation of the file tools (read, write, edit, list, search,
+// read an image) goes through a directory handle opened once, when the
+// environment is created, with Go's os.Root: each path component is opened
+// relative to the one before it without following symbolic links, and a
+// link is followed by reading it and resolving its target inside the same
+// handle. So no "..", no symbolic link (relative or absolute) and no swap
+// of a directory for a link while a call runs leads out of the directory:
+// a check and the use that follows it are one and the same open. Renaming
+// or replacing the workspace directory itself after creation does not move
+// the handle either.
+//
+// os.Root does not protect against what is not a path: a regular file may
+// be a hard link to a file elsewhere, and a path may name a device, a named
+// pipe or a socket. So the package opens every file without blocking and
+// checks what it opened: only regular files are read or written, and a
+// write refuses a file with more than one link (it could be the other name
+// of a file outside). Reads through hard links are allowed, so that package
+// stores that link their files (pnpm) stay readable: on Linux with
+// fs.protected_hardlinks set, as it is by default, a command can only link
+// files it may read and write itself, so a link grants the file tools
+// nothing the command did not already have.
+//
+// Absolute symbolic links are not followed even when they point back inside
+// the workspace: their meaning depends on where the directory is mounted,
+// and os.Root refuses them.
 package workspace
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"sort"
 	"strings"
+	"syscall"
 )
 
 // ErrOutside is wrapped by every refusal of a path outside the allowed
 // directories.
 var ErrOutside = errors.New("path is outside the workspace")
 
-// Root is a workspace directory plus further directories that may be read
-// (such as the environment's archive of truncated outputs).
-type Root struct {
-	dir      string // absolute, symbolic links resolved
-	readable []string
+// ErrIsDir is wrapped by the refusal to open a directory as a file.
+var ErrIsDir = errors.New("is a directory")
+
+// ErrNotRegular is wrapped by the refusal to open something that is
+// neither a regular file nor a directory (a named pipe, a device, a
+// socket).
+var ErrNotRegular = errors.New("is not a regular file")
+
+// ErrTooLarge is wrapped by Tree.ReadFile when a file exceeds its limit.
+var ErrTooLarge = errors.New("file is too large")
+
+// Tree is one directory the service works beneath, held open as a handle
+// for as long as the environment lives.
+type Tree struct {
+	dir      string // the absolute path the handle was opened at, for messages
+	root     *os.Root
+	relative bool // paths in this tree are shown relative to it
 }
 
-// New returns the Root for dir, which must exist. readable lists extra
-// directories that reads may reach.
-func New(dir string, readable ...string) (*Root, error) {
+// Dir returns the absolute path the tree was opened at.
+func (t *Tree) Dir() string { return t.dir }
+
+// Show returns how a path inside the tree is shown to the model: relative
+// for the workspace, absolute for the other trees.
+func (t *Tree) Show(name string) string {
+	if t.relative {
+		return name
+	}
+	if name == "." || name == "" {
+		return t.dir
+	}
+	return t.dir + "/" + name
+}
+
+// Stat describes name, following symbolic links that stay inside the tree.
+func (t *Tree) Stat(name string) (fs.FileInfo, error) {
+	info, err := t.root.Stat(name)
+	return info, t.explain(name, err)
+}
+
+// ReadDir lists the directory name, sorted by name. It never follows a
+// link out of the tree and never blocks on a named pipe.
+func (t *Tree) ReadDir(name string) ([]fs.DirEntry, error) {
+	f, err := t.root.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, t.explain(name, err)
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+	return entries, err
+}
+
+// Open opens the regular file name for reading and describes it. A
+// directory is refused with ErrIsDir, anything else that is not a regular
+// file with ErrNotRegular, before any byte is read.
+func (t *Tree) Open(name string) (*os.File, fs.FileInfo, error) {
+	// The type is checked before opening, so that a device is not even
+	// opened, and again on the open file, which a swap cannot change.
+	if info, err := t.root.Stat(name); err != nil {
+		return nil, nil, t.explain(name, err)
+	} else if err := regular(info); err != nil {
+		return nil, nil, err
+	}
+	f, err := t.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, t.explain(name, err)
+	}
+	info, err := f.Stat()
+	if err == nil {
+		err = regular(info)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, info, nil
+}
+
+// ReadFile returns the content of the regular file name, refusing one
+// larger than limit bytes with ErrTooLarge (a file that grows while it is
+// read included).
+func (t *Tree) ReadFile(name string, limit int64) ([]byte, error) {
+	f, info, err := t.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if info.Size() > limit {
+		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrTooLarge, info.Size(), limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
+	}
+	return data, nil
+}
+
+// OpenWrite opens the regular file name for reading and writing. With
+// create it also creates the file and its missing parent directories when
+// needed, and created says whether it did; without, a missing file is an
+// fs.ErrNotExist error. An existing file keeps its inode, mode and owner.
+// A file with more than one hard link is refused: writing through it could
+// change a file outside the tree.
+func (t *Tree) OpenWrite(name string, create bool) (f *os.File, info fs.FileInfo, created bool, err error) {
+	if dir := path.Dir(name); create && dir != "." {
+		if err := t.root.MkdirAll(dir, 0o755); err != nil {
+			return nil, nil, false, t.explain(dir, err)
+		}
+	}
+	const flags = os.O_RDWR | syscall.O_NONBLOCK | syscall.O_NOCTTY
+	if info, err := t.root.Stat(name); err == nil {
+		if err := regular(info); err != nil {
+			return nil, nil, false, err
+		}
+	}
+	f, err = t.root.OpenFile(name, flags, 0)
+	if create && errors.Is(err, fs.ErrNotExist) {
+		created = true
+		f, err = t.root.OpenFile(name, flags|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			// Created meanwhile, or a dangling symbolic link whose target
+			// (inside the tree) is created now.
+			f, err = t.root.OpenFile(name, flags|os.O_CREATE, 0o644)
+		}
+	}
+	if err != nil {
+		return nil, nil, false, t.explain(name, err)
+	}
+	info, err = f.Stat()
+	if err == nil {
+		err = regular(info)
+	}
+	if err == nil && !created {
+		if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+			err = fmt.Errorf("it has %d hard links, and a write through a hard link could change a file outside the workspace; "+
+				"to replace it, remove it first (exec_command rm) or copy it", st.Nlink)
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, false, err
+	}
+	return f, info, created, nil
+}
+
+// Replace sets the whole content of a file opened by OpenWrite.
+func Replace(f *os.File, content []byte) error {
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	_, err := f.WriteAt(content, 0)
+	return err
+}
+
+// regular refuses what is not a regular file.
+func regular(info fs.FileInfo) error {
+	switch m := info.Mode(); {
+	case m.IsRegular():
+		return nil
+	case m.IsDir():
+		return ErrIsDir
+	case m&fs.ModeNamedPipe != 0:
+		return fmt.Errorf("%w: it is a named pipe", ErrNotRegular)
+	case m&fs.ModeSocket != 0:
+		return fmt.Errorf("%w: it is a socket", ErrNotRegular)
+	case m&fs.ModeDevice != 0:
+		return fmt.Errorf("%w: it is a device", ErrNotRegular)
+	default:
+		return ErrNotRegular
+	}
+}
+
+// explain turns os.Root's refusal of an escape into ErrOutside.
+func (t *Tree) explain(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if isEscape(err) {
+		return fmt.Errorf("%w: %q leads through a symbolic link to a place that is not inside the workspace %s "+
+			"(links are followed only while they stay inside, and absolute link targets never are)", ErrOutside, t.Show(name), t.dir)
+	}
+	return err
+}
+
+// isEscape reports whether err is os.Root's refusal of a path that leaves
+// it. os.Root does not export that error, so it is recognized by its text;
+// TestSymlinkOutIsOutside fails if a Go release changes it.
+func isEscape(err error) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		if err.Error() == "path escapes from parent" {
+			return true
+		}
+	}
+	return false
+}
+
+// Root is an environment's workspace, which the file tools read and
+// write, plus further trees they may only read (such as the archive of
+// truncated outputs).
+type Root struct {
+	ws       *Tree
+	readable []*Tree
+}
+
+// New opens the workspace directory dir, which must exist, as a handle.
+// readable are further trees that reads may reach; their names (as given
+// to os.OpenRoot) must be absolute. The caller keeps owning them.
+func New(dir string, readable ...*os.Root) (*Root, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("workspace %q: %w", dir, err)
@@ -34,121 +263,70 @@ func New(dir string, readable ...string) (*Root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspace %q: %w", dir, err)
 	}
-	r := &Root{dir: real}
-	for _, d := range readable {
-		if rd, err := filepath.EvalSymlinks(d); err == nil {
-			r.readable = append(r.readable, rd)
-		} else if a, err := filepath.Abs(d); err == nil {
-			r.readable = append(r.readable, filepath.Clean(a))
+	h, err := os.OpenRoot(real)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %q: %w", dir, err)
+	}
+	r := &Root{ws: &Tree{dir: real, root: h, relative: true}}
+	for _, x := range readable {
+		if !filepath.IsAbs(x.Name()) {
+			h.Close()
+			return nil, fmt.Errorf("readable directory %q is not absolute", x.Name())
 		}
+		r.readable = append(r.readable, &Tree{dir: filepath.Clean(x.Name()), root: x})
 	}
 	return r, nil
 }
 
+// Close releases the workspace handle (not the readable trees').
+func (r *Root) Close() error { return r.ws.root.Close() }
+
 // Dir returns the workspace's absolute path with symbolic links resolved.
-func (r *Root) Dir() string { return r.dir }
+func (r *Root) Dir() string { return r.ws.dir }
 
-// Rel returns path relative to the workspace when it lies inside it, and
-// path itself otherwise, for messages.
-func (r *Root) Rel(path string) string {
-	if rel, err := filepath.Rel(r.dir, path); err == nil && !strings.HasPrefix(rel, "..") {
-		return rel
+// Workspace returns the workspace tree.
+func (r *Root) Workspace() *Tree { return r.ws }
+
+// Locate maps a path given by a tool call (absolute, or relative to the
+// workspace) to the tree it lies in and the slash-separated name inside
+// that tree ("." for the tree itself). Only the workspace is writable; the
+// readable trees count when forWrite is false. The check is lexical: what
+// the name leads to is decided by the tree's handle when it is used.
+func (r *Root) Locate(p string, forWrite bool) (*Tree, string, error) {
+	if p == "" {
+		return nil, "", errors.New("the path is empty")
 	}
-	return path
-}
-
-// ResolveWrite resolves a path that a tool will create or modify: it must
-// lie inside the workspace itself.
-func (r *Root) ResolveWrite(path string) (string, error) {
-	return r.resolve(path, []string{r.dir})
-}
-
-// ResolveRead resolves a path that a tool will only read: it may also lie in
-// one of the readable directories.
-func (r *Root) ResolveRead(path string) (string, error) {
-	return r.resolve(path, append([]string{r.dir}, r.readable...))
-}
-
-// resolve makes path absolute (relative paths are taken from the
-// workspace), cleans it, follows every symbolic link along the part that
-// exists, and checks that the result stays inside one of allowed. It
-// returns the resolved path.
-func (r *Root) resolve(path string, allowed []string) (string, error) {
-	if path == "" {
-		return "", errors.New("the path is empty")
+	if strings.ContainsRune(p, 0) {
+		return nil, "", errors.New("the path contains a NUL byte")
 	}
-	if strings.ContainsRune(path, 0) {
-		return "", errors.New("the path contains a NUL byte")
-	}
-	p := path
 	if !filepath.IsAbs(p) {
-		p = filepath.Join(r.dir, p)
+		name := filepath.ToSlash(filepath.Clean(p))
+		if name == ".." || strings.HasPrefix(name, "../") {
+			return nil, "", fmt.Errorf("%w: %q leads out of the workspace, so it is not inside the workspace %s", ErrOutside, p, r.ws.dir)
+		}
+		return r.ws, name, nil
 	}
-	p = filepath.Clean(p)
-	real, err := evalExisting(p)
-	if err != nil {
-		return "", fmt.Errorf("resolving %q: %w", path, err)
+	clean := filepath.Clean(p)
+	trees := []*Tree{r.ws}
+	if !forWrite {
+		trees = append(trees, r.readable...)
 	}
-	if insideAny(real, allowed) {
-		return real, nil
+	for _, t := range trees {
+		if name, ok := inside(clean, t.dir); ok {
+			return t, name, nil
+		}
 	}
-	if insideAny(p, allowed) {
-		return "", fmt.Errorf("%w: %q leads through a symbolic link to %s, which is not inside the workspace %s", ErrOutside, path, real, r.dir)
-	}
-	return "", fmt.Errorf("%w: %q is %s, which is not inside the workspace %s", ErrOutside, path, p, r.dir)
+	return nil, "", fmt.Errorf("%w: %q is not inside the workspace %s", ErrOutside, p, r.ws.dir)
 }
 
-// evalExisting resolves symbolic links in the longest existing prefix of p
-// and appends the rest, so that a file about to be created is checked
-// through the directories that will hold it. A dangling symbolic link is
-// followed too: writing through it would create its target.
-func evalExisting(p string) (string, error) {
-	var rest []string
-	cur := p
-	for hops := 0; ; {
-		info, err := os.Lstat(cur)
-		if err == nil {
-			if info.Mode()&fs.ModeSymlink != 0 {
-				target, err := os.Readlink(cur)
-				if err != nil {
-					return "", err
-				}
-				if hops++; hops > 40 {
-					return "", errors.New("too many levels of symbolic links")
-				}
-				if !filepath.IsAbs(target) {
-					target = filepath.Join(filepath.Dir(cur), target)
-				}
-				cur = filepath.Clean(target)
-				continue
-			}
-			real, err := filepath.EvalSymlinks(cur)
-			if err != nil {
-				return "", err
-			}
-			for i := len(rest) - 1; i >= 0; i-- {
-				real = filepath.Join(real, rest[i])
-			}
-			return real, nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", err
-		}
-		parent := filepath.Dir(cur)
-		if parent == cur {
-			return p, nil
-		}
-		rest = append(rest, filepath.Base(cur))
-		cur = parent
+// inside returns p's name relative to dir when p is dir or lies beneath it.
+func inside(p, dir string) (string, bool) {
+	if p == dir {
+		return ".", true
 	}
-}
-
-// insideAny reports whether p is one of dirs or lies beneath one of them.
-func insideAny(p string, dirs []string) bool {
-	for _, d := range dirs {
-		if p == d || strings.HasPrefix(p, strings.TrimSuffix(d, string(filepath.Separator))+string(filepath.Separator)) {
-			return true
-		}
+	prefix := strings.TrimSuffix(dir, "/") + "/"
+	if rest, ok := strings.CutPrefix(p, prefix); ok {
+		return filepath.ToSlash(rest), true
 	}
-	return false
+	return "", false
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 	"github.com/penguin-agent/penguin/services/llm/translate"
 )
@@ -17,8 +18,10 @@ import (
 // Info. A failure's message is logged as "error"; a completed call's
 // message, when it has one, is a note such as that the output stopped at
 // the token limit, logged as "note" so that a run of answers cut short
-// shows in the logs without reading as failures.
+// shows in the logs without reading as failures. A nil log discards the
+// lines.
 func Logging(log *slog.Logger) stream.Middleware {
+	log = logger.OrDiscard(log)
 	return func(next stream.Streamer) stream.Streamer {
 		return stream.StreamerFunc(func(ctx context.Context, req *stream.Request, emit stream.Emit) *penguinv1.LLMOutcome {
 			o := &observation{start: time.Now()}

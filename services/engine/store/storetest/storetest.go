@@ -21,6 +21,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -214,22 +215,6 @@ func wantErr(t *testing.T, what string, err, target error) {
 	t.Helper()
 	if !errors.Is(err, target) {
 		t.Fatalf("%s: got error %v, want one wrapping %v", what, err, target)
-	}
-}
-
-// poll calls cond until it returns true or the deadline passes.
-func poll(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
 	}
 }
 
@@ -869,7 +854,7 @@ func (s *suite) testLeaseExpiry(t *testing.T, ctx context.Context, st store.Stor
 		t.Fatalf("the machine was too slow to test a %v lease: b's first attempt came after expiry", ttl)
 	}
 	// Once it has expired, nobody holds it...
-	poll(t, ctx, "a's lease to expire", func() bool {
+	eventually.Within(t, 20*time.Second, "a's lease to expire", func() bool {
 		_, _, _, err := st.LeaseHolder(ctx, "expiry")
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("LeaseHolder: %v", err)
@@ -880,7 +865,7 @@ func (s *suite) testLeaseExpiry(t *testing.T, ctx context.Context, st store.Stor
 		t.Fatalf("LeaseHolder reported no live lease at store time %v, before the expiry %v (%v)", now, expA, err)
 	}
 	// ...and b can take it.
-	poll(t, ctx, "b to take the expired lease", func() bool {
+	eventually.Within(t, 20*time.Second, "b to take the expired lease", func() bool {
 		ok, err := st.AcquireLease(ctx, "expiry", "replica-b", "b:1", time.Minute)
 		if err != nil {
 			t.Fatalf("AcquireLease(b): %v", err)

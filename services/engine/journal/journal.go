@@ -1,0 +1,197 @@
+// Package journal numbers the events of one loaded session, records those
+// that belong in the session's log, and only then publishes them to the
+// session's live buffer.
+//
+// Events are numbered when they are published and queued; one writer
+// goroutine appends the queued events that belong in the log in one
+// transaction (group commit) and then hands the whole batch to the live
+// buffer, in sequence order. So nothing is seen before it is recorded, the
+// live order, the log order and the numbering agree, and the agent loop
+// never waits for the database on its way to the next request.
+//
+// When a write fails, the journal refuses everything after it: an event
+// that cannot be recorded must not be seen, and nothing after a gap in the
+// log may be. Reset clears the failure when a new task starts from the log.
+package journal
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/live"
+	"github.com/penguin-agent/penguin/services/engine/store"
+)
+
+// Appender is the part of the session store a journal writes to.
+type Appender interface {
+	AppendEvents(ctx context.Context, sessionID string, events ...store.Event) error
+}
+
+// Options describe the journal of one session.
+type Options struct {
+	// Store records the events.
+	Store Appender
+	// Session is the session's id.
+	Session string
+	// Next is the first sequence number to hand out.
+	Next int64
+	// LastPersisted is the sequence of the log's last event.
+	LastPersisted int64
+	// Buffer receives the events once they are recorded.
+	Buffer *live.Buffer
+	// Timeout bounds one write of the log. A write is never cut short by
+	// whoever published the events going away (an abort must still be
+	// recorded), only by this.
+	Timeout time.Duration
+	// Logger is told when the log cannot be written.
+	Logger *slog.Logger
+}
+
+// Journal is the event writer of one session.
+type Journal struct {
+	store   Appender
+	id      string
+	buf     *live.Buffer
+	timeout time.Duration
+	log     *slog.Logger
+
+	mu            sync.Mutex
+	drained       *sync.Cond // signalled when the writer empties the queue
+	next          int64
+	queue         []queued
+	writerActive  bool
+	writeErr      error // the log failed: nothing more is published
+	lastPersisted int64
+}
+
+// queued is an event waiting for the writer.
+type queued struct {
+	ev      *penguinv1.RunEvent
+	persist bool
+}
+
+// New returns the journal Options describe.
+func New(o Options) *Journal {
+	j := &Journal{
+		store:         o.Store,
+		id:            o.Session,
+		buf:           o.Buffer,
+		timeout:       o.Timeout,
+		log:           o.Logger,
+		next:          o.Next,
+		lastPersisted: o.LastPersisted,
+	}
+	j.drained = sync.NewCond(&j.mu)
+	return j
+}
+
+// Publish numbers ev and queues it for the writer, which appends its
+// message to the log when persist is set and then hands it to the live
+// buffer. It returns the number, or the log's error when an earlier write
+// failed: then nothing is queued.
+func (j *Journal) Publish(ev *penguinv1.RunEvent, persist bool) (int64, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.writeErr != nil {
+		return 0, j.writeErr
+	}
+	seq := j.next
+	j.next++
+	ev.Sequence = seq
+	j.queue = append(j.queue, queued{ev: ev, persist: persist})
+	if !j.writerActive {
+		j.writerActive = true
+		go j.write()
+	}
+	return seq, nil
+}
+
+// write drains the queue: each round appends what belongs in the log in
+// one transaction and publishes the round in order.
+func (j *Journal) write() {
+	for {
+		j.mu.Lock()
+		batch := j.queue
+		j.queue = nil
+		if len(batch) == 0 || j.writeErr != nil {
+			j.writerActive = false
+			j.drained.Broadcast()
+			j.mu.Unlock()
+			return
+		}
+		j.mu.Unlock()
+
+		events := make([]store.Event, 0, len(batch))
+		for _, q := range batch {
+			if q.persist {
+				events = append(events, store.Event{Sequence: q.ev.GetSequence(), Message: q.ev.GetMessage()})
+			}
+		}
+		if len(events) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), j.timeout)
+			err := j.store.AppendEvents(ctx, j.id, events...)
+			cancel()
+			j.mu.Lock()
+			if err != nil {
+				j.writeErr = fmt.Errorf("record events %d to %d of session %s: %w", events[0].Sequence, events[len(events)-1].Sequence, j.id, err)
+			} else {
+				j.lastPersisted = events[len(events)-1].Sequence
+			}
+			j.mu.Unlock()
+			if err != nil {
+				j.log.Error("the session log could not be written; the session's task stops", "session", j.id, "error", err)
+				continue
+			}
+		}
+		for _, q := range batch {
+			j.buf.Publish(q.ev)
+		}
+	}
+}
+
+// Flush waits until every queued event is recorded and published, and
+// returns the log's error if it failed.
+func (j *Journal) Flush() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for j.writerActive {
+		j.drained.Wait()
+	}
+	return j.writeErr
+}
+
+// Reset waits for the writer and clears a failure of the log, before a
+// new task that starts by reading the log again.
+func (j *Journal) Reset() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for j.writerActive {
+		j.drained.Wait()
+	}
+	j.writeErr = nil
+}
+
+// Last returns the number of the newest event handed out.
+func (j *Journal) Last() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.next - 1
+}
+
+// LastPersisted returns the sequence of the newest event in the log.
+func (j *Journal) LastPersisted() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.lastPersisted
+}
+
+// Pending reports whether events are queued and not yet published.
+func (j *Journal) Pending() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.writerActive || len(j.queue) > 0
+}

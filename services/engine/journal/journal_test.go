@@ -1,0 +1,215 @@
+package journal_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/engine/journal"
+	"github.com/penguin-agent/penguin/services/engine/live"
+	"github.com/penguin-agent/penguin/services/engine/store"
+)
+
+// gatedStore is a real SQLite store whose appends can be held at a gate
+// or made to fail, and are counted.
+type gatedStore struct {
+	store.Store
+	mu      sync.Mutex
+	gate    chan struct{} // nil: appends pass
+	entered chan struct{} // receives when an append reaches the gate
+	fail    error
+	appends int
+}
+
+func (g *gatedStore) AppendEvents(ctx context.Context, id string, events ...store.Event) error {
+	g.mu.Lock()
+	gate, fail := g.gate, g.fail
+	g.appends++
+	g.mu.Unlock()
+	if gate != nil {
+		g.entered <- struct{}{}
+		<-gate
+	}
+	if fail != nil {
+		return fail
+	}
+	return g.Store.AppendEvents(ctx, id, events...)
+}
+
+type rig struct {
+	st  *gatedStore
+	buf *live.Buffer
+	j   *journal.Journal
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "engine.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if err := st.CreateSession(ctx, &store.Session{ID: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{st: &gatedStore{Store: st, entered: make(chan struct{}, 16)}, buf: live.New(0, 0, 0)}
+	r.j = journal.New(journal.Options{Store: r.st, Session: "s", Next: 1, Buffer: r.buf, Timeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(func() { _ = r.j.Flush() })
+	return r
+}
+
+func msg(text string) *penguinv1.RunEvent {
+	return &penguinv1.RunEvent{Event: &penguinv1.RunEvent_Message{Message: omni.AssistantText(text)}}
+}
+
+func state(s penguinv1.SessionState) *penguinv1.RunEvent {
+	return &penguinv1.RunEvent{Event: &penguinv1.RunEvent_State{State: &penguinv1.RunStateChange{State: s}}}
+}
+
+func (r *rig) publish(t *testing.T, ev *penguinv1.RunEvent, persist bool) int64 {
+	t.Helper()
+	seq, err := r.j.Publish(ev, persist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seq
+}
+
+func (r *rig) buffered(t *testing.T) []int64 {
+	t.Helper()
+	evs, _, err := r.buf.Read(0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, ev := range evs {
+		seqs = append(seqs, ev.GetSequence())
+	}
+	return seqs
+}
+
+func (r *rig) logged(t *testing.T) []int64 {
+	t.Helper()
+	evs, err := r.st.ReadEvents(context.Background(), "s", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, e := range evs {
+		seqs = append(seqs, e.Sequence)
+	}
+	return seqs
+}
+
+func equal(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Every event gets the next number; the live buffer sees all of them in
+// order, the log only those that belong there.
+func TestNumbersRecordsAndPublishesInOrder(t *testing.T) {
+	r := newRig(t)
+	for i, ev := range []*penguinv1.RunEvent{msg("a"), state(penguinv1.SessionState_SESSION_STATE_RUNNING), msg("b")} {
+		if seq := r.publish(t, ev, ev.GetMessage() != nil); seq != int64(i+1) {
+			t.Fatalf("event %d numbered %d", i, seq)
+		}
+	}
+	if err := r.j.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.buffered(t); !equal(got, []int64{1, 2, 3}) {
+		t.Fatalf("buffer holds %v", got)
+	}
+	if got := r.logged(t); !equal(got, []int64{1, 3}) {
+		t.Fatalf("log holds %v", got)
+	}
+	if r.j.Last() != 3 || r.j.LastPersisted() != 3 || r.j.Pending() {
+		t.Fatalf("Last %d, LastPersisted %d, Pending %v", r.j.Last(), r.j.LastPersisted(), r.j.Pending())
+	}
+}
+
+// Nothing is seen before it is recorded, and what queues up during a slow
+// write goes to the log in one append.
+func TestNothingIsSeenBeforeItIsRecorded(t *testing.T) {
+	r := newRig(t)
+	gate := make(chan struct{})
+	r.st.mu.Lock()
+	r.st.gate = gate
+	r.st.mu.Unlock()
+	r.publish(t, msg("first"), true)
+	<-r.st.entered // the writer holds the first event at the store
+	for _, s := range []string{"second", "third", "fourth"} {
+		r.publish(t, msg(s), true)
+	}
+	if got := r.buffered(t); len(got) != 0 {
+		t.Fatalf("events %v were published before they were recorded", got)
+	}
+	if !r.j.Pending() {
+		t.Fatal("Pending is false with four events queued")
+	}
+	r.st.mu.Lock()
+	r.st.gate = nil
+	r.st.mu.Unlock()
+	close(gate)
+	if err := r.j.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.buffered(t); !equal(got, []int64{1, 2, 3, 4}) {
+		t.Fatalf("buffer holds %v", got)
+	}
+	if r.st.appends != 2 {
+		t.Fatalf("%d appends for two rounds, want 2 (the events queued during the first write go together)", r.st.appends)
+	}
+}
+
+// A failed write publishes nothing of its batch and refuses what follows,
+// until Reset.
+func TestAFailedWriteStopsTheJournal(t *testing.T) {
+	r := newRig(t)
+	r.publish(t, msg("kept"), true)
+	if err := r.j.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cut := errors.New("connection cut")
+	r.st.mu.Lock()
+	r.st.fail = cut
+	r.st.mu.Unlock()
+	r.publish(t, msg("lost"), true)
+	err := r.j.Flush()
+	if !errors.Is(err, cut) {
+		t.Fatalf("Flush = %v, want the store's error", err)
+	}
+	if _, err := r.j.Publish(msg("after"), true); !errors.Is(err, cut) {
+		t.Fatalf("Publish after the failure = %v, want the log's error", err)
+	}
+	if got := r.buffered(t); !equal(got, []int64{1}) {
+		t.Fatalf("buffer holds %v, want only the recorded event", got)
+	}
+	r.st.mu.Lock()
+	r.st.fail = nil
+	r.st.mu.Unlock()
+	r.j.Reset()
+	seq := r.publish(t, msg("again"), true)
+	if err := r.j.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.logged(t); !equal(got, []int64{1, seq}) || seq != 3 {
+		t.Fatalf("log after Reset holds %v (new event %d)", got, seq)
+	}
+}

@@ -1,0 +1,196 @@
+// Package lease keeps the run leases of one engine replica. A run lease is
+// the record in the shared session store that says which replica runs a
+// session's task; while a replica holds it, no other replica starts a task
+// on that session, so two replicas never write one session's log at once.
+//
+// A lease lasts TTL from its last renewal, on the store's clock. The
+// replica renews it every TTL/3 while the task runs; a replica that dies
+// stops renewing, and once the lease has expired another replica may take
+// the session. A renewal that finds the lease taken means this replica was
+// cut off for longer than TTL and the session has moved on: the holder of
+// the lost lease is told, so it stops its task.
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/penguin-agent/penguin/services/engine/store"
+)
+
+// DefaultTTL is how long a lease outlives its last renewal when Options
+// leave TTL out.
+const DefaultTTL = 30 * time.Second
+
+// Store is the part of the session store that keeps leases.
+type Store interface {
+	AcquireLease(ctx context.Context, sessionID, owner, ownerAddr string, ttl time.Duration) (bool, error)
+	ReleaseLease(ctx context.Context, sessionID, owner string) error
+	LeaseHolder(ctx context.Context, sessionID string) (owner, ownerAddr string, expires time.Time, err error)
+}
+
+// Options configure a Keeper.
+type Options struct {
+	// Owner names this replica in leases; empty means the host name and
+	// Address, or a random name without an Address.
+	Owner string
+	// Address is where other replicas reach this one.
+	Address string
+	// TTL is how long a lease lasts between renewals; zero means
+	// DefaultTTL.
+	TTL time.Duration
+	// Logger receives failed renewals and lost leases; nil discards them.
+	Logger *slog.Logger
+}
+
+// Keeper takes, renews and releases the leases of one replica.
+type Keeper struct {
+	store Store
+	owner string
+	addr  string
+	ttl   time.Duration
+	log   *slog.Logger
+}
+
+// New returns a Keeper for the replica that Options describe.
+func New(st Store, o Options) *Keeper {
+	if o.Owner == "" {
+		o.Owner = defaultOwner(o.Address)
+	}
+	if o.TTL <= 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Keeper{store: st, owner: o.Owner, addr: o.Address, ttl: o.TTL, log: o.Logger}
+}
+
+// defaultOwner names a replica. A replica restarted on the same host and
+// address is the same owner: it takes its old leases back at once instead
+// of waiting for them to expire after a crash. Two live replicas cannot
+// share an address, so the name is unique while it matters.
+func defaultOwner(addr string) string {
+	if host, err := os.Hostname(); err == nil && addr != "" {
+		return host + "/" + addr
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "engine-" + hex.EncodeToString(b)
+}
+
+// Owner returns the name this replica holds leases under.
+func (k *Keeper) Owner() string { return k.owner }
+
+// TTL returns how long a lease lasts between renewals.
+func (k *Keeper) TTL() time.Duration { return k.ttl }
+
+// HeldError says another replica holds a live lease on the session.
+type HeldError struct {
+	Session string
+	// Owner and Address name the replica that holds the lease; both are
+	// empty when the lease was released between the refusal and the
+	// question who held it.
+	Owner   string
+	Address string
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("session %s is running on engine %s (%s)", e.Session, e.Owner, e.Address)
+}
+
+// Acquire takes the session's lease for this replica. A live lease of
+// another replica is a *HeldError; the store's errors pass through.
+func (k *Keeper) Acquire(ctx context.Context, sessionID string) (*Lease, error) {
+	ok, err := k.store.AcquireLease(ctx, sessionID, k.owner, k.addr, k.ttl)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		held := &HeldError{Session: sessionID}
+		held.Owner, held.Address, _, _ = k.store.LeaseHolder(ctx, sessionID)
+		return nil, held
+	}
+	return &Lease{k: k, session: sessionID}, nil
+}
+
+// Holder returns the replica that holds a live lease on the session, and
+// whether one does.
+func (k *Keeper) Holder(ctx context.Context, sessionID string) (owner, addr string, held bool, err error) {
+	owner, addr, _, err = k.store.LeaseHolder(ctx, sessionID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", "", false, nil
+	case err != nil:
+		return "", "", false, err
+	}
+	return owner, addr, true, nil
+}
+
+// Lease is one held lease.
+type Lease struct {
+	k       *Keeper
+	session string
+
+	mu   sync.Mutex
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// Keep renews the lease every TTL/3 until Release, or until ctx ends. When
+// a renewal finds the lease held by another replica, lost is called once
+// with that replica's name and the renewals stop. A renewal that fails
+// (the store is unreachable) is logged and tried again at the next tick:
+// the lease stays this replica's until it expires.
+func (l *Lease) Keep(ctx context.Context, lost func(owner string)) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	l.mu.Lock()
+	l.stop, l.done = cancel, done
+	l.mu.Unlock()
+	k := l.k
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(k.ttl / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			ok, err := k.store.AcquireLease(ctx, l.session, k.owner, k.addr, k.ttl)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				k.log.Warn("could not renew a run lease", "session", l.session, "error", err)
+			case err == nil && !ok:
+				owner, addr, _, _ := k.store.LeaseHolder(ctx, l.session)
+				k.log.Error("the run lease was taken over by another engine replica; stopping the task here",
+					"session", l.session, "owner", owner, "address", addr)
+				lost(owner)
+				return
+			}
+		}
+	}()
+}
+
+// Release stops the renewals, waits for a renewal in flight, and gives
+// the lease up. Releasing twice is harmless.
+func (l *Lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	stop, done := l.stop, l.done
+	l.stop, l.done = nil, nil
+	l.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+	return l.k.store.ReleaseLease(ctx, l.session, l.k.owner)
+}

@@ -1,0 +1,140 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/agentstate"
+	"github.com/penguin-agent/penguin/services/engine/envtool"
+	"github.com/penguin-agent/penguin/services/engine/store"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// envClient returns the client for an environment reached at addr.
+func (m *Manager) envClient(addr string) (penguinv1.EnvironmentServiceClient, error) {
+	if addr == "" || m.opts.DialEnvironment == nil {
+		return m.opts.Environment, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c := m.envClients[addr]; c != nil {
+		return c, nil
+	}
+	c, err := m.opts.DialEnvironment(addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: environment replica %s: %v", ErrUnavailable, addr, err)
+	}
+	m.envClients[addr] = c
+	return c, nil
+}
+
+// environmentSpec is what a new environment is made of.
+func (m *Manager) environmentSpec(sessionID, workspace string, st *agentstate.State, sandbox penguinv1.SandboxMode) *penguinv1.CreateEnvironmentRequest {
+	return &penguinv1.CreateEnvironmentRequest{
+		Workspace:     workspace,
+		Tools:         st.ToolConfig(),
+		CommandPolicy: m.opts.CommandPolicy,
+		SandboxMode:   sandbox,
+		Vault:         st.Vault,
+		Label:         sessionID,
+	}
+}
+
+// createEnvironment creates an environment and returns it with the client
+// that reaches it.
+func (m *Manager) createEnvironment(ctx context.Context, req *penguinv1.CreateEnvironmentRequest) (*penguinv1.CreateEnvironmentResponse, penguinv1.EnvironmentServiceClient, error) {
+	resp, err := m.opts.Environment.CreateEnvironment(ctx, req)
+	if err != nil {
+		return nil, nil, downstream("create the environment", err)
+	}
+	client, err := m.envClient(resp.GetAddress())
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp, client, nil
+}
+
+// bindEnvironment returns the session's environment and its tools,
+// creating a new environment when the recorded one is gone: the
+// environment service no longer knows it (it restarted, or the session
+// was forked), or the replica that held it cannot be reached (its host is
+// gone). A new environment comes from the environment service at large
+// (Options.Environment, which may spread over several replicas), and the
+// session is bound to the replica that created it from then on.
+func (rt *Runtime) bindEnvironment(ctx context.Context, row *store.Session, cfg config, st *agentstate.State) (penguinv1.EnvironmentServiceClient, string, []*penguinv1.ToolInfo, error) {
+	m := rt.m
+	reason := ""
+	if row.EnvironmentID != "" {
+		client, err := m.envClient(row.EnvironmentAddr)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		tools, err := m.listTools(ctx, client, row.EnvironmentID)
+		switch status.Code(err) {
+		case codes.OK:
+			return client, row.EnvironmentID, tools, nil
+		case codes.NotFound:
+			reason = string(envtool.Missing)
+		case codes.Unavailable:
+			if ctx.Err() != nil {
+				return nil, "", nil, ctx.Err()
+			}
+			reason = string(envtool.Unreachable)
+			m.log.Warn("the replica of the session's environment cannot be reached; creating a fresh environment",
+				"session", rt.id, "environment", row.EnvironmentID, "address", row.EnvironmentAddr, "error", err)
+		default:
+			return nil, "", nil, downstream("reach the session's environment", err)
+		}
+	}
+	return rt.rebind(ctx, row, cfg, st, reason)
+}
+
+// rebind creates a fresh environment for the session and records it in
+// the session's row. reason, when set, says why the old one was replaced.
+func (rt *Runtime) rebind(ctx context.Context, row *store.Session, cfg config, st *agentstate.State, reason string) (penguinv1.EnvironmentServiceClient, string, []*penguinv1.ToolInfo, error) {
+	m := rt.m
+	resp, client, err := m.createEnvironment(ctx, m.environmentSpec(rt.id, row.Workspace, st, cfg.SandboxMode))
+	if err != nil {
+		return nil, "", nil, err
+	}
+	envID, addr := resp.GetEnvironmentId(), resp.GetAddress()
+	if err := m.updateRow(ctx, rt.id, func(r *store.Session, c *config) {
+		r.EnvironmentID, r.EnvironmentAddr = envID, addr
+		c.SharedEnvironment = false
+	}); err != nil {
+		return nil, "", nil, err
+	}
+	if reason != "" {
+		m.metrics.rebinds.WithLabelValues(reason).Inc()
+		m.log.Info("the session has a fresh environment", "session", rt.id, "reason", reason, "environment", envID, "address", addr)
+	}
+	row.EnvironmentID, row.EnvironmentAddr = envID, addr
+	return client, envID, resp.GetTools(), nil
+}
+
+// unreachableWait is how long a session waits for the replica of its
+// environment to answer before it gives the environment up: long enough
+// for a reconnect after a blip, short next to a task.
+const unreachableWait = 3 * time.Second
+
+// listTools lists an environment's tools. A replica that does not answer
+// at once gets until unreachableWait to come back.
+func (m *Manager) listTools(ctx context.Context, client penguinv1.EnvironmentServiceClient, envID string) ([]*penguinv1.ToolInfo, error) {
+	resp, err := client.ListTools(ctx, &penguinv1.ListToolsRequest{EnvironmentId: envID})
+	if status.Code(err) == codes.Unavailable && ctx.Err() == nil {
+		wctx, cancel := context.WithTimeout(ctx, unreachableWait)
+		resp, err = client.ListTools(wctx, &penguinv1.ListToolsRequest{EnvironmentId: envID}, grpc.WaitForReady(true))
+		cancel()
+		if status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil {
+			err = status.Errorf(codes.Unavailable, "no answer within %s: %v", unreachableWait, err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetTools(), nil
+}

@@ -1,0 +1,203 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/engine/agentstate"
+	"github.com/penguin-agent/penguin/services/engine/loop"
+	"github.com/penguin-agent/penguin/services/engine/resume"
+	"github.com/penguin-agent/penguin/services/engine/store"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// prepared is everything a task needs, read before it writes anything.
+type prepared struct {
+	row      *store.Session
+	cfg      config
+	st       *agentstate.State
+	rs       *resume.State
+	tools    *toolset
+	settings loop.Settings
+	mctx     *loop.Context
+	// input is the carry-over: pending input from the log and the note.
+	input []*penguinv1.OmniMessage
+}
+
+// prepare reads what a task needs: the row, the agent state, the context
+// rebuilt from the log, and the environment with its tools. It writes
+// nothing to the log.
+func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel) (*prepared, error) {
+	m := rt.m
+	row, err := m.store.GetSession(ctx, rt.id)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := parseConfig(row.Config)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPrecondition, err)
+	}
+	st, err := m.loadAgent(row.AgentState)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := rt.rebuild(ctx, cfg.ContextSeq)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := rt.newToolset(ctx, row, cfg, st)
+	if err != nil {
+		return nil, err
+	}
+	p := &prepared{row: row, cfg: cfg, st: st, rs: rs, tools: ts}
+	p.settings = settings(st, row, cfg, rs.Meta, thinking, ts.defs)
+	usage := row.Usage
+	if usage == nil {
+		usage = rs.Usage
+	}
+	p.mctx = &loop.Context{History: rs.History, Turns: rs.Turns, LastTotal: rs.LastTotal, Usage: usage}
+	p.input = rs.Pending
+	if cfg.Note != "" && cfg.NoteSeq == row.LastSequence {
+		p.input = append(append([]*penguinv1.OmniMessage(nil), p.input...), loop.HarnessText(cfg.Note))
+	}
+	return p, nil
+}
+
+// rebuild reads the current context from the log.
+func (rt *Runtime) rebuild(ctx context.Context, from int64) (*resume.State, error) {
+	events, err := rt.m.store.ReadEvents(ctx, rt.id, max(from-1, 0), 0)
+	if err != nil {
+		return nil, err
+	}
+	rs := resume.Rebuild(events)
+	if rs.Meta == nil && from > 0 {
+		return rt.rebuild(ctx, 0)
+	}
+	if rs.Meta == nil {
+		return nil, fmt.Errorf("%w: the log of session %s has no session_meta", ErrPrecondition, rt.id)
+	}
+	return rs, nil
+}
+
+// strandedOutput is the output recorded for a tool call whose engine
+// stopped (a crash, a killed replica) before the call finished.
+const strandedOutput = "[interrupted: the engine running this tool call stopped before it finished; whatever it did may or may not have happened]"
+
+// begin records what a task owes the log before its input: the failed end
+// of a compaction the engine died in, the outputs of tool calls the engine
+// died in, and the tool list when it changed.
+func (rt *Runtime) begin(t *task, p *prepared) error {
+	for _, id := range p.rs.Stranded {
+		out := omni.ToolCallOutput(id, strandedOutput, penguinv1.StopReason_STOP_REASON_ABORTED)
+		if err := rt.Emit(t.ctx, out); err != nil {
+			return err
+		}
+		for i, m := range p.input {
+			if m.GetToolCallOutput().GetToolCallId() == id {
+				p.input[i] = out
+			}
+		}
+	}
+	p.rs.Stranded = nil
+	if oc := p.rs.OpenCompaction; oc != nil {
+		end := &penguinv1.OmniMessage{Timestamp: timestamppb.Now(), Payload: &penguinv1.OmniMessage_CompactionEnd{CompactionEnd: &penguinv1.CompactionEnd{
+			Reason: oc.GetReason(), Mode: oc.GetMode(), Status: penguinv1.StopReason_STOP_REASON_FAILED,
+			ErrorMessage: "the engine stopped during the compaction; the original context stands",
+		}}}
+		if err := rt.Emit(t.ctx, end); err != nil {
+			return err
+		}
+		p.rs.OpenCompaction = nil
+	}
+	return nil
+}
+
+// recordPrompt records the prompt and, when the tools changed, the tool
+// list, and adds them to the first request's input.
+func (rt *Runtime) recordPrompt(p *prepared, spec RunSpec) error {
+	var msgs []*penguinv1.OmniMessage
+	if strings.TrimSpace(spec.Prompt) != "" {
+		msgs = append(msgs, omni.SenderText(spec.Sender, spec.Prompt))
+	}
+	for i, img := range spec.Images {
+		if p.cfg.Vision {
+			msgs = append(msgs, omni.ImageURL(img))
+			continue
+		}
+		// A text-only model cannot take the image; it learns there was one.
+		msgs = append(msgs, omni.UserText(fmt.Sprintf("[attached image %d: %s]", i+1, describeURL(img))))
+	}
+	for _, m := range msgs {
+		if err := rt.Emit(context.Background(), m); err != nil {
+			return err
+		}
+	}
+	p.input = append(p.input, msgs...)
+	if !sameTools(p.rs.Tools, p.tools.defs) {
+		if err := rt.Emit(context.Background(), omni.ToolListReady(p.tools.defs)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func describeURL(u string) string {
+	if strings.HasPrefix(u, "data:") {
+		mime, _, _ := strings.Cut(strings.TrimPrefix(u, "data:"), ";")
+		return "an inline " + mime + " image this model cannot view; describe_image needs a URL or a workspace path"
+	}
+	return u
+}
+
+// settings assembles a task's loop settings from the agent state, the
+// session row and the context's session_meta.
+func settings(st *agentstate.State, row *store.Session, cfg config, meta *penguinv1.SessionMeta, thinking penguinv1.ThinkingLevel, defs []*penguinv1.ToolDefinition) loop.Settings {
+	c := st.Config
+	maxTurns := c.MaxTurns
+	switch {
+	case cfg.MaxTurns > 0:
+		maxTurns = int(cfg.MaxTurns)
+	case cfg.MaxTurns < 0:
+		maxTurns = -1
+	}
+	window := meta.GetModelContextWindow()
+	if c.Model.ContextWindow > 0 {
+		window = c.Model.ContextWindow
+	}
+	sessionThinking := row.ThinkingLevel
+	if sessionThinking == penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED {
+		sessionThinking = c.Model.ThinkingLevelProto()
+	}
+	if thinking == penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED {
+		thinking = sessionThinking
+	}
+	timeout := c.Model.RequestTimeoutMS
+	turns := 0
+	if c.Compaction.Enabled && c.Compaction.TurnsThreshold > 0 {
+		turns = int(c.Compaction.TurnsThreshold)
+	}
+	return loop.Settings{
+		Model:            &penguinv1.ModelRef{Provider: row.Provider, ModelId: row.ModelID},
+		SystemPrompt:     meta.GetSystemPrompt(),
+		Tools:            defs,
+		ThinkingLevel:    thinking,
+		MaxTokens:        c.Model.MaxTokensProto(),
+		RequestTimeoutMs: &timeout,
+		ContextWindow:    c.Model.ContextWindow,
+		MaxTurns:         maxTurns,
+		Retry:            loop.Retry{MaxRetries: c.Retry.MaxAttempts, Base: c.Retry.BaseDelay, Cap: c.Retry.MaxDelay},
+		Compaction: loop.Compaction{
+			ContextThreshold: c.Compaction.EffectiveContextThreshold(window),
+			TurnsThreshold:   turns,
+			Mode:             c.Compaction.ModeProto(),
+			Prompt:           c.Compaction.Prompt,
+			RetryNote:        c.Compaction.RetryNote,
+			ExtractSummary:   agentstate.ExtractSummary,
+			WrapSummary:      agentstate.WrapContextSummary,
+			ThinkingLevel:    sessionThinking,
+		},
+	}
+}

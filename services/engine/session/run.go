@@ -1,0 +1,373 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
+	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/engine/approval"
+	"github.com/penguin-agent/penguin/services/engine/lease"
+	"github.com/penguin-agent/penguin/services/engine/loop"
+	"github.com/penguin-agent/penguin/services/engine/store"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// task is what holds a busy session: a run of the agent loop, or a manual
+// compaction.
+type task struct {
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	done     chan struct{}
+	retryNow chan struct{}
+
+	// Guarded by the runtime's mu.
+	compaction bool // a manual compaction, which takes no steering
+	closed     bool // the task is ending: steering is refused
+	waiting    bool // in a reconnect wait
+	steering   []string
+	notices    []*penguinv1.OmniMessage
+	contextSeq int64 // session_meta of a context started by this task
+
+	// result is a manual compaction's outcome, set before done closes.
+	result loop.Result
+
+	// run is the span of the Run call that started the task, which the
+	// task's turns link to.
+	run trace.SpanContext
+	// lease is the task's run lease, renewed while the task lasts; set by
+	// claim.
+	lease *lease.Lease
+}
+
+// RunSpec is a task to start.
+type RunSpec struct {
+	Prompt   string
+	Images   []string
+	Thinking penguinv1.ThinkingLevel
+	Mode     penguinv1.ApprovalMode
+	// Sender marks who wrote the prompt; unspecified is the human user.
+	Sender penguinv1.Sender
+	// Origin, for a subagent's task, is the chain prepended to the
+	// origin of everything the task's approvals ask.
+	Origin []string
+	// Asker answers approvals instead of the session's watchers (a
+	// subagent asks through its parent); nil means the watchers.
+	Asker approval.Asker
+	// ModeFunc, when set, supplies the approval mode at each decision (a
+	// subagent follows its parent's).
+	ModeFunc func() penguinv1.ApprovalMode
+}
+
+// Run starts a task on an idle session and sends its events until it ends
+// or ctx ends; the task itself goes on when ctx ends.
+func (m *Manager) Run(ctx context.Context, id string, spec RunSpec, send func(*penguinv1.RunEvent) error) error {
+	if strings.TrimSpace(spec.Prompt) == "" && len(spec.Images) == 0 {
+		return fmt.Errorf("%w: the prompt is empty", ErrInvalid)
+	}
+	rt, err := m.acquire(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer m.release(rt)
+	_, from, err := rt.startRun(ctx, spec)
+	if err != nil {
+		return err
+	}
+	return rt.follow(ctx, from, send, isIdle, false)
+}
+
+// isIdle reports whether ev says the task ended.
+func isIdle(ev *penguinv1.RunEvent) bool {
+	st := ev.GetState()
+	return st != nil && st.GetState() == penguinv1.SessionState_SESSION_STATE_IDLE
+}
+
+// claim makes t the session's task, or reports that one holds it already.
+func (rt *Runtime) claim(ctx context.Context, t *task) error {
+	m := rt.m
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return fmt.Errorf("%w: the engine is shutting down", ErrUnavailable)
+	}
+	rt.refs++ // the task's own reference
+	m.tasks.Add(1)
+	m.mu.Unlock()
+	rt.mu.Lock()
+	busy := rt.task != nil
+	if !busy {
+		rt.task = t
+	}
+	rt.mu.Unlock()
+	if busy {
+		rt.unclaim(nil)
+		return fmt.Errorf("%w: session %s is already running a task; wait for it, Attach to watch it, or Abort it", ErrBusy, rt.id)
+	}
+	rt.journal.Reset()
+	l, err := m.leases.Acquire(ctx, rt.id)
+	if held := (*lease.HeldError)(nil); errors.As(err, &held) {
+		err = fmt.Errorf("%w: %v", ErrBusy, held)
+	}
+	if err != nil {
+		rt.unclaim(t)
+		return err
+	}
+	// The lease is renewed from now on, while the task prepares (which
+	// may wait for an environment) as while it runs. A renewal that finds
+	// the lease taken means this replica was cut off longer than the lease
+	// lasts and the session has moved on: the task stops, so that two
+	// replicas never write the session's log at once.
+	t.lease = l
+	l.Keep(t.ctx, func(owner string) {
+		t.cancel(&loop.Aborted{Reason: fmt.Sprintf("engine replica %s took the session over after this replica failed to renew its lease", owner)})
+	})
+	m.metrics.runsActive.Inc()
+	return nil
+}
+
+// unclaim undoes claim.
+func (rt *Runtime) unclaim(t *task) {
+	if t != nil {
+		rt.mu.Lock()
+		if rt.task == t {
+			rt.task = nil
+		}
+		rt.mu.Unlock()
+	}
+	rt.m.tasks.Done()
+	rt.m.release(rt)
+}
+
+func newTask() *task {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &task{ctx: ctx, cancel: cancel, done: make(chan struct{}), retryNow: make(chan struct{}, 1)}
+}
+
+// startRun claims the session, prepares and records the prompt, and starts
+// the loop. It returns the sequence number just before the task's first
+// event.
+func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, error) {
+	t := newTask()
+	t.run = trace.SpanContextFromContext(ctx)
+	if err := rt.claim(ctx, t); err != nil {
+		return nil, 0, err
+	}
+	p, err := rt.prepare(ctx, spec.Thinking)
+	if err != nil {
+		rt.abandon(t, err)
+		return nil, 0, err
+	}
+	from := rt.journal.Last()
+	rt.mu.Lock()
+	if spec.Mode != penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED {
+		rt.mode = spec.Mode
+	}
+	rt.mu.Unlock()
+	rt.setState(penguinv1.SessionState_SESSION_STATE_RUNNING, 0)
+	err = rt.begin(t, p)
+	if err == nil {
+		err = rt.recordPrompt(p, spec)
+	}
+	if err == nil {
+		// The prompt is on record before the task goes on: a Run that
+		// returns without error has its input in the log.
+		err = rt.journal.Flush()
+	}
+	if err != nil {
+		rt.finish(t, p, loop.Result{Status: penguinv1.StopReason_STOP_REASON_FAILED, Message: "the session log could not be written: " + err.Error(), Err: err})
+		return nil, 0, err
+	}
+	if spec.Mode != penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED || p.row.Title == "" {
+		if err := rt.m.updateRow(ctx, rt.id, func(r *store.Session, _ *config) {
+			if spec.Mode != penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED {
+				r.ApprovalMode = spec.Mode
+			}
+			if r.Title == "" {
+				r.Title = title(spec.Prompt)
+			}
+		}); err != nil {
+			rt.m.log.Warn("could not update the session row", "session", rt.id, "error", err)
+		}
+	}
+	mode := spec.ModeFunc
+	if mode == nil {
+		mode = rt.approvalMode
+	}
+	ask := rt.board.Asker(spec.Origin)
+	if spec.Asker != nil {
+		ask = spec.Asker
+	}
+	deps := loop.Deps{
+		LLM:      rt.m.opts.LLM,
+		Tools:    p.tools,
+		Approver: &approval.Gate{Mode: mode, Permission: p.tools.permission, Policy: rt.m.policy, Asker: ask},
+		Emitter:  rt,
+		Host:     &host{rt: rt, t: t, p: p},
+		Observer: &turnObserver{tracer: rt.m.tracer, metrics: rt.m.metrics, session: rt.id, model: p.settings.Model, run: t.run},
+	}
+	if !p.cfg.SharedEnvironment {
+		// A subagent sharing its parent's environment leaves the notices
+		// to the parent.
+		rt.watcher.Watch(p.tools.client, p.tools.envID)
+	}
+	go func() {
+		res := loop.Run(t.ctx, deps, p.settings, p.mctx, p.input)
+		rt.finish(t, p, res)
+	}()
+	return t, from, nil
+}
+
+// abandon releases a task that failed before it wrote anything.
+func (rt *Runtime) abandon(t *task, cause error) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if err := t.lease.Release(ctx); err != nil {
+		rt.m.log.Warn("could not release a run lease", "session", rt.id, "error", err)
+	}
+	t.cancel(cause)
+	close(t.done)
+	rt.m.metrics.runsActive.Dec()
+	rt.unclaim(t)
+}
+
+// finish ends a task: steering that arrived too late is recorded for the
+// next run, the row is updated, the lease released, and the watchers told
+// how the task ended.
+func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
+	m := rt.m
+	rt.mu.Lock()
+	left := t.steering
+	t.steering = nil
+	t.closed = true
+	contextSeq := t.contextSeq
+	rt.mu.Unlock()
+
+	msg := res.Message
+	for _, s := range left {
+		if err := rt.Emit(context.Background(), loop.SteeringMessage(s)); err != nil {
+			m.log.Error("lost steering text: the log could not be written", "session", rt.id, "error", err)
+			res.Err = errors.Join(res.Err, err)
+		}
+	}
+	if len(left) > 0 {
+		msg = strings.TrimSpace(msg + fmt.Sprintf(" %d steering message(s) arrived after the task's last request; they were recorded and go to the model with the next run.", len(left)))
+	}
+	if res.Err != nil {
+		m.log.Error("task stopped: the session log could not be written", "session", rt.id, "error", res.Err)
+	}
+	if err := rt.journal.Flush(); err != nil {
+		res.Err = errors.Join(res.Err, err)
+		if res.Status == penguinv1.StopReason_STOP_REASON_COMPLETED {
+			res.Status = penguinv1.StopReason_STOP_REASON_FAILED
+		}
+		msg = strings.TrimSpace(msg + " The session log could not be written: " + err.Error())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	last := rt.journal.LastPersisted()
+	if err := m.updateRow(ctx, rt.id, func(r *store.Session, c *config) {
+		if p != nil && p.mctx.Usage != nil {
+			r.Usage = proto.Clone(p.mctx.Usage).(*penguinv1.TokenCounts)
+		}
+		c.Note, c.NoteSeq = res.Note, last
+		if contextSeq > 0 {
+			c.ContextSeq = contextSeq
+		}
+	}); err != nil {
+		m.log.Warn("could not update the session row after a task", "session", rt.id, "error", err)
+	}
+	if err := t.lease.Release(ctx); err != nil {
+		m.log.Warn("could not release a run lease", "session", rt.id, "error", err)
+	}
+	cancel()
+	t.cancel(nil)
+
+	// The idle state event is queued before anyone can see the session
+	// idle, so a watcher that stops at idle (Attach until_idle) gets it.
+	rt.mu.Lock()
+	rt.task = nil
+	rt.state = penguinv1.SessionState_SESSION_STATE_IDLE
+	rt.publishState(&penguinv1.RunStateChange{State: penguinv1.SessionState_SESSION_STATE_IDLE, Status: res.Status, Message: msg})
+	rt.mu.Unlock()
+	kind := "run"
+	if t.compaction {
+		kind = "compaction"
+	}
+	m.metrics.runs.WithLabelValues(kind, enumword.Word(res.Status)).Inc()
+	m.metrics.runsActive.Dec()
+	close(t.done)
+	if p != nil {
+		rt.watcher.Settle(p.tools.client)
+	}
+	m.tasks.Done()
+	m.release(rt)
+}
+
+// host is the session around a running loop.
+type host struct {
+	rt *Runtime
+	t  *task
+	p  *prepared
+}
+
+func (h *host) TakeInput() []*penguinv1.OmniMessage {
+	h.rt.mu.Lock()
+	defer h.rt.mu.Unlock()
+	var out []*penguinv1.OmniMessage
+	for _, s := range h.t.steering {
+		out = append(out, loop.SteeringMessage(s))
+	}
+	out = append(out, h.t.notices...)
+	h.t.steering, h.t.notices = nil, nil
+	return out
+}
+
+func (h *host) SetState(s penguinv1.SessionState, retryIn time.Duration) {
+	h.rt.setState(s, retryIn)
+}
+
+func (h *host) WaitRetry(ctx context.Context, d time.Duration) error {
+	h.rt.mu.Lock()
+	h.t.waiting = true
+	h.rt.mu.Unlock()
+	defer func() {
+		h.rt.mu.Lock()
+		h.t.waiting = false
+		h.rt.mu.Unlock()
+	}()
+	// A RetryNow that came before this wait began is stale.
+	select {
+	case <-h.t.retryNow:
+	default:
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-h.t.retryNow:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (h *host) StartContext(ctx context.Context) error {
+	meta := proto.Clone(h.p.rs.Meta).(*penguinv1.SessionMeta)
+	seq, err := h.rt.journal.Publish(&penguinv1.RunEvent{Event: &penguinv1.RunEvent_Message{Message: &penguinv1.OmniMessage{
+		Timestamp: timestamppb.Now(), Payload: &penguinv1.OmniMessage_SessionMeta{SessionMeta: meta},
+	}}}, true)
+	if err != nil {
+		return err
+	}
+	h.rt.mu.Lock()
+	h.t.contextSeq = seq
+	h.rt.mu.Unlock()
+	return h.rt.Emit(ctx, omni.ToolListReady(h.p.tools.defs))
+}

@@ -1,0 +1,183 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/grpcclient"
+	"github.com/penguin-agent/penguin/internal/logger"
+	"github.com/penguin-agent/penguin/services/engine/agentstate"
+	"github.com/penguin-agent/penguin/services/engine/lease"
+	"github.com/penguin-agent/penguin/services/engine/session"
+	"github.com/penguin-agent/penguin/services/engine/store"
+)
+
+// DefaultLeaseTTL is how long a run's lease outlives its replica when
+// [Config] sets none: after a crash, the session can run elsewhere once
+// it has passed.
+const DefaultLeaseTTL = lease.DefaultTTL
+
+// MinLeaseTTL is the shortest lease [Setup] accepts. A lease is renewed at
+// a third of its length; below a second, a slow store round trip would
+// let a healthy replica lose its runs.
+const MinLeaseTTL = time.Second
+
+// Config is what a process needs to stand the engine up the standard way:
+// `penguin serve engine`, the all-in-one `penguin serve` and the server a
+// client command embeds all use [Setup], so every deployment forwards
+// calls between replicas, leases its runs for LeaseTTL and reaches
+// environment replicas at the addresses they advertise.
+type Config struct {
+	// StoreURL names the session store: a SQLite path or sqlite: URL, or a
+	// postgres:// URL. Required.
+	StoreURL string
+	// AgentState is the default agent's state directory, created with
+	// defaults when missing. Required.
+	AgentState string
+	// LLM and Environment are the connections to the llm service and to
+	// the environment service (where new environments are created); the
+	// caller owns them. Required.
+	LLM, Environment grpc.ClientConnInterface
+	// Dial opens a connection, with this process's token and tracing, to
+	// a replica the engine learns about at run time: an environment
+	// replica at the address it advertised, or another engine replica
+	// that owns a run. Connections are kept, one per address, until
+	// [Engine.Close]. Required.
+	Dial func(target string) (*grpc.ClientConn, error)
+	// Advertise is the address other engine replicas reach this one at,
+	// recorded in run leases. Required.
+	Advertise string
+	// LeaseTTL is how long a run's lease outlives this replica; zero
+	// means DefaultLeaseTTL. It must be at least MinLeaseTTL.
+	LeaseTTL time.Duration
+	// Logger receives operational messages; nil discards them.
+	Logger *slog.Logger
+	// TracerProvider opens the span of each turn; nil traces nothing.
+	TracerProvider trace.TracerProvider
+	// Registerer receives the engine's metrics; nil keeps them
+	// unregistered.
+	Registerer prometheus.Registerer
+}
+
+// Engine is the engine service stood up by [Setup]: register it on a gRPC
+// server, call Shutdown when the server begins to stop and Close once it
+// has stopped.
+type Engine struct {
+	server   *Server
+	sessions *session.Manager
+	store    store.Store
+	replicas *grpcclient.Pool
+}
+
+// Setup checks cfg, initialises the default agent's state, opens the
+// store and builds the session manager and its gRPC server, which passes
+// calls for runs another replica owns on to that replica.
+func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	log := logger.OrDiscard(cfg.Logger)
+	ttl := cfg.LeaseTTL
+	if ttl == 0 {
+		ttl = DefaultLeaseTTL
+	}
+	if _, err := agentstate.Init(cfg.AgentState); err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, cfg.StoreURL, store.WithLogger(log))
+	if err != nil {
+		return nil, fmt.Errorf("open the session store: %w", err)
+	}
+	e := &Engine{store: st, replicas: grpcclient.NewPool(cfg.Dial)}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, e.Close())
+		}
+	}()
+	e.sessions, err = session.New(session.Options{
+		Store:             st,
+		LLM:               penguinv1.NewLLMServiceClient(cfg.LLM),
+		Environment:       penguinv1.NewEnvironmentServiceClient(cfg.Environment),
+		DialEnvironment:   e.environmentReplica,
+		DefaultAgentState: cfg.AgentState,
+		Logger:            log,
+		Address:           cfg.Advertise,
+		LeaseTTL:          ttl,
+		TracerProvider:    cfg.TracerProvider,
+		Registerer:        cfg.Registerer,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.server = New(e.sessions, log, WithForwarding(Forwarding{
+		Owners: e.sessions, Peers: replicaPeers{e.replicas}, Self: cfg.Advertise, Observe: e.sessions.ObserveForward,
+	}))
+	return e, nil
+}
+
+// check reports the first required field cfg lacks, or a lease too short.
+func (cfg *Config) check() error {
+	switch {
+	case cfg.StoreURL == "":
+		return errors.New("engine: Config.StoreURL is required")
+	case cfg.AgentState == "":
+		return errors.New("engine: Config.AgentState is required")
+	case cfg.LLM == nil || cfg.Environment == nil:
+		return errors.New("engine: Config.LLM and Config.Environment are required")
+	case cfg.Dial == nil:
+		return errors.New("engine: Config.Dial is required")
+	case cfg.Advertise == "":
+		return errors.New("engine: Config.Advertise is required")
+	case cfg.LeaseTTL != 0 && cfg.LeaseTTL < MinLeaseTTL:
+		return fmt.Errorf("engine: lease TTL %s is too short; give at least %s", cfg.LeaseTTL, MinLeaseTTL)
+	}
+	return nil
+}
+
+// environmentReplica reaches an environment replica at the address it
+// advertised; the session manager caches the client per address.
+func (e *Engine) environmentReplica(addr string) (penguinv1.EnvironmentServiceClient, error) {
+	c, err := e.replicas.Get(addr)
+	if err != nil {
+		return nil, err
+	}
+	return penguinv1.NewEnvironmentServiceClient(c), nil
+}
+
+// replicaPeers reaches other engine replicas through the engine's pool.
+type replicaPeers struct{ pool *grpcclient.Pool }
+
+// Peer implements [Peers].
+func (p replicaPeers) Peer(addr string) (penguinv1.EngineServiceClient, error) {
+	c, err := p.pool.Get(addr)
+	if err != nil {
+		return nil, err
+	}
+	return penguinv1.NewEngineServiceClient(c), nil
+}
+
+// Register registers the engine's gRPC service on s.
+func (e *Engine) Register(s grpc.ServiceRegistrar) {
+	penguinv1.RegisterEngineServiceServer(s, e.server)
+}
+
+// Shutdown aborts the running tasks, so that each records in the store how
+// it ended, and ends every watcher's stream. Call it when the server
+// begins to stop, before draining the calls in flight.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	return e.sessions.Shutdown(ctx)
+}
+
+// Close closes the connections to other replicas and the store; call it
+// once the server has stopped.
+func (e *Engine) Close() error {
+	return errors.Join(e.replicas.Close(), e.store.Close())
+}

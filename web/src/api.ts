@@ -1,0 +1,128 @@
+// The gateway's HTTP API: one function per route, the sign-in state and
+// the CSRF header every state-changing request carries.
+
+export interface TokenCounts {
+  cache_read?: string | number;
+  cache_write?: string | number;
+  output?: string | number;
+  total?: string | number;
+  reasoning?: string | number;
+  cost_usd?: number;
+}
+
+/** Session as the gateway sends it: protojson, so 64-bit numbers are strings. */
+export interface Session {
+  session_id: string;
+  model?: { provider?: string; model_id?: string };
+  workspace?: string;
+  approval_mode?: string;
+  thinking_level?: string;
+  state?: string;
+  created_at?: string;
+  updated_at?: string;
+  last_sequence?: string;
+  title?: string;
+  parent_session_id?: string;
+  source?: string;
+  usage?: TokenCounts;
+}
+
+export interface SessionChange {
+  session: Session;
+  last_status?: string;
+  last_message?: string;
+}
+
+export interface ModelInfo {
+  model: { provider: string; model_id: string };
+  context_window?: string;
+  thinking_levels?: string[];
+  name?: string;
+}
+
+export class ApiError extends Error {
+  constructor(public status: number, public code: string, message: string) {
+    super(message);
+  }
+}
+
+let csrfToken = "";
+
+export interface AuthState {
+  auth_required: boolean;
+  signed_in: boolean;
+  csrf_token?: string;
+}
+
+async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = {};
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (method !== "GET" && csrfToken) headers["X-CSRF-Token"] = csrfToken;
+  const resp = await fetch(path, {
+    method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: "same-origin",
+  });
+  const text = await resp.text();
+  if (!resp.ok) {
+    let code = "unknown", message = text || resp.statusText;
+    try {
+      const e = JSON.parse(text);
+      code = e.error ?? code;
+      message = e.message ?? message;
+    } catch {
+      // Not the gateway's error shape (a proxy's page): keep the text.
+    }
+    throw new ApiError(resp.status, code, message);
+  }
+  return (text ? JSON.parse(text) : undefined) as T;
+}
+
+export async function authState(): Promise<AuthState> {
+  const st = await request<AuthState>("GET", "/api/auth");
+  csrfToken = st.csrf_token ?? "";
+  return st;
+}
+
+export async function signIn(token: string): Promise<AuthState> {
+  const st = await request<AuthState>("POST", "/api/auth/login", { token });
+  csrfToken = st.csrf_token ?? "";
+  return st;
+}
+
+export async function signOut(): Promise<void> {
+  await request("POST", "/api/auth/logout");
+  csrfToken = "";
+}
+
+export const api = {
+  listSessions: (pageToken = "") =>
+    request<{ sessions?: Session[]; next_page_token?: string }>("GET", `/api/sessions?page_size=200&page_token=${encodeURIComponent(pageToken)}`),
+  getSession: (id: string) => request<Session>("GET", `/api/sessions/${encodeURIComponent(id)}`),
+  createSession: (body: object) => request<Session>("POST", "/api/sessions", body),
+  deleteSession: (id: string) => request<void>("DELETE", `/api/sessions/${encodeURIComponent(id)}`),
+  forkSession: (id: string, upTo = 0) => request<Session>("POST", `/api/sessions/${encodeURIComponent(id)}/fork`, { up_to_sequence: String(upTo) }),
+  startTask: (id: string, prompt: string, thinking?: string) =>
+    request<{ first_sequence: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/tasks`, thinking ? { prompt, thinking_level: thinking } : { prompt }),
+  steer: (id: string, text: string) => request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/steer`, { text }),
+  abort: (id: string) => request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/abort`, { reason: "aborted from the web app" }),
+  retryNow: (id: string) => request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/retry-now`),
+  compact: (id: string) => request<{ status?: string; message?: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/compact`, {}),
+  approve: (id: string, toolCallId: string, allow: boolean, origin: string[]) =>
+    request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/approvals/${encodeURIComponent(toolCallId)}`, {
+      decision: allow ? "DECISION_ALLOW" : "DECISION_DENY", origin,
+    }),
+  trace: async (id: string): Promise<string> => {
+    const resp = await fetch(`/api/sessions/${encodeURIComponent(id)}/trace?download=0`, { credentials: "same-origin" });
+    if (!resp.ok) throw new ApiError(resp.status, "trace", await resp.text());
+    return resp.text();
+  },
+  models: () => request<{ models?: ModelInfo[]; notice?: string }>("GET", "/api/models"),
+  setup: () => request<{ providers_file: string }>("GET", "/api/setup"),
+  addProvider: (form: object) => request<{ provider: string; key_file: string }>("POST", "/api/setup/provider", form),
+};
+
+/** num reads a protojson 64-bit number (a string) or a plain number. */
+export function num(v: string | number | undefined): number {
+  if (v === undefined) return 0;
+  const n = typeof v === "number" ? v : Number(v);
+  return Number.isFinite(n) ? n : 0;
+}

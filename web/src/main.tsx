@@ -1,0 +1,130 @@
+import { render } from "preact";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { api, authState, signOut, type ModelInfo } from "./api";
+import { ago, stateWord } from "./format";
+import { Chat } from "./pages/Chat";
+import { NewSession } from "./pages/NewSession";
+import { Setup } from "./pages/Setup";
+import { SignIn } from "./pages/SignIn";
+import { Trace } from "./pages/Trace";
+import { Usage } from "./pages/Usage";
+import { navigate, onLink, usePath } from "./router";
+import { useSessionList } from "./sessions";
+import "./styles.css";
+
+type Theme = "light" | "dark" | "system";
+
+function useTheme(): [Theme, (t: Theme) => void] {
+  const [theme, setTheme] = useState<Theme>((localStorage.getItem("penguin.theme") as Theme) || "system");
+  useEffect(() => {
+    document.documentElement.dataset.theme = theme;
+    localStorage.setItem("penguin.theme", theme);
+  }, [theme]);
+  return [theme, setTheme];
+}
+
+/** useModels lists the models, and why there are none when there are none. */
+function useModels(enabled: boolean): [ModelInfo[], string | undefined, () => void] {
+  const [models, setModels] = useState<ModelInfo[]>([]);
+  const [notice, setNotice] = useState<string>();
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    if (!enabled) return;
+    api.models().then((r) => {
+      setModels(r.models ?? []);
+      setNotice(r.notice || (r.models?.length ? undefined : "No model is configured."));
+    }).catch((e) => {
+      setModels([]);
+      setNotice(e.message);
+    });
+  }, [enabled, tick]);
+  return [models, notice, () => setTick(tick + 1)];
+}
+
+function App() {
+  const [auth, setAuth] = useState<"checking" | "signin" | "ok">("checking");
+  const [bootError, setBootError] = useState("");
+  const check = () => authState().then((s) => setAuth(s.signed_in ? "ok" : "signin")).catch((e) => setBootError(e.message));
+  useEffect(() => { void check(); }, []);
+  const path = usePath();
+  const list = useSessionList(auth === "ok");
+  const [models, notice, reloadModels] = useModels(auth === "ok");
+  const [theme, setTheme] = useTheme();
+  const [query, setQuery] = useState("");
+  const [menu, setMenu] = useState(false);
+  const search = useRef<HTMLInputElement>(null);
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      const typing = (e.target as HTMLElement)?.closest?.("input, textarea, select");
+      if (e.key === "/" && !typing) {
+        e.preventDefault();
+        search.current?.focus();
+      } else if (e.key === "n" && e.altKey) {
+        e.preventDefault();
+        navigate("/new");
+      }
+    };
+    addEventListener("keydown", onKey);
+    return () => removeEventListener("keydown", onKey);
+  }, []);
+  useEffect(() => setMenu(false), [path]);
+
+  if (bootError) return <main class="signin"><p class="banner error">The server does not answer: {bootError}</p></main>;
+  if (auth === "checking") return null;
+  if (auth === "signin") return <SignIn onSignedIn={() => setAuth("ok")} />;
+
+  const m = path.match(/^\/sessions\/([^/]+)(\/trace)?$/);
+  const current = m ? decodeURIComponent(m[1]) : "";
+  const row = list.rows.find((r) => r.session.session_id === current);
+  const q = query.toLowerCase();
+  const rows = list.rows.filter((r) => !q || (r.session.title ?? "").toLowerCase().includes(q) || r.session.session_id.includes(q) || (r.session.workspace ?? "").toLowerCase().includes(q));
+  let page;
+  if (m && m[2]) page = <Trace id={current} />;
+  else if (m) page = <Chat key={current} id={current} session={row?.session} lastStatus={row?.last_status} />;
+  else if (path === "/usage") page = <Usage />;
+  else if (path === "/setup") page = <Setup notice={notice} onDone={reloadModels} />;
+  else page = <NewSession models={models} notice={notice} />;
+
+  return (
+    <div class={`layout ${menu ? "menu-open" : ""}`}>
+      <aside class="sidebar" aria-label="Sessions">
+        <div class="brand row">
+          <strong>Penguin</strong>
+          <button class="icon" aria-label="Theme" title="Light, dark or the system's" onClick={() => setTheme(theme === "system" ? "light" : theme === "light" ? "dark" : "system")}>{theme === "system" ? "◐" : theme === "light" ? "☀" : "☾"}</button>
+        </div>
+        <a class="button primary" href="/new" onClick={onLink} title="Alt+N">New session</a>
+        <input ref={search} type="search" placeholder="Search sessions  /" aria-label="Search sessions" value={query} onInput={(e) => setQuery(e.currentTarget.value)} />
+        <ul class="session-list" data-testid="session-list">
+          {!list.loaded && <li class="muted small">Loading…</li>}
+          {list.loaded && !rows.length && <li class="muted small">No sessions</li>}
+          {rows.map((r) => {
+            const word = stateWord(r.session.state, r.last_status);
+            const id = r.session.session_id;
+            return (
+              <li class={id === current ? "active" : ""}>
+                <a href={`/sessions/${encodeURIComponent(id)}`} onClick={onLink} data-session={id} title={r.last_message || id}>
+                  <span class={`dot state-${word.replace(" ", "-")}`} aria-hidden="true" />
+                  <span class="title">{r.session.title || id}</span>
+                  <span class="muted small state-word" data-testid="session-state">{word === "idle" ? ago(r.session.updated_at) : word}</span>
+                </a>
+              </li>
+            );
+          })}
+        </ul>
+        <nav class="side-nav">
+          <a href="/usage" onClick={onLink}>Usage</a>
+          <a href="/setup" onClick={onLink}>Models</a>
+          {!list.connected && list.loaded && <span class="muted small">offline</span>}
+          <button class="link" onClick={async () => { await signOut().catch(() => undefined); void check(); }}>Sign out</button>
+        </nav>
+      </aside>
+      <main class="main">
+        <button class="icon menu-button" aria-label="Sessions" onClick={() => setMenu(!menu)}>☰</button>
+        {notice && !m && path !== "/setup" && <div class="banner warn" role="status" data-testid="no-model">{notice} <a href="/setup" onClick={onLink}>Add a model</a></div>}
+        {page}
+      </main>
+    </div>
+  );
+}
+
+render(<App />, document.getElementById("app")!);

@@ -1,0 +1,76 @@
+// The wire shapes the gateway sends: OmniMessages in the trace format (the
+// SSE stream's unnamed events and the history), and its server events.
+
+export interface TokenCounts {
+  cache_read?: number;
+  cache_write?: number;
+  output?: number;
+  total?: number;
+  reasoning?: number;
+  /** The cost in USD, when the model's price is known. */
+  cost_usd?: number;
+}
+
+export interface OmniMessage {
+  timestamp: string;
+  type: "session_meta" | "model_msg" | "event_msg";
+  origin?: string[];
+  // The payload's fields depend on payload.type; the reducer reads them
+  // by name, so one loose type serves every payload.
+  payload: Payload;
+}
+
+export interface Payload {
+  type: string;
+  role?: "user" | "assistant";
+  sender?: string;
+  text?: string;
+  thinking?: string;
+  name?: string;
+  arguments?: string;
+  tool_call_id?: string;
+  output?: string;
+  images?: string[];
+  stop_reason?: string;
+  event_type?: "start" | "delta" | "stop";
+  image_url?: string;
+  decision?: string;
+  status?: string;
+  error_message?: string;
+  attempt?: number;
+  retry_in_ms?: number;
+  session?: TokenCounts;
+  request?: TokenCounts;
+  provider?: string;
+  model_id?: string;
+  reason?: string | null;
+  mode?: string;
+  context?: number;
+  turns?: number;
+  session_id?: string;
+  workspace?: string;
+  servers?: string[];
+  results?: { server: string; status: string; tools?: number; error?: string }[];
+}
+
+/** One event of a session's stream, with its sequence number. */
+export type StreamEvent =
+  | { seq: number; kind: "message"; message: OmniMessage }
+  | { seq: number; kind: "approval_request"; toolCall: OmniMessage; permission: string; origin?: string[] }
+  | { seq: number; kind: "task_state"; state: string; status?: string; message?: string; retryInMs?: number };
+
+/** parseSSE turns one SSE event of the session stream into a StreamEvent. */
+export function parseSSE(name: string, id: string, data: string): StreamEvent | null {
+  const seq = Number(id);
+  if (!Number.isFinite(seq)) return null;
+  const v = JSON.parse(data);
+  if (name === "message" || name === "") return { seq, kind: "message", message: v as OmniMessage };
+  if (name !== "server_event") return null;
+  if (v.type === "approval_request") {
+    return { seq, kind: "approval_request", toolCall: v.tool_call, permission: v.permission ?? "", origin: v.origin };
+  }
+  if (v.type === "task_state") {
+    return { seq, kind: "task_state", state: v.state, status: v.status, message: v.message, retryInMs: v.retry_in_ms };
+  }
+  return null;
+}

@@ -1,0 +1,306 @@
+import { useEffect, useRef, useState } from "preact/hooks";
+import { api, ApiError, type Session } from "../api";
+import { stateWord, tokens, usageLine } from "../format";
+import { fileChange } from "../omni/diff";
+import { apply, mainItems, newConversation, thread, type Conversation, type Item, type PendingApproval, type ToolItem } from "../omni/reducer";
+import { parseSSE } from "../omni/types";
+import { navigate } from "../router";
+
+type Link = "connecting" | "live" | "reconnecting" | "gone";
+
+/** useConversation follows a session's stream into a Conversation. The
+ * stream replays the whole log first, then the live run; on a reconnect
+ * the browser sends Last-Event-ID and the gateway resumes after it, and
+ * the reducer drops anything it already applied. */
+function useConversation(id: string): [Conversation, Link, string] {
+  const conv = useRef(newConversation());
+  const [, setVersion] = useState(0);
+  const [link, setLink] = useState<Link>("connecting");
+  const [problem, setProblem] = useState("");
+  useEffect(() => {
+    conv.current = newConversation();
+    setVersion(-1);
+    setProblem("");
+    let es: EventSource | undefined;
+    let closed = false;
+    let frame = 0;
+    let timer = 0;
+    const render = () => {
+      if (!frame) frame = requestAnimationFrame(() => {
+        frame = 0;
+        setVersion(conv.current.version);
+      });
+    };
+    const open = (after: number) => {
+      es = new EventSource(`/api/sessions/${encodeURIComponent(id)}/stream?after=${after}`);
+      const on = (name: string) => (e: Event) => {
+        const m = e as MessageEvent;
+        const ev = parseSSE(name, m.lastEventId, m.data);
+        if (ev && apply(conv.current, ev)) render();
+      };
+      es.addEventListener("message", on("message"));
+      es.addEventListener("server_event", on("server_event"));
+      es.addEventListener("error", (e) => {
+        if (e instanceof MessageEvent && e.data) {
+          // The gateway ended the stream with an error (this reader fell
+          // behind the live run, say): resume after the last event seen.
+          es?.close();
+          setLink("reconnecting");
+          timer = window.setTimeout(() => !closed && open(conv.current.lastSeq), 300);
+          return;
+        }
+        if (es?.readyState === EventSource.CLOSED) {
+          setLink("gone");
+          api.getSession(id).catch((err: ApiError) => setProblem(err.message));
+        } else setLink("reconnecting");
+      });
+      es.onopen = () => setLink("live");
+    };
+    open(0);
+    return () => {
+      closed = true;
+      es?.close();
+      cancelAnimationFrame(frame);
+      clearTimeout(timer);
+    };
+  }, [id]);
+  return [conv.current, link, problem];
+}
+
+export function Chat({ id, session: listed, lastStatus }: { id: string; session?: Session; lastStatus?: string }) {
+  const [conv, link, problem] = useConversation(id);
+  // The sidebar's list holds the newest sessions; an older one is read
+  // once.
+  const [fetched, setFetched] = useState<Session>();
+  useEffect(() => {
+    if (!listed) api.getSession(id).then(setFetched).catch(() => undefined);
+  }, [id, !listed]);
+  const session = listed ?? fetched;
+  const [error, setError] = useState("");
+  const running = conv.state !== "idle";
+  const act = async (f: () => Promise<unknown>) => {
+    setError("");
+    try {
+      await f();
+    } catch (e) {
+      setError((e as Error).message);
+    }
+  };
+  const items = mainItems(conv);
+  const bottom = useRef<HTMLDivElement>(null);
+  const follow = useRef(true);
+  useEffect(() => {
+    if (follow.current) bottom.current?.scrollIntoView({ block: "end" });
+  });
+  const onScroll = (e: Event) => {
+    const el = e.currentTarget as HTMLElement;
+    follow.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
+  };
+  const usage = conv.sessionUsage ?? session?.usage;
+  // How the last task ended comes with its idle state on the stream; a
+  // page opened later learns it from the session list.
+  const word = conv.pending.size ? "awaiting approval" : stateWord(conv.state, conv.status ?? (conv.state === "idle" ? lastStatus : undefined));
+  return (
+    <section class="chat" aria-label="Conversation">
+      <header class="chat-head">
+        <div class="chat-title">
+          <h1>{session?.title || "New conversation"}</h1>
+          <div class="muted small">
+            {session?.model?.provider}/{session?.model?.model_id} · {session?.workspace ?? conv.workspace}
+          </div>
+        </div>
+        <span class={`badge state-${word.replace(" ", "-")}`} data-testid="chat-state">{word}</span>
+        {usage && <span class="muted small" title="Tokens and cost of the whole session" data-testid="session-usage">{usageLine(usage)}</span>}
+        <nav class="chat-actions">
+          <a class="button" href={`/sessions/${encodeURIComponent(id)}/trace`} onClick={(e) => { e.preventDefault(); navigate(`/sessions/${encodeURIComponent(id)}/trace`); }}>Trace</a>
+          <button disabled={running} title={running ? "Wait until the task ends" : "Copy this conversation into a new session"}
+            onClick={() => act(async () => navigate(`/sessions/${encodeURIComponent((await api.forkSession(id)).session_id)}`))}>Fork</button>
+          <button disabled={running} onClick={() => act(() => api.compact(id))}>Compact</button>
+          <button class="danger" onClick={() => confirm("Delete this session and its log?") && act(async () => { await api.deleteSession(id); navigate("/"); })}>Delete</button>
+        </nav>
+      </header>
+      {link !== "live" && link !== "connecting" && <div class="banner warn" role="status">{problem || (link === "gone" ? "The stream closed." : "Reconnecting…")}</div>}
+      <div class="messages" onScroll={onScroll} data-testid="messages">
+        <Thread conv={conv} items={items} sessionId={id} depth={0} />
+        {conv.status && conv.state === "idle" && conv.status !== "completed" && conv.status !== "aborted" && (
+          <div class="banner error" role="status">
+            Task {conv.status}{conv.statusMessage ? `: ${conv.statusMessage}` : ""}
+          </div>
+        )}
+        <div ref={bottom} />
+      </div>
+      {[...conv.pending.values()].map((p) => <ApprovalCard key={p.thread + p.toolCallId} p={p} onAnswer={(allow) => act(() => api.approve(id, p.toolCallId, allow, p.origin))} />)}
+      {conv.retry && <RetryCountdown at={conv.retry.at} onRetry={() => act(() => api.retryNow(id))} />}
+      {error && <div class="banner error" role="alert">{error}</div>}
+      <Composer running={running} onSend={(text) => act(() => (running ? api.steer(id, text) : api.startTask(id, text)))} onAbort={() => act(() => api.abort(id))} />
+    </section>
+  );
+}
+
+function Thread({ conv, items, sessionId, depth }: { conv: Conversation; items: Item[]; sessionId: string; depth: number }) {
+  return <>{items.map((it) => <ItemView key={it.key} it={it} conv={conv} sessionId={sessionId} depth={depth} />)}</>;
+}
+
+function ItemView({ it, conv, sessionId, depth }: { it: Item; conv: Conversation; sessionId: string; depth: number }) {
+  switch (it.type) {
+    case "user":
+      return (
+        <div class={`msg user ${it.sender && it.sender !== "user" ? "from-" + it.sender : ""}`}>
+          {it.sender === "steering" && <span class="muted small">Steering </span>}
+          {it.sender === "harness" ? <details><summary>Note from the harness</summary><pre>{it.text}</pre></details> : <p class="pre">{it.text}</p>}
+          {it.images?.map((src) => <img src={src} alt="" class="thumb" />)}
+        </div>
+      );
+    case "text":
+      return <div class={`msg assistant ${it.streaming ? "streaming" : ""}`}><p class="pre">{it.text}</p>{it.stopReason && <span class="badge">{it.stopReason}</span>}</div>;
+    case "thinking":
+      return (
+        <details class="thinking">
+          <summary>{it.streaming ? "Thinking…" : "Thought"} <span class="muted small">{it.text.length} chars</span></summary>
+          <p class="pre muted">{it.text}</p>
+        </details>
+      );
+    case "tool":
+      return <ToolCard t={it} conv={conv} sessionId={sessionId} depth={depth} />;
+    case "compaction":
+      return <div class="banner info" role="note">Context compaction ({it.reason ?? "?"}, {it.mode ?? "?"}){it.context ? ` at ${tokens(it.context)} tokens` : ""}: {it.status ?? "running…"}</div>;
+    case "request_failed":
+      return <div class="banner warn" role="note">Model request {it.status}{it.attempt ? ` (attempt ${it.attempt})` : ""}{it.error ? `: ${it.error}` : ""}{it.retryInMs ? ` · retrying in ${Math.round(it.retryInMs / 100) / 10}s` : ""}</div>;
+    case "usage":
+      return <div class="turn-usage muted small" data-testid="turn-usage">Turn: {usageLine(it.request)}{it.model ? ` · ${it.model}` : ""}</div>;
+    case "abort":
+      return <div class="banner warn" role="note">Aborted{it.reason ? `: ${it.reason}` : ""}</div>;
+    case "subagent":
+      return <Subagent conv={conv} threadKey={it.thread} sessionId={sessionId} depth={depth} />;
+    case "notice":
+      return <div class="muted small">{it.text}</div>;
+  }
+}
+
+function Subagent({ conv, threadKey, sessionId, depth }: { conv: Conversation; threadKey: string; sessionId: string; depth: number }) {
+  const th = thread(conv, threadKey);
+  if (!th) return null;
+  return (
+    <details class="subagent" open={depth < 1}>
+      <summary>Subagent <code>{th.sessionId.slice(-8)}</code> <span class="muted small">{th.items.length} steps</span></summary>
+      <div class="nested"><Thread conv={conv} items={th.items} sessionId={sessionId} depth={depth + 1} /></div>
+    </details>
+  );
+}
+
+function argsSummary(t: ToolItem): string {
+  try {
+    const a = JSON.parse(t.args);
+    return String(a.cmd ?? a.file_path ?? a.path ?? a.prompt ?? a.pattern ?? "").split("\n")[0].slice(0, 120);
+  } catch {
+    return "";
+  }
+}
+
+function pretty(args: string): string {
+  try {
+    return JSON.stringify(JSON.parse(args), null, 2);
+  } catch {
+    return args;
+  }
+}
+
+function DiffView({ name, args }: { name: string; args: string }) {
+  const ch = fileChange(name, args);
+  if (!ch) return <pre class="args">{pretty(args)}</pre>;
+  return (
+    <div class="diff" data-testid="diff">
+      <div class="diff-path">{ch.path}</div>
+      <pre>{ch.lines.map((l) => <div class={`d-${l.kind}`}>{l.kind === "add" ? "+ " : l.kind === "del" ? "- " : "  "}{l.text}</div>)}</pre>
+    </div>
+  );
+}
+
+function toolStatus(t: ToolItem): string {
+  if (t.awaiting) return "awaiting approval";
+  if (t.decision === "deny") return "denied";
+  if (t.decision === "forbidden") return "forbidden";
+  if (t.output === undefined) return t.streaming ? "writing…" : "running";
+  if (t.outputStreaming) return "running";
+  return t.stopReason || "done";
+}
+
+function ToolCard({ t, conv, sessionId, depth }: { t: ToolItem; conv: Conversation; sessionId: string; depth: number }) {
+  const status = toolStatus(t);
+  return (
+    <details class={`tool ${t.awaiting ? "awaiting" : ""}`} open={!!t.awaiting || !!t.thread} data-testid="tool-card" data-tool={t.name}>
+      <summary>
+        <code class="tool-name">{t.name}</code> <span class="muted">{argsSummary(t)}</span>
+        <span class={`badge ${t.stopReason === "failed" || t.stopReason === "aborted" || status === "denied" ? "error" : ""}`}>{status}</span>
+      </summary>
+      <DiffView name={t.name} args={t.args} />
+      {t.thread && <Subagent conv={conv} threadKey={t.thread} sessionId={sessionId} depth={depth} />}
+      {t.output !== undefined && <pre class={`output ${t.outputStreaming ? "streaming" : ""}`} data-testid="tool-output">{t.output}</pre>}
+      {t.images?.map((src) => <img src={src} alt="tool output" class="thumb" />)}
+    </details>
+  );
+}
+
+function ApprovalCard({ p, onAnswer }: { p: PendingApproval; onAnswer: (allow: boolean) => void }) {
+  const allow = useRef<HTMLButtonElement>(null);
+  useEffect(() => allow.current?.focus(), []);
+  return (
+    <div class="approval" role="alertdialog" aria-label={`Approve ${p.name}?`} data-testid="approval-card"
+      onKeyDown={(e) => { if (e.key === "y") onAnswer(true); if (e.key === "n") onAnswer(false); }}>
+      <div><strong>Allow {p.name}?</strong> <span class="muted small">needs {p.permission === "rw" ? "read-write" : p.permission || "?"} access{p.origin.length ? ` · from subagent ${p.origin[p.origin.length - 1].slice(-8)}` : ""}</span></div>
+      <DiffView name={p.name} args={p.args} />
+      <div class="row">
+        <button ref={allow} class="primary" onClick={() => onAnswer(true)}>Allow <kbd>y</kbd></button>
+        <button onClick={() => onAnswer(false)}>Deny <kbd>n</kbd></button>
+      </div>
+    </div>
+  );
+}
+
+function RetryCountdown({ at, onRetry }: { at: number; onRetry: () => void }) {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    const t = setInterval(() => setNow(Date.now()), 250);
+    return () => clearInterval(t);
+  }, []);
+  const left = Math.max(0, Math.ceil((at - now) / 1000));
+  return (
+    <div class="banner warn row" role="status" data-testid="retry">
+      <span>Reconnecting to the model in {left}s</span>
+      <button onClick={onRetry}>Retry now</button>
+    </div>
+  );
+}
+
+function Composer({ running, onSend, onAbort }: { running: boolean; onSend: (text: string) => Promise<void>; onAbort: () => void }) {
+  const [text, setText] = useState("");
+  const send = async () => {
+    const t = text.trim();
+    if (!t) return;
+    setText("");
+    await onSend(t);
+  };
+  return (
+    <form class="composer" onSubmit={(e) => { e.preventDefault(); void send(); }}>
+      <textarea
+        aria-label={running ? "Steer the running task" : "Message"}
+        placeholder={running ? "Steer the task: this reaches the model at its next request" : "Ask for something…"}
+        value={text} rows={2} data-testid="composer"
+        onInput={(e) => setText((e.currentTarget as HTMLTextAreaElement).value)}
+        onKeyDown={(e) => {
+          if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+            e.preventDefault();
+            void send();
+          }
+          if (e.key === "Escape" && running) onAbort();
+        }}
+      />
+      <div class="composer-buttons">
+        <button type="submit" class="primary" disabled={!text.trim()}>{running ? "Steer" : "Send"}</button>
+        {running && <button type="button" class="danger" onClick={onAbort} title="Abort the task (Esc in the message box)">Abort</button>}
+      </div>
+      <div class="muted small hint">Enter sends · Shift+Enter new line{running ? " · Esc aborts" : ""}</div>
+    </form>
+  );
+}
+
