@@ -448,6 +448,7 @@ func TestDeployment(t *testing.T) {
 		if check != keep || !strings.Contains(res.text(), "keep-me") {
 			t.Fatalf("the workspace was not read back intact on %s after %s went:\n%s", keep, victim, res.text())
 		}
+		t.Logf("the task on %s, scaled away, went on on %s:\n%s", victim, keep, res.text())
 		if got := c.waitReady(t, envDeploy, 1); got[0] != keep {
 			t.Fatalf("environment pods after scaling down: %v, want [%s]", got, keep)
 		}
