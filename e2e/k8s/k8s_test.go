@@ -363,9 +363,10 @@ func TestDeployment(t *testing.T) {
 		}
 		// Engines learn of the new pods when the old pod's server ends
 		// their connection (PENGUIN_MAX_CONNECTION_AGE, 15 s in the dev
-		// overlay) and they resolve the headless Service again; until then
-		// new sessions keep landing on the old pod.
-		deadline := time.Now().Add(2 * time.Minute)
+		// overlay) and they resolve the headless Service again (grpc-go
+		// resolves a name at most every 30 s); until then new sessions keep
+		// landing on the old pod. Seen: 7 to 12 sessions, 23 to 38 s.
+		deadline := time.Now().Add(150 * time.Second)
 		for i := 1; ; i++ {
 			marker := fmt.Sprintf("PROBE-%02d", i)
 			id := c.newSession(ctx, t, strings.ToLower(marker))
@@ -379,10 +380,10 @@ func TestDeployment(t *testing.T) {
 				t.Logf("after %d sessions: %v", i, onPod)
 				return
 			}
-			if i == 16 || time.Now().After(deadline) {
+			if i == 30 || time.Now().After(deadline) {
 				t.Fatalf("after %d sessions, none landed on some new pod %v: %v", i, fresh, onPod)
 			}
-			time.Sleep(3 * time.Second) // the poll interval; a session costs two scripted turns
+			time.Sleep(2 * time.Second) // the poll interval; a session costs two scripted turns (30 probes in the script)
 		}
 	})
 
