@@ -565,10 +565,10 @@ func (s *Service) ExecuteTool(req *penguinv1.ExecuteToolRequest, stream grpc.Ser
 		return stream.Send(&penguinv1.ExecuteToolResponse{Message: m})
 	}
 	e, ok := s.get(req.GetEnvironmentId())
-	if (!ok || !e.enter()) && s.closing.Load() {
-		return errShuttingDown
-	}
 	if !ok || !e.enter() {
+		if s.closing.Load() {
+			return errShuttingDown
+		}
 		framing.Reply(ctx, call.GetToolCallId(),
 			fmt.Sprintf("Unknown environment %q: it was disposed, or never created on this replica. The tool did not run.", req.GetEnvironmentId()),
 			penguinv1.StopReason_STOP_REASON_FAILED, framing.Options{}, send)
