@@ -15,13 +15,30 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/resolver/dns"
 )
+
+// minResolutionInterval is how often, at most, a connection resolves its
+// name again. grpc-go's default, 30 s, would leave a client of replicas
+// behind a DNS name (a headless Service) calling a replica that is gone,
+// or missing one that started, for up to half a minute after each change;
+// a connection asks again only when a server ends a connection (a lost
+// pod, grpcserver.Options.MaxConnectionAge), so a short interval costs
+// few lookups.
+const minResolutionInterval = 2 * time.Second
+
+func init() {
+	// grpc-go's setting is for the whole process and must be made before
+	// any connection is opened; every penguin connection is opened here.
+	dns.SetMinResolutionInterval(minResolutionInterval)
+}
 
 // Options configure a connection.
 type Options struct {
@@ -93,8 +110,10 @@ func New(target string, opts Options) (*grpc.ClientConn, error) {
 // address behaves as before.
 //
 // CreateEnvironment refused as Unavailable (a replica that is shutting
-// down, or gone) is tried again, on the next replica: no environment was
-// made, and the engine would otherwise fail the tool call that needed it.
+// down, or gone) is tried again, on the next replica, for up to about
+// eight seconds, time for the name to be resolved again: no environment
+// was made, and the engine would otherwise fail the tool call that needed
+// it.
 // gRPC never retries a call once the server has answered anything, and
 // no other method is retried.
 //
@@ -103,7 +122,7 @@ const serviceConfig = `{
 	"loadBalancingConfig": [{"round_robin": {}}],
 	"methodConfig": [{
 		"name": [{"service": "penguin.v1.EnvironmentService", "method": "CreateEnvironment"}],
-		"retryPolicy": {"maxAttempts": 4, "initialBackoff": "0.1s", "maxBackoff": "1s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}
+		"retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.5s", "maxBackoff": "4s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}
 	}]
 }`
 
