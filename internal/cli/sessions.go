@@ -64,7 +64,7 @@ func listSessions(ctx context.Context, engine penguinv1.EngineServiceClient, out
 		}
 		for _, s := range resp.GetSessions() {
 			fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%s\n", s.GetSessionId(), s.GetModel().GetProvider(), s.GetModel().GetModelId(),
-				enumword.Word(s.GetState()), s.GetUpdatedAt().AsTime().Local().Format("2006-01-02 15:04"), s.GetTitle())
+				enumword.Word(s.GetState()), s.GetUpdatedAt().AsTime().Local().Format("2006-01-02 15:04"), clean(s.GetTitle()))
 		}
 		if token = resp.GetNextPageToken(); token == "" {
 			return tw.Flush()
@@ -82,7 +82,9 @@ func showSession(ctx context.Context, engine penguinv1.EngineServiceClient, id s
 		}
 		for _, ev := range resp.GetEvents() {
 			if t := ev.GetMessage().GetText(); t != nil && t.GetRole() == penguinv1.Role_ROLE_USER && t.GetSender() == penguinv1.Sender_SENDER_UNSPECIFIED {
-				fmt.Fprintf(out, "› %s\n", t.GetText())
+				if line := UserLine(t.GetText()); line != "" {
+					fmt.Fprintln(out, line)
+				}
 			}
 			r.Event(ev)
 			after = ev.GetSequence()

@@ -270,7 +270,7 @@ func (r *runner) compactionStream(ctx context.Context, history, input []*penguin
 		m := frame.GetMessage()
 		if tu := m.GetTokenUsage(); tu != nil {
 			r.mctx.Usage = omni.AddTokenCounts(r.mctx.Usage, tu.GetRequest())
-			if err := r.emitDetached(ctx, omni.TokenUsage(r.mctx.Usage, tu.GetRequest())); err != nil {
+			if err := r.emitDetached(ctx, r.usageEvent(tu.GetRequest())); err != nil {
 				return nil, err
 			}
 			continue
