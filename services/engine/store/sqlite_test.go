@@ -296,8 +296,8 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// TestPayloadKind checks the kind column's values: the reference's payload
-// type names.
+// TestPayloadKind checks the kind column's values: the trace format's
+// payload type names.
 func TestPayloadKind(t *testing.T) {
 	want := []string{"session_meta", "tool_list_ready", "mcp_connect_begin", "mcp_connect_end", "request_begin", "text", "text",
 		"image_url", "inline_data", "thinking", "thinking", "inline_thinking", "text", "tool_call", "approval_decision",
