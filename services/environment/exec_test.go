@@ -459,14 +459,38 @@ func TestShutdownEndsRunningCallsAsUnavailable(t *testing.T) {
 		err error
 	}
 	done := make(chan outcome, 1)
+	started := make(chan struct{})
 	go func() {
-		r, err := h.tryExec(ctx, env, "exec_command", `{"cmd":"echo started; sleep 1000","yield_time_ms":60000}`)
+		// The call is read here rather than with tryExec, so the service
+		// is closed only once "started" has reached the caller.
+		stream, err := h.client.ExecuteTool(ctx, &penguinv1.ExecuteToolRequest{
+			EnvironmentId: env,
+			ToolCall: &penguinv1.ToolCall{Role: penguinv1.Role_ROLE_ASSISTANT, Name: "exec_command",
+				Arguments: `{"cmd":"echo started; sleep 1000","yield_time_ms":60000}`, ToolCallId: nextCallID()},
+		})
+		var r result
+		signal := started
+		for err == nil {
+			var resp *penguinv1.ExecuteToolResponse
+			if resp, err = stream.Recv(); err == nil {
+				r.frames = append(r.frames, resp.GetMessage())
+				if signal != nil && strings.Contains(strings.Join(r.deltas(), ""), "started") {
+					close(signal)
+					signal = nil
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			err = nil
+			r.out = r.frames[len(r.frames)-1].GetToolCallOutput()
+		}
 		done <- outcome{r, err}
 	}()
-	eventually(t, 20*time.Second, "the command to run", func() bool {
-		p, err := h.client.ListProcesses(ctx, &penguinv1.ListProcessesRequest{EnvironmentId: env})
-		return err == nil && len(p.GetProcesses()) == 1
-	})
+	select {
+	case <-started:
+	case got := <-done:
+		t.Fatalf("the call ended before the command printed: %v %q", got.err, got.r.deltas())
+	}
 	h.svc.Close()
 	got := <-done
 	if status.Code(got.err) != codes.Unavailable || !strings.Contains(got.err.Error(), "shutting down") {
