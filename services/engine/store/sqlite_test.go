@@ -137,8 +137,8 @@ func TestOpenSQLiteURLForms(t *testing.T) {
 				t.Fatalf("after reopen: %d events, %v", len(evs), err)
 			}
 			var versions int
-			if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&versions); err != nil || versions != 1 {
-				t.Fatalf("schema_migrations has %d rows (%v) after two opens, want 1", versions, err)
+			if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&versions); err != nil || versions != 2 {
+				t.Fatalf("schema_migrations has %d rows (%v) after two opens, want 2 (one per migration)", versions, err)
 			}
 		})
 	}
