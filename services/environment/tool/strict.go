@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"unicode"
 )
 
@@ -31,7 +32,49 @@ type Params struct {
 // but false, is open: unknown keys pass (case variants still do not). A
 // schema that cannot be read is open too; creating the tool checked it is
 // JSON.
+//
+// Every environment parses the schemas of all its tools, and the builtin
+// ones are the same each time, so results are kept per schema text (see
+// parsedParams): a Params is never changed once made, so environments can
+// share one.
 func ParseParams(schema string) Params {
+	if p, ok := parsedParams.get(schema); ok {
+		return p
+	}
+	p := parseParams(schema)
+	parsedParams.put(schema, p)
+	return p
+}
+
+// parsedParams holds the Params of up to maxParsedParams schema texts:
+// the builtin tools' and the first custom and MCP tools'. Past that,
+// schemas are parsed each time, so tools made up per environment cannot
+// grow it without bound.
+var parsedParams = &paramsCache{m: map[string]Params{}}
+
+const maxParsedParams = 256
+
+type paramsCache struct {
+	mu sync.Mutex
+	m  map[string]Params
+}
+
+func (c *paramsCache) get(schema string) (Params, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.m[schema]
+	return p, ok
+}
+
+func (c *paramsCache) put(schema string, p Params) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) < maxParsedParams {
+		c.m[schema] = p
+	}
+}
+
+func parseParams(schema string) Params {
 	p := Params{names: map[string]bool{}, folded: map[string]string{}}
 	var s struct {
 		Properties           map[string]json.RawMessage `json:"properties"`

@@ -2,6 +2,7 @@ package tool
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -75,4 +76,32 @@ func BenchmarkParamsCheck(b *testing.B) {
 	b.ReportMetric(float64(check.Nanoseconds())/float64(b.N), "check-ns")
 	b.ReportMetric(float64(decode.Nanoseconds())/float64(b.N), "map-decode-ns")
 	b.ReportMetric(float64(check)/float64(decode), "ratio")
+}
+
+// TestParseParamsKeepsABoundedCache: a schema parsed again answers from
+// the cache with what a fresh parse says, and schemas past the bound are
+// still parsed, not cached.
+func TestParseParamsKeepsABoundedCache(t *testing.T) {
+	schema := `{"type":"object","properties":{"path_for_cache_test":{}}}`
+	first := ParseParams(schema)
+	again := ParseParams(schema)
+	if first.names == nil || !again.names["path_for_cache_test"] || again.open {
+		t.Fatalf("ParseParams(%s) = %+v, then %+v", schema, first, again)
+	}
+	if err := again.Check(`{"Path_For_Cache_Test":"x"}`); err == nil {
+		t.Error("a cached Params lets a case variant of its parameter through")
+	}
+	for i := range maxParsedParams + 10 {
+		name := fmt.Sprintf("p%d", i)
+		p := ParseParams(`{"type":"object","properties":{"` + name + `":{}}}`)
+		if !p.names[name] || p.open {
+			t.Fatalf("schema %d parsed as %+v", i, p)
+		}
+	}
+	parsedParams.mu.Lock()
+	n := len(parsedParams.m)
+	parsedParams.mu.Unlock()
+	if n > maxParsedParams {
+		t.Errorf("the cache holds %d schemas, more than its bound %d", n, maxParsedParams)
+	}
 }
