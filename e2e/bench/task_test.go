@@ -54,10 +54,14 @@ const (
 
 // The targets, for the table.
 const (
-	targetOverhead   = 2 * time.Millisecond
-	targetIdleRSS    = 16 << 10
-	targetColdStart  = 30 * time.Millisecond
-	targetFixedRSS   = 30 << 20
+	targetOverhead  = 2 * time.Millisecond
+	targetIdleRSS   = 16 << 10
+	targetColdStart = 30 * time.Millisecond
+	targetFixedRSS  = 30 << 20
+)
+
+// The shape of a run.
+const (
 	defaultTasks     = 200
 	defaultRuns      = 3
 	warmupTasks      = 5
@@ -74,9 +78,18 @@ var referenceFigures = map[string]string{
 
 var (
 	buildOnce sync.Once
+	binDir    string // where penguinBinary built the binary; TestMain removes it
 	binPath   string
 	buildErr  error
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 // penguinBinary builds cmd/penguin once per test process and returns its
 // path; PENGUIN_BENCH_BINARY names a binary to measure instead (another
@@ -92,6 +105,7 @@ func penguinBinary(b *testing.B) string {
 			buildErr = err
 			return
 		}
+		binDir = dir
 		repo, err := filepath.Abs("../..")
 		if err != nil {
 			buildErr = err
