@@ -272,10 +272,11 @@ func runOnce(b *testing.B, bin string, run, tasks int) runResult {
 
 // BenchmarkTaskProfile runs issue 14's task back to back for
 // PENGUIN_BENCH_PROFILE_SECONDS (default 10) against a server started
-// with --pprof-listen, and writes its CPU profile, the allocations of
-// those seconds and the heap and goroutines the idle sessions then hold to the directory
-// PENGUIN_BENCH_PROFILE names (read them with `go tool pprof`). Without PENGUIN_BENCH_PROFILE it is skipped: a
-// profiled server is not the one users run.
+// with --pprof-listen, and writes to the directory PENGUIN_BENCH_PROFILE
+// names its CPU profile, the allocations of those seconds, and the heap
+// and goroutines the idle sessions then hold (read them with `go tool
+// pprof`). Without PENGUIN_BENCH_PROFILE it is skipped: a profiled server
+// is not the one users run.
 func BenchmarkTaskProfile(b *testing.B) {
 	out := os.Getenv("PENGUIN_BENCH_PROFILE")
 	if out == "" {
@@ -286,10 +287,10 @@ func BenchmarkTaskProfile(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	for range b.N {
-		// A task takes well over 5 ms; the model's script must outlast
+		// A task takes well over 2 ms; the model's script must outlast
 		// the profile.
 		var res runResult
-		r := setup(ctx, b, bin, seconds*1000/5, &res, "--pprof-listen", "127.0.0.1:0")
+		r := setup(ctx, b, bin, seconds*1000/2, &res, "--pprof-listen", "127.0.0.1:0")
 		addr := r.srv.proc.WaitLog("profiles listening", nil, "addr", serverStartLimit)
 		var wg sync.WaitGroup
 		done := make(chan struct{}, 2)
