@@ -36,7 +36,7 @@ func serveAll(ctx context.Context, args []string) error {
 	af := addAllInOneFlags(fs)
 	af.engine.addReplicaFlags(fs)
 	fs.StringVar(&af.env.Root, "root", "", "directory workspaces must lie under (default: the current directory)")
-	fs.BoolVar(&af.env.NoCgroups, "no-cgroups", false, "track commands by process group and session only, not by per-command cgroups: faster starts, but double-forked daemons escape kills")
+	addEnvironmentFlags(fs, &af.env)
 	if err := config.Parse(fs, args, os.LookupEnv); err != nil {
 		return err
 	}
@@ -47,6 +47,7 @@ func serveAll(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	af.env.HidePaths = common.secretFiles()
 	if cfg, err = af.config(cfg); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/penguin-agent/penguin/internal/assemble"
@@ -54,6 +55,18 @@ func (f *serverFlags) process(name string) (assemble.Config, error) {
 		Name: name, Version: version, Listen: f.listen, MetricsListen: f.metricsListen,
 		AuthToken: token, Logger: log, ShutdownTimeout: f.shutdownTimeout, SlowCall: slow,
 	}, nil
+}
+
+// secretFiles are the files of credentials this server reads, which its
+// environments' confined commands must see empty.
+func (f *serverFlags) secretFiles() []string {
+	if f.authTokenFile == "" {
+		return nil
+	}
+	if abs, err := filepath.Abs(f.authTokenFile); err == nil {
+		return []string{abs}
+	}
+	return []string{f.authTokenFile}
 }
 
 // serveProcess builds the process cfg describes and serves it until ctx

@@ -21,7 +21,7 @@ func serveEnvironment(ctx context.Context, args []string) error {
 	env := &environment.Config{}
 	fs.StringVar(&env.Root, "root", "", "directory every workspace must lie under (default: the current directory)")
 	fs.StringVar(&env.Advertise, "advertise", "", "the address at which engines reach the environments this replica creates, returned by CreateEnvironment (for example $(POD_IP):7422 behind a headless Service); empty when there is one replica")
-	fs.BoolVar(&env.NoCgroups, "no-cgroups", false, "track commands by process group and session only, not by per-command cgroups: faster starts, but double-forked daemons escape kills")
+	addEnvironmentFlags(fs, env)
 	if err := config.Parse(fs, args, os.LookupEnv); err != nil {
 		return err
 	}
@@ -32,6 +32,7 @@ func serveEnvironment(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("serve environment: %w", err)
 	}
+	env.HidePaths = common.secretFiles()
 	cfg.Environment = env
 	return serveProcess(ctx, "serve environment", cfg)
 }

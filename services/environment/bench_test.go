@@ -27,13 +27,16 @@ import (
 // os/exec directly. Both run in turn in every iteration so drift hits
 // them alike; the metrics are the p50s, their ratio and the added time.
 func BenchmarkExecTrue(b *testing.B) {
-	b.Run("cgroup", func(b *testing.B) { benchExecTrue(b, environment.Options{}) })
-	b.Run("pgroup", func(b *testing.B) { benchExecTrue(b, environment.Options{NoCgroups: true}) })
+	none := &penguinv1.CreateEnvironmentRequest{SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_NONE}
+	confined := &penguinv1.CreateEnvironmentRequest{SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE, NoNetwork: true}
+	b.Run("cgroup", func(b *testing.B) { benchExecTrue(b, environment.Options{}, none) })
+	b.Run("pgroup", func(b *testing.B) { benchExecTrue(b, environment.Options{NoCgroups: true}, none) })
+	b.Run("confined", func(b *testing.B) { benchExecTrue(b, environment.Options{}, confined) })
 }
 
-func benchExecTrue(b *testing.B, opts environment.Options) {
+func benchExecTrue(b *testing.B, opts environment.Options, req *penguinv1.CreateEnvironmentRequest) {
 	h := start(b, opts)
-	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
+	env := h.create(req).GetEnvironmentId()
 	ctx := testCtx(b, 10*time.Minute)
 	direct := func() time.Duration {
 		t0 := time.Now()

@@ -134,6 +134,13 @@ func TestInteractiveSession(t *testing.T) {
 // the command's own pid (its process group) and the children's.
 const orphanScript = `echo leader $$; sleep 1000 & echo child $!; (sleep 1000 & echo grandchild $!; wait) & sleep 1000 & echo child $!; wait`
 
+// unconfined is an environment of sandbox mode none, whose commands see
+// the host's pids: the tests of process tracking check those pids in
+// /proc. The confined counterparts are in confine_test.go.
+func unconfined() *penguinv1.CreateEnvironmentRequest {
+	return &penguinv1.CreateEnvironmentRequest{SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_NONE}
+}
+
 // trackings runs a test with both ways of tracking commands.
 func trackings(t *testing.T, f func(t *testing.T, opts environment.Options)) {
 	t.Run("cgroup", func(t *testing.T) { f(t, environment.Options{}) })
@@ -145,7 +152,7 @@ func TestTimeoutEndsTheProcessGroup(t *testing.T) { trackings(t, testTimeoutEnds
 func testTimeoutEndsTheProcessGroup(t *testing.T, opts environment.Options) {
 	h := start(t, opts)
 	timeout := int64(1200)
-	env := h.create(&penguinv1.CreateEnvironmentRequest{Tools: &penguinv1.ToolConfig{
+	env := h.create(&penguinv1.CreateEnvironmentRequest{SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_NONE, Tools: &penguinv1.ToolConfig{
 		Builtin: []*penguinv1.ToolSpec{{Name: "exec_command", TimeoutMs: &timeout}},
 	}}).GetEnvironmentId()
 	start := time.Now()
@@ -163,7 +170,7 @@ func TestAbortEndsTheProcessGroup(t *testing.T) { trackings(t, testAbortEndsTheP
 
 func testAbortEndsTheProcessGroup(t *testing.T, opts environment.Options) {
 	h := start(t, opts)
-	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
+	env := h.create(unconfined()).GetEnvironmentId()
 	ctx, cancel := context.WithCancel(testCtx(t, 60*time.Second))
 	defer cancel()
 	stream, err := h.client.ExecuteTool(ctx, &penguinv1.ExecuteToolRequest{EnvironmentId: env, ToolCall: &penguinv1.ToolCall{
@@ -332,7 +339,7 @@ func TestDisposeEndsEverything(t *testing.T) { trackings(t, testDisposeEndsEvery
 
 func testDisposeEndsEverything(t *testing.T, opts environment.Options) {
 	h := start(t, opts)
-	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
+	env := h.create(unconfined()).GetEnvironmentId()
 	var leaders []int
 	for i := 0; i < 3; i++ {
 		r := h.exec(env, "exec_command", `{"cmd":"echo leader $$; sleep 1000 & sleep 1000","yield_time_ms":300}`)

@@ -21,6 +21,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/internal/proctest"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
@@ -58,7 +59,7 @@ func start(t testing.TB, opts environment.Options) *harness {
 	}
 	home := t.TempDir()
 	if opts.Env == nil {
-		opts.Env = append(os.Environ(), "HOME="+home)
+		opts.Env = proctest.Env(t, "HOME="+home)
 	}
 	svc, err := environment.New(opts)
 	if err != nil {

@@ -121,7 +121,8 @@ func TestCustomTools(t *testing.T) {
 	h := start(t, environment.Options{})
 	timeout := int64(1000)
 	resp := h.create(&penguinv1.CreateEnvironmentRequest{
-		Vault: map[string]string{"SECRET": "hunter2hunter2"},
+		SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_NONE, // checkNoSurvivors reads the host's pids
+		Vault:       map[string]string{"SECRET": "hunter2hunter2"},
 		Tools: &penguinv1.ToolConfig{Custom: []*penguinv1.ToolSpec{
 			{Name: "greet", Description: "Greets.", Parameters: `{"type":"object","properties":{"name":{"type":"string"}}}`, Permission: penguinv1.Permission_PERMISSION_R,
 				Command: `read -r line; echo "stdin=$line"; echo "env=$PENGUIN_TOOL_ARGS"; echo "dir=$PWD"; echo "secret=$SECRET"`},
@@ -186,7 +187,7 @@ func TestReadOnlySandbox(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(scratchTmp) })
 	// The workspace lies under /tmp, so the writable temporary directory
 	// must be elsewhere for read-only to be enforceable.
-	h := start(t, environment.Options{TempDirs: []string{scratchTmp}})
+	h := start(t, environment.Options{WritablePaths: []string{scratchTmp}})
 	resp := h.create(&penguinv1.CreateEnvironmentRequest{SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_READ_ONLY})
 	env := resp.GetEnvironmentId()
 	if err := os.WriteFile(filepath.Join(resp.GetWorkspace(), "given.txt"), []byte("readable\n"), 0o644); err != nil {
