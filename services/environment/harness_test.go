@@ -242,6 +242,36 @@ func buildMCPServer(t testing.TB) string {
 	return bin
 }
 
+// requireConfinement skips a test of the confined modes, naming what is
+// missing, on a host that cannot enforce them (the sandbox package's
+// TestHostCheck proves that CreateEnvironment then fails clearly).
+func requireConfinement(t testing.TB) {
+	t.Helper()
+	if err := sandbox.Check(sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: t.TempDir(), Network: sandbox.NetworkNone}); err != nil {
+		t.Skipf("this host cannot confine commands: %v", err)
+	}
+}
+
+// outsideDir makes a directory outside every workspace that a confined
+// command can see (not under /tmp, which each environment replaces with
+// its own), readable by everyone.
+func outsideDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(".", ".outside-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
 // intsAfter parses every integer that follows prefix in text.
 func intsAfter(text, prefix string) []int {
 	var out []int
