@@ -48,7 +48,9 @@ func TestExecCommand(t *testing.T) {
 
 	// A command that outlives its foreground window moves to the
 	// background and is driven by input_command.
-	r = h.exec(env, "exec_command", `{"cmd":"echo started; sleep 1; echo finished","yield_time_ms":250}`)
+	// The window is generous for a loaded machine; the command outlives
+	// it by far.
+	r = h.exec(env, "exec_command", `{"cmd":"echo started; sleep 4; echo finished","yield_time_ms":1500}`)
 	wantStop(t, r, ok, "started", "[still running as process_id ")
 	pid := strings.TrimSuffix(strings.Fields(r.text()[strings.Index(r.text(), "process_id "):])[1], ":")
 	procs, err := h.client.ListProcesses(testCtx(t, 10*time.Second), &penguinv1.ListProcessesRequest{EnvironmentId: env})
@@ -64,7 +66,7 @@ func TestExecCommand(t *testing.T) {
 	wantStop(t, h.exec(env, "input_command", args(map[string]any{"process_id": pid})), failed, "no command session")
 
 	// kill_command hands back what nobody has read yet.
-	r = h.exec(env, "exec_command", `{"cmd":"echo one; sleep 1.5; echo two; touch marker; sleep 1000","yield_time_ms":250}`)
+	r = h.exec(env, "exec_command", `{"cmd":"echo one; sleep 4; echo two; touch marker; sleep 1000","yield_time_ms":1500}`)
 	wantStop(t, r, ok, "one", "[still running as process_id ")
 	if strings.Contains(r.text(), "two") {
 		t.Fatalf("the command was too fast for this test:\n%s", r.text())
@@ -342,7 +344,7 @@ func testDisposeEndsEverything(t *testing.T, opts environment.Options) {
 	env := h.create(unconfined()).GetEnvironmentId()
 	var leaders []int
 	for i := 0; i < 3; i++ {
-		r := h.exec(env, "exec_command", `{"cmd":"echo leader $$; sleep 1000 & sleep 1000","yield_time_ms":300}`)
+		r := h.exec(env, "exec_command", `{"cmd":"echo leader $$; sleep 1000 & sleep 1000","yield_time_ms":1500}`)
 		leaders = append(leaders, intsAfter(r.text(), "leader ")...)
 	}
 	// A finished command that left a daemon-like child behind.

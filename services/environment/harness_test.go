@@ -27,12 +27,18 @@ import (
 )
 
 // TestMain lets the test binary play the penguin binary's hidden
-// sandbox-exec role, which confined commands re-execute.
+// sandbox-exec role, which confined commands re-execute, and the probes
+// that attacks run inside a sandbox (see probes).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == sandbox.SubcommandName {
 		err := sandbox.SandboxExec(os.Args[2:])
 		os.Stderr.WriteString("penguin: " + err.Error() + "\n")
 		os.Exit(sandbox.ExitCode)
+	}
+	if len(os.Args) > 1 {
+		if probe, ok := probes[os.Args[1]]; ok {
+			os.Exit(probe(os.Args[2:]))
+		}
 	}
 	os.Exit(m.Run())
 }
@@ -45,7 +51,11 @@ type harness struct {
 	root    string
 	scratch string
 	home    string
+	addr    net.Addr
 }
+
+// port is the service's port on 127.0.0.1.
+func (h *harness) port() int { return h.addr.(*net.TCPAddr).Port }
 
 // start serves a Service on 127.0.0.1 and connects a client to it. The
 // commands get a private HOME so the host's login profile stays out.
@@ -82,7 +92,7 @@ func start(t testing.TB, opts environment.Options) *harness {
 		conn.Close()
 		srv.Stop()
 	})
-	return &harness{t: t, svc: svc, client: penguinv1.NewEnvironmentServiceClient(conn), root: svc.Root(), scratch: opts.ScratchDir, home: home}
+	return &harness{t: t, svc: svc, client: penguinv1.NewEnvironmentServiceClient(conn), root: svc.Root(), scratch: opts.ScratchDir, home: home, addr: lis.Addr()}
 }
 
 // ctx returns a context that ends with the test, bounded to d.
