@@ -130,10 +130,10 @@ func TestServeEnvironment(t *testing.T) {
 		}
 		// A confined daemon, which the graceful stop must end too.
 		beat = filepath.Join(confined.GetWorkspace(), "beat")
-		dbg := run(t, authed, client, confined.GetEnvironmentId(), `{"cmd":"(setsid bash -c 'while true; do date +%s%N > beat; sleep 0.05; done' </dev/null >/dev/null 2>&1 &)"}`)
+		started := run(t, authed, client, confined.GetEnvironmentId(), `{"cmd":"(setsid bash -c 'while true; do date +%s%N > beat; sleep 0.05; done' </dev/null >/dev/null 2>&1 &)"}`)
 		if !changes(beat, 5*time.Second) {
 			b, err := os.ReadFile(beat)
-			t.Fatalf("the confined daemon does not run: %q; %q %v", dbg, b, err)
+			t.Fatalf("the confined daemon does not run: its command said %q; the file holds %q (%v)", started, b, err)
 		}
 	}
 

@@ -15,33 +15,54 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/proctest"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/environment/command"
 )
 
 // BenchmarkExecTrue compares exec_command of `true`, through gRPC to its
-// final output, with running the same command line (bash -lc true) with
-// os/exec directly. Both run in turn in every iteration so drift hits
-// them alike; the metrics are the p50s, their ratio and the added time.
+// final output, with running bash -c true with os/exec directly. Both run
+// in turn in every iteration so drift hits them alike; the metrics are the
+// p50s, their ratio and the added time. The variants: sandbox none, and
+// the confined default (workspace-write without network), each with the
+// shell snapshot (the default: bash -c in the environment the login
+// profile left once) and with login_shell (bash -lc, the profile every
+// time); "pgroup" tracks by process group instead of a cgroup.
 func BenchmarkExecTrue(b *testing.B) {
-	none := &penguinv1.CreateEnvironmentRequest{SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_NONE}
-	confined := &penguinv1.CreateEnvironmentRequest{SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE, NoNetwork: true}
-	b.Run("cgroup", func(b *testing.B) { benchExecTrue(b, environment.Options{}, none) })
-	b.Run("pgroup", func(b *testing.B) { benchExecTrue(b, environment.Options{NoCgroups: true}, none) })
-	b.Run("confined", func(b *testing.B) { benchExecTrue(b, environment.Options{}, confined) })
+	none := penguinv1.SandboxMode_SANDBOX_MODE_NONE
+	ww := penguinv1.SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE
+	b.Run("none", func(b *testing.B) {
+		benchExecTrue(b, environment.Options{}, &penguinv1.CreateEnvironmentRequest{SandboxMode: none})
+	})
+	b.Run("none-login-shell", func(b *testing.B) {
+		benchExecTrue(b, environment.Options{}, &penguinv1.CreateEnvironmentRequest{SandboxMode: none, LoginShell: true})
+	})
+	b.Run("none-pgroup", func(b *testing.B) {
+		benchExecTrue(b, environment.Options{NoCgroups: true}, &penguinv1.CreateEnvironmentRequest{SandboxMode: none})
+	})
+	b.Run("confined", func(b *testing.B) {
+		requireConfinement(b)
+		benchExecTrue(b, environment.Options{}, &penguinv1.CreateEnvironmentRequest{SandboxMode: ww})
+	})
+	b.Run("confined-login-shell", func(b *testing.B) {
+		requireConfinement(b)
+		benchExecTrue(b, environment.Options{}, &penguinv1.CreateEnvironmentRequest{SandboxMode: ww, LoginShell: true})
+	})
 }
 
 func benchExecTrue(b *testing.B, opts environment.Options, req *penguinv1.CreateEnvironmentRequest) {
 	h := start(b, opts)
 	env := h.create(req).GetEnvironmentId()
 	ctx := testCtx(b, 10*time.Minute)
+	directEnv := proctest.Env(b)
 	direct := func() time.Duration {
 		t0 := time.Now()
-		cmd := exec.Command("bash", "-lc", "true")
-		cmd.Env = append(os.Environ(), "HOME="+h.home)
+		cmd := exec.Command("bash", "-c", "true")
+		cmd.Env = directEnv
 		if err := cmd.Run(); err != nil {
 			b.Fatal(err)
 		}
@@ -63,19 +84,28 @@ func benchExecTrue(b *testing.B, opts environment.Options, req *penguinv1.Create
 
 // compareP50 runs direct (the baseline) and viaService in turn b.N times
 // after one warm-up each, alternating which goes first so that drift hits
-// them alike, and reports both p50s, their ratio and the added time.
+// them alike, and reports both p50s, their ratio and the added time; and
+// the CPU time each took per run, this process's and its children's (the
+// trampolines, shells and commands, once reaped), which a loaded machine
+// disturbs far less than wall time.
 func compareP50(b *testing.B, direct, viaService func() time.Duration) {
 	direct()
 	viaService()
 	var d, s []time.Duration
+	var cpuD, cpuS time.Duration
+	timed := func(f func() time.Duration, wall *[]time.Duration, cpu *time.Duration) {
+		c0 := cpuTime(b)
+		*wall = append(*wall, f())
+		*cpu += cpuTime(b) - c0
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if i%2 == 0 {
-			d = append(d, direct())
-			s = append(s, viaService())
+			timed(direct, &d, &cpuD)
+			timed(viaService, &s, &cpuS)
 		} else {
-			s = append(s, viaService())
-			d = append(d, direct())
+			timed(viaService, &s, &cpuS)
+			timed(direct, &d, &cpuD)
 		}
 	}
 	b.StopTimer()
@@ -84,6 +114,22 @@ func compareP50(b *testing.B, direct, viaService func() time.Duration) {
 	b.ReportMetric(float64(ps.Microseconds()), "service-p50-µs")
 	b.ReportMetric(float64(ps)/float64(pd), "p50-ratio")
 	b.ReportMetric(float64((ps - pd).Microseconds()), "added-p50-µs")
+	b.ReportMetric(float64(cpuD.Microseconds())/float64(b.N), "direct-cpu-µs")
+	b.ReportMetric(float64(cpuS.Microseconds())/float64(b.N), "service-cpu-µs")
+}
+
+// cpuTime is the CPU time (user and system) of this process and of its
+// reaped descendants so far.
+func cpuTime(b *testing.B) time.Duration {
+	var total time.Duration
+	for _, who := range []int{unix.RUSAGE_SELF, unix.RUSAGE_CHILDREN} {
+		var ru unix.Rusage
+		if err := unix.Getrusage(who, &ru); err != nil {
+			b.Fatal(err)
+		}
+		total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return total
 }
 
 func p50(ds []time.Duration) time.Duration {
@@ -130,6 +176,7 @@ func benchOutputBandwidth(b *testing.B, terminal, capped bool) {
 	}
 	h := start(b, opts)
 	env := h.create(&penguinv1.CreateEnvironmentRequest{Tools: &penguinv1.ToolConfig{Builtin: []*penguinv1.ToolSpec{spec}}}).GetEnvironmentId()
+	directEnv := proctest.Env(b, "HOME="+h.home)
 	line := strings.Repeat("0123456789abcdef", 4)[:63]
 	script := fmt.Sprintf("yes %s | head -c %d", line, n)
 	ctx := testCtx(b, 30*time.Minute)
@@ -137,8 +184,8 @@ func benchOutputBandwidth(b *testing.B, terminal, capped bool) {
 
 	devNull := func() time.Duration {
 		t0 := time.Now()
-		cmd := exec.Command("bash", "-lc", script+" > /dev/null")
-		cmd.Env = append(os.Environ(), "HOME="+h.home)
+		cmd := exec.Command("bash", "-c", script+" > /dev/null")
+		cmd.Env = directEnv
 		if err := cmd.Run(); err != nil {
 			b.Fatal(err)
 		}
@@ -193,8 +240,8 @@ func benchOutputBandwidth(b *testing.B, terminal, capped bool) {
 	// loop: the ceiling any streaming over that transport can reach here.
 	raw := func() time.Duration {
 		t0 := time.Now()
-		cmd := exec.Command("bash", "-lc", script)
-		cmd.Env = append(os.Environ(), "HOME="+h.home)
+		cmd := exec.Command("bash", "-c", script)
+		cmd.Env = directEnv
 		var r io.ReadCloser
 		if terminal {
 			f, err := pty.Start(cmd)
@@ -255,6 +302,7 @@ func BenchmarkConcurrentCommands(b *testing.B) {
 	h := start(b, environment.Options{})
 	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
 	ctx := testCtx(b, 30*time.Minute)
+	directEnv := proctest.Env(b, "HOME="+h.home)
 	direct := func() time.Duration {
 		t0 := time.Now()
 		slots := make(chan struct{}, command.MaxSessions)
@@ -265,8 +313,8 @@ func BenchmarkConcurrentCommands(b *testing.B) {
 			go func() {
 				defer func() { <-slots; wg.Done() }()
 				want := "cmd-" + strconv.Itoa(j) + "-done"
-				cmd := exec.Command("bash", "-lc", "echo "+want)
-				cmd.Env = append(os.Environ(), "HOME="+h.home)
+				cmd := exec.Command("bash", "-c", "echo "+want)
+				cmd.Env = directEnv
 				out, err := cmd.Output()
 				if err != nil || string(out) != want+"\n" {
 					b.Errorf("direct command %d: %v %q", j, err, out)
