@@ -2,12 +2,16 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/penguin-agent/penguin/e2e/e2etest"
+	"github.com/penguin-agent/penguin/e2e/netns"
 	"github.com/penguin-agent/penguin/services/engine/trace"
 )
 
@@ -20,7 +24,7 @@ func TestRunEmbedded(t *testing.T) {
 	t.Parallel()
 	mock := startMock(t, "run", filepath.Join("testdata", "run.yaml"))
 	providers := writeProviders(t, route{"scripted", mock})
-	env := []string{"PENGUIN_HOME=" + t.TempDir(), "MOCK_API_KEY=unused", "PENGUIN_PROVIDERS=" + providers}
+	env := []string{"TERM=dumb", "PENGUIN_HOME=" + t.TempDir(), "MOCK_API_KEY=unused", "PENGUIN_PROVIDERS=" + providers}
 	ws := t.TempDir()
 
 	// Completed, as JSON lines: run events and trace-format messages.
@@ -55,7 +59,7 @@ func TestRunEmbedded(t *testing.T) {
 	if code := run.Wait(30 * time.Second); code != 130 {
 		t.Fatalf("an interrupted penguin run exited %d, want 130:\n%s", code, run.Output())
 	}
-	if out := run.Output(); !strings.Contains(out, "⏹ aborted") || strings.Contains(out, "│ finished") {
+	if out := run.Output(); !strings.Contains(out, "⏹ Aborted: You interrupted it.") || strings.Contains(out, "│ finished") {
 		t.Errorf("the interrupted run's output:\n%s", out)
 	}
 
@@ -91,5 +95,60 @@ func TestRunEmbedded(t *testing.T) {
 	show := start(t, "penguin sessions show", env, "sessions", "show", first)
 	if code := show.Wait(30 * time.Second); code != 1 || !strings.Contains(show.Output(), "NotFound") {
 		t.Errorf("showing a deleted session exited %d:\n%s", code, show.Output())
+	}
+}
+
+// TestRunCommandLine runs `penguin run` as scripts call it: flags after
+// the prompt, the prompt on standard input, and a usage error's exit
+// status 2.
+func TestRunCommandLine(t *testing.T) {
+	t.Parallel()
+	mock := startMock(t, "run-args", filepath.Join("testdata", "run-args.yaml"))
+	// A second route names a key variable that is not set: a warning, not
+	// a failure of the route in use.
+	providers := filepath.Join(t.TempDir(), "providers.yaml")
+	if err := os.WriteFile(providers, []byte("providers:\n"+
+		"  - {name: scripted, type: openai, base_url: "+mock.url+"/v1, api_key_env: MOCK_API_KEY}\n"+
+		"  - {name: typo, type: openai, base_url: "+mock.url+"/v1, api_key_env: TYPO_API_KEY_NOT_SET}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"TERM=dumb", "PENGUIN_HOME=" + t.TempDir(), "MOCK_API_KEY=unused", "PENGUIN_PROVIDERS=" + providers}
+	ws := t.TempDir()
+
+	run := start(t, "penguin run (flags after the prompt)", env, "run", "flags after the prompt", "--provider", "scripted", "--model", "m", "--workspace", ws)
+	if code := run.Wait(60 * time.Second); code != 0 || !strings.Contains(run.Stdout(), "The flags after the prompt were read.") {
+		t.Fatalf("penguin run PROMPT --provider … exited %d:\n%s", code, run.Output())
+	}
+	if !strings.Contains(run.Output(), "warning: provider typo takes its key from TYPO_API_KEY_NOT_SET, which is not set") {
+		t.Errorf("no warning about the unset key variable:\n%s", run.Output())
+	}
+
+	cmd := exec.Command(bin.penguin, "run", "--provider", "scripted", "--model", "m", "--workspace", ws)
+	cmd.Env = append(e2etest.BaseEnv(t), env...)
+	cmd.Stdin = strings.NewReader("line one\nline two from stdin\n")
+	run = netns.Start(t, "penguin run (stdin)", cmd)
+	if code := run.Wait(60 * time.Second); code != 0 || !strings.Contains(run.Stdout(), "Both lines from standard input arrived.") {
+		t.Fatalf("echo … | penguin run exited %d:\n%s", code, run.Output())
+	}
+
+	// A model the provider does not know fails at once, not after the
+	// reconnect ladder's minute, said once with what to do, and the
+	// embedded server's log lines stay off the terminal.
+	began := time.Now()
+	run = start(t, "penguin run (unknown model)", env, "run", "a typo in the model", "--provider", "scripted", "--model", "gpt-4oo", "--workspace", ws)
+	if code := run.Wait(60 * time.Second); code != 1 {
+		t.Fatalf("a run with an unknown model exited %d:\n%s", code, run.Output())
+	}
+	out := run.Output()
+	if took := time.Since(began); took > 20*time.Second {
+		t.Errorf("the unknown model took %s to fail: it was retried", took)
+	}
+	if strings.Count(out, "does not exist") != 1 || !strings.Contains(out, "Check the model id") || strings.Contains(out, "level=WARN") {
+		t.Errorf("the unknown model's failure, said once with its fix and no log lines:\n%s", out)
+	}
+
+	run = start(t, "penguin run (usage error)", env, "run", "hi", "--approval", "sometimes")
+	if code := run.Wait(30 * time.Second); code != 2 || !strings.Contains(run.Output(), `approval mode "sometimes"`) {
+		t.Fatalf("a usage error exited %d, want 2:\n%s", code, run.Output())
 	}
 }

@@ -2,82 +2,114 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/cli"
-	"github.com/penguin-agent/penguin/internal/config"
 )
 
-// chat is `penguin chat`: an interactive session in the terminal. Each
-// line starts a task; a line typed while one runs steers it; approvals are
-// asked at the prompt; Ctrl-C denies a pending approval, aborts a running
-// task, and quits when pressed twice at the prompt.
-func chat(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("penguin chat", flag.ContinueOnError)
-	sf := addSessionFlags(fs)
+// chatHistoryFile is the file, in the data directory, that keeps the lines
+// typed into `penguin chat` across runs.
+const chatHistoryFile = "chat_history"
+
+// resumeLatest is the value of a bare --resume: the latest session.
+const resumeLatest = "\x00latest"
+
+// newChatCmd is `penguin chat`: an interactive session in the terminal.
+// Each message starts a task; a message typed while one runs steers it;
+// approvals are asked in place of the input line; Ctrl-C denies a pending
+// approval, aborts a running task, clears a half-typed line, and quits
+// when pressed twice at an empty prompt.
+func newChatCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "chat [flags]",
+		Short: "talk to an agent interactively",
+		Long: `Talks to an agent in the terminal. Enter sends; Alt-Enter, Ctrl-J or a
+trailing backslash starts a new line, and a paste is one message. Up and
+Down recall earlier messages, also from earlier chats. Type /help for the
+commands.`,
+		Example: `  penguin chat --provider anthropic --model claude-sonnet-4-5
+  penguin chat --resume            # the latest session
+  penguin chat --resume session-2026-…`,
+	}
+	fs := cmd.Flags()
+	sf := addSessionFlags(cmd)
 	cf := addClientFlags(fs)
-	var resume resumeFlag
-	fs.Var(&resume, "resume", "resume a session: --resume ID, or --resume alone for the latest one")
+	resume := fs.String("resume", "", "resume a session: --resume ID, or --resume alone for the latest one")
+	fs.Lookup("resume").NoOptDefVal = resumeLatest
 	verbose := fs.Bool("verbose", false, "show tool outputs in full instead of collapsed")
-	if err := config.Parse(fs, joinResumeID(args), os.LookupEnv); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("chat: unexpected arguments %q (chat reads its messages from the terminal)", fs.Args())
-	}
-	if resume.set && (sf.provider != "" || sf.workspace != "") {
-		return errors.New("chat: a resumed session keeps its model and workspace; drop --provider, --model and --workspace")
-	}
-	ps, err := sf.parse()
-	if err != nil {
-		return fmt.Errorf("chat: %w", err)
-	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		// A terminal that goes away (its window closed, its ssh session
+		// ended) hangs the chat up: it ends, and so does its embedded
+		// server. Only the chat listens for SIGHUP: a server reloads its
+		// providers on it.
+		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGHUP)
+		defer stop()
+		resumed := cmd.Flags().Changed("resume")
+		id := *resume
+		switch {
+		case resumed && id == resumeLatest && len(args) == 1:
+			// "--resume ID": a flag with an optional value takes it only
+			// after "=", so the ID arrives as the argument.
+			id = args[0]
+		case len(args) > 0:
+			return usageErrorf("chat: unexpected arguments %q (chat reads its messages from the terminal)", args)
+		}
+		if resumed && (sf.provider != "" || sf.workspace != "") {
+			return usageErrorf("chat: a resumed session keeps its model and workspace; drop --provider, --model and --workspace")
+		}
+		ps, err := sf.parse()
+		if err != nil {
+			return err
+		}
+		if !isTerminal(os.Stdin) || !isTerminal(os.Stdout) {
+			return usageErrorf("chat needs a terminal; penguin run takes a message from arguments or standard input")
+		}
 
-	// Ctrl-C belongs to the chat: it aborts a task instead of ending the
-	// process, so take SIGINT away from main's context (SIGTERM still ends
-	// it) and hand it to cli.Chat as a channel.
-	interrupt := make(chan os.Signal, 1)
-	signal.Reset(os.Interrupt)
-	signal.Notify(interrupt, os.Interrupt)
-	defer signal.Stop(interrupt)
-
-	conn, err := cf.connect(ctx)
-	if err != nil {
-		return fmt.Errorf("chat: %w", err)
-	}
-	defer conn.Close()
-	if err := conn.complete(ps); err != nil && !resume.set {
-		return fmt.Errorf("chat: %w", err)
-	}
-
-	id := resume.id
-	if resume.set && id == "" {
-		if id, err = latestSession(ctx, conn.engine); err != nil {
+		conn, err := cf.connect(ctx)
+		if err != nil {
 			return fmt.Errorf("chat: %w", err)
 		}
+		defer conn.Close()
+		if err := conn.complete(ps); err != nil && !resumed {
+			return fmt.Errorf("chat: %w", err)
+		}
+		if id == resumeLatest {
+			if id, err = latestSession(ctx, conn.engine); err != nil {
+				return fmt.Errorf("chat: %w", err)
+			}
+		}
+		home, err := cf.embedded.engine.dataDir()
+		if err != nil {
+			return fmt.Errorf("chat: %w", err)
+		}
+		opts := cli.ChatOptions{
+			SessionID:     id,
+			NewSession:    ps.createRequest(),
+			ThinkingLevel: ps.thinking,
+			Verbose:       *verbose,
+			Color:         useColor(os.Stdout),
+			HistoryFile:   filepath.Join(home, chatHistoryFile),
+			LLM:           conn.llm,
+			LogFile:       conn.logPath,
+			AgentThinking: conn.defaultThinking,
+		}
+		if resumed && cmd.Flags().Changed("approval") {
+			// A resumed session keeps its mode unless asked otherwise.
+			opts.ApprovalMode = ps.approval
+		}
+		if err := cli.Chat(ctx, conn.engine, opts, os.Stdin, os.Stdout); err != nil {
+			return fmt.Errorf("chat: %w", statusError(err))
+		}
+		return nil
 	}
-	opts := cli.ChatOptions{
-		SessionID:     id,
-		NewSession:    ps.createRequest(),
-		ThinkingLevel: ps.thinking,
-		Verbose:       *verbose,
-		Color:         useColor(os.Stdout),
-	}
-	if resume.set && flagSet(fs, "approval") {
-		// A resumed session keeps its mode unless asked otherwise.
-		opts.ApprovalMode = ps.approval
-	}
-	err = cli.Chat(ctx, conn.engine, opts, os.Stdin, os.Stdout, interrupt)
-	if err != nil {
-		return fmt.Errorf("chat: %w", statusError(err))
-	}
-	return nil
+	return cmd
 }
 
 // latestSession returns the newest session a person started (not a
@@ -95,47 +127,7 @@ func latestSession(ctx context.Context, engine penguinv1.EngineServiceClient) (s
 			}
 		}
 		if token = resp.GetNextPageToken(); token == "" {
-			return "", errors.New("there is no session to resume yet")
+			return "", errNoSession
 		}
 	}
 }
-
-// joinResumeID turns "--resume ID" into "--resume=ID": --resume may stand
-// alone, so the flag package would take a separate ID for the first
-// argument and stop reading flags there.
-func joinResumeID(args []string) []string {
-	out := make([]string, 0, len(args))
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return append(out, args[i:]...)
-		}
-		if (a == "--resume" || a == "-resume") && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-			out = append(out, a+"="+args[i+1])
-			i++
-			continue
-		}
-		out = append(out, a)
-	}
-	return out
-}
-
-// resumeFlag is --resume with an optional value: alone it means the latest
-// session, --resume=ID (or --resume ID) a given one.
-type resumeFlag struct {
-	set bool
-	id  string
-}
-
-func (f *resumeFlag) String() string { return f.id }
-
-func (f *resumeFlag) Set(v string) error {
-	f.set = true
-	if v != "true" {
-		f.id = v
-	}
-	return nil
-}
-
-// IsBoolFlag lets --resume stand alone.
-func (f *resumeFlag) IsBoolFlag() bool { return true }

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 
+	"github.com/charmbracelet/x/term"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -27,7 +29,7 @@ type clientFlags struct {
 	embedded      *allInOneFlags
 }
 
-func addClientFlags(fs *flag.FlagSet) *clientFlags {
+func addClientFlags(fs *pflag.FlagSet) *clientFlags {
 	f := &clientFlags{}
 	fs.StringVar(&f.engine, "engine", "", "address of a running engine (penguin serve); empty starts one inside this command")
 	fs.StringVar(&f.authTokenFile, "auth-token-file", "", "file holding the engine's bearer token (or set PENGUIN_AUTH_TOKEN)")
@@ -38,11 +40,19 @@ func addClientFlags(fs *flag.FlagSet) *clientFlags {
 // engineConn is a client of an engine, remote or embedded.
 type engineConn struct {
 	engine penguinv1.EngineServiceClient
+	// llm is the model gateway of the same server: the all-in-one serves
+	// it on the engine's port. A remote engine running alone answers
+	// Unimplemented, which the callers treat as "no model list".
+	llm penguinv1.LLMServiceClient
 	// agentState is the default agent's directory of an embedded engine,
-	// empty for a remote one; defaultModel is that agent's model.
-	agentState   string
-	defaultModel *penguinv1.ModelRef
-	close        func() error
+	// empty for a remote one; defaultModel and defaultThinking are that
+	// agent's model and thinking level.
+	agentState      string
+	defaultModel    *penguinv1.ModelRef
+	defaultThinking penguinv1.ThinkingLevel
+	// logPath is where an embedded server logs; empty for a remote one.
+	logPath string
+	close   func() error
 }
 
 // Close closes the connection and stops an embedded server.
@@ -61,18 +71,20 @@ func (f *clientFlags) connect(ctx context.Context) (*engineConn, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &engineConn{engine: penguinv1.NewEngineServiceClient(conn), close: conn.Close}, nil
+		return &engineConn{
+			engine: penguinv1.NewEngineServiceClient(conn), llm: penguinv1.NewLLMServiceClient(conn), close: conn.Close,
+		}, nil
 	}
 	if f.authTokenFile != "" {
-		return nil, errors.New("--auth-token-file applies to --engine only")
+		return nil, usageErrorf("--auth-token-file applies to --engine only")
 	}
 	srv, err := startEmbedded(ctx, f.embedded)
 	if err != nil {
 		return nil, fmt.Errorf("start the embedded engine: %w", err)
 	}
-	c := &engineConn{engine: srv.engine, agentState: srv.agentDir, close: srv.stop}
+	c := &engineConn{engine: srv.engine, llm: srv.llm, agentState: srv.agentDir, logPath: srv.logPath, close: srv.stop}
 	if st, err := agentstate.Load(srv.agentDir); err == nil {
-		c.defaultModel = st.Config.Model.Ref()
+		c.defaultModel, c.defaultThinking = st.Config.Model.Ref(), st.Config.Model.ThinkingLevelProto()
 	}
 	return c, nil
 }
@@ -110,14 +122,26 @@ type sessionFlags struct {
 	sandbox   string
 }
 
-func addSessionFlags(fs *flag.FlagSet) *sessionFlags {
+// The CLI spellings of the session settings, for help and completion.
+var (
+	approvalWords = []string{"allow-all", "deny-all", "read-only", "always-ask"}
+	thinkingWords = []string{"none", "low", "medium", "high", "xhigh", "max"}
+	sandboxWords  = []string{"none", "workspace-write", "read-only"}
+)
+
+func addSessionFlags(cmd *cobra.Command) *sessionFlags {
 	f := &sessionFlags{}
+	fs := cmd.Flags()
 	fs.StringVar(&f.provider, "provider", "", "provider route of the model; give it with --model, or neither for the agent's default model")
 	fs.StringVar(&f.model, "model", "", "model id; give it with --provider, or neither for the agent's default model")
 	fs.StringVar(&f.workspace, "workspace", "", "workspace directory (default: the current directory)")
 	fs.StringVar(&f.approval, "approval", "allow-all", "which tool calls need your approval: allow-all, deny-all, read-only or always-ask")
 	fs.StringVar(&f.thinking, "thinking", "", "thinking level: none, low, medium, high, xhigh or max (default: the agent's)")
 	fs.StringVar(&f.sandbox, "sandbox", "", "how commands are confined: workspace-write (as an unprivileged user in namespaces of their own, writing only to the workspace and their own /tmp, without network), read-only, or none (default: the server's, workspace-write where its host can enforce it)")
+	mustComplete(cmd, "approval", completeWords(approvalWords...))
+	mustComplete(cmd, "thinking", completeWords(thinkingWords...))
+	mustComplete(cmd, "sandbox", completeWords(sandboxWords...))
+	mustComplete(cmd, "workspace", cobra.FixedCompletions(nil, cobra.ShellCompDirectiveFilterDirs))
 	return f
 }
 
@@ -130,10 +154,11 @@ type parsedSession struct {
 	sandbox   penguinv1.SandboxMode
 }
 
+// parse checks the flags; every error is a usage error.
 func (f *sessionFlags) parse() (*parsedSession, error) {
 	var p parsedSession
 	if (f.provider == "") != (f.model == "") {
-		return nil, errors.New("give --provider and --model together, or neither to use the agent's default model")
+		return nil, usageErrorf("give --provider and --model together, or neither to use the agent's default model")
 	}
 	if f.provider != "" {
 		p.model = &penguinv1.ModelRef{Provider: f.provider, ModelId: f.model}
@@ -144,17 +169,17 @@ func (f *sessionFlags) parse() (*parsedSession, error) {
 	}
 	abs, err := filepath.Abs(ws)
 	if err != nil {
-		return nil, fmt.Errorf("workspace: %w", err)
+		return nil, usageErrorf("workspace: %w", err)
 	}
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("workspace %s is not a directory", abs)
+		return nil, usageErrorf("workspace %s is not a directory", abs)
 	}
 	p.workspace = abs
 	if p.approval, err = cli.ParseApprovalMode(f.approval); err != nil {
-		return nil, err
+		return nil, &usageError{err: err}
 	}
 	if p.thinking, err = cli.ParseThinkingLevel(f.thinking); err != nil {
-		return nil, err
+		return nil, &usageError{err: err}
 	}
 	switch f.sandbox {
 	case "":
@@ -166,7 +191,7 @@ func (f *sessionFlags) parse() (*parsedSession, error) {
 	case "read-only":
 		p.sandbox = penguinv1.SandboxMode_SANDBOX_MODE_READ_ONLY
 	default:
-		return nil, fmt.Errorf("sandbox %q: want none, workspace-write or read-only", f.sandbox)
+		return nil, usageErrorf("sandbox %q: want none, workspace-write or read-only", f.sandbox)
 	}
 	return &p, nil
 }
@@ -177,28 +202,17 @@ func (p *parsedSession) createRequest() *penguinv1.CreateSessionRequest {
 	}
 }
 
-// isTerminal reports whether f is a character device, the sign of a
-// terminal; NO_COLOR turns colour off whatever the output is.
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool { return term.IsTerminal(f.Fd()) }
 
+// useColor reports whether output to f may be styled: only on a terminal,
+// and never when NO_COLOR is set.
 func useColor(f *os.File) bool {
 	if v, ok := os.LookupEnv("NO_COLOR"); ok && v != "" {
 		return false
 	}
 	return isTerminal(f)
 }
-
-// exitError carries an exit status other than 1 out of a command, for
-// `penguin run`, whose status tells scripts how the task ended.
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e *exitError) Error() string { return e.msg }
 
 // statusError turns a gRPC status into an error that reads well on a
 // terminal: the server's message and the code's name, without the
@@ -211,13 +225,5 @@ func statusError(err error) error {
 	return fmt.Errorf("%s (%s)", st.Message(), st.Code())
 }
 
-// flagSet reports whether the flag called name was given, on the command
-// line or through its PENGUIN_* variable.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	if v, ok := os.LookupEnv(config.EnvName(name)); ok && v != "" {
-		set = true
-	}
-	return set
-}
+// errNoSession is returned when --resume finds nothing to resume.
+var errNoSession = errors.New("there is no session to resume yet")

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
@@ -14,7 +15,7 @@ import (
 // `penguin serve` and `penguin serve environment` share: how commands are
 // tracked, confined and limited. Their defaults are the sandbox package's
 // (shown in the usage); a flag left alone keeps the field zero.
-func addEnvironmentFlags(fs *flag.FlagSet, env *environment.Config) {
+func addEnvironmentFlags(fs *pflag.FlagSet, env *environment.Config) {
 	d := sandbox.DefaultLimits()
 	fs.BoolVar(&env.NoCgroups, "no-cgroups", false, "track commands by process group and session only, not by per-command cgroups: faster starts, but double-forked daemons escape kills")
 	fs.StringVar(&env.DefaultSandbox, "sandbox-default", "", "sandbox mode of environments that ask for none: workspace-write, read-only or none (default: workspace-write where the host can enforce it, else none)")
@@ -25,11 +26,13 @@ func addEnvironmentFlags(fs *flag.FlagSet, env *environment.Config) {
 	fs.Var(&count{&env.Limits.CPUWeight}, "limit-cpu-weight", fmt.Sprintf("CPU weight of one environment under contention, 1 to 10000 (default %d, what any other process gets)", d.CPUWeight))
 	fs.Var(&byteSize{&env.Limits.FileSize}, "limit-file-size", fmt.Sprintf("largest file a confined command may write; -1 for no limit (default %d)", d.FileSize))
 	fs.Var(&byteSize{&env.Limits.Tmp}, "limit-tmp", fmt.Sprintf("size of each environment's private /tmp (default %d)", d.Tmp))
-	fs.Var((*pathList)(&env.WritablePaths), "sandbox-writable", "a further directory confined commands may write (repeatable; it must be writable by the sandbox user)")
+	fs.StringArrayVar(&env.WritablePaths, "sandbox-writable", nil, "a further directory confined commands may write (repeatable; it must be writable by the sandbox user)")
 }
 
 // count is a flag holding an integer; "unlimited" means -1.
 type count struct{ v *int64 }
+
+func (c *count) Type() string { return "int" }
 
 func (c *count) String() string {
 	if c.v == nil {
@@ -56,6 +59,8 @@ func (c *count) Set(s string) error {
 // means -1.
 type byteSize struct{ v *int64 }
 
+func (b *byteSize) Type() string { return "size" }
+
 func (b *byteSize) String() string {
 	if b.v == nil {
 		return ""
@@ -76,15 +81,5 @@ func (b *byteSize) Set(s string) error {
 		return fmt.Errorf("%q is not a size (such as 512M or 4G)", s)
 	}
 	*b.v = n << shift
-	return nil
-}
-
-// pathList is a repeatable flag of paths.
-type pathList []string
-
-func (p *pathList) String() string { return strings.Join(*p, ",") }
-
-func (p *pathList) Set(s string) error {
-	*p = append(*p, s)
 	return nil
 }

@@ -2,65 +2,71 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"os"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/emulator"
 )
 
-// mockLLM serves a scripted stand-in for a model provider's HTTP API:
+// newMockLLMCmd serves a scripted stand-in for a model provider's HTTP API:
 // `penguin mockllm --listen ADDR --script FILE [--api-key-env NAME]`. It
-// speaks OpenAI Chat Completions (base URL http://ADDR/v1) and Anthropic
-// Messages (base URL http://ADDR), so the other commands can be tried and
-// tested end to end without a real model. The script format is described in
+// speaks OpenAI Chat Completions and the Responses API (base URL
+// http://ADDR/v1), Anthropic Messages (base URL http://ADDR) and Gemini
+// (base URL http://ADDR/v1beta), and refuses what the real APIs refuse;
+// http://ADDR/PROVIDER/… imitates one catalog provider (its models, its
+// rules). So the other commands can be tried and tested end to end without
+// a real model. The script format is described in
 // internal/emulator/SCRIPT.md.
-func mockLLM(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("penguin mockllm", flag.ContinueOnError)
+func newMockLLMCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "mockllm", Short: "serve a scripted stand-in for a model provider, for tests and demos", Args: noArgs}
+	fs := cmd.Flags()
 	listen := fs.String("listen", "127.0.0.1:7429", "address to listen on (port 0 picks a free one)")
 	script := fs.String("script", "", "YAML script of the turns to play (required)")
 	keyEnv := fs.String("api-key-env", "", "name of the environment variable holding the API key clients must send; empty accepts any key")
 	drain := fs.Duration("shutdown-timeout", 5*time.Second, "how long open streams may take to end on stop")
-	if err := config.Parse(fs, args, os.LookupEnv); err != nil {
-		return err
+	mustComplete(cmd, "script", cobra.FixedCompletions([]string{"yaml", "yml"}, cobra.ShellCompDirectiveFilterFileExt))
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *script == "" {
+			return usageErrorf("mockllm: --script is required (or set PENGUIN_SCRIPT)")
+		}
+		return mockLLM(cmd.Context(), *listen, *script, *keyEnv, *drain)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("mockllm: unexpected arguments %q", fs.Args())
-	}
-	if *script == "" {
-		return errors.New("mockllm: --script is required (or set PENGUIN_SCRIPT)")
-	}
+	return cmd
+}
+
+func mockLLM(ctx context.Context, listen, script, keyEnv string, drain time.Duration) error {
 	log, err := config.LoggerFromEnv(os.Stderr, os.LookupEnv)
 	if err != nil {
 		return fmt.Errorf("mockllm: %w", err)
 	}
-	s, err := emulator.LoadScript(*script)
+	s, err := emulator.LoadScript(script)
 	if err != nil {
 		return fmt.Errorf("mockllm: %w", err)
 	}
 	opts := []emulator.Option{emulator.WithLogger(log)}
-	if *keyEnv != "" {
+	if keyEnv != "" {
 		// Asking for a key and finding none must not turn the check off.
-		key, ok := os.LookupEnv(*keyEnv)
+		key, ok := os.LookupEnv(keyEnv)
 		if !ok || key == "" {
-			return fmt.Errorf("mockllm: --api-key-env names %s, which is not set", *keyEnv)
+			return fmt.Errorf("mockllm: --api-key-env names %s, which is not set", keyEnv)
 		}
 		opts = append(opts, emulator.WithAPIKey(key))
 	}
 
 	// ctx ends on SIGINT or SIGTERM (see main); Serve then drains and stops.
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("mockllm: %w", err)
 	}
 	url := "http://" + ln.Addr().String()
-	log.Info("mockllm listening", "url", url, "openai_base_url", url+"/v1", "anthropic_base_url", url,
-		"script", *script, "turns", len(s.Turns), "api_key", *keyEnv != "")
-	if err := emulator.New(s, opts...).Serve(ctx, ln, *drain); err != nil {
+	log.Info("mockllm listening", "url", url, "openai_base_url", url+"/v1", "anthropic_base_url", url, "gemini_base_url", url+"/v1beta",
+		"script", script, "turns", len(s.Turns), "api_key", keyEnv != "")
+	if err := emulator.New(s, opts...).Serve(ctx, ln, drain); err != nil {
 		return fmt.Errorf("mockllm: %w", err)
 	}
 	log.Info("mockllm stopped")

@@ -117,17 +117,18 @@ func TestMockLLMBadInvocations(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		args []string
+		code int
 		want string
 	}{
-		{[]string{"mockllm"}, "--script is required"},
-		{[]string{"mockllm", "--script", "/nonexistent.yaml"}, "no such file"},
-		{[]string{"mockllm", "--script", bad}, `kind "explode"`},
-		{[]string{"mockllm", "--script", script, "--api-key-env", "PENGUIN_TEST_UNSET_KEY"}, "PENGUIN_TEST_UNSET_KEY, which is not set"},
-		{[]string{"mockllm", "--script", script, "--listen", "256.0.0.1:1"}, "mockllm:"},
+		{[]string{"mockllm"}, 2, "--script is required"},
+		{[]string{"mockllm", "--script", "/nonexistent.yaml"}, 1, "no such file"},
+		{[]string{"mockllm", "--script", bad}, 1, `kind "explode"`},
+		{[]string{"mockllm", "--script", script, "--api-key-env", "PENGUIN_TEST_UNSET_KEY"}, 1, "PENGUIN_TEST_UNSET_KEY, which is not set"},
+		{[]string{"mockllm", "--script", script, "--listen", "256.0.0.1:1"}, 1, "mockllm:"},
 	} {
 		r := penguin(t, tt.args...)
-		if r.code != 1 || !strings.Contains(r.stderr, tt.want) {
-			t.Errorf("penguin %v: exit %d stderr %q, want 1 and %q", tt.args, r.code, r.stderr, tt.want)
+		if r.code != tt.code || !strings.Contains(r.stderr, tt.want) {
+			t.Errorf("penguin %v: exit %d stderr %q, want %d and %q", tt.args, r.code, r.stderr, tt.code, tt.want)
 		}
 	}
 }

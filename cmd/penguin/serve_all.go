@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,52 +13,63 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/assemble"
-	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/services/engine/trace"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/gateway"
 	"github.com/penguin-agent/penguin/web"
 )
 
-// serveAll is `penguin serve`: the llm, environment and engine services in
-// one process on one gRPC port, plus the HTTP/SSE gateway, with embedded
-// defaults (SQLite in Penguin's data directory, the current directory as
-// the environment's root). It is assembled by the same code as the
-// services run apart; the engine reaches the other two through the
-// server's in-process transport instead of the network.
-func serveAll(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("penguin serve", flag.ContinueOnError)
+// newServeCmd is `penguin serve`: the llm, environment and engine
+// services in one process on one gRPC port, plus the HTTP/SSE gateway,
+// with embedded defaults (SQLite in Penguin's data directory, the current
+// directory as the environment's root). It is assembled by the same code
+// as the services run apart; the engine reaches the other two through the
+// server's in-process transport instead of the network. Its subcommands
+// run one service each.
+func newServeCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "run the llm, environment and engine services in one process",
+		Long: `Runs the llm, environment and engine services in one process on one gRPC
+port, plus the HTTP/SSE gateway. "penguin serve llm|environment|engine" runs
+one service alone.`,
+		Args: unknownCommand,
+	}
+	fs := cmd.Flags()
 	common := addServerFlags(fs, "127.0.0.1:7420")
 	gw := addGatewayFlags(fs)
 	af := addAllInOneFlags(fs)
 	af.engine.addReplicaFlags(fs)
 	fs.StringVar(&af.env.Root, "root", "", "directory workspaces must lie under (default: the current directory)")
 	addEnvironmentFlags(fs, &af.env)
-	if err := config.Parse(fs, args, os.LookupEnv); err != nil {
-		return err
+	mustComplete(cmd, "root", cobra.FixedCompletions(nil, cobra.ShellCompDirectiveFilterDirs))
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		cfg, err := common.process("penguin")
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		af.env.HidePaths = common.secretFiles()
+		if cfg, err = af.config(cfg); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		p, err := assemble.New(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		front, err := gw.start(p, cfg)
+		if err != nil {
+			return errors.Join(err, p.Close())
+		}
+		return p.Serve(ctx, front...)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
-	}
-	cfg, err := common.process("penguin")
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	af.env.HidePaths = common.secretFiles()
-	if cfg, err = af.config(cfg); err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	p, err := assemble.New(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	front, err := gw.start(p, cfg)
-	if err != nil {
-		return errors.Join(err, p.Close())
-	}
-	return p.Serve(ctx, front...)
+	cmd.AddCommand(newServeLLMCmd(), newServeEnvironmentCmd(), newServeEngineCmd())
+	return cmd
 }
 
 // allInOneFlags configure the three services in one process, whether
@@ -73,7 +83,7 @@ type allInOneFlags struct {
 	llmOptional bool
 }
 
-func addAllInOneFlags(fs *flag.FlagSet) *allInOneFlags {
+func addAllInOneFlags(fs *pflag.FlagSet) *allInOneFlags {
 	return &allInOneFlags{engine: addEngineFlags(fs), llm: addLLMFlags(fs)}
 }
 
@@ -86,7 +96,17 @@ func (f *allInOneFlags) config(cfg assemble.Config) (assemble.Config, error) {
 	}
 	env := f.env
 	env.Advertise = f.engine.advertise
-	cfg.LLM, cfg.Environment, cfg.Engine, cfg.LLMOptional = f.llm.config(), &env, eng, f.llmOptional
+	llmCfg := f.llm.config()
+	if llmCfg.ProvidersFile == "" {
+		// The providers file of the data directory, which the web app
+		// writes; it need not exist, and is picked up once it does.
+		home, err := f.engine.dataDir()
+		if err != nil {
+			return cfg, err
+		}
+		llmCfg.ProvidersFile = filepath.Join(home, "providers.yaml")
+	}
+	cfg.LLM, cfg.Environment, cfg.Engine, cfg.LLMOptional = llmCfg, &env, eng, f.llmOptional
 	return cfg, nil
 }
 
@@ -96,7 +116,7 @@ type gatewayFlags struct {
 	heartbeat time.Duration
 }
 
-func addGatewayFlags(fs *flag.FlagSet) *gatewayFlags {
+func addGatewayFlags(fs *pflag.FlagSet) *gatewayFlags {
 	f := &gatewayFlags{}
 	fs.StringVar(&f.listen, "http-listen", "127.0.0.1:7480", "address of the HTTP/SSE gateway; empty turns it off")
 	fs.DurationVar(&f.heartbeat, "sse-heartbeat", 20*time.Second, "interval of the SSE heartbeat comments")
@@ -150,12 +170,17 @@ func serveHTTP(ctx context.Context, lis net.Listener, h http.Handler, log *slog.
 
 // embedded is an all-in-one server inside a client command, on a loopback
 // port with a random token, so other users of the machine cannot use it.
-// The command calls its engine through the in-process transport.
+// The command calls its engine and llm services through the in-process
+// transport.
 type embedded struct {
 	engine   penguinv1.EngineServiceClient
+	llm      penguinv1.LLMServiceClient
 	agentDir string
+	// logPath is the file the server logs to.
+	logPath  string
 	cancel   context.CancelFunc
 	done     chan error
+	closeLog func() error
 }
 
 // startEmbedded starts the all-in-one server on 127.0.0.1 at a free port.
@@ -165,27 +190,35 @@ func startEmbedded(ctx context.Context, f *allInOneFlags) (*embedded, error) {
 		// A client picks its workspace with --workspace, anywhere.
 		f.env.Root = string(filepath.Separator)
 	}
-	log, err := quietLogger()
+	home, err := f.engine.dataDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	log, closeLog, err := embeddedLogger(home)
 	if err != nil {
 		return nil, err
 	}
 	var raw [16]byte
 	_, _ = rand.Read(raw[:])
 	cfg, err := f.config(assemble.Config{
-		Name: "penguin", Version: version, Listen: "127.0.0.1:0", AuthToken: hex.EncodeToString(raw[:]),
+		Name: "penguin", Version: penguinVersion(), Listen: "127.0.0.1:0", AuthToken: hex.EncodeToString(raw[:]),
 		Logger: log, ShutdownTimeout: 5 * time.Second,
 	})
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, closeLog())
 	}
 	p, err := assemble.New(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, closeLog())
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e := &embedded{
-		engine: penguinv1.NewEngineServiceClient(p.Local()), agentDir: cfg.Engine.AgentState,
-		cancel: cancel, done: make(chan error, 1),
+		engine: penguinv1.NewEngineServiceClient(p.Local()), llm: penguinv1.NewLLMServiceClient(p.Local()),
+		agentDir: cfg.Engine.AgentState, logPath: filepath.Join(home, embeddedLogFile),
+		cancel: cancel, done: make(chan error, 1), closeLog: closeLog,
 	}
 	go func() { e.done <- p.Serve(sctx) }()
 	return e, nil
@@ -194,5 +227,5 @@ func startEmbedded(ctx context.Context, f *allInOneFlags) (*embedded, error) {
 // stop shuts the server down gracefully and releases what it holds.
 func (e *embedded) stop() error {
 	e.cancel()
-	return <-e.done
+	return errors.Join(<-e.done, e.closeLog())
 }

@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,6 +12,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/assemble"
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/grpcserver"
+	"github.com/spf13/pflag"
 )
 
 // serverFlags are the flags every `penguin serve` variant has, so the four
@@ -26,7 +27,7 @@ type serverFlags struct {
 
 // addServerFlags defines the common server flags on fs, with defaultListen
 // as the gRPC address.
-func addServerFlags(fs *flag.FlagSet, defaultListen string) *serverFlags {
+func addServerFlags(fs *pflag.FlagSet, defaultListen string) *serverFlags {
 	f := &serverFlags{}
 	fs.StringVar(&f.listen, "listen", defaultListen, "gRPC address to listen on")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "address to serve Prometheus /metrics on; empty turns it off")
@@ -52,7 +53,7 @@ func (f *serverFlags) process(name string) (assemble.Config, error) {
 		slow = -1 // off for the operator; zero means "default" to grpcserver
 	}
 	return assemble.Config{
-		Name: name, Version: version, Listen: f.listen, MetricsListen: f.metricsListen,
+		Name: name, Version: penguinVersion(), Listen: f.listen, MetricsListen: f.metricsListen,
 		AuthToken: token, Logger: log, ShutdownTimeout: f.shutdownTimeout, SlowCall: slow,
 	}, nil
 }
@@ -79,12 +80,39 @@ func serveProcess(ctx context.Context, command string, cfg assemble.Config) erro
 	return p.Serve(ctx)
 }
 
-// quietLogger is the logger of a client command's embedded server: the
-// terminal belongs to the conversation, so only problems, unless
-// PENGUIN_LOG_LEVEL asks for more.
-func quietLogger() (*slog.Logger, error) {
-	if _, set := os.LookupEnv(config.EnvLogLevel); set {
-		return config.LoggerFromEnv(os.Stderr, os.LookupEnv)
+// embeddedLogFile is the file, in the data directory, that a client
+// command's embedded server logs to.
+const embeddedLogFile = "client.log"
+
+// embeddedLogMax is the size past which the log file is started afresh
+// (the previous one kept as client.log.1), so it stays bounded.
+const embeddedLogMax = 8 << 20
+
+// embeddedLogger is the logger of a client command's embedded server. The
+// terminal belongs to the conversation, so its lines go to client.log in
+// the data directory instead (readable by the owner only: a log line may
+// quote a prompt), at warn unless PENGUIN_LOG_LEVEL asks for more.
+func embeddedLogger(home string) (*slog.Logger, func() error, error) {
+	path := filepath.Join(home, embeddedLogFile)
+	if fi, err := os.Stat(path); err == nil && fi.Size() > embeddedLogMax {
+		_ = os.Rename(path, path+".1")
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), nil
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("embedded server log: %w", err)
+	}
+	lookup := os.LookupEnv
+	if _, set := os.LookupEnv(config.EnvLogLevel); !set {
+		lookup = func(k string) (string, bool) {
+			if k == config.EnvLogLevel {
+				return "warn", true
+			}
+			return os.LookupEnv(k)
+		}
+	}
+	log, err := config.LoggerFromEnv(f, lookup)
+	if err != nil {
+		return nil, nil, errors.Join(err, f.Close())
+	}
+	return log, f.Close, nil
 }

@@ -1,45 +1,43 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/penguin-agent/penguin/internal/config"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/penguin-agent/penguin/services/engine"
 )
 
-// serveEngine runs the engine service alone: `penguin serve engine
-// --listen ADDR --llm ADDR --environment ADDR --store URL`. It reaches the
+// newServeEngineCmd is `penguin serve engine --listen ADDR --llm ADDR
+// --environment ADDR --store URL`: the engine service alone. It reaches the
 // llm and environment services over gRPC with the process's token. On
 // SIGINT/SIGTERM it stops taking new calls, aborts the running tasks so
 // each records its state (the abort event and its carry-over) in the
 // store, and then stops.
-func serveEngine(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("penguin serve engine", flag.ContinueOnError)
+func newServeEngineCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "engine", Short: "run the engine service (agent loop and sessions) alone", Args: noArgs}
+	fs := cmd.Flags()
 	common := addServerFlags(fs, "127.0.0.1:7423")
 	llmAddr := fs.String("llm", "127.0.0.1:7421", "address of the llm service")
 	envAddr := fs.String("environment", "127.0.0.1:7422", "address of the environment service")
 	ef := addEngineFlags(fs)
 	ef.addReplicaFlags(fs)
-	if err := config.Parse(fs, args, os.LookupEnv); err != nil {
-		return err
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := common.process("engine")
+		if err != nil {
+			return fmt.Errorf("serve engine: %w", err)
+		}
+		if cfg.Engine, err = ef.config(); err != nil {
+			return fmt.Errorf("serve engine: %w", err)
+		}
+		cfg.LLMAddr, cfg.EnvironmentAddr = *llmAddr, *envAddr
+		return serveProcess(cmd.Context(), "serve engine", cfg)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("serve engine: unexpected arguments %q", fs.Args())
-	}
-	cfg, err := common.process("engine")
-	if err != nil {
-		return fmt.Errorf("serve engine: %w", err)
-	}
-	if cfg.Engine, err = ef.config(); err != nil {
-		return fmt.Errorf("serve engine: %w", err)
-	}
-	cfg.LLMAddr, cfg.EnvironmentAddr = *llmAddr, *envAddr
-	return serveProcess(ctx, "serve engine", cfg)
+	return cmd
 }
 
 // engineFlags are the engine's own flags, shared by `penguin serve
@@ -54,7 +52,7 @@ type engineFlags struct {
 	leaseTTL   time.Duration
 }
 
-func addEngineFlags(fs *flag.FlagSet) *engineFlags {
+func addEngineFlags(fs *pflag.FlagSet) *engineFlags {
 	f := &engineFlags{}
 	fs.StringVar(&f.home, "home", "", "Penguin's data directory, for the defaults of --store and --agent-state (default: ~/.local/share/penguin, or $XDG_DATA_HOME/penguin)")
 	fs.StringVar(&f.storeURL, "store", "", "session store: a SQLite path or sqlite: URL, or a postgres:// URL (default: penguin.db in the data directory)")
@@ -64,22 +62,32 @@ func addEngineFlags(fs *flag.FlagSet) *engineFlags {
 
 // addReplicaFlags defines the flags of an engine that shares its store
 // with other replicas.
-func (f *engineFlags) addReplicaFlags(fs *flag.FlagSet) {
+func (f *engineFlags) addReplicaFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.advertise, "advertise", "", "the address other replicas reach this one at, recorded in run leases (default: --listen)")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", engine.DefaultLeaseTTL, "how long a run's lease outlives its replica: after a crash, the session can run elsewhere once this has passed")
 }
 
-// config turns the flags into the engine's Config, with the data
-// directory's defaults filled in. The data directory is created here,
-// readable by its owner only, before anything is written into it.
-func (f *engineFlags) config() (*engine.Config, error) {
+// dataDir returns the absolute path of Penguin's data directory: --home,
+// else the default.
+func (f *engineFlags) dataDir() (string, error) {
 	home := f.home
 	if home == "" {
 		home = defaultHome()
 	}
 	home, err := filepath.Abs(home)
 	if err != nil {
-		return nil, fmt.Errorf("data directory: %w", err)
+		return "", fmt.Errorf("data directory: %w", err)
+	}
+	return home, nil
+}
+
+// config turns the flags into the engine's Config, with the data
+// directory's defaults filled in. The data directory is created here,
+// readable by its owner only, before anything is written into it.
+func (f *engineFlags) config() (*engine.Config, error) {
+	home, err := f.dataDir()
+	if err != nil {
+		return nil, err
 	}
 	cfg := &engine.Config{StoreURL: f.storeURL, AgentState: f.agentState, Advertise: f.advertise, LeaseTTL: f.leaseTTL}
 	if cfg.StoreURL == "" || cfg.AgentState == "" {

@@ -1,38 +1,35 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
-	"os"
 
-	"github.com/penguin-agent/penguin/internal/config"
+	"github.com/spf13/cobra"
+
 	"github.com/penguin-agent/penguin/services/environment"
 )
 
-// serveEnvironment runs the environment service alone, for a deployment
-// where sandboxes scale on their own: `penguin serve environment --listen
-// ADDR --root DIR`. Every workspace must lie under the root. A graceful
-// stop disposes every environment first, which ends every process the
-// service started, then drains the remaining calls.
-func serveEnvironment(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("penguin serve environment", flag.ContinueOnError)
+// newServeEnvironmentCmd is `penguin serve environment --listen ADDR
+// --root DIR`: the environment service alone, for a deployment where
+// sandboxes scale on their own. Every workspace must lie under the root. A
+// graceful stop disposes every environment first, which ends every process
+// the service started, then drains the remaining calls.
+func newServeEnvironmentCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "environment", Short: "run the environment service (workspaces and tools) alone", Args: noArgs}
+	fs := cmd.Flags()
 	common := addServerFlags(fs, "127.0.0.1:7422")
 	env := &environment.Config{}
 	fs.StringVar(&env.Root, "root", "", "directory every workspace must lie under (default: the current directory)")
 	fs.StringVar(&env.Advertise, "advertise", "", "the address at which engines reach the environments this replica creates, returned by CreateEnvironment (for example $(POD_IP):7422 behind a headless Service); empty when there is one replica")
 	addEnvironmentFlags(fs, env)
-	if err := config.Parse(fs, args, os.LookupEnv); err != nil {
-		return err
+	mustComplete(cmd, "root", cobra.FixedCompletions(nil, cobra.ShellCompDirectiveFilterDirs))
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := common.process("environment")
+		if err != nil {
+			return fmt.Errorf("serve environment: %w", err)
+		}
+		env.HidePaths = common.secretFiles()
+		cfg.Environment = env
+		return serveProcess(cmd.Context(), "serve environment", cfg)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("serve environment: unexpected arguments %q", fs.Args())
-	}
-	cfg, err := common.process("environment")
-	if err != nil {
-		return fmt.Errorf("serve environment: %w", err)
-	}
-	env.HidePaths = common.secretFiles()
-	cfg.Environment = env
-	return serveProcess(ctx, "serve environment", cfg)
+	return cmd
 }

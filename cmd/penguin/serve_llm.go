@@ -1,49 +1,47 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"os"
 	"time"
 
-	"github.com/penguin-agent/penguin/internal/config"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/penguin-agent/penguin/services/llm"
 )
 
-// serveLLM runs the llm service alone: `penguin serve llm --listen ADDR
-// --providers FILE`. Every flag also reads its PENGUIN_* variable; the
-// bearer token comes from PENGUIN_AUTH_TOKEN or --auth-token-file, never
-// from a flag.
-func serveLLM(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("penguin serve llm", flag.ContinueOnError)
-	common := addServerFlags(fs, "127.0.0.1:7421")
-	lf := addLLMFlags(fs)
-	if err := config.Parse(fs, args, os.LookupEnv); err != nil {
-		return err
+// newServeLLMCmd is `penguin serve llm --listen ADDR --providers FILE`:
+// the llm service alone. The bearer token comes from PENGUIN_AUTH_TOKEN or
+// --auth-token-file, never from a flag.
+func newServeLLMCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "llm", Short: "run the llm service (model gateway) alone", Args: noArgs}
+	common := addServerFlags(cmd.Flags(), "127.0.0.1:7421")
+	lf := addLLMFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := common.process("llm")
+		if err != nil {
+			return fmt.Errorf("serve llm: %w", err)
+		}
+		cfg.LLM = lf.config()
+		return serveProcess(cmd.Context(), "serve llm", cfg)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("serve llm: unexpected arguments %q", fs.Args())
-	}
-	cfg, err := common.process("llm")
-	if err != nil {
-		return fmt.Errorf("serve llm: %w", err)
-	}
-	cfg.LLM = lf.config()
-	return serveProcess(ctx, "serve llm", cfg)
+	return cmd
 }
 
 // llmFlags are the llm service's own flags, shared by `penguin serve llm`,
 // the all-in-one `penguin serve` and the embedded server of `penguin run`.
 type llmFlags struct {
 	providersFile  string
+	catalog        string
 	requestTimeout time.Duration
 	idleTimeout    time.Duration
 }
 
-func addLLMFlags(fs *flag.FlagSet) *llmFlags {
+func addLLMFlags(fs *pflag.FlagSet) *llmFlags {
 	f := &llmFlags{}
-	fs.StringVar(&f.providersFile, "providers", "", "providers YAML file; empty takes OPENAI_API_KEY / ANTHROPIC_API_KEY from the environment")
+	fs.StringVar(&f.providersFile, "providers", "", "providers YAML `FILE`, reloaded when it changes and on SIGHUP (default for penguin serve: providers.yaml in the data directory); the API key variables (OPENAI_API_KEY, DEEPSEEK_API_KEY, …) add the providers it does not name")
+	fs.StringVar(&f.catalog, "catalog", "", "model catalog `FILE` or http(s) URL laid over the built-in one (see penguin models)")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", llm.DefaultRequestTimeout, "timeout of a model request that sets none; 0 or less turns it off")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", llm.DefaultIdleTimeout, "end a provider stream that sends nothing for this long; 0 or less turns it off")
 	return f
@@ -61,6 +59,7 @@ func (f *llmFlags) config() *llm.Config {
 	}
 	return &llm.Config{
 		ProvidersFile:  f.providersFile,
+		Catalog:        f.catalog,
 		Lookup:         os.LookupEnv,
 		IdleTimeout:    off(f.idleTimeout),
 		RequestTimeout: off(f.requestTimeout),

@@ -1,44 +1,63 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"os"
 
+	"github.com/spf13/cobra"
+
 	"github.com/penguin-agent/penguin/internal/cli"
-	"github.com/penguin-agent/penguin/internal/config"
 )
 
-// sessions is `penguin sessions list | show ID | export ID | delete ID`,
-// against --engine or the embedded server over the same data directory.
-func sessions(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("penguin sessions", flag.ContinueOnError)
-	cf := addClientFlags(fs)
+// newSessionsCmd is `penguin sessions [list] | show ID | export ID [DIR]
+// | delete ID`, against --engine or the embedded server over the same data
+// directory. Alone it lists.
+func newSessionsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sessions",
+		Short: "list, show, export and delete sessions",
+		Long:  "Lists sessions (the default), prints one as the terminal showed it, writes its trace, or deletes it.",
+		Args:  unknownCommand,
+	}
+	cf := addClientFlags(cmd.PersistentFlags())
 	cf.embedded.llmOptional = true
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: penguin sessions [flags] list | show ID | export ID | delete ID\n\nFlags:")
-		fs.PrintDefaults()
+	// run calls cli.Sessions with the verb and its arguments.
+	run := func(verb string) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			conn, err := cf.connect(ctx)
+			if err != nil {
+				return fmt.Errorf("sessions: %w", err)
+			}
+			defer conn.Close()
+			if err := cli.Sessions(ctx, conn.engine, append([]string{verb}, args...), os.Stdout, useColor(os.Stdout)); err != nil {
+				return fmt.Errorf("sessions: %w", statusError(err))
+			}
+			return nil
+		}
 	}
-	if err := config.Parse(fs, args, os.LookupEnv); err != nil {
-		return err
+	oneID := func(cmd *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return usageErrorf("usage: penguin sessions %s ID", cmd.Name())
+		}
+		return nil
 	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return fmt.Errorf("sessions: name a command: list, show ID, export ID or delete ID")
-	}
-	switch fs.Arg(0) {
-	case "list", "show", "export", "delete":
-	default:
-		return fmt.Errorf("sessions: unknown command %q: want list, show ID, export ID or delete ID", fs.Arg(0))
-	}
-	conn, err := cf.connect(ctx)
-	if err != nil {
-		return fmt.Errorf("sessions: %w", err)
-	}
-	defer conn.Close()
-	if err := cli.Sessions(ctx, conn.engine, fs.Args(), os.Stdout, useColor(os.Stdout)); err != nil {
-		return fmt.Errorf("sessions: %w", statusError(err))
-	}
-	return nil
+	cmd.RunE = run("list")
+	cmd.AddCommand(
+		&cobra.Command{Use: "list", Short: "list the sessions, newest first", Args: noArgs, RunE: run("list")},
+		&cobra.Command{Use: "show ID", Short: "print a session as the terminal showed it", Args: oneID, RunE: run("show")},
+		&cobra.Command{
+			Use: "export ID [DIR]", Short: "write a session's trace files, one per model context",
+			Long: "Writes one trace file per model context into DIR (default: the current\ndirectory), named ID_001.jsonl, ID_002.jsonl, ...",
+			Args: func(cmd *cobra.Command, args []string) error {
+				if len(args) < 1 || len(args) > 2 {
+					return usageErrorf("usage: penguin sessions export ID [DIR]")
+				}
+				return nil
+			},
+			RunE: run("export"),
+		},
+		&cobra.Command{Use: "delete ID", Short: "delete a session and its log", Args: oneID, RunE: run("delete")},
+	)
+	return cmd
 }

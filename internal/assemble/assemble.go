@@ -280,8 +280,9 @@ func (p *Process) dial(target string, opts ...grpc.DialOption) (*grpc.ClientConn
 	return grpcclient.New(target, o)
 }
 
-// setupLLM stands the llm service up when the process runs it.
-func (p *Process) setupLLM(context.Context) error {
+// setupLLM stands the llm service up when the process runs it, and keeps
+// its provider routes in step with the providers file until ctx ends.
+func (p *Process) setupLLM(ctx context.Context) error {
 	if p.cfg.LLM == nil {
 		return nil
 	}
@@ -295,6 +296,10 @@ func (p *Process) setupLLM(context.Context) error {
 	case err != nil:
 		return err
 	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); svc.Watch(wctx, 0) }()
+	p.release = append(p.release, func() error { stopWatch(); <-watched; return nil })
 	penguinv1.RegisterLLMServiceServer(p.srv.GRPC(), svc)
 	p.services = append(p.services, "llm")
 	return nil

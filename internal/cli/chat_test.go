@@ -2,20 +2,36 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/cli"
-	"github.com/penguin-agent/penguin/internal/fakeengine"
-	"github.com/penguin-agent/penguin/internal/omni"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/cli"
+	"github.com/penguin-agent/penguin/internal/eventually"
+	"github.com/penguin-agent/penguin/internal/fakeengine"
+	"github.com/penguin-agent/penguin/internal/omni"
 )
+
+// Keys as a terminal sends them.
+const (
+	keyEnter = "\r"
+	keyCtrlC = "\x03"
+	keyCtrlD = "\x04"
+	keyUp    = "\x1b[A"
+	keyLeft  = "\x1b[D"
+)
+
+// paste is text as a terminal sends it in bracketed-paste mode.
+func paste(text string) string { return "\x1b[200~" + text + "\x1b[201~" }
 
 // syncBuffer is a bytes buffer safe for the chat goroutine and the test.
 type syncBuffer struct {
@@ -35,22 +51,11 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // chatEngine is a fake engine for one chat: each Run asks for one approval,
 // then waits until it is aborted or told to finish.
 type chatEngine struct {
 	mu        sync.Mutex
+	creates   int
 	runs      []*penguinv1.RunRequest
 	steers    []string
 	decisions []penguinv1.Decision
@@ -59,9 +64,16 @@ type chatEngine struct {
 	abort     chan struct{}
 }
 
+func newChatEngine() *chatEngine {
+	return &chatEngine{finish: make(chan struct{}, 8), abort: make(chan struct{}, 8)}
+}
+
 func (ce *chatEngine) fake() *fakeengine.Engine {
 	return &fakeengine.Engine{
 		CreateSessionFunc: func(_ context.Context, r *penguinv1.CreateSessionRequest) (*penguinv1.CreateSessionResponse, error) {
+			ce.mu.Lock()
+			ce.creates++
+			ce.mu.Unlock()
 			return &penguinv1.CreateSessionResponse{Session: &penguinv1.Session{SessionId: "s-new", Model: r.GetModel(), Workspace: r.GetWorkspace()}}, nil
 		},
 		RunFunc: func(r *penguinv1.RunRequest, s grpc.ServerStreamingServer[penguinv1.RunResponse]) error {
@@ -69,22 +81,22 @@ func (ce *chatEngine) fake() *fakeengine.Engine {
 			ce.runs = append(ce.runs, proto.Clone(r).(*penguinv1.RunRequest))
 			ce.mu.Unlock()
 			send := func(ev *penguinv1.RunEvent) error { return s.Send(&penguinv1.RunResponse{Event: ev}) }
-			if err := send(msgEvent(1, omni.UserText(r.GetPrompt()))); err != nil {
-				return err
-			}
-			if err := send(&penguinv1.RunEvent{Sequence: 2, Event: &penguinv1.RunEvent_ApprovalRequest{ApprovalRequest: &penguinv1.ApprovalRequest{
+			if err := send(&penguinv1.RunEvent{Sequence: 1, Event: &penguinv1.RunEvent_ApprovalRequest{ApprovalRequest: &penguinv1.ApprovalRequest{
 				ToolCall: &penguinv1.ToolCall{Name: "exec_command", ToolCallId: "c1", Arguments: `{"cmd":"make"}`},
 			}}}); err != nil {
 				return err
 			}
 			select {
 			case <-ce.finish:
-				return send(idle(3, penguinv1.StopReason_STOP_REASON_COMPLETED, ""))
-			case <-ce.abort:
-				if err := send(msgEvent(3, omni.Abort("Ctrl-C"))); err != nil {
+				if err := send(msgEvent(2, omni.AssistantText("finished "+r.GetPrompt()))); err != nil {
 					return err
 				}
-				return send(idle(4, penguinv1.StopReason_STOP_REASON_ABORTED, ""))
+				return send(idle(3, penguinv1.StopReason_STOP_REASON_COMPLETED, ""))
+			case <-ce.abort:
+				if err := send(msgEvent(2, omni.Abort("you pressed Ctrl-C"))); err != nil {
+					return err
+				}
+				return send(idle(3, penguinv1.StopReason_STOP_REASON_ABORTED, ""))
 			case <-s.Context().Done():
 				return nil
 			}
@@ -111,155 +123,240 @@ func (ce *chatEngine) fake() *fakeengine.Engine {
 	}
 }
 
-func (ce *chatEngine) count(f func() int) func() int {
-	return func() int {
-		ce.mu.Lock()
-		defer ce.mu.Unlock()
-		return f()
+// read returns f's result under the engine's lock.
+func read[T any](ce *chatEngine, f func() T) T {
+	ce.mu.Lock()
+	defer ce.mu.Unlock()
+	return f()
+}
+
+// prompts returns the prompts of the runs so far.
+func (ce *chatEngine) prompts() []string {
+	return read(ce, func() []string {
+		var out []string
+		for _, r := range ce.runs {
+			out = append(out, r.GetPrompt())
+		}
+		return out
+	})
+}
+
+// chatRun is a chat running in a goroutine, typed into through a pipe.
+type chatRun struct {
+	t    *testing.T
+	in   *io.PipeWriter
+	out  *syncBuffer
+	done chan error
+}
+
+// startChat runs cli.Chat against engine with opts.
+func startChat(t *testing.T, engine penguinv1.EngineServiceClient, opts cli.ChatOptions) *chatRun {
+	t.Helper()
+	if opts.NewSession == nil {
+		opts.NewSession = &penguinv1.CreateSessionRequest{Model: &penguinv1.ModelRef{Provider: "p", ModelId: "m"}, Workspace: "/ws"}
+	}
+	opts.Width, opts.Height = 100, 30
+	inR, inW := io.Pipe()
+	c := &chatRun{t: t, in: inW, out: &syncBuffer{}, done: make(chan error, 1)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	go func() { c.done <- cli.Chat(ctx, engine, opts, inR, c.out) }()
+	t.Cleanup(func() { _ = inW.Close() })
+	c.waitOutput("Send a message")
+	return c
+}
+
+// newChat starts a chat with opts against a new fake engine.
+func newChat(t *testing.T, opts cli.ChatOptions) (*chatEngine, *chatRun) {
+	t.Helper()
+	ce := newChatEngine()
+	return ce, startChat(t, fakeengine.Start(t, ce.fake()), opts)
+}
+
+// typeKeys writes keys to the chat, one write per key so each is read as
+// a key press of its own.
+func (c *chatRun) typeKeys(keys ...string) {
+	c.t.Helper()
+	for _, k := range keys {
+		if _, err := c.in.Write([]byte(k)); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+}
+
+func (c *chatRun) waitOutput(want string) {
+	c.t.Helper()
+	c.waitCount(want, 1)
+}
+
+// waitCount waits until the chat has shown want n times.
+func (c *chatRun) waitCount(want string, n int) {
+	c.t.Helper()
+	eventually.True(c.t, fmt.Sprintf("the chat to show %q %d times", want, n), func() bool { return strings.Count(c.out.String(), want) >= n })
+}
+
+// wait waits for the chat to end and returns its error.
+func (c *chatRun) wait() error {
+	c.t.Helper()
+	select {
+	case err := <-c.done:
+		return err
+	case <-time.After(eventually.Timeout):
+		c.t.Fatalf("the chat did not end; it showed:\n%s", c.out.String())
+		return nil
 	}
 }
 
 // TestChatApprovesSteersAbortsAndQuits types into a chat as a person would:
 // a prompt, an approval answer, a steering line, Ctrl-C to abort, a
-// /thinking override for the next prompt, then /exit.
+// /thinking override for the next prompt, then Ctrl-D.
 func TestChatApprovesSteersAbortsAndQuits(t *testing.T) {
 	t.Parallel()
-	ce := &chatEngine{finish: make(chan struct{}), abort: make(chan struct{}, 1)}
-	engine := fakeengine.Start(t, ce.fake())
-	in, typed := io.Pipe()
-	interrupt := make(chan os.Signal, 1)
-	var out syncBuffer
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- cli.Chat(ctx, engine, cli.ChatOptions{
-			NewSession: &penguinv1.CreateSessionRequest{Model: &penguinv1.ModelRef{Provider: "p", ModelId: "m"}, Workspace: "/w"},
-		}, in, &out, interrupt)
-	}()
-	typeLine := func(s string) {
-		if _, err := io.WriteString(typed, s+"\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	runs := ce.count(func() int { return len(ce.runs) })
-	decisions := ce.count(func() int { return len(ce.decisions) })
-	steers := ce.count(func() int { return len(ce.steers) })
-	aborts := ce.count(func() int { return ce.aborts })
+	ce, c := newChat(t, cli.ChatOptions{})
 
-	waitFor(t, "the session banner", func() bool { return strings.Contains(out.String(), "session s-new") })
-	typeLine("build it")
-	waitFor(t, "the approval prompt", func() bool { return strings.Contains(out.String(), "Allow exec_command") })
-	typeLine("n")
-	waitFor(t, "the decision", func() bool { return decisions() == 1 })
-	typeLine("also run the linter")
-	waitFor(t, "the steer", func() bool { return steers() == 1 })
-	interrupt <- os.Interrupt
-	waitFor(t, "the abort", func() bool { return aborts() == 1 })
-	waitFor(t, "the aborted task to end", func() bool { return strings.Contains(out.String(), "⏹ aborted") })
-	// The abort message comes before the run's final idle state; wait for the
-	// prompt, or the next lines would steer the run that is winding down.
-	waitFor(t, "the prompt after the task", func() bool { return strings.Count(out.String(), "› ") == 2 })
+	c.typeKeys("make it", keyEnter)
+	c.waitOutput("? allow exec_command?")
+	c.waitOutput("$ make")
+	c.typeKeys("y")
+	eventually.True(t, "the approval", func() bool { return read(ce, func() int { return len(ce.decisions) }) == 1 })
+	c.typeKeys("also this", keyEnter)
+	eventually.True(t, "the steering", func() bool { return read(ce, func() int { return len(ce.steers) }) == 1 })
+	c.typeKeys(keyCtrlC)
+	c.waitOutput("⏹ Aborted: You pressed Ctrl-C.")
 
-	typeLine("/thinking high")
-	typeLine("try again")
-	waitFor(t, "the second run", func() bool { return runs() == 2 })
-	waitFor(t, "the second approval prompt", func() bool { return strings.Count(out.String(), "Allow exec_command") == 2 })
-	interrupt <- os.Interrupt // at an approval prompt, Ctrl-C denies
-	waitFor(t, "the denial", func() bool { return decisions() == 2 })
+	c.typeKeys("/thinking low", keyEnter, "again", keyEnter)
+	c.waitCount("? allow exec_command?", 2)
+	c.typeKeys("n")
+	eventually.True(t, "the denial", func() bool { return read(ce, func() int { return len(ce.decisions) }) == 2 })
 	ce.finish <- struct{}{}
-	typeLine("/exit")
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-ctx.Done():
-		t.Fatal("chat did not quit on /exit")
-	}
-	ce.mu.Lock()
-	defer ce.mu.Unlock()
-	if ce.steers[0] != "also run the linter" {
-		t.Errorf("steered with %q", ce.steers[0])
-	}
-	if ce.decisions[0] != penguinv1.Decision_DECISION_DENY || ce.decisions[1] != penguinv1.Decision_DECISION_DENY {
-		t.Errorf("decisions %v, want deny twice", ce.decisions)
-	}
-	if ce.runs[1].GetThinkingLevel() != penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH || ce.runs[1].GetPrompt() != "try again" {
-		t.Errorf("second run %v", ce.runs[1])
-	}
-	if !strings.Contains(out.String(), "penguin chat --resume s-new") {
-		t.Errorf("no resume hint:\n%s", out.String())
-	}
-}
-
-func TestChatQuitsOnDoubleInterruptAtThePrompt(t *testing.T) {
-	t.Parallel()
-	ce := &chatEngine{finish: make(chan struct{}), abort: make(chan struct{}, 1)}
-	engine := fakeengine.Start(t, ce.fake())
-	in, _ := io.Pipe()
-	interrupt := make(chan os.Signal, 2)
-	var out syncBuffer
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- cli.Chat(ctx, engine, cli.ChatOptions{SessionID: "", NewSession: &penguinv1.CreateSessionRequest{}}, in, &out, interrupt)
-	}()
-	waitFor(t, "the banner", func() bool { return strings.Contains(out.String(), "session s-new") })
-	interrupt <- os.Interrupt
-	waitFor(t, "the quit hint", func() bool { return strings.Contains(out.String(), "press Ctrl-C again") })
-	interrupt <- os.Interrupt
-	select {
-	case <-done:
-	case <-ctx.Done():
-		t.Fatal("chat did not quit on a double Ctrl-C")
-	}
-}
-
-// TestChatRunsCommandsTypedDuringATaskAfterIt types two commands while a
-// task runs: both wait for the task to end and then run in order, and
-// neither is sent to the model as steering.
-func TestChatRunsCommandsTypedDuringATaskAfterIt(t *testing.T) {
-	t.Parallel()
-	ce := &chatEngine{finish: make(chan struct{}), abort: make(chan struct{}, 1)}
-	engine := fakeengine.Start(t, ce.fake())
-	in, typed := io.Pipe()
-	var out syncBuffer
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- cli.Chat(ctx, engine, cli.ChatOptions{NewSession: &penguinv1.CreateSessionRequest{}}, in, &out, make(chan os.Signal))
-	}()
-	typeLine := func(s string) {
-		if _, err := io.WriteString(typed, s+"\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	waitFor(t, "the banner", func() bool { return strings.Contains(out.String(), "session s-new") })
-	typeLine("build it")
-	waitFor(t, "the approval prompt", func() bool { return strings.Contains(out.String(), "Allow exec_command") })
-	typeLine("y")
-	typeLine("/thinking low")
-	typeLine("/verbose")
-	waitFor(t, "both commands queued", func() bool { return strings.Count(out.String(), "runs when the task ends") == 2 })
-	if strings.Contains(out.String(), "thinking level set") {
-		t.Fatal("a command ran while the task was running")
-	}
-	ce.finish <- struct{}{}
-	waitFor(t, "the commands to run", func() bool {
-		s := out.String()
-		i, j := strings.Index(s, "thinking level set to low"), strings.Index(s, "verbose tool output: true")
-		return i >= 0 && j > i
-	})
-	typeLine("/exit")
-	if err := <-done; err != nil {
+	c.waitOutput("finished again")
+	c.typeKeys(keyCtrlD)
+	if err := c.wait(); err != nil {
 		t.Fatal(err)
 	}
 	ce.mu.Lock()
 	defer ce.mu.Unlock()
-	if len(ce.steers) != 0 {
-		t.Errorf("commands were sent as steering: %q", ce.steers)
+	if len(ce.runs) != 2 || ce.runs[0].GetPrompt() != "make it" || ce.runs[1].GetPrompt() != "again" ||
+		ce.runs[1].GetThinkingLevel() != penguinv1.ThinkingLevel_THINKING_LEVEL_LOW || ce.creates != 1 {
+		t.Errorf("runs %v, creates %d", ce.runs, ce.creates)
+	}
+	if ce.decisions[0] != penguinv1.Decision_DECISION_ALLOW || ce.decisions[1] != penguinv1.Decision_DECISION_DENY {
+		t.Errorf("decisions %v", ce.decisions)
+	}
+	if len(ce.steers) != 1 || ce.steers[0] != "also this" || ce.aborts != 1 {
+		t.Errorf("steers %q, aborts %d", ce.steers, ce.aborts)
+	}
+	if !strings.Contains(c.out.String(), "Resume this chat with: penguin chat --resume s-new") {
+		t.Errorf("no resume hint:\n%s", c.out.String())
+	}
+}
+
+// TestChatEditsPastesAndClears: arrows edit the line, a paste of three
+// lines is one message, Ctrl-C clears a half-typed line.
+func TestChatEditsPastesAndClears(t *testing.T) {
+	t.Parallel()
+	ce, c := newChat(t, cli.ChatOptions{})
+
+	c.typeKeys("helo", keyLeft, "l", keyEnter)
+	eventually.True(t, "the first run", func() bool { return len(ce.prompts()) == 1 })
+	c.waitOutput("? allow exec_command?")
+	c.typeKeys("n")
+	ce.finish <- struct{}{}
+	c.waitOutput("finished hello")
+
+	c.typeKeys("half-typed", keyCtrlC, paste("error: one\n  at two\n  at three"), keyEnter)
+	eventually.True(t, "the second run", func() bool { return len(ce.prompts()) == 2 })
+	c.waitCount("? allow exec_command?", 2)
+	c.typeKeys("n")
+	ce.finish <- struct{}{}
+	c.waitOutput("finished error")
+	c.typeKeys("/exit", keyEnter)
+	if err := c.wait(); err != nil {
+		t.Fatal(err)
+	}
+	got := ce.prompts()
+	if got[0] != "hello" || got[1] != "error: one\n  at two\n  at three" {
+		t.Errorf("prompts %q; want the edited line, then the paste whole without the cleared text", got)
+	}
+}
+
+// TestChatRecallsHistoryAcrossRuns: a message sent in one chat comes back
+// with Up in the next.
+func TestChatRecallsHistoryAcrossRuns(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "chat_history")
+	ce := newChatEngine()
+	engine := fakeengine.Start(t, ce.fake())
+	for _, typed := range [][]string{{"first message", keyEnter}, {keyUp, keyEnter}} {
+		c := startChat(t, engine, cli.ChatOptions{HistoryFile: file})
+		n := len(ce.prompts())
+		c.typeKeys(typed...)
+		eventually.True(t, "a run", func() bool { return len(ce.prompts()) == n+1 })
+		c.waitOutput("? allow exec_command?")
+		c.typeKeys("n")
+		ce.finish <- struct{}{}
+		c.waitOutput("finished first message")
+		c.typeKeys(keyCtrlD)
+		if err := c.wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := ce.prompts(); len(got) != 2 || got[1] != "first message" {
+		t.Errorf("prompts %q; want the first recalled by Up", got)
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("history file: %v, %v; want it readable by its owner only", fi, err)
+	}
+}
+
+// TestChatLeavesNoEmptySession: opening a chat and quitting creates no
+// session.
+func TestChatLeavesNoEmptySession(t *testing.T) {
+	t.Parallel()
+	for _, quit := range [][]string{{keyCtrlD}, {keyCtrlC, keyCtrlC}, {"/quit", keyEnter}} {
+		ce, c := newChat(t, cli.ChatOptions{})
+		c.typeKeys(quit...)
+		if err := c.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if n := read(ce, func() int { return ce.creates }); n != 0 || strings.Contains(c.out.String(), "Resume this chat") {
+			t.Errorf("quitting with %q created %d sessions:\n%s", quit, n, c.out.String())
+		}
+	}
+}
+
+// TestChatRunsCommandsTypedDuringATaskAfterIt: a command typed while a task
+// runs waits for its end.
+func TestChatRunsCommandsTypedDuringATaskAfterIt(t *testing.T) {
+	t.Parallel()
+	ce, c := newChat(t, cli.ChatOptions{})
+	c.typeKeys("work", keyEnter)
+	c.waitOutput("? allow exec_command?")
+	c.typeKeys("y", "/thinking", keyEnter)
+	c.waitOutput("(/thinking runs when the task ends)")
+	if strings.Contains(c.out.String(), "thinking level for the next turn") {
+		t.Fatal("the command ran during the task")
+	}
+	ce.finish <- struct{}{}
+	c.waitOutput("thinking level for the next turn")
+	c.typeKeys(keyCtrlD)
+	if err := c.wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestChatEndsWhenItCannotResume: a chat started to resume a session that
+// does not exist ends with the error and offers no resume line.
+func TestChatEndsWhenItCannotResume(t *testing.T) {
+	t.Parallel()
+	engine := fakeengine.Start(t, &fakeengine.Engine{})
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	out := &syncBuffer{}
+	ctx, cancel := context.WithTimeout(context.Background(), eventually.Timeout)
+	defer cancel()
+	err := cli.Chat(ctx, engine, cli.ChatOptions{SessionID: "session-nope", Width: 100, Height: 30}, inR, out)
+	if err == nil || !strings.Contains(err.Error(), "resume session-nope") || strings.Contains(out.String(), "Resume this chat") {
+		t.Errorf("Chat = %v, output:\n%s", err, out.String())
 	}
 }

@@ -65,14 +65,14 @@ func TestRendererShowsATaskToAPerson(t *testing.T) {
 	}
 	got := out.String()
 	for _, want := range []string{
-		"pondering\n",
+		"✻ thinking\n  ┊ pondering\n",
 		"Running the tests.\n",
-		`⏺ exec_command {"cmd":"go test"}`,
+		"⏺ exec_command $ go test\n",
 		"  │ ok  pkg\n",
 		"retrying in 2s (attempt 2)",
 		"HTTP 503",
 		"[subagent 1234abcd] child done",
-		"tokens: 1200 total (80 output, 1000 cache read, 0 cache write)",
+		"tokens: 1.2k this task, 1.2k this session (80 output, 1k cache read) · context 1.2k",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
@@ -134,7 +134,7 @@ func TestRendererCollapsesLongToolOutput(t *testing.T) {
 	r.Event(msgEvent(3, omni.PartialToolCallOutput(stop, "c", "")))
 	r.Event(msgEvent(4, omni.ToolCallOutput("c", body.String(), 0)))
 	got := out.String()
-	for _, want := range []string{"line a", "line d", "… (+12 lines", "line q", "line t"} {
+	for _, want := range []string{"line a", "line d", "… (+12 lines, /verbose for full output)", "line q", "line t"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("collapsed output lacks %q:\n%s", want, got)
 		}
@@ -209,7 +209,7 @@ func TestRunTaskAnswersApprovalsAndReattaches(t *testing.T) {
 	if attachedAfter != 5 {
 		t.Fatalf("attached after %d, want 5", attachedAfter)
 	}
-	if got := out.String(); strings.Count(got, "ok  pkg") != 1 || !strings.Contains(got, "Allow exec_command") {
+	if got := out.String(); strings.Count(got, "ok  pkg") != 1 || !strings.Contains(got, "? allow exec_command?\n  $ go test\nAllow? [Y/n] ") {
 		t.Fatalf("output:\n%s", got)
 	}
 }
@@ -250,7 +250,7 @@ func TestRunTaskAbortsOnCancel(t *testing.T) {
 	if err != nil || code != cli.ExitAborted {
 		t.Fatalf("code %d, err %v\n%s", code, err, out.String())
 	}
-	if !strings.Contains(out.String(), "⏹ aborted") {
+	if !strings.Contains(out.String(), "⏹ Aborted") {
 		t.Fatalf("abort not shown:\n%s", out.String())
 	}
 }

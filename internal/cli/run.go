@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -24,8 +25,9 @@ const (
 
 // Approver answers approval requests that reach a person.
 type Approver interface {
-	// Decide returns allow or deny for the call.
-	Decide(ctx context.Context, req *penguinv1.ApprovalRequest) (penguinv1.Decision, error)
+	// Decide returns allow or deny for the call; prompt is what the call
+	// will do, as lines to show before asking.
+	Decide(ctx context.Context, req *penguinv1.ApprovalRequest, prompt []string) (penguinv1.Decision, error)
 }
 
 // LineApprover asks on out and reads the answer from a line of in: Enter,
@@ -36,9 +38,11 @@ type LineApprover struct {
 }
 
 // Decide prompts for one call.
-func (a *LineApprover) Decide(ctx context.Context, req *penguinv1.ApprovalRequest) (penguinv1.Decision, error) {
-	call := req.GetToolCall()
-	fmt.Fprintf(a.Out, "Allow %s %s? [Y/n] ", call.GetName(), call.GetArguments())
+func (a *LineApprover) Decide(ctx context.Context, req *penguinv1.ApprovalRequest, prompt []string) (penguinv1.Decision, error) {
+	for _, l := range prompt {
+		fmt.Fprintln(a.Out, l)
+	}
+	fmt.Fprint(a.Out, "Allow? [Y/n] ")
 	type answer struct {
 		line string
 		err  error
@@ -53,7 +57,9 @@ func (a *LineApprover) Decide(ctx context.Context, req *penguinv1.ApprovalReques
 		return penguinv1.Decision_DECISION_DENY, ctx.Err()
 	case ans := <-got:
 		if ans.err != nil && ans.line == "" {
-			// No one is there to answer: the safe answer is deny.
+			// No one is there to answer: the safe answer is deny, said
+			// on the question's line so the output goes on below it.
+			fmt.Fprintln(a.Out, "n (nobody to answer: denied)")
 			return penguinv1.Decision_DECISION_DENY, nil
 		}
 		return parseAnswer(ans.line), nil
@@ -83,6 +89,10 @@ type TaskOptions struct {
 	// Reattach bounds how many times a dropped stream is attached again
 	// from the last event seen before RunTask gives up.
 	Reattach int
+	// Status, when set, is the status line under the output (which the
+	// renderer then writes through): a spinner, the activity, the elapsed
+	// time and tokens, or the retry countdown.
+	Status *StatusLine
 }
 
 // eventStream is what Run and Attach streams have in common.
@@ -133,12 +143,30 @@ func RunTask(ctx context.Context, engine penguinv1.EngineServiceClient, opts Tas
 		case <-ctx.Done():
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
-			_, _ = engine.Abort(actx, &penguinv1.AbortRequest{SessionId: opts.SessionID, Reason: "interrupted from the terminal"})
+			_, _ = engine.Abort(actx, &penguinv1.AbortRequest{SessionId: opts.SessionID, Reason: "you interrupted it"})
 			close(aborted)
 		case <-streamCtx.Done():
 		}
 	}()
 
+	r.StartTask()
+	// The status line's ticker reads the activity from this snapshot, so
+	// only this goroutine touches the renderer.
+	var activity atomic.Pointer[Activity]
+	publish := func() {
+		a := r.Activity()
+		activity.Store(&a)
+	}
+	publish()
+	if st := opts.Status; st != nil {
+		started, color := time.Now(), r.opts.Color
+		frames := spinnerFrames.Frames
+		st.start(func() string {
+			frame := frames[int(time.Since(started)/spinnerFrames.FPS)%len(frames)]
+			return statusText(*activity.Load(), started, frame, false, color)
+		}, spinnerFrames.FPS)
+		defer st.end()
+	}
 	var stream eventStream = runStream{run}
 	var last int64
 	reattach := opts.Reattach
@@ -160,11 +188,21 @@ func RunTask(ctx context.Context, engine penguinv1.EngineServiceClient, opts Tas
 		}
 		last = ev.GetSequence()
 		r.Event(ev)
+		publish()
 		if req := ev.GetApprovalRequest(); req != nil {
 			decision := penguinv1.Decision_DECISION_DENY
 			if opts.Approver != nil {
-				if d, derr := opts.Approver.Decide(ctx, req); derr == nil {
+				if opts.Status != nil {
+					opts.Status.pause()
+				}
+				d, derr := opts.Approver.Decide(ctx, req, r.ApprovalPrompt(req))
+				if derr == nil {
 					decision = d
+				}
+				r.Answered(decision == penguinv1.Decision_DECISION_ALLOW)
+				publish()
+				if opts.Status != nil {
+					opts.Status.resume()
 				}
 			}
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -1,25 +1,35 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"text/tabwriter"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/enumword"
+	"github.com/penguin-agent/penguin/services/engine/trace"
 )
 
 // Sessions runs `penguin sessions list|show|export|delete`: list prints a
 // table, show renders a session's history as a terminal would have shown
-// it, export writes its trace as JSON lines, delete removes it.
+// it, export writes its trace files (one per model context) into a
+// directory, delete removes it.
 func Sessions(ctx context.Context, engine penguinv1.EngineServiceClient, args []string, out io.Writer, color bool) error {
 	if len(args) == 0 {
-		return errors.New("usage: penguin sessions list | show ID | export ID | delete ID")
+		return errors.New("usage: penguin sessions list | show ID | export ID [DIR] | delete ID")
 	}
 	verb, rest := args[0], args[1:]
-	if verb != "list" && len(rest) != 1 {
+	switch {
+	case verb == "export" && (len(rest) == 1 || len(rest) == 2):
+	case verb == "export":
+		return errors.New("usage: penguin sessions export ID [DIR]")
+	case verb != "list" && len(rest) != 1:
 		return fmt.Errorf("usage: penguin sessions %s ID", verb)
 	}
 	switch verb {
@@ -28,7 +38,11 @@ func Sessions(ctx context.Context, engine penguinv1.EngineServiceClient, args []
 	case "show":
 		return showSession(ctx, engine, rest[0], out, color)
 	case "export":
-		return exportSession(ctx, engine, rest[0], out)
+		dir := "."
+		if len(rest) == 2 {
+			dir = rest[1]
+		}
+		return exportSession(ctx, engine, rest[0], dir, out)
 	case "delete":
 		if _, err := engine.DeleteSession(ctx, &penguinv1.DeleteSessionRequest{SessionId: rest[0]}); err != nil {
 			return err
@@ -50,7 +64,7 @@ func listSessions(ctx context.Context, engine penguinv1.EngineServiceClient, out
 		}
 		for _, s := range resp.GetSessions() {
 			fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%s\n", s.GetSessionId(), s.GetModel().GetProvider(), s.GetModel().GetModelId(),
-				enumword.Word(s.GetState()), s.GetUpdatedAt().AsTime().Local().Format("2006-01-02 15:04"), s.GetTitle())
+				enumword.Word(s.GetState()), s.GetUpdatedAt().AsTime().Local().Format("2006-01-02 15:04"), clean(s.GetTitle()))
 		}
 		if token = resp.GetNextPageToken(); token == "" {
 			return tw.Flush()
@@ -68,7 +82,9 @@ func showSession(ctx context.Context, engine penguinv1.EngineServiceClient, id s
 		}
 		for _, ev := range resp.GetEvents() {
 			if t := ev.GetMessage().GetText(); t != nil && t.GetRole() == penguinv1.Role_ROLE_USER && t.GetSender() == penguinv1.Sender_SENDER_UNSPECIFIED {
-				fmt.Fprintf(out, "› %s\n", t.GetText())
+				if line := UserLine(t.GetText()); line != "" {
+					fmt.Fprintln(out, line)
+				}
 			}
 			r.Event(ev)
 			after = ev.GetSequence()
@@ -82,21 +98,101 @@ func showSession(ctx context.Context, engine penguinv1.EngineServiceClient, id s
 	}
 }
 
-func exportSession(ctx context.Context, engine penguinv1.EngineServiceClient, id string, out io.Writer) error {
+// exportSession writes a session's trace into dir as the reference lays
+// out trace files: one file per model context, <id>_001.jsonl for the
+// first and the next index after each compaction. It prints the path of
+// each file written. An existing file is never overwritten: the export
+// stops there and says which. Each file is written under a temporary name
+// and takes its own only when complete, so a failed export leaves no
+// partial trace behind.
+func exportSession(ctx context.Context, engine penguinv1.EngineServiceClient, id, dir string, out io.Writer) error {
+	if id == "" || filepath.Base(id) != id || id == "." || id == ".." {
+		return fmt.Errorf("%q is not a session id", id)
+	}
 	stream, err := engine.ExportTrace(ctx, &penguinv1.ExportTraceRequest{SessionId: id})
 	if err != nil {
 		return err
 	}
+	var f *traceFile
+	defer func() { f.discard() }()
 	for {
 		line, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
-			return nil
+			break
 		}
 		if err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintln(out, line.GetLine()); err != nil {
-			return err
+		// An engine that predates context indexes sends none: one file.
+		if idx := max(int(line.GetContextIndex()), 1); f == nil || idx != f.index {
+			if err := f.finish(out); err != nil {
+				return err
+			}
+			if f, err = newTraceFile(dir, id, idx); err != nil {
+				return err
+			}
+		}
+		if _, err := fmt.Fprintln(f.w, line.GetLine()); err != nil {
+			return fmt.Errorf("write %s: %w", f.path, err)
 		}
 	}
+	if f == nil {
+		return fmt.Errorf("session %s has no trace to export", id)
+	}
+	err = f.finish(out)
+	f = nil
+	return err
+}
+
+// traceFile is one context's trace file being written.
+type traceFile struct {
+	index int
+	path  string // the file's own name, taken when it is complete
+	tmp   *os.File
+	w     *bufio.Writer
+}
+
+func newTraceFile(dir, id string, index int) (*traceFile, error) {
+	path := filepath.Join(dir, trace.FileName(id, index))
+	if _, err := os.Lstat(path); err == nil {
+		return nil, fmt.Errorf("%s exists already; remove it or export into another directory", path)
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return nil, err
+	}
+	return &traceFile{index: index, path: path, tmp: tmp, w: bufio.NewWriter(tmp)}, nil
+}
+
+// finish gives a complete file its name and prints it; nil does nothing.
+func (f *traceFile) finish(out io.Writer) error {
+	if f == nil {
+		return nil
+	}
+	if err := f.w.Flush(); err != nil {
+		return fmt.Errorf("write %s: %w", f.path, err)
+	}
+	if err := f.tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", f.path, err)
+	}
+	// A link, unlike a rename, fails when the name is taken meanwhile.
+	if err := os.Link(f.tmp.Name(), f.path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s exists already; remove it or export into another directory", f.path)
+		}
+		return fmt.Errorf("write %s: %w", f.path, err)
+	}
+	_ = os.Remove(f.tmp.Name())
+	f.tmp = nil
+	_, err := fmt.Fprintln(out, f.path)
+	return err
+}
+
+// discard removes an unfinished file's temporary; nil does nothing.
+func (f *traceFile) discard() {
+	if f == nil || f.tmp == nil {
+		return
+	}
+	f.tmp.Close()
+	os.Remove(f.tmp.Name())
 }

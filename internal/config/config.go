@@ -11,9 +11,11 @@ package config
 
 import (
 	"errors"
-	"flag"
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // EnvPrefix starts the name of every environment variable penguin reads.
@@ -39,32 +41,35 @@ func EnvName(flagName string) string {
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// Parse parses args into fs and then gives every flag that the command line
-// left unset the value of its environment variable (see [EnvName]), when
-// that variable is set and not empty. The command line wins over the
-// environment and the environment wins over the flag's default.
-//
-// Every environment value a flag rejects is reported, naming both the
-// variable and the flag, so a bad deployment fails at start-up rather than
-// running with the default. Parse also appends the variable's name to each
-// flag's usage text, so -h shows it. Parse returns [flag.ErrHelp] unchanged
-// when -h or -help was given.
-func Parse(fs *flag.FlagSet, args []string, lookup LookupFunc) error {
-	fs.VisitAll(func(f *flag.Flag) {
+// DocumentEnv appends the name of each flag's environment variable (see
+// [EnvName]) to its usage text, so help shows it. Flags named in skip (help
+// and version, which no environment should set) are left alone. Calling it
+// twice does not repeat the suffix.
+func DocumentEnv(fs *pflag.FlagSet, skip ...string) {
+	fs.VisitAll(func(f *pflag.Flag) {
+		if slices.Contains(skip, f.Name) {
+			return
+		}
 		suffix := " [$" + EnvName(f.Name) + "]"
 		if !strings.HasSuffix(f.Usage, suffix) {
 			f.Usage += suffix
 		}
 	})
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	set := make(map[string]bool)
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+}
 
+// ApplyEnv gives every flag of fs that the command line left unset the
+// value of its environment variable (see [EnvName]), when that variable is
+// set and not empty; flags named in skip are left alone. Call it after the
+// command line was parsed: the command line wins over the environment and
+// the environment wins over the flag's default.
+//
+// Every environment value a flag rejects is reported, naming both the
+// variable and the flag, so a bad deployment fails at start-up rather than
+// running with the default.
+func ApplyEnv(fs *pflag.FlagSet, lookup LookupFunc, skip ...string) error {
 	var errs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] {
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed || slices.Contains(skip, f.Name) {
 			return
 		}
 		env := EnvName(f.Name)
@@ -73,7 +78,7 @@ func Parse(fs *flag.FlagSet, args []string, lookup LookupFunc) error {
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: invalid value for -%s: %w", env, v, f.Name, err))
+			errs = append(errs, fmt.Errorf("%s=%q: invalid value for --%s: %w", env, v, f.Name, err))
 		}
 	})
 	return errors.Join(errs...)

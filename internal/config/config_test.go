@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 func TestEnvName(t *testing.T) {
@@ -28,7 +29,7 @@ func TestEnvName(t *testing.T) {
 
 // testFlags is a flag set with one flag of each kind the commands use.
 type testFlags struct {
-	fs      *flag.FlagSet
+	fs      *pflag.FlagSet
 	listen  *string
 	timeout *time.Duration
 	verbose *bool
@@ -36,7 +37,7 @@ type testFlags struct {
 }
 
 func newTestFlags() testFlags {
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	return testFlags{
 		fs:      fs,
@@ -47,7 +48,15 @@ func newTestFlags() testFlags {
 	}
 }
 
-func TestParsePrecedence(t *testing.T) {
+// parse is what a command does: the command line, then the environment.
+func (f testFlags) parse(args []string, env map[string]string) error {
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	return ApplyEnv(f.fs, MapLookup(env), "help")
+}
+
+func TestApplyEnvPrecedence(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name        string
@@ -79,7 +88,7 @@ func TestParsePrecedence(t *testing.T) {
 		},
 		{
 			name: "command line wins over environment",
-			args: []string{"-listen", "127.0.0.1:1", "-workers=2"},
+			args: []string{"--listen", "127.0.0.1:1", "--workers=2"},
 			env: map[string]string{
 				"PENGUIN_LISTEN":  "0.0.0.0:9000",
 				"PENGUIN_WORKERS": "8",
@@ -100,8 +109,8 @@ func TestParsePrecedence(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newTestFlags()
-			if err := Parse(f.fs, tt.args, MapLookup(tt.env)); err != nil {
-				t.Fatalf("Parse: %v", err)
+			if err := f.parse(tt.args, tt.env); err != nil {
+				t.Fatalf("parse: %v", err)
 			}
 			if *f.listen != tt.wantListen || *f.timeout != tt.wantTimeout ||
 				*f.verbose != tt.wantVerbose || *f.workers != tt.wantWorkers {
@@ -113,51 +122,48 @@ func TestParsePrecedence(t *testing.T) {
 	}
 }
 
-func TestParseRejectsBadEnvironmentValues(t *testing.T) {
+func TestApplyEnvRejectsBadValues(t *testing.T) {
 	t.Parallel()
 	f := newTestFlags()
-	err := Parse(f.fs, nil, MapLookup(map[string]string{
+	err := f.parse(nil, map[string]string{
 		"PENGUIN_SHUTDOWN_TIMEOUT": "soon",
 		"PENGUIN_WORKERS":          "many",
-	}))
+	})
 	if err == nil {
-		t.Fatal("Parse accepted PENGUIN_SHUTDOWN_TIMEOUT=soon and PENGUIN_WORKERS=many")
+		t.Fatal("ApplyEnv accepted PENGUIN_SHUTDOWN_TIMEOUT=soon and PENGUIN_WORKERS=many")
 	}
-	for _, want := range []string{`PENGUIN_SHUTDOWN_TIMEOUT="soon"`, "-shutdown-timeout", `PENGUIN_WORKERS="many"`, "-workers"} {
+	for _, want := range []string{`PENGUIN_SHUTDOWN_TIMEOUT="soon"`, "--shutdown-timeout", `PENGUIN_WORKERS="many"`, "--workers"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %s", err, want)
 		}
 	}
 }
 
-func TestParseHelpListsEnvironmentVariables(t *testing.T) {
+// TestApplyEnvSkips leaves the named flags alone: no variable may turn on
+// --help.
+func TestApplyEnvSkips(t *testing.T) {
 	t.Parallel()
 	f := newTestFlags()
-	var out bytes.Buffer
-	f.fs.SetOutput(&out)
-	err := Parse(f.fs, []string{"-h"}, MapLookup(nil))
-	if !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("Parse(-h) = %v, want flag.ErrHelp", err)
-	}
-	for _, want := range []string{"[$PENGUIN_LISTEN]", "[$PENGUIN_SHUTDOWN_TIMEOUT]", "[$PENGUIN_VERBOSE]"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("help text lacks %s:\n%s", want, out.String())
-		}
-	}
-	// A second Parse of the same set must not repeat the suffix.
-	if err := Parse(f.fs, nil, MapLookup(nil)); err != nil {
-		t.Fatal(err)
-	}
-	if u := f.fs.Lookup("listen").Usage; strings.Count(u, "$PENGUIN_LISTEN") != 1 {
-		t.Errorf("usage after two parses = %q", u)
+	help := f.fs.Bool("help", false, "help")
+	if err := f.parse(nil, map[string]string{"PENGUIN_HELP": "true"}); err != nil || *help {
+		t.Fatalf("PENGUIN_HELP set --help: %v, %v", *help, err)
 	}
 }
 
-func TestParseRejectsUnknownFlag(t *testing.T) {
+func TestDocumentEnvListsVariables(t *testing.T) {
 	t.Parallel()
 	f := newTestFlags()
-	if err := Parse(f.fs, []string{"-nope"}, MapLookup(nil)); err == nil {
-		t.Fatal("Parse accepted an unknown flag")
+	f.fs.Bool("help", false, "help")
+	DocumentEnv(f.fs, "help")
+	DocumentEnv(f.fs, "help") // a second call must not repeat the suffix
+	usage := f.fs.FlagUsages()
+	for _, want := range []string{"[$PENGUIN_LISTEN]", "[$PENGUIN_SHUTDOWN_TIMEOUT]", "[$PENGUIN_VERBOSE]"} {
+		if strings.Count(usage, want) != 1 {
+			t.Errorf("help text has %s %d times, want once:\n%s", want, strings.Count(usage, want), usage)
+		}
+	}
+	if strings.Contains(usage, "PENGUIN_HELP") {
+		t.Errorf("help names a variable for --help:\n%s", usage)
 	}
 }
 

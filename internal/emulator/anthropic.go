@@ -49,6 +49,10 @@ func (anthropic) parse(body []byte, wantText bool) (callInfo, *apiError) {
 	return info, nil
 }
 
+func (anthropic) validate(body []byte, rt route) *apiError { return anthropicRules(body, rt) }
+
+func (anthropic) catalogID() string { return "anthropic" }
+
 // checkHeaders enforces the anthropic-version header, as the real API does.
 func (anthropic) checkHeaders(r *http.Request) *apiError {
 	if r.Header.Get("anthropic-version") == "" {

@@ -19,6 +19,10 @@ func (openAI) authorized(r *http.Request, key string) bool {
 
 func (openAI) checkHeaders(*http.Request) *apiError { return nil }
 
+func (openAI) validate(body []byte, rt route) *apiError { return chatRules(body, rt) }
+
+func (openAI) catalogID() string { return "openai" }
+
 func (openAI) parse(body []byte, wantText bool) (callInfo, *apiError) {
 	var req struct {
 		Model         string            `json:"model"`
@@ -99,7 +103,13 @@ func appendOpenAIError(dst []byte, e *apiError) []byte {
 	dst = appendJSONString(dst, e.message)
 	dst = append(dst, `,"type":`...)
 	dst = appendJSONString(dst, e.typ)
-	dst = append(dst, `,"param":null,"code":`...)
+	dst = append(dst, `,"param":`...)
+	if e.param == "" {
+		dst = append(dst, "null"...)
+	} else {
+		dst = appendJSONString(dst, e.param)
+	}
+	dst = append(dst, `,"code":`...)
 	if e.code == "" {
 		dst = append(dst, "null"...)
 	} else {
@@ -188,6 +198,22 @@ func (cw *chunkWriter) close(b []byte, finish string, paced bool) error {
 	return cw.sw.send(paced)
 }
 
+// part sends one chunk whose delta content is a one-part list: a text
+// part, or a thinking part holding a text part (Mistral's shape).
+func (cw *chunkWriter) part(thinking bool, piece string) error {
+	b := cw.open()
+	if thinking {
+		b = append(b, `"content":[{"type":"thinking","thinking":[{"type":"text","text":`...)
+		b = appendJSONString(b, piece)
+		b = append(b, `}]}]`...)
+	} else {
+		b = append(b, `"content":[{"type":"text","text":`...)
+		b = appendJSONString(b, piece)
+		b = append(b, `}]`...)
+	}
+	return cw.close(b, "", true)
+}
+
 // delta sends one chunk whose delta is {field: piece}.
 func (cw *chunkWriter) delta(field, piece string) error {
 	b := cw.open()
@@ -235,7 +261,7 @@ func (o openAI) stream(sw *sseWriter, c *call) error {
 	p = appendJSONString(p, c.model)
 	p = append(p, `,"system_fingerprint":"fp_emulator","choices":[`...)
 	cw.prefix = p
-	if c.includeUsage {
+	if c.includeUsage && !t.turn.NoUsage {
 		cw.suffix = []byte(`],"usage":null}` + "\n\n")
 	} else {
 		cw.suffix = []byte("]}\n\n")
@@ -254,13 +280,23 @@ func (o openAI) stream(sw *sseWriter, c *call) error {
 	for i := range t.blocks {
 		blk := &t.blocks[i]
 		switch blk.Type {
-		case BlockThinking:
-			if err := o.pieces(cw, field, blk.Text, t.chunk); err != nil {
-				return err
+		case BlockThinking, BlockText:
+			f := "content"
+			if blk.Type == BlockThinking {
+				f = field
 			}
-		case BlockText:
-			if err := o.pieces(cw, "content", blk.Text, t.chunk); err != nil {
-				return err
+			for rest := blk.Text; rest != ""; {
+				var piece string
+				piece, rest = nextPiece(rest, t.chunk)
+				var err error
+				if t.turn.ContentParts {
+					err = cw.part(blk.Type == BlockThinking, piece)
+				} else {
+					err = cw.delta(f, piece)
+				}
+				if err != nil {
+					return err
+				}
 			}
 		case BlockToolCall:
 			if t.turn.InterleaveToolCalls {
@@ -292,7 +328,7 @@ func (o openAI) stream(sw *sseWriter, c *call) error {
 	if err := cw.close(b, openAIStop(t), false); err != nil {
 		return err
 	}
-	if c.includeUsage {
+	if c.includeUsage && !t.turn.NoUsage {
 		b = append(sw.buf[:0], cw.prefix...)
 		b = append(b, `],"usage":`...)
 		b = appendOpenAIUsage(b, t.turn.Usage)
@@ -304,18 +340,6 @@ func (o openAI) stream(sw *sseWriter, c *call) error {
 	}
 	sw.buf = append(sw.buf[:0], "data: [DONE]\n\n"...)
 	return sw.send(false)
-}
-
-// pieces sends s as deltas of field.
-func (openAI) pieces(cw *chunkWriter, field, s string, size int) error {
-	for s != "" {
-		var piece string
-		piece, s = nextPiece(s, size)
-		if err := cw.delta(field, piece); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // interleaved sends every tool call of the turn round-robin by index: first
@@ -352,10 +376,14 @@ func (openAI) interleaved(cw *chunkWriter, c *call) error {
 
 func appendOpenAIUsage(b []byte, u Usage) []byte {
 	prompt := u.Input + u.CacheRead + u.CacheWrite
+	completion := u.Output
+	if u.ReasoningApart {
+		completion -= u.Reasoning
+	}
 	b = append(b, `{"prompt_tokens":`...)
 	b = appendInt(b, prompt)
 	b = append(b, `,"completion_tokens":`...)
-	b = appendInt(b, u.Output)
+	b = appendInt(b, completion)
 	b = append(b, `,"total_tokens":`...)
 	b = appendInt(b, prompt+u.Output)
 	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)

@@ -74,6 +74,14 @@ type Turn struct {
 	// "reasoning_content" (DeepSeek, the default) or "reasoning" (vLLM,
 	// OpenRouter).
 	ReasoningField string `yaml:"reasoning_field,omitempty" json:"reasoning_field,omitempty"`
+	// ContentParts sends OpenAI content as a list of typed parts, as
+	// Mistral's thinking models do: thinking as {"type":"thinking",
+	// "thinking":[{"type":"text","text":…}]} and text as {"type":"text",
+	// "text":…}, instead of string deltas (and no reasoning field).
+	ContentParts bool `yaml:"content_parts,omitempty" json:"content_parts,omitempty"`
+	// NoUsage leaves usage out of the stream even when the client asks
+	// for it, as some compatible servers do.
+	NoUsage bool `yaml:"no_usage,omitempty" json:"no_usage,omitempty"`
 	// InterleaveToolCalls sends the OpenAI deltas of parallel tool calls
 	// round-robin by index instead of one call after the other, as some
 	// compatible servers do.
@@ -112,6 +120,8 @@ type ToolCall struct {
 	// ("{}" when empty). It is not validated, so a script can send broken
 	// arguments on purpose.
 	Arguments string `yaml:"arguments,omitempty" json:"arguments,omitempty"`
+	// Signature is the call's thought signature (Gemini only).
+	Signature string `yaml:"signature,omitempty" json:"signature,omitempty"`
 }
 
 // BlockType names the kind of a [Block].
@@ -131,7 +141,9 @@ type Block struct {
 	Type BlockType `yaml:"type" json:"type"`
 	// Text is the text of a thinking or text block.
 	Text string `yaml:"text,omitempty" json:"text,omitempty"`
-	// Signature closes a thinking block (Anthropic).
+	// Signature closes a thinking block (Anthropic's signature, the
+	// Responses API's encrypted content, Gemini's thought signature) or is
+	// a tool call's thought signature (Gemini).
 	Signature string `yaml:"signature,omitempty" json:"signature,omitempty"`
 	// Data is the payload of a redacted_thinking block (Anthropic).
 	Data string `yaml:"data,omitempty" json:"data,omitempty"`
@@ -152,6 +164,10 @@ type Usage struct {
 	// Reasoning is OpenAI's completion_tokens_details.reasoning_tokens,
 	// part of Output.
 	Reasoning int `yaml:"reasoning,omitempty" json:"reasoning,omitempty"`
+	// ReasoningApart reports reasoning tokens outside completion_tokens,
+	// as xAI does: completion_tokens is Output-Reasoning and total_tokens
+	// still counts them.
+	ReasoningApart bool `yaml:"reasoning_apart,omitempty" json:"reasoning_apart,omitempty"`
 }
 
 // FaultKind names a way a turn fails.
@@ -202,6 +218,9 @@ type Fault struct {
 	// Body, when set, is sent verbatim instead of the generated error body
 	// (http_error, auth) or as the broken chunk's data (malformed).
 	Body string `yaml:"body,omitempty" json:"body,omitempty"`
+	// Comment is sent as an SSE comment line (": …") right before a
+	// stream_error's event, as OpenRouter sends ": OPENROUTER PROCESSING".
+	Comment string `yaml:"comment,omitempty" json:"comment,omitempty"`
 	// RetryAfter is sent verbatim as the Retry-After header of an
 	// http_error: seconds ("2") or an HTTP date.
 	RetryAfter string `yaml:"retry_after,omitempty" json:"retry_after,omitempty"`
@@ -354,7 +373,7 @@ func (t *Turn) blocks() []Block {
 			out = append(out, Block{Type: BlockText, Text: t.Text})
 		}
 		for _, tc := range t.ToolCalls {
-			out = append(out, Block{Type: BlockToolCall, ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments})
+			out = append(out, Block{Type: BlockToolCall, ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments, Signature: tc.Signature})
 		}
 	}
 	for i := range out {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/penguin-agent/penguin/internal/logger"
+	"github.com/penguin-agent/penguin/services/llm/catalog"
 )
 
 // DefaultMaxBodyBytes bounds a request body; base64 images make bodies big,
@@ -35,7 +36,12 @@ type options struct {
 	logger  *slog.Logger
 	record  bool
 	maxBody int64
+	catalog *catalog.Catalog
 }
+
+// WithCatalog sets the catalog whose providers and models the routes
+// imitate (catalog.Builtin() by default).
+func WithCatalog(c *catalog.Catalog) Option { return func(o *options) { o.catalog = c } }
 
 // WithAPIKey makes the server reject requests that do not carry key (OpenAI:
 // "Authorization: Bearer KEY"; Anthropic: "x-api-key: KEY" or the bearer
@@ -73,9 +79,12 @@ type Request struct {
 	RawBody []byte
 	// Body is RawBody parsed as a JSON object; nil when it is not one.
 	Body map[string]any
-	// Provider is "openai" or "anthropic" by the path; empty for other
-	// paths.
+	// Provider is "openai" or "anthropic" by the wire format of the path;
+	// empty for other paths.
 	Provider string
+	// Imitates is the catalog provider the path imitates ("deepseek" for
+	// /deepseek/chat/completions); empty for the plain routes.
+	Imitates string
 	// Turn is the index in Script.Turns of the turn played, or -1 when the
 	// request was refused before one was picked.
 	Turn int
@@ -89,6 +98,7 @@ type Request struct {
 // record is a recorded request before its body is parsed: parsing happens
 // only when a test asks, to keep the request path cheap.
 type record struct {
+	imitates  string
 	seq       int
 	at        time.Time
 	method    string
@@ -118,6 +128,7 @@ type Server struct {
 	URL string
 
 	script   Script
+	catalog  *catalog.Catalog
 	turns    []compiledTurn
 	invalid  error
 	matchers bool
@@ -150,7 +161,11 @@ func New(script Script, opts ...Option) *Server {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.catalog == nil {
+		o.catalog = catalog.Builtin()
+	}
 	s := &Server{
+		catalog: o.catalog,
 		script:  script,
 		invalid: script.Validate(),
 		opts:    o,
@@ -303,7 +318,7 @@ func (s *Server) Requests() []Request {
 	for i, r := range recs {
 		out[i] = Request{
 			Seq: r.seq, Time: r.at, Method: r.method, Path: r.path,
-			Header: r.header.Clone(), RawBody: r.body, Provider: r.provider,
+			Header: r.header.Clone(), RawBody: r.body, Provider: r.provider, Imitates: r.imitates,
 			Turn: r.turn, Status: r.status, RequestID: r.requestID,
 		}
 		var body map[string]any
@@ -356,6 +371,10 @@ type protocol interface {
 	checkHeaders(r *http.Request) *apiError
 	// parse validates a request body; a failure is the provider's 400.
 	parse(body []byte, wantText bool) (callInfo, *apiError)
+	// validate applies the protocol and model rules of the route.
+	validate(body []byte, rt route) *apiError
+	// catalogID is the catalog provider the plain route imitates.
+	catalogID() string
 	// writeError answers e in the provider's format.
 	writeError(w http.ResponseWriter, requestID string, e *apiError)
 	// errorFor fills in a scripted HTTP fault's provider defaults.
@@ -395,6 +414,7 @@ func (c *call) toolID(prefix string, b *Block, n int) string {
 type apiError struct {
 	status     int
 	typ        string
+	param      string
 	code       string
 	message    string
 	body       string // verbatim body, when scripted
@@ -415,22 +435,38 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	n := s.ids.Add(1)
 	requestID := "req_" + s.idPrefix + fmt.Sprintf("%012x", n)
 	var proto protocol
-	switch r.URL.Path {
+	rt, rest := s.routeOf(r.URL.Path)
+	switch rest {
 	case "/v1/chat/completions", "/chat/completions":
 		proto = openAI{}
 		w.Header().Set("x-request-id", requestID)
 	case "/v1/messages":
 		proto = anthropic{}
 		w.Header().Set("request-id", requestID)
+	case "/v1/responses", "/responses":
+		proto = responsesAPI{}
+		w.Header().Set("x-request-id", requestID)
 	default:
+		if m := geminiPath.FindStringSubmatch(rest); m != nil {
+			proto = geminiAPI{model: m[1], streaming: m[2] == "streamGenerateContent"}
+			w.Header().Set("x-request-id", requestID)
+			break
+		}
 		body, _ := io.ReadAll(io.LimitReader(r.Body, s.opts.maxBody))
-		s.record(r, body, "", -1, http.StatusNotFound, requestID)
+		s.record(r, body, "", -1, http.StatusNotFound, requestID, "")
 		openAI{}.writeError(w, requestID, &apiError{status: http.StatusNotFound, typ: "invalid_request_error",
-			message: fmt.Sprintf("emulator: no route for %s %s; it serves POST /v1/chat/completions and POST /v1/messages", r.Method, r.URL.Path)})
+			message: fmt.Sprintf("emulator: no route for %s %s; it serves POST /v1/chat/completions, /v1/responses, /v1/messages and /v1beta/models/MODEL:streamGenerateContent", r.Method, r.URL.Path)})
 		return
 	}
+	if rt.provider == nil {
+		rt.provider = s.catalog.Provider(proto.catalogID())
+	}
+	imitates := ""
+	if rt.strict {
+		imitates = rt.provider.ID
+	}
 	fail := func(body []byte, turn int, e *apiError) {
-		s.record(r, body, proto.name(), turn, e.status, requestID)
+		s.record(r, body, proto.name(), turn, e.status, requestID, imitates)
 		s.log.Info("emulator request refused", "provider", proto.name(), "path", r.URL.Path, "status", e.status, "request_id", requestID, "reason", e.message)
 		proto.writeError(w, requestID, e)
 	}
@@ -461,6 +497,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	info, perr := proto.parse(body, s.matchers)
+	if perr == nil {
+		perr = proto.validate(body, rt)
+	}
 	if perr != nil {
 		fail(body, -1, perr)
 		return
@@ -474,7 +513,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(body, turn.index, proto.errorFor(f))
 		return
 	}
-	s.record(r, body, proto.name(), turn.index, http.StatusOK, requestID)
+	s.record(r, body, proto.name(), turn.index, http.StatusOK, requestID, imitates)
 	s.log.Info("emulator request", "provider", proto.name(), "turn", turnLabel(turn.index, turn.turn.Name), "stream", info.stream, "request_id", requestID)
 
 	c := &call{
@@ -599,13 +638,13 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-func (s *Server) record(r *http.Request, body []byte, provider string, turn, status int, requestID string) {
+func (s *Server) record(r *http.Request, body []byte, provider string, turn, status int, requestID, imitates string) {
 	if !s.opts.record {
 		return
 	}
 	rec := record{
 		at: time.Now(), method: r.Method, path: r.URL.Path, header: r.Header.Clone(),
-		body: body, provider: provider, turn: turn, status: status, requestID: requestID,
+		body: body, provider: provider, turn: turn, status: status, requestID: requestID, imitates: imitates,
 	}
 	s.mu.Lock()
 	s.seq++
@@ -614,6 +653,17 @@ func (s *Server) record(r *http.Request, body []byte, provider string, turn, sta
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
+}
+
+// routeOf splits a path into the catalog provider it imitates, when its
+// first segment is one ("/deepseek/chat/completions"), and the rest.
+func (s *Server) routeOf(path string) (route, string) {
+	if first, rest, ok := strings.Cut(strings.TrimPrefix(path, "/"), "/"); ok {
+		if p := s.catalog.Provider(first); p != nil {
+			return route{provider: p, strict: true}, "/" + rest
+		}
+	}
+	return route{}, path
 }
 
 // bearer returns the token of an "Authorization: Bearer" header.

@@ -217,7 +217,9 @@ func TestMatchPicksTurnsByLastMessage(t *testing.T) {
 	// Anthropic tool_result blocks are matched too: nothing is left, so the
 	// error message quotes the last message.
 	params := anthropicTurn("x")
-	params.Messages = append(params.Messages, anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_1", "RESULT-Z", false)))
+	params.Messages = append(params.Messages,
+		anthropic.NewAssistantMessage(anthropic.NewToolUseBlock("toolu_1", map[string]any{}, "subagent")),
+		anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_1", "RESULT-Z", false)))
 	got := streamAnthropic(t, ctx, srv, newHeaderTap(t), params)
 	if got.err == nil || !strings.Contains(got.err.Error(), "RESULT-Z") {
 		t.Errorf("error %v, want the exhausted message quoting RESULT-Z", got.err)

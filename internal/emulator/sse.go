@@ -125,7 +125,11 @@ func (sw *sseWriter) maybeFault(atEnd bool) error {
 	case FaultMalformed:
 		sw.buf = sw.framer.appendMalformed(sw.buf[:0], f.Body)
 	case FaultStreamError:
-		sw.buf = sw.framer.appendStreamError(sw.buf[:0], f)
+		sw.buf = sw.buf[:0]
+		if f.Comment != "" {
+			sw.buf = append(append(append(sw.buf, ": "...), f.Comment...), "\n\n"...)
+		}
+		sw.buf = sw.framer.appendStreamError(sw.buf, f)
 	case FaultDrop:
 		_ = sw.rc.Flush()
 		sw.drop(f.Reset)

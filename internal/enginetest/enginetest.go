@@ -46,6 +46,7 @@ providers:
       - id: m
         context_window: 200000
         max_tokens: 4096
+        cost: {input: 3, output: 15, cache_read: 0.3}
 `
 
 // Backends are a real llm service, whose only model is the emulator

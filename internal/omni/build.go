@@ -152,11 +152,21 @@ func WithOrigin(m *penguinv1.OmniMessage, childSessionID string) *penguinv1.Omni
 }
 
 // AddTokenCounts returns the sum of two token counts; nil counts as zero.
+// The cost is summed where either side has one (a side without a price adds
+// nothing), and a side whose usage was not reported marks the sum, so a
+// session's totals say when they are a lower bound.
 func AddTokenCounts(a, b *penguinv1.TokenCounts) *penguinv1.TokenCounts {
-	return &penguinv1.TokenCounts{
+	sum := &penguinv1.TokenCounts{
 		CacheRead:  a.GetCacheRead() + b.GetCacheRead(),
 		CacheWrite: a.GetCacheWrite() + b.GetCacheWrite(),
 		Output:     a.GetOutput() + b.GetOutput(),
 		Total:      a.GetTotal() + b.GetTotal(),
+		Reasoning:  a.GetReasoning() + b.GetReasoning(),
+		Unreported: a.GetUnreported() || b.GetUnreported(),
 	}
+	if (a != nil && a.CostUsd != nil) || (b != nil && b.CostUsd != nil) {
+		cost := a.GetCostUsd() + b.GetCostUsd()
+		sum.CostUsd = &cost
+	}
+	return sum
 }

@@ -255,4 +255,14 @@ func TestAddTokenCounts(t *testing.T) {
 	if sum.CacheRead != 11 || sum.CacheWrite != 22 || sum.Output != 33 || sum.Total != 44 {
 		t.Fatalf("sum %v", sum)
 	}
+	if sum.CostUsd != nil || sum.Unreported {
+		t.Fatalf("a sum of unpriced, reported counts has a cost or is unreported: %v", sum)
+	}
+	cost := 0.25
+	sum = omni.AddTokenCounts(sum, &penguinv1.TokenCounts{Output: 1, Total: 1, Reasoning: 1, CostUsd: &cost})
+	sum = omni.AddTokenCounts(sum, &penguinv1.TokenCounts{Unreported: true})
+	sum = omni.AddTokenCounts(sum, &penguinv1.TokenCounts{Output: 1, Total: 1, CostUsd: &cost})
+	if sum.GetCostUsd() != 0.5 || !sum.Unreported || sum.Reasoning != 1 || sum.Output != 35 {
+		t.Fatalf("running total = %v", sum)
+	}
 }

@@ -17,9 +17,11 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/emulator"
 	"github.com/penguin-agent/penguin/internal/enginetest"
+	"github.com/penguin-agent/penguin/internal/metrictest"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -33,6 +35,7 @@ type realStack struct {
 	client   penguinv1.EngineServiceClient
 	mgr      *session.Manager
 	agentDir string
+	metrics  *prometheus.Registry
 }
 
 func dialReal(t *testing.T, addr string) *grpc.ClientConn {
@@ -48,7 +51,7 @@ func dialReal(t *testing.T, addr string) *grpc.ClientConn {
 func newRealStack(t *testing.T, turns ...emulator.Turn) *realStack {
 	t.Helper()
 	b := enginetest.NewBackends(t, turns...)
-	s := &realStack{emu: b.Emulator, root: b.Root, agentDir: filepath.Join(t.TempDir(), "agent")}
+	s := &realStack{emu: b.Emulator, root: b.Root, agentDir: filepath.Join(t.TempDir(), "agent"), metrics: prometheus.NewRegistry()}
 	if err := os.MkdirAll(s.agentDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +64,7 @@ func newRealStack(t *testing.T, turns ...emulator.Turn) *realStack {
 	}
 	mgr, err := session.New(session.Options{
 		Store: st, LLM: penguinv1.NewLLMServiceClient(dialReal(t, b.LLM)), Environment: penguinv1.NewEnvironmentServiceClient(dialReal(t, b.Environment)),
-		DefaultAgentState: s.agentDir, Logger: slog.New(slog.DiscardHandler),
+		DefaultAgentState: s.agentDir, Logger: slog.New(slog.DiscardHandler), Registerer: s.metrics,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -312,5 +315,48 @@ func TestRealServicesCompactionAndSubagent(t *testing.T) {
 	last := string(lastBody)
 	if !strings.Contains(last, "it was bird") || strings.Contains(last, "ask a helper") {
 		t.Fatalf("the request after compaction does not start from the summary: %s", last)
+	}
+}
+
+// TestRealServicesCost checks that each request's token usage carries its
+// cost from the model's price and the session's running total, and that
+// the engine's metrics count tokens and cost per provider and model.
+func TestRealServicesCost(t *testing.T) {
+	s := newRealStack(t,
+		emulator.Turn{Text: "Looking.", ToolCalls: []emulator.ToolCall{{ID: "c1", Name: "exec_command", Arguments: `{"cmd":"echo hi","description":"hi"}`}},
+			Usage: emulator.Usage{Input: 1000, Output: 100, CacheRead: 2000}},
+		emulator.Turn{Text: "Done.", Usage: emulator.Usage{Input: 500, Output: 50}},
+	)
+	id := s.create(t, allowAll)
+	evs := s.run(t, id, "say hi")
+	if st := end(t, evs); st.GetStatus() != completedS {
+		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
+	}
+	var usages []*penguinv1.TokenUsage
+	for _, m := range enginetest.Messages(evs) {
+		if tu := m.GetTokenUsage(); tu != nil {
+			usages = append(usages, tu)
+		}
+	}
+	if len(usages) != 2 {
+		t.Fatalf("%d token_usage events", len(usages))
+	}
+	// 1000 uncached input at 3, 2000 cache reads at 0.3, 100 output at 15.
+	first := (1000*3 + 2000*0.3 + 100*15) / 1e6
+	second := (500*3 + 50*15) / 1e6
+	near := func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+	if u := usages[0]; !near(u.GetRequest().GetCostUsd(), first) || !near(u.GetSession().GetCostUsd(), first) ||
+		u.GetProvider() != enginetest.Model.GetProvider() || u.GetModelId() != enginetest.Model.GetModelId() {
+		t.Errorf("first usage = %v, want cost %v", u, first)
+	}
+	if u := usages[1]; !near(u.GetRequest().GetCostUsd(), second) || !near(u.GetSession().GetCostUsd(), first+second) {
+		t.Errorf("second usage = %v, want cost %v and a running total of %v", u, second, first+second)
+	}
+	labels := map[string]string{"provider": enginetest.Model.GetProvider(), "model": enginetest.Model.GetModelId()}
+	cost, _ := metrictest.Value(t, s.metrics, "penguin_engine_cost_usd_total", labels)
+	labels["kind"] = "output"
+	out, _ := metrictest.Value(t, s.metrics, "penguin_engine_tokens_total", labels)
+	if !near(cost, first+second) || out != 150 {
+		t.Errorf("metrics: cost %v output tokens %v", cost, out)
 	}
 }

@@ -2,6 +2,12 @@ package engine_test
 
 import (
 	"context"
+	"errors"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +19,7 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"
+	"github.com/penguin-agent/penguin/services/engine/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 )
@@ -492,10 +499,17 @@ func TestManualCompactOverGRPC(t *testing.T) {
 		fake.NewReply().Text("fresh").Done(),
 	)
 	id := e.create(allowAll)
+	if resp, err := e.client.Compact(e.ctx(), &penguinv1.CompactRequest{SessionId: id}); err != nil || resp.GetStatus() != penguinv1.StopReason_STOP_REASON_FAILED || !strings.Contains(resp.GetMessage(), "the context is empty") {
+		t.Fatalf("Compact of a new session: %v %v", resp, err)
+	}
 	end(t, e.run(id, "one"))
 	resp, err := e.client.Compact(e.ctx(), &penguinv1.CompactRequest{SessionId: id})
 	if err != nil || resp.GetStatus() != completedS {
 		t.Fatalf("Compact: %v %v", resp, err)
+	}
+	// Compacting again at once has nothing to compact, and says why.
+	if resp, err := e.client.Compact(e.ctx(), &penguinv1.CompactRequest{SessionId: id}); err != nil || resp.GetStatus() != penguinv1.StopReason_STOP_REASON_FAILED || !strings.Contains(resp.GetMessage(), "just compacted") {
+		t.Fatalf("Compact right after a compaction: %v %v", resp, err)
 	}
 	end(t, e.run(id, "two"))
 	req := e.llm.Requests()[2]
@@ -510,25 +524,119 @@ func TestManualCompactOverGRPC(t *testing.T) {
 	}
 }
 
+// exportTrace reads ExportTrace to its end.
+func exportTrace(e *env, req *penguinv1.ExportTraceRequest) ([]*penguinv1.ExportTraceResponse, error) {
+	stream, err := e.client.ExportTrace(e.ctx(), req)
+	if err != nil {
+		return nil, err
+	}
+	var out []*penguinv1.ExportTraceResponse
+	for {
+		r, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+}
+
 func TestExportTrace(t *testing.T) {
 	e := newEnv(t)
 	e.llm.Generate = fake.Script(fake.NewReply().Text("hi").Done())
 	id := e.create(allowAll)
 	end(t, e.run(id, "hello"))
-	stream, err := e.client.ExportTrace(e.ctx(), &penguinv1.ExportTraceRequest{SessionId: id})
+	lines, err := exportTrace(e, &penguinv1.ExportTraceRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != len(history(t, e, id)) || !strings.Contains(lines[0].GetLine(), "session_meta") {
+		t.Fatalf("trace = %v", lines)
+	}
+	for _, l := range lines {
+		if l.GetContextIndex() != 1 {
+			t.Fatalf("line %q in context %d, want 1", l.GetLine(), l.GetContextIndex())
+		}
+	}
+}
+
+// A compacted session exports one trace per model context, as the
+// reference writes one trace file per context: each opens with its own
+// session_meta and holds no other, the compaction belongs to the context
+// it closed, and one context can be asked for alone.
+func TestExportTraceOfACompactedSession(t *testing.T) {
+	e := newEnv(t)
+	e.llm.Generate = fake.Script(
+		fake.NewReply().Text("long answer").Done(),
+		fake.NewReply().Text("[summary]we talked[/summary]").Done(),
+		fake.NewReply().Text("fresh").Done(),
+	)
+	id := e.create(allowAll)
+	end(t, e.run(id, "one"))
+	if resp, err := e.client.Compact(e.ctx(), &penguinv1.CompactRequest{SessionId: id}); err != nil || resp.GetStatus() != completedS {
+		t.Fatalf("Compact: %v %v", resp, err)
+	}
+	end(t, e.run(id, "two"))
+
+	all, err := exportTrace(e, &penguinv1.ExportTraceRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byContext := map[int32][]string{}
+	prev := int32(1)
+	for _, l := range all {
+		if l.GetContextIndex() < prev {
+			t.Fatalf("context index went back from %d to %d", prev, l.GetContextIndex())
+		}
+		prev = l.GetContextIndex()
+		byContext[prev] = append(byContext[prev], l.GetLine())
+	}
+	if len(byContext) != 2 || len(all) != len(history(t, e, id)) {
+		t.Fatalf("%d lines in contexts %v, want every line of the log in two", len(all), slices.Collect(maps.Keys(byContext)))
+	}
+	for idx, lines := range byContext {
+		msgs, err := trace.ReadJSONL(strings.NewReader(strings.Join(lines, "\n") + "\n"))
+		if err != nil {
+			t.Fatalf("context %d does not read as a trace: %v", idx, err)
+		}
+		got := enginetest.Kinds(msgs)
+		if got[0] != "session_meta" || enginetest.CountKind(msgs, "session_meta") != 1 {
+			t.Fatalf("context %d = %v, want one session_meta, first", idx, got)
+		}
+		switch idx {
+		case 1:
+			if got[len(got)-1] != "compaction_end" || !enginetest.HasText(msgs, "one") {
+				t.Fatalf("context 1 = %v, want the first task and the compaction that closed it", got)
+			}
+		case 2:
+			if !enginetest.HasText(msgs, "two") || enginetest.HasText(msgs, "one") || enginetest.CountKind(msgs, "compaction_begin") != 0 {
+				t.Fatalf("context 2 = %v, want the summary and the second task alone", got)
+			}
+		}
+	}
+	// One context alone is exactly that context's lines.
+	second, err := exportTrace(e, &penguinv1.ExportTraceRequest{SessionId: id, ContextIndex: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var lines []string
-	for {
-		r, err := stream.Recv()
-		if err != nil {
-			break
+	for _, l := range second {
+		lines = append(lines, l.GetLine())
+		if l.GetContextIndex() != 2 {
+			t.Fatalf("line of context %d in the export of context 2", l.GetContextIndex())
 		}
-		lines = append(lines, r.GetLine())
 	}
-	if len(lines) != len(history(t, e, id)) || !strings.Contains(lines[0], "session_meta") {
-		t.Fatalf("trace = %v", lines)
+	if !slices.Equal(lines, byContext[2]) {
+		t.Fatalf("context 2 alone = %d lines, want the %d of the full export", len(lines), len(byContext[2]))
+	}
+	// A context that does not exist, and a negative index, say so.
+	if _, err := exportTrace(e, &penguinv1.ExportTraceRequest{SessionId: id, ContextIndex: 3}); code(err) != codes.NotFound || !strings.Contains(err.Error(), "has 2 model contexts") {
+		t.Fatalf("context 3: %v, want NotFound naming the 2 contexts", err)
+	}
+	if _, err := exportTrace(e, &penguinv1.ExportTraceRequest{SessionId: id, ContextIndex: -1}); code(err) != codes.InvalidArgument {
+		t.Fatalf("context -1: %v, want InvalidArgument", err)
 	}
 }
 
@@ -617,4 +725,46 @@ func TestTwoEnginesShareAStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	end(t, evs)
+}
+
+// An agent whose system_config.yaml is in the reference's spelling runs as
+// written: its request timeout reaches the model request, its context
+// threshold triggers a compaction, and its turn threshold is read.
+func TestAnAgentInTheReferencesSpellingRuns(t *testing.T) {
+	e := newEnv(t)
+	ref := `name: default_agent
+version: 3
+system_prompt: |
+  You are {{AGENT_ID}}.
+  {{SCHEDULES}}
+max_turns: -1
+model:
+  max_tokens: 32000
+  thinking_level: medium
+  timeoutMs: 4321
+compaction:
+  max_context_length: 500
+  max_session_turns: -1
+  mode: discard
+`
+	if err := os.WriteFile(filepath.Join(e.agentDir, "system_config.yaml"), []byte(ref), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.llm.Generate = fake.Script(
+		fake.NewReply().ToolCall("c1", "read_file", `{"file_path":"a"}`).Usage(1000).Outcome(&penguinv1.LLMOutcome{Status: completedS}),
+		fake.NewReply().Text("done").Done(),
+	)
+	id := e.create(allowAll)
+	if st := end(t, e.run(id, "go")); st.GetStatus() != completedS {
+		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
+	}
+	reqs := e.llm.Requests()
+	if len(reqs) != 2 || reqs[0].GetRequestTimeoutMs() != 4321 || strings.Contains(reqs[0].GetSystemPrompt(), "{{") {
+		t.Fatalf("%d requests; first: timeout %d, system prompt %q", len(reqs), reqs[0].GetRequestTimeoutMs(), reqs[0].GetSystemPrompt())
+	}
+	// The context threshold of 500 was passed: the second request starts
+	// a fresh context, the old one discarded.
+	if len(reqs[1].GetHistory()) != 0 || !strings.Contains(reqs[1].GetNewMessages()[0].GetText().GetText(), "[context_discarded]") {
+		t.Fatalf("second request: history %v, input %v", enginetest.Kinds(reqs[1].GetHistory()), reqs[1].GetNewMessages())
+	}
 }

@@ -33,7 +33,7 @@ type Sessions interface {
 	RetryNow(ctx context.Context, id string) (bool, error)
 	Compact(ctx context.Context, id string, mode penguinv1.CompactionMode) (penguinv1.StopReason, string, error)
 	History(ctx context.Context, id string, after int64, limit int) ([]*penguinv1.RunEvent, bool, error)
-	Export(ctx context.Context, id string, send func(line string) error) error
+	Export(ctx context.Context, id string, index int, send func(line string, index int) error) error
 }
 
 // Server implements penguinv1.EngineServiceServer.
@@ -242,14 +242,15 @@ func (s *Server) GetHistory(ctx context.Context, req *penguinv1.GetHistoryReques
 	return &penguinv1.GetHistoryResponse{Events: evs, More: more}, nil
 }
 
-// ExportTrace streams a session's log as JSONL trace lines.
+// ExportTrace streams a session's log as JSONL trace lines: one model
+// context, or all of them with each line's context index.
 func (s *Server) ExportTrace(req *penguinv1.ExportTraceRequest, stream grpc.ServerStreamingServer[penguinv1.ExportTraceResponse]) error {
 	if err := need(req.GetSessionId()); err != nil {
 		return err
 	}
 	ctx := stream.Context()
-	err := s.sessions.Export(ctx, req.GetSessionId(), func(line string) error {
-		return stream.Send(&penguinv1.ExportTraceResponse{Line: line})
+	err := s.sessions.Export(ctx, req.GetSessionId(), int(req.GetContextIndex()), func(line string, index int) error {
+		return stream.Send(&penguinv1.ExportTraceResponse{Line: line, ContextIndex: int32(index)})
 	})
 	if err != nil {
 		return s.status(ctx, err)

@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -336,4 +338,74 @@ func between(s, from, to string) string {
 		return s[:j]
 	}
 	return s
+}
+
+// Nine run_subagent calls in one turn, the limit being eight: the ninth is
+// refused before a child session exists, so the store holds eight children
+// and the parent's log eight subagent pointers. The children hold their
+// answers until the refusal is in the parent's log, so the eight are still
+// running when the ninth asks.
+func TestNineSubagentsAtOnceCreateEight(t *testing.T) {
+	e := newEnv(t)
+	var calls []*fake.Reply
+	first := fake.NewReply()
+	for i := 1; i <= 9; i++ {
+		first.ToolCall(fmt.Sprintf("p%d", i), "run_subagent", fmt.Sprintf(`{"description":"d","prompt":"part %d"}`, i))
+	}
+	calls = append(calls, first.Done(), fake.NewReply().Text("eight answered").Done())
+	var id string
+	refused := func() bool {
+		resp, err := e.client.GetHistory(context.Background(), &penguinv1.GetHistoryRequest{SessionId: id})
+		if err != nil {
+			return false
+		}
+		for _, m := range enginetest.Messages(resp.GetEvents()) {
+			if strings.Contains(m.GetToolCallOutput().GetOutput(), "running already") {
+				return true
+			}
+		}
+		return false
+	}
+	var children []*fake.Reply
+	for range 9 {
+		r := fake.NewReply().Text("part done").Done()
+		r.Before = func(ctx context.Context) error { return eventually.Wait(ctx, refused) }
+		children = append(children, r)
+	}
+	e.llm.Generate = split(calls, children)
+	id = e.create(allowAll)
+	evs := e.run(id, "split the work")
+	if st := end(t, evs); st.GetStatus() != completedS {
+		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
+	}
+	var kids int
+	token := ""
+	for {
+		resp, err := e.client.ListSessions(e.ctx(), &penguinv1.ListSessionsRequest{PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range resp.GetSessions() {
+			if s.GetParentSessionId() == id {
+				kids++
+			}
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	parentLog := enginetest.Messages(history(t, e, id))
+	var answered, refusals int
+	for _, m := range parentLog {
+		switch o := m.GetToolCallOutput(); {
+		case o == nil:
+		case o.GetOutput() == "part done":
+			answered++
+		case strings.Contains(o.GetOutput(), "8 subagents are running already"):
+			refusals++
+		}
+	}
+	if kids != 8 || enginetest.CountKind(parentLog, "subagent") != 8 || answered != 8 || refusals != 1 {
+		t.Fatalf("%d child sessions, %d pointers, %d answers, %d refusals; want 8, 8, 8, 1", kids, enginetest.CountKind(parentLog, "subagent"), answered, refusals)
+	}
 }

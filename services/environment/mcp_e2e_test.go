@@ -7,6 +7,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/environment"
+	"google.golang.org/protobuf/proto"
 )
 
 func TestMCPServers(t *testing.T) {
@@ -90,4 +91,25 @@ func TestMCPServers(t *testing.T) {
 	}
 	// The server survives a timed-out call.
 	wantStop(t, h.exec(env, "mcp__t__echo", `{"text":"again"}`), ok, "echo: again")
+}
+
+// An MCP server's max_output_length caps the output of each of its tools;
+// zero turns truncation off; unset keeps the environment's default.
+func TestMCPServerOutputCap(t *testing.T) {
+	bin := buildMCPServer(t)
+	h := start(t, environment.Options{})
+	long := strings.Repeat("abcdefghij", 10)
+	resp := h.create(&penguinv1.CreateEnvironmentRequest{Tools: &penguinv1.ToolConfig{
+		NoBuiltins: true,
+		McpServers: []*penguinv1.McpServer{
+			{Name: "capped", Command: bin, MaxOutputLength: proto.Int64(20)},
+			{Name: "open", Command: bin, MaxOutputLength: proto.Int64(0)},
+		},
+	}})
+	env := resp.GetEnvironmentId()
+	capped := h.exec(env, "mcp__capped__echo", `{"text":"`+long+`"}`)
+	if strings.Contains(capped.text(), long) || !strings.Contains(capped.text(), "echo: abcdefghijabcd") {
+		t.Fatalf("capped output:\n%s", capped.text())
+	}
+	wantStop(t, h.exec(env, "mcp__open__echo", `{"text":"`+long+`"}`), ok, "echo: "+long)
 }

@@ -318,6 +318,12 @@ func TestTraceDownload(t *testing.T) {
 		if r.GetSessionId() != "s-1" {
 			return status.Error(codes.NotFound, "no such session")
 		}
+		if r.GetContextIndex() == 2 {
+			return s.Send(&penguinv1.ExportTraceResponse{Line: `{"type":"session_meta","n":2}`, ContextIndex: 2})
+		}
+		if r.GetContextIndex() != 0 {
+			return status.Error(codes.NotFound, "the session has 2 contexts")
+		}
 		for _, l := range []string{`{"type":"session_meta"}`, `{"type":"model_msg"}`} {
 			if err := s.Send(&penguinv1.ExportTraceResponse{Line: l}); err != nil {
 				return err
@@ -332,5 +338,16 @@ func TestTraceDownload(t *testing.T) {
 	}
 	if resp, _ := do(t, "GET", web.URL+"/api/sessions/nope/trace", ""); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("unknown session trace: %d", resp.StatusCode)
+	}
+	resp, body = do(t, "GET", web.URL+"/api/sessions/s-1/trace?context=2", "")
+	if resp.StatusCode != http.StatusOK || body != "{\"type\":\"session_meta\",\"n\":2}\n" ||
+		!strings.Contains(resp.Header.Get("Content-Disposition"), `filename="s-1_002.jsonl"`) {
+		t.Fatalf("context 2: %d %q %q", resp.StatusCode, body, resp.Header.Get("Content-Disposition"))
+	}
+	if resp, _ := do(t, "GET", web.URL+"/api/sessions/s-1/trace?context=3", ""); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a context that does not exist: %d", resp.StatusCode)
+	}
+	if resp, _ := do(t, "GET", web.URL+"/api/sessions/s-1/trace?context=-1", ""); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a negative context: %d", resp.StatusCode)
 	}
 }

@@ -106,7 +106,14 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 // trace downloads the session's log in the reference's JSONL trace format.
 func (g *Gateway) trace(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	stream, err := g.engine.ExportTrace(r.Context(), &penguinv1.ExportTraceRequest{SessionId: id})
+	// ?context=N exports one context of a compacted session (1-based);
+	// without it every context comes, in order, each from its session_meta.
+	ctxIndex, err := queryInt32(r, "context")
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	stream, err := g.engine.ExportTrace(r.Context(), &penguinv1.ExportTraceRequest{SessionId: id, ContextIndex: ctxIndex})
 	if err != nil {
 		g.fail(w, r, err)
 		return
@@ -119,7 +126,12 @@ func (g *Gateway) trace(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if r.URL.Query().Get("download") != "0" {
-		w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s.jsonl"`, safeFileName(id)))
+		name := safeFileName(id)
+		if ctxIndex > 0 {
+			// The name `penguin sessions export` gives the same context.
+			name = fmt.Sprintf("%s_%03d", name, ctxIndex)
+		}
+		w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s.jsonl"`, name))
 	}
 	for line := first; line != nil; {
 		_, _ = io.WriteString(w, line.GetLine()+"\n")

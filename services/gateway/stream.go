@@ -12,6 +12,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -35,12 +36,6 @@ type serverEvent struct {
 	// RetryInMs is the wait before the next reconnect, in retry_wait. A
 	// JSON number: it is far below 2^53.
 	RetryInMs int64 `json:"retry_in_ms,omitempty"`
-}
-
-// enumWord turns a proto enum name such as SESSION_STATE_AWAITING_APPROVAL
-// into the reference's lower-case word (awaiting_approval).
-func enumWord(name, prefix string) string {
-	return strings.ToLower(strings.TrimPrefix(name, prefix))
 }
 
 // sseFrame renders one run event as an SSE frame whose id is the session's
@@ -87,19 +82,19 @@ func (g *Gateway) approvalEvent(ar *penguinv1.ApprovalRequest) ([]byte, error) {
 	}
 	return json.Marshal(serverEvent{
 		Type: "approval_request", ToolCall: call, Origin: ar.GetOrigin(),
-		Permission: enumWord(ar.GetPermission().String(), "PERMISSION_"),
+		Permission: enumword.Word(ar.GetPermission()),
 	})
 }
 
 func stateEvent(s *penguinv1.RunStateChange) serverEvent {
 	se := serverEvent{
 		Type:      "task_state",
-		State:     enumWord(s.GetState().String(), "SESSION_STATE_"),
+		State:     enumword.Word(s.GetState()),
 		Message:   s.GetMessage(),
 		RetryInMs: s.GetRetryInMs(),
 	}
 	if s.GetStatus() != penguinv1.StopReason_STOP_REASON_UNSPECIFIED {
-		se.Status = enumWord(s.GetStatus().String(), "STOP_REASON_")
+		se.Status = enumword.Word(s.GetStatus())
 	}
 	return se
 }

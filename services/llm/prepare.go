@@ -42,16 +42,17 @@ func (s *Service) prepare(req *penguinv1.StreamGenerateRequest) (*stream.Request
 			return nil, invalid("request is %d bytes, more than the %d bytes the gateway takes; compact the history", n, s.maxBytes)
 		}
 	}
+	reg := s.registry()
 	ref := req.GetModel()
 	if ref.GetProvider() == "" {
-		return nil, invalid("model.provider is required: name a provider route (known providers: %s)", known(s.reg))
+		return nil, invalid("model.provider is required: name a provider route (known providers: %s)", known(reg))
 	}
 	if ref.GetModelId() == "" {
 		return nil, invalid("model.model_id is required: name the model to call on provider %q", ref.GetProvider())
 	}
-	_, route, ok := s.reg.Lookup(ref.GetProvider())
+	adapter, route, ok := reg.Lookup(ref.GetProvider())
 	if !ok {
-		return nil, invalid("unknown provider %q; known providers: %s", ref.GetProvider(), known(s.reg))
+		return nil, invalid("unknown provider %q; known providers: %s", ref.GetProvider(), known(reg))
 	}
 	if _, ok := penguinv1.ThinkingLevel_name[int32(req.GetThinkingLevel())]; !ok {
 		return nil, invalid("thinking_level %d is not a thinking level", req.GetThinkingLevel())
@@ -63,6 +64,9 @@ func (s *Service) prepare(req *penguinv1.StreamGenerateRequest) (*stream.Request
 		return nil, invalid("context_window %d is negative", req.GetContextWindow())
 	}
 	spec := route.Model(ref.GetModelId())
+	if !spec.Known {
+		s.unknownModel(route.Name, spec.ID)
+	}
 
 	msgs, err := messages(req, spec)
 	if err != nil {
@@ -76,12 +80,20 @@ func (s *Service) prepare(req *penguinv1.StreamGenerateRequest) (*stream.Request
 	if window == 0 {
 		window = spec.ContextWindow
 	}
+	// The output cap: the caller's, never above the model's output limit;
+	// the limit itself when the caller sets none, or a conservative value
+	// when nobody knows the model's limit.
 	want := req.GetMaxTokens()
 	switch {
-	case want == 0:
+	case want == 0 && spec.MaxTokens == 0:
+		want = UnknownModelMaxTokens
+	case want == 0 || (spec.MaxTokens > 0 && want > spec.MaxTokens):
 		want = spec.MaxTokens
-	case spec.MaxTokens > 0:
-		want = min(want, spec.MaxTokens)
+	}
+	var temperature *float32
+	if req.Temperature != nil && spec.Temperature {
+		t := req.GetTemperature()
+		temperature = &t
 	}
 	input := limits.Input(req.GetSystemPrompt(), req.GetTools(), msgs)
 	capTokens, room, err := limits.OutputCap(want, window, input)
@@ -99,7 +111,32 @@ func (s *Service) prepare(req *penguinv1.StreamGenerateRequest) (*stream.Request
 		MaxTokens:     capTokens,
 		OutputRoom:    room,
 		InputEstimate: input,
+		Temperature:   temperature,
+		Adapter:       adapter,
 	}, nil
+}
+
+// UnknownModelMaxTokens is the output cap of a model that neither the
+// catalog nor the providers file describes: small enough for any model
+// and server to take.
+const UnknownModelMaxTokens = 4096
+
+// maxUnknownLogged bounds the unknown models remembered for the log.
+const maxUnknownLogged = 1024
+
+// unknownModel says once per route and model that a model is not known
+// and what the gateway sends it instead.
+func (s *Service) unknownModel(route, model string) {
+	// Bounded: a client sending made-up ids must not grow the set.
+	if s.unknownN.Load() >= maxUnknownLogged {
+		return
+	}
+	if _, seen := s.unknown.LoadOrStore(route+"\x00"+model, true); seen {
+		return
+	}
+	s.unknownN.Add(1)
+	s.log.Warn("a model is not in the catalog or the providers file: it gets conservative defaults (add it to the providers file to change them)",
+		"provider", route, "model", model, "max_tokens", UnknownModelMaxTokens, "reasoning", "none sent", "temperature", "not sent")
 }
 
 // messages joins history and new messages into the model conversation and

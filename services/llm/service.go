@@ -17,6 +17,9 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -24,9 +27,12 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/logger"
+	"github.com/penguin-agent/penguin/services/llm/catalog"
 	"github.com/penguin-agent/penguin/services/llm/failure"
+	"github.com/penguin-agent/penguin/services/llm/providers"
 	"github.com/penguin-agent/penguin/services/llm/registry"
 	"github.com/penguin-agent/penguin/services/llm/stream"
+	"github.com/penguin-agent/penguin/services/llm/translate"
 )
 
 // DefaultRequestTimeout applies when a request does not set its own.
@@ -51,17 +57,26 @@ type Options struct {
 	MaxRequestBytes int
 	// Logger logs handler-level problems; nil discards them.
 	Logger *slog.Logger
+	// Catalog is the catalog the routes were built from, for the notice
+	// that says how to add a provider; nil means catalog.Builtin().
+	Catalog *catalog.Catalog
 }
 
 // Service implements penguinv1.LLMServiceServer.
 type Service struct {
 	penguinv1.UnimplementedLLMServiceServer
 
-	reg      *registry.Registry
+	routes   atomic.Pointer[registry.Registry]
 	streamer stream.Streamer
 	timeout  time.Duration
 	maxBytes int
 	log      *slog.Logger
+	notice   string
+
+	source    *routeSource          // set by Setup; nil: nothing to reload
+	reloadErr atomic.Pointer[error] // the last reload's error, until one succeeds
+	unknown   sync.Map              // "route\x00model" of unknown models already logged
+	unknownN  atomic.Int64          // its size
 }
 
 // New returns the service for opts.
@@ -69,7 +84,12 @@ func New(opts Options) (*Service, error) {
 	if opts.Registry == nil {
 		return nil, errors.New("llm: a registry is required")
 	}
-	s := &Service{reg: opts.Registry, timeout: opts.DefaultRequestTimeout, maxBytes: opts.MaxRequestBytes, log: opts.Logger}
+	cat := opts.Catalog
+	if cat == nil {
+		cat = catalog.Builtin()
+	}
+	s := &Service{timeout: opts.DefaultRequestTimeout, maxBytes: opts.MaxRequestBytes, log: opts.Logger, notice: noProviderNotice(cat)}
+	s.routes.Store(opts.Registry)
 	if s.timeout == 0 {
 		s.timeout = DefaultRequestTimeout
 	}
@@ -81,24 +101,71 @@ func New(opts Options) (*Service, error) {
 	return s, nil
 }
 
-// dispatch hands the request to the adapter of its route.
+// noProviderNotice says that no provider is configured and how to add one.
+func noProviderNotice(cat *catalog.Catalog) string {
+	vars := providers.KeyVars(cat)
+	if len(vars) > 6 {
+		vars = append(vars[:6:6], "…")
+	}
+	return "no model provider is configured: set an API key variable (" + strings.Join(vars, ", ") +
+		"; or OLLAMA_HOST, VLLM_BASE_URL, LLAMACPP_BASE_URL for a local server), or write a providers file " +
+		"(penguin serve --providers FILE, picked up without a restart); `penguin models` lists the providers and models"
+}
+
+// registry returns the routes in use.
+func (s *Service) registry() *registry.Registry { return s.routes.Load() }
+
+// dispatch hands the request to the adapter of its route. The token usage
+// the adapter reports gets the request's model and its cost from the
+// model's price, so every adapter is priced the same way.
 func (s *Service) dispatch(ctx context.Context, req *stream.Request, emit stream.Emit) *penguinv1.LLMOutcome {
-	adapter, _, ok := s.reg.Lookup(req.Provider)
-	if !ok {
+	adapter := req.Adapter
+	if adapter == nil {
 		fe := failure.New(penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_INVALID_REQUEST,
 			"provider route %q is not registered", req.Provider)
 		fe.Permanent = true
 		return fe.Outcome()
 	}
-	return adapter.Stream(ctx, req, emit)
+	return adapter.Stream(ctx, req, func(m *penguinv1.OmniMessage) error {
+		if tu := m.GetTokenUsage(); tu != nil {
+			price(tu, req)
+		}
+		return emit(m)
+	})
+}
+
+// price fills in a token usage's model and cost. The service is stateless,
+// so the session counts it gets from the adapter are the request's own;
+// the engine, which owns the session, keeps the running total.
+func price(tu *penguinv1.TokenUsage, req *stream.Request) {
+	tu.Provider, tu.ModelId = req.Provider, req.Model
+	r := tu.GetRequest()
+	if r == nil || r.GetUnreported() || req.Spec.Cost == nil {
+		return
+	}
+	cost := req.Spec.Cost.Of(catalog.Usage{
+		Input: max(r.GetTotal()-r.GetOutput(), 0), CacheRead: r.GetCacheRead(), CacheWrite: r.GetCacheWrite(), Output: r.GetOutput(),
+	})
+	r.CostUsd = &cost
+	if sess := tu.GetSession(); sess != nil && sess != r {
+		sess.CostUsd = &cost
+	}
 }
 
 // Generate runs one request: it validates req, then streams the answer
 // through send, the outcome last. A validation failure is returned as an
 // *InvalidRequestError before anything is sent; any other error is send's
-// own (the consumer is gone). It is what StreamGenerate runs, exported for
-// callers in the same process.
+// own (the consumer is gone). With no provider configured at all, the
+// answer is one outcome (auth, MISSING_CREDENTIAL, permanent) that says
+// how to add one. It is what StreamGenerate runs, exported for callers in
+// the same process.
 func (s *Service) Generate(ctx context.Context, req *penguinv1.StreamGenerateRequest, send func(*penguinv1.StreamGenerateResponse) error) error {
+	if s.registry().Len() == 0 {
+		return send(&penguinv1.StreamGenerateResponse{Frame: &penguinv1.StreamGenerateResponse_Outcome{Outcome: &penguinv1.LLMOutcome{
+			Status: penguinv1.StopReason_STOP_REASON_AUTH, Code: penguinv1.FailureCode_FAILURE_CODE_MISSING_CREDENTIAL,
+			Message: s.notice, Permanent: true,
+		}}})
+	}
 	sreq, err := s.prepare(req)
 	if err != nil {
 		return err
@@ -136,53 +203,82 @@ func (s *Service) StreamGenerate(req *penguinv1.StreamGenerateRequest, srv pengu
 	return err
 }
 
-// ListProviders implements the RPC.
+// ListProviders implements the RPC. With no provider, or after a reload
+// that failed, its notice says so.
 func (s *Service) ListProviders(context.Context, *penguinv1.ListProvidersRequest) (*penguinv1.ListProvidersResponse, error) {
+	reg := s.registry()
 	resp := &penguinv1.ListProvidersResponse{}
-	for _, rt := range s.reg.Routes() {
+	for _, rt := range reg.Routes() {
 		resp.Providers = append(resp.Providers, &penguinv1.ProviderInfo{
 			Name: rt.Name, Type: rt.Type, BaseUrl: rt.BaseURL, HasCredential: rt.HasCredential,
+			CredentialSource: rt.CredentialSource, Catalog: rt.Catalog,
 		})
+	}
+	resp.Notice = s.statusNotice(reg)
+	return resp, nil
+}
+
+// statusNotice is what ListProviders and ListModels say about the
+// configuration: no provider, or a providers file that did not load.
+func (s *Service) statusNotice(reg *registry.Registry) string {
+	var notes []string
+	if reg.Len() == 0 {
+		notes = append(notes, s.notice)
+	}
+	if err := s.reloadErr.Load(); err != nil {
+		notes = append(notes, fmt.Sprintf("the providers file did not load, so the routes before it stay in use: %v", *err))
+	}
+	return strings.Join(notes, "; ")
+}
+
+// ListModels implements the RPC: the models known for each configured
+// route (the catalog's and the providers file's), sorted by provider and
+// id.
+func (s *Service) ListModels(_ context.Context, req *penguinv1.ListModelsRequest) (*penguinv1.ListModelsResponse, error) {
+	reg := s.registry()
+	routes := reg.Routes()
+	if p := req.GetProvider(); p != "" {
+		routes = slices.DeleteFunc(routes, func(r registry.Route) bool { return r.Name != p })
+		if len(routes) == 0 {
+			return nil, status.Errorf(codes.InvalidArgument, "unknown provider %q; known providers: %s", p, known(reg))
+		}
+	}
+	resp := &penguinv1.ListModelsResponse{Notice: s.statusNotice(reg)}
+	for _, rt := range routes {
+		models := slices.Clone(rt.Models)
+		slices.SortFunc(models, func(a, b stream.ModelSpec) int { return strings.Compare(a.ID, b.ID) })
+		for _, m := range models {
+			resp.Models = append(resp.Models, ModelInfo(rt.Name, m))
+		}
 	}
 	return resp, nil
 }
 
-// ListModels implements the RPC.
-func (s *Service) ListModels(_ context.Context, req *penguinv1.ListModelsRequest) (*penguinv1.ListModelsResponse, error) {
-	routes := s.reg.Routes()
-	if p := req.GetProvider(); p != "" {
-		routes = slices.DeleteFunc(routes, func(r registry.Route) bool { return r.Name != p })
-		if len(routes) == 0 {
-			return nil, status.Errorf(codes.InvalidArgument, "unknown provider %q; known providers: %s", p, known(s.reg))
-		}
+// ModelInfo describes a model of route for discovery.
+func ModelInfo(route string, m stream.ModelSpec) *penguinv1.ModelInfo {
+	info := &penguinv1.ModelInfo{
+		Model:         &penguinv1.ModelRef{Provider: route, ModelId: m.ID},
+		Name:          m.Name,
+		ContextWindow: m.ContextWindow,
+		MaxTokens:     m.MaxTokens,
+		Vision:        !m.NoVision,
+		Reasoning:     m.Reasoning,
+		Tools:         m.Tools,
+		Temperature:   m.Temperature,
+		Status:        m.Status,
 	}
-	resp := &penguinv1.ListModelsResponse{}
-	for _, rt := range routes {
-		models := slices.Clone(rt.Models)
-		slices.SortFunc(models, func(a, b stream.ModelSpec) int {
-			switch {
-			case a.ID < b.ID:
-				return -1
-			case a.ID > b.ID:
-				return 1
-			}
-			return 0
-		})
-		for _, m := range models {
-			info := &penguinv1.ModelInfo{
-				Model:         &penguinv1.ModelRef{Provider: rt.Name, ModelId: m.ID},
-				ContextWindow: m.ContextWindow,
-				MaxTokens:     m.MaxTokens,
-				Vision:        !m.NoVision,
-			}
-			for l := range m.Thinking {
-				info.ThinkingLevels = append(info.ThinkingLevels, l)
-			}
-			slices.Sort(info.ThinkingLevels)
-			resp.Models = append(resp.Models, info)
+	if len(m.Thinking) > 0 {
+		info.ThinkingWire = make(map[string]string, len(m.Thinking))
+		for l, w := range m.Thinking {
+			info.ThinkingLevels = append(info.ThinkingLevels, l)
+			info.ThinkingWire[translate.LevelName(l)] = w
 		}
+		slices.Sort(info.ThinkingLevels)
 	}
-	return resp, nil
+	if c := m.Cost; c != nil {
+		info.Price = &penguinv1.ModelPrice{Input: c.Input, Output: c.Output, CacheRead: c.CacheRead, CacheWrite: c.CacheWrite}
+	}
+	return info
 }
 
 func known(reg *registry.Registry) string {

@@ -217,6 +217,12 @@ func comparable(frames []*penguinv1.StreamGenerateResponse) []*penguinv1.StreamG
 			if p := m.GetToolCall(); p != nil {
 				p.ToolCallId = ""
 			}
+			if tu := m.GetTokenUsage(); tu != nil {
+				// The service names the model and prices the usage; an
+				// adapter called directly does neither.
+				tu.Provider, tu.ModelId = "", ""
+				tu.Request.CostUsd, tu.Session.CostUsd = nil, nil
+			}
 		}
 		if o := c.GetOutcome(); o != nil {
 			o.ProviderRequestId = ""
@@ -256,6 +262,9 @@ func TestSameFramesOverGRPC(t *testing.T) {
 				if !proto.Equal(a[i], b[i]) {
 					t.Errorf("frame %d differs:\n grpc:   %v\n direct: %v", i, a[i], b[i])
 				}
+			}
+			if u := viaGRPC.Usage(); u.GetProvider() != req.GetModel().GetProvider() || u.GetModelId() != req.GetModel().GetModelId() {
+				t.Errorf("token usage names %q/%q", u.GetProvider(), u.GetModelId())
 			}
 			if len(viaGRPC.ToolCalls()) != 2 || viaGRPC.Usage() == nil {
 				t.Errorf("tool calls or usage missing:\n%s", llmtest.Dump(viaGRPC.Frames))
@@ -378,17 +387,24 @@ func TestInvalidArgument(t *testing.T) {
 	}
 }
 
-func TestUnsupportedThinkingIsAPermanentOutcome(t *testing.T) {
-	e := start(t, emulator.Script{}, options{})
+// TestThinkingNeverFails checks that a level the model does not list
+// lands on the nearest one it does, and that a model that does not reason
+// gets no reasoning parameter at any level.
+func TestThinkingNeverFails(t *testing.T) {
+	e := start(t, emulator.Script{Turns: []emulator.Turn{{Text: "ok"}, {Text: "ok"}}}, options{})
 	req := genRequest("emu-openai", "gpt-small")
 	req.ThinkingLevel = penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH
-	r := e.call(t, req)
-	o := r.Outcome
-	if o.GetStatus() != penguinv1.StopReason_STOP_REASON_FAILED || o.GetCode() != penguinv1.FailureCode_FAILURE_CODE_UNSUPPORTED || !o.GetPermanent() {
+	if o := e.call(t, req).Outcome; o.GetStatus() != penguinv1.StopReason_STOP_REASON_COMPLETED {
 		t.Fatalf("outcome = %v", o)
 	}
-	if len(r.Frames) != 1 || len(e.emu.Requests()) != 0 {
-		t.Errorf("an unsupported level emitted frames or reached the provider")
+	if got := e.emu.Requests()[0].Body["reasoning_effort"]; got != "low" {
+		t.Errorf("high on a model listing only low sent %v", got)
+	}
+	req = genRequest("emu-openai", "gpt-big")
+	req.ThinkingLevel = penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH
+	e.call(t, req)
+	if got, ok := e.emu.Requests()[1].Body["reasoning_effort"]; ok {
+		t.Errorf("a model with no thinking levels was sent reasoning_effort %v", got)
 	}
 }
 

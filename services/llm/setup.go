@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,9 +13,9 @@ import (
 
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/logger"
+	"github.com/penguin-agent/penguin/services/llm/catalog"
 	"github.com/penguin-agent/penguin/services/llm/middleware"
 	"github.com/penguin-agent/penguin/services/llm/providers"
-	"github.com/penguin-agent/penguin/services/llm/registry"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 )
 
@@ -25,9 +26,15 @@ const DefaultIdleTimeout = 60 * time.Second
 // Config is what a process needs to stand the service up the standard way:
 // `penguin serve llm` and the all-in-one `penguin serve` both use [Setup].
 type Config struct {
-	// ProvidersFile is the providers YAML; empty means the routes the
-	// environment implies (OPENAI_API_KEY, ANTHROPIC_API_KEY).
+	// ProvidersFile is the providers YAML. Its routes come first; the
+	// presets that the environment turns on (see providers.FromEnv) add
+	// the routes it does not name. A file that does not exist yet adds
+	// nothing, and is picked up by [Service.Watch] once it does.
 	ProvidersFile string
+	// Catalog is a file or an http(s) URL of a catalog in the format of
+	// the built-in one, laid over it field by field; empty for the
+	// built-in catalog alone.
+	Catalog string
 	// Lookup reads environment variables. Required.
 	Lookup config.LookupFunc
 	// Logger receives the per-request log lines; nil discards them.
@@ -54,25 +61,15 @@ type Config struct {
 	Middleware []stream.Middleware
 }
 
-// Setup reads the provider routes, builds their adapters, and returns the
-// service with tracing, logging and metering around every call (outermost
-// first), then cfg.Middleware.
+// Setup reads the catalog and the provider routes, builds their adapters,
+// and returns the service with tracing, logging and metering around every
+// call (outermost first), then cfg.Middleware. No provider at all is not
+// an error: the service then answers every request with an outcome that
+// says how to add one, until a reload finds one. An invalid providers file
+// is an error at start-up (later, a reload keeps the routes in use).
 func Setup(cfg Config) (*Service, error) {
 	if cfg.Lookup == nil {
 		return nil, errors.New("llm: Config.Lookup is required")
-	}
-	var file *providers.File
-	if cfg.ProvidersFile != "" {
-		f, err := providers.Load(cfg.ProvidersFile)
-		if err != nil {
-			return nil, err
-		}
-		file = f
-	} else {
-		file = providers.FromEnv(cfg.Lookup)
-		if len(file.Providers) == 0 {
-			return nil, errors.New("llm: no providers configured: pass a providers file, or set OPENAI_API_KEY or ANTHROPIC_API_KEY")
-		}
 	}
 	idle := cfg.IdleTimeout
 	if idle == 0 {
@@ -82,13 +79,17 @@ func Setup(cfg Config) (*Service, error) {
 	if hc == nil {
 		hc = NewHTTPClient()
 	}
-	reg := registry.New()
-	if err := providers.Build(file, reg, providers.Deps{
-		Lookup: cfg.Lookup, HTTPClient: hc, IdleTimeout: idle, TracerProvider: cfg.TracerProvider,
-	}); err != nil {
-		return nil, fmt.Errorf("llm: %w", err)
-	}
 	log := logger.OrDiscard(cfg.Logger)
+	cat := catalog.Builtin()
+	if cfg.Catalog != "" {
+		raw, err := catalog.ReadOverride(context.Background(), cfg.Catalog, hc)
+		if err != nil {
+			return nil, fmt.Errorf("llm: %w", err)
+		}
+		if cat, err = catalog.Merge(cat, raw); err != nil {
+			return nil, fmt.Errorf("llm: %s: %w", cfg.Catalog, err)
+		}
+	}
 	var mw []stream.Middleware
 	if cfg.TracerProvider != nil {
 		mw = append(mw, middleware.Tracing(cfg.TracerProvider))
@@ -102,10 +103,25 @@ func Setup(cfg Config) (*Service, error) {
 		mw = append(mw, m.Middleware())
 	}
 	mw = append(mw, cfg.Middleware...)
-	return New(Options{
+	src := &routeSource{file: cfg.ProvidersFile, lookup: cfg.Lookup, deps: providers.Deps{
+		Lookup: cfg.Lookup, Catalog: cat, HTTPClient: hc, IdleTimeout: idle, TracerProvider: cfg.TracerProvider, Logger: log,
+	}}
+	reg, err := src.build()
+	if err != nil {
+		return nil, fmt.Errorf("llm: %w", err)
+	}
+	svc, err := New(Options{
 		Registry: reg, Middleware: mw, DefaultRequestTimeout: cfg.RequestTimeout,
-		MaxRequestBytes: cfg.MaxRequestBytes, Logger: log,
+		MaxRequestBytes: cfg.MaxRequestBytes, Logger: log, Catalog: cat,
 	})
+	if err != nil {
+		return nil, err
+	}
+	svc.source = src
+	if reg.Len() == 0 {
+		log.Warn("no model provider is configured: the llm service answers every request with how to add one", "how", svc.notice)
+	}
+	return svc, nil
 }
 
 // Connection pool bounds of [NewHTTPClient].

@@ -1965,11 +1965,23 @@ func (x *GetHistoryResponse) GetMore() bool {
 	return false
 }
 
-// ExportTraceRequest names a session.
+// ExportTraceRequest names a session and, optionally, one of its model
+// contexts.
+//
+// A session's log holds one model context after another: the first starts
+// when the session is created, and each compaction starts the next with a
+// session_meta line of its own. Each context is one trace, as each is one
+// trace file in the reference's layout (<session id>_001.jsonl,
+// <session id>_002.jsonl, ...).
 type ExportTraceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session's id.
-	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The 1-based index of the context to export. Zero exports every
+	// context, in order; the responses' context_index tells them apart. An
+	// index past the session's last context is NOT_FOUND; a negative one is
+	// INVALID_ARGUMENT.
+	ContextIndex  int32 `protobuf:"varint,2,opt,name=context_index,json=contextIndex,proto3" json:"context_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2011,11 +2023,22 @@ func (x *ExportTraceRequest) GetSessionId() string {
 	return ""
 }
 
-// ExportTraceResponse is one line of the trace.
+func (x *ExportTraceRequest) GetContextIndex() int32 {
+	if x != nil {
+		return x.ContextIndex
+	}
+	return 0
+}
+
+// ExportTraceResponse is one line of a trace.
 type ExportTraceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One JSON object in the reference's trace format, without the newline.
-	Line          string `protobuf:"bytes,1,opt,name=line,proto3" json:"line,omitempty"`
+	Line string `protobuf:"bytes,1,opt,name=line,proto3" json:"line,omitempty"`
+	// The 1-based index of the context the line belongs to. The first line
+	// of each context is its session_meta; a client writing files starts a
+	// new one where the index changes.
+	ContextIndex  int32 `protobuf:"varint,2,opt,name=context_index,json=contextIndex,proto3" json:"context_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2055,6 +2078,13 @@ func (x *ExportTraceResponse) GetLine() string {
 		return x.Line
 	}
 	return ""
+}
+
+func (x *ExportTraceResponse) GetContextIndex() int32 {
+	if x != nil {
+		return x.ContextIndex
+	}
+	return 0
 }
 
 // WatchSessionsRequest starts a watch of the session list.
@@ -2440,12 +2470,14 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\"V\n" +
 	"\x12GetHistoryResponse\x12,\n" +
 	"\x06events\x18\x01 \x03(\v2\x14.penguin.v1.RunEventR\x06events\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\bR\x04more\"3\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"X\n" +
 	"\x12ExportTraceRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\")\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12#\n" +
+	"\rcontext_index\x18\x02 \x01(\x05R\fcontextIndex\"N\n" +
 	"\x13ExportTraceResponse\x12\x12\n" +
-	"\x04line\x18\x01 \x01(\tR\x04line\";\n" +
+	"\x04line\x18\x01 \x01(\tR\x04line\x12#\n" +
+	"\rcontext_index\x18\x02 \x01(\x05R\fcontextIndex\";\n" +
 	"\x14WatchSessionsRequest\x12#\n" +
 	"\rsnapshot_size\x18\x01 \x01(\x05R\fsnapshotSize\"\x9a\x01\n" +
 	"\rSessionChange\x12-\n" +

@@ -397,9 +397,12 @@ type McpServer struct {
 	TimeoutMs int64 `protobuf:"varint,10,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// The permission of every tool of the server; unspecified means derived
 	// from the tool's readOnlyHint annotation (r when set, else rw).
-	Permission    Permission `protobuf:"varint,11,opt,name=permission,proto3,enum=penguin.v1.Permission" json:"permission,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Permission Permission `protobuf:"varint,11,opt,name=permission,proto3,enum=penguin.v1.Permission" json:"permission,omitempty"`
+	// The output cap in characters for every tool of the server; unset keeps
+	// the environment's default, zero or less turns truncation off.
+	MaxOutputLength *int64 `protobuf:"varint,12,opt,name=max_output_length,json=maxOutputLength,proto3,oneof" json:"max_output_length,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *McpServer) Reset() {
@@ -507,6 +510,13 @@ func (x *McpServer) GetPermission() Permission {
 		return x.Permission
 	}
 	return Permission_PERMISSION_UNSPECIFIED
+}
+
+func (x *McpServer) GetMaxOutputLength() int64 {
+	if x != nil && x.MaxOutputLength != nil {
+		return *x.MaxOutputLength
+	}
+	return 0
 }
 
 // CommandRule is one deny rule of the command policy.
@@ -1794,7 +1804,7 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\x11max_output_length\x18\x06 \x01(\x03H\x01R\x0fmaxOutputLength\x88\x01\x01\x12\x18\n" +
 	"\acommand\x18\a \x01(\tR\acommandB\r\n" +
 	"\v_timeout_msB\x14\n" +
-	"\x12_max_output_length\"\xf8\x03\n" +
+	"\x12_max_output_length\"\xbf\x04\n" +
 	"\tMcpServer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\ttransport\x18\x02 \x01(\tR\ttransport\x12\x18\n" +
@@ -1810,13 +1820,15 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	" \x01(\x03R\ttimeoutMs\x126\n" +
 	"\n" +
 	"permission\x18\v \x01(\x0e2\x16.penguin.v1.PermissionR\n" +
-	"permission\x1a6\n" +
+	"permission\x12/\n" +
+	"\x11max_output_length\x18\f \x01(\x03H\x00R\x0fmaxOutputLength\x88\x01\x01\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"]\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x14\n" +
+	"\x12_max_output_length\"]\n" +
 	"\vCommandRule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\apattern\x18\x02 \x01(\tR\apattern\x12 \n" +
@@ -2050,6 +2062,7 @@ func file_penguin_v1_environment_proto_init() {
 	}
 	file_penguin_v1_message_proto_init()
 	file_penguin_v1_environment_proto_msgTypes[0].OneofWrappers = []any{}
+	file_penguin_v1_environment_proto_msgTypes[1].OneofWrappers = []any{}
 	file_penguin_v1_environment_proto_msgTypes[19].OneofWrappers = []any{
 		(*WatchEnvironmentResponse_BackgroundDone)(nil),
 	}

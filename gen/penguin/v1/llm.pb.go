@@ -276,6 +276,10 @@ type StreamGenerateRequest struct {
 	// The model's context window in tokens, when the caller knows better than
 	// the gateway's model table; zero means use the table.
 	ContextWindow int64 `protobuf:"varint,9,opt,name=context_window,json=contextWindow,proto3" json:"context_window,omitempty"`
+	// The sampling temperature; unset leaves the model's default. The gateway
+	// sends it only to models that take one (see ModelInfo.temperature), and
+	// never with thinking on to Anthropic, which refuses that combination.
+	Temperature   *float32 `protobuf:"fixed32,10,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -369,6 +373,13 @@ func (x *StreamGenerateRequest) GetRequestTimeoutMs() int64 {
 func (x *StreamGenerateRequest) GetContextWindow() int64 {
 	if x != nil {
 		return x.ContextWindow
+	}
+	return 0
+}
+
+func (x *StreamGenerateRequest) GetTemperature() float32 {
+	if x != nil && x.Temperature != nil {
+		return *x.Temperature
 	}
 	return 0
 }
@@ -615,6 +626,12 @@ type ProviderInfo struct {
 	// Whether a credential is configured (the credential itself is never
 	// returned).
 	HasCredential bool `protobuf:"varint,4,opt,name=has_credential,json=hasCredential,proto3" json:"has_credential,omitempty"`
+	// Where the credential comes from: "env NAME", "file PATH", or empty for
+	// a route without one (a local server). Never the credential itself.
+	CredentialSource string `protobuf:"bytes,5,opt,name=credential_source,json=credentialSource,proto3" json:"credential_source,omitempty"`
+	// The catalog provider whose models and reasoning controls the route
+	// uses; empty when the route's models are not in the catalog.
+	Catalog       string `protobuf:"bytes,6,opt,name=catalog,proto3" json:"catalog,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -677,11 +694,28 @@ func (x *ProviderInfo) GetHasCredential() bool {
 	return false
 }
 
+func (x *ProviderInfo) GetCredentialSource() string {
+	if x != nil {
+		return x.CredentialSource
+	}
+	return ""
+}
+
+func (x *ProviderInfo) GetCatalog() string {
+	if x != nil {
+		return x.Catalog
+	}
+	return ""
+}
+
 // ListProvidersResponse lists the provider routes.
 type ListProvidersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The routes, sorted by name.
-	Providers     []*ProviderInfo `protobuf:"bytes,1,rep,name=providers,proto3" json:"providers,omitempty"`
+	Providers []*ProviderInfo `protobuf:"bytes,1,rep,name=providers,proto3" json:"providers,omitempty"`
+	// Set when no provider is configured: what is missing and how to add one
+	// (an API key variable or a providers file).
+	Notice        string `protobuf:"bytes,2,opt,name=notice,proto3" json:"notice,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -721,6 +755,13 @@ func (x *ListProvidersResponse) GetProviders() []*ProviderInfo {
 		return x.Providers
 	}
 	return nil
+}
+
+func (x *ListProvidersResponse) GetNotice() string {
+	if x != nil {
+		return x.Notice
+	}
+	return ""
 }
 
 // ListModelsRequest asks for the known models.
@@ -780,10 +821,28 @@ type ModelInfo struct {
 	MaxTokens int64 `protobuf:"varint,3,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
 	// Whether the model takes images.
 	Vision bool `protobuf:"varint,4,opt,name=vision,proto3" json:"vision,omitempty"`
-	// The thinking levels the model accepts.
+	// The thinking levels the model accepts: every level for a model whose
+	// reasoning can be controlled (each lands on the nearest the provider
+	// takes, see thinking_wire), none for one that does not reason or whose
+	// reasoning cannot be controlled.
 	ThinkingLevels []ThinkingLevel `protobuf:"varint,5,rep,packed,name=thinking_levels,json=thinkingLevels,proto3,enum=penguin.v1.ThinkingLevel" json:"thinking_levels,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The display name.
+	Name string `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
+	// Whether the model reasons.
+	Reasoning bool `protobuf:"varint,7,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
+	// Whether the model calls tools.
+	Tools bool `protobuf:"varint,8,opt,name=tools,proto3" json:"tools,omitempty"`
+	// Whether the model takes a temperature.
+	Temperature bool `protobuf:"varint,9,opt,name=temperature,proto3" json:"temperature,omitempty"`
+	// The price, when known.
+	Price *ModelPrice `protobuf:"bytes,10,opt,name=price,proto3" json:"price,omitempty"`
+	// What each thinking level sends, by level name ("none" … "max"): an
+	// effort name, a budget in tokens, "on" or "off".
+	ThinkingWire map[string]string `protobuf:"bytes,11,rep,name=thinking_wire,json=thinkingWire,proto3" json:"thinking_wire,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// "deprecated", "beta" or "alpha"; empty for a current model.
+	Status        string `protobuf:"bytes,12,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ModelInfo) Reset() {
@@ -851,18 +910,142 @@ func (x *ModelInfo) GetThinkingLevels() []ThinkingLevel {
 	return nil
 }
 
+func (x *ModelInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ModelInfo) GetReasoning() bool {
+	if x != nil {
+		return x.Reasoning
+	}
+	return false
+}
+
+func (x *ModelInfo) GetTools() bool {
+	if x != nil {
+		return x.Tools
+	}
+	return false
+}
+
+func (x *ModelInfo) GetTemperature() bool {
+	if x != nil {
+		return x.Temperature
+	}
+	return false
+}
+
+func (x *ModelInfo) GetPrice() *ModelPrice {
+	if x != nil {
+		return x.Price
+	}
+	return nil
+}
+
+func (x *ModelInfo) GetThinkingWire() map[string]string {
+	if x != nil {
+		return x.ThinkingWire
+	}
+	return nil
+}
+
+func (x *ModelInfo) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+// ModelPrice is a model's price in USD per million tokens.
+type ModelPrice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Uncached input.
+	Input float64 `protobuf:"fixed64,1,opt,name=input,proto3" json:"input,omitempty"`
+	// Output, reasoning included.
+	Output float64 `protobuf:"fixed64,2,opt,name=output,proto3" json:"output,omitempty"`
+	// Input read from the provider's cache; unset means the input price.
+	CacheRead *float64 `protobuf:"fixed64,3,opt,name=cache_read,json=cacheRead,proto3,oneof" json:"cache_read,omitempty"`
+	// Input written to the provider's cache; unset means the input price.
+	CacheWrite    *float64 `protobuf:"fixed64,4,opt,name=cache_write,json=cacheWrite,proto3,oneof" json:"cache_write,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelPrice) Reset() {
+	*x = ModelPrice{}
+	mi := &file_penguin_v1_llm_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelPrice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelPrice) ProtoMessage() {}
+
+func (x *ModelPrice) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_llm_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelPrice.ProtoReflect.Descriptor instead.
+func (*ModelPrice) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ModelPrice) GetInput() float64 {
+	if x != nil {
+		return x.Input
+	}
+	return 0
+}
+
+func (x *ModelPrice) GetOutput() float64 {
+	if x != nil {
+		return x.Output
+	}
+	return 0
+}
+
+func (x *ModelPrice) GetCacheRead() float64 {
+	if x != nil && x.CacheRead != nil {
+		return *x.CacheRead
+	}
+	return 0
+}
+
+func (x *ModelPrice) GetCacheWrite() float64 {
+	if x != nil && x.CacheWrite != nil {
+		return *x.CacheWrite
+	}
+	return 0
+}
+
 // ListModelsResponse lists the known models.
 type ListModelsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The models, sorted by provider and id.
-	Models        []*ModelInfo `protobuf:"bytes,1,rep,name=models,proto3" json:"models,omitempty"`
+	Models []*ModelInfo `protobuf:"bytes,1,rep,name=models,proto3" json:"models,omitempty"`
+	// Set when no provider is configured: what is missing and how to add one.
+	Notice        string `protobuf:"bytes,2,opt,name=notice,proto3" json:"notice,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[9]
+	mi := &file_penguin_v1_llm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +1057,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[9]
+	mi := &file_penguin_v1_llm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +1070,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{9}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListModelsResponse) GetModels() []*ModelInfo {
@@ -895,6 +1078,13 @@ func (x *ListModelsResponse) GetModels() []*ModelInfo {
 		return x.Models
 	}
 	return nil
+}
+
+func (x *ListModelsResponse) GetNotice() string {
+	if x != nil {
+		return x.Notice
+	}
+	return ""
 }
 
 var File_penguin_v1_llm_proto protoreflect.FileDescriptor
@@ -905,7 +1095,7 @@ const file_penguin_v1_llm_proto_rawDesc = "" +
 	"penguin.v1\x1a\x18penguin/v1/message.proto\"A\n" +
 	"\bModelRef\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x19\n" +
-	"\bmodel_id\x18\x02 \x01(\tR\amodelId\"\xdb\x03\n" +
+	"\bmodel_id\x18\x02 \x01(\tR\amodelId\"\x92\x04\n" +
 	"\x15StreamGenerateRequest\x12*\n" +
 	"\x05model\x18\x01 \x01(\v2\x14.penguin.v1.ModelRefR\x05model\x121\n" +
 	"\ahistory\x18\x02 \x03(\v2\x17.penguin.v1.OmniMessageR\ahistory\x12:\n" +
@@ -916,8 +1106,11 @@ const file_penguin_v1_llm_proto_rawDesc = "" +
 	"\n" +
 	"max_tokens\x18\a \x01(\x03R\tmaxTokens\x121\n" +
 	"\x12request_timeout_ms\x18\b \x01(\x03H\x00R\x10requestTimeoutMs\x88\x01\x01\x12%\n" +
-	"\x0econtext_window\x18\t \x01(\x03R\rcontextWindowB\x15\n" +
-	"\x13_request_timeout_ms\"\x8a\x01\n" +
+	"\x0econtext_window\x18\t \x01(\x03R\rcontextWindow\x12%\n" +
+	"\vtemperature\x18\n" +
+	" \x01(\x02H\x01R\vtemperature\x88\x01\x01B\x15\n" +
+	"\x13_request_timeout_msB\x0e\n" +
+	"\f_temperature\"\x8a\x01\n" +
 	"\x16StreamGenerateResponse\x123\n" +
 	"\amessage\x18\x01 \x01(\v2\x17.penguin.v1.OmniMessageH\x00R\amessage\x122\n" +
 	"\aoutcome\x18\x02 \x01(\v2\x16.penguin.v1.LLMOutcomeH\x00R\aoutcomeB\a\n" +
@@ -932,25 +1125,50 @@ const file_penguin_v1_llm_proto_rawDesc = "" +
 	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\x12.\n" +
 	"\x13provider_request_id\x18\x06 \x01(\tR\x11providerRequestId\x12\x1c\n" +
 	"\tpermanent\x18\a \x01(\bR\tpermanent\"\x16\n" +
-	"\x14ListProvidersRequest\"x\n" +
+	"\x14ListProvidersRequest\"\xbf\x01\n" +
 	"\fProviderInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x19\n" +
 	"\bbase_url\x18\x03 \x01(\tR\abaseUrl\x12%\n" +
-	"\x0ehas_credential\x18\x04 \x01(\bR\rhasCredential\"O\n" +
+	"\x0ehas_credential\x18\x04 \x01(\bR\rhasCredential\x12+\n" +
+	"\x11credential_source\x18\x05 \x01(\tR\x10credentialSource\x12\x18\n" +
+	"\acatalog\x18\x06 \x01(\tR\acatalog\"g\n" +
 	"\x15ListProvidersResponse\x126\n" +
-	"\tproviders\x18\x01 \x03(\v2\x18.penguin.v1.ProviderInfoR\tproviders\"/\n" +
+	"\tproviders\x18\x01 \x03(\v2\x18.penguin.v1.ProviderInfoR\tproviders\x12\x16\n" +
+	"\x06notice\x18\x02 \x01(\tR\x06notice\"/\n" +
 	"\x11ListModelsRequest\x12\x1a\n" +
-	"\bprovider\x18\x01 \x01(\tR\bprovider\"\xd9\x01\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\"\x98\x04\n" +
 	"\tModelInfo\x12*\n" +
 	"\x05model\x18\x01 \x01(\v2\x14.penguin.v1.ModelRefR\x05model\x12%\n" +
 	"\x0econtext_window\x18\x02 \x01(\x03R\rcontextWindow\x12\x1d\n" +
 	"\n" +
 	"max_tokens\x18\x03 \x01(\x03R\tmaxTokens\x12\x16\n" +
 	"\x06vision\x18\x04 \x01(\bR\x06vision\x12B\n" +
-	"\x0fthinking_levels\x18\x05 \x03(\x0e2\x19.penguin.v1.ThinkingLevelR\x0ethinkingLevels\"C\n" +
+	"\x0fthinking_levels\x18\x05 \x03(\x0e2\x19.penguin.v1.ThinkingLevelR\x0ethinkingLevels\x12\x12\n" +
+	"\x04name\x18\x06 \x01(\tR\x04name\x12\x1c\n" +
+	"\treasoning\x18\a \x01(\bR\treasoning\x12\x14\n" +
+	"\x05tools\x18\b \x01(\bR\x05tools\x12 \n" +
+	"\vtemperature\x18\t \x01(\bR\vtemperature\x12,\n" +
+	"\x05price\x18\n" +
+	" \x01(\v2\x16.penguin.v1.ModelPriceR\x05price\x12L\n" +
+	"\rthinking_wire\x18\v \x03(\v2'.penguin.v1.ModelInfo.ThinkingWireEntryR\fthinkingWire\x12\x16\n" +
+	"\x06status\x18\f \x01(\tR\x06status\x1a?\n" +
+	"\x11ThinkingWireEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa3\x01\n" +
+	"\n" +
+	"ModelPrice\x12\x14\n" +
+	"\x05input\x18\x01 \x01(\x01R\x05input\x12\x16\n" +
+	"\x06output\x18\x02 \x01(\x01R\x06output\x12\"\n" +
+	"\n" +
+	"cache_read\x18\x03 \x01(\x01H\x00R\tcacheRead\x88\x01\x01\x12$\n" +
+	"\vcache_write\x18\x04 \x01(\x01H\x01R\n" +
+	"cacheWrite\x88\x01\x01B\r\n" +
+	"\v_cache_readB\x0e\n" +
+	"\f_cache_write\"[\n" +
 	"\x12ListModelsResponse\x12-\n" +
-	"\x06models\x18\x01 \x03(\v2\x15.penguin.v1.ModelInfoR\x06models*\xc6\x01\n" +
+	"\x06models\x18\x01 \x03(\v2\x15.penguin.v1.ModelInfoR\x06models\x12\x16\n" +
+	"\x06notice\x18\x02 \x01(\tR\x06notice*\xc6\x01\n" +
 	"\rThinkingLevel\x12\x1e\n" +
 	"\x1aTHINKING_LEVEL_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13THINKING_LEVEL_NONE\x10\x01\x12\x16\n" +
@@ -1000,7 +1218,7 @@ func file_penguin_v1_llm_proto_rawDescGZIP() []byte {
 }
 
 var file_penguin_v1_llm_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_penguin_v1_llm_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_penguin_v1_llm_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_penguin_v1_llm_proto_goTypes = []any{
 	(ThinkingLevel)(0),             // 0: penguin.v1.ThinkingLevel
 	(FailureCode)(0),               // 1: penguin.v1.FailureCode
@@ -1013,36 +1231,40 @@ var file_penguin_v1_llm_proto_goTypes = []any{
 	(*ListProvidersResponse)(nil),  // 8: penguin.v1.ListProvidersResponse
 	(*ListModelsRequest)(nil),      // 9: penguin.v1.ListModelsRequest
 	(*ModelInfo)(nil),              // 10: penguin.v1.ModelInfo
-	(*ListModelsResponse)(nil),     // 11: penguin.v1.ListModelsResponse
-	(*OmniMessage)(nil),            // 12: penguin.v1.OmniMessage
-	(*ToolDefinition)(nil),         // 13: penguin.v1.ToolDefinition
-	(StopReason)(0),                // 14: penguin.v1.StopReason
+	(*ModelPrice)(nil),             // 11: penguin.v1.ModelPrice
+	(*ListModelsResponse)(nil),     // 12: penguin.v1.ListModelsResponse
+	nil,                            // 13: penguin.v1.ModelInfo.ThinkingWireEntry
+	(*OmniMessage)(nil),            // 14: penguin.v1.OmniMessage
+	(*ToolDefinition)(nil),         // 15: penguin.v1.ToolDefinition
+	(StopReason)(0),                // 16: penguin.v1.StopReason
 }
 var file_penguin_v1_llm_proto_depIdxs = []int32{
 	2,  // 0: penguin.v1.StreamGenerateRequest.model:type_name -> penguin.v1.ModelRef
-	12, // 1: penguin.v1.StreamGenerateRequest.history:type_name -> penguin.v1.OmniMessage
-	12, // 2: penguin.v1.StreamGenerateRequest.new_messages:type_name -> penguin.v1.OmniMessage
-	13, // 3: penguin.v1.StreamGenerateRequest.tools:type_name -> penguin.v1.ToolDefinition
+	14, // 1: penguin.v1.StreamGenerateRequest.history:type_name -> penguin.v1.OmniMessage
+	14, // 2: penguin.v1.StreamGenerateRequest.new_messages:type_name -> penguin.v1.OmniMessage
+	15, // 3: penguin.v1.StreamGenerateRequest.tools:type_name -> penguin.v1.ToolDefinition
 	0,  // 4: penguin.v1.StreamGenerateRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
-	12, // 5: penguin.v1.StreamGenerateResponse.message:type_name -> penguin.v1.OmniMessage
+	14, // 5: penguin.v1.StreamGenerateResponse.message:type_name -> penguin.v1.OmniMessage
 	5,  // 6: penguin.v1.StreamGenerateResponse.outcome:type_name -> penguin.v1.LLMOutcome
-	14, // 7: penguin.v1.LLMOutcome.status:type_name -> penguin.v1.StopReason
+	16, // 7: penguin.v1.LLMOutcome.status:type_name -> penguin.v1.StopReason
 	1,  // 8: penguin.v1.LLMOutcome.code:type_name -> penguin.v1.FailureCode
 	7,  // 9: penguin.v1.ListProvidersResponse.providers:type_name -> penguin.v1.ProviderInfo
 	2,  // 10: penguin.v1.ModelInfo.model:type_name -> penguin.v1.ModelRef
 	0,  // 11: penguin.v1.ModelInfo.thinking_levels:type_name -> penguin.v1.ThinkingLevel
-	10, // 12: penguin.v1.ListModelsResponse.models:type_name -> penguin.v1.ModelInfo
-	3,  // 13: penguin.v1.LLMService.StreamGenerate:input_type -> penguin.v1.StreamGenerateRequest
-	6,  // 14: penguin.v1.LLMService.ListProviders:input_type -> penguin.v1.ListProvidersRequest
-	9,  // 15: penguin.v1.LLMService.ListModels:input_type -> penguin.v1.ListModelsRequest
-	4,  // 16: penguin.v1.LLMService.StreamGenerate:output_type -> penguin.v1.StreamGenerateResponse
-	8,  // 17: penguin.v1.LLMService.ListProviders:output_type -> penguin.v1.ListProvidersResponse
-	11, // 18: penguin.v1.LLMService.ListModels:output_type -> penguin.v1.ListModelsResponse
-	16, // [16:19] is the sub-list for method output_type
-	13, // [13:16] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	11, // 12: penguin.v1.ModelInfo.price:type_name -> penguin.v1.ModelPrice
+	13, // 13: penguin.v1.ModelInfo.thinking_wire:type_name -> penguin.v1.ModelInfo.ThinkingWireEntry
+	10, // 14: penguin.v1.ListModelsResponse.models:type_name -> penguin.v1.ModelInfo
+	3,  // 15: penguin.v1.LLMService.StreamGenerate:input_type -> penguin.v1.StreamGenerateRequest
+	6,  // 16: penguin.v1.LLMService.ListProviders:input_type -> penguin.v1.ListProvidersRequest
+	9,  // 17: penguin.v1.LLMService.ListModels:input_type -> penguin.v1.ListModelsRequest
+	4,  // 18: penguin.v1.LLMService.StreamGenerate:output_type -> penguin.v1.StreamGenerateResponse
+	8,  // 19: penguin.v1.LLMService.ListProviders:output_type -> penguin.v1.ListProvidersResponse
+	12, // 20: penguin.v1.LLMService.ListModels:output_type -> penguin.v1.ListModelsResponse
+	18, // [18:21] is the sub-list for method output_type
+	15, // [15:18] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_llm_proto_init() }
@@ -1056,13 +1278,14 @@ func file_penguin_v1_llm_proto_init() {
 		(*StreamGenerateResponse_Message)(nil),
 		(*StreamGenerateResponse_Outcome)(nil),
 	}
+	file_penguin_v1_llm_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_penguin_v1_llm_proto_rawDesc), len(file_penguin_v1_llm_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -2075,8 +2075,18 @@ type TokenCounts struct {
 	CacheWrite int64 `protobuf:"varint,2,opt,name=cache_write,json=cacheWrite,proto3" json:"cache_write,omitempty"`
 	// Output tokens.
 	Output int64 `protobuf:"varint,3,opt,name=output,proto3" json:"output,omitempty"`
-	// All tokens of the request: input (cached or not) plus output.
-	Total         int64 `protobuf:"varint,4,opt,name=total,proto3" json:"total,omitempty"`
+	// All tokens of the request: input (cached or not) plus output, as the
+	// provider reported them.
+	Total int64 `protobuf:"varint,4,opt,name=total,proto3" json:"total,omitempty"`
+	// Reasoning tokens, part of output (a provider that counts them apart
+	// from its completion tokens has them added to output).
+	Reasoning int64 `protobuf:"varint,5,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
+	// The cost in USD from the catalog's prices (cache reads and writes at
+	// their own prices); unset when the model's price is unknown.
+	CostUsd *float64 `protobuf:"fixed64,6,opt,name=cost_usd,json=costUsd,proto3,oneof" json:"cost_usd,omitempty"`
+	// The provider reported no usage: the counts are unknown, not zero. On a
+	// session's totals it means some request's usage is missing from them.
+	Unreported    bool `protobuf:"varint,7,opt,name=unreported,proto3" json:"unreported,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2139,6 +2149,27 @@ func (x *TokenCounts) GetTotal() int64 {
 	return 0
 }
 
+func (x *TokenCounts) GetReasoning() int64 {
+	if x != nil {
+		return x.Reasoning
+	}
+	return 0
+}
+
+func (x *TokenCounts) GetCostUsd() float64 {
+	if x != nil && x.CostUsd != nil {
+		return *x.CostUsd
+	}
+	return 0
+}
+
+func (x *TokenCounts) GetUnreported() bool {
+	if x != nil {
+		return x.Unreported
+	}
+	return false
+}
+
 // TokenUsage reports the token counts of one request and the session's
 // running totals.
 type TokenUsage struct {
@@ -2146,7 +2177,11 @@ type TokenUsage struct {
 	// Cumulative counts for the session.
 	Session *TokenCounts `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
 	// Counts for this request.
-	Request       *TokenCounts `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	Request *TokenCounts `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// The provider route of the request's model.
+	Provider string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	// The model id of the request.
+	ModelId       string `protobuf:"bytes,4,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2193,6 +2228,20 @@ func (x *TokenUsage) GetRequest() *TokenCounts {
 		return x.Request
 	}
 	return nil
+}
+
+func (x *TokenUsage) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *TokenUsage) GetModelId() string {
+	if x != nil {
+		return x.ModelId
+	}
+	return ""
 }
 
 // RequestBegin marks that a model request is about to be sent.
@@ -2952,18 +3001,26 @@ const file_penguin_v1_message_proto_rawDesc = "" +
 	"\ftool_call_id\x18\x02 \x01(\tR\n" +
 	"toolCallId\"\x1f\n" +
 	"\x05Abort\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"{\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xe6\x01\n" +
 	"\vTokenCounts\x12\x1d\n" +
 	"\n" +
 	"cache_read\x18\x01 \x01(\x03R\tcacheRead\x12\x1f\n" +
 	"\vcache_write\x18\x02 \x01(\x03R\n" +
 	"cacheWrite\x12\x16\n" +
 	"\x06output\x18\x03 \x01(\x03R\x06output\x12\x14\n" +
-	"\x05total\x18\x04 \x01(\x03R\x05total\"r\n" +
+	"\x05total\x18\x04 \x01(\x03R\x05total\x12\x1c\n" +
+	"\treasoning\x18\x05 \x01(\x03R\treasoning\x12\x1e\n" +
+	"\bcost_usd\x18\x06 \x01(\x01H\x00R\acostUsd\x88\x01\x01\x12\x1e\n" +
+	"\n" +
+	"unreported\x18\a \x01(\bR\n" +
+	"unreportedB\v\n" +
+	"\t_cost_usd\"\xa9\x01\n" +
 	"\n" +
 	"TokenUsage\x121\n" +
 	"\asession\x18\x01 \x01(\v2\x17.penguin.v1.TokenCountsR\asession\x121\n" +
-	"\arequest\x18\x02 \x01(\v2\x17.penguin.v1.TokenCountsR\arequest\"\x0e\n" +
+	"\arequest\x18\x02 \x01(\v2\x17.penguin.v1.TokenCountsR\arequest\x12\x1a\n" +
+	"\bprovider\x18\x03 \x01(\tR\bprovider\x12\x19\n" +
+	"\bmodel_id\x18\x04 \x01(\tR\amodelId\"\x0e\n" +
 	"\fRequestBegin\"\x9b\x01\n" +
 	"\n" +
 	"RequestEnd\x12.\n" +
@@ -3207,6 +3264,7 @@ func file_penguin_v1_message_proto_init() {
 		(*OmniMessage_McpConnectBegin)(nil),
 		(*OmniMessage_McpConnectEnd)(nil),
 	}
+	file_penguin_v1_message_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

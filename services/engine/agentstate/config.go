@@ -43,6 +43,17 @@ type Config struct {
 	Skills SectionSettings `yaml:"skills"`
 	// Memory is the {{MEMORY}} section of the system prompt.
 	Memory MemorySettings `yaml:"memory"`
+	// KernelVersion is the reference's record of which generation of its
+	// built-in defaults the file started from. Penguin has no generations
+	// of its own; it keeps the key so that a file moved over and back
+	// keeps it, and reads nothing from it.
+	KernelVersion string `yaml:"kernel_version,omitempty"`
+	// Schedules is the reference's {{SCHEDULES}} section, which teaches the
+	// model the reference's scheduled tasks. Penguin runs no schedules, so
+	// the section is kept as written but never reaches the prompt:
+	// {{SCHEDULES}} and {{SCHEDULE_LIST}} expand to nothing, as the
+	// reference's do with the section off.
+	Schedules SectionSettings `yaml:"schedules,omitempty"`
 }
 
 // ModelRef names a model by its (provider, model id) pair. The two halves
@@ -314,6 +325,10 @@ type MCPServer struct {
 	// TimeoutMS is the per-call timeout of every tool of the server; zero
 	// means the environment's default.
 	TimeoutMS int64 `yaml:"timeout_ms,omitempty"`
+	// MaxOutputLength caps the output of every tool of the server, in
+	// characters; nil keeps the environment's default, zero or less turns
+	// truncation off.
+	MaxOutputLength *int64 `yaml:"max_output_length,omitempty"`
 	// Permission is auto (from the tool's readOnlyHint), r or rw.
 	Permission string `yaml:"permission,omitempty"`
 }

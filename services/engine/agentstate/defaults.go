@@ -127,7 +127,10 @@ func defaultConfigYAML() string {
 	w := func(s string) { b.WriteString(values.Replace(s)) }
 	prompt := func(s, prefix string) { b.WriteString(indent(s, prefix)) }
 	w(`# Agent configuration. Keys left out take their built-in defaults; a key
-# written here replaces its default wholesale (it is not merged).
+# written here replaces its default wholesale (it is not merged). Keys are
+# in Penguin's spelling; a file in the reference harness's spelling
+# (timeoutMs, max_context_length, mcpServers: [{name, config}], ...) loads
+# too, as long as it keeps to one spelling throughout.
 
 name: ` + d.Name + `
 description: ` + d.Description + `

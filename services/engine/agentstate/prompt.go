@@ -91,6 +91,10 @@ func (s *State) SystemPrompt(v PromptVars) string {
 		"VAULT":          "",
 		"SKILLS":         "",
 		"MEMORY":         "",
+		// Penguin runs no scheduled tasks: a reference template's
+		// schedules section expands to nothing (see Config.Schedules).
+		"SCHEDULES":     "",
+		"SCHEDULE_LIST": "",
 	}
 	if s.Config.Vault.Enabled {
 		sections["VAULT"] = strings.TrimRight(expand(s.Config.Vault.Prompt, lookup(inner)), "\n")

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 
 	"gopkg.in/yaml.v3"
@@ -22,7 +22,10 @@ const (
 	SkillsDir  = "skills"
 	SkillFile  = "SKILL.md"
 	VaultFile  = ".vault.yaml"
-	MemoryDir  = "memory"
+	// referenceVaultFile is the reference harness's vault, read and
+	// written in place when an agent directory has it (see loadVault).
+	referenceVaultFile = ".vault.toml"
+	MemoryDir          = "memory"
 )
 
 // State is one agent's state directory, loaded: its configuration, its
@@ -46,6 +49,9 @@ type State struct {
 	// Vault maps secret names to values. Values go only into command
 	// environments, never into a prompt, a log or a trace.
 	Vault map[string]string
+	// vaultFile is the file Vault was read from, where SetVault and
+	// RemoveVault write.
+	vaultFile string
 }
 
 // DefaultDir returns the default agent's state directory:
@@ -102,7 +108,7 @@ func Load(dir string) (*State, error) {
 	if s.Skills, err = loadSkills(filepath.Join(abs, SkillsDir)); err != nil {
 		return nil, err
 	}
-	if s.Vault, err = loadVault(filepath.Join(abs, VaultFile)); err != nil {
+	if s.Vault, s.vaultFile, err = loadVault(abs); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -123,8 +129,12 @@ func Init(dir string) (*State, error) {
 	if err := createFile(filepath.Join(abs, ConfigFile), []byte(defaultConfigYAML()), 0o644); err != nil {
 		return nil, err
 	}
-	if err := createFile(filepath.Join(abs, VaultFile), []byte(vaultHeader), 0o600); err != nil {
-		return nil, err
+	// An agent directory with the reference's vault keeps it as its only
+	// vault.
+	if _, err := os.Stat(filepath.Join(abs, referenceVaultFile)); errors.Is(err, fs.ErrNotExist) {
+		if err := createFile(filepath.Join(abs, VaultFile), []byte(vaultHeader), 0o600); err != nil {
+			return nil, err
+		}
 	}
 	return Load(abs)
 }
@@ -191,10 +201,12 @@ func parseConfig(name string, data []byte, c *Config) error {
 	if doc.Kind != yaml.MappingNode {
 		return &ConfigError{File: name, Line: doc.Line, Msg: "expected a mapping of keys such as system_prompt and model"}
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
+	// The reference's spelling becomes Penguin's before decoding (see
+	// spelling.go); errors name the keys as the file writes them.
+	written, spellErr := respell(doc)
+	keysErr := errors.Join(knownKeys(doc, reflect.TypeFor[Config](), "")...)
 	var decodeErr error
-	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+	if err := root.Decode(c); err != nil {
 		var te *yaml.TypeError
 		if !errors.As(err, &te) {
 			return yamlErrors(name, err, 0)
@@ -203,21 +215,30 @@ func parseConfig(name string, data []byte, c *Config) error {
 		// failed, so validating the rest reports every problem at once.
 		decodeErr = nameFields(yamlErrors(name, err, 0), &root)
 	}
-	var validErr error
-	if err := c.Validate(); err != nil {
-		validErr = locate(err, name, &root)
+	// No list and an empty one mean the same for custom tools and MCP
+	// servers (unlike builtin, where an empty list is refused), so both
+	// read as none and a file written back says the same.
+	if len(c.Tools.Custom) == 0 {
+		c.Tools.Custom = nil
 	}
-	return errors.Join(decodeErr, validErr)
+	if len(c.Tools.MCPServers) == 0 {
+		c.Tools.MCPServers = nil
+	}
+	// The spelling's problems name the keys as written already; the rest
+	// name them in the rewritten document.
+	var spelled, rest error
+	if spellErr != nil {
+		spelled = locate(spellErr, name, &root)
+	}
+	if err := errors.Join(keysErr, decodeErr, c.Validate()); err != nil {
+		rest = asWritten(locate(err, name, &root), written)
+	}
+	return errors.Join(spelled, rest)
 }
 
 // locate fills in the file and line of validation errors.
 func locate(err error, file string, root *yaml.Node) error {
-	var list []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		list = j.Unwrap()
-	} else {
-		list = []error{err}
-	}
+	list := flatten(err)
 	out := make([]error, 0, len(list))
 	for _, e := range list {
 		var ce *ConfigError

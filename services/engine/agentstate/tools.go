@@ -312,6 +312,9 @@ func (t ToolSettings) ToolConfig() *penguinv1.ToolConfig {
 			ConnectTimeoutMs: m.ConnectTimeoutMS,
 			TimeoutMs:        m.TimeoutMS,
 		}
+		if m.MaxOutputLength != nil {
+			ms.MaxOutputLength = i64(*m.MaxOutputLength)
+		}
 		ms.Permission = permissionProto(m.Permission)
 		tc.McpServers = append(tc.McpServers, ms)
 	}

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 
+	"github.com/BurntSushi/toml"
 	"gopkg.in/yaml.v3"
 )
 
@@ -32,28 +35,90 @@ func ValidVaultKey(name string) error {
 	return nil
 }
 
-// loadVault reads the vault file: a flat YAML mapping of names to values.
+// loadVault reads dir's vault and returns it with the path of the file it
+// lives in, where changes are written back. The vault is .vault.yaml, a
+// flat YAML mapping of names to values, or, in an agent directory the
+// reference harness wrote, its .vault.toml, a flat TOML table of the same,
+// read and written as it stands so the agent runs with its secrets. Both
+// holding keys is refused: which would win is a guess nobody should have
+// to make about secrets. An empty .vault.yaml beside a .vault.toml (Init
+// writes one) is no vault.
+func loadVault(dir string) (map[string]string, string, error) {
+	yamlPath, tomlPath := filepath.Join(dir, VaultFile), filepath.Join(dir, referenceVaultFile)
+	fromYAML, yamlFound, err := readVault(yamlPath, parseVault)
+	if err != nil {
+		return nil, "", err
+	}
+	fromTOML, tomlFound, err := readVault(tomlPath, parseTOMLVault)
+	if err != nil {
+		return nil, "", err
+	}
+	switch {
+	case tomlFound && len(fromYAML) > 0:
+		return nil, "", &ConfigError{File: tomlPath, Msg: fmt.Sprintf("%s holds a vault too: keep one of the two files (a NAME = \"value\" line of this one is a NAME: value line of the other)", yamlPath)}
+	case tomlFound:
+		return fromTOML, tomlPath, nil
+	case !yamlFound:
+		return map[string]string{}, yamlPath, nil
+	}
+	return fromYAML, yamlPath, nil
+}
+
+// readVault reads one vault file with parse, reporting whether it exists.
 // It refuses a file that others can read, the way ssh refuses a readable
 // private key, because a secret silently exposed is worse than a clear
 // error.
-func loadVault(path string) (map[string]string, error) {
+func readVault(path string, parse func(string, []byte) (map[string]string, error)) (map[string]string, bool, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]string{}, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("agent state: %w", err)
+		return nil, false, fmt.Errorf("agent state: %w", err)
 	}
 	if runtime.GOOS != "windows" {
 		info, err := os.Stat(path)
 		if err != nil {
-			return nil, fmt.Errorf("agent state: %w", err)
+			return nil, false, fmt.Errorf("agent state: %w", err)
 		}
 		if perm := info.Mode().Perm(); perm&0o077 != 0 {
-			return nil, &ConfigError{File: path, Msg: fmt.Sprintf("the vault is readable by others (mode %04o): run chmod 600 %s", perm, path)}
+			return nil, false, &ConfigError{File: path, Msg: fmt.Sprintf("the vault is readable by others (mode %04o): run chmod 600 %s", perm, path)}
 		}
 	}
-	return parseVault(path, data)
+	v, err := parse(path, data)
+	return v, true, err
+}
+
+// parseTOMLVault reads the reference's vault: NAME = "value" lines. A
+// value that is not a string is refused; messages never quote a value.
+func parseTOMLVault(path string, data []byte) (map[string]string, error) {
+	var raw map[string]any
+	if _, err := toml.Decode(string(data), &raw); err != nil {
+		ce := &ConfigError{File: path, Msg: "not a TOML table of NAME = \"value\" lines"}
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			ce.Line = pe.Position.Line
+		}
+		return nil, ce
+	}
+	vault := make(map[string]string, len(raw))
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		if err := ValidVaultKey(k); err != nil {
+			errs = append(errs, &ConfigError{File: path, Msg: err.Error()})
+			continue
+		}
+		v, ok := raw[k].(string)
+		if !ok {
+			errs = append(errs, &ConfigError{File: path, Field: k, Msg: "the value must be a string"})
+			continue
+		}
+		vault[k] = v
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return vault, nil
 }
 
 func parseVault(path string, data []byte) (map[string]string, error) {
@@ -121,7 +186,7 @@ func (s *State) SetVault(key, value string) error {
 		next = map[string]string{}
 	}
 	next[key] = value
-	if err := writeVault(filepath.Join(s.Dir, VaultFile), next); err != nil {
+	if err := writeVault(s.vaultPath(), next); err != nil {
 		return err
 	}
 	s.Vault = next
@@ -135,15 +200,32 @@ func (s *State) RemoveVault(key string) (bool, error) {
 	}
 	next := cloneMap(s.Vault)
 	delete(next, key)
-	if err := writeVault(filepath.Join(s.Dir, VaultFile), next); err != nil {
+	if err := writeVault(s.vaultPath(), next); err != nil {
 		return false, err
 	}
 	s.Vault = next
 	return true, nil
 }
 
+// vaultPath is the file the vault lives in: the one it was read from, else
+// .vault.yaml.
+func (s *State) vaultPath() string {
+	if s.vaultFile != "" {
+		return s.vaultFile
+	}
+	return filepath.Join(s.Dir, VaultFile)
+}
+
+// writeVault writes vault to path, in TOML for the reference's .vault.toml
+// and in YAML otherwise.
 func writeVault(path string, vault map[string]string) error {
 	var b bytes.Buffer
+	if filepath.Base(path) == referenceVaultFile {
+		if err := toml.NewEncoder(&b).Encode(vault); err != nil {
+			return fmt.Errorf("agent state: encode vault: %w", err)
+		}
+		return writeFileAtomic(path, b.Bytes(), 0o600)
+	}
 	b.WriteString(vaultHeader)
 	if len(vault) > 0 {
 		// A yaml.Node keeps the keys sorted and quotes values as needed.

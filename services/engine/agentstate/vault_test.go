@@ -139,3 +139,93 @@ func TestVaultEmptyForms(t *testing.T) {
 		}
 	}
 }
+
+// An agent directory the reference wrote keeps its vault in .vault.toml:
+// the agent runs with it, Init adds no second vault beside it, and changes
+// are written back to it.
+func TestReferenceVaultIsReadAndKept(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	src := "GITHUB_TOKEN = \"ghp_x\"\nDB_URL = 'postgres://u:p@h/db'\n"
+	if err := os.WriteFile(filepath.Join(dir, ".vault.toml"), []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Init(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"GITHUB_TOKEN": "ghp_x", "DB_URL": "postgres://u:p@h/db"}; !reflect.DeepEqual(st.Vault, want) {
+		t.Fatalf("vault = %q, want %q", st.Vault, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, VaultFile)); !os.IsNotExist(err) {
+		t.Fatalf("Init wrote a second vault beside .vault.toml: %v", err)
+	}
+	if err := st.SetVault("NEW", "n\"ew"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.RemoveVault("DB_URL"); !ok || err != nil {
+		t.Fatalf("RemoveVault = %v, %v", ok, err)
+	}
+	again, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"GITHUB_TOKEN": "ghp_x", "NEW": "n\"ew"}; !reflect.DeepEqual(again.Vault, want) {
+		t.Fatalf("vault after changes = %q, want %q", again.Vault, want)
+	}
+	if runtime.GOOS != "windows" {
+		if m := fileMode(t, filepath.Join(dir, ".vault.toml")).Perm(); m != 0o600 {
+			t.Errorf("vault mode after SetVault = %04o", m)
+		}
+	}
+}
+
+func TestReferenceVaultProblems(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, toml, yaml string
+		mode             os.FileMode
+		want             string
+	}{
+		{"not a string", "PORT = 8080\n", "", 0o600, "PORT: the value must be a string"},
+		{"bad name", "\"1BAD\" = \"secret-value\"\n", "", 0o600, `invalid vault key "1BAD"`},
+		{"syntax", "A = \"secret-value\nB = 1\n", "", 0o600, "not a TOML table"},
+		{"readable by others", "A = \"secret-value\"\n", "", 0o644, "readable by others"},
+		{"two vaults", "A = \"secret-value\"\n", "B: other\n", 0o600, "holds a vault too: keep one"},
+	} {
+		if c.mode&0o077 != 0 && runtime.GOOS == "windows" {
+			continue
+		}
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, ".vault.toml"), []byte(c.toml), c.mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(dir, ".vault.toml"), c.mode); err != nil {
+			t.Fatal(err)
+		}
+		if c.yaml != "" {
+			if err := os.WriteFile(filepath.Join(dir, VaultFile), []byte(c.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := Load(dir)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret-value") {
+			t.Errorf("%s: the error quotes a value: %v", c.name, err)
+		}
+	}
+	// An empty .vault.yaml (what Init writes) beside .vault.toml is no
+	// second vault.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, ".vault.toml"), []byte("A = \"a\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, VaultFile), []byte(vaultHeader), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := Load(dir); err != nil || st.Vault["A"] != "a" {
+		t.Fatalf("Load = %v, %v", st, err)
+	}
+}

@@ -422,12 +422,7 @@ func fieldAt(root *yaml.Node, line int) string {
 // An unknown key is reported at its parent, since the key itself is what
 // the message quotes.
 func nameFields(err error, root *yaml.Node) error {
-	var list []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		list = j.Unwrap()
-	} else {
-		list = []error{err}
-	}
+	list := flatten(err)
 	for _, e := range list {
 		var ce *ConfigError
 		if !errors.As(e, &ce) || ce.Field != "" || ce.Line == 0 {
@@ -444,4 +439,21 @@ func nameFields(err error, root *yaml.Node) error {
 		ce.Field = f
 	}
 	return err
+}
+
+// flatten lists the errors joined in err, however deeply joins nest; nil
+// lists none.
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, flatten(e)...)
+	}
+	return out
 }

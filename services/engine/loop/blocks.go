@@ -28,6 +28,9 @@ const (
 	// CallAborted is the output of a call whose run was interrupted while
 	// the tool was working.
 	CallAborted = "Tool call aborted."
+	// NotRunCompacting answers a tool call in a compaction reply: tools are
+	// not run while the model writes its summary.
+	NotRunCompacting = "Tool call did not run: tools are not available while the context is being summarized."
 )
 
 // maxBlockOutput caps each tool output copied into a carry-over block, so

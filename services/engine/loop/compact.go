@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -91,19 +92,32 @@ func (r *runner) compact(ctx context.Context, reason penguinv1.CompactionReason,
 		}
 		return CompactResult{message: msg}
 	}
-	var correction string
+	// History is only ever appended to, so the provider's prompt cache
+	// stays valid from one attempt to the next: a rejected reply stays in
+	// the retry's history after the request that produced it, its tool
+	// calls answered, followed by the corrective note and the prompt again.
+	// A transport failure commits nothing, and its retry resends the same
+	// request. The session's own context is left as it was until a summary
+	// is adopted.
+	history := r.mctx.History
+	input := make([]*penguinv1.OmniMessage, 0, len(folded)+1)
+	input = append(append(input, folded...), HarnessText(set.Prompt))
 	lastMsg := ""
 	for n := 1; ; n++ {
-		msgs := make([]*penguinv1.OmniMessage, 0, len(folded)+2)
-		msgs = append(msgs, folded...)
-		if correction != "" {
-			msgs = append(msgs, HarnessText(correction))
-		}
-		msgs = append(msgs, HarnessText(set.Prompt))
-
-		reply, called, outcome, err := r.compactionRequest(ctx, msgs)
+		reply, outcome, err := r.compactionRequest(ctx, history, input)
 		if err != nil {
 			return CompactResult{err: err}
+		}
+		// Tools never run during a compaction: each call of the reply is
+		// answered at once, whatever the outcome, so every call in the
+		// log has its output.
+		answers := make([]*penguinv1.OmniMessage, 0, len(reply.calls))
+		for _, c := range reply.calls {
+			o := omni.ToolCallOutput(c.GetToolCallId(), NotRunCompacting, penguinv1.StopReason_STOP_REASON_FAILED)
+			if err := r.emitDetached(ctx, o); err != nil {
+				return CompactResult{err: err}
+			}
+			answers = append(answers, o)
 		}
 		st := outcome.GetStatus()
 		if ctx.Err() != nil || st == penguinv1.StopReason_STOP_REASON_ABORTED {
@@ -113,9 +127,9 @@ func (r *runner) compact(ctx context.Context, reason penguinv1.CompactionReason,
 			return CompactResult{aborted: true}
 		}
 		if st == penguinv1.StopReason_STOP_REASON_COMPLETED {
-			summary, ok := set.ExtractSummary(reply)
+			summary, ok := set.ExtractSummary(reply.text)
 			switch {
-			case called:
+			case len(reply.calls) > 0:
 				lastMsg = "the reply called a tool"
 			case !ok || summary == "":
 				lastMsg = "the reply held no summary"
@@ -129,7 +143,12 @@ func (r *runner) compact(ctx context.Context, reason penguinv1.CompactionReason,
 				}
 				return r.freshContext(ctx, HarnessText(set.WrapSummary(summary)))
 			}
-			correction = set.RetryNote
+			history = slices.Concat(history, input, reply.messages)
+			input = answers
+			if set.RetryNote != "" {
+				input = append(input, HarnessText(set.RetryNote))
+			}
+			input = append(input, HarnessText(set.Prompt))
 			st = penguinv1.StopReason_STOP_REASON_FAILED
 		} else {
 			lastMsg = outcome.GetMessage()
@@ -170,52 +189,97 @@ func (r *runner) freshContext(ctx context.Context, first *penguinv1.OmniMessage)
 	return CompactResult{ok: true, next: []*penguinv1.OmniMessage{first}}
 }
 
-// compactionRequest sends one compaction request. The summary streams out
-// as ordinary text between the compaction events; nothing of it joins the
-// history.
-func (r *runner) compactionRequest(ctx context.Context, msgs []*penguinv1.OmniMessage) (reply string, calledTool bool, outcome *penguinv1.LLMOutcome, err error) {
-	req := r.request(msgs, r.set.Compaction.ThinkingLevel)
+// compactionReply is what one compaction request produced.
+type compactionReply struct {
+	// text is the reply's complete assistant text, where the summary is.
+	text string
+	// messages are the reply's complete messages, as the model wrote them.
+	messages []*penguinv1.OmniMessage
+	// calls are the tool calls among them.
+	calls []*penguinv1.ToolCall
+}
+
+// compactionRequest sends one compaction request with history and input.
+// The summary streams out as ordinary text between the compaction events;
+// nothing of it joins the session's context. A segment the stream leaves
+// open is closed with the request's status, so a watcher never sees one
+// that does not end.
+func (r *runner) compactionRequest(ctx context.Context, history, input []*penguinv1.OmniMessage) (compactionReply, *penguinv1.LLMOutcome, error) {
+	var (
+		reply compactionReply
+		segs  segments
+	)
+	emit := func(m *penguinv1.OmniMessage) error {
+		if err := r.emitDetached(ctx, m); err != nil {
+			return err
+		}
+		segs.observe(m)
+		if omni.KindOf(m) == omni.KindModel {
+			reply.messages = append(reply.messages, m)
+			if t := m.GetText(); t != nil {
+				reply.text += t.GetText()
+			}
+			if c := m.GetToolCall(); c != nil {
+				reply.calls = append(reply.calls, c)
+			}
+		}
+		return nil
+	}
+	outcome, err := r.compactionStream(ctx, history, input, emit)
+	if err != nil {
+		return compactionReply{}, nil, err
+	}
+	status := outcome.GetStatus()
+	if ctx.Err() != nil && status != penguinv1.StopReason_STOP_REASON_COMPLETED {
+		status = penguinv1.StopReason_STOP_REASON_ABORTED
+	}
+	for _, m := range segs.closing(status, func(k segKey) bool { return k.origin == "" }) {
+		if err := emit(m); err != nil {
+			return compactionReply{}, nil, err
+		}
+	}
+	return reply, outcome, nil
+}
+
+// compactionStream reads one compaction request's stream, passing its
+// partials and complete messages to emit, and returns the outcome (never
+// nil). An error means the log could not be written.
+func (r *runner) compactionStream(ctx context.Context, history, input []*penguinv1.OmniMessage, emit func(*penguinv1.OmniMessage) error) (*penguinv1.LLMOutcome, error) {
+	req := r.request(input, r.set.Compaction.ThinkingLevel)
+	req.History = history
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, serr := r.deps.LLM.StreamGenerate(sctx, req)
 	if serr != nil {
-		return "", false, outcomeFromError(serr), nil
+		return outcomeFromError(serr), nil
 	}
-	var text string
 	for {
 		frame, rerr := stream.Recv()
 		if rerr != nil {
 			if ctx.Err() != nil {
-				return text, calledTool, &penguinv1.LLMOutcome{Status: penguinv1.StopReason_STOP_REASON_ABORTED}, nil
+				return &penguinv1.LLMOutcome{Status: penguinv1.StopReason_STOP_REASON_ABORTED}, nil
 			}
-			o := outcomeFromError(rerr)
 			if errors.Is(rerr, io.EOF) {
-				o = &penguinv1.LLMOutcome{Status: penguinv1.StopReason_STOP_REASON_MALFORMED, Message: "the model stream ended without an outcome"}
+				return &penguinv1.LLMOutcome{Status: penguinv1.StopReason_STOP_REASON_MALFORMED, Message: "the model stream ended without an outcome"}, nil
 			}
-			return text, calledTool, o, nil
+			return outcomeFromError(rerr), nil
 		}
 		if o := frame.GetOutcome(); o != nil {
-			return text, calledTool, o, nil
+			return o, nil
 		}
 		m := frame.GetMessage()
 		if tu := m.GetTokenUsage(); tu != nil {
 			r.mctx.Usage = omni.AddTokenCounts(r.mctx.Usage, tu.GetRequest())
-			if err := r.emitDetached(ctx, omni.TokenUsage(r.mctx.Usage, tu.GetRequest())); err != nil {
-				return "", false, nil, err
+			if err := r.emitDetached(ctx, r.usageEvent(tu.GetRequest())); err != nil {
+				return nil, err
 			}
 			continue
 		}
-		if omni.KindOf(m) != omni.KindPartial && omni.KindOf(m) != omni.KindModel {
+		if k := omni.KindOf(m); k != omni.KindPartial && k != omni.KindModel {
 			continue
 		}
-		if t := m.GetText(); t != nil {
-			text += t.GetText()
-		}
-		if m.GetToolCall() != nil {
-			calledTool = true
-		}
-		if err := r.deps.Emitter.Emit(context.WithoutCancel(ctx), m); err != nil {
-			return "", false, nil, err
+		if err := emit(m); err != nil {
+			return nil, err
 		}
 	}
 }

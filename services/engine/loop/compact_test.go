@@ -11,6 +11,7 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/loop"
+	"google.golang.org/protobuf/proto"
 )
 
 func compactionEvents(msgs []*penguinv1.OmniMessage) (begins []*penguinv1.CompactionBegin, ends []*penguinv1.CompactionEnd) {
@@ -184,7 +185,8 @@ func TestManualCompact(t *testing.T) {
 	}
 }
 
-// An empty retry note sends none: the retry repeats the prompt alone.
+// An empty retry note sends none: the retry answers the rejected reply's
+// call and repeats the prompt.
 func TestCompactionRetryWithoutANote(t *testing.T) {
 	r := newRig(t,
 		fake.NewReply().ToolCall("c1", "t", `{}`).Usage(1000).Outcome(&penguinv1.LLMOutcome{Status: completed}),
@@ -198,8 +200,8 @@ func TestCompactionRetryWithoutANote(t *testing.T) {
 		t.Fatalf("result = %+v", res)
 	}
 	retry := r.llm.Requests()[2].GetNewMessages()
-	if len(retry) != 2 || retry[1].GetText().GetText() != "SUMMARIZE NOW" {
-		t.Fatalf("retry input = %v, want the pending output and the prompt alone", retry)
+	if len(retry) != 2 || retry[0].GetToolCallOutput().GetToolCallId() != "x" || retry[1].GetText().GetText() != "SUMMARIZE NOW" {
+		t.Fatalf("retry input = %v, want the call's failed output and the prompt alone", retry)
 	}
 }
 
@@ -220,6 +222,166 @@ func TestSummarizeCompactionNeedsItsTexts(t *testing.T) {
 	}
 	_, ends := compactionEvents(r.em.all())
 	if len(ends) != 1 || ends[0].GetStatus() != failed || !strings.Contains(ends[0].GetErrorMessage(), "not configured") {
+		t.Fatalf("compaction_end = %v", ends)
+	}
+}
+
+// requestPaired fails unless every tool call a request sends (in its
+// history and its new messages) is answered by exactly one output after
+// it, as providers require.
+func requestPaired(t *testing.T, req *penguinv1.StreamGenerateRequest) {
+	t.Helper()
+	open := map[string]bool{}
+	for _, m := range append(slices.Clone(req.GetHistory()), req.GetNewMessages()...) {
+		if c := m.GetToolCall(); c != nil {
+			open[c.GetToolCallId()] = true
+		}
+		if o := m.GetToolCallOutput(); o != nil {
+			if !open[o.GetToolCallId()] {
+				t.Fatalf("output %s answers no open call", o.GetToolCallId())
+			}
+			delete(open, o.GetToolCallId())
+		}
+	}
+	if len(open) > 0 {
+		t.Fatalf("calls without output in the request: %v", open)
+	}
+}
+
+// logPaired fails unless every tool call in the log has exactly one
+// output.
+func logPaired(t *testing.T, msgs []*penguinv1.OmniMessage) {
+	t.Helper()
+	calls, outs := map[string]int{}, map[string]int{}
+	for _, m := range msgs {
+		if c := m.GetToolCall(); c != nil {
+			calls[c.GetToolCallId()]++
+		}
+		if o := m.GetToolCallOutput(); o != nil {
+			outs[o.GetToolCallId()]++
+		}
+	}
+	for id := range calls {
+		if outs[id] != 1 || calls[id] != 1 {
+			t.Errorf("call %s: %d calls and %d outputs in the log", id, calls[id], outs[id])
+		}
+	}
+	for id := range outs {
+		if calls[id] == 0 {
+			t.Errorf("output %s answers no call in the log", id)
+		}
+	}
+}
+
+// A rejected compaction reply stays in the retry: the retry's history is
+// the first attempt's request and the rejected reply, and its new
+// messages answer the reply's tool calls with failed outputs, then the
+// corrective note and the prompt. Nothing is taken out, so the provider's
+// prompt cache stays valid, and every call in the log has its output.
+func TestCompactionRetryAppendsToTheRejectedAttempt(t *testing.T) {
+	r := newRig(t,
+		fake.NewReply().ToolCall("c1", "t", `{}`).Usage(1000).Outcome(&penguinv1.LLMOutcome{Status: completed}),
+		fake.NewReply().Text("let me look first").ToolCall("x1", "t", `{"a":1}`).ToolCall("x2", "t", `{}`).Done(),
+		fake.NewReply().Text("[summary]ran t once[/summary]").Done(),
+		fake.NewReply().Text("continuing").Done(),
+	)
+	withCompaction(r, 500, 0, penguinv1.CompactionMode_COMPACTION_MODE_SUMMARIZE)
+	if res := r.run(context.Background(), "go"); res.Status != completed {
+		t.Fatalf("result = %+v", res)
+	}
+	reqs := r.llm.Requests()
+	if len(reqs) != 4 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	first, retry := reqs[1], reqs[2]
+	for _, req := range reqs {
+		requestPaired(t, req)
+	}
+	// The retry's history is the first attempt's history and input, then
+	// the rejected reply as the model wrote it.
+	want := append(slices.Clone(first.GetHistory()), first.GetNewMessages()...)
+	if got := retry.GetHistory(); len(got) != len(want)+3 {
+		t.Fatalf("retry history = %v, want the first attempt's %v plus the reply", kinds(got), kinds(want))
+	}
+	for i, m := range want {
+		if !proto.Equal(retry.GetHistory()[i], m) {
+			t.Fatalf("retry history[%d] = %v, want %v: the retry rewrote what the first attempt sent", i, retry.GetHistory()[i], m)
+		}
+	}
+	tail := retry.GetHistory()[len(want):]
+	if tail[0].GetText().GetText() != "let me look first" || tail[1].GetToolCall().GetToolCallId() != "x1" || tail[2].GetToolCall().GetToolCallId() != "x2" {
+		t.Fatalf("the rejected reply in the retry's history = %v", tail)
+	}
+	// Its new messages: a failed output per call, in call order, then the
+	// note and the prompt.
+	in := retry.GetNewMessages()
+	if len(in) != 4 {
+		t.Fatalf("retry input = %v", kinds(in))
+	}
+	for i, id := range []string{"x1", "x2"} {
+		o := in[i].GetToolCallOutput()
+		if o.GetToolCallId() != id || o.GetStopReason() != failed || o.GetOutput() != loop.NotRunCompacting {
+			t.Fatalf("retry input[%d] = %v, want the failed output of %s", i, in[i], id)
+		}
+	}
+	if !strings.Contains(in[2].GetText().GetText(), "could not be used") || in[3].GetText().GetText() != "SUMMARIZE NOW" {
+		t.Fatalf("retry input = %v, want the note then the prompt", in)
+	}
+	if r.runs("x1")+r.runs("x2") != 0 {
+		t.Fatal("a tool called by the compaction reply ran")
+	}
+	// The log pairs every call, the compaction's included, and the
+	// synthesized outputs sit inside the compaction span.
+	logPaired(t, r.persisted())
+	got := kinds(r.persisted())
+	b, e := slices.Index(got, "compaction_begin"), slices.Index(got, "compaction_end")
+	if n := strings.Count(strings.Join(got[b:e], ","), "tool_call_output"); n != 2 {
+		t.Fatalf("compaction span %v holds %d outputs, want 2", got[b:e], n)
+	}
+	_, ends := compactionEvents(r.em.all())
+	if len(ends) != 1 || ends[0].GetStatus() != completed || ends[0].GetAttempt() != 2 {
+		t.Fatalf("compaction_end = %v", ends)
+	}
+}
+
+// A compaction request that fails in transit commits nothing: its retry
+// resends the same request. What the failed stream left (a complete call,
+// a text cut off mid-way) is closed and answered in the log, so every
+// segment ends and every call is paired.
+func TestCompactionTransportFailureResendsTheSameRequest(t *testing.T) {
+	r := newRig(t,
+		fake.NewReply().ToolCall("c1", "t", `{}`).Usage(1000).Outcome(&penguinv1.LLMOutcome{Status: completed}),
+		fake.NewReply().ToolCall("x", "t", `{}`).Fail(penguinv1.StopReason_STOP_REASON_TIMEOUT, "reset"),
+		fake.NewReply().PartialOnly("[summary]half").Fail(penguinv1.StopReason_STOP_REASON_MALFORMED, "cut"),
+		fake.NewReply().Text("[summary]whole[/summary]").Done(),
+		fake.NewReply().Text("continuing").Done(),
+	)
+	withCompaction(r, 500, 0, penguinv1.CompactionMode_COMPACTION_MODE_SUMMARIZE)
+	if res := r.run(context.Background(), "go"); res.Status != completed {
+		t.Fatalf("result = %+v", res)
+	}
+	reqs := r.llm.Requests()
+	if len(reqs) != 5 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	for i := 2; i <= 3; i++ {
+		if !proto.Equal(&penguinv1.StreamGenerateRequest{History: reqs[i].GetHistory(), NewMessages: reqs[i].GetNewMessages()},
+			&penguinv1.StreamGenerateRequest{History: reqs[1].GetHistory(), NewMessages: reqs[1].GetNewMessages()}) {
+			t.Fatalf("request %d = %v / %v, want the first compaction request again", i, kinds(reqs[i].GetHistory()), kinds(reqs[i].GetNewMessages()))
+		}
+	}
+	logPaired(t, r.persisted())
+	var cut *penguinv1.Text
+	for _, m := range r.persisted() {
+		if tx := m.GetText(); tx != nil && tx.GetText() == "[summary]half" {
+			cut = tx
+		}
+	}
+	if cut == nil || cut.GetStopReason() != penguinv1.StopReason_STOP_REASON_MALFORMED {
+		t.Fatalf("the cut text was not closed with the request's status: %v", cut)
+	}
+	_, ends := compactionEvents(r.em.all())
+	if len(ends) != 1 || ends[0].GetStatus() != completed || ends[0].GetAttempt() != 3 {
 		t.Fatalf("compaction_end = %v", ends)
 	}
 }

@@ -352,6 +352,16 @@ func (r *runner) request(newMessages []*penguinv1.OmniMessage, thinking penguinv
 	}
 }
 
+// usageEvent is the token_usage the engine emits for a request: the
+// session's running totals (its cost included, see omni.AddTokenCounts)
+// and the request's own counts, for the session's model.
+func (r *runner) usageEvent(request *penguinv1.TokenCounts) *penguinv1.OmniMessage {
+	m := omni.TokenUsage(r.mctx.Usage, request)
+	tu := m.GetTokenUsage()
+	tu.Provider, tu.ModelId = r.set.Model.GetProvider(), r.set.Model.GetModelId()
+	return m
+}
+
 func withNote(carry []*penguinv1.OmniMessage, note string) []*penguinv1.OmniMessage {
 	if note == "" {
 		return carry

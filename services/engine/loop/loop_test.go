@@ -290,6 +290,8 @@ func TestAuthAndPermanentStopAtOnce(t *testing.T) {
 	}{
 		{"auth", fake.NewReply().Fail(auth, "invalid api key"), auth},
 		{"permanent", fake.NewReply().Outcome(&penguinv1.LLMOutcome{Status: failed, Message: "no fast tier", Permanent: true}), failed},
+		{"refused as invalid", fake.NewReply().Outcome(&penguinv1.LLMOutcome{Status: failed, Message: "provider answered 404 Not Found: model_not_found",
+			Code: penguinv1.FailureCode_FAILURE_CODE_INVALID_REQUEST, HttpStatus: 404}), failed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, tc.reply, fake.NewReply().Text("must not be asked").Done())

@@ -111,7 +111,13 @@ func (m *Manager) Compact(ctx context.Context, id string, mode penguinv1.Compact
 	}
 	if len(p.mctx.History) == 0 {
 		rt.abandon(t, nil)
-		return penguinv1.StopReason_STOP_REASON_FAILED, "nothing to compact: the context is empty", nil
+		msg := "nothing to compact: the context is empty"
+		if p.rs.MetaSequence > 1 {
+			// The context was opened by a compaction and holds nothing
+			// since (the reference's just_compacted).
+			msg = "nothing to compact: the context was just compacted"
+		}
+		return penguinv1.StopReason_STOP_REASON_FAILED, msg, nil
 	}
 	rt.setState(penguinv1.SessionState_SESSION_STATE_RUNNING, 0)
 	if err := rt.begin(t, p); err != nil {

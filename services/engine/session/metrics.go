@@ -23,6 +23,8 @@ type metrics struct {
 	approvals       *prometheus.CounterVec
 	rebinds         *prometheus.CounterVec
 	forwarded       *prometheus.CounterVec
+	tokens          *prometheus.CounterVec
+	cost            *prometheus.CounterVec
 }
 
 // newMetrics builds the engine's metrics and registers them, with a gauge
@@ -52,13 +54,17 @@ func newMetrics(m *Manager, reg prometheus.Registerer) (*metrics, error) {
 			"Fresh environments created for sessions whose environment was gone, by reason: missing (its replica no longer knows it) or unreachable (its replica is gone)."), []string{"reason"}),
 		forwarded: prometheus.NewCounterVec(opts("forwarded_calls_total",
 			"Calls for runs another replica owns (Attach, Approve, Steer, Abort, RetryNow), passed on to that replica, by method and the gRPC code of the answer."), []string{"method", "code"}),
+		tokens: prometheus.NewCounterVec(opts("tokens_total",
+			"Tokens of model requests, by provider, model and kind (total, output, reasoning, cache_read, cache_write)."), []string{"provider", "model", "kind"}),
+		cost: prometheus.NewCounterVec(opts("cost_usd_total",
+			"Cost of model requests in USD from the gateway's catalog prices, by provider and model (requests without a known price add nothing)."), []string{"provider", "model"}),
 	}
 	loaded := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "penguin", Subsystem: "engine", Name: "sessions_loaded",
 		Help: "Sessions loaded on this replica (running a task or watched)."}, func() float64 { return float64(m.Loaded()) })
 	if reg == nil {
 		return x, nil
 	}
-	for _, c := range []prometheus.Collector{x.sessionsCreated, x.runs, x.runsActive, x.turns, x.turnDuration, x.retries, x.approvals, x.rebinds, x.forwarded, loaded} {
+	for _, c := range []prometheus.Collector{x.sessionsCreated, x.runs, x.runsActive, x.turns, x.turnDuration, x.retries, x.approvals, x.rebinds, x.forwarded, x.tokens, x.cost, loaded} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register engine metrics: %w", err)
 		}
@@ -73,10 +79,24 @@ func (m *Manager) ObserveForward(method string, code codes.Code) {
 	m.metrics.forwarded.WithLabelValues(method, code.String()).Inc()
 }
 
-// observeEmit counts what an emitted message tells: approval decisions.
+// observeEmit counts what an emitted message tells: approval decisions,
+// and each request's tokens and cost by model.
 func (x *metrics) observeEmit(m *penguinv1.OmniMessage) {
 	if d := m.GetApprovalDecision(); d != nil {
 		x.approvals.WithLabelValues(enumword.Word(d.GetDecision())).Inc()
+	}
+	if tu := m.GetTokenUsage(); tu != nil {
+		r := tu.GetRequest()
+		p, model := tu.GetProvider(), tu.GetModelId()
+		for kind, n := range map[string]int64{"total": r.GetTotal(), "output": r.GetOutput(), "reasoning": r.GetReasoning(),
+			"cache_read": r.GetCacheRead(), "cache_write": r.GetCacheWrite()} {
+			if n > 0 {
+				x.tokens.WithLabelValues(p, model, kind).Add(float64(n))
+			}
+		}
+		if c := r.GetCostUsd(); c > 0 {
+			x.cost.WithLabelValues(p, model).Add(c)
+		}
 	}
 }
 

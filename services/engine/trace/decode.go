@@ -272,7 +272,8 @@ func (d *decoder) event(m *penguinv1.OmniMessage) error {
 		if err := d.unmarshal(&x); err != nil {
 			return err
 		}
-		m.Payload = &penguinv1.OmniMessage_TokenUsage{TokenUsage: &penguinv1.TokenUsage{Session: uncounts(x.Session), Request: uncounts(x.Request)}}
+		m.Payload = &penguinv1.OmniMessage_TokenUsage{TokenUsage: &penguinv1.TokenUsage{Session: uncounts(x.Session), Request: uncounts(x.Request),
+			Provider: x.Provider, ModelId: x.ModelID}}
 	case "compaction_begin", "compaction_end":
 		return d.compaction(m)
 	case "abort":

@@ -184,7 +184,8 @@ func (e *encoder) event(m *penguinv1.OmniMessage) (v any, ok bool) {
 		}, true
 	case *penguinv1.OmniMessage_TokenUsage:
 		x := p.TokenUsage
-		return tokenUsageJSON{Type: "token_usage", Session: counts(x.GetSession()), Request: counts(x.GetRequest())}, true
+		return tokenUsageJSON{Type: "token_usage", Session: counts(x.GetSession()), Request: counts(x.GetRequest()),
+			Provider: x.GetProvider(), ModelID: x.GetModelId()}, true
 	case *penguinv1.OmniMessage_CompactionBegin:
 		x := p.CompactionBegin
 		return compactionBeginJSON{

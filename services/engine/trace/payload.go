@@ -160,16 +160,21 @@ type approvalDecisionJSON struct {
 }
 
 type tokenCountsJSON struct {
-	CacheRead  int64 `json:"cache_read"`
-	CacheWrite int64 `json:"cache_write"`
-	Output     int64 `json:"output"`
-	Total      int64 `json:"total"`
+	CacheRead  int64    `json:"cache_read"`
+	CacheWrite int64    `json:"cache_write"`
+	Output     int64    `json:"output"`
+	Total      int64    `json:"total"`
+	Reasoning  int64    `json:"reasoning,omitempty"`
+	CostUSD    *float64 `json:"cost_usd,omitempty"`
+	Unreported bool     `json:"unreported,omitempty"`
 }
 
 type tokenUsageJSON struct {
-	Type    string          `json:"type"`
-	Session tokenCountsJSON `json:"session"`
-	Request tokenCountsJSON `json:"request"`
+	Type     string          `json:"type"`
+	Session  tokenCountsJSON `json:"session"`
+	Request  tokenCountsJSON `json:"request"`
+	Provider string          `json:"provider,omitempty"`
+	ModelID  string          `json:"model_id,omitempty"`
 }
 
 type compactionBeginJSON struct {
@@ -212,11 +217,13 @@ func fixedRole(r penguinv1.Role, fixed penguinv1.Role) (string, error) {
 func stopReason(r penguinv1.StopReason) (string, error) { return stopReasons("stop_reason").name(r) }
 
 func counts(c *penguinv1.TokenCounts) tokenCountsJSON {
-	return tokenCountsJSON{CacheRead: c.GetCacheRead(), CacheWrite: c.GetCacheWrite(), Output: c.GetOutput(), Total: c.GetTotal()}
+	return tokenCountsJSON{CacheRead: c.GetCacheRead(), CacheWrite: c.GetCacheWrite(), Output: c.GetOutput(), Total: c.GetTotal(),
+		Reasoning: c.GetReasoning(), CostUSD: c.CostUsd, Unreported: c.GetUnreported()}
 }
 
 func uncounts(c tokenCountsJSON) *penguinv1.TokenCounts {
-	return &penguinv1.TokenCounts{CacheRead: c.CacheRead, CacheWrite: c.CacheWrite, Output: c.Output, Total: c.Total}
+	return &penguinv1.TokenCounts{CacheRead: c.CacheRead, CacheWrite: c.CacheWrite, Output: c.Output, Total: c.Total,
+		Reasoning: c.Reasoning, CostUsd: c.CostUSD, Unreported: c.Unreported}
 }
 
 // nonEmpty turns an empty list into nil, the protobuf form of an empty

@@ -239,6 +239,9 @@ func connect(ctx context.Context, s *penguinv1.McpServer, opts Options) (*Conn, 
 	if s.GetTimeoutMs() > 0 {
 		limits.Timeout = time.Duration(s.GetTimeoutMs()) * time.Millisecond
 	}
+	if s.MaxOutputLength != nil {
+		limits.MaxOutput = int(max(s.GetMaxOutputLength(), 0))
+	}
 	for t, err := range session.Tools(cctx, nil) {
 		if err != nil {
 			conn.Close()

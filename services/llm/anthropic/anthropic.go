@@ -41,10 +41,11 @@ const DefaultMaxTokens = 8192
 // minBudget is the smallest thinking budget Anthropic takes.
 const minBudget = 1024
 
-// DefaultThinking maps the levels to thinking budgets in tokens. A model
-// that prefers adaptive thinking lists effort names instead ("low",
-// "medium", "high", "xhigh", "max"), which the adapter sends as adaptive
-// thinking with that output effort.
+// DefaultThinking maps the levels to thinking budgets in tokens: the wire
+// values of levels a providers file lists without one. A model that
+// prefers adaptive thinking lists effort names instead ("low", "medium",
+// "high", "xhigh", "max"), which the adapter sends as adaptive thinking
+// with that output effort.
 var DefaultThinking = stream.ThinkingLevels{
 	penguinv1.ThinkingLevel_THINKING_LEVEL_NONE:   "",
 	penguinv1.ThinkingLevel_THINKING_LEVEL_LOW:    "2048",
@@ -146,11 +147,7 @@ func New(cfg Config) *Adapter {
 func (a *Adapter) Stream(ctx context.Context, req *stream.Request, emit stream.Emit) *penguinv1.LLMOutcome {
 	ids := translate.NewIDs(req.Messages)
 	tr := translate.New(emit, ids)
-	wire, fe := translate.Thinking(req, DefaultThinking)
-	if fe != nil {
-		return tr.Finish(fe)
-	}
-	params, fe := buildParams(req, ids, wire)
+	params, fe := buildParams(req, ids, translate.Thinking(req))
 	if fe != nil {
 		return tr.Finish(fe)
 	}
@@ -340,9 +337,11 @@ func (a *Adapter) classify(ctx context.Context, ex *httpwatch.Exchange, err erro
 	status, header := ex.Response()
 	var apiErr *sdk.Error
 	if errors.As(err, &apiErr) {
-		detail := strings.TrimSpace(apiErr.Message + " " + string(apiErr.Type()))
-		if apiErr.Message == "" {
-			detail = strings.TrimSpace(apiErr.RawJSON())
+		// The body's message and type, or a short excerpt of a page that
+		// is not the API's JSON (a proxy's HTML error page).
+		detail := failure.Detail([]byte(apiErr.RawJSON()))
+		if detail == "" {
+			detail = strings.TrimSpace(apiErr.Message + " " + string(apiErr.Type()))
 		}
 		if apiErr.StatusCode >= 400 {
 			fe := failure.Keyless(failure.HTTP(apiErr.StatusCode, header, detail, a.now()), a.keyless)

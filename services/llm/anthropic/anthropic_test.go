@@ -85,6 +85,9 @@ func TestThinkingSignatureRoundTrip(t *testing.T) {
 		emulator.Turn{Text: "Done."},
 	)
 	req := request()
+	req.Spec = stream.ModelSpec{ID: "claude-test", Known: true, Reasoning: true, Thinking: stream.ThinkingLevels{
+		penguinv1.ThinkingLevel_THINKING_LEVEL_MEDIUM: "8192",
+	}}
 	req.Thinking = penguinv1.ThinkingLevel_THINKING_LEVEL_MEDIUM
 	r := llmtest.Run(t, t.Context(), a, req)
 	th := r.Thinking()
@@ -310,7 +313,7 @@ func TestImagesInInput(t *testing.T) {
 func TestThinkingLevels(t *testing.T) {
 	srv, a := setup(t, emulator.Turn{Text: "ok"}, emulator.Turn{Text: "ok"})
 	req := request()
-	req.Spec = stream.ModelSpec{ID: "claude-test", Listed: true, Thinking: stream.ThinkingLevels{
+	req.Spec = stream.ModelSpec{ID: "claude-test", Known: true, Thinking: stream.ThinkingLevels{
 		penguinv1.ThinkingLevel_THINKING_LEVEL_LOW: "low", penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH: "high",
 	}}
 	req.Thinking = penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH
@@ -325,7 +328,9 @@ func TestThinkingLevels(t *testing.T) {
 
 	// A budget that cannot fit under the caller's max_tokens is refused
 	// before any I/O.
-	req.Spec = stream.ModelSpec{}
+	req.Spec = stream.ModelSpec{ID: "claude-test", Known: true, Thinking: stream.ThinkingLevels{
+		penguinv1.ThinkingLevel_THINKING_LEVEL_LOW: "2048",
+	}}
 	req.Thinking = penguinv1.ThinkingLevel_THINKING_LEVEL_LOW
 	req.MaxTokens = 1000
 	n := len(srv.Requests())

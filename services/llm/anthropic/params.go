@@ -8,18 +8,28 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/llm/catalog"
 	"github.com/penguin-agent/penguin/services/llm/failure"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 	"github.com/penguin-agent/penguin/services/llm/translate"
 )
 
 // buildParams translates req into a Messages request. thinking is the
-// resolved wire value: empty for none, a budget in tokens, or an adaptive
-// effort name.
+// resolved wire value: empty or catalog.WireOff for none, a budget in
+// tokens, catalog.WireOn for adaptive thinking, or an adaptive effort
+// name. A temperature goes out only without thinking, which Messages
+// refuses to combine with one.
 func buildParams(req *stream.Request, ids *translate.IDs, thinking string) (sdk.MessageNewParams, *failure.Error) {
 	p := sdk.MessageNewParams{Model: sdk.Model(req.Model)}
+	if thinking == catalog.WireOff {
+		thinking = ""
+	}
 	if fe := outputAndThinking(req, thinking, &p); fe != nil {
 		return p, fe
+	}
+	if req.Temperature != nil && thinking == "" {
+		// This SDK version has no field for it; the API still takes it.
+		p.SetExtraFields(map[string]any{"temperature": *req.Temperature})
 	}
 	if req.System != "" {
 		p.System = []sdk.TextBlockParam{{Text: req.System, CacheControl: sdk.NewCacheControlEphemeralParam()}}
@@ -92,20 +102,23 @@ func outputAndThinking(req *stream.Request, thinking string, p *sdk.MessageNewPa
 		}
 	}
 	p.MaxTokens = maxTokens
+	least := max(req.Spec.BudgetMin, minBudget)
 	switch {
 	case thinking == "":
 	case isBudget:
 		if b >= maxTokens {
 			b = maxTokens * 3 / 4
 		}
-		if b < minBudget {
+		if b < least {
 			if req.OutputRoom > 0 && maxTokens >= req.OutputRoom {
 				return failure.New(penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_CONTEXT_WINDOW_EXCEEDED,
-					"the context window leaves %d output tokens, too few for a thinking budget of at least %d", maxTokens, minBudget)
+					"the context window leaves %d output tokens, too few for a thinking budget of at least %d", maxTokens, least)
 			}
-			return failure.Unsupported("max_tokens %d is too small for thinking: the budget must be at least %d and below max_tokens", maxTokens, minBudget)
+			return failure.Unsupported("max_tokens %d is too small for thinking: the budget must be at least %d and below max_tokens", maxTokens, least)
 		}
 		p.Thinking = sdk.ThinkingConfigParamUnion{OfEnabled: &sdk.ThinkingConfigEnabledParam{BudgetTokens: b}}
+	case thinking == catalog.WireOn:
+		p.Thinking = sdk.ThinkingConfigParamUnion{OfAdaptive: &sdk.ThinkingConfigAdaptiveParam{}}
 	default:
 		p.Thinking = sdk.ThinkingConfigParamUnion{OfAdaptive: &sdk.ThinkingConfigAdaptiveParam{}}
 		p.OutputConfig = sdk.OutputConfigParam{Effort: sdk.OutputConfigEffort(thinking)}

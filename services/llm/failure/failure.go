@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -125,14 +126,24 @@ func Cancelled(ctx context.Context) *Error {
 	}
 }
 
+// credentialWording is what makes a 403 an explicit credential failure:
+// the provider says the key or token is what it refuses.
+var credentialWording = regexp.MustCompile(`(?i)\b(?:api[\s_-]?key|credentials?|authenticat\w*|unauthori[sz]ed|(?:access|bearer|auth)[\s_-]?token|invalid[\s_-]token)\b`)
+
 // HTTP classifies a provider's HTTP error response. detail is the provider's
 // error text (message, type and code joined), used only to tell a
 // context-window overflow or an exhausted quota from other rejections.
 func HTTP(status int, header http.Header, detail string, now time.Time) *Error {
 	e := &Error{HTTPStatus: status, Message: httpMessage(status, detail), RequestID: RequestID(header), RetryAfter: RetryAfter(header, now)}
 	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+	case status == http.StatusUnauthorized || (status == http.StatusForbidden && credentialWording.MatchString(detail)):
 		e.Status, e.Code = penguinv1.StopReason_STOP_REASON_AUTH, penguinv1.FailureCode_FAILURE_CODE_AUTH
+	case status == http.StatusForbidden:
+		// A bare 403 (a region block, a gateway's policy page, an
+		// account flag) is not an explicit credential failure: it is
+		// failed, which the engine's reconnect ladder retries like any
+		// other rejection; only a credential failure needs a person.
+		e.Status, e.Code = penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_UNKNOWN
 	case status == http.StatusTooManyRequests:
 		if IsQuota(detail) {
 			e.Status, e.Code = penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_QUOTA

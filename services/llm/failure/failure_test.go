@@ -45,7 +45,12 @@ func TestHTTP(t *testing.T) {
 		code   penguinv1.FailureCode
 	}{
 		{401, "", penguinv1.StopReason_STOP_REASON_AUTH, penguinv1.FailureCode_FAILURE_CODE_AUTH},
-		{403, "", penguinv1.StopReason_STOP_REASON_AUTH, penguinv1.FailureCode_FAILURE_CODE_AUTH},
+		// A bare 403 is failed (retried by the engine's ladder); one that
+		// names the key is a credential failure.
+		{403, "", penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_UNKNOWN},
+		{403, "Country, region, or territory not supported (invalid_request_error unsupported_country_region_territory)", penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_UNKNOWN},
+		{403, "an HTML page: 403 Forbidden", penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_UNKNOWN},
+		{403, "Your API key does not have permission to use the specified resource. (permission_error)", penguinv1.StopReason_STOP_REASON_AUTH, penguinv1.FailureCode_FAILURE_CODE_AUTH},
 		{429, "Rate limit reached", penguinv1.StopReason_STOP_REASON_TIMEOUT, penguinv1.FailureCode_FAILURE_CODE_RATE_LIMIT},
 		{429, "You exceeded your current quota", penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_QUOTA},
 		{402, "", penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_QUOTA},
@@ -68,6 +73,27 @@ func TestHTTP(t *testing.T) {
 	}
 	if id := failure.RequestID(http.Header{"Request-Id": {"req_ant"}}); id != "req_ant" {
 		t.Errorf("anthropic request id = %q", id)
+	}
+}
+
+// TestDetail checks that error bodies become short readable messages: no
+// stray null or zero code, no markup.
+func TestDetail(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"error":{"message":"bad thing","type":"invalid_request_error","param":null,"code":null}}`: "bad thing (invalid_request_error)",
+		`{"error":{"message":"no credits","type":"","code":0}}`:                                     "no credits",
+		`{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`:          "slow down (requests rate_limit_exceeded)",
+		`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`:               "Overloaded (overloaded_error)",
+		`{"error":{"code":400,"message":"API key not valid.","status":"INVALID_ARGUMENT"}}`:         "API key not valid. (INVALID_ARGUMENT 400)",
+		`[{"error":{"code":429,"message":"Resource exhausted","status":"RESOURCE_EXHAUSTED"}}]`:     "Resource exhausted (RESOURCE_EXHAUSTED 429)",
+		`{"error":"model not loaded"}`: "model not loaded",
+		"<html><head><title>502 Bad Gateway</title><style>b{}</style></head><body><h1>502</h1></body></html>": "an HTML page: 502 Bad Gateway",
+		"<!DOCTYPE html><html><body><script>x()</script><p>Access   denied</p></body></html>":                 "an HTML page: Access denied",
+		"upstream connect error": "upstream connect error",
+	} {
+		if got := failure.Detail([]byte(body)); got != want {
+			t.Errorf("Detail(%.40q) = %q, want %q", body, got, want)
+		}
 	}
 }
 

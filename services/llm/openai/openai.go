@@ -1,23 +1,29 @@
 // Package openai is the llm service's adapter for OpenAI Chat Completions
-// streaming, through github.com/sashabaranov/go-openai: OpenAI itself and
-// every compatible server (DeepSeek, vLLM, Ollama, llama.cpp's server,
-// OpenRouter, …). It streams text, reasoning (the reasoning_content and
-// reasoning delta fields) as thinking, tool calls (parallel, with deltas
-// interleaved by index) and usage, and classifies every failure into an
-// outcome. Thinking goes back to the provider in the field it came from;
-// a completion cut at the output token limit (finish_reason "length") says
-// so in its outcome.
+// streaming: OpenAI itself and every compatible server (DeepSeek, Mistral,
+// xAI, Groq, OpenRouter, Qwen, Moonshot, Zhipu, vLLM, Ollama, llama.cpp's
+// server, …). It streams text (a string or a list of typed content parts,
+// whose thinking parts become thinking), reasoning (the reasoning_content
+// and reasoning delta fields) as thinking, tool calls (parallel, with
+// deltas interleaved by index) and usage, and classifies every failure
+// into an outcome. Thinking goes back to the provider in the field it came
+// from; a completion cut at the output token limit (finish_reason
+// "length") says so in its outcome.
 //
-// go-openai does the request building, the HTTP and the SSE framing; the
-// adapter reads each chunk raw (RecvRaw) and decodes it itself, because
-// go-openai's delta type has no "reasoning" field and would drop the
-// reasoning of vLLM and OpenRouter; for the same reason the request body
-// passes through a hook ([bodyHook]) that adds the "reasoning" field to the
-// assistant messages that need it. go-openai never retries, so the engine
-// alone decides about reconnecting.
+// Each request is shaped for its model: the route's output-token
+// parameter (max_tokens or max_completion_tokens), reasoning parameters in
+// the route's dialect and only for a model that reasons, a temperature
+// only when the service passed one on.
+//
+// The adapter builds the JSON body and reads the event stream itself
+// (package sse) rather than through a client library: go-openai, which it
+// used before, refused reasoning models' requests by model-name rules of
+// its own, had no field for the compatible servers' reasoning parameters,
+// and lost a provider's error event behind a comment line. Nothing is
+// retried here: the engine alone decides about reconnecting.
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,11 +33,11 @@ import (
 	"strings"
 	"time"
 
-	goopenai "github.com/sashabaranov/go-openai"
-
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/llm/catalog"
 	"github.com/penguin-agent/penguin/services/llm/failure"
 	"github.com/penguin-agent/penguin/services/llm/httpwatch"
+	"github.com/penguin-agent/penguin/services/llm/sse"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 	"github.com/penguin-agent/penguin/services/llm/translate"
 )
@@ -50,8 +56,7 @@ const (
 )
 
 // DefaultThinking maps every level to the reasoning_effort of the same
-// name, the vocabulary OpenAI and DeepSeek share; a model that takes fewer
-// lists its own levels in the providers configuration.
+// name: the wire value of a level a providers file lists without one.
 var DefaultThinking = stream.ThinkingLevels{
 	penguinv1.ThinkingLevel_THINKING_LEVEL_NONE:   "none",
 	penguinv1.ThinkingLevel_THINKING_LEVEL_LOW:    "low",
@@ -61,13 +66,15 @@ var DefaultThinking = stream.ThinkingLevels{
 	penguinv1.ThinkingLevel_THINKING_LEVEL_MAX:    "max",
 }
 
-// The fidelity key naming the field a thinking block came from, and the two
+// The fidelity key naming the field a thinking block came from, and the
 // fields it names: the delta fields the adapter reads thinking from, which
-// are also the message fields it sends thinking back in.
+// are also the message fields it sends thinking back in, and "content"
+// for thinking parts of the content (Mistral), which are not sent back.
 const (
 	reasoningFieldKey     = "reasoning_field"
 	fieldReasoningContent = "reasoning_content"
 	fieldReasoning        = "reasoning"
+	fieldContent          = "content"
 )
 
 // Fidelity payloads naming the delta field the reasoning came from, so it
@@ -75,6 +82,7 @@ const (
 var (
 	fidelityReasoningContent = translate.Fidelity(reasoningFieldKey, fieldReasoningContent)
 	fidelityReasoning        = translate.Fidelity(reasoningFieldKey, fieldReasoning)
+	fidelityContent          = translate.Fidelity(reasoningFieldKey, fieldContent)
 )
 
 // finishLength is the finish_reason of a completion that the output token
@@ -99,6 +107,9 @@ type Config struct {
 	// picks max_completion_tokens for OpenAI's own API and max_tokens for
 	// everything else.
 	MaxTokensParam string
+	// Dialect is how reasoning controls go on the wire
+	// (catalog.DialectEffort when empty).
+	Dialect string
 	// HTTPClient sends the requests; nil means a new http.Client.
 	HTTPClient *http.Client
 	// IdleTimeout ends a stream that sends nothing for this long; zero or
@@ -111,16 +122,15 @@ type Config struct {
 // Adapter streams Chat Completions for one route. It is safe for
 // concurrent use.
 type Adapter struct {
-	client           *goopenai.Client
-	idle             time.Duration
+	url              string
+	endpoint         *sse.Endpoint
 	completionTokens bool
-	keyless          bool
-	now              func() time.Time
+	dialect          string
 }
 
 // New returns the adapter for cfg.
 func New(cfg Config) (*Adapter, error) {
-	base := cfg.BaseURL
+	base := strings.TrimRight(cfg.BaseURL, "/")
 	if base == "" {
 		base = DefaultBaseURL
 	}
@@ -128,33 +138,37 @@ func New(cfg Config) (*Adapter, error) {
 	switch param {
 	case "":
 		param = MaxTokensParam
-		if strings.HasPrefix(strings.TrimRight(base, "/"), DefaultBaseURL) {
+		if strings.HasPrefix(base, DefaultBaseURL) {
 			param = MaxCompletionTokensParam
 		}
 	case MaxTokensParam, MaxCompletionTokensParam:
 	default:
 		return nil, fmt.Errorf("openai: max_tokens_param %q: want %s or %s", param, MaxTokensParam, MaxCompletionTokensParam)
 	}
+	dialect := cfg.Dialect
+	switch dialect {
+	case "":
+		dialect = catalog.DialectEffort
+	case catalog.DialectEffort, catalog.DialectDeepSeek, catalog.DialectThinkingType, catalog.DialectQwen, catalog.DialectOpenRouter:
+	default:
+		return nil, fmt.Errorf("openai: reasoning dialect %q is not one Chat Completions speaks", dialect)
+	}
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	oc := goopenai.DefaultConfig(cfg.APIKey)
-	oc.BaseURL = strings.TrimRight(base, "/")
-	oc.HTTPClient = bodyHook{next: &httpwatch.Doer{Client: hc, Headers: cfg.Headers}}
-	// Keep-alive comments are not chunks; the idle timeout, not a count,
-	// decides when a quiet stream is dead.
-	oc.EmptyMessagesLimit = 1 << 30
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
+	header := http.Header{}
+	if cfg.APIKey != "" {
+		header.Set("Authorization", "Bearer "+cfg.APIKey)
 	}
 	return &Adapter{
-		client:           goopenai.NewClientWithConfig(oc),
-		idle:             cfg.IdleTimeout,
+		url: base + "/chat/completions",
+		endpoint: &sse.Endpoint{
+			Doer: &httpwatch.Doer{Client: hc, Headers: cfg.Headers}, Header: header, IdleTimeout: cfg.IdleTimeout,
+			Keyless: cfg.APIKey == "", Now: cfg.Now, InBandError: sse.OpenAIError,
+		},
 		completionTokens: param == MaxCompletionTokensParam,
-		keyless:          cfg.APIKey == "",
-		now:              now,
+		dialect:          dialect,
 	}, nil
 }
 
@@ -162,52 +176,54 @@ func New(cfg Config) (*Adapter, error) {
 func (a *Adapter) Stream(ctx context.Context, req *stream.Request, emit stream.Emit) *penguinv1.LLMOutcome {
 	ids := translate.NewIDs(req.Messages)
 	tr := translate.New(emit, ids)
-	effort, fe := translate.Thinking(req, DefaultThinking)
-	if fe != nil {
-		return tr.Finish(fe)
-	}
-	creq, reasoning, err := buildRequest(req, ids, effort, a.completionTokens)
+	body, err := a.body(req, ids)
 	if err != nil {
 		fe := failure.New(penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_INVALID_REQUEST, "%v", err)
 		fe.Permanent = true
 		return tr.Finish(fe)
 	}
-
-	ctx, wd := httpwatch.NewWatchdog(ctx, a.idle)
-	defer wd.Stop()
-	ex := httpwatch.NewExchange(wd.Touch)
-	ctx = httpwatch.With(ctx, ex)
-	ctx = withReasoningFields(ctx, reasoning)
-
-	s, err := a.client.CreateChatCompletionStream(ctx, creq)
-	if err != nil {
-		return withRequestID(tr.Finish(a.classify(ctx, ex, err)), ex)
+	s, fe := a.endpoint.Post(ctx, a.url, body)
+	var out *penguinv1.LLMOutcome
+	if fe != nil {
+		out = tr.Finish(fe)
+	} else {
+		defer s.Close()
+		out = a.read(s.Ctx, s.Events, tr, s.Exchange)
 	}
-	defer s.Close()
-	return withRequestID(a.read(ctx, s, tr, ex), ex)
+	if out.GetProviderRequestId() == "" {
+		out.ProviderRequestId = s.RequestID()
+	}
+	return out
 }
 
 // read relays the chunks of an open stream until it ends.
-func (a *Adapter) read(ctx context.Context, s *goopenai.ChatCompletionStream, tr *translate.Translator, ex *httpwatch.Exchange) *penguinv1.LLMOutcome {
+func (a *Adapter) read(ctx context.Context, s *sse.Reader, tr *translate.Translator, ex *httpwatch.Exchange) *penguinv1.LLMOutcome {
 	var finish string // the finish_reason, once the provider sent one
 	synthetic := 0    // tool calls from servers that send no index
 	for {
-		raw, err := s.RecvRaw()
-		if err != nil {
-			if errors.Is(err, io.EOF) && ctx.Err() == nil {
-				ex.Complete()
-				switch finish {
-				case "":
-					return tr.Finish(failure.Malformed(nil, "the stream ended before the provider sent a finish_reason"))
-				case finishLength:
-					return tr.FinishCut(lengthCut)
-				}
-				return tr.Finish(nil)
+		ev, err := s.Next()
+		if fe := failure.Cancelled(ctx); fe != nil {
+			// Buffered bytes may still parse after the context ended (a
+			// deadline, an idle timeout, the caller gone): it wins.
+			return tr.Finish(fe)
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return tr.Finish(failure.Transport(ctx, err))
+		}
+		// Some servers end the stream after the last chunk without
+		// [DONE]; the finish_reason tells whether the answer was whole.
+		if err != nil || bytes.Equal(bytes.TrimSpace(ev.Data), []byte("[DONE]")) {
+			ex.Complete()
+			switch finish {
+			case "":
+				return tr.Finish(failure.Malformed(nil, "the stream ended before the provider sent a finish_reason"))
+			case finishLength:
+				return tr.FinishCut(lengthCut)
 			}
-			return tr.Finish(a.classify(ctx, ex, err))
+			return tr.Finish(nil)
 		}
 		var c chunk
-		if err := json.Unmarshal(raw, &c); err != nil {
+		if err := json.Unmarshal(ev.Data, &c); err != nil {
 			return tr.Finish(failure.Malformed(err, "the provider sent a chunk that is not valid JSON: %v", err))
 		}
 		if c.Error != nil {
@@ -224,8 +240,12 @@ func (a *Adapter) read(ctx context.Context, s *goopenai.ChatCompletionStream, tr
 			if r := d.Reasoning.text(); r != "" {
 				tr.ThinkingDelta(r, fidelityReasoning)
 			}
-			if d.Content != "" {
-				tr.TextDelta(d.Content, nil)
+			for _, p := range d.Content.parts {
+				if p.thinking {
+					tr.ThinkingDelta(p.text, fidelityContent)
+				} else if p.text != "" {
+					tr.TextDelta(p.text, nil)
+				}
 			}
 			for i, tc := range d.ToolCalls {
 				idx := i
@@ -254,56 +274,6 @@ func (a *Adapter) read(ctx context.Context, s *goopenai.ChatCompletionStream, tr
 	}
 }
 
-// classify turns an error from go-openai into a failure, with the headers
-// the exchange recorded.
-func (a *Adapter) classify(ctx context.Context, ex *httpwatch.Exchange, err error) *failure.Error {
-	if fe := failure.Cancelled(ctx); fe != nil {
-		return fe
-	}
-	status, header := ex.Response()
-	var apiErr *goopenai.APIError
-	var reqErr *goopenai.RequestError
-	switch {
-	case errors.As(err, &apiErr) && apiErr.HTTPStatusCode != 0:
-		return failure.Keyless(failure.HTTP(apiErr.HTTPStatusCode, header, strings.TrimSpace(apiErr.Message+" "+apiErrKind(apiErr)), a.now()), a.keyless)
-	case errors.As(err, &apiErr):
-		fe := failure.InBand(apiErrKind(apiErr), apiErr.Message)
-		fe.RequestID = failure.RequestID(header)
-		return fe
-	case errors.As(err, &reqErr):
-		return failure.Keyless(failure.HTTP(reqErr.HTTPStatusCode, header, strings.TrimSpace(string(reqErr.Body)), a.now()), a.keyless)
-	case !ex.Sent():
-		// go-openai refused the request itself (its model and reasoning
-		// checks): it fails the same way every time.
-		code := penguinv1.FailureCode_FAILURE_CODE_INVALID_REQUEST
-		if errors.Is(err, goopenai.ErrReasoningEffortUnsupported) {
-			code = penguinv1.FailureCode_FAILURE_CODE_UNSUPPORTED
-		}
-		return &failure.Error{Status: penguinv1.StopReason_STOP_REASON_FAILED, Code: code, Permanent: true,
-			Message: "the request was refused before it was sent: " + err.Error(), Err: err}
-	case errors.Is(err, goopenai.ErrTooManyEmptyStreamMessages):
-		return failure.Malformed(err, "the provider sent a stream of empty messages")
-	}
-	return failure.TransportAfter(ctx, err, status, header)
-}
-
-func withRequestID(o *penguinv1.LLMOutcome, ex *httpwatch.Exchange) *penguinv1.LLMOutcome {
-	if o.GetProviderRequestId() == "" {
-		if _, h := ex.Response(); h != nil {
-			o.ProviderRequestId = failure.RequestID(h)
-		}
-	}
-	return o
-}
-
-func apiErrKind(e *goopenai.APIError) string {
-	kind := e.Type
-	if e.Code != nil {
-		kind = strings.TrimSpace(kind + " " + fmt.Sprint(e.Code))
-	}
-	return kind
-}
-
 // chunk is one Chat Completions stream chunk, with the fields the adapter
 // reads: the compatible servers' reasoning fields and cache counters
 // included.
@@ -311,7 +281,7 @@ type chunk struct {
 	Choices []struct {
 		Index int `json:"index"`
 		Delta struct {
-			Content          string          `json:"content"`
+			Content          content         `json:"content"`
 			ReasoningContent string          `json:"reasoning_content"`
 			Reasoning        flexText        `json:"reasoning"`
 			ToolCalls        []toolCallDelta `json:"tool_calls"`
@@ -355,8 +325,16 @@ type usage struct {
 		CachedTokens     int64 `json:"cached_tokens"`
 		CacheWriteTokens int64 `json:"cache_write_tokens"`
 	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
 }
 
+// counts turns a usage object into token counts. The total is the
+// provider's own when it sent one. Reasoning tokens are part of
+// completion_tokens for OpenAI, but xAI counts them apart (its total is
+// prompt + completion + reasoning): then they are added to the output, so
+// output always includes the reasoning, as its price does.
 func (u *usage) counts() *penguinv1.TokenCounts {
 	c := &penguinv1.TokenCounts{Output: u.CompletionTokens, CacheRead: u.PromptCacheHit}
 	if d := u.PromptTokensDetails; d != nil {
@@ -365,12 +343,78 @@ func (u *usage) counts() *penguinv1.TokenCounts {
 		}
 		c.CacheWrite = d.CacheWriteTokens
 	}
+	if d := u.CompletionTokensDetails; d != nil {
+		c.Reasoning = d.ReasoningTokens
+	}
+	apart := c.Reasoning > 0 && u.TotalTokens == u.PromptTokens+u.CompletionTokens+c.Reasoning
+	if apart {
+		c.Output += c.Reasoning
+	}
 	// prompt_tokens already includes the cached tokens.
-	c.Total = u.PromptTokens + u.CompletionTokens
+	c.Total = u.TotalTokens
 	if c.Total == 0 {
-		c.Total = u.TotalTokens
+		c.Total = u.PromptTokens + c.Output
 	}
 	return c
+}
+
+// content is a delta's content: a string, or a list of typed parts
+// (Mistral's thinking models send [{"type":"thinking","thinking":[…]},
+// {"type":"text","text":…}]). Any other JSON value is ignored.
+type content struct{ parts []contentPart }
+
+type contentPart struct {
+	text     string
+	thinking bool
+}
+
+// UnmarshalJSON reads a string or a list of parts.
+func (c *content) UnmarshalJSON(b []byte) error {
+	c.parts = nil
+	switch {
+	case len(b) > 0 && b[0] == '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		c.parts = []contentPart{{text: s}}
+	case len(b) > 0 && b[0] == '[':
+		var raw []struct {
+			Type     string          `json:"type"`
+			Text     string          `json:"text"`
+			Thinking json.RawMessage `json:"thinking"`
+		}
+		if err := json.Unmarshal(b, &raw); err != nil {
+			return err
+		}
+		for _, p := range raw {
+			switch p.Type {
+			case "thinking", "reasoning":
+				c.parts = append(c.parts, contentPart{text: p.Text + partsText(p.Thinking), thinking: true})
+			default:
+				c.parts = append(c.parts, contentPart{text: p.Text})
+			}
+		}
+	}
+	return nil
+}
+
+// partsText is the text of a thinking part's "thinking": a string or a
+// list of text parts.
+func partsText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var list []struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(raw, &list)
+	var b strings.Builder
+	for _, p := range list {
+		b.WriteString(p.Text)
+	}
+	return b.String()
 }
 
 type chunkError struct {
@@ -379,10 +423,4 @@ type chunkError struct {
 	Code    json.RawMessage `json:"code"`
 }
 
-func (e *chunkError) kind() string {
-	code := strings.Trim(string(e.Code), `"`)
-	if code == "null" {
-		code = ""
-	}
-	return strings.TrimSpace(e.Type + " " + code)
-}
+func (e *chunkError) kind() string { return failure.Kind(e.Type, e.Code) }

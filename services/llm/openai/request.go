@@ -3,11 +3,11 @@ package openai
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
-	goopenai "github.com/sashabaranov/go-openai"
-
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/llm/catalog"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 	"github.com/penguin-agent/penguin/services/llm/translate"
 )
@@ -16,86 +16,209 @@ import (
 // Chat Completions wants a schema object.
 var emptyObjectSchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
-// buildRequest translates req into a Chat Completions request, and
-// returns with it the thinking that goes back in the "reasoning" field,
-// which go-openai's message type cannot carry (see [reasoningFields]).
-func buildRequest(req *stream.Request, ids *translate.IDs, effort string, completionTokens bool) (goopenai.ChatCompletionRequest, reasoningFields, error) {
-	msgs, reasoning, err := messages(req, ids)
+// chatRequest is the body of POST /chat/completions, with the reasoning
+// parameters of every dialect the adapter speaks; each is sent only when
+// set.
+type chatRequest struct {
+	Model               string         `json:"model"`
+	Messages            []message      `json:"messages"`
+	Stream              bool           `json:"stream"`
+	StreamOptions       *streamOptions `json:"stream_options,omitempty"`
+	MaxTokens           int64          `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int64          `json:"max_completion_tokens,omitempty"`
+	Temperature         *float32       `json:"temperature,omitempty"`
+	Tools               []tool         `json:"tools,omitempty"`
+
+	// reasoning_effort: OpenAI, DeepSeek, xAI, Groq, Mistral, ….
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
+	// thinking.type: DeepSeek, Zhipu, Z.AI, Moonshot.
+	Thinking *thinkingType `json:"thinking,omitempty"`
+	// enable_thinking and thinking_budget: Alibaba DashScope.
+	EnableThinking *bool `json:"enable_thinking,omitempty"`
+	ThinkingBudget int64 `json:"thinking_budget,omitempty"`
+	// reasoning: OpenRouter.
+	Reasoning *reasoningObject `json:"reasoning,omitempty"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type thinkingType struct {
+	Type string `json:"type"`
+}
+
+type reasoningObject struct {
+	Enabled   *bool  `json:"enabled,omitempty"`
+	Effort    string `json:"effort,omitempty"`
+	MaxTokens int64  `json:"max_tokens,omitempty"`
+}
+
+type message struct {
+	Role             string     `json:"role"`
+	Content          any        `json:"content,omitempty"`
+	ToolCalls        []toolCall `json:"tool_calls,omitempty"`
+	ToolCallID       string     `json:"tool_call_id,omitempty"`
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	Reasoning        string     `json:"reasoning,omitempty"`
+}
+
+type part struct {
+	Type     string    `json:"type"`
+	Text     string    `json:"text,omitempty"`
+	ImageURL *imageURL `json:"image_url,omitempty"`
+}
+
+type imageURL struct {
+	URL string `json:"url"`
+}
+
+type toolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function functionCall `json:"function"`
+}
+
+type functionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+type tool struct {
+	Type     string   `json:"type"`
+	Function function `json:"function"`
+}
+
+type function struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// body translates req into the JSON of a Chat Completions request.
+func (a *Adapter) body(req *stream.Request, ids *translate.IDs) ([]byte, error) {
+	msgs, err := messages(req, ids)
 	if err != nil {
-		return goopenai.ChatCompletionRequest{}, nil, err
+		return nil, err
 	}
-	cr := goopenai.ChatCompletionRequest{
-		Model:           req.Model,
-		Messages:        msgs,
-		StreamOptions:   &goopenai.StreamOptions{IncludeUsage: true},
-		ReasoningEffort: effort,
+	cr := chatRequest{
+		Model:         req.Model,
+		Messages:      msgs,
+		Stream:        true,
+		StreamOptions: &streamOptions{IncludeUsage: true},
+		Temperature:   req.Temperature,
 	}
 	if req.MaxTokens > 0 {
-		if completionTokens {
-			cr.MaxCompletionTokens = int(req.MaxTokens)
+		if a.completionTokens {
+			cr.MaxCompletionTokens = req.MaxTokens
 		} else {
-			cr.MaxTokens = int(req.MaxTokens)
+			cr.MaxTokens = req.MaxTokens
 		}
 	}
+	a.reasoning(&cr, translate.Thinking(req), req.Spec.Toggle)
 	for _, t := range req.Tools {
 		params := json.RawMessage(t.GetParameters())
-		if strings.TrimSpace(t.GetParameters()) == "" {
+		if strings.TrimSpace(t.GetParameters()) == "" || strings.TrimSpace(t.GetParameters()) == "null" {
 			params = emptyObjectSchema
 		}
-		cr.Tools = append(cr.Tools, goopenai.Tool{Type: goopenai.ToolTypeFunction, Function: &goopenai.FunctionDefinition{
+		cr.Tools = append(cr.Tools, tool{Type: "function", Function: function{
 			Name: t.GetName(), Description: t.GetDescription(), Parameters: params,
 		}})
 	}
-	return cr, reasoning, nil
+	return json.Marshal(cr)
+}
+
+// reasoning sets the reasoning parameters of wire, the level's wire value
+// (empty: none at all), in the route's dialect. toggle says whether the
+// model's reasoning can be switched (DashScope refuses enable_thinking on
+// a model that always thinks).
+func (a *Adapter) reasoning(cr *chatRequest, wire string, toggle bool) {
+	if wire == "" {
+		return
+	}
+	budget, err := strconv.ParseInt(wire, 10, 64)
+	isBudget := err == nil
+	switch a.dialect {
+	case catalog.DialectDeepSeek:
+		switch {
+		case wire == catalog.WireOff:
+			cr.Thinking = &thinkingType{Type: "disabled"}
+		case wire == catalog.WireOn || isBudget:
+			cr.Thinking = &thinkingType{Type: "enabled"}
+		default:
+			cr.Thinking = &thinkingType{Type: "enabled"}
+			cr.ReasoningEffort = wire
+		}
+	case catalog.DialectThinkingType:
+		cr.Thinking = &thinkingType{Type: "enabled"}
+		if wire == catalog.WireOff {
+			cr.Thinking.Type = "disabled"
+		}
+	case catalog.DialectQwen:
+		if toggle {
+			on := wire != catalog.WireOff
+			cr.EnableThinking = &on
+		}
+		if isBudget && budget > 0 {
+			cr.ThinkingBudget = budget
+		}
+	case catalog.DialectOpenRouter:
+		r := &reasoningObject{}
+		switch {
+		case wire == catalog.WireOff || wire == catalog.WireOn:
+			on := wire == catalog.WireOn
+			r.Enabled = &on
+		case isBudget:
+			r.MaxTokens = budget
+		default:
+			r.Effort = wire
+		}
+		cr.Reasoning = r
+	default: // catalog.DialectEffort
+		if wire != catalog.WireOff && wire != catalog.WireOn && !isBudget {
+			cr.ReasoningEffort = wire
+		}
+	}
 }
 
 // messages translates the conversation: the system prompt, then one
 // message per assistant turn, and per user turn its tool results (as "tool"
 // messages, which must follow the assistant's calls directly) and then one
-// user message with its text and images. It also returns the "reasoning"
-// field of each assistant message that has one, by its index in the list.
-func messages(req *stream.Request, ids *translate.IDs) ([]goopenai.ChatCompletionMessage, reasoningFields, error) {
-	var out []goopenai.ChatCompletionMessage
-	var fields reasoningFields
+// user message with its text and images.
+func messages(req *stream.Request, ids *translate.IDs) ([]message, error) {
+	var out []message
 	if req.System != "" {
-		out = append(out, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleSystem, Content: req.System})
+		out = append(out, message{Role: "system", Content: req.System})
 	}
 	for _, turn := range translate.Turns(req.Messages) {
 		if turn.Role == penguinv1.Role_ROLE_ASSISTANT {
-			if m, reasoning, ok := assistant(turn.Messages, ids); ok {
-				if reasoning != "" {
-					if fields == nil {
-						fields = reasoningFields{}
-					}
-					fields[len(out)] = reasoning
-				}
+			if m, ok := assistant(turn.Messages, ids); ok {
 				out = append(out, m)
 			}
 			continue
 		}
 		ms, err := user(turn.Messages, ids)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		out = append(out, ms...)
 	}
-	return out, fields, nil
+	return out, nil
 }
 
-// assistant translates one assistant turn, and returns its thinking for
-// the "reasoning" field apart, since go-openai's message has no such field.
+// assistant translates one assistant turn.
 //
 // Thinking goes back in the field it arrived in, as its fidelity records:
 // reasoning_content for DeepSeek, which requires it back in tool-call turns,
 // and reasoning for OpenRouter and vLLM, which take it back so a reasoning
 // model keeps its train of thought across turns. Thinking without that
-// record came from another provider (Anthropic's signed blocks, say) and is
-// not sent at all: an OpenAI-compatible server would take it for its own
-// model's reasoning, and its signature means nothing there. A turn with
-// neither text nor tool calls is dropped, since Chat Completions refuses an
-// empty assistant message.
-func assistant(msgs []*penguinv1.OmniMessage, ids *translate.IDs) (goopenai.ChatCompletionMessage, string, bool) {
-	m := goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleAssistant}
+// record came from another provider (Anthropic's signed blocks, say), or
+// from content parts, and is not sent at all: an OpenAI-compatible server
+// would take it for its own model's reasoning. A turn with neither text
+// nor tool calls is dropped, since Chat Completions refuses an empty
+// assistant message.
+func assistant(msgs []*penguinv1.OmniMessage, ids *translate.IDs) (message, bool) {
+	m := message{Role: "assistant"}
 	var text, reasoningContent, reasoning strings.Builder
 	for _, msg := range msgs {
 		switch p := msg.GetPayload().(type) {
@@ -113,24 +236,27 @@ func assistant(msgs []*penguinv1.OmniMessage, ids *translate.IDs) (goopenai.Chat
 			if args == "" {
 				args = "{}"
 			}
-			m.ToolCalls = append(m.ToolCalls, goopenai.ToolCall{
+			m.ToolCalls = append(m.ToolCalls, toolCall{
 				ID:       ids.Outbound(p.ToolCall.GetToolCallId()),
-				Type:     goopenai.ToolTypeFunction,
-				Function: goopenai.FunctionCall{Name: p.ToolCall.GetName(), Arguments: args},
+				Type:     "function",
+				Function: functionCall{Name: p.ToolCall.GetName(), Arguments: args},
 			})
 		}
 	}
-	m.Content = text.String()
+	if t := text.String(); t != "" {
+		m.Content = t
+	}
 	m.ReasoningContent = reasoningContent.String()
-	return m, reasoning.String(), m.Content != "" || len(m.ToolCalls) > 0
+	m.Reasoning = reasoning.String()
+	return m, m.Content != nil || len(m.ToolCalls) > 0
 }
 
 // user translates one user turn. Chat Completions tool messages carry text
 // only, so a tool result's images follow in the user message, each set
 // introduced by a line naming its call.
-func user(msgs []*penguinv1.OmniMessage, ids *translate.IDs) ([]goopenai.ChatCompletionMessage, error) {
-	var out []goopenai.ChatCompletionMessage
-	var parts []goopenai.ChatMessagePart
+func user(msgs []*penguinv1.OmniMessage, ids *translate.IDs) ([]message, error) {
+	var out []message
+	var parts []part
 	for _, msg := range msgs {
 		tco := msg.GetToolCallOutput()
 		if tco == nil {
@@ -141,7 +267,7 @@ func user(msgs []*penguinv1.OmniMessage, ids *translate.IDs) ([]goopenai.ChatCom
 			content = "(no output)"
 		}
 		id := ids.Outbound(tco.GetToolCallId())
-		out = append(out, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleTool, ToolCallID: id, Content: content})
+		out = append(out, message{Role: "tool", ToolCallID: id, Content: content})
 		if len(tco.GetImages()) > 0 {
 			parts = append(parts, textPart(fmt.Sprintf("Images returned by tool call %s:", id)))
 			for _, img := range tco.GetImages() {
@@ -168,18 +294,14 @@ func user(msgs []*penguinv1.OmniMessage, ids *translate.IDs) ([]goopenai.ChatCom
 		}
 	}
 	switch {
-	case len(parts) == 1 && parts[0].Type == goopenai.ChatMessagePartTypeText:
-		out = append(out, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleUser, Content: parts[0].Text})
+	case len(parts) == 1 && parts[0].Type == "text":
+		out = append(out, message{Role: "user", Content: parts[0].Text})
 	case len(parts) > 0:
-		out = append(out, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleUser, MultiContent: parts})
+		out = append(out, message{Role: "user", Content: parts})
 	}
 	return out, nil
 }
 
-func textPart(s string) goopenai.ChatMessagePart {
-	return goopenai.ChatMessagePart{Type: goopenai.ChatMessagePartTypeText, Text: s}
-}
+func textPart(s string) part { return part{Type: "text", Text: s} }
 
-func imagePart(url string) goopenai.ChatMessagePart {
-	return goopenai.ChatMessagePart{Type: goopenai.ChatMessagePartTypeImageURL, ImageURL: &goopenai.ChatMessageImageURL{URL: url}}
-}
+func imagePart(url string) part { return part{Type: "image_url", ImageURL: &imageURL{URL: url}} }

@@ -3,6 +3,7 @@ package providers
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -10,14 +11,19 @@ import (
 
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/services/llm/anthropic"
+	"github.com/penguin-agent/penguin/services/llm/catalog"
+	"github.com/penguin-agent/penguin/services/llm/gemini"
 	"github.com/penguin-agent/penguin/services/llm/openai"
 	"github.com/penguin-agent/penguin/services/llm/registry"
+	"github.com/penguin-agent/penguin/services/llm/responses"
 )
 
 // Deps are what Build needs besides the file.
 type Deps struct {
 	// Lookup reads environment variables (os.LookupEnv in a program).
 	Lookup config.LookupFunc
+	// Catalog describes the models; nil means catalog.Builtin().
+	Catalog *catalog.Catalog
 	// HTTPClient sends provider requests; nil gives each adapter its own.
 	HTTPClient *http.Client
 	// IdleTimeout ends a provider stream that sends nothing for this long;
@@ -26,17 +32,28 @@ type Deps struct {
 	// TracerProvider receives the Anthropic SDK's HTTP spans; nil turns
 	// them off.
 	TracerProvider trace.TracerProvider
+	// Logger receives warnings (a key variable that is not set, a model
+	// the catalog does not know); nil discards them.
+	Logger *slog.Logger
 }
 
 // Build creates an adapter per route of f and registers them all in reg, or
 // none: a missing key file, a key with characters no HTTP header can carry,
-// or a route already in reg fails the whole file.
+// or a route already in reg fails the whole file. A key variable that is
+// not set is only a warning: the route is registered without a key, and
+// its requests end with MISSING_CREDENTIAL until the variable is set.
 func Build(f *File, reg *registry.Registry, deps Deps) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
 	if deps.Lookup == nil {
 		return errors.New("providers: an environment lookup is required")
+	}
+	if deps.Catalog == nil {
+		deps.Catalog = catalog.Builtin()
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	regs := make([]registry.Registration, 0, len(f.Providers))
 	for _, p := range f.Providers {
@@ -54,32 +71,51 @@ func build(p Provider, deps Deps) (registry.Registration, error) {
 	if err != nil {
 		return registry.Registration{}, err
 	}
-	if err := checkKey(key); err != nil {
-		source := p.APIKeyEnv
-		if p.APIKeyFile != "" {
-			source = p.APIKeyFile
+	source := ""
+	switch {
+	case p.APIKeyFile != "":
+		source = "file " + p.APIKeyFile
+	case p.APIKeyEnv != "":
+		source = "env " + p.APIKeyEnv
+		if key == "" {
+			deps.Logger.Warn("a provider's key variable is not set: its requests will fail with a missing credential until it is",
+				"provider", p.Name, "variable", p.APIKeyEnv)
 		}
+	}
+	if err := checkKey(key); err != nil {
 		return registry.Registration{}, fmt.Errorf("the key in %s %w", source, err)
 	}
 	headers := http.Header{}
 	for k, v := range p.Headers {
 		headers.Set(k, v)
 	}
-	route := registry.Route{Name: p.Name, Type: p.Type, BaseURL: p.BaseURL, HasCredential: key != "", Models: p.specs()}
+	res := p.resolve(deps.Catalog)
+	if p.Catalog != "" && p.Catalog != CatalogNone && res.catalog == "" {
+		deps.Logger.Warn("a provider names a catalog provider the catalog does not have; its models get conservative defaults",
+			"provider", p.Name, "catalog", p.Catalog)
+	}
+	route := registry.Route{
+		Name: p.Name, Type: p.Type, BaseURL: p.BaseURL, HasCredential: key != "", CredentialSource: source,
+		Catalog: res.catalog, Models: res.models,
+	}
 	switch p.Type {
-	case TypeOpenAI:
+	case TypeOpenAIResponses:
 		if route.BaseURL == "" {
-			route.BaseURL = openai.DefaultBaseURL
+			route.BaseURL = responses.DefaultBaseURL
 		}
-		a, err := openai.New(openai.Config{
-			BaseURL: route.BaseURL, APIKey: key, Headers: headers, MaxTokensParam: p.MaxTokensParam,
-			HTTPClient: deps.HTTPClient, IdleTimeout: deps.IdleTimeout,
+		a := responses.New(responses.Config{
+			BaseURL: route.BaseURL, APIKey: key, Headers: headers, HTTPClient: deps.HTTPClient, IdleTimeout: deps.IdleTimeout,
 		})
-		if err != nil {
-			return registry.Registration{}, err
-		}
 		return registry.Registration{Adapter: a, Route: route}, nil
-	default:
+	case TypeGemini:
+		if route.BaseURL == "" {
+			route.BaseURL = gemini.DefaultBaseURL
+		}
+		a := gemini.New(gemini.Config{
+			BaseURL: route.BaseURL, APIKey: key, Headers: headers, HTTPClient: deps.HTTPClient, IdleTimeout: deps.IdleTimeout,
+		})
+		return registry.Registration{Adapter: a, Route: route}, nil
+	case TypeAnthropic:
 		if route.BaseURL == "" {
 			route.BaseURL = anthropic.DefaultBaseURL
 		}
@@ -87,6 +123,18 @@ func build(p Provider, deps Deps) (registry.Registration, error) {
 			BaseURL: route.BaseURL, APIKey: key, Headers: headers,
 			HTTPClient: deps.HTTPClient, IdleTimeout: deps.IdleTimeout, TracerProvider: deps.TracerProvider,
 		})
+		return registry.Registration{Adapter: a, Route: route}, nil
+	default:
+		if route.BaseURL == "" {
+			route.BaseURL = openai.DefaultBaseURL
+		}
+		a, err := openai.New(openai.Config{
+			BaseURL: route.BaseURL, APIKey: key, Headers: headers, MaxTokensParam: res.outputParam, Dialect: res.dialect,
+			HTTPClient: deps.HTTPClient, IdleTimeout: deps.IdleTimeout,
+		})
+		if err != nil {
+			return registry.Registration{}, err
+		}
 		return registry.Registration{Adapter: a, Route: route}, nil
 	}
 }

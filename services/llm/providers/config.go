@@ -1,7 +1,9 @@
 // Package providers reads the llm service's provider routes: a YAML file
 // listing each route (name, type, base URL, where its key comes from, extra
-// headers, its models), or, with no file, the routes the standard
-// environment variables imply. It then builds the adapters and registers
+// headers, the catalog provider it follows, its models' overrides), and the
+// presets that one environment variable turns on (OPENAI_API_KEY,
+// DEEPSEEK_API_KEY, OLLAMA_HOST, …). It then lays each route's models from
+// the catalog under the file's overrides, builds the adapters and registers
 // them, so the command that serves the gateway only wires.
 //
 // Keys come from an environment variable or a file, never from the YAML
@@ -22,18 +24,26 @@ import (
 	"gopkg.in/yaml.v3"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/config"
-	"github.com/penguin-agent/penguin/services/llm/anthropic"
+	"github.com/penguin-agent/penguin/services/llm/catalog"
 	"github.com/penguin-agent/penguin/services/llm/openai"
-	"github.com/penguin-agent/penguin/services/llm/stream"
 	"github.com/penguin-agent/penguin/services/llm/translate"
 )
 
-// Adapter types.
+// Adapter types: the wire protocols, by the catalog's names, plus "openai",
+// the short name of Chat Completions.
 const (
-	TypeOpenAI    = "openai"
-	TypeAnthropic = "anthropic"
+	TypeOpenAI          = "openai"
+	TypeOpenAIChat      = catalog.APIOpenAIChat
+	TypeOpenAIResponses = catalog.APIOpenAIResponses
+	TypeAnthropic       = catalog.APIAnthropic
+	TypeGemini          = catalog.APIGemini
 )
+
+// types lists the accepted types, for errors.
+var types = []string{TypeOpenAI, TypeOpenAIChat, TypeOpenAIResponses, TypeAnthropic, TypeGemini}
+
+// CatalogNone, as a provider's catalog, lists no catalog models for it.
+const CatalogNone = "none"
 
 // File is the providers file.
 type File struct {
@@ -45,8 +55,9 @@ type File struct {
 type Provider struct {
 	// Name is the route's name, the provider half of a model reference.
 	Name string `yaml:"name"`
-	// Type is the adapter: "openai" (Chat Completions and compatible
-	// servers) or "anthropic" (Messages).
+	// Type is the adapter: "openai" or "openai-chat" (Chat Completions
+	// and compatible servers), "openai-responses" (the Responses API),
+	// "anthropic" (Messages) or "gemini" (Google's Gemini API).
 	Type string `yaml:"type"`
 	// BaseURL is the API base: ending in /v1 for openai, without it for
 	// anthropic. Empty means the vendor's own API.
@@ -57,30 +68,59 @@ type Provider struct {
 	APIKeyFile string `yaml:"api_key_file,omitempty"`
 	// Headers are added to every request of the route.
 	Headers map[string]string `yaml:"headers,omitempty"`
-	// MaxTokensParam (openai only) picks max_tokens or
-	// max_completion_tokens; empty decides by the base URL.
+	// MaxTokensParam (Chat Completions only) picks max_tokens or
+	// max_completion_tokens; empty takes the catalog provider's, else
+	// decides by the base URL.
 	MaxTokensParam string `yaml:"max_tokens_param,omitempty"`
-	// Models are the route's models, for discovery and limits.
+	// Catalog is the catalog provider whose models (limits, reasoning
+	// controls, prices) and reasoning dialect the route follows. Empty
+	// means the provider named like the route, when the catalog has one;
+	// CatalogNone means no catalog models.
+	Catalog string `yaml:"catalog,omitempty"`
+	// Dialect overrides how reasoning controls go on the wire
+	// (catalog.DialectEffort, …); empty takes the catalog provider's, else
+	// the type's own.
+	Dialect string `yaml:"dialect,omitempty"`
+	// Models override or add to the catalog's models of the route.
 	Models []Model `yaml:"models,omitempty"`
 }
 
-// Model is one listed model.
+// Model is one model of the file: each field it sets overrides the
+// catalog's; a model the catalog does not know is added.
 type Model struct {
 	// ID is the model id sent upstream.
 	ID string `yaml:"id"`
+	// Name is the display name.
+	Name string `yaml:"name,omitempty"`
 	// ContextWindow is the window in tokens; it drives the output cap.
 	ContextWindow int64 `yaml:"context_window,omitempty"`
 	// MaxTokens is the model's default and largest output.
 	MaxTokens int64 `yaml:"max_tokens,omitempty"`
-	// Vision says whether the model takes images; default true.
+	// Vision says whether the model takes images; default true for a
+	// model the catalog does not know.
 	Vision *bool `yaml:"vision,omitempty"`
+	// Reasoning, Tools and Temperature say whether the model reasons,
+	// calls tools and takes a temperature.
+	Reasoning   *bool `yaml:"reasoning,omitempty"`
+	Tools       *bool `yaml:"tools,omitempty"`
+	Temperature *bool `yaml:"temperature,omitempty"`
 	// Thinking lists the thinking levels the model takes: a list of level
-	// names (each sent as the adapter's default wire value for it), or a
-	// map from level name to the wire value (a reasoning effort for
-	// openai; a budget in tokens or an adaptive effort name for
-	// anthropic). Omitted: unknown, the adapter's defaults apply. An empty
-	// list: the model does not think.
+	// names (each sent as the dialect's default wire value for it), or a
+	// map from level name to the wire value (an effort name, a budget in
+	// tokens, "on" or "off"). An empty list: no reasoning parameter is
+	// ever sent. A level not listed lands on the nearest listed one.
 	Thinking *Thinking `yaml:"thinking,omitempty"`
+	// Cost is the price in USD per million tokens; fields left out keep
+	// the catalog's.
+	Cost *Cost `yaml:"cost,omitempty"`
+}
+
+// Cost is a model's price in USD per million tokens.
+type Cost struct {
+	Input      *float64 `yaml:"input,omitempty"`
+	Output     *float64 `yaml:"output,omitempty"`
+	CacheRead  *float64 `yaml:"cache_read,omitempty"`
+	CacheWrite *float64 `yaml:"cache_write,omitempty"`
 }
 
 // Thinking is the thinking capability of a model, in either YAML form.
@@ -187,10 +227,14 @@ func (p Provider) validate() error {
 	if strings.TrimSpace(p.Name) == "" {
 		errs = append(errs, errors.New("name is empty"))
 	}
-	switch p.Type {
-	case TypeOpenAI, TypeAnthropic:
+	if !slices.Contains(types, p.Type) {
+		errs = append(errs, fmt.Errorf("type %q: want %s", p.Type, strings.Join(types, ", ")))
+	}
+	switch p.Dialect {
+	case "", catalog.DialectEffort, catalog.DialectDeepSeek, catalog.DialectThinkingType, catalog.DialectQwen,
+		catalog.DialectOpenRouter, catalog.DialectAnthropic, catalog.DialectGemini:
 	default:
-		errs = append(errs, fmt.Errorf("type %q: want %s or %s", p.Type, TypeOpenAI, TypeAnthropic))
+		errs = append(errs, fmt.Errorf("dialect %q is not a reasoning dialect", p.Dialect))
 	}
 	if p.BaseURL != "" {
 		u, err := url.Parse(p.BaseURL)
@@ -202,7 +246,7 @@ func (p Provider) validate() error {
 		errs = append(errs, errors.New("set api_key_env or api_key_file, not both"))
 	}
 	if p.MaxTokensParam != "" {
-		if p.Type != TypeOpenAI {
+		if !chat(p.Type) {
 			errs = append(errs, errors.New("max_tokens_param applies to type openai only"))
 		} else if p.MaxTokensParam != openai.MaxTokensParam && p.MaxTokensParam != openai.MaxCompletionTokensParam {
 			errs = append(errs, fmt.Errorf("max_tokens_param %q: want %s or %s", p.MaxTokensParam, openai.MaxTokensParam, openai.MaxCompletionTokensParam))
@@ -224,6 +268,9 @@ func (p Provider) validate() error {
 		if m.ContextWindow < 0 || m.MaxTokens < 0 {
 			errs = append(errs, fmt.Errorf("models[%d] (%s): context_window and max_tokens cannot be negative", j, m.ID))
 		}
+		if c := m.Cost; c != nil && (negative(c.Input) || negative(c.Output) || negative(c.CacheRead) || negative(c.CacheWrite)) {
+			errs = append(errs, fmt.Errorf("models[%d] (%s): prices cannot be negative", j, m.ID))
+		}
 		if m.Thinking != nil && p.Type == TypeAnthropic {
 			for l, wire := range m.Thinking.Levels {
 				if wire != "" && !anthropicWire(wire) {
@@ -236,7 +283,15 @@ func (p Provider) validate() error {
 	return errors.Join(errs...)
 }
 
+func negative(p *float64) bool { return p != nil && *p < 0 }
+
+// chat reports whether t names Chat Completions.
+func chat(t string) bool { return t == TypeOpenAI || t == TypeOpenAIChat }
+
 func anthropicWire(w string) bool {
+	if w == catalog.WireOff || w == catalog.WireOn {
+		return true
+	}
 	if slices.Contains([]string{"low", "medium", "high", "xhigh", "max"}, w) {
 		return true
 	}
@@ -246,46 +301,4 @@ func anthropicWire(w string) bool {
 		}
 	}
 	return true
-}
-
-// FromEnv returns the routes the standard environment implies when there
-// is no providers file: "openai" when OPENAI_API_KEY is set (at
-// OPENAI_BASE_URL when that is set too) and "anthropic" when
-// ANTHROPIC_API_KEY is set (at ANTHROPIC_BASE_URL). Either may be missing;
-// both missing is an empty file, which Build refuses.
-func FromEnv(lookup config.LookupFunc) *File {
-	f := &File{}
-	if v, ok := lookup("OPENAI_API_KEY"); ok && v != "" {
-		base, _ := lookup("OPENAI_BASE_URL")
-		f.Providers = append(f.Providers, Provider{Name: "openai", Type: TypeOpenAI, BaseURL: base, APIKeyEnv: "OPENAI_API_KEY"})
-	}
-	if v, ok := lookup("ANTHROPIC_API_KEY"); ok && v != "" {
-		base, _ := lookup("ANTHROPIC_BASE_URL")
-		f.Providers = append(f.Providers, Provider{Name: "anthropic", Type: TypeAnthropic, BaseURL: base, APIKeyEnv: "ANTHROPIC_API_KEY"})
-	}
-	return f
-}
-
-// specs turns the listed models into the registry's specs, resolving each
-// level's wire value against the adapter's defaults.
-func (p Provider) specs() []stream.ModelSpec {
-	defaults := openai.DefaultThinking
-	if p.Type == TypeAnthropic {
-		defaults = anthropic.DefaultThinking
-	}
-	out := make([]stream.ModelSpec, 0, len(p.Models))
-	for _, m := range p.Models {
-		s := stream.ModelSpec{ID: m.ID, ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens, NoVision: m.Vision != nil && !*m.Vision}
-		if m.Thinking != nil {
-			s.Thinking = stream.ThinkingLevels{}
-			for l, wire := range m.Thinking.Levels {
-				if wire == "" {
-					wire = defaults[l]
-				}
-				s.Thinking[l] = wire
-			}
-		}
-		out = append(out, s)
-	}
-	return out
 }

@@ -41,24 +41,31 @@ func (e *DuplicateRouteError) Is(target error) bool { return target == ErrDuplic
 type Route struct {
 	// Name is the route's name: the provider half of a model reference.
 	Name string
-	// Type is the adapter type, "openai" or "anthropic".
+	// Type is the wire protocol of its adapter (catalog.APIOpenAIChat, …).
 	Type string
 	// BaseURL is the provider's API base URL.
 	BaseURL string
 	// HasCredential reports whether a credential is configured. The
 	// credential itself never leaves the adapter.
 	HasCredential bool
-	// Models are the models listed for the route.
+	// CredentialSource says where the credential comes from ("env NAME",
+	// "file PATH"); empty for none.
+	CredentialSource string
+	// Catalog is the catalog provider whose models the route lists; empty
+	// for none.
+	Catalog string
+	// Models are the models known for the route: the catalog's and the
+	// providers file's.
 	Models []stream.ModelSpec
+
+	index map[string]int
 }
 
-// Model returns the listed model id, or a zero spec (Listed false) with the
-// id filled in when the model is not listed.
+// Model returns the known model id, or a zero spec (Known false) with the
+// id filled in when the model is not known.
 func (r Route) Model(id string) stream.ModelSpec {
-	for _, m := range r.Models {
-		if m.ID == id {
-			return m
-		}
+	if i, ok := r.index[id]; ok {
+		return r.Models[i]
 	}
 	return stream.ModelSpec{ID: id}
 }
@@ -76,6 +83,13 @@ type entry struct {
 
 // New returns an empty registry.
 func New() *Registry { return &Registry{routes: map[string]entry{}} }
+
+// Len returns the number of routes.
+func (r *Registry) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.routes)
+}
 
 // Registration pairs an adapter with one of its routes.
 type Registration struct {
@@ -136,8 +150,10 @@ func (r *Registry) RegisterAll(regs ...Registration) error {
 	for _, reg := range regs {
 		rt := reg.Route
 		rt.Models = slices.Clone(rt.Models)
+		rt.index = make(map[string]int, len(rt.Models))
 		for i := range rt.Models {
-			rt.Models[i].Listed = true
+			rt.Models[i].Known = true
+			rt.index[rt.Models[i].ID] = i
 		}
 		r.routes[rt.Name] = entry{adapter: reg.Adapter, route: rt}
 	}

@@ -58,10 +58,10 @@ func TestListingAndUnlistedModels(t *testing.T) {
 	if !ok {
 		t.Fatal("alpha not found")
 	}
-	if m := rt.Model("m"); !m.Listed || m.MaxTokens != 5 {
+	if m := rt.Model("m"); !m.Known || m.MaxTokens != 5 {
 		t.Errorf("listed model = %+v", m)
 	}
-	if m := rt.Model("other"); m.Listed || m.ID != "other" {
+	if m := rt.Model("other"); m.Known || m.ID != "other" {
 		t.Errorf("unlisted model = %+v", m)
 	}
 }

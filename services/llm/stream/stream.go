@@ -12,6 +12,7 @@ import (
 	"context"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/llm/catalog"
 )
 
 // Emit hands one message of the answer to the consumer. It returns an error
@@ -59,8 +60,8 @@ type Request struct {
 	Provider string
 	// Model is the model id sent upstream.
 	Model string
-	// Spec describes the model as the providers configuration lists it;
-	// the zero value (Listed false) when the model is not listed.
+	// Spec describes the model (catalog and providers file); the zero
+	// value with the id filled in (Known false) when neither knows it.
 	Spec ModelSpec
 	// Messages are the history followed by the new messages: complete model
 	// messages only, in order, already checked (every tool_call_output
@@ -83,28 +84,60 @@ type Request struct {
 	OutputRoom int64
 	// InputEstimate is the estimated input size in tokens.
 	InputEstimate int64
+	// Temperature is the sampling temperature to send; nil leaves the
+	// model's default. The service clears it for a model that takes none.
+	Temperature *float32
+	// Adapter serves the route: captured when the request was validated,
+	// so that a reload of the routes in between cannot pair one route's
+	// model facts with another's adapter.
+	Adapter Streamer
 }
 
 // ModelSpec describes one model of a provider route, for discovery and for
-// the per-request limits. The list is not a whitelist: a model that is not
-// listed is still served, with a zero ModelSpec.
+// shaping each request. It comes from the catalog, with the providers
+// file's fields laid on top. The list is not a whitelist: a model that is
+// not known is still served, with a zero ModelSpec (Known false) and
+// conservative defaults.
 type ModelSpec struct {
 	// ID is the model id sent upstream.
 	ID string
-	// Listed reports whether the providers configuration lists the model.
-	Listed bool
+	// Known reports whether the catalog or the providers file describes
+	// the model.
+	Known bool
+	// Name is the display name.
+	Name string
 	// ContextWindow is the context window in tokens; zero when unknown.
 	ContextWindow int64
-	// MaxTokens is the model's default (and largest) output; zero when
-	// unknown.
+	// MaxTokens is the model's largest output, also the default output
+	// cap; zero when unknown.
 	MaxTokens int64
 	// NoVision marks a model that does not take images. The zero value
 	// takes images, as the reference defaults vision to true.
 	NoVision bool
-	// Thinking maps the thinking levels the model takes to the wire value
-	// the adapter sends for each. Nil means unknown: the adapter's default
-	// mapping applies. An empty, non-nil map means the model does not think.
+	// Reasoning reports whether the model reasons.
+	Reasoning bool
+	// Tools reports whether the model calls tools.
+	Tools bool
+	// Temperature reports whether the model takes a temperature.
+	Temperature bool
+	// Thinking maps the thinking levels to the wire value the adapter
+	// sends for each (an effort name, a budget in tokens, catalog.WireOn or
+	// catalog.WireOff), in the route's reasoning dialect. Empty means no
+	// reasoning parameter is ever sent: the model does not reason, its
+	// reasoning cannot be controlled, or it is not known.
 	Thinking ThinkingLevels
+	// BudgetMin is the smallest thinking budget the model takes; zero
+	// when it takes none or the bound is not known.
+	BudgetMin int64
+	// Toggle reports whether the model's reasoning can be switched on and
+	// off (a provider whose switch is a field of its own, such as
+	// DashScope's enable_thinking, sends it only then).
+	Toggle bool
+	// Cost is the price; nil when unknown.
+	Cost *catalog.Cost
+	// Status is "deprecated", "beta" or "alpha"; empty for a current
+	// model.
+	Status string
 }
 
 // ThinkingLevels maps thinking levels to adapter wire values (a reasoning

@@ -4,19 +4,8 @@ import (
 	"strings"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/services/llm/failure"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 )
-
-// deepestFirst lists the thinking levels from the deepest down, for the
-// "max" fallback.
-var deepestFirst = []penguinv1.ThinkingLevel{
-	penguinv1.ThinkingLevel_THINKING_LEVEL_MAX,
-	penguinv1.ThinkingLevel_THINKING_LEVEL_XHIGH,
-	penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH,
-	penguinv1.ThinkingLevel_THINKING_LEVEL_MEDIUM,
-	penguinv1.ThinkingLevel_THINKING_LEVEL_LOW,
-}
 
 // LevelName returns the reference's name of a level ("none", "low", …).
 func LevelName(l penguinv1.ThinkingLevel) string {
@@ -32,46 +21,33 @@ func ParseLevel(name string) (penguinv1.ThinkingLevel, bool) {
 	return penguinv1.ThinkingLevel(v), true
 }
 
-// Thinking resolves the request's thinking level to the adapter's wire
-// value, before any provider I/O. The model's own list (from the providers
-// configuration) wins over the adapter's defaults. "max" never fails: it
-// lands on the deepest level the model takes, or on no thinking for a model
-// that does not think. Any other level the model does not take is a
-// permanent UNSUPPORTED failure. An empty wire value means "send nothing".
-func Thinking(req *stream.Request, defaults stream.ThinkingLevels) (string, *failure.Error) {
+// Thinking resolves the request's thinking level to the wire value the
+// adapter sends, before any provider I/O; empty means "send no reasoning
+// parameter". It never fails: a model that does not reason (or whose
+// reasoning cannot be controlled, or that nobody describes) sends nothing
+// whatever the level, since its answer is just as valid; a level the model
+// does not list lands on the deepest listed level below it, else the
+// shallowest above it, so that "max" lands on the deepest level a model
+// has and no level fails. The catalog lists every level of every model it can
+// control, so this fallback serves partial lists in a providers file.
+func Thinking(req *stream.Request) string {
 	level := req.Thinking
-	if level == penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED {
-		return "", nil
-	}
 	levels := req.Spec.Thinking
-	if levels == nil {
-		levels = defaults
+	if level == penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED || len(levels) == 0 {
+		return ""
 	}
 	if wire, ok := levels[level]; ok {
-		return wire, nil
+		return wire
 	}
-	if level == penguinv1.ThinkingLevel_THINKING_LEVEL_MAX {
-		for _, l := range deepestFirst {
-			if wire, ok := levels[l]; ok {
-				return wire, nil
-			}
-		}
-		return "", nil
-	}
-	if level == penguinv1.ThinkingLevel_THINKING_LEVEL_NONE && len(levels) == 0 {
-		// A model that does not think is already at "none".
-		return "", nil
-	}
-	var takes []string
-	for l := penguinv1.ThinkingLevel_THINKING_LEVEL_NONE; l <= penguinv1.ThinkingLevel_THINKING_LEVEL_MAX; l++ {
-		if _, ok := levels[l]; ok {
-			takes = append(takes, LevelName(l))
+	for l := level - 1; l >= penguinv1.ThinkingLevel_THINKING_LEVEL_NONE; l-- {
+		if wire, ok := levels[l]; ok {
+			return wire
 		}
 	}
-	if len(takes) == 0 {
-		return "", failure.Unsupported("model %q of provider %q does not think, so it cannot take thinking level %q",
-			req.Model, req.Provider, LevelName(level))
+	for l := level + 1; l <= penguinv1.ThinkingLevel_THINKING_LEVEL_MAX; l++ {
+		if wire, ok := levels[l]; ok {
+			return wire
+		}
 	}
-	return "", failure.Unsupported("model %q of provider %q cannot take thinking level %q; it takes %s",
-		req.Model, req.Provider, LevelName(level), strings.Join(takes, ", "))
+	return ""
 }

@@ -237,23 +237,39 @@ func TestIDs(t *testing.T) {
 }
 
 func TestThinkingLevels(t *testing.T) {
-	defaults := stream.ThinkingLevels{penguinv1.ThinkingLevel_THINKING_LEVEL_LOW: "2048"}
-	req := &stream.Request{Provider: "p", Model: "m", Thinking: penguinv1.ThinkingLevel_THINKING_LEVEL_LOW}
-	if w, fe := translate.Thinking(req, defaults); fe != nil || w != "2048" {
-		t.Errorf("default = %q %v", w, fe)
-	}
-	req.Spec.Thinking = stream.ThinkingLevels{} // a model that does not think
-	for _, l := range []penguinv1.ThinkingLevel{penguinv1.ThinkingLevel_THINKING_LEVEL_NONE, penguinv1.ThinkingLevel_THINKING_LEVEL_MAX, penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED} {
-		req.Thinking = l
-		if w, fe := translate.Thinking(req, defaults); fe != nil || w != "" {
-			t.Errorf("%v on a non-thinking model = %q %v", l, w, fe)
+	const (
+		none   = penguinv1.ThinkingLevel_THINKING_LEVEL_NONE
+		low    = penguinv1.ThinkingLevel_THINKING_LEVEL_LOW
+		medium = penguinv1.ThinkingLevel_THINKING_LEVEL_MEDIUM
+		high   = penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH
+		xhigh  = penguinv1.ThinkingLevel_THINKING_LEVEL_XHIGH
+		maxL   = penguinv1.ThinkingLevel_THINKING_LEVEL_MAX
+	)
+	req := &stream.Request{Provider: "p", Model: "m"}
+	// A model that does not reason (or is unknown) sends nothing, at any
+	// level: its answer is just as valid.
+	for _, specThinking := range []stream.ThinkingLevels{nil, {}} {
+		req.Spec.Thinking = specThinking
+		for l := penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED; l <= maxL; l++ {
+			req.Thinking = l
+			if w := translate.Thinking(req); w != "" {
+				t.Errorf("%v on a model that does not think = %q", l, w)
+			}
 		}
 	}
-	req.Thinking = penguinv1.ThinkingLevel_THINKING_LEVEL_LOW
-	if _, fe := translate.Thinking(req, defaults); fe == nil || fe.Code != penguinv1.FailureCode_FAILURE_CODE_UNSUPPORTED || !fe.Permanent {
-		t.Errorf("low on a non-thinking model = %v", fe)
+	// A partial list: every level lands on the nearest listed, the
+	// deepest below first.
+	req.Spec.Thinking = stream.ThinkingLevels{low: "2048", high: "16384"}
+	for l, want := range map[penguinv1.ThinkingLevel]string{
+		penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED: "",
+		none: "2048", low: "2048", medium: "2048", high: "16384", xhigh: "16384", maxL: "16384",
+	} {
+		req.Thinking = l
+		if w := translate.Thinking(req); w != want {
+			t.Errorf("%v = %q, want %q", l, w, want)
+		}
 	}
-	if l, ok := translate.ParseLevel("XHigh"); !ok || l != penguinv1.ThinkingLevel_THINKING_LEVEL_XHIGH || translate.LevelName(l) != "xhigh" {
+	if l, ok := translate.ParseLevel("XHigh"); !ok || l != xhigh || translate.LevelName(l) != "xhigh" {
 		t.Errorf("ParseLevel = %v %v", l, ok)
 	}
 	if _, ok := translate.ParseLevel("unspecified"); ok {

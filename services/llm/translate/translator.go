@@ -60,6 +60,7 @@ type block struct {
 type call struct {
 	id, name string
 	args     []byte
+	fidelity []byte
 }
 
 // New returns a Translator that emits through emit and allocates tool-call
@@ -199,6 +200,14 @@ func (t *Translator) ToolCallDelta(index int, providerID, name, args string) {
 	t.send(omni.PartialToolCall(phaseDelta, c.id, c.name, args))
 }
 
+// ToolCallFidelity merges the provider's payload for the open call at
+// index (Gemini's thought signature) into the call's fidelity.
+func (t *Translator) ToolCallFidelity(index int, fidelity []byte) {
+	if c := t.calls[index]; c != nil {
+		c.fidelity = MergeFidelity(c.fidelity, fidelity)
+	}
+}
+
 // CloseToolCall closes the tool call at index. A call that received no
 // arguments gets "{}", so the arguments are always a JSON object.
 func (t *Translator) CloseToolCall(index int) {
@@ -221,6 +230,7 @@ func (t *Translator) closeCall(index int, stop penguinv1.StopReason) {
 	t.send(p)
 	m := omni.ToolCall(c.id, c.name, string(c.args))
 	m.GetToolCall().StopReason = stop
+	m.GetToolCall().Fidelity = c.fidelity
 	t.send(m)
 	t.content = true
 }
@@ -240,7 +250,9 @@ func (t *Translator) HasContent() bool {
 // empty answer would silently end the turn. Otherwise open segments are
 // closed with the failure's status as their stop reason, so the consumer
 // can tell complete content from a cut-off fragment. Token usage is emitted
-// whenever the provider reported it, and on every completed stream.
+// whenever the provider reported it, and on every completed stream: marked
+// unreported when the provider sent none, so that unknown counts are never
+// taken for zeros.
 func (t *Translator) Finish(fail *failure.Error) *penguinv1.LLMOutcome {
 	if fail == nil && !t.HasContent() {
 		fail = failure.New(penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_EMPTY_RESPONSE,
@@ -254,7 +266,7 @@ func (t *Translator) Finish(fail *failure.Error) *penguinv1.LLMOutcome {
 	if t.usage != nil || fail == nil {
 		u := t.usage
 		if u == nil {
-			u = &penguinv1.TokenCounts{}
+			u = &penguinv1.TokenCounts{Unreported: true}
 		}
 		// The service is stateless, so the session total it can report is
 		// this request's; the engine, which owns the session, adds up.

@@ -91,6 +91,11 @@ type Registry struct {
 
 	mu      sync.Mutex
 	running map[string]map[string]*child // parent id → child id → child
+	// reserved counts, per parent, the slots taken by run_subagent calls
+	// whose child session is still being created: the limit is checked
+	// and the slot taken under one lock, before the session exists, so a
+	// refused call leaves nothing behind.
+	reserved map[string]int
 }
 
 // NewRegistry returns an empty registry whose sessions may each run max
@@ -99,25 +104,54 @@ func NewRegistry(max int) *Registry {
 	if max <= 0 {
 		max = DefaultMax
 	}
-	return &Registry{max: max, running: map[string]map[string]*child{}}
+	return &Registry{max: max, running: map[string]map[string]*child{}, reserved: map[string]int{}}
 }
 
-// count returns how many subagents parent runs.
-func (r *Registry) count(parent string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.running[parent])
+// usedLocked is how many slots parent holds: running subagents and
+// reservations.
+func (r *Registry) usedLocked(parent string) int {
+	return len(r.running[parent]) + r.reserved[parent]
 }
 
-// add registers c under parent unless parent runs the most it may; it
-// returns the number running otherwise.
-func (r *Registry) add(parent string, c *child) (int, bool) {
+// reserve takes a slot for a subagent of parent that is about to be
+// created, unless parent holds the most it may; it returns the number
+// held otherwise. The slot is released by unreserve, or turned into the
+// child's by add.
+func (r *Registry) reserve(parent string) (int, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	kids := r.running[parent]
-	if len(kids) >= r.max {
-		return len(kids), false
+	if n := r.usedLocked(parent); n >= r.max {
+		return n, false
 	}
+	r.reserved[parent]++
+	return 0, true
+}
+
+// unreserve gives back a slot reserve took.
+func (r *Registry) unreserve(parent string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unreserveLocked(parent)
+}
+
+func (r *Registry) unreserveLocked(parent string) {
+	if r.reserved[parent]--; r.reserved[parent] <= 0 {
+		delete(r.reserved, parent)
+	}
+}
+
+// add registers c under parent. With reserved, c takes the slot reserve
+// took for it; otherwise it needs a free slot, and add returns the number
+// held when there is none.
+func (r *Registry) add(parent string, c *child, reserved bool) (int, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if reserved {
+		r.unreserveLocked(parent)
+	} else if n := r.usedLocked(parent); n >= r.max {
+		return n, false
+	}
+	kids := r.running[parent]
 	if kids == nil {
 		kids = map[string]*child{}
 		r.running[parent] = kids
@@ -262,25 +296,27 @@ func (s *Tools) run(ctx context.Context, call *penguinv1.ToolCall, forward func(
 	if args.ModelID != "" {
 		model = &penguinv1.ModelRef{Provider: args.Provider, ModelId: args.ModelID}
 	}
-	if n := s.reg.count(s.parent.ID()); n >= s.reg.max {
+	if n, ok := s.reg.reserve(s.parent.ID()); !ok {
 		return enginetool.Failed(call, "run_subagent: %d subagents are running already, the most a session may have; wait for one to finish or stop one with kill_subagent", n)
 	}
 	id, err := s.parent.Spawn(ctx, model, thinking)
 	if err != nil {
+		s.reg.unreserve(s.parent.ID())
 		return enginetool.Failed(call, "run_subagent: could not create the subagent's session: %v", err)
 	}
 	forward(omni.SubagentPointer(id))
-	return s.start(ctx, call, forward, id, args.Prompt, thinking, 0, yieldOf(args.YieldTimeMs, DefaultYield), args.RunInBackground)
+	return s.start(ctx, call, forward, id, args.Prompt, thinking, 0, yieldOf(args.YieldTimeMs, DefaultYield), args.RunInBackground, true)
 }
 
 // start runs a prompt on a child session and waits for it in the
 // foreground for yield, or not at all in the background. after is where a
 // follow-up's events start; zero follows a new child from its
-// session_meta.
-func (s *Tools) start(ctx context.Context, call *penguinv1.ToolCall, forward func(*penguinv1.OmniMessage), id, prompt string, thinking penguinv1.ThinkingLevel, after int64, yield time.Duration, background bool) *penguinv1.OmniMessage {
+// session_meta. reserved says the child's slot was reserved already (a
+// new child); a follow-up needs a free one.
+func (s *Tools) start(ctx context.Context, call *penguinv1.ToolCall, forward func(*penguinv1.OmniMessage), id, prompt string, thinking penguinv1.ThinkingLevel, after int64, yield time.Duration, background, reserved bool) *penguinv1.OmniMessage {
 	c := &child{id: id, done: make(chan struct{}), background: background}
 	c.relay.set(forward)
-	if n, ok := s.reg.add(s.parent.ID(), c); !ok {
+	if n, ok := s.reg.add(s.parent.ID(), c, reserved); !ok {
 		return enginetool.Failed(call, "%s: %d subagents are running already; wait for one or stop one with kill_subagent", call.GetName(), n)
 	}
 	run, err := s.parent.Start(context.WithoutCancel(ctx), id, prompt, thinking)
@@ -379,7 +415,7 @@ func (s *Tools) input(ctx context.Context, call *penguinv1.ToolCall, forward fun
 	if strings.TrimSpace(args.Prompt) == "" {
 		return enginetool.Output(call, fmt.Sprintf("Subagent %s is idle; give it a prompt to continue its work.", args.SubagentID))
 	}
-	return s.start(ctx, call, forward, args.SubagentID, args.Prompt, penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED, last, yieldOf(args.YieldTimeMs, DefaultYield), false)
+	return s.start(ctx, call, forward, args.SubagentID, args.Prompt, penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED, last, yieldOf(args.YieldTimeMs, DefaultYield), false, false)
 }
 
 // poll waits up to yield for a running child and reports its result, or

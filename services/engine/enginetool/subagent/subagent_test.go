@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +28,9 @@ type fakeParent struct {
 	notices  []*penguinv1.OmniMessage
 	children map[string]int64 // child id → last sequence
 	starts   []string         // prompts started
+	// gate, when set, holds every Spawn after it has created its child
+	// until it is closed.
+	gate chan struct{}
 }
 
 func newParent() *fakeParent {
@@ -52,6 +56,11 @@ func (p *fakeParent) Spawn(_ context.Context, model *penguinv1.ModelRef, _ pengu
 	id := fmt.Sprintf("session-child-%d", len(p.spawned)+1)
 	p.spawned = append(p.spawned, id)
 	p.children[id] = 1
+	if gate := p.gate; gate != nil {
+		p.mu.Unlock()
+		<-gate
+		p.mu.Lock()
+	}
 	return id, nil
 }
 
@@ -250,6 +259,55 @@ func TestTheLimitRefusesBeforeSpawning(t *testing.T) {
 		}
 		p.run("session-child-2").answer("done")
 		synctest.Wait()
+	})
+}
+
+// Nine run_subagent calls at once against a limit of eight: the slot is
+// taken before the child session is created, so the ninth is refused
+// without a child session and without a subagent pointer, however the
+// calls interleave. Spawn holds every call that reaches it until all nine
+// have either reached it or been refused.
+func TestConcurrentSpawnsPastTheLimitLeaveNothingBehind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newParent()
+		p.gate = make(chan struct{})
+		tools := newTools(p, 8)
+		results := make([]<-chan callResult, 9)
+		for i := range results {
+			results[i] = call(t.Context(), tools, "run_subagent", fmt.Sprintf(`{"prompt":"part %d","run_in_background":true}`, i))
+		}
+		synctest.Wait()
+		p.mu.Lock()
+		held := len(p.spawned)
+		p.mu.Unlock()
+		close(p.gate)
+		var refused, pointers int
+		for _, ch := range results {
+			got := <-ch
+			for _, m := range got.forwarded {
+				if m.GetSubagent() != nil {
+					pointers++
+				}
+			}
+			if got.out.GetStopReason() == penguinv1.StopReason_STOP_REASON_FAILED {
+				refused++
+				if !strings.Contains(got.out.GetOutput(), "8 subagents are running already") || len(got.forwarded) != 0 {
+					t.Errorf("refusal = %q, forwarded %v", got.out.GetOutput(), got.forwarded)
+				}
+			}
+		}
+		p.mu.Lock()
+		spawned := slices.Clone(p.spawned)
+		p.mu.Unlock()
+		for _, id := range spawned {
+			if r := p.run(id); r != nil {
+				r.answer("done")
+			}
+		}
+		synctest.Wait()
+		if held != 8 || len(spawned) != 8 || refused != 1 || pointers != 8 {
+			t.Fatalf("%d children reached Spawn together, %d created, %d refused, %d pointers; want 8, 8, 1, 8", held, len(spawned), refused, pointers)
+		}
 	})
 }
 

@@ -1,0 +1,238 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumword"
+)
+
+// chatHelp is what /help prints.
+const chatHelp = `Commands:
+  /help               this help
+  /model              pick the model (a new session, if this one has begun)
+  /thinking [LEVEL]   show or set the thinking level: none, low, medium, high, xhigh, max
+  /status             the session, model, workspace, settings and usage
+  /cost               tokens, cost and context use so far
+  /compact            compact the context now
+  /clear              start a fresh session (this one can be resumed)
+  /resume [ID]        pick a session of this workspace, or resume ID
+  /verbose            show tool outputs in full, or collapsed again
+  /exit, /quit        quit (so does Ctrl-D on an empty line)
+Keys:
+  Enter sends; Alt-Enter, Ctrl-J or a trailing \ starts a new line; a paste is one message.
+  Up and Down recall earlier messages. While a task runs, a message steers it.
+  Ctrl-C denies an approval, aborts a task, clears the line, and quits when pressed twice.`
+
+// command runs a slash command at an idle prompt.
+func (m *chatModel) command(line string) tea.Cmd {
+	name, arg, _ := strings.Cut(line, " ")
+	arg = strings.TrimSpace(arg)
+	switch name {
+	case "/exit", "/quit":
+		return tea.Quit
+	case "/help":
+		m.say(chatHelp)
+	case "/verbose":
+		m.verbose = !m.verbose
+		m.r.SetCollapse(!m.verbose)
+		if m.verbose {
+			m.say("tool outputs are shown in full")
+		} else {
+			m.say("long tool outputs are collapsed")
+		}
+	case "/thinking":
+		return m.thinkingCmd(arg)
+	case "/status":
+		m.say(m.statusReport()...)
+	case "/cost":
+		if line := m.r.UsageLine(); line != "" {
+			m.say(line)
+		} else {
+			m.say("no tokens used yet")
+		}
+	case "/clear":
+		m.session, m.info = "", nil
+		m.r = m.newRenderer()
+		m.say("a fresh session starts with your next message")
+	case "/compact":
+		if m.session == "" {
+			m.say("nothing to compact yet")
+			return nil
+		}
+		id := m.session
+		m.say(m.style(styleDim, "… compacting the context"))
+		return func() tea.Msg {
+			resp, err := m.engine.Compact(m.ctx, &penguinv1.CompactRequest{SessionId: id})
+			if err != nil {
+				return notice{err: err}
+			}
+			return notice{text: strings.TrimSpace("compaction " + enumword.Word(resp.GetStatus()) + " " + resp.GetMessage())}
+		}
+	case "/model":
+		return m.pickModel()
+	case "/resume":
+		if arg != "" {
+			return m.resume(arg)
+		}
+		return m.pickSession()
+	default:
+		m.say(m.style(styleRed, "unknown command "+name+" (/help lists them)"))
+	}
+	return nil
+}
+
+// thinkingCmd shows the thinking level the next turn runs at, and whose it
+// is, or sets an override for this chat.
+func (m *chatModel) thinkingCmd(arg string) tea.Cmd {
+	// The default and whose it is: the session's, the new session's (not
+	// created yet), or the agent's.
+	unset := penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED
+	def, whose := unset, "the agent's default"
+	switch {
+	case m.info.GetThinkingLevel() != unset:
+		def, whose = m.info.GetThinkingLevel(), "this session's default"
+	case m.info == nil && m.opts.NewSession.GetThinkingLevel() != unset:
+		def, whose = m.opts.NewSession.GetThinkingLevel(), "the new session's default"
+	case m.opts.AgentThinking != unset:
+		def = m.opts.AgentThinking
+	}
+	if arg == "" {
+		switch {
+		case m.thinking != unset && def != unset:
+			m.say(fmt.Sprintf("thinking level for the next turn: %s, set for this chat (%s is %s)", enumword.Word(m.thinking), whose, enumword.Word(def)))
+		case m.thinking != unset:
+			m.say(fmt.Sprintf("thinking level for the next turn: %s, set for this chat", enumword.Word(m.thinking)))
+		case def != unset:
+			m.say(fmt.Sprintf("thinking level for the next turn: %s, %s", enumword.Word(def), whose))
+		default:
+			m.say("thinking level for the next turn: " + whose)
+		}
+		return nil
+	}
+	level, err := ParseThinkingLevel(arg)
+	if err != nil {
+		m.say(m.style(styleRed, err.Error()))
+		return nil
+	}
+	m.thinking = level
+	m.say(fmt.Sprintf("thinking level set to %s for this chat", enumword.Word(level)))
+	return nil
+}
+
+// statusReport is what /status prints.
+func (m *chatModel) statusReport() []string {
+	session := m.session
+	if session == "" {
+		session = "none yet (your first message starts one)"
+	}
+	thinking := "the session's default"
+	if m.thinking != penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED {
+		thinking = enumword.Word(m.thinking) + " (set for this chat)"
+	}
+	approval := m.info.GetApprovalMode()
+	if m.opts.ApprovalMode != penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED {
+		approval = m.opts.ApprovalMode
+	} else if m.info == nil {
+		approval = m.opts.NewSession.GetApprovalMode()
+	}
+	lines := []string{
+		"session:   " + session,
+		"model:     " + modelName(m.model),
+		"workspace: " + m.workspace,
+		"approval:  " + strings.ReplaceAll(enumword.Word(approval), "_", "-"),
+		"thinking:  " + thinking,
+		fmt.Sprintf("verbose:   %v", m.verbose),
+	}
+	if u := m.r.UsageLine(); u != "" {
+		lines = append(lines, "usage:     "+u)
+	}
+	if m.opts.LogFile != "" {
+		lines = append(lines, "log:       "+m.opts.LogFile)
+	}
+	return lines
+}
+
+// pickModel lists the models the server knows and switches to the one
+// picked: for the session to come, or, once the session has begun (a
+// session keeps its model), for a new one.
+func (m *chatModel) pickModel() tea.Cmd {
+	if m.opts.LLM == nil {
+		m.say(m.style(styleRed, "this server offers no model list"))
+		return nil
+	}
+	return func() tea.Msg {
+		resp, err := m.opts.LLM.ListModels(m.ctx, &penguinv1.ListModelsRequest{})
+		if err != nil {
+			return notice{err: fmt.Errorf("list models: %w", err)}
+		}
+		if len(resp.GetModels()) == 0 {
+			return notice{text: "the server lists no models: its providers are not in the model catalog (penguin models lists it); start the chat with --provider and --model"}
+		}
+		p := &picker{title: "model"}
+		for _, info := range resp.GetModels() {
+			ref := info.GetModel()
+			label := modelName(ref)
+			if w := info.GetContextWindow(); w > 0 {
+				label += fmt.Sprintf("  (%s context)", count(w))
+			}
+			p.items = append(p.items, pickItem{label: label, value: ref.GetProvider() + "\x00" + ref.GetModelId()})
+		}
+		p.pick = func(it pickItem) tea.Cmd {
+			provider, id, _ := strings.Cut(it.value, "\x00")
+			return func() tea.Msg { return modelPicked{&penguinv1.ModelRef{Provider: provider, ModelId: id}} }
+		}
+		return pickerMsg{p}
+	}
+}
+
+// modelPicked is the model /model chose.
+type modelPicked struct{ ref *penguinv1.ModelRef }
+
+// useModel switches the chat to ref.
+func (m *chatModel) useModel(ref *penguinv1.ModelRef) tea.Cmd {
+	m.model = ref
+	if m.session != "" {
+		old := m.session
+		m.session, m.info = "", nil
+		m.r = m.newRenderer()
+		m.say(fmt.Sprintf("model: %s; a session keeps its model, so your next message starts a new one (resume the old one with /resume %s)", modelName(ref), old))
+	} else {
+		m.say("model: " + modelName(ref))
+	}
+	return m.contextWindow()
+}
+
+// pickSession lists this workspace's sessions, newest first, to resume one.
+func (m *chatModel) pickSession() tea.Cmd {
+	ws := m.workspace
+	return func() tea.Msg {
+		p := &picker{title: "session in " + ws}
+		token := ""
+		for pages := 0; pages < 20 && len(p.items) < 200; pages++ {
+			resp, err := m.engine.ListSessions(m.ctx, &penguinv1.ListSessionsRequest{PageToken: token})
+			if err != nil {
+				return notice{err: fmt.Errorf("list sessions: %w", err)}
+			}
+			for _, s := range resp.GetSessions() {
+				if s.GetWorkspace() != ws || s.GetParentSessionId() != "" || s.GetSource() == "subagent" {
+					continue
+				}
+				label := clean(fmt.Sprintf("%s  %s  %s  %s", s.GetUpdatedAt().AsTime().Local().Format("2006-01-02 15:04"),
+					s.GetSessionId(), s.GetWorkspace(), clip(firstLine(s.GetTitle()), 50)))
+				p.items = append(p.items, pickItem{label: label, value: s.GetSessionId()})
+			}
+			if token = resp.GetNextPageToken(); token == "" {
+				break
+			}
+		}
+		if len(p.items) == 0 {
+			return notice{text: "no sessions in " + ws + " yet (penguin sessions lists every workspace's)"}
+		}
+		p.pick = func(it pickItem) tea.Cmd { return m.resume(it.value) }
+		return pickerMsg{p}
+	}
+}

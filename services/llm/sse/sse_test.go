@@ -1,0 +1,68 @@
+package sse_test
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/penguin-agent/penguin/services/llm/sse"
+)
+
+func TestEvents(t *testing.T) {
+	in := ": OPENROUTER PROCESSING\n\n" +
+		"data: {\"a\":1}\n\n" +
+		"event: response.created\r\ndata: {\"b\":\r\ndata: 2}\r\n\r\n" +
+		": keep-alive\n" +
+		"data:{\"error\":{\"message\":\"boom\"}}\n\n" +
+		"data: [DONE]"
+	r := sse.NewReader(strings.NewReader(in))
+	want := []sse.Event{
+		{Data: []byte(`{"a":1}`)},
+		{Name: "response.created", Data: []byte("{\"b\":\n2}")},
+		{Data: []byte(`{"error":{"message":"boom"}}`)},
+		{Data: []byte(`[DONE]`)},
+	}
+	for i, w := range want {
+		ev, err := r.Next()
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if ev.Name != w.Name || string(ev.Data) != string(w.Data) {
+			t.Fatalf("event %d = %q %q, want %q %q", i, ev.Name, ev.Data, w.Name, w.Data)
+		}
+	}
+	if _, err := r.Next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("end = %v", err)
+	}
+}
+
+func TestLongLinesAndLimit(t *testing.T) {
+	long := strings.Repeat("x", 200<<10)
+	r := sse.NewReader(strings.NewReader("data: " + long + "\n\n"))
+	ev, err := r.Next()
+	if err != nil || string(ev.Data) != long {
+		t.Fatalf("long event: %v (%d bytes)", err, len(ev.Data))
+	}
+	huge := strings.NewReader("data: " + strings.Repeat("y", sse.MaxEventBytes+10) + "\n\n")
+	if _, err := sse.NewReader(huge).Next(); !errors.Is(err, sse.ErrTooLarge) {
+		t.Fatalf("huge event = %v", err)
+	}
+}
+
+type cut struct{ r io.Reader }
+
+func (c cut) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if errors.Is(err, io.EOF) {
+		return n, io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+func TestReadErrorsPassThrough(t *testing.T) {
+	r := sse.NewReader(cut{strings.NewReader("data: {\"a\"")})
+	if _, err := r.Next(); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("cut stream = %v", err)
+	}
+}
