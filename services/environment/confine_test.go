@@ -78,30 +78,7 @@ var probes = map[string]func(args []string) int{
 
 // plantProbe copies the test binary into the workspace as a model could
 // write a program there, and returns its path.
-func plantProbe(t *testing.T, ws string) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.Open(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	path := filepath.Join(ws, "probe")
-	dst, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+func plantProbe(t *testing.T, ws string) string { return proctest.SelfIn(t, ws, "probe") }
 
 // cmd is the arguments of exec_command for a command line.
 func cmd(line string) string { return args(map[string]any{"cmd": line}) }
@@ -311,7 +288,7 @@ func TestAttack9TmpIsPerEnvironment(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(b.GetWorkspace(), "b.txt"), []byte("b's"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	wantStop(t, h.exec(a.GetEnvironmentId(), "exec_command", cmd(`echo a-secret > /tmp/a.txt && echo "TMPDIR=$TMPDIR"`)), ok, "TMPDIR=/tmp")
+	wantStop(t, h.exec(a.GetEnvironmentId(), "exec_command", cmd(`echo a-secret > /tmp/penguin-attack9-`+a.GetEnvironmentId()+` && echo "TMPDIR=$TMPDIR"`)), ok, "TMPDIR=/tmp")
 	r := h.exec(a.GetEnvironmentId(), "exec_command", cmd(`cat `+b.GetWorkspace()+`/b.txt; echo x > `+b.GetWorkspace()+`/planted; ls `+h.scratch))
 	if strings.Contains(r.text(), "b's") || strings.Count(r.text(), "No such file or directory") < 3 {
 		t.Errorf("another environment's workspace or the scratch directory is in reach:\n%s", r.text())
@@ -319,10 +296,10 @@ func TestAttack9TmpIsPerEnvironment(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(b.GetWorkspace(), "planted")); err == nil {
 		t.Error("a command wrote into another environment's workspace")
 	}
-	if _, err := os.Stat(filepath.Join(os.TempDir(), "a.txt")); err == nil {
+	if _, err := os.Stat(filepath.Join(os.TempDir(), "penguin-attack9-"+a.GetEnvironmentId())); err == nil {
 		t.Error("a command wrote into the host's /tmp")
 	}
-	r = h.exec(b.GetEnvironmentId(), "exec_command", cmd(`cat /tmp/a.txt`))
+	r = h.exec(b.GetEnvironmentId(), "exec_command", cmd(`cat /tmp/penguin-attack9-`+a.GetEnvironmentId()))
 	wantStop(t, r, failed, "No such file or directory")
 	ro := h.create(&penguinv1.CreateEnvironmentRequest{SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_READ_ONLY})
 	wantStop(t, h.exec(ro.GetEnvironmentId(), "exec_command", cmd(`echo t > /tmp/t && cat /tmp/t && echo w > w.txt`)), failed, "t\n", "Read-only file system")

@@ -263,24 +263,8 @@ func requireConfinement(t testing.TB) {
 }
 
 // outsideDir makes a directory outside every workspace that a confined
-// command can see (not under /tmp, which each environment replaces with
-// its own), readable by everyone.
-func outsideDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp(".", ".outside-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
-}
+// command can see.
+func outsideDir(t testing.TB) string { return proctest.DirOutsideTmp(t) }
 
 // intsAfter parses every integer that follows prefix in text.
 func intsAfter(text, prefix string) []int {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"sync"
 	"time"
+
+	"github.com/penguin-agent/penguin/internal/splice"
 )
 
 // NewProxy returns an HTTP proxy handler for sandboxed commands whose
@@ -69,7 +69,7 @@ func refuse(w http.ResponseWriter, err error) {
 }
 
 // tunnel dials the CONNECT target through the checked dialer and copies
-// bytes both ways until either side closes.
+// bytes both ways until both sides are done.
 func tunnel(w http.ResponseWriter, r *http.Request, dial func(context.Context, string, string) (net.Conn, error)) {
 	up, err := dial(r.Context(), "tcp", r.Host)
 	if err != nil {
@@ -90,20 +90,7 @@ func tunnel(w http.ResponseWriter, r *http.Request, dial func(context.Context, s
 	if _, err := down.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
 		return
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		// The reader holds what the client sent after its request,
-		// then reads on from the connection.
-		_, _ = io.Copy(up, buf.Reader)
-		if cw, ok := up.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		}
-	}()
-	_, _ = io.Copy(down, up)
-	if cw, ok := down.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
-	wg.Wait()
+	// The reader holds what the client sent after its request, then
+	// reads on from the connection.
+	splice.Conns(down, buf.Reader, up)
 }

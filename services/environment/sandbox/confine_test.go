@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/penguin-agent/penguin/internal/proctest"
 )
 
 // requireConfinement skips a confinement test, naming what is missing,
@@ -38,48 +40,12 @@ func confined(t *testing.T) Policy {
 }
 
 // outsideDir makes a directory that no rule of a policy covers and that a
-// confined command can see: not under /tmp or /var/tmp (which are the
-// environment's own), readable by everyone.
-func outsideDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp(".", ".outside-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
-}
+// confined command can see.
+func outsideDir(t *testing.T) string { return proctest.DirOutsideTmp(t) }
 
 // visibleSelf copies this test binary into dir, where a confined command
-// can run it (the binary itself lies under /tmp, which the environment
-// replaces with its own), and returns its path.
-func visibleSelf(t *testing.T, dir string) string {
-	t.Helper()
-	src, err := os.Open(self(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	path := filepath.Join(dir, "sandbox.test")
-	dst, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+// can run it, and returns its path.
+func visibleSelf(t *testing.T, dir string) string { return proctest.SelfIn(t, dir, "sandbox.test") }
 
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()

@@ -13,9 +13,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/penguin-agent/penguin/internal/splice"
 )
 
 // initConfig is what "sandbox-exec init" is told by NewEnv.
@@ -361,20 +362,7 @@ func forwardProxy(l net.Listener, proxyFD int) {
 				return
 			}
 			defer up.Close()
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, _ = io.Copy(up, c)
-				if cw, ok := up.(interface{ CloseWrite() error }); ok {
-					_ = cw.CloseWrite()
-				}
-			}()
-			_, _ = io.Copy(c, up)
-			if cw, ok := c.(interface{ CloseWrite() error }); ok {
-				_ = cw.CloseWrite()
-			}
-			wg.Wait()
+			splice.Conns(c, c, up)
 		}()
 	}
 }
