@@ -96,15 +96,22 @@ func (f *allInOneFlags) config(cfg assemble.Config) (assemble.Config, error) {
 	}
 	env := f.env
 	env.Advertise = f.engine.advertise
+	home, err := f.engine.dataDir()
+	if err != nil {
+		return cfg, err
+	}
 	llmCfg := f.llm.config()
 	if llmCfg.ProvidersFile == "" {
 		// The providers file of the data directory, which the web app
 		// writes; it need not exist, and is picked up once it does.
-		home, err := f.engine.dataDir()
-		if err != nil {
-			return cfg, err
-		}
 		llmCfg.ProvidersFile = filepath.Join(home, "providers.yaml")
+	}
+	// The data directory (the store, the providers and their keys) and
+	// the providers file are empty to confined commands.
+	for _, p := range []string{home, llmCfg.ProvidersFile} {
+		if abs, err := filepath.Abs(p); err == nil {
+			env.HidePaths = append(env.HidePaths, abs)
+		}
 	}
 	cfg.LLM, cfg.Environment, cfg.Engine, cfg.LLMOptional = llmCfg, &env, eng, f.llmOptional
 	return cfg, nil

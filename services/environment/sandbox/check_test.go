@@ -52,6 +52,10 @@ func TestCheckSimulatedHosts(t *testing.T) {
 		{"workspace-write without cgroup controllers", host{abi: 7, limitsErr: errors.New("no pids controller")}, ww, "pids and memory cgroup controllers"},
 		{"workspace-write without seccomp", host{abi: 7, sc: errors.New("no seccomp")}, ww, "needs seccomp"},
 		{"no network without namespaces", host{abi: 7, netErr: syscall.EPERM}, Policy{Network: NetworkNone}, "needs a new network namespace"},
+		// A writable path configured above the workspace: read-only
+		// cannot be enforced there.
+		{"read-only beneath a writable path", full, Policy{Mode: ReadOnly, Workspace: ws, Network: NetworkNone, WritablePaths: []string{"/"}}, "lies beneath writable path /"},
+		{"read-only beneath a writable parent", full, Policy{Mode: ReadOnly, Workspace: ws + "/sub", Network: NetworkNone, WritablePaths: []string{ws + "/"}}, "lies beneath writable path"},
 		{"workspace-write on ABI v3", host{abi: 3}, ww, ""},
 		{"everything available", full, Policy{Mode: ReadOnly, Workspace: ws, Network: NetworkNone}, ""},
 	} {
@@ -101,8 +105,6 @@ func TestCheckInvalidPolicy(t *testing.T) {
 		{Policy{Mode: WorkspaceWrite, Workspace: "work", Network: NetworkNone}, "not an absolute path"},
 		{Policy{Mode: WorkspaceWrite, Workspace: ws, Network: NetworkNone, WritablePaths: []string{"tmp"}}, "not an absolute path"},
 		{Policy{Mode: WorkspaceWrite, Workspace: ws, Network: NetworkNone, HidePaths: []string{"token"}}, "not an absolute path"},
-		{Policy{Mode: ReadOnly, Workspace: ws, Network: NetworkNone, WritablePaths: []string{"/"}}, "lies beneath writable path /"},
-		{Policy{Mode: ReadOnly, Workspace: ws + "/sub", Network: NetworkNone, WritablePaths: []string{ws + "/"}}, "lies beneath writable path"},
 		{Policy{Mode: WorkspaceWrite, Workspace: ws}, "cannot share the host's network"},
 		{Policy{Network: NetworkProxy}, "needs the egress proxy's socket"},
 		{Policy{Mode: WorkspaceWrite, Workspace: ws, Network: NetworkNone, Limits: Limits{CPUWeight: 20000}}, "outside 1..10000"},

@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -427,6 +428,44 @@ func TestSweepCgroups(t *testing.T) {
 	mustExist(t, dir, false)
 	if procAlive(orphan) {
 		t.Errorf("orphan %d survived the sweep", orphan)
+	}
+}
+
+// TestSweepEnvironmentCgroups proves that the cgroups of an environment
+// whose service died (SIGKILL, so nothing was cleaned up) are removed by
+// the next service's sweep.
+func TestSweepEnvironmentCgroups(t *testing.T) {
+	requireConfinement(t)
+	cmd := exec.Command(self(t), "helper-env", t.TempDir())
+	cmd.Env = testEnv()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("the helper's environment: %v", err)
+	}
+	dirs := strings.Fields(line)
+	if len(dirs) == 0 {
+		t.Fatalf("the helper reported no cgroups: %q", line)
+	}
+	for _, d := range dirs {
+		mustExist(t, d, true)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if _, err := SweepCgroups(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		mustExist(t, d, false)
 	}
 }
 

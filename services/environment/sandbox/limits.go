@@ -326,7 +326,7 @@ func (c *envCgroups) remove() error {
 	var errs []error
 	if c.v2 != "" {
 		pool.drain(c.v2)
-		errs = append(errs, removeCgroup(c.v2, func() error { return (&cgroup{dir: c.v2}).kill() }))
+		errs = append(errs, removeCgroupTree(c.v2))
 	}
 	for dir := range c.dirSet() {
 		errs = append(errs, removeV1Cgroup(dir))

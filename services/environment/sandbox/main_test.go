@@ -79,6 +79,30 @@ func helpers() map[string]func(args []string) int {
 				c.Close()
 			}
 		},
+		// helper-env WORKSPACE: start a confined environment, print its
+		// cgroup directories on one line, then wait to be killed. It
+		// stands in for an environment service that crashes.
+		"helper-env": func(args []string) int {
+			self, err := os.Executable()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 3
+			}
+			e, err := NewEnv(Policy{Mode: WorkspaceWrite, Workspace: args[0], Network: NetworkNone}, self)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 3
+			}
+			dirs := []string{}
+			if e.cg.v2 != "" {
+				dirs = append(dirs, e.cg.v2)
+			}
+			for d := range e.cg.dirSet() {
+				dirs = append(dirs, d)
+			}
+			fmt.Println(strings.Join(dirs, " "))
+			select {} // until killed
+		},
 		// helper-forkstorm N: start N sleeping processes, report how many
 		// started and how many forks were refused, then end them.
 		"helper-forkstorm": func(args []string) int {

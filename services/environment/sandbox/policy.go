@@ -232,7 +232,7 @@ func (p Policy) validate() error {
 		ws := resolve(p.Workspace)
 		for _, w := range p.WritablePaths {
 			if within(ws, resolve(w)) {
-				return fmt.Errorf("sandbox mode read-only cannot be enforced: workspace %s lies beneath writable path %s", p.Workspace, w)
+				return fmt.Errorf("%w: sandbox mode read-only cannot be enforced: workspace %s lies beneath writable path %s", ErrUnsupported, p.Workspace, w)
 			}
 		}
 	}
