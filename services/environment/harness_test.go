@@ -40,8 +40,36 @@ func TestMain(m *testing.M) {
 			os.Exit(probe(os.Args[2:]))
 		}
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if trampolineDir != "" {
+		os.RemoveAll(trampolineDir)
+	}
+	os.Exit(code)
 }
+
+// trampolineDir holds the trampoline binary that trampoline builds.
+var trampolineDir string
+
+// trampoline is the penguin sandbox trampoline the tests' services start
+// confined commands through: the sandbox package's testdata/trampoline,
+// built once per test binary without the race detector, which makes a
+// process start many times slower and the tests' thousands of
+// trampolines with it. (The sandbox package's tests run the trampoline
+// code under the race detector; TestServeEnvironment runs the penguin
+// binary's.)
+var trampoline = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "penguin-trampoline-")
+	if err != nil {
+		return "", err
+	}
+	trampolineDir = dir
+	bin := filepath.Join(dir, "penguin")
+	cmd := exec.Command("go", "build", "-o", bin, "./sandbox/testdata/trampoline")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the sandbox trampoline: %v\n%s", err, out)
+	}
+	return bin, nil
+})
 
 // harness is an environment service on a real loopback port with a client.
 type harness struct {
@@ -66,6 +94,13 @@ func start(t testing.TB, opts environment.Options) *harness {
 	}
 	if opts.ScratchDir == "" {
 		opts.ScratchDir = t.TempDir()
+	}
+	if opts.Self == "" {
+		self, err := trampoline()
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Self = self
 	}
 	home := t.TempDir()
 	if opts.Env == nil {
