@@ -31,7 +31,10 @@ import (
 // the confined default (workspace-write without network), each with the
 // shell snapshot (the default: bash -c in the environment the login
 // profile left once) and with login_shell (bash -lc, the profile every
-// time); "pgroup" tracks by process group instead of a cgroup.
+// time); "pgroup" tracks by process group instead of a cgroup. Confined
+// commands start through penguin-sandbox, as beside an installed penguin;
+// PENGUIN_BENCH_SELF=PATH measures another trampoline (a penguin binary,
+// which starts with "sandbox-exec" too).
 func BenchmarkExecTrue(b *testing.B) {
 	none := penguinv1.SandboxMode_SANDBOX_MODE_NONE
 	ww := penguinv1.SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE
@@ -55,6 +58,7 @@ func BenchmarkExecTrue(b *testing.B) {
 }
 
 func benchExecTrue(b *testing.B, opts environment.Options, req *penguinv1.CreateEnvironmentRequest) {
+	opts.Self = os.Getenv("PENGUIN_BENCH_SELF") // empty: penguin-sandbox
 	h := start(b, opts)
 	env := h.create(req).GetEnvironmentId()
 	ctx := testCtx(b, 10*time.Minute)

@@ -50,21 +50,20 @@ func TestMain(m *testing.M) {
 // trampolineDir holds the trampoline binary that trampoline builds.
 var trampolineDir string
 
-// trampoline is the penguin sandbox trampoline the tests' services start
-// confined commands through: the sandbox package's testdata/trampoline,
-// built once per test binary without the race detector, which makes a
-// process start many times slower and the tests' thousands of
-// trampolines with it. (The sandbox package's tests run the trampoline
-// code under the race detector; TestServeEnvironment runs the penguin
-// binary's.)
+// trampoline is the sandbox trampoline the tests' services start confined
+// commands through: penguin-sandbox, as beside an installed penguin, built
+// once per test binary without the race detector, which makes a process
+// start many times slower and the tests' thousands of trampolines with it.
+// (The sandbox package's tests run the trampoline code under the race
+// detector; TestServeEnvironment runs the penguin binary's.)
 var trampoline = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "penguin-trampoline-")
 	if err != nil {
 		return "", err
 	}
 	trampolineDir = dir
-	bin := filepath.Join(dir, "penguin")
-	cmd := exec.Command("go", "build", "-o", bin, "./sandbox/testdata/trampoline")
+	bin := filepath.Join(dir, "penguin-sandbox")
+	cmd := exec.Command("go", "build", "-o", bin, "../../cmd/penguin-sandbox")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building the sandbox trampoline: %v\n%s", err, out)
 	}

@@ -127,8 +127,9 @@ type Options struct {
 	Env []string
 	// Shell runs commands; empty means bash.
 	Shell string
-	// Self is the penguin binary, re-executed as the sandbox trampoline;
-	// empty means /proc/self/exe.
+	// Self is the sandbox trampoline, started with "sandbox-exec" as its
+	// first argument; empty means sandbox.Trampoline() (penguin-sandbox
+	// beside this binary, else this binary itself).
 	Self string
 	// DefaultSandbox is the sandbox mode of environments that do not ask
 	// for one; empty means workspace-write where the host can enforce it
@@ -252,8 +253,11 @@ func New(opts Options) (*Service, error) {
 	if opts.Env == nil {
 		opts.Env = os.Environ()
 	}
+	log := logger.OrDiscard(opts.Logger)
 	if opts.Self == "" {
-		opts.Self = "/proc/self/exe"
+		var why string
+		opts.Self, why = sandbox.Trampoline()
+		log.Debug("the sandbox trampoline", "path", opts.Self, "why", why)
 	}
 	if opts.OutputCeiling == 0 {
 		opts.OutputCeiling = DefaultOutputCeiling
@@ -264,7 +268,7 @@ func New(opts Options) (*Service, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	s := &Service{opts: opts, root: root, scratch: scratch, log: logger.OrDiscard(opts.Logger), envs: map[string]*Environment{}, proxy: &egressProxy{allow: opts.FetchAllow}}
+	s := &Service{opts: opts, root: root, scratch: scratch, log: log, envs: map[string]*Environment{}, proxy: &egressProxy{allow: opts.FetchAllow}}
 	if err := s.resolveDefaults(); err != nil {
 		scratch.Close()
 		return nil, err

@@ -78,6 +78,9 @@ func Setup(cfg Config) (*Service, func() error, error) {
 	}
 	sweepCgroups(log)
 	logTracking(log, cfg.NoCgroups)
+	if _, why := sandbox.Trampoline(); why != "" {
+		log.Info(why)
+	}
 	svc, err := New(Options{
 		Root:           root,
 		ScratchDir:     cfg.ScratchDir,

@@ -4,9 +4,13 @@ package sandbox
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/penguin-agent/penguin/internal/proctest"
 )
 
 // host describes a simulated host: abi < 0 means no Landlock at all; a
@@ -175,5 +179,35 @@ func TestParseModeNetworkIdentity(t *testing.T) {
 		if _, err := ParseIdentity(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseIdentity(%q) = %v, want an error containing %q", in, err, want)
 		}
+	}
+}
+
+// TestTrampolineBesideTheBinary proves how the trampoline is found:
+// penguin-sandbox beside the running binary when it speaks this
+// protocol, penguin itself when it is missing or from another version.
+func TestTrampolineBesideTheBinary(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lean := filepath.Join(filepath.Dir(exe), TrampolineName)
+	if _, err := os.Stat(lean); err == nil {
+		t.Skipf("%s exists already", lean)
+	}
+	if path, why := findTrampoline(); path != "/proc/self/exe" || !strings.Contains(why, "no "+TrampolineName) {
+		t.Errorf("without %s: %s (%s)", TrampolineName, path, why)
+	}
+	// This test binary plays the trampoline (TestMain), protocol included.
+	proctest.SelfIn(t, filepath.Dir(exe), TrampolineName)
+	t.Cleanup(func() { os.Remove(lean) })
+	if path, why := findTrampoline(); path != lean {
+		t.Errorf("with %s: %s (%s)", TrampolineName, path, why)
+	}
+	// One of another version.
+	if err := os.WriteFile(lean, []byte("#!/bin/sh\necho penguin-sandbox-0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if path, why := findTrampoline(); path != "/proc/self/exe" || !strings.Contains(why, "another version") {
+		t.Errorf("with another version's %s: %s (%s)", TrampolineName, path, why)
 	}
 }

@@ -22,10 +22,16 @@ const ExitCode = 126
 
 // Roles of the sandbox-exec subcommand.
 const (
-	roleInit = "init" // the first process of an environment's namespaces
-	roleRun  = "run"  // puts one command into them
-	roleHold = "hold" // keeps a user namespace alive while it is opened
+	roleInit     = "init"     // the first process of an environment's namespaces
+	roleRun      = "run"      // puts one command into them
+	roleHold     = "hold"     // keeps a user namespace alive while it is opened
+	roleProtocol = "protocol" // prints Protocol
 )
+
+// Protocol names the command lines of the roles. A trampoline binary
+// that prints another one (left from another version of penguin) is not
+// used; change it with any change to the roles' flags.
+const Protocol = "penguin-sandbox-1"
 
 // writeAccess is every Landlock right that changes the file system. Only
 // these are handled, so reading, listing and executing stay allowed
@@ -41,19 +47,20 @@ const writeAccess landlock.AccessFSSet = ll.AccessFSWriteFile | ll.AccessFSTrunc
 // mounts in its mount namespace), writable in every confined mode.
 var privateTemp = []string{"/tmp", "/var/tmp", "/dev/shm"}
 
-// SandboxExec is the hidden "penguin sandbox-exec" subcommand, in one of
-// three roles:
+// SandboxExec is the hidden "penguin sandbox-exec" subcommand (and the
+// whole of the penguin-sandbox binary), in one of its roles:
 //
 //	penguin sandbox-exec init [flags]             the holder of an environment's namespaces
 //	penguin sandbox-exec run [flags] -- PATH ARGS  one command, put into them
 //	penguin sandbox-exec hold                      keeps a user namespace alive until stdin closes
+//	penguin sandbox-exec protocol                  prints Protocol
 //
 // It returns only on failure, before any command ran; the caller should
 // then exit with ExitCode. Every confinement is applied strictly: what the
 // kernel cannot do is an error, never a weaker sandbox.
 func SandboxExec(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%s: no role given (init, run or hold)", SubcommandName)
+		return fmt.Errorf("%s: no role given (init, run, hold or protocol)", SubcommandName)
 	}
 	switch args[0] {
 	case roleInit:
@@ -64,8 +71,12 @@ func SandboxExec(args []string) error {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
 		return nil
+	case roleProtocol:
+		fmt.Println(Protocol)
+		os.Exit(0)
+		return nil
 	default:
-		return fmt.Errorf("%s: unknown role %q (want init, run or hold)", SubcommandName, args[0])
+		return fmt.Errorf("%s: unknown role %q (want init, run, hold or protocol)", SubcommandName, args[0])
 	}
 }
 
