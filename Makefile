@@ -18,7 +18,7 @@ GO_FILES = $(shell find . -path './.*' -prune -o -name testdata -prune -o -name 
 # Packages with at least one benchmark.
 BENCH_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' -e '^func Benchmark' . 2>/dev/null)))
 
-.PHONY: all build test lint generate bench run demo web web-check web-e2e
+.PHONY: all build test lint generate bench run demo web web-check web-e2e images k8s-test
 
 all: build
 
@@ -54,9 +54,27 @@ bench:
 	@if [ -z "$(strip $(BENCH_PKGS))" ]; then echo "no benchmarks yet"; exit 0; fi; \
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -timeout $(TEST_TIMEOUT) $(BENCH_PKGS)
 
+## images: build the container images offline (no registry, no daemon) and
+## save them as archives under bin/images/ (deploy/images/build.sh): penguin
+## (FROM scratch), penguin-environment and penguin-postgres (Debian root
+## filesystems from debootstrap, cached in IMAGE_CACHE). Needs root.
+IMAGE_CACHE ?= bin/images/cache
+images:
+	IMAGE_CACHE=$(IMAGE_CACHE) VERSION=$(VERSION) deploy/images/build.sh
+
+## k8s-test: the Kubernetes suite (e2e/k8s/run.sh): a real single-node
+## cluster built from the Go module proxy (binaries cached in
+## K8S_BIN_CACHE_DIR), the dev overlay applied, scaling, rollouts and pod
+## loss tested through the engine Service, then the cluster torn down.
+## Needs root; never part of `make test`.
+K8S_BIN_CACHE_DIR ?= /var/cache/penguin-ci
+k8s-test:
+	K8S_BIN_CACHE_DIR=$(K8S_BIN_CACHE_DIR) IMAGE_CACHE=$(K8S_BIN_CACHE_DIR)/images e2e/k8s/run.sh
+
 ## run: build, then run all services in one process (gRPC on 127.0.0.1:7420,
-## HTTP/SSE on 127.0.0.1:7480). It needs a model provider: OPENAI_API_KEY,
-## ANTHROPIC_API_KEY or PENGUIN_PROVIDERS (see README.md).
+## the web app and HTTP/SSE on http://127.0.0.1:7480/). With no model key
+## (OPENAI_API_KEY, ANTHROPIC_API_KEY, …) the web app offers a form that adds
+## a provider, which the running server picks up (see README.md).
 run: build
 	bin/penguin serve
 

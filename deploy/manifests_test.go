@@ -1,21 +1,26 @@
-// Package deploy holds the Dockerfile and the Kubernetes manifests. Its test
-// renders every kustomize overlay with the pinned kustomize, decodes each
-// object strictly into the Kubernetes API types, and checks what a cluster
-// operator relies on: probes, limits, a non-root and read-only runtime, a
-// headless environment Service, network policies, and container arguments
-// that the penguin binary really accepts.
+// Package deploy holds the Kubernetes manifests and the image build. Its
+// tests render every kustomize overlay with the pinned kustomize, decode
+// each object strictly into the Kubernetes API types, and check what a
+// cluster operator relies on: probes, limits, a non-root and read-only
+// runtime, secrets by reference and only where needed, headless Services
+// for the replicas the engine balances over, shutdowns that fit their grace
+// periods, network policies that allow exactly Penguin's flows (evaluated
+// with internal/netpol), and each penguin container started the way its
+// pod starts it, with nothing writable but its volumes. The end-to-end
+// suite on a real cluster is e2e/k8s.
 package deploy
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +30,9 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/penguin-agent/penguin/e2e/netns"
+	"github.com/penguin-agent/penguin/internal/netpol"
 )
 
 // rendered is one overlay's objects, decoded into their API types.
@@ -116,6 +124,8 @@ func render(t *testing.T, dir string) *rendered {
 			obj = &corev1.Namespace{}
 		case "PersistentVolumeClaim":
 			obj = &corev1.PersistentVolumeClaim{}
+		case "PersistentVolume":
+			obj = &corev1.PersistentVolume{}
 		default:
 			t.Fatalf("%s: document %d: unexpected kind %q (add it to the test)", dir, i, head.Kind)
 		}
@@ -129,21 +139,35 @@ func render(t *testing.T, dir string) *rendered {
 	return r
 }
 
+// The three services, by Deployment name.
+var services = []string{"penguin-llm", "penguin-environment", "penguin-engine"}
+
+func (r *rendered) deployment(t *testing.T, name string) *appsv1.Deployment {
+	t.Helper()
+	for _, d := range r.deployments {
+		if d.Name == name {
+			return d
+		}
+	}
+	t.Fatalf("no Deployment %s", name)
+	return nil
+}
+
 func TestOverlaysRenderAndDecodeStrictly(t *testing.T) {
 	for _, dir := range overlays {
 		t.Run(dir, func(t *testing.T) {
 			r := render(t, dir)
-			for _, want := range []string{"penguin-llm", "penguin-environment", "penguin-engine"} {
-				found := false
-				for _, d := range r.deployments {
-					found = found || d.Name == want
+			for _, name := range services {
+				r.deployment(t, name)
+				if r.services[name] == nil || r.pdbs[name] == nil || r.policies[name] == nil {
+					t.Errorf("%s lacks a Service, PodDisruptionBudget or NetworkPolicy", name)
 				}
-				if !found {
-					t.Errorf("no Deployment %s", want)
+				if dir == "overlays/production" && r.hpas[name] == nil {
+					t.Errorf("production does not autoscale %s", name)
 				}
-				if r.services[want] == nil || r.pdbs[want] == nil || r.hpas[want] == nil || r.policies[want] == nil {
-					t.Errorf("%s lacks a Service, PodDisruptionBudget, HorizontalPodAutoscaler or NetworkPolicy", want)
-				}
+			}
+			if r.policies["penguin-default-deny"] == nil {
+				t.Error("no default-deny NetworkPolicy")
 			}
 		})
 	}
@@ -165,59 +189,102 @@ func TestContainersAreHardened(t *testing.T) {
 					if c.LivenessProbe == nil || c.ReadinessProbe == nil {
 						t.Errorf("%s: missing a liveness or readiness probe", where)
 					}
-					for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-						if _, ok := c.Resources.Limits[res]; !ok {
-							t.Errorf("%s: no %s limit", where, res)
-						}
-						if _, ok := c.Resources.Requests[res]; !ok {
-							t.Errorf("%s: no %s request", where, res)
-						}
+					requireLimits(t, where, c)
+					requireHardened(t, where, c, nil)
+					if strings.Contains(c.Image, "penguin") && !strings.Contains(c.Image, "postgres") &&
+						len(c.Args) > 1 && c.Args[0] == "serve" && c.ReadinessProbe != nil && c.ReadinessProbe.GRPC == nil {
+						t.Errorf("%s: a penguin service must use a grpc readiness probe", where)
 					}
-					sc := c.SecurityContext
-					switch {
-					case sc == nil:
-						t.Errorf("%s: no securityContext", where)
-					case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
-						t.Errorf("%s: allows privilege escalation", where)
-					case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
-						t.Errorf("%s: root filesystem is writable", where)
-					case sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL":
-						t.Errorf("%s: does not drop ALL capabilities", where)
-					}
-					if strings.HasPrefix(c.Image, "penguin") || strings.Contains(c.Image, "/penguin") {
-						if c.ReadinessProbe != nil && c.ReadinessProbe.GRPC == nil {
-							t.Errorf("%s: a penguin service must use a grpc readiness probe", where)
-						}
-					}
+				}
+				// An init container may get back one capability it needs.
+				for _, c := range pod.InitContainers {
+					requireLimits(t, d.Name+"/"+c.Name, c)
+					requireHardened(t, d.Name+"/"+c.Name, c, []corev1.Capability{"CHOWN"})
 				}
 			}
 		})
 	}
 }
 
-func TestEnvironmentServiceIsHeadlessAndFenced(t *testing.T) {
+func requireLimits(t *testing.T, where string, c corev1.Container) {
+	t.Helper()
+	for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if _, ok := c.Resources.Limits[res]; !ok {
+			t.Errorf("%s: no %s limit", where, res)
+		}
+		if _, ok := c.Resources.Requests[res]; !ok {
+			t.Errorf("%s: no %s request", where, res)
+		}
+	}
+}
+
+func requireHardened(t *testing.T, where string, c corev1.Container, mayAdd []corev1.Capability) {
+	t.Helper()
+	sc := c.SecurityContext
+	switch {
+	case sc == nil:
+		t.Errorf("%s: no securityContext", where)
+	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+		t.Errorf("%s: allows privilege escalation", where)
+	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+		t.Errorf("%s: root filesystem is writable", where)
+	case sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL":
+		t.Errorf("%s: does not drop ALL capabilities", where)
+	default:
+		for _, c := range sc.Capabilities.Add {
+			if !slices.Contains(mayAdd, c) {
+				t.Errorf("%s: adds capability %s", where, c)
+			}
+		}
+	}
+}
+
+// TestSecretsByReferenceWhereNeeded checks how secrets reach the pods: no
+// overlay ships a Secret (the operator creates them under fixed names),
+// each service mounts only the ones it needs, as files, and the store URL
+// (it holds the database password) reaches the engine through its
+// environment, never its command line.
+func TestSecretsByReferenceWhereNeeded(t *testing.T) {
+	want := map[string][]string{
+		"penguin-llm":         {"penguin-auth", "penguin-providers"},
+		"penguin-environment": {"penguin-auth"},
+		"penguin-engine":      {"penguin-auth", "penguin-store"},
+	}
 	for _, dir := range overlays {
 		t.Run(dir, func(t *testing.T) {
 			r := render(t, dir)
-			if svc := r.services["penguin-environment"]; svc == nil || svc.Spec.ClusterIP != corev1.ClusterIPNone {
-				t.Errorf("the environment Service must be headless so environments are addressed per pod")
+			for name := range r.secrets {
+				t.Errorf("the overlay ships Secret %s; the operator must create it", name)
 			}
-			for _, name := range []string{"penguin-llm", "penguin-environment"} {
-				np := r.policies[name]
-				if np == nil {
-					t.Fatalf("no NetworkPolicy for %s", name)
+			for _, name := range services {
+				d := r.deployment(t, name)
+				var got []string
+				for _, v := range d.Spec.Template.Spec.Volumes {
+					if v.Secret != nil {
+						got = append(got, v.Secret.SecretName)
+					}
 				}
-				for _, rule := range np.Spec.Ingress {
-					grpcPort := false
-					for _, p := range rule.Ports {
-						grpcPort = grpcPort || (p.Port != nil && p.Port.IntValue() != 9090)
+				c := d.Spec.Template.Spec.Containers[0]
+				for _, e := range c.Env {
+					if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+						got = append(got, e.ValueFrom.SecretKeyRef.Name)
+						if name != "penguin-engine" || e.Name != "PENGUIN_STORE" {
+							t.Errorf("%s: secret %s in variable %s; mount it as a file", name, e.ValueFrom.SecretKeyRef.Name, e.Name)
+						}
 					}
-					if !grpcPort {
-						continue
+				}
+				for _, src := range c.EnvFrom {
+					if src.SecretRef != nil {
+						t.Errorf("%s: takes the whole Secret %s into its environment", name, src.SecretRef.Name)
 					}
-					if len(rule.From) != 1 || rule.From[0].PodSelector == nil ||
-						rule.From[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != "penguin-engine" {
-						t.Errorf("%s: its gRPC port is reachable from more than the engine", name)
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, want[name]) {
+					t.Errorf("%s gets the secrets %v, want %v", name, got, want[name])
+				}
+				for _, a := range c.Args {
+					if strings.Contains(a, "store") || strings.Contains(a, "postgres") || strings.Contains(a, "TOKEN") {
+						t.Errorf("%s: argument %q puts a secret's value on the command line", name, a)
 					}
 				}
 			}
@@ -225,106 +292,267 @@ func TestEnvironmentServiceIsHeadlessAndFenced(t *testing.T) {
 	}
 }
 
-// envRef matches a Kubernetes $(VAR) reference in container arguments.
-var envRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+// TestReplicasAreFoundThroughHeadlessServices checks the balancing path:
+// the engine resolves one address per llm and environment pod (headless
+// Services, dns:/// targets) and the servers close aged connections, so
+// engines find pods that start later.
+func TestReplicasAreFoundThroughHeadlessServices(t *testing.T) {
+	for _, dir := range overlays {
+		t.Run(dir, func(t *testing.T) {
+			r := render(t, dir)
+			for _, name := range []string{"penguin-llm", "penguin-environment"} {
+				if svc := r.services[name]; svc.Spec.ClusterIP != corev1.ClusterIPNone {
+					t.Errorf("the %s Service must be headless so the engine reaches every pod", name)
+				}
+			}
+			args := strings.Join(r.deployment(t, "penguin-engine").Spec.Template.Spec.Containers[0].Args, " ")
+			for _, want := range []string{"--llm=dns:///penguin-llm:", "--environment=dns:///penguin-environment:"} {
+				if !strings.Contains(args, want) {
+					t.Errorf("the engine's arguments lack %s: %s", want, args)
+				}
+			}
+			var setting string
+			for _, src := range r.deployment(t, "penguin-environment").Spec.Template.Spec.Containers[0].EnvFrom {
+				if src.ConfigMapRef != nil {
+					setting = r.configMaps[src.ConfigMapRef.Name].Data["PENGUIN_MAX_CONNECTION_AGE"]
+				}
+			}
+			if age, err := time.ParseDuration(setting); err != nil || age <= 0 || age > 10*time.Minute {
+				t.Errorf("PENGUIN_MAX_CONNECTION_AGE is %q (%v); want a positive age of at most 10m", setting, err)
+			}
+		})
+	}
+}
 
-// TestEntrypointsAreRealSubcommands runs the real penguin binary with each
-// penguin container's arguments plus -h: the flag parser fails on an unknown
-// subcommand or flag before it reaches -h, so an exit status of zero proves
-// the manifest's command line is one the binary accepts.
-func TestEntrypointsAreRealSubcommands(t *testing.T) {
+// TestShutdownFitsTheGracePeriod checks that each service's stop ends
+// before the kubelet's SIGKILL: --shutdown-timeout, after a preStop pause
+// for the engine only (its clients come through kube-proxy, which needs a
+// moment to drop the pod; engines reach llm and environment pods by their
+// own addresses and hear of a stop from the pod itself).
+func TestShutdownFitsTheGracePeriod(t *testing.T) {
+	for _, dir := range overlays {
+		t.Run(dir, func(t *testing.T) {
+			r := render(t, dir)
+			for _, name := range services {
+				pod := r.deployment(t, name).Spec.Template.Spec
+				c := pod.Containers[0]
+				var pause time.Duration
+				if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && c.Lifecycle.PreStop.Sleep != nil {
+					pause = time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
+				}
+				if (pause > 0) != (name == "penguin-engine") {
+					t.Errorf("%s: preStop pause %s; want one for the engine only", name, pause)
+				}
+				var timeout time.Duration
+				for _, a := range c.Args {
+					if v, ok := strings.CutPrefix(a, "--shutdown-timeout="); ok {
+						timeout, _ = time.ParseDuration(v)
+					}
+				}
+				grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
+				if used := pause + timeout; timeout < grace/2 || used >= grace {
+					t.Errorf("%s: preStop + --shutdown-timeout = %s of a %s grace period; want more than half of it and less than all", name, used, grace)
+				}
+			}
+		})
+	}
+}
+
+// TestNetworkPoliciesAllowExactlyTheNeededFlows evaluates each overlay's
+// policies on the flows Penguin needs and on those it must not have.
+func TestNetworkPoliciesAllowExactlyTheNeededFlows(t *testing.T) {
+	for _, tc := range []struct {
+		dir, ns string
+	}{{"overlays/dev", "penguin-dev"}, {"overlays/production", "penguin"}} {
+		t.Run(tc.dir, func(t *testing.T) {
+			r := render(t, tc.dir)
+			var policies []networkingv1.NetworkPolicy
+			for _, p := range r.policies {
+				policies = append(policies, *p)
+			}
+			nsLabels := map[string]string{"kubernetes.io/metadata.name": tc.ns}
+			ip := 10
+			pod := func(name string) netpol.Peer {
+				ip++
+				for _, d := range r.deployments {
+					if d.Name == name {
+						return netpol.Peer{Namespace: tc.ns, NamespaceLabels: nsLabels, Labels: d.Spec.Template.Labels,
+							IP: netip.AddrFrom4([4]byte{10, 244, 0, byte(ip)})}
+					}
+				}
+				// A pod of another install: the store or the collector.
+				return netpol.Peer{Namespace: tc.ns, NamespaceLabels: nsLabels, Labels: map[string]string{"app.kubernetes.io/name": name},
+					IP: netip.AddrFrom4([4]byte{10, 244, 0, byte(ip)})}
+			}
+			addr := func(s string) netpol.Peer { return netpol.Peer{IP: netip.MustParseAddr(s)} }
+			engine, engine2, llm, env := pod("penguin-engine"), pod("penguin-engine"), pod("penguin-llm"), pod("penguin-environment")
+			collector := pod("otel-collector")
+			dns := netpol.Peer{Namespace: "kube-system", NamespaceLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"},
+				Labels: map[string]string{"k8s-app": "kube-dns"}, IP: netip.MustParseAddr("10.244.0.2")}
+			internet, client := addr("203.0.113.10"), addr("198.51.100.7")
+			store := pod("penguin-postgres")
+			if tc.ns == "penguin" {
+				store = addr("10.20.0.5") // a managed database
+			}
+			type flow struct {
+				what string
+				f    netpol.Flow
+			}
+			allowed := []flow{
+				{"a client -> engine", netpol.Flow{From: client, To: engine, Port: 7420}},
+				{"engine -> another engine", netpol.Flow{From: engine, To: engine2, Port: 7420}},
+				{"engine -> llm", netpol.Flow{From: engine, To: llm, Port: 7421}},
+				{"engine -> environment", netpol.Flow{From: engine, To: env, Port: 7422}},
+				{"engine -> the store", netpol.Flow{From: engine, To: store, Port: 5432}},
+				{"llm -> a provider", netpol.Flow{From: llm, To: internet, Port: 443}},
+				{"environment -> the internet (https)", netpol.Flow{From: env, To: internet, Port: 443}},
+				{"environment -> the internet (http)", netpol.Flow{From: env, To: internet, Port: 80}},
+			}
+			for _, p := range []netpol.Peer{engine, llm, env} {
+				allowed = append(allowed, flow{"a service -> DNS", netpol.Flow{From: p, To: dns, Port: 53, Protocol: "UDP"}},
+					flow{"monitoring -> metrics", netpol.Flow{From: client, To: p, Port: 9090}})
+				if tc.ns == "penguin" {
+					allowed = append(allowed, flow{"a service -> the collector", netpol.Flow{From: p, To: collector, Port: 4317}})
+				}
+			}
+			denied := []flow{
+				{"environment -> llm", netpol.Flow{From: env, To: llm, Port: 7421}},
+				{"environment -> engine", netpol.Flow{From: env, To: engine, Port: 7420}},
+				{"environment -> the store", netpol.Flow{From: env, To: store, Port: 5432}},
+				{"environment -> the API server", netpol.Flow{From: env, To: addr("10.99.0.1"), Port: 6443}},
+				{"environment -> the kubernetes Service", netpol.Flow{From: env, To: addr("10.96.0.1"), Port: 443}},
+				{"environment -> cloud metadata", netpol.Flow{From: env, To: addr("169.254.169.254"), Port: 80}},
+				{"environment -> another environment", netpol.Flow{From: env, To: pod("penguin-environment"), Port: 7422}},
+				{"environment -> the internet on another port", netpol.Flow{From: env, To: internet, Port: 22}},
+				{"llm -> environment", netpol.Flow{From: llm, To: env, Port: 7422}},
+				{"llm -> the store", netpol.Flow{From: llm, To: store, Port: 5432}},
+				{"llm -> cloud metadata", netpol.Flow{From: llm, To: addr("169.254.169.254"), Port: 443}},
+				{"llm -> the cluster", netpol.Flow{From: llm, To: addr("10.96.0.1"), Port: 443}},
+				{"a client -> llm", netpol.Flow{From: client, To: llm, Port: 7421}},
+				{"a client -> environment", netpol.Flow{From: client, To: env, Port: 7422}},
+				{"engine -> the internet", netpol.Flow{From: engine, To: internet, Port: 443}},
+			}
+			if tc.ns == "penguin-dev" {
+				denied = append(denied, flow{"a client -> the store", netpol.Flow{From: client, To: store, Port: 5432}})
+			}
+			for _, f := range allowed {
+				if !netpol.Allowed(policies, f.f) {
+					t.Errorf("denied, but needed: %s", f.what)
+				}
+			}
+			for _, f := range denied {
+				if netpol.Allowed(policies, f.f) {
+					t.Errorf("allowed, but must not be: %s", f.what)
+				}
+			}
+		})
+	}
+}
+
+// TestContainersStartAsTheirPodsStartThem starts the llm, environment and
+// engine containers of the dev overlay the way their pods start them: the
+// same arguments and environment, the ConfigMaps and Secrets as files at
+// their mount paths, every volume a fresh directory (the paths are moved
+// under a temporary root) and a HOME that cannot be created, so a write
+// outside the volumes fails the start, as it would on the read-only root
+// filesystem. Each must become SERVING and stop cleanly on SIGTERM.
+func TestContainersStartAsTheirPodsStartThem(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "penguin")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/penguin").CombinedOutput(); err != nil {
 		t.Fatalf("build penguin: %v\n%s", err, out)
 	}
-	for _, dir := range overlays {
-		t.Run(dir, func(t *testing.T) {
-			r := render(t, dir)
-			for _, d := range r.deployments {
-				for _, c := range d.Spec.Template.Spec.Containers {
-					if !strings.Contains(c.Image, "penguin") {
+	r := render(t, "overlays/dev")
+	secrets := map[string]map[string]string{
+		"penguin-auth":      {"token": "test-token"},
+		"penguin-providers": {"openai-api-key": "sk-test", "anthropic-api-key": "sk-ant-test"},
+	}
+	for _, name := range services {
+		t.Run(name, func(t *testing.T) {
+			pod := r.deployment(t, name).Spec.Template.Spec
+			c := pod.Containers[0]
+			root := t.TempDir()
+			// Mount paths, longest first, so /a/b moves before /a.
+			var mounts []string
+			for _, m := range c.VolumeMounts {
+				mounts = append(mounts, m.MountPath)
+			}
+			slices.SortFunc(mounts, func(a, b string) int { return len(b) - len(a) })
+			var pairs []string
+			for _, m := range mounts {
+				pairs = append(pairs, m, filepath.Join(root, m))
+			}
+			move := strings.NewReplacer(pairs...).Replace
+			for _, m := range c.VolumeMounts {
+				dir := filepath.Join(root, m.MountPath)
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				for _, v := range pod.Volumes {
+					if v.Name != m.Name {
 						continue
 					}
-					defined := definedEnv(r, c)
-					args := make([]string, 0, len(c.Args)+1)
-					for _, a := range c.Args {
-						for _, m := range envRef.FindAllStringSubmatch(a, -1) {
-							if !defined[m[1]] {
-								t.Errorf("%s: argument %q refers to $(%s), which the container does not define", d.Name, a, m[1])
-							}
-						}
-						args = append(args, envRef.ReplaceAllString(a, "x"))
+					files := map[string]string{}
+					switch {
+					case v.ConfigMap != nil:
+						files = r.configMaps[v.ConfigMap.Name].Data
+					case v.Secret != nil:
+						files = secrets[v.Secret.SecretName]
 					}
-					args = append(args, "-h")
-					cmd := exec.CommandContext(ctx, bin, args...)
-					cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-					if out, err := cmd.CombinedOutput(); err != nil {
-						t.Errorf("%s: `penguin %s` is not accepted by the binary: %v\n%s", d.Name, strings.Join(args, " "), err, out)
+					for f, content := range files {
+						if err := os.WriteFile(filepath.Join(dir, f), []byte(move(content)), 0o600); err != nil {
+							t.Fatal(err)
+						}
 					}
 				}
+			}
+			notADir := filepath.Join(root, "not-a-directory")
+			if err := os.WriteFile(notADir, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + filepath.Join(notADir, "home"), "SHELL=/bin/sh"}
+			for _, src := range c.EnvFrom {
+				if src.ConfigMapRef != nil {
+					for k, v := range r.configMaps[src.ConfigMapRef.Name].Data {
+						env = append(env, k+"="+v)
+					}
+				}
+			}
+			for _, e := range c.Env {
+				switch {
+				case e.ValueFrom == nil:
+					env = append(env, e.Name+"="+move(e.Value))
+				case e.ValueFrom.FieldRef != nil:
+					env = append(env, e.Name+"=127.0.0.1")
+				case e.ValueFrom.SecretKeyRef != nil && e.Name == "PENGUIN_STORE":
+					// SQLite on the data volume stands in for PostgreSQL.
+					env = append(env, e.Name+"=sqlite:"+filepath.Join(root, "var/lib/penguin/penguin.db"))
+				}
+			}
+			var args []string
+			for _, a := range c.Args {
+				a = strings.ReplaceAll(a, "$(POD_IP)", "127.0.0.1")
+				if flag, _, ok := strings.Cut(a, "="); ok && (flag == "--listen" || flag == "--metrics-listen") {
+					a = flag + "=127.0.0.1:0"
+				}
+				args = append(args, move(a))
+			}
+			cmd := exec.Command(bin, args...)
+			cmd.Env, cmd.Dir = env, root
+			p := netns.Start(t, name, cmd)
+			addr := p.WaitLog("gRPC server listening", nil, "addr", time.Minute)
+			wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+			defer wcancel()
+			if err := netns.WaitServing(wctx, addr, ""); err != nil {
+				t.Fatalf("%s never became SERVING: %v", name, err)
+			}
+			if err := p.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if code := p.Wait(time.Minute); code != 0 {
+				t.Fatalf("%s exited %d after SIGTERM:\n%s", name, code, p.Output())
 			}
 		})
 	}
-}
-
-// definedEnv lists the variables a container defines, directly or through
-// the ConfigMaps and Secrets it takes whole.
-func definedEnv(r *rendered, c corev1.Container) map[string]bool {
-	defined := map[string]bool{}
-	for _, e := range c.Env {
-		defined[e.Name] = true
-	}
-	for _, src := range c.EnvFrom {
-		switch {
-		case src.ConfigMapRef != nil:
-			for k := range r.configMaps[src.ConfigMapRef.Name].Data {
-				defined[k] = true
-			}
-		case src.SecretRef != nil:
-			s := r.secrets[src.SecretRef.Name]
-			for k := range s.Data {
-				defined[k] = true
-			}
-			for k := range s.StringData {
-				defined[k] = true
-			}
-		}
-	}
-	return defined
-}
-
-// TestProductionStoreIsPostgres checks that the production overlay points
-// engine replicas at PostgreSQL: the Secret is read after the ConfigMap, so
-// its PENGUIN_STORE wins.
-func TestProductionStoreIsPostgres(t *testing.T) {
-	r := render(t, "overlays/production")
-	for _, d := range r.deployments {
-		if d.Name != "penguin-engine" {
-			continue
-		}
-		if *d.Spec.Replicas < 2 {
-			t.Errorf("production runs %d engine replicas, want at least 2", *d.Spec.Replicas)
-		}
-		c := d.Spec.Template.Spec.Containers[0]
-		store := ""
-		for _, src := range c.EnvFrom {
-			if src.ConfigMapRef != nil {
-				if v, ok := r.configMaps[src.ConfigMapRef.Name].Data["PENGUIN_STORE"]; ok {
-					store = v
-				}
-			}
-			if src.SecretRef != nil {
-				if v, ok := r.secrets[src.SecretRef.Name].Data["PENGUIN_STORE"]; ok {
-					store = string(v)
-				}
-			}
-		}
-		if !strings.HasPrefix(store, "postgres://") {
-			t.Errorf("engine store is %q, want a PostgreSQL URL", store)
-		}
-		return
-	}
-	t.Fatal(fmt.Errorf("no engine Deployment in production"))
 }

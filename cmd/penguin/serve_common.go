@@ -23,6 +23,7 @@ type serverFlags struct {
 	authTokenFile   string
 	shutdownTimeout time.Duration
 	slowCall        time.Duration
+	maxConnAge      time.Duration
 }
 
 // addServerFlags defines the common server flags on fs, with defaultListen
@@ -34,6 +35,7 @@ func addServerFlags(fs *pflag.FlagSet, defaultListen string) *serverFlags {
 	fs.StringVar(&f.authTokenFile, "auth-token-file", "", "file holding the bearer token clients must present (or set PENGUIN_AUTH_TOKEN)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", grpcserver.DefaultShutdownTimeout, "how long a graceful stop may take")
 	fs.DurationVar(&f.slowCall, "slow-call", grpcserver.DefaultSlowCall, "log a successful unary call at info when it takes this long (others at debug); 0 or less logs none as slow")
+	fs.DurationVar(&f.maxConnAge, "max-connection-age", 0, "close client connections gracefully at this age, so clients of several replicas resolve their name again and find new ones; 0 keeps them")
 	return f
 }
 
@@ -55,6 +57,7 @@ func (f *serverFlags) process(name string) (assemble.Config, error) {
 	return assemble.Config{
 		Name: name, Version: penguinVersion(), Listen: f.listen, MetricsListen: f.metricsListen,
 		AuthToken: token, Logger: log, ShutdownTimeout: f.shutdownTimeout, SlowCall: slow,
+		MaxConnectionAge: f.maxConnAge,
 	}, nil
 }
 

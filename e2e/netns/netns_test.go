@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/penguin-agent/penguin/e2e/netns"
+	"github.com/penguin-agent/penguin/internal/eventually"
 )
 
 // The test binary doubles as the program run inside the namespaces: with
@@ -176,17 +177,14 @@ func TestHosts(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.Kill()
-		deadline := time.Now().Add(5 * time.Second)
-		for syscall.Kill(child, 0) == nil {
+		eventually.Within(t, 5*time.Second, fmt.Sprintf("child %d of the killed process to end", child), func() bool {
+			if syscall.Kill(child, 0) != nil {
+				return true
+			}
 			// A killed child lingers as a zombie until init reaps it.
-			if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child)); err == nil && strings.Contains(string(st), ") Z ") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("child %d of the killed process still runs", child)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+			return err == nil && strings.Contains(string(st), ") Z ")
+		})
 	})
 }
 

@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/penguin-agent/penguin/internal/eventually"
 )
 
 // Proc is a process a test started, on a [Host] or in the root namespace.
@@ -348,24 +350,22 @@ func WaitServing(ctx context.Context, target, token string) error {
 	if token != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
 	}
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
 	var last error
-	for {
+	err = eventually.Wait(ctx, func() bool {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		resp, err := hc.Check(cctx, &healthpb.HealthCheckRequest{})
 		cancel()
 		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			return nil
+			return true
 		}
 		if err == nil {
 			err = fmt.Errorf("status %s", resp.GetStatus())
 		}
 		last = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s is not serving: %w (last: %v)", target, ctx.Err(), last)
-		case <-tick.C:
-		}
+		return false
+	})
+	if err != nil {
+		return fmt.Errorf("%s is not serving: %w (last: %v)", target, err, last)
 	}
+	return nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/penguin-agent/penguin/e2e/e2etest"
 	"github.com/penguin-agent/penguin/e2e/netns"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/eventually"
 )
 
 // The ports every service listens on, each on its own host's address.
@@ -319,21 +320,23 @@ func TestSeparateHosts(t *testing.T) {
 		// (no second run can start meanwhile); then the session resumes
 		// on engine-b from the log.
 		killed := time.Now()
-		deadline := killed.Add(4 * leaseTTL)
 		refused := 0
-		var r runResult
-		for {
-			stream, err := runErr(ctx, b, s2, "S2-THREE: carry on")
-			if err == nil {
-				r = stream.wait(t, 60*time.Second)
-				break
+		var started *runStream
+		var lastErr error
+		wctx, cancel := context.WithTimeout(ctx, 4*leaseTTL)
+		err := eventually.Wait(wctx, func() bool {
+			started, lastErr = runErr(ctx, b, s2, "S2-THREE: carry on")
+			if status.Code(lastErr) == codes.FailedPrecondition {
+				refused++
+				return false
 			}
-			if status.Code(err) != codes.FailedPrecondition || time.Now().After(deadline) {
-				t.Fatalf("Run on engine-b after engine-a died: %v", err)
-			}
-			refused++
-			time.Sleep(100 * time.Millisecond)
+			return true
+		})
+		cancel()
+		if err != nil || lastErr != nil {
+			t.Fatalf("Run on engine-b after engine-a died: %v", lastErr)
 		}
+		r := started.wait(t, 60*time.Second)
 		t.Logf("engine-b took the session over %s after engine-a died (lease %s; %d runs refused before)", time.Since(killed).Round(10*time.Millisecond), leaseTTL, refused)
 		if refused == 0 {
 			t.Errorf("engine-b started a run at once although engine-a's lease (%s) was still live", leaseTTL)

@@ -78,6 +78,9 @@ type Config struct {
 	// SlowCall is how long a unary call may take before its success is
 	// logged at info; zero means grpcserver.DefaultSlowCall.
 	SlowCall time.Duration
+	// MaxConnectionAge is grpcserver.Options.MaxConnectionAge: zero keeps
+	// client connections for as long as they live.
+	MaxConnectionAge time.Duration
 	// TracerProvider, when set, traces the process instead of the one
 	// the OTEL_* environment variables describe; the caller then owns it.
 	TracerProvider trace.TracerProvider
@@ -240,15 +243,16 @@ func (p *Process) serveGRPC(context.Context) error {
 		opts = append(opts, grpc.MaxRecvMsgSize(maxMessage))
 	}
 	srv, err := grpcserver.New(grpcserver.Options{
-		Name:            p.cfg.Name,
-		AuthToken:       p.cfg.AuthToken,
-		Logger:          p.log,
-		ShutdownTimeout: p.cfg.ShutdownTimeout,
-		SlowCall:        p.cfg.SlowCall,
-		Registerer:      p.metrics,
-		TracerProvider:  p.tracer,
-		Propagator:      p.propagator,
-		ServerOptions:   opts,
+		Name:             p.cfg.Name,
+		AuthToken:        p.cfg.AuthToken,
+		Logger:           p.log,
+		ShutdownTimeout:  p.cfg.ShutdownTimeout,
+		SlowCall:         p.cfg.SlowCall,
+		MaxConnectionAge: p.cfg.MaxConnectionAge,
+		Registerer:       p.metrics,
+		TracerProvider:   p.tracer,
+		Propagator:       p.propagator,
+		ServerOptions:    opts,
 	})
 	if err != nil {
 		return err
@@ -351,10 +355,10 @@ func (p *Process) setupEngine(ctx context.Context) error {
 		return fmt.Errorf("llm: %w", err)
 	}
 	// The address may name several replicas (a headless Service, one
-	// address per pod): new environments are spread over them, and each
-	// session then talks to its own replica at the address it advertised.
-	if cfg.Environment, err = p.peer(p.cfg.Environment != nil, p.cfg.EnvironmentAddr,
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`)); err != nil {
+	// address per pod): new environments are spread over them (grpcclient
+	// balances round-robin), and each session then talks to its own
+	// replica at the address it advertised.
+	if cfg.Environment, err = p.peer(p.cfg.Environment != nil, p.cfg.EnvironmentAddr); err != nil {
 		return fmt.Errorf("environment: %w", err)
 	}
 	cfg.Dial = func(target string) (*grpc.ClientConn, error) {

@@ -31,7 +31,7 @@ type Approver interface {
 }
 
 // LineApprover asks on out and reads the answer from a line of in: Enter,
-// y or yes allows, n or no denies, as the reference CLI does.
+// y or yes allows, n or no denies.
 type LineApprover struct {
 	In  *bufio.Reader
 	Out io.Writer

@@ -98,8 +98,8 @@ func showSession(ctx context.Context, engine penguinv1.EngineServiceClient, id s
 	}
 }
 
-// exportSession writes a session's trace into dir as the reference lays
-// out trace files: one file per model context, <id>_001.jsonl for the
+// exportSession writes a session's trace into dir as trace files are laid
+// out (docs/trace-format.md): one file per model context, <id>_001.jsonl for the
 // first and the next index after each compaction. It prints the path of
 // each file written. An existing file is never overwritten: the export
 // stops there and says which. Each file is written under a temporary name

@@ -19,6 +19,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/penguin-agent/penguin/internal/emulator"
+	"github.com/penguin-agent/penguin/internal/eventually"
 )
 
 func TestParseScript(t *testing.T) {
@@ -537,13 +538,11 @@ func TestNoGoroutineLeaks(t *testing.T) {
 			tap.base.CloseIdleConnections()
 		}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+	ctx, cancel := context.WithTimeout(testContext(t), 5*time.Second)
+	defer cancel()
+	if eventually.Wait(ctx, func() bool { return runtime.NumGoroutine() <= before }) != nil {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
 	}
 }
 

@@ -1,10 +1,12 @@
 // Package grpcclient opens connections from one penguin service to another
 // (the engine to llm and environment, the CLI to the engine) with the same
 // plumbing on every side: the bearer token the other side's grpcserver
-// expects, and an otelgrpc stats handler so a trace continues across the
-// hop. The plumbing is the same whether the connection crosses the network
-// or stays inside the process ([Options.Dialer]), so the all-in-one server
-// and a split deployment run one client code path.
+// expects, an otelgrpc stats handler so a trace continues across the hop,
+// round-robin balancing over every address the target resolves to, and a
+// new environment asked of the next replica when one refuses. The plumbing
+// is the same whether the connection crosses the network or stays inside
+// the process ([Options.Dialer]), so the all-in-one server and a split
+// deployment run one client code path.
 package grpcclient
 
 import (
@@ -13,13 +15,30 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/resolver/dns"
 )
+
+// minResolutionInterval is how often, at most, a connection resolves its
+// name again. grpc-go's default, 30 s, would leave a client of replicas
+// behind a DNS name (a headless Service) calling a replica that is gone,
+// or missing one that started, for up to half a minute after each change;
+// a connection asks again only when a server ends a connection (a lost
+// pod, grpcserver.Options.MaxConnectionAge), so a short interval costs
+// few lookups.
+const minResolutionInterval = 2 * time.Second
+
+func init() {
+	// grpc-go's setting is for the whole process and must be made before
+	// any connection is opened; every penguin connection is opened here.
+	dns.SetMinResolutionInterval(minResolutionInterval)
+}
 
 // Options configure a connection.
 type Options struct {
@@ -62,6 +81,7 @@ func New(target string, opts Options) (*grpc.ClientConn, error) {
 	dialOpts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...)),
+		grpc.WithDefaultServiceConfig(serviceConfig),
 	}
 	if opts.Token != "" {
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(bearer(opts.Token)))
@@ -78,6 +98,33 @@ func New(target string, opts Options) (*grpc.ClientConn, error) {
 	}
 	return conn, nil
 }
+
+// serviceConfig is the default service config of every connection.
+//
+// Calls go to every address the target resolves to in turn (round_robin),
+// instead of grpc-go's default of the first address only. A target such
+// as dns:///penguin-llm:7421 (a headless Service, one address per pod) so
+// spreads its calls over every replica; when a replica's server closes an
+// aged connection (grpcserver.Options.MaxConnectionAge) the name is
+// resolved again, so replicas that started later get calls too. A single
+// address behaves as before.
+//
+// CreateEnvironment refused as Unavailable (a replica that is shutting
+// down, or gone) is tried again, on the next replica, for up to about
+// eight seconds, time for the name to be resolved again: no environment
+// was made, and the engine would otherwise fail the tool call that needed
+// it.
+// gRPC never retries a call once the server has answered anything, and
+// no other method is retried.
+//
+// Options.DialOptions may set another config.
+const serviceConfig = `{
+	"loadBalancingConfig": [{"round_robin": {}}],
+	"methodConfig": [{
+		"name": [{"service": "penguin.v1.EnvironmentService", "method": "CreateEnvironment"}],
+		"retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.5s", "maxBackoff": "4s", "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}
+	}]
+}`
 
 // bearer sends a fixed bearer token with every RPC.
 type bearer string

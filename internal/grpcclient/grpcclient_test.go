@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -196,5 +198,104 @@ func TestDialerBeforeServeWaitsAndAfterStopFails(t *testing.T) {
 	}
 	if _, err := client.ListProviders(ctx, &penguinv1.ListProvidersRequest{}); status.Code(err) != codes.Unavailable {
 		t.Fatalf("call after the server stopped: %v, want Unavailable", err)
+	}
+}
+
+// named answers ListProviders with its own name, so a test can tell which
+// server took a call.
+type named struct {
+	penguinv1.UnimplementedLLMServiceServer
+	name string
+}
+
+func (n named) ListProviders(context.Context, *penguinv1.ListProvidersRequest) (*penguinv1.ListProvidersResponse, error) {
+	return &penguinv1.ListProvidersResponse{Providers: []*penguinv1.ProviderInfo{{Name: n.name}}}, nil
+}
+
+// TestCallsAreSpreadOverEveryResolvedAddress checks the default balancing:
+// a target that resolves to two servers (as a headless Service's name
+// does) gets calls on both, where grpc-go's default would use the first.
+func TestCallsAreSpreadOverEveryResolvedAddress(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	var addrs []resolver.Address
+	for _, name := range []string{"a", "b"} {
+		srv := grpc.NewServer()
+		penguinv1.RegisterLLMServiceServer(srv, named{name: name})
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = srv.Serve(lis) }()
+		t.Cleanup(srv.Stop)
+		addrs = append(addrs, resolver.Address{Addr: lis.Addr().String()})
+	}
+	r := manual.NewBuilderWithScheme("replicas")
+	r.InitialState(resolver.State{Addresses: addrs})
+	conn, err := grpcclient.New(r.Scheme()+":///llm", grpcclient.Options{DialOptions: []grpc.DialOption{grpc.WithResolvers(r)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := penguinv1.NewLLMServiceClient(conn)
+	seen := map[string]int{}
+	for i := 0; i < 20; i++ {
+		resp, err := client.ListProviders(ctx, &penguinv1.ListProvidersRequest{}, grpc.WaitForReady(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[resp.GetProviders()[0].GetName()]++
+	}
+	if seen["a"] == 0 || seen["b"] == 0 {
+		t.Fatalf("calls by server: %v; want both servers to take calls", seen)
+	}
+}
+
+// environment answers CreateEnvironment with its name, or refuses it as a
+// replica that is shutting down does.
+type environment struct {
+	penguinv1.UnimplementedEnvironmentServiceServer
+	name    string
+	refuses bool
+}
+
+func (e environment) CreateEnvironment(context.Context, *penguinv1.CreateEnvironmentRequest) (*penguinv1.CreateEnvironmentResponse, error) {
+	if e.refuses {
+		return nil, status.Error(codes.Unavailable, "shutting down")
+	}
+	return &penguinv1.CreateEnvironmentResponse{EnvironmentId: e.name}, nil
+}
+
+// TestCreateEnvironmentRefusedIsAskedOfTheNextReplica checks the default
+// retry policy: with one of two replicas refusing new environments
+// (Unavailable), every CreateEnvironment still succeeds, on the other.
+func TestCreateEnvironmentRefusedIsAskedOfTheNextReplica(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	var addrs []resolver.Address
+	for _, e := range []environment{{name: "stopping", refuses: true}, {name: "up"}} {
+		srv := grpc.NewServer()
+		penguinv1.RegisterEnvironmentServiceServer(srv, e)
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = srv.Serve(lis) }()
+		t.Cleanup(srv.Stop)
+		addrs = append(addrs, resolver.Address{Addr: lis.Addr().String()})
+	}
+	r := manual.NewBuilderWithScheme("environments")
+	r.InitialState(resolver.State{Addresses: addrs})
+	conn, err := grpcclient.New(r.Scheme()+":///environment", grpcclient.Options{DialOptions: []grpc.DialOption{grpc.WithResolvers(r)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := penguinv1.NewEnvironmentServiceClient(conn)
+	for i := 0; i < 6; i++ {
+		resp, err := client.CreateEnvironment(ctx, &penguinv1.CreateEnvironmentRequest{}, grpc.WaitForReady(true))
+		if err != nil || resp.GetEnvironmentId() != "up" {
+			t.Fatalf("CreateEnvironment %d: %v, %v; want it made on the replica that is up", i, resp, err)
+		}
 	}
 }

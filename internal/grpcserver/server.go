@@ -52,6 +52,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/test/bufconn"
 
@@ -90,6 +91,16 @@ type Options struct {
 	// means OpenTelemetry's global ones.
 	TracerProvider trace.TracerProvider
 	Propagator     propagation.TextMapPropagator
+	// MaxConnectionAge, when positive, closes every client connection
+	// gracefully (a GOAWAY, then new calls on a new connection) once it is
+	// this old, give or take a tenth. Clients then resolve the target
+	// again, so a client of several replicas behind one DNS name (a
+	// Kubernetes headless Service) finds replicas that started after it
+	// connected, and one that reached a replica through a ClusterIP may
+	// land on another. Calls in flight are not cut: a tool call or an
+	// agent run may stream for an hour, so they keep the old connection
+	// until they end. Zero keeps connections for as long as they live.
+	MaxConnectionAge time.Duration
 	// ServerOptions are appended to the options the bootstrap sets, for
 	// needs such as larger message limits. Interceptors given here run
 	// inside the bootstrap's own.
@@ -160,6 +171,11 @@ func New(opts Options) (*Server, error) {
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelOpts...)),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
+	}
+	if opts.MaxConnectionAge > 0 {
+		// MaxConnectionAgeGrace stays at its default, infinity: see
+		// Options.MaxConnectionAge.
+		serverOpts = append(serverOpts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: opts.MaxConnectionAge}))
 	}
 	s.grpc = grpc.NewServer(append(serverOpts, opts.ServerOptions...)...)
 	healthpb.RegisterHealthServer(s.grpc, s.health)

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/internal/grpcserver"
 )
 
@@ -148,20 +149,19 @@ func waitStatus(ctx context.Context, t *testing.T, conn *grpc.ClientConn, servic
 	t.Helper()
 	hc := healthpb.NewHealthClient(conn)
 	var last string
-	for {
+	err := eventually.Wait(ctx, func() bool {
 		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
 		if err == nil && resp.GetStatus() == want {
-			return
+			return true
 		}
 		last = resp.GetStatus().String()
 		if err != nil {
 			last = err.Error()
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("health of %q never became %v; last: %s", service, want, last)
-		case <-time.After(10 * time.Millisecond):
-		}
+		return false
+	})
+	if err != nil {
+		t.Fatalf("health of %q never became %v; last: %s", service, want, last)
 	}
 }
 

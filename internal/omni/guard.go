@@ -2,8 +2,9 @@ package omni
 
 import penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 
-// Kind classifies an OmniMessage into the reference's three message types,
-// with partials split out because they are never persisted.
+// Kind classifies an OmniMessage into the contract's three message families
+// (session_meta, model messages, events), with partials split out because
+// they are never persisted.
 type Kind int
 
 const (

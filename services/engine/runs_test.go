@@ -562,8 +562,8 @@ func TestExportTrace(t *testing.T) {
 	}
 }
 
-// A compacted session exports one trace per model context, as the
-// reference writes one trace file per context: each opens with its own
+// A compacted session exports one trace per model context, as
+// docs/trace-format.md describes (one file per context): each opens with its own
 // session_meta and holds no other, the compaction belongs to the context
 // it closed, and one context can be asked for alone.
 func TestExportTraceOfACompactedSession(t *testing.T) {
@@ -727,9 +727,10 @@ func TestTwoEnginesShareAStore(t *testing.T) {
 	end(t, evs)
 }
 
-// An agent whose system_config.yaml is in the reference's spelling runs as
-// written: its request timeout reaches the model request, its context
-// threshold triggers a compaction, and its turn threshold is read.
+// An agent whose system_config.yaml is in PenguinHarness's spelling
+// (docs/configuration.md) runs as written: its request timeout reaches the
+// model request, its context threshold triggers a compaction, and its turn
+// threshold is read.
 func TestAnAgentInTheReferencesSpellingRuns(t *testing.T) {
 	e := newEnv(t)
 	ref := `name: default_agent

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/internal/proctest"
@@ -448,5 +451,68 @@ func TestKillUnderAReadingCall(t *testing.T) {
 	wantStop(t, got.r, aborted, "[the command was killed]")
 	if strings.Contains(got.r.text(), "[exit code") {
 		t.Fatalf("a killed command reported an exit code:\n%s", got.r.text())
+	}
+}
+
+// TestShutdownEndsRunningCallsAsUnavailable closes the service under a
+// running command: the call's stream keeps what the command printed and
+// ends with Unavailable, as a call to a replica that went away does (the
+// engine then runs the session's next call in a fresh environment
+// elsewhere), not as a command someone killed.
+func TestShutdownEndsRunningCallsAsUnavailable(t *testing.T) {
+	h := start(t, environment.Options{})
+	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
+	ctx := testCtx(t, 60*time.Second)
+	type outcome struct {
+		r   result
+		err error
+	}
+	done := make(chan outcome, 1)
+	started := make(chan struct{})
+	go func() {
+		// The call is read here rather than with tryExec, so the service
+		// is closed only once "started" has reached the caller.
+		stream, err := h.client.ExecuteTool(ctx, &penguinv1.ExecuteToolRequest{
+			EnvironmentId: env,
+			ToolCall: &penguinv1.ToolCall{Role: penguinv1.Role_ROLE_ASSISTANT, Name: "exec_command",
+				Arguments: `{"cmd":"echo started; sleep 1000","yield_time_ms":60000}`, ToolCallId: nextCallID()},
+		})
+		var r result
+		signal := started
+		for err == nil {
+			var resp *penguinv1.ExecuteToolResponse
+			if resp, err = stream.Recv(); err == nil {
+				r.frames = append(r.frames, resp.GetMessage())
+				if signal != nil && strings.Contains(strings.Join(r.deltas(), ""), "started") {
+					close(signal)
+					signal = nil
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			err = nil
+			r.out = r.frames[len(r.frames)-1].GetToolCallOutput()
+		}
+		done <- outcome{r, err}
+	}()
+	select {
+	case <-started:
+	case got := <-done:
+		t.Fatalf("the call ended before the command printed: %v %q", got.err, got.r.deltas())
+	}
+	h.svc.Close()
+	got := <-done
+	if status.Code(got.err) != codes.Unavailable || !strings.Contains(got.err.Error(), "shutting down") {
+		t.Fatalf("the cut call ended with %v (output %q), want Unavailable saying the replica is shutting down", got.err, got.r.text())
+	}
+	if streamed := strings.Join(got.r.deltas(), ""); !strings.Contains(streamed, "started") || strings.Contains(streamed, "killed") || got.r.out != nil {
+		t.Fatalf("the cut call streamed %q and ended with output %v; want what the command printed and nothing after it", streamed, got.r.out)
+	}
+	// The replica takes nothing new while it stops.
+	if _, err := h.client.CreateEnvironment(ctx, &penguinv1.CreateEnvironmentRequest{}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("CreateEnvironment while shutting down: %v, want Unavailable", err)
+	}
+	if _, err := h.tryExec(ctx, env, "exec_command", `{"cmd":"echo again"}`); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a tool call for the disposed environment while shutting down: %v, want Unavailable", err)
 	}
 }

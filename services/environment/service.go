@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -215,6 +216,10 @@ type Service struct {
 
 	mu   sync.Mutex
 	envs map[string]*Environment
+	// closing is set by Close, before it disposes the environments, so
+	// that the calls it cuts end as "this replica is going" (see
+	// ExecuteTool) rather than as commands that someone killed.
+	closing atomic.Bool
 }
 
 // New returns a Service over opts.Root, creating the root when missing.
@@ -353,6 +358,9 @@ var labelChars = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
 // CreateEnvironment implements penguinv1.EnvironmentServiceServer.
 func (s *Service) CreateEnvironment(ctx context.Context, req *penguinv1.CreateEnvironmentRequest) (*penguinv1.CreateEnvironmentResponse, error) {
+	if s.closing.Load() {
+		return nil, errShuttingDown
+	}
 	e, err := s.create(ctx, req)
 	if err != nil {
 		if !errors.Is(err, errInvalid) && !errors.Is(err, sandbox.ErrUnsupported) {
@@ -716,7 +724,17 @@ func (s *Service) ExecuteTool(req *penguinv1.ExecuteToolRequest, stream grpc.Ser
 	ctx := stream.Context()
 	// The call's complete output says how it ended, for the metrics.
 	ended := penguinv1.StopReason_STOP_REASON_UNSPECIFIED
+	var e *Environment
+	cutByShutdown := false
 	send := func(m *penguinv1.OmniMessage) error {
+		if s.closing.Load() && e != nil && e.ctx.Err() != nil && ctx.Err() == nil {
+			// The replica is shutting down and takes the call's processes
+			// with it: what the call would say about that is not sent, and
+			// the caller hears Unavailable instead (below), as if the
+			// replica had gone, so that its next call runs elsewhere.
+			cutByShutdown = true
+			return nil
+		}
 		if o := m.GetToolCallOutput(); o != nil && len(m.GetOrigin()) == 0 && o.GetToolCallId() == call.GetToolCallId() {
 			ended = o.GetStopReason()
 		}
@@ -724,6 +742,9 @@ func (s *Service) ExecuteTool(req *penguinv1.ExecuteToolRequest, stream grpc.Ser
 	}
 	e, ok := s.get(req.GetEnvironmentId())
 	if !ok || !e.enter() {
+		if s.closing.Load() {
+			return errShuttingDown
+		}
 		framing.Reply(ctx, call.GetToolCallId(),
 			fmt.Sprintf("Unknown environment %q: it was disposed, or never created on this replica. The tool did not run.", req.GetEnvironmentId()),
 			penguinv1.StopReason_STOP_REASON_FAILED, framing.Options{}, send)
@@ -738,12 +759,23 @@ func (s *Service) ExecuteTool(req *penguinv1.ExecuteToolRequest, stream grpc.Ser
 	started := time.Now()
 	e.execute(callCtx, call, send)
 	_, known := e.tools[call.GetName()]
+	if cutByShutdown {
+		ended = penguinv1.StopReason_STOP_REASON_FAILED
+	}
 	s.metrics.observe(call.GetName(), known, ended, time.Since(started))
 	if err := ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
 	}
+	if cutByShutdown {
+		return errShuttingDown
+	}
 	return nil
 }
+
+// errShuttingDown answers the calls that a replica being stopped cannot
+// serve: new environments, and tool calls whose environment it disposed
+// (or is disposing). Unavailable tells the engine to go to another replica.
+var errShuttingDown = status.Error(codes.Unavailable, "the environment replica is shutting down; its environments and their processes are gone")
 
 // ListProcesses implements penguinv1.EnvironmentServiceServer.
 func (s *Service) ListProcesses(ctx context.Context, req *penguinv1.ListProcessesRequest) (*penguinv1.ListProcessesResponse, error) {
@@ -816,8 +848,13 @@ func (s *Service) DisposeEnvironment(ctx context.Context, req *penguinv1.Dispose
 }
 
 // Close disposes every environment, ending every process the service
-// started. Call it when the server shuts down.
+// started. Call it when the server shuts down. From then on the service
+// answers as a replica that went away would, with codes.Unavailable ("the
+// environment replica is shutting down"): a tool call it cuts short (after
+// the output it had streamed), a tool call for an environment it disposed,
+// and a new environment.
 func (s *Service) Close() {
+	s.closing.Store(true)
 	s.mu.Lock()
 	envs := make([]*Environment, 0, len(s.envs))
 	for id, e := range s.envs {

@@ -11,8 +11,8 @@
 // gRPC messages in protojson (proto field names, enum value names, 64-bit
 // integers as decimal strings), and the gateway's own small envelopes
 // (sequence numbers) write 64-bit integers as strings too. Conversation
-// messages (the SSE stream, the history) are in the trace format instead,
-// the one the reference system uses on the wire and on disk. Errors are
+// messages (the SSE stream, the history) are in the trace format instead
+// (docs/trace-format.md), the one session exports use on disk. Errors are
 // {"error": "<gRPC code in snake_case>", "message": "..."}.
 package gateway
 
@@ -33,7 +33,8 @@ import (
 )
 
 // EncodeFunc turns an OmniMessage into the single-line JSON sent as an SSE
-// event. The reference sends its trace format; callers plug that encoder in.
+// event. `penguin serve` plugs in the trace format's encoder (trace.Marshal),
+// which this package does not import.
 type EncodeFunc func(*penguinv1.OmniMessage) ([]byte, error)
 
 // Options configure a Gateway.

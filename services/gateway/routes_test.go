@@ -2,8 +2,6 @@ package gateway_test
 
 import (
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -12,7 +10,6 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/engine/trace"
 	"github.com/penguin-agent/penguin/services/gateway"
-	"github.com/penguin-agent/penguin/services/llm/providers"
 	"google.golang.org/grpc"
 )
 
@@ -72,75 +69,6 @@ func TestSessionEventsStream(t *testing.T) {
 		if evs[i].name != w.name || !strings.Contains(evs[i].data, w.data) {
 			t.Fatalf("event %d: %+v, want %s with %s", i, evs[i], w.name, w.data)
 		}
-	}
-}
-
-func TestFirstRunProviderForm(t *testing.T) {
-	web := start(t, strictEngine(), gateway.Options{})
-	form := `{"name":"openai","type":"openai","api_key":"sk-test-123","models":["gpt-4o"]}`
-	if resp, body := do(t, "POST", web.URL+"/api/setup/provider", form); resp.StatusCode != http.StatusConflict || !strings.Contains(body, "--providers") {
-		t.Fatalf("without a providers file: %d %s", resp.StatusCode, body)
-	}
-
-	dir := t.TempDir()
-	file := filepath.Join(dir, "providers.yaml")
-	existing := "# my routes\nproviders:\n  - name: local\n    type: openai\n    base_url: http://127.0.0.1:9/v1\n    api_key_env: LOCAL_KEY # kept\n"
-	if err := os.WriteFile(file, []byte(existing), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	web = start(t, strictEngine(), gateway.Options{ProvidersFile: file})
-	if _, body := do(t, "GET", web.URL+"/api/setup", ""); !strings.Contains(body, file) {
-		t.Fatalf("setup status: %s", body)
-	}
-	for _, bad := range []string{
-		`{"name":"../evil","type":"openai","api_key":"k"}`,
-		`{"name":"x","type":"gemini","api_key":"k"}`,
-		`{"name":"x","type":"openai","api_key":"two words"}`,
-		`{"name":"x","type":"openai","api_key":"k","base_url":"file:///etc"}`,
-		`{"name":"x","type":"openai","api_key":"k","models":["a","a"]}`,
-		`{"name":"x","type":"openai","api_key":"k","extra":1}`,
-	} {
-		if resp, body := do(t, "POST", web.URL+"/api/setup/provider", bad); resp.StatusCode/100 != 4 {
-			t.Fatalf("form %s: %d %s", bad, resp.StatusCode, body)
-		}
-	}
-	if got, _ := os.ReadFile(file); string(got) != existing {
-		t.Fatalf("a refused form changed the file:\n%s", got)
-	}
-
-	resp, body := do(t, "POST", web.URL+"/api/setup/provider", form)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("form: %d %s", resp.StatusCode, body)
-	}
-	f, err := providers.Load(file)
-	if err != nil {
-		t.Fatalf("the written file does not load: %v", err)
-	}
-	if len(f.Providers) != 2 || f.Providers[0].Name != "local" || f.Providers[1].Name != "openai" || f.Providers[1].Models[0].ID != "gpt-4o" {
-		t.Fatalf("routes %+v", f.Providers)
-	}
-	keyFile := f.Providers[1].APIKeyFile
-	if keyFile != filepath.Join(dir, "openai.key") {
-		t.Fatalf("key file %q", keyFile)
-	}
-	fi, err := os.Stat(keyFile)
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("key file mode %v (%v)", fi.Mode(), err)
-	}
-	raw, _ := os.ReadFile(file)
-	if strings.Contains(string(raw), "sk-test-123") || !strings.Contains(string(raw), "# my routes") || !strings.Contains(string(raw), "# kept") {
-		t.Fatalf("providers file:\n%s", raw)
-	}
-	// The same name again replaces the route and its key.
-	if resp, body := do(t, "POST", web.URL+"/api/setup/provider", `{"name":"openai","type":"openai","api_key":"sk-new"}`); resp.StatusCode != http.StatusOK {
-		t.Fatalf("replace: %d %s", resp.StatusCode, body)
-	}
-	f, err = providers.Load(file)
-	if err != nil || len(f.Providers) != 2 || len(f.Providers[1].Models) != 0 {
-		t.Fatalf("after replacing: %+v %v", f, err)
-	}
-	if key, _ := os.ReadFile(keyFile); strings.TrimSpace(string(key)) != "sk-new" {
-		t.Fatalf("key %q", key)
 	}
 }
 

@@ -103,7 +103,8 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"messages": out, "last_sequence": strconv.FormatInt(after, 10)})
 }
 
-// trace downloads the session's log in the reference's JSONL trace format.
+// trace downloads the session's log in the JSONL trace format
+// (docs/trace-format.md).
 func (g *Gateway) trace(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	// ?context=N exports one context of a compacted session (1-based);

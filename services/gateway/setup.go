@@ -2,21 +2,26 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
+	"time"
 	"unicode"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"gopkg.in/yaml.v3"
 
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/llm/catalog"
 	"github.com/penguin-agent/penguin/services/llm/providers"
 )
 
@@ -26,20 +31,26 @@ import (
 // the owner alone, and the route names it with api_key_file, so the
 // providers file stays free of secrets. The route entry is edited in the
 // file's YAML tree, so the other routes and the comments stay as they
-// were, and the result is checked with the llm service's own parser before
-// anything is written.
+// were, and both the route and the whole file are checked with the llm
+// service's own validation before anything is written. The answer comes
+// once the llm service lists the new route (or after a few seconds, saying
+// it does not yet), so the app can offer its models at once.
 
 // providerForm is the body of POST /api/setup/provider.
 type providerForm struct {
 	// Name is the route's name, the provider half of a model reference.
+	// A catalog provider's id (openai, anthropic, …) gives the route that
+	// provider's models and prices.
 	Name string `json:"name"`
-	// Type is the adapter: openai or anthropic.
+	// Type is the wire protocol: a providers file type (openai,
+	// openai-responses, anthropic, gemini, …).
 	Type string `json:"type"`
 	// BaseURL is the API base; empty means the vendor's own API.
 	BaseURL string `json:"base_url"`
-	// APIKey is the key, written to the key file.
+	// APIKey is the key, written to the key file. It may be empty for a
+	// server of one's own (a base URL is then required).
 	APIKey string `json:"api_key"`
-	// Models are model ids to list for the route.
+	// Models are model ids to list for the route, beside the catalog's.
 	Models []string `json:"models"`
 }
 
@@ -48,22 +59,20 @@ var (
 	modelID   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,199}$`)
 )
 
-func (f *providerForm) validate() error {
+// check refuses a form the gateway must not write: a name that is not a
+// safe file name (the key file is named after it), a key that could not
+// go in a header, too many or malformed model ids. What makes a valid
+// route is the providers package's to say (see route).
+func (f *providerForm) check() error {
 	switch {
 	case !routeName.MatchString(f.Name):
 		return errors.New("name: use 1 to 64 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit")
-	case f.Type != providers.TypeOpenAI && f.Type != providers.TypeAnthropic:
-		return fmt.Errorf("type: want %q or %q", providers.TypeOpenAI, providers.TypeAnthropic)
-	case f.APIKey == "" || len(f.APIKey) > 4096 || strings.IndexFunc(f.APIKey, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }) >= 0:
-		return errors.New("api_key: a key of printable characters without spaces is required")
+	case len(f.APIKey) > 4096 || strings.IndexFunc(f.APIKey, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }) >= 0:
+		return errors.New("api_key: a key of printable characters without spaces")
+	case f.APIKey == "" && f.BaseURL == "":
+		return errors.New("api_key: required for a vendor's API (only a server of your own, at a base URL, may have none)")
 	case len(f.Models) > 50:
 		return errors.New("models: at most 50")
-	}
-	if f.BaseURL != "" {
-		u, err := url.Parse(f.BaseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return errors.New("base_url: want an http:// or https:// URL")
-		}
 	}
 	for _, m := range f.Models {
 		if !modelID.MatchString(m) {
@@ -73,15 +82,75 @@ func (f *providerForm) validate() error {
 	return nil
 }
 
+// route is the providers file's route for the form, its key in keyFile,
+// checked as the llm service checks every route.
+func (f *providerForm) route(keyFile string) (providers.Provider, error) {
+	p := providers.Provider{Name: f.Name, Type: f.Type, BaseURL: f.BaseURL}
+	if f.APIKey != "" {
+		p.APIKeyFile = keyFile
+	}
+	for _, id := range f.Models {
+		p.Models = append(p.Models, providers.Model{ID: id})
+	}
+	err := (&providers.File{Providers: []providers.Provider{p}}).Validate()
+	return p, err
+}
+
+// catalogProvider is a provider the form offers: a catalog provider that
+// a key turns on.
+type catalogProvider struct {
+	// ID is the route's name, and the catalog provider it follows.
+	ID string `json:"id"`
+	// Name is the display name.
+	Name string `json:"name"`
+	// Type is the route's wire protocol.
+	Type string `json:"type"`
+	// BaseURL is the vendor's API.
+	BaseURL string `json:"base_url"`
+	// KeyVar is the environment variable that would turn it on instead.
+	KeyVar string `json:"key_var"`
+	// Models is how many models the catalog lists for it.
+	Models int `json:"models"`
+}
+
 // setupState is the answer of GET /api/setup.
 type setupState struct {
 	// ProvidersFile is where the form writes; empty when the server was
 	// started without one, and the form is refused.
 	ProvidersFile string `json:"providers_file"`
+	// Providers are the catalog's providers, for the form's list.
+	Providers []catalogProvider `json:"providers"`
 }
 
+// offered lists the built-in catalog's providers that take a key. (A
+// provider that only a --catalog override adds is still reachable through
+// the form: a route named like it follows it.) A catalog's API names are
+// providers file types.
+var offered = sync.OnceValue(func() []catalogProvider {
+	var out []catalogProvider
+	for _, p := range catalog.Builtin().Providers {
+		if v := providers.KeyVar(p); v != "" && p.API != "" {
+			out = append(out, catalogProvider{ID: p.ID, Name: p.Name, Type: p.API, BaseURL: p.BaseURL, KeyVar: v, Models: len(p.Models)})
+		}
+	}
+	return out
+})
+
 func (g *Gateway) setupStatus(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, setupState{ProvidersFile: g.opts.ProvidersFile})
+	writeJSON(w, http.StatusOK, setupState{ProvidersFile: g.opts.ProvidersFile, Providers: offered()})
+}
+
+// setupResult is the answer of POST /api/setup/provider.
+type setupResult struct {
+	Provider      string `json:"provider"`
+	ProvidersFile string `json:"providers_file"`
+	// KeyFile is where the key went; empty for a route without one.
+	KeyFile string `json:"key_file,omitempty"`
+	// Active says whether the llm service lists the route as written.
+	Active bool `json:"active"`
+	// Notice is what the llm service says about its configuration when the
+	// route is not active (an error in the file, say).
+	Notice string `json:"notice,omitempty"`
 }
 
 // setupProvider serves POST /api/setup/provider.
@@ -93,7 +162,7 @@ func (g *Gateway) setupProvider(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "malformed JSON body: "+err.Error())
 		return
 	}
-	if err := form.validate(); err != nil {
+	if err := form.check(); err != nil {
 		badRequest(w, err.Error())
 		return
 	}
@@ -102,9 +171,18 @@ func (g *Gateway) setupProvider(w http.ResponseWriter, r *http.Request) {
 			"restart it with --providers FILE (the file need not exist yet), or set OPENAI_API_KEY or ANTHROPIC_API_KEY in its environment")
 		return
 	}
+	keyFile := filepath.Join(filepath.Dir(g.opts.ProvidersFile), form.Name+".key")
+	if abs, err := filepath.Abs(keyFile); err == nil {
+		keyFile = abs
+	}
+	route, err := form.route(keyFile)
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
 	g.setupMu.Lock()
-	defer g.setupMu.Unlock()
-	keyFile, err := writeProvider(g.opts.ProvidersFile, form)
+	err = writeProvider(g.opts.ProvidersFile, route, form.APIKey)
+	g.setupMu.Unlock()
 	var bad *invalidFileError
 	switch {
 	case errors.As(err, &bad):
@@ -116,7 +194,66 @@ func (g *Gateway) setupProvider(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.opts.Logger.Info("provider route written by the web app", "provider", form.Name, "file", g.opts.ProvidersFile)
-	writeJSON(w, http.StatusOK, map[string]string{"provider": form.Name, "providers_file": g.opts.ProvidersFile, "key_file": keyFile})
+	res := setupResult{Provider: form.Name, ProvidersFile: g.opts.ProvidersFile, KeyFile: route.APIKeyFile}
+	res.Active, res.Notice = g.awaitRoute(r.Context(), route)
+	writeJSON(w, http.StatusOK, res)
+}
+
+// routeWait bounds how long the form's answer waits for the llm service to
+// list a route it wrote; the service looks at the file every two seconds.
+const routeWait = 8 * time.Second
+
+// awaitRoute polls the llm service until it lists route as written (name,
+// type, base URL and key file), for at most routeWait. It returns whether
+// it did, and the service's notice when it did not. Without an llm client
+// it cannot tell, and says so.
+func (g *Gateway) awaitRoute(ctx context.Context, route providers.Provider) (bool, string) {
+	if g.opts.LLM == nil {
+		return false, "this gateway has no llm service to ask whether it uses the route"
+	}
+	ctx, cancel := context.WithTimeout(ctx, routeWait)
+	defer cancel()
+	wantSource := ""
+	if route.APIKeyFile != "" {
+		wantSource = "file " + route.APIKeyFile
+	}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	notice := ""
+	for {
+		resp, err := g.opts.LLM.ListProviders(ctx, &penguinv1.ListProvidersRequest{})
+		if err == nil {
+			notice = resp.GetNotice()
+			for _, p := range resp.GetProviders() {
+				if p.GetName() == route.Name && p.GetCredentialSource() == wantSource &&
+					(route.BaseURL == "" || p.GetBaseUrl() == route.BaseURL) && sameType(p.GetType(), route.Type) {
+					return true, ""
+				}
+			}
+		} else if status.Code(err) != codes.DeadlineExceeded && status.Code(err) != codes.Canceled {
+			notice = status.Convert(err).Message()
+		}
+		select {
+		case <-ctx.Done():
+			if notice == "" {
+				notice = fmt.Sprintf("the llm service did not list the route within %s; it reads the providers file every few seconds", routeWait)
+			}
+			return false, notice
+		case <-tick.C:
+		}
+	}
+}
+
+// sameType reports whether two route types name one wire protocol
+// ("openai" is the short name of Chat Completions).
+func sameType(a, b string) bool {
+	norm := func(t string) string {
+		if t == providers.TypeOpenAI {
+			return providers.TypeOpenAIChat
+		}
+		return t
+	}
+	return norm(a) == norm(b)
 }
 
 // invalidFileError reports a providers file that cannot be edited: it does
@@ -125,60 +262,37 @@ type invalidFileError struct{ err error }
 
 func (e *invalidFileError) Error() string { return "the providers file: " + e.err.Error() }
 
-// writeProvider adds or replaces the route form.Name in the providers file
-// at path and writes its key to a 0600 file beside it. It returns the key
-// file's path.
-func writeProvider(path string, form providerForm) (string, error) {
+// writeProvider puts route in place of the route of the same name in the
+// providers file at path (or adds it), and writes key to the route's key
+// file (mode 0600) first, so the llm service never reads a route whose
+// key is not there yet.
+func writeProvider(path string, route providers.Provider, key string) error {
 	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", err
+		return err
 	}
-	keyFile := filepath.Join(filepath.Dir(path), form.Name+".key")
-	if abs, err := filepath.Abs(keyFile); err == nil {
-		keyFile = abs
+	var node yaml.Node
+	if err := node.Encode(route); err != nil {
+		return err
 	}
-	doc, err := withRoute(old, routeNode(form, keyFile))
+	doc, err := withRoute(old, route.Name, &node)
 	if err != nil {
-		return "", &invalidFileError{err}
+		return &invalidFileError{err}
 	}
 	if _, err := providers.Parse(doc); err != nil {
-		return "", &invalidFileError{err}
+		return &invalidFileError{err}
 	}
-	if err := writeAtomic(keyFile, []byte(form.APIKey+"\n"), 0o600); err != nil {
-		return "", err
-	}
-	if err := writeAtomic(path, doc, 0o644); err != nil {
-		return "", err
-	}
-	return keyFile, nil
-}
-
-// routeNode is the YAML mapping of one route.
-func routeNode(form providerForm, keyFile string) *yaml.Node {
-	m := &yaml.Node{Kind: yaml.MappingNode}
-	add := func(k string, v *yaml.Node) {
-		m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, v)
-	}
-	str := func(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Value: s} }
-	add("name", str(form.Name))
-	add("type", str(form.Type))
-	if form.BaseURL != "" {
-		add("base_url", str(form.BaseURL))
-	}
-	add("api_key_file", str(keyFile))
-	if len(form.Models) > 0 {
-		seq := &yaml.Node{Kind: yaml.SequenceNode}
-		for _, id := range form.Models {
-			seq.Content = append(seq.Content, &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{str("id"), str(id)}})
+	if route.APIKeyFile != "" {
+		if err := writeAtomic(route.APIKeyFile, []byte(key+"\n"), 0o600); err != nil {
+			return err
 		}
-		add("models", seq)
 	}
-	return m
+	return writeAtomic(path, doc, 0o644)
 }
 
 // withRoute returns the providers document old (possibly empty) with
-// route in place of the route of the same name, or appended.
-func withRoute(old []byte, route *yaml.Node) ([]byte, error) {
+// route in place of the route called name, or appended.
+func withRoute(old []byte, name string, route *yaml.Node) ([]byte, error) {
 	var doc yaml.Node
 	if len(bytes.TrimSpace(old)) > 0 {
 		if err := yaml.Unmarshal(old, &doc); err != nil {
@@ -205,7 +319,6 @@ func withRoute(old []byte, route *yaml.Node) ([]byte, error) {
 	if list.Kind != yaml.SequenceNode {
 		return nil, errors.New("providers is not a list")
 	}
-	name := route.Content[1].Value
 	replaced := false
 	for i, p := range list.Content {
 		for j := 0; p.Kind == yaml.MappingNode && j+1 < len(p.Content); j += 2 {

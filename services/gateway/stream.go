@@ -19,7 +19,8 @@ import (
 )
 
 // serverEvent is the payload of a named "server_event" SSE event: the run
-// events that are not OmniMessages, shaped like the reference's ServerEvent.
+// events that are not OmniMessages: approval requests and task state
+// changes, each with a "type" field that names it.
 type serverEvent struct {
 	Type string `json:"type"`
 	// ToolCall is the call of an approval request as a trace-format

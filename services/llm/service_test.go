@@ -23,6 +23,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/emulator"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/internal/grpcserver"
 	"github.com/penguin-agent/penguin/internal/metrictest"
 	"github.com/penguin-agent/penguin/internal/omni"
@@ -309,12 +310,12 @@ func TestCancelAborts(t *testing.T) {
 				}
 			}
 			cancel()
-			llmtest.Eventually(t, 15*time.Second, "the aborted outcome", func() bool {
+			eventually.Within(t, 15*time.Second, "the aborted outcome", func() bool {
 				o := e.outcomes.last()
 				return o != nil && o.GetStatus() == penguinv1.StopReason_STOP_REASON_ABORTED && o.GetCode() == penguinv1.FailureCode_FAILURE_CODE_ABORTED
 			})
 			reqID := e.emu.Requests()[0].RequestID
-			llmtest.Eventually(t, 15*time.Second, "the emulator to see the provider request closed", func() bool {
+			eventually.Within(t, 15*time.Second, "the emulator to see the provider request closed", func() bool {
 				for _, r := range e.emuLogs.Find("emulator stream ended early") {
 					id, _ := llmtest.Attr(r, "request_id")
 					errv, _ := llmtest.Attr(r, "err")

@@ -17,6 +17,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/emulator"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/services/llm"
 	"github.com/penguin-agent/penguin/services/llm/internal/llmtest"
@@ -118,7 +119,7 @@ func TestFirstRun(t *testing.T) {
 			t.Log(logs.All())
 		}
 	})
-	llmtest.Eventually(t, 10*time.Second, "the new providers file is picked up", func() bool {
+	eventually.Within(t, 10*time.Second, "the new providers file is picked up", func() bool {
 		ps, _ := svc.ListProviders(t.Context(), &penguinv1.ListProvidersRequest{})
 		return len(ps.GetProviders()) == 1 && ps.GetNotice() == ""
 	})
@@ -129,7 +130,7 @@ func TestFirstRun(t *testing.T) {
 
 	// A broken file keeps the routes in use, and says so.
 	writeAtomically(t, path, "providers:\n  - name: deepseek\n    type: openai\n    api_key_file: /nonexistent/key\n")
-	llmtest.Eventually(t, 10*time.Second, "the broken file is reported", func() bool {
+	eventually.Within(t, 10*time.Second, "the broken file is reported", func() bool {
 		ps, _ := svc.ListProviders(t.Context(), &penguinv1.ListProvidersRequest{})
 		return strings.Contains(ps.GetNotice(), "did not load") && len(ps.GetProviders()) == 1
 	})
@@ -170,7 +171,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	mu.Lock()
 	env["MISTRAL_API_KEY"] = "m"
 	mu.Unlock()
-	llmtest.Eventually(t, 10*time.Second, "SIGHUP reloads the routes", func() bool {
+	eventually.Within(t, 10*time.Second, "SIGHUP reloads the routes", func() bool {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGHUP)
 		ps, _ := svc.ListProviders(t.Context(), &penguinv1.ListProvidersRequest{})
 		return len(ps.GetProviders()) == 1 && ps.GetProviders()[0].GetName() == "mistral"

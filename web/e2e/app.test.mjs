@@ -1,16 +1,27 @@
 // The web app in a real browser: Debian's Chromium driven by
-// playwright-core, against a real `penguin serve` whose model is
-// `penguin mockllm` playing script.yaml. It signs in, creates a session,
-// runs the demo task, approves an edit from its card, steers, reloads the
-// page mid-stream, cuts a reconnect wait short, aborts a long command, and opens the trace and the
-// usage page, saving a screenshot of each screen in web/artifacts/.
+// playwright-core, against a real `penguin serve` started as a newcomer
+// starts it (a fresh home, no provider key, the default data directory),
+// and `penguin mockllm` playing script.yaml as OpenAI's Responses API.
+//
+// The steps: sign in; see that no model is configured; add one with the
+// setup form (the llm service picks the providers file up without a
+// restart); create a session on a priced catalog model; run the demo task,
+// approving its edits from their cards and steering while one waits;
+// reload mid-stream; check tokens and cost per turn, per session; cut a
+// reconnect wait short; abort a long command; compact and ask again; open
+// the trace (one context each) and the usage page; light, dark and phone
+// screens. Each step's name is printed as it starts; a failed step names
+// itself, and leaves a screenshot, the page's HTML, the server logs and a
+// Playwright trace in web/artifacts/ beside the screenshots of each
+// screen.
 //
 // PENGUIN names the binary (default ../bin/penguin: `make build`);
-// CHROMIUM the browser (default /usr/bin/chromium).
+// CHROMIUM the browser (default /usr/bin/chromium); KEEP=1 keeps the
+// temporary directory.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -21,13 +32,15 @@ const repo = resolve(here, "../..");
 const penguin = process.env.PENGUIN ?? join(repo, "bin/penguin");
 const artifacts = join(repo, "web/artifacts");
 const token = "e2e-token-" + Math.random().toString(36).slice(2);
+const modelKey = "sk-e2e-" + Math.random().toString(36).slice(2);
+const model = { provider: "openai", id: "gpt-5-mini" };
 
-let work, procs = [], browser, base;
+let work, home, dataDir, procs = [], browser, base, mock;
 
 /** start runs penguin with a pinned environment and resolves with the
  * value of field in its first log line with message msg. */
 function start(name, args, msg, field, extraEnv = {}) {
-  const env = { HOME: join(work, "home"), PATH: "/usr/local/bin:/usr/bin:/bin", SHELL: "/bin/sh", PENGUIN_LOG_FORMAT: "text", ...extraEnv };
+  const env = { HOME: home, PATH: "/usr/local/bin:/usr/bin:/bin", SHELL: "/bin/sh", PENGUIN_LOG_FORMAT: "text", ...extraEnv };
   const p = spawn(penguin, args, { env, stdio: ["ignore", "pipe", "pipe"] });
   procs.push(p);
   let log = "";
@@ -51,20 +64,21 @@ function start(name, args, msg, field, extraEnv = {}) {
 
 before(async () => {
   work = mkdtempSync(join(tmpdir(), "penguin-web-e2e-"));
-  mkdirSync(join(work, "home"));
+  home = join(work, "home");
+  // The default data directory of a user with this HOME, as `make run`
+  // uses it: nothing passes --home or --providers.
+  dataDir = join(home, ".local/share/penguin");
   // The default agent waits a minute before a reconnect, so only "Retry
   // now" gets the second task going within the test's time.
-  mkdirSync(join(work, "home/penguin/agents/default"), { recursive: true });
-  writeFileSync(join(work, "home/penguin/agents/default/system_config.yaml"), "retry:\n  max_attempts: 3\n  base_delay: 60s\n  max_delay: 60s\n");
+  mkdirSync(join(dataDir, "agents/default"), { recursive: true });
+  writeFileSync(join(dataDir, "agents/default/system_config.yaml"), "retry:\n  max_attempts: 3\n  base_delay: 60s\n  max_delay: 60s\n");
   cpSync(join(repo, "examples/demo/workspace"), join(work, "workspace"), { recursive: true });
   rmSync(artifacts, { recursive: true, force: true });
   mkdirSync(artifacts, { recursive: true });
-  const mock = await start("mockllm", ["mockllm", "--listen", "127.0.0.1:0", "--script", join(here, "script.yaml")], "mockllm listening", "url");
-  writeFileSync(join(work, "providers.yaml"), `providers:\n  - name: mock\n    type: openai\n    base_url: ${mock}/v1\n    api_key_env: MOCK_KEY\n    models:\n      - id: gpt-4o\n`);
-  const addr = await start("serve", [
-    "serve", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--root", work,
-    "--home", join(work, "home/penguin"), "--providers", join(work, "providers.yaml"),
-  ], "HTTP gateway listening", "addr", { PENGUIN_AUTH_TOKEN: token, MOCK_KEY: "mock-key" });
+  mock = await start("mockllm", ["mockllm", "--listen", "127.0.0.1:0", "--script", join(here, "script.yaml"), "--api-key-env", "MOCK_KEY"],
+    "mockllm listening", "url", { MOCK_KEY: modelKey });
+  const addr = await start("serve", ["serve", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--root", work],
+    "HTTP gateway listening", "addr", { PENGUIN_AUTH_TOKEN: token });
   base = `http://${addr}`;
   browser = await chromium.launch({
     executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
@@ -81,120 +95,297 @@ after(async () => {
 });
 
 async function shot(page, name) {
-  await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: false });
+  // Transitions finish first (the phone's sidebar slides in).
+  await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: false, animations: "disabled" });
 }
 
-test("the web app, from sign-in to the trace", { timeout: 240000 }, async () => {
-  const ctx = await browser.newContext({ viewport: { width: 1280, height: 820 } });
+/** steps runs named steps in order. Each prints its name and time; the
+ * first to fail leaves what is needed to see why in web/artifacts/
+ * (FAILED-<step>.png of each open page, its HTML, the page's console, the
+ * server logs, a Playwright trace), and the test fails naming it. */
+function stepper(ctx, pages, consoleLog) {
+  const t0 = Date.now();
+  let n = 0;
+  return async function step(name, fn) {
+    n++;
+    const t = Date.now();
+    const label = `${String(n).padStart(2, "0")} ${name}`;
+    try {
+      await fn();
+      console.log(`step ${label}: ok in ${((Date.now() - t) / 1000).toFixed(1)}s (at ${((Date.now() - t0) / 1000).toFixed(1)}s)`);
+    } catch (e) {
+      console.log(`step ${label}: FAILED after ${((Date.now() - t) / 1000).toFixed(1)}s`);
+      const slug = label.replace(/[^a-z0-9]+/gi, "-");
+      for (const [i, p] of pages.entries()) {
+        if (p.isClosed()) continue;
+        await p.screenshot({ path: join(artifacts, `FAILED-${slug}-page${i + 1}.png`) }).catch(() => undefined);
+        writeFileSync(join(artifacts, `FAILED-${slug}-page${i + 1}.html`), await p.content().catch((err) => String(err)));
+      }
+      writeFileSync(join(artifacts, "FAILED-console.log"), consoleLog.join("\n"));
+      await ctx.tracing.stop({ path: join(artifacts, "FAILED-playwright-trace.zip") }).catch(() => undefined);
+      for (const log of ["serve.log", "mockllm.log"]) {
+        if (existsSync(join(work, log))) copyFileSync(join(work, log), join(artifacts, `FAILED-${log}`));
+      }
+      throw new Error(`step "${label}" failed: ${e.message}`, { cause: e });
+    }
+  };
+}
+
+/** The numbers behind a usage line (its data- attributes). */
+async function usageOf(locator) {
+  const [total, cost] = await Promise.all([locator.getAttribute("data-total"), locator.getAttribute("data-cost")]);
+  return { total: Number(total), cost: cost === "" ? undefined : Number(cost) };
+}
+
+/** close says whether two amounts in USD agree to a millionth of a cent
+ * (the llm service rounds each request's cost there). */
+const close = (a, b) => Math.abs(a - b) < 1e-8 * 1.5;
+
+test("the web app, from the first run to the trace", { timeout: 240000 }, async () => {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 820 }, colorScheme: "light" });
+  await ctx.tracing.start({ snapshots: true });
   const page = await ctx.newPage();
   page.setDefaultTimeout(20000);
-  const problems = [];
+  const problems = [], consoleLog = [];
   page.on("pageerror", (e) => problems.push(e.message));
-  page.on("console", (m) => m.type() === "error" && !/401|Failed to load resource/.test(m.text()) && problems.push(m.text()));
+  page.on("console", (m) => {
+    consoleLog.push(`${m.type()}: ${m.text()}`);
+    if (m.type() === "error" && !/401|Failed to load resource/.test(m.text())) problems.push(m.text());
+  });
+  const pages = [page];
+  const step = stepper(ctx, pages, consoleLog);
+  const script = readFileSync(join(here, "script.yaml"), "utf8");
+  let sessionURL, price;
 
-  // Sign in: a wrong token is refused, the right one gets the cookie.
-  await page.goto(base + "/");
-  await page.getByLabel("Token").fill("wrong");
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.getByRole("alert").filter({ hasText: "not the server's token" }).waitFor();
-  await shot(page, "01-sign-in");
-  await page.getByLabel("Token").fill(token);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.getByRole("heading", { name: "New session" }).waitFor();
-  const cookies = await ctx.cookies();
-  const session = cookies.find((c) => c.name === "penguin_session");
-  assert.ok(session?.httpOnly && session.sameSite === "Strict", "HttpOnly SameSite=Strict cookie");
+  await step("sign in: a wrong token is refused, the right one gets an HttpOnly SameSite=Strict cookie", async () => {
+    await page.goto(base + "/");
+    await page.getByLabel("Token").fill("wrong");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("alert").filter({ hasText: "not the server's token" }).waitFor();
+    await shot(page, "01-sign-in");
+    await page.getByLabel("Token").fill(token);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("heading", { name: "Welcome to Penguin" }).waitFor();
+    const cookie = (await ctx.cookies()).find((c) => c.name === "penguin_session");
+    assert.ok(cookie?.httpOnly && cookie.sameSite === "Strict", "HttpOnly SameSite=Strict cookie");
+  });
 
-  // Create a session whose edits ask first, and start the demo task.
-  await page.getByLabel("Workspace", { exact: true }).fill(join(work, "workspace"));
-  await page.getByLabel("Model", { exact: true }).fill("mock/gpt-4o");
-  await page.locator("select[name=approval]").selectOption("APPROVAL_MODE_READ_ONLY");
-  await page.getByLabel("First message").fill("test.sh fails. Fix add.sh.");
-  await shot(page, "02-new-session");
-  await page.getByRole("button", { name: "Create" }).click();
-  await page.waitForURL(/\/sessions\/session-/);
-  const sessionURL = page.url();
+  await step("first run: the app says no model is configured and how to add one", async () => {
+    await page.waitForURL(base + "/setup");
+    assert.match(await page.getByTestId("first-run").innerText(), /No model is configured yet/);
+    // The llm service's own notice: the variables and the providers file.
+    assert.match(await page.getByTestId("setup-notice").innerText(), /no model provider is configured.*OPENAI_API_KEY.*providers file/s);
+    await shot(page, "02-first-run");
+    // Elsewhere a banner says it and links here.
+    await page.goto(base + "/usage");
+    await page.getByTestId("no-model").filter({ hasText: "No model is configured yet" }).getByRole("link", { name: "Add a model" }).click();
+    await page.waitForURL(base + "/setup");
+  });
 
-  // The edit waits on its card, with its diff; steer while it waits.
+  await step("the setup form writes the providers file; the llm service loads it without a restart", async () => {
+    assert.equal(await page.getByTestId("providers-file").innerText(), join(dataDir, "providers.yaml"));
+    await page.getByLabel("Provider").selectOption("openai");
+    await page.getByLabel(/Base URL/).fill(`${mock}/openai/v1`);
+    await page.getByLabel("API key").fill(modelKey);
+    await shot(page, "03-setup-form");
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.getByTestId("setup-done").filter({ hasText: "is ready" }).waitFor();
+    await page.getByTestId("configured").filter({ hasText: "openai" }).waitFor();
+    assert.equal(await page.getByTestId("no-model").count(), 0, "no more 'no model' notice");
+    const file = readFileSync(join(dataDir, "providers.yaml"), "utf8");
+    assert.match(file, /name: openai/);
+    assert.match(file, /api_key_file: /);
+    assert.ok(!file.includes(modelKey), "the key is not in the providers file");
+    assert.equal(statSync(join(dataDir, "openai.key")).mode & 0o777, 0o600);
+    await shot(page, "04-setup-done");
+  });
+
+  await step("a new session on a priced catalog model, its price shown", async () => {
+    await page.getByRole("link", { name: "Start a session" }).click();
+    await page.getByLabel("Workspace", { exact: true }).fill(join(work, "workspace"));
+    await page.getByLabel("Model", { exact: true }).fill(`${model.provider}/${model.id}`);
+    const models = await page.evaluate(() => fetch("/api/models?provider=openai").then((r) => r.json()));
+    price = models.models.find((m) => m.model.model_id === model.id)?.price;
+    assert.ok(price?.input > 0 && price?.output > 0, `the catalog prices ${model.id}`);
+    await page.getByTestId("model-facts").filter({ hasText: `$${price.input.toFixed(2)} in, $${price.output.toFixed(2)} out per M tokens` }).waitFor();
+    await page.locator("select[name=approval]").selectOption("APPROVAL_MODE_READ_ONLY");
+    await page.getByLabel("First message").fill("test.sh fails. Fix add.sh.");
+    await shot(page, "05-new-session");
+    await page.getByRole("button", { name: "Create" }).click();
+    await page.waitForURL(/\/sessions\/session-/);
+    sessionURL = page.url();
+  });
+
   const card = page.getByTestId("approval-card");
-  await card.filter({ hasText: "edit_file" }).waitFor();
-  assert.match(await card.getByTestId("diff").innerText(), /- \$\(\( \$1 - \$2 \)\)\n\+ \$\(\( \$1 \+ \$2 \)\)/);
-  await page.getByTestId("session-list").getByText("awaiting approval").waitFor();
-  await page.getByTestId("composer").fill("Please also note the fix in the changelog.");
-  await page.getByTestId("composer").press("Enter");
-  await shot(page, "03-approval-card");
-  await card.getByRole("button", { name: /Allow/ }).click();
-  await card.filter({ hasText: "write_file" }).waitFor();
-  await card.getByRole("button", { name: /Allow/ }).click();
-  await card.filter({ hasText: "exec_command" }).waitFor();
-  await card.getByRole("button", { name: /Allow/ }).click();
+  await step("the edit waits on its card with its diff; steer while it waits; allow each edit", async () => {
+    await card.filter({ hasText: "edit_file" }).waitFor();
+    assert.match(await card.getByTestId("diff").innerText(), /- \$\(\( \$1 - \$2 \)\)\n\+ \$\(\( \$1 \+ \$2 \)\)/);
+    await page.getByTestId("session-list").getByText("awaiting approval").waitFor();
+    await page.getByTestId("composer").fill("Please also note the fix in the changelog.");
+    await page.getByTestId("composer").press("Enter");
+    // No model request can happen while the edit waits: the steer is queued.
+    await page.getByTestId("queued-steer").filter({ hasText: "Please also note the fix in the changelog." }).waitFor();
+    await shot(page, "06-approval-card");
+    for (const tool of ["edit_file", "write_file", "exec_command"]) {
+      await card.filter({ hasText: tool }).waitFor();
+      await card.filter({ hasText: tool }).getByRole("button", { name: /Allow/ }).click();
+    }
+    // The next request took it: it shows once, in the conversation.
+    await page.locator(".msg.user.from-steering:not(.queued)").filter({ hasText: "Please also note the fix in the changelog." }).waitFor();
+    await page.getByTestId("queued-steer").waitFor({ state: "detached" });
+    assert.match(readFileSync(join(work, "workspace/add.sh"), "utf8"), /\$\(\( \$1 \+ \$2 \)\)/);
+  });
 
-  // The steering text reached the model and shows in the conversation.
-  await page.getByText("Please also note the fix in the changelog.").first().waitFor();
-  assert.match(readFileSync(join(work, "workspace/add.sh"), "utf8"), /\$\(\( \$1 \+ \$2 \)\)/);
-
-  // Reload while the last answer streams: it continues, nothing doubled.
   const answer = page.locator(".msg.assistant").filter({ hasText: "Fixed: add.sh" });
-  await answer.waitFor();
-  await shot(page, "04-streaming");
-  await page.reload();
-  await page.getByTestId("chat-state").filter({ hasText: /idle|running/ }).waitFor();
-  await answer.filter({ hasText: "see it continue where it was." }).waitFor({ timeout: 60000 });
-  await page.getByTestId("chat-state").filter({ hasText: "idle" }).waitFor();
-  assert.equal(await answer.count(), 1, "the answer once");
-  assert.equal(await page.getByTestId("tool-card").count(), 4, "four tool calls, none doubled");
-  assert.equal(await page.locator(".msg.user").filter({ hasText: "test.sh fails" }).count(), 1);
-  assert.match(await page.getByTestId("tool-card").filter({ hasText: "exec_command" }).getByTestId("tool-output").textContent(), /all tests passed/);
-  assert.ok(await page.getByTestId("turn-usage").count() >= 5, "usage per turn");
-  assert.match(await page.getByTestId("session-usage").innerText(), /tokens/);
-  await page.locator("details.thinking").first().waitFor();
-  await shot(page, "05-task-done");
+  await step("reload while the last answer streams: it continues, nothing doubled", async () => {
+    await answer.waitFor();
+    await shot(page, "07-streaming");
+    await page.reload();
+    await answer.filter({ hasText: "see it continue where it was." }).waitFor({ timeout: 60000 });
+    await page.getByTestId("chat-state").filter({ hasText: "idle" }).waitFor();
+    assert.equal(await answer.count(), 1, "the answer once");
+    assert.equal(await page.getByTestId("tool-card").count(), 4, "four tool calls, none doubled");
+    assert.equal(await page.locator(".msg.user").filter({ hasText: "test.sh fails" }).count(), 1);
+    assert.match(await page.getByTestId("tool-card").filter({ hasText: "exec_command" }).getByTestId("tool-output").textContent(), /all tests passed/);
+    await page.locator("details.thinking").first().waitFor();
+    await shot(page, "08-task-done");
+  });
 
-  // An overloaded provider: the countdown, cut short with Retry now.
-  await page.getByTestId("composer").fill("Run the long job.");
-  await page.getByTestId("composer").press("Enter");
+  await step("tokens and cost per turn and for the session, from the script's usage at the catalog's price", async () => {
+    // The five turns of task 1, as script.yaml reports them.
+    const turns = [...script.matchAll(/usage: \{([^}]*)\}/g)].slice(0, 5).map((m) => {
+      const u = Object.fromEntries(m[1].split(",").map((kv) => kv.split(":").map((s) => s.trim())).map(([k, v]) => [k, Number(v)]));
+      return { input: u.input ?? 0, output: u.output ?? 0, cache_read: u.cache_read ?? 0 };
+    });
+    const rows = page.getByTestId("turn-usage");
+    assert.equal(await rows.count(), turns.length, "one usage line per model request");
+    let sumCost = 0, sumTotal = 0;
+    for (const [i, u] of turns.entries()) {
+      const want = (u.input * price.input + u.cache_read * (price.cache_read ?? price.input) + u.output * price.output) / 1e6;
+      const got = await usageOf(rows.nth(i));
+      assert.equal(got.total, u.input + u.cache_read + u.output, `turn ${i + 1} tokens`);
+      assert.ok(got.cost !== undefined && close(got.cost, want), `turn ${i + 1} cost ${got.cost}, want ${want}`);
+      assert.match(await rows.nth(i).innerText(), new RegExp(`\\$0\\.000\\d+ · ${model.provider}/${model.id}`));
+      sumCost += want;
+      sumTotal += got.total;
+    }
+    const session = await usageOf(page.getByTestId("session-usage"));
+    assert.equal(session.total, sumTotal, "session tokens are the turns' sum");
+    assert.ok(close(session.cost, sumCost), `session cost ${session.cost}, want ${sumCost}`);
+    assert.match(await page.getByTestId("session-usage").innerText(), /[\d.]+k tokens · \d+ out · \d+ reasoning · [\d.]+k cached · \$0\.00\d+/);
+  });
+
   const retry = page.getByTestId("retry");
-  await retry.waitFor();
-  assert.match(await retry.innerText(), /Reconnecting to the model in (60|59|58|57)s/);
-  await page.locator(".banner").filter({ hasText: "overloaded, try later" }).waitFor();
-  await shot(page, "06-retry-countdown");
-  await retry.getByRole("button", { name: "Retry now" }).click();
-  await retry.waitFor({ state: "detached", timeout: 10000 });
+  await step("an overloaded provider: the reconnect countdown, cut short with Retry now", async () => {
+    await page.getByTestId("composer").fill("Run the long job.");
+    await page.getByTestId("composer").press("Enter");
+    await retry.waitFor();
+    // The wait the provider asked for (Retry-After: 60), as the failed
+    // request reports it; the countdown runs from there.
+    await page.locator(".banner").filter({ hasText: "overloaded, try later" }).filter({ hasText: "retrying in 60s" }).waitFor();
+    const left = Number((await retry.innerText()).match(/Reconnecting to the model in (\d+)s/)?.[1]);
+    assert.ok(left > 0 && left <= 60, `countdown at ${left}s`);
+    // "Retry now" is offered once the engine is in the wait it cuts short
+    // (the click waits for the button to be enabled).
+    await shot(page, "09-retry-countdown");
+    await retry.getByRole("button", { name: "Retry now" }).click();
+    await retry.waitFor({ state: "detached" });
+    assert.equal(await page.getByRole("alert").count(), 0, "no error from Retry now");
+  });
 
-  // A long command, aborted.
-  await card.filter({ hasText: "sleep 120" }).waitFor();
-  await card.getByRole("button", { name: /Allow/ }).click();
-  await page.getByTestId("tool-card").filter({ hasText: "sleep 120" }).getByText("running").waitFor();
-  await page.getByRole("button", { name: "Abort" }).click();
-  await page.getByTestId("chat-state").filter({ hasText: "aborted" }).waitFor();
-  await page.getByTestId("session-list").getByText("aborted").waitFor();
-  await shot(page, "07-aborted");
+  await step("a long command, aborted", async () => {
+    await card.filter({ hasText: "sleep 120" }).waitFor();
+    await card.getByRole("button", { name: /Allow/ }).click();
+    await page.getByTestId("tool-card").filter({ hasText: "sleep 120" }).getByText("running").waitFor();
+    await page.getByRole("button", { name: "Abort" }).click();
+    await page.getByTestId("chat-state").filter({ hasText: "aborted" }).waitFor();
+    await page.getByTestId("session-list").getByText("aborted").waitFor();
+    await shot(page, "10-aborted");
+  });
 
-  // The trace: view, and the download of ExportTrace.
-  await page.getByRole("link", { name: "Trace" }).click();
-  await page.getByTestId("trace-lines").getByText("event_msg/approval_decision").first().waitFor();
-  const href = await page.getByTestId("trace-download").getAttribute("href");
-  const disposition = await page.evaluate((h) => fetch(h).then((r) => r.headers.get("content-disposition")), href);
-  assert.match(disposition, /attachment; filename="session-.*\.jsonl"/);
-  await shot(page, "08-trace");
+  await step("compact: the banner where it happened, then a task in the new context", async () => {
+    await page.getByRole("button", { name: "Compact" }).click();
+    await page.locator(".banner").filter({ hasText: /Context compaction \(manual, summarize\).*completed/ }).waitFor();
+    await page.getByTestId("composer").fill("What changed before?");
+    await page.getByTestId("composer").press("Enter");
+    await page.locator(".msg.assistant").filter({ hasText: "In the previous context" }).waitFor();
+    await page.getByTestId("chat-state").filter({ hasText: "idle" }).waitFor();
+    await shot(page, "11-compacted");
+  });
 
-  // Usage per session and model.
-  await page.getByRole("link", { name: "Usage" }).click();
-  await page.getByTestId("usage-total").waitFor();
-  assert.match(await page.getByTestId("usage-total").innerText(), /1 sessions · [\d.]+k tokens/);
-  await shot(page, "09-usage");
+  await step("the trace: each context shown and downloaded on its own", async () => {
+    await page.getByRole("link", { name: "Trace" }).click();
+    const contexts = page.getByTestId("trace-context");
+    await contexts.nth(1).waitFor();
+    assert.equal(await contexts.count(), 2, "two contexts");
+    await contexts.nth(0).getByText("event_msg/approval_decision").first().waitFor();
+    await contexts.nth(0).getByText("event_msg/compaction_end").first().waitFor();
+    await shot(page, "12-trace");
+    await contexts.nth(1).getByRole("heading", { name: "Context 2" }).scrollIntoViewIfNeeded();
+    await shot(page, "12b-trace-context-2");
+    const id = sessionURL.split("/").pop();
+    for (const [i, mustHave, mustNot] of [[1, "Fix add.sh", "What changed before?"], [2, "What changed before?", "Fix add.sh."]]) {
+      const href = await contexts.nth(i - 1).getByTestId("trace-download").getAttribute("href");
+      const got = await page.evaluate((h) => fetch(h).then(async (r) => ({ disposition: r.headers.get("content-disposition"), body: await r.text() })), href);
+      assert.equal(got.disposition, `attachment; filename="${id}_00${i}.jsonl"`);
+      const lines = got.body.trim().split("\n").map((l) => JSON.parse(l));
+      assert.equal(lines[0].type, "session_meta", `context ${i} opens with its session_meta`);
+      assert.equal(lines.filter((l) => l.type === "session_meta").length, 1, `context ${i} alone`);
+      assert.ok(got.body.includes(mustHave) && !got.body.includes(mustNot), `context ${i} holds its own messages`);
+    }
+  });
 
-  // A phone-sized screen, dark.
-  const phone = await browser.newContext({ viewport: { width: 390, height: 760 }, colorScheme: "dark", storageState: await ctx.storageState() });
-  const small = await phone.newPage();
-  await small.goto(sessionURL);
-  await small.getByTestId("chat-state").filter({ hasText: "aborted" }).waitFor();
-  await shot(small, "10-phone-dark");
-  await small.getByRole("button", { name: "Sessions" }).click();
-  await small.getByTestId("session-list").getByText("aborted").waitFor();
-  await shot(small, "11-phone-menu");
-  await phone.close();
+  await step("usage: tokens and cost per model and per session", async () => {
+    await page.getByRole("link", { name: "Usage" }).click();
+    await page.getByTestId("usage-total").waitFor();
+    const api = await page.evaluate((u) => fetch(u).then((r) => r.json()), `/api/sessions/${sessionURL.split("/").pop()}`);
+    const want = { total: Number(api.usage.total), cost: api.usage.cost_usd };
+    assert.ok(want.cost > 0, "the session has a cost");
+    for (const row of [page.getByTestId("usage-total"), page.getByTestId("usage-model").filter({ hasText: `${model.provider}/${model.id}` }), page.getByTestId("usage-session")]) {
+      const got = await usageOf(row);
+      assert.equal(got.total, want.total);
+      assert.ok(close(got.cost, want.cost), `cost ${got.cost}, want ${want.cost}`);
+    }
+    assert.match(await page.getByTestId("usage-total").innerText(), /^1 session · [\d.]+k tokens · \$0\.0\d+$/);
+    await shot(page, "13-usage");
+  });
+
+  await step("dark theme, and a phone-sized screen", async () => {
+    const dark = await browser.newContext({ viewport: { width: 1280, height: 820 }, colorScheme: "dark", storageState: await ctx.storageState() });
+    const d = await dark.newPage();
+    pages.push(d);
+    await d.goto(sessionURL);
+    await d.getByTestId("chat-state").filter({ hasText: "idle" }).waitFor();
+    await d.locator(".msg.assistant").filter({ hasText: "In the previous context" }).waitFor();
+    // A fresh page replays the log: the retry made long ago shows no countdown.
+    assert.equal(await d.getByTestId("retry").count(), 0, "no countdown on an idle session");
+    await shot(d, "14-dark-chat");
+    await d.goto(base + "/setup");
+    await d.getByTestId("configured").waitFor();
+    await shot(d, "15-dark-models");
+    await dark.close();
+
+    const phone = await browser.newContext({ viewport: { width: 390, height: 760 }, colorScheme: "dark", storageState: await ctx.storageState() });
+    const small = await phone.newPage();
+    pages.push(small);
+    await small.goto(sessionURL);
+    await small.locator(".msg.assistant").filter({ hasText: "In the previous context" }).waitFor();
+    await shot(small, "16-phone-dark");
+    await small.getByRole("button", { name: "Sessions" }).click();
+    await small.getByTestId("session-list").getByRole("link").first().waitFor();
+    await shot(small, "17-phone-menu");
+    await phone.close();
+
+    const phoneLight = await browser.newContext({ viewport: { width: 390, height: 760 }, colorScheme: "light", storageState: await ctx.storageState() });
+    const p2 = await phoneLight.newPage();
+    pages.push(p2);
+    await p2.goto(base + "/new");
+    await p2.getByRole("heading", { name: "New session" }).waitFor();
+    await shot(p2, "18-phone-new-session");
+    await phoneLight.close();
+  });
 
   assert.deepEqual(problems, [], "no script errors in the page");
+  await ctx.tracing.stop();
   await ctx.close();
 });

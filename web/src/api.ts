@@ -1,14 +1,9 @@
 // The gateway's HTTP API: one function per route, the sign-in state and
 // the CSRF header every state-changing request carries.
 
-export interface TokenCounts {
-  cache_read?: string | number;
-  cache_write?: string | number;
-  output?: string | number;
-  total?: string | number;
-  reasoning?: string | number;
-  cost_usd?: number;
-}
+import type { TokenCounts } from "./omni/types";
+
+export type { TokenCounts };
 
 /** Session as the gateway sends it: protojson, so 64-bit numbers are strings. */
 export interface Session {
@@ -33,11 +28,48 @@ export interface SessionChange {
   last_message?: string;
 }
 
+/** A model's price in USD per million tokens. */
+export interface ModelPrice {
+  input?: number;
+  output?: number;
+  cache_read?: number;
+  cache_write?: number;
+}
+
 export interface ModelInfo {
   model: { provider: string; model_id: string };
   context_window?: string;
+  max_tokens?: string;
   thinking_levels?: string[];
   name?: string;
+  reasoning?: boolean;
+  tools?: boolean;
+  price?: ModelPrice;
+  status?: string;
+}
+
+/** A catalog provider the first-run form offers. */
+export interface CatalogProvider {
+  id: string;
+  name: string;
+  type: string;
+  base_url: string;
+  key_var: string;
+  models: number;
+}
+
+export interface SetupState {
+  providers_file: string;
+  providers?: CatalogProvider[];
+}
+
+export interface SetupResult {
+  provider: string;
+  providers_file: string;
+  key_file?: string;
+  /** Whether the llm service already uses the route. */
+  active: boolean;
+  notice?: string;
 }
 
 export class ApiError extends Error {
@@ -104,21 +136,31 @@ export const api = {
     request<{ first_sequence: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/tasks`, thinking ? { prompt, thinking_level: thinking } : { prompt }),
   steer: (id: string, text: string) => request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/steer`, { text }),
   abort: (id: string) => request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/abort`, { reason: "aborted from the web app" }),
-  retryNow: (id: string) => request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/retry-now`),
+  retryNow: (id: string) => request<{ retried?: boolean }>("POST", `/api/sessions/${encodeURIComponent(id)}/retry-now`),
   compact: (id: string) => request<{ status?: string; message?: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/compact`, {}),
   approve: (id: string, toolCallId: string, allow: boolean, origin: string[]) =>
     request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/approvals/${encodeURIComponent(toolCallId)}`, {
       decision: allow ? "DECISION_ALLOW" : "DECISION_DENY", origin,
     }),
   trace: async (id: string): Promise<string> => {
-    const resp = await fetch(`/api/sessions/${encodeURIComponent(id)}/trace?download=0`, { credentials: "same-origin" });
+    const resp = await fetch(traceURL(id, 0, false), { credentials: "same-origin" });
     if (!resp.ok) throw new ApiError(resp.status, "trace", await resp.text());
     return resp.text();
   },
   models: () => request<{ models?: ModelInfo[]; notice?: string }>("GET", "/api/models"),
-  setup: () => request<{ providers_file: string }>("GET", "/api/setup"),
-  addProvider: (form: object) => request<{ provider: string; key_file: string }>("POST", "/api/setup/provider", form),
+  setup: () => request<SetupState>("GET", "/api/setup"),
+  addProvider: (form: object) => request<SetupResult>("POST", "/api/setup/provider", form),
 };
+
+/** traceURL is the address of a session's trace: every context (0) or
+ * one, as a download or to read inline. */
+export function traceURL(id: string, context: number, download: boolean): string {
+  const q = new URLSearchParams();
+  if (context > 0) q.set("context", String(context));
+  if (!download) q.set("download", "0");
+  const qs = q.toString();
+  return `/api/sessions/${encodeURIComponent(id)}/trace${qs ? "?" + qs : ""}`;
+}
 
 /** num reads a protojson 64-bit number (a string) or a plain number. */
 export function num(v: string | number | undefined): number {

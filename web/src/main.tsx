@@ -23,22 +23,26 @@ function useTheme(): [Theme, (t: Theme) => void] {
   return [theme, setTheme];
 }
 
+interface Models {
+  list: ModelInfo[];
+  /** Why there are none, when there are none (the llm service's words). */
+  notice?: string;
+  loaded: boolean;
+  reload: () => void;
+}
+
 /** useModels lists the models, and why there are none when there are none. */
-function useModels(enabled: boolean): [ModelInfo[], string | undefined, () => void] {
-  const [models, setModels] = useState<ModelInfo[]>([]);
-  const [notice, setNotice] = useState<string>();
+function useModels(enabled: boolean): Models {
+  const [state, setState] = useState<{ list: ModelInfo[]; notice?: string; loaded: boolean }>({ list: [], loaded: false });
   const [tick, setTick] = useState(0);
   useEffect(() => {
     if (!enabled) return;
     api.models().then((r) => {
-      setModels(r.models ?? []);
-      setNotice(r.notice || (r.models?.length ? undefined : "No model is configured."));
-    }).catch((e) => {
-      setModels([]);
-      setNotice(e.message);
-    });
+      const list = r.models ?? [];
+      setState({ list, loaded: true, notice: r.notice || (list.length ? undefined : "No model is configured.") });
+    }).catch((e) => setState({ list: [], loaded: true, notice: e.message }));
   }, [enabled, tick]);
-  return [models, notice, () => setTick(tick + 1)];
+  return { ...state, reload: () => setTick((t) => t + 1) };
 }
 
 function App() {
@@ -48,7 +52,7 @@ function App() {
   useEffect(() => { void check(); }, []);
   const path = usePath();
   const list = useSessionList(auth === "ok");
-  const [models, notice, reloadModels] = useModels(auth === "ok");
+  const models = useModels(auth === "ok");
   const [theme, setTheme] = useTheme();
   const [query, setQuery] = useState("");
   const [menu, setMenu] = useState(false);
@@ -68,6 +72,12 @@ function App() {
     return () => removeEventListener("keydown", onKey);
   }, []);
   useEffect(() => setMenu(false), [path]);
+  // The first run lands on the form that adds a model: with none, the
+  // front page could only fail.
+  const firstRun = models.loaded && !models.list.length;
+  useEffect(() => {
+    if (firstRun && path === "/") navigate("/setup", true);
+  }, [firstRun, path]);
 
   if (bootError) return <main class="signin"><p class="banner error">The server does not answer: {bootError}</p></main>;
   if (auth === "checking") return null;
@@ -82,8 +92,9 @@ function App() {
   if (m && m[2]) page = <Trace id={current} />;
   else if (m) page = <Chat key={current} id={current} session={row?.session} lastStatus={row?.last_status} />;
   else if (path === "/usage") page = <Usage />;
-  else if (path === "/setup") page = <Setup notice={notice} onDone={reloadModels} />;
-  else page = <NewSession models={models} notice={notice} />;
+  else if (path === "/setup") page = <Setup notice={models.notice} models={models.list} onDone={models.reload} />;
+  else if (firstRun && path === "/") page = null;
+  else page = <NewSession models={models.list} />;
 
   return (
     <div class={`layout ${menu ? "menu-open" : ""}`}>
@@ -118,9 +129,12 @@ function App() {
           <button class="link" onClick={async () => { await signOut().catch(() => undefined); void check(); }}>Sign out</button>
         </nav>
       </aside>
+      {menu && <div class="backdrop" onClick={() => setMenu(false)} aria-hidden="true" />}
       <main class="main">
         <button class="icon menu-button" aria-label="Sessions" onClick={() => setMenu(!menu)}>☰</button>
-        {notice && !m && path !== "/setup" && <div class="banner warn" role="status" data-testid="no-model">{notice} <a href="/setup" onClick={onLink}>Add a model</a></div>}
+        {models.notice && !models.list.length && !m && path !== "/setup" && (
+          <div class="banner warn top-banner" role="status" data-testid="no-model">No model is configured yet. <a href="/setup" onClick={onLink}>Add a model</a></div>
+        )}
         {page}
       </main>
     </div>

@@ -3,9 +3,10 @@
 // shared link lands on the same page.
 import { useEffect, useState } from "preact/hooks";
 
-export function navigate(path: string) {
+export function navigate(path: string, replace = false) {
   if (location.pathname === path) return;
-  history.pushState(null, "", path);
+  if (replace) history.replaceState(null, "", path);
+  else history.pushState(null, "", path);
   dispatchEvent(new PopStateEvent("popstate"));
 }
 

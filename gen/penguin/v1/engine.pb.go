@@ -1970,9 +1970,9 @@ func (x *GetHistoryResponse) GetMore() bool {
 //
 // A session's log holds one model context after another: the first starts
 // when the session is created, and each compaction starts the next with a
-// session_meta line of its own. Each context is one trace, as each is one
-// trace file in the reference's layout (<session id>_001.jsonl,
-// <session id>_002.jsonl, ...).
+// session_meta line of its own. Each context is one trace, written as one
+// file named <session id>_001.jsonl, <session id>_002.jsonl, ... (the
+// layout PenguinHarness uses, see docs/trace-format.md).
 type ExportTraceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session's id.
@@ -2033,7 +2033,8 @@ func (x *ExportTraceRequest) GetContextIndex() int32 {
 // ExportTraceResponse is one line of a trace.
 type ExportTraceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// One JSON object in the reference's trace format, without the newline.
+	// One JSON object in the trace format (docs/trace-format.md), without the
+	// newline.
 	Line string `protobuf:"bytes,1,opt,name=line,proto3" json:"line,omitempty"`
 	// The 1-based index of the context the line belongs to. The first line
 	// of each context is its session_meta; a client writing files starts a

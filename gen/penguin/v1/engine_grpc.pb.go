@@ -79,8 +79,8 @@ type EngineServiceClient interface {
 	// GetHistory reads a session's persisted events: session_meta, complete
 	// messages and events, never partials.
 	GetHistory(ctx context.Context, in *GetHistoryRequest, opts ...grpc.CallOption) (*GetHistoryResponse, error)
-	// ExportTrace streams a session's log in the reference's JSONL trace
-	// format, one line per frame: one model context (one trace file), or
+	// ExportTrace streams a session's log in the JSONL trace format
+	// (docs/trace-format.md), one line per frame: one model context (one trace file), or
 	// every context in order with each line saying which it belongs to.
 	ExportTrace(ctx context.Context, in *ExportTraceRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportTraceResponse], error)
 	// WatchSessions streams the list of sessions and its changes: first a
@@ -329,8 +329,8 @@ type EngineServiceServer interface {
 	// GetHistory reads a session's persisted events: session_meta, complete
 	// messages and events, never partials.
 	GetHistory(context.Context, *GetHistoryRequest) (*GetHistoryResponse, error)
-	// ExportTrace streams a session's log in the reference's JSONL trace
-	// format, one line per frame: one model context (one trace file), or
+	// ExportTrace streams a session's log in the JSONL trace format
+	// (docs/trace-format.md), one line per frame: one model context (one trace file), or
 	// every context in order with each line saying which it belongs to.
 	ExportTrace(*ExportTraceRequest, grpc.ServerStreamingServer[ExportTraceResponse]) error
 	// WatchSessions streams the list of sessions and its changes: first a

@@ -27,7 +27,8 @@ const (
 type StopReason int32
 
 const (
-	// Not set: the message ended normally (the reference omits the field).
+	// Not set: the message ended normally (the trace format omits the
+	// field).
 	StopReason_STOP_REASON_UNSPECIFIED StopReason = 0
 	// Finished normally.
 	StopReason_STOP_REASON_COMPLETED StopReason = 1
@@ -151,7 +152,7 @@ func (Role) EnumDescriptor() ([]byte, []int) {
 type Sender int32
 
 const (
-	// The human user (the reference omits the field).
+	// The human user (the trace format omits the field).
 	Sender_SENDER_UNSPECIFIED Sender = 0
 	// The human user, stated explicitly.
 	Sender_SENDER_USER Sender = 1
@@ -491,11 +492,12 @@ func (McpConnectStatus) EnumDescriptor() ([]byte, []int) {
 
 // OmniMessage is the one message that flows between the services and out to
 // clients. It is an envelope around exactly one payload. The protojson form
-// uses the reference's snake_case field names, and the payload field's name is
-// the reference's payload `type` (for example `{"timestamp": "...", "text":
-// {...}}`), so a stream dumped as JSON reads like a reference trace.
+// uses the trace format's snake_case field names, and the payload field's
+// name is the trace line's payload `type` (for example `{"timestamp": "...",
+// "text": {...}}`), so a stream dumped as JSON reads like a trace
+// (docs/trace-format.md).
 //
-// Three families of payload exist, as in the reference:
+// Three families of payload exist, as in the trace format:
 //   - session_meta: the invariant configuration of one model context.
 //   - model messages: complete content (text, image_url, inline_data,
 //     thinking, inline_thinking, tool_call, tool_call_output) and the four
@@ -1229,7 +1231,7 @@ type InlineData struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The speaker.
 	Role Role `protobuf:"varint,1,opt,name=role,proto3,enum=penguin.v1.Role" json:"role,omitempty"`
-	// The content, base64 encoded as the reference carries it.
+	// The content, base64 encoded, as the trace format carries it.
 	Data string `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
 	// The content's MIME type.
 	MimeType string `protobuf:"bytes,3,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`

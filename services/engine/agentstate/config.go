@@ -43,16 +43,16 @@ type Config struct {
 	Skills SectionSettings `yaml:"skills"`
 	// Memory is the {{MEMORY}} section of the system prompt.
 	Memory MemorySettings `yaml:"memory"`
-	// KernelVersion is the reference's record of which generation of its
+	// KernelVersion is PenguinHarness's record of which generation of its
 	// built-in defaults the file started from. Penguin has no generations
 	// of its own; it keeps the key so that a file moved over and back
 	// keeps it, and reads nothing from it.
 	KernelVersion string `yaml:"kernel_version,omitempty"`
-	// Schedules is the reference's {{SCHEDULES}} section, which teaches the
-	// model the reference's scheduled tasks. Penguin runs no schedules, so
+	// Schedules is PenguinHarness's {{SCHEDULES}} section, which teaches the
+	// model that harness's scheduled tasks. Penguin runs no schedules, so
 	// the section is kept as written but never reaches the prompt:
-	// {{SCHEDULES}} and {{SCHEDULE_LIST}} expand to nothing, as the
-	// reference's do with the section off.
+	// {{SCHEDULES}} and {{SCHEDULE_LIST}} expand to nothing, as they do
+	// there with the section off.
 	Schedules SectionSettings `yaml:"schedules,omitempty"`
 }
 
@@ -68,7 +68,7 @@ type ModelRef struct {
 // IsZero reports whether neither half is set.
 func (r ModelRef) IsZero() bool { return r.Provider == "" && r.ModelID == "" }
 
-// Proto returns the reference for the llm service, or nil when unset.
+// Proto returns the model reference for the llm service, or nil when unset.
 func (r ModelRef) Proto() *penguinv1.ModelRef {
 	if r.IsZero() {
 		return nil

@@ -273,7 +273,7 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown top key", "system_prompt: hi\nbogus: 1\n", 2, `unknown key "bogus"`},
 		{"unknown nested key", "model:\n  max_token: 5\n", 2, `model: unknown key "max_token"`},
 		{"unknown key in a list item", "tools:\n  builtin:\n    - name: read_file\n      timeout: 5\n", 4, `tools.builtin[0]: unknown key "timeout"`},
-		{"unknown key in the reference's nesting", "tools:\n  mcpServers:\n    - name: a\n      config:\n        command: x\n        disabled: true\n", 6, `tools.mcpServers[0].config: unknown key "disabled"`},
+		{"unknown key in PenguinHarness's nesting", "tools:\n  mcpServers:\n    - name: a\n      config:\n        command: x\n        disabled: true\n", 6, `tools.mcpServers[0].config: unknown key "disabled"`},
 		{"wrong type", "max_turns: many\n", 1, `max_turns: expected an integer, got the string "many"`},
 		{"scalar for mapping", "model: fast\n", 1, "expected a mapping"},
 		{"not a mapping", "- a\n- b\n", 1, "expected a mapping"},

@@ -128,7 +128,7 @@ func defaultConfigYAML() string {
 	prompt := func(s, prefix string) { b.WriteString(indent(s, prefix)) }
 	w(`# Agent configuration. Keys left out take their built-in defaults; a key
 # written here replaces its default wholesale (it is not merged). Keys are
-# in Penguin's spelling; a file in the reference harness's spelling
+# in Penguin's spelling; a file in PenguinHarness's spelling
 # (timeoutMs, max_context_length, mcpServers: [{name, config}], ...) loads
 # too, as long as it keeps to one spelling throughout.
 

@@ -9,11 +9,11 @@
 //	├── skills/<name>/SKILL.md  skills; their front matter reaches the prompt
 //	├── memory/              what the agent keeps across sessions
 //	└── .vault.yaml          secrets for command environments (mode 0600);
-//	                         .vault.toml in a directory the reference wrote
+//	                         .vault.toml in a directory PenguinHarness wrote
 //
 // Load reads a directory (absent files take defaults, malformed ones are
 // errors naming file and line; system_config.yaml may be written in
-// Penguin's spelling, the canonical one, or in the reference harness's, see
+// Penguin's spelling, the canonical one, or in PenguinHarness's, see
 // spelling.go and docs/configuration.md), Init creates one without ever
 // overwriting,
 // State.SystemPrompt assembles the prompt, State.ToolConfig gives the

@@ -91,7 +91,7 @@ func (s *State) SystemPrompt(v PromptVars) string {
 		"VAULT":          "",
 		"SKILLS":         "",
 		"MEMORY":         "",
-		// Penguin runs no scheduled tasks: a reference template's
+		// Penguin runs no scheduled tasks: a PenguinHarness template's
 		// schedules section expands to nothing (see Config.Schedules).
 		"SCHEDULES":     "",
 		"SCHEDULE_LIST": "",

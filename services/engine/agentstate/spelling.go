@@ -12,12 +12,13 @@ import (
 
 // The two spellings of system_config.yaml.
 //
-// An agent directory written for the reference harness loads unchanged.
-// Where the reference spells a setting differently, Penguin's spelling is
-// the canonical one: Init and WriteConfig write it and docs/configuration.md
-// describes it, and the reference's spelling is read as its alias:
+// An agent directory written for PenguinHarness, the TypeScript harness
+// Penguin was modelled on, loads unchanged. Where that harness spells a
+// setting differently, Penguin's spelling is the canonical one: Init and
+// WriteConfig write it and docs/configuration.md describes it, and
+// PenguinHarness's spelling is read as its alias:
 //
-//	Penguin's spelling               the reference's spelling
+//	Penguin's spelling               PenguinHarness's spelling
 //	model.request_timeout_ms         model.timeoutMs
 //	compaction.context_threshold     compaction.max_context_length
 //	compaction.turns_threshold       compaction.max_session_turns
@@ -37,7 +38,8 @@ import (
 // another should not have to know that the two belong together, and a
 // setting written twice, once each way, would leave them guessing which
 // wins. Keys that exist in one spelling only (retry and compaction.enabled
-// are Penguin's, kernel_version and schedules the reference's) fit either.
+// are Penguin's, kernel_version and schedules PenguinHarness's) fit
+// either.
 //
 // The spelling is settled on the parsed document before it is decoded, so
 // every error keeps the line of the key as written. Decoding a yaml.Node
@@ -56,7 +58,7 @@ var (
 	mcpAliases        = []alias{{"connect_timeout_ms", "connectTimeoutMs"}, {"timeout_ms", "timeoutMs"}, {"max_output_length", "maxOutputLength"}}
 )
 
-// A spelling is Penguin's or the reference's.
+// A spelling is Penguin's or PenguinHarness's.
 type spelling int
 
 const (
@@ -66,7 +68,7 @@ const (
 
 func (s spelling) String() string {
 	if s == referenceSpelling {
-		return "the reference's spelling"
+		return "PenguinHarness's spelling"
 	}
 	return "Penguin's spelling"
 }
@@ -225,7 +227,7 @@ func (z *speller) tools(n *yaml.Node) {
 	}
 }
 
-// server rewrites one list entry of MCP servers: the reference's {name,
+// server rewrites one list entry of MCP servers: PenguinHarness's {name,
 // config: {…}} is flattened into Penguin's one mapping.
 func (z *speller) server(e *yaml.Node, path, wpath string) *yaml.Node {
 	if e.Kind != yaml.MappingNode {

@@ -22,7 +22,7 @@ func loadAgent(t *testing.T, name string) *State {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The reference's layout: <agent id>/agent_state.
+	// PenguinHarness's layout: <agent id>/agent_state.
 	dir := filepath.Join(t.TempDir(), "default_agent", "agent_state")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -32,7 +32,7 @@ func loadAgent(t *testing.T, name string) *State {
 	}
 	st, err := Load(dir)
 	if err != nil {
-		t.Fatalf("the reference's %s does not load: %v", name, err)
+		t.Fatalf("PenguinHarness's %s does not load: %v", name, err)
 	}
 	return st
 }
@@ -156,7 +156,7 @@ func TestReadmeMCPConfigLoads(t *testing.T) {
 	}
 }
 
-// A configuration read in the reference's spelling is written back in
+// A configuration read in PenguinHarness's spelling is written back in
 // Penguin's, the canonical one, and reads back the same.
 func TestReferenceConfigIsWrittenInPenguinsSpelling(t *testing.T) {
 	t.Parallel()
@@ -192,18 +192,18 @@ func TestMixedSpellingsAreRefused(t *testing.T) {
 		line int
 		want []string
 	}{
-		{"Penguin's key in a reference file", "model:\n  timeoutMs: 5000\ncompaction:\n  context_threshold: 9000\n", 4,
-			[]string{"compaction.context_threshold: this is Penguin's spelling, but the file uses the reference's spelling (model.timeoutMs at line 2): write max_context_length here"}},
-		{"the reference's key in a Penguin file", "compaction:\n  turns_threshold: 30\n  max_context_length: 9000\n", 3,
-			[]string{"compaction.max_context_length: this is the reference's spelling, but the file uses Penguin's spelling (compaction.turns_threshold at line 2): write context_threshold here"}},
+		{"Penguin's key in a PenguinHarness file", "model:\n  timeoutMs: 5000\ncompaction:\n  context_threshold: 9000\n", 4,
+			[]string{"compaction.context_threshold: this is Penguin's spelling, but the file uses PenguinHarness's spelling (model.timeoutMs at line 2): write max_context_length here"}},
+		{"PenguinHarness's key in a Penguin file", "compaction:\n  turns_threshold: 30\n  max_context_length: 9000\n", 3,
+			[]string{"compaction.max_context_length: this is PenguinHarness's spelling, but the file uses Penguin's spelling (compaction.turns_threshold at line 2): write context_threshold here"}},
 		{"one setting written both ways", "model:\n  request_timeout_ms: 1\n  timeoutMs: 2\n", 3,
-			[]string{"model.timeoutMs: this is the reference's spelling", "write request_timeout_ms here"}},
+			[]string{"model.timeoutMs: this is PenguinHarness's spelling", "write request_timeout_ms here"}},
 		{"a tool entry", "compaction:\n  max_session_turns: 3\ntools:\n  builtin:\n    - name: read_file\n      timeout_ms: 5\n", 6,
 			[]string{"tools.builtin[0].timeout_ms: this is Penguin's spelling", "(compaction.max_session_turns at line 2): write timeoutMs here"}},
 		{"a flat server under mcpServers with Penguin's key", "tools:\n  mcpServers:\n    - name: a\n      command: x\n      connect_timeout_ms: 5\n", 5,
 			[]string{"tools.mcpServers[0].connect_timeout_ms: this is Penguin's spelling", "write connectTimeoutMs here"}},
-		{"the reference's nesting under mcp_servers", "tools:\n  mcp_servers:\n    - name: a\n      config:\n        command: x\n", 4,
-			[]string{"tools.mcp_servers[0].config: this is the reference's spelling", "(tools.mcp_servers at line 2)"}},
+		{"PenguinHarness's nesting under mcp_servers", "tools:\n  mcp_servers:\n    - name: a\n      config:\n        command: x\n", 4,
+			[]string{"tools.mcp_servers[0].config: this is PenguinHarness's spelling", "(tools.mcp_servers at line 2)"}},
 		{"a key beside config", "tools:\n  mcpServers:\n    - name: a\n      command: y\n      config:\n        command: x\n", 4,
 			[]string{`tools.mcpServers[0]: unknown key "command": an mcpServers entry is {name, config}`}},
 		{"type and transport", "tools:\n  mcpServers:\n    a:\n      type: http\n      transport: http\n      url: http://x\n", 4,
@@ -234,8 +234,8 @@ func TestMixedSpellingsAreRefused(t *testing.T) {
 	}
 }
 
-// Problems in a reference-spelled file name the keys as the file writes
-// them, at their lines.
+// Problems in a file in PenguinHarness's spelling name the keys as the
+// file writes them, at their lines.
 func TestReferenceSpelledProblemsNameTheWrittenKeys(t *testing.T) {
 	t.Parallel()
 	src := "tools:\n  mcpServers:\n    - name: good\n      config:\n        command: x\n        timeoutMs: -1\n    - name: bad name\n      config:\n        url: http://x\n        bogus: 1\n  builtin:\n    - name: read_file\n      forModel: sometimes\n"

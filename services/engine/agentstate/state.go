@@ -22,7 +22,7 @@ const (
 	SkillsDir  = "skills"
 	SkillFile  = "SKILL.md"
 	VaultFile  = ".vault.yaml"
-	// referenceVaultFile is the reference harness's vault, read and
+	// referenceVaultFile is PenguinHarness's vault, read and
 	// written in place when an agent directory has it (see loadVault).
 	referenceVaultFile = ".vault.toml"
 	MemoryDir          = "memory"
@@ -129,7 +129,7 @@ func Init(dir string) (*State, error) {
 	if err := createFile(filepath.Join(abs, ConfigFile), []byte(defaultConfigYAML()), 0o644); err != nil {
 		return nil, err
 	}
-	// An agent directory with the reference's vault keeps it as its only
+	// An agent directory with PenguinHarness's vault keeps it as its only
 	// vault.
 	if _, err := os.Stat(filepath.Join(abs, referenceVaultFile)); errors.Is(err, fs.ErrNotExist) {
 		if err := createFile(filepath.Join(abs, VaultFile), []byte(vaultHeader), 0o600); err != nil {
@@ -201,7 +201,7 @@ func parseConfig(name string, data []byte, c *Config) error {
 	if doc.Kind != yaml.MappingNode {
 		return &ConfigError{File: name, Line: doc.Line, Msg: "expected a mapping of keys such as system_prompt and model"}
 	}
-	// The reference's spelling becomes Penguin's before decoding (see
+	// PenguinHarness's spelling becomes Penguin's before decoding (see
 	// spelling.go); errors name the keys as the file writes them.
 	written, spellErr := respell(doc)
 	keysErr := errors.Join(knownKeys(doc, reflect.TypeFor[Config](), "")...)
@@ -325,7 +325,7 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 func (s *State) ToolConfig() *penguinv1.ToolConfig { return s.Config.Tools.ToolConfig() }
 
 // AgentID is the agent's id: the name of its directory, or of the parent
-// when the directory is called agent_state (the reference's layout).
+// when the directory is called agent_state (PenguinHarness's layout).
 func (s *State) AgentID() string {
 	base := filepath.Base(s.Dir)
 	if base == "agent_state" {

@@ -37,8 +37,8 @@ func ValidVaultKey(name string) error {
 
 // loadVault reads dir's vault and returns it with the path of the file it
 // lives in, where changes are written back. The vault is .vault.yaml, a
-// flat YAML mapping of names to values, or, in an agent directory the
-// reference harness wrote, its .vault.toml, a flat TOML table of the same,
+// flat YAML mapping of names to values, or, in an agent directory
+// PenguinHarness wrote, its .vault.toml, a flat TOML table of the same,
 // read and written as it stands so the agent runs with its secrets. Both
 // holding keys is refused: which would win is a guess nobody should have
 // to make about secrets. An empty .vault.yaml beside a .vault.toml (Init
@@ -89,7 +89,7 @@ func readVault(path string, parse func(string, []byte) (map[string]string, error
 	return v, true, err
 }
 
-// parseTOMLVault reads the reference's vault: NAME = "value" lines. A
+// parseTOMLVault reads PenguinHarness's vault: NAME = "value" lines. A
 // value that is not a string is refused; messages never quote a value.
 func parseTOMLVault(path string, data []byte) (map[string]string, error) {
 	var raw map[string]any
@@ -216,7 +216,7 @@ func (s *State) vaultPath() string {
 	return filepath.Join(s.Dir, VaultFile)
 }
 
-// writeVault writes vault to path, in TOML for the reference's .vault.toml
+// writeVault writes vault to path, in TOML for PenguinHarness's .vault.toml
 // and in YAML otherwise.
 func writeVault(path string, vault map[string]string) error {
 	var b bytes.Buffer

@@ -140,7 +140,7 @@ func TestVaultEmptyForms(t *testing.T) {
 	}
 }
 
-// An agent directory the reference wrote keeps its vault in .vault.toml:
+// An agent directory PenguinHarness wrote keeps its vault in .vault.toml:
 // the agent runs with it, Init adds no second vault beside it, and changes
 // are written back to it.
 func TestReferenceVaultIsReadAndKept(t *testing.T) {

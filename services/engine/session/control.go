@@ -114,7 +114,8 @@ func (m *Manager) Compact(ctx context.Context, id string, mode penguinv1.Compact
 		msg := "nothing to compact: the context is empty"
 		if p.rs.MetaSequence > 1 {
 			// The context was opened by a compaction and holds nothing
-			// since (the reference's just_compacted).
+			// since; a caller can tell this answer from "the context
+			// is empty".
 			msg = "nothing to compact: the context was just compacted"
 		}
 		return penguinv1.StopReason_STOP_REASON_FAILED, msg, nil

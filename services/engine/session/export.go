@@ -10,7 +10,8 @@ import (
 // exportPage is how many events Export reads at a time.
 const exportPage = 500
 
-// Export sends a session's log in the reference's JSONL trace format, one
+// Export sends a session's log in the JSONL trace format
+// (docs/trace-format.md), one
 // line (without its newline) per persisted event, with the index of the
 // model context the line belongs to (see trace.Contexts). index picks one
 // context (1-based); zero sends them all, in order. An index past the

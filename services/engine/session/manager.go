@@ -162,8 +162,9 @@ func New(opts Options) (*Manager, error) {
 	return m, nil
 }
 
-// newSessionID returns an id in the reference's shape,
-// session-YYYY-MM-DD-HH-mm-ss-<8hex>.
+// newSessionID returns an id in the shape PenguinHarness gives its
+// sessions, session-YYYY-MM-DD-HH-mm-ss-<8hex>, so that ids and trace file
+// names read the same in both.
 func newSessionID() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)

@@ -67,6 +67,14 @@ func sqliteMigrations() []migration {
 			expires_at INTEGER NOT NULL
 		)`,
 		}},
+		// The rest of a session's token counts: reasoning, the cost (NULL
+		// while no request of the session had a known price) and whether
+		// some request's usage was not reported.
+		{version: 2, stmts: []string{
+			`ALTER TABLE sessions ADD COLUMN usage_reasoning INTEGER NOT NULL DEFAULT 0`,
+			`ALTER TABLE sessions ADD COLUMN usage_cost_usd REAL`,
+			`ALTER TABLE sessions ADD COLUMN usage_unreported INTEGER NOT NULL DEFAULT 0`,
+		}},
 	}
 }
 
@@ -121,6 +129,12 @@ func postgresMigrations() []migration {
 			owner_addr text        NOT NULL DEFAULT '',
 			expires_at timestamptz NOT NULL
 		)`,
+		}},
+		// As SQLite's version 2.
+		{version: 2, stmts: []string{
+			`ALTER TABLE sessions ADD COLUMN usage_reasoning bigint NOT NULL DEFAULT 0`,
+			`ALTER TABLE sessions ADD COLUMN usage_cost_usd double precision`,
+			`ALTER TABLE sessions ADD COLUMN usage_unreported boolean NOT NULL DEFAULT false`,
 		}},
 	}
 }

@@ -171,13 +171,14 @@ func (s *pgStore) CreateSession(ctx context.Context, sess *Session) error {
 	var stored time.Time
 	err := s.pool.QueryRow(ctx, `INSERT INTO sessions (`+sessionColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-			COALESCE($18::timestamptz, now()), COALESCE($18::timestamptz, now()), 0)
+			COALESCE($18::timestamptz, now()), COALESCE($18::timestamptz, now()), 0, $19, $20, $21)
 		ON CONFLICT (id) DO NOTHING
 		RETURNING created_at`,
 		sess.ID, sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState,
 		int32(sess.ApprovalMode), int32(sess.ThinkingLevel),
 		sess.Title, sess.ParentID, sess.Source, sess.EnvironmentID, sess.EnvironmentAddr, nilIfEmpty(sess.Config),
-		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal(), created).Scan(&stored)
+		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal(), created,
+		u.GetReasoning(), costOf(u), u.GetUnreported()).Scan(&stored)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%s: %w: session %s already exists", op, ErrConflict, sess.ID)
 	}
@@ -252,11 +253,13 @@ func (s *pgStore) UpdateSession(ctx context.Context, sess *Session) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE sessions SET
 			provider = $2, model_id = $3, workspace = $4, agent_state = $5, approval_mode = $6, thinking_level = $7,
 			title = $8, parent_id = $9, source = $10, environment_id = $11, environment_addr = $12, config = $13,
-			usage_cache_read = $14, usage_cache_write = $15, usage_output = $16, usage_total = $17
+			usage_cache_read = $14, usage_cache_write = $15, usage_output = $16, usage_total = $17,
+			usage_reasoning = $18, usage_cost_usd = $19, usage_unreported = $20
 		WHERE id = $1`,
 		sess.ID, sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState, int32(sess.ApprovalMode), int32(sess.ThinkingLevel),
 		sess.Title, sess.ParentID, sess.Source, sess.EnvironmentID, sess.EnvironmentAddr, nilIfEmpty(sess.Config),
-		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal())
+		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal(),
+		u.GetReasoning(), costOf(u), u.GetUnreported())
 	if err != nil {
 		return s.wrap(ctx, op, err)
 	}

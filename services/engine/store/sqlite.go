@@ -206,13 +206,14 @@ func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session) error {
 		u = &penguinv1.TokenCounts{}
 	}
 	res, err := s.w.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`,
 		sess.ID, sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState,
 		int32(sess.ApprovalMode), int32(sess.ThinkingLevel),
 		sess.Title, sess.ParentID, sess.Source, sess.EnvironmentID, sess.EnvironmentAddr, nilIfEmpty(sess.Config),
 		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal(),
-		created.UnixMicro(), created.UnixMicro())
+		created.UnixMicro(), created.UnixMicro(),
+		u.GetReasoning(), costOf(u), u.GetUnreported())
 	if err != nil {
 		return s.wrap(ctx, op, err)
 	}
@@ -288,11 +289,13 @@ func (s *sqliteStore) UpdateSession(ctx context.Context, sess *Session) error {
 	res, err := s.w.ExecContext(ctx, `UPDATE sessions SET
 			provider = ?, model_id = ?, workspace = ?, agent_state = ?, approval_mode = ?, thinking_level = ?,
 			title = ?, parent_id = ?, source = ?, environment_id = ?, environment_addr = ?, config = ?,
-			usage_cache_read = ?, usage_cache_write = ?, usage_output = ?, usage_total = ?
+			usage_cache_read = ?, usage_cache_write = ?, usage_output = ?, usage_total = ?,
+			usage_reasoning = ?, usage_cost_usd = ?, usage_unreported = ?
 		WHERE id = ?`,
 		sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState, int32(sess.ApprovalMode), int32(sess.ThinkingLevel),
 		sess.Title, sess.ParentID, sess.Source, sess.EnvironmentID, sess.EnvironmentAddr, nilIfEmpty(sess.Config),
 		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal(),
+		u.GetReasoning(), costOf(u), u.GetUnreported(),
 		sess.ID)
 	if err != nil {
 		return s.wrap(ctx, op, err)

@@ -137,8 +137,8 @@ func TestOpenSQLiteURLForms(t *testing.T) {
 				t.Fatalf("after reopen: %d events, %v", len(evs), err)
 			}
 			var versions int
-			if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&versions); err != nil || versions != 1 {
-				t.Fatalf("schema_migrations has %d rows (%v) after two opens, want 1", versions, err)
+			if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&versions); err != nil || versions != 2 {
+				t.Fatalf("schema_migrations has %d rows (%v) after two opens, want 2 (one per migration)", versions, err)
 			}
 		})
 	}
@@ -296,8 +296,8 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// TestPayloadKind checks the kind column's values: the reference's payload
-// type names.
+// TestPayloadKind checks the kind column's values: the trace format's
+// payload type names.
 func TestPayloadKind(t *testing.T) {
 	want := []string{"session_meta", "tool_list_ready", "mcp_connect_begin", "mcp_connect_end", "request_begin", "text", "text",
 		"image_url", "inline_data", "thinking", "thinking", "inline_thinking", "text", "tool_call", "approval_decision",

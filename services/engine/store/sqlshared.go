@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,7 +22,8 @@ import (
 const sessionColumns = `id, provider, model_id, workspace, agent_state, approval_mode, thinking_level,
 	title, parent_id, source, environment_id, environment_addr, config,
 	usage_cache_read, usage_cache_write, usage_output, usage_total,
-	created_at, updated_at, last_sequence`
+	created_at, updated_at, last_sequence,
+	usage_reasoning, usage_cost_usd, usage_unreported`
 
 // scanner is the common part of *sql.Row, *sql.Rows, pgx.Row and pgx.Rows.
 type scanner interface{ Scan(dest ...any) error }
@@ -43,15 +45,20 @@ func scanSession[T any](sc scanner, toTime func(T) time.Time) (*Session, error) 
 		u                  penguinv1.TokenCounts
 		created, updated   T
 		approval, thinking int32
+		cost               sql.NullFloat64
 	)
 	if err := sc.Scan(&s.ID, &s.Provider, &s.ModelID, &s.Workspace, &s.AgentState, &approval, &thinking,
 		&s.Title, &s.ParentID, &s.Source, &s.EnvironmentID, &s.EnvironmentAddr, &s.Config,
 		&u.CacheRead, &u.CacheWrite, &u.Output, &u.Total,
-		&created, &updated, &s.LastSequence); err != nil {
+		&created, &updated, &s.LastSequence,
+		&u.Reasoning, &cost, &u.Unreported); err != nil {
 		return nil, err
 	}
 	s.ApprovalMode = penguinv1.ApprovalMode(approval)
 	s.ThinkingLevel = penguinv1.ThinkingLevel(thinking)
+	if cost.Valid {
+		u.CostUsd = &cost.Float64
+	}
 	s.Usage = &u
 	s.CreatedAt = toTime(created)
 	s.UpdatedAt = toTime(updated)
@@ -175,4 +182,13 @@ func handleTornRecord(ctx context.Context, log *slog.Logger, sessionID string, s
 			"session_id", sessionID, "sequence", seq, "error", err)
 	}
 	return nil
+}
+
+// costOf is the cost column's value of a session's usage: NULL while no
+// request had a known price, which zero would not say.
+func costOf(u *penguinv1.TokenCounts) *float64 {
+	if u == nil {
+		return nil
+	}
+	return u.CostUsd
 }

@@ -2,8 +2,8 @@
 // append-only event logs and the leases through which one engine replica owns
 // a running session.
 //
-// The event log is the session's single source of truth, as the reference's
-// trace file is: it holds session_meta, complete model messages and events,
+// The event log is the session's single source of truth, as a trace file
+// is (docs/trace-format.md): it holds session_meta, complete model messages and events,
 // never streaming partials and never messages forwarded from a subagent
 // (those live in the child session's own log). Each event is stored as the
 // protobuf encoding of its OmniMessage, which is compact and lossless: opaque
@@ -28,11 +28,12 @@
 //
 // A transactional database never stores half a record, but a damaged
 // database, a restore from a bad copy or a hand edit can leave a row whose
-// payload no longer decodes. The reference tolerates a torn last line in a
-// trace file, and so does this store: when the last record of a session's
-// log does not decode, ReadEvents logs a warning, moves the record into a
-// quarantine table (so that later appends cannot turn it into a record in the
-// middle of the log) and returns the records before it. A record in the
+// payload no longer decodes. A trace file's reader tolerates a torn last
+// line (docs/trace-format.md), and so does this store: when the last
+// record of a session's log does not decode, ReadEvents logs a warning,
+// moves the record into a quarantine table (so that later appends cannot
+// turn it into a record in the middle of the log) and returns the records
+// before it. A record in the
 // middle of the log that does not decode is an error wrapping [ErrCorrupt]
 // that names the session and the sequence number: silently skipping
 // committed history would let a resumed session diverge from what the model
@@ -302,7 +303,7 @@ func Open(ctx context.Context, url string, opts ...Option) (Store, error) {
 }
 
 // encodedEvent is an event ready for the database: its payload kind (the
-// reference's payload type, such as "text" or "request_end") and its
+// trace format's payload type, such as "text" or "request_end") and its
 // protobuf bytes.
 type encodedEvent struct {
 	seq     int64
@@ -355,8 +356,8 @@ func persistableKind(m *penguinv1.OmniMessage) (string, error) {
 	return PayloadKind(m), nil
 }
 
-// PayloadKind returns the name of m's payload, which is the reference's
-// payload type ("session_meta", "text", "tool_call", "request_end", ...),
+// PayloadKind returns the name of m's payload, which is the trace
+// format's payload type ("session_meta", "text", "tool_call", "request_end", ...),
 // or "" when no payload is set. The store keeps it in a column next to each
 // event so that logs can be filtered by kind without decoding them.
 func PayloadKind(m *penguinv1.OmniMessage) string {

@@ -6,8 +6,8 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 )
 
-// Contexts numbers the model contexts of a session's log the way the
-// reference numbers its trace files: one file is one complete model
+// Contexts numbers the model contexts of a session's log the way trace
+// files are numbered (docs/trace-format.md): one file is one complete model
 // context, the session's first context is 1, and each session_meta after
 // the first line opens the next (a compaction writes one where the fresh
 // context starts). The compaction that closes a context belongs to it.
@@ -25,8 +25,8 @@ func (c *Contexts) Of(m *penguinv1.OmniMessage) int {
 	return c.n
 }
 
-// FileName is the reference's name for the trace file of a session's
-// context: <session id>_<index, three digits or more>.jsonl.
+// FileName is the name of the trace file of a session's context, as
+// PenguinHarness names it: <session id>_<index, three digits or more>.jsonl.
 func FileName(sessionID string, index int) string {
 	return fmt.Sprintf("%s_%03d.jsonl", sessionID, index)
 }

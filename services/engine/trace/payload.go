@@ -6,9 +6,9 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 )
 
-// The JSON shapes of the payloads, field for field as omni-message.md
-// declares them; struct field order is the key order of a line. Optional
-// fields carry omitempty; fields the reference always writes do not.
+// The JSON shapes of the payloads, field for field as docs/trace-format.md
+// lists them; struct field order is the key order of a line. Optional
+// fields carry omitempty; fields the format always writes do not.
 
 type sessionMetaJSON struct {
 	SessionID          string        `json:"session_id"`

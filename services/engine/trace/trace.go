@@ -1,19 +1,19 @@
-// Package trace converts OmniMessages to and from the reference's JSONL
-// trace format, so that a session exported by Penguin reads, line for line,
-// like a trace written by the reference harness, and a reference trace can
-// be imported.
+// Package trace converts OmniMessages to and from the JSONL trace format
+// (docs/trace-format.md describes it with examples). The format is the one
+// PenguinHarness, the TypeScript harness Penguin was modelled on, writes:
+// a session exported by Penguin reads, line for line, like a trace written
+// by that harness, and such a trace can be imported.
 //
 // One line is one envelope:
 //
 //	{"timestamp":"2026-07-18T03:10:22.531Z","type":"model_msg","origin":[…],"payload":{"type":"text","role":"user","text":"…"}}
 //
-// with the reference's field names, key order and values: the envelope type
-// is session_meta, model_msg or event_msg; enums are the reference's strings
+// with the format's field names, key order and values: the envelope type
+// is session_meta, model_msg or event_msg; enums are lower-case words
 // (roles "user" and "assistant", stop reasons "completed", "failed",
 // "aborted", "timeout", "malformed" and "auth", decisions "allow", "deny" and
-// "forbidden", and so on); optional fields the reference omits when absent
-// are omitted when empty. The session_meta payload has no "type" key, as in
-// the reference.
+// "forbidden", and so on); optional fields are omitted when empty. The
+// session_meta payload has no "type" key.
 //
 // Two fields hold JSON inside the protobuf messages and are written as JSON
 // values, not strings: a message's fidelity (opaque provider data, a JSON
@@ -22,8 +22,8 @@
 // else changed (key order, number spelling and string escapes stay as the
 // provider wrote them), and read back as the exact bytes of the line.
 //
-// Timestamps are written with millisecond precision in UTC, as the
-// reference's Date.toISOString writes them; reading accepts any RFC 3339
+// Timestamps are written with millisecond precision in UTC, as
+// JavaScript's Date.toISOString writes them; reading accepts any RFC 3339
 // time. A round trip is therefore exact for messages whose timestamps are
 // whole milliseconds and whose JSON fields are compact.
 package trace
@@ -49,12 +49,12 @@ const (
 	TypeEventMsg    = "event_msg"
 )
 
-// timeLayout is the reference's timestamp format (JavaScript's
+// timeLayout is the format's timestamp layout (JavaScript's
 // Date.prototype.toISOString).
 const timeLayout = "2006-01-02T15:04:05.000Z"
 
 // envelope is the outer object of a trace line. Field order is the
-// reference's key order.
+// format's key order.
 type envelope struct {
 	Timestamp string          `json:"timestamp"`
 	Type      string          `json:"type"`
@@ -108,11 +108,11 @@ func encodeJSON(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }
 
-// Unmarshal parses one trace line. Fields the reference has dropped from
-// its format (such as session_meta's legacy "tools" and "thinking_level")
+// Unmarshal parses one trace line. Fields the format no longer has (such
+// as session_meta's legacy "tools" and "thinking_level")
 // and any other unknown fields are ignored; a missing or malformed
 // timestamp, an unknown envelope or payload type, a payload that does not
-// belong to its envelope type, and an enum value the reference does not
+// belong to its envelope type, and an enum value the format does not
 // define are errors.
 func Unmarshal(line []byte) (*penguinv1.OmniMessage, error) {
 	var env struct {
@@ -165,7 +165,7 @@ func WriteJSONL(w io.Writer, msgs []*penguinv1.OmniMessage) error {
 
 // ReadJSONL reads a trace. Blank lines are skipped. A last line that has no
 // newline and does not parse is a record torn by a crash mid-write, and is
-// ignored, as the reference ignores it; any other line that does not parse
+// ignored, as every reader of the format ignores it; any other line that does not parse
 // is an error naming its line number, so that a damaged file is not
 // imported with history silently missing.
 func ReadJSONL(r io.Reader) ([]*penguinv1.OmniMessage, error) {
@@ -225,8 +225,8 @@ func fidelity(b []byte) (json.RawMessage, error) {
 	return rawJSON("fidelity", b, true)
 }
 
-// contextWindow is session_meta's model_context_window, which the reference
-// types as number | string.
+// contextWindow is session_meta's model_context_window, which the format
+// allows as a number or a string of digits.
 type contextWindow int64
 
 // UnmarshalJSON accepts a number or a string of digits.

@@ -86,8 +86,9 @@ const (
 )
 
 // referenceMessages are the messages of testdata/reference.jsonl, whose
-// lines are the examples of sessions-and-traces.md and omni-message.md with
-// their elided parts ("…" timestamps, counts) filled in.
+// lines are trace lines as PenguinHarness documents them, with their
+// elided parts ("…" timestamps, counts) filled in: a file written by that
+// harness must read back, and be written again, byte for byte.
 func referenceMessages() []*penguinv1.OmniMessage {
 	return []*penguinv1.OmniMessage{
 		msg("2026-07-18T03:10:22.531Z", &penguinv1.SessionMeta{
@@ -127,8 +128,8 @@ func readGolden(t *testing.T) [][]byte {
 	return bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n"))
 }
 
-// TestReferenceLines checks the codec against the reference documents'
-// example lines, in both directions, byte for byte.
+// TestReferenceLines checks the codec against the lines of
+// testdata/reference.jsonl, in both directions, byte for byte.
 func TestReferenceLines(t *testing.T) {
 	lines := readGolden(t)
 	msgs := referenceMessages()
@@ -153,9 +154,9 @@ func TestReferenceLines(t *testing.T) {
 	}
 }
 
-// TestLegacySessionMetaFields checks that fields the reference no longer
-// reads from session_meta (tools, thinking_level) are ignored, and that
-// model_context_window may be a string.
+// TestLegacySessionMetaFields checks that fields older traces wrote in
+// session_meta and the format no longer has (tools, thinking_level) are
+// ignored, and that model_context_window may be a string.
 func TestLegacySessionMetaFields(t *testing.T) {
 	line := `{"timestamp":"2026-07-18T03:10:22.531Z","type":"session_meta","payload":{"session_id":"s","provider":"p","model_id":"m",` +
 		`"model_context_window":"128000","system_prompt":"sp","tools":[{"name":"exec_command"}],"thinking_level":"high",` +
@@ -180,8 +181,8 @@ func TestLegacySessionMetaFields(t *testing.T) {
 }
 
 // payloadCases pairs one message of every payload kind, with every
-// optional field set or left out, with its expected payload JSON as
-// omni-message.md defines it.
+// optional field set or left out, with its expected payload JSON as the
+// trace format defines it (docs/trace-format.md).
 func payloadCases() []struct {
 	name    string
 	typ     string
@@ -335,7 +336,7 @@ func TestPayloads(t *testing.T) {
 
 // TestFixedRolesDefault checks that payloads whose role never varies carry
 // it in the line even when the message leaves it unspecified, as every
-// reference line has a role.
+// model message line of the format has a role.
 func TestFixedRolesDefault(t *testing.T) {
 	for _, tc := range []struct {
 		m    *penguinv1.OmniMessage
@@ -397,8 +398,9 @@ func TestFidelityBytes(t *testing.T) {
 	}
 }
 
-// TestTimestamps checks the reference's millisecond UTC format and that any
-// RFC 3339 time is read.
+// TestTimestamps checks the format's millisecond UTC timestamps (as
+// JavaScript's Date.toISOString writes them) and that any RFC 3339 time is
+// read.
 func TestTimestamps(t *testing.T) {
 	m := msg("2026-07-18T03:10:22Z", &penguinv1.RequestBegin{})
 	m.Timestamp = timestamppb.New(time.Date(2026, 7, 18, 11, 10, 22, 531_999_999, time.FixedZone("CST", 8*3600)))
@@ -407,7 +409,7 @@ func TestTimestamps(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.HasPrefix(line, []byte(`{"timestamp":"2026-07-18T03:10:22.531Z",`)) {
-		t.Fatalf("timestamp not in the reference's format: %s", line)
+		t.Fatalf("timestamp not in the trace format's shape: %s", line)
 	}
 	for in, want := range map[string]time.Time{
 		"2026-07-18T03:10:22Z":                time.Date(2026, 7, 18, 3, 10, 22, 0, time.UTC),
@@ -426,9 +428,9 @@ func TestTimestamps(t *testing.T) {
 	}
 }
 
-// TestDecodeLenient checks the inputs the reference produces that a strict
-// reading would refuse: unknown fields, null optionals, fixed roles left
-// out, and an empty images list.
+// TestDecodeLenient checks inputs that other writers of the format
+// produce and a strict reading would refuse: unknown fields, null
+// optionals, fixed roles left out, and an empty images list.
 func TestDecodeLenient(t *testing.T) {
 	for line, want := range map[string]*penguinv1.OmniMessage{
 		`{"timestamp":"2026-07-18T03:10:22.531Z","type":"event_msg","payload":{"type":"abort","reason":null}}`:                       msg("2026-07-18T03:10:22.531Z", &penguinv1.Abort{}),
@@ -482,8 +484,8 @@ func TestMarshalErrors(t *testing.T) {
 	}
 }
 
-// TestUnmarshalErrors checks that lines that are not reference trace lines
-// are refused with a message that says why.
+// TestUnmarshalErrors checks that lines that are not trace lines are
+// refused with a message that says why.
 func TestUnmarshalErrors(t *testing.T) {
 	const ts = `"timestamp":"2026-07-18T03:10:22.531Z"`
 	for _, tc := range []struct{ line, want string }{
@@ -556,7 +558,7 @@ func TestJSONL(t *testing.T) {
 		}
 	}
 
-	// The reference example file reads back as its messages.
+	// The example file reads back as its messages.
 	golden, err := os.ReadFile("testdata/reference.jsonl")
 	if err != nil {
 		t.Fatal(err)
@@ -580,7 +582,7 @@ func TestJSONL(t *testing.T) {
 	}
 }
 
-// TestReadJSONLTornAndDamaged checks the reference's tolerance of a torn
+// TestReadJSONLTornAndDamaged checks the format's tolerance of a torn
 // last line, and that a damaged line anywhere else is an error naming it.
 func TestReadJSONLTornAndDamaged(t *testing.T) {
 	golden, err := os.ReadFile("testdata/reference.jsonl")

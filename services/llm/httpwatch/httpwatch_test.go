@@ -7,39 +7,51 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/penguin-agent/penguin/services/llm/failure"
 	"github.com/penguin-agent/penguin/services/llm/httpwatch"
 )
 
+// TestWatchdog runs in a synctest bubble: the watchdog's timer and the
+// test's pauses are on the bubble's fake clock, so "activity every 20ms
+// keeps a 100ms watchdog quiet" holds exactly, however loaded the machine.
 func TestWatchdog(t *testing.T) {
-	ctx, w := httpwatch.NewWatchdog(t.Context(), 100*time.Millisecond)
-	defer w.Stop()
-	// Activity keeps it alive past several idle periods.
-	deadline := time.Now().Add(350 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		w.Touch()
-		if ctx.Err() != nil {
-			t.Fatal("watchdog fired despite activity")
+	synctest.Test(t, func(t *testing.T) {
+		ctx, w := httpwatch.NewWatchdog(t.Context(), 100*time.Millisecond)
+		defer w.Stop()
+		// Activity keeps it alive past several idle periods.
+		deadline := time.Now().Add(350 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			w.Touch()
+			if ctx.Err() != nil {
+				t.Fatal("watchdog fired despite activity")
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	select {
-	case <-ctx.Done():
-	case <-time.After(2 * time.Second):
-		t.Fatal("watchdog did not fire after going quiet")
-	}
-	if !errors.Is(context.Cause(ctx), failure.ErrIdleTimeout) {
-		t.Errorf("cause = %v", context.Cause(ctx))
-	}
+		quiet := time.Now()
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+			t.Fatal("watchdog did not fire after going quiet")
+		}
+		if !errors.Is(context.Cause(ctx), failure.ErrIdleTimeout) {
+			t.Errorf("cause = %v", context.Cause(ctx))
+		}
+		// The last touch was 20ms before the loop ended, so the watchdog
+		// fires 80ms after it, on the fake clock exactly.
+		if waited := time.Since(quiet); waited != 80*time.Millisecond {
+			t.Errorf("fired %s after the loop ended, want 80ms", waited)
+		}
 
-	off, w2 := httpwatch.NewWatchdog(t.Context(), 0)
-	w2.Touch()
-	w2.Stop()
-	if !errors.Is(context.Cause(off), context.Canceled) {
-		t.Errorf("stopped watchdog cause = %v", context.Cause(off))
-	}
+		off, w2 := httpwatch.NewWatchdog(t.Context(), 0)
+		w2.Touch()
+		w2.Stop()
+		if !errors.Is(context.Cause(off), context.Canceled) {
+			t.Errorf("stopped watchdog cause = %v", context.Cause(off))
+		}
+	})
 }
 
 func TestDoerRecordsTheExchange(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 
 const (
 	// MinContextWindow is the smallest window taken at its word; a smaller
-	// (or unset) window turns the output clamp off, as the reference does,
-	// because it is more likely a configuration slip than a real model.
+	// (or unset) window turns the output clamp off, because it is more
+	// likely a configuration slip than a real model.
 	MinContextWindow = 4096
 	// MinOutputTokens is the least output room a request must leave; with
 	// less, the request is refused as too large for the window.

@@ -34,7 +34,8 @@ func observe(emit stream.Emit, o *observation) stream.Emit {
 	}
 }
 
-// statusName is the reference's word for a stop reason ("completed", …).
+// statusName is the trace format's word for a stop reason ("completed",
+// …), the one metric labels and logs use.
 func statusName(s penguinv1.StopReason) string {
 	switch s {
 	case penguinv1.StopReason_STOP_REASON_COMPLETED:

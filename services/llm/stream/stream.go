@@ -1,7 +1,8 @@
 // Package stream holds the provider-neutral shape of one model call inside
 // the llm service: the validated [Request], the [Streamer] that answers it by
 // emitting OmniMessages and returning one LLMOutcome, and the [Middleware]
-// chain that wraps every call (the reference's llm/stream waterfall).
+// chain that wraps every call, each middleware handing the call on to the
+// next (a waterfall).
 //
 // Adapters, middleware and the gRPC handler all meet here, so none of them
 // imports another: the handler builds a Request, runs it through
@@ -112,7 +113,8 @@ type ModelSpec struct {
 	// cap; zero when unknown.
 	MaxTokens int64
 	// NoVision marks a model that does not take images. The zero value
-	// takes images, as the reference defaults vision to true.
+	// takes images: a model the catalog does not describe is assumed to
+	// see, so a request with an image is sent to it rather than refused.
 	NoVision bool
 	// Reasoning reports whether the model reasons.
 	Reasoning bool

@@ -7,7 +7,8 @@ import (
 	"github.com/penguin-agent/penguin/services/llm/stream"
 )
 
-// LevelName returns the reference's name of a level ("none", "low", …).
+// LevelName returns the configuration's name of a level ("none", "low", …),
+// as agent configurations and the CLI spell it.
 func LevelName(l penguinv1.ThinkingLevel) string {
 	return strings.ToLower(strings.TrimPrefix(l.String(), "THINKING_LEVEL_"))
 }

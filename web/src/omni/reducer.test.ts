@@ -198,11 +198,25 @@ describe("states", () => {
     seq = 0;
     const c = newConversation();
     apply(c, msg({ type: "request_end", status: "timeout", error_message: "provider timed out", attempt: 1, retry_in_ms: 4000 }), 1000);
-    apply(c, { seq: ++seq, kind: "task_state", state: "retry_wait", retryInMs: 4000 }, 1000);
+    // The state comes a moment after the failed request, saying the whole
+    // wait again: the countdown keeps the end the request announced.
+    apply(c, { seq: ++seq, kind: "task_state", state: "retry_wait", retryInMs: 4000 }, 1150);
     expect(c.retry).toEqual({ at: 5000 });
     expect(mainItems(c)).toMatchObject([{ type: "request_failed", status: "timeout", attempt: 1 }]);
     apply(c, { seq: ++seq, kind: "task_state", state: "running" }, 2000);
     expect(c.retry).toBeUndefined();
+  });
+
+  it("leave no countdown when a replayed log shows the retry was made or the task aborted", () => {
+    seq = 0;
+    const failed = () => msg({ type: "request_end", status: "timeout", error_message: "503", attempt: 1, retry_in_ms: 60000 });
+    const retried = run([failed(), msg({ type: "request_begin" }), msg({ type: "text", role: "assistant", text: "on" })]);
+    expect(retried.retry).toBeUndefined();
+    const aborted = run([failed(), msg({ type: "abort", reason: "stop" })]);
+    expect(aborted.retry).toBeUndefined();
+    // A subagent's retry is not the session's.
+    const child = run([msg({ type: "request_begin" }, ["child"])], run([failed()]));
+    expect(child.retry).toEqual({ at: 61000 });
   });
 
   it("show compaction where it happened and how a task ended", () => {

@@ -170,7 +170,11 @@ export function apply(c: Conversation, ev: StreamEvent, now: number = Date.now()
 function applyState(c: Conversation, ev: Extract<StreamEvent, { kind: "task_state" }>, now: number) {
   c.state = ev.state;
   if (ev.state === "retry_wait" && ev.retryInMs) {
-    c.retry = { at: now + ev.retryInMs };
+    // The engine's deadline runs from the failed request, which announced
+    // the wait a moment earlier; its state says the whole wait again, so
+    // the earlier end stands (else the countdown would grow, 60s to 61s).
+    const at = now + ev.retryInMs;
+    c.retry = { at: c.retry ? Math.min(c.retry.at, at) : at };
   } else {
     c.retry = undefined;
   }
@@ -301,6 +305,9 @@ function applyMessage(c: Conversation, m: OmniMessage, now: number) {
       return;
     case "request_begin":
       closeSegments(th);
+      // The next attempt began: no wait is left. (A replayed log has no
+      // task states, so this is what ends a countdown there.)
+      if (!m.origin?.length) c.retry = undefined;
       return;
     case "request_end":
       closeSegments(th);
@@ -327,6 +334,7 @@ function applyMessage(c: Conversation, m: OmniMessage, now: number) {
     }
     case "abort":
       closeSegments(th);
+      if (!m.origin?.length) c.retry = undefined;
       th.items.push({ key: key(c), type: "abort", reason: p.reason ?? undefined });
       return;
     case "subagent": {

@@ -1,14 +1,18 @@
 // The wire shapes the gateway sends: OmniMessages in the trace format (the
 // SSE stream's unnamed events and the history), and its server events.
 
+/** Token counts: numbers in the trace format, decimal strings (64-bit
+ * integers) in the gateway's protojson; read them with num(). */
 export interface TokenCounts {
-  cache_read?: number;
-  cache_write?: number;
-  output?: number;
-  total?: number;
-  reasoning?: number;
+  cache_read?: number | string;
+  cache_write?: number | string;
+  output?: number | string;
+  total?: number | string;
+  reasoning?: number | string;
   /** The cost in USD, when the model's price is known. */
   cost_usd?: number;
+  /** The provider reported no usage: the counts are unknown, not zero. */
+  unreported?: boolean;
 }
 
 export interface OmniMessage {

@@ -1,6 +1,6 @@
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, type Session } from "../api";
-import { stateWord, tokens, usageLine } from "../format";
+import { stateWord, tokens, usageData, usageLine } from "../format";
 import { fileChange } from "../omni/diff";
 import { apply, mainItems, newConversation, thread, type Conversation, type Item, type PendingApproval, type ToolItem } from "../omni/reducer";
 import { parseSSE } from "../omni/types";
@@ -78,6 +78,12 @@ export function Chat({ id, session: listed, lastStatus }: { id: string; session?
   const session = listed ?? fetched;
   const [error, setError] = useState("");
   const running = conv.state !== "idle";
+  // Steering sent but not yet in the conversation: it reaches the model
+  // at its next request, and shows as queued until then.
+  const [queued, setQueued] = useState<string[]>([]);
+  useEffect(() => {
+    if (!running) setQueued([]);
+  }, [running]);
   const act = async (f: () => Promise<unknown>) => {
     setError("");
     try {
@@ -87,11 +93,21 @@ export function Chat({ id, session: listed, lastStatus }: { id: string; session?
     }
   };
   const items = mainItems(conv);
-  const bottom = useRef<HTMLDivElement>(null);
+  // The conversation follows its end while the reader is there: after
+  // each render, and when the box itself shrinks (an approval card or the
+  // reconnect countdown appears below it). Scrolling up stops that.
+  const box = useRef<HTMLDivElement>(null);
   const follow = useRef(true);
+  const toEnd = () => {
+    if (follow.current && box.current) box.current.scrollTop = box.current.scrollHeight;
+  };
+  useLayoutEffect(toEnd);
   useEffect(() => {
-    if (follow.current) bottom.current?.scrollIntoView({ block: "end" });
-  });
+    if (!box.current) return;
+    const ro = new ResizeObserver(toEnd);
+    ro.observe(box.current);
+    return () => ro.disconnect();
+  }, []);
   const onScroll = (e: Event) => {
     const el = e.currentTarget as HTMLElement;
     follow.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
@@ -104,13 +120,11 @@ export function Chat({ id, session: listed, lastStatus }: { id: string; session?
     <section class="chat" aria-label="Conversation">
       <header class="chat-head">
         <div class="chat-title">
-          <h1>{session?.title || "New conversation"}</h1>
-          <div class="muted small">
-            {session?.model?.provider}/{session?.model?.model_id} · {session?.workspace ?? conv.workspace}
-          </div>
+          <h1><span class="title-text">{session?.title || "New conversation"}</span>
+            <span class={`badge state-${word.replace(" ", "-")}`} data-testid="chat-state">{word}</span></h1>
+          <div class="muted small meta">{session?.model?.provider}/{session?.model?.model_id} · {session?.workspace ?? conv.workspace}</div>
+          {usage && <div class="muted small" title="Tokens and cost of the whole session" data-testid="session-usage" {...usageData(usage)}>Session: {usageLine(usage)}</div>}
         </div>
-        <span class={`badge state-${word.replace(" ", "-")}`} data-testid="chat-state">{word}</span>
-        {usage && <span class="muted small" title="Tokens and cost of the whole session" data-testid="session-usage">{usageLine(usage)}</span>}
         <nav class="chat-actions">
           <a class="button" href={`/sessions/${encodeURIComponent(id)}/trace`} onClick={(e) => { e.preventDefault(); navigate(`/sessions/${encodeURIComponent(id)}/trace`); }}>Trace</a>
           <button disabled={running} title={running ? "Wait until the task ends" : "Copy this conversation into a new session"}
@@ -120,21 +134,44 @@ export function Chat({ id, session: listed, lastStatus }: { id: string; session?
         </nav>
       </header>
       {link !== "live" && link !== "connecting" && <div class="banner warn" role="status">{problem || (link === "gone" ? "The stream closed." : "Reconnecting…")}</div>}
-      <div class="messages" onScroll={onScroll} data-testid="messages">
+      <div class="messages" onScroll={onScroll} data-testid="messages" ref={box}>
         <Thread conv={conv} items={items} sessionId={id} depth={0} />
         {conv.status && conv.state === "idle" && conv.status !== "completed" && conv.status !== "aborted" && (
           <div class="banner error" role="status">
             Task {conv.status}{conv.statusMessage ? `: ${conv.statusMessage}` : ""}
           </div>
         )}
-        <div ref={bottom} />
+        {steering(conv, queued, running).map((t) => <div class="msg user from-steering queued" data-testid="queued-steer"><span class="muted small">Steering · queued for the next model request</span><p class="pre">{t}</p></div>)}
       </div>
       {[...conv.pending.values()].map((p) => <ApprovalCard key={p.thread + p.toolCallId} p={p} onAnswer={(allow) => act(() => api.approve(id, p.toolCallId, allow, p.origin))} />)}
-      {conv.retry && <RetryCountdown at={conv.retry.at} onRetry={() => act(() => api.retryNow(id))} />}
+      {conv.retry && <RetryCountdown at={conv.retry.at} waiting={conv.state === "retry_wait"} onRetry={() => act(async () => {
+        // The engine cuts short only a wait it is in; a wait that ended
+        // by itself meanwhile leaves nothing to cut.
+        if (!(await api.retryNow(id))?.retried) throw new Error("The session was not waiting to reconnect any more.");
+      })} />}
       {error && <div class="banner error" role="alert">{error}</div>}
-      <Composer running={running} onSend={(text) => act(() => (running ? api.steer(id, text) : api.startTask(id, text)))} onAbort={() => act(() => api.abort(id))} />
+      <Composer running={running} onSend={(text) => act(async () => {
+        if (!running) return api.startTask(id, text);
+        await api.steer(id, text);
+        setQueued((q) => [...q, text]);
+      })} onAbort={() => act(() => api.abort(id))} />
     </section>
   );
+}
+
+/** steering returns the queued steering texts that the conversation does
+ * not show yet; none once the task has ended. */
+function steering(conv: Conversation, queued: string[], running: boolean): string[] {
+  if (!running || !queued.length) return [];
+  const shown = new Map<string, number>();
+  for (const it of mainItems(conv)) {
+    if (it.type === "user" && it.sender === "steering") shown.set(it.text, (shown.get(it.text) ?? 0) + 1);
+  }
+  return queued.filter((t) => {
+    const n = shown.get(t) ?? 0;
+    if (n > 0) shown.set(t, n - 1);
+    return n === 0;
+  });
 }
 
 function Thread({ conv, items, sessionId, depth }: { conv: Conversation; items: Item[]; sessionId: string; depth: number }) {
@@ -165,9 +202,9 @@ function ItemView({ it, conv, sessionId, depth }: { it: Item; conv: Conversation
     case "compaction":
       return <div class="banner info" role="note">Context compaction ({it.reason ?? "?"}, {it.mode ?? "?"}){it.context ? ` at ${tokens(it.context)} tokens` : ""}: {it.status ?? "running…"}</div>;
     case "request_failed":
-      return <div class="banner warn" role="note">Model request {it.status}{it.attempt ? ` (attempt ${it.attempt})` : ""}{it.error ? `: ${it.error}` : ""}{it.retryInMs ? ` · retrying in ${Math.round(it.retryInMs / 100) / 10}s` : ""}</div>;
+      return <div class="banner warn" role="note">Model request failed ({it.status}{it.attempt ? `, attempt ${it.attempt}` : ""}){it.error ? `: ${it.error}` : ""}{it.retryInMs ? ` · retrying in ${Math.round(it.retryInMs / 100) / 10}s` : ""}</div>;
     case "usage":
-      return <div class="turn-usage muted small" data-testid="turn-usage">Turn: {usageLine(it.request)}{it.model ? ` · ${it.model}` : ""}</div>;
+      return <div class="turn-usage muted small" data-testid="turn-usage" {...usageData(it.request)}>Turn: {usageLine(it.request)}{it.model ? ` · ${it.model}` : ""}</div>;
     case "abort":
       return <div class="banner warn" role="note">Aborted{it.reason ? `: ${it.reason}` : ""}</div>;
     case "subagent":
@@ -257,17 +294,23 @@ function ApprovalCard({ p, onAnswer }: { p: PendingApproval; onAnswer: (allow: b
   );
 }
 
-function RetryCountdown({ at, onRetry }: { at: number; onRetry: () => void }) {
-  const [now, setNow] = useState(Date.now());
+/** RetryCountdown shows the wait before the next reconnect. The failed
+ * request announces the wait a moment before the engine is in it, and
+ * the engine cuts short only a wait it is in, so "Retry now" is offered
+ * once the session's state says it waits. */
+function RetryCountdown({ at, waiting, onRetry }: { at: number; waiting: boolean; onRetry: () => void }) {
+  // The clock is read at each render (a new end can come between ticks);
+  // the interval only renders again.
+  const [, tick] = useState(0);
   useEffect(() => {
-    const t = setInterval(() => setNow(Date.now()), 250);
+    const t = setInterval(() => tick((n) => n + 1), 250);
     return () => clearInterval(t);
   }, []);
-  const left = Math.max(0, Math.ceil((at - now) / 1000));
+  const left = Math.max(0, Math.ceil((at - Date.now()) / 1000));
   return (
     <div class="banner warn row" role="status" data-testid="retry">
       <span>Reconnecting to the model in {left}s</span>
-      <button onClick={onRetry}>Retry now</button>
+      <button onClick={onRetry} disabled={!waiting}>Retry now</button>
     </div>
   );
 }

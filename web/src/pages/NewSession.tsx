@@ -1,5 +1,6 @@
 import { useEffect, useState } from "preact/hooks";
-import { api, type ModelInfo } from "../api";
+import { api, num, type ModelInfo } from "../api";
+import { price, tokens } from "../format";
 import { navigate } from "../router";
 
 const MODES = [
@@ -17,7 +18,7 @@ const SANDBOX = [
 
 /** NewSession creates a session and, with a first message, starts its
  * first task. */
-export function NewSession({ models, notice }: { models: ModelInfo[]; notice?: string }) {
+export function NewSession({ models }: { models: ModelInfo[] }) {
   const last = JSON.parse(localStorage.getItem("penguin.new") ?? "{}");
   const [workspace, setWorkspace] = useState<string>(last.workspace ?? "");
   const [model, setModel] = useState<string>(last.model ?? "");
@@ -27,9 +28,15 @@ export function NewSession({ models, notice }: { models: ModelInfo[]; notice?: s
   const [prompt, setPrompt] = useState("");
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
+  // An agent needs a model that calls tools; the others (image and
+  // embedding models of a catalog provider) are left out of the list,
+  // though a model id can still be typed.
+  const usable = models.filter((m) => m.tools && m.status !== "deprecated");
+  const ref = (m: ModelInfo) => `${m.model.provider}/${m.model.model_id}`;
   useEffect(() => {
-    if (!model && models.length) setModel(`${models[0].model.provider}/${models[0].model.model_id}`);
+    if (usable.length && !usable.some((m) => ref(m) === model)) setModel(ref(usable[0]));
   }, [models]);
+  const chosen = models.find((m) => ref(m) === model);
   const submit = async (e: Event) => {
     e.preventDefault();
     setError("");
@@ -57,12 +64,13 @@ export function NewSession({ models, notice }: { models: ModelInfo[]; notice?: s
   return (
     <section class="page" aria-label="New session">
       <h1>New session</h1>
-      {(notice || !models.length) && <p class="banner warn">{notice || "No model is listed."} <a href="/setup" onClick={(e) => { e.preventDefault(); navigate("/setup"); }}>Add a model</a></p>}
       <form class="form" onSubmit={submit}>
         <label>Workspace <input required value={workspace} placeholder="/path/to/project" onInput={(e) => setWorkspace(e.currentTarget.value)} name="workspace" /></label>
         <label>Model
-          <input list="models" required value={model} placeholder="provider/model-id" onInput={(e) => setModel(e.currentTarget.value)} name="model" />
-          <datalist id="models">{models.map((m) => <option value={`${m.model.provider}/${m.model.model_id}`}>{m.name ?? ""}</option>)}</datalist>
+          <input list="models" aria-label="Model" required value={model} placeholder="provider/model-id" onInput={(e) => setModel(e.currentTarget.value)} name="model" />
+          <datalist id="models">{usable.map((m) => <option value={ref(m)}>{[m.name, price(m.price)].filter(Boolean).join(" · ")}</option>)}</datalist>
+          {chosen && <span class="muted small" data-testid="model-facts">{[chosen.name, num(chosen.context_window) ? `${tokens(num(chosen.context_window))} context` : "",
+            chosen.reasoning ? "reasons" : "", price(chosen.price) || "price unknown"].filter(Boolean).join(" · ")}</span>}
         </label>
         <label>Approval <select value={mode} onChange={(e) => setMode(e.currentTarget.value)} name="approval">{MODES.map(([v, l]) => <option value={v}>{l}</option>)}</select></label>
         <label>Thinking <select value={thinking} onChange={(e) => setThinking(e.currentTarget.value)} name="thinking">{THINKING.map((v) => <option value={v}>{v || "model default"}</option>)}</select></label>

@@ -1,52 +1,120 @@
 import { useEffect, useState } from "preact/hooks";
-import { api } from "../api";
+import { api, type CatalogProvider, type ModelInfo, type SetupResult } from "../api";
+import { onLink } from "../router";
 
-/** Setup is the first-run page: it says why no model is available and
- * offers the form that writes a provider route into the providers file. */
-export function Setup({ notice, onDone }: { notice?: string; onDone: () => void }) {
+/** OTHER is the choice of a server that is not a catalog provider: a
+ * local model server, a proxy, a gateway. */
+const OTHER = "";
+
+const APIS = [
+  ["openai", "OpenAI-compatible (Chat Completions)"],
+  ["openai-responses", "OpenAI Responses API"],
+  ["anthropic", "Anthropic Messages"],
+  ["gemini", "Google Gemini"],
+];
+
+/** The providers people use most, listed first. */
+const USUAL = ["openai", "anthropic", "google", "deepseek", "mistral", "xai", "openrouter", "groq"];
+
+function ordered(ps: CatalogProvider[]): CatalogProvider[] {
+  const rank = (p: CatalogProvider) => {
+    const i = USUAL.indexOf(p.id);
+    return i < 0 ? USUAL.length : i;
+  };
+  return [...ps].sort((a, b) => rank(a) - rank(b) || a.name.localeCompare(b.name));
+}
+
+/** Setup is the first-run page (and the Models page later): it says why
+ * no model is available, lists the configured providers, and offers the
+ * form that writes a provider route into the providers file. The llm
+ * service picks the file up by itself; the server answers once it has. */
+export function Setup({ notice, models, onDone }: { notice?: string; models: ModelInfo[]; onDone: () => void }) {
   const [file, setFile] = useState<string | null>(null);
-  const [form, setForm] = useState({ name: "openai", type: "openai", base_url: "", api_key: "", model: "" });
-  const [msg, setMsg] = useState("");
+  const [catalog, setCatalog] = useState<CatalogProvider[]>([]);
+  const [choice, setChoice] = useState("openai");
+  const [other, setOther] = useState({ name: "local", type: "openai", model: "" });
+  const [baseURL, setBaseURL] = useState("");
+  const [key, setKey] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [done, setDone] = useState<SetupResult>();
   const [error, setError] = useState("");
   useEffect(() => {
-    api.setup().then((s) => setFile(s.providers_file)).catch((e) => setError(e.message));
+    api.setup().then((s) => {
+      setFile(s.providers_file);
+      setCatalog(ordered(s.providers ?? []));
+    }).catch((e) => setError(e.message));
   }, []);
-  const set = (k: keyof typeof form) => (e: Event) => setForm({ ...form, [k]: (e.currentTarget as HTMLInputElement).value });
+  const picked = catalog.find((p) => p.id === choice);
   const submit = async (e: Event) => {
     e.preventDefault();
     setError("");
-    setMsg("");
+    setDone(undefined);
+    setBusy(true);
     try {
-      const r = await api.addProvider({
-        name: form.name, type: form.type, base_url: form.base_url, api_key: form.api_key,
-        models: form.model ? [form.model] : [],
-      });
-      setMsg(`Provider ${r.provider} written; its key is in ${r.key_file}. The llm service picks up the change by itself.`);
-      setForm({ ...form, api_key: "" });
+      const form = picked
+        ? { name: picked.id, type: picked.type, base_url: baseURL.trim(), api_key: key.trim(), models: [] }
+        : { name: other.name.trim(), type: other.type, base_url: baseURL.trim(), api_key: key.trim(), models: other.model.trim() ? other.model.trim().split(/[\s,]+/) : [] };
+      const r = await api.addProvider(form);
+      setDone(r);
+      setKey("");
       onDone();
     } catch (err) {
       setError((err as Error).message);
+    } finally {
+      setBusy(false);
     }
   };
+  const byProvider = new Map<string, number>();
+  for (const m of models) byProvider.set(m.model.provider, (byProvider.get(m.model.provider) ?? 0) + 1);
+  const first = byProvider.size === 0;
   return (
-    <section class="page" aria-label="Add a model">
-      <h1>Add a model</h1>
-      {notice && <p class="banner warn" role="status">{notice}</p>}
-      <p>Penguin needs a model provider. Either start <code>penguin serve</code> with a key in its environment
-        (<code>OPENAI_API_KEY</code>, <code>ANTHROPIC_API_KEY</code>), or add one here: the form writes it to the providers file,
-        with the key in a file of its own that only the server's user can read.</p>
-      {file === "" && <p class="banner warn">This server was started without a providers file, so this form cannot write one. Restart it with <code>--providers FILE</code>.</p>}
-      {file && <p class="muted small">Providers file: <code>{file}</code></p>}
+    <section class="page" aria-label={first ? "Add a model" : "Models"}>
+      <h1>{first ? "Welcome to Penguin" : "Models"}</h1>
+      {first && <>
+        <p class="lead" data-testid="first-run">No model is configured yet. Add a model provider to start: pick one and paste its API key below,
+          or point Penguin at a server of your own.</p>
+      </>}
+      {!first && (
+        <p data-testid="configured">Configured: {[...byProvider].map(([p, n], i) => <>{i ? ", " : ""}<code>{p}</code> ({n} {n === 1 ? "model" : "models"})</>)}.
+          {" "}<a href="/new" onClick={onLink}>New session</a></p>
+      )}
+      {!first && <h2>Add a provider</h2>}
+      {file === "" && <p class="banner warn">This server was started without a providers file, so this form cannot write one. Restart it with <code>--providers FILE</code> (the file need not exist yet).</p>}
       <form class="form" onSubmit={submit}>
-        <label>Name <input required value={form.name} onInput={set("name")} name="name" /></label>
-        <label>API <select value={form.type} onChange={set("type")} name="type"><option value="openai">OpenAI-compatible (Chat Completions)</option><option value="anthropic">Anthropic (Messages)</option></select></label>
-        <label>Base URL <input value={form.base_url} onInput={set("base_url")} placeholder="empty: the vendor's own API" name="base_url" /></label>
-        <label>API key <input required type="password" autocomplete="off" value={form.api_key} onInput={set("api_key")} name="api_key" /></label>
-        <label>Model id <input value={form.model} onInput={set("model")} placeholder="optional, e.g. gpt-4o" name="model_id" /></label>
+        <label>Provider
+          <select value={choice} onChange={(e) => { setChoice(e.currentTarget.value); setDone(undefined); }} name="provider">
+            {catalog.map((p) => <option value={p.id}>{p.name}</option>)}
+            <option value={OTHER}>Another server (local, proxy, compatible API)</option>
+          </select>
+        </label>
+        {!picked && <>
+          <label>Name <input required value={other.name} pattern="[a-z0-9][a-z0-9_.\-]*" title="lower-case letters, digits, '.', '_' or '-'"
+            onInput={(e) => setOther({ ...other, name: e.currentTarget.value })} name="name" />
+            <span class="muted small">The provider half of a model reference: <code>{other.name || "name"}/model-id</code>.</span></label>
+          <label>API <select value={other.type} onChange={(e) => setOther({ ...other, type: e.currentTarget.value })} name="type">
+            {APIS.map(([v, l]) => <option value={v}>{l}</option>)}</select></label>
+        </>}
+        <label>API key{picked ? "" : " (optional)"}
+          <input required={!!picked} type="password" autocomplete="off" value={key} onInput={(e) => setKey(e.currentTarget.value)} name="api_key" />
+        </label>
+        <label>Base URL{picked ? " (optional)" : ""}
+          <input value={baseURL} required={!picked} type="url" onInput={(e) => setBaseURL(e.currentTarget.value)} name="base_url"
+            placeholder={picked ? picked.base_url : "http://127.0.0.1:8000/v1"} />
+          {picked && <span class="muted small">Empty: {picked.name}'s own API. Set it for a proxy or a gateway that speaks the same API.</span>}
+        </label>
+        {!picked && <label>Model ids <input value={other.model} onInput={(e) => setOther({ ...other, model: e.currentTarget.value })} placeholder="e.g. qwen3-32b (several: comma-separated)" name="model_id" /></label>}
+        {picked && <p class="muted small">{picked.name}'s {picked.models} models come from Penguin's catalog, with their limits and prices.</p>}
         {error && <p class="banner error" role="alert">{error}</p>}
-        {msg && <p class="banner info" role="status">{msg}</p>}
-        <button class="primary" type="submit" disabled={!file}>Save</button>
+        {done && (done.active
+          ? <p class="banner info" role="status" data-testid="setup-done">Provider <code>{done.provider}</code> is ready. {done.key_file ? <>Its key is in <code>{done.key_file}</code>. </> : null}
+            <a href="/new" onClick={onLink}>Start a session</a></p>
+          : <p class="banner warn" role="status" data-testid="setup-done">Provider <code>{done.provider}</code> was written to the providers file, but the server does not use it yet: {done.notice}</p>)}
+        <button class="primary" type="submit" disabled={!file || busy}>{busy ? "Saving…" : "Save"}</button>
+        {file && <p class="muted small">Saved to <code data-testid="providers-file">{file}</code>; the key goes to a file of its own beside it that only the server's user can read.</p>}
       </form>
+      {first && <p class="muted small">Or restart <code>penguin serve</code> with a key in its environment
+        ({picked?.key_var ? <code>{picked.key_var}</code> : <><code>OPENAI_API_KEY</code>, <code>ANTHROPIC_API_KEY</code>, …</>}).
+        {notice && <> The server says: <span data-testid="setup-notice">{notice}</span></>}</p>}
     </section>
   );
 }

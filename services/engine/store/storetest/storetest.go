@@ -116,7 +116,7 @@ func fullSession(id string) *store.Session {
 		Title: "Create hello.txt", ParentID: "session-parent", Source: "subagent",
 		EnvironmentID: "env-42", EnvironmentAddr: "10.1.2.3:7070",
 		Config:    []byte(`{"max_turns": 30, "sandbox":"workspace_write"}`),
-		Usage:     &penguinv1.TokenCounts{CacheRead: 1, CacheWrite: 2, Output: 3, Total: 4},
+		Usage:     &penguinv1.TokenCounts{CacheRead: 1, CacheWrite: 2, Output: 3, Total: 4, Reasoning: 2, CostUsd: proto.Float64(0.00125), Unreported: true},
 		CreatedAt: time.Date(2026, 7, 18, 3, 10, 22, 531_123_000, time.UTC),
 	}
 }
@@ -322,7 +322,7 @@ func (s *suite) testUpdate(t *testing.T, ctx context.Context, st store.Store) {
 		ID: "upd", Provider: "anthropic", ModelID: "claude", Workspace: "/w2", AgentState: "/as2",
 		ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL, ThinkingLevel: penguinv1.ThinkingLevel_THINKING_LEVEL_LOW,
 		Title: "new title", ParentID: "", Source: "fork", EnvironmentID: "env-43", EnvironmentAddr: "10.9.9.9:1",
-		Config: []byte(`{}`), Usage: &penguinv1.TokenCounts{CacheRead: 10, CacheWrite: 20, Output: 30, Total: 40},
+		Config: []byte(`{}`), Usage: &penguinv1.TokenCounts{CacheRead: 10, CacheWrite: 20, Output: 30, Total: 40, Reasoning: 5, CostUsd: proto.Float64(0.5)},
 		// The store owns these; UpdateSession must ignore them.
 		CreatedAt: orig.CreatedAt.Add(time.Hour), UpdatedAt: orig.CreatedAt.Add(time.Hour), LastSequence: 1000,
 	}

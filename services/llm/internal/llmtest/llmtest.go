@@ -241,18 +241,6 @@ func Attr(r slog.Record, key string) (slog.Value, bool) {
 	return v, found
 }
 
-// Eventually polls cond until it holds or the deadline passes.
-func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // LastBody returns the JSON body of the last request the emulator saw,
 // failing the test when it saw none.
 func LastBody(t testing.TB, srv *emulator.Server) map[string]any {

@@ -1,0 +1,586 @@
+// Package k8s tests Penguin deployed on a real Kubernetes cluster: the dev
+// overlay (deploy/overlays/dev) plus a scripted model (overlay/), applied
+// by run.sh to the single-node cluster of cluster/. The tests run inside
+// the cluster's network namespace, reach the engine through its Service's
+// ClusterIP like any client in the cluster, and drive the cluster with
+// kubectl: scaling, rollouts and pod deletion while tasks run.
+//
+// Without PENGUIN_K8S_NAMESPACE (set by run.sh) every test is skipped, so
+// `go test ./...` on a machine without the cluster passes over them.
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/penguin-agent/penguin/e2e/e2etest"
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/netpol"
+)
+
+// The Deployments of the dev overlay.
+const (
+	engineDeploy = "penguin-engine"
+	envDeploy    = "penguin-environment"
+)
+
+// cluster is the deployment under test.
+type cluster struct {
+	ns     string
+	engine penguinv1.EngineServiceClient
+}
+
+func setup(t *testing.T) *cluster {
+	t.Helper()
+	ns := os.Getenv("PENGUIN_K8S_NAMESPACE")
+	if ns == "" {
+		t.Skip("no cluster: PENGUIN_K8S_NAMESPACE is not set (make k8s-test sets it)")
+	}
+	token, err := os.ReadFile(os.Getenv("PENGUIN_K8S_TOKEN_FILE"))
+	if err != nil {
+		t.Fatalf("read the token: %v", err)
+	}
+	c := &cluster{ns: ns}
+	ip := c.kubectl(t, "get", "service", engineDeploy, "-o", "jsonpath={.spec.clusterIP}")
+	c.engine = e2etest.DialEngine(t, ip+":7420", strings.TrimSpace(string(token)))
+	return c
+}
+
+// kubectl runs kubectl in the test namespace and returns its output,
+// failing the test when it fails.
+func (c *cluster) kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := c.kubectlErr(args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+func (c *cluster) kubectlErr(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"-n", c.ns}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%w: %s", err, stderr.String())
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// pods returns the namespace's pods with the given app label.
+func (c *cluster) pods(t *testing.T, app string) []corev1.Pod {
+	t.Helper()
+	var list corev1.PodList
+	if err := json.Unmarshal([]byte(c.kubectl(t, "get", "pods", "-l", "app.kubernetes.io/name="+app, "-o", "json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// podNames returns the names of the live (not terminating) pods of app.
+func (c *cluster) podNames(t *testing.T, app string) []string {
+	t.Helper()
+	var names []string
+	for _, p := range c.pods(t, app) {
+		if p.DeletionTimestamp == nil {
+			names = append(names, p.Name)
+		}
+	}
+	return names
+}
+
+// scale sets a Deployment's replicas and waits for them.
+func (c *cluster) scale(t *testing.T, deploy string, n int) {
+	t.Helper()
+	c.kubectl(t, "scale", "deployment/"+deploy, fmt.Sprintf("--replicas=%d", n))
+	c.waitReady(t, deploy, n)
+}
+
+// waitReady polls until app has exactly n pods, all Ready and none
+// terminating, and returns their names. (A Deployment's status can still
+// count a pod that was just deleted, so `rollout status` is not enough.)
+func (c *cluster) waitReady(t *testing.T, app string, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var names []string
+		ready := 0
+		for _, p := range c.pods(t, app) {
+			names = append(names, p.Name)
+			if p.DeletionTimestamp == nil && isReady(p) {
+				ready++
+			}
+		}
+		if len(names) == n && ready == n {
+			return names
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: pods %v, %d Ready; want %d Ready", app, names, ready, n)
+		}
+		time.Sleep(time.Second) // the poll interval
+	}
+}
+
+func isReady(p corev1.Pod) bool {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// newSession creates a session on the scripted model in its own workspace
+// (on the shared workspaces volume).
+func (c *cluster) newSession(ctx context.Context, t *testing.T, name string) string {
+	t.Helper()
+	resp, err := c.engine.CreateSession(ctx, &penguinv1.CreateSessionRequest{
+		Model:        &penguinv1.ModelRef{Provider: "mock", ModelId: "scripted"},
+		Workspace:    "/workspaces/" + name,
+		ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL,
+		SandboxMode:  penguinv1.SandboxMode_SANDBOX_MODE_NONE,
+	})
+	if err != nil {
+		t.Fatalf("CreateSession: %v", err)
+	}
+	return resp.GetSession().GetSessionId()
+}
+
+// run is a Run (or Attach) stream read in the background.
+type run struct {
+	events chan *penguinv1.RunEvent
+	done   chan result
+}
+
+// result is what a stream carried: its events, the final idle state (nil
+// when the stream broke first) and how it ended (nil at a clean end).
+type result struct {
+	events []*penguinv1.RunEvent
+	final  *penguinv1.RunStateChange
+	err    error
+}
+
+// stream is what Run and Attach return.
+type stream[R interface{ GetEvent() *penguinv1.RunEvent }] interface {
+	Recv() (R, error)
+}
+
+func follow[R interface{ GetEvent() *penguinv1.RunEvent }](s stream[R]) *run {
+	r := &run{events: make(chan *penguinv1.RunEvent, 4096), done: make(chan result, 1)}
+	go func() {
+		var res result
+		for {
+			resp, err := s.Recv()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					res.err = err
+				} else if res.final == nil {
+					res.err = errors.New("the stream ended without an idle state")
+				}
+				r.done <- res
+				return
+			}
+			ev := resp.GetEvent()
+			res.events = append(res.events, ev)
+			select {
+			case r.events <- ev:
+			default:
+			}
+			if st := ev.GetState(); st.GetState() == penguinv1.SessionState_SESSION_STATE_IDLE {
+				res.final = st
+			}
+		}
+	}()
+	return r
+}
+
+func (c *cluster) start(ctx context.Context, t *testing.T, id, prompt string) *run {
+	t.Helper()
+	s, err := c.engine.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: prompt})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return follow[*penguinv1.RunResponse](s)
+}
+
+func (r *run) wait(t *testing.T, d time.Duration) result {
+	t.Helper()
+	select {
+	case res := <-r.done:
+		return res
+	case <-time.After(d):
+		t.Fatalf("the run did not end within %s", d)
+		return result{}
+	}
+}
+
+// waitOutput waits for a partial tool output that contains s.
+func (r *run) waitOutput(t *testing.T, s string, d time.Duration) {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case ev := <-r.events:
+			if strings.Contains(ev.GetMessage().GetPartialToolCallOutput().GetOutput(), s) {
+				return
+			}
+		case res := <-r.done:
+			r.done <- res
+			t.Fatalf("the run ended (%v, %v) before printing %q:\n%s", res.final, res.err, s, res.text())
+		case <-deadline:
+			t.Fatalf("no output %q within %s", s, d)
+		}
+	}
+}
+
+// completed runs prompt on session id and requires the task to complete.
+func (c *cluster) completed(ctx context.Context, t *testing.T, id, prompt string) result {
+	t.Helper()
+	res := c.start(ctx, t, id, prompt).wait(t, 2*time.Minute)
+	res.requireCompleted(t)
+	return res
+}
+
+func (r result) requireCompleted(t *testing.T) {
+	t.Helper()
+	if r.err != nil || r.final.GetStatus() != penguinv1.StopReason_STOP_REASON_COMPLETED {
+		t.Fatalf("the task ended %v %q (stream: %v):\n%s", r.final.GetStatus(), r.final.GetMessage(), r.err, r.text())
+	}
+}
+
+// outputs returns the complete tool outputs of the stream, in order.
+func (r result) outputs() []*penguinv1.ToolCallOutput {
+	var outs []*penguinv1.ToolCallOutput
+	for _, ev := range r.events {
+		if o := ev.GetMessage().GetToolCallOutput(); o != nil {
+			outs = append(outs, o)
+		}
+	}
+	return outs
+}
+
+// text joins tool outputs and assistant texts, for assertions and
+// failure messages.
+func (r result) text() string {
+	var b strings.Builder
+	for _, ev := range r.events {
+		m := ev.GetMessage()
+		if o := m.GetToolCallOutput(); o != nil {
+			fmt.Fprintf(&b, "[tool %v] %s\n", o.GetStopReason(), o.GetOutput())
+		}
+		if a := m.GetText(); a != nil && a.GetRole() == penguinv1.Role_ROLE_ASSISTANT {
+			fmt.Fprintf(&b, "[assistant] %s\n", a.GetText())
+		}
+	}
+	return b.String()
+}
+
+// ranOn returns the pod name that a scripted command printed after
+// marker ("MARKER-ON-<hostname>"), or "" when none did.
+func ranOn(text, marker string) string {
+	m := regexp.MustCompile(regexp.QuoteMeta(marker) + `-ON-(\S+)`).FindStringSubmatch(text)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// TestDeployment runs the scenarios in order on one installation: each
+// leaves the cluster as the next expects it (the replica counts), and the
+// scripted model plays each scenario's turns once.
+func TestDeployment(t *testing.T) {
+	c := setup(t)
+	ctx := e2etest.Context(t, 14*time.Minute)
+
+	t.Run("every pod is Ready with no restarts", func(t *testing.T) {
+		var list corev1.PodList
+		if err := json.Unmarshal([]byte(c.kubectl(t, "get", "pods", "-o", "json")), &list); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) < 6 {
+			t.Fatalf("%d pods, want the engine (2), llm, environment, PostgreSQL and the scripted model", len(list.Items))
+		}
+		for _, p := range list.Items {
+			ready := isReady(p)
+			restarts := int32(0)
+			for _, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+				restarts += s.RestartCount
+			}
+			if !ready || restarts > 0 {
+				t.Errorf("pod %s: ready %v, %d restarts", p.Name, ready, restarts)
+			}
+		}
+	})
+
+	t.Run("a task through the engine Service edits a file in its workspace", func(t *testing.T) {
+		id := c.newSession(ctx, t, "edit")
+		res := c.completed(ctx, t, id, "EDIT: put a note in notes.txt")
+		pod := ranOn(res.text(), "EDIT")
+		if pod == "" || !strings.Contains(res.text(), "edited-by-the-agent") {
+			t.Fatalf("the task did not write and show notes.txt:\n%s", res.text())
+		}
+		// The file is on the workspaces volume, as the environment pod sees it.
+		if got := c.kubectl(t, "exec", pod, "--", "cat", "/workspaces/edit/notes.txt"); got != "edited-by-the-agent" {
+			t.Fatalf("notes.txt on %s holds %q", pod, got)
+		}
+	})
+
+	// Probe sessions by the pod that ran their command, for the scenarios
+	// that need a session on a given pod.
+	onPod := map[string][]string{}
+	t.Run("new sessions land on new environment pods after scaling 1 to 3", func(t *testing.T) {
+		before := c.podNames(t, envDeploy)
+		if len(before) != 1 {
+			t.Fatalf("environment pods before scaling: %v, want one", before)
+		}
+		c.scale(t, envDeploy, 3)
+		var fresh []string
+		for _, p := range c.podNames(t, envDeploy) {
+			if !slices.Contains(before, p) {
+				fresh = append(fresh, p)
+			}
+		}
+		if len(fresh) != 2 {
+			t.Fatalf("new environment pods: %v, want two", fresh)
+		}
+		// Engines learn of the new pods when the old pod's server ends
+		// their connection (PENGUIN_MAX_CONNECTION_AGE, 15 s in the dev
+		// overlay) and they resolve the headless Service again (grpc-go
+		// resolves a name at most every 30 s); until then new sessions keep
+		// landing on the old pod. Seen: 7 to 12 sessions, 23 to 38 s.
+		deadline := time.Now().Add(150 * time.Second)
+		for i := 1; ; i++ {
+			marker := fmt.Sprintf("PROBE-%02d", i)
+			id := c.newSession(ctx, t, strings.ToLower(marker))
+			res := c.completed(ctx, t, id, marker+": where do you run?")
+			pod := ranOn(res.text(), marker)
+			if pod == "" {
+				t.Fatalf("%s printed no pod:\n%s", marker, res.text())
+			}
+			onPod[pod] = append(onPod[pod], id)
+			if len(onPod[fresh[0]]) > 0 && len(onPod[fresh[1]]) > 0 {
+				t.Logf("after %d sessions: %v", i, onPod)
+				return
+			}
+			if i == 30 || time.Now().After(deadline) {
+				t.Fatalf("after %d sessions, none landed on some new pod %v: %v", i, fresh, onPod)
+			}
+			time.Sleep(2 * time.Second) // the poll interval; a session costs two scripted turns (30 probes in the script)
+		}
+	})
+
+	t.Run("deleting the environment pod of a session mid-command fails that call clearly and the next works", func(t *testing.T) {
+		victim, id := sessionNotOn(t, onPod, c.podNames(t, envDeploy)[0])
+		r := c.start(ctx, t, id, "KILLPOD: work a long while")
+		r.waitOutput(t, "KP-STARTED", time.Minute)
+		c.kubectl(t, "delete", "pod", victim, "--grace-period=0", "--force", "--wait=false")
+		res := r.wait(t, 2*time.Minute)
+		res.requireCompleted(t)
+		outs := res.outputs()
+		if len(outs) < 2 {
+			t.Fatalf("want the failed call and the next one:\n%s", res.text())
+		}
+		failed := outs[0]
+		if failed.GetStopReason() != penguinv1.StopReason_STOP_REASON_FAILED || !strings.Contains(failed.GetOutput(), "KP-STARTED") ||
+			!strings.Contains(failed.GetOutput(), "environment") {
+			t.Fatalf("the interrupted call ended %v with %q; want a failed output that keeps what it printed and says the environment is gone",
+				failed.GetStopReason(), failed.GetOutput())
+		}
+		next := ranOn(res.text(), "KP-NEXT")
+		if next == "" {
+			next = ranOn(res.text(), "RETRY")
+		}
+		if next == "" || next == victim {
+			t.Fatalf("no later tool call ran on another pod (victim %s):\n%s", victim, res.text())
+		}
+		t.Logf("interrupted call: %q; next call ran on %s", failed.GetOutput(), next)
+		c.waitReady(t, envDeploy, 3) // the Deployment replaces the pod
+	})
+
+	t.Run("scaling environments back to 1 during a task keeps the task and its workspace", func(t *testing.T) {
+		pods := c.waitReady(t, envDeploy, 3)
+		// The task runs on a pod that holds a probe session, and the pod
+		// that stays is another one: pod-deletion-cost tells the
+		// ReplicaSet which to remove.
+		var victim, id, keep string
+		for _, p := range pods {
+			if len(onPod[p]) > 0 && victim == "" {
+				victim, id = p, onPod[p][0]
+				onPod[p] = onPod[p][1:]
+			}
+		}
+		for _, p := range pods {
+			if p != victim && keep == "" {
+				keep = p
+			}
+		}
+		if victim == "" {
+			t.Fatalf("no probe session left on a live pod: %v, pods %v", onPod, pods)
+		}
+		c.kubectl(t, "annotate", "pod", keep, "controller.kubernetes.io/pod-deletion-cost=1000", "--overwrite")
+		c.kubectl(t, "annotate", "pod", victim, "controller.kubernetes.io/pod-deletion-cost=-1000", "--overwrite")
+		r := c.start(ctx, t, id, "SCALEDOWN: write a file, then work a while")
+		r.waitOutput(t, "SD-STARTED", time.Minute)
+		c.kubectl(t, "scale", "deployment/"+envDeploy, "--replicas=1")
+		res := r.wait(t, 3*time.Minute)
+		res.requireCompleted(t)
+		check := ranOn(res.text(), "SD-CHECK")
+		if check == "" {
+			check = ranOn(res.text(), "RETRY")
+		}
+		if check == "" || check == victim || !strings.Contains(res.text(), "keep-me") {
+			t.Fatalf("the workspace was not read back intact on another pod after %s went:\n%s", victim, res.text())
+		}
+		t.Logf("the task on %s, scaled away, went on on %s:\n%s", victim, check, res.text())
+		if got := c.waitReady(t, envDeploy, 1); got[0] != keep {
+			t.Fatalf("environment pods after scaling down: %v, want [%s]", got, keep)
+		}
+	})
+
+	t.Run("a rollout restart of the engine during a task", func(t *testing.T) {
+		id := c.newSession(ctx, t, "rollout")
+		r := c.start(ctx, t, id, "ROLLOUT: work a while")
+		r.waitOutput(t, "RO-STARTED", time.Minute)
+		old := c.podNames(t, engineDeploy)
+		c.kubectl(t, "rollout", "restart", "deployment/"+engineDeploy)
+		c.kubectl(t, "rollout", "status", "deployment/"+engineDeploy, "--timeout=240s")
+		for _, p := range c.podNames(t, engineDeploy) {
+			if slices.Contains(old, p) {
+				t.Fatalf("engine pod %s outlived the rollout", p)
+			}
+		}
+		first := r.wait(t, 2*time.Minute)
+		// The client's connection went with the old pod: wait until the
+		// Service answers from a new one.
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if _, err := c.engine.GetSession(wctx, &penguinv1.GetSessionRequest{SessionId: id}, grpc.WaitForReady(true)); err != nil {
+			t.Fatalf("the engine Service after the rollout: %v", err)
+		}
+		requireOnce(t, e2etest.History(ctx, t, c.engine, id))
+		t.Logf("the task's stream ended with %v %q / %v", first.final.GetStatus(), first.final.GetMessage(), first.err)
+		if os.Getenv("PENGUIN_K8S_EXPECT_HANDOVER") != "" {
+			// Durable tasks: another replica resumes the task from its log,
+			// and a client follows it to its end with Attach.
+			a, err := c.engine.Attach(ctx, &penguinv1.AttachRequest{SessionId: id, UntilIdle: true})
+			if err != nil {
+				t.Fatalf("Attach after the rollout: %v", err)
+			}
+			res := follow[*penguinv1.AttachResponse](a).wait(t, 2*time.Minute)
+			res.requireCompleted(t)
+			if !strings.Contains(res.text(), "RO-FINISHED") {
+				t.Fatalf("the resumed task did not finish its script:\n%s", res.text())
+			}
+			requireOnce(t, e2etest.History(ctx, t, c.engine, id))
+			return
+		}
+		// Until tasks are durable, a stopped engine ends its tasks (the
+		// shutdown's abort, recorded and streamed) before it exits, and the
+		// session takes new tasks on the new replicas.
+		if first.final.GetStatus() != penguinv1.StopReason_STOP_REASON_ABORTED || !strings.Contains(first.final.GetMessage(), "shutting down") {
+			t.Fatalf("the task's stream ended with %v %q / %v; want the shutdown's abort", first.final.GetStatus(), first.final.GetMessage(), first.err)
+		}
+		if st, err := c.engine.GetSession(ctx, &penguinv1.GetSessionRequest{SessionId: id}); err != nil || st.GetSession().GetState() != penguinv1.SessionState_SESSION_STATE_IDLE {
+			t.Fatalf("the session after the rollout: %v, %v; want it idle", st.GetSession().GetState(), err)
+		}
+		res := c.completed(ctx, t, id, "AFTERROLLOUT: still there?")
+		if ranOn(res.text(), "AR") == "" {
+			t.Fatalf("the task after the rollout ran no command:\n%s", res.text())
+		}
+	})
+
+	t.Run("the network policies keep environment pods from llm, PostgreSQL, the API server and cloud metadata", func(t *testing.T) {
+		// The test cluster's network plugin (bridge) does not enforce
+		// NetworkPolicy; what is checked here is that the policies stored
+		// in the API server, applied to the live pods and addresses, allow
+		// what Penguin needs and deny the rest (internal/netpol).
+		var policies networkingv1.NetworkPolicyList
+		if err := json.Unmarshal([]byte(c.kubectl(t, "get", "networkpolicies", "-o", "json")), &policies); err != nil {
+			t.Fatal(err)
+		}
+		peer := func(app string) netpol.Peer {
+			pods := c.pods(t, app)
+			if len(pods) == 0 {
+				t.Fatalf("no %s pod", app)
+			}
+			p := pods[0]
+			return netpol.Peer{Namespace: c.ns, NamespaceLabels: map[string]string{"kubernetes.io/metadata.name": c.ns},
+				Labels: p.Labels, IP: netip.MustParseAddr(p.Status.PodIP)}
+		}
+		addr := func(s string) netpol.Peer { return netpol.Peer{IP: netip.MustParseAddr(s)} }
+		env, engine, llm, pg := peer(envDeploy), peer(engineDeploy), peer("penguin-llm"), peer("penguin-postgres")
+		apiServer := c.kubectl(t, "-n", "default", "get", "endpoints", "kubernetes", "-o", "jsonpath={.subsets[0].addresses[0].ip}")
+		apiService := c.kubectl(t, "-n", "default", "get", "service", "kubernetes", "-o", "jsonpath={.spec.clusterIP}")
+		for _, f := range []struct {
+			what string
+			flow netpol.Flow
+			want bool
+		}{
+			{"engine -> environment", netpol.Flow{From: engine, To: env, Port: 7422}, true},
+			{"engine -> llm", netpol.Flow{From: engine, To: llm, Port: 7421}, true},
+			{"engine -> PostgreSQL", netpol.Flow{From: engine, To: pg, Port: 5432}, true},
+			{"environment -> the internet", netpol.Flow{From: env, To: addr("203.0.113.10"), Port: 443}, true},
+			{"environment -> llm", netpol.Flow{From: env, To: llm, Port: 7421}, false},
+			{"environment -> engine", netpol.Flow{From: env, To: engine, Port: 7420}, false},
+			{"environment -> PostgreSQL", netpol.Flow{From: env, To: pg, Port: 5432}, false},
+			{"environment -> the API server", netpol.Flow{From: env, To: addr(apiServer), Port: 6443}, false},
+			{"environment -> the kubernetes Service", netpol.Flow{From: env, To: addr(apiService), Port: 443}, false},
+			{"environment -> cloud metadata", netpol.Flow{From: env, To: addr("169.254.169.254"), Port: 80}, false},
+		} {
+			if got := netpol.Allowed(policies.Items, f.flow); got != f.want {
+				t.Errorf("%s: allowed %v, want %v", f.what, got, f.want)
+			}
+		}
+	})
+}
+
+// sessionNotOn returns a probe session and its pod, on any pod but keep.
+func sessionNotOn(t *testing.T, onPod map[string][]string, keep string) (pod, id string) {
+	t.Helper()
+	for p, ids := range onPod {
+		if p != keep && len(ids) > 0 {
+			id = ids[0]
+			onPod[p] = ids[1:]
+			return p, id
+		}
+	}
+	t.Fatalf("no probe session on a pod other than %s: %v", keep, onPod)
+	return "", ""
+}
+
+// requireOnce fails when the history holds a sequence number twice, out of
+// order, or a tool call's output twice.
+func requireOnce(t *testing.T, history []*penguinv1.RunEvent) {
+	t.Helper()
+	var last int64
+	outputs := map[string]int{}
+	for _, ev := range history {
+		if ev.GetSequence() <= last {
+			t.Fatalf("sequence %d after %d: an event doubled or out of order", ev.GetSequence(), last)
+		}
+		last = ev.GetSequence()
+		if o := ev.GetMessage().GetToolCallOutput(); o != nil {
+			if outputs[o.GetToolCallId()]++; outputs[o.GetToolCallId()] > 1 {
+				t.Fatalf("tool call %s has two outputs", o.GetToolCallId())
+			}
+		}
+	}
+}

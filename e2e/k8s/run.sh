@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The Kubernetes suite (`make k8s-test`): a real single-node Kubernetes
+# (e2e/k8s/cluster) in network and mount namespaces of its own, Penguin's
+# images from `make images` loaded into its containerd, the dev overlay
+# applied with a scripted model (e2e/k8s/overlay), then the Go tests of
+# this directory run against it from inside the cluster's network. The
+# cluster is torn down on exit, whatever happened.
+#
+# Needs root and the Debian packages below. K8S_BIN_CACHE_DIR and
+# IMAGE_CACHE (default /var/cache/penguin-ci) keep the built Kubernetes
+# binaries and Debian root filesystems between runs.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+REPO=$PWD
+C=$REPO/e2e/k8s/cluster
+source "$C/env.sh"
+export K8S_BIN_CACHE_DIR=${K8S_BIN_CACHE_DIR:-/var/cache/penguin-ci}
+export IMAGE_CACHE=${IMAGE_CACHE:-$K8S_BIN_CACHE_DIR/images}
+NSP=penguin-dev
+WORKSPACES=/var/lib/penguin-dev/workspaces # the dev overlay's node directory
+t0=$(date +%s)
+ts() { printf '\n==> [k8s %4ds] %s\n' "$(($(date +%s) - t0))" "$*"; }
+
+# command:package, installed when the command is missing.
+NEEDS=(containerd:containerd etcd:etcd-server /usr/lib/cni/bridge:containernetworking-plugins podman:podman
+	iptables:iptables conntrack:conntrack debootstrap:debootstrap zstd:zstd openssl:openssl bc:bc)
+missing=()
+for n in "${NEEDS[@]}"; do
+	c=${n%%:*}
+	if [[ $c == /* ]]; then [ -e "$c" ] || missing+=("${n#*:}"); else command -v "$c" >/dev/null || missing+=("${n#*:}"); fi
+done
+if ((${#missing[@]})); then
+	ts "installing ${missing[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+ts "Kubernetes binaries"
+"$C/k8s-bin.sh"
+ts "images (make images)"
+make -s images
+
+teardown() {
+	local rc=$?
+	ts "teardown (suite exit status $rc)"
+	if [ "$rc" != 0 ] && [ -f "$KUBECONFIG" ]; then
+		"$C/kc" -n "$NSP" get pods -o wide 2>/dev/null || true
+		for p in $("$C/kc" -n "$NSP" get pods -o name 2>/dev/null); do
+			echo "--- logs of $p (last 30 lines)"
+			"$C/kc" -n "$NSP" logs --all-containers --tail=30 "$p" 2>/dev/null || true
+		done
+	fi
+	"$C/down.sh" --purge >/dev/null 2>&1 || true
+	rm -rf "$WORKSPACES"
+	ts "done"
+}
+trap teardown EXIT
+
+ts "cluster up"
+"$C/down.sh" --purge >/dev/null 2>&1 || true # a previous run killed before its teardown
+rm -rf "$WORKSPACES"
+"$C/up.sh"
+
+ts "apply the dev overlay with the scripted model"
+t_apply=$(date +%s)
+"$C/kc" create namespace "$NSP" >/dev/null
+secret() { openssl rand -hex 24; }
+token=$(secret) pw=$(secret) key=$(secret)
+"$C/kc" -n "$NSP" create secret generic penguin-auth --from-literal=token="$token" >/dev/null
+"$C/kc" -n "$NSP" create secret generic penguin-postgres --from-literal=password="$pw" >/dev/null
+"$C/kc" -n "$NSP" create secret generic penguin-store \
+	--from-literal=url="postgres://penguin:$pw@penguin-postgres:5432/penguin?pool_max_conns=8" >/dev/null
+"$C/kc" -n "$NSP" create secret generic penguin-providers --from-literal=mock-api-key="$key" >/dev/null
+"$C/kc" apply --server-side -k e2e/k8s/overlay >/dev/null
+"$C/kc" -n "$NSP" wait --for=condition=Available deploy --all --timeout=300s
+"$C/kc" -n "$NSP" get pods -o wide
+echo "pods Ready $(($(date +%s) - t_apply)) s after the apply"
+
+ts "the suite"
+go test -c -o "$H/k8s.test" ./e2e/k8s
+echo "$token" >"$H/token"
+inns env -i PATH="$BIN:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" HOME="$H" SHELL=/bin/bash \
+	KUBECONFIG="$KUBECONFIG" PENGUIN_K8S_NAMESPACE="$NSP" PENGUIN_K8S_TOKEN_FILE="$H/token" \
+	PENGUIN_K8S_EXPECT_HANDOVER="${PENGUIN_K8S_EXPECT_HANDOVER:-}" \
+	"$H/k8s.test" -test.v -test.timeout 15m
+ts "suite passed"
