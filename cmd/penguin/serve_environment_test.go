@@ -128,9 +128,12 @@ func TestServeEnvironment(t *testing.T) {
 				t.Fatalf("confined command: %q lacks %q", out, want)
 			}
 		}
-		// A confined daemon, which the graceful stop must end too.
+		// A confined daemon, which the graceful stop must end too. Its
+		// command waits a moment, as TestDisposeEndsEverything's does: a
+		// command that ends at once takes with it what it started in the
+		// background before that was on its own.
 		beat = filepath.Join(confined.GetWorkspace(), "beat")
-		started := run(t, authed, client, confined.GetEnvironmentId(), `{"cmd":"(setsid bash -c 'while true; do date +%s%N > beat; sleep 0.05; done' </dev/null >/dev/null 2>&1 &)"}`)
+		started := run(t, authed, client, confined.GetEnvironmentId(), `{"cmd":"nohup setsid bash -c 'while true; do date +%s%N > beat; sleep 0.05; done' </dev/null >/dev/null 2>&1 & sleep 0.5"}`)
 		if !changes(beat, 5*time.Second) {
 			b, err := os.ReadFile(beat)
 			t.Fatalf("the confined daemon does not run: its command said %q; the file holds %q (%v)", started, b, err)
