@@ -3,7 +3,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -436,22 +435,7 @@ func TestSweepCgroups(t *testing.T) {
 // the next service's sweep.
 func TestSweepEnvironmentCgroups(t *testing.T) {
 	requireConfinement(t)
-	cmd := exec.Command(self(t), "helper-env", t.TempDir())
-	cmd.Env = testEnv()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatalf("the helper's environment: %v", err)
-	}
+	cmd, line := startHelper(t, "helper-env", t.TempDir())
 	dirs := strings.Fields(line)
 	if len(dirs) == 0 {
 		t.Fatalf("the helper reported no cgroups: %q", line)

@@ -345,7 +345,26 @@ func startSpawner(t *testing.T, cgroup bool, script string) (*exec.Cmd, int, str
 	if cgroup {
 		flag = "1"
 	}
-	cmd := exec.Command(self(t), "helper-spawn", flag, script)
+	cmd, line := startHelper(t, "helper-spawn", flag, script)
+	f := strings.Fields(line)
+	pid, err := strconv.Atoi(f[0])
+	if err != nil {
+		t.Fatalf("spawner report %q: %v", line, err)
+	}
+	cg := ""
+	if len(f) > 1 {
+		cg = f[1]
+	}
+	return cmd, pid, cg
+}
+
+// startHelper starts a helper role of this test binary, which stands in
+// for a service, and returns it with the first line it printed. It is
+// killed when the test ends, if it was not before.
+func startHelper(t *testing.T, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(self(t), args...)
+	cmd.Env = testEnv()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -360,16 +379,7 @@ func startSpawner(t *testing.T, cgroup bool, script string) (*exec.Cmd, int, str
 	})
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		t.Fatalf("reading the spawner's report: %v", err)
+		t.Fatalf("reading the report of %s: %v", args[0], err)
 	}
-	f := strings.Fields(line)
-	pid, err := strconv.Atoi(f[0])
-	if err != nil {
-		t.Fatalf("spawner report %q: %v", line, err)
-	}
-	cg := ""
-	if len(f) > 1 {
-		cg = f[1]
-	}
-	return cmd, pid, cg
+	return cmd, line
 }
