@@ -22,9 +22,11 @@ BENCH_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' -e '^func Bench
 
 all: build
 
-## build: compile bin/penguin, stamped with the version from git.
+## build: compile bin/penguin, stamped with the version from git, and
+## bin/penguin-sandbox, the lean sandbox trampoline it uses from beside it.
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/penguin ./cmd/penguin
+	$(GO) build -o bin/penguin-sandbox ./cmd/penguin-sandbox
 
 ## test: every test, with the race detector. This includes the gen/ drift
 ## check (internal/gencheck), which fails when gen/ is not what

@@ -137,7 +137,7 @@ func addSessionFlags(cmd *cobra.Command) *sessionFlags {
 	fs.StringVar(&f.workspace, "workspace", "", "workspace directory (default: the current directory)")
 	fs.StringVar(&f.approval, "approval", "allow-all", "which tool calls need your approval: allow-all, deny-all, read-only or always-ask")
 	fs.StringVar(&f.thinking, "thinking", "", "thinking level: none, low, medium, high, xhigh or max (default: the agent's)")
-	fs.StringVar(&f.sandbox, "sandbox", "none", "how commands are confined: none, workspace-write (write only to the workspace and temporary directories; Linux Landlock) or read-only")
+	fs.StringVar(&f.sandbox, "sandbox", "", "how commands are confined: workspace-write (as an unprivileged user in namespaces of their own, writing only to the workspace and their own /tmp, without network), read-only, or none (default: the server's, workspace-write where its host can enforce it)")
 	mustComplete(cmd, "approval", completeWords(approvalWords...))
 	mustComplete(cmd, "thinking", completeWords(thinkingWords...))
 	mustComplete(cmd, "sandbox", completeWords(sandboxWords...))
@@ -182,7 +182,9 @@ func (f *sessionFlags) parse() (*parsedSession, error) {
 		return nil, &usageError{err: err}
 	}
 	switch f.sandbox {
-	case "none", "":
+	case "":
+		p.sandbox = penguinv1.SandboxMode_SANDBOX_MODE_UNSPECIFIED
+	case "none":
 		p.sandbox = penguinv1.SandboxMode_SANDBOX_MODE_NONE
 	case "workspace-write":
 		p.sandbox = penguinv1.SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE

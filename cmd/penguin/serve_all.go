@@ -46,7 +46,7 @@ one service alone.`,
 	af := addAllInOneFlags(fs)
 	af.engine.addReplicaFlags(fs)
 	fs.StringVar(&af.env.Root, "root", "", "directory workspaces must lie under (default: the current directory)")
-	fs.BoolVar(&af.env.NoCgroups, "no-cgroups", false, "track commands by process group and session only, not by per-command cgroups: faster starts, but double-forked daemons escape kills")
+	addEnvironmentFlags(fs, &af.env)
 	mustComplete(cmd, "root", cobra.FixedCompletions(nil, cobra.ShellCompDirectiveFilterDirs))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
@@ -54,6 +54,7 @@ one service alone.`,
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
+		af.env.HidePaths = common.secretFiles()
 		if cfg, err = af.config(cfg); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
@@ -95,15 +96,22 @@ func (f *allInOneFlags) config(cfg assemble.Config) (assemble.Config, error) {
 	}
 	env := f.env
 	env.Advertise = f.engine.advertise
+	home, err := f.engine.dataDir()
+	if err != nil {
+		return cfg, err
+	}
 	llmCfg := f.llm.config()
 	if llmCfg.ProvidersFile == "" {
 		// The providers file of the data directory, which the web app
 		// writes; it need not exist, and is picked up once it does.
-		home, err := f.engine.dataDir()
-		if err != nil {
-			return cfg, err
-		}
 		llmCfg.ProvidersFile = filepath.Join(home, "providers.yaml")
+	}
+	// The data directory (the store, the providers and their keys) and
+	// the providers file are empty to confined commands.
+	for _, p := range []string{home, llmCfg.ProvidersFile} {
+		if abs, err := filepath.Abs(p); err == nil {
+			env.HidePaths = append(env.HidePaths, abs)
+		}
 	}
 	cfg.LLM, cfg.Environment, cfg.Engine, cfg.LLMOptional = llmCfg, &env, eng, f.llmOptional
 	return cfg, nil

@@ -63,6 +63,18 @@ func (f *serverFlags) process(name string) (assemble.Config, error) {
 	}, nil
 }
 
+// secretFiles are the files of credentials this server reads, which its
+// environments' confined commands must see empty.
+func (f *serverFlags) secretFiles() []string {
+	if f.authTokenFile == "" {
+		return nil
+	}
+	if abs, err := filepath.Abs(f.authTokenFile); err == nil {
+		return []string{abs}
+	}
+	return []string{f.authTokenFile}
+}
+
 // serveProcess builds the process cfg describes and serves it until ctx
 // ends; command names the command in errors.
 func serveProcess(ctx context.Context, command string, cfg assemble.Config) error {

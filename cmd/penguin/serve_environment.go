@@ -20,13 +20,14 @@ func newServeEnvironmentCmd() *cobra.Command {
 	env := &environment.Config{}
 	fs.StringVar(&env.Root, "root", "", "directory every workspace must lie under (default: the current directory)")
 	fs.StringVar(&env.Advertise, "advertise", "", "the address at which engines reach the environments this replica creates, returned by CreateEnvironment (for example $(POD_IP):7422 behind a headless Service); empty when there is one replica")
-	fs.BoolVar(&env.NoCgroups, "no-cgroups", false, "track commands by process group and session only, not by per-command cgroups: faster starts, but double-forked daemons escape kills")
+	addEnvironmentFlags(fs, env)
 	mustComplete(cmd, "root", cobra.FixedCompletions(nil, cobra.ShellCompDirectiveFilterDirs))
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := common.process("environment")
 		if err != nil {
 			return fmt.Errorf("serve environment: %w", err)
 		}
+		env.HidePaths = common.secretFiles()
 		cfg.Environment = env
 		return serveProcess(cmd.Context(), "serve environment", cfg)
 	}

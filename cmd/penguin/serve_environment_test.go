@@ -28,13 +28,33 @@ import (
 
 // TestServeEnvironment runs the real binary: health, auth, a command
 // through the service, a confined command through the real sandbox-exec
-// trampoline, and a graceful stop that ends every process it started.
+// trampoline (the default where the host can enforce it) that cannot
+// reach the server nor read its token file, and a graceful stop that ends
+// every process it started.
 func TestServeEnvironment(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	root := t.TempDir()
-	cmd := exec.CommandContext(ctx, binary, "serve", "environment", "--listen", "127.0.0.1:0", "--root", root)
-	cmd.Env = proctest.Env(t, "PENGUIN_AUTH_TOKEN=s3cret")
+	// The token file lies where confined commands can see files (not
+	// under /tmp, which is each environment's own), readable by everyone
+	// as a mounted secret often is.
+	secrets, err := os.MkdirTemp(".", ".secrets-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(secrets)
+	if err := os.Chmod(secrets, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tokenFile, err := filepath.Abs(filepath.Join(secrets, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, binary, "serve", "environment", "--listen", "127.0.0.1:0", "--root", root, "--auth-token-file", tokenFile)
+	cmd.Env = proctest.Env(t)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +91,9 @@ func TestServeEnvironment(t *testing.T) {
 		t.Fatalf("without the token: %v", err)
 	}
 	authed := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer s3cret")
-	env, err := client.CreateEnvironment(authed, &penguinv1.CreateEnvironmentRequest{Workspace: "ws"})
+	// Sandbox none: its commands see the host's pids, which the graceful
+	// stop's check reads.
+	env, err := client.CreateEnvironment(authed, &penguinv1.CreateEnvironmentRequest{Workspace: "ws", SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_NONE})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,19 +107,36 @@ func TestServeEnvironment(t *testing.T) {
 	}
 	leader, _ := strconv.Atoi(m[1])
 
-	if sandbox.Check(sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: root}) == nil {
-		confined, err := client.CreateEnvironment(authed, &penguinv1.CreateEnvironmentRequest{Workspace: "confined", SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE})
+	beat := ""
+	if err := sandbox.Check(sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: root, Network: sandbox.NetworkNone}); err != nil {
+		t.Logf("no confined commands on this host: %v", err)
+	} else {
+		confined, err := client.CreateEnvironment(authed, &penguinv1.CreateEnvironmentRequest{Workspace: "confined"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		outside, err := os.MkdirTemp("/var/tmp", "penguin-serve-outside-")
+		if confined.GetSandboxMode() != penguinv1.SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE || confined.GetNetwork() != penguinv1.NetworkAccess_NETWORK_ACCESS_NONE {
+			t.Fatalf("the default sandbox is %v, %v; want workspace-write without network", confined.GetSandboxMode(), confined.GetNetwork())
+		}
+		outside, err := filepath.Abs(secrets)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer os.RemoveAll(outside)
-		out := run(t, authed, client, confined.GetEnvironmentId(), `{"cmd":"echo in > inside.txt && cat inside.txt; echo out > `+outside+`/x.txt"}`)
-		if !strings.Contains(out, "in\n") || !strings.Contains(out, "Permission denied") {
-			t.Fatalf("confined command: %q", out)
+		out := run(t, authed, client, confined.GetEnvironmentId(), `{"cmd":"echo in > inside.txt && cat inside.txt; echo out > `+outside+`/x.txt; echo \"token=[$(cat `+tokenFile+`)]\"; env | grep -c s3cret; curl -sS -m 5 http://`+addr+`/ 2>&1 | head -c 200; echo"}`)
+		for _, want := range []string{"in\n", "Read-only file system", "token=[]", "\n0\n", "Failed to connect"} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("confined command: %q lacks %q", out, want)
+			}
+		}
+		// A confined daemon, which the graceful stop must end too. Its
+		// command waits a moment, as TestDisposeEndsEverything's does: a
+		// command that ends at once takes with it what it started in the
+		// background before that was on its own.
+		beat = filepath.Join(confined.GetWorkspace(), "beat")
+		started := run(t, authed, client, confined.GetEnvironmentId(), `{"cmd":"nohup setsid bash -c 'while true; do date +%s%N > beat; sleep 0.05; done' </dev/null >/dev/null 2>&1 & sleep 0.5"}`)
+		if !changes(beat, 5*time.Second) {
+			b, err := os.ReadFile(beat)
+			t.Fatalf("the confined daemon does not run: its command said %q; the file holds %q (%v)", started, b, err)
 		}
 	}
 
@@ -110,6 +149,20 @@ func TestServeEnvironment(t *testing.T) {
 	if left := proctest.GroupMembers(t, leader); len(left) > 0 {
 		t.Fatalf("processes outlived the server: %v", left)
 	}
+	if beat != "" && changes(beat, 3*time.Second) {
+		t.Fatal("a confined daemon outlived the server")
+	}
+}
+
+// changes reports whether the file at path changes within d, polling it.
+func changes(path string, d time.Duration) bool {
+	first, _ := os.ReadFile(path)
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if now, err := os.ReadFile(path); err == nil && len(now) > 0 && string(now) != string(first) {
+			return true
+		}
+	}
+	return false
 }
 
 // run executes exec_command and returns its final output.

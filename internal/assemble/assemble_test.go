@@ -111,10 +111,12 @@ func (f *fixture) allInOne(t *testing.T, ttl time.Duration) *replica {
 		t.Fatal(err)
 	}
 	addr := lis.Addr().String()
+	// Sandbox none: the test binary does not play penguin's sandbox
+	// trampoline, which confined commands start through.
 	p, err := assemble.New(context.Background(), assemble.Config{
 		Name: "penguin", Listener: lis, AuthToken: token, ShutdownTimeout: 10 * time.Second,
 		LLM:         &llm.Config{ProvidersFile: f.providers, Lookup: lookup},
-		Environment: &environment.Config{Root: f.root, ScratchDir: t.TempDir(), Advertise: addr, NoCgroups: true},
+		Environment: &environment.Config{Root: f.root, ScratchDir: t.TempDir(), Advertise: addr, NoCgroups: true, DefaultSandbox: "none"},
 		Engine:      &engine.Config{StoreURL: f.store, AgentState: t.TempDir(), Advertise: addr, LeaseTTL: ttl},
 	})
 	if err != nil {
@@ -261,7 +263,7 @@ func TestAllInOneCallsItsServicesInProcess(t *testing.T) {
 	p, err := assemble.New(context.Background(), assemble.Config{
 		Name: "penguin", Listener: lis, AuthToken: token, TracerProvider: tp,
 		LLM:         &llm.Config{ProvidersFile: f.providers, Lookup: lookup},
-		Environment: &environment.Config{Root: f.root, ScratchDir: t.TempDir(), NoCgroups: true},
+		Environment: &environment.Config{Root: f.root, ScratchDir: t.TempDir(), NoCgroups: true, DefaultSandbox: "none"},
 		Engine:      &engine.Config{StoreURL: f.store, AgentState: t.TempDir()},
 	})
 	if err != nil {

@@ -81,7 +81,10 @@ func NewBackends(t testing.TB, turns ...emulator.Turn) *Backends {
 		t.Fatal(err)
 	}
 	b.Root = filepath.Join(dir, "root")
-	envSvc, err := environment.New(environment.Options{Root: b.Root, ScratchDir: filepath.Join(dir, "scratch"), Env: []string{
+	// Sandbox mode none by default: a test binary does not play penguin's
+	// sandbox trampoline, which confined commands start through (the
+	// sandbox's own tests and e2e, with the real binary, confine them).
+	envSvc, err := environment.New(environment.Options{Root: b.Root, ScratchDir: filepath.Join(dir, "scratch"), DefaultSandbox: "none", Env: []string{
 		"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "SHELL=/bin/bash", "LANG=C.UTF-8",
 	}})
 	if err != nil {

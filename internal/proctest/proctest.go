@@ -5,7 +5,9 @@
 package proctest
 
 import (
+	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -68,4 +70,54 @@ func GroupMembers(t testing.TB, id int) []string {
 		}
 	}
 	return out
+}
+
+// DirOutsideTmp makes a directory, removed when the test ends, outside the
+// system's temporary directory (a confined environment replaces /tmp and
+// /var/tmp with its own, so a command there would not see it): beneath the
+// test's working directory, its package's, readable by everyone.
+func DirOutsideTmp(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(".", ".outside-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
+}
+
+// SelfIn copies the running test binary into dir as name, where a confined
+// command can run it (the binary itself lies under /tmp), and returns its
+// path: tests use it to run helper roles of their binary in a sandbox, as
+// a model could run a program it wrote into its workspace.
+func SelfIn(t testing.TB, dir, name string) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.Open(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	path := filepath.Join(dir, name)
+	dst, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

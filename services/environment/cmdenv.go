@@ -28,8 +28,11 @@ var removedEnv = map[string]bool{
 
 // CommandEnv builds the environment of commands: base without penguin's
 // own variables (PENGUIN_*) and provider credentials, then the vault, then
-// the forced variables.
-func CommandEnv(base []string, vault map[string]string) []string {
+// extra (what the sandbox sets, such as TMPDIR and the proxy), then the
+// forced variables. It returns the whole of it, in which the login shell
+// of the shell snapshot starts, and the part that a login profile cannot
+// override: the vault, extra and the forced variables.
+func CommandEnv(base []string, vault, extra map[string]string) (env, fixed []string) {
 	vars := map[string]string{}
 	for _, kv := range base {
 		k, v, ok := strings.Cut(kv, "=")
@@ -38,14 +41,20 @@ func CommandEnv(base []string, vault map[string]string) []string {
 		}
 		vars[k] = v
 	}
-	for k, v := range vault {
-		if _, forced := forcedEnv[k]; !forced {
-			vars[k] = v
+	over := map[string]string{}
+	for _, layer := range []map[string]string{vault, extra, forcedEnv} {
+		for k, v := range layer {
+			over[k] = v
 		}
 	}
-	for k, v := range forcedEnv {
+	for k, v := range over {
 		vars[k] = v
 	}
+	return sortedPairs(vars), sortedPairs(over)
+}
+
+// sortedPairs spells vars as sorted "NAME=value" entries.
+func sortedPairs(vars map[string]string) []string {
 	out := make([]string, 0, len(vars))
 	for k, v := range vars {
 		out = append(out, k+"="+v)

@@ -51,7 +51,9 @@ func TestExecCommand(t *testing.T) {
 
 	// A command that outlives its foreground window moves to the
 	// background and is driven by input_command.
-	r = h.exec(env, "exec_command", `{"cmd":"echo started; sleep 1; echo finished","yield_time_ms":250}`)
+	// The window is generous for a loaded machine; the command outlives
+	// it by far.
+	r = h.exec(env, "exec_command", `{"cmd":"echo started; sleep 4; echo finished","yield_time_ms":1500}`)
 	wantStop(t, r, ok, "started", "[still running as process_id ")
 	pid := strings.TrimSuffix(strings.Fields(r.text()[strings.Index(r.text(), "process_id "):])[1], ":")
 	procs, err := h.client.ListProcesses(testCtx(t, 10*time.Second), &penguinv1.ListProcessesRequest{EnvironmentId: env})
@@ -67,7 +69,7 @@ func TestExecCommand(t *testing.T) {
 	wantStop(t, h.exec(env, "input_command", args(map[string]any{"process_id": pid})), failed, "no command session")
 
 	// kill_command hands back what nobody has read yet.
-	r = h.exec(env, "exec_command", `{"cmd":"echo one; sleep 1.5; echo two; touch marker; sleep 1000","yield_time_ms":250}`)
+	r = h.exec(env, "exec_command", `{"cmd":"echo one; sleep 4; echo two; touch marker; sleep 1000","yield_time_ms":1500}`)
 	wantStop(t, r, ok, "one", "[still running as process_id ")
 	if strings.Contains(r.text(), "two") {
 		t.Fatalf("the command was too fast for this test:\n%s", r.text())
@@ -137,6 +139,13 @@ func TestInteractiveSession(t *testing.T) {
 // the command's own pid (its process group) and the children's.
 const orphanScript = `echo leader $$; sleep 1000 & echo child $!; (sleep 1000 & echo grandchild $!; wait) & sleep 1000 & echo child $!; wait`
 
+// unconfined is an environment of sandbox mode none, whose commands see
+// the host's pids: the tests of process tracking check those pids in
+// /proc. The confined counterparts are in confine_test.go.
+func unconfined() *penguinv1.CreateEnvironmentRequest {
+	return &penguinv1.CreateEnvironmentRequest{SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_NONE}
+}
+
 // trackings runs a test with both ways of tracking commands.
 func trackings(t *testing.T, f func(t *testing.T, opts environment.Options)) {
 	t.Run("cgroup", func(t *testing.T) { f(t, environment.Options{}) })
@@ -148,7 +157,7 @@ func TestTimeoutEndsTheProcessGroup(t *testing.T) { trackings(t, testTimeoutEnds
 func testTimeoutEndsTheProcessGroup(t *testing.T, opts environment.Options) {
 	h := start(t, opts)
 	timeout := int64(1200)
-	env := h.create(&penguinv1.CreateEnvironmentRequest{Tools: &penguinv1.ToolConfig{
+	env := h.create(&penguinv1.CreateEnvironmentRequest{SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_NONE, Tools: &penguinv1.ToolConfig{
 		Builtin: []*penguinv1.ToolSpec{{Name: "exec_command", TimeoutMs: &timeout}},
 	}}).GetEnvironmentId()
 	start := time.Now()
@@ -166,7 +175,7 @@ func TestAbortEndsTheProcessGroup(t *testing.T) { trackings(t, testAbortEndsTheP
 
 func testAbortEndsTheProcessGroup(t *testing.T, opts environment.Options) {
 	h := start(t, opts)
-	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
+	env := h.create(unconfined()).GetEnvironmentId()
 	ctx, cancel := context.WithCancel(testCtx(t, 60*time.Second))
 	defer cancel()
 	stream, err := h.client.ExecuteTool(ctx, &penguinv1.ExecuteToolRequest{EnvironmentId: env, ToolCall: &penguinv1.ToolCall{
@@ -335,10 +344,10 @@ func TestDisposeEndsEverything(t *testing.T) { trackings(t, testDisposeEndsEvery
 
 func testDisposeEndsEverything(t *testing.T, opts environment.Options) {
 	h := start(t, opts)
-	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
+	env := h.create(unconfined()).GetEnvironmentId()
 	var leaders []int
 	for i := 0; i < 3; i++ {
-		r := h.exec(env, "exec_command", `{"cmd":"echo leader $$; sleep 1000 & sleep 1000","yield_time_ms":300}`)
+		r := h.exec(env, "exec_command", `{"cmd":"echo leader $$; sleep 1000 & sleep 1000","yield_time_ms":1500}`)
 		leaders = append(leaders, intsAfter(r.text(), "leader ")...)
 	}
 	// A finished command that left a daemon-like child behind.

@@ -52,5 +52,5 @@ func BenchmarkReadFile(b *testing.B) {
 		}
 		return time.Since(t0)
 	}
-	compareP50(b, direct, viaService)
+	compareP50(b, direct, viaService, nil)
 }

@@ -21,20 +21,54 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/internal/proctest"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 
 // TestMain lets the test binary play the penguin binary's hidden
-// sandbox-exec role, which confined commands re-execute.
+// sandbox-exec role, which confined commands re-execute, and the probes
+// that attacks run inside a sandbox (see probes).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == sandbox.SubcommandName {
 		err := sandbox.SandboxExec(os.Args[2:])
 		os.Stderr.WriteString("penguin: " + err.Error() + "\n")
 		os.Exit(sandbox.ExitCode)
 	}
-	os.Exit(m.Run())
+	if len(os.Args) > 1 {
+		if probe, ok := probes[os.Args[1]]; ok {
+			os.Exit(probe(os.Args[2:]))
+		}
+	}
+	code := m.Run()
+	if trampolineDir != "" {
+		os.RemoveAll(trampolineDir)
+	}
+	os.Exit(code)
 }
+
+// trampolineDir holds the trampoline binary that trampoline builds.
+var trampolineDir string
+
+// trampoline is the sandbox trampoline the tests' services start confined
+// commands through: penguin-sandbox, as beside an installed penguin, built
+// once per test binary without the race detector, which makes a process
+// start many times slower and the tests' thousands of trampolines with it.
+// (The sandbox package's tests run the trampoline code under the race
+// detector; TestServeEnvironment runs the penguin binary's.)
+var trampoline = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "penguin-trampoline-")
+	if err != nil {
+		return "", err
+	}
+	trampolineDir = dir
+	bin := filepath.Join(dir, "penguin-sandbox")
+	cmd := exec.Command("go", "build", "-o", bin, "../../cmd/penguin-sandbox")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the sandbox trampoline: %v\n%s", err, out)
+	}
+	return bin, nil
+})
 
 // harness is an environment service on a real loopback port with a client.
 type harness struct {
@@ -44,7 +78,11 @@ type harness struct {
 	root    string
 	scratch string
 	home    string
+	addr    net.Addr
 }
+
+// port is the service's port on 127.0.0.1.
+func (h *harness) port() int { return h.addr.(*net.TCPAddr).Port }
 
 // start serves a Service on 127.0.0.1 and connects a client to it. The
 // commands get a private HOME so the host's login profile stays out.
@@ -56,23 +94,30 @@ func start(t testing.TB, opts environment.Options) *harness {
 	if opts.ScratchDir == "" {
 		opts.ScratchDir = t.TempDir()
 	}
+	if opts.Self == "" {
+		self, err := trampoline()
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Self = self
+	}
 	home := t.TempDir()
 	if opts.Env == nil {
-		opts.Env = append(os.Environ(), "HOME="+home)
+		opts.Env = proctest.Env(t, "HOME="+home)
 	}
 	svc, err := environment.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := serve(t, svc)
+	client, addr := serve(t, svc)
 	t.Cleanup(svc.Close) // before the server stops, as cleanups run last first
-	return &harness{t: t, svc: svc, client: client, root: svc.Root(), scratch: opts.ScratchDir, home: home}
+	return &harness{t: t, svc: svc, client: client, root: svc.Root(), scratch: opts.ScratchDir, home: home, addr: addr}
 }
 
 // serve serves svc on a loopback port with large buffers and windows (the
-// bandwidth benchmarks move gigabytes) and returns a client of it; both
-// stop when the test ends.
-func serve(t testing.TB, svc penguinv1.EnvironmentServiceServer) penguinv1.EnvironmentServiceClient {
+// bandwidth benchmarks move gigabytes) and returns a client of it and its
+// address; both stop when the test ends.
+func serve(t testing.TB, svc penguinv1.EnvironmentServiceServer) (penguinv1.EnvironmentServiceClient, net.Addr) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -90,7 +135,7 @@ func serve(t testing.TB, svc penguinv1.EnvironmentServiceServer) penguinv1.Envir
 		conn.Close()
 		srv.Stop()
 	})
-	return penguinv1.NewEnvironmentServiceClient(conn)
+	return penguinv1.NewEnvironmentServiceClient(conn), lis.Addr()
 }
 
 // ctx returns a context that ends with the test, bounded to d.
@@ -249,6 +294,20 @@ func buildMCPServer(t testing.TB) string {
 	}
 	return bin
 }
+
+// requireConfinement skips a test of the confined modes, naming what is
+// missing, on a host that cannot enforce them (the sandbox package's
+// TestHostCheck proves that CreateEnvironment then fails clearly).
+func requireConfinement(t testing.TB) {
+	t.Helper()
+	if err := sandbox.Check(sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: t.TempDir(), Network: sandbox.NetworkNone}); err != nil {
+		t.Skipf("this host cannot confine commands: %v", err)
+	}
+}
+
+// outsideDir makes a directory outside every workspace that a confined
+// command can see.
+func outsideDir(t testing.TB) string { return proctest.DirOutsideTmp(t) }
 
 // intsAfter parses every integer that follows prefix in text.
 func intsAfter(text, prefix string) []int {

@@ -8,7 +8,6 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/environment"
-	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 
 func TestCommandPolicyForbidsBeforeAnythingRuns(t *testing.T) {
@@ -121,7 +120,8 @@ func TestCustomTools(t *testing.T) {
 	h := start(t, environment.Options{})
 	timeout := int64(1000)
 	resp := h.create(&penguinv1.CreateEnvironmentRequest{
-		Vault: map[string]string{"SECRET": "hunter2hunter2"},
+		SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_NONE, // checkNoSurvivors reads the host's pids
+		Vault:       map[string]string{"SECRET": "hunter2hunter2"},
 		Tools: &penguinv1.ToolConfig{Custom: []*penguinv1.ToolSpec{
 			{Name: "greet", Description: "Greets.", Parameters: `{"type":"object","properties":{"name":{"type":"string"}}}`, Permission: penguinv1.Permission_PERMISSION_R,
 				Command: `read -r line; echo "stdin=$line"; echo "env=$PENGUIN_TOOL_ARGS"; echo "dir=$PWD"; echo "secret=$SECRET"`},
@@ -146,55 +146,44 @@ func TestCustomTools(t *testing.T) {
 	checkNoSurvivors(t, r.text())
 }
 
-// TestWorkspaceWriteSandbox runs commands confined by Landlock through the
-// service, when this kernel can enforce it.
+// TestWorkspaceWriteSandbox runs confined commands through the service.
 func TestWorkspaceWriteSandbox(t *testing.T) {
-	p := sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: t.TempDir()}
-	if err := sandbox.Check(p); err != nil {
-		t.Skipf("this host cannot enforce workspace-write: %v", err)
-	}
+	requireConfinement(t)
 	h := start(t, environment.Options{})
-	outside, err := os.MkdirTemp("/var/tmp", "penguin-env-outside-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(outside) })
+	outside := outsideDir(t)
 	resp := h.create(&penguinv1.CreateEnvironmentRequest{SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE})
 	env := resp.GetEnvironmentId()
 	wantStop(t, h.exec(env, "exec_command", `{"cmd":"echo inside > inside.txt && cat inside.txt"}`), ok, "inside", "[exit code 0]")
 	r := h.exec(env, "exec_command", args(map[string]any{"cmd": "echo outside > " + filepath.Join(outside, "f.txt")}))
-	wantStop(t, r, failed, "Permission denied")
+	wantStop(t, r, failed, "Read-only file system")
 	if _, err := os.Stat(filepath.Join(outside, "f.txt")); !os.IsNotExist(err) {
 		t.Fatalf("the confined command wrote outside the workspace: %v", err)
 	}
-	// A temporary directory stays writable.
+	// The environment's temporary directory stays writable.
 	wantStop(t, h.exec(env, "exec_command", `{"cmd":"f=$(mktemp) && echo ok > $f && cat $f && rm $f"}`), ok, "ok")
 	for i := 0; i < 5; i++ {
 		wantStop(t, h.exec(env, "exec_command", `{"cmd":"echo a; echo b"}`), ok, "a\nb")
 	}
 }
 
+// TestReadOnlySandbox runs read-only commands through the service, with
+// the workspace under /tmp (which no longer has to be writable).
 func TestReadOnlySandbox(t *testing.T) {
-	p := sandbox.Policy{Mode: sandbox.ReadOnly, Workspace: t.TempDir()}
-	if err := sandbox.Check(p); err != nil {
-		t.Skipf("this host cannot enforce read-only: %v", err)
-	}
-	scratchTmp, err := os.MkdirTemp("/var/tmp", "penguin-env-tmp-")
-	if err != nil {
+	requireConfinement(t)
+	writable := outsideDir(t)
+	if err := os.Chmod(writable, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(scratchTmp) })
-	// The workspace lies under /tmp, so the writable temporary directory
-	// must be elsewhere for read-only to be enforceable.
-	h := start(t, environment.Options{TempDirs: []string{scratchTmp}})
+	h := start(t, environment.Options{WritablePaths: []string{writable}})
 	resp := h.create(&penguinv1.CreateEnvironmentRequest{SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_READ_ONLY})
 	env := resp.GetEnvironmentId()
 	if err := os.WriteFile(filepath.Join(resp.GetWorkspace(), "given.txt"), []byte("readable\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	wantStop(t, h.exec(env, "exec_command", `{"cmd":"cat given.txt"}`), ok, "readable")
-	wantStop(t, h.exec(env, "exec_command", `{"cmd":"echo x > new.txt"}`), failed, "Permission denied")
-	wantStop(t, h.exec(env, "exec_command", args(map[string]any{"cmd": "echo y > " + filepath.Join(scratchTmp, "t") + " && cat " + filepath.Join(scratchTmp, "t")})), ok, "y")
+	wantStop(t, h.exec(env, "exec_command", `{"cmd":"echo x > new.txt"}`), failed, "Read-only file system")
+	wantStop(t, h.exec(env, "exec_command", args(map[string]any{"cmd": "echo y > " + filepath.Join(writable, "t") + " && cat " + filepath.Join(writable, "t")})), ok, "y")
+	wantStop(t, h.exec(env, "exec_command", `{"cmd":"echo z > /tmp/z && cat /tmp/z"}`), ok, "z")
 	if _, err := os.Stat(filepath.Join(resp.GetWorkspace(), "new.txt")); !os.IsNotExist(err) {
 		t.Fatalf("a read-only command wrote to the workspace: %v", err)
 	}

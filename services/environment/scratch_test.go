@@ -78,7 +78,7 @@ func TestReadImageFetchesFromAnAllowedPrefix(t *testing.T) {
 	source := args(map[string]any{"source": "http://" + lis.Addr().String() + "/a.png"})
 
 	h := start(t, environment.Options{FetchAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
-	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
+	env := h.create(&penguinv1.CreateEnvironmentRequest{Network: penguinv1.NetworkAccess_NETWORK_ACCESS_PROXY}).GetEnvironmentId()
 	r := h.exec(env, "read_image", source)
 	wantStop(t, r, ok, "image/png")
 	if len(r.out.GetImages()) != 1 {

@@ -5,7 +5,9 @@ package environment_test
 // against a real service on a loopback port, and checks that nothing
 // escapes. The numbers are those of the attack table in docs/security.md.
 // The process-level attacks (the service's own port, uids, device nodes,
-// resource limits) are the confinement's and live beside its code.
+// resource limits) are the confinement's: confine_test.go. Several attacks
+// here run in sandbox mode none on purpose, where a command can reach
+// what the service's own file handling must still resist.
 
 import (
 	"bytes"
@@ -70,7 +72,7 @@ func TestAttack2ArchivesLieOutsideTheRootWorkspace(t *testing.T) {
 func TestAttack2ArchiveDirectoryReplacedByALink(t *testing.T) {
 	root := t.TempDir()
 	h := start(t, environment.Options{Root: root, ScratchDir: filepath.Join(root, "scratch")})
-	env := h.create(&penguinv1.CreateEnvironmentRequest{Workspace: "ws", Label: "swap"}).GetEnvironmentId()
+	env := h.create(&penguinv1.CreateEnvironmentRequest{Workspace: "ws", Label: "swap", SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_NONE}).GetEnvironmentId()
 	first := archivePath(t, h.exec(env, "exec_command", `{"cmd":"seq 1 20000"}`))
 	dir := filepath.Dir(first)
 	outside := t.TempDir()
@@ -338,7 +340,9 @@ func TestAttack8VaultValuesEncodedOrSplit(t *testing.T) {
 // write through it.
 func TestAttackHardLinkToAnOutsideFile(t *testing.T) {
 	h := start(t, environment.Options{})
-	resp := h.create(&penguinv1.CreateEnvironmentRequest{})
+	// Sandbox none: a confined command does not see the outside file
+	// (it lies under /tmp) and may not link files it does not own.
+	resp := h.create(&penguinv1.CreateEnvironmentRequest{SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_NONE})
 	env := resp.GetEnvironmentId()
 	// The outside file lies on the workspace's file system, as it must
 	// for a hard link.
@@ -394,7 +398,7 @@ func mkdev(major, minor uint32) uint64 {
 // replaced by a link after creation.
 func TestAttackOtherLinksOut(t *testing.T) {
 	h := start(t, environment.Options{})
-	resp := h.create(&penguinv1.CreateEnvironmentRequest{})
+	resp := h.create(&penguinv1.CreateEnvironmentRequest{SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_NONE})
 	env, ws := resp.GetEnvironmentId(), resp.GetWorkspace()
 	wantStop(t, h.exec(env, "exec_command", `{"cmd":"ln -s /proc/self/root root-link && ln -s /proc/self/cwd cwd-link && ln -s .. up && echo made"}`), ok, "made")
 	for _, p := range []string{"root-link/etc/hostname", "cwd-link/etc/hostname", "up/" + filepath.Base(ws) + "/../x", "/proc/self/root/etc/hostname"} {

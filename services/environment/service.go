@@ -128,12 +128,33 @@ type Options struct {
 	Env []string
 	// Shell runs commands; empty means bash.
 	Shell string
-	// Self is the penguin binary, re-executed as the sandbox trampoline;
-	// empty means /proc/self/exe.
+	// Self is the sandbox trampoline, started with "sandbox-exec" as its
+	// first argument; empty means sandbox.Trampoline() (penguin-sandbox
+	// beside this binary, else this binary itself).
 	Self string
-	// TempDirs are writable for confined commands besides the workspace;
-	// nil means the system's temporary directory.
-	TempDirs []string
+	// DefaultSandbox is the sandbox mode of environments that do not ask
+	// for one; empty means workspace-write where the host can enforce it
+	// and none where it cannot (New logs which, and why).
+	DefaultSandbox string
+	// DefaultNetwork is the network access of confined environments that
+	// do not ask for one: "none" (empty) or "proxy".
+	DefaultNetwork string
+	// SandboxUser is who confined commands run as; the zero value means
+	// sandbox.DefaultIdentity (nobody).
+	SandboxUser sandbox.Identity
+	// Limits bound each environment's commands together; zero fields
+	// mean sandbox.DefaultLimits.
+	Limits sandbox.Limits
+	// WritablePaths are directories confined commands may write besides
+	// the workspace and the environment's own /tmp (a shared cache, say);
+	// their permissions must let SandboxUser write.
+	WritablePaths []string
+	// HidePaths are files confined commands see empty, such as the
+	// service's auth token file.
+	HidePaths []string
+	// ProfileTimeout bounds the login shell that takes each environment's
+	// shell snapshot; zero means command.DefaultProfileTimeout.
+	ProfileTimeout time.Duration
 	// MaxSessions caps the command sessions per environment; zero means
 	// command.MaxSessions.
 	MaxSessions int
@@ -183,6 +204,14 @@ type Service struct {
 	scratch *os.Root // opts.ScratchDir, resolved
 	log     *slog.Logger
 
+	// defaultMode and defaultNetwork resolve what requests leave
+	// unspecified.
+	defaultMode    sandbox.Mode
+	defaultNetwork sandbox.Network
+	// proxy serves the environments with proxied network access; it
+	// starts with the first of them.
+	proxy *egressProxy
+
 	metrics *metrics
 
 	mu   sync.Mutex
@@ -229,11 +258,11 @@ func New(opts Options) (*Service, error) {
 	if opts.Env == nil {
 		opts.Env = os.Environ()
 	}
+	log := logger.OrDiscard(opts.Logger)
 	if opts.Self == "" {
-		opts.Self = "/proc/self/exe"
-	}
-	if opts.TempDirs == nil {
-		opts.TempDirs = []string{os.TempDir()}
+		var why string
+		opts.Self, why = sandbox.Trampoline()
+		log.Debug("the sandbox trampoline", "path", opts.Self, "why", why)
 	}
 	if opts.OutputCeiling == 0 {
 		opts.OutputCeiling = DefaultOutputCeiling
@@ -244,12 +273,45 @@ func New(opts Options) (*Service, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	s := &Service{opts: opts, root: root, scratch: scratch, log: logger.OrDiscard(opts.Logger), envs: map[string]*Environment{}}
+	s := &Service{opts: opts, root: root, scratch: scratch, log: log, envs: map[string]*Environment{}, proxy: &egressProxy{allow: opts.FetchAllow}}
+	if err := s.resolveDefaults(); err != nil {
+		scratch.Close()
+		return nil, err
+	}
 	if s.metrics, err = newMetrics(s, opts.Registerer); err != nil {
 		scratch.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// resolveDefaults works out the sandbox of environments that ask for
+// none: workspace-write without network where the host can enforce it.
+// Where it cannot, the default is mode none, and the log says what is
+// missing; a mode asked for explicitly is never downgraded.
+func (s *Service) resolveDefaults() error {
+	var err error
+	s.defaultNetwork = sandbox.NetworkNone
+	if s.opts.DefaultNetwork != "" {
+		if s.defaultNetwork, err = sandbox.ParseNetwork(s.opts.DefaultNetwork); err != nil {
+			return err
+		}
+		if s.defaultNetwork == sandbox.NetworkHost {
+			return errors.New("default network host: confined commands never share the host's network")
+		}
+	}
+	if s.opts.DefaultSandbox != "" {
+		s.defaultMode, err = sandbox.ParseMode(s.opts.DefaultSandbox)
+		return err
+	}
+	probe := sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: s.root, Network: sandbox.NetworkNone, User: s.opts.SandboxUser, Limits: s.opts.Limits}
+	if err := s.opts.CheckSandbox(probe); err != nil {
+		s.defaultMode = sandbox.None
+		s.log.Warn("environments that do not ask for a sandbox run unconfined: this host cannot enforce workspace-write", "reason", err)
+		return nil
+	}
+	s.defaultMode = sandbox.WorkspaceWrite
+	return nil
 }
 
 // snapshot returns the environments the service holds now.
@@ -310,13 +372,16 @@ func (s *Service) CreateEnvironment(ctx context.Context, req *penguinv1.CreateEn
 	s.envs[e.id] = e
 	s.mu.Unlock()
 	s.metrics.created.Inc()
-	s.log.Info("environment created", "environment", e.id, "label", e.label, "workspace", e.workspace, "tools", len(e.order))
+	p := e.sandbox.Policy()
+	s.log.Info("environment created", "environment", e.id, "label", e.label, "workspace", e.workspace, "tools", len(e.order), "sandbox", p.Mode, "network", p.Network)
 	return &penguinv1.CreateEnvironmentResponse{
 		EnvironmentId: e.id,
 		Address:       s.opts.Advertise,
 		Tools:         e.toolInfos(),
 		Mcp:           e.mcpEnd,
 		Workspace:     e.workspace,
+		SandboxMode:   modeToProto[p.Mode],
+		Network:       networkToProto[p.Network],
 	}, nil
 }
 
@@ -362,43 +427,88 @@ func within(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
+// createSpec is a checked CreateEnvironment request.
+type createSpec struct {
+	req         *penguinv1.CreateEnvironmentRequest
+	id          string
+	scratchName string // the directory of the environment's archives
+	workspace   string
+	policy      *cmdpolicy.Policy
+	sandbox     sandbox.Policy
+}
+
+// create builds an environment in named phases: the request is checked,
+// the environment's own state made, its sandbox and commands started,
+// its tools assembled. A failure after the first phase disposes what was
+// made.
 func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRequest) (_ *Environment, err error) {
-	ws, err := s.resolveWorkspace(req.GetWorkspace())
+	spec, err := s.checkRequest(req)
 	if err != nil {
 		return nil, err
 	}
-	pol, err := cmdpolicy.Compile(req.GetCommandPolicy())
+	e, err := s.newEnvironment(spec)
 	if err != nil {
-		return nil, invalid("%v", err)
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			e.dispose()
+		}
+	}()
+	if err := s.startCommands(e, spec); err != nil {
+		return nil, err
+	}
+	if err := s.assembleTools(ctx, e, spec); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// checkRequest validates everything the caller must fix, and that the
+// host can enforce the sandbox, before anything is made.
+func (s *Service) checkRequest(req *penguinv1.CreateEnvironmentRequest) (createSpec, error) {
+	spec := createSpec{req: req, id: uuid.NewString()}
+	var err error
+	if spec.workspace, err = s.resolveWorkspace(req.GetWorkspace()); err != nil {
+		return spec, err
+	}
+	if spec.policy, err = cmdpolicy.Compile(req.GetCommandPolicy()); err != nil {
+		return spec, invalid("%v", err)
 	}
 	for name := range req.GetVault() {
 		if !vaultName.MatchString(name) {
-			return nil, invalid("vault name %q is not a valid environment variable name", name)
+			return spec, invalid("vault name %q is not a valid environment variable name", name)
 		}
 	}
-	id := uuid.NewString()
-	label := req.GetLabel()
-	scratchName := id
-	if labelChars.MatchString(label) && label != "." && label != ".." {
-		scratchName = label
+	tools := req.GetTools()
+	if tools.GetNoBuiltins() && len(tools.GetBuiltin()) > 0 {
+		return spec, invalid("tools.no_builtins is set but tools.builtin lists %d tools: choose one", len(tools.GetBuiltin()))
 	}
-
-	sp, err := sandboxPolicy(req, ws, s.opts.TempDirs)
-	if err != nil {
-		return nil, err
+	for _, m := range tools.GetMcpServers() {
+		if m.GetName() == "" {
+			return spec, invalid("an MCP server has no name")
+		}
 	}
-	if err := s.opts.CheckSandbox(sp); err != nil {
+	spec.scratchName = spec.id
+	if label := req.GetLabel(); labelChars.MatchString(label) && label != "." && label != ".." {
+		spec.scratchName = label
+	}
+	if spec.sandbox, err = s.sandboxPolicy(req, spec.workspace); err != nil {
+		return spec, err
+	}
+	if err := s.opts.CheckSandbox(spec.sandbox); err != nil {
 		if errors.Is(err, sandbox.ErrUnsupported) {
-			return nil, err
+			return spec, err
 		}
-		return nil, invalid("sandbox: %v", err)
+		return spec, invalid("sandbox: %v", err)
 	}
-	launcher := command.Sandboxed(sp, s.opts.Self)
-	if s.opts.NoCgroups {
-		launcher = command.SandboxedByGroup(sp, s.opts.Self)
-	}
+	return spec, nil
+}
 
-	archiveName := scratchName + "/truncated-tool-output"
+// newEnvironment makes the environment's own state: its archive
+// directory, its workspace handle and its output framing.
+func (s *Service) newEnvironment(spec createSpec) (*Environment, error) {
+	archiveName := spec.scratchName + "/truncated-tool-output"
 	if err := s.scratch.MkdirAll(archiveName, 0o700); err != nil {
 		return nil, fmt.Errorf("archive directory: %w", err)
 	}
@@ -406,22 +516,22 @@ func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRe
 	if err != nil {
 		return nil, fmt.Errorf("archive directory: %w", err)
 	}
-	root, err := workspace.New(ws, archive)
+	root, err := workspace.New(spec.workspace, archive)
 	if err != nil {
 		archive.Close()
 		return nil, err
 	}
 	envCtx, cancel := context.WithCancel(context.Background())
 	e := &Environment{
-		id:        id,
-		label:     label,
-		workspace: ws,
+		id:        spec.id,
+		label:     spec.req.GetLabel(),
+		workspace: spec.workspace,
 		archive:   archive,
 		root:      root,
-		policy:    pol,
-		vault:     redact.New(req.GetVault()),
+		policy:    spec.policy,
+		vault:     redact.New(spec.req.GetVault()),
 		notices:   newNotices(),
-		log:       s.log.With("environment", id),
+		log:       s.log.With("environment", spec.id),
 		tools:     map[string]tool.Spec{},
 		params:    map[string]tool.Params{},
 		ctx:       envCtx,
@@ -429,50 +539,73 @@ func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRe
 		idle:      make(chan struct{}),
 		disposed:  make(chan struct{}),
 	}
-	defer func() {
-		if err != nil {
-			e.dispose()
-		}
-	}()
-	ceiling := s.opts.OutputCeiling
-	if ceiling < 0 {
-		ceiling = 0
-	}
+	ceiling := max(s.opts.OutputCeiling, 0)
 	e.framing = framing.Options{Ceiling: ceiling, Vault: e.vault, Archives: framing.NewArchives(archive, s.opts.ScratchLimit), Grace: s.opts.Grace, Logger: e.log}
+	return e, nil
+}
 
-	env := CommandEnv(s.opts.Env, req.GetVault())
+// startCommands starts the environment's sandbox (its namespaces and
+// cgroups) and the manager of its commands, which takes the shell
+// snapshot.
+func (s *Service) startCommands(e *Environment, spec createSpec) error {
+	var err error
+	if e.sandbox, err = sandbox.NewEnv(spec.sandbox, s.opts.Self); err != nil {
+		return err
+	}
+	env, fixed := CommandEnv(s.opts.Env, spec.req.GetVault(), sandboxEnv(spec.sandbox))
+	launcher := command.Sandboxed(e.sandbox)
+	if s.opts.NoCgroups {
+		launcher = command.SandboxedByGroup(e.sandbox)
+	}
+	e.launcher, e.env = launcher, env
 	e.commands, err = command.NewManager(command.Options{
 		Shell:            s.opts.Shell,
 		Env:              env,
+		Fixed:            fixed,
+		Dir:              spec.workspace,
+		LoginShell:       spec.req.GetLoginShell(),
+		ProfileTimeout:   s.opts.ProfileTimeout,
 		Launcher:         launcher,
+		Limits:           e.sandbox,
 		Max:              s.opts.MaxSessions,
 		OnBackgroundDone: e.backgroundDone,
 	})
-	if err != nil {
-		return nil, err
+	return err
+}
+
+// sandboxEnv is what the sandbox sets in every command's environment: the
+// private /tmp, and the proxy where there is one.
+func sandboxEnv(p sandbox.Policy) map[string]string {
+	extra := map[string]string{}
+	if p.Mode != sandbox.None {
+		extra["TMPDIR"] = "/tmp"
 	}
-	tools := req.GetTools()
-	if tools.GetNoBuiltins() && len(tools.GetBuiltin()) > 0 {
-		return nil, invalid("tools.no_builtins is set but tools.builtin lists %d tools: choose one", len(tools.GetBuiltin()))
+	if p.Network == sandbox.NetworkProxy {
+		proxy := fmt.Sprintf("http://127.0.0.1:%d", sandbox.ProxyPort)
+		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+			extra[k] = proxy
+		}
+		extra["NO_PROXY"], extra["no_proxy"] = "localhost,127.0.0.1,::1", "localhost,127.0.0.1,::1"
 	}
+	return extra
+}
+
+// assembleTools adds the builtin, custom and MCP tools.
+func (s *Service) assembleTools(ctx context.Context, e *Environment, spec createSpec) error {
+	tools := spec.req.GetTools()
 	if !tools.GetNoBuiltins() {
 		if err := e.assembleBuiltins(tools.GetBuiltin(), builtin.Tools(builtin.Deps{
-			Root: root, Commands: e.commands, ReadOnly: sp.Mode == sandbox.ReadOnly,
-			HTTP: egress.NewClient(egress.Options{NoNetwork: sp.NoNetwork, Allow: s.opts.FetchAllow}),
+			Root: e.root, Commands: e.commands, ReadOnly: spec.sandbox.Mode == sandbox.ReadOnly,
+			HTTP: egress.NewClient(egress.Options{NoNetwork: spec.sandbox.Network == sandbox.NetworkNone, Allow: s.opts.FetchAllow}),
 		})); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := e.assembleCustom(tools.GetCustom(), custom.Options{Shell: s.opts.Shell, Dir: ws, Env: env, Launcher: launcher}); err != nil {
-		return nil, err
-	}
-	for _, m := range tools.GetMcpServers() {
-		if m.GetName() == "" {
-			return nil, invalid("an MCP server has no name")
-		}
+	if err := e.assembleCustom(tools.GetCustom(), custom.Options{Shell: s.opts.Shell, Dir: spec.workspace, Env: e.env, Launcher: e.launcher}); err != nil {
+		return err
 	}
 	conns, mcpTools, end := mcp.ConnectAll(ctx, tools.GetMcpServers(), mcp.Options{
-		Workspace:     ws,
+		Workspace:     spec.workspace,
 		Limits:        tool.Limits{Timeout: tool.DefaultTimeout, MaxOutput: tool.DefaultMaxOutput},
 		Logger:        e.log,
 		ClientName:    "penguin",
@@ -480,23 +613,41 @@ func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRe
 	})
 	e.mcpConns, e.mcpEnd = conns, end
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	for _, t := range mcpTools {
 		if err := e.add(t); err != nil {
 			e.log.Warn("MCP tool skipped", "error", err)
 		}
 	}
-	return e, nil
+	return nil
 }
 
 var vaultName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// sandboxPolicy turns the request's sandbox settings into a policy.
-func sandboxPolicy(req *penguinv1.CreateEnvironmentRequest, ws string, temp []string) (sandbox.Policy, error) {
-	p := sandbox.Policy{Workspace: ws, NoNetwork: req.GetNoNetwork()}
+// modeToProto and networkToProto spell the applied sandbox in the
+// response.
+var (
+	modeToProto = map[sandbox.Mode]penguinv1.SandboxMode{
+		sandbox.None:           penguinv1.SandboxMode_SANDBOX_MODE_NONE,
+		sandbox.WorkspaceWrite: penguinv1.SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE,
+		sandbox.ReadOnly:       penguinv1.SandboxMode_SANDBOX_MODE_READ_ONLY,
+	}
+	networkToProto = map[sandbox.Network]penguinv1.NetworkAccess{
+		sandbox.NetworkHost:  penguinv1.NetworkAccess_NETWORK_ACCESS_HOST,
+		sandbox.NetworkNone:  penguinv1.NetworkAccess_NETWORK_ACCESS_NONE,
+		sandbox.NetworkProxy: penguinv1.NetworkAccess_NETWORK_ACCESS_PROXY,
+	}
+)
+
+// sandboxPolicy turns the request's sandbox settings into a policy, the
+// service's defaults filling in what it leaves unspecified.
+func (s *Service) sandboxPolicy(req *penguinv1.CreateEnvironmentRequest, ws string) (sandbox.Policy, error) {
+	p := sandbox.Policy{Workspace: ws, User: s.opts.SandboxUser, Limits: s.opts.Limits, WritablePaths: s.opts.WritablePaths, HidePaths: s.opts.HidePaths}
 	switch req.GetSandboxMode() {
-	case penguinv1.SandboxMode_SANDBOX_MODE_UNSPECIFIED, penguinv1.SandboxMode_SANDBOX_MODE_NONE:
+	case penguinv1.SandboxMode_SANDBOX_MODE_UNSPECIFIED:
+		p.Mode = s.defaultMode
+	case penguinv1.SandboxMode_SANDBOX_MODE_NONE:
 		p.Mode = sandbox.None
 	case penguinv1.SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE:
 		p.Mode = sandbox.WorkspaceWrite
@@ -505,12 +656,37 @@ func sandboxPolicy(req *penguinv1.CreateEnvironmentRequest, ws string, temp []st
 	default:
 		return p, invalid("unknown sandbox mode %v", req.GetSandboxMode())
 	}
-	if p.Mode != sandbox.None {
-		for _, d := range temp {
-			if abs, err := filepath.Abs(d); err == nil {
-				p.WritablePaths = append(p.WritablePaths, abs)
-			}
+	network := req.GetNetwork()
+	if req.GetNoNetwork() {
+		if network != penguinv1.NetworkAccess_NETWORK_ACCESS_UNSPECIFIED && network != penguinv1.NetworkAccess_NETWORK_ACCESS_NONE {
+			return p, invalid("no_network is set, but network asks for %v: set one of them", network)
 		}
+		network = penguinv1.NetworkAccess_NETWORK_ACCESS_NONE
+	}
+	switch network {
+	case penguinv1.NetworkAccess_NETWORK_ACCESS_UNSPECIFIED:
+		p.Network = s.defaultNetwork
+		if p.Mode == sandbox.None {
+			p.Network = sandbox.NetworkHost
+		}
+	case penguinv1.NetworkAccess_NETWORK_ACCESS_NONE:
+		p.Network = sandbox.NetworkNone
+	case penguinv1.NetworkAccess_NETWORK_ACCESS_PROXY:
+		p.Network = sandbox.NetworkProxy
+	case penguinv1.NetworkAccess_NETWORK_ACCESS_HOST:
+		if p.Mode != sandbox.None {
+			return p, invalid("network host needs sandbox mode none: a confined command on the host's network would reach every service on its loopback, this one included (use network proxy for outbound access)")
+		}
+		p.Network = sandbox.NetworkHost
+	default:
+		return p, invalid("unknown network access %v", network)
+	}
+	if p.Network == sandbox.NetworkProxy {
+		socket, err := s.proxy.socket()
+		if err != nil {
+			return p, fmt.Errorf("starting the egress proxy: %w", err)
+		}
+		p.ProxySocket = socket
 	}
 	return p, nil
 }
@@ -687,6 +863,7 @@ func (s *Service) Close() {
 	}
 	s.mu.Unlock()
 	s.scratch.Close()
+	defer s.proxy.close()
 	sort.Slice(envs, func(i, j int) bool { return envs[i].id < envs[j].id })
 	var wg sync.WaitGroup
 	for _, e := range envs {

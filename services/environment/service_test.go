@@ -134,7 +134,7 @@ func TestLifecycle(t *testing.T) {
 
 func TestSandboxIsNeverDowngraded(t *testing.T) {
 	h := start(t, environment.Options{CheckSandbox: func(p sandbox.Policy) error {
-		if p.Mode != sandbox.None || p.NoNetwork {
+		if p.Mode != sandbox.None || p.Network != sandbox.NetworkHost {
 			return fmt.Errorf("%w: simulated host without Landlock", sandbox.ErrUnsupported)
 		}
 		return nil
@@ -151,6 +151,12 @@ func TestSandboxIsNeverDowngraded(t *testing.T) {
 		}
 	}
 	h.create(&penguinv1.CreateEnvironmentRequest{Workspace: "d", SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_NONE})
+	// The default follows what the host can enforce, and the response
+	// says which mode applies.
+	resp := h.create(&penguinv1.CreateEnvironmentRequest{Workspace: "e"})
+	if resp.GetSandboxMode() != penguinv1.SandboxMode_SANDBOX_MODE_NONE || resp.GetNetwork() != penguinv1.NetworkAccess_NETWORK_ACCESS_HOST {
+		t.Errorf("the default on a host without Landlock: %v, %v; want none on the host's network", resp.GetSandboxMode(), resp.GetNetwork())
+	}
 }
 
 func TestBadInputBecomesFailedOutput(t *testing.T) {

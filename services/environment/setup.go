@@ -30,6 +30,21 @@ type Config struct {
 	// NoCgroups tracks commands by process group and session only (see
 	// [Options.NoCgroups]).
 	NoCgroups bool
+	// DefaultSandbox and DefaultNetwork are the sandbox of environments
+	// that do not ask for one (see [Options.DefaultSandbox]); empty means
+	// workspace-write without network where the host can enforce it.
+	DefaultSandbox, DefaultNetwork string
+	// SandboxUser is "UID" or "UID:GID", who confined commands run as;
+	// empty means sandbox.DefaultIdentity.
+	SandboxUser string
+	// Limits bound each environment; zero fields mean
+	// sandbox.DefaultLimits.
+	Limits sandbox.Limits
+	// HidePaths are files confined commands see empty: the auth token
+	// file belongs here.
+	HidePaths []string
+	// WritablePaths are further directories confined commands may write.
+	WritablePaths []string
 	// Version identifies penguin to MCP servers.
 	Version string
 	// Logger receives the service's events; nil discards them.
@@ -55,16 +70,31 @@ func Setup(cfg Config) (*Service, func() error, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("root: %w", err)
 	}
+	var user sandbox.Identity
+	if cfg.SandboxUser != "" {
+		if user, err = sandbox.ParseIdentity(cfg.SandboxUser); err != nil {
+			return nil, nil, err
+		}
+	}
 	sweepCgroups(log)
 	logTracking(log, cfg.NoCgroups)
+	if _, why := sandbox.Trampoline(); why != "" {
+		log.Info(why)
+	}
 	svc, err := New(Options{
-		Root:       root,
-		ScratchDir: cfg.ScratchDir,
-		NoCgroups:  cfg.NoCgroups,
-		Advertise:  cfg.Advertise,
-		Logger:     log,
-		Version:    cfg.Version,
-		Registerer: cfg.Registerer,
+		Root:           root,
+		ScratchDir:     cfg.ScratchDir,
+		NoCgroups:      cfg.NoCgroups,
+		DefaultSandbox: cfg.DefaultSandbox,
+		DefaultNetwork: cfg.DefaultNetwork,
+		SandboxUser:    user,
+		Limits:         cfg.Limits,
+		HidePaths:      cfg.HidePaths,
+		WritablePaths:  cfg.WritablePaths,
+		Advertise:      cfg.Advertise,
+		Logger:         log,
+		Version:        cfg.Version,
+		Registerer:     cfg.Registerer,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -78,14 +78,18 @@ func (Permission) EnumDescriptor() ([]byte, []int) {
 type SandboxMode int32
 
 const (
-	// Not set: the same as none.
+	// Not set: the service's default, workspace-write where the host can
+	// enforce it (the response says which mode applies).
 	SandboxMode_SANDBOX_MODE_UNSPECIFIED SandboxMode = 0
-	// No confinement.
+	// No confinement: commands run with the service's own powers, on the
+	// host's network unless network says otherwise.
 	SandboxMode_SANDBOX_MODE_NONE SandboxMode = 1
-	// Commands may write only to the workspace and temporary directories, and
-	// read everywhere (Linux Landlock).
+	// Commands run as an unprivileged user in namespaces of their own (PID,
+	// mount, network), without capabilities, under Landlock and a system call
+	// filter, within the environment's resource limits. They may write only
+	// to the workspace and the environment's own /tmp, and read elsewhere.
 	SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE SandboxMode = 2
-	// Commands may not write anywhere but temporary directories.
+	// Workspace-write with the workspace read-only too.
 	SandboxMode_SANDBOX_MODE_READ_ONLY SandboxMode = 3
 )
 
@@ -132,6 +136,71 @@ func (SandboxMode) EnumDescriptor() ([]byte, []int) {
 	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{1}
 }
 
+// NetworkAccess is what an environment's commands can reach over the
+// network.
+type NetworkAccess int32
+
+const (
+	// Not set: none for a confined sandbox mode, host for mode none (or none
+	// when no_network is set).
+	NetworkAccess_NETWORK_ACCESS_UNSPECIFIED NetworkAccess = 0
+	// A network namespace of the environment's own with only its loopback:
+	// a server one command starts is reachable by the others, nothing
+	// outside is.
+	NetworkAccess_NETWORK_ACCESS_NONE NetworkAccess = 1
+	// None, plus an HTTP proxy on the environment's loopback (HTTP_PROXY and
+	// HTTPS_PROXY are set) that reaches public addresses only: never the
+	// host's loopback, private, link-local or metadata addresses unless the
+	// service's configuration allows them.
+	NetworkAccess_NETWORK_ACCESS_PROXY NetworkAccess = 2
+	// The host's network, its loopback and every service there included.
+	// Only with sandbox mode none.
+	NetworkAccess_NETWORK_ACCESS_HOST NetworkAccess = 3
+)
+
+// Enum value maps for NetworkAccess.
+var (
+	NetworkAccess_name = map[int32]string{
+		0: "NETWORK_ACCESS_UNSPECIFIED",
+		1: "NETWORK_ACCESS_NONE",
+		2: "NETWORK_ACCESS_PROXY",
+		3: "NETWORK_ACCESS_HOST",
+	}
+	NetworkAccess_value = map[string]int32{
+		"NETWORK_ACCESS_UNSPECIFIED": 0,
+		"NETWORK_ACCESS_NONE":        1,
+		"NETWORK_ACCESS_PROXY":       2,
+		"NETWORK_ACCESS_HOST":        3,
+	}
+)
+
+func (x NetworkAccess) Enum() *NetworkAccess {
+	p := new(NetworkAccess)
+	*p = x
+	return p
+}
+
+func (x NetworkAccess) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NetworkAccess) Descriptor() protoreflect.EnumDescriptor {
+	return file_penguin_v1_environment_proto_enumTypes[2].Descriptor()
+}
+
+func (NetworkAccess) Type() protoreflect.EnumType {
+	return &file_penguin_v1_environment_proto_enumTypes[2]
+}
+
+func (x NetworkAccess) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NetworkAccess.Descriptor instead.
+func (NetworkAccess) EnumDescriptor() ([]byte, []int) {
+	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{2}
+}
+
 // ProcessState is the state of a command session.
 type ProcessState int32
 
@@ -173,11 +242,11 @@ func (x ProcessState) String() string {
 }
 
 func (ProcessState) Descriptor() protoreflect.EnumDescriptor {
-	return file_penguin_v1_environment_proto_enumTypes[2].Descriptor()
+	return file_penguin_v1_environment_proto_enumTypes[3].Descriptor()
 }
 
 func (ProcessState) Type() protoreflect.EnumType {
-	return &file_penguin_v1_environment_proto_enumTypes[2]
+	return &file_penguin_v1_environment_proto_enumTypes[3]
 }
 
 func (x ProcessState) Number() protoreflect.EnumNumber {
@@ -186,7 +255,7 @@ func (x ProcessState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ProcessState.Descriptor instead.
 func (ProcessState) EnumDescriptor() ([]byte, []int) {
-	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{2}
+	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{3}
 }
 
 // ToolSpec declares one tool of an environment: a builtin whose defaults are
@@ -670,13 +739,21 @@ type CreateEnvironmentRequest struct {
 	CommandPolicy *CommandPolicy `protobuf:"bytes,3,opt,name=command_policy,json=commandPolicy,proto3" json:"command_policy,omitempty"`
 	// How commands are confined.
 	SandboxMode SandboxMode `protobuf:"varint,4,opt,name=sandbox_mode,json=sandboxMode,proto3,enum=penguin.v1.SandboxMode" json:"sandbox_mode,omitempty"`
-	// Cuts network access for commands (a new network namespace).
+	// Cuts network access for commands (a new network namespace); the same as
+	// network none, which supersedes it.
 	NoNetwork bool `protobuf:"varint,5,opt,name=no_network,json=noNetwork,proto3" json:"no_network,omitempty"`
 	// Secrets by name, injected only into command subprocess environments. A
 	// value never appears in a tool output: it is replaced by its name.
 	Vault map[string]string `protobuf:"bytes,6,rep,name=vault,proto3" json:"vault,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// A label for logs and process listings, such as the session id.
-	Label         string `protobuf:"bytes,7,opt,name=label,proto3" json:"label,omitempty"`
+	Label string `protobuf:"bytes,7,opt,name=label,proto3" json:"label,omitempty"`
+	// What commands can reach over the network.
+	Network NetworkAccess `protobuf:"varint,8,opt,name=network,proto3,enum=penguin.v1.NetworkAccess" json:"network,omitempty"`
+	// Runs every command through the login shell (bash -lc), so the login
+	// profile runs each time. By default the profile runs once, when the
+	// environment is created, and every command runs with bash -c in the
+	// environment variables it left (a shell snapshot).
+	LoginShell    bool `protobuf:"varint,9,opt,name=login_shell,json=loginShell,proto3" json:"login_shell,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -760,6 +837,20 @@ func (x *CreateEnvironmentRequest) GetLabel() string {
 	return ""
 }
 
+func (x *CreateEnvironmentRequest) GetNetwork() NetworkAccess {
+	if x != nil {
+		return x.Network
+	}
+	return NetworkAccess_NETWORK_ACCESS_UNSPECIFIED
+}
+
+func (x *CreateEnvironmentRequest) GetLoginShell() bool {
+	if x != nil {
+		return x.LoginShell
+	}
+	return false
+}
+
 // ToolInfo is one tool of an environment.
 type ToolInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -828,7 +919,11 @@ type CreateEnvironmentResponse struct {
 	// The MCP connect results; a failing server is skipped and reported here.
 	Mcp *McpConnectEnd `protobuf:"bytes,4,opt,name=mcp,proto3" json:"mcp,omitempty"`
 	// The absolute path of the workspace.
-	Workspace     string `protobuf:"bytes,5,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	Workspace string `protobuf:"bytes,5,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// The sandbox mode that applies, the default resolved.
+	SandboxMode SandboxMode `protobuf:"varint,6,opt,name=sandbox_mode,json=sandboxMode,proto3,enum=penguin.v1.SandboxMode" json:"sandbox_mode,omitempty"`
+	// The network access that applies, the default resolved.
+	Network       NetworkAccess `protobuf:"varint,7,opt,name=network,proto3,enum=penguin.v1.NetworkAccess" json:"network,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -896,6 +991,20 @@ func (x *CreateEnvironmentResponse) GetWorkspace() string {
 		return x.Workspace
 	}
 	return ""
+}
+
+func (x *CreateEnvironmentResponse) GetSandboxMode() SandboxMode {
+	if x != nil {
+		return x.SandboxMode
+	}
+	return SandboxMode_SANDBOX_MODE_UNSPECIFIED
+}
+
+func (x *CreateEnvironmentResponse) GetNetwork() NetworkAccess {
+	if x != nil {
+		return x.Network
+	}
+	return NetworkAccess_NETWORK_ACCESS_UNSPECIFIED
 }
 
 // ListToolsRequest names an environment.
@@ -1735,7 +1844,7 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\vmcp_servers\x18\x03 \x03(\v2\x15.penguin.v1.McpServerR\n" +
 	"mcpServers\x12\x1f\n" +
 	"\vno_builtins\x18\x04 \x01(\bR\n" +
-	"noBuiltins\"\x9a\x03\n" +
+	"noBuiltins\"\xf0\x03\n" +
 	"\x18CreateEnvironmentRequest\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12,\n" +
 	"\x05tools\x18\x02 \x01(\v2\x16.penguin.v1.ToolConfigR\x05tools\x12@\n" +
@@ -1744,7 +1853,10 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\n" +
 	"no_network\x18\x05 \x01(\bR\tnoNetwork\x12E\n" +
 	"\x05vault\x18\x06 \x03(\v2/.penguin.v1.CreateEnvironmentRequest.VaultEntryR\x05vault\x12\x14\n" +
-	"\x05label\x18\a \x01(\tR\x05label\x1a8\n" +
+	"\x05label\x18\a \x01(\tR\x05label\x123\n" +
+	"\anetwork\x18\b \x01(\x0e2\x19.penguin.v1.NetworkAccessR\anetwork\x12\x1f\n" +
+	"\vlogin_shell\x18\t \x01(\bR\n" +
+	"loginShell\x1a8\n" +
 	"\n" +
 	"VaultEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -1755,13 +1867,15 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"definition\x126\n" +
 	"\n" +
 	"permission\x18\x02 \x01(\x0e2\x16.penguin.v1.PermissionR\n" +
-	"permission\"\xd3\x01\n" +
+	"permission\"\xc4\x02\n" +
 	"\x19CreateEnvironmentResponse\x12%\n" +
 	"\x0eenvironment_id\x18\x01 \x01(\tR\renvironmentId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12*\n" +
 	"\x05tools\x18\x03 \x03(\v2\x14.penguin.v1.ToolInfoR\x05tools\x12+\n" +
 	"\x03mcp\x18\x04 \x01(\v2\x19.penguin.v1.McpConnectEndR\x03mcp\x12\x1c\n" +
-	"\tworkspace\x18\x05 \x01(\tR\tworkspace\"9\n" +
+	"\tworkspace\x18\x05 \x01(\tR\tworkspace\x12:\n" +
+	"\fsandbox_mode\x18\x06 \x01(\x0e2\x17.penguin.v1.SandboxModeR\vsandboxMode\x123\n" +
+	"\anetwork\x18\a \x01(\x0e2\x19.penguin.v1.NetworkAccessR\anetwork\"9\n" +
 	"\x10ListToolsRequest\x12%\n" +
 	"\x0eenvironment_id\x18\x01 \x01(\tR\renvironmentId\"?\n" +
 	"\x11ListToolsResponse\x12*\n" +
@@ -1819,7 +1933,12 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\x18SANDBOX_MODE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11SANDBOX_MODE_NONE\x10\x01\x12 \n" +
 	"\x1cSANDBOX_MODE_WORKSPACE_WRITE\x10\x02\x12\x1a\n" +
-	"\x16SANDBOX_MODE_READ_ONLY\x10\x03*|\n" +
+	"\x16SANDBOX_MODE_READ_ONLY\x10\x03*{\n" +
+	"\rNetworkAccess\x12\x1e\n" +
+	"\x1aNETWORK_ACCESS_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13NETWORK_ACCESS_NONE\x10\x01\x12\x18\n" +
+	"\x14NETWORK_ACCESS_PROXY\x10\x02\x12\x17\n" +
+	"\x13NETWORK_ACCESS_HOST\x10\x03*|\n" +
 	"\fProcessState\x12\x1d\n" +
 	"\x19PROCESS_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15PROCESS_STATE_RUNNING\x10\x01\x12\x18\n" +
@@ -1849,87 +1968,91 @@ func file_penguin_v1_environment_proto_rawDescGZIP() []byte {
 	return file_penguin_v1_environment_proto_rawDescData
 }
 
-var file_penguin_v1_environment_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_penguin_v1_environment_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_penguin_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_penguin_v1_environment_proto_goTypes = []any{
 	(Permission)(0),                    // 0: penguin.v1.Permission
 	(SandboxMode)(0),                   // 1: penguin.v1.SandboxMode
-	(ProcessState)(0),                  // 2: penguin.v1.ProcessState
-	(*ToolSpec)(nil),                   // 3: penguin.v1.ToolSpec
-	(*McpServer)(nil),                  // 4: penguin.v1.McpServer
-	(*CommandRule)(nil),                // 5: penguin.v1.CommandRule
-	(*CommandPolicy)(nil),              // 6: penguin.v1.CommandPolicy
-	(*ToolConfig)(nil),                 // 7: penguin.v1.ToolConfig
-	(*CreateEnvironmentRequest)(nil),   // 8: penguin.v1.CreateEnvironmentRequest
-	(*ToolInfo)(nil),                   // 9: penguin.v1.ToolInfo
-	(*CreateEnvironmentResponse)(nil),  // 10: penguin.v1.CreateEnvironmentResponse
-	(*ListToolsRequest)(nil),           // 11: penguin.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),          // 12: penguin.v1.ListToolsResponse
-	(*ExecuteToolRequest)(nil),         // 13: penguin.v1.ExecuteToolRequest
-	(*ExecuteToolResponse)(nil),        // 14: penguin.v1.ExecuteToolResponse
-	(*GetToolPermissionRequest)(nil),   // 15: penguin.v1.GetToolPermissionRequest
-	(*GetToolPermissionResponse)(nil),  // 16: penguin.v1.GetToolPermissionResponse
-	(*ListProcessesRequest)(nil),       // 17: penguin.v1.ListProcessesRequest
-	(*ProcessInfo)(nil),                // 18: penguin.v1.ProcessInfo
-	(*ListProcessesResponse)(nil),      // 19: penguin.v1.ListProcessesResponse
-	(*WatchEnvironmentRequest)(nil),    // 20: penguin.v1.WatchEnvironmentRequest
-	(*BackgroundDone)(nil),             // 21: penguin.v1.BackgroundDone
-	(*WatchEnvironmentResponse)(nil),   // 22: penguin.v1.WatchEnvironmentResponse
-	(*DisposeEnvironmentRequest)(nil),  // 23: penguin.v1.DisposeEnvironmentRequest
-	(*DisposeEnvironmentResponse)(nil), // 24: penguin.v1.DisposeEnvironmentResponse
-	nil,                                // 25: penguin.v1.McpServer.EnvEntry
-	nil,                                // 26: penguin.v1.McpServer.HeadersEntry
-	nil,                                // 27: penguin.v1.CreateEnvironmentRequest.VaultEntry
-	(*ToolDefinition)(nil),             // 28: penguin.v1.ToolDefinition
-	(*McpConnectEnd)(nil),              // 29: penguin.v1.McpConnectEnd
-	(*ToolCall)(nil),                   // 30: penguin.v1.ToolCall
-	(*OmniMessage)(nil),                // 31: penguin.v1.OmniMessage
-	(StopReason)(0),                    // 32: penguin.v1.StopReason
+	(NetworkAccess)(0),                 // 2: penguin.v1.NetworkAccess
+	(ProcessState)(0),                  // 3: penguin.v1.ProcessState
+	(*ToolSpec)(nil),                   // 4: penguin.v1.ToolSpec
+	(*McpServer)(nil),                  // 5: penguin.v1.McpServer
+	(*CommandRule)(nil),                // 6: penguin.v1.CommandRule
+	(*CommandPolicy)(nil),              // 7: penguin.v1.CommandPolicy
+	(*ToolConfig)(nil),                 // 8: penguin.v1.ToolConfig
+	(*CreateEnvironmentRequest)(nil),   // 9: penguin.v1.CreateEnvironmentRequest
+	(*ToolInfo)(nil),                   // 10: penguin.v1.ToolInfo
+	(*CreateEnvironmentResponse)(nil),  // 11: penguin.v1.CreateEnvironmentResponse
+	(*ListToolsRequest)(nil),           // 12: penguin.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),          // 13: penguin.v1.ListToolsResponse
+	(*ExecuteToolRequest)(nil),         // 14: penguin.v1.ExecuteToolRequest
+	(*ExecuteToolResponse)(nil),        // 15: penguin.v1.ExecuteToolResponse
+	(*GetToolPermissionRequest)(nil),   // 16: penguin.v1.GetToolPermissionRequest
+	(*GetToolPermissionResponse)(nil),  // 17: penguin.v1.GetToolPermissionResponse
+	(*ListProcessesRequest)(nil),       // 18: penguin.v1.ListProcessesRequest
+	(*ProcessInfo)(nil),                // 19: penguin.v1.ProcessInfo
+	(*ListProcessesResponse)(nil),      // 20: penguin.v1.ListProcessesResponse
+	(*WatchEnvironmentRequest)(nil),    // 21: penguin.v1.WatchEnvironmentRequest
+	(*BackgroundDone)(nil),             // 22: penguin.v1.BackgroundDone
+	(*WatchEnvironmentResponse)(nil),   // 23: penguin.v1.WatchEnvironmentResponse
+	(*DisposeEnvironmentRequest)(nil),  // 24: penguin.v1.DisposeEnvironmentRequest
+	(*DisposeEnvironmentResponse)(nil), // 25: penguin.v1.DisposeEnvironmentResponse
+	nil,                                // 26: penguin.v1.McpServer.EnvEntry
+	nil,                                // 27: penguin.v1.McpServer.HeadersEntry
+	nil,                                // 28: penguin.v1.CreateEnvironmentRequest.VaultEntry
+	(*ToolDefinition)(nil),             // 29: penguin.v1.ToolDefinition
+	(*McpConnectEnd)(nil),              // 30: penguin.v1.McpConnectEnd
+	(*ToolCall)(nil),                   // 31: penguin.v1.ToolCall
+	(*OmniMessage)(nil),                // 32: penguin.v1.OmniMessage
+	(StopReason)(0),                    // 33: penguin.v1.StopReason
 }
 var file_penguin_v1_environment_proto_depIdxs = []int32{
 	0,  // 0: penguin.v1.ToolSpec.permission:type_name -> penguin.v1.Permission
-	25, // 1: penguin.v1.McpServer.env:type_name -> penguin.v1.McpServer.EnvEntry
-	26, // 2: penguin.v1.McpServer.headers:type_name -> penguin.v1.McpServer.HeadersEntry
+	26, // 1: penguin.v1.McpServer.env:type_name -> penguin.v1.McpServer.EnvEntry
+	27, // 2: penguin.v1.McpServer.headers:type_name -> penguin.v1.McpServer.HeadersEntry
 	0,  // 3: penguin.v1.McpServer.permission:type_name -> penguin.v1.Permission
-	5,  // 4: penguin.v1.CommandPolicy.rules:type_name -> penguin.v1.CommandRule
-	3,  // 5: penguin.v1.ToolConfig.builtin:type_name -> penguin.v1.ToolSpec
-	3,  // 6: penguin.v1.ToolConfig.custom:type_name -> penguin.v1.ToolSpec
-	4,  // 7: penguin.v1.ToolConfig.mcp_servers:type_name -> penguin.v1.McpServer
-	7,  // 8: penguin.v1.CreateEnvironmentRequest.tools:type_name -> penguin.v1.ToolConfig
-	6,  // 9: penguin.v1.CreateEnvironmentRequest.command_policy:type_name -> penguin.v1.CommandPolicy
+	6,  // 4: penguin.v1.CommandPolicy.rules:type_name -> penguin.v1.CommandRule
+	4,  // 5: penguin.v1.ToolConfig.builtin:type_name -> penguin.v1.ToolSpec
+	4,  // 6: penguin.v1.ToolConfig.custom:type_name -> penguin.v1.ToolSpec
+	5,  // 7: penguin.v1.ToolConfig.mcp_servers:type_name -> penguin.v1.McpServer
+	8,  // 8: penguin.v1.CreateEnvironmentRequest.tools:type_name -> penguin.v1.ToolConfig
+	7,  // 9: penguin.v1.CreateEnvironmentRequest.command_policy:type_name -> penguin.v1.CommandPolicy
 	1,  // 10: penguin.v1.CreateEnvironmentRequest.sandbox_mode:type_name -> penguin.v1.SandboxMode
-	27, // 11: penguin.v1.CreateEnvironmentRequest.vault:type_name -> penguin.v1.CreateEnvironmentRequest.VaultEntry
-	28, // 12: penguin.v1.ToolInfo.definition:type_name -> penguin.v1.ToolDefinition
-	0,  // 13: penguin.v1.ToolInfo.permission:type_name -> penguin.v1.Permission
-	9,  // 14: penguin.v1.CreateEnvironmentResponse.tools:type_name -> penguin.v1.ToolInfo
-	29, // 15: penguin.v1.CreateEnvironmentResponse.mcp:type_name -> penguin.v1.McpConnectEnd
-	9,  // 16: penguin.v1.ListToolsResponse.tools:type_name -> penguin.v1.ToolInfo
-	30, // 17: penguin.v1.ExecuteToolRequest.tool_call:type_name -> penguin.v1.ToolCall
-	31, // 18: penguin.v1.ExecuteToolResponse.message:type_name -> penguin.v1.OmniMessage
-	0,  // 19: penguin.v1.GetToolPermissionResponse.permission:type_name -> penguin.v1.Permission
-	2,  // 20: penguin.v1.ProcessInfo.state:type_name -> penguin.v1.ProcessState
-	18, // 21: penguin.v1.ListProcessesResponse.processes:type_name -> penguin.v1.ProcessInfo
-	32, // 22: penguin.v1.BackgroundDone.stop_reason:type_name -> penguin.v1.StopReason
-	21, // 23: penguin.v1.WatchEnvironmentResponse.background_done:type_name -> penguin.v1.BackgroundDone
-	8,  // 24: penguin.v1.EnvironmentService.CreateEnvironment:input_type -> penguin.v1.CreateEnvironmentRequest
-	11, // 25: penguin.v1.EnvironmentService.ListTools:input_type -> penguin.v1.ListToolsRequest
-	13, // 26: penguin.v1.EnvironmentService.ExecuteTool:input_type -> penguin.v1.ExecuteToolRequest
-	15, // 27: penguin.v1.EnvironmentService.GetToolPermission:input_type -> penguin.v1.GetToolPermissionRequest
-	17, // 28: penguin.v1.EnvironmentService.ListProcesses:input_type -> penguin.v1.ListProcessesRequest
-	20, // 29: penguin.v1.EnvironmentService.WatchEnvironment:input_type -> penguin.v1.WatchEnvironmentRequest
-	23, // 30: penguin.v1.EnvironmentService.DisposeEnvironment:input_type -> penguin.v1.DisposeEnvironmentRequest
-	10, // 31: penguin.v1.EnvironmentService.CreateEnvironment:output_type -> penguin.v1.CreateEnvironmentResponse
-	12, // 32: penguin.v1.EnvironmentService.ListTools:output_type -> penguin.v1.ListToolsResponse
-	14, // 33: penguin.v1.EnvironmentService.ExecuteTool:output_type -> penguin.v1.ExecuteToolResponse
-	16, // 34: penguin.v1.EnvironmentService.GetToolPermission:output_type -> penguin.v1.GetToolPermissionResponse
-	19, // 35: penguin.v1.EnvironmentService.ListProcesses:output_type -> penguin.v1.ListProcessesResponse
-	22, // 36: penguin.v1.EnvironmentService.WatchEnvironment:output_type -> penguin.v1.WatchEnvironmentResponse
-	24, // 37: penguin.v1.EnvironmentService.DisposeEnvironment:output_type -> penguin.v1.DisposeEnvironmentResponse
-	31, // [31:38] is the sub-list for method output_type
-	24, // [24:31] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	28, // 11: penguin.v1.CreateEnvironmentRequest.vault:type_name -> penguin.v1.CreateEnvironmentRequest.VaultEntry
+	2,  // 12: penguin.v1.CreateEnvironmentRequest.network:type_name -> penguin.v1.NetworkAccess
+	29, // 13: penguin.v1.ToolInfo.definition:type_name -> penguin.v1.ToolDefinition
+	0,  // 14: penguin.v1.ToolInfo.permission:type_name -> penguin.v1.Permission
+	10, // 15: penguin.v1.CreateEnvironmentResponse.tools:type_name -> penguin.v1.ToolInfo
+	30, // 16: penguin.v1.CreateEnvironmentResponse.mcp:type_name -> penguin.v1.McpConnectEnd
+	1,  // 17: penguin.v1.CreateEnvironmentResponse.sandbox_mode:type_name -> penguin.v1.SandboxMode
+	2,  // 18: penguin.v1.CreateEnvironmentResponse.network:type_name -> penguin.v1.NetworkAccess
+	10, // 19: penguin.v1.ListToolsResponse.tools:type_name -> penguin.v1.ToolInfo
+	31, // 20: penguin.v1.ExecuteToolRequest.tool_call:type_name -> penguin.v1.ToolCall
+	32, // 21: penguin.v1.ExecuteToolResponse.message:type_name -> penguin.v1.OmniMessage
+	0,  // 22: penguin.v1.GetToolPermissionResponse.permission:type_name -> penguin.v1.Permission
+	3,  // 23: penguin.v1.ProcessInfo.state:type_name -> penguin.v1.ProcessState
+	19, // 24: penguin.v1.ListProcessesResponse.processes:type_name -> penguin.v1.ProcessInfo
+	33, // 25: penguin.v1.BackgroundDone.stop_reason:type_name -> penguin.v1.StopReason
+	22, // 26: penguin.v1.WatchEnvironmentResponse.background_done:type_name -> penguin.v1.BackgroundDone
+	9,  // 27: penguin.v1.EnvironmentService.CreateEnvironment:input_type -> penguin.v1.CreateEnvironmentRequest
+	12, // 28: penguin.v1.EnvironmentService.ListTools:input_type -> penguin.v1.ListToolsRequest
+	14, // 29: penguin.v1.EnvironmentService.ExecuteTool:input_type -> penguin.v1.ExecuteToolRequest
+	16, // 30: penguin.v1.EnvironmentService.GetToolPermission:input_type -> penguin.v1.GetToolPermissionRequest
+	18, // 31: penguin.v1.EnvironmentService.ListProcesses:input_type -> penguin.v1.ListProcessesRequest
+	21, // 32: penguin.v1.EnvironmentService.WatchEnvironment:input_type -> penguin.v1.WatchEnvironmentRequest
+	24, // 33: penguin.v1.EnvironmentService.DisposeEnvironment:input_type -> penguin.v1.DisposeEnvironmentRequest
+	11, // 34: penguin.v1.EnvironmentService.CreateEnvironment:output_type -> penguin.v1.CreateEnvironmentResponse
+	13, // 35: penguin.v1.EnvironmentService.ListTools:output_type -> penguin.v1.ListToolsResponse
+	15, // 36: penguin.v1.EnvironmentService.ExecuteTool:output_type -> penguin.v1.ExecuteToolResponse
+	17, // 37: penguin.v1.EnvironmentService.GetToolPermission:output_type -> penguin.v1.GetToolPermissionResponse
+	20, // 38: penguin.v1.EnvironmentService.ListProcesses:output_type -> penguin.v1.ListProcessesResponse
+	23, // 39: penguin.v1.EnvironmentService.WatchEnvironment:output_type -> penguin.v1.WatchEnvironmentResponse
+	25, // 40: penguin.v1.EnvironmentService.DisposeEnvironment:output_type -> penguin.v1.DisposeEnvironmentResponse
+	34, // [34:41] is the sub-list for method output_type
+	27, // [27:34] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_environment_proto_init() }
@@ -1948,7 +2071,7 @@ func file_penguin_v1_environment_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_penguin_v1_environment_proto_rawDesc), len(file_penguin_v1_environment_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,

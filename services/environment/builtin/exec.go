@@ -77,6 +77,9 @@ func endResult(st command.Status) tool.Result {
 		return tool.Result{Note: "[the command was killed]", StopReason: penguinv1.StopReason_STOP_REASON_ABORTED}
 	}
 	r := tool.Result{Note: fmt.Sprintf("[exit code %d]", st.ExitCode)}
+	if st.Limits != "" {
+		r.Note += " " + st.Limits
+	}
 	if st.ExitCode != 0 {
 		r.StopReason = penguinv1.StopReason_STOP_REASON_FAILED
 	}
@@ -94,7 +97,7 @@ func (t *execCommand) Permission() penguinv1.Permission { return permRW }
 
 func (t *execCommand) Definition() *penguinv1.ToolDefinition {
 	return def("exec_command",
-		"Run a shell command in the workspace with bash -lc, in a pseudo-terminal (or on plain pipes with tty false), and stream its output. "+
+		"Run a shell command in the workspace with bash -c, in a pseudo-terminal (or on plain pipes with tty false), and stream its output. "+
 			"If it is still running after yield_time_ms it moves to the background and the result gives its process_id, "+
 			"to be polled, fed input or stopped with input_command and kill_command. "+
 			"With run_in_background the call returns the process_id at once and the command's completion is reported later.",

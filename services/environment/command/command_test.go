@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -33,9 +34,11 @@ func (b *buffer) String() string {
 
 func newManager(t *testing.T, o Options) *Manager {
 	t.Helper()
-	// A private HOME keeps the host's login profile (which may be slow)
-	// out of the test's commands.
-	o.Env = append(os.Environ(), "TERM=dumb", "HOME="+t.TempDir())
+	// A private HOME, PATH and SHELL keep the host's login profile (which
+	// may be slow) and settings out of the test's commands.
+	if o.Env == nil {
+		o.Env = proctest.Env(t, "TERM=dumb")
+	}
 	m, err := NewManager(o)
 	if err != nil {
 		t.Fatal(err)
@@ -282,7 +285,9 @@ func TestFinishedCommandsReleaseTheirTrackersPromptly(t *testing.T) {
 		defer mu.Unlock()
 		return released
 	}
-	m := newManager(t, Options{Max: 2, Launcher: LauncherFunc(func(cmd *exec.Cmd) (Tracker, error) {
+	// LoginShell: no shell snapshot, whose login shell would count as one
+	// more release.
+	m := newManager(t, Options{Max: 2, LoginShell: true, Launcher: LauncherFunc(func(cmd *exec.Cmd) (Tracker, error) {
 		tr, err := Unconfined().Launch(cmd)
 		return recordingTracker{Tracker: tr, released: &released, mu: &mu}, err
 	})})
@@ -337,4 +342,114 @@ func TestPipesCtrlDEndsInput(t *testing.T) {
 		t.Fatalf("input after Ctrl-D: %v, want ErrInputClosed", err)
 	}
 	s.Kill(0)
+}
+
+// profileHome makes a HOME whose login profile runs profile, and returns
+// the environment to start shells in and the file each run of the profile
+// appends a line to.
+func profileHome(t *testing.T, profile string) ([]string, string) {
+	t.Helper()
+	home := t.TempDir()
+	runs := filepath.Join(home, "runs")
+	script := "echo run >> " + runs + "\n" + profile + "\n"
+	if err := os.WriteFile(filepath.Join(home, ".bash_profile"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return proctest.Env(t, "HOME="+home, "TERM=dumb"), runs
+}
+
+// runOutput runs a command to its end and returns its output.
+func runOutput(t *testing.T, m *Manager, command string) string {
+	t.Helper()
+	s, err := m.Start(ctxFor(t), StartOptions{Command: command, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out buffer
+	if _, err := s.Stream(ctxFor(t), 0, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// TestShellSnapshot proves that the login profile runs once per
+// environment and that every command runs in what it exported, with the
+// fixed variables (the vault, TERM) winning over it and its own output
+// left out.
+func TestShellSnapshot(t *testing.T) {
+	env, runs := profileHome(t, `echo "profile noise"; export FROM_PROFILE="a b
+c"; export TERM=xterm-256color; export PATH="/opt/from-profile:$PATH"`)
+	m := newManager(t, Options{Env: env, Fixed: []string{"TERM=dumb", "SECRET=vault"}})
+	for range 3 {
+		out := runOutput(t, m, `printf '%s|%s|%s|%s\n' "$FROM_PROFILE" "$TERM" "$SECRET" "${PATH%%:*}"`)
+		if want := "a b\nc|dumb|vault|/opt/from-profile\n"; out != want {
+			t.Fatalf("command output %q, want %q", out, want)
+		}
+	}
+	if n := countLines(t, runs); n != 1 {
+		t.Fatalf("the profile ran %d times for three commands, want once", n)
+	}
+}
+
+// TestLoginShellOption proves that LoginShell keeps the login profile for
+// every command, as before snapshots.
+func TestLoginShellOption(t *testing.T) {
+	env, runs := profileHome(t, `export FROM_PROFILE=yes`)
+	m := newManager(t, Options{Env: env, LoginShell: true})
+	for range 3 {
+		if out := runOutput(t, m, `echo "$FROM_PROFILE"`); out != "yes\n" {
+			t.Fatalf("output %q", out)
+		}
+	}
+	if n := countLines(t, runs); n != 3 {
+		t.Fatalf("the profile ran %d times for three login-shell commands, want 3", n)
+	}
+}
+
+// TestBrokenProfile proves that a profile that fails is reported once, in
+// the first command's output, and that commands still run, without what
+// it would have set.
+func TestBrokenProfile(t *testing.T) {
+	env, _ := profileHome(t, `export HALF=set; echo "pyenv: cannot rehash" >&2; exit 3`)
+	m := newManager(t, Options{Env: env})
+	first := runOutput(t, m, `echo "half=$HALF"`)
+	for _, want := range []string{"the login shell exited with status 3", "pyenv: cannot rehash", "half=\n"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("first output %q lacks %q", first, want)
+		}
+	}
+	if second := runOutput(t, m, `echo again`); second != "again\n" {
+		t.Errorf("the notice came again: %q", second)
+	}
+}
+
+// TestHangingProfile proves that a profile that hangs is given up on
+// once, after the timeout, and reported; later commands do not wait.
+func TestHangingProfile(t *testing.T) {
+	env, _ := profileHome(t, `sleep 1000`)
+	m := newManager(t, Options{Env: env, ProfileTimeout: 500 * time.Millisecond})
+	started := time.Now()
+	first := runOutput(t, m, `echo first`)
+	if !strings.Contains(first, "did not finish within 500ms") || !strings.HasSuffix(first, "first\n") {
+		t.Errorf("first output %q", first)
+	}
+	if d := time.Since(started); d > 20*time.Second {
+		t.Errorf("the first command took %v", d)
+	}
+	started = time.Now()
+	if second := runOutput(t, m, `echo second`); second != "second\n" {
+		t.Errorf("second output %q", second)
+	}
+	if d := time.Since(started); d > 10*time.Second {
+		t.Errorf("the second command waited %v for the profile", d)
+	}
 }

@@ -38,15 +38,14 @@ func (f LauncherFunc) Launch(cmd *exec.Cmd) (Tracker, error) { return f(cmd) }
 // tracked by the sandbox package (by cgroup where possible).
 func Unconfined() Launcher {
 	return LauncherFunc(func(cmd *exec.Cmd) (Tracker, error) {
-		return sandbox.Apply(cmd, sandbox.Policy{Mode: sandbox.None}, "")
+		return sandbox.Apply(cmd)
 	})
 }
 
-// Sandboxed launches commands under policy p, re-executing the penguin
-// binary self as the confining trampoline when p needs one.
-func Sandboxed(p sandbox.Policy, self string) Launcher {
+// Sandboxed launches commands into the sandbox of their environment.
+func Sandboxed(env *sandbox.Env) Launcher {
 	return LauncherFunc(func(cmd *exec.Cmd) (Tracker, error) {
-		return sandbox.Apply(cmd, p, self)
+		return env.Apply(cmd)
 	})
 }
 
@@ -54,9 +53,9 @@ func Sandboxed(p sandbox.Policy, self string) Launcher {
 // tracked by process group, session and their descendants only. Starting
 // is cheaper (no cgroup to create and clone into), but a daemon that
 // double-forked out of the session cannot be found.
-func SandboxedByGroup(p sandbox.Policy, self string) Launcher {
+func SandboxedByGroup(env *sandbox.Env) Launcher {
 	return LauncherFunc(func(cmd *exec.Cmd) (Tracker, error) {
-		if err := sandbox.Confine(cmd, p, self); err != nil {
+		if err := env.Confine(cmd); err != nil {
 			return nil, err
 		}
 		return &groupTracker{cmd: cmd}, nil

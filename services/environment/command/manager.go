@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 
 // MaxSessions is the default cap on command sessions per environment.
@@ -21,11 +23,26 @@ const MaxSessions = 64
 
 // Options configure a Manager.
 type Options struct {
-	// Shell is the shell that runs command lines, as shell -lc LINE;
+	// Shell is the shell that runs command lines, as shell -c LINE;
 	// empty means bash from PATH.
 	Shell string
-	// Env is the environment of every command.
+	// Env is the environment the login shell starts in. The environment
+	// it leaves (the shell snapshot) is every command's, Fixed aside.
 	Env []string
+	// Fixed are variables ("NAME=value") that every command gets as
+	// given, whatever the login profile set.
+	Fixed []string
+	// Dir is where the login shell of the snapshot runs (the workspace).
+	Dir string
+	// LoginShell runs every command as shell -lc LINE, the login profile
+	// each time, instead of taking a snapshot once.
+	LoginShell bool
+	// ProfileTimeout bounds the snapshot's login shell; zero means
+	// DefaultProfileTimeout.
+	ProfileTimeout time.Duration
+	// Limits, when set, reports the resource limits the environment's
+	// commands ran into, in their final status.
+	Limits LimitReporter
 	// Launcher applies the sandbox; nil means Unconfined.
 	Launcher Launcher
 	// Max caps the number of sessions; zero means MaxSessions.
@@ -35,10 +52,27 @@ type Options struct {
 	OnBackgroundDone func(*Session)
 }
 
+// LimitReporter tells whether the environment's commands ran into its
+// resource limits. *sandbox.Env implements it.
+type LimitReporter interface {
+	// Events returns counters that only grow.
+	Events() sandbox.LimitEvents
+	// LimitsSince says what happened since the counters were before, or
+	// "" when nothing did.
+	LimitsSince(before sandbox.LimitEvents) string
+}
+
 // Manager owns the command sessions of one environment.
 type Manager struct {
 	opts  Options
 	shell string
+	// snap is the shell snapshot, nil with LoginShell; closing ends a
+	// snapshot still being taken.
+	snap    *snapshot
+	closing chan struct{}
+	// noticed is set once a command's output carried the snapshot's
+	// notice.
+	noticed bool
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -72,7 +106,32 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.Launcher == nil {
 		opts.Launcher = Unconfined()
 	}
-	return &Manager{opts: opts, shell: path, sessions: map[string]*Session{}, changed: make(chan struct{})}, nil
+	m := &Manager{opts: opts, shell: path, sessions: map[string]*Session{}, changed: make(chan struct{}), closing: make(chan struct{})}
+	if !opts.LoginShell {
+		m.snap = &snapshot{done: make(chan struct{})}
+		go m.takeSnapshot()
+	}
+	return m, nil
+}
+
+// waitSnapshot waits for the shell snapshot (bounded by the profile
+// timeout) and returns its notice the first time it is asked.
+func (m *Manager) waitSnapshot(ctx context.Context) (string, error) {
+	if m.snap == nil {
+		return "", nil
+	}
+	select {
+	case <-m.snap.done:
+	case <-ctx.Done():
+		return "", fmt.Errorf("waiting for the login shell's profile: %w", ctx.Err())
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.snap.notice != "" && !m.noticed {
+		m.noticed = true
+		return m.snap.notice + "\n", nil
+	}
+	return "", nil
 }
 
 // ErrTooMany is returned when every session slot holds a running command.
@@ -83,7 +142,8 @@ var ErrClosed = errors.New("the environment has been disposed")
 
 // StartOptions describe one command.
 type StartOptions struct {
-	// Command is the command line, run with the shell's -lc.
+	// Command is the command line, run with the shell's -c (-lc with
+	// Options.LoginShell).
 	Command string
 	// Dir is the working directory.
 	Dir string
@@ -139,18 +199,32 @@ func (m *Manager) Start(ctx context.Context, o StartOptions) (*Session, error) {
 	m.sessions[id] = nil
 	m.mu.Unlock()
 
-	s, err := m.start(id, o)
+	notice, err := m.waitSnapshot(ctx)
+	if err == nil {
+		var s *Session
+		s, err = m.start(id, o, notice)
+		if err == nil {
+			return m.admit(id, s)
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err != nil || m.closed {
+	delete(m.sessions, id)
+	m.notifyLocked()
+	return nil, err
+}
+
+// admit puts a started session into its reserved slot, unless the manager
+// was closed meanwhile.
+func (m *Manager) admit(id string, s *Session) (*Session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
 		delete(m.sessions, id)
 		m.notifyLocked()
-		if err == nil {
-			s.markRemoved()
-			go s.Kill(0)
-			return nil, ErrClosed
-		}
-		return nil, err
+		s.markRemoved()
+		go s.Kill(0)
+		return nil, ErrClosed
 	}
 	m.sessions[id] = s
 	return s, nil
@@ -217,10 +291,18 @@ func (m *Manager) evictableLocked() *Session {
 	return best
 }
 
-func (m *Manager) start(id string, o StartOptions) (*Session, error) {
-	cmd := exec.Command(m.shell, "-lc", o.Command)
+func (m *Manager) start(id string, o StartOptions, notice string) (*Session, error) {
+	flag := "-c"
+	if m.opts.LoginShell {
+		flag = "-lc"
+	}
+	cmd := exec.Command(m.shell, flag, o.Command)
 	cmd.Dir = o.Dir
-	cmd.Env = m.opts.Env
+	cmd.Env = m.commandEnv()
+	var limitsAt sandbox.LimitEvents
+	if m.opts.Limits != nil {
+		limitsAt = m.opts.Limits.Events()
+	}
 	var files commandIO
 	var err error
 	if o.Pipes {
@@ -257,6 +339,11 @@ func (m *Manager) start(id string, o StartOptions) (*Session, error) {
 		terminal:   !o.Pipes,
 		changed:    make(chan struct{}),
 		done:       make(chan struct{}),
+		limits:     m.opts.Limits,
+		limitsAt:   limitsAt,
+	}
+	if notice != "" {
+		s.unread = []byte(notice)
 	}
 	s.space = sync.NewCond(&s.mu)
 	s.onChange = m.notify
@@ -336,6 +423,9 @@ func (m *Manager) List() []Info {
 // Later starts fail with ErrClosed.
 func (m *Manager) Close() {
 	m.mu.Lock()
+	if !m.closed {
+		close(m.closing)
+	}
 	m.closed = true
 	m.notifyLocked()
 	list := make([]*Session, 0, len(m.sessions))
@@ -374,6 +464,9 @@ func (m *Manager) Close() {
 		}()
 	}
 	wg.Wait()
+	if m.snap != nil {
+		<-m.snap.done
+	}
 }
 
 // reapDelay is how long a retired tracker waits to be released. Releasing

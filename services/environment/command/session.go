@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 
 // State is where a command session is in its life.
@@ -111,6 +113,10 @@ type Session struct {
 	onDone      func(*Session)
 	onChange    func() // tells the manager a slot may have freed
 	finalizedMu sync.Once
+	// limits and limitsAt report the resource limits the environment's
+	// commands ran into while this one ran.
+	limits   LimitReporter
+	limitsAt sandbox.LimitEvents
 }
 
 // ID returns the session's process id, the one tools use.
@@ -166,6 +172,10 @@ type Status struct {
 	// ExitCode is the exit status once exited; a command ended by a
 	// signal reports 128 plus the signal number, as shells do.
 	ExitCode int
+	// Limits says, once the command has ended, which of the
+	// environment's resource limits its commands ran into while it ran,
+	// or "".
+	Limits string
 }
 
 // broadcastLocked wakes every reader waiting for news.
@@ -363,6 +373,9 @@ func (s *Session) Stream(ctx context.Context, wait time.Duration, w io.Writer) (
 			continue
 		}
 		if st.State != Running {
+			if s.limits != nil {
+				st.Limits = s.limits.LimitsSince(s.limitsAt)
+			}
 			return st, nil
 		}
 		select {

@@ -12,8 +12,9 @@ import (
 // costs, against a plain os/exec run of the same binary timed in the same
 // iterations: "ratio" is launched/plain time, "extra-µs" the difference per
 // command. Variants: Confine (session, parent-death signal), Apply with a
-// per-command cgroup, and the workspace-write trampoline (one more exec of
-// the binary plus Landlock). "noop" launches the plain command twice and
+// per-command cgroup, and a workspace-write environment (the trampoline:
+// one more exec of the binary, joining the environment's namespaces and
+// cgroups, Landlock, the system call filter, and a fork of the command). "noop" launches the plain command twice and
 // shows the noise floor.
 func BenchmarkLaunch(b *testing.B) {
 	bin, err := exec.LookPath("true")
@@ -65,14 +66,14 @@ func BenchmarkLaunch(b *testing.B) {
 		run(b, func(cmd *exec.Cmd) (func(), error) { return func() {}, nil })
 	})
 	b.Run("confine", func(b *testing.B) {
-		run(b, func(cmd *exec.Cmd) (func(), error) { return func() {}, Confine(cmd, Policy{}, "") })
+		run(b, func(cmd *exec.Cmd) (func(), error) { return func() {}, (&Env{}).Confine(cmd) })
 	})
 	b.Run("apply-cgroup", func(b *testing.B) {
 		if _, err := CgroupParent(); err != nil {
 			b.Skipf("no cgroup: %v", err)
 		}
 		run(b, func(cmd *exec.Cmd) (func(), error) {
-			g, err := Apply(cmd, Policy{}, "")
+			g, err := Apply(cmd)
 			if err != nil {
 				return nil, err
 			}
@@ -80,11 +81,21 @@ func BenchmarkLaunch(b *testing.B) {
 		})
 	})
 	b.Run("workspace-write", func(b *testing.B) {
-		if HostProbe().Check(Policy{Mode: WorkspaceWrite, Workspace: ws}) != nil {
-			b.Skip("no Landlock")
+		p := Policy{Mode: WorkspaceWrite, Workspace: ws, Network: NetworkNone}
+		if err := HostProbe().Check(p); err != nil {
+			b.Skipf("this host cannot confine: %v", err)
 		}
+		env, err := NewEnv(p, selfPath)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer env.Close()
 		run(b, func(cmd *exec.Cmd) (func(), error) {
-			return func() {}, Confine(cmd, Policy{Mode: WorkspaceWrite, Workspace: ws}, selfPath)
+			g, err := env.Apply(cmd)
+			if err != nil {
+				return nil, err
+			}
+			return func() { _ = g.Release() }, nil
 		})
 	})
 }

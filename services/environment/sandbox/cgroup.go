@@ -248,14 +248,36 @@ func removeCgroup(dir string, kill func() error) error {
 
 // SweepCgroups removes the cgroups left behind by environment services
 // that died without cleaning up (a crash, SIGKILL), killing what still runs
-// in them. Parent-death signals only reach a command's first process;
-// this catches the rest. Call it once at service start. It returns how many
-// cgroups it removed.
+// in them: per-command cgroups, and environments' cgroups in the cgroup v2
+// and v1 hierarchies. Parent-death signals only reach a command's first
+// process and an environment's init; this catches the rest. Call it once
+// at service start. It returns how many cgroups it removed.
 func SweepCgroups() (int, error) {
-	parent, err := CgroupParent()
-	if err != nil {
-		return 0, nil // nothing was ever created here
+	removed := 0
+	var errs []error
+	if parent, err := CgroupParent(); err == nil {
+		n, err := sweepDir(parent, removeCgroupTree)
+		removed += n
+		errs = append(errs, err)
 	}
+	if hier, err := v1Hierarchies(); err == nil {
+		seen := map[string]bool{}
+		for _, dir := range hier {
+			if seen[dir] {
+				continue
+			}
+			seen[dir] = true
+			n, err := sweepDir(dir, removeV1Cgroup)
+			removed += n
+			errs = append(errs, err)
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// sweepDir removes, with remove, the cgroups under parent that a penguin
+// process which no longer runs created.
+func sweepDir(parent string, remove func(dir string) error) (int, error) {
 	entries, err := os.ReadDir(parent)
 	if err != nil {
 		return 0, fmt.Errorf("listing cgroups in %s: %w", parent, err)
@@ -275,15 +297,37 @@ func SweepCgroups() (int, error) {
 		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
 			continue // its creator still runs
 		}
-		dir := filepath.Join(parent, e.Name())
-		kill := func() error { return (&cgroup{dir: dir}).kill() }
-		if err := removeCgroup(dir, kill); err != nil {
+		if err := remove(filepath.Join(parent, e.Name())); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		removed++
 	}
 	return removed, errors.Join(errs...)
+}
+
+// removeCgroupTree kills everything in a cgroup v2 directory and its
+// descendants (an environment's cgroup holds its commands' cgroups), and
+// removes them, deepest first.
+func removeCgroupTree(dir string) error {
+	kill := func() error { return (&cgroup{dir: dir}).kill() }
+	if pop, err := cgroupPopulated(dir); err == nil && pop {
+		if err := kill(); err != nil {
+			return err
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("listing cgroup %s: %w", dir, err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.IsDir() {
+			errs = append(errs, removeCgroupTree(filepath.Join(dir, e.Name())))
+		}
+	}
+	errs = append(errs, removeCgroup(dir, kill))
+	return errors.Join(errs...)
 }
 
 // kernelAtLeast reports an error unless the running kernel's release is at

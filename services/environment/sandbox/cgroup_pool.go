@@ -65,6 +65,18 @@ func (p *cgroupPool) put(parent string, c *cgroup) error {
 	return c.remove()
 }
 
+// drain removes the pooled cgroups under parent, before parent itself is
+// removed.
+func (p *cgroupPool) drain(parent string) {
+	p.mu.Lock()
+	list := p.free[parent]
+	delete(p.free, parent)
+	p.mu.Unlock()
+	for _, c := range list {
+		_ = c.remove()
+	}
+}
+
 // DrainCgroupPool removes the empty cgroups kept for reuse. A service calls
 // it when it shuts down, so that it leaves no cgroup behind; cgroups in use
 // are not affected, and later commands simply create new ones.

@@ -5,8 +5,14 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
+	"sync"
 
+	seccomp "github.com/elastic/go-seccomp-bpf"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 )
@@ -28,17 +34,76 @@ type Probe struct {
 	// NewNetNS returns nil when this process can create a network
 	// namespace and bring its loopback interface up.
 	NewNetNS func() error
+	// Privileged returns nil when this process may create namespaces and
+	// run commands as another user (it is root).
+	Privileged func() error
+	// Limits returns nil when the host offers the cgroup controllers that
+	// hold an environment's limits (pids and memory, in cgroup v2 or v1).
+	Limits func() error
+	// Seccomp returns nil when the kernel filters system calls.
+	Seccomp func() error
 }
 
-// HostProbe returns the probe that asks the running kernel.
+// HostProbe returns the probe that asks the running kernel. The answers
+// that cost more than a system call are worked out once per process.
 func HostProbe() Probe {
-	return Probe{LandlockABI: ll.LandlockGetABIVersion, NewNetNS: probeNetNS}
+	return Probe{
+		LandlockABI: ll.LandlockGetABIVersion,
+		NewNetNS:    hostNetNS,
+		Privileged:  func() error { return privileged() },
+		Limits:      hostLimits,
+		Seccomp:     func() error { return seccompAvailable() },
+	}
+}
+
+var (
+	hostNetNS  = sync.OnceValue(probeNetNS)
+	hostLimits = sync.OnceValue(probeLimits)
+)
+
+// privileged reports whether this process runs as root.
+func privileged() error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("the service runs as uid %d, not root", os.Geteuid())
+	}
+	return nil
+}
+
+// seccompAvailable reports whether the kernel has seccomp filters.
+func seccompAvailable() error {
+	if !seccomp.Supported() {
+		return errors.New("the kernel has no seccomp filter support (CONFIG_SECCOMP_FILTER)")
+	}
+	return nil
+}
+
+// probeLimits finds the controllers without creating anything: a cgroup
+// v2 hierarchy that offers pids and memory, or v1 hierarchies with them.
+func probeLimits() error {
+	v2Err := errors.New("no writable cgroup v2 hierarchy")
+	if parent, err := CgroupParent(); err == nil {
+		avail, err := os.ReadFile(filepath.Join(parent, "cgroup.controllers"))
+		have := strings.Fields(string(avail))
+		switch {
+		case err != nil:
+			v2Err = err
+		case slices.Contains(have, "pids") && slices.Contains(have, "memory"):
+			return nil
+		default:
+			v2Err = fmt.Errorf("the cgroup v2 hierarchy offers only %q", have)
+		}
+	}
+	_, v1Err := v1Hierarchies()
+	if v1Err == nil {
+		return nil
+	}
+	return fmt.Errorf("%v; %v", v2Err, v1Err)
 }
 
 // Check reports whether this host can enforce p, with an error wrapping
-// ErrUnsupported that names the missing kernel feature when it cannot.
-// Mode None without NoNetwork always passes. The environment service calls
-// it in CreateEnvironment so that a sandbox is refused up front rather than
+// ErrUnsupported that names what is missing when it cannot. Mode None on
+// the host's network always passes. The environment service calls it in
+// CreateEnvironment so that a sandbox is refused up front rather than
 // silently weakened.
 func Check(p Policy) error { return HostProbe().Check(p) }
 
@@ -48,6 +113,9 @@ func (pr Probe) Check(p Policy) error {
 		return err
 	}
 	if p.Mode != None {
+		if err := pr.Privileged(); err != nil {
+			return fmt.Errorf("%w: sandbox mode %s runs commands in namespaces of their own as another user, which needs the service to run as root: %v", ErrUnsupported, p.Mode, err)
+		}
 		abi, err := pr.LandlockABI()
 		if err != nil {
 			return fmt.Errorf("%w: sandbox mode %s needs Linux Landlock (CONFIG_SECURITY_LANDLOCK=y and \"landlock\" in the lsm= boot list), which this kernel does not provide: %v", ErrUnsupported, p.Mode, err)
@@ -55,10 +123,16 @@ func (pr Probe) Check(p Policy) error {
 		if abi < MinLandlockABI {
 			return fmt.Errorf("%w: sandbox mode %s needs Landlock ABI v%d (Linux 6.2 or later, for truncation control); this kernel offers v%d", ErrUnsupported, p.Mode, MinLandlockABI, abi)
 		}
+		if err := pr.Seccomp(); err != nil {
+			return fmt.Errorf("%w: sandbox mode %s needs seccomp: %v", ErrUnsupported, p.Mode, err)
+		}
+		if err := pr.Limits(); err != nil {
+			return fmt.Errorf("%w: sandbox mode %s bounds each environment's processes and memory, which needs the pids and memory cgroup controllers: %v", ErrUnsupported, p.Mode, err)
+		}
 	}
-	if p.NoNetwork {
+	if p.Network != NetworkHost {
 		if err := pr.NewNetNS(); err != nil {
-			return fmt.Errorf("%w: no-network needs a new network namespace, which this process cannot create: %v", ErrUnsupported, err)
+			return fmt.Errorf("%w: network access %s needs a new network namespace, which this process cannot create: %v", ErrUnsupported, p.Network, err)
 		}
 	}
 	return nil

@@ -4,47 +4,67 @@ package sandbox
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/penguin-agent/penguin/internal/proctest"
 )
 
-// fakeProbe simulates a host: abi < 0 means no Landlock at all.
-func fakeProbe(t *testing.T, abi int, netErr error) Probe {
+// host describes a simulated host: abi < 0 means no Landlock at all; a
+// nil error means the feature is there.
+type host struct {
+	abi                            int
+	netErr, rootErr, limitsErr, sc error
+}
+
+func (h host) probe() Probe {
 	return Probe{
 		LandlockABI: func() (int, error) {
-			if abi < 0 {
+			if h.abi < 0 {
 				return 0, syscall.EOPNOTSUPP
 			}
-			return abi, nil
+			return h.abi, nil
 		},
-		NewNetNS: func() error { return netErr },
+		NewNetNS:   func() error { return h.netErr },
+		Privileged: func() error { return h.rootErr },
+		Limits:     func() error { return h.limitsErr },
+		Seccomp:    func() error { return h.sc },
 	}
 }
 
 // TestCheckSimulatedHosts proves that every mode a host cannot enforce is
-// refused with an error that wraps ErrUnsupported and names the missing
-// kernel feature, and that a host that can enforce it passes.
+// refused with an error that wraps ErrUnsupported and names what is
+// missing, and that a host that can enforce it passes.
 func TestCheckSimulatedHosts(t *testing.T) {
 	ws := t.TempDir()
+	full := host{abi: 7}
+	ww := Policy{Mode: WorkspaceWrite, Workspace: ws, Network: NetworkNone}
 	for _, tc := range []struct {
-		name   string
-		abi    int
-		netErr error
-		p      Policy
-		want   string // "" means Check must pass
+		name string
+		h    host
+		p    Policy
+		want string // "" means Check must pass
 	}{
-		{"none on a bare kernel", -1, syscall.EPERM, Policy{}, ""},
-		{"workspace-write without landlock", -1, nil, Policy{Mode: WorkspaceWrite, Workspace: ws}, "needs Linux Landlock"},
-		{"read-only without landlock", -1, nil, Policy{Mode: ReadOnly, Workspace: ws}, "needs Linux Landlock"},
-		{"workspace-write on ABI v2", 2, nil, Policy{Mode: WorkspaceWrite, Workspace: ws}, "needs Landlock ABI v3 (Linux 6.2 or later, for truncation control); this kernel offers v2"},
-		{"workspace-write on ABI v3", 3, nil, Policy{Mode: WorkspaceWrite, Workspace: ws}, ""},
-		{"no-network without namespaces", 7, syscall.EPERM, Policy{NoNetwork: true}, "no-network needs a new network namespace"},
-		{"read-only and no-network, namespaces missing", 7, syscall.EPERM, Policy{Mode: ReadOnly, Workspace: ws, NoNetwork: true}, "operation not permitted"},
-		{"everything available", 7, nil, Policy{Mode: ReadOnly, Workspace: ws, NoNetwork: true}, ""},
+		{"none on a bare kernel", host{abi: -1, netErr: syscall.EPERM, rootErr: syscall.EPERM}, Policy{}, ""},
+		{"workspace-write without landlock", host{abi: -1}, ww, "needs Linux Landlock"},
+		{"read-only without landlock", host{abi: -1}, Policy{Mode: ReadOnly, Workspace: ws, Network: NetworkNone}, "needs Linux Landlock"},
+		{"workspace-write on ABI v2", host{abi: 2}, ww, "needs Landlock ABI v3 (Linux 6.2 or later, for truncation control); this kernel offers v2"},
+		{"workspace-write as an ordinary user", host{abi: 7, rootErr: errors.New("the service runs as uid 1000, not root")}, ww, "needs the service to run as root"},
+		{"workspace-write without cgroup controllers", host{abi: 7, limitsErr: errors.New("no pids controller")}, ww, "pids and memory cgroup controllers"},
+		{"workspace-write without seccomp", host{abi: 7, sc: errors.New("no seccomp")}, ww, "needs seccomp"},
+		{"no network without namespaces", host{abi: 7, netErr: syscall.EPERM}, Policy{Network: NetworkNone}, "needs a new network namespace"},
+		// A writable path configured above the workspace: read-only
+		// cannot be enforced there.
+		{"read-only beneath a writable path", full, Policy{Mode: ReadOnly, Workspace: ws, Network: NetworkNone, WritablePaths: []string{"/"}}, "lies beneath writable path /"},
+		{"read-only beneath a writable parent", full, Policy{Mode: ReadOnly, Workspace: ws + "/sub", Network: NetworkNone, WritablePaths: []string{ws + "/"}}, "lies beneath writable path"},
+		{"workspace-write on ABI v3", host{abi: 3}, ww, ""},
+		{"everything available", full, Policy{Mode: ReadOnly, Workspace: ws, Network: NetworkNone}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := fakeProbe(t, tc.abi, tc.netErr).Check(tc.p)
+			err := tc.h.probe().Check(tc.p)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("Check = %v, want nil", err)
@@ -61,12 +81,15 @@ func TestCheckSimulatedHosts(t *testing.T) {
 	}
 }
 
-// TestCheckNoneNeedsNoProbe proves mode none without no-network asks the
-// host nothing, so it passes even where probing itself would fail.
+// TestCheckNoneNeedsNoProbe proves mode none on the host's network asks
+// the host nothing, so it passes even where probing itself would fail.
 func TestCheckNoneNeedsNoProbe(t *testing.T) {
+	fail := func(what string) func() error {
+		return func() error { t.Errorf("%s probed for mode none", what); return nil }
+	}
 	pr := Probe{
 		LandlockABI: func() (int, error) { t.Error("Landlock probed for mode none"); return 0, nil },
-		NewNetNS:    func() error { t.Error("namespaces probed without no-network"); return nil },
+		NewNetNS:    fail("namespaces"), Privileged: fail("privileges"), Limits: fail("limits"), Seccomp: fail("seccomp"),
 	}
 	if err := pr.Check(Policy{WritablePaths: []string{"ignored"}}); err != nil {
 		t.Fatal(err)
@@ -82,13 +105,17 @@ func TestCheckInvalidPolicy(t *testing.T) {
 		want string
 	}{
 		{Policy{Mode: 7}, "invalid sandbox mode"},
-		{Policy{Mode: WorkspaceWrite}, "needs a workspace path"},
-		{Policy{Mode: WorkspaceWrite, Workspace: "work"}, "not an absolute path"},
-		{Policy{Mode: WorkspaceWrite, Workspace: ws, WritablePaths: []string{"tmp"}}, "not an absolute path"},
-		{Policy{Mode: ReadOnly, Workspace: ws, WritablePaths: []string{"/"}}, "lies beneath writable path /"},
-		{Policy{Mode: ReadOnly, Workspace: ws + "/sub", WritablePaths: []string{ws + "/"}}, "lies beneath writable path"},
+		{Policy{Mode: WorkspaceWrite, Network: NetworkNone}, "needs a workspace path"},
+		{Policy{Mode: WorkspaceWrite, Workspace: "work", Network: NetworkNone}, "not an absolute path"},
+		{Policy{Mode: WorkspaceWrite, Workspace: ws, Network: NetworkNone, WritablePaths: []string{"tmp"}}, "not an absolute path"},
+		{Policy{Mode: WorkspaceWrite, Workspace: ws, Network: NetworkNone, HidePaths: []string{"token"}}, "not an absolute path"},
+		{Policy{Mode: WorkspaceWrite, Workspace: ws}, "cannot share the host's network"},
+		{Policy{Network: NetworkProxy}, "needs the egress proxy's socket"},
+		{Policy{Mode: WorkspaceWrite, Workspace: ws, Network: NetworkNone, Limits: Limits{CPUWeight: 20000}}, "outside 1..10000"},
+		{Policy{Mode: WorkspaceWrite, Workspace: ws, Network: NetworkNone, Limits: Limits{Memory: 1 << 20}}, "below 16 MiB"},
+		{Policy{Mode: WorkspaceWrite, Workspace: ws, Network: NetworkNone, Limits: Limits{Pids: 2}}, "below 8"},
 	} {
-		err := fakeProbe(t, 7, nil).Check(tc.p)
+		err := host{abi: 7}.probe().Check(tc.p)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Check(%+v) = %v, want an error containing %q", tc.p, err, tc.want)
 			continue
@@ -104,19 +131,19 @@ func TestCheckInvalidPolicy(t *testing.T) {
 // confinement tests skip with the same reason).
 func TestHostCheck(t *testing.T) {
 	ws := t.TempDir()
-	abi, llErr := HostProbe().LandlockABI()
-	netErr := HostProbe().NewNetNS()
-	t.Logf("host: Landlock ABI %d (err %v); new network namespace: %v", abi, llErr, netErr)
+	pr := HostProbe()
+	abi, llErr := pr.LandlockABI()
+	netErr, rootErr, limitsErr, scErr := pr.NewNetNS(), pr.Privileged(), pr.Limits(), pr.Seccomp()
+	t.Logf("host: Landlock ABI %d (%v); network namespace: %v; root: %v; limits: %v; seccomp: %v", abi, llErr, netErr, rootErr, limitsErr, scErr)
+	confinable := llErr == nil && abi >= MinLandlockABI && netErr == nil && rootErr == nil && limitsErr == nil && scErr == nil
 	for _, p := range []Policy{
 		{},
-		{Mode: WorkspaceWrite, Workspace: ws},
-		{Mode: ReadOnly, Workspace: ws},
-		{NoNetwork: true},
-		{Mode: WorkspaceWrite, Workspace: ws, NoNetwork: true},
+		{Network: NetworkNone},
+		{Mode: WorkspaceWrite, Workspace: ws, Network: NetworkNone},
+		{Mode: ReadOnly, Workspace: ws, Network: NetworkNone},
 	} {
 		err := Check(p)
-		landlockOK := llErr == nil && abi >= MinLandlockABI
-		wantOK := (p.Mode == None || landlockOK) && (!p.NoNetwork || netErr == nil)
+		wantOK := p.Network == NetworkHost || (p.Mode == None && netErr == nil) || confinable
 		switch {
 		case wantOK && err != nil:
 			t.Errorf("Check(%+v) = %v on a host that supports it", p, err)
@@ -126,17 +153,61 @@ func TestHostCheck(t *testing.T) {
 	}
 }
 
-func TestParseMode(t *testing.T) {
+func TestParseModeNetworkIdentity(t *testing.T) {
 	for _, m := range []Mode{None, WorkspaceWrite, ReadOnly} {
 		got, err := ParseMode(m.String())
 		if err != nil || got != m {
 			t.Errorf("ParseMode(%q) = %v, %v", m.String(), got, err)
 		}
 	}
-	if m, err := ParseMode(""); err != nil || m != None {
-		t.Errorf("ParseMode(\"\") = %v, %v, want none", m, err)
-	}
 	if _, err := ParseMode("workspace_write"); err == nil || !strings.Contains(err.Error(), "want none, workspace-write or read-only") {
 		t.Errorf("ParseMode(bad) = %v", err)
+	}
+	for _, n := range []Network{NetworkHost, NetworkNone, NetworkProxy} {
+		got, err := ParseNetwork(n.String())
+		if err != nil || got != n {
+			t.Errorf("ParseNetwork(%q) = %v, %v", n.String(), got, err)
+		}
+	}
+	for in, want := range map[string]string{"1000": "1000:1000", "1000:2000": "1000:2000"} {
+		id, err := ParseIdentity(in)
+		if err != nil || id.String() != want {
+			t.Errorf("ParseIdentity(%q) = %v, %v, want %s", in, id, err, want)
+		}
+	}
+	for in, want := range map[string]string{"0": "never run as root", "1000:0": "never run as root", "nobody": "numeric", "1000:": "numeric", "-5": "numeric"} {
+		if _, err := ParseIdentity(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseIdentity(%q) = %v, want an error containing %q", in, err, want)
+		}
+	}
+}
+
+// TestTrampolineBesideTheBinary proves how the trampoline is found:
+// penguin-sandbox beside the running binary when it speaks this
+// protocol, penguin itself when it is missing or from another version.
+func TestTrampolineBesideTheBinary(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lean := filepath.Join(filepath.Dir(exe), TrampolineName)
+	if _, err := os.Stat(lean); err == nil {
+		t.Skipf("%s exists already", lean)
+	}
+	if path, why := findTrampoline(); path != "/proc/self/exe" || !strings.Contains(why, "no "+TrampolineName) {
+		t.Errorf("without %s: %s (%s)", TrampolineName, path, why)
+	}
+	// This test binary plays the trampoline (TestMain), protocol included.
+	proctest.SelfIn(t, filepath.Dir(exe), TrampolineName)
+	t.Cleanup(func() { os.Remove(lean) })
+	if path, why := findTrampoline(); path != lean {
+		t.Errorf("with %s: %s (%s)", TrampolineName, path, why)
+	}
+	// One of another version.
+	if err := os.WriteFile(lean, []byte("#!/bin/sh\necho penguin-sandbox-0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if path, why := findTrampoline(); path != "/proc/self/exe" || !strings.Contains(why, "another version") {
+		t.Errorf("with another version's %s: %s (%s)", TrampolineName, path, why)
 	}
 }

@@ -121,7 +121,7 @@ func pidsInGroupOrSession(t *testing.T, id int) []int {
 func startUnder(t *testing.T, cgroupParent string, want int, script string, args ...string) (*exec.Cmd, *Group, []int) {
 	t.Helper()
 	cmd := exec.Command("bash", append([]string{"-c", script}, args...)...)
-	g, err := apply(cmd, Policy{}, "", cgroupParent)
+	g, err := (&Env{}).apply(cmd, cgroupParent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestCgroupsAreReused(t *testing.T) {
 	run := func(script string) (*exec.Cmd, *Group) {
 		t.Helper()
 		cmd := exec.Command("bash", "-c", script)
-		g, err := apply(cmd, Policy{}, "", parent)
+		g, err := (&Env{}).apply(cmd, parent)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -430,6 +430,29 @@ func TestSweepCgroups(t *testing.T) {
 	}
 }
 
+// TestSweepEnvironmentCgroups proves that the cgroups of an environment
+// whose service died (SIGKILL, so nothing was cleaned up) are removed by
+// the next service's sweep.
+func TestSweepEnvironmentCgroups(t *testing.T) {
+	requireConfinement(t)
+	cmd, line := startHelper(t, "helper-env", t.TempDir())
+	dirs := strings.Fields(line)
+	if len(dirs) == 0 {
+		t.Fatalf("the helper reported no cgroups: %q", line)
+	}
+	for _, d := range dirs {
+		mustExist(t, d, true)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if _, err := SweepCgroups(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		mustExist(t, d, false)
+	}
+}
+
 // TestKillGroupRefusesOwnGroup proves the guard against killing the
 // service itself, its group or init.
 func TestKillGroupRefusesOwnGroup(t *testing.T) {
@@ -442,7 +465,6 @@ func TestKillGroupRefusesOwnGroup(t *testing.T) {
 
 // TestApplyErrors proves bad uses of Apply are clear errors.
 func TestApplyErrors(t *testing.T) {
-	ws := t.TempDir()
 	started := exec.Command("true")
 	if err := started.Run(); err != nil {
 		t.Fatal(err)
@@ -452,47 +474,58 @@ func TestApplyErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cmd  *exec.Cmd
-		p    Policy
-		self string
 		want string
 	}{
-		{"already started", started, Policy{}, "", "already started"},
-		{"joins another group", joinGroup, Policy{}, "", "must lead its own process group"},
-		{"unknown binary", exec.Command("penguin-no-such-binary"), Policy{}, "", "executable file not found"},
-		{"missing workspace", exec.Command("true"), Policy{Mode: WorkspaceWrite, Workspace: filepath.Join(ws, "missing")}, "/bin/x", "no such file"},
-		{"no self", exec.Command("true"), Policy{Mode: WorkspaceWrite, Workspace: ws}, "", "path of the penguin binary"},
+		{"already started", started, "already started"},
+		{"joins another group", joinGroup, "must lead its own process group"},
+		{"unknown binary", exec.Command("penguin-no-such-binary"), "executable file not found"},
 	} {
-		if _, err := apply(tc.cmd, tc.p, tc.self, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := (&Env{}).apply(tc.cmd, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: apply = %v, want an error containing %q", tc.name, err, tc.want)
 		}
+	}
+	if _, err := NewEnv(Policy{Mode: WorkspaceWrite, Workspace: t.TempDir(), Network: NetworkNone}, ""); err == nil || !strings.Contains(err.Error(), "path of the penguin binary") {
+		t.Errorf("NewEnv without the binary = %v", err)
 	}
 }
 
 // TestApplyRewritesCommand pins the trampoline command line, which the
-// penguin binary must understand.
+// penguin binary must understand, and that mode none on the host's
+// network runs the command itself.
 func TestApplyRewritesCommand(t *testing.T) {
-	ws := t.TempDir()
-	cmd := exec.Command("bash", "-lc", "echo hi")
+	standIn, err := os.Open(os.DevNull) // for the init's pidfd
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer standIn.Close()
+	e := &Env{p: Policy{Mode: WorkspaceWrite, Network: NetworkNone}.withDefaults(), self: "/usr/bin/penguin",
+		pidfd: standIn, ended: make(chan struct{}),
+		prefix: []string{"/usr/bin/penguin", "sandbox-exec", "run", "--join-fd", "3"}}
+	cmd := exec.Command("bash", "-c", "echo hi")
 	bash := cmd.Path
-	g, err := apply(cmd, Policy{Mode: WorkspaceWrite, Workspace: ws, WritablePaths: []string{"/tmp"}, NoNetwork: true}, "/usr/bin/penguin", "")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	g, err := e.apply(cmd, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Release()
-	want := []string{"/usr/bin/penguin", "sandbox-exec", "--mode", "workspace-write", "--workspace", ws, "--writable", "/tmp", "--no-network", "--argv0", "bash", "--", bash, "-lc", "echo hi"}
+	want := []string{"/usr/bin/penguin", "sandbox-exec", "run", "--join-fd", "3", "--ctty", "--argv0", "bash", "--", bash, "-c", "echo hi"}
 	if cmd.Path != "/usr/bin/penguin" || !slices.Equal(cmd.Args, want) {
 		t.Errorf("rewritten to %q %q, want %q", cmd.Path, cmd.Args, want)
 	}
 	a := cmd.SysProcAttr
-	if !a.Setsid || a.Setpgid || a.Pdeathsig != syscall.SIGKILL || a.Cloneflags&syscall.CLONE_NEWNET == 0 {
-		t.Errorf("SysProcAttr %+v lacks Setsid, Pdeathsig or CLONE_NEWNET", a)
+	if !a.Setsid || a.Setctty || a.Setpgid || a.Pdeathsig != syscall.SIGKILL {
+		t.Errorf("SysProcAttr %+v: want Setsid and Pdeathsig, and the terminal left to the command", a)
+	}
+	if len(cmd.ExtraFiles) != 1 || cmd.ExtraFiles[0] != e.pidfd {
+		t.Errorf("the init's pidfd is not the command's fd 3: %v", cmd.ExtraFiles)
 	}
 	plain := exec.Command("true")
-	if _, err := apply(plain, Policy{}, "", ""); err != nil {
+	if _, err := (&Env{}).apply(plain, ""); err != nil {
 		t.Fatal(err)
 	}
-	if plain.Args[0] != "true" || plain.SysProcAttr.Cloneflags != 0 {
-		t.Errorf("mode none without no-network should run the command directly, got %q", plain.Args)
+	if plain.Args[0] != "true" || plain.SysProcAttr.Cloneflags != 0 || len(plain.ExtraFiles) != 0 {
+		t.Errorf("mode none on the host's network should run the command directly, got %q", plain.Args)
 	}
 }
 

@@ -10,10 +10,15 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestMain lets the test binary play the roles the penguin binary plays in
@@ -46,6 +51,112 @@ func helpers() map[string]func(args []string) int {
 				return 3
 			}
 			c.Close()
+			return 0
+		},
+		// helper-dial-unix ADDR: exit 0 when a Unix socket connection to
+		// ADDR ("@name" for an abstract one) succeeds, 3 when it fails.
+		"helper-dial-unix": func(args []string) int {
+			c, err := net.DialTimeout("unix", args[0], 2*time.Second)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "dial:", err)
+				return 3
+			}
+			c.Close()
+			return 0
+		},
+		// helper-serve ADDR: accept TCP connections on ADDR until killed.
+		"helper-serve": func(args []string) int {
+			ln, err := net.Listen("tcp", args[0])
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "listen:", err)
+				return 3
+			}
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return 3
+				}
+				c.Close()
+			}
+		},
+		// helper-env WORKSPACE: start a confined environment, print its
+		// cgroup directories on one line, then wait to be killed. It
+		// stands in for an environment service that crashes.
+		"helper-env": func(args []string) int {
+			self, err := os.Executable()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 3
+			}
+			e, err := NewEnv(Policy{Mode: WorkspaceWrite, Workspace: args[0], Network: NetworkNone}, self)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 3
+			}
+			dirs := []string{}
+			if e.cg.v2 != "" {
+				dirs = append(dirs, e.cg.v2)
+			}
+			for d := range e.cg.dirSet() {
+				dirs = append(dirs, d)
+			}
+			fmt.Println(strings.Join(dirs, " "))
+			select {} // until killed
+		},
+		// helper-forkstorm N: start N sleeping processes, report how many
+		// started and how many forks were refused, then end them.
+		"helper-forkstorm": func(args []string) int {
+			n, _ := strconv.Atoi(args[0])
+			var started []*exec.Cmd
+			refused := 0
+			for range n {
+				c := exec.Command("/bin/sleep", "30")
+				if err := c.Start(); err != nil {
+					refused++
+					continue
+				}
+				started = append(started, c)
+			}
+			fmt.Printf("started %d refused %d\n", len(started), refused)
+			for _, c := range started {
+				_ = c.Process.Kill()
+				_ = c.Wait()
+			}
+			return 0
+		},
+		// helper-syscalls DIR: try the system calls a confined command
+		// must not make, and print how each ended.
+		"helper-syscalls": func(args []string) int {
+			report := func(name string, err error) {
+				if err == nil {
+					fmt.Printf("%s: ok\n", name)
+					return
+				}
+				fmt.Printf("%s: %v\n", name, err)
+			}
+			errno := func(_, _ uintptr, e syscall.Errno) error {
+				if e == 0 {
+					return nil
+				}
+				return e
+			}
+			report("mknod-char", unix.Mknod(filepath.Join(args[0], "c"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))))
+			report("mknod-block", unix.Mknod(filepath.Join(args[0], "b"), unix.S_IFBLK|0o666, int(unix.Mkdev(8, 0))))
+			report("mkfifo", unix.Mkfifo(filepath.Join(os.TempDir(), "fifo"), 0o644))
+			report("unshare-user", unix.Unshare(unix.CLONE_NEWUSER))
+			_, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}})
+			report("clone-user", err)
+			report("mount", unix.Mount("none", os.TempDir(), "tmpfs", 0, ""))
+			report("bpf", errno(unix.Syscall(unix.SYS_BPF, 0, 0, 0)))
+			_, err = unix.KeyctlGetKeyringID(unix.KEY_SPEC_SESSION_KEYRING, false)
+			report("keyctl", err)
+			var params [120]byte
+			report("io_uring_setup", errno(unix.Syscall(unix.SYS_IO_URING_SETUP, 1, uintptr(unsafe.Pointer(&params[0])), 0)))
+			attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_SOFTWARE, Config: unix.PERF_COUNT_SW_CPU_CLOCK}
+			_, err = unix.PerfEventOpen(&attr, 0, -1, -1, 0)
+			report("perf_event_open", err)
+			report("ptrace-attach", unix.PtraceAttach(1))
+			report("setns", unix.Setns(-1, 0))
 			return 0
 		},
 		// helper-loopback: listen on 127.0.0.1 and connect to it, to show the
@@ -98,7 +209,7 @@ func helpers() map[string]func(args []string) int {
 				parent = p
 			}
 			cmd := exec.Command("bash", "-c", args[1])
-			g, err := apply(cmd, Policy{}, "", parent)
+			g, err := (&Env{}).apply(cmd, parent)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return 3
@@ -137,29 +248,69 @@ type result struct {
 	code int
 }
 
-// runUnder runs name args... under p through Apply and returns its combined
-// output and exit status.
-func runUnder(t *testing.T, p Policy, name string, args ...string) result {
+// newEnv starts the sandbox of an environment under p, closed when the
+// test ends.
+func newEnv(t *testing.T, p Policy) *Env {
 	t.Helper()
-	return runWith(t, p, self(t), name, args...)
+	e, err := NewEnv(p, self(t))
+	if err != nil {
+		t.Fatalf("NewEnv: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return e
 }
 
-// runWith is runUnder with the trampoline binary given.
-func runWith(t *testing.T, p Policy, selfPath, name string, args ...string) result {
+// testEnv is the environment of the commands that a test starts with
+// runIn: PATH, HOME and SHELL pinned, so no host profile or setting
+// reaches them, and no race detector pause at exit.
+func testEnv() []string {
+	return []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/nonexistent", "SHELL=/bin/bash", "GORACE=atexit_sleep_ms=0"}
+}
+
+// runUnder runs name args... in a new environment under p and returns its
+// combined output and exit status.
+func runUnder(t *testing.T, p Policy, name string, args ...string) result {
+	t.Helper()
+	return runIn(t, newEnv(t, p), name, args...)
+}
+
+// runIn runs name args... in the environment e; what the command leaves
+// behind is ended when it has.
+func runIn(t *testing.T, e *Env, name string, args ...string) result {
+	t.Helper()
+	return run(t, e, true, name, args...)
+}
+
+// runKeep is runIn that leaves what the command started running until
+// the test ends, as the environment service keeps a server started with
+// "&".
+func runKeep(t *testing.T, e *Env, name string, args ...string) result {
+	t.Helper()
+	return run(t, e, false, name, args...)
+}
+
+func run(t *testing.T, e *Env, release bool, name string, args ...string) result {
 	t.Helper()
 	ctx := testCtx(t, 30*time.Second)
 	cmd := exec.CommandContext(ctx, name, args...)
-	// A race-enabled test binary otherwise sleeps a second on exit.
-	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
-	g, err := Apply(cmd, p, selfPath)
+	cmd.Env = testEnv()
+	g, err := e.Apply(cmd)
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
-	defer func() {
-		if err := g.Release(); err != nil {
-			t.Errorf("Release: %v", err)
-		}
-	}()
+	if release {
+		defer func() {
+			if err := g.Release(); err != nil {
+				t.Errorf("Release: %v", err)
+			}
+		}()
+	} else {
+		t.Cleanup(func() { _ = g.Release() })
+	}
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	switch {
@@ -173,11 +324,17 @@ func runWith(t *testing.T, p Policy, selfPath, name string, args ...string) resu
 	}
 }
 
-// bashUnder runs a bash script under p.
+// bashUnder runs a bash script in a new environment under p.
 // The args become $0, $1, ...
 func bashUnder(t *testing.T, p Policy, script string, args ...string) result {
 	t.Helper()
-	return runUnder(t, p, "bash", append([]string{"-c", script}, args...)...)
+	return bashIn(t, newEnv(t, p), script, args...)
+}
+
+// bashIn runs a bash script in the environment e.
+func bashIn(t *testing.T, e *Env, script string, args ...string) result {
+	t.Helper()
+	return runIn(t, e, "/bin/bash", append([]string{"-c", script}, args...)...)
 }
 
 // startSpawner starts helper-spawn and returns its process and the pid and
@@ -188,7 +345,26 @@ func startSpawner(t *testing.T, cgroup bool, script string) (*exec.Cmd, int, str
 	if cgroup {
 		flag = "1"
 	}
-	cmd := exec.Command(self(t), "helper-spawn", flag, script)
+	cmd, line := startHelper(t, "helper-spawn", flag, script)
+	f := strings.Fields(line)
+	pid, err := strconv.Atoi(f[0])
+	if err != nil {
+		t.Fatalf("spawner report %q: %v", line, err)
+	}
+	cg := ""
+	if len(f) > 1 {
+		cg = f[1]
+	}
+	return cmd, pid, cg
+}
+
+// startHelper starts a helper role of this test binary, which stands in
+// for a service, and returns it with the first line it printed. It is
+// killed when the test ends, if it was not before.
+func startHelper(t *testing.T, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(self(t), args...)
+	cmd.Env = testEnv()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -203,16 +379,7 @@ func startSpawner(t *testing.T, cgroup bool, script string) (*exec.Cmd, int, str
 	})
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		t.Fatalf("reading the spawner's report: %v", err)
+		t.Fatalf("reading the report of %s: %v", args[0], err)
 	}
-	f := strings.Fields(line)
-	pid, err := strconv.Atoi(f[0])
-	if err != nil {
-		t.Fatalf("spawner report %q: %v", line, err)
-	}
-	cg := ""
-	if len(f) > 1 {
-		cg = f[1]
-	}
-	return cmd, pid, cg
+	return cmd, line
 }
