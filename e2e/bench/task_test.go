@@ -36,6 +36,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/emulator"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
+	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 
 // The task every figure is about, as issue 14 defines it: a new session,
@@ -91,7 +92,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// penguinBinary builds cmd/penguin once per test process and returns its
+// penguinBinary builds cmd/penguin once per test process, with the sandbox
+// trampoline beside it as `make build` installs them, and returns its
 // path; PENGUIN_BENCH_BINARY names a binary to measure instead (another
 // build, to compare two versions on the same machine).
 func penguinBinary(b *testing.B) string {
@@ -115,6 +117,9 @@ func penguinBinary(b *testing.B) string {
 		defer cancel()
 		binPath = filepath.Join(dir, "penguin")
 		buildErr = e2etest.GoBuild(ctx, repo, "-o", binPath, "./cmd/penguin")
+		if buildErr == nil {
+			buildErr = e2etest.GoBuild(ctx, repo, "-o", filepath.Join(dir, sandbox.TrampolineName), "./cmd/penguin-sandbox")
+		}
 	})
 	if buildErr != nil {
 		b.Fatal(buildErr)
