@@ -269,9 +269,9 @@ func runOnce(b *testing.B, bin string, run, tasks int) runResult {
 	// page caches, the runtime's pools) have filled, and what is left is
 	// what each idle session holds.
 	res.idleRSS = (rssEnd - rssMid) / int64(tasks-tasks/2)
-	b.Logf("run %d: %d tasks; server CPU %.2f ms/task, direct CPU %.2f ms/task; resident growth %.1f KiB/task over the whole run, %.1f over its second half",
+	b.Logf("run %d: %d tasks; server CPU %.2f ms/task, direct CPU %.2f ms/task; resident growth %.1f KiB/task over the whole run, %.1f over its second half; %d threads at the end",
 		run+1, tasks, ms(res.serverCPU)/float64(tasks), ms(res.directCPU)/float64(tasks),
-		float64(rssEnd-rss0)/1024/float64(tasks), float64(res.idleRSS)/1024)
+		float64(rssEnd-rss0)/1024/float64(tasks), float64(res.idleRSS)/1024, procStatusCount(b, pid, "Threads"))
 	return res
 }
 
@@ -605,7 +605,10 @@ func rss(b *testing.B, pid int) int64 { return procStatus(b, pid, "VmRSS") }
 func anonRSS(b *testing.B, pid int) int64 { return procStatus(b, pid, "RssAnon") }
 
 // procStatus reads one size field of /proc/PID/status, in bytes.
-func procStatus(b *testing.B, pid int, field string) int64 {
+func procStatus(b *testing.B, pid int, field string) int64 { return procStatusCount(b, pid, field) << 10 }
+
+// procStatusCount reads one number of /proc/PID/status (sizes are in KiB).
+func procStatusCount(b *testing.B, pid int, field string) int64 {
 	b.Helper()
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
@@ -613,11 +616,11 @@ func procStatus(b *testing.B, pid int, field string) int64 {
 	}
 	for line := range strings.SplitSeq(string(data), "\n") {
 		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			if err != nil {
 				b.Fatalf("%s %q: %v", field, v, err)
 			}
-			return kb << 10
+			return n
 		}
 	}
 	b.Fatalf("no %s in /proc/%d/status", field, pid)

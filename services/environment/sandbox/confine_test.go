@@ -565,3 +565,40 @@ func TestNewEnvFailsLoudly(t *testing.T) {
 		t.Fatalf("NewEnv with a missing workspace = %v", err)
 	}
 }
+
+// TestIdleEnvironmentsHoldNoThreads proves that a live environment costs
+// no OS thread while it waits on its init: forty of them leave the
+// process's thread count where it was, give or take the runtime's own.
+// Each waited in a blocking Wait before, one thread apiece, so ten
+// thousand idle sessions would have hit the runtime's thread limit.
+func TestIdleEnvironmentsHoldNoThreads(t *testing.T) {
+	requireConfinement(t)
+	const n = 40
+	before := threads(t)
+	for range n {
+		e, err := NewEnv(Policy{Mode: WorkspaceWrite, Workspace: t.TempDir(), Network: NetworkNone}, self(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Close() })
+	}
+	if grew := threads(t) - before; grew > n/4 {
+		t.Fatalf("%d live environments added %d threads", n, grew)
+	}
+}
+
+// threads is this process's number of OS threads.
+func threads(t *testing.T) int {
+	t.Helper()
+	for line := range strings.SplitSeq(readFile(t, "/proc/self/status"), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no Threads in /proc/self/status")
+	return 0
+}

@@ -188,6 +188,7 @@ func (e *Env) startInit() error {
 	}
 	e.init, e.ended = cmd, make(chan struct{})
 	go func() {
+		awaitExit(cmd.Process.Pid)
 		_ = cmd.Wait()
 		close(e.ended)
 	}()
@@ -210,6 +211,32 @@ func (e *Env) startInit() error {
 	}
 	e.pidfd = os.NewFile(uintptr(fd), "init")
 	return nil
+}
+
+// awaitExit returns once the child pid has exited, leaving it for Wait to
+// reap. It waits on a pidfd through the runtime's poller: every live
+// environment waits on its init, and a goroutine blocked in Wait holds an
+// OS thread, so 10,000 idle environments would hold 10,000 threads, past
+// the runtime's limit. Where a pidfd cannot be polled it returns at once,
+// and the caller's Wait blocks as before.
+func awaitExit(pid int) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(fd), "init pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Read(func(fd uintptr) bool {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		// Done when it has exited, or when asking fails (Wait then says
+		// why); not yet when waitid found nothing to report.
+		return err != nil || info.Signo != 0
+	})
 }
 
 // readReady reads the init's report until it closes the pipe, within
