@@ -605,7 +605,9 @@ func rss(b *testing.B, pid int) int64 { return procStatus(b, pid, "VmRSS") }
 func anonRSS(b *testing.B, pid int) int64 { return procStatus(b, pid, "RssAnon") }
 
 // procStatus reads one size field of /proc/PID/status, in bytes.
-func procStatus(b *testing.B, pid int, field string) int64 { return procStatusCount(b, pid, field) << 10 }
+func procStatus(b *testing.B, pid int, field string) int64 {
+	return procStatusCount(b, pid, field) << 10
+}
 
 // procStatusCount reads one number of /proc/PID/status (sizes are in KiB).
 func procStatusCount(b *testing.B, pid int, field string) int64 {
