@@ -29,6 +29,12 @@ type Config struct {
 	SystemPrompt string `yaml:"system_prompt"`
 	// MaxTurns caps the model requests of one task; -1 means no cap.
 	MaxTurns int `yaml:"max_turns"`
+	// DurableTasks makes a task outlive the engine running it: when that
+	// engine dies or stops, the task resumes from its log on the replica
+	// that takes its lease (or on the engine restarted), with no client
+	// re-sending anything. Off, a cut-off task stays stopped and its
+	// pending input waits for the next Run.
+	DurableTasks bool `yaml:"durable_tasks"`
 	// Model holds the model request settings.
 	Model ModelSettings `yaml:"model"`
 	// Compaction decides when and how the context is shrunk.
@@ -341,6 +347,7 @@ func Default() Config {
 		Version:      1,
 		SystemPrompt: DefaultSystemPrompt,
 		MaxTurns:     -1,
+		DurableTasks: true,
 		Model: ModelSettings{
 			ThinkingLevel:    "medium",
 			MaxTokens:        32000,

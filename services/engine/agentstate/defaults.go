@@ -109,6 +109,7 @@ func defaultConfigYAML() string {
 	values := strings.NewReplacer(
 		"${version}", strconv.Itoa(d.Version),
 		"${max_turns}", strconv.Itoa(d.MaxTurns),
+		"${durable_tasks}", strconv.FormatBool(d.DurableTasks),
 		"${thinking_level}", d.Model.ThinkingLevel,
 		"${max_tokens}", strconv.FormatInt(d.Model.MaxTokens, 10),
 		"${request_timeout_ms}", strconv.FormatInt(d.Model.RequestTimeoutMS, 10),
@@ -149,6 +150,12 @@ system_prompt: |
 	w(`
 # The most model requests in one task; -1 means no limit.
 max_turns: ${max_turns}
+
+# A task outlives the engine running it: when that engine dies or stops, the
+# task resumes from its log where the engine restarts (or on the replica that
+# takes the run over). A tool call that was running is never run again: it
+# gets an interrupted output and the model decides.
+durable_tasks: ${durable_tasks}
 
 model:
   # The agent's default model, for clients that do not pick one per session

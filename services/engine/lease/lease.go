@@ -34,6 +34,7 @@ type Store interface {
 	AcquireLease(ctx context.Context, sessionID, owner, ownerAddr string, ttl time.Duration) (bool, error)
 	ReleaseLease(ctx context.Context, sessionID, owner string) error
 	LeaseHolder(ctx context.Context, sessionID string) (owner, ownerAddr string, expires time.Time, err error)
+	StaleLeases(ctx context.Context, owner string) ([]string, error)
 }
 
 // Options configure a Keeper.
@@ -134,6 +135,14 @@ func (k *Keeper) Holder(ctx context.Context, sessionID string) (owner, addr stri
 	return owner, addr, true, nil
 }
 
+// Stale returns the sessions whose run was cut off and is this replica's
+// to take: leases that expired, and leases held under this replica's own
+// name, which a replica restarted on the same host and address left
+// behind. The caller skips the sessions it is running itself.
+func (k *Keeper) Stale(ctx context.Context) ([]string, error) {
+	return k.store.StaleLeases(ctx, k.owner)
+}
+
 // Lease is one held lease.
 type Lease struct {
 	k       *Keeper
@@ -181,9 +190,23 @@ func (l *Lease) Keep(ctx context.Context, lost func(owner string)) {
 	}()
 }
 
-// Release stops the renewals, waits for a renewal in flight, and gives
-// the lease up. Releasing twice is harmless.
-func (l *Lease) Release(ctx context.Context) error {
+// Handover stops the renewals, waits for a renewal in flight, and lets
+// the lease expire at once instead of giving it up: the run is still in
+// progress, and the replica that takes the expired lease (another one, or
+// this one restarted) resumes it. The lease row, not its expiry, is what
+// says a run was cut off, so it must stay.
+func (l *Lease) Handover(ctx context.Context) error {
+	l.stopRenewals()
+	_, err := l.k.store.AcquireLease(ctx, l.session, l.k.owner, l.k.addr, handoverTTL)
+	return err
+}
+
+// handoverTTL is the shortest lease the store takes: a handed-over lease
+// is expired by the time another replica looks.
+const handoverTTL = time.Millisecond
+
+// stopRenewals stops Keep's renewals and waits for one in flight.
+func (l *Lease) stopRenewals() {
 	l.mu.Lock()
 	stop, done := l.stop, l.done
 	l.stop, l.done = nil, nil
@@ -192,5 +215,11 @@ func (l *Lease) Release(ctx context.Context) error {
 		stop()
 		<-done
 	}
+}
+
+// Release stops the renewals, waits for a renewal in flight, and gives
+// the lease up. Releasing twice is harmless.
+func (l *Lease) Release(ctx context.Context) error {
+	l.stopRenewals()
 	return l.k.store.ReleaseLease(ctx, l.session, l.k.owner)
 }

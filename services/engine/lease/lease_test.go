@@ -11,6 +11,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/services/engine/lease"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
@@ -69,6 +70,48 @@ func TestAcquireHoldAndRelease(t *testing.T) {
 	}
 	if _, err := b.Acquire(ctx, "s1"); err != nil {
 		t.Fatalf("Acquire after the release: %v", err)
+	}
+}
+
+// A handed-over lease stays on record as a cut-off run: stale to every
+// replica at once, and taken by the first that acquires it; a released
+// one is nobody's.
+func TestHandoverLeavesTheRunToTheNextReplica(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st := openStore(t, "s1")
+	a := lease.New(st, lease.Options{Owner: "engine-a", Address: "10.0.0.1:7423", TTL: time.Minute})
+	b := lease.New(st, lease.Options{Owner: "engine-b", Address: "10.0.0.2:7423", TTL: time.Minute})
+	la, err := a.Acquire(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	la.Keep(ctx, func(string) { t.Error("a handed-over lease was reported lost") })
+	if ids, err := b.Stale(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("b.Stale while a runs = %v, %v; want none", ids, err)
+	}
+	if ids, err := a.Stale(ctx); err != nil || len(ids) != 1 {
+		t.Fatalf("a.Stale = %v, %v; want its own lease (a restarted a finds it)", ids, err)
+	}
+	if err := la.Handover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually.Within(t, 5*time.Second, "the handed-over lease to be stale to b", func() bool {
+		ids, err := b.Stale(ctx)
+		return err == nil && len(ids) == 1 && ids[0] == "s1"
+	})
+	lb, err := b.Acquire(ctx, "s1")
+	if err != nil {
+		t.Fatalf("b could not take the handed-over lease: %v", err)
+	}
+	if ids, err := a.Stale(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("a.Stale after b took over = %v, %v", ids, err)
+	}
+	if err := lb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := b.Stale(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("b.Stale after the release = %v, %v; want none", ids, err)
 	}
 }
 
@@ -138,6 +181,10 @@ func (c *clockStore) LeaseHolder(context.Context, string) (string, string, time.
 		return "", "", time.Time{}, store.ErrNotFound
 	}
 	return c.owner, "addr-of-" + c.owner, c.expiry, nil
+}
+
+func (c *clockStore) StaleLeases(context.Context, string) ([]string, error) {
+	return nil, errors.New("not used with the fake clock")
 }
 
 // holdOnFakeClock has replica a hold the lease of session s, with a TTL of

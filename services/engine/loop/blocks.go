@@ -25,6 +25,13 @@ const (
 	// NotRun is the output of a committed tool call that was cut off by the
 	// stream and so could not run.
 	NotRun = "Tool call was incomplete and did not run."
+	// Stranded is the output of an allowed call whose engine stopped (a
+	// crash, a killed or stopped replica) before the call finished. It is
+	// never run again: the model decides what to do.
+	Stranded = "[interrupted: the engine running this tool call stopped before it finished; whatever it did may or may not have happened]"
+	// NotAsked is the output of a call that was waiting for approval when
+	// its engine stopped: it never ran.
+	NotAsked = "[not run: the engine stopped while this tool call was waiting for approval]"
 	// CallAborted is the output of a call whose run was interrupted while
 	// the tool was working.
 	CallAborted = "Tool call aborted."
@@ -132,6 +139,18 @@ func retriedBlock(status penguinv1.StopReason, message, produced string) string 
 		b.WriteString(produced)
 	}
 	return Block("turn_retried", b.String())
+}
+
+// CutOffBlock tells the model what the request in flight when its engine
+// stopped had produced: msgs are that request's complete messages, each
+// tool call followed by its output. Those calls never joined the history;
+// told about them, the model does not repeat what already ran.
+func CutOffBlock(msgs []*penguinv1.OmniMessage) string {
+	var t transcript
+	for _, m := range msgs {
+		t.complete(m)
+	}
+	return Block("turn_retried", "The engine running the previous request stopped before the request ended, after the model had produced the output below. Tool calls listed there already ran, were denied, or were cut off as their outputs say; do not repeat them without reason.\n"+t.String())
 }
 
 // abortedBlock flattens an interrupted request's partial output into the

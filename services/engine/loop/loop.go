@@ -191,6 +191,37 @@ func Run(ctx context.Context, deps Deps, set Settings, mctx *Context, input []*p
 	return r.run(ctx, input)
 }
 
+// Resume runs a task that an engine stopped in the middle of. unasked are
+// committed tool calls that were waiting for approval when it stopped:
+// each is asked for again, in order, and run when allowed, and its output
+// replaces the placeholder for it in input. The task then goes on as Run
+// with input.
+func Resume(ctx context.Context, deps Deps, set Settings, mctx *Context, unasked []*penguinv1.ToolCall, input []*penguinv1.OmniMessage) Result {
+	r := &runner{deps: deps, set: set, mctx: mctx}
+	if len(unasked) > 0 {
+		a := newAttempt(ctx, r)
+		for _, c := range unasked {
+			a.schedule(c)
+		}
+		aborted := a.waitTools(ctx)
+		a.cancel()
+		if err := a.fatalErr(); err != nil {
+			return r.fatal(err, input)
+		}
+		a.mu.Lock()
+		for i, m := range input {
+			if o, ok := a.outputs[m.GetToolCallOutput().GetToolCallId()]; ok && m.GetToolCallOutput() != nil {
+				input[i] = o
+			}
+		}
+		a.mu.Unlock()
+		if aborted {
+			return r.abort(ctx, input, "")
+		}
+	}
+	return r.run(ctx, input)
+}
+
 type runner struct {
 	deps Deps
 	set  Settings

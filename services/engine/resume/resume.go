@@ -49,13 +49,27 @@ type State struct {
 	OpenCompaction *penguinv1.CompactionBegin
 	// LastSequence is the sequence number of the last event read.
 	LastSequence int64
-	// Stranded are the tool calls of the last committed turn that have no
-	// output in the log although no abort was recorded after them: the
-	// engine that ran them stopped (a crash, a killed replica) before they
-	// finished. Pending holds an interrupted placeholder for each; the
-	// next task records an output for them, so the log says how they
-	// ended.
-	Stranded []string
+	// Stranded are the outputs the next task records for the tool calls
+	// of the last committed turn that have none although no abort was
+	// recorded after them: the engine running the task stopped (a crash,
+	// a killed or stopped replica) before they finished. A call that was
+	// allowed may or may not have run and is never run again
+	// (loop.Stranded); one that was denied gets its denial; one still
+	// waiting for approval never ran (loop.NotAsked). Pending holds the
+	// same outputs, so the log and the model agree on how each call ended.
+	Stranded []*penguinv1.OmniMessage
+	// Unasked are the calls among Stranded that were waiting for approval.
+	// A task that resumes the run asks for them again (and runs them when
+	// allowed) instead of recording their NotAsked output.
+	Unasked []*penguinv1.ToolCall
+	// CutOff is what the requests since the last commit produced that
+	// never joined the history (a request in flight when the engine
+	// stopped, and attempts that failed before it): their complete
+	// messages, each tool call followed by its output (recorded, or the
+	// Stranded or NotAsked one). The model is told about them
+	// (loop.CutOffBlock) rather than left to repeat what already ran. Nil
+	// when they produced nothing complete, or after an abort.
+	CutOff []*penguinv1.OmniMessage
 }
 
 // Rebuild replays events (in sequence order, starting at or before the
@@ -78,7 +92,7 @@ type builder struct {
 
 	// lastCalls are the tool calls of the last committed turn, whose
 	// outputs are the next request's input.
-	lastCalls []string
+	lastCalls []*penguinv1.ToolCall
 	// outputs holds every tool output of the context by call id; an
 	// output may arrive before its call's request is committed.
 	outputs map[string]*penguinv1.OmniMessage
@@ -86,10 +100,16 @@ type builder struct {
 	pendingUser []*penguinv1.OmniMessage
 	// aborted is set when an abort was recorded since the last commit.
 	aborted bool
+	// decided holds the approval decision recorded for each call.
+	decided map[string]penguinv1.Decision
+	// uncommitted is what the requests since the last commit produced
+	// that never joined the history: the output of attempts that failed
+	// or were cut off by the engine stopping.
+	uncommitted []*penguinv1.OmniMessage
 }
 
 func newBuilder() *builder {
-	return &builder{s: &State{}, outputs: map[string]*penguinv1.OmniMessage{}}
+	return &builder{s: &State{}, outputs: map[string]*penguinv1.OmniMessage{}, decided: map[string]penguinv1.Decision{}}
 }
 
 // reset starts a fresh context: everything before a session_meta belongs
@@ -136,13 +156,20 @@ func (b *builder) add(e store.Event) {
 	case *penguinv1.OmniMessage_RequestEnd:
 		if b.inSpan && p.RequestEnd.GetStatus() == penguinv1.StopReason_STOP_REASON_COMPLETED {
 			b.commit()
+		} else {
+			b.uncommitted = append(b.uncommitted, b.attempt...)
 		}
 		b.inSpan = false
 		b.attempt = nil
 	case *penguinv1.OmniMessage_ToolCallOutput:
 		b.outputs[p.ToolCallOutput.GetToolCallId()] = m
 	case *penguinv1.OmniMessage_Abort:
+		// The abort's own carry-over tells the model what the
+		// interrupted request had produced.
 		b.aborted = true
+		b.uncommitted = nil
+	case *penguinv1.OmniMessage_ApprovalDecision:
+		b.decided[p.ApprovalDecision.GetToolCallId()] = p.ApprovalDecision.GetDecision()
 	default:
 		if omni.KindOf(m) != omni.KindModel {
 			return
@@ -163,10 +190,11 @@ func (b *builder) commit() {
 	b.lastCalls = b.lastCalls[:0]
 	for _, m := range b.attempt {
 		if tc := m.GetToolCall(); tc != nil {
-			b.lastCalls = append(b.lastCalls, tc.GetToolCallId())
+			b.lastCalls = append(b.lastCalls, tc)
 		}
 	}
 	b.pendingUser = nil
+	b.uncommitted = nil
 	b.aborted = false
 	b.s.Turns++
 	if b.attemptUsage != nil {
@@ -177,12 +205,12 @@ func (b *builder) commit() {
 // input returns the input of the next request as recorded so far.
 func (b *builder) input() []*penguinv1.OmniMessage {
 	out := make([]*penguinv1.OmniMessage, 0, len(b.lastCalls)+len(b.pendingUser))
-	for _, id := range b.lastCalls {
-		if o, ok := b.outputs[id]; ok {
+	for _, c := range b.lastCalls {
+		if o, ok := b.outputs[c.GetToolCallId()]; ok {
 			out = append(out, o)
 			continue
 		}
-		out = append(out, omni.ToolCallOutput(id, loop.Interrupted, penguinv1.StopReason_STOP_REASON_ABORTED))
+		out = append(out, omni.ToolCallOutput(c.GetToolCallId(), loop.Interrupted, penguinv1.StopReason_STOP_REASON_ABORTED))
 	}
 	return append(out, b.pendingUser...)
 }
@@ -190,13 +218,57 @@ func (b *builder) input() []*penguinv1.OmniMessage {
 func (b *builder) finish() *State {
 	b.s.Pending = b.input()
 	if !b.aborted {
-		for _, id := range b.lastCalls {
-			if _, ok := b.outputs[id]; !ok {
-				b.s.Stranded = append(b.s.Stranded, id)
+		for i, c := range b.lastCalls {
+			if _, ok := b.outputs[c.GetToolCallId()]; ok {
+				continue
+			}
+			out := b.strandedOutput(c)
+			b.s.Stranded = append(b.s.Stranded, out)
+			b.s.Pending[i] = out
+			if _, ok := b.decided[c.GetToolCallId()]; !ok {
+				b.s.Unasked = append(b.s.Unasked, c)
 			}
 		}
 	}
+	if b.inSpan {
+		b.uncommitted = append(b.uncommitted, b.attempt...)
+	}
+	b.s.CutOff = b.cutOff()
 	return b.s
+}
+
+// strandedOutput is the output of a call whose engine stopped before the
+// call finished, by what the log says happened to it.
+func (b *builder) strandedOutput(c *penguinv1.ToolCall) *penguinv1.OmniMessage {
+	id := c.GetToolCallId()
+	d, ok := b.decided[id]
+	switch {
+	case !ok:
+		return omni.ToolCallOutput(id, loop.NotAsked, penguinv1.StopReason_STOP_REASON_ABORTED)
+	case d == penguinv1.Decision_DECISION_ALLOW:
+		return omni.ToolCallOutput(id, loop.Stranded, penguinv1.StopReason_STOP_REASON_ABORTED)
+	case d == penguinv1.Decision_DECISION_FORBIDDEN:
+		return omni.ToolCallOutput(id, loop.DeniedByPolicy, penguinv1.StopReason_STOP_REASON_ABORTED)
+	default:
+		return omni.ToolCallOutput(id, loop.DeniedByUser, penguinv1.StopReason_STOP_REASON_ABORTED)
+	}
+}
+
+// cutOff returns what the requests since the last commit had produced,
+// each call followed by its output.
+func (b *builder) cutOff() []*penguinv1.OmniMessage {
+	var out []*penguinv1.OmniMessage
+	for _, m := range b.uncommitted {
+		out = append(out, m)
+		if tc := m.GetToolCall(); tc != nil {
+			o, ok := b.outputs[tc.GetToolCallId()]
+			if !ok {
+				o = b.strandedOutput(tc)
+			}
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 func isUserRole(m *penguinv1.OmniMessage) bool {

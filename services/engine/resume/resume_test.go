@@ -131,8 +131,11 @@ func TestCompaction(t *testing.T) {
 
 // TestStrandedCalls checks that a committed call without an output is
 // reported as stranded (its engine stopped) only when no abort was
-// recorded after it: after a user's abort the placeholder is the abort's
-// own, and a call with an output is not stranded at all.
+// recorded after it, with the output its approval decision calls for: an
+// allowed call may have run and is never run again, one waiting for
+// approval never ran and is asked for again. After a user's abort the
+// placeholder is the abort's own, and a call with an output is not
+// stranded at all.
 func TestStrandedCalls(t *testing.T) {
 	turn := []*penguinv1.OmniMessage{
 		meta("s"),
@@ -140,20 +143,93 @@ func TestStrandedCalls(t *testing.T) {
 		omni.RequestBegin(),
 		omni.ToolCall("a", "t", "{}"),
 		omni.ToolCall("b", "t", "{}"),
+		omni.ToolCall("c", "t", "{}"),
+		omni.ToolCall("d", "t", "{}"),
 		omni.RequestEnd(completed, "", 0, 0),
+		omni.ApprovalDecision("a", penguinv1.Decision_DECISION_ALLOW),
+		omni.ApprovalDecision("b", penguinv1.Decision_DECISION_ALLOW),
 		omni.ToolCallOutput("b", "out-b", 0),
+		omni.ApprovalDecision("c", penguinv1.Decision_DECISION_DENY),
 	}
 	s := resume.Rebuild(log(turn...))
-	if len(s.Stranded) != 1 || s.Stranded[0] != "a" {
-		t.Fatalf("stranded = %v, want [a]", s.Stranded)
+	var got []string
+	for _, o := range s.Stranded {
+		got = append(got, o.GetToolCallOutput().GetToolCallId()+"="+o.GetToolCallOutput().GetOutput())
 	}
-	if o := s.Pending[0].GetToolCallOutput(); o.GetToolCallId() != "a" || o.GetOutput() != loop.Interrupted {
-		t.Fatalf("pending = %v, want a's placeholder first", s.Pending)
+	want := []string{"a=" + loop.Stranded, "c=" + loop.DeniedByUser, "d=" + loop.NotAsked}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("stranded = %q, want %q", got, want)
 	}
-	if s := resume.Rebuild(log(append(turn, omni.Abort("stop"))...)); len(s.Stranded) != 0 {
-		t.Fatalf("stranded after an abort = %v, want none", s.Stranded)
+	if len(s.Unasked) != 1 || s.Unasked[0].GetToolCallId() != "d" {
+		t.Fatalf("unasked = %v, want [d]", s.Unasked)
 	}
-	if s := resume.Rebuild(log(append(turn, omni.ToolCallOutput("a", "out-a", 0))...)); len(s.Stranded) != 0 {
-		t.Fatalf("stranded with both outputs = %v, want none", s.Stranded)
+	var pending []string
+	for _, m := range s.Pending {
+		pending = append(pending, m.GetToolCallOutput().GetToolCallId()+"="+m.GetToolCallOutput().GetOutput())
+	}
+	if want := []string{"a=" + loop.Stranded, "b=out-b", "c=" + loop.DeniedByUser, "d=" + loop.NotAsked}; strings.Join(pending, "|") != strings.Join(want, "|") {
+		t.Fatalf("pending = %q, want %q", pending, want)
+	}
+	if s := resume.Rebuild(log(append(turn, omni.Abort("stop"))...)); len(s.Stranded) != 0 || len(s.Unasked) != 0 {
+		t.Fatalf("stranded after an abort = %v, %v; want none", s.Stranded, s.Unasked)
+	}
+	done := append(append([]*penguinv1.OmniMessage(nil), turn...), omni.ToolCallOutput("a", "out-a", 0),
+		omni.ToolCallOutput("c", loop.DeniedByUser, 0), omni.ToolCallOutput("d", "out-d", 0))
+	if s := resume.Rebuild(log(done...)); len(s.Stranded) != 0 || len(s.Unasked) != 0 {
+		t.Fatalf("stranded with every output = %v, want none", s.Stranded)
+	}
+}
+
+// TestCutOff checks that what uncommitted requests produced (a request
+// in flight when the engine stopped, an attempt that failed before it) is
+// handed back with each call's output, so the model is not left to repeat
+// a call that ran; a commit or an abort clears it.
+func TestCutOff(t *testing.T) {
+	base := []*penguinv1.OmniMessage{
+		meta("s"),
+		omni.UserText("go"),
+		omni.RequestBegin(),
+		omni.AssistantText("first"),
+		omni.ToolCall("a", "t", "{}"),
+		omni.ApprovalDecision("a", penguinv1.Decision_DECISION_ALLOW),
+		omni.ToolCallOutput("a", "out-a", 0),
+		omni.RequestEnd(timeout, "", 0, 0),
+		omni.RequestBegin(),
+		omni.ToolCall("b", "t", "{}"),
+		omni.ApprovalDecision("b", penguinv1.Decision_DECISION_ALLOW),
+		omni.ToolCall("c", "t", "{}"),
+	}
+	s := resume.Rebuild(log(base...))
+	var got []string
+	for _, m := range s.CutOff {
+		switch {
+		case m.GetToolCall() != nil:
+			got = append(got, "call "+m.GetToolCall().GetToolCallId())
+		case m.GetToolCallOutput() != nil:
+			got = append(got, "output "+m.GetToolCallOutput().GetToolCallId()+"="+m.GetToolCallOutput().GetOutput())
+		default:
+			got = append(got, "text "+m.GetText().GetText())
+		}
+	}
+	want := []string{"text first", "call a", "output a=out-a", "call b", "output b=" + loop.Stranded, "call c", "output c=" + loop.NotAsked}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("cut off = %q\nwant      %q", got, want)
+	}
+	if len(s.History) != 0 || len(s.Stranded) != 0 {
+		t.Fatalf("uncommitted calls reached the history (%d) or stranded (%v)", len(s.History), s.Stranded)
+	}
+	block := loop.CutOffBlock(s.CutOff)
+	for _, part := range []string{"[turn_retried]", "tool_call t (id a)", "out-a", loop.Stranded, loop.NotAsked} {
+		if !strings.Contains(block, part) {
+			t.Fatalf("the cut-off block lacks %q:\n%s", part, block)
+		}
+	}
+	committed := append(append([]*penguinv1.OmniMessage(nil), base...), omni.RequestEnd(completed, "", 0, 0))
+	if s := resume.Rebuild(log(committed...)); len(s.CutOff) != 0 {
+		t.Fatalf("cut off after a commit = %v", s.CutOff)
+	}
+	aborted := append(append([]*penguinv1.OmniMessage(nil), base...), omni.RequestEnd(penguinv1.StopReason_STOP_REASON_ABORTED, "", 0, 0), omni.Abort("stop"))
+	if s := resume.Rebuild(log(aborted...)); len(s.CutOff) != 0 {
+		t.Fatalf("cut off after an abort = %v", s.CutOff)
 	}
 }

@@ -121,7 +121,7 @@ func (m *Manager) Compact(ctx context.Context, id string, mode penguinv1.Compact
 		return penguinv1.StopReason_STOP_REASON_FAILED, msg, nil
 	}
 	rt.setState(penguinv1.SessionState_SESSION_STATE_RUNNING, 0)
-	if err := rt.begin(t, p); err != nil {
+	if err := rt.begin(t, p, false); err != nil {
 		rt.finish(t, p, loop.Result{Status: penguinv1.StopReason_STOP_REASON_FAILED, Message: err.Error(), Err: err})
 		return 0, "", err
 	}

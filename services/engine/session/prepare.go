@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -60,8 +61,14 @@ func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel
 	}
 	p.mctx = &loop.Context{History: rs.History, Turns: rs.Turns, LastTotal: rs.LastTotal, Usage: usage}
 	p.input = rs.Pending
-	if cfg.Note != "" && cfg.NoteSeq == row.LastSequence {
+	switch {
+	case cfg.Note != "" && cfg.NoteSeq == row.LastSequence:
 		p.input = append(append([]*penguinv1.OmniMessage(nil), p.input...), loop.HarnessText(cfg.Note))
+	case len(rs.CutOff) > 0:
+		// The engine stopped during a request (or between the attempts
+		// of one) and left no note: the log says what the request had
+		// produced.
+		p.input = append(append([]*penguinv1.OmniMessage(nil), p.input...), loop.HarnessText(loop.CutOffBlock(rs.CutOff)))
 	}
 	return p, nil
 }
@@ -82,23 +89,20 @@ func (rt *Runtime) rebuild(ctx context.Context, from int64) (*resume.State, erro
 	return rs, nil
 }
 
-// strandedOutput is the output recorded for a tool call whose engine
-// stopped (a crash, a killed replica) before the call finished.
-const strandedOutput = "[interrupted: the engine running this tool call stopped before it finished; whatever it did may or may not have happened]"
-
 // begin records what a task owes the log before its input: the failed end
 // of a compaction the engine died in, the outputs of tool calls the engine
-// died in, and the tool list when it changed.
-func (rt *Runtime) begin(t *task, p *prepared) error {
-	for _, id := range p.rs.Stranded {
-		out := omni.ToolCallOutput(id, strandedOutput, penguinv1.StopReason_STOP_REASON_ABORTED)
+// died in, and the tool list when it changed. A task that resumes the run
+// (resumed) records no output for the calls that were waiting for
+// approval: it asks for them again.
+func (rt *Runtime) begin(t *task, p *prepared, resumed bool) error {
+	for _, out := range p.rs.Stranded {
+		if resumed && slices.ContainsFunc(p.rs.Unasked, func(c *penguinv1.ToolCall) bool {
+			return c.GetToolCallId() == out.GetToolCallOutput().GetToolCallId()
+		}) {
+			continue
+		}
 		if err := rt.Emit(t.ctx, out); err != nil {
 			return err
-		}
-		for i, m := range p.input {
-			if m.GetToolCallOutput().GetToolCallId() == id {
-				p.input[i] = out
-			}
 		}
 	}
 	p.rs.Stranded = nil

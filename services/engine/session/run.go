@@ -44,6 +44,11 @@ type task struct {
 	// lease is the task's run lease, renewed while the task lasts; set by
 	// claim.
 	lease *lease.Lease
+	// durable tasks are handed over when the engine stops instead of
+	// aborted (agentstate's durable_tasks); handover is set when that
+	// happens. Guarded by the runtime's mu.
+	durable  bool
+	handover bool
 }
 
 // RunSpec is a task to start.
@@ -171,7 +176,7 @@ func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, er
 	}
 	rt.mu.Unlock()
 	rt.setState(penguinv1.SessionState_SESSION_STATE_RUNNING, 0)
-	err = rt.begin(t, p)
+	err = rt.begin(t, p, false)
 	if err == nil {
 		err = rt.recordPrompt(p, spec)
 	}
@@ -196,6 +201,14 @@ func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, er
 			rt.m.log.Warn("could not update the session row", "session", rt.id, "error", err)
 		}
 	}
+	rt.launch(t, p, spec, nil)
+	return t, from, nil
+}
+
+// launch starts the loop of a claimed, prepared task whose input is on
+// record. unasked are tool calls to ask for again before the first
+// request (see loop.Resume).
+func (rt *Runtime) launch(t *task, p *prepared, spec RunSpec, unasked []*penguinv1.ToolCall) {
 	mode := spec.ModeFunc
 	if mode == nil {
 		mode = rt.approvalMode
@@ -217,11 +230,15 @@ func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, er
 		// to the parent.
 		rt.watcher.Watch(p.tools.client, p.tools.envID)
 	}
+	rt.mu.Lock()
+	// A subagent's task is its parent's tool call: when the engine stops,
+	// the parent's task is the one that goes on, and decides.
+	t.durable = p.st.Config.DurableTasks && p.row.ParentID == ""
+	rt.mu.Unlock()
 	go func() {
-		res := loop.Run(t.ctx, deps, p.settings, p.mctx, p.input)
+		res := loop.Resume(t.ctx, deps, p.settings, p.mctx, unasked, p.input)
 		rt.finish(t, p, res)
 	}()
-	return t, from, nil
 }
 
 // abandon releases a task that failed before it wrote anything.

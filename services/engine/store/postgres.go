@@ -462,6 +462,21 @@ func (s *pgStore) LeaseHolder(ctx context.Context, sessionID string) (string, st
 	return owner, addr, expires.UTC(), nil
 }
 
+// StaleLeases implements Store.
+func (s *pgStore) StaleLeases(ctx context.Context, owner string) ([]string, error) {
+	const op = "stale leases"
+	if s.closed.Load() {
+		return nil, closedError(op)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT session_id FROM leases WHERE owner = $1 OR expires_at <= now()
+		ORDER BY expires_at, session_id`, owner)
+	if err != nil {
+		return nil, s.wrap(ctx, op, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return ids, s.wrap(ctx, op, err)
+}
+
 // Now implements Store.
 func (s *pgStore) Now(ctx context.Context) (time.Time, error) {
 	const op = "now"

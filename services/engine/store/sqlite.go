@@ -689,6 +689,29 @@ func (s *sqliteStore) LeaseHolder(ctx context.Context, sessionID string) (string
 	return owner, addr, time.UnixMicro(expires).UTC(), nil
 }
 
+// StaleLeases implements Store.
+func (s *sqliteStore) StaleLeases(ctx context.Context, owner string) ([]string, error) {
+	const op = "stale leases"
+	if s.closed.Load() {
+		return nil, closedError(op)
+	}
+	rows, err := s.rs.query(ctx, `SELECT session_id FROM leases WHERE owner = ? OR expires_at <= ?
+		ORDER BY expires_at, session_id`, owner, time.Now().UnixMicro())
+	if err != nil {
+		return nil, s.wrap(ctx, op, err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, s.wrap(ctx, op, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, s.wrap(ctx, op, rows.Err())
+}
+
 // Now implements Store.
 func (s *sqliteStore) Now(ctx context.Context) (time.Time, error) {
 	if s.closed.Load() {

@@ -220,6 +220,13 @@ type Store interface {
 	// live lease exists, including for an unknown session.
 	LeaseHolder(ctx context.Context, sessionID string) (owner, ownerAddr string, expires time.Time, err error)
 
+	// StaleLeases returns the sessions whose lease has expired, and those
+	// whose lease owner holds whatever its expiry, oldest expiry first. A
+	// lease row outlives its run only when the replica that ran it died
+	// (a finished run releases it), so these are the runs that were cut
+	// off: a replica resumes them, and a restarted replica finds its own.
+	StaleLeases(ctx context.Context, owner string) ([]string, error)
+
 	// Now returns the database's current time, the clock that lease expiry
 	// and UpdatedAt are measured on. A replica uses it to schedule lease
 	// renewals without trusting its own clock.

@@ -853,6 +853,14 @@ func (s *suite) testLeaseExpiry(t *testing.T, ctx context.Context, st store.Stor
 		}
 		t.Fatalf("the machine was too slow to test a %v lease: b's first attempt came after expiry", ttl)
 	}
+	// A live lease is stale only to its own owner (a replica restarted
+	// under the same name finds the runs it was cut off from).
+	if ids := staleLeases(t, ctx, st, "replica-b"); slices.Contains(ids, "expiry") {
+		t.Fatalf("StaleLeases(b) = %v while a's lease is live", ids)
+	}
+	if ids := staleLeases(t, ctx, st, "replica-a"); !slices.Contains(ids, "expiry") {
+		t.Fatalf("StaleLeases(a) = %v, want a's own live lease", ids)
+	}
 	// Once it has expired, nobody holds it...
 	eventually.Within(t, 20*time.Second, "a's lease to expire", func() bool {
 		_, _, _, err := st.LeaseHolder(ctx, "expiry")
@@ -863,6 +871,10 @@ func (s *suite) testLeaseExpiry(t *testing.T, ctx context.Context, st store.Stor
 	})
 	if now, err := st.Now(ctx); err != nil || now.Before(expA) {
 		t.Fatalf("LeaseHolder reported no live lease at store time %v, before the expiry %v (%v)", now, expA, err)
+	}
+	// ...it is stale to everyone...
+	if ids := staleLeases(t, ctx, st, "replica-b"); !slices.Contains(ids, "expiry") {
+		t.Fatalf("StaleLeases(b) = %v after a's lease expired", ids)
 	}
 	// ...and b can take it.
 	eventually.Within(t, 20*time.Second, "b to take the expired lease", func() bool {
@@ -876,6 +888,9 @@ func (s *suite) testLeaseExpiry(t *testing.T, ctx context.Context, st store.Stor
 	if err != nil || owner != "replica-b" || addr != "b:1" {
 		t.Fatalf("holder = %q %q %v, want replica-b", owner, addr, err)
 	}
+	if ids := staleLeases(t, ctx, st, "replica-a"); slices.Contains(ids, "expiry") {
+		t.Fatalf("StaleLeases(a) = %v after b took the lease", ids)
+	}
 	// a coming back late cannot take it over, and its release is a no-op.
 	if ok, err := st.AcquireLease(ctx, "expiry", "replica-a", "a:1", ttl); err != nil || ok {
 		t.Fatalf("late AcquireLease(a) = %v, %v; want false", ok, err)
@@ -886,6 +901,22 @@ func (s *suite) testLeaseExpiry(t *testing.T, ctx context.Context, st store.Stor
 	if owner, _, _, err := st.LeaseHolder(ctx, "expiry"); err != nil || owner != "replica-b" {
 		t.Fatalf("holder after a's late release = %q, %v; want replica-b", owner, err)
 	}
+	// A released lease is nobody's stale lease.
+	if err := st.ReleaseLease(ctx, "expiry", "replica-b"); err != nil {
+		t.Fatalf("ReleaseLease(b) = %v", err)
+	}
+	if ids := staleLeases(t, ctx, st, "replica-b"); slices.Contains(ids, "expiry") {
+		t.Fatalf("StaleLeases(b) = %v after b released the lease", ids)
+	}
+}
+
+func staleLeases(t *testing.T, ctx context.Context, st store.Store, owner string) []string {
+	t.Helper()
+	ids, err := st.StaleLeases(ctx, owner)
+	if err != nil {
+		t.Fatalf("StaleLeases(%s): %v", owner, err)
+	}
+	return ids
 }
 
 func (s *suite) testLeaseContention(t *testing.T, ctx context.Context, st store.Store) {
