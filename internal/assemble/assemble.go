@@ -148,6 +148,9 @@ type Process struct {
 	// reverse order once it has stopped (or when New fails, or Close).
 	stop    []func(context.Context)
 	release []func() error
+	// serving are called once Serve has started the servers: the work a
+	// service does on its own (the engine resuming cut-off tasks).
+	serving []func()
 }
 
 // New builds the process cfg describes: telemetry and metrics, the
@@ -387,6 +390,7 @@ func (p *Process) setupEngine(ctx context.Context) error {
 	}
 	p.release = append(p.release, eng.Close)
 	eng.Register(p.srv.GRPC())
+	p.serving = append(p.serving, eng.StartResuming)
 	p.services = append(p.services, "engine")
 	// The engine stops first: its tasks abort and each records how it
 	// ended while the environments and their processes are still there.
@@ -467,6 +471,9 @@ func (p *Process) Serve(ctx context.Context, extra ...func(context.Context) erro
 	}
 	for _, f := range extra {
 		g.Go(func() error { return f(gctx) })
+	}
+	for _, f := range p.serving {
+		f()
 	}
 	p.log.Info(p.cfg.Name+" listening", append([]any{"addr", p.addr, "services", strings.Join(p.services, ","),
 		"auth", p.cfg.AuthToken != ""}, p.describe...)...)

@@ -15,6 +15,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,12 +70,29 @@ type Backends struct {
 // own, so no login profile of the host's user runs inside them.
 func NewBackends(t testing.TB, turns ...emulator.Turn) *Backends {
 	t.Helper()
+	em := emulator.NewServer(emulator.Script{Turns: turns}, emulator.WithAPIKey("emu-key"), emulator.WithLogger(slog.New(slog.DiscardHandler)))
+	t.Cleanup(em.Close)
+	b := newBackends(t, em.URL)
+	b.Emulator = em
+	return b
+}
+
+// NewBackendsWithModel starts the backends with model, an OpenAI-compatible
+// chat completions server of the test's own (at /v1/chat/completions), in
+// place of the emulator: for a model whose answers depend on what it is
+// sent rather than on a script's order. Emulator is nil.
+func NewBackendsWithModel(t testing.TB, model http.Handler) *Backends {
+	t.Helper()
+	srv := httptest.NewServer(model)
+	t.Cleanup(srv.Close)
+	return newBackends(t, srv.URL)
+}
+
+func newBackends(t testing.TB, modelURL string) *Backends {
 	b := &Backends{}
-	b.Emulator = emulator.NewServer(emulator.Script{Turns: turns}, emulator.WithAPIKey("emu-key"), emulator.WithLogger(slog.New(slog.DiscardHandler)))
-	t.Cleanup(b.Emulator.Close)
 	dir := t.TempDir()
 	provFile := filepath.Join(dir, "providers.yaml")
-	if err := os.WriteFile(provFile, []byte(fmt.Sprintf(providers, b.Emulator.URL)), 0o600); err != nil {
+	if err := os.WriteFile(provFile, []byte(fmt.Sprintf(providers, modelURL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	llmSvc, err := llm.Setup(llm.Config{ProvidersFile: provFile, Lookup: config.MapLookup(map[string]string{"EMU_KEY": "emu-key"}), IdleTimeout: 5 * time.Second})

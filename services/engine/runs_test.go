@@ -640,34 +640,79 @@ func TestExportTraceOfACompactedSession(t *testing.T) {
 	}
 }
 
-func TestShutdownLetsARunningTaskRecordItsState(t *testing.T) {
-	e := newEnv(t)
+// blockedRun starts a task whose first request blocks until its context
+// ends, and returns once the request is in flight.
+func blockedRun(t *testing.T, e *env, id string, then ...*fake.Reply) {
+	t.Helper()
 	g := newGate()
-	e.llm.Generate = fake.Script(fake.NewReply().PartialOnly("thinking about").Hook(func(ctx context.Context) error {
+	e.llm.Generate = fake.Script(append([]*fake.Reply{fake.NewReply().PartialOnly("thinking about").Hook(func(ctx context.Context) error {
 		g.open()
 		<-ctx.Done()
 		return ctx.Err()
-	}))
-	id := e.create(allowAll)
+	})}, then...)...)
 	ctx := e.ctx()
-	stream, err := e.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "go"})
-	if err != nil {
+	if _, err := e.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "go"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := e.mgr.Shutdown(sctx); err != nil {
+}
+
+// An agent without durable tasks has its running task aborted by a
+// shutdown, which records the abort.
+func TestShutdownAbortsATaskThatIsNotDurable(t *testing.T) {
+	e := newEnv(t)
+	if err := os.WriteFile(filepath.Join(e.agentDir, "system_config.yaml"), []byte(testConfig+"durable_tasks: false\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	evs, _ := enginetest.Collect(stream)
-	_ = evs
+	id := e.create(allowAll)
+	blockedRun(t, e, id)
+	e.stop()
+	e.start()
 	hist := history(t, e, id)
 	last := hist[len(hist)-1].GetMessage()
 	if last.GetAbort() == nil || !strings.Contains(last.GetAbort().GetReason(), "shutting down") {
 		t.Fatalf("last logged event = %v", last)
+	}
+	// Nothing is left to resume: the run ended.
+	if ids, err := e.store.StaleLeases(e.ctx(), "nobody"); err != nil || len(ids) != 0 {
+		t.Fatalf("stale leases after an aborted run = %v, %v", ids, err)
+	}
+}
+
+// A durable task is handed over by a shutdown: nothing more is written to
+// its log, and the engine started next on the store resumes it from there
+// and finishes it, with no client sending anything.
+func TestShutdownHandsADurableTaskOver(t *testing.T) {
+	e := newEnv(t)
+	id := e.create(allowAll)
+	blockedRun(t, e, id, fake.NewReply().Text("finished after the handover").Done())
+	e.stop()
+	e.start()
+	hist := history(t, e, id)
+	for _, ev := range hist {
+		if ev.GetMessage().GetAbort() != nil {
+			t.Fatalf("a handed-over task recorded an abort: %v", ev)
+		}
+	}
+	ctx := e.ctx()
+	e.mgr.StartResuming()
+	eventually.Within(t, 20*time.Second, "the resumed task to finish", func() bool {
+		r, err := e.client.GetSession(ctx, &penguinv1.GetSessionRequest{SessionId: id})
+		return err == nil && r.GetSession().GetState() == penguinv1.SessionState_SESSION_STATE_IDLE &&
+			enginetest.HasText(enginetest.Messages(history(t, e, id)), "finished after the handover")
+	})
+	reqs := e.llm.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests, want the cut-off one and the resumed one", len(reqs))
+	}
+	// The resumed request carries the prompt the client sent once.
+	if got := enginetest.Kinds(reqs[1].GetHistory()); strings.Join(got, ",") != "text" || reqs[1].GetHistory()[0].GetText().GetText() != "go" {
+		t.Fatalf("resumed request history = %v", got)
+	}
+	if n := enginetest.CountKind(enginetest.Messages(history(t, e, id)), "text"); n != 2 {
+		t.Fatalf("%d texts in the log, want the prompt once and the answer", n)
 	}
 }
 

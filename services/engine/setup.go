@@ -169,9 +169,17 @@ func (e *Engine) Register(s grpc.ServiceRegistrar) {
 	penguinv1.RegisterEngineServiceServer(s, e.server)
 }
 
-// Shutdown aborts the running tasks, so that each records in the store how
-// it ended, and ends every watcher's stream. Call it when the server
-// begins to stop, before draining the calls in flight.
+// StartResuming resumes the tasks that a stopped engine left cut off, now
+// and then as leases expire, until Shutdown. Call it once the server
+// serves, so that clients following a resumed task reach it.
+func (e *Engine) StartResuming() {
+	e.sessions.StartResuming()
+}
+
+// Shutdown hands durable tasks over (their leases expire at once, and the
+// next replica resumes them), aborts the other running tasks, so that each
+// records in the store how it ended, and ends every watcher's stream. Call
+// it when the server begins to stop, before draining the calls in flight.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	return e.sessions.Shutdown(ctx)
 }

@@ -269,9 +269,11 @@ func cutToTurn(events []store.Event, upTo int64) []store.Event {
 	return events[:cut]
 }
 
-// Shutdown stops accepting tasks, aborts the running ones so each records
-// its state (the abort event, its carry-over) and waits for them to end,
-// or for ctx to end.
+// Shutdown stops accepting tasks and waits for the running ones to end, or
+// for ctx to end. A durable task is handed over: it stops writing at once
+// and its lease expires, so the replica that takes the lease (or this one
+// restarted) resumes it. Any other task is aborted, recording its state
+// (the abort event, its carry-over).
 func (m *Manager) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	if !m.closing {
@@ -279,10 +281,12 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	}
 	m.closing = true
 	var tasks []*task
+	var owners []*Runtime
 	for _, rt := range m.runtimes {
 		rt.mu.Lock()
 		if rt.task != nil {
 			tasks = append(tasks, rt.task)
+			owners = append(owners, rt)
 		}
 		rt.mu.Unlock()
 	}
@@ -291,8 +295,10 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		rts = append(rts, rt)
 	}
 	m.mu.Unlock()
-	for _, t := range tasks {
-		t.cancel(&abortShutdown)
+	for i, t := range tasks {
+		if !owners[i].handOver(t) {
+			t.cancel(&abortShutdown)
+		}
 	}
 	done := make(chan struct{})
 	go func() {

@@ -243,10 +243,16 @@ func (rt *Runtime) launch(t *task, p *prepared, spec RunSpec, unasked []*penguin
 
 // abandon releases a task that failed before it wrote anything.
 func (rt *Runtime) abandon(t *task, cause error) {
+	rt.letGo(t, cause, t.lease.Release)
+}
+
+// letGo ends a task that never started its loop, giving its lease up
+// with giveUp (Release, or Handover to leave the run on record).
+func (rt *Runtime) letGo(t *task, cause error, giveUp func(context.Context) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	if err := t.lease.Release(ctx); err != nil {
-		rt.m.log.Warn("could not release a run lease", "session", rt.id, "error", err)
+	if err := giveUp(ctx); err != nil {
+		rt.m.log.Warn("could not give a run lease up", "session", rt.id, "error", err)
 	}
 	t.cancel(cause)
 	close(t.done)
@@ -264,7 +270,12 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	t.steering = nil
 	t.closed = true
 	contextSeq := t.contextSeq
+	handover := t.handover
 	rt.mu.Unlock()
+	if handover {
+		rt.finishHandedOver(t, p, len(left))
+		return
+	}
 
 	msg := res.Message
 	for _, s := range left {
@@ -326,6 +337,35 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	m.release(rt)
 }
 
+// finishHandedOver ends a task that was handed over: what it recorded is
+// flushed to the log before its lease expires, so the replica that takes
+// the lease reads all of it; nothing else is written, neither the row nor
+// an end state, because the task goes on there.
+func (rt *Runtime) finishHandedOver(t *task, p *prepared, steering int) {
+	m := rt.m
+	if steering > 0 {
+		m.log.Warn("steering that had not reached the model is lost with the handover", "session", rt.id, "messages", steering)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	if err := rt.journal.Flush(); err != nil {
+		m.log.Error("could not record the end of a handed-over task; its last events are lost", "session", rt.id, "error", err)
+	}
+	if err := t.lease.Handover(ctx); err != nil {
+		m.log.Warn("could not hand a run lease over; the run resumes once it expires", "session", rt.id, "error", err)
+	}
+	cancel()
+	rt.mu.Lock()
+	rt.task = nil
+	rt.mu.Unlock()
+	m.metrics.runsActive.Dec()
+	close(t.done)
+	if p != nil {
+		rt.watcher.Settle(p.tools.client)
+	}
+	m.tasks.Done()
+	m.release(rt)
+}
+
 // host is the session around a running loop.
 type host struct {
 	rt *Runtime
@@ -376,6 +416,9 @@ func (h *host) WaitRetry(ctx context.Context, d time.Duration) error {
 }
 
 func (h *host) StartContext(ctx context.Context) error {
+	if h.rt.sealed.Load() {
+		return errHandedOver
+	}
 	meta := proto.Clone(h.p.rs.Meta).(*penguinv1.SessionMeta)
 	seq, err := h.rt.journal.Publish(&penguinv1.RunEvent{Event: &penguinv1.RunEvent_Message{Message: &penguinv1.OmniMessage{
 		Timestamp: timestamppb.Now(), Payload: &penguinv1.OmniMessage_SessionMeta{SessionMeta: meta},

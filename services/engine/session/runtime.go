@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -27,6 +28,9 @@ type Runtime struct {
 	watcher *envwatch.Watcher
 
 	seqSaved int64 // SeqHigh as last written to the row; set at load only
+	// sealed is set when the session's task was handed over to another
+	// replica: nothing more is recorded here.
+	sealed atomic.Bool
 
 	refs int // guarded by m.mu
 
@@ -90,6 +94,9 @@ func (rt *Runtime) State() penguinv1.SessionState {
 // (for this message or an earlier one) and nothing from then on will be
 // published.
 func (rt *Runtime) Emit(_ context.Context, m *penguinv1.OmniMessage) error {
+	if rt.sealed.Load() {
+		return errHandedOver
+	}
 	_, err := rt.journal.Publish(&penguinv1.RunEvent{Event: &penguinv1.RunEvent_Message{Message: m}}, omni.Persistable(m))
 	if err == nil {
 		rt.m.metrics.observeEmit(m)
