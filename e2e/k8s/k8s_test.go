@@ -30,6 +30,7 @@ import (
 
 	"github.com/penguin-agent/penguin/e2e/e2etest"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/internal/netpol"
 )
 
@@ -476,35 +477,32 @@ func TestDeployment(t *testing.T) {
 			t.Fatalf("the engine Service after the rollout: %v", err)
 		}
 		requireOnce(t, e2etest.History(ctx, t, c.engine, id))
-		t.Logf("the task's stream ended with %v %q / %v", first.final.GetStatus(), first.final.GetMessage(), first.err)
-		if os.Getenv("PENGUIN_K8S_EXPECT_HANDOVER") != "" {
-			// Durable tasks: another replica resumes the task from its log,
-			// and a client follows it to its end with Attach.
-			a, err := c.engine.Attach(ctx, &penguinv1.AttachRequest{SessionId: id, UntilIdle: true})
+		t.Logf("the task's stream ended with %v / %v", first.final, first.err)
+		// Durable tasks: the stopped replica handed the task over, a new
+		// one resumes it from its log, and a client follows it to its end
+		// with Attach. An Attach that comes before the new replica took
+		// the run over finds the session idle and ends at once; it is
+		// made again until the task's end is seen.
+		var res result
+		eventually.Within(t, 3*time.Minute, "the resumed task to finish", func() bool {
+			a, err := c.engine.Attach(ctx, &penguinv1.AttachRequest{SessionId: id, UntilIdle: true}, grpc.WaitForReady(true))
 			if err != nil {
-				t.Fatalf("Attach after the rollout: %v", err)
+				t.Logf("Attach after the rollout: %v", err)
+				return false
 			}
-			res := follow[*penguinv1.AttachResponse](a).wait(t, 2*time.Minute)
-			res.requireCompleted(t)
-			if !strings.Contains(res.text(), "RO-FINISHED") {
-				t.Fatalf("the resumed task did not finish its script:\n%s", res.text())
-			}
-			requireOnce(t, e2etest.History(ctx, t, c.engine, id))
-			return
+			res = follow[*penguinv1.AttachResponse](a).wait(t, 2*time.Minute)
+			return res.final != nil
+		})
+		res.requireCompleted(t)
+		if !strings.Contains(res.text(), "RO-FINISHED") {
+			t.Fatalf("the resumed task did not finish its script:\n%s", res.text())
 		}
-		// Until tasks are durable, a stopped engine ends its tasks (the
-		// shutdown's abort, recorded and streamed) before it exits, and the
-		// session takes new tasks on the new replicas.
-		if first.final.GetStatus() != penguinv1.StopReason_STOP_REASON_ABORTED || !strings.Contains(first.final.GetMessage(), "shutting down") {
-			t.Fatalf("the task's stream ended with %v %q / %v; want the shutdown's abort", first.final.GetStatus(), first.final.GetMessage(), first.err)
+		// The command that ran when the old replica stopped is never run
+		// again: its one output says it was cut off, and the model went on.
+		if strings.Count(res.text(), "[tool ") != 1 || !strings.Contains(res.text(), "may or may not have happened") {
+			t.Fatalf("the command running at the rollout did not end as interrupted, once:\n%s", res.text())
 		}
-		if st, err := c.engine.GetSession(ctx, &penguinv1.GetSessionRequest{SessionId: id}); err != nil || st.GetSession().GetState() != penguinv1.SessionState_SESSION_STATE_IDLE {
-			t.Fatalf("the session after the rollout: %v, %v; want it idle", st.GetSession().GetState(), err)
-		}
-		res := c.completed(ctx, t, id, "AFTERROLLOUT: still there?")
-		if ranOn(res.text(), "AR") == "" {
-			t.Fatalf("the task after the rollout ran no command:\n%s", res.text())
-		}
+		requireOnce(t, e2etest.History(ctx, t, c.engine, id))
 	})
 
 	t.Run("the network policies keep environment pods from llm, PostgreSQL, the API server and cloud metadata", func(t *testing.T) {

@@ -81,6 +81,5 @@ go test -c -o "$H/k8s.test" ./e2e/k8s
 echo "$token" >"$H/token"
 inns env -i PATH="$BIN:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" HOME="$H" SHELL=/bin/bash \
 	KUBECONFIG="$KUBECONFIG" PENGUIN_K8S_NAMESPACE="$NSP" PENGUIN_K8S_TOKEN_FILE="$H/token" \
-	PENGUIN_K8S_EXPECT_HANDOVER="${PENGUIN_K8S_EXPECT_HANDOVER:-}" \
 	"$H/k8s.test" -test.v -test.timeout 15m
 ts "suite passed"
