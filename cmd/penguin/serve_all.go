@@ -217,6 +217,8 @@ func startEmbedded(ctx context.Context, f *allInOneFlags) (*embedded, error) {
 	if err != nil {
 		return nil, errors.Join(err, closeLog())
 	}
+	// This server lives as long as the command: its tasks end with it.
+	cfg.Engine.Transient = true
 	p, err := assemble.New(ctx, cfg)
 	if err != nil {
 		return nil, errors.Join(err, closeLog())

@@ -162,7 +162,7 @@ func durableKills(t *testing.T, storeURL string) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	t.Logf("random seed %d", seed)
 
-	ctx := e2etest.Context(t, 8*time.Minute)
+	ctx := e2etest.Context(t, 6*time.Minute)
 	proc, addr := startEngine(t, "127.0.0.1:0", b, storeURL, agentDir)
 	client := e2etest.DialEngine(t, addr, "")
 	created, err := client.CreateSession(ctx, &penguinv1.CreateSessionRequest{
@@ -205,6 +205,7 @@ func durableKills(t *testing.T, storeURL string) {
 		proc.Kill()
 		proc.Wait(30 * time.Second)
 		counts[point]++
+		t.Logf("trial %d: killed %v after event %d", trial, point, f.last)
 		proc, _ = startEngine(t, addr, b, storeURL, agentDir)
 		client = e2etest.DialEngine(t, addr, "")
 		f.client = client

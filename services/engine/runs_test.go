@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/enginetest"
 	"github.com/penguin-agent/penguin/internal/eventually"
+	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
@@ -708,11 +710,100 @@ func TestShutdownHandsADurableTaskOver(t *testing.T) {
 		t.Fatalf("%d model requests, want the cut-off one and the resumed one", len(reqs))
 	}
 	// The resumed request carries the prompt the client sent once.
-	if got := enginetest.Kinds(reqs[1].GetHistory()); strings.Join(got, ",") != "text" || reqs[1].GetHistory()[0].GetText().GetText() != "go" {
-		t.Fatalf("resumed request history = %v", got)
+	if got := enginetest.Kinds(reqs[1].GetNewMessages()); len(reqs[1].GetHistory()) != 0 || strings.Join(got, ",") != "text" || reqs[1].GetNewMessages()[0].GetText().GetText() != "go" {
+		t.Fatalf("resumed request: history %v, new messages %v", enginetest.Kinds(reqs[1].GetHistory()), got)
 	}
 	if n := enginetest.CountKind(enginetest.Messages(history(t, e, id)), "text"); n != 2 {
 		t.Fatalf("%d texts in the log, want the prompt once and the answer", n)
+	}
+}
+
+// A tool call waiting for approval when its engine stops never ran: the
+// engine that resumes the task asks for it again, runs it once allowed,
+// and the task goes on, the call's one output in the log.
+func TestAResumedTaskAsksAPendingApprovalAgain(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	executed := 0
+	e.envSvc.Execute = func(req *penguinv1.ExecuteToolRequest, stream grpc.ServerStreamingServer[penguinv1.ExecuteToolResponse]) error {
+		mu.Lock()
+		executed++
+		mu.Unlock()
+		return stream.Send(&penguinv1.ExecuteToolResponse{Message: omni.ToolCallOutput(req.GetToolCall().GetToolCallId(), "ran", penguinv1.StopReason_STOP_REASON_COMPLETED)})
+	}
+	e.llm.Generate = fake.Script(
+		fake.NewReply().ToolCall("c1", "exec_command", `{"cmd":"make"}`).Done(),
+		fake.NewReply().Text("built").Done(),
+	)
+	id := e.create(penguinv1.ApprovalMode_APPROVAL_MODE_ALWAYS_ASK)
+	ctx := e.ctx()
+	stream, err := e.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "build it"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		r, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("the run ended before asking: %v", err)
+		}
+		if r.GetEvent().GetApprovalRequest() != nil {
+			break
+		}
+	}
+	e.stop()
+	e.start()
+	e.mgr.StartResuming()
+	att, err := e.client.Attach(ctx, &penguinv1.AttachRequest{SessionId: id, UntilIdle: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := false
+	eventually.Within(t, 20*time.Second, "the resumed task to ask again", func() bool {
+		for !asked {
+			r, err := att.Recv()
+			if err != nil {
+				// Attached before the task was resumed: attach again.
+				if att, err = e.client.Attach(ctx, &penguinv1.AttachRequest{SessionId: id, UntilIdle: true}); err != nil {
+					t.Fatal(err)
+				}
+				return false
+			}
+			if q := r.GetEvent().GetApprovalRequest(); q != nil && q.GetToolCall().GetToolCallId() == "c1" {
+				asked = true
+			}
+		}
+		return true
+	})
+	if _, err := e.client.Approve(ctx, &penguinv1.ApproveRequest{SessionId: id, ToolCallId: "c1", Decision: penguinv1.Decision_DECISION_ALLOW}); err != nil {
+		t.Fatal(err)
+	}
+	var evs []*penguinv1.RunEvent
+	for {
+		r, err := att.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, r.GetEvent())
+	}
+	if len(evs) == 0 {
+		t.Fatal("the Attach stream ended with no event after the approval")
+	}
+	if st := evs[len(evs)-1].GetState(); st.GetState() != penguinv1.SessionState_SESSION_STATE_IDLE || st.GetStatus() != penguinv1.StopReason_STOP_REASON_COMPLETED {
+		t.Fatalf("the resumed task ended with %v", evs[len(evs)-1])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	msgs := enginetest.Messages(history(t, e, id))
+	if executed != 1 || enginetest.CountKind(msgs, "tool_call_output") != 1 || enginetest.CountKind(msgs, "approval_decision") != 1 || !enginetest.HasText(msgs, "built") {
+		t.Fatalf("the call ran %d times; log %v", executed, enginetest.Kinds(msgs))
+	}
+	req := e.llm.Requests()[1]
+	if h, n := enginetest.Kinds(req.GetHistory()), enginetest.Kinds(req.GetNewMessages()); strings.Join(h, ",") != "text,tool_call" || strings.Join(n, ",") != "tool_call_output" ||
+		req.GetNewMessages()[0].GetToolCallOutput().GetOutput() != "ran" {
+		t.Fatalf("the resumed request: history %v, new messages %v", h, n)
 	}
 }
 

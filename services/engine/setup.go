@@ -58,6 +58,11 @@ type Config struct {
 	// LeaseTTL is how long a run's lease outlives this replica; zero
 	// means DefaultLeaseTTL. It must be at least MinLeaseTTL.
 	LeaseTTL time.Duration
+	// Transient marks the short-lived server of a client command (penguin
+	// run, chat, sessions): it neither resumes the runs other engines left
+	// cut off nor hands its own over at shutdown, since nothing would take
+	// them over; its tasks are aborted, recording their state.
+	Transient bool
 	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
 	// TracerProvider opens the span of each turn; nil traces nothing.
@@ -111,6 +116,7 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		Logger:            log,
 		Address:           cfg.Advertise,
 		LeaseTTL:          ttl,
+		Transient:         cfg.Transient,
 		TracerProvider:    cfg.TracerProvider,
 		Registerer:        cfg.Registerer,
 	})

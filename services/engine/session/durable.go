@@ -28,8 +28,11 @@ var errHandedOver = errors.New("the task was handed over to the next engine repl
 
 // StartResuming resumes the runs that were cut off, now and then every
 // TTL/3, until Shutdown. Call it once, when the replica is ready to run
-// tasks.
+// tasks. A transient engine resumes nothing.
 func (m *Manager) StartResuming() {
+	if m.opts.Transient {
+		return
+	}
 	go func() {
 		tick := time.NewTicker(m.leases.TTL() / 3)
 		defer tick.Stop()
@@ -90,6 +93,13 @@ func (m *Manager) resume(ctx context.Context, id string) (bool, error) {
 	if err := rt.claim(ctx, t); err != nil {
 		return false, err
 	}
+	if !rt.gapped {
+		// The dead engine may have numbered events it never recorded
+		// (partials, approval questions) above the mark saved when this
+		// runtime was last unloaded, without the log growing: number
+		// above them, so that no client sees a number twice.
+		rt.journal.SkipTo(rt.journal.Last() + crashGap)
+	}
 	p, err := rt.prepare(ctx, penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED)
 	if err != nil {
 		if errors.Is(err, ErrPrecondition) || errors.Is(err, ErrInvalid) {
@@ -142,7 +152,7 @@ func (m *Manager) isClosing() bool {
 func (rt *Runtime) handOver(t *task) bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if !t.durable || t.closed {
+	if !t.durable || t.closed || rt.m.opts.Transient {
 		return false
 	}
 	t.handover = true

@@ -84,6 +84,9 @@ type Options struct {
 	// LeaseTTL is how long a run lease lasts between renewals; zero means
 	// lease.DefaultTTL.
 	LeaseTTL time.Duration
+	// Transient is a short-lived engine (a client command's own server):
+	// it resumes no cut-off runs and hands none over (see engine.Config).
+	Transient bool
 	// BufferEvents and BufferBytes bound each running session's live
 	// buffer; zero means the live package's defaults.
 	BufferEvents int
