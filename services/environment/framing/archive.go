@@ -33,6 +33,9 @@ type archive struct {
 	over    bool
 }
 
+// minArchiveGrowth is the least an archive's head grows by at a time.
+const minArchiveGrowth = 64 << 10
+
 func newArchive(budget int) *archive {
 	return &archive{budget: budget, tailCap: budget / 2}
 }
@@ -48,6 +51,14 @@ func appendArchive[T string | []byte](a *archive, text T) {
 	a.total += int64(len(text))
 	if !a.over {
 		if len(a.head)+len(text) <= a.budget {
+			if need := len(a.head) + len(text); need > cap(a.head) {
+				// Doubling, as append does only for small slices: a
+				// head growing to megabytes by a quarter at a time
+				// would be copied over and over.
+				grown := make([]byte, len(a.head), min(max(2*cap(a.head), need, minArchiveGrowth), a.budget))
+				copy(grown, a.head)
+				a.head = grown
+			}
 			a.head = append(a.head, text...)
 			return
 		}
