@@ -274,8 +274,11 @@ func (e *emitter) finish(f finish) *penguinv1.ToolCallOutput {
 		}
 		e.consumeLocked(text)
 	}
+	// "[no output]" rides the last delta with the notes: one message
+	// fewer for every command that printed nothing.
+	empty := ""
 	if e.size == 0 && !e.truncated {
-		e.emitLocked("[no output]")
+		empty = "[no output]"
 	}
 
 	var notes []string
@@ -284,7 +287,7 @@ func (e *emitter) finish(f finish) *penguinv1.ToolCallOutput {
 	}
 	notes = append(notes, f.result.Note)
 	notes = append(notes, f.notes...)
-	tail := e.vault.String(joinNotes(notes))
+	tail := empty + e.vault.String(joinNotes(notes))
 	images := f.result.Images
 	if tail != "" || len(images) > 0 {
 		e.record(tail)
