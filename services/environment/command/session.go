@@ -274,6 +274,7 @@ func (s *Session) appendOutput(p []byte) {
 
 // waitLoop reaps the main process and records how it ended.
 func (s *Session) waitLoop() {
+	sandbox.AwaitExit(s.pid)
 	err := s.cmd.Wait()
 	code := 0
 	if err != nil {
