@@ -37,7 +37,9 @@ import (
 // the confined default (workspace-write without network), each with the
 // shell snapshot (the default: bash -c in the environment the login
 // profile left once) and with login_shell (bash -lc, the profile every
-// time); "pgroup" tracks by process group instead of a cgroup. Confined
+// time); "pgroup" tracks by process group instead of a cgroup; "pipes"
+// runs the command on pipes (tty false) instead of a terminal, whose
+// opening and hang-up cost what pipes do not. Confined
 // commands start through penguin-sandbox, as beside an installed penguin;
 // PENGUIN_BENCH_SELF=PATH measures another trampoline (a penguin binary,
 // which starts with "sandbox-exec" too).
@@ -53,6 +55,9 @@ func BenchmarkExecTrue(b *testing.B) {
 	b.Run("none-pgroup", func(b *testing.B) {
 		benchExecTrue(b, environment.Options{NoCgroups: true}, &penguinv1.CreateEnvironmentRequest{SandboxMode: none})
 	})
+	b.Run("none-pipes", func(b *testing.B) {
+		benchExecTrueArgs(b, environment.Options{}, &penguinv1.CreateEnvironmentRequest{SandboxMode: none}, `{"cmd":"true","tty":false}`)
+	})
 	b.Run("confined", func(b *testing.B) {
 		requireConfinement(b)
 		benchExecTrue(b, environment.Options{}, &penguinv1.CreateEnvironmentRequest{SandboxMode: ww})
@@ -64,6 +69,11 @@ func BenchmarkExecTrue(b *testing.B) {
 }
 
 func benchExecTrue(b *testing.B, opts environment.Options, req *penguinv1.CreateEnvironmentRequest) {
+	benchExecTrueArgs(b, opts, req, `{"cmd":"true"}`)
+}
+
+// benchExecTrueArgs is benchExecTrue with exec_command's arguments given.
+func benchExecTrueArgs(b *testing.B, opts environment.Options, req *penguinv1.CreateEnvironmentRequest, arguments string) {
 	opts.Self = os.Getenv("PENGUIN_BENCH_SELF") // empty: penguin-sandbox
 	h := start(b, opts)
 	env := h.create(req).GetEnvironmentId()
@@ -81,7 +91,7 @@ func benchExecTrue(b *testing.B, opts environment.Options, req *penguinv1.Create
 	}
 	viaService := func() time.Duration {
 		t0 := time.Now()
-		r, err := h.tryExec(ctx, env, "exec_command", `{"cmd":"true"}`)
+		r, err := h.tryExec(ctx, env, "exec_command", arguments)
 		if err != nil {
 			b.Fatal(err)
 		}
