@@ -16,7 +16,7 @@ import (
 // they come. It returns when ctx ends, when stop says so for a sent event,
 // or, with untilIdle, when the session is idle and everything was sent. A
 // task that stopped because its log failed ends the stream with
-// ErrNotRecorded right after its idle event: the client learns at once,
+// ErrUnavailable right after its idle event: the client learns at once,
 // from the event and from the status, that the work was not recorded.
 // While catching up it falls back to the store whenever the buffer has
 // moved on; once caught up, a reader that falls behind the buffer is cut
@@ -46,7 +46,7 @@ func (rt *Runtime) follow(ctx context.Context, after int64, send func(*penguinv1
 			}
 			cursor = ev.GetSequence()
 			if st := ev.GetState(); st.GetNotRecorded() {
-				return fmt.Errorf("%w: session %s: %s", ErrNotRecorded, rt.id, st.GetMessage())
+				return fmt.Errorf("%w: session %s: %s", ErrUnavailable, rt.id, st.GetMessage())
 			}
 			if stop != nil && stop(ev) {
 				return nil

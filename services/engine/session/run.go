@@ -259,8 +259,8 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	if len(left) > 0 {
 		msg = strings.TrimSpace(msg + fmt.Sprintf(" %d steering message(s) arrived after the task's last request; they were recorded and go to the model with the next run.", len(left)))
 	}
-	if err := rt.journal.Flush(); err != nil {
-		res.Err = errors.Join(res.Err, err)
+	if err := rt.journal.Flush(); err != nil && res.Err == nil {
+		res.Err = err
 	}
 	if res.Err != nil {
 		// However the loop ended (an abort, a failure, a completion whose
