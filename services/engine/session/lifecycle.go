@@ -51,9 +51,6 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 	if strings.TrimSpace(spec.Workspace) == "" {
 		return nil, fmt.Errorf("%w: the workspace is required", ErrInvalid)
 	}
-	if _, ok := penguinv1.ApprovalMode_name[int32(spec.ApprovalMode)]; !ok {
-		return nil, fmt.Errorf("%w: unknown approval mode %d", ErrInvalid, spec.ApprovalMode)
-	}
 	if spec.ApprovalMode == penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED {
 		spec.ApprovalMode = approval.DefaultMode
 	}
