@@ -211,15 +211,6 @@ func (j *Journal) Reset() {
 	j.writeErr = nil
 }
 
-// SkipTo makes the next event's number at least seq, leaving a gap: a
-// task that resumes a run cut off by a dead engine numbers above anything
-// that engine may have handed out unrecorded.
-func (j *Journal) SkipTo(seq int64) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.next = max(j.next, seq)
-}
-
 // Last returns the number of the newest event handed out.
 func (j *Journal) Last() int64 {
 	j.mu.Lock()

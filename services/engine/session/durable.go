@@ -93,12 +93,16 @@ func (m *Manager) resume(ctx context.Context, id string) (bool, error) {
 	if err := rt.claim(ctx, t); err != nil {
 		return false, err
 	}
-	if !rt.gapped {
-		// The dead engine may have numbered events it never recorded
-		// (partials, approval questions) above the mark saved when this
-		// runtime was last unloaded, without the log growing: number
-		// above them, so that no client sees a number twice.
-		rt.journal.SkipTo(rt.journal.Last() + crashGap)
+	// The task may number events it never records (partials, approval
+	// questions) before it dies in turn, leaving the log as it found it;
+	// the next load would then number from where this one does, and a
+	// client following with after_sequence would miss what repeats a
+	// number it saw. Reserve the numbers first: the next load starts
+	// above them.
+	high := rt.journal.Last() + crashGap
+	if err := m.updateRow(ctx, id, func(_ *store.Session, c *config) { c.SeqHigh = max(c.SeqHigh, high) }); err != nil {
+		rt.handBack(t, err)
+		return false, err
 	}
 	p, err := rt.prepare(ctx, penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED)
 	if err != nil {

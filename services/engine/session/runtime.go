@@ -28,8 +28,6 @@ type Runtime struct {
 	watcher *envwatch.Watcher
 
 	seqSaved int64 // SeqHigh as last written to the row; set at load only
-	// gapped says the numbering starts a crash gap above the log.
-	gapped bool
 	// sealed is set when the session's task was handed over to another
 	// replica: nothing more is recorded here.
 	sealed atomic.Bool
@@ -47,8 +45,7 @@ type Runtime struct {
 
 func newRuntime(m *Manager, row *store.Session, cfg config) *Runtime {
 	next := max(row.LastSequence, cfg.SeqHigh) + 1
-	gapped := row.LastSequence > cfg.SeqHigh
-	if gapped {
+	if row.LastSequence > cfg.SeqHigh {
 		// The log grew after the sequence high-water mark was saved: the
 		// engine stopped mid-run, and partials numbered after the last
 		// persisted event may have reached clients. Leave a gap.
@@ -59,7 +56,6 @@ func newRuntime(m *Manager, row *store.Session, cfg config) *Runtime {
 		id:       row.ID,
 		buf:      live.New(next-1, m.opts.BufferEvents, m.opts.BufferBytes),
 		seqSaved: cfg.SeqHigh,
-		gapped:   gapped,
 		state:    penguinv1.SessionState_SESSION_STATE_IDLE,
 		mode:     row.ApprovalMode,
 	}
