@@ -63,10 +63,10 @@ func (m *stepModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		appended, absent := strings.LastIndex(all, marker("APPEND", k)), strings.LastIndex(all, marker("ABSENT", k))
 		if appended < 0 || absent > appended {
 			text = fmt.Sprintf("Appending line %d now.", k)
-			call = execArgs(fmt.Sprintf("sleep 0.2; echo step-%d >> out.txt; echo %s >> calls.txt; echo %s", k, id, marker("DONE", k)), marker("APPEND", k))
+			call = execArgs(fmt.Sprintf("sleep 0.2; echo step-%d >> out.txt; echo %s >> calls.txt; echo %s", k, id, shellMarker("DONE", k)), marker("APPEND", k))
 		} else {
 			text = fmt.Sprintf("The append of line %d was cut off; checking the file first.", k)
-			call = execArgs(fmt.Sprintf("if grep -qx step-%d out.txt; then echo %s; else echo %s; fi", k, marker("PRESENT", k), marker("ABSENT", k)), marker("CHECK", k))
+			call = execArgs(fmt.Sprintf("if grep -qx step-%d out.txt; then echo %s; else echo %s; fi", k, shellMarker("PRESENT", k), shellMarker("ABSENT", k)), marker("CHECK", k))
 		}
 		streamChat(w, text, id, call)
 		return
@@ -78,6 +78,11 @@ func (m *stepModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 const finalAnswer = "All steps are done."
 
 func marker(kind string, k int) string { return kind + "_" + strconv.Itoa(k) + "_" }
+
+// shellMarker is marker as a command prints it: the command's own text
+// (in the call's arguments, which the model is sent too) does not contain
+// the marker, only its output does.
+func shellMarker(kind string, k int) string { return kind + "_$((" + strconv.Itoa(k) + "))_" }
 
 func execArgs(cmd, description string) string {
 	b, _ := json.Marshal(map[string]string{"cmd": cmd, "description": description})
