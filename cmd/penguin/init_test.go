@@ -23,7 +23,7 @@ import (
 // the budget; the clock is bounded only loosely, since it moves tenfold on
 // a loaded machine. Measured when the budget was set (docs/performance.md):
 // about 2.0 MB and 11,200 allocations in all, a quarter of them
-// goldmark's; Glamour alone had added 5.6 MB and 67,000.
+// goldmark's; Glamour had added 5.2 MB and 70,000.
 const (
 	initBytesBudget  = 3 << 20
 	initAllocsBudget = 16_000
