@@ -87,6 +87,11 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 		}
 	}
 
+	instructions, err := m.workspaceInstructions(ctx, workspace)
+	if err != nil {
+		dispose()
+		return nil, err
+	}
 	prompter := st
 	if spec.SystemPrompt != "" {
 		c := *st
@@ -100,6 +105,7 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 		ModelContextWindow: window,
 		SystemPrompt: prompter.SystemPrompt(agentstate.PromptVars{
 			Workspace: workspace, Provider: spec.Model.GetProvider(), ModelID: spec.Model.GetModelId(), SessionID: id,
+			WorkspaceInstructions: instructions,
 		}),
 		AgentState: st.Dir,
 		Workspace:  workspace,
