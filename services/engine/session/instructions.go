@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -22,7 +23,11 @@ import (
 // creation, because its system prompt is fixed from then on and would
 // silently lack the workspace's rules.
 func (m *Manager) workspaceInstructions(ctx context.Context, workspace string) ([]*penguinv1.InstructionFile, error) {
-	resp, err := m.opts.Environment.DescribeWorkspace(ctx, &penguinv1.DescribeWorkspaceRequest{Workspace: workspace})
+	// Like CreateEnvironment, the read waits for a reconnecting
+	// connection rather than failing the session for a blip.
+	ctx, cancel := readyWait(ctx)
+	defer cancel()
+	resp, err := m.opts.Environment.DescribeWorkspace(ctx, &penguinv1.DescribeWorkspaceRequest{Workspace: workspace}, grpc.WaitForReady(true))
 	switch status.Code(err) {
 	case codes.OK:
 		return resp.GetAgentsFiles(), nil
