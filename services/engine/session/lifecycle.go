@@ -84,10 +84,15 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 		}
 	}
 
-	instructions, err := m.workspaceInstructions(ctx, workspace)
+	resolved, instructions, err := m.describeWorkspace(ctx, workspace)
 	if err != nil {
 		dispose()
 		return nil, err
+	}
+	if resolved != "" {
+		// The environment's own spelling of the path, which names the
+		// workspace's memory too.
+		workspace = resolved
 	}
 	prompter := st
 	if spec.SystemPrompt != "" {
