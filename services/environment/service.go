@@ -389,6 +389,19 @@ func (s *Service) CreateEnvironment(ctx context.Context, req *penguinv1.CreateEn
 // outside the root, inside the scratch area or containing it, and creates
 // it.
 func (s *Service) resolveWorkspace(requested string) (string, error) {
+	p, err := s.workspacePath(requested)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		return "", invalid("workspace %q cannot be created: %v", requested, err)
+	}
+	return s.realWorkspace(requested, p)
+}
+
+// workspacePath makes the requested workspace absolute and refuses one
+// whose path lies outside the root.
+func (s *Service) workspacePath(requested string) (string, error) {
 	if strings.TrimSpace(requested) == "" {
 		return "", invalid("a workspace directory is required")
 	}
@@ -400,9 +413,13 @@ func (s *Service) resolveWorkspace(requested string) (string, error) {
 	if !within(p, s.root) {
 		return "", invalid("workspace %q is outside the service root %s", requested, s.root)
 	}
-	if err := os.MkdirAll(p, 0o755); err != nil {
-		return "", invalid("workspace %q cannot be created: %v", requested, err)
-	}
+	return p, nil
+}
+
+// realWorkspace resolves the links of the existing workspace directory p
+// and refuses one that leads outside the root, inside the scratch area or
+// around it.
+func (s *Service) realWorkspace(requested, p string) (string, error) {
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		return "", invalid("workspace %q: %v", requested, err)

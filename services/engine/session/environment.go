@@ -44,9 +44,19 @@ func (m *Manager) environmentSpec(sessionID, workspace string, st *agentstate.St
 	}
 }
 
-// environmentReadyWait bounds a CreateEnvironment whose caller set no
-// deadline, including the wait for the connection to be ready.
+// environmentReadyWait bounds a call to the environment service at large
+// (CreateEnvironment, DescribeWorkspace) whose caller set no deadline,
+// including the wait for the connection to be ready.
 const environmentReadyWait = 30 * time.Second
+
+// readyWait bounds ctx by environmentReadyWait when it has no deadline, for
+// a call made with grpc.WaitForReady.
+func readyWait(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, environmentReadyWait)
+}
 
 // createEnvironment creates an environment and returns it with the client
 // that reaches it. The call waits for the connection to be ready, within
@@ -54,11 +64,8 @@ const environmentReadyWait = 30 * time.Second
 // the connection is reconnecting, and failing at once would fail the
 // session for a blip.
 func (m *Manager) createEnvironment(ctx context.Context, req *penguinv1.CreateEnvironmentRequest) (*penguinv1.CreateEnvironmentResponse, penguinv1.EnvironmentServiceClient, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, environmentReadyWait)
-		defer cancel()
-	}
+	ctx, cancel := readyWait(ctx)
+	defer cancel()
 	resp, err := m.opts.Environment.CreateEnvironment(ctx, req, grpc.WaitForReady(true))
 	if err != nil {
 		return nil, nil, downstream("create the environment", err)

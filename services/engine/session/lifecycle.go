@@ -84,6 +84,16 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 		}
 	}
 
+	resolved, instructions, err := m.describeWorkspace(ctx, workspace)
+	if err != nil {
+		dispose()
+		return nil, err
+	}
+	if resolved != "" {
+		// The environment's own spelling of the path, which names the
+		// workspace's memory too.
+		workspace = resolved
+	}
 	prompter := st
 	if spec.SystemPrompt != "" {
 		c := *st
@@ -97,6 +107,7 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 		ModelContextWindow: window,
 		SystemPrompt: prompter.SystemPrompt(agentstate.PromptVars{
 			Workspace: workspace, Provider: spec.Model.GetProvider(), ModelID: spec.Model.GetModelId(), SessionID: id,
+			WorkspaceInstructions: instructions,
 		}),
 		AgentState: st.Dir,
 		Workspace:  workspace,

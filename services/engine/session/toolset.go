@@ -10,6 +10,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/enginetool"
+	"github.com/penguin-agent/penguin/services/engine/enginetool/agentfiles"
 	"github.com/penguin-agent/penguin/services/engine/enginetool/describeimage"
 	"github.com/penguin-agent/penguin/services/engine/envtool"
 	"github.com/penguin-agent/penguin/services/engine/store"
@@ -110,8 +111,23 @@ func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg confi
 
 // engineTool returns the engine's implementation of a tool, or nil when
 // this session does not offer it: a subagent cannot start subagents of its
-// own (depth 1).
+// own (depth 1), and the agent-file tools follow the skills and memory
+// switches.
 func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg config, st *agentstate.State) enginetool.Tool {
+	switch name {
+	case agentstate.ToolReadAgentFile:
+		// Reading serves skills and memory; with both off there is
+		// nothing the prompt points to.
+		if !st.Config.Skills.Enabled && !st.Config.Memory.Enabled {
+			return nil
+		}
+		return agentfiles.For(name, st.Files(row.Workspace))
+	case agentstate.ToolWriteAgentFile, agentstate.ToolDeleteAgentFile:
+		if !st.Config.Memory.Enabled {
+			return nil
+		}
+		return agentfiles.For(name, st.Files(row.Workspace))
+	}
 	if name == agentstate.ToolDescribeImage {
 		return &describeimage.Tool{
 			LLM: rt.m.opts.LLM, Vision: st.Config.Model.VisionModel.Proto(), TimeoutMs: st.Config.Model.RequestTimeoutMS,

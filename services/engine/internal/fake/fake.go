@@ -237,6 +237,9 @@ type Env struct {
 	Watch func(req *penguinv1.WatchEnvironmentRequest, stream grpc.ServerStreamingServer[penguinv1.WatchEnvironmentResponse]) error
 	// Processes, when set, is what ListProcesses reports.
 	Processes func() []*penguinv1.ProcessInfo
+	// Describe, when set, serves DescribeWorkspace; unset, the call is
+	// unimplemented, as on an environment service that predates it.
+	Describe func(req *penguinv1.DescribeWorkspaceRequest) (*penguinv1.DescribeWorkspaceResponse, error)
 	// Forgetful keeps no record of the environments it creates (every id
 	// is then known), so that a memory benchmark measures the engine, not
 	// this fake.
@@ -267,6 +270,14 @@ func (e *Env) CreateEnvironment(_ context.Context, req *penguinv1.CreateEnvironm
 		ws = "/fake/" + ws
 	}
 	return &penguinv1.CreateEnvironmentResponse{EnvironmentId: id, Tools: e.Tools, Workspace: ws}, nil
+}
+
+// DescribeWorkspace calls Describe.
+func (e *Env) DescribeWorkspace(ctx context.Context, req *penguinv1.DescribeWorkspaceRequest) (*penguinv1.DescribeWorkspaceResponse, error) {
+	if e.Describe == nil {
+		return e.UnimplementedEnvironmentServiceServer.DescribeWorkspace(ctx, req)
+	}
+	return e.Describe(req)
 }
 
 // Forget drops an environment, as a restarted environment service would.
@@ -338,6 +349,13 @@ func (e *Env) DisposeEnvironment(_ context.Context, req *penguinv1.DisposeEnviro
 	delete(e.envs, req.GetEnvironmentId())
 	e.disposed = append(e.disposed, req.GetEnvironmentId())
 	return &penguinv1.DisposeEnvironmentResponse{Disposed: ok}, nil
+}
+
+// Disposed returns the ids of the environments disposed of.
+func (e *Env) Disposed() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.disposed...)
 }
 
 // Echo answers a tool call with "<name>: <arguments>" as one partial and
