@@ -237,6 +237,9 @@ type Env struct {
 	Watch func(req *penguinv1.WatchEnvironmentRequest, stream grpc.ServerStreamingServer[penguinv1.WatchEnvironmentResponse]) error
 	// Processes, when set, is what ListProcesses reports.
 	Processes func() []*penguinv1.ProcessInfo
+	// Dispose, when set, is called with the id of every environment
+	// DisposeEnvironment disposes of, before it is forgotten.
+	Dispose func(ctx context.Context, id string)
 	// Forgetful keeps no record of the environments it creates (every id
 	// is then known), so that a memory benchmark measures the engine, not
 	// this fake.
@@ -281,6 +284,13 @@ func (e *Env) Created() []*penguinv1.CreateEnvironmentRequest {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]*penguinv1.CreateEnvironmentRequest(nil), e.created...)
+}
+
+// Disposed returns the ids DisposeEnvironment was called with.
+func (e *Env) Disposed() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.disposed...)
 }
 
 func (e *Env) known(id string) error {
@@ -331,7 +341,10 @@ func (e *Env) WatchEnvironment(req *penguinv1.WatchEnvironmentRequest, stream gr
 }
 
 // DisposeEnvironment forgets the environment.
-func (e *Env) DisposeEnvironment(_ context.Context, req *penguinv1.DisposeEnvironmentRequest) (*penguinv1.DisposeEnvironmentResponse, error) {
+func (e *Env) DisposeEnvironment(ctx context.Context, req *penguinv1.DisposeEnvironmentRequest) (*penguinv1.DisposeEnvironmentResponse, error) {
+	if e.Dispose != nil {
+		e.Dispose(ctx, req.GetEnvironmentId())
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ok := e.envs[req.GetEnvironmentId()]
