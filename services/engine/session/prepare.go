@@ -16,11 +16,11 @@ import (
 
 // prepared is everything a task needs, read before it writes anything.
 type prepared struct {
-	row      *store.Session
-	cfg      config
-	st       *agentstate.State
-	rs       *resume.State
-	tools    *toolset
+	row   *store.Session
+	cfg   config
+	st    *agentstate.State
+	rs    *resume.State
+	tools *toolset
 	// users are the sessions whose environment the task counts as in use
 	// (idleEnvs): its own, and its parent's when it shares it.
 	users    []string
