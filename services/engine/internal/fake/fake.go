@@ -240,10 +240,6 @@ type Env struct {
 	// Dispose, when set, is called with the id of every environment
 	// DisposeEnvironment disposes of, before it is forgotten.
 	Dispose func(ctx context.Context, id string)
-	// Forgetful keeps no record of the environments it creates (every id
-	// is then known), so that a memory benchmark measures the engine, not
-	// this fake.
-	Forgetful bool
 
 	mu       sync.Mutex
 	envs     map[string]bool
@@ -261,10 +257,8 @@ func (e *Env) CreateEnvironment(_ context.Context, req *penguinv1.CreateEnvironm
 	}
 	e.n++
 	id := fmt.Sprintf("env-%d", e.n)
-	if !e.Forgetful {
-		e.envs[id] = true
-		e.created = append(e.created, req)
-	}
+	e.envs[id] = true
+	e.created = append(e.created, req)
 	ws := req.GetWorkspace()
 	if !strings.HasPrefix(ws, "/") {
 		ws = "/fake/" + ws
@@ -296,7 +290,7 @@ func (e *Env) Disposed() []string {
 func (e *Env) known(id string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.envs[id] && !e.Forgetful {
+	if !e.envs[id] {
 		return status.Errorf(codes.NotFound, "fake env: unknown environment %q", id)
 	}
 	return nil
