@@ -308,7 +308,10 @@ type CreateSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The model; provider and model id are both required.
 	Model *ModelRef `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
-	// The workspace directory.
+	// The workspace directory. An absolute path must exist: one that does not
+	// is refused with INVALID_ARGUMENT, never created. A path relative to
+	// the environment service's root names a workspace the service keeps,
+	// created on first use.
 	Workspace string `protobuf:"bytes,2,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	// The approval mode; unspecified means deny-all, the safe default.
 	ApprovalMode ApprovalMode `protobuf:"varint,3,opt,name=approval_mode,json=approvalMode,proto3,enum=penguin.v1.ApprovalMode" json:"approval_mode,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -65,7 +66,13 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 	envID, envAddr, workspace := spec.EnvironmentID, spec.EnvironmentAddr, spec.Workspace
 	var envClient penguinv1.EnvironmentServiceClient
 	if envID == "" {
-		resp, client, err := m.createEnvironment(ctx, m.environmentSpec(id, spec.Workspace, st, spec.SandboxMode))
+		req := m.environmentSpec(id, spec.Workspace, st, spec.SandboxMode)
+		// A directory a client names by its absolute path must be there:
+		// a typo must not become a new, empty workspace. A name relative
+		// to the environment service's root is a workspace the service
+		// keeps, made on first use.
+		req.WorkspaceMustExist = filepath.IsAbs(spec.Workspace)
+		resp, client, err := m.createEnvironment(ctx, req)
 		if err != nil {
 			return nil, err
 		}
