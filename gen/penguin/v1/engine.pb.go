@@ -1143,7 +1143,12 @@ type RunEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session's sequence number of this event. Persisted events keep their
 	// number forever; partials are numbered too, but only the live buffer
-	// keeps them.
+	// keeps them. Numbers only grow and are never reused, across engine
+	// restarts too: a session goes on right after its last number. They skip
+	// where events were numbered but never recorded (a log failure, see
+	// RunStateChange), and after an engine died mid-task the next task starts
+	// 1,048,576 above the log's last event, because partials numbered after
+	// it may have reached clients before the crash.
 	Sequence int64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	// The event. Exactly one is set.
 	//

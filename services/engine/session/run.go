@@ -272,10 +272,17 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	last := rt.journal.LastPersisted()
+	// The sequence mark covers the idle event published below too. It is
+	// saved with the row here, where every task ends, and not only when
+	// the runtime unloads: an unload may come after the store is gone (a
+	// watcher letting go after the engine closed it), and a mark behind
+	// the log reads, at the next load, as a crash and leaves a gap.
+	high := rt.journal.Last() + 1
 	if err := m.updateRow(ctx, rt.id, func(r *store.Session, c *config) {
 		if p != nil && p.mctx.Usage != nil {
 			r.Usage = proto.Clone(p.mctx.Usage).(*penguinv1.TokenCounts)
 		}
+		c.SeqHigh = max(c.SeqHigh, high)
 		c.Note, c.NoteSeq = res.Note, last
 		if contextSeq > 0 {
 			c.ContextSeq = contextSeq
