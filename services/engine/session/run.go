@@ -336,10 +336,24 @@ func (h *host) TakeInput() []*penguinv1.OmniMessage {
 	return out
 }
 
+// SetState reports what the task does. The wait before a reconnect is
+// open to RetryNow before it is announced: a client that answers the
+// retry_wait event with RetryNow at once cuts this wait short (a RetryNow
+// from before, for an earlier wait, is dropped here).
 func (h *host) SetState(s penguinv1.SessionState, retryIn time.Duration) {
+	if s == penguinv1.SessionState_SESSION_STATE_RETRY_WAIT {
+		h.rt.mu.Lock()
+		h.t.waiting = true
+		select {
+		case <-h.t.retryNow:
+		default:
+		}
+		h.rt.mu.Unlock()
+	}
 	h.rt.setState(s, retryIn)
 }
 
+// WaitRetry waits d, or until RetryNow, after SetState announced the wait.
 func (h *host) WaitRetry(ctx context.Context, d time.Duration) error {
 	h.rt.mu.Lock()
 	h.t.waiting = true
@@ -349,11 +363,6 @@ func (h *host) WaitRetry(ctx context.Context, d time.Duration) error {
 		h.t.waiting = false
 		h.rt.mu.Unlock()
 	}()
-	// A RetryNow that came before this wait began is stale.
-	select {
-	case <-h.t.retryNow:
-	default:
-	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
