@@ -9,9 +9,10 @@
 // remote one.
 //
 // The chat is built on Bubble Tea (line editing, bracketed paste, the live
-// area above the prompt) and markdown is rendered by Glamour; the small
-// pickers of /model and /resume are written here because Bubbles' list is
-// made for full-screen programs, not a few lines under the conversation.
+// area above the prompt) and markdown is laid out by termmd (see there why
+// not by a complete terminal renderer); the small pickers of /model and
+// /resume are written here because Bubbles' list is made for full-screen
+// programs, not a few lines under the conversation.
 package cli
 
 import (

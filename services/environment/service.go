@@ -355,7 +355,7 @@ func toStatus(err error) error {
 	}
 }
 
-var labelChars = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+var labelChars = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`) })
 
 // CreateEnvironment implements penguinv1.EnvironmentServiceServer.
 func (s *Service) CreateEnvironment(ctx context.Context, req *penguinv1.CreateEnvironmentRequest) (*penguinv1.CreateEnvironmentResponse, error) {
@@ -482,7 +482,7 @@ func (s *Service) checkRequest(req *penguinv1.CreateEnvironmentRequest) (createS
 		return spec, invalid("%v", err)
 	}
 	for name := range req.GetVault() {
-		if !vaultName.MatchString(name) {
+		if !vaultName().MatchString(name) {
 			return spec, invalid("vault name %q is not a valid environment variable name", name)
 		}
 	}
@@ -496,7 +496,7 @@ func (s *Service) checkRequest(req *penguinv1.CreateEnvironmentRequest) (createS
 		}
 	}
 	spec.scratchName = spec.id
-	if label := req.GetLabel(); labelChars.MatchString(label) && label != "." && label != ".." {
+	if label := req.GetLabel(); labelChars().MatchString(label) && label != "." && label != ".." {
 		spec.scratchName = label
 	}
 	if spec.sandbox, err = s.sandboxPolicy(req, spec.workspace); err != nil {
@@ -629,7 +629,7 @@ func (s *Service) assembleTools(ctx context.Context, e *Environment, spec create
 	return nil
 }
 
-var vaultName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var vaultName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // modeToProto and networkToProto spell the applied sandbox in the
 // response.

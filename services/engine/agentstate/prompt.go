@@ -37,7 +37,7 @@ type PromptVars struct {
 }
 
 // placeholderRe matches {{NAME}}.
-var placeholderRe = regexp.MustCompile(`\{\{([A-Z][A-Z0-9_]*)\}\}`)
+var placeholderRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{\{([A-Z][A-Z0-9_]*)\}\}`) })
 
 // SystemPrompt assembles the system prompt from the template in
 // Config.SystemPrompt. Placeholders:
@@ -195,13 +195,13 @@ func expand(tmpl string, lookup func(string) (string, bool)) string {
 		if line == "" {
 			continue
 		}
-		if m := wholeLineRe.FindStringSubmatch(line); m != nil {
+		if m := wholeLineRe().FindStringSubmatch(line); m != nil {
 			if val, ok := lookup(m[1]); ok && val == "" {
 				dropped = true
 				continue
 			}
 		}
-		out := placeholderRe.ReplaceAllStringFunc(line, func(m string) string {
+		out := placeholderRe().ReplaceAllStringFunc(line, func(m string) string {
 			if val, ok := lookup(m[2 : len(m)-2]); ok {
 				return val
 			}
@@ -219,7 +219,7 @@ func expand(tmpl string, lookup func(string) (string, bool)) string {
 }
 
 // wholeLineRe matches a line that is only a placeholder.
-var wholeLineRe = regexp.MustCompile(`^[ \t]*\{\{([A-Z][A-Z0-9_]*)\}\}[ \t]*\n?$`)
+var wholeLineRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[ \t]*\{\{([A-Z][A-Z0-9_]*)\}\}[ \t]*\n?$`) })
 
 // hostOSVersion describes this host's operating system as well as it can
 // be found without running a program: the distribution and the kernel on
