@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -387,11 +388,16 @@ func (s *Service) CreateEnvironment(ctx context.Context, req *penguinv1.CreateEn
 
 // resolveWorkspace makes the requested workspace absolute, refuses one
 // outside the root, inside the scratch area or containing it, and creates
-// it.
-func (s *Service) resolveWorkspace(requested string) (string, error) {
+// it, unless it must exist already.
+func (s *Service) resolveWorkspace(requested string, mustExist bool) (string, error) {
 	p, err := s.workspacePath(requested)
 	if err != nil {
 		return "", err
+	}
+	if mustExist {
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			return "", invalid("workspace %q does not exist; create the directory first, or check the path", requested)
+		}
 	}
 	if err := os.MkdirAll(p, 0o755); err != nil {
 		return "", invalid("workspace %q cannot be created: %v", requested, err)
@@ -486,7 +492,7 @@ func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRe
 func (s *Service) checkRequest(req *penguinv1.CreateEnvironmentRequest) (createSpec, error) {
 	spec := createSpec{req: req, id: uuid.NewString()}
 	var err error
-	if spec.workspace, err = s.resolveWorkspace(req.GetWorkspace()); err != nil {
+	if spec.workspace, err = s.resolveWorkspace(req.GetWorkspace(), req.GetWorkspaceMustExist()); err != nil {
 		return spec, err
 	}
 	if spec.policy, err = cmdpolicy.Compile(req.GetCommandPolicy()); err != nil {

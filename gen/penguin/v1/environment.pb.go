@@ -731,7 +731,8 @@ func (x *ToolConfig) GetNoBuiltins() bool {
 type CreateEnvironmentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The workspace directory, absolute or relative to the service's root. It
-	// is created when missing, and must stay inside the root.
+	// must stay inside the root, and is created when missing unless
+	// workspace_must_exist is set.
 	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	// The tools.
 	Tools *ToolConfig `protobuf:"bytes,2,opt,name=tools,proto3" json:"tools,omitempty"`
@@ -753,9 +754,13 @@ type CreateEnvironmentRequest struct {
 	// profile runs each time. By default the profile runs once, when the
 	// environment is created, and every command runs with bash -c in the
 	// environment variables it left (a shell snapshot).
-	LoginShell    bool `protobuf:"varint,9,opt,name=login_shell,json=loginShell,proto3" json:"login_shell,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LoginShell bool `protobuf:"varint,9,opt,name=login_shell,json=loginShell,proto3" json:"login_shell,omitempty"`
+	// Refuses a workspace that does not exist (INVALID_ARGUMENT) instead
+	// of creating it: the engine sets it for a workspace a client named,
+	// where a typo must not silently become a new empty directory.
+	WorkspaceMustExist bool `protobuf:"varint,10,opt,name=workspace_must_exist,json=workspaceMustExist,proto3" json:"workspace_must_exist,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *CreateEnvironmentRequest) Reset() {
@@ -847,6 +852,13 @@ func (x *CreateEnvironmentRequest) GetNetwork() NetworkAccess {
 func (x *CreateEnvironmentRequest) GetLoginShell() bool {
 	if x != nil {
 		return x.LoginShell
+	}
+	return false
+}
+
+func (x *CreateEnvironmentRequest) GetWorkspaceMustExist() bool {
+	if x != nil {
+		return x.WorkspaceMustExist
 	}
 	return false
 }
@@ -2024,7 +2036,7 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\vmcp_servers\x18\x03 \x03(\v2\x15.penguin.v1.McpServerR\n" +
 	"mcpServers\x12\x1f\n" +
 	"\vno_builtins\x18\x04 \x01(\bR\n" +
-	"noBuiltins\"\xf0\x03\n" +
+	"noBuiltins\"\xa2\x04\n" +
 	"\x18CreateEnvironmentRequest\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12,\n" +
 	"\x05tools\x18\x02 \x01(\v2\x16.penguin.v1.ToolConfigR\x05tools\x12@\n" +
@@ -2036,7 +2048,9 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\x05label\x18\a \x01(\tR\x05label\x123\n" +
 	"\anetwork\x18\b \x01(\x0e2\x19.penguin.v1.NetworkAccessR\anetwork\x12\x1f\n" +
 	"\vlogin_shell\x18\t \x01(\bR\n" +
-	"loginShell\x1a8\n" +
+	"loginShell\x120\n" +
+	"\x14workspace_must_exist\x18\n" +
+	" \x01(\bR\x12workspaceMustExist\x1a8\n" +
 	"\n" +
 	"VaultEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +

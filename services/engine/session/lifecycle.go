@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -73,6 +74,11 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 	owned := false
 	if envID == "" {
 		req := m.environmentSpec(id, spec.Workspace, st, spec.SandboxMode)
+		// A directory a client names by its absolute path must be there:
+		// a typo must not become a new, empty workspace. A name relative
+		// to the environment service's root is a workspace the service
+		// keeps, made on first use.
+		req.WorkspaceMustExist = filepath.IsAbs(spec.Workspace)
 		if f, ok := m.specs.get(req); ok {
 			workspace = cmp.Or(f.workspace, workspace)
 		} else {

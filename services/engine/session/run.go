@@ -274,10 +274,17 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	last := rt.journal.LastPersisted()
+	// The sequence mark covers the idle event published below too. It is
+	// saved with the row here, where every task ends, and not only when
+	// the runtime unloads: an unload may come after the store is gone (a
+	// watcher letting go after the engine closed it), and a mark behind
+	// the log reads, at the next load, as a crash and leaves a gap.
+	high := rt.journal.Last() + 1
 	if err := m.updateRow(ctx, rt.id, func(r *store.Session, c *config) {
 		if p != nil && p.mctx.Usage != nil {
 			r.Usage = proto.Clone(p.mctx.Usage).(*penguinv1.TokenCounts)
 		}
+		c.SeqHigh = max(c.SeqHigh, high)
 		c.Note, c.NoteSeq = res.Note, last
 		if contextSeq > 0 {
 			c.ContextSeq = contextSeq
@@ -334,10 +341,24 @@ func (h *host) TakeInput() []*penguinv1.OmniMessage {
 	return out
 }
 
+// SetState reports what the task does. The wait before a reconnect is
+// open to RetryNow before it is announced: a client that answers the
+// retry_wait event with RetryNow at once cuts this wait short (a RetryNow
+// from before, for an earlier wait, is dropped here).
 func (h *host) SetState(s penguinv1.SessionState, retryIn time.Duration) {
+	if s == penguinv1.SessionState_SESSION_STATE_RETRY_WAIT {
+		h.rt.mu.Lock()
+		h.t.waiting = true
+		select {
+		case <-h.t.retryNow:
+		default:
+		}
+		h.rt.mu.Unlock()
+	}
 	h.rt.setState(s, retryIn)
 }
 
+// WaitRetry waits d, or until RetryNow, after SetState announced the wait.
 func (h *host) WaitRetry(ctx context.Context, d time.Duration) error {
 	h.rt.mu.Lock()
 	h.t.waiting = true
@@ -347,11 +368,6 @@ func (h *host) WaitRetry(ctx context.Context, d time.Duration) error {
 		h.t.waiting = false
 		h.rt.mu.Unlock()
 	}()
-	// A RetryNow that came before this wait began is stale.
-	select {
-	case <-h.t.retryNow:
-	default:
-	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
