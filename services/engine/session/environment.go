@@ -58,46 +58,47 @@ func (m *Manager) createEnvironment(ctx context.Context, req *penguinv1.CreateEn
 	return resp, client, nil
 }
 
-// bindEnvironment returns the session's environment and its tools,
-// creating a new environment when the recorded one is gone: the
-// environment service no longer knows it (it restarted, or the session
-// was forked), or the replica that held it cannot be reached (its host is
-// gone). A new environment comes from the environment service at large
-// (Options.Environment, which may spread over several replicas), and the
-// session is bound to the replica that created it from then on.
-func (rt *Runtime) bindEnvironment(ctx context.Context, row *store.Session, cfg config, st *agentstate.State) (penguinv1.EnvironmentServiceClient, string, []*penguinv1.ToolInfo, error) {
+// liveEnvironment returns the session's environment and its tools when
+// the recorded one is still there. Otherwise it returns no environment
+// and the reason to make a new one: empty when the session has none yet,
+// or why the recorded one is gone: the environment service no longer
+// knows it (it restarted, or the session was forked), or the replica that
+// held it cannot be reached (its host is gone). A new environment comes
+// from the environment service at large (Options.Environment, which may
+// spread over several replicas), and the session is bound to the replica
+// that created it from then on (rebind).
+func (rt *Runtime) liveEnvironment(ctx context.Context, row *store.Session) (penguinv1.EnvironmentServiceClient, string, []*penguinv1.ToolInfo, envtool.Reason, error) {
 	m := rt.m
-	reason := ""
-	if row.EnvironmentID != "" {
-		client, err := m.envClient(row.EnvironmentAddr)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		tools, err := m.listTools(ctx, client, row.EnvironmentID)
-		switch status.Code(err) {
-		case codes.OK:
-			return client, row.EnvironmentID, tools, nil
-		case codes.NotFound:
-			reason = string(envtool.Missing)
-		case codes.Unavailable:
-			if ctx.Err() != nil {
-				return nil, "", nil, ctx.Err()
-			}
-			reason = string(envtool.Unreachable)
-			m.log.Warn("the replica of the session's environment cannot be reached; creating a fresh environment",
-				"session", rt.id, "environment", row.EnvironmentID, "address", row.EnvironmentAddr, "error", err)
-		default:
-			return nil, "", nil, downstream("reach the session's environment", err)
-		}
+	if row.EnvironmentID == "" {
+		return nil, "", nil, "", nil
 	}
-	return rt.rebind(ctx, row, cfg, st, reason)
+	client, err := m.envClient(row.EnvironmentAddr)
+	if err != nil {
+		return nil, "", nil, "", err
+	}
+	tools, err := m.listTools(ctx, client, row.EnvironmentID)
+	switch status.Code(err) {
+	case codes.OK:
+		return client, row.EnvironmentID, tools, "", nil
+	case codes.NotFound:
+		return nil, "", nil, envtool.Missing, nil
+	case codes.Unavailable:
+		if ctx.Err() != nil {
+			return nil, "", nil, "", ctx.Err()
+		}
+		m.log.Warn("the replica of the session's environment cannot be reached; creating a fresh environment",
+			"session", rt.id, "environment", row.EnvironmentID, "address", row.EnvironmentAddr, "error", err)
+		return nil, "", nil, envtool.Unreachable, nil
+	default:
+		return nil, "", nil, "", downstream("reach the session's environment", err)
+	}
 }
 
 // rebind creates a fresh environment for the session and records it in
 // the session's row. reason, when set, says why the old one was replaced.
 func (rt *Runtime) rebind(ctx context.Context, row *store.Session, cfg config, st *agentstate.State, reason string) (penguinv1.EnvironmentServiceClient, string, []*penguinv1.ToolInfo, error) {
 	m := rt.m
-	resp, client, err := m.createEnvironment(ctx, m.environmentSpec(rt.id, row.Workspace, st, cfg.SandboxMode))
+	resp, client, err := rt.createConnecting(ctx, m.environmentSpec(rt.id, row.Workspace, st, cfg.SandboxMode))
 	if err != nil {
 		return nil, "", nil, err
 	}

@@ -68,13 +68,25 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 	envID, envAddr, workspace := spec.EnvironmentID, spec.EnvironmentAddr, spec.Workspace
 	var envClient penguinv1.EnvironmentServiceClient
 	if envID == "" {
-		resp, client, err := m.createEnvironment(ctx, m.environmentSpec(id, spec.Workspace, st, spec.SandboxMode))
+		// The environment checks the workspace, the sandbox and the tools
+		// and resolves the workspace. MCP servers are left out: they
+		// connect at the session's first run (mcpconnect.go), and an
+		// environment without them is no use to that run.
+		req := m.environmentSpec(id, spec.Workspace, st, spec.SandboxMode)
+		check := withoutMCP(req)
+		resp, client, err := m.createEnvironment(ctx, check)
 		if err != nil {
 			return nil, err
 		}
 		envID, envAddr, envClient = resp.GetEnvironmentId(), resp.GetAddress(), client
 		if resp.GetWorkspace() != "" {
 			workspace = resp.GetWorkspace()
+		}
+		if check != req {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+			_, _ = client.DisposeEnvironment(dctx, &penguinv1.DisposeEnvironmentRequest{EnvironmentId: envID})
+			cancel()
+			envID, envAddr, envClient = "", "", nil
 		}
 	} else {
 		cfg.SharedEnvironment = true

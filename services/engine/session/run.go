@@ -212,12 +212,16 @@ func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, er
 		Host:     &host{rt: rt, t: t, p: p},
 		Observer: &turnObserver{tracer: rt.m.tracer, metrics: rt.m.metrics, session: rt.id, model: p.settings.Model, run: t.run},
 	}
-	if !p.cfg.SharedEnvironment {
+	if client, envID := p.tools.binding(); envID != "" && !p.cfg.SharedEnvironment {
 		// A subagent sharing its parent's environment leaves the notices
 		// to the parent.
-		rt.watcher.Watch(p.tools.client, p.tools.envID)
+		rt.watcher.Watch(client, envID)
 	}
 	go func() {
+		if res, stop := rt.startTools(t, p); stop {
+			rt.finish(t, p, res)
+			return
+		}
 		res := loop.Run(t.ctx, deps, p.settings, p.mctx, p.input)
 		rt.finish(t, p, res)
 	}()
@@ -303,7 +307,9 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	m.metrics.runsActive.Dec()
 	close(t.done)
 	if p != nil {
-		rt.watcher.Settle(p.tools.client)
+		if client, envID := p.tools.binding(); envID != "" {
+			rt.watcher.Settle(client)
+		}
 	}
 	m.tasks.Done()
 	m.release(rt)

@@ -29,9 +29,20 @@ type toolset struct {
 	// recreate makes a new environment when the old one is gone.
 	recreate func(ctx context.Context, why envtool.Reason) error
 	exec     *envtool.Executor
+	// connect, while set, makes the task's environment: one that
+	// connects MCP servers is made by the task once its input is recorded
+	// (startTools), not while it prepares. Until then the model's tools
+	// are the ones the context last recorded.
+	connect func(ctx context.Context) error
 }
 
 func (ts *toolset) target() (envtool.Client, string) {
+	return ts.binding()
+}
+
+// binding returns the task's environment and the client that reaches it;
+// the id is empty while the task has none yet (connect).
+func (ts *toolset) binding() (penguinv1.EnvironmentServiceClient, string) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	return ts.client, ts.envID
@@ -58,7 +69,7 @@ func (ts *toolset) permission(ctx context.Context, name string) penguinv1.Permis
 	p, ok := ts.perms[name]
 	client, envID := ts.client, ts.envID
 	ts.mu.Unlock()
-	if ok {
+	if ok || client == nil {
 		return p
 	}
 	resp, err := client.GetToolPermission(ctx, &penguinv1.GetToolPermissionRequest{EnvironmentId: envID, Name: name})
@@ -70,12 +81,14 @@ func (ts *toolset) permission(ctx context.Context, name string) penguinv1.Permis
 
 // newToolset builds the task's tools: the environment's filtered for the
 // model class, then the engine's own (no subagent tools for a subagent).
-func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg config, st *agentstate.State) (*toolset, error) {
-	client, envID, infos, err := rt.bindEnvironment(ctx, row, cfg, st)
+// known is the tool list the context last recorded, offered until a
+// deferred environment is made.
+func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg config, st *agentstate.State, known []*penguinv1.ToolDefinition) (*toolset, error) {
+	client, envID, infos, reason, err := rt.liveEnvironment(ctx, row)
 	if err != nil {
 		return nil, err
 	}
-	ts := &toolset{rt: rt, client: client, envID: envID, perms: map[string]penguinv1.Permission{}, engine: map[string]enginetool.Tool{}}
+	ts := &toolset{rt: rt, client: client, envID: envID}
 	ts.recreate = func(ctx context.Context, why envtool.Reason) error {
 		row := *row
 		client, envID, _, err := rt.rebind(ctx, &row, cfg, st, string(why))
@@ -88,22 +101,49 @@ func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg confi
 		return nil
 	}
 	ts.exec = &envtool.Executor{Target: ts.target, Recreate: ts.recreate}
-	tools := st.Config.Tools
-	for _, ti := range tools.FilterEnvironmentTools(infos, cfg.Vision) {
-		if slices.Contains(agentstate.EngineToolNames(), ti.GetDefinition().GetName()) {
-			continue
+	bind := func(infos []*penguinv1.ToolInfo) {
+		ts.defs, ts.perms, ts.engine = nil, map[string]penguinv1.Permission{}, map[string]enginetool.Tool{}
+		tools := st.Config.Tools
+		for _, ti := range tools.FilterEnvironmentTools(infos, cfg.Vision) {
+			if slices.Contains(agentstate.EngineToolNames(), ti.GetDefinition().GetName()) {
+				continue
+			}
+			ts.defs = append(ts.defs, ti.GetDefinition())
+			ts.perms[ti.GetDefinition().GetName()] = ti.GetPermission()
 		}
-		ts.defs = append(ts.defs, ti.GetDefinition())
-		ts.perms[ti.GetDefinition().GetName()] = ti.GetPermission()
+		for _, spec := range tools.EngineTools(cfg.Vision) {
+			et := rt.engineTool(spec.Name, ts, row, cfg, st)
+			if et == nil {
+				continue
+			}
+			ts.defs = append(ts.defs, spec.Definition())
+			ts.perms[spec.Name] = spec.PermissionProto()
+			ts.engine[spec.Name] = et
+		}
 	}
-	for _, spec := range tools.EngineTools(cfg.Vision) {
-		et := rt.engineTool(spec.Name, ts, row, cfg, st)
-		if et == nil {
-			continue
+	switch {
+	case envID != "":
+		bind(infos)
+	case len(st.ToolConfig().GetMcpServers()) > 0:
+		bind(nil)
+		ts.defs = known
+		ts.connect = func(ctx context.Context) error {
+			client, envID, infos, err := rt.rebind(ctx, row, cfg, st, string(reason))
+			if err != nil {
+				return err
+			}
+			ts.mu.Lock()
+			defer ts.mu.Unlock()
+			ts.client, ts.envID, ts.connect = client, envID, nil
+			bind(infos)
+			return nil
 		}
-		ts.defs = append(ts.defs, spec.Definition())
-		ts.perms[spec.Name] = spec.PermissionProto()
-		ts.engine[spec.Name] = et
+	default:
+		if client, envID, infos, err = rt.rebind(ctx, row, cfg, st, string(reason)); err != nil {
+			return nil, err
+		}
+		ts.client, ts.envID = client, envID
+		bind(infos)
 	}
 	return ts, nil
 }
