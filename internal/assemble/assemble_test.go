@@ -18,6 +18,8 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/assemble"
@@ -425,5 +427,53 @@ func TestNewRefusesBadConfigs(t *testing.T) {
 				t.Errorf("the listener is still open after New failed (Accept: %v)", err)
 			}
 		})
+	}
+}
+
+// TestUndeclaredEnumsAreRefused sends enum values no contract declares to
+// the all-in-one server over TCP: every service refuses them with
+// INVALID_ARGUMENT naming the field, before any handler runs, and nothing
+// is changed or created.
+func TestUndeclaredEnumsAreRefused(t *testing.T) {
+	f := newFixture(t, filepath.Join(t.TempDir(), "engine.db"))
+	r := f.allInOne(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ws := filepath.Join(f.root, "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := createSession(ctx, t, r.engine, ws)
+
+	// A server stream (Run): the request is refused and the session keeps
+	// its mode.
+	stream, err := r.engine.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "run a command", ApprovalMode: 42})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "approval_mode: 42 is not a value of penguin.v1.ApprovalMode") {
+		t.Fatalf("Run with approval_mode 42: %v", err)
+	}
+	got, err := r.engine.GetSession(ctx, &penguinv1.GetSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got.GetSession(); s.GetApprovalMode() != penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL || s.GetLastSequence() != 1 {
+		t.Fatalf("after the refused Run the session has mode %v and last sequence %d", s.GetApprovalMode(), s.GetLastSequence())
+	}
+
+	// A unary call of another service (the environment's builtin
+	// override).
+	conn, err := grpcclient.New(r.addr, grpcclient.Options{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	envs := penguinv1.NewEnvironmentServiceClient(conn)
+	_, err = envs.CreateEnvironment(ctx, &penguinv1.CreateEnvironmentRequest{Workspace: ws, Tools: &penguinv1.ToolConfig{
+		Builtin: []*penguinv1.ToolSpec{{Name: "read_file", Permission: 77}},
+	}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "tools.builtin[0].permission: 77 is not a value of penguin.v1.Permission") {
+		t.Fatalf("CreateEnvironment with permission 77: %v", err)
 	}
 }

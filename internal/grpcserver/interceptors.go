@@ -6,6 +6,7 @@ import (
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"github.com/penguin-agent/penguin/internal/enumcheck"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -19,7 +20,9 @@ import (
 //     see callLogger for the levels);
 //  3. auth, so nothing below runs for an unauthenticated caller (health
 //     checks are exempt so probes need no secret);
-//  4. recovery, innermost, so a panicking handler becomes codes.Internal
+//  4. the enum check (enumcheck), so no handler of any service sees an
+//     enum value its contract does not declare;
+//  5. recovery, innermost, so a panicking handler becomes codes.Internal
 //     that logging and metrics then see like any other failure.
 func (s *Server) interceptors(authToken string, slowCall time.Duration) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
 	var unary []grpc.UnaryServerInterceptor
@@ -39,6 +42,9 @@ func (s *Server) interceptors(authToken string, slowCall time.Duration) ([]grpc.
 		unary = append(unary, selector.UnaryServerInterceptor(authU, notHealth))
 		stream = append(stream, selector.StreamServerInterceptor(authS, notHealth))
 	}
+
+	unary = append(unary, enumcheck.UnaryServerInterceptor())
+	stream = append(stream, enumcheck.StreamServerInterceptor())
 
 	recU, recS := recoveryInterceptors(s.log)
 	unary = append(unary, recU)

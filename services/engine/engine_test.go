@@ -129,6 +129,26 @@ func TestApprovalModes(t *testing.T) {
 			if asked != tc.asks {
 				t.Fatalf("asked = %v, want %v", asked, tc.asks)
 			}
+			// Every state change is streamed: a question puts the session
+			// in awaiting_approval (before the question itself) and the
+			// answer back to running.
+			var states []penguinv1.SessionState
+			for i, ev := range evs {
+				if st := ev.GetState(); st != nil {
+					states = append(states, st.GetState())
+					if st.GetState() == penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL && (i+1 >= len(evs) || evs[i+1].GetApprovalRequest() == nil) {
+						t.Fatalf("awaiting_approval is not followed by its question: %v", evs[i+1:])
+					}
+				}
+			}
+			want := []penguinv1.SessionState{penguinv1.SessionState_SESSION_STATE_RUNNING, penguinv1.SessionState_SESSION_STATE_IDLE}
+			if tc.asks {
+				want = []penguinv1.SessionState{penguinv1.SessionState_SESSION_STATE_RUNNING, penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL,
+					penguinv1.SessionState_SESSION_STATE_RUNNING, penguinv1.SessionState_SESSION_STATE_IDLE}
+			}
+			if !slices.Equal(states, want) {
+				t.Fatalf("states streamed %v, want %v", states, want)
+			}
 			var out *penguinv1.ToolCallOutput
 			for _, m := range enginetest.Messages(evs) {
 				if o := m.GetToolCallOutput(); o != nil {

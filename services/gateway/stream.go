@@ -37,6 +37,10 @@ type serverEvent struct {
 	// RetryInMs is the wait before the next reconnect, in retry_wait. A
 	// JSON number: it is far below 2^53.
 	RetryInMs int64 `json:"retry_in_ms,omitempty"`
+	// NotRecorded marks the idle state of a task stopped because the
+	// session log could not be written; the stream then ends with an
+	// "error" event (unavailable).
+	NotRecorded bool `json:"not_recorded,omitempty"`
 }
 
 // sseFrame renders one run event as an SSE frame whose id is the session's
@@ -89,10 +93,11 @@ func (g *Gateway) approvalEvent(ar *penguinv1.ApprovalRequest) ([]byte, error) {
 
 func stateEvent(s *penguinv1.RunStateChange) serverEvent {
 	se := serverEvent{
-		Type:      "task_state",
-		State:     enumword.Word(s.GetState()),
-		Message:   s.GetMessage(),
-		RetryInMs: s.GetRetryInMs(),
+		Type:        "task_state",
+		State:       enumword.Word(s.GetState()),
+		Message:     s.GetMessage(),
+		RetryInMs:   s.GetRetryInMs(),
+		NotRecorded: s.GetNotRecorded(),
 	}
 	if s.GetStatus() != penguinv1.StopReason_STOP_REASON_UNSPECIFIED {
 		se.Status = enumword.Word(s.GetStatus())

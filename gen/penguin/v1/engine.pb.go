@@ -1039,8 +1039,19 @@ func (x *ApprovalRequest) GetOrigin() []string {
 	return nil
 }
 
-// RunStateChange reports that a session's state changed. When a task ends
-// the state is idle and status says how it ended.
+// RunStateChange reports that a session's state changed: every change is
+// streamed (running, awaiting_approval and back, retry_wait, compacting,
+// idle). When a task ends the state is idle and status says how it ended.
+//
+// When the session log cannot be written (the store is down or its disk is
+// full), the task stops at once and its idle event has status failed and
+// not_recorded set; every Run and Attach stream of the session sends that
+// event and then ends with UNAVAILABLE. This tells a task that failed (the
+// model or a tool gave up, recorded in the log) from one whose work could
+// not be recorded: events numbered after the log's last event were
+// streamed but are not in the log, GetHistory shows what was kept, and
+// their numbers are never reused. The session is idle and runs again, from
+// its log, once the store is back.
 type RunStateChange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The new state.
@@ -1049,8 +1060,11 @@ type RunStateChange struct {
 	Status StopReason `protobuf:"varint,2,opt,name=status,proto3,enum=penguin.v1.StopReason" json:"status,omitempty"`
 	// Why, when the task did not complete.
 	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
-	// The wait before the next reconnect, in retry_wait.
-	RetryInMs     int64 `protobuf:"varint,4,opt,name=retry_in_ms,json=retryInMs,proto3" json:"retry_in_ms,omitempty"`
+	// The time left before the next reconnect, in retry_wait.
+	RetryInMs int64 `protobuf:"varint,4,opt,name=retry_in_ms,json=retryInMs,proto3" json:"retry_in_ms,omitempty"`
+	// The task stopped because the session log could not be written; set
+	// only when the state is idle.
+	NotRecorded   bool `protobuf:"varint,5,opt,name=not_recorded,json=notRecorded,proto3" json:"not_recorded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1111,6 +1125,13 @@ func (x *RunStateChange) GetRetryInMs() int64 {
 		return x.RetryInMs
 	}
 	return 0
+}
+
+func (x *RunStateChange) GetNotRecorded() bool {
+	if x != nil {
+		return x.NotRecorded
+	}
+	return false
 }
 
 // RunEvent is one event of a session's run, numbered in the session's
@@ -2413,12 +2434,13 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\n" +
 	"permission\x18\x02 \x01(\x0e2\x16.penguin.v1.PermissionR\n" +
 	"permission\x12\x16\n" +
-	"\x06origin\x18\x03 \x03(\tR\x06origin\"\xaa\x01\n" +
+	"\x06origin\x18\x03 \x03(\tR\x06origin\"\xcd\x01\n" +
 	"\x0eRunStateChange\x12.\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x18.penguin.v1.SessionStateR\x05state\x12.\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x16.penguin.v1.StopReasonR\x06status\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1e\n" +
-	"\vretry_in_ms\x18\x04 \x01(\x03R\tretryInMs\"\xe2\x01\n" +
+	"\vretry_in_ms\x18\x04 \x01(\x03R\tretryInMs\x12!\n" +
+	"\fnot_recorded\x18\x05 \x01(\bR\vnotRecorded\"\xe2\x01\n" +
 	"\bRunEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x123\n" +
 	"\amessage\x18\x02 \x01(\v2\x17.penguin.v1.OmniMessageH\x00R\amessage\x12H\n" +

@@ -11,7 +11,12 @@
 //
 // When a write fails, the journal refuses everything after it: an event
 // that cannot be recorded must not be seen, and nothing after a gap in the
-// log may be. Reset clears the failure when a new task starts from the log.
+// log may be. The events of the failed batch and those queued behind it
+// are dropped, never written later (the next task starts from the log as
+// it is). Only announcements still pass (Announce): events that are never
+// recorded anyway, above all the state change that tells every watcher
+// the task ended, so that no stream waits for an event that cannot come.
+// Reset clears the failure when a new task starts from the log.
 package journal
 
 import (
@@ -49,6 +54,10 @@ type Options struct {
 	Timeout time.Duration
 	// Logger is told when the log cannot be written.
 	Logger *slog.Logger
+	// OnFail, when set, is called once for each failure of the log (outside
+	// the journal's lock), so that the session stops its task at once
+	// rather than at its next event, which may be a long tool call away.
+	OnFail func(error)
 }
 
 // Journal is the event writer of one session.
@@ -58,6 +67,7 @@ type Journal struct {
 	buf     *live.Buffer
 	timeout time.Duration
 	log     *slog.Logger
+	onFail  func(error)
 
 	mu            sync.Mutex
 	drained       *sync.Cond // signalled when the writer empties the queue
@@ -72,6 +82,8 @@ type Journal struct {
 type queued struct {
 	ev      *penguinv1.RunEvent
 	persist bool
+	// always marks an announcement, published even after the log failed.
+	always bool
 }
 
 // New returns the journal Options describe.
@@ -82,6 +94,7 @@ func New(o Options) *Journal {
 		buf:           o.Buffer,
 		timeout:       o.Timeout,
 		log:           o.Logger,
+		onFail:        o.OnFail,
 		next:          o.Next,
 		lastPersisted: o.LastPersisted,
 	}
@@ -99,25 +112,42 @@ func (j *Journal) Publish(ev *penguinv1.RunEvent, persist bool) (int64, error) {
 	if j.writeErr != nil {
 		return 0, j.writeErr
 	}
+	return j.enqueueLocked(queued{ev: ev, persist: persist}), nil
+}
+
+// Announce numbers ev, which is never recorded, and queues it behind
+// everything published before it. Unlike Publish it goes through after the
+// log failed: a state change says what the session does whether or not its
+// log can be written, and the one that says the task ended is what ends
+// every stream that follows the task.
+func (j *Journal) Announce(ev *penguinv1.RunEvent) int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.enqueueLocked(queued{ev: ev, always: true})
+}
+
+func (j *Journal) enqueueLocked(q queued) int64 {
 	seq := j.next
 	j.next++
-	ev.Sequence = seq
-	j.queue = append(j.queue, queued{ev: ev, persist: persist})
+	q.ev.Sequence = seq
+	j.queue = append(j.queue, q)
 	if !j.writerActive {
 		j.writerActive = true
 		go j.write()
 	}
-	return seq, nil
+	return seq
 }
 
 // write drains the queue: each round appends what belongs in the log in
-// one transaction and publishes the round in order.
+// one transaction and publishes the round in order. Once the log failed,
+// a round publishes its announcements only.
 func (j *Journal) write() {
 	for {
 		j.mu.Lock()
 		batch := j.queue
 		j.queue = nil
-		if len(batch) == 0 || j.writeErr != nil {
+		failed := j.writeErr != nil
+		if len(batch) == 0 {
 			j.writerActive = false
 			j.drained.Broadcast()
 			j.mu.Unlock()
@@ -131,24 +161,30 @@ func (j *Journal) write() {
 				events = append(events, store.Event{Sequence: q.ev.GetSequence(), Message: q.ev.GetMessage()})
 			}
 		}
-		if len(events) > 0 {
+		if len(events) > 0 && !failed {
 			ctx, cancel := context.WithTimeout(context.Background(), j.timeout)
 			err := j.store.AppendEvents(ctx, j.id, events...)
 			cancel()
 			j.mu.Lock()
 			if err != nil {
 				j.writeErr = fmt.Errorf("record events %d to %d of session %s: %w", events[0].Sequence, events[len(events)-1].Sequence, j.id, err)
+				failed = true
 			} else {
 				j.lastPersisted = events[len(events)-1].Sequence
 			}
+			werr := j.writeErr
 			j.mu.Unlock()
 			if err != nil {
 				j.log.Error("the session log could not be written; the session's task stops", "session", j.id, "error", err)
-				continue
+				if j.onFail != nil {
+					j.onFail(werr)
+				}
 			}
 		}
 		for _, q := range batch {
-			j.buf.Publish(q.ev)
+			if !failed || q.always {
+				j.buf.Publish(q.ev)
+			}
 		}
 	}
 }

@@ -6,11 +6,14 @@
 // an append plus a broadcast, and a reader that lags so far that the event
 // after its cursor has been evicted learns it from Read and must go back to
 // the store (or be cut off). Events carry the session's sequence numbers,
-// which the publisher hands out in order with no gaps.
+// which the publisher hands out in increasing order; there may be gaps,
+// where events were numbered but never published (they could not be
+// recorded).
 package live
 
 import (
 	"errors"
+	"sort"
 	"sync"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -37,12 +40,16 @@ type Buffer struct {
 	maxEvents int
 	maxBytes  int
 
-	mu     sync.Mutex
-	ring   []entry
-	head   int // index of the oldest entry
-	n      int // number of entries
-	bytes  int
-	last   int64 // sequence of the newest event ever published
+	mu    sync.Mutex
+	ring  []entry
+	head  int // index of the oldest entry
+	n     int // number of entries
+	bytes int
+	last  int64 // sequence of the newest event ever published
+	// gone is the sequence of the newest event no longer buffered (evicted,
+	// or published before the buffer began): a reader before it must go
+	// to the store.
+	gone   int64
 	wake   chan struct{}
 	closed bool
 }
@@ -63,10 +70,10 @@ func New(last int64, maxEvents, maxBytes int) *Buffer {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
-	return &Buffer{maxEvents: maxEvents, maxBytes: maxBytes, last: last, wake: make(chan struct{})}
+	return &Buffer{maxEvents: maxEvents, maxBytes: maxBytes, last: last, gone: last, wake: make(chan struct{})}
 }
 
-// Publish appends ev, whose sequence must be the next one, and wakes every
+// Publish appends ev, whose sequence must be above the last one, and wakes every
 // waiting reader. It never blocks on readers.
 func (b *Buffer) Publish(ev *penguinv1.RunEvent) {
 	size := proto.Size(ev)
@@ -107,6 +114,7 @@ func (b *Buffer) Publish(ev *penguinv1.RunEvent) {
 func (b *Buffer) evictOldest() {
 	e := &b.ring[b.head]
 	b.bytes -= e.size
+	b.gone = e.ev.GetSequence()
 	*e = entry{}
 	b.head = (b.head + 1) % len(b.ring)
 	b.n--
@@ -164,11 +172,11 @@ func (b *Buffer) Read(after int64, limit int) ([]*penguinv1.RunEvent, <-chan str
 	if after >= b.last {
 		return nil, b.wake, nil
 	}
-	oldest := b.oldestLocked()
-	if after+1 < oldest {
+	if after < b.gone {
 		return nil, b.wake, ErrEvicted
 	}
-	start := int(after + 1 - oldest)
+	// The first buffered event above after; numbers may have gaps.
+	start := sort.Search(b.n, func(i int) bool { return b.ring[(b.head+i)%len(b.ring)].ev.GetSequence() > after })
 	count := b.n - start
 	if limit > 0 && count > limit {
 		count = limit

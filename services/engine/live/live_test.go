@@ -2,6 +2,7 @@ package live_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +105,27 @@ func TestWakeAndClose(t *testing.T) {
 	}
 	if _, _, err := b.Read(0, 0); !errors.Is(err, live.ErrClosed) {
 		t.Fatalf("Read after Close: %v", err)
+	}
+}
+
+// Numbers that were handed out but never published (events that could
+// not be recorded) leave gaps that readers step over; only an evicted
+// event sends a reader back to the store.
+func TestGapsInTheNumbering(t *testing.T) {
+	b := live.New(0, 3, 0)
+	for _, s := range []int64{1, 2, 7, 8} {
+		b.Publish(ev(s, "x"))
+	}
+	if got, _, err := b.Read(2, 0); err != nil || !slices.Equal(seqs(got), []int64{7, 8}) {
+		t.Fatalf("Read(2) across the gap = %v, %v", seqs(got), err)
+	}
+	if got, _, err := b.Read(5, 0); err != nil || !slices.Equal(seqs(got), []int64{7, 8}) {
+		t.Fatalf("Read(5) inside the gap = %v, %v", seqs(got), err)
+	}
+	if _, _, err := b.Read(0, 0); !errors.Is(err, live.ErrEvicted) {
+		t.Fatalf("Read(0) after event 1 was evicted = %v, want ErrEvicted", err)
+	}
+	if got, _, err := b.Read(1, 0); err != nil || !slices.Equal(seqs(got), []int64{2, 7, 8}) {
+		t.Fatalf("Read(1) = %v, %v", seqs(got), err)
 	}
 }

@@ -44,10 +44,22 @@ func (m *Manager) environmentSpec(sessionID, workspace string, st *agentstate.St
 	}
 }
 
+// environmentReadyWait bounds a CreateEnvironment whose caller set no
+// deadline, including the wait for the connection to be ready.
+const environmentReadyWait = 30 * time.Second
+
 // createEnvironment creates an environment and returns it with the client
-// that reaches it.
+// that reaches it. The call waits for the connection to be ready, within
+// the caller's deadline: right after the environment service restarts,
+// the connection is reconnecting, and failing at once would fail the
+// session for a blip.
 func (m *Manager) createEnvironment(ctx context.Context, req *penguinv1.CreateEnvironmentRequest) (*penguinv1.CreateEnvironmentResponse, penguinv1.EnvironmentServiceClient, error) {
-	resp, err := m.opts.Environment.CreateEnvironment(ctx, req)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, environmentReadyWait)
+		defer cancel()
+	}
+	resp, err := m.opts.Environment.CreateEnvironment(ctx, req, grpc.WaitForReady(true))
 	if err != nil {
 		return nil, nil, downstream("create the environment", err)
 	}

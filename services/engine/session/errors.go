@@ -29,6 +29,11 @@ var (
 	// read yet were dropped from the live buffer; it can Attach again from
 	// its last sequence.
 	ErrFellBehind = errors.New("fell behind the live stream")
+	// ErrNotRecorded: the session log could not be written, so the task
+	// stopped and what it did after the log's last event is not recorded.
+	// It is a kind of ErrUnavailable: the store failed, and the session
+	// runs again once the store is back.
+	ErrNotRecorded = fmt.Errorf("%w: the session log could not be written", ErrUnavailable)
 )
 
 // downstream turns an error of the environment or llm service into the

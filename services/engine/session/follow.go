@@ -14,7 +14,10 @@ import (
 // follow sends the session's events after the sequence number after: first
 // what only the store still has, then the live buffer, then live events as
 // they come. It returns when ctx ends, when stop says so for a sent event,
-// or, with untilIdle, when the session is idle and everything was sent.
+// or, with untilIdle, when the session is idle and everything was sent. A
+// task that stopped because its log failed ends the stream with
+// ErrUnavailable right after its idle event: the client learns at once,
+// from the event and from the status, that the work was not recorded.
 // While catching up it falls back to the store whenever the buffer has
 // moved on; once caught up, a reader that falls behind the buffer is cut
 // off with ErrFellBehind, because the run never waits for it.
@@ -42,6 +45,9 @@ func (rt *Runtime) follow(ctx context.Context, after int64, send func(*penguinv1
 				return err
 			}
 			cursor = ev.GetSequence()
+			if st := ev.GetState(); st.GetNotRecorded() {
+				return fmt.Errorf("%w: session %s: %s", ErrUnavailable, rt.id, st.GetMessage())
+			}
 			if stop != nil && stop(ev) {
 				return nil
 			}

@@ -51,9 +51,6 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 	if strings.TrimSpace(spec.Workspace) == "" {
 		return nil, fmt.Errorf("%w: the workspace is required", ErrInvalid)
 	}
-	if _, ok := penguinv1.ApprovalMode_name[int32(spec.ApprovalMode)]; !ok {
-		return nil, fmt.Errorf("%w: unknown approval mode %d", ErrInvalid, spec.ApprovalMode)
-	}
 	if spec.ApprovalMode == penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED {
 		spec.ApprovalMode = approval.DefaultMode
 	}
@@ -254,7 +251,9 @@ func (m *Manager) Fork(ctx context.Context, id string, upTo int64) (*penguinv1.S
 // turn boundary: after the last completed request, plus what followed it
 // before the next request or compaction began (its tool results, a
 // prompt). A log with no completed request keeps its head up to the first
-// request.
+// request. A call is never split from its output: when the outputs of the
+// last completed request's tool calls are not all at or before upTo, that
+// whole turn goes, and the cut falls before it.
 func cutToTurn(events []store.Event, upTo int64) []store.Event {
 	n := len(events)
 	if upTo > 0 {
@@ -264,10 +263,19 @@ func cutToTurn(events []store.Event, upTo int64) []store.Event {
 		}
 	}
 	events = events[:n]
-	lastEnd := -1
+	lastEnd, lastBegin, begin := -1, 0, 0
 	for i, e := range events {
+		if e.Message.GetRequestBegin() != nil {
+			begin = i
+		}
 		if re := e.Message.GetRequestEnd(); re != nil && re.GetStatus() == penguinv1.StopReason_STOP_REASON_COMPLETED {
-			lastEnd = i
+			lastEnd, lastBegin = i, begin
+		}
+	}
+	open := map[string]bool{}
+	for i := lastBegin; i < lastEnd; i++ {
+		if c := events[i].Message.GetToolCall(); c != nil && len(events[i].Message.GetOrigin()) == 0 {
+			open[c.GetToolCallId()] = true
 		}
 	}
 	cut := lastEnd + 1
@@ -276,7 +284,15 @@ func cutToTurn(events []store.Event, upTo int64) []store.Event {
 		if msg.GetRequestBegin() != nil || msg.GetCompactionBegin() != nil {
 			break
 		}
+		if o := msg.GetToolCallOutput(); o != nil && len(msg.GetOrigin()) == 0 {
+			delete(open, o.GetToolCallId())
+		}
 		cut++
+	}
+	if len(open) > 0 {
+		// The turn's outputs lie beyond upTo: keep what came before the
+		// turn, itself cut back to a boundary.
+		return cutToTurn(events[:lastBegin], 0)
 	}
 	return events[:cut]
 }

@@ -34,16 +34,28 @@ func TestCutToTurn(t *testing.T) {
 		ev(9, requestBegin()),
 		ev(10, omni.AssistantText("done")),
 		ev(11, requestEnd(completed)),
+		ev(12, omni.UserText("more")),
+		ev(13, requestBegin()),
+		ev(14, omni.ToolCall("c2", "t", "{}")),
+		ev(15, omni.ToolCall("c3", "t", "{}")),
+		ev(16, requestEnd(completed)),
+		ev(17, omni.ToolCallOutput("c2", "out", 0)),
+		ev(18, omni.ToolCallOutput("c3", "out", 0)),
+		ev(19, requestBegin()),
 	}
 	cases := []struct {
 		upTo int64
 		want int64 // last sequence kept
 	}{
-		{0, 11},  // the whole log
+		{0, 18},  // the whole log, up to the last request begun
+		{18, 18}, // the last turn with all its outputs
+		{17, 12}, // an output missing: before the turn with the calls
+		{16, 12}, // right after request_end: no output yet
+		{12, 12},
 		{11, 11}, // up to the last completed turn
 		{9, 6},   // inside a request: back to the last completed turn and its tool output
 		{6, 6},
-		{5, 5}, // right after request_end: the output is not there yet
+		{5, 2}, // right after request_end: the output is not there yet, so the turn goes
 		{4, 2}, // no completed request: the head up to the first request
 		{1, 1},
 	}

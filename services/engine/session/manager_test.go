@@ -78,7 +78,6 @@ func TestCreateChecksItsInput(t *testing.T) {
 	}{
 		{"no model id", session.CreateSpec{Model: &penguinv1.ModelRef{Provider: "fake"}, Workspace: "ws"}},
 		{"no workspace", session.CreateSpec{Model: model, Workspace: " "}},
-		{"unknown approval mode", session.CreateSpec{Model: model, Workspace: "ws", ApprovalMode: 42}},
 		{"missing agent state", session.CreateSpec{Model: model, Workspace: "ws", AgentState: "/no/such/agent"}},
 	} {
 		if _, err := r.mgr.Create(t.Context(), c.spec); !errors.Is(err, session.ErrInvalid) {

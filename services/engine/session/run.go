@@ -181,8 +181,8 @@ func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, er
 		err = rt.journal.Flush()
 	}
 	if err != nil {
-		rt.finish(t, p, loop.Result{Status: penguinv1.StopReason_STOP_REASON_FAILED, Message: "the session log could not be written: " + err.Error(), Err: err})
-		return nil, 0, err
+		rt.finish(t, p, loop.Result{Status: penguinv1.StopReason_STOP_REASON_FAILED, Err: err})
+		return nil, 0, fmt.Errorf("%w; the prompt was not recorded, run it again once the store is back: %v", ErrNotRecorded, err)
 	}
 	if spec.Mode != penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED || p.row.Title == "" {
 		if err := rt.m.updateRow(ctx, rt.id, func(r *store.Session, _ *config) {
@@ -263,15 +263,16 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	if len(left) > 0 {
 		msg = strings.TrimSpace(msg + fmt.Sprintf(" %d steering message(s) arrived after the task's last request; they were recorded and go to the model with the next run.", len(left)))
 	}
-	if res.Err != nil {
-		m.log.Error("task stopped: the session log could not be written", "session", rt.id, "error", res.Err)
+	if err := rt.journal.Flush(); err != nil && res.Err == nil {
+		res.Err = err
 	}
-	if err := rt.journal.Flush(); err != nil {
-		res.Err = errors.Join(res.Err, err)
-		if res.Status == penguinv1.StopReason_STOP_REASON_COMPLETED {
-			res.Status = penguinv1.StopReason_STOP_REASON_FAILED
-		}
-		msg = strings.TrimSpace(msg + " The session log could not be written: " + err.Error())
+	if res.Err != nil {
+		// However the loop ended (an abort, a failure, a completion whose
+		// last events were lost), what the watchers must hear is that the
+		// task's work after the log's last event is not recorded.
+		m.log.Error("task stopped: the session log could not be written", "session", rt.id, "error", res.Err)
+		res.Status = penguinv1.StopReason_STOP_REASON_FAILED
+		msg = fmt.Sprintf("the session log could not be written, so the task stopped; events after sequence %d were not recorded (%v)", rt.journal.LastPersisted(), res.Err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	last := rt.journal.LastPersisted()
@@ -297,7 +298,7 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	rt.mu.Lock()
 	rt.task = nil
 	rt.state = penguinv1.SessionState_SESSION_STATE_IDLE
-	rt.publishState(&penguinv1.RunStateChange{State: penguinv1.SessionState_SESSION_STATE_IDLE, Status: res.Status, Message: msg})
+	rt.publishState(&penguinv1.RunStateChange{State: penguinv1.SessionState_SESSION_STATE_IDLE, Status: res.Status, Message: msg, NotRecorded: res.Err != nil})
 	rt.mu.Unlock()
 	kind := "run"
 	if t.compaction {

@@ -57,7 +57,7 @@ func newRuntime(m *Manager, row *store.Session, cfg config) *Runtime {
 	}
 	rt.journal = journal.New(journal.Options{
 		Store: m.store, Session: row.ID, Next: next, LastPersisted: row.LastSequence,
-		Buffer: rt.buf, Timeout: storeTimeout, Logger: m.log,
+		Buffer: rt.buf, Timeout: storeTimeout, Logger: m.log, OnFail: rt.logFailed,
 	})
 	rt.board = approval.NewBoard(func(ev *penguinv1.RunEvent) (int64, error) { return rt.journal.Publish(ev, false) }, rt.awaiting)
 	rt.watcher = envwatch.New(watchedSession{rt}, row.ID, storeTimeout, m.log)
@@ -97,10 +97,24 @@ func (rt *Runtime) Emit(_ context.Context, m *penguinv1.OmniMessage) error {
 	return err
 }
 
-// publishState publishes a state change (never persisted).
+// publishState publishes a state change (never persisted). It goes out
+// even after the log failed, so that the idle event that ends a task
+// reaches every stream.
 func (rt *Runtime) publishState(ch *penguinv1.RunStateChange) {
 	rt.m.watch.StateChanged(rt.id, ch)
-	_, _ = rt.journal.Publish(&penguinv1.RunEvent{Event: &penguinv1.RunEvent_State{State: ch}}, false)
+	rt.journal.Announce(&penguinv1.RunEvent{Event: &penguinv1.RunEvent_State{State: ch}})
+}
+
+// logFailed stops the session's task as soon as its log fails: the task
+// could not record anything more, and it might otherwise run on for a long
+// tool call or an open approval before its next event found out.
+func (rt *Runtime) logFailed(err error) {
+	rt.mu.Lock()
+	t := rt.task
+	rt.mu.Unlock()
+	if t != nil {
+		t.cancel(err)
+	}
 }
 
 // setState records what the task is doing and tells the watchers when it
@@ -117,23 +131,27 @@ func (rt *Runtime) setState(s penguinv1.SessionState, retryIn time.Duration) {
 
 // awaiting moves the session into awaiting approval while questions are
 // open on its board, and back to what it was doing (running, at the
-// least) when the last is settled.
+// least) when the last is settled; either move is streamed like every
+// other state change.
 func (rt *Runtime) awaiting(open bool) {
-	defer rt.m.watch.Changed(rt.id)
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if open {
+		if rt.state == penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL {
+			return
+		}
 		rt.beforeApproval = rt.state
 		rt.state = penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL
-		return
+	} else {
+		if rt.state != penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL {
+			return
+		}
+		rt.state = rt.beforeApproval
+		if rt.state == penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL || rt.state == penguinv1.SessionState_SESSION_STATE_IDLE {
+			rt.state = penguinv1.SessionState_SESSION_STATE_RUNNING
+		}
 	}
-	if rt.state != penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL {
-		return
-	}
-	rt.state = rt.beforeApproval
-	if rt.state == penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL || rt.state == penguinv1.SessionState_SESSION_STATE_IDLE {
-		rt.state = penguinv1.SessionState_SESSION_STATE_RUNNING
-	}
+	rt.publishState(&penguinv1.RunStateChange{State: rt.state})
 }
 
 // busy reports whether a task holds the session.

@@ -11,12 +11,16 @@
 // (so a burst of changes costs one read) and hands the result to every
 // watcher's bounded queue; a watcher whose queue is full is cut off with
 // ErrFellBehind and starts again from a snapshot, because a session
-// runtime must never wait for a slow browser.
+// runtime must never wait for a slow browser. When a changed session
+// cannot be read (the store is down), every watcher is ended with the
+// store's error for the same reason: a list that can no longer follow the
+// changes must not go on looking current.
 package sessionwatch
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -59,11 +63,20 @@ type outcome struct {
 // watcher is one WatchSessions call.
 type watcher struct {
 	queue chan *penguinv1.WatchSessionsResponse
-	cut   chan struct{} // closed when the watcher fell behind
+	cut   chan struct{} // closed when the watcher is cut off, after err is set
+	err   error
 	once  sync.Once
 }
 
-func (w *watcher) fellBehind() { w.once.Do(func() { close(w.cut) }) }
+// end cuts the watcher off with err, the first time only.
+func (w *watcher) end(err error) {
+	w.once.Do(func() {
+		w.err = err
+		close(w.cut)
+	})
+}
+
+func (w *watcher) fellBehind() { w.end(ErrFellBehind) }
 
 // Hub fans session changes out to watchers.
 type Hub struct {
@@ -181,7 +194,8 @@ func (h *Hub) change(s *penguinv1.Session) *penguinv1.WatchSessionsResponse {
 
 // Watch sends a snapshot of the newest snapshotSize sessions (zero means
 // DefaultSnapshot), a snapshot_end, and then every change, until ctx ends,
-// send fails, or the watcher falls behind (ErrFellBehind).
+// send fails, the watcher falls behind (ErrFellBehind), or a changed
+// session cannot be read (the store's error).
 func (h *Hub) Watch(ctx context.Context, snapshotSize int, send func(*penguinv1.WatchSessionsResponse) error) error {
 	if snapshotSize <= 0 {
 		snapshotSize = DefaultSnapshot
@@ -210,7 +224,7 @@ func (h *Hub) Watch(ctx context.Context, snapshotSize int, send func(*penguinv1.
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-w.cut:
-			return ErrFellBehind
+			return w.err
 		case ev := <-w.queue:
 			if err := send(ev); err != nil {
 				return err
@@ -278,7 +292,17 @@ func (h *Hub) refreshOne(id string) {
 		// Deleted meanwhile: Deleted has told the watchers.
 		return
 	case err != nil:
-		h.log.Warn("session list: could not read a changed session", "session", id, "error", err)
+		// The list can no longer be kept true (a task that ended while
+		// the store is down would show running forever): every watcher
+		// is ended with the store's error and watches again, from a fresh
+		// snapshot, once the store answers.
+		h.log.Warn("session list: could not read a changed session; ending the watches", "session", id, "error", err)
+		err = fmt.Errorf("the session list cannot be kept up to date: reading session %s: %w; watch again", id, err)
+		h.mu.Lock()
+		for w := range h.watchers {
+			w.end(err)
+		}
+		h.mu.Unlock()
 		return
 	}
 	ev := h.change(s)

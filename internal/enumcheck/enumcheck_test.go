@@ -1,0 +1,38 @@
+package enumcheck_test
+
+import (
+	"strings"
+	"testing"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/enumcheck"
+	"google.golang.org/protobuf/proto"
+)
+
+// Check names the path of the first undeclared value, at any depth and in
+// lists; declared values, zero included, pass.
+func TestCheckNamesTheFieldPath(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		msg  proto.Message
+		want string // empty: accepted
+	}{
+		{"declared values", &penguinv1.RunRequest{ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_READ_ONLY, ThinkingLevel: penguinv1.ThinkingLevel(0)}, ""},
+		{"top level", &penguinv1.RunRequest{ApprovalMode: 42}, "approval_mode: 42 is not a value of penguin.v1.ApprovalMode (want one of APPROVAL_MODE_UNSPECIFIED,"},
+		{"in a list of messages", &penguinv1.CreateEnvironmentRequest{Tools: &penguinv1.ToolConfig{Builtin: []*penguinv1.ToolSpec{
+			{Name: "read_file", Permission: penguinv1.Permission_PERMISSION_R},
+			{Name: "write_file", Permission: 77},
+		}}}, "tools.builtin[1].permission: 77 is not a value of penguin.v1.Permission"},
+		{"nil message", nil, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := enumcheck.Check(c.msg)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("Check = %v, want nil", err)
+			case c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want)):
+				t.Fatalf("Check = %v, want %q", err, c.want)
+			}
+		})
+	}
+}
