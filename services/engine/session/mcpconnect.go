@@ -120,8 +120,5 @@ func (rt *Runtime) startTools(t *task, p *prepared) (res loop.Result, stop bool)
 			return loop.Result{Status: penguinv1.StopReason_STOP_REASON_FAILED, Message: "the session log could not be written: " + err.Error(), Err: err}, true
 		}
 	}
-	if client, envID := ts.binding(); !p.cfg.SharedEnvironment {
-		rt.watcher.Watch(client, envID)
-	}
 	return loop.Result{}, false
 }

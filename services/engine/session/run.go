@@ -212,10 +212,12 @@ func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, er
 		Host:     &host{rt: rt, t: t, p: p},
 		Observer: &turnObserver{tracer: rt.m.tracer, metrics: rt.m.metrics, session: rt.id, model: p.settings.Model, run: t.run},
 	}
-	if client, envID := p.tools.binding(); envID != "" && !p.cfg.SharedEnvironment {
+	if p.tools.ownEnvironment() {
+		env := p.tools.current()
 		// A subagent sharing its parent's environment leaves the notices
-		// to the parent.
-		rt.watcher.Watch(client, envID)
+		// to the parent; a task without an environment yet starts the
+		// watch when it makes one (toolset.replace, toolset.connect).
+		rt.watcher.Watch(env.client, env.id)
 	}
 	go func() {
 		if res, stop := rt.startTools(t, p); stop {
@@ -308,9 +310,10 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	m.metrics.runsActive.Dec()
 	close(t.done)
 	if p != nil {
-		if client, envID := p.tools.binding(); envID != "" {
-			rt.watcher.Settle(client)
+		if env := p.tools.current(); env.id != "" {
+			rt.watcher.Settle(env.client)
 		}
+		p.releaseEnvironment(m, rt.id)
 	}
 	m.tasks.Done()
 	m.release(rt)

@@ -12,40 +12,101 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/enginetool"
 	"github.com/penguin-agent/penguin/services/engine/enginetool/describeimage"
 	"github.com/penguin-agent/penguin/services/engine/envtool"
+	"github.com/penguin-agent/penguin/services/engine/loop"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
 
 // toolset is the tools of one task: the environment's, filtered for the
 // model, plus the engine's own. It implements loop.Tools.
+//
+// The environment is made at the first call that needs one when the task
+// started without one (bindEnvironment): concurrent first calls make one
+// environment between them, since binding is held while it is made.
 type toolset struct {
 	rt   *Runtime
 	defs []*penguinv1.ToolDefinition
+	// shared marks the environment of a subagent's parent, which the
+	// parent owns (and disposes of when idle).
+	shared bool
+	// binding is a one-slot semaphore held while an environment is made.
+	binding chan struct{}
+	// rebind makes a new environment for the session and records it.
+	rebind func(ctx context.Context, why envtool.Reason) (envBinding, []*penguinv1.ToolInfo, error)
+	// connect, while set, makes the task's environment when the task
+	// starts: one that connects MCP servers is made once the task's input
+	// is recorded (startTools), not while it prepares. Until then the
+	// model's tools are the ones the context last recorded.
+	connect func(ctx context.Context) error
 
 	mu     sync.Mutex
-	client penguinv1.EnvironmentServiceClient
-	envID  string
+	env    envBinding
 	perms  map[string]penguinv1.Permission
 	engine map[string]enginetool.Tool
-	// recreate makes a new environment when the old one is gone.
-	recreate func(ctx context.Context, why envtool.Reason) error
-	exec     *envtool.Executor
-	// connect, while set, makes the task's environment: one that
-	// connects MCP servers is made by the task once its input is recorded
-	// (startTools), not while it prepares. Until then the model's tools
-	// are the ones the context last recorded.
-	connect func(ctx context.Context) error
+	exec   *envtool.Executor
+}
+
+// current returns the environment the task uses now; its id is empty
+// before the first call that needed one.
+func (ts *toolset) current() envBinding {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.env
 }
 
 func (ts *toolset) target() (envtool.Client, string) {
-	return ts.binding()
+	b := ts.current()
+	return b.client, b.id
 }
 
-// binding returns the task's environment and the client that reaches it;
-// the id is empty while the task has none yet (connect).
-func (ts *toolset) binding() (penguinv1.EnvironmentServiceClient, string) {
+// ensure returns the task's environment, making it when the task has none
+// yet.
+func (ts *toolset) ensure(ctx context.Context) (envBinding, error) {
+	if b := ts.current(); b.id != "" {
+		return b, nil
+	}
+	return ts.replace(ctx, "", "")
+}
+
+// replace makes a new environment for the session, unless the one the
+// caller saw (gone; empty for none) was replaced already by a concurrent
+// call; why, when set, says why the old one is replaced.
+func (ts *toolset) replace(ctx context.Context, gone string, why envtool.Reason) (envBinding, error) {
+	select {
+	case ts.binding <- struct{}{}:
+	case <-ctx.Done():
+		return envBinding{}, ctx.Err()
+	}
+	defer func() { <-ts.binding }()
+	if b := ts.current(); b.id != gone {
+		return b, nil
+	}
+	b, _, err := ts.rebind(ctx, why)
+	if err != nil {
+		return envBinding{}, err
+	}
 	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return ts.client, ts.envID
+	ts.env, ts.shared = b, false
+	ts.mu.Unlock()
+	ts.rt.watcher.Watch(b.client, b.id)
+	return b, nil
+}
+
+// recreate replaces the environment gone (envtool.Executor).
+func (ts *toolset) recreate(ctx context.Context, why envtool.Reason, gone string) error {
+	_, err := ts.replace(ctx, gone, why)
+	return err
+}
+
+// runInEnvironment runs a call in the environment, made first when the
+// task has none yet.
+func (ts *toolset) runInEnvironment(ctx context.Context, call *penguinv1.ToolCall, forward func(*penguinv1.OmniMessage)) *penguinv1.OmniMessage {
+	if _, err := ts.ensure(ctx); err != nil {
+		if ctx.Err() != nil {
+			return omni.ToolCallOutput(call.GetToolCallId(), loop.CallAborted, penguinv1.StopReason_STOP_REASON_ABORTED)
+		}
+		return omni.ToolCallOutput(call.GetToolCallId(), "the session's environment could not be created: "+err.Error(), penguinv1.StopReason_STOP_REASON_FAILED)
+	}
+	return ts.exec.Execute(ctx, call, forward)
 }
 
 // Execute routes a call to the engine's own tool or to the environment.
@@ -59,46 +120,49 @@ func (ts *toolset) Execute(ctx context.Context, call *penguinv1.ToolCall, forwar
 	if !slices.ContainsFunc(ts.defs, func(d *penguinv1.ToolDefinition) bool { return d.GetName() == call.GetName() }) {
 		return omni.ToolCallOutput(call.GetToolCallId(), fmt.Sprintf("There is no tool named %q.", call.GetName()), penguinv1.StopReason_STOP_REASON_FAILED)
 	}
-	return ts.exec.Execute(ctx, call, forward)
+	return ts.runInEnvironment(ctx, call, forward)
 }
 
 // permission returns a tool's permission for approval modes: from the
-// tool lists, else asked of the environment.
+// tool lists, else asked of the environment, when there is one.
 func (ts *toolset) permission(ctx context.Context, name string) penguinv1.Permission {
 	ts.mu.Lock()
 	p, ok := ts.perms[name]
-	client, envID := ts.client, ts.envID
+	env := ts.env
 	ts.mu.Unlock()
-	if ok || client == nil {
+	if ok || env.id == "" {
 		return p
 	}
-	resp, err := client.GetToolPermission(ctx, &penguinv1.GetToolPermissionRequest{EnvironmentId: envID, Name: name})
+	resp, err := env.client.GetToolPermission(ctx, &penguinv1.GetToolPermissionRequest{EnvironmentId: env.id, Name: name})
 	if err != nil {
 		return penguinv1.Permission_PERMISSION_UNSPECIFIED
 	}
 	return resp.GetPermission()
 }
 
+// ownEnvironment reports whether the task uses an environment its session
+// owns (not its parent's), which is then the session's to dispose of when
+// idle.
+func (ts *toolset) ownEnvironment() bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.env.id != "" && !ts.shared
+}
+
 // newToolset builds the task's tools: the environment's filtered for the
 // model class, then the engine's own (no subagent tools for a subagent).
-// known is the tool list the context last recorded, offered until a
-// deferred environment is made.
+// known is the tool list the context last recorded, offered until an
+// environment made when the task starts (connect) says what it has.
 func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg config, st *agentstate.State, known []*penguinv1.ToolDefinition) (*toolset, error) {
-	client, envID, infos, reason, err := rt.liveEnvironment(ctx, row)
+	env, infos, reason, err := rt.bindEnvironment(ctx, row, cfg, st)
 	if err != nil {
 		return nil, err
 	}
-	ts := &toolset{rt: rt, client: client, envID: envID}
-	ts.recreate = func(ctx context.Context, why envtool.Reason) error {
+	ts := &toolset{rt: rt, env: env, shared: cfg.SharedEnvironment && env.id == row.EnvironmentID && env.id != "",
+		binding: make(chan struct{}, 1)}
+	ts.rebind = func(ctx context.Context, why envtool.Reason) (envBinding, []*penguinv1.ToolInfo, error) {
 		row := *row
-		client, envID, _, err := rt.rebind(ctx, &row, cfg, st, string(why))
-		if err != nil {
-			return err
-		}
-		ts.mu.Lock()
-		ts.client, ts.envID = client, envID
-		ts.mu.Unlock()
-		return nil
+		return rt.rebind(ctx, &row, cfg, st, string(why))
 	}
 	ts.exec = &envtool.Executor{Target: ts.target, Recreate: ts.recreate}
 	bind := func(infos []*penguinv1.ToolInfo) {
@@ -121,29 +185,21 @@ func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg confi
 			ts.engine[spec.Name] = et
 		}
 	}
-	switch {
-	case envID != "":
-		bind(infos)
-	case len(st.ToolConfig().GetMcpServers()) > 0:
-		bind(nil)
+	bind(infos)
+	if env.id == "" && len(st.ToolConfig().GetMcpServers()) > 0 {
 		ts.defs = known
 		ts.connect = func(ctx context.Context) error {
-			client, envID, infos, err := rt.rebind(ctx, row, cfg, st, string(reason))
+			b, infos, err := ts.rebind(ctx, envtool.Reason(reason))
 			if err != nil {
 				return err
 			}
 			ts.mu.Lock()
-			defer ts.mu.Unlock()
-			ts.client, ts.envID, ts.connect = client, envID, nil
+			ts.env, ts.shared, ts.connect = b, false, nil
 			bind(infos)
+			ts.mu.Unlock()
+			ts.rt.watcher.Watch(b.client, b.id)
 			return nil
 		}
-	default:
-		if client, envID, infos, err = rt.rebind(ctx, row, cfg, st, string(reason)); err != nil {
-			return nil, err
-		}
-		ts.client, ts.envID = client, envID
-		bind(infos)
 	}
 	return ts, nil
 }
@@ -155,13 +211,13 @@ func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg 
 	if name == agentstate.ToolDescribeImage {
 		return &describeimage.Tool{
 			LLM: rt.m.opts.LLM, Vision: st.Config.Model.VisionModel.Proto(), TimeoutMs: st.Config.Model.RequestTimeoutMS,
-			Environment: ts.exec,
+			Environment: enginetool.Func(ts.runInEnvironment),
 		}
 	}
 	if cfg.Depth > 0 {
 		return nil
 	}
-	return rt.m.subagents.For(&parent{rt: rt, row: row}, rt.m.log).Tool(name)
+	return rt.m.subagents.For(&parent{rt: rt, row: row, tools: ts}, rt.m.log).Tool(name)
 }
 
 func sameTools(a, b []*penguinv1.ToolDefinition) bool {
