@@ -3,9 +3,7 @@ package bench_test
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -18,7 +16,6 @@ import (
 	"time"
 
 	"github.com/penguin-agent/penguin/e2e/e2etest"
-	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/eventually"
 )
 
@@ -117,7 +114,7 @@ func runIdleTasks(ctx context.Context, b *testing.B, srv *server, ws string, fro
 	for range idleParallel {
 		wg.Go(func() {
 			for range next {
-				if err := idleTask(ctx, srv, ws); err != nil {
+				if _, err := srv.tryTask(ctx, benchRoute, ws); err != nil {
 					errs <- err
 					return
 				}
@@ -144,43 +141,6 @@ feed:
 	if err != nil {
 		b.Fatal(err)
 	}
-}
-
-// idleTask is issue 14's task in a new session: it must read the file
-// and give the answer.
-func idleTask(ctx context.Context, srv *server, ws string) error {
-	sess, err := srv.engine.CreateSession(ctx, &penguinv1.CreateSessionRequest{
-		Model: &penguinv1.ModelRef{Provider: benchRoute, ModelId: modelID}, Workspace: ws,
-		ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_READ_ONLY,
-	})
-	if err != nil {
-		return fmt.Errorf("CreateSession: %w", err)
-	}
-	stream, err := srv.engine.Run(ctx, &penguinv1.RunRequest{SessionId: sess.GetSession().GetSessionId(), Prompt: prompt})
-	if err != nil {
-		return fmt.Errorf("Run: %w", err)
-	}
-	var read, answered bool
-	for {
-		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("Run: %w", err)
-		}
-		m := resp.GetEvent().GetMessage()
-		if o := m.GetToolCallOutput(); o != nil {
-			read = strings.Contains(o.GetOutput(), strings.TrimSpace(helloText))
-		}
-		if t := m.GetText(); t != nil && t.GetRole() == penguinv1.Role_ROLE_ASSISTANT {
-			answered = t.GetText() == answerText
-		}
-	}
-	if !read || !answered {
-		return fmt.Errorf("session %s: the task did not read the file (%v) or answer (%v)", sess.GetSession().GetSessionId(), read, answered)
-	}
-	return nil
 }
 
 // settle waits until the sessions left idle hold nothing but their rows:

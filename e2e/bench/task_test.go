@@ -450,18 +450,28 @@ func startServer(b *testing.B, bin, dir, root, providers string, res *runResult,
 // file's text came back from read_file and the answer was given. It
 // returns how long CreateSession took.
 func (s *server) task(ctx context.Context, b *testing.B, route, ws string) time.Duration {
+	created, err := s.tryTask(ctx, route, ws)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return created
+}
+
+// tryTask is task, returning what went wrong instead of failing the
+// benchmark, for goroutines other than the benchmark's own.
+func (s *server) tryTask(ctx context.Context, route, ws string) (time.Duration, error) {
 	t0 := time.Now()
 	sess, err := s.engine.CreateSession(ctx, &penguinv1.CreateSessionRequest{
 		Model: &penguinv1.ModelRef{Provider: route, ModelId: modelID}, Workspace: ws,
 		ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_READ_ONLY,
 	})
 	if err != nil {
-		b.Fatalf("CreateSession: %v", err)
+		return 0, fmt.Errorf("CreateSession: %w", err)
 	}
 	created := time.Since(t0)
 	stream, err := s.engine.Run(ctx, &penguinv1.RunRequest{SessionId: sess.GetSession().GetSessionId(), Prompt: prompt})
 	if err != nil {
-		b.Fatalf("Run: %v", err)
+		return 0, fmt.Errorf("Run: %w", err)
 	}
 	var read, answered bool
 	for {
@@ -470,7 +480,7 @@ func (s *server) task(ctx context.Context, b *testing.B, route, ws string) time.
 			break
 		}
 		if err != nil {
-			b.Fatalf("Run: %v", err)
+			return 0, fmt.Errorf("Run: %w", err)
 		}
 		m := resp.GetEvent().GetMessage()
 		if o := m.GetToolCallOutput(); o != nil {
@@ -481,9 +491,9 @@ func (s *server) task(ctx context.Context, b *testing.B, route, ws string) time.
 		}
 	}
 	if !read || !answered {
-		b.Fatalf("the task did not read the file (%v) or answer (%v)", read, answered)
+		return 0, fmt.Errorf("session %s: the task did not read the file (%v) or answer (%v)", sess.GetSession().GetSessionId(), read, answered)
 	}
-	return created
+	return created, nil
 }
 
 // healthRTT is one unary round trip to the server on the task's

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -61,6 +62,9 @@ type Backends struct {
 	Environment string
 	// Root holds the workspaces: workspace "ws" is Root/ws.
 	Root string
+	// EnvironmentMetrics are the environment service's metrics
+	// (environments_active and the others).
+	EnvironmentMetrics *prometheus.Registry
 }
 
 // NewBackends starts the backends with the emulator playing turns.
@@ -68,7 +72,7 @@ type Backends struct {
 // own, so no login profile of the host's user runs inside them.
 func NewBackends(t testing.TB, turns ...emulator.Turn) *Backends {
 	t.Helper()
-	b := &Backends{}
+	b := &Backends{EnvironmentMetrics: prometheus.NewRegistry()}
 	b.Emulator = emulator.NewServer(emulator.Script{Turns: turns}, emulator.WithAPIKey("emu-key"), emulator.WithLogger(slog.New(slog.DiscardHandler)))
 	t.Cleanup(b.Emulator.Close)
 	dir := t.TempDir()
@@ -84,7 +88,7 @@ func NewBackends(t testing.TB, turns ...emulator.Turn) *Backends {
 	// Sandbox mode none by default: a test binary does not play penguin's
 	// sandbox trampoline, which confined commands start through (the
 	// sandbox's own tests and e2e, with the real binary, confine them).
-	envSvc, err := environment.New(environment.Options{Root: b.Root, ScratchDir: filepath.Join(dir, "scratch"), DefaultSandbox: "none", Env: []string{
+	envSvc, err := environment.New(environment.Options{Root: b.Root, ScratchDir: filepath.Join(dir, "scratch"), DefaultSandbox: "none", Registerer: b.EnvironmentMetrics, Env: []string{
 		"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "SHELL=/bin/bash", "LANG=C.UTF-8",
 	}})
 	if err != nil {
