@@ -69,6 +69,7 @@ type Manager struct {
 	// snap is the shell snapshot, nil with LoginShell; closing ends a
 	// snapshot still being taken.
 	snap    *snapshot
+	env     func() []string // commandEnv, once the snapshot is taken
 	closing chan struct{}
 	// noticed is set once a command's output carried the snapshot's
 	// notice.
@@ -107,6 +108,7 @@ func NewManager(opts Options) (*Manager, error) {
 		opts.Launcher = Unconfined()
 	}
 	m := &Manager{opts: opts, shell: path, sessions: map[string]*Session{}, changed: make(chan struct{}), closing: make(chan struct{})}
+	m.env = sync.OnceValue(m.buildEnv)
 	if !opts.LoginShell {
 		m.snap = &snapshot{done: make(chan struct{})}
 		go m.takeSnapshot()

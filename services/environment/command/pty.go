@@ -1,51 +1,71 @@
 package command
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
 
-	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 )
 
 // openPTY opens a pseudo-terminal pair. The terminal side has output
 // post-processing turned off, so a program's "\n" reaches the model as
-// "\n" rather than "\r\n". The controller side is returned in non-blocking
-// mode behind Go's poller, so reads and writes take deadlines and a Close
-// wakes a blocked reader.
+// "\n" rather than "\r\n". The controller side is opened non-blocking, so
+// that it goes straight behind Go's poller: reads and writes take
+// deadlines and a Close wakes a blocked reader.
+//
+// Every command in a terminal pays for this, so it takes the fewest system
+// calls: the terminal side is opened through the controller (TIOCGPTPEER,
+// Linux 4.13) rather than by its path under /dev/pts, which also leaves no
+// moment in which that path could name another terminal.
 func openPTY(rows, cols uint16) (controller, terminal *os.File, err error) {
-	ptmx, tty, err := pty.Open()
+	cfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening a pseudo-terminal: %w", err)
 	}
-	fail := func(err error) (*os.File, *os.File, error) {
-		_ = ptmx.Close()
-		_ = tty.Close()
-		return nil, nil, err
+	tfd := -1
+	fail := func(what string, err error) (*os.File, *os.File, error) {
+		_ = unix.Close(cfd)
+		if tfd >= 0 {
+			_ = unix.Close(tfd)
+		}
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
-	if err := pty.Setsize(tty, &pty.Winsize{Rows: rows, Cols: cols}); err != nil {
-		return fail(fmt.Errorf("sizing the pseudo-terminal: %w", err))
+	if err := unix.IoctlSetPointerInt(cfd, unix.TIOCSPTLCK, 0); err != nil {
+		return fail("unlocking the pseudo-terminal", err)
 	}
-	tfd := int(tty.Fd())
+	if tfd, err = openPeer(cfd); err != nil {
+		return fail("opening the terminal side of the pseudo-terminal", err)
+	}
+	if err := unix.IoctlSetWinsize(tfd, unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols}); err != nil {
+		return fail("sizing the pseudo-terminal", err)
+	}
 	termios, err := unix.IoctlGetTermios(tfd, unix.TCGETS)
 	if err != nil {
-		return fail(fmt.Errorf("reading terminal attributes: %w", err))
+		return fail("reading terminal attributes", err)
 	}
 	termios.Oflag &^= unix.ONLCR
 	if err := unix.IoctlSetTermios(tfd, unix.TCSETS, termios); err != nil {
-		return fail(fmt.Errorf("setting terminal attributes: %w", err))
+		return fail("setting terminal attributes", err)
 	}
-	// pty.Open has put the controller into blocking mode (it called Fd);
-	// a non-blocking duplicate is registered with the poller instead.
-	fd, err := unix.FcntlInt(ptmx.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	return os.NewFile(uintptr(cfd), "/dev/ptmx"), os.NewFile(uintptr(tfd), "/dev/pts"), nil
+}
+
+// openPeer opens the terminal side of the controller cfd: through the
+// controller where the kernel can, else by its path.
+func openPeer(cfd int) (int, error) {
+	const flags = unix.O_RDWR | unix.O_NOCTTY | unix.O_CLOEXEC
+	fd, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(cfd), unix.TIOCGPTPEER, flags)
+	if errno == 0 {
+		return int(fd), nil
+	}
+	if !errors.Is(errno, unix.ENOTTY) && !errors.Is(errno, unix.EINVAL) {
+		return -1, errno
+	}
+	n, err := unix.IoctlGetUint32(cfd, unix.TIOCGPTN)
 	if err != nil {
-		return fail(fmt.Errorf("duplicating the pseudo-terminal: %w", err))
+		return -1, err
 	}
-	_ = ptmx.Close()
-	if err := unix.SetNonblock(fd, true); err != nil {
-		_ = unix.Close(fd)
-		_ = tty.Close()
-		return nil, nil, fmt.Errorf("setting the pseudo-terminal non-blocking: %w", err)
-	}
-	return os.NewFile(uintptr(fd), "/dev/ptmx"), tty, nil
+	return unix.Open("/dev/pts/"+strconv.FormatUint(uint64(n), 10), flags, 0)
 }

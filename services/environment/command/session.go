@@ -97,10 +97,15 @@ type Session struct {
 	// inputClosed is set once Ctrl-D closed a piped command's stdin.
 	inputClosed atomic.Bool
 
-	mu          sync.Mutex
-	space       *sync.Cond // signalled when unread output was taken or reading must stop
-	changed     chan struct{}
-	unread      []byte
+	mu      sync.Mutex
+	space   *sync.Cond // signalled when unread output was taken or reading must stop
+	changed chan struct{}
+	unread  []byte
+	// spare is an emptied buffer that Stream gave back once written out,
+	// for the output that follows: a command printing fast then reuses
+	// two buffers instead of allocating (and the collector clearing and
+	// reclaiming) a new one for every piece. Only kept while attached.
+	spare       []byte
 	dropped     int64
 	attached    bool
 	exited      bool
@@ -241,23 +246,35 @@ func (s *Session) drainRest(buf []byte) {
 }
 
 // appendOutput adds terminal output to the unread buffer: while a call is
-// reading, it waits for room; otherwise it drops the oldest output.
+// reading, it waits for room; otherwise it drops the oldest output. It
+// wakes a waiting reader only when there is news for it: the first output
+// after the buffer was emptied (a reader waits for that), or enough to end
+// a reader's coalescing wait (see coalesce). Waking it for every piece in
+// between would cost two goroutine switches per read, which is most of the
+// work of moving output that arrives in pieces of a few KiB.
 func (s *Session) appendOutput(p []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.attached && len(s.unread) >= attachedBuffer && !s.killed {
 		s.space.Wait()
 	}
+	before := len(s.unread)
+	if before == 0 && s.unread == nil && s.spare != nil {
+		s.unread, s.spare = s.spare, nil
+	}
 	s.unread = append(s.unread, p...)
 	if over := len(s.unread) - detachedBuffer; over > 0 && !s.attached {
 		s.dropped += int64(over)
 		s.unread = append(s.unread[:0], s.unread[over:]...)
 	}
-	s.broadcastLocked()
+	if before == 0 || before < coalesceBytes && len(s.unread) >= coalesceBytes {
+		s.broadcastLocked()
+	}
 }
 
 // waitLoop reaps the main process and records how it ended.
 func (s *Session) waitLoop() {
+	sandbox.AwaitExit(s.pid)
 	err := s.cmd.Wait()
 	code := 0
 	if err != nil {
@@ -319,6 +336,20 @@ func (s *Session) takeLocked() []byte {
 	return out
 }
 
+// giveBack returns a buffer that takeLocked handed out, once its contents
+// were written out, as the next unread buffer's storage. Buffers larger
+// than a reader's backlog can grow to are left to the collector.
+func (s *Session) giveBack(b []byte) {
+	if cap(b) > 2*(attachedBuffer+pipeRead) {
+		return
+	}
+	s.mu.Lock()
+	if s.attached && s.spare == nil {
+		s.spare = b[:0]
+	}
+	s.mu.Unlock()
+}
+
 // TakeUnread returns the output nobody has read yet and empties the buffer.
 func (s *Session) TakeUnread() []byte {
 	s.mu.Lock()
@@ -343,6 +374,7 @@ func (s *Session) Stream(ctx context.Context, wait time.Duration, w io.Writer) (
 	defer func() {
 		s.mu.Lock()
 		s.attached = false
+		s.spare = nil
 		s.lastUsed = time.Now()
 		s.space.Broadcast()
 		s.mu.Unlock()
@@ -359,17 +391,21 @@ func (s *Session) Stream(ctx context.Context, wait time.Duration, w io.Writer) (
 	}
 	for {
 		s.mu.Lock()
+		if n := len(s.unread); n > 0 && n < coalesceBytes && s.stateLocked() == Running && !s.eof {
+			// A piece of output: wait a moment for more to join it.
+			s.mu.Unlock()
+			s.coalesce()
+			s.mu.Lock()
+		}
 		data := s.takeLocked()
 		st := Status{State: s.stateLocked(), ExitCode: s.exitCode}
 		changed := s.changed
 		s.mu.Unlock()
 		if len(data) > 0 {
-			if st.State == Running && len(data) < coalesceBytes {
-				data = s.coalesce(data)
-			}
 			if _, err := w.Write(data); err != nil {
 				return st, err
 			}
+			s.giveBack(data)
 			continue
 		}
 		if st.State != Running {
@@ -388,30 +424,30 @@ func (s *Session) Stream(ctx context.Context, wait time.Duration, w io.Writer) (
 	}
 }
 
-// coalesce waits a moment for more output to join data, so that a command
-// writing fast reaches the caller in fewer, larger pieces (a terminal
-// delivers at most a few KiB per read). The wait is too short to matter
-// to a reader watching the output.
-func (s *Session) coalesce(data []byte) []byte {
+// coalesce waits a moment for more output to join what is unread, so that
+// a command writing fast reaches the caller in fewer, larger pieces (a
+// terminal delivers at most a few KiB per read, a pipe what the writer
+// wrote). It returns once coalesceBytes are unread, the command has ended
+// or its output closed, or coalesceWait has passed; appendOutput wakes it
+// only for the first two. The wait is too short to matter to a reader
+// watching the output.
+func (s *Session) coalesce() {
 	timer := time.NewTimer(coalesceWait)
 	defer timer.Stop()
-	for len(data) < coalesceBytes {
+	for {
 		s.mu.Lock()
-		more := s.takeLocked()
-		running := s.stateLocked() == Running && !s.eof
+		done := len(s.unread) >= coalesceBytes || s.stateLocked() != Running || s.eof
 		changed := s.changed
 		s.mu.Unlock()
-		data = append(data, more...)
-		if !running {
-			return data
+		if done {
+			return
 		}
 		select {
 		case <-changed:
 		case <-timer.C:
-			return data
+			return
 		}
 	}
-	return data
 }
 
 // Write sends input to the command, as typed: "\x03" is Ctrl-C and "\x04"

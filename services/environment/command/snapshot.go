@@ -121,8 +121,12 @@ func excerpt(s string) string {
 
 // commandEnv is the environment of each command: the snapshot (or the
 // base environment without one), then Fixed, which a profile cannot
-// override.
-func (m *Manager) commandEnv() []string {
+// override. It is worked out once, when the first command starts (after
+// the snapshot was taken), and shared by every command: exec copies it.
+func (m *Manager) commandEnv() []string { return m.env() }
+
+// buildEnv does commandEnv's work.
+func (m *Manager) buildEnv() []string {
 	base := m.opts.Env
 	if m.snap != nil && m.snap.env != nil {
 		base = m.snap.env

@@ -19,57 +19,97 @@ import (
 const archiveBudget = 8<<20 - 1
 
 // archive keeps the full text of one call within a byte budget: all of it
-// while it fits, then a head and a tail window with the middle dropped.
+// while it fits, then a head and a tail window with the middle dropped. The
+// tail window is a ring of fixed size, so that each byte past the budget is
+// copied once, into place, however long the command goes on printing.
 type archive struct {
 	budget  int
 	head    []byte
-	tail    []byte // the last tailCap bytes once the head is full
+	ring    []byte // the tail window once over budget: tailCap bytes, circular
+	end     int    // where the next byte goes in ring
+	wrapped bool   // ring holds tailCap bytes, the oldest at end
 	tailCap int
 	total   int64
 	over    bool
 }
 
+// minArchiveGrowth is the least an archive's head grows by at a time.
+const minArchiveGrowth = 64 << 10
+
 func newArchive(budget int) *archive {
 	return &archive{budget: budget, tailCap: budget / 2}
 }
 
-func (a *archive) add(text string) {
+// add appends text.
+func (a *archive) add(text string) { appendArchive(a, text) }
+
+// addBytes appends b, which it copies and does not keep.
+func (a *archive) addBytes(b []byte) { appendArchive(a, b) }
+
+// appendArchive is add and addBytes.
+func appendArchive[T string | []byte](a *archive, text T) {
 	a.total += int64(len(text))
 	if !a.over {
 		if len(a.head)+len(text) <= a.budget {
+			if need := len(a.head) + len(text); need > cap(a.head) {
+				// Doubling, as append does only for small slices: a
+				// head growing to megabytes by a quarter at a time
+				// would be copied over and over.
+				grown := make([]byte, len(a.head), min(max(2*cap(a.head), need, minArchiveGrowth), a.budget))
+				copy(grown, a.head)
+				a.head = grown
+			}
 			a.head = append(a.head, text...)
 			return
 		}
-		// Over budget: keep the first half as the head and move on to a
-		// tail window.
+		// Over budget: keep the first half as the head; the rest of
+		// what was kept and the text start the tail window.
 		a.over = true
 		headCap := a.budget - a.tailCap
-		all := append(a.head, text...)
-		a.head = append(make([]byte, 0, headCap), all[:headCap]...)
-		a.tail = nil
-		a.appendTail(all[headCap:])
+		a.ring = make([]byte, a.tailCap)
+		if len(a.head) < headCap {
+			take := headCap - len(a.head)
+			a.head = append(a.head, text[:take]...)
+			text = text[take:]
+		} else {
+			rest := a.head[headCap:]
+			a.head = a.head[:headCap:headCap]
+			writeRing(a, rest)
+		}
+		writeRing(a, text)
 		return
 	}
-	a.appendTail([]byte(text))
+	writeRing(a, text)
 }
 
-// appendTail adds b to the tail window, keeping at most the last tailCap
-// bytes (and never retaining a large b's backing array).
-func (a *archive) appendTail(b []byte) {
+// writeRing adds b to the tail window, overwriting its oldest bytes.
+func writeRing[T string | []byte](a *archive, b T) {
+	if a.tailCap == 0 {
+		return
+	}
 	if len(b) >= a.tailCap {
-		a.tail = append(a.tail[:0], b[len(b)-a.tailCap:]...)
+		copy(a.ring, b[len(b)-a.tailCap:])
+		a.end, a.wrapped = 0, true
 		return
 	}
-	a.tail = append(a.tail, b...)
-	a.trimTail()
+	n := copy(a.ring[a.end:], b)
+	if n < len(b) {
+		a.end = copy(a.ring, b[n:])
+		a.wrapped = true
+		return
+	}
+	a.end += n
+	if a.end == a.tailCap {
+		a.end, a.wrapped = 0, true
+	}
 }
 
-// trimTail keeps the tail window bounded, compacting only when it has grown
-// to twice its size so that appends stay amortized O(1).
-func (a *archive) trimTail() {
-	if len(a.tail) > 2*a.tailCap {
-		a.tail = append(a.tail[:0], a.tail[len(a.tail)-a.tailCap:]...)
+// tail returns the tail window, oldest bytes first, in two parts.
+func (a *archive) tail() (older, newer []byte) {
+	if !a.wrapped {
+		return nil, a.ring[:a.end]
 	}
+	return a.ring[a.end:], a.ring[:a.end]
 }
 
 // Archives is where an environment keeps the full text of its truncated
@@ -115,16 +155,20 @@ func (s *Archives) save(a *archive, callID string) (string, error) {
 	}
 	write(a.head)
 	if a.over {
-		tail := a.tail
-		if len(tail) > a.tailCap {
-			tail = tail[len(tail)-a.tailCap:]
+		older, newer := a.tail()
+		// The window starts on a character's first byte.
+		for len(older) > 0 && !utf8.RuneStart(older[0]) {
+			older = older[1:]
 		}
-		for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
-			tail = tail[1:]
+		if len(older) == 0 {
+			for len(newer) > 0 && !utf8.RuneStart(newer[0]) {
+				newer = newer[1:]
+			}
 		}
-		dropped := a.total - int64(len(a.head)) - int64(len(tail))
+		dropped := a.total - int64(len(a.head)) - int64(len(older)) - int64(len(newer))
 		write([]byte(fmt.Sprintf("\n[... %d bytes of the middle of the output are not kept ...]\n", dropped)))
-		write(tail)
+		write(older)
+		write(newer)
 	}
 	if err := f.Close(); werr == nil {
 		werr = err

@@ -1,6 +1,7 @@
 package framing
 
 import (
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -97,8 +98,53 @@ func (e *emitter) Write(p []byte) (int, error) {
 	if cut < len(data) {
 		e.partialRune = append([]byte(nil), data[cut:]...)
 	}
+	if e.truncated && e.vault == nil && e.consumeHiddenLocked(data[:cut]) {
+		return len(p), nil
+	}
 	e.consumeLocked(e.redactor.Write(validUTF8(data[:cut])))
 	return len(p), nil
+}
+
+// consumeHiddenLocked takes output past the cap straight from the bytes it
+// was given, where no secret is to be redacted: nothing of it is sent or
+// kept but its copy in the archive and its count of characters, so it is
+// neither converted to a string nor scanned twice. This is the bulk of a
+// command that prints a lot. It reports false, having done nothing, when b
+// is not valid UTF-8, which consumeLocked then repairs.
+func (e *emitter) consumeHiddenLocked(b []byte) bool {
+	n, ok := validRunes(b)
+	if !ok {
+		return false
+	}
+	if e.archive != nil {
+		e.archive.addBytes(b)
+	}
+	e.hidden += n
+	return true
+}
+
+// validRunes reports whether b is valid UTF-8 and how many characters it
+// holds, in one pass that takes ASCII text a word at a time.
+func validRunes(b []byte) (int, bool) {
+	const ascii = 0x8080808080808080
+	n := 0
+	for len(b) > 0 {
+		if len(b) >= 32 && (binary.LittleEndian.Uint64(b)|binary.LittleEndian.Uint64(b[8:])|
+			binary.LittleEndian.Uint64(b[16:])|binary.LittleEndian.Uint64(b[24:]))&ascii == 0 {
+			b, n = b[32:], n+32
+			continue
+		}
+		if b[0] < utf8.RuneSelf {
+			b, n = b[1:], n+1
+			continue
+		}
+		r, size := utf8.DecodeRune(b)
+		if r == utf8.RuneError && size == 1 {
+			return 0, false
+		}
+		b, n = b[size:], n+1
+	}
+	return n, true
 }
 
 // WriteString implements tool.Output. It never fails.
@@ -228,8 +274,11 @@ func (e *emitter) finish(f finish) *penguinv1.ToolCallOutput {
 		}
 		e.consumeLocked(text)
 	}
+	// "[no output]" rides the last delta with the notes: one message
+	// fewer for every command that printed nothing.
+	empty := ""
 	if e.size == 0 && !e.truncated {
-		e.emitLocked("[no output]")
+		empty = "[no output]"
 	}
 
 	var notes []string
@@ -238,7 +287,7 @@ func (e *emitter) finish(f finish) *penguinv1.ToolCallOutput {
 	}
 	notes = append(notes, f.result.Note)
 	notes = append(notes, f.notes...)
-	tail := e.vault.String(joinNotes(notes))
+	tail := empty + e.vault.String(joinNotes(notes))
 	images := f.result.Images
 	if tail != "" || len(images) > 0 {
 		e.record(tail)

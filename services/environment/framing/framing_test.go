@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
@@ -381,5 +382,60 @@ func TestSendFailureStopsSending(t *testing.T) {
 	}), "", Options{}, send)
 	if calls != 1 || out.GetOutput() != "ab" {
 		t.Fatalf("calls %d output %q", calls, out.GetOutput())
+	}
+}
+
+// TestArchiveOfBulkOutputPastTheCap writes a long output in pieces of
+// varying sizes through Write, as a command's output arrives: the count of
+// characters, the archive's head and its tail window (a ring that wraps
+// many times, pieces larger than it included) must match the text, with
+// multi-byte characters split across pieces and an invalid byte repaired.
+func TestArchiveOfBulkOutputPastTheCap(t *testing.T) {
+	var full strings.Builder
+	for i := 0; full.Len() < 40000; i++ {
+		full.WriteString("line " + strconv.Itoa(i) + " é€😀\n")
+	}
+	text := []byte(full.String() + "\xff end")
+	want := full.String() + "\uFFFD end"
+	const budget = 1001 // odd, so the ring's size and the pieces never line up
+	dir := t.TempDir()
+	store := testArchives(t, dir, budget)
+	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+		sizes := []int{1, 7, 3000, 333, 2, 900, 64, 5}
+		for i, off := 0, 0; off < len(text); i++ {
+			n := min(sizes[i%len(sizes)], len(text)-off)
+			o.Write(text[off : off+n])
+			off += n
+		}
+		return tool.Result{}, nil
+	}), Options{Limits: tool.Limits{MaxOutput: 10}, Archives: store})
+	total := utf8.RuneCountInString(want)
+	if !strings.Contains(out.GetOutput(), "showing the first 10 of "+strconv.Itoa(total)+" characters") {
+		t.Fatalf("output %q; want %d characters counted", out.GetOutput(), total)
+	}
+	got := out.GetOutput()
+	path := strings.TrimSuffix(got[strings.Index(got, "saved at ")+len("saved at "):], "]")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	headCap, tailCap := budget-budget/2, budget/2
+	tail := want[len(want)-tailCap:]
+	for !utf8.RuneStart(tail[0]) {
+		tail = tail[1:]
+	}
+	note := "\n[... " + strconv.Itoa(len(want)-headCap-len(tail)) + " bytes of the middle of the output are not kept ...]\n"
+	if string(data) != want[:headCap]+note+tail {
+		t.Fatalf("archive:\n%q\nwant:\n%q", data, want[:headCap]+note+tail)
+	}
+}
+
+func TestValidRunes(t *testing.T) {
+	for _, s := range []string{"", "a", strings.Repeat("x", 100), strings.Repeat("ab", 40) + "é" + strings.Repeat("c", 33),
+		"€😀" + strings.Repeat("z", 64), "a\xffb", strings.Repeat("y", 40) + "\xed\xa0\x80", "\xe2\x82", "\uFFFD"} {
+		n, ok := validRunes([]byte(s))
+		if ok != utf8.ValidString(s) || ok && n != utf8.RuneCountInString(s) {
+			t.Errorf("validRunes(%q) = %d, %v", s, n, ok)
+		}
 	}
 }

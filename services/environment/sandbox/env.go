@@ -188,7 +188,7 @@ func (e *Env) startInit() error {
 	}
 	e.init, e.ended = cmd, make(chan struct{})
 	go func() {
-		awaitExit(cmd.Process.Pid)
+		AwaitExit(cmd.Process.Pid)
 		_ = cmd.Wait()
 		close(e.ended)
 	}()
@@ -213,13 +213,16 @@ func (e *Env) startInit() error {
 	return nil
 }
 
-// awaitExit returns once the child pid has exited, leaving it for Wait to
+// AwaitExit returns once the child pid has exited, leaving it for Wait to
 // reap. It waits on a pidfd through the runtime's poller: every live
-// environment waits on its init, and a goroutine blocked in Wait holds an
-// OS thread, so 10,000 idle environments would hold 10,000 threads, past
-// the runtime's limit. Where a pidfd cannot be polled it returns at once,
-// and the caller's Wait blocks as before.
-func awaitExit(pid int) {
+// environment waits on its init, and every running command is waited on,
+// and a goroutine blocked in Wait holds an OS thread, so 10,000 idle
+// environments would hold 10,000 threads, past the runtime's limit. The
+// poller also hears of a command's exit on the same wake-up as of its
+// output's end, where a blocked Wait is one more thread to wake. Where a
+// pidfd cannot be polled it returns at once, and the caller's Wait blocks
+// as before.
+func AwaitExit(pid int) {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
 		return
