@@ -350,3 +350,37 @@ func TestRendererKeepsPendingTextAcrossAResize(t *testing.T) {
 		t.Errorf("after a resize the answer is %q", got)
 	}
 }
+
+// TestRendererShowsMCPConnects: the wait for MCP servers is an activity,
+// and its end names the servers that connected with their tool counts and
+// each one that did not with its error, escape sequences removed.
+func TestRendererShowsMCPConnects(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	r := cli.NewRenderer(&out, cli.RendererOptions{})
+	r.StartTask()
+	r.Event(msgEvent(1, omni.McpConnectBegin([]string{"docs", "files"})))
+	if got := r.Activity().What; got != "connecting to MCP servers" {
+		t.Errorf("activity while connecting: %q", got)
+	}
+	r.Event(msgEvent(2, omni.McpConnectEnd(&penguinv1.McpConnectEnd{
+		Status: penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_FAILED,
+		Results: []*penguinv1.McpServerConnectResult{
+			{Server: "docs", Transport: "stdio", Status: penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_COMPLETED, DurationMs: 30, Tools: 3},
+			{Server: "files", Transport: "stdio", Status: penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_FAILED, DurationMs: 2, Error: "connecting: exec: \x1b[31mfiles-mcp\x1b[0m: not found"},
+		},
+	})))
+	if got := r.Activity().What; got != "waiting for the model" {
+		t.Errorf("activity after connecting: %q", got)
+	}
+	want := "… connecting to MCP servers: docs, files\n" +
+		"… MCP servers connected: docs (3 tools)\n" +
+		"  ✗ MCP server files is unavailable: connecting: exec: files-mcp: not found\n"
+	if out.String() != want {
+		t.Errorf("printed\n%q\nwant\n%q", out.String(), want)
+	}
+	aborted := render(cli.RendererOptions{}, omni.McpConnectEnd(&penguinv1.McpConnectEnd{Status: penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_ABORTED}))
+	if aborted != "… connecting to MCP servers was aborted\n" {
+		t.Errorf("aborted connect printed %q", aborted)
+	}
+}

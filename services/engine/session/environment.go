@@ -104,48 +104,58 @@ type envBinding struct {
 // bindEnvironment returns the session's environment and its tools. A
 // session without an environment whose spec the environment service
 // already answered for (envSpecs) gets the tools alone: its environment
-// is made at its first tool call. Otherwise a new environment is made
-// now, also when the recorded one is gone: the environment service no
-// longer knows it (it restarted), or the replica that held it cannot be
-// reached (its host is gone). A new environment comes from the
-// environment service at large (Options.Environment, which may spread
-// over several replicas), and the session is bound to the replica that
-// created it from then on.
-func (rt *Runtime) bindEnvironment(ctx context.Context, row *store.Session, cfg config, st *agentstate.State) (envBinding, []*penguinv1.ToolInfo, error) {
+// is made at its first tool call. One whose agent has MCP servers gets
+// neither, and reason: its environment is made when its task starts
+// (toolset.connect), since the servers' tools are only known once they
+// answer. Otherwise a new environment is made now, also when the
+// recorded one is gone: the environment service no longer knows it (it
+// restarted), or the replica that held it cannot be reached (its host is
+// gone); reason says which. A new environment comes from the environment
+// service at large (Options.Environment, which may spread over several
+// replicas), and the session is bound to the replica that created it
+// from then on.
+func (rt *Runtime) bindEnvironment(ctx context.Context, row *store.Session, cfg config, st *agentstate.State) (_ envBinding, _ []*penguinv1.ToolInfo, reason string, _ error) {
 	m := rt.m
-	reason := ""
 	if row.EnvironmentID != "" {
 		client, err := m.envClient(row.EnvironmentAddr)
 		if err != nil {
-			return envBinding{}, nil, err
+			return envBinding{}, nil, "", err
 		}
 		tools, err := m.listTools(ctx, client, row.EnvironmentID)
 		switch status.Code(err) {
 		case codes.OK:
-			return envBinding{client: client, id: row.EnvironmentID, addr: row.EnvironmentAddr}, tools, nil
+			return envBinding{client: client, id: row.EnvironmentID, addr: row.EnvironmentAddr}, tools, "", nil
 		case codes.NotFound:
 			reason = string(envtool.Missing)
 		case codes.Unavailable:
 			if ctx.Err() != nil {
-				return envBinding{}, nil, ctx.Err()
+				return envBinding{}, nil, "", ctx.Err()
 			}
 			reason = string(envtool.Unreachable)
 			m.log.Warn("the replica of the session's environment cannot be reached; creating a fresh environment",
 				"session", rt.id, "environment", row.EnvironmentID, "address", row.EnvironmentAddr, "error", err)
 		default:
-			return envBinding{}, nil, downstream("reach the session's environment", err)
+			return envBinding{}, nil, "", downstream("reach the session's environment", err)
 		}
-	} else if f, ok := m.specs.get(m.environmentSpec(rt.id, row.Workspace, st, cfg.SandboxMode)); ok {
-		return envBinding{}, f.tools, nil
 	}
-	return rt.rebind(ctx, row, cfg, st, reason)
+	spec := m.environmentSpec(rt.id, row.Workspace, st, cfg.SandboxMode)
+	switch {
+	case len(spec.GetTools().GetMcpServers()) > 0:
+		return envBinding{}, nil, reason, nil
+	case row.EnvironmentID == "":
+		if f, ok := m.specs.get(spec); ok {
+			return envBinding{}, f.tools, "", nil
+		}
+	}
+	b, tools, err := rt.rebind(ctx, row, cfg, st, reason)
+	return b, tools, "", err
 }
 
 // rebind creates a fresh environment for the session and records it in
 // the session's row. reason, when set, says why the old one was replaced.
 func (rt *Runtime) rebind(ctx context.Context, row *store.Session, cfg config, st *agentstate.State, reason string) (envBinding, []*penguinv1.ToolInfo, error) {
 	m := rt.m
-	resp, client, err := m.createEnvironment(ctx, m.environmentSpec(rt.id, row.Workspace, st, cfg.SandboxMode))
+	resp, client, err := rt.createConnecting(ctx, m.environmentSpec(rt.id, row.Workspace, st, cfg.SandboxMode))
 	if err != nil {
 		return envBinding{}, nil, err
 	}

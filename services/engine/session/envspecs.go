@@ -55,7 +55,12 @@ func (s *envSpecs) get(req *penguinv1.CreateEnvironmentRequest) (envFacts, bool)
 // put records what the environment service answered for req, under req
 // as sent and under req with the workspace it resolved (what a session's
 // row holds, and so what its later tasks ask about).
+// A spec with MCP servers is not remembered: its tools are what the
+// servers answer each time they connect, not a fact of the spec.
 func (s *envSpecs) put(req *penguinv1.CreateEnvironmentRequest, resp *penguinv1.CreateEnvironmentResponse) {
+	if len(req.GetTools().GetMcpServers()) > 0 {
+		return
+	}
 	f := envFacts{workspace: resp.GetWorkspace(), tools: resp.GetTools()}
 	keys := [][sha256.Size]byte{specKey(req)}
 	if f.workspace != "" && f.workspace != req.GetWorkspace() {

@@ -69,7 +69,11 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 	// session of a workspace and agent on this replica) makes one now: it
 	// checks the workspace, the tools and the sandbox, resolves the
 	// workspace and lists the tools, and is then kept for the session's
-	// first task (or disposed of when idle).
+	// first task (or disposed of when idle). MCP servers are left out of
+	// the check: creating a session starts none. They connect when the
+	// session's first task starts (mcpconnect.go), in an environment of
+	// its own, so a check of an agent that has them is disposed of at
+	// once.
 	envID, envAddr, workspace := spec.EnvironmentID, spec.EnvironmentAddr, spec.Workspace
 	owned := false
 	if envID == "" {
@@ -79,15 +83,22 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 		// to the environment service's root is a workspace the service
 		// keeps, made on first use.
 		req.WorkspaceMustExist = filepath.IsAbs(spec.Workspace)
-		if f, ok := m.specs.get(req); ok {
+		check := withoutMCP(req)
+		if f, ok := m.specs.get(check); ok {
 			workspace = cmp.Or(f.workspace, workspace)
 		} else {
-			resp, _, err := m.createEnvironment(ctx, req)
+			resp, _, err := m.createEnvironment(ctx, check)
 			if err != nil {
 				return nil, err
 			}
 			envID, envAddr, owned = resp.GetEnvironmentId(), resp.GetAddress(), true
 			workspace = cmp.Or(resp.GetWorkspace(), workspace)
+			if check != req {
+				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+				m.disposeEnvironment(dctx, id, envAddr, envID)
+				cancel()
+				envID, envAddr, owned = "", "", false
+			}
 		}
 	} else {
 		cfg.SharedEnvironment = true

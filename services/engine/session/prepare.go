@@ -81,7 +81,7 @@ func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel
 	if err != nil {
 		return nil, err
 	}
-	ts, err := rt.newToolset(ctx, row, cfg, st)
+	ts, err := rt.newToolset(ctx, row, cfg, st, rs.Tools)
 	if err != nil {
 		return nil, err
 	}

@@ -216,10 +216,14 @@ func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, er
 		env := p.tools.current()
 		// A subagent sharing its parent's environment leaves the notices
 		// to the parent; a task without an environment yet starts the
-		// watch when it makes one (toolset.replace).
+		// watch when it makes one (toolset.replace, toolset.connect).
 		rt.watcher.Watch(env.client, env.id)
 	}
 	go func() {
+		if res, stop := rt.startTools(t, p); stop {
+			rt.finish(t, p, res)
+			return
+		}
 		res := loop.Run(t.ctx, deps, p.settings, p.mctx, p.input)
 		rt.finish(t, p, res)
 	}()

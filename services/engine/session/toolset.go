@@ -32,7 +32,12 @@ type toolset struct {
 	// binding is a one-slot semaphore held while an environment is made.
 	binding chan struct{}
 	// rebind makes a new environment for the session and records it.
-	rebind func(ctx context.Context, why envtool.Reason) (envBinding, error)
+	rebind func(ctx context.Context, why envtool.Reason) (envBinding, []*penguinv1.ToolInfo, error)
+	// connect, while set, makes the task's environment when the task
+	// starts: one that connects MCP servers is made once the task's input
+	// is recorded (startTools), not while it prepares. Until then the
+	// model's tools are the ones the context last recorded.
+	connect func(ctx context.Context) error
 
 	mu     sync.Mutex
 	env    envBinding
@@ -76,7 +81,7 @@ func (ts *toolset) replace(ctx context.Context, gone string, why envtool.Reason)
 	if b := ts.current(); b.id != gone {
 		return b, nil
 	}
-	b, err := ts.rebind(ctx, why)
+	b, _, err := ts.rebind(ctx, why)
 	if err != nil {
 		return envBinding{}, err
 	}
@@ -147,35 +152,55 @@ func (ts *toolset) ownEnvironment() bool {
 
 // newToolset builds the task's tools: the environment's filtered for the
 // model class, then the engine's own (no subagent tools for a subagent).
-func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg config, st *agentstate.State) (*toolset, error) {
-	env, infos, err := rt.bindEnvironment(ctx, row, cfg, st)
+// known is the tool list the context last recorded, offered until an
+// environment made when the task starts (connect) says what it has.
+func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg config, st *agentstate.State, known []*penguinv1.ToolDefinition) (*toolset, error) {
+	env, infos, reason, err := rt.bindEnvironment(ctx, row, cfg, st)
 	if err != nil {
 		return nil, err
 	}
 	ts := &toolset{rt: rt, env: env, shared: cfg.SharedEnvironment && env.id == row.EnvironmentID && env.id != "",
-		binding: make(chan struct{}, 1), perms: map[string]penguinv1.Permission{}, engine: map[string]enginetool.Tool{}}
-	ts.rebind = func(ctx context.Context, why envtool.Reason) (envBinding, error) {
+		binding: make(chan struct{}, 1)}
+	ts.rebind = func(ctx context.Context, why envtool.Reason) (envBinding, []*penguinv1.ToolInfo, error) {
 		row := *row
-		b, _, err := rt.rebind(ctx, &row, cfg, st, string(why))
-		return b, err
+		return rt.rebind(ctx, &row, cfg, st, string(why))
 	}
 	ts.exec = &envtool.Executor{Target: ts.target, Recreate: ts.recreate}
-	tools := st.Config.Tools
-	for _, ti := range tools.FilterEnvironmentTools(infos, cfg.Vision) {
-		if slices.Contains(agentstate.EngineToolNames(), ti.GetDefinition().GetName()) {
-			continue
+	bind := func(infos []*penguinv1.ToolInfo) {
+		ts.defs, ts.perms, ts.engine = nil, map[string]penguinv1.Permission{}, map[string]enginetool.Tool{}
+		tools := st.Config.Tools
+		for _, ti := range tools.FilterEnvironmentTools(infos, cfg.Vision) {
+			if slices.Contains(agentstate.EngineToolNames(), ti.GetDefinition().GetName()) {
+				continue
+			}
+			ts.defs = append(ts.defs, ti.GetDefinition())
+			ts.perms[ti.GetDefinition().GetName()] = ti.GetPermission()
 		}
-		ts.defs = append(ts.defs, ti.GetDefinition())
-		ts.perms[ti.GetDefinition().GetName()] = ti.GetPermission()
+		for _, spec := range tools.EngineTools(cfg.Vision) {
+			et := rt.engineTool(spec.Name, ts, row, cfg, st)
+			if et == nil {
+				continue
+			}
+			ts.defs = append(ts.defs, spec.Definition())
+			ts.perms[spec.Name] = spec.PermissionProto()
+			ts.engine[spec.Name] = et
+		}
 	}
-	for _, spec := range tools.EngineTools(cfg.Vision) {
-		et := rt.engineTool(spec.Name, ts, row, cfg, st)
-		if et == nil {
-			continue
+	bind(infos)
+	if env.id == "" && len(st.ToolConfig().GetMcpServers()) > 0 {
+		ts.defs = known
+		ts.connect = func(ctx context.Context) error {
+			b, infos, err := ts.rebind(ctx, envtool.Reason(reason))
+			if err != nil {
+				return err
+			}
+			ts.mu.Lock()
+			ts.env, ts.shared, ts.connect = b, false, nil
+			bind(infos)
+			ts.mu.Unlock()
+			ts.rt.watcher.Watch(b.client, b.id)
+			return nil
 		}
-		ts.defs = append(ts.defs, spec.Definition())
-		ts.perms[spec.Name] = spec.PermissionProto()
-		ts.engine[spec.Name] = et
 	}
 	return ts, nil
 }
