@@ -50,6 +50,7 @@ type engineFlags struct {
 	agentState string
 	advertise  string
 	leaseTTL   time.Duration
+	idleEnv    time.Duration
 }
 
 func addEngineFlags(fs *pflag.FlagSet) *engineFlags {
@@ -60,11 +61,13 @@ func addEngineFlags(fs *pflag.FlagSet) *engineFlags {
 	return f
 }
 
-// addReplicaFlags defines the flags of an engine that shares its store
-// with other replicas.
+// addReplicaFlags defines the flags of an engine server: how it shares
+// its store with other replicas, and how long it keeps its sessions'
+// environments. A client command's embedded server keeps the defaults.
 func (f *engineFlags) addReplicaFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.advertise, "advertise", "", "the address other replicas reach this one at, recorded in run leases (default: --listen)")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", engine.DefaultLeaseTTL, "how long a run's lease outlives its replica: after a crash, the session can run elsewhere once this has passed")
+	fs.DurationVar(&f.idleEnv, "environment-idle-timeout", engine.DefaultEnvironmentIdleTimeout, "how long a session's environment outlives its last use: it is then disposed of, ending its commands and terminals (the workspace stays), and the next tool call gets a fresh one")
 }
 
 // dataDir returns the absolute path of Penguin's data directory: --home,
@@ -89,7 +92,7 @@ func (f *engineFlags) config() (*engine.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := &engine.Config{StoreURL: f.storeURL, AgentState: f.agentState, Advertise: f.advertise, LeaseTTL: f.leaseTTL}
+	cfg := &engine.Config{StoreURL: f.storeURL, AgentState: f.agentState, Advertise: f.advertise, LeaseTTL: f.leaseTTL, EnvironmentIdleTimeout: f.idleEnv}
 	if cfg.StoreURL == "" || cfg.AgentState == "" {
 		if err := os.MkdirAll(home, 0o700); err != nil {
 			return nil, fmt.Errorf("data directory: %w", err)

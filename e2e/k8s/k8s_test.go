@@ -155,7 +155,7 @@ func (c *cluster) newSession(ctx context.Context, t *testing.T, name string) str
 	t.Helper()
 	resp, err := c.engine.CreateSession(ctx, &penguinv1.CreateSessionRequest{
 		Model:        &penguinv1.ModelRef{Provider: "mock", ModelId: "scripted"},
-		Workspace:    "/workspaces/" + name,
+		Workspace:    name, // relative to the service's root, /workspaces: made on first use
 		ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL,
 		SandboxMode:  penguinv1.SandboxMode_SANDBOX_MODE_NONE,
 	})

@@ -404,6 +404,8 @@ func TestNewRefusesBadConfigs(t *testing.T) {
 			Engine: &engine.Config{StoreURL: store, AgentState: dir}}, "environment service's address"},
 		{"lease too short", assemble.Config{Name: "engine", LLMAddr: "127.0.0.1:1", EnvironmentAddr: "127.0.0.1:1",
 			Engine: &engine.Config{StoreURL: store, AgentState: dir, LeaseTTL: 500 * time.Millisecond}}, "too short"},
+		{"negative environment idle timeout", assemble.Config{Name: "engine", LLMAddr: "127.0.0.1:1", EnvironmentAddr: "127.0.0.1:1",
+			Engine: &engine.Config{StoreURL: store, AgentState: dir, EnvironmentIdleTimeout: -time.Second}}, "environment idle timeout -1s is negative"},
 		{"bad store", assemble.Config{Name: "engine", LLMAddr: "127.0.0.1:1", EnvironmentAddr: "127.0.0.1:1",
 			Engine: &engine.Config{StoreURL: "mysql://x", AgentState: dir}}, "unsupported store URL scheme"},
 		{"profiles off loopback", assemble.Config{Name: "engine", LLMAddr: "127.0.0.1:1", EnvironmentAddr: "127.0.0.1:1",

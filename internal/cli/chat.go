@@ -8,6 +8,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"charm.land/bubbles/v2/key"
@@ -520,7 +521,7 @@ func modelName(m *penguinv1.ModelRef) string {
 }
 
 // rpcWrapping is how gRPC prefixes a status's message in its error text.
-var rpcWrapping = regexp.MustCompile(`rpc error: code = \w+ desc = `)
+var rpcWrapping = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`rpc error: code = \w+ desc = `) })
 
 // errorText is an error as a person reads it: without gRPC's wrapping.
-func errorText(err error) string { return clean(rpcWrapping.ReplaceAllString(err.Error(), "")) }
+func errorText(err error) string { return clean(rpcWrapping().ReplaceAllString(err.Error(), "")) }

@@ -173,6 +173,27 @@ func newChat(t *testing.T, opts cli.ChatOptions) (*chatEngine, *chatRun) {
 	return ce, startChat(t, fakeengine.Start(t, ce.fake()), opts)
 }
 
+// quit presses Ctrl-D until the chat ends and returns how it ended. The
+// chat quits on Ctrl-D only when idle, and it shows a task's answer
+// before it has read the idle state that follows it, so a press as soon
+// as the answer shows may come too early and be ignored, as a person's
+// would. A press after the end is never read: its write ends when the
+// test closes the pipe.
+func (c *chatRun) quit() error {
+	c.t.Helper()
+	var err error
+	eventually.True(c.t, "the chat to end on Ctrl-D", func() bool {
+		select {
+		case err = <-c.done:
+			return true
+		default:
+		}
+		go func() { _, _ = c.in.Write([]byte(keyCtrlD)) }()
+		return false
+	})
+	return err
+}
+
 // typeKeys writes keys to the chat, one write per key so each is read as
 // a key press of its own.
 func (c *chatRun) typeKeys(keys ...string) {
@@ -230,8 +251,7 @@ func TestChatApprovesSteersAbortsAndQuits(t *testing.T) {
 	eventually.True(t, "the denial", func() bool { return read(ce, func() int { return len(ce.decisions) }) == 2 })
 	ce.finish <- struct{}{}
 	c.waitOutput("finished again")
-	c.typeKeys(keyCtrlD)
-	if err := c.wait(); err != nil {
+	if err := c.quit(); err != nil {
 		t.Fatal(err)
 	}
 	ce.mu.Lock()
@@ -296,8 +316,7 @@ func TestChatRecallsHistoryAcrossRuns(t *testing.T) {
 		c.typeKeys("n")
 		ce.finish <- struct{}{}
 		c.waitOutput("finished first message")
-		c.typeKeys(keyCtrlD)
-		if err := c.wait(); err != nil {
+		if err := c.quit(); err != nil {
 			t.Fatal(err)
 		}
 	}

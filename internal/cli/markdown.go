@@ -3,7 +3,7 @@ package cli
 import (
 	"strings"
 
-	"charm.land/glamour/v2"
+	"github.com/penguin-agent/penguin/internal/termmd"
 )
 
 // markdown renders the model's text for a terminal. Text arrives in
@@ -11,10 +11,11 @@ import (
 // soon as they are complete, so an answer appears as it is written without
 // ever rendering half a code fence.
 type markdown struct {
-	tr  *glamour.TermRenderer
+	tr  *termmd.Renderer
 	buf strings.Builder
-	// reset ends a line whose padding was cut, so no style runs on.
-	reset string
+	// printed is set once a block of this answer is out: the next one
+	// follows after a blank line, as blocks rendered together do.
+	printed bool
 	// The scan for block ends resumes where it stopped, so a long block
 	// is not read again with every fragment: scanned is the length of buf
 	// read so far (whole lines), cut the end of the last complete block,
@@ -24,32 +25,23 @@ type markdown struct {
 }
 
 // newMarkdown returns a renderer for width columns, with colours or, for a
-// terminal without them, the plain style that still lays out headings,
+// terminal without them, the plain layout that still sets out headings,
 // lists and code.
 func newMarkdown(color bool, width int) *markdown {
+	return &markdown{tr: newLayout(color, width)}
+}
+
+func newLayout(color bool, width int) *termmd.Renderer {
 	if width <= 0 {
 		width = 80
 	}
-	style := "notty"
-	if color {
-		style = "dark"
-	}
-	tr, err := glamour.NewTermRenderer(glamour.WithStandardStyle(style), glamour.WithWordWrap(width-2))
-	if err != nil {
-		// The styles are built in: this cannot fail.
-		panic(err)
-	}
-	m := &markdown{tr: tr}
-	if color {
-		m.reset = styleReset
-	}
-	return m
+	return termmd.New(width, color)
 }
 
 // setWidth renders for width columns from now on, keeping what is
 // pending.
 func (m *markdown) setWidth(color bool, width int) {
-	m.tr = newMarkdown(color, width).tr
+	m.tr = newLayout(color, width)
 }
 
 // add appends a fragment and returns the rendering of the blocks it
@@ -100,51 +92,27 @@ func (m *markdown) flush() string {
 	text := m.buf.String()
 	m.buf.Reset()
 	m.scanned, m.cut, m.inFence = 0, 0, false
-	if strings.TrimSpace(text) == "" {
-		return ""
+	out := ""
+	if strings.TrimSpace(text) != "" {
+		out = m.render(text)
 	}
-	return m.render(text)
+	m.printed = false
+	return out
 }
 
 // pending is the text not rendered yet.
 func (m *markdown) pending() string { return m.buf.String() }
 
-// trimPad cuts the padding Glamour writes to the end of each line of out
-// (spaces, with or without styles), which only makes copied text untidy,
-// ending a cut line with reset so no style runs on.
-func trimPad(out, reset string) string {
-	lines := strings.Split(out, "\n")
-	for i, l := range lines {
-		end := len(l)
-		for end > 0 {
-			if l[end-1] == ' ' {
-				end--
-				continue
-			}
-			// A style sequence: ESC [ digits and semicolons m.
-			j := end - 1
-			if l[j] != 'm' {
-				break
-			}
-			for j > 0 && (l[j-1] == ';' || l[j-1] >= '0' && l[j-1] <= '9') {
-				j--
-			}
-			if j < 2 || l[j-1] != '[' || l[j-2] != '\x1b' {
-				break
-			}
-			end = j - 2
-		}
-		if end < len(l) {
-			lines[i] = l[:end] + reset
-		}
-	}
-	return strings.Join(lines, "\n")
-}
-
+// render lays text out; blocks after the answer's first one start after
+// a blank line.
 func (m *markdown) render(text string) string {
-	out, err := m.tr.Render(text)
-	if err != nil {
-		return text
+	out := m.tr.Render(text)
+	if out == "" {
+		return ""
 	}
-	return strings.Trim(trimPad(out, m.reset), "\n")
+	if m.printed {
+		out = "\n" + out
+	}
+	m.printed = true
+	return out
 }

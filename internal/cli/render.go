@@ -9,9 +9,10 @@
 // remote one.
 //
 // The chat is built on Bubble Tea (line editing, bracketed paste, the live
-// area above the prompt) and markdown is rendered by Glamour; the small
-// pickers of /model and /resume are written here because Bubbles' list is
-// made for full-screen programs, not a few lines under the conversation.
+// area above the prompt) and markdown is laid out by termmd (see there why
+// not by a complete terminal renderer); the small pickers of /model and
+// /resume are written here because Bubbles' list is made for full-screen
+// programs, not a few lines under the conversation.
 package cli
 
 import (
@@ -459,9 +460,44 @@ func (r *Renderer) message(m *penguinv1.OmniMessage) {
 	case *penguinv1.OmniMessage_CompactionEnd:
 		r.closeSegment()
 		r.println(p + r.style(styleDim, "… compaction "+enumword.Word(x.CompactionEnd.GetStatus())))
+	case *penguinv1.OmniMessage_McpConnectBegin:
+		r.closeSegment()
+		if p == "" {
+			r.activity.What = "connecting to MCP servers"
+		}
+		r.println(p + r.style(styleDim, "… connecting to MCP servers: "+clean(strings.Join(x.McpConnectBegin.GetServers(), ", "))))
+	case *penguinv1.OmniMessage_McpConnectEnd:
+		r.closeSegment()
+		if p == "" && r.activity.What == "connecting to MCP servers" {
+			r.activity.What = "waiting for the model"
+		}
+		r.mcpConnectEnd(p, x.McpConnectEnd)
 	case *penguinv1.OmniMessage_Subagent:
 		r.closeSegment()
 		r.println(r.style(styleDim, "↳ subagent "+x.Subagent.GetSessionId()))
+	}
+}
+
+// mcpConnectEnd says which MCP servers connected, with their tool counts,
+// and why each of the others did not; the run goes on without those.
+func (r *Renderer) mcpConnectEnd(p string, end *penguinv1.McpConnectEnd) {
+	if end.GetStatus() == penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_ABORTED {
+		r.println(p + r.style(styleDim, "… connecting to MCP servers was aborted"))
+		return
+	}
+	var connected []string
+	for _, res := range end.GetResults() {
+		if res.GetStatus() == penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_COMPLETED {
+			connected = append(connected, fmt.Sprintf("%s (%d tools)", clean(res.GetServer()), res.GetTools()))
+		}
+	}
+	if len(connected) > 0 {
+		r.println(p + r.style(styleDim, "… MCP servers connected: "+strings.Join(connected, ", ")))
+	}
+	for _, res := range end.GetResults() {
+		if res.GetStatus() != penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_COMPLETED {
+			r.println(p + r.style(styleRed, "  ✗ MCP server "+clean(res.GetServer())+" is unavailable: "+clean(res.GetError())))
+		}
 	}
 }
 

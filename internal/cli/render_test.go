@@ -111,8 +111,9 @@ func TestRendererSeparatesThinkingWithoutColor(t *testing.T) {
 
 // TestRendererRendersMarkdown renders the answer's markdown for a
 // terminal, block by block as it streams, never half a code fence: with
-// colour as styles, without as Glamour's plain layout (code indented, lists
-// bulleted, no fences), never padded to the width.
+// colour as styles, without as a plain layout (code indented, lists
+// bulleted, no fences), never padded to the width, and blocks streamed
+// one by one apart by a blank line as blocks rendered together are.
 func TestRendererRendersMarkdown(t *testing.T) {
 	t.Parallel()
 	for _, color := range []bool{false, true} {
@@ -132,7 +133,7 @@ func TestRendererRendersMarkdown(t *testing.T) {
 		got := out.String()
 		wants := []string{"main", "•", "one", "two"}
 		if !color {
-			wants = append(wants, "    func main() {", "• one")
+			wants = append(wants, "  # Plan\n\n  Some **bold** words.\n\n    func main() {\n    }\n\n  • one\n  • two\n")
 		}
 		for _, want := range wants {
 			if !strings.Contains(got, want) {
@@ -347,5 +348,39 @@ func TestRendererKeepsPendingTextAcrossAResize(t *testing.T) {
 	r.Event(msgEvent(4, omni.AssistantText("…")))
 	if got := strings.Join(strings.Fields(out.String()), " "); !strings.Contains(got, "first half of a paragraph, second half.") {
 		t.Errorf("after a resize the answer is %q", got)
+	}
+}
+
+// TestRendererShowsMCPConnects: the wait for MCP servers is an activity,
+// and its end names the servers that connected with their tool counts and
+// each one that did not with its error, escape sequences removed.
+func TestRendererShowsMCPConnects(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	r := cli.NewRenderer(&out, cli.RendererOptions{})
+	r.StartTask()
+	r.Event(msgEvent(1, omni.McpConnectBegin([]string{"docs", "files"})))
+	if got := r.Activity().What; got != "connecting to MCP servers" {
+		t.Errorf("activity while connecting: %q", got)
+	}
+	r.Event(msgEvent(2, omni.McpConnectEnd(&penguinv1.McpConnectEnd{
+		Status: penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_FAILED,
+		Results: []*penguinv1.McpServerConnectResult{
+			{Server: "docs", Transport: "stdio", Status: penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_COMPLETED, DurationMs: 30, Tools: 3},
+			{Server: "files", Transport: "stdio", Status: penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_FAILED, DurationMs: 2, Error: "connecting: exec: \x1b[31mfiles-mcp\x1b[0m: not found"},
+		},
+	})))
+	if got := r.Activity().What; got != "waiting for the model" {
+		t.Errorf("activity after connecting: %q", got)
+	}
+	want := "… connecting to MCP servers: docs, files\n" +
+		"… MCP servers connected: docs (3 tools)\n" +
+		"  ✗ MCP server files is unavailable: connecting: exec: files-mcp: not found\n"
+	if out.String() != want {
+		t.Errorf("printed\n%q\nwant\n%q", out.String(), want)
+	}
+	aborted := render(cli.RendererOptions{}, omni.McpConnectEnd(&penguinv1.McpConnectEnd{Status: penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_ABORTED}))
+	if aborted != "… connecting to MCP servers was aborted\n" {
+		t.Errorf("aborted connect printed %q", aborted)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/penguin-agent/penguin/services/llm/catalog"
 )
@@ -23,7 +24,9 @@ type geminiAPI struct {
 }
 
 // geminiPath matches a Gemini method path.
-var geminiPath = regexp.MustCompile(`^/v1(?:beta)?/models/([^/:]+):(streamGenerateContent|generateContent)$`)
+var geminiPath = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^/v1(?:beta)?/models/([^/:]+):(streamGenerateContent|generateContent)$`)
+})
 
 func (geminiAPI) name() string { return "gemini" }
 
@@ -233,7 +236,7 @@ func (g geminiAPI) respond(w http.ResponseWriter, c *call) error {
 }
 
 // geminiName is the function name pattern Gemini takes.
-var geminiName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$`)
+var geminiName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}$`) })
 
 func (g geminiAPI) validate(body []byte, rt route) *apiError {
 	bad := func(format string, args ...any) *apiError {
@@ -276,7 +279,7 @@ func (g geminiAPI) validate(body []byte, rt route) *apiError {
 	}
 	for i, tg := range req.Tools {
 		for j, fd := range tg.FunctionDeclarations {
-			if !geminiName.MatchString(fd.Name) {
+			if !geminiName().MatchString(fd.Name) {
 				return bad("* GenerateContentRequest.tools[%d].function_declarations[%d].name: Invalid function name. Must start with a letter or an underscore. Must be a-z, A-Z, 0-9, or contain underscores, dots, colons and dashes, with a maximum length of 64.", i, j)
 			}
 		}

@@ -314,7 +314,7 @@ func responsesRules(body []byte, rt route) *apiError {
 		if t.Type != "function" {
 			continue
 		}
-		if !toolNamePattern.MatchString(t.Name) {
+		if !toolNamePattern().MatchString(t.Name) {
 			return invalidRequest(fmt.Sprintf("tools[%d].name", i), "invalid_value", "Invalid 'tools[%d].name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.", i)
 		}
 	}
@@ -342,7 +342,7 @@ func responsesRules(body []byte, rt route) *apiError {
 				return e
 			}
 		case "function_call":
-			if !toolNamePattern.MatchString(it.Name) || it.CallID == "" || !json.Valid([]byte(it.Arguments)) {
+			if !toolNamePattern().MatchString(it.Name) || it.CallID == "" || !json.Valid([]byte(it.Arguments)) {
 				return invalidRequest(fmt.Sprintf("input[%d]", i), "invalid_value", "Invalid function_call item input[%d]: it needs a call_id, a valid name and JSON arguments.", i)
 			}
 			calls = append(calls, it.CallID)

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/penguin-agent/penguin/services/llm/catalog"
 )
@@ -52,7 +53,7 @@ type route struct {
 func (rt route) model(id string) *catalog.Model { return rt.provider.Model(id) }
 
 // toolNamePattern is the tool name both APIs accept.
-var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+var toolNamePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
 
 // chatCommonFields are the Chat Completions fields every provider takes.
 var chatCommonFields = []string{
@@ -115,7 +116,7 @@ func chatRules(body []byte, rt route) *apiError {
 		if t.Type != "function" || t.Function == nil {
 			return invalidRequest(fmt.Sprintf("tools[%d].type", i), "invalid_value", "Invalid value for 'tools[%d].type': expected 'function'.", i)
 		}
-		if !toolNamePattern.MatchString(t.Function.Name) {
+		if !toolNamePattern().MatchString(t.Function.Name) {
 			return invalidRequest(fmt.Sprintf("tools[%d].function.name", i), "invalid_value",
 				"Invalid 'tools[%d].function.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.", i)
 		}
@@ -283,7 +284,7 @@ func chatMessages(raw []json.RawMessage) *apiError {
 					return invalidRequest(fmt.Sprintf("messages[%d].tool_calls[%d].id", i, j), "missing_required_parameter", "Missing required parameter: 'messages[%d].tool_calls[%d].id'.", i, j)
 				case c.Type != "function":
 					return invalidRequest(fmt.Sprintf("messages[%d].tool_calls[%d].type", i, j), "invalid_value", "Invalid value for 'messages[%d].tool_calls[%d].type': expected 'function'.", i, j)
-				case !toolNamePattern.MatchString(c.Function.Name):
+				case !toolNamePattern().MatchString(c.Function.Name):
 					return invalidRequest(fmt.Sprintf("messages[%d].tool_calls[%d].function.name", i, j), "invalid_value", "Invalid 'messages[%d].tool_calls[%d].function.name': string does not match pattern.", i, j)
 				case !json.Valid([]byte(c.Function.Arguments)):
 					return invalidRequest(fmt.Sprintf("messages[%d].tool_calls[%d].function.arguments", i, j), "invalid_value", "Invalid 'messages[%d].tool_calls[%d].function.arguments': not valid JSON.", i, j)
@@ -380,7 +381,7 @@ func anthropicRules(body []byte, rt route) *apiError {
 		return bad("There was an issue with your request body: %v", err)
 	}
 	for i, t := range req.Tools {
-		if !toolNamePattern.MatchString(t.Name) {
+		if !toolNamePattern().MatchString(t.Name) {
 			return bad("tools.%d.custom.name: String should match pattern '^[a-zA-Z0-9_-]{1,64}$'", i)
 		}
 	}
@@ -414,7 +415,7 @@ func anthropicRules(body []byte, rt route) *apiError {
 				if m.Role != "assistant" {
 					return bad("messages.%d.content.%d: tool_use blocks are only allowed in assistant messages", i, j)
 				}
-				if !toolNamePattern.MatchString(b.Name) {
+				if !toolNamePattern().MatchString(b.Name) {
 					return bad("messages.%d.content.%d.tool_use.name: String should match pattern '^[a-zA-Z0-9_-]{1,64}$'", i, j)
 				}
 				uses = append(uses, b.ID)

@@ -447,7 +447,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		proto = responsesAPI{}
 		w.Header().Set("x-request-id", requestID)
 	default:
-		if m := geminiPath.FindStringSubmatch(rest); m != nil {
+		if m := geminiPath().FindStringSubmatch(rest); m != nil {
 			proto = geminiAPI{model: m[1], streaming: m[2] == "streamGenerateContent"}
 			w.Header().Set("x-request-id", requestID)
 			break

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -63,6 +64,9 @@ type Backends struct {
 	Environment string
 	// Root holds the workspaces: workspace "ws" is Root/ws.
 	Root string
+	// EnvironmentMetrics are the environment service's metrics
+	// (environments_active and the others).
+	EnvironmentMetrics *prometheus.Registry
 }
 
 // NewBackends starts the backends with the emulator playing turns.
@@ -89,7 +93,7 @@ func NewBackendsWithModel(t testing.TB, model http.Handler) *Backends {
 }
 
 func newBackends(t testing.TB, modelURL string) *Backends {
-	b := &Backends{}
+	b := &Backends{EnvironmentMetrics: prometheus.NewRegistry()}
 	dir := t.TempDir()
 	provFile := filepath.Join(dir, "providers.yaml")
 	if err := os.WriteFile(provFile, []byte(fmt.Sprintf(providers, modelURL)), 0o600); err != nil {
@@ -103,7 +107,7 @@ func newBackends(t testing.TB, modelURL string) *Backends {
 	// Sandbox mode none by default: a test binary does not play penguin's
 	// sandbox trampoline, which confined commands start through (the
 	// sandbox's own tests and e2e, with the real binary, confine them).
-	envSvc, err := environment.New(environment.Options{Root: b.Root, ScratchDir: filepath.Join(dir, "scratch"), DefaultSandbox: "none", Env: []string{
+	envSvc, err := environment.New(environment.Options{Root: b.Root, ScratchDir: filepath.Join(dir, "scratch"), DefaultSandbox: "none", Registerer: b.EnvironmentMetrics, Env: []string{
 		"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "SHELL=/bin/bash", "LANG=C.UTF-8",
 	}})
 	if err != nil {

@@ -141,6 +141,18 @@ func ToolListReady(tools []*penguinv1.ToolDefinition) *penguinv1.OmniMessage {
 	return &penguinv1.OmniMessage{Timestamp: now(), Payload: &penguinv1.OmniMessage_ToolListReady{ToolListReady: &penguinv1.ToolListReady{Tools: tools}}}
 }
 
+// McpConnectBegin returns the event that opens the connection of a
+// session's MCP servers, named in the order they are configured.
+func McpConnectBegin(servers []string) *penguinv1.OmniMessage {
+	return &penguinv1.OmniMessage{Timestamp: now(), Payload: &penguinv1.OmniMessage_McpConnectBegin{McpConnectBegin: &penguinv1.McpConnectBegin{Servers: servers}}}
+}
+
+// McpConnectEnd returns the event that closes it, with the overall status
+// and one result per server.
+func McpConnectEnd(end *penguinv1.McpConnectEnd) *penguinv1.OmniMessage {
+	return &penguinv1.OmniMessage{Timestamp: now(), Payload: &penguinv1.OmniMessage_McpConnectEnd{McpConnectEnd: end}}
+}
+
 // WithOrigin returns a copy of m forwarded one hop up from the child session
 // childSessionID: the child's id is prepended to the origin chain, so the
 // chain reads outer to inner. m itself is not modified, because the child's

@@ -7,11 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -223,110 +219,5 @@ func writeBenchConfig(b *testing.B, dir string) {
 	}
 }
 
-// BenchmarkIdleSessionMemory creates 10,000 sessions on one engine and
-// reports the heap they hold per session: an idle session is a store row,
-// not a runtime. The baseline is the same number of sessions written to
-// the store directly, measured in the same run.
-func BenchmarkIdleSessionMemory(b *testing.B) {
-	const sessions = 10000
-	for range b.N {
-		b.StopTimer()
-		dir := b.TempDir()
-		agentDir := filepath.Join(dir, "agent")
-		writeBenchConfig(b, agentDir)
-		llm := &fake.LLM{}
-		envSvc := &fake.Env{Tools: []*penguinv1.ToolInfo{fake.Tool("exec_command", penguinv1.Permission_PERMISSION_RW)}, Forgetful: true}
-		llmConn := fake.Dial(b, func(s *grpc.Server) { penguinv1.RegisterLLMServiceServer(s, llm) })
-		envConn := fake.Dial(b, func(s *grpc.Server) { penguinv1.RegisterEnvironmentServiceServer(s, envSvc) })
-		ctx := context.Background()
-
-		// Baseline: rows written straight to a store.
-		base, err := store.Open(ctx, filepath.Join(dir, "base.db"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		before := heap()
-		for i := range sessions {
-			id := fmt.Sprintf("base-%05d", i)
-			if err := base.CreateSession(ctx, &store.Session{ID: id, Provider: "fake", ModelID: "m", Workspace: "/w"}); err != nil {
-				b.Fatal(err)
-			}
-			meta := &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_SessionMeta{SessionMeta: &penguinv1.SessionMeta{SessionId: id, SystemPrompt: "x"}}}
-			if err := base.AppendEvents(ctx, id, store.Event{Sequence: 1, Message: meta}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		baseline := heap() - before
-		base.Close()
-
-		st, err := store.Open(ctx, filepath.Join(dir, "engine.db"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		mgr, err := session.New(session.Options{
-			Store: st, LLM: penguinv1.NewLLMServiceClient(llmConn), Environment: penguinv1.NewEnvironmentServiceClient(envConn),
-			DefaultAgentState: agentDir, Logger: quiet,
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		before = heap()
-		rssBefore := rss(b)
-		for range sessions {
-			if _, err := mgr.Create(ctx, session.CreateSpec{Model: &penguinv1.ModelRef{Provider: "fake", ModelId: "m"}, Workspace: "/w", ApprovalMode: allowAll}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		held := heap() - before
-		rssHeld := rss(b) - rssBefore
-		b.StopTimer()
-		if n := mgr.Loaded(); n != 0 {
-			b.Fatalf("%d runtimes loaded for idle sessions", n)
-		}
-		per := float64(held) / sessions
-		b.ReportMetric(per, "B/session")
-		b.ReportMetric(float64(baseline)/sessions, "store-only-B/session")
-		b.ReportMetric(per/(64<<10), "ratio-to-64KiB")
-		// The resident set also counts what the Go heap does not: SQLite's
-		// page cache and allocations (modernc's C heap) and runtime
-		// overhead.
-		b.ReportMetric(float64(rssHeld)/sessions, "rss-B/session")
-		_ = mgr.Shutdown(ctx)
-		st.Close()
-	}
-}
-
 // quiet drops log output, which would only measure the terminal.
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// rss returns the process's resident set size, after returning freed
-// memory to the operating system so that only live memory counts.
-func rss(b *testing.B) int64 {
-	runtime.GC()
-	debug.FreeOSMemory()
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				b.Fatalf("VmRSS %q: %v", v, err)
-			}
-			return kb << 10
-		}
-	}
-	b.Fatal("no VmRSS in /proc/self/status")
-	return 0
-}
-
-// heap returns the live heap after a full collection.
-func heap() int64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
-}

@@ -2,10 +2,13 @@ package engine_test
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +20,9 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/penguin-agent/penguin/services/environment"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
 )
 
 // serveEnvironment serves a real environment service at addr until the
@@ -115,4 +120,29 @@ func TestCreateSessionRightAfterTheEnvironmentRestarts(t *testing.T) {
 		t.Fatalf("the first CreateSession after the restart: %v", err)
 	}
 	t.Logf("the first CreateSession after the restart took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// A workspace given by an absolute path that does not exist is refused,
+// with nothing created; a name relative to the environment's root is
+// made.
+func TestCreateSessionWorkspaceMustExist(t *testing.T) {
+	s := newRealStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	missing := filepath.Join(s.root, "no-such-dir")
+	_, err := s.client.CreateSession(ctx, &penguinv1.CreateSessionRequest{Model: enginetest.Model, Workspace: missing})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "does not exist") {
+		t.Fatalf("CreateSession(%s) = %v, want INVALID_ARGUMENT saying it does not exist", missing, err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the refused workspace was created: %v", err)
+	}
+	list, err := s.client.ListSessions(ctx, &penguinv1.ListSessionsRequest{})
+	if err != nil || len(list.GetSessions()) != 0 {
+		t.Fatalf("sessions after the refusal: %v, %v", list.GetSessions(), err)
+	}
+	id := s.create(t, penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL) // "ws", relative to the root
+	if fi, err := os.Stat(filepath.Join(s.root, "ws")); err != nil || !fi.IsDir() || id == "" {
+		t.Fatalf("the root's workspace ws was not made: %v", err)
+	}
 }

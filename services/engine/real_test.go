@@ -36,6 +36,8 @@ type realStack struct {
 	mgr      *session.Manager
 	agentDir string
 	metrics  *prometheus.Registry
+	// envMetrics are the environment service's.
+	envMetrics *prometheus.Registry
 }
 
 func dialReal(t *testing.T, addr string) *grpc.ClientConn {
@@ -50,8 +52,15 @@ func dialReal(t *testing.T, addr string) *grpc.ClientConn {
 
 func newRealStack(t *testing.T, turns ...emulator.Turn) *realStack {
 	t.Helper()
+	return newRealStackWith(t, nil, turns...)
+}
+
+// newRealStackWith is newRealStack with the manager's options changed by
+// opts.
+func newRealStackWith(t *testing.T, opts func(*session.Options), turns ...emulator.Turn) *realStack {
+	t.Helper()
 	b := enginetest.NewBackends(t, turns...)
-	s := &realStack{emu: b.Emulator, root: b.Root, agentDir: filepath.Join(t.TempDir(), "agent"), metrics: prometheus.NewRegistry()}
+	s := &realStack{emu: b.Emulator, root: b.Root, envMetrics: b.EnvironmentMetrics, agentDir: filepath.Join(t.TempDir(), "agent"), metrics: prometheus.NewRegistry()}
 	if err := os.MkdirAll(s.agentDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -62,10 +71,14 @@ func newRealStack(t *testing.T, turns ...emulator.Turn) *realStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := session.New(session.Options{
+	o := session.Options{
 		Store: st, LLM: penguinv1.NewLLMServiceClient(dialReal(t, b.LLM)), Environment: penguinv1.NewEnvironmentServiceClient(dialReal(t, b.Environment)),
 		DefaultAgentState: s.agentDir, Logger: slog.New(slog.DiscardHandler), Registerer: s.metrics,
-	})
+	}
+	if opts != nil {
+		opts(&o)
+	}
+	mgr, err := session.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -233,14 +233,18 @@ retry:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.GetEvent().GetState().GetState() == penguinv1.SessionState_SESSION_STATE_RETRY_WAIT {
+		if st := r.GetEvent().GetState(); st.GetState() == penguinv1.SessionState_SESSION_STATE_RETRY_WAIT {
+			if ms := st.GetRetryInMs(); ms <= 0 || ms > time.Hour.Milliseconds() {
+				t.Fatalf("retry_in_ms = %d, want the time left of a 1 h wait", ms)
+			}
 			break
 		}
 	}
-	eventually.True(t, "RetryNow to take", func() bool {
-		r, err := e2.client.RetryNow(ctx, &penguinv1.RetryNowRequest{SessionId: id2})
-		return err == nil && r.GetRetried()
-	})
+	// The wait is open to RetryNow once it is announced: the first call
+	// takes.
+	if r, err := e2.client.RetryNow(ctx, &penguinv1.RetryNowRequest{SessionId: id2}); err != nil || !r.GetRetried() {
+		t.Fatalf("RetryNow right after the retry_wait event = %v, %v; want retried", r, err)
+	}
 	rest, err := enginetest.Collect(stream)
 	if err != nil {
 		t.Fatal(err)

@@ -30,6 +30,10 @@ const DefaultLeaseTTL = lease.DefaultTTL
 // let a healthy replica lose its runs.
 const MinLeaseTTL = time.Second
 
+// DefaultEnvironmentIdleTimeout is how long a session's environment
+// outlives the session's last use of it when [Config] sets none.
+const DefaultEnvironmentIdleTimeout = session.DefaultEnvironmentIdleTimeout
+
 // Config is what a process needs to stand the engine up the standard way:
 // `penguin serve engine`, the all-in-one `penguin serve` and the server a
 // client command embeds all use [Setup], so every deployment forwards
@@ -63,6 +67,11 @@ type Config struct {
 	// cut off nor hands its own over at shutdown, since nothing would take
 	// them over; its tasks are aborted, recording their state.
 	Transient bool
+	// EnvironmentIdleTimeout is how long a session's environment outlives
+	// the session's last use of it: it is then disposed of (its processes
+	// end; the workspace stays) and the next tool call gets a fresh one.
+	// Zero means DefaultEnvironmentIdleTimeout; it must not be negative.
+	EnvironmentIdleTimeout time.Duration
 	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
 	// TracerProvider opens the span of each turn; nil traces nothing.
@@ -119,6 +128,8 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		Transient:         cfg.Transient,
 		TracerProvider:    cfg.TracerProvider,
 		Registerer:        cfg.Registerer,
+
+		EnvironmentIdleTimeout: cfg.EnvironmentIdleTimeout,
 	})
 	if err != nil {
 		return nil, err
@@ -144,6 +155,8 @@ func (cfg *Config) check() error {
 		return errors.New("engine: Config.Advertise is required")
 	case cfg.LeaseTTL != 0 && cfg.LeaseTTL < MinLeaseTTL:
 		return fmt.Errorf("engine: lease TTL %s is too short; give at least %s", cfg.LeaseTTL, MinLeaseTTL)
+	case cfg.EnvironmentIdleTimeout < 0:
+		return fmt.Errorf("engine: environment idle timeout %s is negative; give a duration such as 15m", cfg.EnvironmentIdleTimeout)
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ func invalid(format string, args ...any) error {
 // disposeCallWait bounds how long disposal waits for aborted calls.
 const disposeCallWait = 15 * time.Second
 
-var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var toolName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
 
 // Environment is one workspace with its tools, command sessions and MCP
 // connections.
@@ -206,7 +206,7 @@ func (o *overridden) Permission() penguinv1.Permission      { return o.perm }
 // assembleCustom adds the custom tools.
 func (e *Environment) assembleCustom(specs []*penguinv1.ToolSpec, opts custom.Options) error {
 	for _, spec := range specs {
-		if !toolName.MatchString(spec.GetName()) {
+		if !toolName().MatchString(spec.GetName()) {
 			return invalid("custom tool name %q must be 1 to 64 letters, digits, \"_\" or \"-\"", spec.GetName())
 		}
 		if strings.HasPrefix(spec.GetName(), "mcp__") {

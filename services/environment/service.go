@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -354,7 +355,7 @@ func toStatus(err error) error {
 	}
 }
 
-var labelChars = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+var labelChars = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`) })
 
 // CreateEnvironment implements penguinv1.EnvironmentServiceServer.
 func (s *Service) CreateEnvironment(ctx context.Context, req *penguinv1.CreateEnvironmentRequest) (*penguinv1.CreateEnvironmentResponse, error) {
@@ -387,8 +388,26 @@ func (s *Service) CreateEnvironment(ctx context.Context, req *penguinv1.CreateEn
 
 // resolveWorkspace makes the requested workspace absolute, refuses one
 // outside the root, inside the scratch area or containing it, and creates
-// it.
-func (s *Service) resolveWorkspace(requested string) (string, error) {
+// it, unless it must exist already.
+func (s *Service) resolveWorkspace(requested string, mustExist bool) (string, error) {
+	p, err := s.workspacePath(requested)
+	if err != nil {
+		return "", err
+	}
+	if mustExist {
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			return "", invalid("workspace %q does not exist; create the directory first, or check the path", requested)
+		}
+	}
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		return "", invalid("workspace %q cannot be created: %v", requested, err)
+	}
+	return s.realWorkspace(requested, p)
+}
+
+// workspacePath makes the requested workspace absolute and refuses one
+// whose path lies outside the root.
+func (s *Service) workspacePath(requested string) (string, error) {
 	if strings.TrimSpace(requested) == "" {
 		return "", invalid("a workspace directory is required")
 	}
@@ -400,9 +419,13 @@ func (s *Service) resolveWorkspace(requested string) (string, error) {
 	if !within(p, s.root) {
 		return "", invalid("workspace %q is outside the service root %s", requested, s.root)
 	}
-	if err := os.MkdirAll(p, 0o755); err != nil {
-		return "", invalid("workspace %q cannot be created: %v", requested, err)
-	}
+	return p, nil
+}
+
+// realWorkspace resolves the links of the existing workspace directory p
+// and refuses one that leads outside the root, inside the scratch area or
+// around it.
+func (s *Service) realWorkspace(requested, p string) (string, error) {
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		return "", invalid("workspace %q: %v", requested, err)
@@ -469,14 +492,14 @@ func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRe
 func (s *Service) checkRequest(req *penguinv1.CreateEnvironmentRequest) (createSpec, error) {
 	spec := createSpec{req: req, id: uuid.NewString()}
 	var err error
-	if spec.workspace, err = s.resolveWorkspace(req.GetWorkspace()); err != nil {
+	if spec.workspace, err = s.resolveWorkspace(req.GetWorkspace(), req.GetWorkspaceMustExist()); err != nil {
 		return spec, err
 	}
 	if spec.policy, err = cmdpolicy.Compile(req.GetCommandPolicy()); err != nil {
 		return spec, invalid("%v", err)
 	}
 	for name := range req.GetVault() {
-		if !vaultName.MatchString(name) {
+		if !vaultName().MatchString(name) {
 			return spec, invalid("vault name %q is not a valid environment variable name", name)
 		}
 	}
@@ -490,7 +513,7 @@ func (s *Service) checkRequest(req *penguinv1.CreateEnvironmentRequest) (createS
 		}
 	}
 	spec.scratchName = spec.id
-	if label := req.GetLabel(); labelChars.MatchString(label) && label != "." && label != ".." {
+	if label := req.GetLabel(); labelChars().MatchString(label) && label != "." && label != ".." {
 		spec.scratchName = label
 	}
 	if spec.sandbox, err = s.sandboxPolicy(req, spec.workspace); err != nil {
@@ -623,7 +646,7 @@ func (s *Service) assembleTools(ctx context.Context, e *Environment, spec create
 	return nil
 }
 
-var vaultName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var vaultName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // modeToProto and networkToProto spell the applied sandbox in the
 // response.

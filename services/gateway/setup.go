@@ -55,8 +55,8 @@ type providerForm struct {
 }
 
 var (
-	routeName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
-	modelID   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,199}$`)
+	routeName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`) })
+	modelID   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,199}$`) })
 )
 
 // check refuses a form the gateway must not write: a name that is not a
@@ -65,7 +65,7 @@ var (
 // route is the providers package's to say (see route).
 func (f *providerForm) check() error {
 	switch {
-	case !routeName.MatchString(f.Name):
+	case !routeName().MatchString(f.Name):
 		return errors.New("name: use 1 to 64 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit")
 	case len(f.APIKey) > 4096 || strings.IndexFunc(f.APIKey, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }) >= 0:
 		return errors.New("api_key: a key of printable characters without spaces")
@@ -75,7 +75,7 @@ func (f *providerForm) check() error {
 		return errors.New("models: at most 50")
 	}
 	for _, m := range f.Models {
-		if !modelID.MatchString(m) {
+		if !modelID().MatchString(m) {
 			return fmt.Errorf("models: %q is not a model id", m)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 
@@ -30,7 +31,7 @@ func invalid(format string, args ...any) error {
 }
 
 // toolName is the tool-name shape both provider APIs accept.
-var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+var toolName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
 
 // prepare validates req and builds the provider-neutral request: the model
 // reference and route, a well-formed history (complete messages only, every
@@ -237,7 +238,7 @@ func checkTools(tools []*penguinv1.ToolDefinition) error {
 	seen := map[string]bool{}
 	for i, t := range tools {
 		where := position{"tools", i}
-		if !toolName.MatchString(t.GetName()) {
+		if !toolName().MatchString(t.GetName()) {
 			return invalid("%s: name %q must be 1-64 letters, digits, '_' or '-'", where, t.GetName())
 		}
 		if seen[t.GetName()] {

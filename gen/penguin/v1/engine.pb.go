@@ -308,7 +308,10 @@ type CreateSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The model; provider and model id are both required.
 	Model *ModelRef `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
-	// The workspace directory.
+	// The workspace directory. An absolute path must exist: one that does not
+	// is refused with INVALID_ARGUMENT, never created. A path relative to
+	// the environment service's root names a workspace the service keeps,
+	// created on first use.
 	Workspace string `protobuf:"bytes,2,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	// The approval mode; unspecified means deny-all, the safe default.
 	ApprovalMode ApprovalMode `protobuf:"varint,3,opt,name=approval_mode,json=approvalMode,proto3,enum=penguin.v1.ApprovalMode" json:"approval_mode,omitempty"`
@@ -1140,7 +1143,12 @@ type RunEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session's sequence number of this event. Persisted events keep their
 	// number forever; partials are numbered too, but only the live buffer
-	// keeps them.
+	// keeps them. Numbers only grow and are never reused, across engine
+	// restarts too: a session goes on right after its last number. They skip
+	// where events were numbered but never recorded (a log failure, see
+	// RunStateChange), and after an engine died mid-task the next task starts
+	// 1,048,576 above the log's last event, because partials numbered after
+	// it may have reached clients before the crash.
 	Sequence int64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	// The event. Exactly one is set.
 	//

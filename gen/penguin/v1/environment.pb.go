@@ -731,7 +731,8 @@ func (x *ToolConfig) GetNoBuiltins() bool {
 type CreateEnvironmentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The workspace directory, absolute or relative to the service's root. It
-	// is created when missing, and must stay inside the root.
+	// must stay inside the root, and is created when missing unless
+	// workspace_must_exist is set.
 	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
 	// The tools.
 	Tools *ToolConfig `protobuf:"bytes,2,opt,name=tools,proto3" json:"tools,omitempty"`
@@ -753,9 +754,13 @@ type CreateEnvironmentRequest struct {
 	// profile runs each time. By default the profile runs once, when the
 	// environment is created, and every command runs with bash -c in the
 	// environment variables it left (a shell snapshot).
-	LoginShell    bool `protobuf:"varint,9,opt,name=login_shell,json=loginShell,proto3" json:"login_shell,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LoginShell bool `protobuf:"varint,9,opt,name=login_shell,json=loginShell,proto3" json:"login_shell,omitempty"`
+	// Refuses a workspace that does not exist (INVALID_ARGUMENT) instead
+	// of creating it: the engine sets it for a workspace a client named,
+	// where a typo must not silently become a new empty directory.
+	WorkspaceMustExist bool `protobuf:"varint,10,opt,name=workspace_must_exist,json=workspaceMustExist,proto3" json:"workspace_must_exist,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *CreateEnvironmentRequest) Reset() {
@@ -847,6 +852,13 @@ func (x *CreateEnvironmentRequest) GetNetwork() NetworkAccess {
 func (x *CreateEnvironmentRequest) GetLoginShell() bool {
 	if x != nil {
 		return x.LoginShell
+	}
+	return false
+}
+
+func (x *CreateEnvironmentRequest) GetWorkspaceMustExist() bool {
+	if x != nil {
+		return x.WorkspaceMustExist
 	}
 	return false
 }
@@ -1784,6 +1796,186 @@ func (x *DisposeEnvironmentResponse) GetDisposed() bool {
 	return false
 }
 
+// DescribeWorkspaceRequest names a workspace.
+type DescribeWorkspaceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace directory, absolute or relative to the service's root, as
+	// in CreateEnvironmentRequest; it must exist.
+	Workspace     string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeWorkspaceRequest) Reset() {
+	*x = DescribeWorkspaceRequest{}
+	mi := &file_penguin_v1_environment_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeWorkspaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeWorkspaceRequest) ProtoMessage() {}
+
+func (x *DescribeWorkspaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_environment_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeWorkspaceRequest.ProtoReflect.Descriptor instead.
+func (*DescribeWorkspaceRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DescribeWorkspaceRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+// DescribeWorkspaceResponse describes a workspace.
+type DescribeWorkspaceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The absolute path of the workspace, symbolic links resolved.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// The project root: the nearest directory, from the workspace up, that
+	// holds a .git entry, never above the service's root; the service's root
+	// when none does.
+	ProjectRoot string `protobuf:"bytes,2,opt,name=project_root,json=projectRoot,proto3" json:"project_root,omitempty"`
+	// The AGENTS.md files from the project root down to the workspace, in
+	// that order (deeper files are more specific). Together their contents
+	// are at most 32 KiB: the file that passes the bound is cut, and the ones
+	// after it come with no content, each marked truncated.
+	AgentsFiles   []*InstructionFile `protobuf:"bytes,3,rep,name=agents_files,json=agentsFiles,proto3" json:"agents_files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeWorkspaceResponse) Reset() {
+	*x = DescribeWorkspaceResponse{}
+	mi := &file_penguin_v1_environment_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeWorkspaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeWorkspaceResponse) ProtoMessage() {}
+
+func (x *DescribeWorkspaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_environment_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeWorkspaceResponse.ProtoReflect.Descriptor instead.
+func (*DescribeWorkspaceResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DescribeWorkspaceResponse) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *DescribeWorkspaceResponse) GetProjectRoot() string {
+	if x != nil {
+		return x.ProjectRoot
+	}
+	return ""
+}
+
+func (x *DescribeWorkspaceResponse) GetAgentsFiles() []*InstructionFile {
+	if x != nil {
+		return x.AgentsFiles
+	}
+	return nil
+}
+
+// InstructionFile is one instruction file of a workspace.
+type InstructionFile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The absolute path of the file.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Its text, as UTF-8 (invalid sequences replaced), cut when truncated.
+	Content string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	// Whether the content was cut, or left out, by the size bound.
+	Truncated     bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstructionFile) Reset() {
+	*x = InstructionFile{}
+	mi := &file_penguin_v1_environment_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstructionFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstructionFile) ProtoMessage() {}
+
+func (x *InstructionFile) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_environment_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstructionFile.ProtoReflect.Descriptor instead.
+func (*InstructionFile) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *InstructionFile) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *InstructionFile) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+func (x *InstructionFile) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
 var File_penguin_v1_environment_proto protoreflect.FileDescriptor
 
 const file_penguin_v1_environment_proto_rawDesc = "" +
@@ -1844,7 +2036,7 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\vmcp_servers\x18\x03 \x03(\v2\x15.penguin.v1.McpServerR\n" +
 	"mcpServers\x12\x1f\n" +
 	"\vno_builtins\x18\x04 \x01(\bR\n" +
-	"noBuiltins\"\xf0\x03\n" +
+	"noBuiltins\"\xa2\x04\n" +
 	"\x18CreateEnvironmentRequest\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12,\n" +
 	"\x05tools\x18\x02 \x01(\v2\x16.penguin.v1.ToolConfigR\x05tools\x12@\n" +
@@ -1856,7 +2048,9 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\x05label\x18\a \x01(\tR\x05label\x123\n" +
 	"\anetwork\x18\b \x01(\x0e2\x19.penguin.v1.NetworkAccessR\anetwork\x12\x1f\n" +
 	"\vlogin_shell\x18\t \x01(\bR\n" +
-	"loginShell\x1a8\n" +
+	"loginShell\x120\n" +
+	"\x14workspace_must_exist\x18\n" +
+	" \x01(\bR\x12workspaceMustExist\x1a8\n" +
 	"\n" +
 	"VaultEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -1923,7 +2117,17 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\x19DisposeEnvironmentRequest\x12%\n" +
 	"\x0eenvironment_id\x18\x01 \x01(\tR\renvironmentId\"8\n" +
 	"\x1aDisposeEnvironmentResponse\x12\x1a\n" +
-	"\bdisposed\x18\x01 \x01(\bR\bdisposed*M\n" +
+	"\bdisposed\x18\x01 \x01(\bR\bdisposed\"8\n" +
+	"\x18DescribeWorkspaceRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\"\x9c\x01\n" +
+	"\x19DescribeWorkspaceResponse\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12!\n" +
+	"\fproject_root\x18\x02 \x01(\tR\vprojectRoot\x12>\n" +
+	"\fagents_files\x18\x03 \x03(\v2\x1b.penguin.v1.InstructionFileR\vagentsFiles\"]\n" +
+	"\x0fInstructionFile\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated*M\n" +
 	"\n" +
 	"Permission\x12\x1a\n" +
 	"\x16PERMISSION_UNSPECIFIED\x10\x00\x12\x10\n" +
@@ -1943,7 +2147,7 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\x19PROCESS_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15PROCESS_STATE_RUNNING\x10\x01\x12\x18\n" +
 	"\x14PROCESS_STATE_EXITED\x10\x02\x12\x18\n" +
-	"\x14PROCESS_STATE_KILLED\x10\x032\x90\x05\n" +
+	"\x14PROCESS_STATE_KILLED\x10\x032\xf2\x05\n" +
 	"\x12EnvironmentService\x12`\n" +
 	"\x11CreateEnvironment\x12$.penguin.v1.CreateEnvironmentRequest\x1a%.penguin.v1.CreateEnvironmentResponse\x12H\n" +
 	"\tListTools\x12\x1c.penguin.v1.ListToolsRequest\x1a\x1d.penguin.v1.ListToolsResponse\x12P\n" +
@@ -1951,7 +2155,8 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\x11GetToolPermission\x12$.penguin.v1.GetToolPermissionRequest\x1a%.penguin.v1.GetToolPermissionResponse\x12T\n" +
 	"\rListProcesses\x12 .penguin.v1.ListProcessesRequest\x1a!.penguin.v1.ListProcessesResponse\x12_\n" +
 	"\x10WatchEnvironment\x12#.penguin.v1.WatchEnvironmentRequest\x1a$.penguin.v1.WatchEnvironmentResponse0\x01\x12c\n" +
-	"\x12DisposeEnvironment\x12%.penguin.v1.DisposeEnvironmentRequest\x1a&.penguin.v1.DisposeEnvironmentResponseB\xa6\x01\n" +
+	"\x12DisposeEnvironment\x12%.penguin.v1.DisposeEnvironmentRequest\x1a&.penguin.v1.DisposeEnvironmentResponse\x12`\n" +
+	"\x11DescribeWorkspace\x12$.penguin.v1.DescribeWorkspaceRequest\x1a%.penguin.v1.DescribeWorkspaceResponseB\xa6\x01\n" +
 	"\x0ecom.penguin.v1B\x10EnvironmentProtoP\x01Z9github.com/penguin-agent/penguin/gen/penguin/v1;penguinv1\xa2\x02\x03PXX\xaa\x02\n" +
 	"Penguin.V1\xca\x02\n" +
 	"Penguin\\V1\xe2\x02\x16Penguin\\V1\\GPBMetadata\xea\x02\vPenguin::V1b\x06proto3"
@@ -1969,7 +2174,7 @@ func file_penguin_v1_environment_proto_rawDescGZIP() []byte {
 }
 
 var file_penguin_v1_environment_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_penguin_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_penguin_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_penguin_v1_environment_proto_goTypes = []any{
 	(Permission)(0),                    // 0: penguin.v1.Permission
 	(SandboxMode)(0),                   // 1: penguin.v1.SandboxMode
@@ -1997,19 +2202,22 @@ var file_penguin_v1_environment_proto_goTypes = []any{
 	(*WatchEnvironmentResponse)(nil),   // 23: penguin.v1.WatchEnvironmentResponse
 	(*DisposeEnvironmentRequest)(nil),  // 24: penguin.v1.DisposeEnvironmentRequest
 	(*DisposeEnvironmentResponse)(nil), // 25: penguin.v1.DisposeEnvironmentResponse
-	nil,                                // 26: penguin.v1.McpServer.EnvEntry
-	nil,                                // 27: penguin.v1.McpServer.HeadersEntry
-	nil,                                // 28: penguin.v1.CreateEnvironmentRequest.VaultEntry
-	(*ToolDefinition)(nil),             // 29: penguin.v1.ToolDefinition
-	(*McpConnectEnd)(nil),              // 30: penguin.v1.McpConnectEnd
-	(*ToolCall)(nil),                   // 31: penguin.v1.ToolCall
-	(*OmniMessage)(nil),                // 32: penguin.v1.OmniMessage
-	(StopReason)(0),                    // 33: penguin.v1.StopReason
+	(*DescribeWorkspaceRequest)(nil),   // 26: penguin.v1.DescribeWorkspaceRequest
+	(*DescribeWorkspaceResponse)(nil),  // 27: penguin.v1.DescribeWorkspaceResponse
+	(*InstructionFile)(nil),            // 28: penguin.v1.InstructionFile
+	nil,                                // 29: penguin.v1.McpServer.EnvEntry
+	nil,                                // 30: penguin.v1.McpServer.HeadersEntry
+	nil,                                // 31: penguin.v1.CreateEnvironmentRequest.VaultEntry
+	(*ToolDefinition)(nil),             // 32: penguin.v1.ToolDefinition
+	(*McpConnectEnd)(nil),              // 33: penguin.v1.McpConnectEnd
+	(*ToolCall)(nil),                   // 34: penguin.v1.ToolCall
+	(*OmniMessage)(nil),                // 35: penguin.v1.OmniMessage
+	(StopReason)(0),                    // 36: penguin.v1.StopReason
 }
 var file_penguin_v1_environment_proto_depIdxs = []int32{
 	0,  // 0: penguin.v1.ToolSpec.permission:type_name -> penguin.v1.Permission
-	26, // 1: penguin.v1.McpServer.env:type_name -> penguin.v1.McpServer.EnvEntry
-	27, // 2: penguin.v1.McpServer.headers:type_name -> penguin.v1.McpServer.HeadersEntry
+	29, // 1: penguin.v1.McpServer.env:type_name -> penguin.v1.McpServer.EnvEntry
+	30, // 2: penguin.v1.McpServer.headers:type_name -> penguin.v1.McpServer.HeadersEntry
 	0,  // 3: penguin.v1.McpServer.permission:type_name -> penguin.v1.Permission
 	6,  // 4: penguin.v1.CommandPolicy.rules:type_name -> penguin.v1.CommandRule
 	4,  // 5: penguin.v1.ToolConfig.builtin:type_name -> penguin.v1.ToolSpec
@@ -2018,41 +2226,44 @@ var file_penguin_v1_environment_proto_depIdxs = []int32{
 	8,  // 8: penguin.v1.CreateEnvironmentRequest.tools:type_name -> penguin.v1.ToolConfig
 	7,  // 9: penguin.v1.CreateEnvironmentRequest.command_policy:type_name -> penguin.v1.CommandPolicy
 	1,  // 10: penguin.v1.CreateEnvironmentRequest.sandbox_mode:type_name -> penguin.v1.SandboxMode
-	28, // 11: penguin.v1.CreateEnvironmentRequest.vault:type_name -> penguin.v1.CreateEnvironmentRequest.VaultEntry
+	31, // 11: penguin.v1.CreateEnvironmentRequest.vault:type_name -> penguin.v1.CreateEnvironmentRequest.VaultEntry
 	2,  // 12: penguin.v1.CreateEnvironmentRequest.network:type_name -> penguin.v1.NetworkAccess
-	29, // 13: penguin.v1.ToolInfo.definition:type_name -> penguin.v1.ToolDefinition
+	32, // 13: penguin.v1.ToolInfo.definition:type_name -> penguin.v1.ToolDefinition
 	0,  // 14: penguin.v1.ToolInfo.permission:type_name -> penguin.v1.Permission
 	10, // 15: penguin.v1.CreateEnvironmentResponse.tools:type_name -> penguin.v1.ToolInfo
-	30, // 16: penguin.v1.CreateEnvironmentResponse.mcp:type_name -> penguin.v1.McpConnectEnd
+	33, // 16: penguin.v1.CreateEnvironmentResponse.mcp:type_name -> penguin.v1.McpConnectEnd
 	1,  // 17: penguin.v1.CreateEnvironmentResponse.sandbox_mode:type_name -> penguin.v1.SandboxMode
 	2,  // 18: penguin.v1.CreateEnvironmentResponse.network:type_name -> penguin.v1.NetworkAccess
 	10, // 19: penguin.v1.ListToolsResponse.tools:type_name -> penguin.v1.ToolInfo
-	31, // 20: penguin.v1.ExecuteToolRequest.tool_call:type_name -> penguin.v1.ToolCall
-	32, // 21: penguin.v1.ExecuteToolResponse.message:type_name -> penguin.v1.OmniMessage
+	34, // 20: penguin.v1.ExecuteToolRequest.tool_call:type_name -> penguin.v1.ToolCall
+	35, // 21: penguin.v1.ExecuteToolResponse.message:type_name -> penguin.v1.OmniMessage
 	0,  // 22: penguin.v1.GetToolPermissionResponse.permission:type_name -> penguin.v1.Permission
 	3,  // 23: penguin.v1.ProcessInfo.state:type_name -> penguin.v1.ProcessState
 	19, // 24: penguin.v1.ListProcessesResponse.processes:type_name -> penguin.v1.ProcessInfo
-	33, // 25: penguin.v1.BackgroundDone.stop_reason:type_name -> penguin.v1.StopReason
+	36, // 25: penguin.v1.BackgroundDone.stop_reason:type_name -> penguin.v1.StopReason
 	22, // 26: penguin.v1.WatchEnvironmentResponse.background_done:type_name -> penguin.v1.BackgroundDone
-	9,  // 27: penguin.v1.EnvironmentService.CreateEnvironment:input_type -> penguin.v1.CreateEnvironmentRequest
-	12, // 28: penguin.v1.EnvironmentService.ListTools:input_type -> penguin.v1.ListToolsRequest
-	14, // 29: penguin.v1.EnvironmentService.ExecuteTool:input_type -> penguin.v1.ExecuteToolRequest
-	16, // 30: penguin.v1.EnvironmentService.GetToolPermission:input_type -> penguin.v1.GetToolPermissionRequest
-	18, // 31: penguin.v1.EnvironmentService.ListProcesses:input_type -> penguin.v1.ListProcessesRequest
-	21, // 32: penguin.v1.EnvironmentService.WatchEnvironment:input_type -> penguin.v1.WatchEnvironmentRequest
-	24, // 33: penguin.v1.EnvironmentService.DisposeEnvironment:input_type -> penguin.v1.DisposeEnvironmentRequest
-	11, // 34: penguin.v1.EnvironmentService.CreateEnvironment:output_type -> penguin.v1.CreateEnvironmentResponse
-	13, // 35: penguin.v1.EnvironmentService.ListTools:output_type -> penguin.v1.ListToolsResponse
-	15, // 36: penguin.v1.EnvironmentService.ExecuteTool:output_type -> penguin.v1.ExecuteToolResponse
-	17, // 37: penguin.v1.EnvironmentService.GetToolPermission:output_type -> penguin.v1.GetToolPermissionResponse
-	20, // 38: penguin.v1.EnvironmentService.ListProcesses:output_type -> penguin.v1.ListProcessesResponse
-	23, // 39: penguin.v1.EnvironmentService.WatchEnvironment:output_type -> penguin.v1.WatchEnvironmentResponse
-	25, // 40: penguin.v1.EnvironmentService.DisposeEnvironment:output_type -> penguin.v1.DisposeEnvironmentResponse
-	34, // [34:41] is the sub-list for method output_type
-	27, // [27:34] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	28, // 27: penguin.v1.DescribeWorkspaceResponse.agents_files:type_name -> penguin.v1.InstructionFile
+	9,  // 28: penguin.v1.EnvironmentService.CreateEnvironment:input_type -> penguin.v1.CreateEnvironmentRequest
+	12, // 29: penguin.v1.EnvironmentService.ListTools:input_type -> penguin.v1.ListToolsRequest
+	14, // 30: penguin.v1.EnvironmentService.ExecuteTool:input_type -> penguin.v1.ExecuteToolRequest
+	16, // 31: penguin.v1.EnvironmentService.GetToolPermission:input_type -> penguin.v1.GetToolPermissionRequest
+	18, // 32: penguin.v1.EnvironmentService.ListProcesses:input_type -> penguin.v1.ListProcessesRequest
+	21, // 33: penguin.v1.EnvironmentService.WatchEnvironment:input_type -> penguin.v1.WatchEnvironmentRequest
+	24, // 34: penguin.v1.EnvironmentService.DisposeEnvironment:input_type -> penguin.v1.DisposeEnvironmentRequest
+	26, // 35: penguin.v1.EnvironmentService.DescribeWorkspace:input_type -> penguin.v1.DescribeWorkspaceRequest
+	11, // 36: penguin.v1.EnvironmentService.CreateEnvironment:output_type -> penguin.v1.CreateEnvironmentResponse
+	13, // 37: penguin.v1.EnvironmentService.ListTools:output_type -> penguin.v1.ListToolsResponse
+	15, // 38: penguin.v1.EnvironmentService.ExecuteTool:output_type -> penguin.v1.ExecuteToolResponse
+	17, // 39: penguin.v1.EnvironmentService.GetToolPermission:output_type -> penguin.v1.GetToolPermissionResponse
+	20, // 40: penguin.v1.EnvironmentService.ListProcesses:output_type -> penguin.v1.ListProcessesResponse
+	23, // 41: penguin.v1.EnvironmentService.WatchEnvironment:output_type -> penguin.v1.WatchEnvironmentResponse
+	25, // 42: penguin.v1.EnvironmentService.DisposeEnvironment:output_type -> penguin.v1.DisposeEnvironmentResponse
+	27, // 43: penguin.v1.EnvironmentService.DescribeWorkspace:output_type -> penguin.v1.DescribeWorkspaceResponse
+	36, // [36:44] is the sub-list for method output_type
+	28, // [28:36] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_environment_proto_init() }
@@ -2072,7 +2283,7 @@ func file_penguin_v1_environment_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_penguin_v1_environment_proto_rawDesc), len(file_penguin_v1_environment_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   25,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const (
 	EnvironmentService_ListProcesses_FullMethodName      = "/penguin.v1.EnvironmentService/ListProcesses"
 	EnvironmentService_WatchEnvironment_FullMethodName   = "/penguin.v1.EnvironmentService/WatchEnvironment"
 	EnvironmentService_DisposeEnvironment_FullMethodName = "/penguin.v1.EnvironmentService/DisposeEnvironment"
+	EnvironmentService_DescribeWorkspace_FullMethodName  = "/penguin.v1.EnvironmentService/DescribeWorkspace"
 )
 
 // EnvironmentServiceClient is the client API for EnvironmentService service.
@@ -61,6 +62,12 @@ type EnvironmentServiceClient interface {
 	// DisposeEnvironment ends everything the environment started: commands,
 	// MCP servers and watchers. It is idempotent; the workspace is kept.
 	DisposeEnvironment(ctx context.Context, in *DisposeEnvironmentRequest, opts ...grpc.CallOption) (*DisposeEnvironmentResponse, error)
+	// DescribeWorkspace reads what a session needs to know of a workspace
+	// before it works there: its absolute path and the instructions its
+	// AGENTS.md files hold. It needs no environment, creates nothing and runs
+	// no command, so the engine can call it when a session starts. It fails
+	// with NOT_FOUND when the workspace does not exist.
+	DescribeWorkspace(ctx context.Context, in *DescribeWorkspaceRequest, opts ...grpc.CallOption) (*DescribeWorkspaceResponse, error)
 }
 
 type environmentServiceClient struct {
@@ -159,6 +166,16 @@ func (c *environmentServiceClient) DisposeEnvironment(ctx context.Context, in *D
 	return out, nil
 }
 
+func (c *environmentServiceClient) DescribeWorkspace(ctx context.Context, in *DescribeWorkspaceRequest, opts ...grpc.CallOption) (*DescribeWorkspaceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeWorkspaceResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_DescribeWorkspace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EnvironmentServiceServer is the server API for EnvironmentService service.
 // All implementations must embed UnimplementedEnvironmentServiceServer
 // for forward compatibility.
@@ -192,6 +209,12 @@ type EnvironmentServiceServer interface {
 	// DisposeEnvironment ends everything the environment started: commands,
 	// MCP servers and watchers. It is idempotent; the workspace is kept.
 	DisposeEnvironment(context.Context, *DisposeEnvironmentRequest) (*DisposeEnvironmentResponse, error)
+	// DescribeWorkspace reads what a session needs to know of a workspace
+	// before it works there: its absolute path and the instructions its
+	// AGENTS.md files hold. It needs no environment, creates nothing and runs
+	// no command, so the engine can call it when a session starts. It fails
+	// with NOT_FOUND when the workspace does not exist.
+	DescribeWorkspace(context.Context, *DescribeWorkspaceRequest) (*DescribeWorkspaceResponse, error)
 	mustEmbedUnimplementedEnvironmentServiceServer()
 }
 
@@ -222,6 +245,9 @@ func (UnimplementedEnvironmentServiceServer) WatchEnvironment(*WatchEnvironmentR
 }
 func (UnimplementedEnvironmentServiceServer) DisposeEnvironment(context.Context, *DisposeEnvironmentRequest) (*DisposeEnvironmentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DisposeEnvironment not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) DescribeWorkspace(context.Context, *DescribeWorkspaceRequest) (*DescribeWorkspaceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeWorkspace not implemented")
 }
 func (UnimplementedEnvironmentServiceServer) mustEmbedUnimplementedEnvironmentServiceServer() {}
 func (UnimplementedEnvironmentServiceServer) testEmbeddedByValue()                            {}
@@ -356,6 +382,24 @@ func _EnvironmentService_DisposeEnvironment_Handler(srv interface{}, ctx context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EnvironmentService_DescribeWorkspace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeWorkspaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).DescribeWorkspace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_DescribeWorkspace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).DescribeWorkspace(ctx, req.(*DescribeWorkspaceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EnvironmentService_ServiceDesc is the grpc.ServiceDesc for EnvironmentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -382,6 +426,10 @@ var EnvironmentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DisposeEnvironment",
 			Handler:    _EnvironmentService_DisposeEnvironment_Handler,
+		},
+		{
+			MethodName: "DescribeWorkspace",
+			Handler:    _EnvironmentService_DescribeWorkspace_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

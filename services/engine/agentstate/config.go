@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -378,9 +379,9 @@ func Default() Config {
 
 var (
 	// toolNameRe is what every provider accepts as a function name.
-	toolNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	toolNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`) })
 	// serverNameRe keeps MCP tool names (mcp__<server>__<tool>) valid.
-	serverNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	serverNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]+$`) })
 )
 
 // Validate checks every field and returns all problems, each a
@@ -451,7 +452,7 @@ func (t *ToolSettings) validate() []error {
 	seen := map[string]string{}
 	check := func(kind string, i int, s ToolSpec) {
 		f := fmt.Sprintf("tools.%s[%d]", kind, i)
-		if !toolNameRe.MatchString(s.Name) {
+		if !toolNameRe().MatchString(s.Name) {
 			bad(f+".name", "must be 1 to 64 letters, digits, \"_\" or \"-\", got %q", s.Name)
 		} else if prev, dup := seen[s.Name]; dup {
 			bad(f+".name", "%q is already declared at %s", s.Name, prev)
@@ -506,7 +507,7 @@ func (t *ToolSettings) validate() []error {
 	servers := map[string]int{}
 	for i, s := range t.MCPServers {
 		f := fmt.Sprintf("tools.mcp_servers[%d]", i)
-		if !serverNameRe.MatchString(s.Name) {
+		if !serverNameRe().MatchString(s.Name) {
 			bad(f+".name", "must be letters, digits, \"_\" or \"-\", got %q", s.Name)
 		} else if prev, dup := servers[s.Name]; dup {
 			bad(f+".name", "%q is already declared at tools.mcp_servers[%d]", s.Name, prev)

@@ -51,14 +51,14 @@ These environment variables are set in every command you run. Their values are s
 
 // DefaultSkillsPrompt is the {{SKILLS}} section.
 const DefaultSkillsPrompt = `# Skills
-A skill is a set of instructions for one kind of task, kept in a SKILL.md file. When a task matches a skill's description, read that SKILL.md with read_file before you start, and follow it.
+A skill is a set of instructions for one kind of task, kept in a SKILL.md file. When a task matches a skill's description, read that SKILL.md with read_agent_file (its path follows the description) before you start, and follow it; files it refers to are read the same way, by their path within the skill's directory.
 {{SKILL_METADATA}}
 `
 
 // DefaultMemoryPrompt is the part of the {{MEMORY}} section every session
 // gets: what memory is for, how to keep it, and the user-scope index.
 const DefaultMemoryPrompt = `# Memory
-You keep a memory across sessions as Markdown files: facts that cannot be re-derived from the workspace or its history. Save who the user is and how they want you to work (with the reason), decisions and constraints that the code does not show, and stable entry points into other systems. Moments that produce such a fact: a request made a second time, a correction meant to hold beyond this task, a stated habit or practice, a working detail you would otherwise have to ask for again. Never save what the code, configuration or git history already says, progress of the current task, guesses, long transcript excerpts, or credentials. When unsure whether something is worth keeping, ask.
+You keep a memory across sessions as Markdown files, which the engine holds for you: read them with read_agent_file, write them with write_agent_file and remove them with delete_agent_file, by the paths below (the workspace's file tools do not reach them). Keep in memory facts that cannot be re-derived from the workspace or its history. Save who the user is and how they want you to work (with the reason), decisions and constraints that the code does not show, and stable entry points into other systems. Moments that produce such a fact: a request made a second time, a correction meant to hold beyond this task, a stated habit or practice, a working detail you would otherwise have to ask for again. Never save what the code, configuration or git history already says, progress of the current task, guesses, long transcript excerpts, or credentials. When unsure whether something is worth keeping, ask.
 
 One file per topic, with front matter:
 ---

@@ -113,12 +113,13 @@ func (s *State) PrepareMemory(workspace string, temporary bool) error {
 // memoryIndex renders one scope's MEMORY.md for the prompt: an explicit
 // note when nothing is saved, and a note pointing at the file when the
 // index is cut at MemoryIndexMaxLines lines or MemoryIndexMaxChars
-// characters. The file itself is never changed.
-func memoryIndex(dir string) string {
-	path := filepath.Join(dir, MemoryIndexFile)
-	data, err := os.ReadFile(path)
+// characters. The file itself is never changed. shown is the scope's path
+// for the agent-file tools, which the notes name.
+func memoryIndex(dir, shown string) string {
+	data, err := os.ReadFile(filepath.Join(dir, MemoryIndexFile))
+	path := shown + "/" + MemoryIndexFile
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Sprintf("(the memory index %s could not be read: %v)", filepath.ToSlash(path), errors.Unwrap(err))
+		return fmt.Sprintf("(the memory index %s could not be read: %v)", path, errors.Unwrap(err))
 	}
 	text := strings.TrimRight(strings.ReplaceAll(string(data), "\r\n", "\n"), "\n \t")
 	if strings.TrimSpace(text) == "" {
@@ -139,7 +140,7 @@ func memoryIndex(dir string) string {
 		truncated = true
 	}
 	if truncated {
-		text += fmt.Sprintf("\n[the index is longer than shown: read %s for the rest, and shorten it]", filepath.ToSlash(path))
+		text += fmt.Sprintf("\n[the index is longer than shown: read %s for the rest, and shorten it]", path)
 	}
 	return text
 }

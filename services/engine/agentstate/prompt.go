@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 )
 
 // PromptVars are the facts of one session that the system prompt may
@@ -26,6 +28,10 @@ type PromptVars struct {
 	SessionID string
 	// AgentID overrides the agent's id.
 	AgentID string
+	// WorkspaceInstructions are the workspace's AGENTS.md files, from its
+	// project root down to the workspace, as the environment read them;
+	// they follow the agent's own AGENTS.md in {{AGENTS_MD}}.
+	WorkspaceInstructions []*penguinv1.InstructionFile
 	// AppDataDir is Penguin's data root ({{PROJECT_DIR}}), presented to the
 	// model as the app data directory so it is not mistaken for the task's.
 	AppDataDir string
@@ -37,12 +43,13 @@ type PromptVars struct {
 }
 
 // placeholderRe matches {{NAME}}.
-var placeholderRe = regexp.MustCompile(`\{\{([A-Z][A-Z0-9_]*)\}\}`)
+var placeholderRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{\{([A-Z][A-Z0-9_]*)\}\}`) })
 
 // SystemPrompt assembles the system prompt from the template in
 // Config.SystemPrompt. Placeholders:
 //
-//	{{AGENTS_MD}}               the text of AGENTS.md
+//	{{AGENTS_MD}}               the text of the agent's AGENTS.md, then the
+//	                            workspace's AGENTS.md files, each under its path
 //	{{SKILLS}}                  the skills section (Config.Skills), or nothing when off
 //	{{VAULT}}                   the vault section (Config.Vault), or nothing when off
 //	{{MEMORY}}                  the memory section (Config.Memory), or nothing when off
@@ -86,7 +93,7 @@ func (s *State) SystemPrompt(v PromptVars) string {
 	inner := map[string]string{"VAULT_KEYS": vaultKeys, "SKILL_METADATA": skillMeta}
 
 	sections := map[string]string{
-		"AGENTS_MD":      strings.TrimRight(s.AgentsMD, "\n"),
+		"AGENTS_MD":      agentsMD(s.AgentsMD, v.WorkspaceInstructions),
 		"VAULT_KEYS":     vaultKeys,
 		"SKILL_METADATA": skillMeta,
 		"VAULT":          "",
@@ -109,19 +116,47 @@ func (s *State) SystemPrompt(v PromptVars) string {
 	return expand(s.Config.SystemPrompt, lookup(sections))
 }
 
+// agentsMD joins the agent's own instructions and the workspace's
+// AGENTS.md files. Each workspace file is named by its path, so the model
+// knows where a rule comes from, and one that the environment's size bound
+// cut says so (the model can read the rest with the workspace's tools).
+func agentsMD(own string, files []*penguinv1.InstructionFile) string {
+	var b strings.Builder
+	b.WriteString(strings.TrimRight(own, "\n"))
+	if len(files) == 0 {
+		return b.String()
+	}
+	if b.Len() > 0 {
+		b.WriteString("\n\n")
+	}
+	b.WriteString("The workspace's AGENTS.md files follow, from the project root down to the working directory; where they disagree, the deeper file wins.")
+	for _, f := range files {
+		b.WriteString("\n\n## ")
+		b.WriteString(filepath.ToSlash(f.GetPath()))
+		if text := strings.TrimRight(f.GetContent(), "\n"); text != "" {
+			b.WriteString("\n")
+			b.WriteString(text)
+		}
+		if f.GetTruncated() {
+			b.WriteString("\n[cut by the size bound on workspace instructions: read the file for the rest]")
+		}
+	}
+	return b.String()
+}
+
 // memorySection renders the user part, plus the workspace part in a
 // persistent workspace.
 func (s *State) memorySection(v PromptVars, lookup func(map[string]string) func(string) (string, bool)) string {
 	user := s.UserMemoryDir()
 	vars := map[string]string{
-		"USER_MEMORY_DIR":   filepath.ToSlash(user),
-		"USER_MEMORY_INDEX": memoryIndex(user),
+		"USER_MEMORY_DIR":   UserMemoryPath,
+		"USER_MEMORY_INDEX": memoryIndex(user, UserMemoryPath),
 	}
 	out := expand(s.Config.Memory.Prompt, lookup(vars))
 	if v.Workspace != "" && !v.TemporaryWorkspace && strings.TrimSpace(s.Config.Memory.WorkspacePrompt) != "" {
 		dir := s.WorkspaceMemoryDir(v.Workspace)
-		vars["WORKSPACE_MEMORY_DIR"] = filepath.ToSlash(dir)
-		vars["WORKSPACE_MEMORY_INDEX"] = memoryIndex(dir)
+		vars["WORKSPACE_MEMORY_DIR"] = WorkspaceMemoryPath
+		vars["WORKSPACE_MEMORY_INDEX"] = memoryIndex(dir, WorkspaceMemoryPath)
 		if out != "" && !strings.HasSuffix(out, "\n") {
 			out += "\n"
 		}
@@ -195,13 +230,13 @@ func expand(tmpl string, lookup func(string) (string, bool)) string {
 		if line == "" {
 			continue
 		}
-		if m := wholeLineRe.FindStringSubmatch(line); m != nil {
+		if m := wholeLineRe().FindStringSubmatch(line); m != nil {
 			if val, ok := lookup(m[1]); ok && val == "" {
 				dropped = true
 				continue
 			}
 		}
-		out := placeholderRe.ReplaceAllStringFunc(line, func(m string) string {
+		out := placeholderRe().ReplaceAllStringFunc(line, func(m string) string {
 			if val, ok := lookup(m[2 : len(m)-2]); ok {
 				return val
 			}
@@ -219,7 +254,7 @@ func expand(tmpl string, lookup func(string) (string, bool)) string {
 }
 
 // wholeLineRe matches a line that is only a placeholder.
-var wholeLineRe = regexp.MustCompile(`^[ \t]*\{\{([A-Z][A-Z0-9_]*)\}\}[ \t]*\n?$`)
+var wholeLineRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[ \t]*\{\{([A-Z][A-Z0-9_]*)\}\}[ \t]*\n?$`) })
 
 // hostOSVersion describes this host's operating system as well as it can
 // be found without running a program: the distribution and the kernel on

@@ -61,7 +61,7 @@ var testVars = PromptVars{
 func TestSystemPromptPlaceholders(t *testing.T) {
 	t.Parallel()
 	st := testState(t)
-	skill := filepath.ToSlash(filepath.Join(st.Dir, SkillsDir, "pdf", SkillFile))
+	skill := SkillsDir + "/pdf/" + SkillFile
 	cases := []struct {
 		placeholder string
 		vars        PromptVars
@@ -193,11 +193,11 @@ func TestSinglePassSubstitution(t *testing.T) {
 	st := testState(t)
 	s := *st
 	s.AgentsMD = "literal {{CWD}} and {{VAULT}}"
-	s.Skills = []Skill{{Name: "x", Description: "uses {{SESSION_ID}}", Path: "/s/x/SKILL.md"}}
+	s.Skills = []Skill{{Name: "x", Dir: "x", Description: "uses {{SESSION_ID}}", Path: "/s/x/SKILL.md"}}
 	s.Config.SystemPrompt = "{{AGENTS_MD}}|{{SKILLS}}"
 	s.Config.Skills.Prompt = "{{SKILL_METADATA}}"
 	got := s.SystemPrompt(testVars)
-	want := "literal {{CWD}} and {{VAULT}}|- x: uses {{SESSION_ID}} (/s/x/SKILL.md)"
+	want := "literal {{CWD}} and {{VAULT}}|- x: uses {{SESSION_ID}} (skills/x/SKILL.md)"
 	if got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
@@ -249,10 +249,15 @@ func TestMemorySection(t *testing.T) {
 	v := testVars
 	v.Workspace = ws
 	got := st.SystemPrompt(v)
-	for _, want := range []string{"use pnpm", "real db", filepath.ToSlash(wsDir), filepath.ToSlash(st.UserMemoryDir())} {
+	for _, want := range []string{"use pnpm", "real db", "Directory: " + WorkspaceMemoryPath, "Directory: " + UserMemoryPath, "write_agent_file"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("memory section lacks %q", want)
 		}
+	}
+	// The engine holds memory: no path of its disk reaches the prompt,
+	// where the environment's tools would be asked to open it.
+	if strings.Contains(got, st.Dir) {
+		t.Errorf("the prompt names the agent directory %s:\n%s", st.Dir, got)
 	}
 	v.TemporaryWorkspace = true
 	got = st.SystemPrompt(v)
@@ -282,18 +287,18 @@ func TestMemoryIndexCaps(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, MemoryIndexFile), []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got := memoryIndex(dir)
+	got := memoryIndex(dir, UserMemoryPath)
 	if !strings.Contains(got, "[t199]") || strings.Contains(got, "[t200]") {
 		t.Error("the index is not cut at 200 lines")
 	}
-	if !strings.Contains(got, "the index is longer than shown") {
-		t.Error("no truncation note")
+	if !strings.Contains(got, "read "+UserMemoryPath+"/MEMORY.md for the rest") {
+		t.Errorf("no truncation note naming the index by its agent path: %q", got[len(got)-120:])
 	}
 	long := strings.Repeat("x", 300) + "\n"
 	if err := os.WriteFile(filepath.Join(dir, MemoryIndexFile), []byte(strings.Repeat(long, 150)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got = memoryIndex(dir)
+	got = memoryIndex(dir, UserMemoryPath)
 	body, _, _ := strings.Cut(got, "\n[the index")
 	if n := len([]rune(body)); n > MemoryIndexMaxChars {
 		t.Errorf("index body is %d characters, cap %d", n, MemoryIndexMaxChars)
@@ -304,7 +309,7 @@ func TestMemoryIndexCaps(t *testing.T) {
 	if data, _ := os.ReadFile(filepath.Join(dir, MemoryIndexFile)); len(data) != 150*len(long) {
 		t.Error("the index file was changed")
 	}
-	if got := memoryIndex(t.TempDir()); got != "(nothing saved yet)" {
+	if got := memoryIndex(t.TempDir(), UserMemoryPath); got != "(nothing saved yet)" {
 		t.Errorf("missing index = %q", got)
 	}
 }

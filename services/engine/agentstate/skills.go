@@ -16,10 +16,12 @@ import (
 
 // Skill is one installed skill: the metadata of skills/<dir>/SKILL.md. Only
 // the name and description reach the system prompt; the model reads the
-// file itself when a task calls for it.
+// file itself, with read_agent_file, when a task calls for it.
 type Skill struct {
 	// Name is the front matter's name, or the directory's name.
 	Name string
+	// Dir is the name of the skill's directory under skills/.
+	Dir string
 	// Description says when the skill applies.
 	Description string
 	// Path is the absolute path of SKILL.md.
@@ -94,7 +96,7 @@ func loadSkills(dir string) ([]Skill, error) {
 // first line "---" and the next line "---". A file without front matter is
 // a skill named after its directory, with no description.
 func parseSkill(path, dirName string, data []byte) (Skill, error) {
-	sk := Skill{Name: dirName, Path: path}
+	sk := Skill{Name: dirName, Dir: dirName, Path: path}
 	text := strings.TrimPrefix(string(data), "\ufeff")
 	text = strings.ReplaceAll(text, "\r\n", "\n")
 	if !strings.HasPrefix(text, "---\n") {
@@ -132,7 +134,9 @@ func parseSkill(path, dirName string, data []byte) (Skill, error) {
 	return sk, nil
 }
 
-// skillMetadata renders one line per skill for {{SKILL_METADATA}}.
+// skillMetadata renders one line per skill for {{SKILL_METADATA}}, each
+// with the path read_agent_file takes: the engine holds the skills, and a
+// path on its disk would mean nothing to the environment's tools.
 func skillMetadata(skills []Skill) string {
 	if len(skills) == 0 {
 		return "(no skills installed)"
@@ -148,7 +152,7 @@ func skillMetadata(skills []Skill) string {
 			b.WriteString(": ")
 			b.WriteString(sk.Description)
 		}
-		fmt.Fprintf(&b, " (%s)", filepath.ToSlash(sk.Path))
+		fmt.Fprintf(&b, " (%s/%s/%s)", SkillsDir, sk.Dir, SkillFile)
 	}
 	return b.String()
 }

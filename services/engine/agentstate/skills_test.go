@@ -28,17 +28,17 @@ func TestSkillsDiscovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Skill{
-		{Name: "empty-fm", Path: empty},
-		{Name: "pdf-tools", Description: "Fill, merge and split PDF files.", Path: pdf},
-		{Name: "plain", Path: plain},
-		{Name: "windows", Description: "Written on Windows.", Path: crlf},
+		{Name: "empty-fm", Dir: "empty-fm", Path: empty},
+		{Name: "pdf-tools", Dir: "pdf", Description: "Fill, merge and split PDF files.", Path: pdf},
+		{Name: "plain", Dir: "plain", Path: plain},
+		{Name: "windows", Dir: "crlf", Description: "Written on Windows.", Path: crlf},
 	}
 	if !reflect.DeepEqual(st.Skills, want) {
 		t.Errorf("skills:\n got %+v\nwant %+v", st.Skills, want)
 	}
 	meta := skillMetadata(st.Skills)
-	if !strings.Contains(meta, "- pdf-tools: Fill, merge and split PDF files. ("+filepath.ToSlash(pdf)+")") ||
-		!strings.Contains(meta, "- plain ("+filepath.ToSlash(plain)+")") {
+	if !strings.Contains(meta, "- pdf-tools: Fill, merge and split PDF files. (skills/pdf/SKILL.md)") ||
+		!strings.Contains(meta, "- plain (skills/plain/SKILL.md)") {
 		t.Errorf("metadata lines:\n%s", meta)
 	}
 	if strings.Contains(meta, "Body text") {

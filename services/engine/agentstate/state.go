@@ -286,6 +286,7 @@ func parseConfig(name string, data []byte, c *Config) error {
 	if len(c.Tools.MCPServers) == 0 {
 		c.Tools.MCPServers = nil
 	}
+	upgradeSections(c)
 	// The spelling's problems name the keys as written already; the rest
 	// name them in the rewritten document.
 	var spelled, rest error

@@ -3,6 +3,7 @@ package agentstate
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Summary markers. System markers are written [tag]…[/tag]; the older
@@ -19,9 +20,11 @@ var (
 	// summaryPairRe matches one tagged block, lazily, in either bracket
 	// style; the two ends may differ in style, since a model that mixes
 	// them still meant one block.
-	summaryPairRe = regexp.MustCompile(`(?is)(?:\[summary\]|<summary>)(.*?)(?:\[/summary\]|</summary>)`)
+	summaryPairRe = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?is)(?:\[summary\]|<summary>)(.*?)(?:\[/summary\]|</summary>)`)
+	})
 	// summaryTagRe matches any summary tag, open or close.
-	summaryTagRe = regexp.MustCompile(`(?i)\[/?summary\]|</?summary>`)
+	summaryTagRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)\[/?summary\]|</?summary>`) })
 )
 
 // ExtractSummary takes the summary out of a compaction reply with a
@@ -36,13 +39,13 @@ var (
 // The result is trimmed of surrounding white space; ok is false when it is
 // empty, which the caller counts as a failed compaction attempt.
 func ExtractSummary(reply string) (summary string, ok bool) {
-	for _, m := range summaryPairRe.FindAllStringSubmatch(reply, -1) {
+	for _, m := range summaryPairRe().FindAllStringSubmatch(reply, -1) {
 		if body := strings.TrimSpace(m[1]); body != "" {
 			return body, true
 		}
 	}
-	if summaryTagRe.MatchString(reply) {
-		rest := strings.TrimSpace(summaryTagRe.ReplaceAllString(reply, ""))
+	if summaryTagRe().MatchString(reply) {
+		rest := strings.TrimSpace(summaryTagRe().ReplaceAllString(reply, ""))
 		return rest, rest != ""
 	}
 	whole := strings.TrimSpace(reply)

@@ -12,13 +12,18 @@ import (
 )
 
 // Names of the tools the engine runs itself rather than the environment:
-// the subagent tools (only the engine can start a session) and
-// describe_image (only the engine reaches the llm service).
+// the subagent tools (only the engine can start a session),
+// describe_image (only the engine reaches the llm service) and the
+// agent-file tools (only the engine holds the agent's skills and memory;
+// see Files).
 const (
-	ToolRunSubagent   = "run_subagent"
-	ToolInputSubagent = "input_subagent"
-	ToolKillSubagent  = "kill_subagent"
-	ToolDescribeImage = "describe_image"
+	ToolRunSubagent     = "run_subagent"
+	ToolInputSubagent   = "input_subagent"
+	ToolKillSubagent    = "kill_subagent"
+	ToolDescribeImage   = "describe_image"
+	ToolReadAgentFile   = "read_agent_file"
+	ToolWriteAgentFile  = "write_agent_file"
+	ToolDeleteAgentFile = "delete_agent_file"
 	// ToolReadImage is the environment's image reader for vision models.
 	ToolReadImage = "read_image"
 )
@@ -32,7 +37,7 @@ const (
 // EngineToolNames lists the tools the engine runs itself, in the order
 // they are offered.
 func EngineToolNames() []string {
-	return []string{ToolRunSubagent, ToolInputSubagent, ToolKillSubagent, ToolDescribeImage}
+	return []string{ToolRunSubagent, ToolInputSubagent, ToolKillSubagent, ToolDescribeImage, ToolReadAgentFile, ToolWriteAgentFile, ToolDeleteAgentFile}
 }
 
 func isEngineTool(name string) bool { return slices.Contains(EngineToolNames(), name) }
@@ -110,6 +115,38 @@ func DefaultEngineTools() []ToolSpec {
 			Permission: "r",
 			ForModel:   ForTextOnly,
 			TimeoutMS:  i64(90000),
+		},
+		{
+			Name: ToolReadAgentFile,
+			Description: "Read one of your own agent files, which the engine keeps apart from the workspace: " +
+				"AGENTS.md, a skill's files (skills/<name>/SKILL.md and what it refers to) or your memory (" + UserMemoryPath + "/..., " + WorkspaceMemoryPath + "/...). " +
+				"A directory (\"\", skills, " + UserMemoryPath + ") is listed. The workspace's file tools cannot reach these files.",
+			Parameters: `{"type":"object","properties":{` +
+				`"file_path":{"type":"string","description":"The path among the agent files, such as skills/pdf/SKILL.md or ` + UserMemoryPath + `/MEMORY.md."}` +
+				`},"required":["file_path"]}`,
+			Permission: "r",
+			TimeoutMS:  i64(10000),
+		},
+		{
+			Name: ToolWriteAgentFile,
+			Description: "Write a memory file, replacing it whole: " + UserMemoryPath + "/<name>.md for what holds wherever you work, " +
+				WorkspaceMemoryPath + "/<name>.md for what holds in this workspace only (MEMORY.md is each scope's index). " +
+				"A file holds at most 64 KiB, a scope at most 1 MiB in 256 files.",
+			Parameters: `{"type":"object","properties":{` +
+				`"file_path":{"type":"string","description":"The memory file, such as ` + UserMemoryPath + `/prefers-pnpm.md."},` +
+				`"content":{"type":"string","description":"The whole new content of the file."}` +
+				`},"required":["file_path","content"]}`,
+			Permission: "rw",
+			TimeoutMS:  i64(10000),
+		},
+		{
+			Name:        ToolDeleteAgentFile,
+			Description: "Delete a memory file that turned out wrong or stale (then remove its line from the scope's MEMORY.md).",
+			Parameters: `{"type":"object","properties":{` +
+				`"file_path":{"type":"string","description":"The memory file, such as ` + WorkspaceMemoryPath + `/old-topic.md."}` +
+				`},"required":["file_path"]}`,
+			Permission: "rw",
+			TimeoutMS:  i64(10000),
 		},
 	}
 }

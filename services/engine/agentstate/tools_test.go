@@ -26,10 +26,10 @@ func TestToolConfigDefault(t *testing.T) {
 	if !proto.Equal(tc, &penguinv1.ToolConfig{}) {
 		t.Errorf("the default tool config must be empty (every builtin with its defaults), got %v", tc)
 	}
-	if got := names(st.Config.Tools.EngineTools(false)); !slices.Equal(got, []string{ToolRunSubagent, ToolInputSubagent, ToolKillSubagent, ToolDescribeImage}) {
+	if got := names(st.Config.Tools.EngineTools(false)); !slices.Equal(got, []string{ToolRunSubagent, ToolInputSubagent, ToolKillSubagent, ToolDescribeImage, ToolReadAgentFile, ToolWriteAgentFile, ToolDeleteAgentFile}) {
 		t.Errorf("engine tools for a text-only model = %v", got)
 	}
-	if got := names(st.Config.Tools.EngineTools(true)); !slices.Equal(got, []string{ToolRunSubagent, ToolInputSubagent, ToolKillSubagent}) {
+	if got := names(st.Config.Tools.EngineTools(true)); !slices.Equal(got, []string{ToolRunSubagent, ToolInputSubagent, ToolKillSubagent, ToolReadAgentFile, ToolWriteAgentFile, ToolDeleteAgentFile}) {
 		t.Errorf("engine tools for a vision model = %v", got)
 	}
 }
@@ -117,7 +117,9 @@ func TestDefaultEngineToolSchemas(t *testing.T) {
 				t.Errorf("%s: required %q is not a property", s.Name, r)
 			}
 		}
-		if s.Name != ToolDescribeImage {
+		// The file tools take no call description: their file_path
+		// says what they act on.
+		if !slices.Contains([]string{ToolDescribeImage, ToolReadAgentFile, ToolWriteAgentFile, ToolDeleteAgentFile}, s.Name) {
 			if !strings.HasPrefix(string(s.Parameters), `{"type":"object","properties":{"description":`) || !slices.Contains(schema.Required, "description") {
 				t.Errorf("%s: description must be the first, required property: %s", s.Name, s.Parameters)
 			}

@@ -12,13 +12,14 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/BurntSushi/toml"
 	"gopkg.in/yaml.v3"
 )
 
 // vaultKeyRe is the shell's rule for environment variable names.
-var vaultKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var vaultKeyRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 const vaultHeader = `# The agent's vault: environment variables set in every command it runs.
 # Values never reach the model, a log or a trace; only the names are shown
@@ -29,7 +30,7 @@ const vaultHeader = `# The agent's vault: environment variables set in every com
 // ValidVaultKey reports whether name can be a vault key: a shell
 // environment variable name.
 func ValidVaultKey(name string) error {
-	if !vaultKeyRe.MatchString(name) {
+	if !vaultKeyRe().MatchString(name) {
 		return fmt.Errorf("invalid vault key %q: use letters, digits and \"_\", not starting with a digit", name)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -250,11 +251,13 @@ func jsonValueNode(dec *json.Decoder) (*yaml.Node, error) {
 }
 
 var (
-	lineMsgRe       = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-	unknownFieldRe  = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
-	cannotDecodeRe  = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (\\S+)$")
-	alreadySetRe    = regexp.MustCompile(`^field (\S+) already set in type \S+$`)
-	mappingKeyDupRe = regexp.MustCompile(`^mapping key "(.*)" already defined at line (\d+)$`)
+	lineMsgRe      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`) })
+	unknownFieldRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^field (\S+) not found in type \S+$`) })
+	cannotDecodeRe = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (\\S+)$")
+	})
+	alreadySetRe    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^field (\S+) already set in type \S+$`) })
+	mappingKeyDupRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^mapping key "(.*)" already defined at line (\d+)$`) })
 )
 
 // yamlErrors turns a yaml.v3 error into ConfigErrors for file, rewording
@@ -272,7 +275,7 @@ func yamlErrors(file string, err error, lineOffset int) error {
 	errs := make([]error, 0, len(msgs))
 	for _, m := range msgs {
 		ce := &ConfigError{File: file, Msg: strings.TrimPrefix(m, "yaml: ")}
-		if sm := lineMsgRe.FindStringSubmatch(m); sm != nil {
+		if sm := lineMsgRe().FindStringSubmatch(m); sm != nil {
 			ce.Line, _ = strconv.Atoi(sm[1])
 			ce.Line += lineOffset
 			ce.Msg = rewordYAML(sm[2], lineOffset)
@@ -283,17 +286,17 @@ func yamlErrors(file string, err error, lineOffset int) error {
 }
 
 func rewordYAML(msg string, lineOffset int) string {
-	if sm := unknownFieldRe.FindStringSubmatch(msg); sm != nil {
+	if sm := unknownFieldRe().FindStringSubmatch(msg); sm != nil {
 		return fmt.Sprintf("unknown key %q", sm[1])
 	}
-	if sm := alreadySetRe.FindStringSubmatch(msg); sm != nil {
+	if sm := alreadySetRe().FindStringSubmatch(msg); sm != nil {
 		return fmt.Sprintf("key %q appears twice", sm[1])
 	}
-	if sm := mappingKeyDupRe.FindStringSubmatch(msg); sm != nil {
+	if sm := mappingKeyDupRe().FindStringSubmatch(msg); sm != nil {
 		l, _ := strconv.Atoi(sm[2])
 		return fmt.Sprintf("key %q appears twice (first at line %d)", sm[1], l+lineOffset)
 	}
-	if sm := cannotDecodeRe.FindStringSubmatch(msg); sm != nil {
+	if sm := cannotDecodeRe().FindStringSubmatch(msg); sm != nil {
 		if sm[1] == "seq" || sm[1] == "map" {
 			return fmt.Sprintf("expected %s, got %s", goTypeWords(sm[3]), yamlTagWords(sm[1]))
 		}
@@ -340,7 +343,7 @@ func yamlTagWords(tag string) string {
 	return tag
 }
 
-var pathSegRe = regexp.MustCompile(`([^.\[\]]+)|\[(\d+)\]`)
+var pathSegRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`([^.\[\]]+)|\[(\d+)\]`) })
 
 // lineOf finds the line of the value at a key path such as
 // "tools.builtin[2].name" in a parsed document, or of the deepest part of
@@ -357,7 +360,7 @@ func lineOf(root *yaml.Node, path string) int {
 		n = n.Content[0]
 	}
 	line := n.Line
-	for _, m := range pathSegRe.FindAllStringSubmatch(path, -1) {
+	for _, m := range pathSegRe().FindAllStringSubmatch(path, -1) {
 		var next *yaml.Node
 		if m[1] != "" && n.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(n.Content); i += 2 {

@@ -28,13 +28,16 @@ type Executor struct {
 	// Target returns the client and environment id to use now.
 	Target func() (Client, string)
 	// Recreate, when set, creates a new environment for the session when
-	// the old one is gone. When the environment service no longer knows
-	// the environment (it restarted, say), that happens at once and the
-	// call is sent again, since it never ran. When the replica that held
-	// the environment cannot be reached (its host is gone), the call that
+	// the old one, gone, is gone; calls that find the same environment
+	// gone at once must make one new environment between them, so
+	// Recreate does nothing when gone was replaced already. When the
+	// environment service no longer knows the environment (it restarted,
+	// or it was disposed of while idle), that happens at once and the call
+	// is sent again, since it never ran. When the replica that held the
+	// environment cannot be reached (its host is gone), the call that
 	// found out fails, because whatever it did there is lost, and the new
 	// environment is created before the next call.
-	Recreate func(ctx context.Context, why Reason) error
+	Recreate func(ctx context.Context, why Reason, gone string) error
 
 	// lost is set when the environment's replica could not be reached:
 	// the next call recreates the environment first.
@@ -61,17 +64,20 @@ const (
 func (e *Executor) Execute(ctx context.Context, call *penguinv1.ToolCall, forward func(*penguinv1.OmniMessage)) *penguinv1.OmniMessage {
 	r := &reader{call: call, forward: forward}
 	if e.Recreate != nil && e.lost.Swap(false) {
-		if err := e.Recreate(ctx, Unreachable); err != nil {
+		_, lost := e.Target()
+		if err := e.Recreate(ctx, Unreachable, lost); err != nil {
 			e.lost.Store(true)
 			return r.fail("the session's environment was lost with its host, and a new one could not be created: "+err.Error(), penguinv1.StopReason_STOP_REASON_FAILED)
 		}
 	}
-	out, err := e.once(ctx, r)
+	client, envID := e.Target()
+	out, err := e.once(ctx, r, client, envID)
 	if status.Code(err) == codes.NotFound && e.Recreate != nil && ctx.Err() == nil && !r.open && !r.stopped {
-		if rerr := e.Recreate(ctx, Missing); rerr != nil {
+		if rerr := e.Recreate(ctx, Missing, envID); rerr != nil {
 			return r.fail("the session's environment was gone and could not be created again: "+rerr.Error(), penguinv1.StopReason_STOP_REASON_FAILED)
 		}
-		out, err = e.once(ctx, r)
+		client, envID = e.Target()
+		out, err = e.once(ctx, r, client, envID)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -116,10 +122,9 @@ func (r *reader) fail(msg string, st penguinv1.StopReason) *penguinv1.OmniMessag
 	return omni.ToolCallOutput(id, r.partial.String()+note, st)
 }
 
-// once sends the call and reads its stream. A stream that ends without a
+// once sends the call to environment envID and reads its stream. A stream that ends without a
 // complete output yields a failed output.
-func (e *Executor) once(ctx context.Context, r *reader) (*penguinv1.OmniMessage, error) {
-	client, envID := e.Target()
+func (e *Executor) once(ctx context.Context, r *reader, client Client, envID string) (*penguinv1.OmniMessage, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := client.ExecuteTool(sctx, &penguinv1.ExecuteToolRequest{EnvironmentId: envID, ToolCall: r.call})

@@ -64,7 +64,7 @@ func TestGoneEnvironmentIsRecreatedOnce(t *testing.T) {
 	recreated := 0
 	ex := &envtool.Executor{
 		Target: func() (envtool.Client, string) { return c, current },
-		Recreate: func(ctx context.Context, _ envtool.Reason) error {
+		Recreate: func(ctx context.Context, _ envtool.Reason, _ string) error {
 			recreated++
 			resp, err := c.CreateEnvironment(ctx, &penguinv1.CreateEnvironmentRequest{Workspace: "w"})
 			current = resp.GetEnvironmentId()
@@ -105,7 +105,7 @@ func TestLostReplicaFailsTheCallThenRecreates(t *testing.T) {
 	var reasons []envtool.Reason
 	ex := &envtool.Executor{
 		Target: func() (envtool.Client, string) { return client, id },
-		Recreate: func(_ context.Context, why envtool.Reason) error {
+		Recreate: func(_ context.Context, why envtool.Reason, _ string) error {
 			reasons = append(reasons, why)
 			client, id = newClient, newID
 			return nil

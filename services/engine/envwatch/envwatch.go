@@ -160,6 +160,15 @@ func (w *Watcher) keepWatching(ctx context.Context, client Client, envID string)
 	return false
 }
 
+// Active reports whether a watch runs: a task runs, or background
+// commands ran in the environment when it was last asked. An environment
+// that is watched is in use, however long ago its last tool call was.
+func (w *Watcher) Active() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cur != nil && w.cur.ctx.Err() == nil
+}
+
 // Stop ends the watch, if any, and waits for it to let go.
 func (w *Watcher) Stop() {
 	w.mu.Lock()

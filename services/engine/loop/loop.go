@@ -53,8 +53,9 @@ type Host interface {
 	// background completion reports) and empties the queue. The loop
 	// records the messages before sending them.
 	TakeInput() []*penguinv1.OmniMessage
-	// SetState reports what the task is doing; retryIn is the wait in
-	// retry_wait.
+	// SetState reports what the task is doing; retryIn is the time left
+	// of the wait in retry_wait, which WaitRetry then waits. A host makes
+	// the wait open to RetryNow before it reports it.
 	SetState(state penguinv1.SessionState, retryIn time.Duration)
 	// WaitRetry waits d before a reconnect, or less when RetryNow cuts the
 	// wait short. It returns ctx's error when the task is aborted.

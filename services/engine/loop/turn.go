@@ -92,7 +92,9 @@ func (r *runner) attempts(ctx context.Context, input []*penguinv1.OmniMessage, r
 			return turnResult{aborted: true, produced: a.produced()}
 		}
 		*retried = append(*retried, res.status)
-		r.deps.Host.SetState(penguinv1.SessionState_SESSION_STATE_RETRY_WAIT, retryIn)
+		// The time left, not the whole backoff: the failed attempt's tools
+		// may have taken some of it.
+		r.deps.Host.SetState(penguinv1.SessionState_SESSION_STATE_RETRY_WAIT, max(time.Until(deadline), 0))
 		err := r.deps.Host.WaitRetry(ctx, time.Until(deadline))
 		if err != nil || ctx.Err() != nil {
 			return turnResult{aborted: true, produced: a.produced()}

@@ -110,6 +110,7 @@ func (m *Manager) Compact(ctx context.Context, id string, mode penguinv1.Compact
 		return 0, "", err
 	}
 	if len(p.mctx.History) == 0 {
+		p.releaseEnvironment(m, rt.id)
 		rt.abandon(t, nil)
 		msg := "nothing to compact: the context is empty"
 		if p.rs.MetaSequence > 1 {

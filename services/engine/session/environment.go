@@ -44,25 +44,34 @@ func (m *Manager) environmentSpec(sessionID, workspace string, st *agentstate.St
 	}
 }
 
-// environmentReadyWait bounds a CreateEnvironment whose caller set no
-// deadline, including the wait for the connection to be ready.
+// environmentReadyWait bounds a call to the environment service at large
+// (CreateEnvironment, DescribeWorkspace) whose caller set no deadline,
+// including the wait for the connection to be ready.
 const environmentReadyWait = 30 * time.Second
+
+// readyWait bounds ctx by environmentReadyWait when it has no deadline, for
+// a call made with grpc.WaitForReady.
+func readyWait(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, environmentReadyWait)
+}
 
 // createEnvironment creates an environment and returns it with the client
 // that reaches it. The call waits for the connection to be ready, within
 // the caller's deadline: right after the environment service restarts,
 // the connection is reconnecting, and failing at once would fail the
-// session for a blip.
+// session for a blip. What the service answered is remembered for the
+// spec (envSpecs).
 func (m *Manager) createEnvironment(ctx context.Context, req *penguinv1.CreateEnvironmentRequest) (*penguinv1.CreateEnvironmentResponse, penguinv1.EnvironmentServiceClient, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, environmentReadyWait)
-		defer cancel()
-	}
+	ctx, cancel := readyWait(ctx)
+	defer cancel()
 	resp, err := m.opts.Environment.CreateEnvironment(ctx, req, grpc.WaitForReady(true))
 	if err != nil {
 		return nil, nil, downstream("create the environment", err)
 	}
+	m.specs.put(req, resp)
 	client, err := m.envClient(resp.GetAddress())
 	if err != nil {
 		return nil, nil, err
@@ -70,62 +79,102 @@ func (m *Manager) createEnvironment(ctx context.Context, req *penguinv1.CreateEn
 	return resp, client, nil
 }
 
-// bindEnvironment returns the session's environment and its tools,
-// creating a new environment when the recorded one is gone: the
-// environment service no longer knows it (it restarted, or the session
-// was forked), or the replica that held it cannot be reached (its host is
-// gone). A new environment comes from the environment service at large
-// (Options.Environment, which may spread over several replicas), and the
-// session is bound to the replica that created it from then on.
-func (rt *Runtime) bindEnvironment(ctx context.Context, row *store.Session, cfg config, st *agentstate.State) (penguinv1.EnvironmentServiceClient, string, []*penguinv1.ToolInfo, error) {
+// disposeEnvironment disposes of the environment envID, reached at addr,
+// of session id. A failure is logged: the environment is gone from the
+// session either way, and its replica disposes of it when it stops.
+func (m *Manager) disposeEnvironment(ctx context.Context, id, addr, envID string) {
+	client, err := m.envClient(addr)
+	if err == nil {
+		_, err = client.DisposeEnvironment(ctx, &penguinv1.DisposeEnvironmentRequest{EnvironmentId: envID})
+	}
+	if err != nil {
+		m.log.Warn("could not dispose of a session's environment", "session", id, "environment", envID, "error", err)
+	}
+}
+
+// envBinding is the environment a session's tools run in: the client
+// that reaches its replica, its id and the address recorded for it. The
+// zero envBinding is no environment yet.
+type envBinding struct {
+	client penguinv1.EnvironmentServiceClient
+	id     string
+	addr   string
+}
+
+// bindEnvironment returns the session's environment and its tools. A
+// session without an environment whose spec the environment service
+// already answered for (envSpecs) gets the tools alone: its environment
+// is made at its first tool call. One whose agent has MCP servers gets
+// neither, and reason: its environment is made when its task starts
+// (toolset.connect), since the servers' tools are only known once they
+// answer. Otherwise a new environment is made now, also when the
+// recorded one is gone: the environment service no longer knows it (it
+// restarted), or the replica that held it cannot be reached (its host is
+// gone); reason says which. A new environment comes from the environment
+// service at large (Options.Environment, which may spread over several
+// replicas), and the session is bound to the replica that created it
+// from then on.
+func (rt *Runtime) bindEnvironment(ctx context.Context, row *store.Session, cfg config, st *agentstate.State) (_ envBinding, _ []*penguinv1.ToolInfo, reason string, _ error) {
 	m := rt.m
-	reason := ""
 	if row.EnvironmentID != "" {
 		client, err := m.envClient(row.EnvironmentAddr)
 		if err != nil {
-			return nil, "", nil, err
+			return envBinding{}, nil, "", err
 		}
 		tools, err := m.listTools(ctx, client, row.EnvironmentID)
 		switch status.Code(err) {
 		case codes.OK:
-			return client, row.EnvironmentID, tools, nil
+			return envBinding{client: client, id: row.EnvironmentID, addr: row.EnvironmentAddr}, tools, "", nil
 		case codes.NotFound:
 			reason = string(envtool.Missing)
 		case codes.Unavailable:
 			if ctx.Err() != nil {
-				return nil, "", nil, ctx.Err()
+				return envBinding{}, nil, "", ctx.Err()
 			}
 			reason = string(envtool.Unreachable)
 			m.log.Warn("the replica of the session's environment cannot be reached; creating a fresh environment",
 				"session", rt.id, "environment", row.EnvironmentID, "address", row.EnvironmentAddr, "error", err)
 		default:
-			return nil, "", nil, downstream("reach the session's environment", err)
+			return envBinding{}, nil, "", downstream("reach the session's environment", err)
 		}
 	}
-	return rt.rebind(ctx, row, cfg, st, reason)
+	spec := m.environmentSpec(rt.id, row.Workspace, st, cfg.SandboxMode)
+	switch {
+	case len(spec.GetTools().GetMcpServers()) > 0:
+		return envBinding{}, nil, reason, nil
+	case row.EnvironmentID == "":
+		if f, ok := m.specs.get(spec); ok {
+			return envBinding{}, f.tools, "", nil
+		}
+	}
+	b, tools, err := rt.rebind(ctx, row, cfg, st, reason)
+	return b, tools, "", err
 }
 
 // rebind creates a fresh environment for the session and records it in
 // the session's row. reason, when set, says why the old one was replaced.
-func (rt *Runtime) rebind(ctx context.Context, row *store.Session, cfg config, st *agentstate.State, reason string) (penguinv1.EnvironmentServiceClient, string, []*penguinv1.ToolInfo, error) {
+func (rt *Runtime) rebind(ctx context.Context, row *store.Session, cfg config, st *agentstate.State, reason string) (envBinding, []*penguinv1.ToolInfo, error) {
 	m := rt.m
-	resp, client, err := m.createEnvironment(ctx, m.environmentSpec(rt.id, row.Workspace, st, cfg.SandboxMode))
+	resp, client, err := rt.createConnecting(ctx, m.environmentSpec(rt.id, row.Workspace, st, cfg.SandboxMode))
 	if err != nil {
-		return nil, "", nil, err
+		return envBinding{}, nil, err
 	}
-	envID, addr := resp.GetEnvironmentId(), resp.GetAddress()
+	b := envBinding{client: client, id: resp.GetEnvironmentId(), addr: resp.GetAddress()}
 	if err := m.updateRow(ctx, rt.id, func(r *store.Session, c *config) {
-		r.EnvironmentID, r.EnvironmentAddr = envID, addr
+		r.EnvironmentID, r.EnvironmentAddr = b.id, b.addr
 		c.SharedEnvironment = false
 	}); err != nil {
-		return nil, "", nil, err
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+		m.disposeEnvironment(dctx, rt.id, b.addr, b.id)
+		cancel()
+		return envBinding{}, nil, err
 	}
 	if reason != "" {
 		m.metrics.rebinds.WithLabelValues(reason).Inc()
-		m.log.Info("the session has a fresh environment", "session", rt.id, "reason", reason, "environment", envID, "address", addr)
+		m.log.Info("the session has a fresh environment", "session", rt.id, "reason", reason, "environment", b.id, "address", b.addr)
 	}
-	row.EnvironmentID, row.EnvironmentAddr = envID, addr
-	return client, envID, resp.GetTools(), nil
+	row.EnvironmentID, row.EnvironmentAddr = b.id, b.addr
+	return b, resp.GetTools(), nil
 }
 
 // unreachableWait is how long a session waits for the replica of its

@@ -1,9 +1,11 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -36,8 +38,8 @@ type CreateSpec struct {
 	Depth           int
 }
 
-// Create creates a session: its environment, its row and the session_meta
-// that opens its log.
+// Create creates a session: its row and the session_meta that opens its
+// log. Its environment is made at its first tool call.
 func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Session, error) {
 	m.mu.Lock()
 	closing := m.closing
@@ -62,28 +64,63 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 	id := newSessionID()
 	cfg := config{MaxTurns: spec.MaxTurns, SandboxMode: spec.SandboxMode, Vision: vision, Depth: spec.Depth, SeqHigh: 1, ContextSeq: 1}
 
+	// The session's environment is made at its first tool call. Only a
+	// spec the environment service has not answered for yet (the first
+	// session of a workspace and agent on this replica) makes one now: it
+	// checks the workspace, the tools and the sandbox, resolves the
+	// workspace and lists the tools, and is then kept for the session's
+	// first task (or disposed of when idle). MCP servers are left out of
+	// the check: creating a session starts none. They connect when the
+	// session's first task starts (mcpconnect.go), in an environment of
+	// its own, so a check of an agent that has them is disposed of at
+	// once.
 	envID, envAddr, workspace := spec.EnvironmentID, spec.EnvironmentAddr, spec.Workspace
-	var envClient penguinv1.EnvironmentServiceClient
+	owned := false
 	if envID == "" {
-		resp, client, err := m.createEnvironment(ctx, m.environmentSpec(id, spec.Workspace, st, spec.SandboxMode))
-		if err != nil {
-			return nil, err
-		}
-		envID, envAddr, envClient = resp.GetEnvironmentId(), resp.GetAddress(), client
-		if resp.GetWorkspace() != "" {
-			workspace = resp.GetWorkspace()
+		req := m.environmentSpec(id, spec.Workspace, st, spec.SandboxMode)
+		// A directory a client names by its absolute path must be there:
+		// a typo must not become a new, empty workspace. A name relative
+		// to the environment service's root is a workspace the service
+		// keeps, made on first use.
+		req.WorkspaceMustExist = filepath.IsAbs(spec.Workspace)
+		check := withoutMCP(req)
+		if f, ok := m.specs.get(check); ok {
+			workspace = cmp.Or(f.workspace, workspace)
+		} else {
+			resp, _, err := m.createEnvironment(ctx, check)
+			if err != nil {
+				return nil, err
+			}
+			envID, envAddr, owned = resp.GetEnvironmentId(), resp.GetAddress(), true
+			workspace = cmp.Or(resp.GetWorkspace(), workspace)
+			if check != req {
+				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+				m.disposeEnvironment(dctx, id, envAddr, envID)
+				cancel()
+				envID, envAddr, owned = "", "", false
+			}
 		}
 	} else {
 		cfg.SharedEnvironment = true
 	}
 	dispose := func() {
-		if envClient != nil {
+		if owned {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 			defer cancel()
-			_, _ = envClient.DisposeEnvironment(dctx, &penguinv1.DisposeEnvironmentRequest{EnvironmentId: envID})
+			m.disposeEnvironment(dctx, id, envAddr, envID)
 		}
 	}
 
+	resolved, instructions, err := m.describeWorkspace(ctx, workspace)
+	if err != nil {
+		dispose()
+		return nil, err
+	}
+	if resolved != "" {
+		// The environment's own spelling of the path, which names the
+		// workspace's memory too.
+		workspace = resolved
+	}
 	prompter := st
 	if spec.SystemPrompt != "" {
 		c := *st
@@ -97,6 +134,7 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 		ModelContextWindow: window,
 		SystemPrompt: prompter.SystemPrompt(agentstate.PromptVars{
 			Workspace: workspace, Provider: spec.Model.GetProvider(), ModelID: spec.Model.GetModelId(), SessionID: id,
+			WorkspaceInstructions: instructions,
 		}),
 		AgentState: st.Dir,
 		Workspace:  workspace,
@@ -127,6 +165,9 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 		return nil, err
 	}
 	row.LastSequence = 1
+	if owned {
+		m.idleEnvs.idle(id)
+	}
 	kind := "new"
 	if spec.ParentID != "" {
 		kind = "subagent"
@@ -166,13 +207,10 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 	if _, err := m.Abort(ctx, id, "the session is being deleted"); err != nil {
 		return err
 	}
+	m.idleEnvs.forget(id)
 	cfg, _ := parseConfig(row.Config)
 	if row.EnvironmentID != "" && !cfg.SharedEnvironment {
-		if client, err := m.envClient(row.EnvironmentAddr); err == nil {
-			if _, err := client.DisposeEnvironment(ctx, &penguinv1.DisposeEnvironmentRequest{EnvironmentId: row.EnvironmentID}); err != nil {
-				m.log.Warn("could not dispose of a deleted session's environment", "session", id, "error", err)
-			}
-		}
+		m.disposeEnvironment(ctx, id, row.EnvironmentAddr, row.EnvironmentID)
 	}
 	return m.store.DeleteSession(ctx, id)
 }
@@ -296,6 +334,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		close(m.stopping)
 	}
 	m.closing = true
+	m.idleEnvs.stop()
 	var tasks []*task
 	var owners []*Runtime
 	for _, rt := range m.runtimes {

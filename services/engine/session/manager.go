@@ -100,6 +100,10 @@ type Options struct {
 	// Registerer receives the engine's metrics (sessions, runs, turns,
 	// retries, approvals); nil keeps them unregistered.
 	Registerer prometheus.Registerer
+	// EnvironmentIdleTimeout is how long a session's environment outlives
+	// the session's last use of it; zero means
+	// DefaultEnvironmentIdleTimeout.
+	EnvironmentIdleTimeout time.Duration
 }
 
 // Manager owns the sessions of one engine replica.
@@ -114,6 +118,10 @@ type Manager struct {
 	subagents *subagent.Registry
 	// watch tells the watchers of the session list about changes.
 	watch *sessionwatch.Hub
+	// specs remembers what the environment service answered for each
+	// environment spec; idleEnvs disposes of environments no task uses.
+	specs    envSpecs
+	idleEnvs *idleEnvs
 
 	// rowLocks serialize read-modify-write updates of session rows, which
 	// the store treats as last-writer-wins.
@@ -157,6 +165,7 @@ func New(opts Options) (*Manager, error) {
 		envClients: map[string]penguinv1.EnvironmentServiceClient{},
 		stopping:   make(chan struct{}),
 	}
+	m.idleEnvs = newIdleEnvs(m, opts.EnvironmentIdleTimeout)
 	m.watch = sessionwatch.New(m, opts.Logger)
 	m.store = m.watch.Store(opts.Store)
 	if m.metrics, err = newMetrics(m, opts.Registerer); err != nil {

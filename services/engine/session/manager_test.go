@@ -28,7 +28,7 @@ type rig struct {
 	agent string
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T, opts ...func(*session.Options)) *rig {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -43,10 +43,14 @@ func newRig(t *testing.T) *rig {
 	}
 	llmConn := fake.Dial(t, func(s *grpc.Server) { penguinv1.RegisterLLMServiceServer(s, r.llm) })
 	envConn := fake.Dial(t, func(s *grpc.Server) { penguinv1.RegisterEnvironmentServiceServer(s, r.env) })
-	r.mgr, err = session.New(session.Options{
+	o := session.Options{
 		Store: st, LLM: penguinv1.NewLLMServiceClient(llmConn), Environment: penguinv1.NewEnvironmentServiceClient(envConn),
 		DefaultAgentState: r.agent, EngineID: "engine-here", Address: "10.0.0.1:7423", Logger: slog.New(slog.DiscardHandler),
-	})
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	r.mgr, err = session.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ type metrics struct {
 	retries         *prometheus.CounterVec
 	approvals       *prometheus.CounterVec
 	rebinds         *prometheus.CounterVec
+	idleDisposals   prometheus.Counter
 	forwarded       *prometheus.CounterVec
 	tokens          *prometheus.CounterVec
 	cost            *prometheus.CounterVec
@@ -52,6 +53,8 @@ func newMetrics(m *Manager, reg prometheus.Registerer) (*metrics, error) {
 			"Approval decisions on tool calls, by decision (allow, deny, forbidden), whoever made them (mode, policy or person)."), []string{"decision"}),
 		rebinds: prometheus.NewCounterVec(opts("environment_rebinds_total",
 			"Fresh environments created for sessions whose environment was gone, by reason: missing (its replica no longer knows it) or unreachable (its replica is gone)."), []string{"reason"}),
+		idleDisposals: prometheus.NewCounter(opts("environments_idle_disposed_total",
+			"Environments disposed of because their session had not used them for the idle timeout; the workspace stays, and the next tool call gets a fresh environment.")),
 		forwarded: prometheus.NewCounterVec(opts("forwarded_calls_total",
 			"Calls for runs another replica owns (Attach, Approve, Steer, Abort, RetryNow), passed on to that replica, by method and the gRPC code of the answer."), []string{"method", "code"}),
 		tokens: prometheus.NewCounterVec(opts("tokens_total",
@@ -64,7 +67,7 @@ func newMetrics(m *Manager, reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return x, nil
 	}
-	for _, c := range []prometheus.Collector{x.sessionsCreated, x.runs, x.runsActive, x.turns, x.turnDuration, x.retries, x.approvals, x.rebinds, x.forwarded, x.tokens, x.cost, loaded} {
+	for _, c := range []prometheus.Collector{x.sessionsCreated, x.runs, x.runsActive, x.turns, x.turnDuration, x.retries, x.approvals, x.rebinds, x.idleDisposals, x.forwarded, x.tokens, x.cost, loaded} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register engine metrics: %w", err)
 		}

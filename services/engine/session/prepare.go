@@ -17,11 +17,14 @@ import (
 
 // prepared is everything a task needs, read before it writes anything.
 type prepared struct {
-	row      *store.Session
-	cfg      config
-	st       *agentstate.State
-	rs       *resume.State
-	tools    *toolset
+	row   *store.Session
+	cfg   config
+	st    *agentstate.State
+	rs    *resume.State
+	tools *toolset
+	// users are the sessions whose environment the task counts as in use
+	// (idleEnvs): its own, and its parent's when it shares it.
+	users    []string
 	settings loop.Settings
 	mctx     *loop.Context
 	// input is the carry-over: pending input from the log and the note.
@@ -31,8 +34,24 @@ type prepared struct {
 // prepare reads what a task needs: the row, the agent state, the context
 // rebuilt from the log, and the environment with its tools. It writes
 // nothing to the log.
-func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel) (*prepared, error) {
+//
+// The environment counts as in use from here until the task's release
+// (idleEnvs); the row is read once a disposal of it in progress has
+// ended, so the task never binds an environment that is going away.
+func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel) (_ *prepared, err error) {
 	m := rt.m
+	var users []string
+	defer func() {
+		if err != nil {
+			for _, id := range users {
+				m.idleEnvs.release(id, true)
+			}
+		}
+	}()
+	if _, err := m.idleEnvs.use(ctx, rt.id); err != nil {
+		return nil, err
+	}
+	users = append(users, rt.id)
 	row, err := m.store.GetSession(ctx, rt.id)
 	if err != nil {
 		return nil, err
@@ -40,6 +59,20 @@ func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel
 	cfg, err := parseConfig(row.Config)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrPrecondition, err)
+	}
+	if cfg.SharedEnvironment && row.ParentID != "" {
+		waited, err := m.idleEnvs.use(ctx, row.ParentID)
+		if err != nil {
+			return nil, err
+		}
+		users = append(users, row.ParentID)
+		if waited {
+			// The parent's environment was being disposed of: the row
+			// may name it still, and the child then gets its own.
+			if row, err = m.store.GetSession(ctx, rt.id); err != nil {
+				return nil, err
+			}
+		}
 	}
 	st, err := m.loadAgent(row.AgentState)
 	if err != nil {
@@ -49,11 +82,11 @@ func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel
 	if err != nil {
 		return nil, err
 	}
-	ts, err := rt.newToolset(ctx, row, cfg, st)
+	ts, err := rt.newToolset(ctx, row, cfg, st, rs.Tools)
 	if err != nil {
 		return nil, err
 	}
-	p := &prepared{row: row, cfg: cfg, st: st, rs: rs, tools: ts}
+	p := &prepared{row: row, cfg: cfg, st: st, rs: rs, tools: ts, users: users}
 	p.settings = settings(st, row, cfg, rs.Meta, thinking, ts.defs)
 	usage := row.Usage
 	if usage == nil {
@@ -71,6 +104,14 @@ func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel
 		p.input = append(append([]*penguinv1.OmniMessage(nil), p.input...), loop.HarnessText(loop.CutOffBlock(rs.CutOff)))
 	}
 	return p, nil
+}
+
+// releaseEnvironment ends the task's use of its environment: the idle
+// timeout of the session that owns it starts when no other task uses it.
+func (p *prepared) releaseEnvironment(m *Manager, self string) {
+	for _, id := range p.users {
+		m.idleEnvs.release(id, id != self || p.tools.ownEnvironment())
+	}
 }
 
 // rebuild reads the current context from the log.

@@ -225,10 +225,12 @@ func (rt *Runtime) launch(t *task, p *prepared, spec RunSpec, unasked []*penguin
 		Host:     &host{rt: rt, t: t, p: p},
 		Observer: &turnObserver{tracer: rt.m.tracer, metrics: rt.m.metrics, session: rt.id, model: p.settings.Model, run: t.run},
 	}
-	if !p.cfg.SharedEnvironment {
+	if p.tools.ownEnvironment() {
+		env := p.tools.current()
 		// A subagent sharing its parent's environment leaves the notices
-		// to the parent.
-		rt.watcher.Watch(p.tools.client, p.tools.envID)
+		// to the parent; a task without an environment yet starts the
+		// watch when it makes one (toolset.replace, toolset.connect).
+		rt.watcher.Watch(env.client, env.id)
 	}
 	rt.mu.Lock()
 	// A subagent's task is its parent's tool call: when the engine stops,
@@ -236,6 +238,10 @@ func (rt *Runtime) launch(t *task, p *prepared, spec RunSpec, unasked []*penguin
 	t.durable = p.st.Config.DurableTasks && p.row.ParentID == ""
 	rt.mu.Unlock()
 	go func() {
+		if res, stop := rt.startTools(t, p); stop {
+			rt.finish(t, p, res)
+			return
+		}
 		res := loop.Resume(t.ctx, deps, p.settings, p.mctx, unasked, p.input)
 		rt.finish(t, p, res)
 	}()
@@ -300,10 +306,17 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	last := rt.journal.LastPersisted()
+	// The sequence mark covers the idle event published below too. It is
+	// saved with the row here, where every task ends, and not only when
+	// the runtime unloads: an unload may come after the store is gone (a
+	// watcher letting go after the engine closed it), and a mark behind
+	// the log reads, at the next load, as a crash and leaves a gap.
+	high := rt.journal.Last() + 1
 	if err := m.updateRow(ctx, rt.id, func(r *store.Session, c *config) {
 		if p != nil && p.mctx.Usage != nil {
 			r.Usage = proto.Clone(p.mctx.Usage).(*penguinv1.TokenCounts)
 		}
+		c.SeqHigh = max(c.SeqHigh, high)
 		c.Note, c.NoteSeq = res.Note, last
 		if contextSeq > 0 {
 			c.ContextSeq = contextSeq
@@ -332,7 +345,10 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	m.metrics.runsActive.Dec()
 	close(t.done)
 	if p != nil {
-		rt.watcher.Settle(p.tools.client)
+		if env := p.tools.current(); env.id != "" {
+			rt.watcher.Settle(env.client)
+		}
+		p.releaseEnvironment(m, rt.id)
 	}
 	m.tasks.Done()
 	m.release(rt)
@@ -361,7 +377,10 @@ func (rt *Runtime) finishHandedOver(t *task, p *prepared, steering int) {
 	m.metrics.runsActive.Dec()
 	close(t.done)
 	if p != nil {
-		rt.watcher.Settle(p.tools.client)
+		if env := p.tools.current(); env.id != "" {
+			rt.watcher.Settle(env.client)
+		}
+		p.releaseEnvironment(m, rt.id)
 	}
 	m.tasks.Done()
 	m.release(rt)
@@ -386,10 +405,24 @@ func (h *host) TakeInput() []*penguinv1.OmniMessage {
 	return out
 }
 
+// SetState reports what the task does. The wait before a reconnect is
+// open to RetryNow before it is announced: a client that answers the
+// retry_wait event with RetryNow at once cuts this wait short (a RetryNow
+// from before, for an earlier wait, is dropped here).
 func (h *host) SetState(s penguinv1.SessionState, retryIn time.Duration) {
+	if s == penguinv1.SessionState_SESSION_STATE_RETRY_WAIT {
+		h.rt.mu.Lock()
+		h.t.waiting = true
+		select {
+		case <-h.t.retryNow:
+		default:
+		}
+		h.rt.mu.Unlock()
+	}
 	h.rt.setState(s, retryIn)
 }
 
+// WaitRetry waits d, or until RetryNow, after SetState announced the wait.
 func (h *host) WaitRetry(ctx context.Context, d time.Duration) error {
 	h.rt.mu.Lock()
 	h.t.waiting = true
@@ -399,11 +432,6 @@ func (h *host) WaitRetry(ctx context.Context, d time.Duration) error {
 		h.t.waiting = false
 		h.rt.mu.Unlock()
 	}()
-	// A RetryNow that came before this wait began is stale.
-	select {
-	case <-h.t.retryNow:
-	default:
-	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {

@@ -13,10 +13,12 @@ import (
 )
 
 // parent is a session as the subagent tools see it (subagent.Parent):
-// row is its row as the task that offers the tools read it.
+// row is its row as the task that offers the tools read it, tools that
+// task's tools, whose environment its subagents share.
 type parent struct {
-	rt  *Runtime
-	row *store.Session
+	rt    *Runtime
+	row   *store.Session
+	tools *toolset
 }
 
 func (p *parent) ID() string { return p.rt.id }
@@ -37,6 +39,12 @@ func (p *parent) Spawn(ctx context.Context, model *penguinv1.ModelRef, thinking 
 	if thinking == penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED {
 		thinking = p.row.ThinkingLevel
 	}
+	// The child shares the parent's environment, made now when the
+	// parent's task has not needed one yet.
+	env, err := p.tools.ensure(ctx)
+	if err != nil {
+		return "", fmt.Errorf("could not create the environment the subagent shares: %w", err)
+	}
 	sess, err := p.rt.m.Create(ctx, CreateSpec{
 		Model:           model,
 		Workspace:       p.row.Workspace,
@@ -45,8 +53,8 @@ func (p *parent) Spawn(ctx context.Context, model *penguinv1.ModelRef, thinking 
 		AgentState:      p.row.AgentState,
 		ParentID:        p.row.ID,
 		Source:          "subagent",
-		EnvironmentID:   p.row.EnvironmentID,
-		EnvironmentAddr: p.row.EnvironmentAddr,
+		EnvironmentID:   env.id,
+		EnvironmentAddr: env.addr,
 		Depth:           1,
 	})
 	if err != nil {

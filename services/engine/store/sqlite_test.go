@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -363,5 +364,46 @@ func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
 			t.Fatalf("the database file grew by %d bytes, want the %d bytes of events checkpointed into it", info.Size()-before, want)
 		case <-poll.C:
 		}
+	}
+}
+
+// A clean Close leaves the database in one file: the WAL is checkpointed
+// and truncated (or removed), and everything written reads back.
+func TestSQLiteCloseLeavesNoWAL(t *testing.T) {
+	ctx := testCtx(t)
+	path := filepath.Join(t.TempDir(), "close.db")
+	s, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateSession(ctx, &store.Session{ID: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 8<<10)
+	for i := 1; i <= 100; i++ { // about 800 KB through the WAL
+		msg := &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_Text{Text: &penguinv1.Text{Role: penguinv1.Role_ROLE_USER, Text: big}}}
+		if err := s.AppendEvents(ctx, "c", store.Event{Sequence: int64(i), Message: msg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A read keeps the read pool's connections open until Close.
+	if _, err := s.ReadEvents(ctx, "c", 0, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Stat(path + "-wal"); err == nil && info.Size() > 0 {
+		t.Fatalf("Close left a WAL of %d bytes", info.Size())
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	s, err = store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if evs, err := s.ReadEvents(ctx, "c", 0, 0); err != nil || len(evs) != 100 {
+		t.Fatalf("after reopening: %d events, %v", len(evs), err)
 	}
 }

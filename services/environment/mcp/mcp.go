@@ -31,7 +31,7 @@ import (
 // that sets none.
 const DefaultConnectTimeout = 10 * time.Second
 
-var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+var serverName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]+$`) })
 
 // Options are shared by every server of an environment.
 type Options struct {
@@ -155,7 +155,7 @@ func transportOf(s *penguinv1.McpServer) string {
 
 // connect connects to one server within its budget and lists its tools.
 func connect(ctx context.Context, s *penguinv1.McpServer, opts Options) (*Conn, []tool.Spec, error) {
-	if !serverName.MatchString(s.GetName()) {
+	if !serverName().MatchString(s.GetName()) {
 		return nil, nil, fmt.Errorf("invalid server name %q: use letters, digits, \"_\" and \"-\"", s.GetName())
 	}
 	budget := DefaultConnectTimeout
@@ -338,7 +338,7 @@ type mcpTool struct {
 	session *sdk.ClientSession
 }
 
-var toolNameChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+var toolNameChars = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9_-]`) })
 
 func newTool(s *penguinv1.McpServer, t *sdk.Tool, session *sdk.ClientSession) *mcpTool {
 	params := `{"type":"object"}`
@@ -356,7 +356,7 @@ func newTool(s *penguinv1.McpServer, t *sdk.Tool, session *sdk.ClientSession) *m
 	}
 	return &mcpTool{
 		def: &penguinv1.ToolDefinition{
-			Name:        "mcp__" + s.GetName() + "__" + toolNameChars.ReplaceAllString(t.Name, "_"),
+			Name:        "mcp__" + s.GetName() + "__" + toolNameChars().ReplaceAllString(t.Name, "_"),
 			Description: t.Description,
 			Parameters:  params,
 		},

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"sync"
 	"syscall"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -87,33 +88,43 @@ func transport(err error, msg string) *Error {
 // retryable failure into one the engine answers by compacting, or a rate
 // limit into a hard stop.
 var (
-	structuredOverflow = regexp.MustCompile(`(?i)(?:^|[^a-z0-9])context[\s_-](?:length|window)[\s_-](?:exceed(?:ed|s)?|overflow(?:ed)?|limit[\s_-]exceeded)(?:$|[^a-z0-9])`)
-	maxContext         = regexp.MustCompile(`(?i)\b(?:maximum|max)(?:\s+(?:allowed|supported))?\s+context\s+(?:length|window)\b`)
-	tooLargeForContext = regexp.MustCompile(`(?i)\b(?:request|prompt|input|messages?)\s+(?:is\s+|are\s+)?too\s+(?:large|long)\s+for\s+(?:(?:this|the)\s+)?(?:model(?:'s)?\s+)?(?:context(?:\s+window)?|model)\b`)
-	exceedsContext     = regexp.MustCompile(`(?i)\b(?:input|prompt|request|messages?)\b.{0,40}\b(?:exceed(?:s|ed)?|overflows?|is\s+larger\s+than)\b.{0,40}\b(?:the\s+)?(?:model(?:'s)?\s+)?context(?:\s+(?:length|window))?\b`)
-	promptTooLong      = regexp.MustCompile(`(?i)\bprompt is too long\b`)
+	structuredOverflow = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?i)(?:^|[^a-z0-9])context[\s_-](?:length|window)[\s_-](?:exceed(?:ed|s)?|overflow(?:ed)?|limit[\s_-]exceeded)(?:$|[^a-z0-9])`)
+	})
+	maxContext = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?i)\b(?:maximum|max)(?:\s+(?:allowed|supported))?\s+context\s+(?:length|window)\b`)
+	})
+	tooLargeForContext = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?i)\b(?:request|prompt|input|messages?)\s+(?:is\s+|are\s+)?too\s+(?:large|long)\s+for\s+(?:(?:this|the)\s+)?(?:model(?:'s)?\s+)?(?:context(?:\s+window)?|model)\b`)
+	})
+	exceedsContext = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?i)\b(?:input|prompt|request|messages?)\b.{0,40}\b(?:exceed(?:s|ed)?|overflows?|is\s+larger\s+than)\b.{0,40}\b(?:the\s+)?(?:model(?:'s)?\s+)?context(?:\s+(?:length|window))?\b`)
+	})
+	promptTooLong = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)\bprompt is too long\b`) })
 
-	quotaPatterns = []*regexp.Regexp{
-		regexp.MustCompile(`(?i)\binsufficient[\s_-]+(?:quota|balance|credits?)\b`),
-		regexp.MustCompile(`(?i)\b(?:quota|usage[\s_-]+limit)[\s_-]+(?:exceeded|exhausted|reached)\b`),
-		regexp.MustCompile(`(?i)\bexceed(?:ed|s)?[\s_-]+(?:(?:your|the)[\s_-]+)?(?:current[\s_-]+)?quota\b`),
-		regexp.MustCompile(`(?i)\b(?:balance|credits?)[\s_-]+(?:exhausted|depleted)\b`),
-		regexp.MustCompile(`(?i)\bout[\s_-]+of[\s_-]+(?:credits?|budget)\b`),
-		regexp.MustCompile(`(?i)\bcredit balance is too low\b`),
-	}
+	quotaPatterns = sync.OnceValue(func() []*regexp.Regexp {
+		return []*regexp.Regexp{
+			regexp.MustCompile(`(?i)\binsufficient[\s_-]+(?:quota|balance|credits?)\b`),
+			regexp.MustCompile(`(?i)\b(?:quota|usage[\s_-]+limit)[\s_-]+(?:exceeded|exhausted|reached)\b`),
+			regexp.MustCompile(`(?i)\bexceed(?:ed|s)?[\s_-]+(?:(?:your|the)[\s_-]+)?(?:current[\s_-]+)?quota\b`),
+			regexp.MustCompile(`(?i)\b(?:balance|credits?)[\s_-]+(?:exhausted|depleted)\b`),
+			regexp.MustCompile(`(?i)\bout[\s_-]+of[\s_-]+(?:credits?|budget)\b`),
+			regexp.MustCompile(`(?i)\bcredit balance is too low\b`),
+		}
+	})
 )
 
 // IsContextOverflow reports whether a provider's error text says the request
 // exceeded the model's context window.
 func IsContextOverflow(detail string) bool {
-	return structuredOverflow.MatchString(detail) || maxContext.MatchString(detail) ||
-		tooLargeForContext.MatchString(detail) || exceedsContext.MatchString(detail) || promptTooLong.MatchString(detail)
+	return structuredOverflow().MatchString(detail) || maxContext().MatchString(detail) ||
+		tooLargeForContext().MatchString(detail) || exceedsContext().MatchString(detail) || promptTooLong().MatchString(detail)
 }
 
 // IsQuota reports whether a provider's error text says the account's quota,
 // balance or credits are exhausted, as opposed to a transient rate limit.
 func IsQuota(detail string) bool {
-	for _, re := range quotaPatterns {
+	for _, re := range quotaPatterns() {
 		if re.MatchString(detail) {
 			return true
 		}

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Detail returns the readable part of a provider's error body, for
@@ -110,9 +111,9 @@ func containsWord(list []string, w string) bool {
 }
 
 var (
-	htmlTitle = regexp.MustCompile(`(?is)<title[^>]*>(.*?)</title>`)
-	htmlDrop  = regexp.MustCompile(`(?is)<(script|style)[^>]*>.*?</(script|style)>`)
-	htmlTag   = regexp.MustCompile(`(?s)<[^>]*>`)
+	htmlTitle = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?is)<title[^>]*>(.*?)</title>`) })
+	htmlDrop  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?is)<(script|style)[^>]*>.*?</(script|style)>`) })
+	htmlTag   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?s)<[^>]*>`) })
 )
 
 func looksHTML(s string) bool {
@@ -124,12 +125,12 @@ func looksHTML(s string) bool {
 // at most 200 characters: a gateway's error page says what happened in a
 // line, and its markup means nothing to a person reading a log.
 func htmlExcerpt(s string) string {
-	if m := htmlTitle.FindStringSubmatch(s); m != nil {
+	if m := htmlTitle().FindStringSubmatch(s); m != nil {
 		if t := collapse(html.UnescapeString(m[1])); t != "" {
 			return "an HTML page: " + clip(t, 200)
 		}
 	}
-	text := htmlTag.ReplaceAllString(htmlDrop.ReplaceAllString(s, " "), " ")
+	text := htmlTag().ReplaceAllString(htmlDrop().ReplaceAllString(s, " "), " ")
 	return "an HTML page: " + clip(collapse(html.UnescapeString(text)), 200)
 }
 

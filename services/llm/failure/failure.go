@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -128,7 +129,9 @@ func Cancelled(ctx context.Context) *Error {
 
 // credentialWording is what makes a 403 an explicit credential failure:
 // the provider says the key or token is what it refuses.
-var credentialWording = regexp.MustCompile(`(?i)\b(?:api[\s_-]?key|credentials?|authenticat\w*|unauthori[sz]ed|(?:access|bearer|auth)[\s_-]?token|invalid[\s_-]token)\b`)
+var credentialWording = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)\b(?:api[\s_-]?key|credentials?|authenticat\w*|unauthori[sz]ed|(?:access|bearer|auth)[\s_-]?token|invalid[\s_-]token)\b`)
+})
 
 // HTTP classifies a provider's HTTP error response. detail is the provider's
 // error text (message, type and code joined), used only to tell a
@@ -136,7 +139,7 @@ var credentialWording = regexp.MustCompile(`(?i)\b(?:api[\s_-]?key|credentials?|
 func HTTP(status int, header http.Header, detail string, now time.Time) *Error {
 	e := &Error{HTTPStatus: status, Message: httpMessage(status, detail), RequestID: RequestID(header), RetryAfter: RetryAfter(header, now)}
 	switch {
-	case status == http.StatusUnauthorized || (status == http.StatusForbidden && credentialWording.MatchString(detail)):
+	case status == http.StatusUnauthorized || (status == http.StatusForbidden && credentialWording().MatchString(detail)):
 		e.Status, e.Code = penguinv1.StopReason_STOP_REASON_AUTH, penguinv1.FailureCode_FAILURE_CODE_AUTH
 	case status == http.StatusForbidden:
 		// A bare 403 (a region block, a gateway's policy page, an

@@ -30,6 +30,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -79,7 +80,7 @@ type Adapter struct {
 }
 
 // badKey is how Gemini words a key it refuses, with a 400.
-var badKey = regexp.MustCompile(`(?i)API[_ ]key not valid|API_KEY_INVALID`)
+var badKey = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)API[_ ]key not valid|API_KEY_INVALID`) })
 
 // New returns the adapter for cfg.
 func New(cfg Config) *Adapter {
@@ -99,7 +100,7 @@ func New(cfg Config) *Adapter {
 		Doer: &httpwatch.Doer{Client: hc, Headers: cfg.Headers}, Header: header, IdleTimeout: cfg.IdleTimeout,
 		Keyless: cfg.APIKey == "", Now: cfg.Now, InBandError: inBandError,
 		Classify: func(fe *failure.Error) *failure.Error {
-			if fe.HTTPStatus == http.StatusBadRequest && badKey.MatchString(fe.Message) {
+			if fe.HTTPStatus == http.StatusBadRequest && badKey().MatchString(fe.Message) {
 				fe.Status, fe.Code = penguinv1.StopReason_STOP_REASON_AUTH, penguinv1.FailureCode_FAILURE_CODE_AUTH
 			}
 			return fe

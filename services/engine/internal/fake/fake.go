@@ -237,10 +237,12 @@ type Env struct {
 	Watch func(req *penguinv1.WatchEnvironmentRequest, stream grpc.ServerStreamingServer[penguinv1.WatchEnvironmentResponse]) error
 	// Processes, when set, is what ListProcesses reports.
 	Processes func() []*penguinv1.ProcessInfo
-	// Forgetful keeps no record of the environments it creates (every id
-	// is then known), so that a memory benchmark measures the engine, not
-	// this fake.
-	Forgetful bool
+	// Describe, when set, serves DescribeWorkspace; unset, the call is
+	// unimplemented, as on an environment service that predates it.
+	Describe func(req *penguinv1.DescribeWorkspaceRequest) (*penguinv1.DescribeWorkspaceResponse, error)
+	// Dispose, when set, is called with the id of every environment
+	// DisposeEnvironment disposes of, before it is forgotten.
+	Dispose func(ctx context.Context, id string)
 
 	mu       sync.Mutex
 	envs     map[string]bool
@@ -258,15 +260,21 @@ func (e *Env) CreateEnvironment(_ context.Context, req *penguinv1.CreateEnvironm
 	}
 	e.n++
 	id := fmt.Sprintf("env-%d", e.n)
-	if !e.Forgetful {
-		e.envs[id] = true
-		e.created = append(e.created, req)
-	}
+	e.envs[id] = true
+	e.created = append(e.created, req)
 	ws := req.GetWorkspace()
 	if !strings.HasPrefix(ws, "/") {
 		ws = "/fake/" + ws
 	}
 	return &penguinv1.CreateEnvironmentResponse{EnvironmentId: id, Tools: e.Tools, Workspace: ws}, nil
+}
+
+// DescribeWorkspace calls Describe.
+func (e *Env) DescribeWorkspace(ctx context.Context, req *penguinv1.DescribeWorkspaceRequest) (*penguinv1.DescribeWorkspaceResponse, error) {
+	if e.Describe == nil {
+		return e.UnimplementedEnvironmentServiceServer.DescribeWorkspace(ctx, req)
+	}
+	return e.Describe(req)
 }
 
 // Forget drops an environment, as a restarted environment service would.
@@ -283,10 +291,17 @@ func (e *Env) Created() []*penguinv1.CreateEnvironmentRequest {
 	return append([]*penguinv1.CreateEnvironmentRequest(nil), e.created...)
 }
 
+// Disposed returns the ids DisposeEnvironment was called with.
+func (e *Env) Disposed() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.disposed...)
+}
+
 func (e *Env) known(id string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.envs[id] && !e.Forgetful {
+	if !e.envs[id] {
 		return status.Errorf(codes.NotFound, "fake env: unknown environment %q", id)
 	}
 	return nil
@@ -331,7 +346,10 @@ func (e *Env) WatchEnvironment(req *penguinv1.WatchEnvironmentRequest, stream gr
 }
 
 // DisposeEnvironment forgets the environment.
-func (e *Env) DisposeEnvironment(_ context.Context, req *penguinv1.DisposeEnvironmentRequest) (*penguinv1.DisposeEnvironmentResponse, error) {
+func (e *Env) DisposeEnvironment(ctx context.Context, req *penguinv1.DisposeEnvironmentRequest) (*penguinv1.DisposeEnvironmentResponse, error) {
+	if e.Dispose != nil {
+		e.Dispose(ctx, req.GetEnvironmentId())
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ok := e.envs[req.GetEnvironmentId()]
