@@ -150,11 +150,19 @@ func TestSeparateHosts(t *testing.T) {
 		c.envByAddr[r.addr] = r
 		envAddrs = append(envAddrs, h.IP)
 	}
+	// The engines' agent leaves durable tasks off: this test takes a dead
+	// replica's session over by hand (a new Run once the lease has run
+	// out). A durable task's resumption by itself is tested by e2e/engine
+	// (kills and restarts) and by the Kubernetes suite's rollout.
+	agentDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(agentDir, "system_config.yaml"), []byte("durable_tasks: false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, h := range engineHosts {
 		h.SetHosts(map[string][]netip.Addr{envName: envAddrs})
 		r := c.serve(t, h, enginePort, nil, "engine",
 			"--llm", c.llm.addr, "--environment", fmt.Sprintf("%s:%d", envName, envPort),
-			"--store", storeURL, "--lease-ttl", leaseTTL.String(), "--home", t.TempDir())
+			"--store", storeURL, "--lease-ttl", leaseTTL.String(), "--home", t.TempDir(), "--agent-state", agentDir)
 		c.engines[h.Name] = r
 		c.engineList = append(c.engineList, h.Name)
 	}
