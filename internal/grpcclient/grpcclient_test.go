@@ -218,25 +218,9 @@ func (n named) ListProviders(context.Context, *penguinv1.ListProvidersRequest) (
 func TestCallsAreSpreadOverEveryResolvedAddress(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
-	var addrs []resolver.Address
-	for _, name := range []string{"a", "b"} {
-		srv := grpc.NewServer()
-		penguinv1.RegisterLLMServiceServer(srv, named{name: name})
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() { _ = srv.Serve(lis) }()
-		t.Cleanup(srv.Stop)
-		addrs = append(addrs, resolver.Address{Addr: lis.Addr().String()})
-	}
-	r := manual.NewBuilderWithScheme("replicas")
-	r.InitialState(resolver.State{Addresses: addrs})
-	conn, err := grpcclient.New(r.Scheme()+":///llm", grpcclient.Options{DialOptions: []grpc.DialOption{grpc.WithResolvers(r)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dialReplicas(t, "replicas",
+		func(s *grpc.Server) { penguinv1.RegisterLLMServiceServer(s, named{name: "a"}) },
+		func(s *grpc.Server) { penguinv1.RegisterLLMServiceServer(s, named{name: "b"}) })
 	client := penguinv1.NewLLMServiceClient(conn)
 	seen := map[string]int{}
 	for i := 0; i < 20; i++ {
@@ -272,10 +256,29 @@ func (e environment) CreateEnvironment(context.Context, *penguinv1.CreateEnviron
 func TestCreateEnvironmentRefusedIsAskedOfTheNextReplica(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
+	conn := dialReplicas(t, "environments",
+		func(s *grpc.Server) {
+			penguinv1.RegisterEnvironmentServiceServer(s, environment{name: "stopping", refuses: true})
+		},
+		func(s *grpc.Server) { penguinv1.RegisterEnvironmentServiceServer(s, environment{name: "up"}) })
+	client := penguinv1.NewEnvironmentServiceClient(conn)
+	for i := 0; i < 6; i++ {
+		resp, err := client.CreateEnvironment(ctx, &penguinv1.CreateEnvironmentRequest{}, grpc.WaitForReady(true))
+		if err != nil || resp.GetEnvironmentId() != "up" {
+			t.Fatalf("CreateEnvironment %d: %v, %v; want it made on the replica that is up", i, resp, err)
+		}
+	}
+}
+
+// dialReplicas serves one real gRPC server on a loopback port per register
+// function and returns a client connection from grpcclient.New to a name
+// that resolves to all of them (as a headless Service's name does).
+func dialReplicas(t *testing.T, scheme string, register ...func(*grpc.Server)) *grpc.ClientConn {
+	t.Helper()
 	var addrs []resolver.Address
-	for _, e := range []environment{{name: "stopping", refuses: true}, {name: "up"}} {
+	for _, reg := range register {
 		srv := grpc.NewServer()
-		penguinv1.RegisterEnvironmentServiceServer(srv, e)
+		reg(srv)
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -284,18 +287,12 @@ func TestCreateEnvironmentRefusedIsAskedOfTheNextReplica(t *testing.T) {
 		t.Cleanup(srv.Stop)
 		addrs = append(addrs, resolver.Address{Addr: lis.Addr().String()})
 	}
-	r := manual.NewBuilderWithScheme("environments")
+	r := manual.NewBuilderWithScheme(scheme)
 	r.InitialState(resolver.State{Addresses: addrs})
-	conn, err := grpcclient.New(r.Scheme()+":///environment", grpcclient.Options{DialOptions: []grpc.DialOption{grpc.WithResolvers(r)}})
+	conn, err := grpcclient.New(r.Scheme()+":///replicas", grpcclient.Options{DialOptions: []grpc.DialOption{grpc.WithResolvers(r)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	client := penguinv1.NewEnvironmentServiceClient(conn)
-	for i := 0; i < 6; i++ {
-		resp, err := client.CreateEnvironment(ctx, &penguinv1.CreateEnvironmentRequest{}, grpc.WaitForReady(true))
-		if err != nil || resp.GetEnvironmentId() != "up" {
-			t.Fatalf("CreateEnvironment %d: %v, %v; want it made on the replica that is up", i, resp, err)
-		}
-	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
