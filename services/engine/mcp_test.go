@@ -16,6 +16,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/emulator"
 	"github.com/penguin-agent/penguin/internal/enginetest"
+	"github.com/penguin-agent/penguin/internal/eventually"
 )
 
 // buildMCPServer builds the environment's test MCP server (five tools,
@@ -230,6 +231,9 @@ func TestRealServicesMCPConnectAborted(t *testing.T) {
 		}
 		evs = append(evs, r.GetEvent())
 		if r.GetEvent().GetMessage().GetMcpConnectBegin() != nil {
+			// Abort once the server is really starting (held by the
+			// hold file), so it is a connect in flight that is aborted.
+			eventually.True(t, "the MCP server started", func() bool { return starts(t, mark) == 1 })
 			if _, err := s.client.Abort(ctx, &penguinv1.AbortRequest{SessionId: id, Reason: "not now"}); err != nil {
 				t.Fatalf("Abort: %v", err)
 			}
