@@ -45,6 +45,12 @@ type Env struct {
 	// prefix is the sandbox-exec command line that precedes each
 	// command's own.
 	prefix []string
+	// ctl is the service's end of the control socket of the init's
+	// resident starter (confined modes), nil otherwise; ctlMu orders the
+	// requests sent on it and its closing.
+	ctl    *os.File
+	ctlMu  sync.Mutex
+	starts bool // ctl was set up; it never changes after NewEnv
 
 	closeOnce sync.Once
 	closeErr  error
@@ -150,6 +156,23 @@ func (e *Env) startInit() error {
 		for _, f := range e.cg.procsFiles() {
 			args = append(args, "--cgroup", f)
 		}
+		ctl, theirs, err := socketPair()
+		if err != nil {
+			readyW.Close()
+			return err
+		}
+		// A request holds a whole command line and environment: a
+		// larger send buffer than the default lets it (a service
+		// without CAP_NET_ADMIN keeps the default, and refuses larger
+		// requests clearly).
+		_ = unix.SetsockoptInt(int(ctl.Fd()), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 2*maxStartRequest)
+		_ = unix.SetNonblock(int(ctl.Fd()), true)
+		e.ctl, e.starts = ctl, true
+		defer theirs.Close()
+		args = append(args, "--starter-fd", strconv.Itoa(3+len(files)),
+			"--uid", strconv.FormatUint(uint64(p.User.UID), 10), "--gid", strconv.FormatUint(uint64(p.User.GID), 10),
+			"--fsize", strconv.FormatInt(p.Limits.FileSize, 10))
+		files = append(files, theirs)
 		if p.Mode == WorkspaceWrite {
 			userns, err := idmapFor(p.Workspace, p.User, e.self)
 			if err != nil {
@@ -385,6 +408,12 @@ func (e *Env) Close() error {
 			errs = append(errs, e.pidfd.Close())
 			e.pidfd = nil
 		}
+		e.ctlMu.Lock()
+		if e.ctl != nil {
+			errs = append(errs, e.ctl.Close())
+			e.ctl = nil
+		}
+		e.ctlMu.Unlock()
 		if e.cgDir != nil {
 			errs = append(errs, e.cgDir.Close())
 		}
