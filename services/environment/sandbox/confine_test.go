@@ -350,6 +350,13 @@ func privilegesAreDropped(t *testing.T) {
 			t.Errorf("the command sees %d processes; its PID namespace should hold only the environment's", n)
 		}
 	}
+	// Nothing but its standard files reaches a command: not the init's
+	// descriptors (the idmapping's user namespace, the proxy's socket,
+	// the starter's channels), nor what the service inherited.
+	r = bashIn(t, e, `cd /proc/self/fd && echo *`)
+	if got := strings.TrimSpace(r.out); got != "0 1 2 3" { // 3: the listing itself
+		t.Errorf("a command's open descriptors: %q, want only its standard files", got)
+	}
 	denied(t, "mount through a set-user-ID binary", bashIn(t, e, `mkdir -p /tmp/m && mount -t tmpfs none /tmp/m 2>&1`))
 	denied(t, "writing a cgroup", bashIn(t, e, `echo 0 > /sys/fs/cgroup/pids/cgroup.procs`))
 	denied(t, "writing a sysctl", bashIn(t, e, `echo '|/bin/sh' > /proc/sys/kernel/core_pattern`))

@@ -114,7 +114,9 @@ func runInit(args []string) error {
 		return fmt.Errorf("%s init: %w", SubcommandName, err)
 	}
 	ready := os.NewFile(uintptr(c.readyFD), "ready")
-	unix.CloseOnExec(c.readyFD)
+	if err := closeInherited(); err != nil {
+		return fmt.Errorf("%s init: %w", SubcommandName, err)
+	}
 	// Signals from inside the namespace must not end it; the service
 	// ends it with SIGKILL. They are caught and dropped rather than
 	// ignored: an ignored signal stays ignored in the commands the

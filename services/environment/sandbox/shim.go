@@ -92,6 +92,9 @@ func runCommand(args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s run: %w", SubcommandName, err)
 	}
+	if err := closeInherited(); err != nil {
+		return fmt.Errorf("%s run: %w", SubcommandName, err)
+	}
 	if !strings.Contains(c.path, "/") {
 		if c.path, err = exec.LookPath(c.path); err != nil {
 			return fmt.Errorf("%s run: %w", SubcommandName, err)

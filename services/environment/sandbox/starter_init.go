@@ -93,7 +93,6 @@ type starter struct {
 // starts no other thread from it.
 func startStarter(c initConfig) (*starter, error) {
 	s := &starter{ctl: c.starterFD, uid: c.uid, gid: c.gid, running: map[int]int{}}
-	unix.CloseOnExec(c.starterFD)
 	ready := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
