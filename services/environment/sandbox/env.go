@@ -250,8 +250,15 @@ func AwaitExit(pid int) {
 	if err != nil {
 		return
 	}
-	f := os.NewFile(uintptr(fd), "init pidfd")
+	f := os.NewFile(uintptr(fd), "pidfd")
 	defer f.Close()
+	awaitPidfd(f)
+}
+
+// awaitPidfd returns once the child that the non-blocking pidfd f refers
+// to has exited, leaving it to be reaped, or at once when f cannot be
+// polled.
+func awaitPidfd(f *os.File) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return
@@ -259,8 +266,8 @@ func AwaitExit(pid int) {
 	_ = rc.Read(func(fd uintptr) bool {
 		var info unix.Siginfo
 		err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-		// Done when it has exited, or when asking fails (Wait then says
-		// why); not yet when waitid found nothing to report.
+		// Done when it has exited, or when asking fails (the reaping
+		// then says why); not yet when waitid found nothing to report.
 		return err != nil || info.Signo != 0
 	})
 }

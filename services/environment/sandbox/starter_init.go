@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strconv"
 	"sync"
@@ -209,7 +210,31 @@ func (s *starter) start(msg []byte, fds []int) {
 	reply(channel, startReply{Pid: pid}, pidfd)
 	s.mu.Unlock()
 	if pidfd >= 0 {
+		go s.awaitExit(pid, pidfd)
+	}
+}
+
+// awaitExit reaps the command pid once its pidfd says it has exited.
+// SIGCHLD would tell too, but through the runtime's signal handling: a
+// few goroutine and thread wake-ups more between the command's exit and
+// its report, which every command would wait for. (The SIGCHLD loop
+// still reaps orphans, and whichever comes first reports the exit.)
+func (s *starter) awaitExit(pid, pidfd int) {
+	if err := unix.SetNonblock(pidfd, true); err != nil {
 		unix.Close(pidfd)
+		return
+	}
+	f := os.NewFile(uintptr(pidfd), "pidfd")
+	defer f.Close()
+	awaitPidfd(f)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.running[pid]; !ok {
+		return // reaped by the SIGCHLD loop
+	}
+	var ws unix.WaitStatus
+	if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err == nil && got == pid {
+		s.reapedLocked(pid, ws)
 	}
 }
 
