@@ -170,7 +170,7 @@ func (e *Env) send(msg []byte, fds []int) error {
 	}
 	var serr error
 	err = rc.Write(func(fd uintptr) bool {
-		serr = unix.Sendmsg(int(fd), msg, unix.UnixRights(fds...), nil, 0)
+		serr = unix.Sendmsg(int(fd), msg, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL)
 		return !errors.Is(serr, unix.EAGAIN)
 	})
 	if err == nil {

@@ -262,7 +262,7 @@ func reply(channel int, v any, fd int) {
 	if fd >= 0 {
 		oob = unix.UnixRights(fd)
 	}
-	_ = unix.Sendmsg(channel, b, oob, nil, 0)
+	_ = unix.Sendmsg(channel, b, oob, nil, unix.MSG_NOSIGNAL)
 }
 
 // receivedFDs returns the descriptors passed in a control message.
