@@ -174,6 +174,15 @@ type Store interface {
 	// last-writer-wins.
 	UpdateSession(ctx context.Context, s *Session) error
 
+	// ModifySession reads the session's metadata, hands it to f, and
+	// stores what f made of it as UpdateSession would, in one
+	// transaction: no other update of the row, from any replica, comes
+	// between the read and the write. It costs one transaction where
+	// GetSession followed by UpdateSession costs two. An error from f
+	// stores nothing and is returned as it is. ErrNotFound for an unknown
+	// session.
+	ModifySession(ctx context.Context, id string, f func(*Session) error) error
+
 	// DeleteSession deletes a session together with its event log and its
 	// lease. ErrNotFound for an unknown session.
 	DeleteSession(ctx context.Context, id string) error
