@@ -286,42 +286,50 @@ func (s *pgStore) updated(ctx context.Context, op, id string, tag pgconn.Command
 	return nil
 }
 
-// ModifySession implements Store. The row is read FOR UPDATE, which
-// holds off every other replica's update of it until the transaction
-// ends.
-func (s *pgStore) ModifySession(ctx context.Context, id string, f func(*Session) error) (err error) {
+// ModifySession implements Store, optimistically: the row is read with
+// its xmin (the transaction that last wrote it), and the update applies
+// only while xmin is unchanged; when another update came between, the
+// row is read again and f runs again. Two round trips, as a GetSession
+// and an UpdateSession take, where a transaction holding the row would
+// take three.
+func (s *pgStore) ModifySession(ctx context.Context, id string, f func(*Session) error) error {
 	const op = "modify session"
 	if s.closed.Load() {
 		return closedError(op)
 	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
+	for {
+		var xmin uint32
+		sess, err := scanPGSession(prefixScanner{s.pool.QueryRow(ctx, `SELECT xmin, `+sessionColumns+` FROM sessions WHERE id = $1`, id), &xmin})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
 		}
-	}()
-	sess, err := scanPGSession(tx.QueryRow(ctx, pgGetSession+` FOR UPDATE`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+		if err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		if err := f(sess); err != nil {
+			return err
+		}
+		sess.ID = id
+		tag, err := s.pool.Exec(ctx, pgUpdateSession+` AND xmin = $21`, append(pgUpdateArgs(sess), xmin)...)
+		if err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		if tag.RowsAffected() == 1 {
+			return nil
+		}
+		// Changed or deleted since the read: the next read tells which.
 	}
-	if err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	if err := f(sess); err != nil {
-		return err
-	}
-	sess.ID = id
-	tag, err := tx.Exec(ctx, pgUpdateSession, pgUpdateArgs(sess)...)
-	if err := s.updated(ctx, op, id, tag, err); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	return nil
+}
+
+// prefixScanner scans a row whose first column is first's, followed by
+// what the wrapped scanner's caller reads.
+type prefixScanner struct {
+	row   scanner
+	first any
+}
+
+func (p prefixScanner) Scan(dest ...any) error {
+	return p.row.Scan(append([]any{p.first}, dest...)...)
 }
 
 // DeleteSession implements Store. The events, quarantined records and lease
