@@ -22,9 +22,9 @@ import (
 // it; a failed start is kept and reported to every later call, so that
 // they all see the same cause. After close, nothing starts any more.
 type commandRunner struct {
-	policy sandbox.Policy
+	policy sandbox.Policy // as asked for, for what reports the mode
 	// newSandbox starts the sandbox; newManager starts the manager over
-	// it. They are fields so that a test can count the starts.
+	// it. The service makes both from the environment's request.
 	newSandbox func() (*sandbox.Env, error)
 	newManager func(*sandbox.Env, command.Launcher) (*command.Manager, error)
 	// byGroup tracks commands by process group instead of per-command

@@ -572,9 +572,16 @@ func (s *Service) prepareCommands(e *Environment, spec createSpec) {
 	env, fixed := CommandEnv(s.opts.Env, spec.req.GetVault(), sandboxEnv(spec.sandbox))
 	e.env = env
 	e.commands = &commandRunner{
-		policy:     spec.sandbox,
-		byGroup:    s.opts.NoCgroups,
-		newSandbox: func() (*sandbox.Env, error) { return sandbox.NewEnv(spec.sandbox, s.opts.Self) },
+		policy:  spec.sandbox,
+		byGroup: s.opts.NoCgroups,
+		newSandbox: func() (*sandbox.Env, error) {
+			sb, err := sandbox.NewEnv(spec.sandbox, s.opts.Self)
+			if err != nil {
+				// It fails once, for this call and every later one.
+				e.log.Error("the environment's sandbox could not be started; its commands fail", "error", err)
+			}
+			return sb, err
+		},
 		newManager: func(sb *sandbox.Env, launcher command.Launcher) (*command.Manager, error) {
 			return command.NewManager(command.Options{
 				Shell:            s.opts.Shell,
