@@ -357,6 +357,9 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 		}
 	}); err != nil {
 		m.log.Warn("could not update the session row after a task", "session", rt.id, "error", err)
+	} else {
+		// The mark is saved: unloading need not write the row again.
+		rt.seqSaved = max(rt.seqSaved, high)
 	}
 	if err := t.lease.Release(ctx); err != nil {
 		m.log.Warn("could not release a run lease", "session", rt.id, "error", err)
