@@ -340,10 +340,13 @@ func privilegesAreDropped(t *testing.T) {
 	probe := visibleSelf(t, outsideDir(t))
 	r := bashIn(t, e, `id -u; id -g; grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp|SigIgn):' /proc/self/status; ls -d /proc/[0-9]* | wc -l; kill -0 "$0" 2>&1; echo kill=$?`, strconv.Itoa(os.Getpid()))
 	succeeded(t, "reading its own identity", r)
-	for _, want := range []string{"65534\n65534\n", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "SigIgn:\t0000000000000000", "kill=1"} {
+	for _, want := range []string{"65534\n65534\n", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "kill=1"} {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.out)
 		}
+	}
+	if ign := ignoredSignals(t, r.out); ign&jobSignals != 0 {
+		t.Errorf("the command starts with signals ignored (SigIgn %016x): Ctrl-C or a hang-up would not reach it", ign)
 	}
 	if lines := strings.Split(r.out, "\n"); len(lines) > 7 {
 		if n, _ := strconv.Atoi(strings.TrimSpace(lines[7])); n > 8 {
@@ -370,6 +373,30 @@ func privilegesAreDropped(t *testing.T) {
 	if !strings.Contains(r.out, "mkfifo: ok") {
 		t.Errorf("a fifo could not be made:\n%s", r.out)
 	}
+}
+
+// jobSignals are the signals a terminal and a job's end send (SIGHUP,
+// SIGINT, SIGQUIT, SIGPIPE, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU), as bits
+// of /proc's SigIgn mask. Only they are checked: what the test's own
+// parent ignored (make ignores a real-time signal) reaches every process
+// it starts, commands included.
+const jobSignals = 1<<(1-1) | 1<<(2-1) | 1<<(3-1) | 1<<(13-1) | 1<<(15-1) | 1<<(20-1) | 1<<(21-1) | 1<<(22-1)
+
+// ignoredSignals returns the SigIgn mask that out (a grep of
+// /proc/self/status) shows.
+func ignoredSignals(t *testing.T, out string) uint64 {
+	t.Helper()
+	for line := range strings.SplitSeq(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				t.Fatalf("SigIgn line %q: %v", line, err)
+			}
+			return mask
+		}
+	}
+	t.Fatalf("no SigIgn line in %q", out)
+	return 0
 }
 
 // TestLimitsHold proves the environment's limits against real load: a

@@ -11,25 +11,31 @@ import (
 	"time"
 )
 
-// startIn starts a bash script from e's resident starter with its output
-// on a pipe, and returns the process, its Group and the pipe's read end.
+// startIn starts a bash script from e's resident starter with its input
+// and output on pipes, and returns the process, its Group and the write
+// end of its input (closing it ends a script that reads its input).
 func startIn(t *testing.T, e *Env, perCommandCgroup bool, script string, args ...string) (*Process, *Group, *os.File) {
 	t.Helper()
 	cmd := exec.Command("/bin/bash", append([]string{"-c", script}, args...)...)
 	cmd.Env = testEnv()
-	r, w, err := os.Pipe()
+	inR, inW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.Close() })
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = w, w, w
+	devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inW.Close() })
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, devNull, devNull
 	p, g, err := e.Start(cmd, perCommandCgroup)
-	w.Close()
+	inR.Close()
+	devNull.Close()
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() { _ = g.Release() })
-	return p, g, r
+	return p, g, inW
 }
 
 // TestStarterTracksDaemons starts, from the resident starter, a command
@@ -40,10 +46,12 @@ func TestStarterTracksDaemons(t *testing.T) {
 	p := confined(t)
 	e := newEnv(t, p)
 	pidFile := filepath.Join(p.Workspace, "daemon.pid")
-	proc, g, _ := startIn(t, e, true, `(setsid sleep 1000 & echo $! > "$0"); exit 3`, pidFile)
+	// The script waits for its input to end, so that its pid is known.
+	proc, g, input := startIn(t, e, true, `(setsid sleep 1000 > /dev/null 2>&1 & echo $! > "$0"); cat > /dev/null; exit 3`, pidFile)
 	if proc.Pid() <= 0 {
 		t.Fatalf("Pid() = %d, want the command's pid as this process sees it", proc.Pid())
 	}
+	input.Close()
 	ws, err := proc.Wait()
 	if err != nil {
 		t.Fatal(err)
