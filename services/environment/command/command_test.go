@@ -260,6 +260,36 @@ func TestOutputArrivesInOrder(t *testing.T) {
 	}
 }
 
+// TestUnreadOutputKeepsItsNewestMegabyte lets a command print 3 MB that
+// nobody reads, on pipes and in a terminal: the session keeps the newest
+// detachedBuffer bytes, in order, after a note counting the dropped ones.
+func TestUnreadOutputKeepsItsNewestMegabyte(t *testing.T) {
+	const n = 400000
+	var want strings.Builder
+	for i := 1; i <= n; i++ {
+		want.WriteString(strconv.Itoa(i) + "\n")
+	}
+	all := want.String()
+	kept := all[len(all)-detachedBuffer:]
+	note := "[... " + strconv.Itoa(len(all)-detachedBuffer) + " bytes of earlier output dropped ...]\n"
+	for _, pipes := range []bool{true, false} {
+		m := newManager(t, Options{})
+		s, err := m.Start(context.Background(), StartOptions{Command: "seq 1 " + strconv.Itoa(n), Dir: t.TempDir(), Pipes: pipes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-s.Done():
+		case <-ctxFor(t).Done():
+			t.Fatal("the command did not finish")
+		}
+		got := string(s.TakeUnread())
+		if got != note+kept {
+			t.Fatalf("pipes %v: %d bytes unread, starting %q; want %d starting %q", pipes, len(got), got[:min(len(got), 80)], len(note+kept), (note + kept)[:80])
+		}
+	}
+}
+
 // scribbler keeps a copy of what is written, then overwrites the piece.
 type scribbler struct{ b bytes.Buffer }
 
