@@ -230,7 +230,11 @@ func outputBytes(b *testing.B) int64 {
 // BenchmarkOutputBandwidth runs a command that writes n bytes through
 // exec_command, in a terminal (the default) and on pipes (tty false), with
 // the whole output streamed through gRPC (truncation off) and with the
-// default output cap (the head streamed, the rest archived). Its baseline,
+// default output cap (the head streamed, the rest archived), each in an
+// environment with the default sandbox (confined where the host can
+// enforce it); pipes-capped-unconfined is pipes-capped with sandbox none,
+// where the command runs as the baseline's does, so that the costs of
+// streaming and of confinement can be told apart. Its baseline,
 // in the same iteration, is the ceiling of the transport: the same command
 // in a bare terminal or pipe drained by a plain Go read loop. The two
 // phases of a call are reported apart, never mixed into one figure: the
@@ -247,13 +251,14 @@ func outputBytes(b *testing.B) int64 {
 // own CPU, the same on both sides, is most of the rest and most of their
 // noise.
 func BenchmarkOutputBandwidth(b *testing.B) {
-	b.Run("terminal", func(b *testing.B) { benchOutputBandwidth(b, true, false) })
-	b.Run("pipes", func(b *testing.B) { benchOutputBandwidth(b, false, false) })
-	b.Run("terminal-capped", func(b *testing.B) { benchOutputBandwidth(b, true, true) })
-	b.Run("pipes-capped", func(b *testing.B) { benchOutputBandwidth(b, false, true) })
+	b.Run("terminal", func(b *testing.B) { benchOutputBandwidth(b, true, false, false) })
+	b.Run("pipes", func(b *testing.B) { benchOutputBandwidth(b, false, false, false) })
+	b.Run("terminal-capped", func(b *testing.B) { benchOutputBandwidth(b, true, true, false) })
+	b.Run("pipes-capped", func(b *testing.B) { benchOutputBandwidth(b, false, true, false) })
+	b.Run("pipes-capped-unconfined", func(b *testing.B) { benchOutputBandwidth(b, false, true, true) })
 }
 
-func benchOutputBandwidth(b *testing.B, terminal, capped bool) {
+func benchOutputBandwidth(b *testing.B, terminal, capped, unconfined bool) {
 	n := outputBytes(b)
 	zero := int64(0)
 	opts, spec := environment.Options{OutputCeiling: -1}, &penguinv1.ToolSpec{Name: "exec_command", TimeoutMs: &zero, MaxOutputLength: &zero}
@@ -261,7 +266,11 @@ func benchOutputBandwidth(b *testing.B, terminal, capped bool) {
 		opts, spec = environment.Options{}, &penguinv1.ToolSpec{Name: "exec_command", TimeoutMs: &zero}
 	}
 	h := start(b, opts)
-	env := h.create(&penguinv1.CreateEnvironmentRequest{Tools: &penguinv1.ToolConfig{Builtin: []*penguinv1.ToolSpec{spec}}}).GetEnvironmentId()
+	req := &penguinv1.CreateEnvironmentRequest{Tools: &penguinv1.ToolConfig{Builtin: []*penguinv1.ToolSpec{spec}}}
+	if unconfined {
+		req.SandboxMode = penguinv1.SandboxMode_SANDBOX_MODE_NONE
+	}
+	env := h.create(req).GetEnvironmentId()
 	directEnv := proctest.Env(b, "HOME="+h.home)
 	line := strings.Repeat("0123456789abcdef", 4)[:63]
 	script := fmt.Sprintf("yes %s | head -c %d", line, n)
