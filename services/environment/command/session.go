@@ -46,8 +46,10 @@ var ErrExited = errors.New("the command has exited")
 const (
 	// attachedBuffer is how much unread output is held while a call reads
 	// the session; a faster producer then waits (the terminal applies
-	// backpressure) instead of losing output.
-	attachedBuffer = 256 << 10
+	// backpressure) instead of losing output. It is several times
+	// coalesceBytes, so that the command goes on while a full piece is
+	// being passed on.
+	attachedBuffer = 1 << 20
 	// detachedBuffer is how much unread output a session keeps while nobody
 	// reads it; beyond it the oldest output is dropped and counted.
 	detachedBuffer = 1 << 20
@@ -55,8 +57,10 @@ const (
 	// exited while something else keeps the terminal open.
 	drainGrace = 200 * time.Millisecond
 	// coalesceBytes and coalesceWait bound how much output Stream gathers,
-	// and how long it waits for it, before passing it on.
-	coalesceBytes = 64 << 10
+	// and how long it waits for it, before passing it on. Each piece costs
+	// two goroutine switches (the reader waking Stream, which then waits
+	// again), so bulk output moves in pieces of 256 KiB rather than 64.
+	coalesceBytes = 256 << 10
 	coalesceWait  = 2 * time.Millisecond
 	// maxDrain bounds the final read of a terminal that a leftover process
 	// keeps writing to.
