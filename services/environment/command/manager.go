@@ -315,15 +315,10 @@ func (m *Manager) start(id string, o StartOptions, notice string) (*Session, err
 	if err != nil {
 		return nil, err
 	}
-	tracker, err := m.opts.Launcher.Launch(cmd)
+	proc, tracker, err := start(m.opts.Launcher, cmd)
 	if err != nil {
 		files.closeAll()
-		return nil, fmt.Errorf("applying the sandbox: %w", err)
-	}
-	if err := cmd.Start(); err != nil {
-		files.closeAll()
-		_ = tracker.Release()
-		return nil, fmt.Errorf("starting the command: %w", err)
+		return nil, err
 	}
 	files.closeChildEnds()
 	now := time.Now()
@@ -333,8 +328,8 @@ func (m *Manager) start(id string, o StartOptions, notice string) (*Session, err
 		background: o.Background,
 		started:    now,
 		lastUsed:   now,
-		pid:        cmd.Process.Pid,
-		cmd:        cmd,
+		pid:        proc.Pid(),
+		proc:       proc,
 		tracker:    tracker,
 		output:     files.output,
 		input:      files.input,

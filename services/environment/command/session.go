@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,7 +100,7 @@ type Session struct {
 	background bool
 	started    time.Time
 	pid        int
-	cmd        *exec.Cmd
+	proc       Process
 	tracker    Tracker
 	// output is where the command's output is read: the terminal's
 	// controller, or the read end of the pipe its stdout and stderr share.
@@ -346,20 +345,7 @@ func sameBuffer(a, b []byte) bool {
 
 // waitLoop reaps the main process and records how it ended.
 func (s *Session) waitLoop() {
-	sandbox.AwaitExit(s.pid)
-	err := s.cmd.Wait()
-	code := 0
-	if err != nil {
-		code = -1
-		var exitErr *exec.ExitError
-		if errors.As(err, &exitErr) {
-			if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				code = 128 + int(ws.Signal())
-			} else {
-				code = exitErr.ExitCode()
-			}
-		}
-	}
+	code, _ := s.proc.Wait()
 	s.mu.Lock()
 	s.exited = true
 	s.exitCode = code
@@ -560,7 +546,7 @@ func (s *Session) Write(ctx context.Context, chars string) error {
 		}
 		switch chars[i] {
 		case '\x03':
-			if err := unix.Kill(-s.pid, syscall.SIGINT); err != nil && !errors.Is(err, unix.ESRCH) {
+			if err := s.signal(syscall.SIGINT); err != nil && !errors.Is(err, unix.ESRCH) {
 				return fmt.Errorf("interrupting the command: %w", err)
 			}
 		case '\x04':
@@ -602,6 +588,15 @@ func (s *Session) writeInput(ctx context.Context, chars string) error {
 	return nil
 }
 
+// signal sends sig to the command's process group; to none when its pid
+// was never known (kill(0) would signal the service's own group).
+func (s *Session) signal(sig syscall.Signal) error {
+	if s.pid <= 0 {
+		return unix.ESRCH
+	}
+	return unix.Kill(-s.pid, sig)
+}
+
 // closeFiles closes the command's terminal or pipes.
 func (s *Session) closeFiles() {
 	commandIO{output: s.output, input: s.input}.closeOwnEnds()
@@ -617,7 +612,7 @@ func (s *Session) Kill(grace time.Duration) {
 	s.broadcastLocked()
 	s.mu.Unlock()
 	if grace > 0 {
-		_ = unix.Kill(-s.pid, syscall.SIGTERM)
+		_ = s.signal(syscall.SIGTERM)
 		s.waitGone(grace)
 	}
 	_ = s.tracker.Kill()

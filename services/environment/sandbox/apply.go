@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"sync"
@@ -39,11 +40,15 @@ func Apply(cmd *exec.Cmd) (*Group, error) { return (&Env{}).Apply(cmd) }
 // returned. Call Release when done with the command (after cmd.Wait), also
 // when it never started: it gives back the cgroup.
 type Group struct {
-	cmd *exec.Cmd
+	cmd *exec.Cmd // nil for a command the environment's init started
+	pid int       // the first process of such a command
 
 	mu       sync.Mutex
 	cg       *cgroup
 	cgParent string // where cg goes back to the pool
+	// late says the command was moved into cg after it started (Env.Start),
+	// so what it forked at once may be outside cg, in its process group.
+	late     bool
 	released bool
 	gone     bool // the process group was seen empty; its pid may be reused
 }
@@ -51,6 +56,9 @@ type Group struct {
 // Pid returns the pid of the command's first process (also its process
 // group and session id), or 0 before it started.
 func (g *Group) Pid() int {
+	if g.cmd == nil {
+		return g.pid
+	}
 	if g.cmd.Process == nil {
 		return 0
 	}
@@ -74,7 +82,11 @@ func (g *Group) Kill() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.cg != nil {
-		return g.cg.kill()
+		err := g.cg.kill()
+		if g.late && !g.gone && g.Pid() != 0 && GroupAlive(g.Pid()) {
+			err = errors.Join(err, KillGroup(g.Pid()))
+		}
+		return err
 	}
 	pid := g.Pid()
 	if pid == 0 || g.gone {

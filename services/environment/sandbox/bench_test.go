@@ -3,6 +3,8 @@
 package sandbox
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -12,10 +14,14 @@ import (
 // costs, against a plain os/exec run of the same binary timed in the same
 // iterations: "ratio" is launched/plain time, "extra-µs" the difference per
 // command. Variants: Confine (session, parent-death signal), Apply with a
-// per-command cgroup, and a workspace-write environment (the trampoline:
-// one more exec of the binary, joining the environment's namespaces and
-// cgroups, Landlock, the system call filter, and a fork of the command). "noop" launches the plain command twice and
-// shows the noise floor.
+// per-command cgroup, and a workspace-write environment, its commands
+// started either from its init's resident starter (as exec_command
+// starts them: a request over a socket, a fork of the command from a
+// thread confined once) or through the trampoline (as custom tools start
+// them: one more exec of a binary, joining the environment's namespaces
+// and cgroups, Landlock, the system call filter, and a fork of the
+// command). "noop" launches the plain command twice and shows the noise
+// floor.
 func BenchmarkLaunch(b *testing.B) {
 	bin, err := exec.LookPath("true")
 	if err != nil {
@@ -26,7 +32,8 @@ func BenchmarkLaunch(b *testing.B) {
 		b.Fatal(err)
 	}
 	ws := b.TempDir()
-	run := func(b *testing.B, launch func(cmd *exec.Cmd) (func(), error)) {
+	// run times launch (which runs cmd to its end) against a plain run.
+	run := func(b *testing.B, launch func(cmd *exec.Cmd) error) {
 		var plain, launched time.Duration
 		runPlain := func() {
 			start := time.Now()
@@ -37,15 +44,9 @@ func BenchmarkLaunch(b *testing.B) {
 		}
 		runLaunched := func() {
 			start := time.Now()
-			cmd := exec.Command(bin)
-			release, err := launch(cmd)
-			if err != nil {
+			if err := launch(exec.Command(bin)); err != nil {
 				b.Fatal(err)
 			}
-			if err := cmd.Run(); err != nil {
-				b.Fatal(err)
-			}
-			release()
 			launched += time.Since(start)
 		}
 		// Alternate the order so that neither side always runs second.
@@ -61,26 +62,36 @@ func BenchmarkLaunch(b *testing.B) {
 		b.ReportMetric(float64(launched)/float64(plain), "ratio")
 		b.ReportMetric(float64(launched-plain)/float64(b.N)/1e3, "extra-µs")
 	}
+	// applied runs cmd as Apply (or Env.Apply) prepared it.
+	applied := func(apply func(cmd *exec.Cmd) (*Group, error)) func(cmd *exec.Cmd) error {
+		return func(cmd *exec.Cmd) error {
+			g, err := apply(cmd)
+			if err != nil {
+				return err
+			}
+			defer g.Release()
+			return cmd.Run()
+		}
+	}
 	// The noise floor: the same command twice, nothing applied.
 	b.Run("noop", func(b *testing.B) {
-		run(b, func(cmd *exec.Cmd) (func(), error) { return func() {}, nil })
+		run(b, func(cmd *exec.Cmd) error { return cmd.Run() })
 	})
 	b.Run("confine", func(b *testing.B) {
-		run(b, func(cmd *exec.Cmd) (func(), error) { return func() {}, (&Env{}).Confine(cmd) })
+		run(b, func(cmd *exec.Cmd) error {
+			if err := (&Env{}).Confine(cmd); err != nil {
+				return err
+			}
+			return cmd.Run()
+		})
 	})
 	b.Run("apply-cgroup", func(b *testing.B) {
 		if _, err := CgroupParent(); err != nil {
 			b.Skipf("no cgroup: %v", err)
 		}
-		run(b, func(cmd *exec.Cmd) (func(), error) {
-			g, err := Apply(cmd)
-			if err != nil {
-				return nil, err
-			}
-			return func() { _ = g.Release() }, nil
-		})
+		run(b, applied(Apply))
 	})
-	b.Run("workspace-write", func(b *testing.B) {
+	confinedEnv := func(b *testing.B) *Env {
 		p := Policy{Mode: WorkspaceWrite, Workspace: ws, Network: NetworkNone}
 		if err := HostProbe().Check(p); err != nil {
 			b.Skipf("this host cannot confine: %v", err)
@@ -89,13 +100,34 @@ func BenchmarkLaunch(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer env.Close()
-		run(b, func(cmd *exec.Cmd) (func(), error) {
-			g, err := env.Apply(cmd)
+		b.Cleanup(func() { _ = env.Close() })
+		return env
+	}
+	started := func(b *testing.B, perCommandCgroup bool) {
+		env := confinedEnv(b)
+		devNull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer devNull.Close()
+		run(b, func(cmd *exec.Cmd) error {
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = devNull, devNull, devNull
+			p, g, err := env.Start(cmd, perCommandCgroup)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			return func() { _ = g.Release() }, nil
+			defer g.Release()
+			ws, err := p.Wait()
+			if err == nil && ws.ExitStatus() != 0 {
+				err = fmt.Errorf("exit status %d", ws.ExitStatus())
+			}
+			return err
 		})
+	}
+	b.Run("workspace-write-starter", func(b *testing.B) { started(b, true) })
+	b.Run("workspace-write-starter-pgroup", func(b *testing.B) { started(b, false) })
+	b.Run("workspace-write-trampoline", func(b *testing.B) {
+		env := confinedEnv(b)
+		run(b, applied(env.Apply))
 	})
 }

@@ -138,6 +138,10 @@ type cgroup struct {
 	// and after every command, and one pread of an open file costs a
 	// fifth of the system calls of reading it by name.
 	events int
+	// procsW is its cgroup.procs opened for writing, nil until a command
+	// started by an environment's init is moved in (Env.Start); kept
+	// open for the next command, as events is.
+	procsW *os.File
 	// killed is set once cgroup.kill was written. Such a cgroup is never
 	// reused: on some kernels (6.18 here) a kill of an empty cgroup stays
 	// armed and kills every process later cloned into it.
@@ -166,6 +170,18 @@ func newCgroup(parent string) (*cgroup, error) {
 		return nil, fmt.Errorf("opening cgroup %s: %w", dir, err)
 	}
 	return &cgroup{dir: dir, fd: fd, events: events}, nil
+}
+
+// procsFD returns the cgroup's cgroup.procs, open for writing.
+func (c *cgroup) procsFD() (int, error) {
+	if c.procsW == nil {
+		fd, err := unix.Openat(c.fd, "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, fmt.Errorf("opening cgroup %s: %w", c.dir, err)
+		}
+		c.procsW = os.NewFile(uintptr(fd), c.dir+"/cgroup.procs")
+	}
+	return int(c.procsW.Fd()), nil
 }
 
 // kill ends every process in the cgroup. cgroup.kill (Linux 5.14) does it
@@ -244,6 +260,9 @@ func parsePopulated(dir string, events []byte) (bool, error) {
 func (c *cgroup) remove() error {
 	defer unix.Close(c.fd)
 	defer unix.Close(c.events)
+	if c.procsW != nil {
+		defer c.procsW.Close()
+	}
 	return removeCgroup(c.dir, c.kill)
 }
 

@@ -105,7 +105,9 @@ func succeeded(t *testing.T, what string, r result) {
 // escape) outside the workspace fail, the same writes inside succeed and
 // keep the workspace owner's ownership on disk, reads are allowed
 // everywhere, and extra writable paths and /dev/null stay writable.
-func TestWorkspaceWrite(t *testing.T) {
+func TestWorkspaceWrite(t *testing.T) { bothWays(t, workspaceWriteHolds) }
+
+func workspaceWriteHolds(t *testing.T) {
 	p := confined(t)
 	ws := p.Workspace
 	scratch := outsideDir(t)
@@ -192,7 +194,9 @@ rm -r d`, ws)
 // TestReadOnly proves the read-only mode: the workspace can be read but
 // not written, and /tmp stays writable, also with the workspace under
 // /tmp.
-func TestReadOnly(t *testing.T) {
+func TestReadOnly(t *testing.T) { bothWays(t, readOnlyHolds) }
+
+func readOnlyHolds(t *testing.T) {
 	requireConfinement(t)
 	ws := t.TempDir()
 	writeFile(t, filepath.Join(ws, "src.txt"), "source")
@@ -328,21 +332,30 @@ func TestNetwork(t *testing.T) {
 // sandbox user, no capabilities, no_new_privs, the system call filter, a
 // PID namespace in which the service is invisible, set-user-ID programs
 // without effect, and the calls the filter refuses.
-func TestPrivileges(t *testing.T) {
+func TestPrivileges(t *testing.T) { bothWays(t, privilegesAreDropped) }
+
+func privilegesAreDropped(t *testing.T) {
 	p := confined(t)
 	e := newEnv(t, p)
 	probe := visibleSelf(t, outsideDir(t))
-	r := bashIn(t, e, `id -u; id -g; grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status; ls -d /proc/[0-9]* | wc -l; kill -0 "$0" 2>&1; echo kill=$?`, strconv.Itoa(os.Getpid()))
+	r := bashIn(t, e, `id -u; id -g; grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp|SigIgn):' /proc/self/status; ls -d /proc/[0-9]* | wc -l; kill -0 "$0" 2>&1; echo kill=$?`, strconv.Itoa(os.Getpid()))
 	succeeded(t, "reading its own identity", r)
-	for _, want := range []string{"65534\n65534\n", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "kill=1"} {
+	for _, want := range []string{"65534\n65534\n", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "SigIgn:\t0000000000000000", "kill=1"} {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.out)
 		}
 	}
-	if lines := strings.Split(r.out, "\n"); len(lines) > 6 {
-		if n, _ := strconv.Atoi(strings.TrimSpace(lines[6])); n > 8 {
+	if lines := strings.Split(r.out, "\n"); len(lines) > 7 {
+		if n, _ := strconv.Atoi(strings.TrimSpace(lines[7])); n > 8 {
 			t.Errorf("the command sees %d processes; its PID namespace should hold only the environment's", n)
 		}
+	}
+	// Nothing but its standard files reaches a command: not the init's
+	// descriptors (the idmapping's user namespace, the proxy's socket,
+	// the starter's channels), nor what the service inherited.
+	r = bashIn(t, e, `cd /proc/self/fd && echo *`)
+	if got := strings.TrimSpace(r.out); got != "0 1 2 3" { // 3: the listing itself
+		t.Errorf("a command's open descriptors: %q, want only its standard files", got)
 	}
 	denied(t, "mount through a set-user-ID binary", bashIn(t, e, `mkdir -p /tmp/m && mount -t tmpfs none /tmp/m 2>&1`))
 	denied(t, "writing a cgroup", bashIn(t, e, `echo 0 > /sys/fs/cgroup/pids/cgroup.procs`))

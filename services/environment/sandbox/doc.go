@@ -14,6 +14,11 @@
 //     unstarted *exec.Cmd to run in it and returns the *Group that tracks
 //     it; Env.Close ends every process of the environment. Env.Events and
 //     Env.LimitsSince tell when its commands ran into its limits.
+//   - Env.Start(cmd, perCommandCgroup) starts a command from the
+//     environment's resident starter instead (confined modes;
+//     Env.CanStart says whether there is one) and returns a *Process to
+//     wait for with its *Group: the fast path, no process started but the
+//     command.
 //   - Apply(cmd) is Env.Apply for an environment that isolates nothing.
 //   - Group.Kill, Group.Alive, Group.Wait(ctx), Group.Release end and
 //     observe everything one command started.
@@ -104,8 +109,17 @@
 //     workspace.
 //
 // Landlock, the filter and the capability bounding set belong to a thread,
-// and Go cannot run code between fork and exec, so each command starts as
-// "penguin sandbox-exec run [flags] -- PATH ARGS...": the trampoline joins
+// and Go cannot run code between fork and exec, so a command must be
+// forked from a thread that already carries them. The fast way is the
+// init's resident starter (starter_init.go): one thread of the init,
+// confined once when the environment starts, forks every command that
+// Env.Start sends it over a socket pair; the command changes to the
+// sandbox user in the fork, and the init reaps it and reports its exit.
+// It costs what starting the command costs, where a process per command
+// cost several times that. The other way, for launchers that need an
+// *exec.Cmd the caller starts (Apply, Confine), is a trampoline: the
+// command starts as "penguin sandbox-exec run [flags] -- PATH ARGS...",
+// which joins
 // the environment's cgroups, then its namespaces (setns through a pidfd of
 // the init, passed as descriptor 3), applies the limits, the bounding set,
 // Landlock and the filter to its own thread, and starts the command from

@@ -45,6 +45,12 @@ type Env struct {
 	// prefix is the sandbox-exec command line that precedes each
 	// command's own.
 	prefix []string
+	// ctl is the service's end of the control socket of the init's
+	// resident starter (confined modes), nil otherwise; ctlMu orders the
+	// requests sent on it and its closing.
+	ctl    *os.File
+	ctlMu  sync.Mutex
+	starts bool // ctl was set up; it never changes after NewEnv
 
 	closeOnce sync.Once
 	closeErr  error
@@ -150,6 +156,23 @@ func (e *Env) startInit() error {
 		for _, f := range e.cg.procsFiles() {
 			args = append(args, "--cgroup", f)
 		}
+		ctl, theirs, err := socketPair()
+		if err != nil {
+			readyW.Close()
+			return err
+		}
+		// A request holds a whole command line and environment: a
+		// larger send buffer than the default lets it (a service
+		// without CAP_NET_ADMIN keeps the default, and refuses larger
+		// requests clearly).
+		_ = unix.SetsockoptInt(int(ctl.Fd()), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 2*maxStartRequest)
+		_ = unix.SetNonblock(int(ctl.Fd()), true)
+		e.ctl, e.starts = ctl, true
+		defer theirs.Close()
+		args = append(args, "--starter-fd", strconv.Itoa(3+len(files)),
+			"--uid", strconv.FormatUint(uint64(p.User.UID), 10), "--gid", strconv.FormatUint(uint64(p.User.GID), 10),
+			"--fsize", strconv.FormatInt(p.Limits.FileSize, 10))
+		files = append(files, theirs)
 		if p.Mode == WorkspaceWrite {
 			userns, err := idmapFor(p.Workspace, p.User, e.self)
 			if err != nil {
@@ -227,8 +250,15 @@ func AwaitExit(pid int) {
 	if err != nil {
 		return
 	}
-	f := os.NewFile(uintptr(fd), "init pidfd")
+	f := os.NewFile(uintptr(fd), "pidfd")
 	defer f.Close()
+	awaitPidfd(f)
+}
+
+// awaitPidfd returns once the child that the non-blocking pidfd f refers
+// to has exited, leaving it to be reaped, or at once when f cannot be
+// polled.
+func awaitPidfd(f *os.File) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return
@@ -236,8 +266,8 @@ func AwaitExit(pid int) {
 	_ = rc.Read(func(fd uintptr) bool {
 		var info unix.Siginfo
 		err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-		// Done when it has exited, or when asking fails (Wait then says
-		// why); not yet when waitid found nothing to report.
+		// Done when it has exited, or when asking fails (the reaping
+		// then says why); not yet when waitid found nothing to report.
 		return err != nil || info.Signo != 0
 	})
 }
@@ -385,6 +415,12 @@ func (e *Env) Close() error {
 			errs = append(errs, e.pidfd.Close())
 			e.pidfd = nil
 		}
+		e.ctlMu.Lock()
+		if e.ctl != nil {
+			errs = append(errs, e.ctl.Close())
+			e.ctl = nil
+		}
+		e.ctlMu.Unlock()
 		if e.cgDir != nil {
 			errs = append(errs, e.cgDir.Close())
 		}

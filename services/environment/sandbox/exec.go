@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -78,6 +79,28 @@ func SandboxExec(args []string) error {
 	default:
 		return fmt.Errorf("%s: unknown role %q (want init, run, hold or protocol)", SubcommandName, args[0])
 	}
+}
+
+// closeInherited marks every descriptor above standard error
+// close-on-exec, so that nothing this process inherited (from the
+// service, or the service from whoever started it) or was passed reaches
+// a command: the descriptors it uses itself keep working until it
+// executes something.
+func closeInherited() error {
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err == nil {
+		return nil
+	}
+	// Before Linux 5.11: one by one.
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("listing open descriptors: %w", err)
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
+	return nil
 }
 
 // restrictWrites applies Landlock to the calling thread: write access only

@@ -32,10 +32,17 @@ type initConfig struct {
 	readyFD     int
 	usernsFD    int // the idmapping of the workspace, or -1
 	proxyFD     int // an O_PATH descriptor of the egress proxy's socket, or -1
+	// starterFD is the init's end of the starter's control socket, or -1
+	// for an environment whose commands all start through the
+	// trampoline; uid, gid and fileSize are what the starter's commands
+	// run as and with.
+	starterFD int
+	uid, gid  uint32
+	fileSize  int64
 }
 
 func parseInitFlags(args []string) (initConfig, error) {
-	c := initConfig{readyFD: -1, usernsFD: -1, proxyFD: -1}
+	c := initConfig{readyFD: -1, usernsFD: -1, proxyFD: -1, starterFD: -1}
 	fs := flag.NewFlagSet(SubcommandName+" init", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	mode := fs.String("mode", "", "none, workspace-write or read-only")
@@ -49,9 +56,14 @@ func parseInitFlags(args []string) (initConfig, error) {
 	fs.IntVar(&c.readyFD, "ready-fd", -1, "where to report readiness")
 	fs.IntVar(&c.usernsFD, "userns-fd", -1, "a user namespace whose mapping the workspace mount takes")
 	fs.IntVar(&c.proxyFD, "proxy-fd", -1, "an O_PATH descriptor of the egress proxy's socket")
+	fs.IntVar(&c.starterFD, "starter-fd", -1, "the control socket of the resident starter")
+	uid := fs.Uint("uid", 0, "the user the starter's commands run as")
+	gid := fs.Uint("gid", 0, "the group the starter's commands run as")
+	fs.Int64Var(&c.fileSize, "fsize", -1, "RLIMIT_FSIZE of the starter's commands in bytes; negative means none")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	c.uid, c.gid = uint32(*uid), uint32(*gid)
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
@@ -64,6 +76,14 @@ func parseInitFlags(args []string) (initConfig, error) {
 	}
 	if c.readyFD < 0 {
 		return c, errors.New("--ready-fd is required")
+	}
+	if c.starterFD >= 0 {
+		if c.mode == None {
+			return c, fmt.Errorf("--starter-fd needs a confined mode, not %s", c.mode)
+		}
+		if c.uid == 0 || c.gid == 0 {
+			return c, errors.New("confined commands never run as root: --starter-fd needs --uid and --gid")
+		}
 	}
 	return c, nil
 }
@@ -94,17 +114,35 @@ func runInit(args []string) error {
 		return fmt.Errorf("%s init: %w", SubcommandName, err)
 	}
 	ready := os.NewFile(uintptr(c.readyFD), "ready")
-	unix.CloseOnExec(c.readyFD)
+	if err := closeInherited(); err != nil {
+		return fmt.Errorf("%s init: %w", SubcommandName, err)
+	}
 	// Signals from inside the namespace must not end it; the service
-	// ends it with SIGKILL.
-	signal.Ignore(unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGPIPE, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
+	// ends it with SIGKILL. They are caught and dropped rather than
+	// ignored: an ignored signal stays ignored in the commands the
+	// starter runs (a Ctrl-C would then never reach them), a caught one
+	// is reset to its default.
+	dropped := make(chan os.Signal, 8)
+	signal.Notify(dropped, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGPIPE, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
+	go func() {
+		for range dropped {
+		}
+	}()
 	children := make(chan os.Signal, 1)
 	signal.Notify(children, unix.SIGCHLD)
 
 	var proxy []net.Listener
+	var st *starter
 	err = setUpInit(c)
 	if err == nil && c.network == NetworkProxy {
 		proxy, err = listenProxy()
+	}
+	if err == nil && c.starterFD >= 0 {
+		// Limits per process are the init's own: every command it
+		// starts inherits them (the init writes no files itself).
+		if err = setLimits(c.fileSize); err == nil {
+			st, err = startStarter(c)
+		}
 	}
 	if err != nil {
 		msg := readyError + err.Error()
@@ -122,19 +160,27 @@ func runInit(args []string) error {
 	_, _ = ready.WriteString(readyOK)
 	ready.Close()
 	for range children {
-		reapAll()
+		reapAll(st)
 	}
 	return nil
 }
 
 // reapAll collects every child that has exited: processes orphaned in the
-// environment are reparented to the init.
-func reapAll() {
+// environment are reparented to the init, and the commands the starter st
+// (nil without one) started are its children; their exits are reported.
+func reapAll(st *starter) {
+	if st != nil {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+	}
 	for {
 		var ws unix.WaitStatus
 		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
 		if pid <= 0 || err != nil {
 			return
+		}
+		if st != nil {
+			st.reapedLocked(pid, ws)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -293,7 +294,87 @@ func runKeep(t *testing.T, e *Env, name string, args ...string) result {
 	return run(t, e, false, name, args...)
 }
 
+// viaTrampoline makes run start confined commands through Apply and the
+// trampoline, as custom tools and the shell snapshot are, rather than from
+// the resident starter; see bothWays.
+var viaTrampoline bool
+
+// bothWays runs test once with commands started from the resident starter
+// and once through the trampoline: the two must confine alike.
+func bothWays(t *testing.T, test func(t *testing.T)) {
+	t.Run("starter", test)
+	t.Run("trampoline", func(t *testing.T) {
+		viaTrampoline = true
+		defer func() { viaTrampoline = false }()
+		test(t)
+	})
+}
+
+// run starts a command as the environment service does: from the
+// environment's resident starter where it has one (confined modes), else
+// through Apply.
 func run(t *testing.T, e *Env, release bool, name string, args ...string) result {
+	t.Helper()
+	if e.CanStart() && !viaTrampoline {
+		return runStarted(t, e, release, name, args...)
+	}
+	return runApplied(t, e, release, name, args...)
+}
+
+// runStarted runs a command from the environment's resident starter.
+func runStarted(t *testing.T, e *Env, release bool, name string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = testEnv()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = devNull, w, w
+	p, g, err := e.Start(cmd, true)
+	w.Close()
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if release {
+		defer func() {
+			if err := g.Release(); err != nil {
+				t.Errorf("Release: %v", err)
+			}
+		}()
+	} else {
+		t.Cleanup(func() { _ = g.Release() })
+	}
+	out := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		out <- b
+	}()
+	ws, err := p.Wait()
+	if err != nil {
+		t.Fatalf("running %s: %v", name, err)
+	}
+	if !release {
+		// What the command left running holds the pipe: read what
+		// came until the command's own end.
+		r.SetReadDeadline(time.Now().Add(time.Second))
+	}
+	b := <-out
+	code := ws.ExitStatus()
+	if ws.Signaled() {
+		code = 128 + int(ws.Signal())
+	}
+	return result{string(b), code}
+}
+
+// runApplied runs a command through Apply and the trampoline.
+func runApplied(t *testing.T, e *Env, release bool, name string, args ...string) result {
 	t.Helper()
 	ctx := testCtx(t, 30*time.Second)
 	cmd := exec.CommandContext(ctx, name, args...)

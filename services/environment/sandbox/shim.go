@@ -92,6 +92,9 @@ func runCommand(args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s run: %w", SubcommandName, err)
 	}
+	if err := closeInherited(); err != nil {
+		return fmt.Errorf("%s run: %w", SubcommandName, err)
+	}
 	if !strings.Contains(c.path, "/") {
 		if c.path, err = exec.LookPath(c.path); err != nil {
 			return fmt.Errorf("%s run: %w", SubcommandName, err)
@@ -170,17 +173,11 @@ func prepareCommand(c runConfig) (*exec.Cmd, error) {
 	if err := setLimits(c.fileSize); err != nil {
 		return nil, err
 	}
-	if err := giveStdio(c.uid, c.gid); err != nil {
+	if err := giveStdio([]int{0, 1, 2}, c.uid, c.gid); err != nil {
 		return nil, err
 	}
-	if err := dropBoundingSet(); err != nil {
+	if err := confineThread(c.mode, c.workspace, c.writable); err != nil {
 		return nil, err
-	}
-	if err := restrictWrites(c.mode, c.workspace, c.writable); err != nil {
-		return nil, fmt.Errorf("landlock: %w", err)
-	}
-	if err := loadCommandFilter(); err != nil {
-		return nil, fmt.Errorf("seccomp: %w", err)
 	}
 	cmd := &exec.Cmd{
 		Path: c.path, Args: c.args, Env: os.Environ(), Dir: wd,
@@ -199,12 +196,12 @@ func prepareCommand(c runConfig) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-// giveStdio makes the command's terminal and pipes its own: they were
-// opened by the service, and a command reopens them by path (/dev/stdout,
-// /dev/tty, /proc/self/fd/1), which the kernel checks against their owner.
-// Files and sockets are left alone.
-func giveStdio(uid, gid uint32) error {
-	for fd := 0; fd <= 2; fd++ {
+// giveStdio makes the command's terminal and pipes (its standard files,
+// fds) its own: they were opened by the service, and a command reopens
+// them by path (/dev/stdout, /dev/tty, /proc/self/fd/1), which the kernel
+// checks against their owner. Files and sockets are left alone.
+func giveStdio(fds []int, uid, gid uint32) error {
+	for i, fd := range fds {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
 			continue
@@ -216,7 +213,7 @@ func giveStdio(uid, gid uint32) error {
 			continue // /dev/null and the like belong to everyone already
 		}
 		if err := unix.Fchown(fd, int(uid), int(gid)); err != nil {
-			return fmt.Errorf("giving the command its standard file %d: %w", fd, err)
+			return fmt.Errorf("giving the command its standard file %d: %w", i, err)
 		}
 	}
 	return nil
