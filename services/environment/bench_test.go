@@ -245,11 +245,13 @@ func outputBytes(b *testing.B) int64 {
 // is measured too, as what no reader can beat. raw-cpu-ms and
 // service-cpu-ms are the CPU time of a run, this process's and the
 // command's (yes, head and their shell, once reaped), on each side: on a
-// busy machine they move far less than the wall-time figures.
-// raw-reader-cpu-ms and service-self-cpu-ms are this process's part of
-// them alone (the read loop; the service and its client): the command's
-// own CPU, the same on both sides, is most of the rest and most of their
-// noise.
+// busy machine they move far less than the wall-time figures. A confined
+// command is started by its environment's init, not by this process, so
+// service-cpu-ms counts the command's CPU only unconfined; the two are
+// the same work only there. raw-reader-cpu-ms and service-self-cpu-ms
+// are this process's part alone (the read loop; the service and its
+// client), comparable in every case: the command's own CPU, the same on
+// both sides, is most of the rest and most of its noise.
 func BenchmarkOutputBandwidth(b *testing.B) {
 	b.Run("terminal", func(b *testing.B) { benchOutputBandwidth(b, true, false, false) })
 	b.Run("pipes", func(b *testing.B) { benchOutputBandwidth(b, false, false, false) })

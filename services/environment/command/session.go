@@ -303,7 +303,7 @@ func (s *Session) fill(read func([]byte) (int, error)) (int, error) {
 // roomLocked returns the free room after the unread output, at most as
 // much as one read takes. Where less than the least is free, the unread
 // output first moves to the start of another buffer: the spare one, a
-// pooled one for the first read, else a new one.
+// pooled one, else (for a backlog a pooled one cannot take) a new one.
 func (s *Session) roomLocked() []byte {
 	b := s.buffering
 	if cap(s.unread)-len(s.unread) < b.least {
@@ -312,10 +312,10 @@ func (s *Session) roomLocked() []byte {
 		switch {
 		case cap(s.spare) >= need:
 			next, s.spare = s.spare, nil
-		case s.buf == nil && need <= b.size:
+		case need <= b.size:
 			next = *b.pool.Get().(*[]byte)
 		default:
-			next = make([]byte, max(b.size, 2*len(s.unread)))
+			next = make([]byte, 2*len(s.unread))
 		}
 		if s.buf != nil && !sameBuffer(s.buf, s.lent) && s.attached && s.spare == nil {
 			s.spare = s.buf
@@ -328,13 +328,22 @@ func (s *Session) roomLocked() []byte {
 }
 
 // releaseLocked lets go of the buffers once the output has all been read
-// and taken; an unused one goes back to the pool.
+// and taken.
 func (s *Session) releaseLocked() {
-	if b := s.buf; cap(b) == s.buffering.size && !sameBuffer(b, s.lent) {
-		b = b[:cap(b)]
-		s.buffering.pool.Put(&b)
+	if !sameBuffer(s.buf, s.lent) {
+		s.buffering.recycle(s.buf)
 	}
+	s.buffering.recycle(s.spare)
 	s.buf, s.unread, s.spare = nil, nil, nil
+}
+
+// recycle puts buf, a buffer nothing uses any more, back into the pool
+// when it has the pool's size.
+func (b *buffering) recycle(buf []byte) {
+	if cap(buf) == b.size {
+		buf = buf[:cap(buf)]
+		b.pool.Put(&buf)
+	}
 }
 
 // sameBuffer reports whether a and b, each a buffer from its start, are
@@ -439,6 +448,7 @@ func (s *Session) Stream(ctx context.Context, wait time.Duration, w io.Writer) (
 	defer func() {
 		s.mu.Lock()
 		s.attached = false
+		s.buffering.recycle(s.spare)
 		s.lent, s.spare = nil, nil
 		s.lastUsed = time.Now()
 		s.space.Broadcast()
