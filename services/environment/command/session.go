@@ -237,9 +237,7 @@ func (s *Session) readLoop() {
 	// a command that closed its output but has not exited yet.
 	s.mu.Lock()
 	s.eof = true
-	if len(s.unread) == 0 {
-		s.releaseLocked()
-	}
+	s.releaseLocked()
 	s.broadcastLocked()
 	s.space.Broadcast()
 	s.mu.Unlock()
@@ -327,12 +325,15 @@ func (s *Session) roomLocked() []byte {
 	return room[:min(len(room), b.most)]
 }
 
-// releaseLocked lets go of the buffers once the output has all been read
-// and taken.
+// releaseLocked lets go of the buffers, back into the pool for the next
+// command, once the output has all been read and taken and none of it is
+// still being written out. It is called wherever that may have become
+// true: at the end of the output, and after each take.
 func (s *Session) releaseLocked() {
-	if !sameBuffer(s.buf, s.lent) {
-		s.buffering.recycle(s.buf)
+	if !s.eof || len(s.unread) > 0 || s.lent != nil {
+		return
 	}
+	s.buffering.recycle(s.buf)
 	s.buffering.recycle(s.spare)
 	s.buf, s.unread, s.spare = nil, nil, nil
 }
@@ -417,6 +418,7 @@ func (s *Session) giveBack() {
 	if s.attached && s.spare == nil && !sameBuffer(b, s.buf) && cap(b) <= 2*(attachedBuffer+s.buffering.size) {
 		s.spare = b
 	}
+	s.releaseLocked()
 }
 
 // TakeUnread returns the output nobody has read yet and empties the buffer.
@@ -429,6 +431,7 @@ func (s *Session) TakeUnread() []byte {
 		// A call streaming the session meanwhile may recycle the buffer.
 		out = bytes.Clone(out)
 	}
+	s.releaseLocked()
 	return out
 }
 
