@@ -511,9 +511,9 @@ func (s *Session) Stream(ctx context.Context, wait time.Duration, w io.Writer) (
 // a command writing fast reaches the caller in fewer, larger pieces (a
 // terminal delivers at most a few KiB per read, a pipe what the writer
 // wrote). It returns once coalesceBytes are unread, the command has ended
-// or its output closed, or coalesceWait has passed; appendOutput wakes it
-// only for the first two. The wait is too short to matter to a reader
-// watching the output.
+// or its output closed, or coalesceWait has passed; fill wakes it only
+// for the first two. The wait is too short to matter to a reader watching
+// the output.
 func (s *Session) coalesce() {
 	timer := time.NewTimer(coalesceWait)
 	defer timer.Stop()
