@@ -315,11 +315,19 @@ func (s *Session) roomLocked() []byte {
 		default:
 			next = make([]byte, 2*len(s.unread))
 		}
-		if s.buf != nil && !sameBuffer(s.buf, s.lent) && s.attached && s.spare == nil {
-			s.spare = s.buf
-		}
+		old := s.buf
 		s.buf = next[:0]
 		s.unread = append(s.buf, s.unread...)
+		// The buffer left behind, once its output was copied out and
+		// unless Stream is still writing a piece of it, is the spare one
+		// while a call reads the session, else goes back to the pool.
+		if old != nil && !sameBuffer(old, s.lent) {
+			if s.attached && s.spare == nil {
+				s.spare = old
+			} else {
+				b.recycle(old)
+			}
+		}
 	}
 	room := s.unread[len(s.unread):cap(s.unread)]
 	return room[:min(len(room), b.most)]
