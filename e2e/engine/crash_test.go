@@ -18,16 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/penguin-agent/penguin/e2e/e2etest"
 	"github.com/penguin-agent/penguin/e2e/netns"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/emulator"
 	"github.com/penguin-agent/penguin/internal/enginetest"
-	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/internal/pgtest"
 )
 
@@ -159,25 +154,14 @@ func crashSafety(t *testing.T, storeURL func(*testing.T) string) {
 		t.Fatalf("log after the crash = %v", enginetest.Kinds(msgs))
 	}
 	// The next run continues from the committed turn: the tool's output
-	// (recorded, never sent) goes first, then the new prompt.
-	// Right after its start the engine looks at the cut-off run (to resume
-	// it, were the agent durable) and holds the session meanwhile: a Run
-	// in that moment is refused as busy, and a client tries again.
-	var (
-		run   grpc.ServerStreamingClient[penguinv1.RunResponse]
-		first *penguinv1.RunResponse
-	)
-	if werr := eventually.Wait(ctx, func() bool {
-		run, err = client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "go on"})
-		if err == nil {
-			first, err = run.Recv() // the refusal arrives as the stream's end
-		}
-		return status.Code(err) != codes.FailedPrecondition
-	}); werr != nil || err != nil {
-		t.Fatalf("Run after the restart: %v (%v)", err, werr)
+	// (recorded, never sent) goes first, then the new prompt. Sent right
+	// after the restart, it waits while the engine looks at the cut-off
+	// run (which it would resume, were the agent durable).
+	run, err := client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "go on"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	rest, err := enginetest.Collect(run)
-	evs := append([]*penguinv1.RunEvent{first.GetEvent()}, rest...)
+	evs, err := enginetest.Collect(run)
 	if err != nil || len(evs) == 0 {
 		t.Fatalf("resumed run: %d events, %v", len(evs), err)
 	}

@@ -2,15 +2,15 @@ package engine_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -273,7 +273,13 @@ func logFailure(t *testing.T, st store.Store, cut, restore func()) {
 		case e := <-ends:
 			got[e.name] = e
 		case <-time.After(30 * time.Second):
-			t.Fatalf("streams still open 30 s after the store failed; ended: %v", slices.Collect(maps.Keys(got)))
+			// A stream that ended with a completed task means the
+			// store did not fail; Attach then rightly follows on.
+			lasts := map[string]*penguinv1.RunEvent{}
+			for name, e := range got {
+				lasts[name] = e.last
+			}
+			t.Fatalf("streams still open 30 s after the store failed; those that ended, with their last events: %v", lasts)
 		}
 	}
 	for _, name := range []string{"Run", "Attach"} {
@@ -384,13 +390,67 @@ func TestLogFailurePostgresCut(t *testing.T) {
 // An SQLite store whose filesystem fills up mid-task: a small tmpfs of
 // the test's own, filled by a file until no block is left.
 func TestLogFailureSQLiteDiskFull(t *testing.T) {
-	// Known defect, open in issue 12: under load an Attach that is still
-	// replaying from SQLite when the disk fills is sometimes not ended
-	// (about 1 run in 3 under -race in the full suite). Run it with
-	// PENGUIN_TEST_KNOWN_DEFECTS=1 until it is fixed.
-	if os.Getenv("PENGUIN_TEST_KNOWN_DEFECTS") == "" {
-		t.Skip("known defect (issue 12): an Attach replaying from SQLite as the disk fills is not always ended; PENGUIN_TEST_KNOWN_DEFECTS=1 runs it")
+	dir := smallTmpfs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	db := filepath.Join(dir, "engine.db")
+	st, err := store.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = st.Close() })
+	filler := filepath.Join(dir, "filler")
+	logFailure(t, st, func() { fillUnderSQLite(t, db, filler) }, func() {
+		if err := os.Remove(filler); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// The disk filled under an SQLite store makes its next write fail even
+// when the store's checkpointer has just copied the whole WAL into the
+// database, the case in which SQLite writes into the WAL's old blocks.
+func TestFillUnderSQLiteFailsWrites(t *testing.T) {
+	dir := smallTmpfs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	db := filepath.Join(dir, "engine.db")
+	st, err := store.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	if err := st.CreateSession(ctx, &store.Session{ID: "s", Workspace: "/ws", AgentState: "/agent"}); err != nil {
+		t.Fatal(err)
+	}
+	text := func(seq int64) store.Event {
+		return store.Event{Sequence: seq, Message: &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_Text{
+			Text: &penguinv1.Text{Text: strings.Repeat("x", 2000)}}}}
+	}
+	for seq := range int64(30) {
+		if err := st.AppendEvents(ctx, "s", text(seq+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A checkpoint like the store's own leaves the WAL file at its size
+	// with every frame copied: the next write may start over in it.
+	c, err := sql.Open("sqlite", db+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+		t.Fatal(err)
+	}
+	fillUnderSQLite(t, db, filepath.Join(dir, "filler"))
+	if err := st.AppendEvents(ctx, "s", text(31)); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("a write after the disk filled returned %v, want the store unavailable (disk full)", err)
+	}
+}
+
+// smallTmpfs mounts an 8 MiB tmpfs of the test's own, for a disk to fill.
+func smallTmpfs(t *testing.T) string {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "fs")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -399,33 +459,61 @@ func TestLogFailureSQLiteDiskFull(t *testing.T) {
 		t.Skipf("cannot mount a small tmpfs to fill (needs root or CAP_SYS_ADMIN): %v", err)
 	}
 	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	st, err := store.Open(ctx, filepath.Join(dir, "engine.db"))
+	return dir
+}
+
+// fillUnderSQLite fills the filesystem of the SQLite database db with the
+// file filler so that the store's next write fails. A full filesystem
+// alone does not make it fail: once the store's background checkpoint has
+// copied the whole WAL into the database, SQLite writes the next
+// transaction from the start of the WAL file again, into blocks the file
+// already has, and it succeeds (then the task went on and completed, and
+// this test used to wait for an Attach that rightly follows the session
+// on). So a checkpoint of the test's own first truncates the WAL to
+// nothing, and the fill starts over in the rare case that a write of the
+// engine (a lease renewal) came in between.
+func fillUnderSQLite(t *testing.T, db, filler string) {
+	t.Helper()
+	c, err := sql.Open("sqlite", db+"?_busy_timeout=10000")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = st.Close() })
-	filler := filepath.Join(dir, "filler")
-	logFailure(t, st, func() {
-		f, err := os.Create(filler)
+	defer c.Close()
+	for range 5 {
+		if _, err := c.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+			t.Fatal(err)
+		}
+		fill(t, filler)
+		wal, err := os.Stat(db + "-wal")
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
-		chunk := make([]byte, 64<<10)
-		for range 1 << 10 { // 64 MiB at most, far above the 8 MiB filesystem
-			if _, err := f.Write(chunk); err != nil {
-				if errors.Is(err, syscall.ENOSPC) {
-					return
-				}
-				t.Fatal(err)
-			}
+		if wal.Size() == 0 {
+			return
 		}
-		t.Fatal("the filesystem never filled up")
-	}, func() {
 		if err := os.Remove(filler); err != nil {
 			t.Fatal(err)
 		}
-	})
+	}
+	t.Fatal("the SQLite WAL was written every time between its truncation and the filling of the disk")
+}
+
+// fill writes the file path until its filesystem has no block left.
+func fill(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 64<<10)
+	for range 1 << 10 { // 64 MiB at most, far above the 8 MiB filesystem
+		if _, err := f.Write(chunk); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return
+			}
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("the filesystem never filled up")
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/penguin-agent/penguin/services/environment/framing"
 	"github.com/penguin-agent/penguin/services/environment/mcp"
 	"github.com/penguin-agent/penguin/services/environment/redact"
-	"github.com/penguin-agent/penguin/services/environment/sandbox"
 	"github.com/penguin-agent/penguin/services/environment/tool"
 	"github.com/penguin-agent/penguin/services/environment/workspace"
 )
@@ -48,10 +47,8 @@ type Environment struct {
 	root      *workspace.Root
 	policy    *cmdpolicy.Policy
 	vault     *redact.Vault
-	commands  *command.Manager
-	sandbox   *sandbox.Env // its namespaces and cgroups; closed after the commands
-	launcher  command.Launcher
-	env       []string // the commands' base environment, for custom tools
+	commands  *commandRunner // its sandbox and commands, started by the first command
+	env       []string       // the commands' base environment, for custom tools
 	mcpConns  []*mcp.Conn
 	mcpEnd    *penguinv1.McpConnectEnd
 	notices   *notices
@@ -306,15 +303,8 @@ func (e *Environment) dispose() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if e.commands != nil {
-				e.commands.Close()
-			}
-			// The sandbox's end takes every process left in its
-			// namespaces and cgroups with it.
-			if e.sandbox != nil {
-				if err := e.sandbox.Close(); err != nil {
-					e.log.Warn("closing the sandbox", "error", err)
-				}
+			if err := e.commands.close(); err != nil {
+				e.log.Warn("closing the sandbox", "error", err)
 			}
 		}()
 		for _, c := range e.mcpConns {

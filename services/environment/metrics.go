@@ -49,7 +49,7 @@ func newMetrics(s *Service, reg prometheus.Registerer) (*metrics, error) {
 	}, func() float64 {
 		n := 0
 		for _, e := range s.snapshot() {
-			for _, p := range e.commands.List() {
+			for _, p := range e.commands.list() {
 				if p.State == command.Running {
 					n++
 				}

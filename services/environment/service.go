@@ -373,7 +373,7 @@ func (s *Service) CreateEnvironment(ctx context.Context, req *penguinv1.CreateEn
 	s.envs[e.id] = e
 	s.mu.Unlock()
 	s.metrics.created.Inc()
-	p := e.sandbox.Policy()
+	p := e.commands.policy
 	s.log.Info("environment created", "environment", e.id, "label", e.label, "workspace", e.workspace, "tools", len(e.order), "sandbox", p.Mode, "network", p.Network)
 	return &penguinv1.CreateEnvironmentResponse{
 		EnvironmentId: e.id,
@@ -461,9 +461,9 @@ type createSpec struct {
 }
 
 // create builds an environment in named phases: the request is checked,
-// the environment's own state made, its sandbox and commands started,
-// its tools assembled. A failure after the first phase disposes what was
-// made.
+// the environment's own state made, what runs its commands readied (it
+// starts with the first command), its tools assembled. A failure after
+// the first phase disposes what was made.
 func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRequest) (_ *Environment, err error) {
 	spec, err := s.checkRequest(req)
 	if err != nil {
@@ -478,9 +478,7 @@ func (s *Service) create(ctx context.Context, req *penguinv1.CreateEnvironmentRe
 			e.dispose()
 		}
 	}()
-	if err := s.startCommands(e, spec); err != nil {
-		return nil, err
-	}
+	s.prepareCommands(e, spec)
 	if err := s.assembleTools(ctx, e, spec); err != nil {
 		return nil, err
 	}
@@ -567,33 +565,38 @@ func (s *Service) newEnvironment(spec createSpec) (*Environment, error) {
 	return e, nil
 }
 
-// startCommands starts the environment's sandbox (its namespaces and
-// cgroups) and the manager of its commands, which takes the shell
-// snapshot.
-func (s *Service) startCommands(e *Environment, spec createSpec) error {
-	var err error
-	if e.sandbox, err = sandbox.NewEnv(spec.sandbox, s.opts.Self); err != nil {
-		return err
-	}
+// prepareCommands readies what runs the environment's commands without
+// starting it: the sandbox and the command manager (with its shell
+// snapshot) start at the first command (see commandRunner).
+func (s *Service) prepareCommands(e *Environment, spec createSpec) {
 	env, fixed := CommandEnv(s.opts.Env, spec.req.GetVault(), sandboxEnv(spec.sandbox))
-	launcher := command.Sandboxed(e.sandbox)
-	if s.opts.NoCgroups {
-		launcher = command.SandboxedByGroup(e.sandbox)
+	e.env = env
+	e.commands = &commandRunner{
+		policy:  spec.sandbox,
+		byGroup: s.opts.NoCgroups,
+		newSandbox: func() (*sandbox.Env, error) {
+			sb, err := sandbox.NewEnv(spec.sandbox, s.opts.Self)
+			if err != nil {
+				// It fails once, for this call and every later one.
+				e.log.Error("the environment's sandbox could not be started; its commands fail", "error", err)
+			}
+			return sb, err
+		},
+		newManager: func(sb *sandbox.Env, launcher command.Launcher) (*command.Manager, error) {
+			return command.NewManager(command.Options{
+				Shell:            s.opts.Shell,
+				Env:              env,
+				Fixed:            fixed,
+				Dir:              spec.workspace,
+				LoginShell:       spec.req.GetLoginShell(),
+				ProfileTimeout:   s.opts.ProfileTimeout,
+				Launcher:         launcher,
+				Limits:           sb,
+				Max:              s.opts.MaxSessions,
+				OnBackgroundDone: e.backgroundDone,
+			})
+		},
 	}
-	e.launcher, e.env = launcher, env
-	e.commands, err = command.NewManager(command.Options{
-		Shell:            s.opts.Shell,
-		Env:              env,
-		Fixed:            fixed,
-		Dir:              spec.workspace,
-		LoginShell:       spec.req.GetLoginShell(),
-		ProfileTimeout:   s.opts.ProfileTimeout,
-		Launcher:         launcher,
-		Limits:           e.sandbox,
-		Max:              s.opts.MaxSessions,
-		OnBackgroundDone: e.backgroundDone,
-	})
-	return err
 }
 
 // sandboxEnv is what the sandbox sets in every command's environment: the
@@ -624,7 +627,7 @@ func (s *Service) assembleTools(ctx context.Context, e *Environment, spec create
 			return err
 		}
 	}
-	if err := e.assembleCustom(tools.GetCustom(), custom.Options{Shell: s.opts.Shell, Dir: spec.workspace, Env: e.env, Launcher: e.launcher}); err != nil {
+	if err := e.assembleCustom(tools.GetCustom(), custom.Options{Shell: s.opts.Shell, Dir: spec.workspace, Env: e.env, Launcher: e.commands}); err != nil {
 		return err
 	}
 	conns, mcpTools, end := mcp.ConnectAll(ctx, tools.GetMcpServers(), mcp.Options{
@@ -807,7 +810,7 @@ func (s *Service) ListProcesses(ctx context.Context, req *penguinv1.ListProcesse
 		return nil, notFound(req.GetEnvironmentId())
 	}
 	resp := &penguinv1.ListProcessesResponse{}
-	for _, p := range e.commands.List() {
+	for _, p := range e.commands.list() {
 		state := penguinv1.ProcessState_PROCESS_STATE_RUNNING
 		switch p.State {
 		case command.Exited:

@@ -59,8 +59,11 @@ type EngineServiceClient interface {
 	ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error)
 	// Run starts a task on an idle session and streams its events until the
 	// task ends. A session that is already running answers
-	// FailedPrecondition. Cancelling the stream does not stop the task: use
-	// Abort for that, and Attach to watch again.
+	// FailedPrecondition. Right after an engine starts, while it looks at a
+	// run that a stopped engine left cut off, Run waits for that look (up to
+	// the call's deadline): it then starts, or answers FailedPrecondition if
+	// the cut-off run was resumed. Cancelling the stream does not stop the
+	// task: use Abort for that, and Attach to watch again.
 	Run(ctx context.Context, in *RunRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunResponse], error)
 	// Attach replays a session's events after a sequence number and then
 	// follows the live run, so a client that dropped loses nothing.
@@ -309,8 +312,11 @@ type EngineServiceServer interface {
 	ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error)
 	// Run starts a task on an idle session and streams its events until the
 	// task ends. A session that is already running answers
-	// FailedPrecondition. Cancelling the stream does not stop the task: use
-	// Abort for that, and Attach to watch again.
+	// FailedPrecondition. Right after an engine starts, while it looks at a
+	// run that a stopped engine left cut off, Run waits for that look (up to
+	// the call's deadline): it then starts, or answers FailedPrecondition if
+	// the cut-off run was resumed. Cancelling the stream does not stop the
+	// task: use Abort for that, and Attach to watch again.
 	Run(*RunRequest, grpc.ServerStreamingServer[RunResponse]) error
 	// Attach replays a session's events after a sequence number and then
 	// follows the live run, so a client that dropped loses nothing.

@@ -90,6 +90,11 @@ func (m *Manager) resume(ctx context.Context, id string) (bool, error) {
 	}
 	defer m.release(rt)
 	t := newTask()
+	t.examined = make(chan struct{})
+	// Whatever the look decides, a claim waiting for it (a client's Run)
+	// goes on once resume returns: the session then runs the resumed
+	// run, or is free.
+	defer close(t.examined)
 	if err := rt.claim(ctx, t); err != nil {
 		return false, err
 	}

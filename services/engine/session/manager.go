@@ -26,7 +26,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"os"
 	"strings"
@@ -122,10 +121,6 @@ type Manager struct {
 	// environment spec; idleEnvs disposes of environments no task uses.
 	specs    envSpecs
 	idleEnvs *idleEnvs
-
-	// rowLocks serialize read-modify-write updates of session rows, which
-	// the store treats as last-writer-wins.
-	rowLocks [64]sync.Mutex
 
 	mu         sync.Mutex
 	runtimes   map[string]*Runtime
@@ -243,24 +238,18 @@ func (m *Manager) Loaded() int {
 }
 
 // updateRow applies f to the session's row and config and writes them
-// back, serialized with the engine's other updates of that row.
+// back, in one transaction of the store, so that no other update of the
+// row, from this replica or another, comes between the read and the write.
 func (m *Manager) updateRow(ctx context.Context, id string, f func(*store.Session, *config)) error {
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	l := &m.rowLocks[h.Sum32()%uint32(len(m.rowLocks))]
-	l.Lock()
-	defer l.Unlock()
-	row, err := m.store.GetSession(ctx, id)
-	if err != nil {
-		return err
-	}
-	cfg, err := parseConfig(row.Config)
-	if err != nil {
-		return err
-	}
-	f(row, &cfg)
-	row.Config = cfg.bytes()
-	return m.store.UpdateSession(ctx, row)
+	return m.store.ModifySession(ctx, id, func(row *store.Session) error {
+		cfg, err := parseConfig(row.Config)
+		if err != nil {
+			return err
+		}
+		f(row, &cfg)
+		row.Config = cfg.bytes()
+		return nil
+	})
 }
 
 // loadAgent loads an agent state directory. The default one is created

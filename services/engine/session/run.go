@@ -49,6 +49,25 @@ type task struct {
 	// happens. Guarded by the runtime's mu.
 	durable  bool
 	handover bool
+	// examined is set on the task with which a replica looks at a run
+	// that was cut off (resume), and closed once the look has decided:
+	// from then on the task runs the resumed run, or it is gone. Until
+	// then a claim of the session waits instead of refusing it as busy.
+	examined chan struct{}
+}
+
+// examining returns what closes when t, a look at a cut-off run, has
+// decided; nil when t is no such look, or no longer.
+func (t *task) examining() <-chan struct{} {
+	if t.examined == nil {
+		return nil
+	}
+	select {
+	case <-t.examined:
+		return nil
+	default:
+		return t.examined
+	}
 }
 
 // RunSpec is a task to start.
@@ -95,25 +114,40 @@ func isIdle(ev *penguinv1.RunEvent) bool {
 }
 
 // claim makes t the session's task, or reports that one holds it already.
+// A task that only looks at a cut-off run (resume) is waited for, up to
+// the end of ctx: right after a restart the engine looks at the runs a
+// crash cut off, and a Run in that moment starts once the look is over,
+// or finds the run it resumed busy, rather than being refused for it.
 func (rt *Runtime) claim(ctx context.Context, t *task) error {
 	m := rt.m
-	m.mu.Lock()
-	if m.closing {
+	for {
+		m.mu.Lock()
+		if m.closing {
+			m.mu.Unlock()
+			return fmt.Errorf("%w: the engine is shutting down", ErrUnavailable)
+		}
+		rt.refs++ // the task's own reference
+		m.tasks.Add(1)
 		m.mu.Unlock()
-		return fmt.Errorf("%w: the engine is shutting down", ErrUnavailable)
-	}
-	rt.refs++ // the task's own reference
-	m.tasks.Add(1)
-	m.mu.Unlock()
-	rt.mu.Lock()
-	busy := rt.task != nil
-	if !busy {
-		rt.task = t
-	}
-	rt.mu.Unlock()
-	if busy {
+		rt.mu.Lock()
+		holder := rt.task
+		if holder == nil {
+			rt.task = t
+		}
+		rt.mu.Unlock()
+		if holder == nil {
+			break
+		}
 		rt.unclaim(nil)
-		return fmt.Errorf("%w: session %s is already running a task; wait for it, Attach to watch it, or Abort it", ErrBusy, rt.id)
+		look := holder.examining()
+		if look == nil {
+			return fmt.Errorf("%w: session %s is already running a task; wait for it, Attach to watch it, or Abort it", ErrBusy, rt.id)
+		}
+		select {
+		case <-look:
+		case <-ctx.Done():
+			return fmt.Errorf("session %s: the engine was still looking at the run a stop cut off: %w", rt.id, ctx.Err())
+		}
 	}
 	rt.journal.Reset()
 	l, err := m.leases.Acquire(ctx, rt.id)
@@ -323,6 +357,9 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 		}
 	}); err != nil {
 		m.log.Warn("could not update the session row after a task", "session", rt.id, "error", err)
+	} else {
+		// The mark is saved: unloading need not write the row again.
+		rt.seqSaved = max(rt.seqSaved, high)
 	}
 	if err := t.lease.Release(ctx); err != nil {
 		m.log.Warn("could not release a run lease", "session", rt.id, "error", err)

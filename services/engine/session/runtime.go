@@ -27,7 +27,10 @@ type Runtime struct {
 	board   *approval.Board
 	watcher *envwatch.Watcher
 
-	seqSaved int64 // SeqHigh as last written to the row; set at load only
+	// seqSaved is SeqHigh as last written to the row: set at load and by
+	// the end of each task (which holds a reference, so unload, which
+	// runs after the last one is released, reads it after).
+	seqSaved int64
 	// sealed is set when the session's task was handed over to another
 	// replica: nothing more is recorded here.
 	sealed atomic.Bool

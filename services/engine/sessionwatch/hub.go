@@ -337,6 +337,14 @@ func (o *observed) UpdateSession(ctx context.Context, s *store.Session) error {
 	return err
 }
 
+func (o *observed) ModifySession(ctx context.Context, id string, f func(*store.Session) error) error {
+	err := o.Store.ModifySession(ctx, id, f)
+	if err == nil {
+		o.hub.Changed(id)
+	}
+	return err
+}
+
 func (o *observed) DeleteSession(ctx context.Context, id string) error {
 	err := o.Store.DeleteSession(ctx, id)
 	if err == nil {

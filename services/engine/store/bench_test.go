@@ -129,3 +129,74 @@ func BenchmarkAppendEvents(b *testing.B) {
 		})
 	})
 }
+
+// runModifyBench measures ModifySession against what it replaced in the
+// engine, GetSession then UpdateSession of the same change, interleaved in
+// chunks in the same run, and reports the ratio.
+func runModifyBench(b *testing.B, st store.Store) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	id := "bench-" + time.Now().Format("150405.000000000")
+	if err := st.CreateSession(ctx, &store.Session{ID: id, Config: []byte(`{}`)}); err != nil {
+		b.Fatal(err)
+	}
+	change := func(s *store.Session) error {
+		s.Title = "step " + time.Now().Format("150405.000000000")
+		return nil
+	}
+	b.ResetTimer()
+	var base time.Duration
+	for done := 0; done < b.N; {
+		n := min(benchChunk, b.N-done)
+		b.StopTimer()
+		start := time.Now()
+		for range n {
+			s, err := st.GetSession(ctx, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = change(s)
+			if err := st.UpdateSession(ctx, s); err != nil {
+				b.Fatal(err)
+			}
+		}
+		base += time.Since(start)
+		b.StartTimer()
+		for range n {
+			if err := st.ModifySession(ctx, id, change); err != nil {
+				b.Fatal(err)
+			}
+		}
+		done += n
+	}
+	b.StopTimer()
+	modifyNs := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	baseNs := float64(base.Nanoseconds()) / float64(b.N)
+	b.ReportMetric(baseNs, "get-then-update-ns/op")
+	b.ReportMetric(modifyNs/baseNs, "x-get-then-update")
+}
+
+// BenchmarkModifySession measures a read-modify-write of a session row in
+// one transaction against a GetSession and an UpdateSession, on SQLite (a
+// WAL file, where the read goes to a reader connection whose cache every
+// write invalidates) and PostgreSQL (loopback).
+func BenchmarkModifySession(b *testing.B) {
+	b.Run("sqlite", func(b *testing.B) {
+		st, err := store.Open(testCtx(b), filepath.Join(b.TempDir(), "bench.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		runModifyBench(b, st)
+	})
+	b.Run("postgres", func(b *testing.B) {
+		env := newPGEnv(b)
+		_, u := env.freshSchema(b)
+		st, err := store.Open(testCtx(b), u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		runModifyBench(b, st)
+	})
+}

@@ -190,13 +190,16 @@ func (s *pgStore) CreateSession(ctx context.Context, sess *Session) error {
 	return nil
 }
 
+// pgGetSession reads a session's row.
+const pgGetSession = `SELECT ` + sessionColumns + ` FROM sessions WHERE id = $1`
+
 // GetSession implements Store.
 func (s *pgStore) GetSession(ctx context.Context, id string) (*Session, error) {
 	const op = "get session"
 	if s.closed.Load() {
 		return nil, closedError(op)
 	}
-	sess, err := scanPGSession(s.pool.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = $1`, id))
+	sess, err := scanPGSession(s.pool.QueryRow(ctx, pgGetSession, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
 	}
@@ -240,6 +243,25 @@ func (s *pgStore) ListSessions(ctx context.Context, pageSize int, pageToken stri
 	return pageOf(out, n)
 }
 
+// pgUpdateSession writes every column of a session's metadata that
+// UpdateSession may change; its arguments are pgUpdateArgs.
+const pgUpdateSession = `UPDATE sessions SET
+		provider = $2, model_id = $3, workspace = $4, agent_state = $5, approval_mode = $6, thinking_level = $7,
+		title = $8, parent_id = $9, source = $10, environment_id = $11, environment_addr = $12, config = $13,
+		usage_cache_read = $14, usage_cache_write = $15, usage_output = $16, usage_total = $17,
+		usage_reasoning = $18, usage_cost_usd = $19, usage_unreported = $20
+	WHERE id = $1`
+
+func pgUpdateArgs(sess *Session) []any {
+	u := sess.Usage
+	return []any{
+		sess.ID, sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState, int32(sess.ApprovalMode), int32(sess.ThinkingLevel),
+		sess.Title, sess.ParentID, sess.Source, sess.EnvironmentID, sess.EnvironmentAddr, nilIfEmpty(sess.Config),
+		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal(),
+		u.GetReasoning(), costOf(u), u.GetUnreported(),
+	}
+}
+
 // UpdateSession implements Store.
 func (s *pgStore) UpdateSession(ctx context.Context, sess *Session) error {
 	const op = "update session"
@@ -249,24 +271,65 @@ func (s *pgStore) UpdateSession(ctx context.Context, sess *Session) error {
 	if s.closed.Load() {
 		return closedError(op)
 	}
-	u := sess.Usage
-	tag, err := s.pool.Exec(ctx, `UPDATE sessions SET
-			provider = $2, model_id = $3, workspace = $4, agent_state = $5, approval_mode = $6, thinking_level = $7,
-			title = $8, parent_id = $9, source = $10, environment_id = $11, environment_addr = $12, config = $13,
-			usage_cache_read = $14, usage_cache_write = $15, usage_output = $16, usage_total = $17,
-			usage_reasoning = $18, usage_cost_usd = $19, usage_unreported = $20
-		WHERE id = $1`,
-		sess.ID, sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState, int32(sess.ApprovalMode), int32(sess.ThinkingLevel),
-		sess.Title, sess.ParentID, sess.Source, sess.EnvironmentID, sess.EnvironmentAddr, nilIfEmpty(sess.Config),
-		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal(),
-		u.GetReasoning(), costOf(u), u.GetUnreported())
+	tag, err := s.pool.Exec(ctx, pgUpdateSession, pgUpdateArgs(sess)...)
+	return s.updated(ctx, op, sess.ID, tag, err)
+}
+
+// updated explains the outcome of pgUpdateSession.
+func (s *pgStore) updated(ctx context.Context, op, id string, tag pgconn.CommandTag, err error) error {
 	if err != nil {
 		return s.wrap(ctx, op, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sess.ID)
+		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
 	}
 	return nil
+}
+
+// ModifySession implements Store, optimistically: the row is read with
+// its xmin (the transaction that last wrote it), and the update applies
+// only while xmin is unchanged; when another update came between, the
+// row is read again and f runs again. Two round trips, as a GetSession
+// and an UpdateSession take, where a transaction holding the row would
+// take three.
+func (s *pgStore) ModifySession(ctx context.Context, id string, f func(*Session) error) error {
+	const op = "modify session"
+	if s.closed.Load() {
+		return closedError(op)
+	}
+	for {
+		var xmin uint32
+		sess, err := scanPGSession(prefixScanner{s.pool.QueryRow(ctx, `SELECT xmin, `+sessionColumns+` FROM sessions WHERE id = $1`, id), &xmin})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+		}
+		if err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		if err := f(sess); err != nil {
+			return err
+		}
+		sess.ID = id
+		tag, err := s.pool.Exec(ctx, pgUpdateSession+` AND xmin = $21`, append(pgUpdateArgs(sess), xmin)...)
+		if err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		if tag.RowsAffected() == 1 {
+			return nil
+		}
+		// Changed or deleted since the read: the next read tells which.
+	}
+}
+
+// prefixScanner scans a row whose first column is first's, followed by
+// what the wrapped scanner's caller reads.
+type prefixScanner struct {
+	row   scanner
+	first any
+}
+
+func (p prefixScanner) Scan(dest ...any) error {
+	return p.row.Scan(append([]any{p.first}, dest...)...)
 }
 
 // DeleteSession implements Store. The events, quarantined records and lease

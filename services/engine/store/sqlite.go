@@ -367,13 +367,16 @@ func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session) error {
 	return nil
 }
 
+// sqliteGetSession reads a session's row.
+const sqliteGetSession = `SELECT ` + sessionColumns + ` FROM sessions WHERE id = ?`
+
 // GetSession implements Store.
 func (s *sqliteStore) GetSession(ctx context.Context, id string) (*Session, error) {
 	const op = "get session"
 	if s.closed.Load() {
 		return nil, closedError(op)
 	}
-	sess, err := scanSQLiteSession(s.rs.queryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
+	sess, err := scanSQLiteSession(s.rs.queryRow(ctx, sqliteGetSession, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
 	}
@@ -417,6 +420,26 @@ func (s *sqliteStore) ListSessions(ctx context.Context, pageSize int, pageToken 
 	return pageOf(out, n)
 }
 
+// sqliteUpdateSession writes every column of a session's metadata that
+// UpdateSession may change; its arguments are sqliteUpdateArgs.
+const sqliteUpdateSession = `UPDATE sessions SET
+		provider = ?, model_id = ?, workspace = ?, agent_state = ?, approval_mode = ?, thinking_level = ?,
+		title = ?, parent_id = ?, source = ?, environment_id = ?, environment_addr = ?, config = ?,
+		usage_cache_read = ?, usage_cache_write = ?, usage_output = ?, usage_total = ?,
+		usage_reasoning = ?, usage_cost_usd = ?, usage_unreported = ?
+	WHERE id = ?`
+
+func sqliteUpdateArgs(sess *Session) []any {
+	u := sess.Usage
+	return []any{
+		sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState, int32(sess.ApprovalMode), int32(sess.ThinkingLevel),
+		sess.Title, sess.ParentID, sess.Source, sess.EnvironmentID, sess.EnvironmentAddr, nilIfEmpty(sess.Config),
+		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal(),
+		u.GetReasoning(), costOf(u), u.GetUnreported(),
+		sess.ID,
+	}
+}
+
 // UpdateSession implements Store.
 func (s *sqliteStore) UpdateSession(ctx context.Context, sess *Session) error {
 	const op = "update session"
@@ -426,25 +449,67 @@ func (s *sqliteStore) UpdateSession(ctx context.Context, sess *Session) error {
 	if s.closed.Load() {
 		return closedError(op)
 	}
-	u := sess.Usage
-	res, err := s.ws.exec(ctx, `UPDATE sessions SET
-			provider = ?, model_id = ?, workspace = ?, agent_state = ?, approval_mode = ?, thinking_level = ?,
-			title = ?, parent_id = ?, source = ?, environment_id = ?, environment_addr = ?, config = ?,
-			usage_cache_read = ?, usage_cache_write = ?, usage_output = ?, usage_total = ?,
-			usage_reasoning = ?, usage_cost_usd = ?, usage_unreported = ?
-		WHERE id = ?`,
-		sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState, int32(sess.ApprovalMode), int32(sess.ThinkingLevel),
-		sess.Title, sess.ParentID, sess.Source, sess.EnvironmentID, sess.EnvironmentAddr, nilIfEmpty(sess.Config),
-		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal(),
-		u.GetReasoning(), costOf(u), u.GetUnreported(),
-		sess.ID)
+	res, err := s.ws.exec(ctx, sqliteUpdateSession, sqliteUpdateArgs(sess)...)
+	return s.updated(ctx, op, sess.ID, res, err)
+}
+
+// updated explains the outcome of sqliteUpdateSession.
+func (s *sqliteStore) updated(ctx context.Context, op, id string, res sql.Result, err error) error {
 	if err != nil {
 		return s.wrap(ctx, op, err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
 		return s.wrap(ctx, op, err)
 	} else if n == 0 {
-		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sess.ID)
+		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+	}
+	return nil
+}
+
+// ModifySession implements Store. The read and the write are one
+// transaction on the writer's connection, which holds SQLite's write lock
+// from its start (IMMEDIATE), so no other write comes between them.
+func (s *sqliteStore) ModifySession(ctx context.Context, id string, f func(*Session) error) (err error) {
+	const op = "modify session"
+	if s.closed.Load() {
+		return closedError(op)
+	}
+	// Prepared before the transaction takes the one write connection,
+	// which preparing needs too.
+	get, err := s.ws.stmt(ctx, sqliteGetSession)
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	upd, err := s.ws.stmt(ctx, sqliteUpdateSession)
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	sess, err := scanSQLiteSession(tx.StmtContext(ctx, get).QueryRowContext(ctx, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+	}
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	if err := f(sess); err != nil {
+		return err
+	}
+	sess.ID = id
+	res, err := tx.StmtContext(ctx, upd).ExecContext(ctx, sqliteUpdateArgs(sess)...)
+	if err := s.updated(ctx, op, id, res, err); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return s.wrap(ctx, op, err)
 	}
 	return nil
 }

@@ -174,6 +174,16 @@ type Store interface {
 	// last-writer-wins.
 	UpdateSession(ctx context.Context, s *Session) error
 
+	// ModifySession reads the session's metadata, hands it to f, and
+	// stores what f made of it as UpdateSession would, atomically: no
+	// other update of the row, from any replica, comes between the read
+	// and the write. f may be called more than once (again on a fresh
+	// read, when a store resolves a conflicting update by retrying), so
+	// it must only change the session it is given. An error from f
+	// stores nothing and is returned as it is. ErrNotFound for an unknown
+	// session.
+	ModifySession(ctx context.Context, id string, f func(*Session) error) error
+
 	// DeleteSession deletes a session together with its event log and its
 	// lease. ErrNotFound for an unknown session.
 	DeleteSession(ctx context.Context, id string) error

@@ -21,7 +21,7 @@ type Deps struct {
 	// Root confines file paths to the workspace.
 	Root *workspace.Root
 	// Commands runs shell commands.
-	Commands *command.Manager
+	Commands Commands
 	// HTTP fetches read_image URLs; nil means egress.NewClient with its
 	// defaults (no internal destinations).
 	HTTP *http.Client
@@ -29,6 +29,18 @@ type Deps struct {
 	// whose sandbox keeps the workspace read-only: the file tools must not
 	// write where its commands cannot.
 	ReadOnly bool
+}
+
+// Commands gives the command tools the environment's command manager,
+// which is started (with the environment's sandbox) by the first command:
+// an environment whose model only uses the file tools starts neither.
+type Commands interface {
+	// Start returns the manager, starting it the first time; its error
+	// is the call's.
+	Start() (*command.Manager, error)
+	// Started returns the manager, or nil while no command has been
+	// started, so that looking a process up starts nothing.
+	Started() *command.Manager
 }
 
 // errReadOnly is the refusal of a write in a read-only environment.

@@ -148,7 +148,11 @@ func (t *execCommand) Run(ctx context.Context, raw string, out tool.Output) (too
 		}
 		dir = filepath.Join(tree.Dir(), filepath.FromSlash(name))
 	}
-	s, err := t.d.Commands.Start(ctx, command.StartOptions{
+	commands, err := t.d.Commands.Start()
+	if err != nil {
+		return tool.Result{}, err
+	}
+	s, err := commands.Start(ctx, command.StartOptions{
 		Command: a.Cmd, Dir: dir, Background: a.RunInBackground, Pipes: a.TTY != nil && !*a.TTY,
 	})
 	if err != nil {
@@ -169,11 +173,11 @@ func (t *execCommand) Run(ctx context.Context, raw string, out tool.Output) (too
 		// with the call.
 		s.Kill(0)
 		_, _ = out.Write(s.TakeUnread())
-		t.d.Commands.Remove(s.ID())
+		commands.Remove(s.ID())
 		return tool.Result{Note: "[the command and its process group were killed]"}, err
 	}
 	if st.State != command.Running {
-		t.d.Commands.Remove(s.ID())
+		commands.Remove(s.ID())
 		return endResult(st), nil
 	}
 	return stillRunning(s.ID()), nil
@@ -208,7 +212,7 @@ func (t *inputCommand) Run(ctx context.Context, raw string, out tool.Output) (to
 	if err := tool.DecodeArgs(raw, &a, "process_id"); err != nil {
 		return tool.Result{}, err
 	}
-	s, ok := t.d.Commands.Get(a.ProcessID)
+	commands, s, ok := lookup(t.d, a.ProcessID)
 	if !ok {
 		return tool.Result{}, unknownProcess(a.ProcessID)
 	}
@@ -234,10 +238,21 @@ func (t *inputCommand) Run(ctx context.Context, raw string, out tool.Output) (to
 		_, _ = out.WriteString("[no new output]")
 	}
 	if st.State != command.Running {
-		t.d.Commands.Remove(s.ID())
+		commands.Remove(s.ID())
 		return endResult(st), nil
 	}
 	return stillRunning(s.ID()), nil
+}
+
+// lookup finds a command session by process_id; before the first command
+// there is none, and nothing is started to say so.
+func lookup(d Deps, id string) (*command.Manager, *command.Session, bool) {
+	commands := d.Commands.Started()
+	if commands == nil {
+		return nil, nil, false
+	}
+	s, ok := commands.Get(id)
+	return commands, s, ok
 }
 
 func unknownProcess(id string) error {
@@ -268,11 +283,11 @@ func (t *killCommand) Run(ctx context.Context, raw string, out tool.Output) (too
 	if err := tool.DecodeArgs(raw, &a, "process_id"); err != nil {
 		return tool.Result{}, err
 	}
-	s, ok := t.d.Commands.Get(a.ProcessID)
+	commands, s, ok := lookup(t.d, a.ProcessID)
 	if !ok {
 		return tool.Result{}, unknownProcess(a.ProcessID)
 	}
-	t.d.Commands.Remove(s.ID())
+	commands.Remove(s.ID())
 	before := s.Info()
 	if before.State == command.Running {
 		s.Kill(killGrace)

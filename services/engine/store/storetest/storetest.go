@@ -12,6 +12,7 @@ package storetest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -76,6 +77,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		{"CreateRejects", s.testCreateRejects},
 		{"GetUnknown", s.testGetUnknown},
 		{"Update", s.testUpdate},
+		{"Modify", s.testModify},
+		{"ConcurrentModifiesLoseNothing", s.testConcurrentModifies},
 		{"Delete", s.testDelete},
 		{"ListPaging", s.testListPaging},
 		{"ListBadToken", s.testListBadToken},
@@ -355,6 +358,94 @@ func (s *suite) testUpdate(t *testing.T, ctx context.Context, st store.Store) {
 		t.Fatalf("cleared session = %+v", got)
 	}
 	wantErr(t, "UpdateSession(nil)", st.UpdateSession(ctx, nil), store.ErrInvalid)
+}
+
+func (s *suite) testModify(t *testing.T, ctx context.Context, st store.Store) {
+	mustCreate(t, ctx, st, fullSession("mod"))
+	if err := st.AppendEvents(ctx, "mod", eventsOf(1, text("one"))...); err != nil {
+		t.Fatalf("AppendEvents: %v", err)
+	}
+	before, err := st.GetSession(ctx, "mod")
+	if err != nil {
+		t.Fatalf("GetSession: %v", err)
+	}
+	err = st.ModifySession(ctx, "mod", func(got *store.Session) error {
+		// f sees the session as GetSession returns it.
+		if d := diffSession(before, got); d != "" {
+			t.Errorf("ModifySession handed f: %s", d)
+		}
+		got.Title, got.EnvironmentID, got.Config = "modified", "", []byte(`{"n":1}`)
+		// The store owns these, and the id is the one asked for.
+		got.ID, got.CreatedAt, got.LastSequence = "other", got.CreatedAt.Add(time.Hour), 1000
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("ModifySession: %v", err)
+	}
+	got, err := st.GetSession(ctx, "mod")
+	if err != nil {
+		t.Fatalf("GetSession: %v", err)
+	}
+	want := *before
+	want.Title, want.EnvironmentID, want.Config = "modified", "", []byte(`{"n":1}`)
+	if d := diffSession(&want, got); d != "" {
+		t.Fatalf("after ModifySession: %s", d)
+	}
+	// An error from f is returned as it is, and stores nothing.
+	refusal := errors.New("refused")
+	err = st.ModifySession(ctx, "mod", func(s *store.Session) error {
+		s.Title = "never stored"
+		return refusal
+	})
+	if !errors.Is(err, refusal) {
+		t.Fatalf("ModifySession with f failing: %v, want f's error", err)
+	}
+	if got, err := st.GetSession(ctx, "mod"); err != nil || got.Title != "modified" {
+		t.Fatalf("after a failed f: %+v, %v", got, err)
+	}
+	wantErr(t, "ModifySession(unknown)", st.ModifySession(ctx, "nope", func(*store.Session) error { return nil }), store.ErrNotFound)
+}
+
+// testConcurrentModifies has writers add to one counter in the session's
+// config at once: with the read and the write in one transaction, none of
+// the additions is lost.
+func (s *suite) testConcurrentModifies(t *testing.T, ctx context.Context, st store.Store) {
+	mustCreate(t, ctx, st, &store.Session{ID: "count", Config: []byte(`{"n":0}`)})
+	const writers, each = 8, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for range writers {
+		wg.Go(func() {
+			for range each {
+				err := st.ModifySession(ctx, "count", func(s *store.Session) error {
+					var c struct{ N int }
+					if err := json.Unmarshal(s.Config, &c); err != nil {
+						return err
+					}
+					c.N++
+					s.Config = fmt.Appendf(nil, `{"n":%d}`, c.N)
+					return nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("ModifySession: %v", err)
+	}
+	got, err := st.GetSession(ctx, "count")
+	if err != nil {
+		t.Fatalf("GetSession: %v", err)
+	}
+	var c struct{ N int }
+	if err := json.Unmarshal(got.Config, &c); err != nil || c.N != writers*each {
+		t.Fatalf("config after %d concurrent additions = %s (%v)", writers*each, got.Config, err)
+	}
 }
 
 func (s *suite) testDelete(t *testing.T, ctx context.Context, st store.Store) {
