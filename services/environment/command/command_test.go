@@ -232,30 +232,68 @@ func TestPipesDeliverBulkOutputWhole(t *testing.T) {
 }
 
 // TestOutputArrivesInOrder streams a long numbered sequence, on pipes and
-// in a terminal, through a writer that scribbles over every piece once it
-// has copied it (as an io.Writer's caller may reuse it): the session
-// recycles its output buffers between pieces, and a buffer handed back
-// while still in use would show up here as missing, repeated or
-// overwritten lines.
+// in a terminal, two of each at once, through a writer that scribbles over
+// every piece once it has copied it (as an io.Writer's caller may reuse
+// it): the sessions recycle their output buffers between pieces and share
+// a pool of them, and a buffer handed back or pooled while still in use
+// would show up here as missing, repeated or overwritten lines (or, under
+// -race, as a race).
 func TestOutputArrivesInOrder(t *testing.T) {
 	const n = 200000
 	var want strings.Builder
 	for i := 1; i <= n; i++ {
 		want.WriteString(strconv.Itoa(i) + "\n")
 	}
+	m := newManager(t, Options{})
+	var wg sync.WaitGroup
+	for _, pipes := range []bool{true, false, true, false} {
+		s, err := m.Start(context.Background(), StartOptions{Command: "seq 1 " + strconv.Itoa(n), Dir: t.TempDir(), Pipes: pipes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var got scribbler
+			st, err := s.Stream(ctxFor(t), 0, &got)
+			if err != nil || st.State != Exited || st.ExitCode != 0 {
+				t.Errorf("pipes %v: status %+v %v", pipes, st, err)
+				return
+			}
+			if got.b.String() != want.String() {
+				t.Errorf("pipes %v: %d bytes arrived, not the %d of the sequence in order", pipes, got.b.Len(), want.Len())
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestUnreadOutputKeepsItsNewestMegabyte lets a command print 3 MB that
+// nobody reads, on pipes and in a terminal: the session keeps the newest
+// detachedBuffer bytes, in order, after a note counting the dropped ones.
+func TestUnreadOutputKeepsItsNewestMegabyte(t *testing.T) {
+	const n = 400000
+	var want strings.Builder
+	for i := 1; i <= n; i++ {
+		want.WriteString(strconv.Itoa(i) + "\n")
+	}
+	all := want.String()
+	kept := all[len(all)-detachedBuffer:]
+	note := "[... " + strconv.Itoa(len(all)-detachedBuffer) + " bytes of earlier output dropped ...]\n"
 	for _, pipes := range []bool{true, false} {
 		m := newManager(t, Options{})
 		s, err := m.Start(context.Background(), StartOptions{Command: "seq 1 " + strconv.Itoa(n), Dir: t.TempDir(), Pipes: pipes})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got scribbler
-		st, err := s.Stream(ctxFor(t), 0, &got)
-		if err != nil || st.State != Exited || st.ExitCode != 0 {
-			t.Fatalf("pipes %v: status %+v %v", pipes, st, err)
+		select {
+		case <-s.Done():
+		case <-ctxFor(t).Done():
+			t.Fatal("the command did not finish")
 		}
-		if got.b.String() != want.String() {
-			t.Fatalf("pipes %v: %d bytes arrived, not the %d of the sequence in order", pipes, got.b.Len(), want.Len())
+		got := string(s.TakeUnread())
+		if got != note+kept {
+			t.Fatalf("pipes %v: %d bytes unread, starting %q; want %d starting %q", pipes, len(got), got[:min(len(got), 80)], len(note+kept), (note + kept)[:80])
 		}
 	}
 }

@@ -334,10 +334,14 @@ func (m *Manager) start(id string, o StartOptions, notice string) (*Session, err
 		output:     files.output,
 		input:      files.input,
 		terminal:   !o.Pipes,
+		buffering:  terminalBuffering,
 		changed:    make(chan struct{}),
 		done:       make(chan struct{}),
 		limits:     m.opts.Limits,
 		limitsAt:   limitsAt,
+	}
+	if o.Pipes {
+		s.buffering = pipeBuffering
 	}
 	if notice != "" {
 		s.unread = []byte(notice)

@@ -1,6 +1,7 @@
 package command
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,35 +45,52 @@ var ErrExited = errors.New("the command has exited")
 const (
 	// attachedBuffer is how much unread output is held while a call reads
 	// the session; a faster producer then waits (the terminal applies
-	// backpressure) instead of losing output.
-	attachedBuffer = 256 << 10
+	// backpressure) instead of losing output. It is several times
+	// coalesceBytes, so that the command goes on while a full piece is
+	// being passed on.
+	attachedBuffer = 1 << 20
 	// detachedBuffer is how much unread output a session keeps while nobody
 	// reads it; beyond it the oldest output is dropped and counted.
 	detachedBuffer = 1 << 20
 	// drainGrace is how long output is still read after the main process
 	// exited while something else keeps the terminal open.
 	drainGrace = 200 * time.Millisecond
-	// terminalRead and pipeRead are the read sizes: a terminal hands over
-	// at most 4 KiB per read (the line discipline's buffer), a pipe as
-	// much as it holds (pipeSize).
-	terminalRead = 16 << 10
-	pipeRead     = 1 << 20
 	// coalesceBytes and coalesceWait bound how much output Stream gathers,
-	// and how long it waits for it, before passing it on.
-	coalesceBytes = 64 << 10
+	// and how long it waits for it, before passing it on. Each piece costs
+	// two goroutine switches (the reader waking Stream, which then waits
+	// again), so bulk output moves in pieces of 256 KiB rather than 64.
+	coalesceBytes = 256 << 10
 	coalesceWait  = 2 * time.Millisecond
 	// maxDrain bounds the final read of a terminal that a leftover process
 	// keeps writing to.
 	maxDrain = 4 << 20
 )
 
-// terminalBuffers and pipeBuffers hold read buffers between commands, so
-// that a command's start does not allocate (and the collector reclaim) a
-// buffer of its own.
+// buffering is how a session buffers output: output is read straight into
+// the free end of the buffer that holds what is unread, so that each byte
+// is copied once, by the read, and again only if its buffer fills up before
+// the byte was taken (then what is unread moves to the start of another
+// buffer).
+type buffering struct {
+	// size is the size of a buffer; pool holds buffers of that size
+	// between commands, so that a command's start does not allocate (and
+	// the collector clear and reclaim) one of its own.
+	size int
+	pool *sync.Pool
+	// least is the least free room a read is given, and most the most it
+	// takes: a terminal hands over at most 4 KiB per read (the line
+	// discipline's buffer), a pipe as much as it holds (pipeSize).
+	least, most int
+}
+
 var (
-	terminalBuffers = sync.Pool{New: func() any { b := make([]byte, terminalRead); return &b }}
-	pipeBuffers     = sync.Pool{New: func() any { b := make([]byte, pipeRead); return &b }}
+	terminalBuffering = newBuffering(64<<10, 4<<10, 16<<10)
+	pipeBuffering     = newBuffering(2<<20, 64<<10, 1<<20)
 )
+
+func newBuffering(size, least, most int) *buffering {
+	return &buffering{size: size, least: least, most: most, pool: &sync.Pool{New: func() any { b := make([]byte, size); return &b }}}
+}
 
 // Session is one command running in its own pseudo-terminal, or on plain
 // pipes, as one session and process group of its own.
@@ -96,14 +114,27 @@ type Session struct {
 	// inputClosed is set once Ctrl-D closed a piped command's stdin.
 	inputClosed atomic.Bool
 
+	buffering *buffering
+
 	mu      sync.Mutex
 	space   *sync.Cond // signalled when unread output was taken or reading must stop
 	changed chan struct{}
-	unread  []byte
-	// spare is an emptied buffer that Stream gave back once written out,
-	// for the output that follows: a command printing fast then reuses
-	// two buffers instead of allocating (and the collector clearing and
-	// reclaiming) a new one for every piece. Only kept while attached.
+	// buf is the buffer that output is read into, from its start to its
+	// capacity (its length is zero), and unread the output not yet taken:
+	// a part of buf, or the note of the shell snapshot before the first
+	// read. A read writes into the free room after unread (its length
+	// is published under mu afterwards), and taking the output leaves
+	// unread empty where it ended, so a read under way lands right.
+	buf    []byte
+	unread []byte
+	// lent is the buffer of the piece Stream is writing out (nil when
+	// none): it must not be reused until Stream gives the piece back.
+	lent []byte
+	// spare is an emptied buffer for the output that follows: the
+	// buffer the reader left, once nothing of it is still being written
+	// out. A command printing fast then reuses two buffers instead of
+	// allocating (and the collector clearing and reclaiming) a new one
+	// whenever one fills. Only kept while attached.
 	spare       []byte
 	dropped     int64
 	attached    bool
@@ -188,25 +219,15 @@ func (s *Session) broadcastLocked() {
 	s.changed = make(chan struct{})
 }
 
-// readLoop moves the terminal's output into the unread buffer until the
+// readLoop reads the terminal's output into the unread buffer until the
 // terminal closes, or until the main process has exited and the drain
 // deadline passes.
 func (s *Session) readLoop() {
-	pool := &terminalBuffers
-	if !s.terminal {
-		pool = &pipeBuffers
-	}
-	bp := pool.Get().(*[]byte)
-	defer pool.Put(bp)
-	buf := *bp
 	for {
-		n, err := s.output.Read(buf)
-		if n > 0 {
-			s.appendOutput(buf[:n])
-		}
+		_, err := s.fill(s.output.Read)
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				s.drainRest(buf)
+				s.drainRest()
 			}
 			break
 		}
@@ -216,6 +237,7 @@ func (s *Session) readLoop() {
 	// a command that closed its output but has not exited yet.
 	s.mu.Lock()
 	s.eof = true
+	s.releaseLocked()
 	s.broadcastLocked()
 	s.space.Broadcast()
 	s.mu.Unlock()
@@ -225,50 +247,118 @@ func (s *Session) readLoop() {
 // drainRest reads, without waiting, what is still buffered in the terminal
 // after the drain deadline, so that a slow reader loses nothing the main
 // process wrote before it exited.
-func (s *Session) drainRest(buf []byte) {
+func (s *Session) drainRest() {
 	rc, err := s.output.SyscallConn()
 	if err != nil {
 		return
 	}
 	for total := 0; total < maxDrain; {
-		var n int
-		var rerr error
-		if err := rc.Control(func(fd uintptr) { n, rerr = unix.Read(int(fd), buf) }); err != nil {
-			return
-		}
-		if n <= 0 || rerr != nil {
+		var cerr error
+		n, rerr := s.fill(func(p []byte) (n int, err error) {
+			cerr = rc.Control(func(fd uintptr) { n, err = unix.Read(int(fd), p) })
+			return max(n, 0), err
+		})
+		if cerr != nil || n <= 0 || rerr != nil {
 			return
 		}
 		total += n
-		s.appendOutput(buf[:n])
 	}
 }
 
-// appendOutput adds terminal output to the unread buffer: while a call is
-// reading, it waits for room; otherwise it drops the oldest output. It
-// wakes a waiting reader only when there is news for it: the first output
-// after the buffer was emptied (a reader waits for that), or enough to end
-// a reader's coalescing wait (see coalesce). Waking it for every piece in
+// fill reads once, with read, into the free room after the unread output,
+// and adds what it read to it: while a call is reading, it first waits for
+// room; otherwise it then drops the oldest output. It wakes a waiting
+// reader only when there is news for it: the first output after the
+// buffer was emptied (a reader waits for that), or enough to end a
+// reader's coalescing wait (see coalesce). Waking it for every piece in
 // between would cost two goroutine switches per read, which is most of the
 // work of moving output that arrives in pieces of a few KiB.
-func (s *Session) appendOutput(p []byte) {
+func (s *Session) fill(read func([]byte) (int, error)) (int, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for s.attached && len(s.unread) >= attachedBuffer && !s.killed {
 		s.space.Wait()
 	}
-	before := len(s.unread)
-	if before == 0 && s.unread == nil && s.spare != nil {
-		s.unread, s.spare = s.spare, nil
+	room := s.roomLocked()
+	s.mu.Unlock()
+	n, err := read(room)
+	if n <= 0 {
+		return n, err
 	}
-	s.unread = append(s.unread, p...)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before := len(s.unread)
+	s.unread = s.unread[:before+n]
 	if over := len(s.unread) - detachedBuffer; over > 0 && !s.attached {
 		s.dropped += int64(over)
-		s.unread = append(s.unread[:0], s.unread[over:]...)
+		s.unread = s.unread[over:]
 	}
 	if before == 0 || before < coalesceBytes && len(s.unread) >= coalesceBytes {
 		s.broadcastLocked()
 	}
+	return n, err
+}
+
+// roomLocked returns the free room after the unread output, at most as
+// much as one read takes. Where less than the least is free, the unread
+// output first moves to the start of another buffer: the spare one, a
+// pooled one, else (for a backlog a pooled one cannot take) a new one.
+func (s *Session) roomLocked() []byte {
+	b := s.buffering
+	if cap(s.unread)-len(s.unread) < b.least {
+		need := len(s.unread) + b.least
+		var next []byte
+		switch {
+		case cap(s.spare) >= need:
+			next, s.spare = s.spare, nil
+		case need <= b.size:
+			next = *b.pool.Get().(*[]byte)
+		default:
+			next = make([]byte, 2*len(s.unread))
+		}
+		old := s.buf
+		s.buf = next[:0]
+		s.unread = append(s.buf, s.unread...)
+		// The buffer left behind, once its output was copied out and
+		// unless Stream is still writing a piece of it, is the spare one
+		// while a call reads the session, else goes back to the pool.
+		if old != nil && !sameBuffer(old, s.lent) {
+			if s.attached && s.spare == nil {
+				s.spare = old
+			} else {
+				b.recycle(old)
+			}
+		}
+	}
+	room := s.unread[len(s.unread):cap(s.unread)]
+	return room[:min(len(room), b.most)]
+}
+
+// releaseLocked lets go of the buffers, back into the pool for the next
+// command, once the output has all been read and taken and none of it is
+// still being written out. It is called wherever that may have become
+// true: at the end of the output, and after each take.
+func (s *Session) releaseLocked() {
+	if !s.eof || len(s.unread) > 0 || s.lent != nil {
+		return
+	}
+	s.buffering.recycle(s.buf)
+	s.buffering.recycle(s.spare)
+	s.buf, s.unread, s.spare = nil, nil, nil
+}
+
+// recycle puts buf, a buffer nothing uses any more, back into the pool
+// when it has the pool's size.
+func (b *buffering) recycle(buf []byte) {
+	if cap(buf) == b.size {
+		buf = buf[:cap(buf)]
+		b.pool.Put(&buf)
+	}
+}
+
+// sameBuffer reports whether a and b, each a buffer from its start, are
+// the same buffer.
+func sameBuffer(a, b []byte) bool {
+	return cap(a) > 0 && cap(b) > 0 && &a[:1][0] == &b[:1][0]
 }
 
 // waitLoop reaps the main process and records how it ended.
@@ -307,33 +397,36 @@ func (s *Session) maybeFinish() {
 }
 
 // takeLocked returns the unread output and empties the buffer, prefixed by a
-// note when output was dropped.
-func (s *Session) takeLocked() []byte {
+// note when output was dropped. shared reports whether out is a part of
+// the session's buffer, which stays the session's: it must be copied or
+// given back.
+func (s *Session) takeLocked() (out []byte, shared bool) {
 	if len(s.unread) == 0 && s.dropped == 0 {
-		return nil
+		return nil, false
 	}
-	out := s.unread
+	n := len(s.unread)
+	out, shared = s.unread[:n:n], true
 	if s.dropped > 0 {
-		out = append([]byte(fmt.Sprintf("[... %d bytes of earlier output dropped ...]\n", s.dropped)), out...)
+		out, shared = append([]byte(fmt.Sprintf("[... %d bytes of earlier output dropped ...]\n", s.dropped)), out...), false
 		s.dropped = 0
 	}
-	s.unread = nil
+	s.unread = s.unread[n:]
 	s.space.Broadcast()
-	return out
+	return out, shared
 }
 
-// giveBack returns a buffer that takeLocked handed out, once its contents
-// were written out, as the next unread buffer's storage. Buffers larger
-// than a reader's backlog can grow to are left to the collector.
-func (s *Session) giveBack(b []byte) {
-	if cap(b) > 2*(attachedBuffer+pipeRead) {
-		return
-	}
+// giveBack tells that the piece Stream took was written out. Its buffer,
+// when the reader has moved on from it, becomes the spare one; buffers
+// larger than a reader's backlog can grow to are left to the collector.
+func (s *Session) giveBack() {
 	s.mu.Lock()
-	if s.attached && s.spare == nil {
-		s.spare = b[:0]
+	defer s.mu.Unlock()
+	b := s.lent
+	s.lent = nil
+	if s.attached && s.spare == nil && !sameBuffer(b, s.buf) && cap(b) <= 2*(attachedBuffer+s.buffering.size) {
+		s.spare = b
 	}
-	s.mu.Unlock()
+	s.releaseLocked()
 }
 
 // TakeUnread returns the output nobody has read yet and empties the buffer.
@@ -341,7 +434,13 @@ func (s *Session) TakeUnread() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastUsed = time.Now()
-	return s.takeLocked()
+	out, shared := s.takeLocked()
+	if shared {
+		// A call streaming the session meanwhile may recycle the buffer.
+		out = bytes.Clone(out)
+	}
+	s.releaseLocked()
+	return out
 }
 
 // Stream copies the session's output to w as it arrives, until the command
@@ -360,7 +459,8 @@ func (s *Session) Stream(ctx context.Context, wait time.Duration, w io.Writer) (
 	defer func() {
 		s.mu.Lock()
 		s.attached = false
-		s.spare = nil
+		s.buffering.recycle(s.spare)
+		s.lent, s.spare = nil, nil
 		s.lastUsed = time.Now()
 		s.space.Broadcast()
 		s.mu.Unlock()
@@ -383,7 +483,10 @@ func (s *Session) Stream(ctx context.Context, wait time.Duration, w io.Writer) (
 			s.coalesce()
 			s.mu.Lock()
 		}
-		data := s.takeLocked()
+		data, shared := s.takeLocked()
+		if shared {
+			s.lent = s.buf
+		}
 		st := Status{State: s.stateLocked(), ExitCode: s.exitCode}
 		changed := s.changed
 		s.mu.Unlock()
@@ -391,7 +494,9 @@ func (s *Session) Stream(ctx context.Context, wait time.Duration, w io.Writer) (
 			if _, err := w.Write(data); err != nil {
 				return st, err
 			}
-			s.giveBack(data)
+			if shared {
+				s.giveBack()
+			}
 			continue
 		}
 		if st.State != Running {
@@ -414,9 +519,9 @@ func (s *Session) Stream(ctx context.Context, wait time.Duration, w io.Writer) (
 // a command writing fast reaches the caller in fewer, larger pieces (a
 // terminal delivers at most a few KiB per read, a pipe what the writer
 // wrote). It returns once coalesceBytes are unread, the command has ended
-// or its output closed, or coalesceWait has passed; appendOutput wakes it
-// only for the first two. The wait is too short to matter to a reader
-// watching the output.
+// or its output closed, or coalesceWait has passed; fill wakes it only
+// for the first two. The wait is too short to matter to a reader watching
+// the output.
 func (s *Session) coalesce() {
 	timer := time.NewTimer(coalesceWait)
 	defer timer.Stop()

@@ -20,24 +20,25 @@ const archiveBudget = 8<<20 - 1
 
 // archive keeps the full text of one call within a byte budget: all of it
 // while it fits, then a head and a tail window with the middle dropped. The
-// tail window is a ring of fixed size, so that each byte past the budget is
-// copied once, into place, however long the command goes on printing.
+// head is the first half of the budget. The tail window, the rest, is a
+// ring, so that each byte past the head is copied once, into place,
+// however long the command goes on printing. Both are made of pooled
+// blocks taken as they are first written, so that neither grows by
+// copying, and a call that prints a lot reuses memory another call used
+// instead of faulting in and clearing megabytes of fresh memory.
 type archive struct {
 	budget  int
-	head    []byte
-	ring    []byte // the tail window once over budget: tailCap bytes, circular
+	head    blocks // the first headCap bytes
+	headLen int
+	ring    blocks // the tail window, circular
 	end     int    // where the next byte goes in ring
-	wrapped bool   // ring holds tailCap bytes, the oldest at end
-	tailCap int
+	wrapped bool   // ring is full, the oldest byte at end
 	total   int64
-	over    bool
 }
 
-// minArchiveGrowth is the least an archive's head grows by at a time.
-const minArchiveGrowth = 64 << 10
-
 func newArchive(budget int) *archive {
-	return &archive{budget: budget, tailCap: budget / 2}
+	tailCap := budget / 2
+	return &archive{budget: budget, head: blocks{size: budget - tailCap}, ring: blocks{size: tailCap}}
 }
 
 // add appends text.
@@ -49,67 +50,92 @@ func (a *archive) addBytes(b []byte) { appendArchive(a, b) }
 // appendArchive is add and addBytes.
 func appendArchive[T string | []byte](a *archive, text T) {
 	a.total += int64(len(text))
-	if !a.over {
-		if len(a.head)+len(text) <= a.budget {
-			if need := len(a.head) + len(text); need > cap(a.head) {
-				// Doubling, as append does only for small slices: a
-				// head growing to megabytes by a quarter at a time
-				// would be copied over and over.
-				grown := make([]byte, len(a.head), min(max(2*cap(a.head), need, minArchiveGrowth), a.budget))
-				copy(grown, a.head)
-				a.head = grown
-			}
-			a.head = append(a.head, text...)
-			return
-		}
-		// Over budget: keep the first half as the head; the rest of
-		// what was kept and the text start the tail window.
-		a.over = true
-		headCap := a.budget - a.tailCap
-		a.ring = make([]byte, a.tailCap)
-		if len(a.head) < headCap {
-			take := headCap - len(a.head)
-			a.head = append(a.head, text[:take]...)
-			text = text[take:]
-		} else {
-			rest := a.head[headCap:]
-			a.head = a.head[:headCap:headCap]
-			writeRing(a, rest)
-		}
-		writeRing(a, text)
+	if a.headLen < a.head.size {
+		n := min(len(text), a.head.size-a.headLen)
+		writeBlocks(&a.head, a.headLen, text[:n])
+		a.headLen += n
+		text = text[n:]
+	}
+	if len(text) == 0 || a.ring.size == 0 {
 		return
 	}
-	writeRing(a, text)
-}
-
-// writeRing adds b to the tail window, overwriting its oldest bytes.
-func writeRing[T string | []byte](a *archive, b T) {
-	if a.tailCap == 0 {
-		return
-	}
-	if len(b) >= a.tailCap {
-		copy(a.ring, b[len(b)-a.tailCap:])
+	size := a.ring.size
+	if len(text) >= size {
+		writeBlocks(&a.ring, 0, text[len(text)-size:])
 		a.end, a.wrapped = 0, true
 		return
 	}
-	n := copy(a.ring[a.end:], b)
-	if n < len(b) {
-		a.end = copy(a.ring, b[n:])
-		a.wrapped = true
-		return
-	}
+	n := min(len(text), size-a.end)
+	writeBlocks(&a.ring, a.end, text[:n])
 	a.end += n
-	if a.end == a.tailCap {
+	if n < len(text) {
+		a.end = len(text) - n
+		writeBlocks(&a.ring, 0, text[n:])
+		a.wrapped = true
+	}
+	if a.end == size {
 		a.end, a.wrapped = 0, true
 	}
 }
 
-// tail returns the tail window, oldest bytes first, in two parts.
-func (a *archive) tail() (older, newer []byte) {
-	if !a.wrapped {
-		return nil, a.ring[:a.end]
+// release gives the archive's blocks back; it is empty afterwards.
+func (a *archive) release() {
+	a.head.release()
+	a.ring.release()
+}
+
+// archiveBlock is the size of an archive's blocks: as much as a call's
+// first output took before blocks, so that a call printing a little uses
+// no more.
+const archiveBlock = 64 << 10
+
+// archiveBlocks holds archive blocks between calls.
+var archiveBlocks = sync.Pool{New: func() any { return new([archiveBlock]byte) }}
+
+// blocks is a byte region of a fixed size, stored in archive blocks.
+type blocks struct {
+	size int
+	b    []*[archiveBlock]byte // b[i] holds bytes from i*archiveBlock on; nil until written
+}
+
+// writeBlocks copies p into r from off on; off+len(p) must not pass
+// r.size.
+func writeBlocks[T string | []byte](r *blocks, off int, p T) {
+	for len(p) > 0 {
+		i, at := off/archiveBlock, off%archiveBlock
+		for len(r.b) <= i {
+			r.b = append(r.b, nil)
+		}
+		if r.b[i] == nil {
+			r.b[i] = archiveBlocks.Get().(*[archiveBlock]byte)
+		}
+		n := copy(r.b[i][at:], p)
+		p, off = p[n:], off+n
 	}
-	return a.ring[a.end:], a.ring[:a.end]
+}
+
+// each calls f with the bytes of r from from to to, in order, one block's
+// part at a time.
+func (r *blocks) each(from, to int, f func([]byte)) {
+	for from < to {
+		i, at := from/archiveBlock, from%archiveBlock
+		n := min(archiveBlock-at, to-from)
+		f(r.b[i][at : at+n])
+		from += n
+	}
+}
+
+// byteAt returns r's byte at off.
+func (r *blocks) byteAt(off int) byte { return r.b[off/archiveBlock][off%archiveBlock] }
+
+// release puts r's blocks back into the pool.
+func (r *blocks) release() {
+	for _, b := range r.b {
+		if b != nil {
+			archiveBlocks.Put(b)
+		}
+	}
+	r.b = nil
 }
 
 // Archives is where an environment keeps the full text of its truncated
@@ -153,23 +179,22 @@ func (s *Archives) save(a *archive, callID string) (string, error) {
 			_, werr = f.Write(b)
 		}
 	}
-	write(a.head)
-	if a.over {
-		older, newer := a.tail()
-		// The window starts on a character's first byte.
-		for len(older) > 0 && !utf8.RuneStart(older[0]) {
-			older = older[1:]
-		}
-		if len(older) == 0 {
-			for len(newer) > 0 && !utf8.RuneStart(newer[0]) {
-				newer = newer[1:]
-			}
-		}
-		dropped := a.total - int64(len(a.head)) - int64(len(older)) - int64(len(newer))
-		write([]byte(fmt.Sprintf("\n[... %d bytes of the middle of the output are not kept ...]\n", dropped)))
-		write(older)
-		write(newer)
+	a.head.each(0, a.headLen, write)
+	// The tail window: all of it once the ring wrapped, from its oldest
+	// byte on.
+	from, n := 0, a.end
+	if a.wrapped {
+		from, n = a.end, a.ring.size
 	}
+	if dropped := a.total - int64(a.headLen) - int64(n); dropped > 0 {
+		// The window starts on a character's first byte.
+		for n > 0 && !utf8.RuneStart(a.ring.byteAt(from)) {
+			from, n, dropped = (from+1)%a.ring.size, n-1, dropped+1
+		}
+		write([]byte(fmt.Sprintf("\n[... %d bytes of the middle of the output are not kept ...]\n", dropped)))
+	}
+	a.ring.each(from, min(from+n, a.ring.size), write)
+	a.ring.each(0, max(from+n-a.ring.size, 0), write)
 	if err := f.Close(); werr == nil {
 		werr = err
 	}

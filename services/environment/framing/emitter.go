@@ -287,6 +287,10 @@ func (e *emitter) finish(f finish) *penguinv1.ToolCallOutput {
 	}
 	notes = append(notes, f.result.Note)
 	notes = append(notes, f.notes...)
+	if e.archive != nil {
+		e.archive.release()
+		e.archive = nil
+	}
 	tail := empty + e.vault.String(joinNotes(notes))
 	images := f.result.Images
 	if tail != "" || len(images) > 0 {

@@ -144,6 +144,31 @@ func TestArchiveKeepsHeadAndTailBeyondBudget(t *testing.T) {
 	}
 }
 
+// TestArchiveWithinBudgetIsWhole saves outputs that pass the head but fit
+// the budget, within one archive block and across several: all of each is
+// kept, with no note.
+func TestArchiveWithinBudgetIsWhole(t *testing.T) {
+	store := testArchives(t, t.TempDir(), 1<<30)
+	for _, n := range []int{70, 100, 3*archiveBlock + 17} {
+		budget := max(100, n+n/3)
+		a := newArchive(budget)
+		var want strings.Builder
+		for i := 0; want.Len() < n; i++ {
+			piece := strconv.Itoa(i) + ","
+			piece = piece[:min(len(piece), n-want.Len())]
+			want.WriteString(piece)
+			a.add(piece)
+		}
+		path, err := store.save(a, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data, _ := os.ReadFile(path); string(data) != want.String() {
+			t.Fatalf("%d bytes in a budget of %d: archive of %d bytes, want them all", n, budget, len(data))
+		}
+	}
+}
+
 // testArchives opens dir as an archive store of limit bytes.
 func testArchives(t *testing.T, dir string, limit int64) *Archives {
 	t.Helper()
@@ -391,17 +416,24 @@ func TestSendFailureStopsSending(t *testing.T) {
 // many times, pieces larger than it included) must match the text, with
 // multi-byte characters split across pieces and an invalid byte repaired.
 func TestArchiveOfBulkOutputPastTheCap(t *testing.T) {
+	// Odd budgets, so that the ring's size and the pieces never line up:
+	// one within an archive block, one across several.
+	for _, budget := range []int{1001, 3*archiveBlock + 1001} {
+		testArchiveOfBulkOutput(t, budget)
+	}
+}
+
+func testArchiveOfBulkOutput(t *testing.T, budget int) {
 	var full strings.Builder
-	for i := 0; full.Len() < 40000; i++ {
+	for i := 0; full.Len() < 40*budget; i++ {
 		full.WriteString("line " + strconv.Itoa(i) + " é€😀\n")
 	}
 	text := []byte(full.String() + "\xff end")
 	want := full.String() + "\uFFFD end"
-	const budget = 1001 // odd, so the ring's size and the pieces never line up
 	dir := t.TempDir()
-	store := testArchives(t, dir, budget)
+	store := testArchives(t, dir, int64(budget))
 	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
-		sizes := []int{1, 7, 3000, 333, 2, 900, 64, 5}
+		sizes := []int{1, 7, 3000, 333, 2, 900, 64, 5, 70000}
 		for i, off := 0, 0; off < len(text); i++ {
 			n := min(sizes[i%len(sizes)], len(text)-off)
 			o.Write(text[off : off+n])
@@ -411,7 +443,7 @@ func TestArchiveOfBulkOutputPastTheCap(t *testing.T) {
 	}), Options{Limits: tool.Limits{MaxOutput: 10}, Archives: store})
 	total := utf8.RuneCountInString(want)
 	if !strings.Contains(out.GetOutput(), "showing the first 10 of "+strconv.Itoa(total)+" characters") {
-		t.Fatalf("output %q; want %d characters counted", out.GetOutput(), total)
+		t.Fatalf("budget %d: output %q; want %d characters counted", budget, out.GetOutput(), total)
 	}
 	got := out.GetOutput()
 	path := strings.TrimSuffix(got[strings.Index(got, "saved at ")+len("saved at "):], "]")
@@ -426,7 +458,7 @@ func TestArchiveOfBulkOutputPastTheCap(t *testing.T) {
 	}
 	note := "\n[... " + strconv.Itoa(len(want)-headCap-len(tail)) + " bytes of the middle of the output are not kept ...]\n"
 	if string(data) != want[:headCap]+note+tail {
-		t.Fatalf("archive:\n%q\nwant:\n%q", data, want[:headCap]+note+tail)
+		t.Fatalf("budget %d: archive of %d bytes, not the %d bytes of head, note and tail", budget, len(data), len(want[:headCap]+note+tail))
 	}
 }
 
