@@ -39,22 +39,14 @@ type CreateSpec struct {
 }
 
 // Create creates a session: its row and the session_meta that opens its
-// log. Its environment is made at its first tool call.
+// log. Its environment is made at its first tool call. Its phases: the
+// spec is checked, the environment spec is checked (checkEnvironment),
+// the workspace is described and the prompt built (sessionMeta), then the
+// row and the first event are recorded (record).
 func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Session, error) {
-	m.mu.Lock()
-	closing := m.closing
-	m.mu.Unlock()
-	if closing {
-		return nil, fmt.Errorf("%w: the engine is shutting down", ErrUnavailable)
-	}
-	if spec.Model.GetProvider() == "" || spec.Model.GetModelId() == "" {
-		return nil, fmt.Errorf("%w: the model needs both a provider and a model id", ErrInvalid)
-	}
-	if strings.TrimSpace(spec.Workspace) == "" {
-		return nil, fmt.Errorf("%w: the workspace is required", ErrInvalid)
-	}
-	if spec.ApprovalMode == penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED {
-		spec.ApprovalMode = approval.DefaultMode
+	spec, err := m.admit(spec)
+	if err != nil {
+		return nil, err
 	}
 	st, err := m.loadAgent(spec.AgentState)
 	if err != nil {
@@ -63,71 +55,145 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 	window, vision := m.modelInfo(ctx, spec.Model, st)
 	id := newSessionID()
 	cfg := config{MaxTurns: spec.MaxTurns, SandboxMode: spec.SandboxMode, Vision: vision, Depth: spec.Depth, SeqHigh: 1, ContextSeq: 1}
-
-	// The session's environment is made at its first tool call. Only a
-	// spec the environment service has not answered for yet (the first
-	// session of a workspace and agent on this replica) makes one now: it
-	// checks the workspace, the tools and the sandbox, resolves the
-	// workspace and lists the tools, and is then kept for the session's
-	// first task (or disposed of when idle). MCP servers are left out of
-	// the check: creating a session starts none. They connect when the
-	// session's first task starts (mcpconnect.go), in an environment of
-	// its own, so a check of an agent that has them is disposed of at
-	// once.
-	envID, envAddr, workspace := spec.EnvironmentID, spec.EnvironmentAddr, spec.Workspace
-	owned := false
-	if envID == "" {
-		req := m.environmentSpec(id, spec.Workspace, st, spec.SandboxMode)
-		// A directory a client names by its absolute path must be there:
-		// a typo must not become a new, empty workspace. A name relative
-		// to the environment service's root is a workspace the service
-		// keeps, made on first use.
-		req.WorkspaceMustExist = filepath.IsAbs(spec.Workspace)
-		check := withoutMCP(req)
-		if f, ok := m.specs.get(check); ok {
-			workspace = cmp.Or(f.workspace, workspace)
-		} else {
-			resp, _, err := m.createEnvironment(ctx, check)
-			if err != nil {
-				return nil, err
-			}
-			envID, envAddr, owned = resp.GetEnvironmentId(), resp.GetAddress(), true
-			workspace = cmp.Or(resp.GetWorkspace(), workspace)
-			if check != req {
-				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-				m.disposeEnvironment(dctx, id, envAddr, envID)
-				cancel()
-				envID, envAddr, owned = "", "", false
-			}
-		}
-	} else {
-		cfg.SharedEnvironment = true
-	}
-	dispose := func() {
-		if owned {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-			defer cancel()
-			m.disposeEnvironment(dctx, id, envAddr, envID)
-		}
-	}
-
-	resolved, instructions, err := m.describeWorkspace(ctx, workspace)
+	env, err := m.checkEnvironment(ctx, id, spec, st)
 	if err != nil {
-		dispose()
+		return nil, err
+	}
+	cfg.SharedEnvironment = spec.EnvironmentID != ""
+	resolved, instructions, err := m.describeWorkspace(ctx, env.workspace)
+	if err != nil {
+		env.dispose(ctx)
 		return nil, err
 	}
 	if resolved != "" {
 		// The environment's own spelling of the path, which names the
 		// workspace's memory too.
-		workspace = resolved
+		env.workspace = resolved
 	}
+	meta := sessionMeta(id, spec, st, env.workspace, window, instructions)
+	row := &store.Session{
+		ID:              id,
+		Provider:        spec.Model.GetProvider(),
+		ModelID:         spec.Model.GetModelId(),
+		Workspace:       env.workspace,
+		AgentState:      st.Dir,
+		ApprovalMode:    spec.ApprovalMode,
+		ThinkingLevel:   spec.ThinkingLevel,
+		ParentID:        spec.ParentID,
+		Source:          spec.Source,
+		EnvironmentID:   env.id,
+		EnvironmentAddr: env.addr,
+		Config:          cfg.bytes(),
+	}
+	if err := m.record(ctx, row, meta); err != nil {
+		env.dispose(ctx)
+		return nil, err
+	}
+	if env.owned {
+		m.idleEnvs.idle(id)
+	}
+	kind := "new"
+	if spec.ParentID != "" {
+		kind = "subagent"
+	}
+	m.metrics.sessionsCreated.WithLabelValues(kind).Inc()
+	return m.toProto(row, penguinv1.SessionState_SESSION_STATE_IDLE), nil
+}
+
+// admit refuses a spec while the engine shuts down or when it lacks what
+// every session needs, and fills in the default approval mode.
+func (m *Manager) admit(spec CreateSpec) (CreateSpec, error) {
+	m.mu.Lock()
+	closing := m.closing
+	m.mu.Unlock()
+	if closing {
+		return spec, fmt.Errorf("%w: the engine is shutting down", ErrUnavailable)
+	}
+	if spec.Model.GetProvider() == "" || spec.Model.GetModelId() == "" {
+		return spec, fmt.Errorf("%w: the model needs both a provider and a model id", ErrInvalid)
+	}
+	if strings.TrimSpace(spec.Workspace) == "" {
+		return spec, fmt.Errorf("%w: the workspace is required", ErrInvalid)
+	}
+	if spec.ApprovalMode == penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED {
+		spec.ApprovalMode = approval.DefaultMode
+	}
+	return spec, nil
+}
+
+// checkedEnvironment is what checkEnvironment leaves a new session: the
+// workspace as the environment service resolved it, and the environment
+// the check made if it kept one (owned) or the parent's a subagent shares.
+type checkedEnvironment struct {
+	m         *Manager
+	session   string
+	id, addr  string
+	workspace string
+	owned     bool
+}
+
+// dispose disposes of the environment the check made, if it kept one,
+// when the session is not created after all.
+func (e checkedEnvironment) dispose(ctx context.Context) {
+	if !e.owned {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	e.m.disposeEnvironment(dctx, e.session, e.addr, e.id)
+}
+
+// checkEnvironment checks a new session's environment spec. The session's
+// environment is made at its first tool call. Only a spec the environment
+// service has not answered for yet (the first session of a workspace and
+// agent on this replica) makes one now: it checks the workspace, the tools
+// and the sandbox, resolves the workspace and lists the tools, and is then
+// kept for the session's first task (or disposed of when idle). MCP
+// servers are left out of the check: creating a session starts none. They
+// connect when the session's first task starts (mcpconnect.go), in an
+// environment of its own, so a check of an agent that has them is disposed
+// of at once. A subagent shares its parent's environment and checks
+// nothing.
+func (m *Manager) checkEnvironment(ctx context.Context, id string, spec CreateSpec, st *agentstate.State) (checkedEnvironment, error) {
+	env := checkedEnvironment{m: m, session: id, id: spec.EnvironmentID, addr: spec.EnvironmentAddr, workspace: spec.Workspace}
+	if env.id != "" {
+		return env, nil
+	}
+	req := m.environmentSpec(id, spec.Workspace, st, spec.SandboxMode)
+	// A directory a client names by its absolute path must be there: a
+	// typo must not become a new, empty workspace. A name relative to the
+	// environment service's root is a workspace the service keeps, made
+	// on first use.
+	req.WorkspaceMustExist = filepath.IsAbs(spec.Workspace)
+	check := withoutMCP(req)
+	if f, ok := m.specs.get(check); ok {
+		env.workspace = cmp.Or(f.workspace, env.workspace)
+		return env, nil
+	}
+	resp, _, err := m.createEnvironment(ctx, check)
+	if err != nil {
+		return env, err
+	}
+	env.id, env.addr, env.owned = resp.GetEnvironmentId(), resp.GetAddress(), true
+	env.workspace = cmp.Or(resp.GetWorkspace(), env.workspace)
+	if check != req {
+		env.dispose(ctx)
+		env.id, env.addr, env.owned = "", "", false
+	}
+	return env, nil
+}
+
+// sessionMeta is the first event of a new session's log: its model, its
+// workspace and its system prompt (the spec's own prompt, if it has one,
+// in place of the agent's).
+func sessionMeta(id string, spec CreateSpec, st *agentstate.State, workspace string, window int64, instructions []*penguinv1.InstructionFile) *penguinv1.SessionMeta {
 	prompter := st
 	if spec.SystemPrompt != "" {
 		c := *st
 		c.Config.SystemPrompt = spec.SystemPrompt
 		prompter = &c
 	}
-	meta := &penguinv1.SessionMeta{
+	return &penguinv1.SessionMeta{
 		SessionId:          id,
 		Provider:           spec.Model.GetProvider(),
 		ModelId:            spec.Model.GetModelId(),
@@ -140,40 +206,21 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 		Workspace:  workspace,
 		Source:     spec.Source,
 	}
-	row := &store.Session{
-		ID:              id,
-		Provider:        spec.Model.GetProvider(),
-		ModelID:         spec.Model.GetModelId(),
-		Workspace:       workspace,
-		AgentState:      st.Dir,
-		ApprovalMode:    spec.ApprovalMode,
-		ThinkingLevel:   spec.ThinkingLevel,
-		ParentID:        spec.ParentID,
-		Source:          spec.Source,
-		EnvironmentID:   envID,
-		EnvironmentAddr: envAddr,
-		Config:          cfg.bytes(),
-	}
+}
+
+// record writes a new session's row and its first event; a row whose
+// event cannot be written is deleted again.
+func (m *Manager) record(ctx context.Context, row *store.Session, meta *penguinv1.SessionMeta) error {
 	if err := m.store.CreateSession(ctx, row); err != nil {
-		dispose()
-		return nil, err
+		return err
 	}
 	first := store.Event{Sequence: 1, Message: &penguinv1.OmniMessage{Timestamp: timestamppb.Now(), Payload: &penguinv1.OmniMessage_SessionMeta{SessionMeta: meta}}}
-	if err := m.store.AppendEvents(ctx, id, first); err != nil {
-		_ = m.store.DeleteSession(context.WithoutCancel(ctx), id)
-		dispose()
-		return nil, err
+	if err := m.store.AppendEvents(ctx, row.ID, first); err != nil {
+		_ = m.store.DeleteSession(context.WithoutCancel(ctx), row.ID)
+		return err
 	}
 	row.LastSequence = 1
-	if owned {
-		m.idleEnvs.idle(id)
-	}
-	kind := "new"
-	if spec.ParentID != "" {
-		kind = "subagent"
-	}
-	m.metrics.sessionsCreated.WithLabelValues(kind).Inc()
-	return m.toProto(row, penguinv1.SessionState_SESSION_STATE_IDLE), nil
+	return nil
 }
 
 // modelInfo returns the model's context window and whether it takes
