@@ -18,7 +18,7 @@ GO_FILES = $(shell find . -path './.*' -prune -o -name testdata -prune -o -name 
 # Packages with at least one benchmark.
 BENCH_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' -e '^func Benchmark' . 2>/dev/null)))
 
-.PHONY: all build test lint generate bench run demo web web-check web-e2e images k8s-test k8s-prepare
+.PHONY: all build test lint generate bench run demo web web-check web-e2e images k8s-test
 
 all: build
 
@@ -67,13 +67,9 @@ images:
 ## K8S_BIN_CACHE_DIR), the dev overlay applied, scaling, rollouts and pod
 ## loss tested through the engine Service, then the cluster torn down.
 ## Needs root; never part of `make test`.
-## k8s-prepare does only its slow part (packages, Kubernetes binaries and
-## images, all cached), which CI starts early in the background.
 K8S_BIN_CACHE_DIR ?= /var/cache/penguin-ci
 k8s-test:
 	K8S_BIN_CACHE_DIR=$(K8S_BIN_CACHE_DIR) IMAGE_CACHE=$(K8S_BIN_CACHE_DIR)/images e2e/k8s/run.sh
-k8s-prepare:
-	K8S_BIN_CACHE_DIR=$(K8S_BIN_CACHE_DIR) IMAGE_CACHE=$(K8S_BIN_CACHE_DIR)/images e2e/k8s/run.sh --prepare
 
 ## run: build, then run all services in one process (gRPC on 127.0.0.1:7420,
 ## the web app and HTTP/SSE on http://127.0.0.1:7480/). With no model key

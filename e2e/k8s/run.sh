@@ -9,11 +9,6 @@
 # Needs root and the Debian packages below. K8S_BIN_CACHE_DIR and
 # IMAGE_CACHE (default /var/cache/penguin-ci) keep the built Kubernetes
 # binaries and Debian root filesystems between runs.
-#
-# With --prepare it only installs the packages, builds the binaries and
-# the images, and exits: CI runs that part in the background, at the
-# lowest CPU and I/O priority, while the other suites run, since on a
-# cold machine it is most of this suite's time.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -44,10 +39,6 @@ ts "Kubernetes binaries"
 "$C/k8s-bin.sh"
 ts "images (make images)"
 make -s images
-if [ "${1:-}" = --prepare ]; then
-	ts "prepared"
-	exit 0
-fi
 
 teardown() {
 	local rc=$?
