@@ -24,9 +24,12 @@ all: build
 
 ## build: compile bin/penguin, stamped with the version from git, and
 ## bin/penguin-sandbox, the lean sandbox trampoline it uses from beside it.
+## Both are static (no cgo) and built as `make images` builds the image's
+## binary, so that one build's compiled packages serve the other.
+BUILD := CGO_ENABLED=0 $(GO) build -trimpath
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o bin/penguin ./cmd/penguin
-	$(GO) build -o bin/penguin-sandbox ./cmd/penguin-sandbox
+	$(BUILD) -ldflags '$(LDFLAGS)' -o bin/penguin ./cmd/penguin
+	$(BUILD) -o bin/penguin-sandbox ./cmd/penguin-sandbox
 
 ## test: every test, with the race detector. This includes the gen/ drift
 ## check (internal/gencheck), which fails when gen/ is not what

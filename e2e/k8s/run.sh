@@ -35,10 +35,22 @@ if ((${#missing[@]})); then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-ts "Kubernetes binaries"
-"$C/k8s-bin.sh"
-ts "images (make images)"
+# The Kubernetes build is bound by the CPU, the images' debootstrap mostly
+# by the network and the disk, so they run side by side.
+ts "Kubernetes binaries, and beside them the images (make images)"
+bin_log=$(mktemp /tmp/penguin-k8s-bin.XXXXXX.log)
+"$C/k8s-bin.sh" >"$bin_log" 2>&1 &
+k8s_bin=$!
 make -s images
+ts "images built"
+if ! wait "$k8s_bin"; then
+	tail -40 "$bin_log"
+	echo "building the Kubernetes binaries failed" >&2
+	exit 1
+fi
+cat "$bin_log"
+rm -f "$bin_log"
+ts "Kubernetes binaries built"
 
 teardown() {
 	local rc=$?
