@@ -34,7 +34,12 @@ build:
 ## test: every test, with the race detector. This includes the gen/ drift
 ## check (internal/gencheck), which fails when gen/ is not what
 ## `make generate` writes. PKGS=./internal/... narrows it.
+## Several test packages build penguin and the pinned tools as programs to
+## run; those are compiled once first, or on a cold build cache each of
+## those packages would compile all of it at the same time.
 test:
+	$(GO) build ./...
+	$(GO) build -modfile=tools/go.mod tool
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(PKGS)
 
 ## lint: buf lint and format check on proto/, gofmt and go vet on Go code.

@@ -458,7 +458,7 @@ func TestNetworkPoliciesAllowExactlyTheNeededFlows(t *testing.T) {
 // filesystem. Each must become SERVING and stop cleanly on SIGTERM.
 func TestContainersStartAsTheirPodsStartThem(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "penguin")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/penguin").CombinedOutput(); err != nil {
 		t.Fatalf("build penguin: %v\n%s", err, out)

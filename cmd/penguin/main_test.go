@@ -40,7 +40,7 @@ func buildAndRun(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	binary = filepath.Join(dir, "penguin")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	build := exec.CommandContext(ctx, "go", "build", "-ldflags", "-X main.version="+testVersion, "-o", binary, ".")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -387,18 +387,26 @@ func TestLogFailurePostgresCut(t *testing.T) {
 	}, func() {})
 }
 
-// An SQLite store whose filesystem fills up mid-task: a small tmpfs of
-// the test's own, filled by a file until no block is left.
-func TestLogFailureSQLiteDiskFull(t *testing.T) {
-	dir := smallTmpfs(t)
+// sqliteOnSmallTmpfs opens an SQLite store, closed at the test's end, on a
+// small tmpfs of the test's own: its directory, the database's path and
+// the store.
+func sqliteOnSmallTmpfs(t *testing.T) (dir, db string, st store.Store) {
+	dir = smallTmpfs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	db := filepath.Join(dir, "engine.db")
+	db = filepath.Join(dir, "engine.db")
 	st, err := store.Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
+	return dir, db, st
+}
+
+// An SQLite store whose filesystem fills up mid-task: a small tmpfs of
+// the test's own, filled by a file until no block is left.
+func TestLogFailureSQLiteDiskFull(t *testing.T) {
+	dir, db, st := sqliteOnSmallTmpfs(t)
 	filler := filepath.Join(dir, "filler")
 	logFailure(t, st, func() { fillUnderSQLite(t, db, filler) }, func() {
 		if err := os.Remove(filler); err != nil {
@@ -411,15 +419,9 @@ func TestLogFailureSQLiteDiskFull(t *testing.T) {
 // when the store's checkpointer has just copied the whole WAL into the
 // database, the case in which SQLite writes into the WAL's old blocks.
 func TestFillUnderSQLiteFailsWrites(t *testing.T) {
-	dir := smallTmpfs(t)
+	dir, db, st := sqliteOnSmallTmpfs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	db := filepath.Join(dir, "engine.db")
-	st, err := store.Open(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
 	if err := st.CreateSession(ctx, &store.Session{ID: "s", Workspace: "/ws", AgentState: "/agent"}); err != nil {
 		t.Fatal(err)
 	}

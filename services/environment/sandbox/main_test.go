@@ -342,15 +342,7 @@ func runStarted(t *testing.T, e *Env, release bool, name string, args ...string)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if release {
-		defer func() {
-			if err := g.Release(); err != nil {
-				t.Errorf("Release: %v", err)
-			}
-		}()
-	} else {
-		t.Cleanup(func() { _ = g.Release() })
-	}
+	defer releaseAfter(t, g, release)()
 	out := make(chan []byte, 1)
 	go func() {
 		b, _ := io.ReadAll(r)
@@ -373,6 +365,21 @@ func runStarted(t *testing.T, e *Env, release bool, name string, args ...string)
 	return result{string(b), code}
 }
 
+// releaseAfter returns what releases g when the caller returns (release),
+// checking that it could; or, where the command may leave processes
+// behind for the test to look at, it leaves g to the test's cleanup.
+func releaseAfter(t *testing.T, g *Group, release bool) func() {
+	if !release {
+		t.Cleanup(func() { _ = g.Release() })
+		return func() {}
+	}
+	return func() {
+		if err := g.Release(); err != nil {
+			t.Errorf("Release: %v", err)
+		}
+	}
+}
+
 // runApplied runs a command through Apply and the trampoline.
 func runApplied(t *testing.T, e *Env, release bool, name string, args ...string) result {
 	t.Helper()
@@ -383,15 +390,7 @@ func runApplied(t *testing.T, e *Env, release bool, name string, args ...string)
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
-	if release {
-		defer func() {
-			if err := g.Release(); err != nil {
-				t.Errorf("Release: %v", err)
-			}
-		}()
-	} else {
-		t.Cleanup(func() { _ = g.Release() })
-	}
+	defer releaseAfter(t, g, release)()
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	switch {
