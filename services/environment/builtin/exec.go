@@ -77,6 +77,9 @@ func endResult(st command.Status) tool.Result {
 		return tool.Result{Note: "[the command was killed]", StopReason: penguinv1.StopReason_STOP_REASON_ABORTED}
 	}
 	r := tool.Result{Note: fmt.Sprintf("[exit code %d]", st.ExitCode)}
+	if st.Err != nil {
+		r.Note = fmt.Sprintf("[no exit code: %v]", st.Err)
+	}
 	if st.Limits != "" {
 		r.Note += " " + st.Limits
 	}

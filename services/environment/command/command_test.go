@@ -237,9 +237,11 @@ func TestPipesDeliverBulkOutputWhole(t *testing.T) {
 // it): the sessions recycle their output buffers between pieces and share
 // a pool of them, and a buffer handed back or pooled while still in use
 // would show up here as missing, repeated or overwritten lines (or, under
-// -race, as a race).
+// -race, as a race). The sequence (869 kB) stays under detachedBuffer, so
+// that none of it is dropped however late a reader attaches: on a fast
+// machine a command may print it all before its reader starts.
 func TestOutputArrivesInOrder(t *testing.T) {
-	const n = 200000
+	const n = 140000
 	var want strings.Builder
 	for i := 1; i <= n; i++ {
 		want.WriteString(strconv.Itoa(i) + "\n")
@@ -530,5 +532,58 @@ func TestHangingProfile(t *testing.T) {
 	}
 	if d := time.Since(started); d > 10*time.Second {
 		t.Errorf("the second command waited %v for the profile", d)
+	}
+}
+
+// refusingStarter is a Starter whose commands never start, as when a
+// confined environment's init cannot start one: Start succeeds (it does
+// not wait for the init's answer) and the process's Wait says why.
+type refusingStarter struct{}
+
+func (refusingStarter) Launch(cmd *exec.Cmd) (Tracker, error) {
+	return nil, errors.New("refusingStarter only starts")
+}
+
+func (refusingStarter) Start(cmd *exec.Cmd) (Process, Tracker, error) {
+	return refusedProcess{}, refusedTracker{}, nil
+}
+
+type refusedProcess struct{}
+
+func (refusedProcess) Pid() int { return 0 }
+func (refusedProcess) Wait() (int, error) {
+	return -1, errors.New("starting /bin/bash (in /gone): no such file or directory")
+}
+
+type refusedTracker struct{}
+
+func (refusedTracker) Kill() error    { return nil }
+func (refusedTracker) Alive() bool    { return false }
+func (refusedTracker) Release() error { return nil }
+
+// TestCommandThatNeverStartedSaysWhy: a command whose start fails after
+// Start returned ends with no exit code (-1) and the reason in its status,
+// and its session is done rather than waiting for output that never comes.
+func TestCommandThatNeverStartedSaysWhy(t *testing.T) {
+	m := newManager(t, Options{LoginShell: true, Launcher: refusingStarter{}})
+	s, err := m.Start(context.Background(), StartOptions{Command: "true", Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out buffer
+	st, err := s.Stream(ctxFor(t), 0, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != Exited || st.ExitCode != -1 || st.Err == nil || !strings.Contains(st.Err.Error(), "/gone") {
+		t.Fatalf("status %+v, want exited with code -1 and the reason", st)
+	}
+	select {
+	case <-s.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session of a command that never started is not done")
+	}
+	if s.Pid() != 0 {
+		t.Errorf("Pid %d, want 0", s.Pid())
 	}
 }

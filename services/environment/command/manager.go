@@ -328,7 +328,6 @@ func (m *Manager) start(id string, o StartOptions, notice string) (*Session, err
 		background: o.Background,
 		started:    now,
 		lastUsed:   now,
-		pid:        proc.Pid(),
 		proc:       proc,
 		tracker:    tracker,
 		output:     files.output,

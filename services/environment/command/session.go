@@ -99,7 +99,6 @@ type Session struct {
 	command    string
 	background bool
 	started    time.Time
-	pid        int
 	proc       Process
 	tracker    Tracker
 	// output is where the command's output is read: the terminal's
@@ -141,6 +140,7 @@ type Session struct {
 	exited      bool
 	eof         bool
 	exitCode    int
+	endErr      error // why there is no exit code (exitCode -1)
 	killed      bool
 	removed     bool // by kill_command, eviction or disposal: no completion report
 	lastUsed    time.Time
@@ -161,8 +161,10 @@ func (s *Session) ID() string { return s.id }
 func (s *Session) Command() string { return s.command }
 
 // Pid returns the operating system's pid of the main process, which is also
-// its process group and session id.
-func (s *Session) Pid() int { return s.pid }
+// its process group and session id; 0 when it never started. (A command
+// started by a confined environment's init is known by its pid a moment
+// after it started: Pid may wait for that moment.)
+func (s *Session) Pid() int { return s.proc.Pid() }
 
 // Background reports whether the session was started with
 // run_in_background.
@@ -184,9 +186,10 @@ type Info struct {
 
 // Info returns a snapshot of the session.
 func (s *Session) Info() Info {
+	pid := s.Pid()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Info{ID: s.id, Command: s.command, State: s.stateLocked(), ExitCode: s.exitCode, Pid: s.pid, Started: s.started, Background: s.background}
+	return Info{ID: s.id, Command: s.command, State: s.stateLocked(), ExitCode: s.exitCode, Pid: pid, Started: s.started, Background: s.background}
 }
 
 func (s *Session) stateLocked() State {
@@ -211,6 +214,10 @@ type Status struct {
 	// environment's resource limits its commands ran into while it ran,
 	// or "".
 	Limits string
+	// Err says, once the command has ended, why it has no exit code
+	// (ExitCode is then -1): it could not start, or its environment
+	// ended under it.
+	Err error
 }
 
 // broadcastLocked wakes every reader waiting for news.
@@ -363,10 +370,11 @@ func sameBuffer(a, b []byte) bool {
 
 // waitLoop reaps the main process and records how it ended.
 func (s *Session) waitLoop() {
-	code, _ := s.proc.Wait()
+	code, err := s.proc.Wait()
 	s.mu.Lock()
 	s.exited = true
 	s.exitCode = code
+	s.endErr = err
 	s.broadcastLocked()
 	s.mu.Unlock()
 	// Leftover background processes may keep the terminal open; their
@@ -487,7 +495,7 @@ func (s *Session) Stream(ctx context.Context, wait time.Duration, w io.Writer) (
 		if shared {
 			s.lent = s.buf
 		}
-		st := Status{State: s.stateLocked(), ExitCode: s.exitCode}
+		st := Status{State: s.stateLocked(), ExitCode: s.exitCode, Err: s.endErr}
 		changed := s.changed
 		s.mu.Unlock()
 		if len(data) > 0 {
@@ -612,10 +620,11 @@ func (s *Session) writeInput(ctx context.Context, chars string) error {
 // signal sends sig to the command's process group; to none when its pid
 // was never known (kill(0) would signal the service's own group).
 func (s *Session) signal(sig syscall.Signal) error {
-	if s.pid <= 0 {
+	pid := s.Pid()
+	if pid <= 0 {
 		return unix.ESRCH
 	}
-	return unix.Kill(-s.pid, sig)
+	return unix.Kill(-pid, sig)
 }
 
 // closeFiles closes the command's terminal or pipes.

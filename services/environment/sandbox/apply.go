@@ -40,8 +40,8 @@ func Apply(cmd *exec.Cmd) (*Group, error) { return (&Env{}).Apply(cmd) }
 // returned. Call Release when done with the command (after cmd.Wait), also
 // when it never started: it gives back the cgroup.
 type Group struct {
-	cmd *exec.Cmd // nil for a command the environment's init started
-	pid int       // the first process of such a command
+	cmd     *exec.Cmd // nil for a command the environment's init started
+	started *Process  // such a command
 
 	mu       sync.Mutex
 	cg       *cgroup
@@ -56,13 +56,23 @@ type Group struct {
 // Pid returns the pid of the command's first process (also its process
 // group and session id), or 0 before it started.
 func (g *Group) Pid() int {
-	if g.cmd == nil {
-		return g.pid
+	if g.started != nil {
+		return g.started.Pid()
 	}
 	if g.cmd.Process == nil {
 		return 0
 	}
 	return g.cmd.Process.Pid
+}
+
+// settle waits, for a command the environment's init started, until the
+// init has answered (Env.Start does not wait for it): by then the command
+// is in its cgroup, or known not to have started, so that a look at the
+// cgroup, or a kill through it, sees the command.
+func (g *Group) settle() {
+	if g.started != nil {
+		g.started.Pid()
+	}
 }
 
 // Cgroup returns the directory of the command's cgroup, or "" when it is
@@ -79,6 +89,7 @@ func (g *Group) Cgroup() string {
 // Kill sends SIGKILL to every process of the command. It is a no-op when
 // the command never started or is already known to be gone.
 func (g *Group) Kill() error {
+	g.settle()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.cg != nil {
@@ -98,6 +109,7 @@ func (g *Group) Kill() error {
 // Alive reports whether any live (non-zombie) process of the command
 // remains.
 func (g *Group) Alive() bool {
+	g.settle()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.aliveLocked()
@@ -130,6 +142,7 @@ func (g *Group) Wait(ctx context.Context) error {
 // for it to end, and gives back its cgroup: kept empty for the next command
 // (see DrainCgroupPool), or removed. It is idempotent.
 func (g *Group) Release() error {
+	g.settle()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.released {

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -199,13 +200,20 @@ func prepareCommand(c runConfig) (*exec.Cmd, error) {
 // giveStdio makes the command's terminal and pipes (its standard files,
 // fds) its own: they were opened by the service, and a command reopens
 // them by path (/dev/stdout, /dev/tty, /proc/self/fd/1), which the kernel
-// checks against their owner. Files and sockets are left alone.
+// checks against their owner. Files and sockets are left alone, and a
+// file given twice (a terminal is all three) is given once.
 func giveStdio(fds []int, uid, gid uint32) error {
+	type file struct{ dev, ino uint64 }
+	given := make([]file, 0, len(fds))
 	for i, fd := range fds {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
 			continue
 		}
+		if slices.Contains(given, file{st.Dev, st.Ino}) {
+			continue
+		}
+		given = append(given, file{st.Dev, st.Ino})
 		if t := st.Mode & unix.S_IFMT; t != unix.S_IFCHR && t != unix.S_IFIFO {
 			continue
 		}

@@ -28,7 +28,8 @@ import (
 // does.
 //
 // The protocol, over a SOCK_SEQPACKET pair the service keeps one end of:
-// each request is one message, a JSON startRequest, carrying the
+// each request is one message, a startRequest (in the wire form of
+// starter_wire.go), carrying the
 // command's channel (one end of a new socket pair), its standard input,
 // output and error and, optionally, a writable descriptor of its cgroup's
 // cgroup.procs. The init answers on the command's channel with a
@@ -37,15 +38,15 @@ import (
 
 // startRequest is what the service asks the init to start.
 type startRequest struct {
-	Path string   `json:"path"`
-	Args []string `json:"args"`
-	Env  []string `json:"env"`
-	Dir  string   `json:"dir"`
+	Path string
+	Args []string
+	Env  []string
+	Dir  string
 	// Ctty makes the command's standard input its controlling terminal.
-	Ctty bool `json:"ctty,omitempty"`
+	Ctty bool
 	// Cgroup says that the last descriptor is the cgroup.procs of the
 	// command's own cgroup.
-	Cgroup bool `json:"cgroup,omitempty"`
+	Cgroup bool
 }
 
 // startReply says whether the command started, and as which pid in the
@@ -156,8 +157,8 @@ func (s *starter) start(msg []byte, fds []int) {
 		reply(channel, startReply{Error: err.Error()}, -1)
 		unix.Close(channel)
 	}
-	var req startRequest
-	if err := json.Unmarshal(msg, &req); err != nil {
+	req, err := decodeStartRequest(msg)
+	if err != nil {
 		fail(fmt.Errorf("malformed start request: %w", err))
 		return
 	}
@@ -195,6 +196,9 @@ func (s *starter) start(msg []byte, fds []int) {
 	pid, err := syscall.ForkExec(req.Path, req.Args, attr)
 	if err != nil {
 		s.mu.Unlock()
+		if req.Dir != "" {
+			err = fmt.Errorf("in %s: %w", req.Dir, err)
+		}
 		fail(fmt.Errorf("starting %s: %w", req.Path, err))
 		return
 	}

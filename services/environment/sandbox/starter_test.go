@@ -46,8 +46,10 @@ func TestStarterTracksDaemons(t *testing.T) {
 	p := confined(t)
 	e := newEnv(t, p)
 	pidFile := filepath.Join(p.Workspace, "daemon.pid")
-	// The script waits for its input to end, so that its pid is known.
-	proc, g, input := startIn(t, e, true, `(setsid sleep 1000 > /dev/null 2>&1 & echo $! > "$0"); cat > /dev/null; exit 3`, pidFile)
+	// The script waits for its input to end before it starts the daemon:
+	// the init moves a command into its cgroup right after it started
+	// (see Env.Start), and its pid is known once it was moved.
+	proc, g, input := startIn(t, e, true, `cat > /dev/null; (setsid sleep 1000 > /dev/null 2>&1 & echo $! > "$0"); exit 3`, pidFile)
 	if proc.Pid() <= 0 {
 		t.Fatalf("Pid() = %d, want the command's pid as this process sees it", proc.Pid())
 	}
@@ -93,10 +95,30 @@ func TestStarterRefusesClearly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer devNull.Close()
+	// A command that cannot start is reported by Wait (Start does not
+	// wait for the init's answer), and its Group has no pid to signal.
 	missing := exec.Command("/nonexistent/program")
 	missing.Stdin, missing.Stdout, missing.Stderr = devNull, devNull, devNull
-	if _, _, err := e.Start(missing, true); err == nil || !strings.Contains(err.Error(), "/nonexistent/program") {
-		t.Errorf("Start of a program that does not exist: %v", err)
+	proc, g, err := e.Start(missing, true)
+	if err != nil {
+		t.Fatalf("Start of a program that does not exist: %v, want its Wait to say so", err)
+	}
+	if _, err := proc.Wait(); err == nil || !strings.Contains(err.Error(), "/nonexistent/program") {
+		t.Errorf("Wait for a program that does not exist: %v", err)
+	}
+	if proc.Pid() != 0 || g.Pid() != 0 || g.Alive() {
+		t.Errorf("a command that never started: Pid %d, Group pid %d, alive %v", proc.Pid(), g.Pid(), g.Alive())
+	}
+	if err := g.Release(); err != nil {
+		t.Errorf("Release of a command that never started: %v", err)
+	}
+	gone := exec.Command("/bin/true")
+	gone.Dir = filepath.Join(t.TempDir(), "removed")
+	gone.Stdin, gone.Stdout, gone.Stderr = devNull, devNull, devNull
+	if proc, _, err := e.Start(gone, false); err != nil {
+		t.Errorf("Start in a missing directory: %v", err)
+	} else if _, err := proc.Wait(); err == nil || !strings.Contains(err.Error(), "removed") {
+		t.Errorf("Wait for a command whose directory is missing: %v", err)
 	}
 	huge := exec.Command("/bin/true")
 	huge.Env = []string{"BIG=" + strings.Repeat("x", maxStartRequest)}
@@ -108,7 +130,7 @@ func TestStarterRefusesClearly(t *testing.T) {
 
 	// A command whose environment ends under it is reported, not
 	// waited for forever.
-	proc, _, _ := startIn(t, e, true, `sleep 1000`)
+	proc, _, _ = startIn(t, e, true, `sleep 1000`)
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
