@@ -105,7 +105,7 @@ func succeeded(t *testing.T, what string, r result) {
 // escape) outside the workspace fail, the same writes inside succeed and
 // keep the workspace owner's ownership on disk, reads are allowed
 // everywhere, and extra writable paths and /dev/null stay writable.
-func TestWorkspaceWrite(t *testing.T) { bothWays(t, workspaceWriteHolds) }
+func TestWorkspaceWrite(t *testing.T) { eachWay(t, workspaceWriteHolds) }
 
 func workspaceWriteHolds(t *testing.T) {
 	p := confined(t)
@@ -194,7 +194,7 @@ rm -r d`, ws)
 // TestReadOnly proves the read-only mode: the workspace can be read but
 // not written, and /tmp stays writable, also with the workspace under
 // /tmp.
-func TestReadOnly(t *testing.T) { bothWays(t, readOnlyHolds) }
+func TestReadOnly(t *testing.T) { eachWay(t, readOnlyHolds) }
 
 func readOnlyHolds(t *testing.T) {
 	requireConfinement(t)
@@ -332,7 +332,7 @@ func TestNetwork(t *testing.T) {
 // sandbox user, no capabilities, no_new_privs, the system call filter, a
 // PID namespace in which the service is invisible, set-user-ID programs
 // without effect, and the calls the filter refuses.
-func TestPrivileges(t *testing.T) { bothWays(t, privilegesAreDropped) }
+func TestPrivileges(t *testing.T) { eachWay(t, privilegesAreDropped) }
 
 func privilegesAreDropped(t *testing.T) {
 	p := confined(t)

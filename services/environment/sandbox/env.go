@@ -52,6 +52,20 @@ type Env struct {
 	ctlMu  sync.Mutex
 	starts bool // ctl was set up; it never changes after NewEnv
 
+	// spawnMu guards spawner, the environment's spawner once it is
+	// ready (see spawner.go), closing, and children: the commands the
+	// spawner started (the service's children) not reaped yet.
+	// spawning is closed once the spawner's start is over, ready or
+	// not.
+	spawnMu  sync.Mutex
+	spawner  *spawner
+	closing  bool
+	children map[*Process]struct{}
+	spawning chan struct{}
+	// pidNS names the environment's PID namespace (a /proc/PID/ns/pid
+	// link), to tell its processes among this process's children.
+	pidNS string
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -113,6 +127,10 @@ func (e *Env) start() error {
 		for _, f := range e.cg.procsFiles() {
 			e.prefix = append(e.prefix, "--cgroup", f)
 		}
+	}
+	if e.starts {
+		e.spawning = make(chan struct{})
+		go e.startSpawner()
 	}
 	return nil
 }
@@ -232,6 +250,7 @@ func (e *Env) startInit() error {
 	if err != nil {
 		return fmt.Errorf("pidfd_open of the environment's init: %w", err)
 	}
+	e.pidNS, _ = os.Readlink("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/ns/pid")
 	e.pidfd = os.NewFile(uintptr(fd), "init")
 	return nil
 }
@@ -331,8 +350,8 @@ func (e *Env) LimitsSince(before LimitEvents) string {
 }
 
 // apply is Apply with the per-command cgroup parent chosen; "" tracks the
-// command by process group and session only.
-func (e *Env) apply(cmd *exec.Cmd, cgroupParent string) (*Group, error) {
+// command by process group and session only. flags go to the trampoline.
+func (e *Env) apply(cmd *exec.Cmd, cgroupParent string, flags ...string) (*Group, error) {
 	if cmd.Process != nil {
 		return nil, errors.New("sandbox: command already started")
 	}
@@ -361,7 +380,7 @@ func (e *Env) apply(cmd *exec.Cmd, cgroupParent string) (*Group, error) {
 		if e.pidfd == nil {
 			return nil, errors.New("sandbox: the environment is closed")
 		}
-		args := append([]string(nil), e.prefix...)
+		args := append(append([]string(nil), e.prefix...), flags...)
 		if e.p.confined() && attr.Setctty {
 			// The command, started by the trampoline in a session of
 			// its own, takes the terminal; the trampoline must not.
@@ -401,13 +420,28 @@ func (e *Env) apply(cmd *exec.Cmd, cgroupParent string) (*Group, error) {
 func (e *Env) Close() error {
 	e.closeOnce.Do(func() {
 		var errs []error
+		if e.spawning != nil {
+			<-e.spawning // a spawner being started would outlive the init
+		}
+		e.spawnMu.Lock()
+		e.closing = true
+		s, children := e.spawner, e.children
+		e.spawner, e.children = nil, nil
+		e.spawnMu.Unlock()
 		if e.init != nil {
 			_ = e.init.Process.Kill()
+			// The spawner and its commands are this process's children:
+			// the namespace's end kills them, and the init cannot end
+			// before they are reaped.
+			if s != nil {
+				s.close()
+			}
+			for p := range children {
+				go p.reap()
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			select {
-			case <-e.ended:
-			case <-ctx.Done():
-				errs = append(errs, errors.New("the environment's init did not end after SIGKILL"))
+			if err := e.awaitEnd(ctx, s != nil); err != nil {
+				errs = append(errs, err)
 			}
 			cancel()
 		}
@@ -421,6 +455,9 @@ func (e *Env) Close() error {
 			e.ctl = nil
 		}
 		e.ctlMu.Unlock()
+		if s != nil {
+			<-s.reaped
+		}
 		if e.cgDir != nil {
 			errs = append(errs, e.cgDir.Close())
 		}
@@ -493,4 +530,51 @@ func newUserNS(uid, gid uint32, user Identity, self string) (*os.File, error) {
 		return nil, fmt.Errorf("opening the user namespace: %w", err)
 	}
 	return f, nil
+}
+
+// awaitEnd waits for the init to end, reaping meanwhile, when the
+// environment had a spawner, its strays (see reapStrays).
+func (e *Env) awaitEnd(ctx context.Context, strays bool) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.ended:
+			return nil
+		case <-ctx.Done():
+			return errors.New("the environment's init did not end after SIGKILL")
+		case <-tick.C:
+			if strays {
+				e.reapStrays()
+			}
+		}
+	}
+}
+
+// reapStrays reaps the zombies among this process's children that lived
+// in the environment's PID namespace (the init aside): commands the
+// spawner forked that then failed to run their program, which the
+// spawner cannot name (see spawn). The namespace's end waits for every
+// one of its processes to be reaped.
+func (e *Env) reapStrays() {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil || e.pidNS == "" {
+		return
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil || pid == e.init.Process.Pid {
+				continue
+			}
+			if ns, err := os.Readlink("/proc/" + f + "/ns/pid"); err != nil || ns != e.pidNS {
+				continue
+			}
+			_, _ = unix.Wait4(pid, nil, unix.WNOHANG, nil)
+		}
+	}
 }

@@ -25,6 +25,7 @@ const ExitCode = 126
 const (
 	roleInit     = "init"     // the first process of an environment's namespaces
 	roleRun      = "run"      // puts one command into them
+	roleSpawn    = "spawn"    // starts an environment's commands as the service's children
 	roleHold     = "hold"     // keeps a user namespace alive while it is opened
 	roleProtocol = "protocol" // prints Protocol
 )
@@ -53,6 +54,7 @@ var privateTemp = []string{"/tmp", "/var/tmp", "/dev/shm"}
 //
 //	penguin sandbox-exec init [flags]             the holder of an environment's namespaces
 //	penguin sandbox-exec run [flags] -- PATH ARGS  one command, put into them
+//	penguin sandbox-exec spawn                     an environment's spawner (spawner.go)
 //	penguin sandbox-exec hold                      keeps a user namespace alive until stdin closes
 //	penguin sandbox-exec protocol                  prints Protocol
 //
@@ -61,13 +63,15 @@ var privateTemp = []string{"/tmp", "/var/tmp", "/dev/shm"}
 // kernel cannot do is an error, never a weaker sandbox.
 func SandboxExec(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%s: no role given (init, run, hold or protocol)", SubcommandName)
+		return fmt.Errorf("%s: no role given (init, run, spawn, hold or protocol)", SubcommandName)
 	}
 	switch args[0] {
 	case roleInit:
 		return runInit(args[1:])
 	case roleRun:
 		return runCommand(args[1:])
+	case roleSpawn:
+		return runSpawner()
 	case roleHold:
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
@@ -77,7 +81,7 @@ func SandboxExec(args []string) error {
 		os.Exit(0)
 		return nil
 	default:
-		return fmt.Errorf("%s: unknown role %q (want init, run, hold or protocol)", SubcommandName, args[0])
+		return fmt.Errorf("%s: unknown role %q (want init, run, spawn, hold or protocol)", SubcommandName, args[0])
 	}
 }
 

@@ -257,6 +257,12 @@ func newEnv(t *testing.T, p Policy) *Env {
 	if err != nil {
 		t.Fatalf("NewEnv: %v", err)
 	}
+	if e.spawning != nil {
+		<-e.spawning
+		if e.usableSpawner() == nil && !spawnerOff.Load() {
+			t.Fatal("a confined environment has no spawner on this host")
+		}
+	}
 	t.Cleanup(func() {
 		if err := e.Close(); err != nil {
 			t.Errorf("Close: %v", err)
@@ -295,17 +301,30 @@ func runKeep(t *testing.T, e *Env, name string, args ...string) result {
 }
 
 // viaTrampoline makes run start confined commands through Apply and the
-// trampoline, as custom tools and the shell snapshot are, rather than from
-// the resident starter; see bothWays.
+// trampoline, as custom tools and the shell snapshot are, rather than
+// with Start; see eachWay.
 var viaTrampoline bool
 
-// bothWays runs test once with commands started from the resident starter
-// and once through the trampoline: the two must confine alike.
-func bothWays(t *testing.T, test func(t *testing.T)) {
-	t.Run("starter", test)
+// eachWay runs test with commands started each way the service starts
+// them: from the environment's spawner, from its init's starter, and
+// through the trampoline. The three must confine alike.
+func eachWay(t *testing.T, test func(t *testing.T)) {
+	eachStarter(t, test)
 	t.Run("trampoline", func(t *testing.T) {
 		viaTrampoline = true
 		defer func() { viaTrampoline = false }()
+		test(t)
+	})
+}
+
+// eachStarter runs test with Start served by the environment's spawner
+// and by its init's starter, for the environments test creates with
+// newEnv (which waits for the spawner to be ready).
+func eachStarter(t *testing.T, test func(t *testing.T)) {
+	t.Run("spawner", test)
+	t.Run("starter", func(t *testing.T) {
+		spawnerOff.Store(true)
+		defer spawnerOff.Store(false)
 		test(t)
 	})
 }

@@ -29,6 +29,7 @@ type runConfig struct {
 	fileSize  int64
 	cgroups   []string // cgroup.procs files to join
 	ctty      bool
+	detach    bool
 	argv0     string
 	path      string
 	args      []string
@@ -47,6 +48,7 @@ func parseRunFlags(args []string) (runConfig, error) {
 	fs.Int64Var(&c.fileSize, "fsize", -1, "RLIMIT_FSIZE in bytes; negative means none")
 	fs.Var((*stringList)(&c.cgroups), "cgroup", "a cgroup.procs file to join (repeatable)")
 	fs.BoolVar(&c.ctty, "ctty", false, "make the command's standard input its controlling terminal")
+	fs.BoolVar(&c.detach, "detach", false, "start the command as a child of this process's parent, and exit (the spawner)")
 	fs.StringVar(&c.argv0, "argv0", "", "argv[0] for the command, when it is not PATH")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -113,6 +115,15 @@ func runCommand(args []string) error {
 	if cmd == nil {
 		err = syscall.Exec(c.path, c.args, os.Environ())
 		return fmt.Errorf("%s run: executing %s: %w", SubcommandName, c.path, err)
+	}
+	if c.detach {
+		// The spawner (spawner.go): the service's child, not this
+		// trampoline's, which ends here.
+		cmd.SysProcAttr.Cloneflags |= unix.CLONE_PARENT
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("%s run: starting %s: %w", SubcommandName, c.path, err)
+		}
+		os.Exit(0)
 	}
 	forward := make(chan os.Signal, 8)
 	signal.Notify(forward, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGCONT, unix.SIGWINCH)

@@ -26,8 +26,22 @@ import (
 // not start) is read by whichever of Pid and Wait needs it first. That
 // takes a cross-process wake-up and the pid's lookup off every command's
 // path (about 0.1 ms of the 2 ms that `true` takes through exec_command).
+//
+// A command the environment's spawner started (spawner.go) is instead a
+// child of the service (child): the spawner answers with its pidfd on the
+// channel, and the service waits for it and reaps it itself, once, in Wait
+// or in Env.Close.
 type Process struct {
 	channel *os.File // the init answers, then reports the exit, here
+
+	child    bool
+	env      *Env
+	spawner  *spawner // that started it
+	procs    int      // the cgroup.procs of its cgroup, or -1
+	pidfd    *os.File // non-blocking; no pid is reused under it
+	reapOnce sync.Once
+	status   syscall.WaitStatus
+	reapErr  error
 
 	startOnce sync.Once
 	pid       int   // in the service's PID namespace; 0 when it was gone before it was known
@@ -45,21 +59,67 @@ func (p *Process) Pid() int {
 
 // readStart reads the init's answer to the start request.
 func (p *Process) readStart() {
-	_ = p.channel.SetReadDeadline(time.Now().Add(initTimeout))
+	timeout := initTimeout
+	if p.child {
+		timeout = spawnerTimeout
+	}
+	_ = p.channel.SetReadDeadline(time.Now().Add(timeout))
 	defer p.channel.SetReadDeadline(time.Time{})
 	var r startReply
 	pidfd, err := recvJSON(p.channel, &r)
-	if err == nil && r.Error != "" {
+	answered := err == nil
+	if answered && r.Error != "" {
 		err = errors.New(r.Error)
+	}
+	switch {
+	case p.child:
+		err = p.adopt(pidfd, err, answered)
+	case pidfd >= 0 && err == nil:
+		p.pid = pidfdPid(pidfd)
+		unix.Close(pidfd)
+	case pidfd >= 0:
+		unix.Close(pidfd)
 	}
 	if err != nil {
 		p.startErr = fmt.Errorf("starting the command in the environment: %w", err)
-		return
 	}
-	if pidfd >= 0 {
-		p.pid = pidfdPid(pidfd)
+}
+
+// adopt takes the command the spawner started (pidfd; err says why it
+// could not start) as this process's child: it checks that it is one,
+// learns its pid and moves it into its cgroup. A spawner that did not
+// answer is dropped.
+func (p *Process) adopt(pidfd int, err error, answered bool) error {
+	if pidfd < 0 || err != nil {
+		if pidfd >= 0 {
+			unix.Close(pidfd)
+		}
+		p.env.forget(p)
+		if err == nil {
+			err = errors.New("the spawner named no process")
+		}
+		if !answered {
+			p.env.dropSpawner(p.spawner)
+		}
+		return err
+	}
+	if !isChild(pidfd) {
 		unix.Close(pidfd)
+		p.env.forget(p)
+		p.env.dropSpawner(p.spawner) // it lies, or was taken over
+		return errors.New("the spawner named a process that is not the service's child")
 	}
+	pid := pidfdPid(pidfd)
+	p.pid = pid
+	if p.procs >= 0 && pid > 0 {
+		_, _ = unix.Write(p.procs, []byte(strconv.Itoa(pid)))
+	}
+	if unix.SetNonblock(pidfd, true) != nil {
+		unix.Close(pidfd)
+		return nil
+	}
+	p.pidfd = os.NewFile(uintptr(pidfd), "pidfd")
+	return nil
 }
 
 // Wait blocks until the command has exited and returns its wait status.
@@ -71,11 +131,38 @@ func (p *Process) Wait() (syscall.WaitStatus, error) {
 	if p.startErr != nil {
 		return 0, p.startErr
 	}
+	if p.child {
+		if p.pidfd != nil {
+			awaitPidfd(p.pidfd)
+		}
+		p.reap()
+		return p.status, p.reapErr
+	}
 	var r exitReport
 	if _, err := recvJSON(p.channel, &r); err != nil {
 		return 0, fmt.Errorf("waiting for the command: %w", err)
 	}
 	return syscall.WaitStatus(r.Status), nil
+}
+
+// reap waits for a command the spawner started, a child of the service,
+// to exit, and reaps it; once.
+func (p *Process) reap() {
+	p.reapOnce.Do(func() {
+		p.startOnce.Do(p.readStart)
+		if p.startErr != nil || p.pid == 0 {
+			return
+		}
+		ws, err := reapChild(p.pid)
+		p.status = syscall.WaitStatus(ws)
+		if err != nil {
+			p.reapErr = fmt.Errorf("waiting for the command: %w", err)
+		}
+		if p.pidfd != nil {
+			p.pidfd.Close()
+		}
+		p.env.forget(p)
+	})
 }
 
 // CanStart reports whether the environment's init starts commands itself
@@ -124,14 +211,13 @@ func (e *Env) Start(cmd *exec.Cmd, perCommandCgroup bool) (*Process, *Group, err
 	}
 	req := startRequest{Path: cmd.Path, Args: cmd.Args, Env: cmd.Environ(), Dir: cmd.Dir,
 		Ctty: cmd.SysProcAttr != nil && cmd.SysProcAttr.Setctty}
-	p := &Process{channel: channel}
+	p := &Process{channel: channel, procs: -1}
 	g := &Group{started: p}
 	if perCommandCgroup {
 		if cg, parent := e.commandCgroup(); cg != nil {
 			if procs, err := cg.procsFD(); err == nil {
 				g.cg, g.cgParent, g.late = cg, parent, true
-				req.Cgroup = true
-				fds = append(fds, procs)
+				p.procs = procs
 			} else {
 				_ = pool.put(parent, cg)
 			}
@@ -143,17 +229,89 @@ func (e *Env) Start(cmd *exec.Cmd, perCommandCgroup bool) (*Process, *Group, err
 		_ = g.Release()
 		return nil, nil, err
 	}
-	msg, err := req.encode()
-	if err != nil {
-		return fail(fmt.Errorf("sandbox: %w", err))
+	if s := e.usableSpawner(); s != nil {
+		err := e.spawn(s, p, req, fds)
+		if err == nil {
+			return p, g, nil
+		}
+		if !errors.Is(err, errSpawnerGone) {
+			return fail(err)
+		}
+		// The init's starter serves this command, and the next ones.
+		e.dropSpawner(s)
 	}
-	if len(msg) > maxStartRequest {
-		return fail(fmt.Errorf("sandbox: the command line and environment take %d bytes, more than the %d a command may have", len(msg), maxStartRequest))
+	if p.procs >= 0 {
+		req.Cgroup = true
+		fds = append(fds, p.procs)
+	}
+	msg, err := encodeRequest(req)
+	if err != nil {
+		return fail(err)
 	}
 	if err := e.send(msg, fds); err != nil {
 		return fail(err)
 	}
 	return p, g, nil
+}
+
+// encodeRequest encodes req, within maxStartRequest.
+func encodeRequest(req startRequest) ([]byte, error) {
+	msg, err := req.encode()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	if len(msg) > maxStartRequest {
+		return nil, fmt.Errorf("sandbox: the command line and environment take %d bytes, more than the %d a command may have", len(msg), maxStartRequest)
+	}
+	return msg, nil
+}
+
+// spawn asks the spawner s to start the command of p; fds are its channel
+// and standard files. The command's cgroup is the service's to move it
+// into (Process.adopt): the spawner runs as the sandbox user.
+func (e *Env) spawn(s *spawner, p *Process, req startRequest, fds []int) error {
+	msg, err := encodeRequest(req)
+	if err != nil {
+		return err
+	}
+	if err := giveStdio(fds[reqStdin:reqStderr+1], e.p.User.UID, e.p.User.GID); err != nil {
+		return err
+	}
+	p.child, p.env, p.spawner = true, e, s
+	e.spawnMu.Lock()
+	if e.closing {
+		e.spawnMu.Unlock()
+		return errors.New("sandbox: the environment is closed")
+	}
+	if e.children == nil {
+		e.children = map[*Process]struct{}{}
+	}
+	e.children[p] = struct{}{}
+	e.spawnMu.Unlock()
+	if err := s.send(msg, fds); err != nil {
+		p.child = false
+		e.forget(p)
+		return err
+	}
+	return nil
+}
+
+// dropSpawner stops using s, which is gone.
+func (e *Env) dropSpawner(s *spawner) {
+	e.spawnMu.Lock()
+	if e.spawner == s {
+		e.spawner = nil
+	}
+	e.spawnMu.Unlock()
+	s.close()
+}
+
+// forget drops a command the spawner started once it was reaped, or
+// when it never started.
+func (e *Env) forget(p *Process) {
+	e.spawnMu.Lock()
+	delete(e.children, p)
+	e.spawnMu.Unlock()
 }
 
 // commandCgroup returns a fresh per-command cgroup and its parent, where
@@ -183,7 +341,16 @@ func (e *Env) send(msg []byte, fds []int) error {
 	if e.ctl == nil {
 		return errors.New("sandbox: the environment is closed")
 	}
-	rc, err := e.ctl.SyscallConn()
+	if err := sendRequest(e.ctl, msg, fds); err != nil {
+		return fmt.Errorf("sandbox: the environment's starter is gone: %w", err)
+	}
+	return nil
+}
+
+// sendRequest sends one message with fds on a non-blocking control
+// socket; the caller orders the senders.
+func sendRequest(ctl *os.File, msg []byte, fds []int) error {
+	rc, err := ctl.SyscallConn()
 	if err != nil {
 		return err
 	}
@@ -195,10 +362,7 @@ func (e *Env) send(msg []byte, fds []int) error {
 	if err == nil {
 		err = serr
 	}
-	if err != nil {
-		return fmt.Errorf("sandbox: the environment's starter is gone: %w", err)
-	}
-	return nil
+	return err
 }
 
 // socketPair returns a connected SOCK_SEQPACKET pair: the first end

@@ -176,30 +176,15 @@ func (s *starter) start(msg []byte, fds []int) {
 		return
 	}
 	pidfd := -1
-	attr := &syscall.ProcAttr{
-		Dir:   req.Dir,
-		Env:   req.Env,
-		Files: []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])},
-		Sys: &syscall.SysProcAttr{
-			Setsid:     true,
-			Setctty:    req.Ctty,
-			Ctty:       0,
-			Credential: &syscall.Credential{Uid: s.uid, Gid: s.gid, Groups: []uint32{}},
-			PidFD:      &pidfd,
-			// No parent-death signal: Go's check that the parent still
-			// lives compares pids across the namespace boundary. The
-			// command ends with the init, whose end takes the
-			// namespace down.
-		},
-	}
+	attr := startAttr(req, stdio, &syscall.SysProcAttr{
+		Credential: &syscall.Credential{Uid: s.uid, Gid: s.gid, Groups: []uint32{}},
+		PidFD:      &pidfd,
+	})
 	s.mu.Lock()
 	pid, err := syscall.ForkExec(req.Path, req.Args, attr)
 	if err != nil {
 		s.mu.Unlock()
-		if req.Dir != "" {
-			err = fmt.Errorf("in %s: %w", req.Dir, err)
-		}
-		fail(fmt.Errorf("starting %s: %w", req.Path, err))
+		fail(startError(req, err))
 		return
 	}
 	// The command is moved into its own cgroup right after it started
@@ -252,6 +237,30 @@ func (s *starter) reapedLocked(pid int, ws unix.WaitStatus) {
 	delete(s.running, pid)
 	reply(channel, exitReport{Status: uint32(ws)}, -1)
 	unix.Close(channel)
+}
+
+// startAttr is the process attributes of the command req asks for: its
+// directory, environment and standard files (stdio), a session of its
+// own, and its terminal when asked; sys carries what the starting process
+// adds. No parent-death signal: Go's check that the parent still lives
+// compares pids across the namespace boundary. A command ends with the
+// environment's init, whose end takes the namespace down.
+func startAttr(req startRequest, stdio []int, sys *syscall.SysProcAttr) *syscall.ProcAttr {
+	sys.Setsid, sys.Setctty, sys.Ctty = true, req.Ctty, 0
+	return &syscall.ProcAttr{
+		Dir:   req.Dir,
+		Env:   req.Env,
+		Files: []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2])},
+		Sys:   sys,
+	}
+}
+
+// startError says why the command req asks for could not start.
+func startError(req startRequest, err error) error {
+	if req.Dir != "" {
+		err = fmt.Errorf("in %s: %w", req.Dir, err)
+	}
+	return fmt.Errorf("starting %s: %w", req.Path, err)
 }
 
 // reply sends v, and fd when it is not -1, on a command's channel. A

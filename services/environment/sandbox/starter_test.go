@@ -42,7 +42,9 @@ func startIn(t *testing.T, e *Env, perCommandCgroup bool, script string, args ..
 // that leaves a double-forked daemon behind: its Group still sees it (in
 // the command's own cgroup, where the host offers one) and Kill ends it,
 // while the environment's init lives on and starts the next command.
-func TestStarterTracksDaemons(t *testing.T) {
+func TestStarterTracksDaemons(t *testing.T) { eachStarter(t, testStarterTracksDaemons) }
+
+func testStarterTracksDaemons(t *testing.T) {
 	p := confined(t)
 	e := newEnv(t, p)
 	pidFile := filepath.Join(p.Workspace, "daemon.pid")
@@ -83,7 +85,9 @@ func TestStarterTracksDaemons(t *testing.T) {
 // TestStarterRefusesClearly: what Start cannot do fails with an error
 // that says why, and leaves the environment able to start the next
 // command.
-func TestStarterRefusesClearly(t *testing.T) {
+func TestStarterRefusesClearly(t *testing.T) { eachStarter(t, testStarterRefusesClearly) }
+
+func testStarterRefusesClearly(t *testing.T) {
 	e := newEnv(t, confined(t))
 	cmd := exec.Command("/bin/true")
 	cmd.Stdout = new(strings.Builder)
