@@ -101,6 +101,9 @@ func BenchmarkLaunch(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = env.Close() })
+		if env.spawning != nil {
+			<-env.spawning
+		}
 		return env
 	}
 	started := func(b *testing.B, perCommandCgroup bool) {
@@ -124,8 +127,13 @@ func BenchmarkLaunch(b *testing.B) {
 			return err
 		})
 	}
-	b.Run("workspace-write-starter", func(b *testing.B) { started(b, true) })
-	b.Run("workspace-write-starter-pgroup", func(b *testing.B) { started(b, false) })
+	b.Run("workspace-write-spawner", func(b *testing.B) { started(b, true) })
+	b.Run("workspace-write-spawner-pgroup", func(b *testing.B) { started(b, false) })
+	b.Run("workspace-write-init-starter", func(b *testing.B) {
+		spawnerOff.Store(true)
+		defer spawnerOff.Store(false)
+		started(b, true)
+	})
 	b.Run("workspace-write-trampoline", func(b *testing.B) {
 		env := confinedEnv(b)
 		run(b, applied(env.Apply))

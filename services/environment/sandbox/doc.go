@@ -15,7 +15,8 @@
 //     it; Env.Close ends every process of the environment. Env.Events and
 //     Env.LimitsSince tell when its commands ran into its limits.
 //   - Env.Start(cmd, perCommandCgroup) starts a command from the
-//     environment's resident starter instead (confined modes;
+//     environment's spawner, or its init's resident starter, instead
+//     (confined modes;
 //     Env.CanStart says whether there is one) and returns a *Process to
 //     wait for with its *Group: the fast path, no process started but the
 //     command.
@@ -111,12 +112,16 @@
 // Landlock, the filter and the capability bounding set belong to a thread,
 // and Go cannot run code between fork and exec, so a command must be
 // forked from a thread that already carries them. The fast way is the
-// init's resident starter (starter_init.go): one thread of the init,
-// confined once when the environment starts, forks every command that
-// Env.Start sends it over a socket pair; the command changes to the
-// sandbox user in the fork, and the init reaps it and reports its exit.
-// It costs what starting the command costs, where a process per command
-// cost several times that. The other way, for launchers that need an
+// environment's spawner (spawner.go): a process of the sandbox user that
+// the trampoline puts inside every layer once, and that forks each command
+// Env.Start sends it with CLONE_PARENT, so that the command is the
+// service's child and its exit reaches the service directly. Until the
+// spawner is ready, and after a command killed or stopped it, the init's
+// resident starter (starter_init.go) serves: one thread of the init,
+// confined once when the environment starts, that forks each command, which
+// changes to the sandbox user in the fork; the init reaps it and reports
+// its exit. Both cost what starting the command costs, where a process
+// per command cost several times that. The other way, for launchers that need an
 // *exec.Cmd the caller starts (Apply, Confine), is a trampoline: the
 // command starts as "penguin sandbox-exec run [flags] -- PATH ARGS...",
 // which joins
