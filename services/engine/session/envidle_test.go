@@ -194,13 +194,13 @@ func TestToolCallsRacingIdleDisposal(t *testing.T) {
 			t.Fatal("the environment never became idle")
 		}
 	}
+	// The Dispose hook runs before the fake records the disposal: the
+	// last one may be a moment behind the wait above.
+	eventually.True(t, fmt.Sprintf("at least %d disposals in %d tasks", tasks/2, tasks), func() bool { return len(r.env.Disposed()) >= tasks/2 })
 	mu.Lock()
 	defer mu.Unlock()
 	if len(overlaps) > 0 {
 		t.Fatalf("environments disposed of while a tool call ran there: %v", overlaps)
-	}
-	if n := len(r.env.Disposed()); n < tasks/2 {
-		t.Fatalf("%d disposals in %d tasks, want at least %d", n, tasks, tasks/2)
 	}
 	t.Logf("%d tasks made %d environments and disposed of %d", tasks, len(r.env.Created()), len(r.env.Disposed()))
 }

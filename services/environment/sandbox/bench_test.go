@@ -101,9 +101,7 @@ func BenchmarkLaunch(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = env.Close() })
-		if env.spawning != nil {
-			<-env.spawning
-		}
+		awaitSpawner(env)
 		return env
 	}
 	started := func(b *testing.B, perCommandCgroup bool) {

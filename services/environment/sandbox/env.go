@@ -55,8 +55,8 @@ type Env struct {
 	// spawnMu guards spawner, the environment's spawner once it is
 	// ready (see spawner.go), closing, and children: the commands the
 	// spawner started (the service's children) not reaped yet.
-	// spawning is closed once the spawner's start is over, ready or
-	// not.
+	// spawning is made when the first command asks for the spawner, and
+	// closed once its start is over, ready or not.
 	spawnMu  sync.Mutex
 	spawner  *spawner
 	closing  bool
@@ -127,10 +127,6 @@ func (e *Env) start() error {
 		for _, f := range e.cg.procsFiles() {
 			e.prefix = append(e.prefix, "--cgroup", f)
 		}
-	}
-	if e.starts {
-		e.spawning = make(chan struct{})
-		go e.startSpawner()
 	}
 	return nil
 }
@@ -420,11 +416,14 @@ func (e *Env) apply(cmd *exec.Cmd, cgroupParent string, flags ...string) (*Group
 func (e *Env) Close() error {
 	e.closeOnce.Do(func() {
 		var errs []error
-		if e.spawning != nil {
-			<-e.spawning // a spawner being started would outlive the init
-		}
 		e.spawnMu.Lock()
 		e.closing = true
+		spawning := e.spawning
+		e.spawnMu.Unlock()
+		if spawning != nil {
+			<-spawning // a spawner being started would outlive the init
+		}
+		e.spawnMu.Lock()
 		s, children := e.spawner, e.children
 		e.spawner, e.children = nil, nil
 		e.spawnMu.Unlock()

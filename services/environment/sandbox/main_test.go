@@ -257,11 +257,8 @@ func newEnv(t *testing.T, p Policy) *Env {
 	if err != nil {
 		t.Fatalf("NewEnv: %v", err)
 	}
-	if e.spawning != nil {
-		<-e.spawning
-		if e.usableSpawner() == nil && !spawnerOff.Load() {
-			t.Fatal("a confined environment has no spawner on this host")
-		}
+	if e.CanStart() && awaitSpawner(e) == nil && !spawnerOff.Load() {
+		t.Fatal("a confined environment has no spawner on this host")
 	}
 	t.Cleanup(func() {
 		if err := e.Close(); err != nil {
@@ -481,4 +478,17 @@ func startHelper(t *testing.T, args ...string) (*exec.Cmd, string) {
 		t.Fatalf("reading the report of %s: %v", args[0], err)
 	}
 	return cmd, line
+}
+
+// awaitSpawner starts e's spawner, as its first command would, and
+// returns it once it is ready (nil when it could not start).
+func awaitSpawner(e *Env) *spawner {
+	e.usableSpawner()
+	e.spawnMu.Lock()
+	spawning := e.spawning
+	e.spawnMu.Unlock()
+	if spawning != nil {
+		<-spawning
+	}
+	return e.usableSpawner()
 }

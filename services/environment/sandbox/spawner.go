@@ -42,9 +42,9 @@ import (
 // that every process it names is its own child (only processes of this
 // environment can be), and moves nothing else into a cgroup.
 //
-// The spawner starts in the background when the environment is created
-// (its two program starts cost some 20 ms); the init's starter serves
-// until it is ready, and after it is gone.
+// The spawner starts in the background at the environment's first
+// command (its two program starts cost some 20 ms); the init's starter
+// serves until it is ready, and for good once it is gone.
 
 // spawnerOff makes new environments use their init's starter only; the
 // tests set it to exercise that path.
@@ -70,7 +70,7 @@ type spawner struct {
 
 // startSpawner starts e's spawner, and makes it the one Start uses once
 // it has said it is ready; on any failure the environment keeps its
-// init's starter. It is run in the background by NewEnv.
+// init's starter. It runs in the background (usableSpawner).
 func (e *Env) startSpawner() {
 	defer close(e.spawning)
 	s, err := e.newSpawner()
@@ -186,10 +186,14 @@ func (s *spawner) close() {
 }
 
 // usableSpawner returns the environment's spawner, or nil while it has
-// none that is ready.
+// none that is ready; the first call starts it.
 func (e *Env) usableSpawner() *spawner {
 	e.spawnMu.Lock()
 	defer e.spawnMu.Unlock()
+	if e.spawning == nil && e.starts && !e.closing {
+		e.spawning = make(chan struct{})
+		go e.startSpawner()
+	}
 	return e.spawner
 }
 
