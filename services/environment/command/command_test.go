@@ -69,9 +69,10 @@ func ctxFor(t *testing.T) context.Context {
 	return ctx
 }
 
-func TestRunsToCompletion(t *testing.T) {
-	m := newManager(t, Options{})
-	s, err := m.Start(context.Background(), StartOptions{Command: "echo hello; echo err >&2; exit 3", Dir: t.TempDir()})
+// runToEnd starts command in m and streams it to its end.
+func runToEnd(t *testing.T, m *Manager, command string) (*Session, Status, *buffer) {
+	t.Helper()
+	s, err := m.Start(context.Background(), StartOptions{Command: command, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +81,12 @@ func TestRunsToCompletion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, st, &out
+}
+
+func TestRunsToCompletion(t *testing.T) {
+	m := newManager(t, Options{})
+	_, st, out := runToEnd(t, m, "echo hello; echo err >&2; exit 3")
 	if st.State != Exited || st.ExitCode != 3 {
 		t.Fatalf("status %+v", st)
 	}
@@ -566,15 +573,7 @@ func (refusedTracker) Release() error { return nil }
 // and its session is done rather than waiting for output that never comes.
 func TestCommandThatNeverStartedSaysWhy(t *testing.T) {
 	m := newManager(t, Options{LoginShell: true, Launcher: refusingStarter{}})
-	s, err := m.Start(context.Background(), StartOptions{Command: "true", Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out buffer
-	st, err := s.Stream(ctxFor(t), 0, &out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, st, _ := runToEnd(t, m, "true")
 	if st.State != Exited || st.ExitCode != -1 || st.Err == nil || !strings.Contains(st.Err.Error(), "/gone") {
 		t.Fatalf("status %+v, want exited with code -1 and the reason", st)
 	}
