@@ -422,8 +422,14 @@ func recvJSON(f *os.File, v any) (int, error) {
 }
 
 // pidfdPid returns the pid, in this process's PID namespace, of the
-// process a pidfd refers to, or 0 when it has already exited.
+// process a pidfd refers to, or 0 when it has already exited. It asks the
+// pidfd (PIDFD_GET_INFO, Linux 6.13), else reads its fdinfo, which costs
+// some 30 µs of every command.
 func pidfdPid(pidfd int) int {
+	info := unix.PidfdInfo{Mask: unix.PIDFD_INFO_PID}
+	if err := unix.IoctlPidfdInfo(pidfd, &info); err == nil && info.Mask&unix.PIDFD_INFO_PID != 0 && info.Tgid > 0 {
+		return int(info.Tgid)
+	}
 	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(pidfd))
 	if err != nil {
 		return 0
