@@ -104,7 +104,9 @@ func (e *Env) newSpawner() (*spawner, error) {
 		return nil, err
 	}
 	defer theirs.Close()
-	cmd := &exec.Cmd{Path: "/proc/self/fd/1", Args: []string{"penguin", SubcommandName, roleSpawn}, Stdin: theirs, Stdout: bin}
+	// It starts in "/": the service's working directory may not exist
+	// in the environment either.
+	cmd := &exec.Cmd{Path: "/proc/self/fd/1", Args: []string{"penguin", SubcommandName, roleSpawn}, Dir: "/", Stdin: theirs, Stdout: bin}
 	g, err := e.apply(cmd, "", "--detach")
 	if err == nil {
 		err = cmd.Start()
