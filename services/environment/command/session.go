@@ -162,8 +162,8 @@ func (s *Session) Command() string { return s.command }
 
 // Pid returns the operating system's pid of the main process, which is also
 // its process group and session id; 0 when it never started. (A command
-// started by a confined environment's init is known by its pid a moment
-// after it started: Pid may wait for that moment.)
+// a confined environment started is known by its pid a moment after it
+// started: Pid may wait for that moment.)
 func (s *Session) Pid() int { return s.proc.Pid() }
 
 // Background reports whether the session was started with

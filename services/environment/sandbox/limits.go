@@ -300,12 +300,18 @@ func newV2EnvCgroup(parent, name string, l Limits) (*envCgroups, error) {
 // pids.events in v2; memory.oom_control and pids.events in v1. A file
 // that cannot be opened counts nothing.
 func (c *envCgroups) openCounters() {
-	oom, pids := filepath.Join(c.v2, "memory.events"), filepath.Join(c.v2, "pids.events")
-	if c.v2 == "" {
-		oom, pids = filepath.Join(c.v1["memory"], "memory.oom_control"), filepath.Join(c.v1["pids"], "pids.events")
+	open := func(dir, file string) *os.File {
+		if dir == "" {
+			return nil
+		}
+		f, _ := os.Open(filepath.Join(dir, file))
+		return f
 	}
-	c.oomKills, _ = os.Open(oom)
-	c.pidsRefused, _ = os.Open(pids)
+	if c.v2 != "" {
+		c.oomKills, c.pidsRefused = open(c.v2, "memory.events"), open(c.v2, "pids.events")
+		return
+	}
+	c.oomKills, c.pidsRefused = open(c.v1["memory"], "memory.oom_control"), open(c.v1["pids"], "pids.events")
 }
 
 // events reads how often the limits were hit.

@@ -326,9 +326,9 @@ func eachStarter(t *testing.T, test func(t *testing.T)) {
 	})
 }
 
-// run starts a command as the environment service does: from the
-// environment's resident starter where it has one (confined modes), else
-// through Apply.
+// run starts a command as the environment service does: with Start where
+// the environment starts commands itself (confined modes: its spawner, or
+// its init's starter), else through Apply.
 func run(t *testing.T, e *Env, release bool, name string, args ...string) result {
 	t.Helper()
 	if e.CanStart() && !viaTrampoline {
@@ -337,7 +337,7 @@ func run(t *testing.T, e *Env, release bool, name string, args ...string) result
 	return runApplied(t, e, release, name, args...)
 }
 
-// runStarted runs a command from the environment's resident starter.
+// runStarted runs a command with Env.Start.
 func runStarted(t *testing.T, e *Env, release bool, name string, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(name, args...)

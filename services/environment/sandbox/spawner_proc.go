@@ -33,7 +33,7 @@ func runSpawner() error {
 	if err != nil {
 		return fmt.Errorf("%s spawn: pidfd_open: %w", SubcommandName, err)
 	}
-	reply(0, startReply{Pid: os.Getpid()}, self)
+	reply(0, startReply{}, self)
 	unix.Close(self)
 	buf := make([]byte, maxStartRequest)
 	oob := make([]byte, unix.CmsgSpace(maxReqFDs*4))
@@ -70,15 +70,13 @@ func spawn(msg []byte, fds []int) {
 	// service would not learn which of its children to reap. (It reaps
 	// those of other failures when the environment closes:
 	// Env.reapStrays.)
-	if err := unix.Access(req.Path, unix.X_OK); err != nil {
+	err = unix.Access(req.Path, unix.X_OK)
+	if err == nil && req.Dir != "" {
+		err = unix.Access(req.Dir, unix.X_OK)
+	}
+	if err != nil {
 		reply(channel, startReply{Error: startError(req, err).Error()}, -1)
 		return
-	}
-	if req.Dir != "" {
-		if err := unix.Access(req.Dir, unix.X_OK); err != nil {
-			reply(channel, startReply{Error: startError(req, err).Error()}, -1)
-			return
-		}
 	}
 	pidfd := -1
 	attr := startAttr(req, fds[reqStdin:reqStderr+1], &syscall.SysProcAttr{Cloneflags: unix.CLONE_PARENT, PidFD: &pidfd})

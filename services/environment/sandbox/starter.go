@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Process is a command that the environment's init started (Env.Start).
-// It is not a child of the service, so it is waited for through its
+// Process is a command that Env.Start started. One the environment's init
+// started is not a child of the service, so it is waited for through its
 // channel to the init rather than with wait(2).
 //
 // Start does not wait for the init's answer: the command starts while
@@ -57,7 +57,8 @@ func (p *Process) Pid() int {
 	return p.pid
 }
 
-// readStart reads the init's answer to the start request.
+// readStart reads the answer to the start request, the init's or the
+// spawner's.
 func (p *Process) readStart() {
 	timeout := initTimeout
 	if p.child {
@@ -165,8 +166,8 @@ func (p *Process) reap() {
 	})
 }
 
-// CanStart reports whether the environment's init starts commands itself
-// (Start), which confined environments' inits do.
+// CanStart reports whether the environment starts commands itself
+// (Start): from its spawner or its init, as confined environments do.
 func (e *Env) CanStart() bool { return e.starts }
 
 // Start starts cmd (not yet started; its Stdin, Stdout and Stderr must be

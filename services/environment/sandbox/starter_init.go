@@ -29,8 +29,8 @@ import (
 //
 // The protocol, over a SOCK_SEQPACKET pair the service keeps one end of:
 // each request is one message, a startRequest (in the wire form of
-// starter_wire.go), carrying the
-// command's channel (one end of a new socket pair), its standard input,
+// starter_wire.go), carrying the command's channel (one end of a new
+// socket pair), its standard input,
 // output and error and, optionally, a writable descriptor of its cgroup's
 // cgroup.procs. The init answers on the command's channel with a
 // startReply (and a pidfd of the command) and, once the command has

@@ -50,8 +50,8 @@ func testStarterTracksDaemons(t *testing.T) {
 	e := newEnv(t, p)
 	pidFile := filepath.Join(p.Workspace, "daemon.pid")
 	// The script waits for its input to end before it starts the daemon:
-	// the init moves a command into its cgroup right after it started
-	// (see Env.Start), and its pid is known once it was moved.
+	// a command is moved into its cgroup right after it started (see
+	// Env.Start), and its pid is known once it was moved.
 	proc, g, input := startIn(t, e, true, `cat > /dev/null; (setsid sleep 1000 > /dev/null 2>&1 & echo $! > "$0"); exit 3`, pidFile)
 	if proc.Pid() <= 0 {
 		t.Fatalf("Pid() = %d, want the command's pid as this process sees it", proc.Pid())
@@ -101,7 +101,8 @@ func testStarterRefusesClearly(t *testing.T) {
 	}
 	defer devNull.Close()
 	// A command that cannot start is reported by Wait (Start does not
-	// wait for the init's answer), and its Group has no pid to signal.
+	// wait for the answer to its request), and its Group has no pid to
+	// signal.
 	missing := exec.Command("/nonexistent/program")
 	missing.Stdin, missing.Stdout, missing.Stderr = devNull, devNull, devNull
 	proc, g, err := e.Start(missing, true)

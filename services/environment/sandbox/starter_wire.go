@@ -14,8 +14,8 @@ import (
 // flags, the program's path, its working directory, the number of
 // arguments, the arguments and then the environment. None of these can
 // hold a NUL (execve takes C strings), so no escaping is needed, and the
-// init decodes a request in a few microseconds where JSON took some 30 on
-// every command.
+// init or the spawner decodes a request in a few microseconds where JSON
+// took some 30 on every command.
 const (
 	flagCtty   = 'c' // Ctty
 	flagCgroup = 'g' // Cgroup
