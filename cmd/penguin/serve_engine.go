@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
+	"strings"
 	"path/filepath"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/penguin-agent/penguin/services/engine"
+	"github.com/penguin-agent/penguin/services/engine/access"
 )
 
 // newServeEngineCmd is `penguin serve engine --listen ADDR --llm ADDR
@@ -35,6 +38,7 @@ func newServeEngineCmd() *cobra.Command {
 			return fmt.Errorf("serve engine: %w", err)
 		}
 		cfg.LLMAddr, cfg.EnvironmentAddr = *llmAddr, *envAddr
+		cfg.Engine.Mode = ef.mode(common.listen)
 		return serveProcess(cmd.Context(), "serve engine", cfg)
 	}
 	return cmd
@@ -51,6 +55,7 @@ type engineFlags struct {
 	advertise  string
 	leaseTTL   time.Duration
 	idleEnv    time.Duration
+	team       bool
 }
 
 func addEngineFlags(fs *pflag.FlagSet) *engineFlags {
@@ -67,6 +72,7 @@ func addEngineFlags(fs *pflag.FlagSet) *engineFlags {
 func (f *engineFlags) addReplicaFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.advertise, "advertise", "", "the address other replicas reach this one at, recorded in run leases (default: --listen)")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", engine.DefaultLeaseTTL, "how long a run's lease outlives its replica: after a crash, the session can run elsewhere once this has passed")
+	fs.BoolVar(&f.team, "team", false, "team mode on loopback too: accounts, sign-in, projects and tokens (any address beyond loopback implies it)")
 	fs.DurationVar(&f.idleEnv, "environment-idle-timeout", engine.DefaultEnvironmentIdleTimeout, "how long a session's environment outlives its last use: it is then disposed of, ending its commands and terminals (the workspace stays), and the next tool call gets a fresh one")
 }
 
@@ -104,5 +110,36 @@ func (f *engineFlags) config() (*engine.Config, error) {
 	if cfg.AgentState == "" {
 		cfg.AgentState = filepath.Join(home, "agents", "default")
 	}
+	cfg.AdminPasswordFile = filepath.Join(home, "initial-admin-password")
+	cfg.SeedAdminPassword = os.Getenv("PENGUIN_SEED_ADMIN_PASSWORD")
 	return cfg, nil
+}
+
+// mode decides how a server knows its callers: team mode when --team is
+// given or any of the addresses it listens at (gRPC, HTTP) reaches beyond
+// loopback; local mode (no sign-in, one implicit user) otherwise.
+func (f *engineFlags) mode(listen ...string) access.Mode {
+	if f.team {
+		return access.Team
+	}
+	for _, addr := range listen {
+		if addr != "" && !isLoopback(addr) {
+			return access.Team
+		}
+	}
+	return access.Local
+}
+
+// isLoopback reports whether a listen address is on loopback only: an
+// empty host (every interface) is not.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
