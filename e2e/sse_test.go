@@ -17,7 +17,7 @@ import (
 
 	"github.com/penguin-agent/penguin/e2e/e2etest"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/services/engine/trace"
+	"github.com/penguin-agent/penguin/internal/transcript"
 )
 
 // sseEvent is one event of the gateway's stream.
@@ -208,7 +208,7 @@ func sseResume(t *testing.T, s *allInOne) {
 		if ev.name != "" {
 			continue
 		}
-		m, err := trace.Unmarshal([]byte(ev.data))
+		m, err := transcript.Unmarshal([]byte(ev.data))
 		if err != nil {
 			t.Fatalf("event %d is not a trace line: %v: %s", ev.id, err, ev.data)
 		}
@@ -229,7 +229,7 @@ func sseResume(t *testing.T, s *allInOne) {
 			t.Errorf("persisted event %d never arrived over SSE", h.GetSequence())
 			continue
 		}
-		line, err := trace.Marshal(h.GetMessage())
+		line, err := transcript.Marshal(h.GetMessage())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package trace_test
+package transcript_test
 
 import (
 	"bufio"
@@ -10,7 +10,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/services/engine/trace"
+	"github.com/penguin-agent/penguin/internal/transcript"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -137,14 +137,14 @@ func TestReferenceLines(t *testing.T) {
 		t.Fatalf("golden file has %d lines, want %d", len(lines), len(msgs))
 	}
 	for i, line := range lines {
-		got, err := trace.Marshal(msgs[i])
+		got, err := transcript.Marshal(msgs[i])
 		if err != nil {
 			t.Fatalf("line %d: Marshal: %v", i+1, err)
 		}
 		if !bytes.Equal(got, line) {
 			t.Errorf("line %d: Marshal\n got %s\nwant %s", i+1, got, line)
 		}
-		m, err := trace.Unmarshal(line)
+		m, err := transcript.Unmarshal(line)
 		if err != nil {
 			t.Fatalf("line %d: Unmarshal: %v", i+1, err)
 		}
@@ -161,7 +161,7 @@ func TestLegacySessionMetaFields(t *testing.T) {
 	line := `{"timestamp":"2026-07-18T03:10:22.531Z","type":"session_meta","payload":{"session_id":"s","provider":"p","model_id":"m",` +
 		`"model_context_window":"128000","system_prompt":"sp","tools":[{"name":"exec_command"}],"thinking_level":"high",` +
 		`"agent_state":"/as","workspace":"/w","source":"subagent"}}`
-	m, err := trace.Unmarshal([]byte(line))
+	m, err := transcript.Unmarshal([]byte(line))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestLegacySessionMetaFields(t *testing.T) {
 	if !proto.Equal(m, want) {
 		t.Fatalf("got %v, want %v", m, want)
 	}
-	out, err := trace.Marshal(m)
+	out, err := transcript.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +305,7 @@ func TestPayloads(t *testing.T) {
 	for _, tc := range payloadCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			want := `{"timestamp":"2026-07-18T03:10:22.531Z","type":"` + tc.typ + `","payload":` + tc.payload + `}`
-			got, err := trace.Marshal(tc.m)
+			got, err := transcript.Marshal(tc.m)
 			if err != nil {
 				t.Fatalf("Marshal: %v", err)
 			}
@@ -315,7 +315,7 @@ func TestPayloads(t *testing.T) {
 			if !json.Valid(got) || bytes.ContainsAny(got, "\n\r") {
 				t.Fatalf("line is not one valid JSON line: %q", got)
 			}
-			back, err := trace.Unmarshal(got)
+			back, err := transcript.Unmarshal(got)
 			if err != nil {
 				t.Fatalf("Unmarshal: %v", err)
 			}
@@ -349,7 +349,7 @@ func TestFixedRolesDefault(t *testing.T) {
 		{msg("2026-07-18T03:10:22.531Z", &penguinv1.PartialText{EventType: penguinv1.StreamEventType_STREAM_EVENT_TYPE_START}), `"role":"assistant"`},
 		{msg("2026-07-18T03:10:22.531Z", &penguinv1.PartialToolCallOutput{EventType: penguinv1.StreamEventType_STREAM_EVENT_TYPE_START}), `"role":"user"`},
 	} {
-		line, err := trace.Marshal(tc.m)
+		line, err := transcript.Marshal(tc.m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -365,14 +365,14 @@ func TestFixedRolesDefault(t *testing.T) {
 func TestFidelityBytes(t *testing.T) {
 	exact := []byte(`{"z":1,"a":"\u00e9\/<>&","n":1.50e+1,"nested":{"k":[true,null]}}`)
 	m := msg("2026-07-18T03:10:22.531Z", &penguinv1.Thinking{Role: assistant, Thinking: "t", Fidelity: exact})
-	line, err := trace.Marshal(m)
+	line, err := transcript.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Contains(line, append(append([]byte(`"fidelity":`), exact...), ',')) && !bytes.Contains(line, append([]byte(`"fidelity":`), exact...)) {
 		t.Fatalf("fidelity not embedded verbatim: %s", line)
 	}
-	back, err := trace.Unmarshal(line)
+	back, err := transcript.Unmarshal(line)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,14 +382,14 @@ func TestFidelityBytes(t *testing.T) {
 
 	spaced := []byte("{ \"signature\" :\n \"abc\" ,\t\"x\": [1, 2] }")
 	m = msg("2026-07-18T03:10:22.531Z", &penguinv1.Text{Role: assistant, Text: "t", Fidelity: spaced})
-	line, err = trace.Marshal(m)
+	line, err = transcript.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bytes.ContainsAny(line, "\n\t") {
 		t.Fatalf("whitespace in fidelity broke the line: %q", line)
 	}
-	back, err = trace.Unmarshal(line)
+	back, err = transcript.Unmarshal(line)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +404,7 @@ func TestFidelityBytes(t *testing.T) {
 func TestTimestamps(t *testing.T) {
 	m := msg("2026-07-18T03:10:22Z", &penguinv1.RequestBegin{})
 	m.Timestamp = timestamppb.New(time.Date(2026, 7, 18, 11, 10, 22, 531_999_999, time.FixedZone("CST", 8*3600)))
-	line, err := trace.Marshal(m)
+	line, err := transcript.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +418,7 @@ func TestTimestamps(t *testing.T) {
 		"2026-07-18T11:10:22.531+08:00":       time.Date(2026, 7, 18, 3, 10, 22, 531_000_000, time.UTC),
 		"2026-07-18T03:10:22.000000001-00:00": time.Date(2026, 7, 18, 3, 10, 22, 1, time.UTC),
 	} {
-		got, err := trace.Unmarshal([]byte(`{"timestamp":"` + in + `","type":"event_msg","payload":{"type":"request_begin"}}`))
+		got, err := transcript.Unmarshal([]byte(`{"timestamp":"` + in + `","type":"event_msg","payload":{"type":"request_begin"}}`))
 		if err != nil {
 			t.Fatalf("%s: %v", in, err)
 		}
@@ -438,7 +438,7 @@ func TestDecodeLenient(t *testing.T) {
 		`{"timestamp":"2026-07-18T03:10:22.531Z","type":"model_msg","payload":{"type":"thinking","thinking":"t","fidelity":null}}`:   msg("2026-07-18T03:10:22.531Z", &penguinv1.Thinking{Role: assistant, Thinking: "t"}),
 		`{"timestamp":"2026-07-18T03:10:22.531Z","type":"model_msg","payload":{"type":"tool_call_output","output":"o","images":[]}}`: msg("2026-07-18T03:10:22.531Z", &penguinv1.ToolCallOutput{Role: user, Output: "o"}),
 	} {
-		got, err := trace.Unmarshal([]byte(line))
+		got, err := transcript.Unmarshal([]byte(line))
 		if err != nil {
 			t.Fatalf("%s: %v", line, err)
 		}
@@ -476,7 +476,7 @@ func TestMarshalErrors(t *testing.T) {
 		{"undefined enum", msg(ts, &penguinv1.Text{Role: user, StopReason: 99}), "stop_reason 99 has no name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := trace.Marshal(tc.m)
+			_, err := transcript.Marshal(tc.m)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Marshal = %v; want an error containing %q", err, tc.want)
 			}
@@ -512,7 +512,7 @@ func TestUnmarshalErrors(t *testing.T) {
 		{`{` + ts + `,"type":"event_msg","payload":{"type":"mcp_connect_end","status":"completed","results":[{"server":"s","status":"meh"}]}}`, `unknown mcp connect status "meh"`},
 		{`{` + ts + `,"type":"session_meta","payload":{"session_id":"s","model_context_window":"lots"}}`, "model_context_window"},
 	} {
-		_, err := trace.Unmarshal([]byte(tc.line))
+		_, err := transcript.Unmarshal([]byte(tc.line))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Unmarshal(%s) = %v; want an error containing %q", tc.line, err, tc.want)
 		}
@@ -532,7 +532,7 @@ func TestJSONL(t *testing.T) {
 	msgs = append(msgs, referenceMessages()...)
 
 	var buf bytes.Buffer
-	if err := trace.WriteJSONL(&buf, msgs); err != nil {
+	if err := transcript.WriteJSONL(&buf, msgs); err != nil {
 		t.Fatalf("WriteJSONL: %v", err)
 	}
 	if n := bytes.Count(buf.Bytes(), []byte("\n")); n != len(msgs) || !bytes.HasSuffix(buf.Bytes(), []byte("\n")) {
@@ -545,7 +545,7 @@ func TestJSONL(t *testing.T) {
 			t.Fatalf("invalid JSON line: %.200s", sc.Bytes())
 		}
 	}
-	got, err := trace.ReadJSONL(bytes.NewReader(buf.Bytes()))
+	got, err := transcript.ReadJSONL(bytes.NewReader(buf.Bytes()))
 	if err != nil {
 		t.Fatalf("ReadJSONL: %v", err)
 	}
@@ -563,12 +563,12 @@ func TestJSONL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err = trace.ReadJSONL(bytes.NewReader(golden))
+	got, err = transcript.ReadJSONL(bytes.NewReader(golden))
 	if err != nil {
 		t.Fatalf("ReadJSONL(reference.jsonl): %v", err)
 	}
 	var out bytes.Buffer
-	if err := trace.WriteJSONL(&out, got); err != nil {
+	if err := transcript.WriteJSONL(&out, got); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(out.Bytes(), golden) {
@@ -576,7 +576,7 @@ func TestJSONL(t *testing.T) {
 	}
 
 	bad := msg("2026-07-18T03:10:22.531Z", &penguinv1.RequestEnd{})
-	err = trace.WriteJSONL(&bytes.Buffer{}, []*penguinv1.OmniMessage{msgs[0], bad})
+	err = transcript.WriteJSONL(&bytes.Buffer{}, []*penguinv1.OmniMessage{msgs[0], bad})
 	if err == nil || !strings.Contains(err.Error(), "message 1") {
 		t.Fatalf("WriteJSONL with a bad message = %v; want an error naming message 1", err)
 	}
@@ -593,7 +593,7 @@ func TestReadJSONLTornAndDamaged(t *testing.T) {
 
 	// A crash cut the last record short: no trailing newline.
 	torn := append(bytes.Clone(golden), lines[3][:len(lines[3])/2]...)
-	got, err := trace.ReadJSONL(bytes.NewReader(torn))
+	got, err := transcript.ReadJSONL(bytes.NewReader(torn))
 	if err != nil {
 		t.Fatalf("ReadJSONL with a torn last line: %v", err)
 	}
@@ -602,13 +602,13 @@ func TestReadJSONLTornAndDamaged(t *testing.T) {
 	}
 
 	// A complete last line without a trailing newline is kept.
-	got, err = trace.ReadJSONL(bytes.NewReader(bytes.TrimSuffix(golden, []byte("\n"))))
+	got, err = transcript.ReadJSONL(bytes.NewReader(bytes.TrimSuffix(golden, []byte("\n"))))
 	if err != nil || len(got) != len(lines) {
 		t.Fatalf("ReadJSONL without a final newline = %d messages, %v", len(got), err)
 	}
 
 	// Blank lines are skipped.
-	got, err = trace.ReadJSONL(strings.NewReader("\n" + string(lines[1]) + "\n\n" + string(lines[2]) + "\n"))
+	got, err = transcript.ReadJSONL(strings.NewReader("\n" + string(lines[1]) + "\n\n" + string(lines[2]) + "\n"))
 	if err != nil || len(got) != 2 {
 		t.Fatalf("ReadJSONL with blank lines = %d messages, %v", len(got), err)
 	}
@@ -616,7 +616,7 @@ func TestReadJSONLTornAndDamaged(t *testing.T) {
 	// A damaged line in the middle (the torn line of an earlier crash,
 	// followed by newer records) is an error naming line 3.
 	damaged := string(lines[0]) + "\n" + string(lines[1]) + "\n" + string(lines[2][:20]) + "\n" + string(lines[3]) + "\n"
-	_, err = trace.ReadJSONL(strings.NewReader(damaged))
+	_, err = transcript.ReadJSONL(strings.NewReader(damaged))
 	if err == nil || !strings.Contains(err.Error(), "line 3") {
 		t.Fatalf("ReadJSONL with a damaged middle line = %v; want an error naming line 3", err)
 	}

@@ -1,4 +1,4 @@
-// Package trace converts OmniMessages to and from the JSONL trace format
+// Package transcript converts OmniMessages to and from the JSONL trace format
 // (docs/trace-format.md describes it with examples). The format is the one
 // PenguinHarness, the TypeScript harness Penguin was modelled on, writes:
 // a session exported by Penguin reads, line for line, like a trace written
@@ -26,7 +26,7 @@
 // JavaScript's Date.toISOString writes them; reading accepts any RFC 3339
 // time. A round trip is therefore exact for messages whose timestamps are
 // whole milliseconds and whose JSON fields are compact.
-package trace
+package transcript
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package trace
+package transcript
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package trace_test
+package transcript_test
 
 import (
 	"testing"
