@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/penguin-agent/penguin/services/llm/catalog"
+	"github.com/penguin-agent/penguin/internal/catalog"
 )
 
 // geminiAPI speaks Google's Gemini API: POST

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/penguin-agent/penguin/services/llm/catalog"
+	"github.com/penguin-agent/penguin/internal/catalog"
 )
 
 // responsesAPI speaks the OpenAI Responses API: POST /v1/responses, SSE of

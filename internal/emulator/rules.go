@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/penguin-agent/penguin/services/llm/catalog"
+	"github.com/penguin-agent/penguin/internal/catalog"
 )
 
 // The emulator is strict: it refuses what the real APIs refuse, with their

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/penguin-agent/penguin/internal/logger"
-	"github.com/penguin-agent/penguin/services/llm/catalog"
+	"github.com/penguin-agent/penguin/internal/catalog"
 )
 
 // DefaultMaxBodyBytes bounds a request body; base64 images make bodies big,

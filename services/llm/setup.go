@@ -13,7 +13,7 @@ import (
 
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/logger"
-	"github.com/penguin-agent/penguin/services/llm/catalog"
+	"github.com/penguin-agent/penguin/internal/catalog"
 	"github.com/penguin-agent/penguin/services/llm/middleware"
 	"github.com/penguin-agent/penguin/services/llm/providers"
 	"github.com/penguin-agent/penguin/services/llm/stream"

@@ -11,7 +11,7 @@ import (
 
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/services/llm/anthropic"
-	"github.com/penguin-agent/penguin/services/llm/catalog"
+	"github.com/penguin-agent/penguin/internal/catalog"
 	"github.com/penguin-agent/penguin/services/llm/gemini"
 	"github.com/penguin-agent/penguin/services/llm/openai"
 	"github.com/penguin-agent/penguin/services/llm/registry"

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/penguin-agent/penguin/internal/config"
-	"github.com/penguin-agent/penguin/services/llm/catalog"
+	"github.com/penguin-agent/penguin/internal/catalog"
 )
 
 // keyVars overrides the catalog's key variables where two catalog

@@ -1,5 +1,5 @@
 // Command gencatalog writes catalog.json from the models.dev snapshot in
-// modelsdev/catalog.json. `go generate ./services/llm/catalog` runs it from
+// modelsdev/catalog.json. `go generate ./internal/catalog` runs it from
 // the catalog package's directory.
 package main
 
@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/penguin-agent/penguin/services/llm/catalog/internal/generate"
+	"github.com/penguin-agent/penguin/internal/catalog/internal/generate"
 )
 
 func main() {

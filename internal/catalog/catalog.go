@@ -1,5 +1,5 @@
-// Package catalog is the llm service's model catalog: the providers people
-// use and their models, with context and output limits, whether each
+// Package catalog is the model catalog: the providers people use and their
+// models, with context and output limits, whether each
 // reasons (and how its reasoning is controlled on the wire), takes tools,
 // images and a temperature, and what it costs per million tokens (input,
 // output, cache reads and writes).
@@ -12,7 +12,9 @@
 // field of one model. Everything is data: the gateway shapes each request
 // from it (the output-token parameter and limit, reasoning parameters only
 // where the model reasons, temperature only where allowed) and prices
-// token usage with it.
+// token usage with it. It lives outside the llm service because the
+// provider emulator (internal/emulator) imitates the same models
+// from the same data.
 package catalog
 
 import (

@@ -5,13 +5,13 @@ import (
 	"os"
 	"testing"
 
-	"github.com/penguin-agent/penguin/services/llm/catalog"
-	"github.com/penguin-agent/penguin/services/llm/catalog/internal/generate"
+	"github.com/penguin-agent/penguin/internal/catalog"
+	"github.com/penguin-agent/penguin/internal/catalog/internal/generate"
 )
 
 // TestGeneratedCatalogIsCurrent fails when catalog.json is not what the
 // generator writes from the snapshot: run `go generate
-// ./services/llm/catalog` and commit the result.
+// ./internal/catalog` and commit the result.
 func TestGeneratedCatalogIsCurrent(t *testing.T) {
 	snap, err := os.ReadFile("modelsdev/catalog.json")
 	if err != nil {
@@ -26,7 +26,7 @@ func TestGeneratedCatalogIsCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatal("catalog.json is stale: run `go generate ./services/llm/catalog` and commit it")
+		t.Fatal("catalog.json is stale: run `go generate ./internal/catalog` and commit it")
 	}
 }
 

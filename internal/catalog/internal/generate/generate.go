@@ -24,7 +24,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/penguin-agent/penguin/services/llm/catalog"
+	"github.com/penguin-agent/penguin/internal/catalog"
 )
 
 // wire is what the generator adds to a snapshot provider.
