@@ -17,6 +17,7 @@ import (
 
 	"github.com/penguin-agent/penguin/e2e/e2etest"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/internal/transcript"
 )
 
@@ -125,7 +126,7 @@ func postJSON(ctx context.Context, t *testing.T, url, body string, want int, out
 // connections with no gap, every persisted event of the history is among
 // them, and the streamed text deltas add up to the complete messages.
 func sseResume(t *testing.T, s *allInOne) {
-	ctx := e2etest.Context(t, 90*time.Second)
+	ctx := testkit.Context(t, 90*time.Second)
 	base := "http://" + s.httpAddr
 	ws := filepath.Join(s.root, "sse-ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {

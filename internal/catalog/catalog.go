@@ -13,7 +13,7 @@
 // from it (the output-token parameter and limit, reasoning parameters only
 // where the model reasons, temperature only where allowed) and prices
 // token usage with it. It lives outside the llm service because the
-// provider emulator (internal/emulator) imitates the same models
+// provider emulator (internal/testkit/emulator) imitates the same models
 // from the same data.
 package catalog
 

@@ -18,8 +18,9 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/penguin-agent/penguin/internal/emulator"
-	"github.com/penguin-agent/penguin/internal/eventually"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 )
 
 func TestParseScript(t *testing.T) {
@@ -130,7 +131,7 @@ func TestAgentLoopScriptOverBothProtocols(t *testing.T) {
 	t.Run("anthropic", func(t *testing.T) {
 		t.Parallel()
 		srv := startServer(t, script)
-		ctx := testContext(t)
+		ctx := testkit.Context(t, testTimeout)
 		first := streamAnthropic(t, ctx, srv, newHeaderTap(t), anthropicTurn("list files"))
 		if first.err != nil || blocksOf(first.msg)[0].Signature != "sig-plan-1" || first.msg.StopReason != "tool_use" {
 			t.Fatalf("first turn %+v", first)
@@ -150,12 +151,12 @@ func TestExhausted(t *testing.T) {
 		if got := streamOpenAI(t, srv, userTurn("1")); got.content != "only" {
 			t.Fatalf("first: %+v", got)
 		}
-		_, err := openAIClient(srv, "k", newHeaderTap(t)).CreateChatCompletionStream(testContext(t), userTurn("2"))
+		_, err := openAIClient(srv, "k", newHeaderTap(t)).CreateChatCompletionStream(testkit.Context(t, testTimeout), userTurn("2"))
 		var apiErr *openai.APIError
 		if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 500 || !strings.Contains(apiErr.Message, "script exhausted") {
 			t.Fatalf("error %v, want 500 script exhausted", err)
 		}
-		got := streamAnthropic(t, testContext(t), srv, newHeaderTap(t), anthropicTurn("3"))
+		got := streamAnthropic(t, testkit.Context(t, testTimeout), srv, newHeaderTap(t), anthropicTurn("3"))
 		var antErr *anthropic.Error
 		if !errors.As(got.err, &antErr) || antErr.StatusCode != 500 || !strings.Contains(antErr.RawJSON(), "script exhausted") {
 			t.Fatalf("anthropic error %v, want 500 script exhausted", got.err)
@@ -182,7 +183,7 @@ func TestMatchPicksTurnsByLastMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := startServer(t, script)
-	ctx := testContext(t)
+	ctx := testkit.Context(t, testTimeout)
 	client := openAIClient(srv, "k", newHeaderTap(t))
 	ask := func(req openai.ChatCompletionRequest) openAIResult {
 		stream, err := client.CreateChatCompletionStream(ctx, req)
@@ -230,7 +231,7 @@ func TestMatchPicksTurnsByLastMessage(t *testing.T) {
 func TestRecordsRequests(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, emulator.Script{Turns: []emulator.Turn{{Text: "seen"}, {Text: "seen too"}}})
-	ctx := testContext(t)
+	ctx := testkit.Context(t, testTimeout)
 	req := userTurn("")
 	req.Messages = []openai.ChatCompletionMessage{
 		{Role: openai.ChatMessageRoleSystem, Content: "be brief"},
@@ -300,7 +301,7 @@ func TestWithoutRecording(t *testing.T) {
 func TestBadRequests(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, emulator.Script{Turns: []emulator.Turn{{Text: "kept for a good request"}}}, emulator.WithMaxBodyBytes(1024))
-	ctx := testContext(t)
+	ctx := testkit.Context(t, testTimeout)
 	do := func(method, path, body string) (int, string) {
 		req, err := http.NewRequestWithContext(ctx, method, srv.URL+path, strings.NewReader(body))
 		if err != nil {
@@ -371,7 +372,7 @@ func TestHandlerInProcess(t *testing.T) {
 	t.Cleanup(func() { hs.Close(); em.Close() })
 	cfg := openai.DefaultConfig("k")
 	cfg.BaseURL = hs.URL + "/v1"
-	stream, err := openai.NewClientWithConfig(cfg).CreateChatCompletionStream(testContext(t), userTurn("x"))
+	stream, err := openai.NewClientWithConfig(cfg).CreateChatCompletionStream(testkit.Context(t, testTimeout), userTurn("x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +398,7 @@ func TestConcurrentPacedStreams(t *testing.T) {
 	tap := newHeaderTap(t)
 	tap.base.MaxIdleConnsPerHost = streams
 	client := openAIClient(srv, "k", tap)
-	ctx := testContext(t)
+	ctx := testkit.Context(t, testTimeout)
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, streams)
@@ -434,7 +435,7 @@ func TestConcurrentPacedStreams(t *testing.T) {
 func TestCloseEndsStalledStreams(t *testing.T) {
 	t.Parallel()
 	srv := emulator.NewServer(emulator.Script{Turns: []emulator.Turn{{Text: "abc", Fault: &emulator.Fault{Kind: emulator.FaultStall, After: 1}}}})
-	stream, err := openAIClient(srv, "k", newHeaderTap(t)).CreateChatCompletionStream(testContext(t), userTurn("x"))
+	stream, err := openAIClient(srv, "k", newHeaderTap(t)).CreateChatCompletionStream(testkit.Context(t, testTimeout), userTurn("x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +463,7 @@ func TestServeStopsOnCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := emulator.New(emulator.Script{Turns: []emulator.Turn{{Text: "served"}, {Text: "stalls", Fault: &emulator.Fault{Kind: emulator.FaultStall, After: 1}}}})
-	ctx, cancel := context.WithCancel(testContext(t))
+	ctx, cancel := context.WithCancel(testkit.Context(t, testTimeout))
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln, 2*time.Second) }()
 	// The listener already listens, so a request waits in its backlog
@@ -471,7 +472,7 @@ func TestServeStopsOnCancel(t *testing.T) {
 	cfg := openai.DefaultConfig("k")
 	cfg.BaseURL = base + "/v1"
 	client := openai.NewClientWithConfig(cfg)
-	stream, err := client.CreateChatCompletionStream(testContext(t), userTurn("x"))
+	stream, err := client.CreateChatCompletionStream(testkit.Context(t, testTimeout), userTurn("x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +480,7 @@ func TestServeStopsOnCancel(t *testing.T) {
 		t.Errorf("%+v", got)
 	}
 	stream.Close()
-	stalled, err := client.CreateChatCompletionStream(testContext(t), userTurn("x"))
+	stalled, err := client.CreateChatCompletionStream(testkit.Context(t, testTimeout), userTurn("x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +521,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 			srv := emulator.NewServer(script)
 			tap := newHeaderTap(t)
 			for range turns {
-				ctx, cancel := context.WithTimeout(testContext(t), 200*time.Millisecond)
+				ctx, cancel := context.WithTimeout(testkit.Context(t, testTimeout), 200*time.Millisecond)
 				if provider == "openai" {
 					if stream, err := openAIClient(srv, "k", tap).CreateChatCompletionStream(ctx, userTurn("x")); err == nil {
 						readOpenAI(stream)
@@ -538,7 +539,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 			tap.base.CloseIdleConnections()
 		}
 	}()
-	ctx, cancel := context.WithTimeout(testContext(t), 5*time.Second)
+	ctx, cancel := context.WithTimeout(testkit.Context(t, testTimeout), 5*time.Second)
 	defer cancel()
 	if eventually.Wait(ctx, func() bool { return runtime.NumGoroutine() <= before }) != nil {
 		buf := make([]byte, 1<<16)
@@ -638,7 +639,7 @@ func TestFaultsScript(t *testing.T) {
 		if script.Turns[i].Fault.Kind == emulator.FaultStall {
 			deadline = 500 * time.Millisecond
 		}
-		ctx, cancel := context.WithTimeout(testContext(t), deadline)
+		ctx, cancel := context.WithTimeout(testkit.Context(t, testTimeout), deadline)
 		var got openAIResult
 		stream, err := client.CreateChatCompletionStream(ctx, userTurn("x"))
 		if err == nil {

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/penguin-agent/penguin/internal/emulator"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 )
 
 // TestStrictRules sends requests the real APIs refuse and checks each is
@@ -84,7 +85,7 @@ func TestStrictRules(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequestWithContext(testContext(t), http.MethodPost, srv.URL+tc.path, bytes.NewReader([]byte(tc.body)))
+			req, _ := http.NewRequestWithContext(testkit.Context(t, testTimeout), http.MethodPost, srv.URL+tc.path, bytes.NewReader([]byte(tc.body)))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("anthropic-version", "2023-06-01")
 			resp, err := http.DefaultClient.Do(req)

@@ -13,7 +13,8 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 
-	"github.com/penguin-agent/penguin/internal/emulator"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 )
 
 // anthropicResult is what the official SDK assembles from a stream.
@@ -93,7 +94,7 @@ func TestAnthropicStreamEverything(t *testing.T) {
 		Usage:     emulator.Usage{Input: 30, CacheRead: 1200, CacheWrite: 400, Output: 77},
 	}}})
 	tap := newHeaderTap(t)
-	got := streamAnthropic(t, testContext(t), srv, tap, anthropicTurn("weather and time in Paris?"))
+	got := streamAnthropic(t, testkit.Context(t, testTimeout), srv, tap, anthropicTurn("weather and time in Paris?"))
 	if got.err != nil {
 		t.Fatalf("stream: %v", got.err)
 	}
@@ -150,7 +151,7 @@ func TestAnthropicExplicitBlocks(t *testing.T) {
 		},
 		StopReason: "stop",
 	}}})
-	got := streamAnthropic(t, testContext(t), srv, newHeaderTap(t), anthropicTurn("go"))
+	got := streamAnthropic(t, testkit.Context(t, testTimeout), srv, newHeaderTap(t), anthropicTurn("go"))
 	if got.err != nil {
 		t.Fatal(got.err)
 	}
@@ -174,7 +175,7 @@ func TestAnthropicNonStreaming(t *testing.T) {
 		Usage:     emulator.Usage{Input: 5, CacheRead: 6, CacheWrite: 7, Output: 8},
 	}}})
 	client := anthropicClient(srv, "k", newHeaderTap(t))
-	msg, err := client.Messages.New(testContext(t), anthropicTurn("x"))
+	msg, err := client.Messages.New(testkit.Context(t, testTimeout), anthropicTurn("x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +207,7 @@ func TestAnthropicHTTPFaults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := startServer(t, emulator.Script{Turns: []emulator.Turn{{Text: "never", Fault: &tt.fault}}})
-			got := streamAnthropic(t, testContext(t), srv, newHeaderTap(t), anthropicTurn("x"))
+			got := streamAnthropic(t, testkit.Context(t, testTimeout), srv, newHeaderTap(t), anthropicTurn("x"))
 			var apiErr *anthropic.Error
 			if !errors.As(got.err, &apiErr) {
 				t.Fatalf("error %v (%T), want *anthropic.Error", got.err, got.err)
@@ -281,7 +282,7 @@ func TestAnthropicStreamFaults(t *testing.T) {
 				turn = emulator.Turn{Fault: &tt.fault}
 			}
 			srv := startServer(t, emulator.Script{Turns: []emulator.Turn{turn}})
-			ctx := testContext(t)
+			ctx := testkit.Context(t, testTimeout)
 			if tt.clientDeadline > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, tt.clientDeadline)
@@ -300,7 +301,7 @@ func TestAnthropicStreamFaults(t *testing.T) {
 func TestAnthropicAuthAndHeaders(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, emulator.Script{Turns: []emulator.Turn{{Text: "ok"}}}, emulator.WithAPIKey("sk-ant-right"))
-	ctx := testContext(t)
+	ctx := testkit.Context(t, testTimeout)
 	got := streamAnthropic(t, ctx, srv, newHeaderTap(t), anthropicTurn("x")) // sends sk-ant-test
 	var apiErr *anthropic.Error
 	if !errors.As(got.err, &apiErr) || apiErr.StatusCode != 401 || apiErr.Type() != "authentication_error" {

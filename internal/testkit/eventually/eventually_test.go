@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/penguin-agent/penguin/internal/eventually"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 )
 
 func TestTrueReturnsOnceTheConditionHolds(t *testing.T) {

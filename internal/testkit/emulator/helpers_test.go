@@ -1,7 +1,6 @@
 package emulator_test
 
 import (
-	"context"
 	"net/http"
 	"sync"
 	"testing"
@@ -11,19 +10,12 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/penguin-agent/penguin/internal/emulator"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 )
 
 // testTimeout bounds every test, so that a stuck stream fails the test
 // instead of hanging the run.
 const testTimeout = 20 * time.Second
-
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // startServer starts an emulator for script and closes it after the test.
 func startServer(t *testing.T, script emulator.Script, opts ...emulator.Option) *emulator.Server {

@@ -14,7 +14,8 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/penguin-agent/penguin/internal/emulator"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 )
 
 type openAITool struct {
@@ -86,7 +87,7 @@ func readOpenAI(stream *openai.ChatCompletionStream) openAIResult {
 func streamOpenAI(t *testing.T, srv *emulator.Server, req openai.ChatCompletionRequest) openAIResult {
 	t.Helper()
 	client := openAIClient(srv, "sk-test", newHeaderTap(t))
-	stream, err := client.CreateChatCompletionStream(testContext(t), req)
+	stream, err := client.CreateChatCompletionStream(testkit.Context(t, testTimeout), req)
 	if err != nil {
 		t.Fatalf("CreateChatCompletionStream: %v", err)
 	}
@@ -161,7 +162,7 @@ func TestOpenAIStreamWithoutIncludeUsage(t *testing.T) {
 // rawOpenAIStream posts body and returns the raw SSE text.
 func rawOpenAIStream(t *testing.T, srv *emulator.Server, body string) string {
 	t.Helper()
-	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(body))
+	req, err := http.NewRequestWithContext(testkit.Context(t, testTimeout), http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestOpenAIReasoningField(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, emulator.Script{Turns: []emulator.Turn{{Thinking: "deep thought", ReasoningField: "reasoning", Text: "42"}}})
 	client := openAIClient(srv, "k", newHeaderTap(t))
-	stream, err := client.CreateChatCompletionStream(testContext(t), userTurn("q"))
+	stream, err := client.CreateChatCompletionStream(testkit.Context(t, testTimeout), userTurn("q"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +319,7 @@ func TestOpenAINonStreaming(t *testing.T) {
 		{ToolCalls: []emulator.ToolCall{{ID: "c1", Name: "ls", Arguments: `{"path":"."}`}}},
 	}})
 	client := openAIClient(srv, "k", newHeaderTap(t))
-	ctx := testContext(t)
+	ctx := testkit.Context(t, testTimeout)
 	resp, err := client.CreateChatCompletion(ctx, userTurn("q"))
 	if err != nil {
 		t.Fatal(err)
@@ -361,7 +362,7 @@ func TestOpenAIHTTPFaults(t *testing.T) {
 			t.Parallel()
 			srv := startServer(t, emulator.Script{Turns: []emulator.Turn{{Text: "never sent", Fault: &tt.fault}}})
 			tap := newHeaderTap(t)
-			_, err := openAIClient(srv, "k", tap).CreateChatCompletionStream(testContext(t), userTurn("x"))
+			_, err := openAIClient(srv, "k", tap).CreateChatCompletionStream(testkit.Context(t, testTimeout), userTurn("x"))
 			var apiErr *openai.APIError
 			if !errors.As(err, &apiErr) {
 				t.Fatalf("error %v (%T), want *openai.APIError", err, err)
@@ -459,7 +460,7 @@ func TestOpenAIStreamFaults(t *testing.T) {
 				turn = emulator.Turn{Fault: &tt.fault}
 			}
 			srv := startServer(t, emulator.Script{Turns: []emulator.Turn{turn}})
-			ctx := testContext(t)
+			ctx := testkit.Context(t, testTimeout)
 			if tt.clientDeadline > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, tt.clientDeadline)
@@ -492,7 +493,7 @@ func TestOpenAIPacing(t *testing.T) {
 	srv := startServer(t, emulator.Script{Turns: []emulator.Turn{{Text: "abcde", ChunkSize: 1, FirstDelay: 100 * time.Millisecond, Delay: delay}}})
 	client := openAIClient(srv, "k", newHeaderTap(t))
 	start := time.Now()
-	stream, err := client.CreateChatCompletionStream(testContext(t), userTurn("x"))
+	stream, err := client.CreateChatCompletionStream(testkit.Context(t, testTimeout), userTurn("x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,7 +529,7 @@ func TestOpenAIPacing(t *testing.T) {
 func TestOpenAIAPIKey(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, emulator.Script{Turns: []emulator.Turn{{Text: "welcome"}}}, emulator.WithAPIKey("sk-right"))
-	ctx := testContext(t)
+	ctx := testkit.Context(t, testTimeout)
 	tap := newHeaderTap(t)
 	_, err := openAIClient(srv, "sk-wrong", tap).CreateChatCompletionStream(ctx, userTurn("x"))
 	var apiErr *openai.APIError
@@ -592,7 +593,7 @@ func TestOpenAINonStreamingFaults(t *testing.T) {
 			}
 			srv := startServer(t, emulator.Script{Turns: []emulator.Turn{turn}})
 			start := time.Now()
-			resp, err := openAIClient(srv, "k", newHeaderTap(t)).CreateChatCompletion(testContext(t), userTurn("x"))
+			resp, err := openAIClient(srv, "k", newHeaderTap(t)).CreateChatCompletion(testkit.Context(t, testTimeout), userTurn("x"))
 			if !tt.check(err, resp) {
 				t.Errorf("err %v resp %+v", err, resp)
 			}

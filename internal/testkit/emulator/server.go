@@ -19,8 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/internal/catalog"
+	"github.com/penguin-agent/penguin/internal/logger"
 )
 
 // DefaultMaxBodyBytes bounds a request body; base64 images make bodies big,
