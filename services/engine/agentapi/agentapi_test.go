@@ -20,8 +20,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/emulator"
-	"github.com/penguin-agent/penguin/internal/enginetest"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
+	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
 	"github.com/penguin-agent/penguin/services/engine/agentapi"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/penguin-agent/penguin/services/gateway"

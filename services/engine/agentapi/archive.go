@@ -26,7 +26,7 @@ type limits struct {
 	// archive is the largest compressed archive; total and file bound the
 	// unpacked bytes, files their number.
 	archive, total, file int64
-	files               int
+	files                int
 }
 
 var (

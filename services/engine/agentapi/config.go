@@ -250,4 +250,3 @@ func drain(stream grpc.ServerStreamingClient[penguinv1.StreamGenerateResponse]) 
 		}
 	}
 }
-

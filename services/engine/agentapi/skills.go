@@ -241,4 +241,3 @@ func boolWord(b bool) string {
 	}
 	return "false"
 }
-

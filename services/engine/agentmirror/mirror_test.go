@@ -131,8 +131,8 @@ func TestResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	for ref, want := range map[string]string{
-		"reviewer":                                 "default/reviewer",
-		filepath.Join(root, "x"):                   "default/x",
+		"reviewer":               "default/reviewer",
+		filepath.Join(root, "x"): "default/x",
 		filepath.Join(root, ".projects", "p", "y"): "p/y",
 		filepath.Join(root, "x", "sub"):            "",
 		"/elsewhere/agent":                         "",

@@ -97,7 +97,9 @@ func loadSkills(dir string) ([]Skill, error) {
 // a skill named after its directory, with no description.
 // ParseSkill reads a SKILL.md's front matter as loading an agent does;
 // path names the file in errors and dirName is its skill's directory.
-func ParseSkill(path, dirName string, data []byte) (Skill, error) { return parseSkill(path, dirName, data) }
+func ParseSkill(path, dirName string, data []byte) (Skill, error) {
+	return parseSkill(path, dirName, data)
+}
 
 func parseSkill(path, dirName string, data []byte) (Skill, error) {
 	sk := Skill{Name: dirName, Dir: dirName, Path: path}
