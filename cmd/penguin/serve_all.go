@@ -18,8 +18,6 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/assemble"
-	"github.com/penguin-agent/penguin/services/engine/access"
-	"github.com/penguin-agent/penguin/services/engine/trace"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/gateway"
 	"github.com/penguin-agent/penguin/web"
@@ -59,7 +57,7 @@ one service alone.`,
 		if cfg, err = af.config(cfg); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
-		cfg.Engine.Mode = af.engine.mode(common.listen, gw.listen)
+		cfg.Engine.Team = af.engine.teamMode(common.listen, gw.listen)
 		p, err := assemble.New(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
@@ -144,9 +142,9 @@ func (f *gatewayFlags) start(p *assemble.Process, cfg assemble.Config) ([]func(c
 		return nil, fmt.Errorf("serve: http: %w", err)
 	}
 	gw := gateway.New(penguinv1.NewEngineServiceClient(p.Local()), gateway.Options{
-		AuthToken: cfg.AuthToken, Heartbeat: f.heartbeat, Encode: trace.Marshal, Logger: cfg.Logger,
-		Accounts: penguinv1.NewAuthServiceClient(p.Local()), Team: cfg.Engine.Mode == access.Team,
-		LLM: penguinv1.NewLLMServiceClient(p.Local()), ProvidersFile: cfg.LLM.ProvidersFile, App: web.App(),
+		AuthToken: cfg.AuthToken, Heartbeat: f.heartbeat, Logger: cfg.Logger,
+		Accounts: penguinv1.NewAuthServiceClient(p.Local()), Team: cfg.Engine.Team,
+		LLM: penguinv1.NewLLMServiceClient(p.Local()), Agents: penguinv1.NewAgentServiceClient(p.Local()), ProvidersFile: cfg.LLM.ProvidersFile, App: web.App(),
 	})
 	return []func(context.Context) error{func(ctx context.Context) error { return serveHTTP(ctx, lis, gw, cfg.Logger) }}, nil
 }

@@ -4,15 +4,14 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strings"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/penguin-agent/penguin/services/engine"
-	"github.com/penguin-agent/penguin/services/engine/access"
 )
 
 // newServeEngineCmd is `penguin serve engine --listen ADDR --llm ADDR
@@ -38,7 +37,7 @@ func newServeEngineCmd() *cobra.Command {
 			return fmt.Errorf("serve engine: %w", err)
 		}
 		cfg.LLMAddr, cfg.EnvironmentAddr = *llmAddr, *envAddr
-		cfg.Engine.Mode = ef.mode(common.listen)
+		cfg.Engine.Team = ef.teamMode(common.listen)
 		return serveProcess(cmd.Context(), "serve engine", cfg)
 	}
 	return cmd
@@ -115,19 +114,19 @@ func (f *engineFlags) config() (*engine.Config, error) {
 	return cfg, nil
 }
 
-// mode decides how a server knows its callers: team mode when --team is
+// teamMode decides how a server knows its callers: team mode when --team is
 // given or any of the addresses it listens at (gRPC, HTTP) reaches beyond
 // loopback; local mode (no sign-in, one implicit user) otherwise.
-func (f *engineFlags) mode(listen ...string) access.Mode {
+func (f *engineFlags) teamMode(listen ...string) bool {
 	if f.team {
-		return access.Team
+		return true
 	}
 	for _, addr := range listen {
 		if addr != "" && !isLoopback(addr) {
-			return access.Team
+			return true
 		}
 	}
-	return access.Local
+	return false
 }
 
 // isLoopback reports whether a listen address is on loopback only: an

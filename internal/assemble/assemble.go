@@ -46,7 +46,6 @@ import (
 	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/internal/telemetry"
 	"github.com/penguin-agent/penguin/services/engine"
-	"github.com/penguin-agent/penguin/services/engine/access"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/llm"
@@ -420,7 +419,7 @@ func (p *Process) setupEngine(ctx context.Context) error {
 // call each other: when none is configured, this process makes a random
 // one of its own (then nothing outside it can use the operator's power).
 func (p *Process) announceMode() {
-	if p.cfg.Engine.Mode == access.Team {
+	if p.cfg.Engine.Team {
 		if p.cfg.AuthToken == "" {
 			var raw [32]byte
 			_, _ = rand.Read(raw[:])

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +17,8 @@ import (
 	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/engine/access"
 	"github.com/penguin-agent/penguin/services/engine/accounts"
+	"github.com/penguin-agent/penguin/services/engine/agentapi"
+	"github.com/penguin-agent/penguin/services/engine/agentmirror"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/lease"
 	"github.com/penguin-agent/penguin/services/engine/session"
@@ -74,10 +77,10 @@ type Config struct {
 	// end; the workspace stays) and the next tool call gets a fresh one.
 	// Zero means DefaultEnvironmentIdleTimeout; it must not be negative.
 	EnvironmentIdleTimeout time.Duration
-	// Mode is access.Local (a laptop: no sign-in, one implicit user) or
-	// access.Team (users sign in or present tokens); the process decides
+	// Team is team mode (users sign in or present tokens); false is local
+	// mode (a laptop: no sign-in, one implicit user). The process decides
 	// it from where it listens and whether sign-in is configured.
-	Mode access.Mode
+	Team bool
 	// ServiceToken is the operator's token, which the services present
 	// to each other; empty when none is set. In team mode it is required.
 	ServiceToken string
@@ -101,6 +104,8 @@ type Engine struct {
 	server   *Server
 	sessions *session.Manager
 	store    store.Store
+	agents   *agentmirror.Mirror
+	agentAPI *agentapi.Server
 	replicas *grpcclient.Pool
 	guard    *access.Guard
 	accounts *accounts.Server
@@ -126,9 +131,9 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		return nil, fmt.Errorf("open the session store: %w", err)
 	}
 	e := &Engine{store: st, replicas: grpcclient.NewPool(cfg.Dial)}
-	e.guard = access.New(st, access.Options{Mode: cfg.Mode, ServiceToken: cfg.ServiceToken, Logger: log})
+	e.guard = access.New(st, access.Options{Mode: cfg.mode(), ServiceToken: cfg.ServiceToken, Logger: log})
 	e.accounts = accounts.New(e.guard)
-	if cfg.Mode == access.Team {
+	if cfg.Team {
 		first, err := e.guard.SeedAdmin(ctx, cfg.AdminPasswordFile, cfg.SeedAdminPassword)
 		if err != nil {
 			return nil, err
@@ -145,12 +150,16 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 			err = errors.Join(err, e.Close())
 		}
 	}()
+	if e.agents, err = openAgents(ctx, st, cfg.AgentState, log); err != nil {
+		return nil, err
+	}
 	e.sessions, err = session.New(session.Options{
 		Store:             st,
 		LLM:               penguinv1.NewLLMServiceClient(cfg.LLM),
 		Environment:       penguinv1.NewEnvironmentServiceClient(cfg.Environment),
 		DialEnvironment:   e.environmentReplica,
 		DefaultAgentState: cfg.AgentState,
+		Agents:            e.agents,
 		Logger:            log,
 		Address:           cfg.Advertise,
 		LeaseTTL:          ttl,
@@ -163,10 +172,51 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 	if err != nil {
 		return nil, err
 	}
+	e.agentAPI = agentapi.New(agentapi.Options{
+		Store:        e.agents.Store(),
+		LLM:          penguinv1.NewLLMServiceClient(cfg.LLM),
+		Environment:  penguinv1.NewEnvironmentServiceClient(cfg.Environment),
+		SkillLibrary: filepath.Join(filepath.Dir(e.agents.Root()), "skills"),
+		Logger:       log,
+	})
 	e.server = New(e.sessions, log, WithGuard(e.guard), WithForwarding(Forwarding{
 		Owners: e.sessions, Peers: replicaPeers{e.replicas}, Self: cfg.Advertise, Observe: e.sessions.ObserveForward,
 	}))
 	return e, nil
+}
+
+// openAgents keeps the store's agents in working copies beside the
+// default agent's directory (its parent, the agents/ directory), after
+// adopting into the store the agent directories found there that it does
+// not hold yet: on the first start, the agents the engine kept on disk.
+func openAgents(ctx context.Context, st store.Store, defaultDir string, log *slog.Logger) (*agentmirror.Mirror, error) {
+	as, ok := st.(store.AgentStore)
+	if !ok {
+		return nil, fmt.Errorf("engine: the store %T keeps no agents", st)
+	}
+	abs, err := filepath.Abs(defaultDir)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	if err := agentmirror.ValidName(filepath.Base(abs)); err != nil {
+		return nil, fmt.Errorf("engine: the default agent's directory %s: %w", abs, err)
+	}
+	m, err := agentmirror.New(as, filepath.Dir(abs), log)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Adopt(ctx); err != nil {
+		return nil, fmt.Errorf("engine: adopt the agents of %s: %w", filepath.Dir(abs), err)
+	}
+	return m, nil
+}
+
+// mode is the access mode cfg.Team says.
+func (cfg *Config) mode() access.Mode {
+	if cfg.Team {
+		return access.Team
+	}
+	return access.Local
 }
 
 // check reports the first required field cfg lacks, or a lease too short.
@@ -184,7 +234,7 @@ func (cfg *Config) check() error {
 		return errors.New("engine: Config.Advertise is required")
 	case cfg.LeaseTTL != 0 && cfg.LeaseTTL < MinLeaseTTL:
 		return fmt.Errorf("engine: lease TTL %s is too short; give at least %s", cfg.LeaseTTL, MinLeaseTTL)
-	case cfg.Mode == access.Team && cfg.ServiceToken == "":
+	case cfg.Team && cfg.ServiceToken == "":
 		return errors.New("engine: team mode needs a service token, which the services present to each other")
 	case cfg.EnvironmentIdleTimeout < 0:
 		return fmt.Errorf("engine: environment idle timeout %s is negative; give a duration such as 15m", cfg.EnvironmentIdleTimeout)
@@ -214,10 +264,11 @@ func (p replicaPeers) Peer(addr string) (penguinv1.EngineServiceClient, error) {
 	return penguinv1.NewEngineServiceClient(c), nil
 }
 
-// Register registers the engine's gRPC services on s: the engine's own
-// and those of users, projects and tokens.
+// Register registers the engine's gRPC services on s: EngineService,
+// AgentService and those of users, projects and tokens.
 func (e *Engine) Register(s grpc.ServiceRegistrar) {
 	penguinv1.RegisterEngineServiceServer(s, e.server)
+	penguinv1.RegisterAgentServiceServer(s, e.agentAPI)
 	e.accounts.Register(s)
 }
 

@@ -81,10 +81,10 @@ type auth struct {
 	enabled bool
 	// token is the service token, which a token sign-in's cookie stands
 	// for.
-	token   string
-	digest  [sha256.Size]byte
-	key     []byte
-	now     func() time.Time
+	token  string
+	digest [sha256.Size]byte
+	key    []byte
+	now    func() time.Time
 	// failures limits wrong tokens at sign-in, so guessing is slow even
 	// for a weak token.
 	failures *rate.Limiter

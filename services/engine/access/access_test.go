@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/penguin-agent/penguin/internal/pgtest"
+	"github.com/penguin-agent/penguin/internal/testkit/pgtest"
 	"github.com/penguin-agent/penguin/services/engine/access"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )

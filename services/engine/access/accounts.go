@@ -63,7 +63,7 @@ func (g *Guard) SignIn(ctx context.Context, userID, password string) (string, ti
 		if !errors.Is(err, store.ErrNotFound) {
 			return "", time.Time{}, nil, storeStatus(err)
 		}
-		VerifyPassword(dummyHash, password) // as long as a wrong password takes
+		VerifyPassword(dummyHash(), password) // as long as a wrong password takes
 		g.audit(ctx, store.AuditRecord{Actor: "", Action: "sign_in.failed", Detail: "unknown user"})
 		return "", time.Time{}, nil, errWrongPassword
 	}

@@ -85,6 +85,7 @@ func (g *Guard) Mode() Mode { return g.mode }
 // service token.
 var userMethods = []string{
 	"/penguin.v1.EngineService/",
+	"/penguin.v1.AgentService/",
 	"/penguin.v1.AuthService/",
 	"/penguin.v1.UserService/",
 	"/penguin.v1.ProjectService/",

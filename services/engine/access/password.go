@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"golang.org/x/crypto/argon2"
@@ -97,14 +98,15 @@ func verify(encoded, password string) (bool, error) {
 }
 
 // dummyHash is verified against when a sign-in names no user, so that a
-// wrong user id takes as long as a wrong password.
-var dummyHash = func() string {
+// wrong user id takes as long as a wrong password. It is made on first
+// use: hashing costs a program that never signs anyone in 19 MiB.
+var dummyHash = sync.OnceValue(func() string {
 	h, err := HashPassword("no user has this password")
 	if err != nil {
 		panic(err)
 	}
 	return h
-}()
+})
 
 // newSecret returns prefix followed by 32 random bytes in base64url.
 func newSecret(prefix string) string {

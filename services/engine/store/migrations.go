@@ -75,6 +75,25 @@ func sqliteMigrations() []migration {
 			`ALTER TABLE sessions ADD COLUMN usage_cost_usd REAL`,
 			`ALTER TABLE sessions ADD COLUMN usage_unreported INTEGER NOT NULL DEFAULT 0`,
 		}},
+		// Agents and their files (see AgentStore).
+		{version: 3, stmts: []string{
+			`CREATE TABLE agents (
+			project    TEXT    NOT NULL,
+			name       TEXT    NOT NULL,
+			version    INTEGER NOT NULL,
+			updated_at INTEGER NOT NULL,
+			PRIMARY KEY (project, name)
+		)`,
+			`CREATE TABLE agent_files (
+			project TEXT    NOT NULL,
+			agent   TEXT    NOT NULL,
+			path    TEXT    NOT NULL,
+			data    BLOB    NOT NULL,
+			version INTEGER NOT NULL,
+			PRIMARY KEY (project, agent, path),
+			FOREIGN KEY (project, agent) REFERENCES agents (project, name) ON DELETE CASCADE ON UPDATE CASCADE
+		)`,
+		}},
 		// The ownership model (docs/decisions.md, "Projects and who may
 		// see what"): users, projects, memberships, personal access tokens,
 		// login sessions and the audit log, and the project of every
@@ -83,7 +102,7 @@ func sqliteMigrations() []migration {
 		// that predates them moves into the model as it is. Times in these
 		// tables are microseconds since the Unix epoch in both dialects, so
 		// that one implementation (teamsql.go) serves both.
-		{version: 3, stmts: teamsMigration("INTEGER PRIMARY KEY AUTOINCREMENT", "BLOB",
+		{version: 4, stmts: teamsMigration("INTEGER PRIMARY KEY AUTOINCREMENT", "BLOB",
 			`CAST(strftime('%s', 'now') AS INTEGER) * 1000000`)},
 	}
 }
@@ -147,7 +166,26 @@ func postgresMigrations() []migration {
 			`ALTER TABLE sessions ADD COLUMN usage_unreported boolean NOT NULL DEFAULT false`,
 		}},
 		// As SQLite's version 3.
-		{version: 3, stmts: teamsMigration("bigserial PRIMARY KEY", "bytea",
+		{version: 3, stmts: []string{
+			`CREATE TABLE agents (
+			project    text        NOT NULL,
+			name       text        NOT NULL,
+			version    bigint      NOT NULL,
+			updated_at timestamptz NOT NULL DEFAULT now(),
+			PRIMARY KEY (project, name)
+		)`,
+			`CREATE TABLE agent_files (
+			project text   NOT NULL,
+			agent   text   NOT NULL,
+			path    text   NOT NULL,
+			data    bytea  NOT NULL,
+			version bigint NOT NULL,
+			PRIMARY KEY (project, agent, path),
+			FOREIGN KEY (project, agent) REFERENCES agents (project, name) ON DELETE CASCADE ON UPDATE CASCADE
+		)`,
+		}},
+		// As SQLite's version 4.
+		{version: 4, stmts: teamsMigration("bigserial PRIMARY KEY", "bytea",
 			`(extract(epoch FROM now()) * 1000000)::bigint`)},
 	}
 }
