@@ -14,6 +14,7 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/enginetool/describeimage"
 	"github.com/penguin-agent/penguin/services/engine/envtool"
 	"github.com/penguin-agent/penguin/services/engine/loop"
+	"github.com/penguin-agent/penguin/services/engine/scratchpad"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
 
@@ -154,7 +155,7 @@ func (ts *toolset) ownEnvironment() bool {
 // model class, then the engine's own (no subagent tools for a subagent).
 // known is the tool list the context last recorded, offered until an
 // environment made when the task starts (connect) says what it has.
-func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg config, st *agentstate.State, known []*penguinv1.ToolDefinition) (*toolset, error) {
+func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg config, st *agentstate.State, known []*penguinv1.ToolDefinition, goal bool) (*toolset, error) {
 	env, infos, reason, err := rt.bindEnvironment(ctx, row, cfg, st)
 	if err != nil {
 		return nil, err
@@ -177,7 +178,7 @@ func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg confi
 			ts.perms[ti.GetDefinition().GetName()] = ti.GetPermission()
 		}
 		for _, spec := range tools.EngineTools(cfg.Vision) {
-			et := rt.engineTool(spec.Name, ts, row, cfg, st)
+			et := rt.engineTool(spec.Name, ts, row, cfg, st, goal)
 			if et == nil {
 				continue
 			}
@@ -208,21 +209,21 @@ func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg confi
 // engineTool returns the engine's implementation of a tool, or nil when
 // this session does not offer it: a subagent cannot start subagents of its
 // own (depth 1), and the agent-file tools follow the skills and memory
-// switches.
-func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg config, st *agentstate.State) enginetool.Tool {
+// switches, plus the session's scratchpad while a goal runs (its control
+// file is there).
+func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg config, st *agentstate.State, goal bool) enginetool.Tool {
 	switch name {
-	case agentstate.ToolReadAgentFile:
+	case agentstate.ToolReadAgentFile, agentstate.ToolWriteAgentFile, agentstate.ToolDeleteAgentFile:
 		// Reading serves skills and memory; with both off there is
-		// nothing the prompt points to.
-		if !st.Config.Skills.Enabled && !st.Config.Memory.Enabled {
-			return nil
+		// nothing the prompt points to. Writing serves memory.
+		var own enginetool.Tool
+		if st.Config.Memory.Enabled || (name == agentstate.ToolReadAgentFile && st.Config.Skills.Enabled) {
+			own = agentfiles.For(name, st.Files(row.Workspace))
 		}
-		return agentfiles.For(name, st.Files(row.Workspace))
-	case agentstate.ToolWriteAgentFile, agentstate.ToolDeleteAgentFile:
-		if !st.Config.Memory.Enabled {
-			return nil
+		if goal {
+			return agentfiles.WithScratchpad(name, own, scratchpad.For(st.Dir, row.ID))
 		}
-		return agentfiles.For(name, st.Files(row.Workspace))
+		return own
 	}
 	if name == agentstate.ToolDescribeImage {
 		return &describeimage.Tool{
