@@ -71,7 +71,7 @@ func runGoal(t *testing.T, turns []emulator.Turn, budget int64, during func(ctx 
 	ctx := e2etest.Context(t, 2*time.Minute)
 	_, addr := startEngine(t, "127.0.0.1:0", g.b, filepath.Join(t.TempDir(), "engine.db"), g.agentDir)
 	client := e2etest.DialEngine(t, addr, "")
-	created, err := client.CreateSession(ctx, &penguinv1.CreateSessionRequest{Model: enginetest.Model, Workspace: "ws"})
+	created, err := client.CreateSession(ctx, &penguinv1.CreateSessionRequest{Model: enginetest.Model, Workspace: "ws", ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestGoalBadInput(t *testing.T) {
 	ctx := e2etest.Context(t, time.Minute)
 	_, addr := startEngine(t, "127.0.0.1:0", b, filepath.Join(t.TempDir(), "engine.db"), agentDir)
 	client := e2etest.DialEngine(t, addr, "")
-	created, err := client.CreateSession(ctx, &penguinv1.CreateSessionRequest{Model: enginetest.Model, Workspace: "ws"})
+	created, err := client.CreateSession(ctx, &penguinv1.CreateSessionRequest{Model: enginetest.Model, Workspace: "ws", ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +450,7 @@ func TestGoalSurvivesKills(t *testing.T) {
 	ctx := e2etest.Context(t, 3*time.Minute)
 	proc, addr := startEngine(t, "127.0.0.1:0", b, storeURL, agentDir)
 	client := e2etest.DialEngine(t, addr, "")
-	created, err := client.CreateSession(ctx, &penguinv1.CreateSessionRequest{Model: enginetest.Model, Workspace: "ws"})
+	created, err := client.CreateSession(ctx, &penguinv1.CreateSessionRequest{Model: enginetest.Model, Workspace: "ws", ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL})
 	if err != nil {
 		t.Fatal(err)
 	}
