@@ -14,9 +14,10 @@ import (
 
 	"github.com/penguin-agent/penguin/e2e/e2etest"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/emulator"
-	"github.com/penguin-agent/penguin/internal/enginetest"
-	"github.com/penguin-agent/penguin/internal/eventually"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
+	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -68,7 +69,7 @@ func runGoal(t *testing.T, turns []emulator.Turn, budget int64, during func(ctx 
 	if err := os.WriteFile(filepath.Join(g.agentDir, "system_config.yaml"), []byte(agentConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx := e2etest.Context(t, 2*time.Minute)
+	ctx := testkit.Context(t, 2*time.Minute)
 	_, addr := startEngine(t, "127.0.0.1:0", g.b, filepath.Join(t.TempDir(), "engine.db"), g.agentDir)
 	client := e2etest.DialEngine(t, addr, "")
 	created, err := client.CreateSession(ctx, &penguinv1.CreateSessionRequest{Model: enginetest.Model, Workspace: "ws", ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL})
@@ -314,7 +315,7 @@ func TestGoalBadInput(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(b.Root, "ws"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ctx := e2etest.Context(t, time.Minute)
+	ctx := testkit.Context(t, time.Minute)
 	_, addr := startEngine(t, "127.0.0.1:0", b, filepath.Join(t.TempDir(), "engine.db"), agentDir)
 	client := e2etest.DialEngine(t, addr, "")
 	created, err := client.CreateSession(ctx, &penguinv1.CreateSessionRequest{Model: enginetest.Model, Workspace: "ws", ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL})
@@ -447,7 +448,7 @@ func TestGoalSurvivesKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	storeURL := postgresURL(t)
-	ctx := e2etest.Context(t, 3*time.Minute)
+	ctx := testkit.Context(t, 3*time.Minute)
 	proc, addr := startEngine(t, "127.0.0.1:0", b, storeURL, agentDir)
 	client := e2etest.DialEngine(t, addr, "")
 	created, err := client.CreateSession(ctx, &penguinv1.CreateSessionRequest{Model: enginetest.Model, Workspace: "ws", ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL})

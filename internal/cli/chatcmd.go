@@ -8,7 +8,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/enumword"
-	"github.com/penguin-agent/penguin/services/engine/goal"
+	"github.com/penguin-agent/penguin/internal/goal"
 )
 
 // chatHelp is what /help prints.

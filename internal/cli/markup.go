@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/penguin-agent/penguin/services/engine/goal"
+	"github.com/penguin-agent/penguin/internal/goal"
 )
 
 // harnessBlock splits text written as the engine's [tag]…[/tag] block into

@@ -8,8 +8,8 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/enumword"
+	"github.com/penguin-agent/penguin/internal/goal"
 	"github.com/penguin-agent/penguin/internal/omni"
-	"github.com/penguin-agent/penguin/services/engine/goal"
 	"github.com/penguin-agent/penguin/services/engine/loop"
 	"github.com/penguin-agent/penguin/services/engine/scratchpad"
 	"google.golang.org/protobuf/types/known/timestamppb"
