@@ -78,6 +78,9 @@ func (rt *Runtime) startGoal(t *task, p *prepared, spec RunSpec) error {
 	if err := pad.WriteFile(goal.FileName, []byte(goal.FileContent(objective))); err != nil {
 		return fmt.Errorf("could not write the goal's control file: %w", err)
 	}
+	// The scratchpad is part of the agent's working copy: saved to the
+	// store, a replica that takes the goal over finds it.
+	rt.m.saveAgent(t.ctx, p.st.Dir)
 	budget := max(spec.Goal.Budget, 0)
 	if err := rt.Emit(t.ctx, &penguinv1.OmniMessage{Timestamp: timestamppb.Now(), Payload: &penguinv1.OmniMessage_GoalStarted{GoalStarted: &penguinv1.GoalStarted{
 		Objective: objective, Budget: budget, GoalFile: goalFile,

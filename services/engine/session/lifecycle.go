@@ -49,7 +49,7 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 	if err != nil {
 		return nil, err
 	}
-	st, err := m.loadAgent(spec.AgentState)
+	st, err := m.loadAgent(ctx, spec.AgentState)
 	if err != nil {
 		return nil, err
 	}
@@ -267,6 +267,7 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 		if err := scratchpad.For(row.AgentState, id).RemoveAll(); err != nil {
 			m.log.Warn("could not remove a deleted session's scratchpad", "session", id, "error", err)
 		}
+		m.saveAgent(ctx, row.AgentState)
 	}
 	return nil
 }

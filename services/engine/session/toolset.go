@@ -221,9 +221,12 @@ func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg 
 			own = agentfiles.For(name, st.Files(row.Workspace))
 		}
 		if goal {
-			return agentfiles.WithScratchpad(name, own, scratchpad.For(st.Dir, row.ID))
+			own = agentfiles.WithScratchpad(name, own, scratchpad.For(st.Dir, row.ID))
 		}
-		return own
+		if own == nil {
+			return nil
+		}
+		return rt.m.savingAgent(own, st.Dir)
 	}
 	if name == agentstate.ToolDescribeImage {
 		return &describeimage.Tool{
@@ -235,6 +238,41 @@ func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg 
 		return nil
 	}
 	return rt.m.subagents.For(&parent{rt: rt, row: row, tools: ts}, rt.m.log).Tool(name)
+}
+
+// savingAgent makes a tool that changes the agent's files write them to
+// the store as soon as it has run, when the agent is one of the store's:
+// memory a model saves on this replica is in the next session's prompt on
+// any other. A failure to reach the store leaves the change in the
+// working copy, which the next task's sync writes.
+func (m *Manager) savingAgent(t enginetool.Tool, dir string) enginetool.Tool {
+	if m.opts.Agents == nil {
+		return t
+	}
+	if _, _, ok := m.opts.Agents.Resolve(dir); !ok {
+		return t
+	}
+	return enginetool.Func(func(ctx context.Context, call *penguinv1.ToolCall, forward func(*penguinv1.OmniMessage)) *penguinv1.OmniMessage {
+		out := t.Execute(ctx, call, forward)
+		m.saveAgent(context.WithoutCancel(ctx), dir)
+		return out
+	})
+}
+
+// saveAgent writes to the store what changed in the working copy dir of an
+// agent the store holds (nothing for a plain directory); a failure is
+// logged, and the next task's sync retries it.
+func (m *Manager) saveAgent(ctx context.Context, dir string) {
+	if m.opts.Agents == nil {
+		return
+	}
+	project, agent, ok := m.opts.Agents.Resolve(dir)
+	if !ok {
+		return
+	}
+	if _, err := m.opts.Agents.Sync(ctx, project, agent); err != nil {
+		m.log.Warn("an agent's changed files could not be written to the store; the next task retries", "agent", agent, "error", err)
+	}
 }
 
 func sameTools(a, b []*penguinv1.ToolDefinition) bool {
