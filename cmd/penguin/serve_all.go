@@ -142,7 +142,7 @@ func (f *gatewayFlags) start(p *assemble.Process, cfg assemble.Config) ([]func(c
 	}
 	gw := gateway.New(penguinv1.NewEngineServiceClient(p.Local()), gateway.Options{
 		AuthToken: cfg.AuthToken, Heartbeat: f.heartbeat, Logger: cfg.Logger,
-		LLM: penguinv1.NewLLMServiceClient(p.Local()), ProvidersFile: cfg.LLM.ProvidersFile, App: web.App(),
+		LLM: penguinv1.NewLLMServiceClient(p.Local()), Agents: penguinv1.NewAgentServiceClient(p.Local()), ProvidersFile: cfg.LLM.ProvidersFile, App: web.App(),
 	})
 	return []func(context.Context) error{func(ctx context.Context) error { return serveHTTP(ctx, lis, gw, cfg.Logger) }}, nil
 }

@@ -45,6 +45,9 @@ type Options struct {
 	Heartbeat time.Duration
 	// Logger receives one line per failed call; nil discards.
 	Logger *slog.Logger
+	// Agents answers the agent routes (/api/projects/{project}/agents/…);
+	// nil answers them Unimplemented.
+	Agents penguinv1.AgentServiceClient
 	// LLM answers GET /api/models; nil answers it Unimplemented.
 	LLM penguinv1.LLMServiceClient
 	// ProvidersFile is the llm service's providers file, which the web
@@ -109,6 +112,7 @@ func (g *Gateway) routes() {
 	api("GET /api/models", g.models)
 	api("GET /api/setup", g.setupStatus)
 	api("POST /api/setup/provider", g.setupProvider)
+	g.agentRoutes(api)
 	var app http.Handler
 	if g.opts.App != nil {
 		app = appHandler(g.opts.App)

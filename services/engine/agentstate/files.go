@@ -56,6 +56,9 @@ func refuse(format string, args ...any) error {
 // names (the scope's .workspace marker, temporary files) never match.
 var memoryFileName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}\.md$`)
 
+// ValidMemoryFileName reports whether name can name a memory file.
+func ValidMemoryFileName(name string) bool { return memoryFileName.MatchString(name) }
+
 // Files is the part of an agent's state one session's model may reach:
 // AGENTS.md and the skills to read, and the user's and the workspace's
 // memory to read and write. Nothing else is reachable: not

@@ -96,6 +96,12 @@ func loadSkills(dir string) ([]Skill, error) {
 // parseSkill reads the front matter of a SKILL.md: a YAML block between a
 // first line "---" and the next line "---". A file without front matter is
 // a skill named after its directory, with no description.
+// ParseSkill reads a SKILL.md's front matter as loading an agent does;
+// path names the file in errors and dirName is its skill's directory.
+func ParseSkill(path, dirName string, data []byte) (Skill, error) {
+	return parseSkill(path, dirName, data)
+}
+
 func parseSkill(path, dirName string, data []byte) (Skill, error) {
 	sk := Skill{Name: dirName, Dir: dirName, Path: path}
 	text := strings.TrimPrefix(string(data), "\ufeff")

@@ -221,12 +221,22 @@ func (s *State) vaultPath() string {
 // writeVault writes vault to path, in TOML for PenguinHarness's .vault.toml
 // and in YAML otherwise.
 func writeVault(path string, vault map[string]string) error {
+	data, err := EncodeVault(filepath.Base(path), vault)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, data, 0o600)
+}
+
+// EncodeVault returns the text of a vault file named name (.vault.yaml or
+// .vault.toml) holding vault.
+func EncodeVault(name string, vault map[string]string) ([]byte, error) {
 	var b bytes.Buffer
-	if filepath.Base(path) == referenceVaultFile {
+	if name == referenceVaultFile {
 		if err := toml.NewEncoder(&b).Encode(vault); err != nil {
-			return fmt.Errorf("agent state: encode vault: %w", err)
+			return nil, fmt.Errorf("agent state: encode vault: %w", err)
 		}
-		return writeFileAtomic(path, b.Bytes(), 0o600)
+		return b.Bytes(), nil
 	}
 	b.WriteString(vaultHeader)
 	if len(vault) > 0 {
@@ -244,9 +254,18 @@ func writeVault(path string, vault map[string]string) error {
 		}
 		out, err := yaml.Marshal(n)
 		if err != nil {
-			return fmt.Errorf("agent state: encode vault: %w", err)
+			return nil, fmt.Errorf("agent state: encode vault: %w", err)
 		}
 		b.Write(out)
 	}
-	return writeFileAtomic(path, b.Bytes(), 0o600)
+	return b.Bytes(), nil
+}
+
+// ParseVault reads the text of a vault file named name (.vault.yaml or
+// .vault.toml). Its errors never quote a value.
+func ParseVault(name string, data []byte) (map[string]string, error) {
+	if name == referenceVaultFile {
+		return parseTOMLVault(name, data)
+	}
+	return parseVault(name, data)
 }

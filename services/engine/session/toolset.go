@@ -223,7 +223,7 @@ func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg 
 		if !st.Config.Memory.Enabled {
 			return nil
 		}
-		return agentfiles.For(name, st.Files(row.Workspace))
+		return rt.m.savingAgent(agentfiles.For(name, st.Files(row.Workspace)), st.Dir)
 	}
 	if name == agentconfig.ToolDescribeImage {
 		return &describeimage.Tool{
@@ -235,6 +235,28 @@ func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg 
 		return nil
 	}
 	return rt.m.subagents.For(&parent{rt: rt, row: row, tools: ts}, rt.m.log).Tool(name)
+}
+
+// savingAgent makes a tool that changes the agent's files write them to
+// the store as soon as it has run, when the agent is one of the store's:
+// memory a model saves on this replica is in the next session's prompt on
+// any other. A failure to reach the store leaves the change in the
+// working copy, which the next task's sync writes.
+func (m *Manager) savingAgent(t enginetool.Tool, dir string) enginetool.Tool {
+	if m.opts.Agents == nil {
+		return t
+	}
+	project, agent, ok := m.opts.Agents.Resolve(dir)
+	if !ok {
+		return t
+	}
+	return enginetool.Func(func(ctx context.Context, call *penguinv1.ToolCall, forward func(*penguinv1.OmniMessage)) *penguinv1.OmniMessage {
+		out := t.Execute(ctx, call, forward)
+		if _, err := m.opts.Agents.Sync(context.WithoutCancel(ctx), project, agent); err != nil {
+			m.log.Warn("an agent's changed files could not be written to the store; the next task retries", "agent", agent, "error", err)
+		}
+		return out
+	})
 }
 
 func sameTools(a, b []*penguinv1.ToolDefinition) bool {

@@ -95,6 +95,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		{"CorruptMiddleRecord", s.testCorruptMiddleRecord},
 		{"CanceledContext", s.testCanceledContext},
 		{"Closed", s.testClosed},
+		{"Agents", testAgents},
+		{"AgentConcurrentChanges", testAgentConcurrentChanges},
 	}
 	t.Run("Unreachable", func(t *testing.T) {
 		t.Parallel()
