@@ -8,6 +8,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/enginetool"
 	"github.com/penguin-agent/penguin/services/engine/enginetool/agentfiles"
@@ -171,7 +172,7 @@ func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg confi
 		ts.defs, ts.perms, ts.engine = nil, map[string]penguinv1.Permission{}, map[string]enginetool.Tool{}
 		tools := st.Config.Tools
 		for _, ti := range tools.FilterEnvironmentTools(infos, cfg.Vision) {
-			if slices.Contains(agentstate.EngineToolNames(), ti.GetDefinition().GetName()) {
+			if slices.Contains(agentconfig.EngineToolNames(), ti.GetDefinition().GetName()) {
 				continue
 			}
 			ts.defs = append(ts.defs, ti.GetDefinition())
@@ -213,11 +214,11 @@ func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg confi
 // file is there).
 func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg config, st *agentstate.State, goal bool) enginetool.Tool {
 	switch name {
-	case agentstate.ToolReadAgentFile, agentstate.ToolWriteAgentFile, agentstate.ToolDeleteAgentFile:
+	case agentconfig.ToolReadAgentFile, agentconfig.ToolWriteAgentFile, agentconfig.ToolDeleteAgentFile:
 		// Reading serves skills and memory; with both off there is
 		// nothing the prompt points to. Writing serves memory.
 		var own enginetool.Tool
-		if st.Config.Memory.Enabled || (name == agentstate.ToolReadAgentFile && st.Config.Skills.Enabled) {
+		if st.Config.Memory.Enabled || (name == agentconfig.ToolReadAgentFile && st.Config.Skills.Enabled) {
 			own = agentfiles.For(name, st.Files(row.Workspace))
 		}
 		if goal {
@@ -226,9 +227,12 @@ func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg 
 		if own == nil {
 			return nil
 		}
+		if name == agentconfig.ToolReadAgentFile {
+			return own
+		}
 		return rt.m.savingAgent(own, st.Dir)
 	}
-	if name == agentstate.ToolDescribeImage {
+	if name == agentconfig.ToolDescribeImage {
 		return &describeimage.Tool{
 			LLM: rt.m.opts.LLM, Vision: st.Config.Model.VisionModel.Proto(), TimeoutMs: st.Config.Model.RequestTimeoutMS,
 			Environment: enginetool.Func(ts.runInEnvironment),

@@ -9,7 +9,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
-	"github.com/penguin-agent/penguin/services/engine/agentstate"
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/enginetool"
 	"github.com/penguin-agent/penguin/services/engine/scratchpad"
 )
@@ -36,7 +36,7 @@ func WithScratchpad(name string, inner enginetool.Tool, pad *scratchpad.Pad) eng
 			return inner.Execute(ctx, call, forward)
 		}
 		switch name {
-		case agentstate.ToolReadAgentFile:
+		case agentconfig.ToolReadAgentFile:
 			text, image, err := pad.Read(file)
 			if err != nil {
 				return padFailure(call, err)
@@ -46,7 +46,7 @@ func WithScratchpad(name string, inner enginetool.Tool, pad *scratchpad.Pad) eng
 				out.GetToolCallOutput().Images = []string{image}
 			}
 			return out
-		case agentstate.ToolWriteAgentFile:
+		case agentconfig.ToolWriteAgentFile:
 			var args struct {
 				FilePath string  `json:"file_path"`
 				Content  *string `json:"content"`
@@ -61,7 +61,7 @@ func WithScratchpad(name string, inner enginetool.Tool, pad *scratchpad.Pad) eng
 				return padFailure(call, err)
 			}
 			return enginetool.Output(call, fmt.Sprintf("Wrote %s (%d bytes).", scratchpad.Path(file), len(*args.Content)))
-		case agentstate.ToolDeleteAgentFile:
+		case agentconfig.ToolDeleteAgentFile:
 			if err := pad.Delete(file); err != nil {
 				return padFailure(call, err)
 			}
