@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/agentmirror"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/store"
@@ -150,7 +151,7 @@ func (s *Server) ImportAgent(ctx context.Context, req *penguinv1.ImportAgentRequ
 	}
 	for _, f := range files {
 		if f.Path == agentstate.ConfigFile {
-			if _, err := agentstate.ParseConfig(f.Path, f.Data); err != nil {
+			if _, err := agentconfig.Parse(f.Path, f.Data); err != nil {
 				return nil, invalid("archive", "%v", err)
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/enumword"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
@@ -65,7 +66,7 @@ func (s *Server) UpdateAgentConfig(ctx context.Context, req *penguinv1.UpdateAge
 		return nil, err
 	}
 	if req.GetFile() == agentstate.ConfigFile {
-		if _, err := agentstate.ParseConfig(agentstate.ConfigFile, data); err != nil {
+		if _, err := agentconfig.Parse(agentstate.ConfigFile, data); err != nil {
 			return nil, invalid("content", "%v", err)
 		}
 	}
@@ -95,14 +96,14 @@ func checkText(field string, data []byte, max int) error {
 // write of the whole file is, and writes it on condition that the file
 // did not change meanwhile; when it did, the edit is made again on the
 // new text, a few times.
-func (s *Server) editConfig(ctx context.Context, t target, what, field string, edit func(cfg agentstate.Config, doc *yaml.Node) error) error {
+func (s *Server) editConfig(ctx context.Context, t target, what, field string, edit func(cfg agentconfig.Config, doc *yaml.Node) error) error {
 	for attempt := 0; ; attempt++ {
 		_, files, err := s.files(ctx, t)
 		if err != nil {
 			return err
 		}
 		old := files[agentstate.ConfigFile]
-		cfg, err := agentstate.ParseConfig(agentstate.ConfigFile, old.Data)
+		cfg, err := agentconfig.Parse(agentstate.ConfigFile, old.Data)
 		if err != nil {
 			return status.Errorf(codes.FailedPrecondition, "the agent's configuration does not load; fix it first: %v", err)
 		}
@@ -129,7 +130,7 @@ func (s *Server) editConfig(ctx context.Context, t target, what, field string, e
 		if err := enc.Close(); err != nil {
 			return status.Errorf(codes.Internal, "encode the configuration: %v", err)
 		}
-		if _, err := agentstate.ParseConfig(agentstate.ConfigFile, b.Bytes()); err != nil {
+		if _, err := agentconfig.Parse(agentstate.ConfigFile, b.Bytes()); err != nil {
 			return invalid(field, "%v", err)
 		}
 		_, err = s.change(ctx, t, what, []store.AgentChange{{Path: agentstate.ConfigFile, Data: b.Bytes(), IfVersion: old.Version}})
@@ -184,7 +185,7 @@ func (s *Server) GetAgentModel(ctx context.Context, req *penguinv1.GetAgentModel
 		return nil, err
 	}
 	f := files[agentstate.ConfigFile]
-	cfg, err := agentstate.ParseConfig(agentstate.ConfigFile, f.Data)
+	cfg, err := agentconfig.Parse(agentstate.ConfigFile, f.Data)
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "the agent's configuration does not load: %v", err)
 	}
@@ -201,7 +202,7 @@ func (s *Server) SetAgentModel(ctx context.Context, req *penguinv1.SetAgentModel
 	if m.GetProvider() == "" || m.GetModelId() == "" {
 		return nil, invalid("model", "give both provider and model_id")
 	}
-	err = s.editConfig(ctx, t, "model", "model", func(_ agentstate.Config, doc *yaml.Node) error {
+	err = s.editConfig(ctx, t, "model", "model", func(_ agentconfig.Config, doc *yaml.Node) error {
 		model := mapEnsure(doc, "model", yaml.MappingNode)
 		mapEnsure(model, "provider", yaml.ScalarNode).Value = m.GetProvider()
 		mapEnsure(model, "model_id", yaml.ScalarNode).Value = m.GetModelId()

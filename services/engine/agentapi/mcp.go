@@ -12,16 +12,17 @@ import (
 	"gopkg.in/yaml.v3"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 )
 
 // loadConfig reads and parses an agent's system_config.yaml.
-func (s *Server) loadConfig(ctx context.Context, t target) (agentstate.Config, error) {
+func (s *Server) loadConfig(ctx context.Context, t target) (agentconfig.Config, error) {
 	_, files, err := s.files(ctx, t)
 	if err != nil {
-		return agentstate.Config{}, err
+		return agentconfig.Config{}, err
 	}
-	cfg, err := agentstate.ParseConfig(agentstate.ConfigFile, files[agentstate.ConfigFile].Data)
+	cfg, err := agentconfig.Parse(agentstate.ConfigFile, files[agentstate.ConfigFile].Data)
 	if err != nil {
 		return cfg, status.Errorf(codes.FailedPrecondition, "the agent's configuration does not load: %v", err)
 	}
@@ -73,14 +74,14 @@ func (s *Server) PutMCPServer(ctx context.Context, req *penguinv1.PutMCPServerRe
 	if spec.GetName() == "" {
 		return nil, invalid("server.name", "required")
 	}
-	err = s.editConfig(ctx, t, "mcp server "+spec.GetName(), "server", func(cfg agentstate.Config, doc *yaml.Node) error {
-		m := agentstate.MCPServer{
+	err = s.editConfig(ctx, t, "mcp server "+spec.GetName(), "server", func(cfg agentconfig.Config, doc *yaml.Node) error {
+		m := agentconfig.MCPServer{
 			Name: spec.GetName(), Transport: spec.GetTransport(), Command: spec.GetCommand(), Args: spec.GetArgs(),
 			Env: maps.Clone(spec.GetEnv()), URL: spec.GetUrl(), Headers: maps.Clone(spec.GetHeaders()),
 			Permission: spec.GetPermission(), Cwd: spec.GetCwd(),
 		}
 		// An empty value keeps the one the server has.
-		idx := slices.IndexFunc(cfg.Tools.MCPServers, func(x agentstate.MCPServer) bool { return x.Name == m.Name })
+		idx := slices.IndexFunc(cfg.Tools.MCPServers, func(x agentconfig.MCPServer) bool { return x.Name == m.Name })
 		if idx >= 0 {
 			old := cfg.Tools.MCPServers[idx]
 			m.ConnectTimeoutMS, m.TimeoutMS, m.MaxOutputLength = old.ConnectTimeoutMS, old.TimeoutMS, old.MaxOutputLength
@@ -138,7 +139,7 @@ func (s *Server) DeleteMCPServer(ctx context.Context, req *penguinv1.DeleteMCPSe
 	if err != nil {
 		return nil, err
 	}
-	err = s.editConfig(ctx, t, "remove mcp server "+req.GetName(), "name", func(_ agentstate.Config, doc *yaml.Node) error {
+	err = s.editConfig(ctx, t, "remove mcp server "+req.GetName(), "name", func(_ agentconfig.Config, doc *yaml.Node) error {
 		if tools := mapValue(doc, "tools"); tools != nil {
 			if list := mapValue(tools, "mcp_servers"); list != nil {
 				for i, item := range list.Content {
@@ -183,7 +184,7 @@ func (s *Server) TestMCPServer(ctx context.Context, req *penguinv1.TestMCPServer
 	if err != nil {
 		return nil, err
 	}
-	idx := slices.IndexFunc(cfg.Tools.MCPServers, func(x agentstate.MCPServer) bool { return x.Name == req.GetName() })
+	idx := slices.IndexFunc(cfg.Tools.MCPServers, func(x agentconfig.MCPServer) bool { return x.Name == req.GetName() })
 	if idx < 0 {
 		return nil, status.Errorf(codes.NotFound, "the agent has no MCP server %q", req.GetName())
 	}
@@ -195,11 +196,11 @@ const mcpTestTimeout = 60 * time.Second
 
 // testServer creates an environment with the one server, reads how
 // connecting to it went and which tools it offers, and disposes of it.
-func (s *Server) testServer(ctx context.Context, m agentstate.MCPServer, workspace string) *penguinv1.TestMCPServerResponse {
+func (s *Server) testServer(ctx context.Context, m agentconfig.MCPServer, workspace string) *penguinv1.TestMCPServerResponse {
 	ctx, cancel := context.WithTimeout(ctx, mcpTestTimeout)
 	defer cancel()
-	cfg := agentstate.Default()
-	cfg.Tools.MCPServers = []agentstate.MCPServer{m}
+	cfg := agentconfig.Default()
+	cfg.Tools.MCPServers = []agentconfig.MCPServer{m}
 	if workspace == "" {
 		workspace = mcpTestWorkspace
 	}

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
@@ -65,7 +66,7 @@ func (s *Server) ListMemoryScopes(ctx context.Context, req *penguinv1.ListMemory
 	if err != nil {
 		return nil, err
 	}
-	cfg, _ := agentstate.ParseConfig(agentstate.ConfigFile, files[agentstate.ConfigFile].Data)
+	cfg, _ := agentconfig.Parse(agentstate.ConfigFile, files[agentstate.ConfigFile].Data)
 	scopes := map[string]*penguinv1.MemoryScope{userScope: {Key: userScope}}
 	for _, p := range underPrefix(files, agentstate.MemoryDir+"/") {
 		key, name, ok := strings.Cut(strings.TrimPrefix(p, agentstate.MemoryDir+"/"), "/")

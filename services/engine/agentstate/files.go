@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 )
 
 // The paths by which the model reaches the agent's own files through the
@@ -21,12 +23,10 @@ import (
 // delete_agent_file). They are relative to the agent state directory but
 // name no directory of any host: the engine owns these files, and the
 // environment, which may run on another host, never sees them.
+// agentconfig owns them, since the default tools' descriptions name them.
 const (
-	// UserMemoryPath is the user scope of memory.
-	UserMemoryPath = MemoryDir + "/" + memoryUserScope
-	// WorkspaceMemoryPath is the memory of the session's workspace,
-	// whichever directory its key names.
-	WorkspaceMemoryPath = MemoryDir + "/workspace"
+	UserMemoryPath      = agentconfig.UserMemoryPath
+	WorkspaceMemoryPath = agentconfig.WorkspaceMemoryPath
 )
 
 // Bounds of what the agent-file tools read and write.

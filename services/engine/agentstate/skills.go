@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"gopkg.in/yaml.v3"
 )
 
@@ -85,7 +86,7 @@ func loadSkills(dir string) ([]Skill, error) {
 	sort.Slice(skills, func(i, j int) bool { return skills[i].Name < skills[j].Name })
 	for i := 1; i < len(skills); i++ {
 		if skills[i].Name == skills[i-1].Name {
-			return nil, &ConfigError{File: skills[i].Path, Field: "name",
+			return nil, &agentconfig.ConfigError{File: skills[i].Path, Field: "name",
 				Msg: fmt.Sprintf("skill name %q is also used by %s", skills[i].Name, skills[i-1].Path)}
 		}
 	}
@@ -126,12 +127,12 @@ func parseSkill(path, dirName string, data []byte) (Skill, error) {
 		off += nl + 1
 	}
 	if end < 0 {
-		return sk, &ConfigError{File: path, Line: 1, Msg: "the front matter opened by \"---\" is never closed"}
+		return sk, &agentconfig.ConfigError{File: path, Line: 1, Msg: "the front matter opened by \"---\" is never closed"}
 	}
 	var fm skillFrontMatter
 	if err := yaml.NewDecoder(bytes.NewReader([]byte(body[:end]))).Decode(&fm); err != nil && !errors.Is(err, io.EOF) {
 		// The front matter starts on line 2 of the file.
-		return sk, yamlErrors(path, err, 1)
+		return sk, agentconfig.YAMLErrors(path, err, 1)
 	}
 	if n := strings.TrimSpace(fm.Name); n != "" {
 		sk.Name = n

@@ -1,4 +1,4 @@
-package agentstate
+package agentconfig
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package agentstate
+package agentconfig
 
 import (
 	"encoding/json"
@@ -21,15 +21,15 @@ func names(specs []ToolSpec) []string {
 
 func TestToolConfigDefault(t *testing.T) {
 	t.Parallel()
-	st := &State{Config: Default()}
-	tc := st.ToolConfig()
+	c := Default()
+	tc := c.Tools.ToolConfig()
 	if !proto.Equal(tc, &penguinv1.ToolConfig{}) {
 		t.Errorf("the default tool config must be empty (every builtin with its defaults), got %v", tc)
 	}
-	if got := names(st.Config.Tools.EngineTools(false)); !slices.Equal(got, []string{ToolRunSubagent, ToolInputSubagent, ToolKillSubagent, ToolDescribeImage, ToolReadAgentFile, ToolWriteAgentFile, ToolDeleteAgentFile}) {
+	if got := names(c.Tools.EngineTools(false)); !slices.Equal(got, []string{ToolRunSubagent, ToolInputSubagent, ToolKillSubagent, ToolDescribeImage, ToolReadAgentFile, ToolWriteAgentFile, ToolDeleteAgentFile}) {
 		t.Errorf("engine tools for a text-only model = %v", got)
 	}
-	if got := names(st.Config.Tools.EngineTools(true)); !slices.Equal(got, []string{ToolRunSubagent, ToolInputSubagent, ToolKillSubagent, ToolReadAgentFile, ToolWriteAgentFile, ToolDeleteAgentFile}) {
+	if got := names(c.Tools.EngineTools(true)); !slices.Equal(got, []string{ToolRunSubagent, ToolInputSubagent, ToolKillSubagent, ToolReadAgentFile, ToolWriteAgentFile, ToolDeleteAgentFile}) {
 		t.Errorf("engine tools for a vision model = %v", got)
 	}
 }
@@ -78,7 +78,7 @@ func TestToolConfigFull(t *testing.T) {
 // server passes through.
 func TestToolConfigOnlyEngineTools(t *testing.T) {
 	t.Parallel()
-	c, err := ParseConfig("c.yaml", []byte("tools:\n  builtin:\n    - name: run_subagent\n  mcp_servers:\n    - name: old\n      transport: sse\n      url: http://127.0.0.1:1/sse\n"))
+	c, err := Parse("c.yaml", []byte("tools:\n  builtin:\n    - name: run_subagent\n  mcp_servers:\n    - name: old\n      transport: sse\n      url: http://127.0.0.1:1/sse\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

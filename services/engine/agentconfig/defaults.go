@@ -1,4 +1,4 @@
-package agentstate
+package agentconfig
 
 import (
 	"strconv"
@@ -100,11 +100,11 @@ Do not call any tool. Put the whole summary between [summary] and [/summary], an
 const DefaultCompactionRetryNote = `Your previous reply could not be used as a summary: it called a tool, or it had no text between [summary] and [/summary]. Tools are not available for this step. Reply with the summary only.
 `
 
-// defaultConfigYAML renders the system_config.yaml that Init writes: the
+// DefaultYAML renders the system_config.yaml that Init writes: the
 // defaults of Default(), with comments that explain each key. Every value
 // comes from Default(), which owns them; the template holds only the
 // layout and the comments.
-func defaultConfigYAML() string {
+func DefaultYAML() string {
 	d := Default()
 	values := strings.NewReplacer(
 		"${version}", strconv.Itoa(d.Version),

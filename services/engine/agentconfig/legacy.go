@@ -1,4 +1,4 @@
-package agentstate
+package agentconfig
 
 // The skills and memory sections as earlier versions wrote them into every
 // new agent's system_config.yaml. They told the model to read skills and

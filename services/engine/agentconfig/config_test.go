@@ -1,9 +1,7 @@
-package agentstate
+package agentconfig
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -48,9 +46,6 @@ func TestDefault(t *testing.T) {
 			t.Errorf("the default system prompt lacks %s", ph)
 		}
 	}
-	if !strings.Contains(d.Compaction.Prompt, SummaryOpen) || !strings.Contains(d.Compaction.Prompt, SummaryClose) {
-		t.Errorf("the compaction prompt does not ask for a %s block", SummaryOpen)
-	}
 	if !strings.Contains(d.Vault.Prompt, "{{VAULT_KEYS}}") || !strings.Contains(d.Skills.Prompt, "{{SKILL_METADATA}}") {
 		t.Error("a section prompt lacks its inner placeholder")
 	}
@@ -60,7 +55,7 @@ func TestDefault(t *testing.T) {
 // aside, or a new agent would not run with the documented defaults.
 func TestDefaultTemplateMatchesDefault(t *testing.T) {
 	t.Parallel()
-	c, err := ParseConfig("system_config.yaml", []byte(defaultConfigYAML()))
+	c, err := Parse("system_config.yaml", []byte(DefaultYAML()))
 	if err != nil {
 		t.Fatalf("the default template does not parse: %v", err)
 	}
@@ -159,22 +154,20 @@ func fullConfig() Config {
 
 func TestConfigRoundTrip(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
 	want := fullConfig()
-	if err := WriteConfig(dir, want); err != nil {
-		t.Fatalf("WriteConfig: %v", err)
-	}
-	st, err := Load(dir)
+	data, err := Marshal(want)
 	if err != nil {
-		t.Fatalf("Load: %v", err)
+		t.Fatalf("Marshal: %v", err)
 	}
-	if !reflect.DeepEqual(st.Config, want) {
-		data, _ := os.ReadFile(filepath.Join(dir, ConfigFile))
-		t.Fatalf("round trip changed the config:\n got %+v\nwant %+v\nfile:\n%s", st.Config, want, data)
+	got, err := Parse("system_config.yaml", data)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("round trip changed the config:\n got %+v\nwant %+v\nfile:\n%s", got, want, data)
 	}
 	// The schema is written as a YAML mapping, not a JSON string, and
 	// keeps its key order.
-	data, _ := os.ReadFile(filepath.Join(dir, ConfigFile))
 	if strings.Contains(string(data), `"type":"object"`) {
 		t.Errorf("parameters were written as a JSON string:\n%s", data)
 	}
@@ -182,32 +175,15 @@ func TestConfigRoundTrip(t *testing.T) {
 		t.Errorf("schema key order not kept:\n%s", data)
 	}
 	// Writing it again gives the same bytes.
-	if err := WriteConfig(dir, st.Config); err != nil {
-		t.Fatal(err)
-	}
-	again, _ := os.ReadFile(filepath.Join(dir, ConfigFile))
-	if string(again) != string(data) {
-		t.Errorf("a second write differs from the first")
-	}
-}
-
-func TestWriteConfigValidates(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	c := Default()
-	c.Compaction.Mode = "fold"
-	err := WriteConfig(dir, c)
-	if err == nil || !strings.Contains(err.Error(), "compaction.mode") {
-		t.Fatalf("WriteConfig of an invalid config: %v", err)
-	}
-	if _, statErr := os.Stat(filepath.Join(dir, ConfigFile)); !os.IsNotExist(statErr) {
-		t.Error("an invalid config was written")
+	again, err := Marshal(got)
+	if err != nil || string(again) != string(data) {
+		t.Errorf("a second write differs from the first (%v)", err)
 	}
 }
 
 func TestPartialConfigKeepsDefaults(t *testing.T) {
 	t.Parallel()
-	c, err := ParseConfig("c.yaml", []byte("model:\n  max_tokens: 1000\ncompaction:\n  mode: discard\n"))
+	c, err := Parse("c.yaml", []byte("model:\n  max_tokens: 1000\ncompaction:\n  mode: discard\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,9 +197,9 @@ func TestPartialConfigKeepsDefaults(t *testing.T) {
 	}
 	// Empty and comment-only files are all defaults.
 	for _, src := range []string{"", "# nothing\n", "---\n"} {
-		c, err := ParseConfig("c.yaml", []byte(src))
+		c, err := Parse("c.yaml", []byte(src))
 		if err != nil || !reflect.DeepEqual(c, d) {
-			t.Errorf("ParseConfig(%q) = %v, want the defaults", src, err)
+			t.Errorf("Parse(%q) = %v, want the defaults", src, err)
 		}
 	}
 }
@@ -246,7 +222,7 @@ func TestParametersForms(t *testing.T) {
           a: {type: integer, maximum: 10, exclusive: false, ratio: 1.5, nothing: null}
         required: [z]
 `
-	c, err := ParseConfig("c.yaml", []byte(src))
+	c, err := Parse("c.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +288,7 @@ func TestConfigErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := ParseConfig("/agents/x/system_config.yaml", []byte(tc.src))
+			_, err := Parse("/agents/x/system_config.yaml", []byte(tc.src))
 			if err == nil {
 				t.Fatalf("no error for:\n%s", tc.src)
 			}
@@ -340,7 +316,7 @@ func TestConfigErrors(t *testing.T) {
 // Every problem of a file is reported at once, so one edit fixes them all.
 func TestConfigErrorsAllReported(t *testing.T) {
 	t.Parallel()
-	_, err := ParseConfig("c.yaml", []byte("bogus: 1\nmodel:\n  thinking_level: wild\ncompaction:\n  mode: x\nretry:\n  base_delay: 5\n"))
+	_, err := Parse("c.yaml", []byte("bogus: 1\nmodel:\n  thinking_level: wild\ncompaction:\n  mode: x\nretry:\n  base_delay: 5\n"))
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -391,5 +367,24 @@ func TestModelSettingsProto(t *testing.T) {
 	}
 	if v := m.VisionModel.Proto(); v.GetProvider() != "google" {
 		t.Errorf("vision model = %v", v)
+	}
+}
+
+// An agent whose system_config.yaml holds the skills and memory sections
+// an earlier version wrote gets today's, which name the agent-file tools;
+// an edited section is kept.
+func TestLegacySectionsUpgraded(t *testing.T) {
+	t.Parallel()
+	yaml := "skills:\n  prompt: |\n" + indent(legacySkillsPrompt, "    ") + "memory:\n  prompt: |\n" + indent(legacyMemoryPrompt, "    ")
+	c, err := Parse("system_config.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Skills.Prompt != DefaultSkillsPrompt || c.Memory.Prompt != DefaultMemoryPrompt {
+		t.Errorf("legacy sections kept:\n%s\n%s", c.Skills.Prompt, c.Memory.Prompt)
+	}
+	edited := "skills:\n  prompt: |\n    # My skills\n    {{SKILL_METADATA}}\n"
+	if c, err := Parse("system_config.yaml", []byte(edited)); err != nil || c.Skills.Prompt != "# My skills\n{{SKILL_METADATA}}\n" {
+		t.Errorf("an edited section was changed: %q, %v", c.Skills.Prompt, err)
 	}
 }

@@ -1,8 +1,9 @@
-package agentstate
+package agentconfig
 
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 
 	"gopkg.in/yaml.v3"
@@ -16,6 +17,17 @@ import (
 // describe_image (only the engine reaches the llm service) and the
 // agent-file tools (only the engine holds the agent's skills and memory;
 // see Files).
+// The paths by which the model reaches the agent's memory through the
+// agent-file tools, relative to the agent state directory. The default
+// tools' descriptions name them; agentstate lays the directory out by them.
+const (
+	// UserMemoryPath is the user scope of memory.
+	UserMemoryPath = "memory/user"
+	// WorkspaceMemoryPath is the memory of the session's workspace,
+	// whichever directory its key names.
+	WorkspaceMemoryPath = "memory/workspace"
+)
+
 const (
 	ToolRunSubagent     = "run_subagent"
 	ToolInputSubagent   = "input_subagent"
@@ -342,10 +354,10 @@ func (t ToolSettings) ToolConfig() *penguinv1.ToolConfig {
 			Transport:        m.EffectiveTransport(),
 			Command:          m.Command,
 			Args:             slices.Clone(m.Args),
-			Env:              cloneMap(m.Env),
+			Env:              maps.Clone(m.Env),
 			Cwd:              m.Cwd,
 			Url:              m.URL,
-			Headers:          cloneMap(m.Headers),
+			Headers:          maps.Clone(m.Headers),
 			ConnectTimeoutMs: m.ConnectTimeoutMS,
 			TimeoutMs:        m.TimeoutMS,
 		}
@@ -356,17 +368,6 @@ func (t ToolSettings) ToolConfig() *penguinv1.ToolConfig {
 		tc.McpServers = append(tc.McpServers, ms)
 	}
 	return tc
-}
-
-func cloneMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // StripCallDescription removes the "description" property and its

@@ -1,4 +1,4 @@
-package agentstate
+package agentconfig
 
 import (
 	"bytes"
@@ -260,11 +260,11 @@ var (
 	mappingKeyDupRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^mapping key "(.*)" already defined at line (\d+)$`) })
 )
 
-// yamlErrors turns a yaml.v3 error into ConfigErrors for file, rewording
+// YAMLErrors turns a yaml.v3 error into ConfigErrors for file, rewording
 // the decoder's Go-flavoured messages (type names, "field not found") into
 // what a person editing the file needs. lineOffset is added to every line,
 // for YAML embedded in a larger file such as a SKILL.md front matter.
-func yamlErrors(file string, err error, lineOffset int) error {
+func YAMLErrors(file string, err error, lineOffset int) error {
 	var te *yaml.TypeError
 	var msgs []string
 	if errors.As(err, &te) {
