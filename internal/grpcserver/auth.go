@@ -19,6 +19,12 @@ type Authenticator interface {
 	Authenticate(ctx context.Context, fullMethod string) (context.Context, error)
 }
 
+// Authorizer, when an Authenticator is one too, checks each call's
+// request (the first, for a stream) before its handler sees it.
+type Authorizer interface {
+	Authorize(ctx context.Context, fullMethod string, req any) error
+}
+
 // SetAuthenticator makes a decide who may call, instead of the bare token
 // check of [Options.AuthToken]. Call it before [Server.Serve]: a process
 // sets it once the service that owns the users (the engine) is built.
@@ -53,4 +59,52 @@ func (s *Server) authInterceptors(token string) (grpc.UnaryServerInterceptor, gr
 		return ctx, nil
 	}
 	return auth.UnaryServerInterceptor(check), auth.StreamServerInterceptor(check)
+}
+
+// authorizeInterceptors hand each call's request to the authenticator's
+// Authorize, when it has one, before the handler runs.
+func (s *Server) authorizeInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	authorizer := func() Authorizer {
+		if a := s.authn.Load(); a != nil {
+			if z, ok := (*a).(Authorizer); ok {
+				return z
+			}
+		}
+		return nil
+	}
+	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if z := authorizer(); z != nil {
+			if err := z.Authorize(ctx, info.FullMethod, req); err != nil {
+				return nil, err
+			}
+		}
+		return handler(ctx, req)
+	}
+	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if z := authorizer(); z != nil {
+			ss = &authorizedStream{ServerStream: ss, z: z, method: info.FullMethod}
+		}
+		return handler(srv, ss)
+	}
+	return unary, stream
+}
+
+// authorizedStream authorizes the first message a stream receives.
+type authorizedStream struct {
+	grpc.ServerStream
+	z      Authorizer
+	method string
+	done   bool
+}
+
+// RecvMsg implements grpc.ServerStream.
+func (a *authorizedStream) RecvMsg(m any) error {
+	if err := a.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if a.done {
+		return nil
+	}
+	a.done = true
+	return a.z.Authorize(a.Context(), a.method, m)
 }

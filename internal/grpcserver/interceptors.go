@@ -22,6 +22,8 @@ import (
 //     runs for an unauthenticated caller, and every handler finds its
 //     caller in its context (health checks are exempt so probes need no
 //     secret);
+//     Then the authenticator's Authorize, when it has one, checks the
+//     request's session or project against the caller's access;
 //  4. the enum check (enumcheck), so no handler of any service sees an
 //     enum value its contract does not declare;
 //  5. recovery, innermost, so a panicking handler becomes codes.Internal
@@ -42,6 +44,9 @@ func (s *Server) interceptors(authToken string, slowCall time.Duration) ([]grpc.
 	authU, authS := s.authInterceptors(authToken)
 	unary = append(unary, selector.UnaryServerInterceptor(authU, notHealth))
 	stream = append(stream, selector.StreamServerInterceptor(authS, notHealth))
+	authzU, authzS := s.authorizeInterceptors()
+	unary = append(unary, selector.UnaryServerInterceptor(authzU, notHealth))
+	stream = append(stream, selector.StreamServerInterceptor(authzS, notHealth))
 
 	unary = append(unary, enumcheck.UnaryServerInterceptor())
 	stream = append(stream, enumcheck.StreamServerInterceptor())
