@@ -75,6 +75,9 @@ type Gateway struct {
 	auth     *auth
 	cop      *http.CrossOriginProtection
 	mux      *http.ServeMux
+	// apiRoutes lists the patterns of the API routes, every one behind
+	// authenticated (see Routes).
+	apiRoutes []string
 	// setupMu serializes the first-run form's writes of the providers file.
 	setupMu sync.Mutex
 }
@@ -101,7 +104,10 @@ func (g *Gateway) routes() {
 	m.HandleFunc("POST /api/auth/login", g.login)
 	m.HandleFunc("POST /api/auth/logout", g.logout)
 
-	api := func(pattern string, h http.HandlerFunc) { m.Handle(pattern, g.authenticated(h)) }
+	api := func(pattern string, h http.HandlerFunc) {
+		g.apiRoutes = append(g.apiRoutes, pattern)
+		m.Handle(pattern, g.authenticated(h))
+	}
 	api("GET /api/sessions", g.listSessions)
 	api("POST /api/sessions", g.createSession)
 	api("GET /api/sessions/{id}", g.getSession)
@@ -214,3 +220,8 @@ func writeProto(w http.ResponseWriter, httpStatus int, m proto.Message) {
 	w.WriteHeader(httpStatus)
 	_, _ = w.Write(b)
 }
+
+// Routes returns the patterns ("METHOD /path/{name}") of every API route
+// that acts for a caller, for a test that tries each of them as a user
+// who must not reach another user's things.
+func (g *Gateway) Routes() []string { return append([]string(nil), g.apiRoutes...) }

@@ -3475,8 +3475,11 @@ func (*SetAgentModelResponse) Descriptor() ([]byte, []int) {
 }
 
 type TestModelRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Model         *ModelRef              `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Model *ModelRef              `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// The project whose provider routes it is tried with; the caller must
+	// be able to write it. Empty means the default project.
+	Project       string `protobuf:"bytes,2,opt,name=project,proto3" json:"project,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3516,6 +3519,13 @@ func (x *TestModelRequest) GetModel() *ModelRef {
 		return x.Model
 	}
 	return nil
+}
+
+func (x *TestModelRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
 }
 
 type TestModelResponse struct {
@@ -3809,9 +3819,10 @@ const file_penguin_v1_agents_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12*\n" +
 	"\x05model\x18\x03 \x01(\v2\x14.penguin.v1.ModelRefR\x05model\"\x17\n" +
-	"\x15SetAgentModelResponse\">\n" +
+	"\x15SetAgentModelResponse\"X\n" +
 	"\x10TestModelRequest\x12*\n" +
-	"\x05model\x18\x01 \x01(\v2\x14.penguin.v1.ModelRefR\x05model\"\\\n" +
+	"\x05model\x18\x01 \x01(\v2\x14.penguin.v1.ModelRefR\x05model\x12\x18\n" +
+	"\aproject\x18\x02 \x01(\tR\aproject\"\\\n" +
 	"\x11TestModelResponse\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x1d\n" +
 	"\n" +

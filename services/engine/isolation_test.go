@@ -1,0 +1,307 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/assemble"
+	"github.com/penguin-agent/penguin/internal/grpcclient"
+	"github.com/penguin-agent/penguin/services/engine"
+	"github.com/penguin-agent/penguin/services/engine/store"
+	"github.com/penguin-agent/penguin/services/environment"
+	"github.com/penguin-agent/penguin/services/gateway"
+	"github.com/penguin-agent/penguin/services/llm"
+)
+
+// secret is in Alice's session and nowhere Bob may look.
+const secret = "SECRET-OF-ALICE"
+
+// TestIsolation is the isolation attack suite (docs/security.md, "Who
+// sees what"): on a team server, user Bob calls every method of every
+// penguin.v1 service (enumerated from the descriptors, so a new RPC is
+// tried without anyone adding it here) and every API route of the
+// gateway (from its route table) on Alice's session and project. Every
+// call that names them is refused with NOT_FOUND or PERMISSION_DENIED
+// (404/403), and no answer, error or stream carries anything of hers.
+func TestIsolation(t *testing.T) {
+	dir := t.TempDir()
+	storeURL := filepath.Join(dir, "penguin.db")
+	const svc = "isolation-service-token"
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	p, err := assemble.New(t.Context(), assemble.Config{
+		Name: "penguin", Listener: lis, AuthToken: svc, ShutdownTimeout: 5 * time.Second,
+		LLM: &llm.Config{ProvidersFile: filepath.Join(dir, "providers.yaml")}, LLMOptional: true,
+		Environment: &environment.Config{Root: dir, ScratchDir: t.TempDir(), NoCgroups: true, DefaultSandbox: "none", Advertise: addr},
+		Engine: &engine.Config{StoreURL: storeURL, AgentState: filepath.Join(dir, "agent"), Advertise: addr, Team: true,
+			AdminPasswordFile: filepath.Join(dir, "initial-admin-password")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	serveCtx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- p.Serve(serveCtx) }()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	dial := func(token string) *grpc.ClientConn {
+		conn, err := grpcclient.New(addr, grpcclient.Options{Token: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		return conn
+	}
+	op := dial(svc)
+	users := penguinv1.NewUserServiceClient(op)
+	tokenOf := func(user string) string {
+		if _, err := users.CreateUser(ctx, &penguinv1.CreateUserRequest{UserId: user, Password: user + "-password"}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := penguinv1.NewAuthServiceClient(op).SignIn(ctx, &penguinv1.SignInRequest{UserId: user, Password: user + "-password"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A personal access token, so that Bob's SignOut does not end
+		// the credential the rest of the suite uses.
+		tk, err := penguinv1.NewTokenServiceClient(dial(s.GetSessionToken())).CreateToken(ctx, &penguinv1.CreateTokenRequest{Name: "suite"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk.GetSecret()
+	}
+	alice, bob := tokenOf("alice"), tokenOf("bob")
+	if _, err := penguinv1.NewProjectServiceClient(dial(alice)).CreateProject(ctx, &penguinv1.CreateProjectRequest{ProjectId: "apollo", Name: secret}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := penguinv1.NewProjectServiceClient(dial(bob)).CreateProject(ctx, &penguinv1.CreateProjectRequest{ProjectId: "bravo"}); err != nil {
+		t.Fatal(err)
+	}
+	// Alice's session, written where the engine keeps it.
+	st, err := store.Open(ctx, storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateSession(ctx, &store.Session{ID: "s-alice", ProjectID: "apollo", Title: secret, Workspace: "/" + secret}); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+	// Alice sees it; the check below is not vacuous.
+	got, err := penguinv1.NewEngineServiceClient(dial(alice)).GetSession(ctx, &penguinv1.GetSessionRequest{SessionId: "s-alice"})
+	if err != nil || got.GetSession().GetTitle() != secret {
+		t.Fatalf("Alice's own session: %v, %v", got, err)
+	}
+
+	t.Run("gRPC", func(t *testing.T) { attackGRPC(ctx, t, dial(bob)) })
+	t.Run("HTTP", func(t *testing.T) {
+		gw := gateway.New(penguinv1.NewEngineServiceClient(p.Local()), gateway.Options{
+			AuthToken: svc, Team: true, Accounts: penguinv1.NewAuthServiceClient(p.Local()),
+			LLM: penguinv1.NewLLMServiceClient(p.Local()), Agents: penguinv1.NewAgentServiceClient(p.Local()),
+		})
+		web := httptest.NewServer(gw)
+		defer web.Close()
+		attackHTTP(ctx, t, web.URL, gw.Routes(), bob)
+	})
+}
+
+// refused are the answers to a call on Alice's things.
+var refused = []codes.Code{codes.NotFound, codes.PermissionDenied}
+
+// targets fills a request with Alice's session, project, agent and
+// account, in whichever of those fields it has; it reports whether it
+// set any.
+func targets(m protoreflect.Message) bool {
+	set := false
+	for name, v := range map[protoreflect.Name]string{
+		"session_id": "s-alice", "project": "apollo", "project_id": "apollo", "user_id": "alice", "agent": "default",
+	} {
+		fd := m.Descriptor().Fields().ByName(name)
+		if fd != nil && fd.Kind() == protoreflect.StringKind && !fd.IsList() {
+			m.Set(fd, protoreflect.ValueOfString(v))
+			set = set || name != "agent"
+		}
+	}
+	return set
+}
+
+// allowedElse lists methods whose refusal of Bob is another code, and
+// why that leaks nothing.
+var allowedElse = map[string][]codes.Code{
+	// Project ids are one namespace: a taken id is taken for everyone.
+	"/penguin.v1.ProjectService/CreateProject": {codes.AlreadyExists},
+	// Bob signing in as Alice without her password.
+	"/penguin.v1.AuthService/SignIn": {codes.Unauthenticated},
+	// Bob's own password, wrong.
+	"/penguin.v1.AuthService/ChangePassword": {codes.PermissionDenied, codes.InvalidArgument},
+}
+
+func attackGRPC(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
+	var methods []protoreflect.MethodDescriptor
+	protoregistry.GlobalFiles.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
+		if fd.Package() != "penguin.v1" {
+			return true
+		}
+		for i := range fd.Services().Len() {
+			sd := fd.Services().Get(i)
+			for j := range sd.Methods().Len() {
+				methods = append(methods, sd.Methods().Get(j))
+			}
+		}
+		return true
+	})
+	sort.Slice(methods, func(i, j int) bool { return methods[i].FullName() < methods[j].FullName() })
+	if len(methods) < 40 {
+		t.Fatalf("only %d methods found; the descriptors are not all linked in", len(methods))
+	}
+	var table []string
+	for _, md := range methods {
+		full := fmt.Sprintf("/%s/%s", md.Parent().FullName(), md.Name())
+		req := dynamicpb.NewMessage(md.Input())
+		named := targets(req)
+		code, leak := call(ctx, conn, full, md, req)
+		table = append(table, fmt.Sprintf("%s %v", full, code))
+		if leak != "" {
+			t.Errorf("%s leaked %q", full, leak)
+		}
+		if !named {
+			// A call that names nothing of Alice's (a listing, WhoAmI, a
+			// token of Bob's own) may succeed; it must only leak nothing.
+			continue
+		}
+		if !slices.Contains(refused, code) && !slices.Contains(allowedElse[full], code) {
+			t.Errorf("%s on Alice's things answered %v; want NOT_FOUND or PERMISSION_DENIED", full, code)
+		}
+	}
+	t.Logf("Bob's calls:\n%s", strings.Join(table, "\n"))
+}
+
+// call makes one call, unary or server-streaming, and returns its code
+// and anything of Alice's found in the answer or the error.
+func call(ctx context.Context, conn *grpc.ClientConn, full string, md protoreflect.MethodDescriptor, req *dynamicpb.Message) (codes.Code, string) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var out strings.Builder
+	var err error
+	if md.IsStreamingServer() || md.IsStreamingClient() {
+		var cs grpc.ClientStream
+		cs, err = conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: md.IsStreamingClient()}, full)
+		if err == nil {
+			if err = cs.SendMsg(req); err == nil {
+				err = cs.CloseSend()
+			}
+			for err == nil {
+				resp := dynamicpb.NewMessage(md.Output())
+				if err = cs.RecvMsg(resp); err == nil {
+					b, _ := protojson.Marshal(resp)
+					out.Write(b)
+				}
+			}
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+		}
+	} else {
+		resp := dynamicpb.NewMessage(md.Output())
+		if err = conn.Invoke(ctx, full, req, resp); err == nil {
+			b, _ := protojson.Marshal(resp)
+			out.Write(b)
+		}
+	}
+	if err != nil {
+		out.WriteString(status.Convert(err).Message())
+	}
+	if strings.Contains(out.String(), secret) {
+		return status.Code(err), out.String()
+	}
+	return status.Code(err), ""
+}
+
+var param = regexp.MustCompile(`\{([A-Za-z]+)\}`)
+
+// bodies are the request bodies of routes that check their body's shape
+// before they ask the engine; the rest get "{}".
+var bodies = map[string]string{
+	"POST /api/projects/{project}/models/test": `{"model":{"provider":"p","model_id":"m"}}`,
+}
+
+func attackHTTP(ctx context.Context, t *testing.T, base string, routes []string, token string) {
+	if len(routes) < 15 {
+		t.Fatalf("only %d routes: %v", len(routes), routes)
+	}
+	var table []string
+	for _, route := range routes {
+		method, pattern, _ := strings.Cut(route, " ")
+		named := strings.Contains(pattern, "{")
+		path := param.ReplaceAllStringFunc(pattern, func(p string) string {
+			switch name := strings.Trim(p, "{}"); {
+			case name == "id":
+				return "s-alice"
+			case strings.Contains(strings.ToLower(name), "project"):
+				return "apollo"
+			case name == "agent" || name == "name":
+				return "default"
+			}
+			return "x"
+		})
+		if strings.HasPrefix(pattern, "/api/projects/") {
+			named = true // every project route names Alice's project
+		}
+		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		body := "{}"
+		if b, ok := bodies[route]; ok {
+			body = b
+		}
+		req, _ := http.NewRequestWithContext(rctx, method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		var answer []byte
+		if err == nil {
+			answer, _ = io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+		}
+		cancel()
+		code := 0
+		if resp != nil {
+			code = resp.StatusCode
+		}
+		table = append(table, fmt.Sprintf("%s %d", route, code))
+		if strings.Contains(string(answer), secret) {
+			t.Errorf("%s leaked: %s", route, answer)
+		}
+		if named && code != http.StatusNotFound && code != http.StatusForbidden {
+			t.Errorf("%s on Alice's things answered %d %s; want 404 or 403", route, code, answer)
+		}
+	}
+	t.Logf("Bob's requests:\n%s", strings.Join(table, "\n"))
+}
