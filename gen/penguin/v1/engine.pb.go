@@ -177,7 +177,11 @@ type Session struct {
 	// or "fork".
 	Source string `protobuf:"bytes,12,opt,name=source,proto3" json:"source,omitempty"`
 	// Cumulative token counts.
-	Usage         *TokenCounts `protobuf:"bytes,13,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage *TokenCounts `protobuf:"bytes,13,opt,name=usage,proto3" json:"usage,omitempty"`
+	// Pinned sessions are listed first.
+	Pinned bool `protobuf:"varint,21,opt,name=pinned,proto3" json:"pinned,omitempty"`
+	// Archived sessions are kept but listed apart.
+	Archived      bool `protobuf:"varint,22,opt,name=archived,proto3" json:"archived,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -301,6 +305,20 @@ func (x *Session) GetUsage() *TokenCounts {
 		return x.Usage
 	}
 	return nil
+}
+
+func (x *Session) GetPinned() bool {
+	if x != nil {
+		return x.Pinned
+	}
+	return false
+}
+
+func (x *Session) GetArchived() bool {
+	if x != nil {
+		return x.Archived
+	}
+	return false
 }
 
 // CreateSessionRequest describes a new session.
@@ -2369,12 +2387,258 @@ func (*WatchSessionsResponse_DeletedSessionId) isWatchSessionsResponse_Event() {
 
 func (*WatchSessionsResponse_SnapshotEnd) isWatchSessionsResponse_Event() {}
 
+// GetSessionDefaultsRequest asks what a new session gets by default.
+type GetSessionDefaultsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSessionDefaultsRequest) Reset() {
+	*x = GetSessionDefaultsRequest{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSessionDefaultsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSessionDefaultsRequest) ProtoMessage() {}
+
+func (x *GetSessionDefaultsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSessionDefaultsRequest.ProtoReflect.Descriptor instead.
+func (*GetSessionDefaultsRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{36}
+}
+
+// GetSessionDefaultsResponse is what a client offers first when it creates
+// a session, so that a form shows the server's defaults rather than its
+// own.
+type GetSessionDefaultsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sandbox mode a session gets when it asks for none (the
+	// environment service's default).
+	SandboxMode SandboxMode `protobuf:"varint,1,opt,name=sandbox_mode,json=sandboxMode,proto3,enum=penguin.v1.SandboxMode" json:"sandbox_mode,omitempty"`
+	// The network of a confined session that asks for none.
+	Network NetworkAccess `protobuf:"varint,2,opt,name=network,proto3,enum=penguin.v1.NetworkAccess" json:"network,omitempty"`
+	// The approval mode a client with a person at it offers first:
+	// read-only, under which tools that only read run and every other tool
+	// asks. (A session created with no mode at all, by a program with nobody
+	// to ask, gets deny-all.)
+	InteractiveApprovalMode ApprovalMode `protobuf:"varint,3,opt,name=interactive_approval_mode,json=interactiveApprovalMode,proto3,enum=penguin.v1.ApprovalMode" json:"interactive_approval_mode,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *GetSessionDefaultsResponse) Reset() {
+	*x = GetSessionDefaultsResponse{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSessionDefaultsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSessionDefaultsResponse) ProtoMessage() {}
+
+func (x *GetSessionDefaultsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSessionDefaultsResponse.ProtoReflect.Descriptor instead.
+func (*GetSessionDefaultsResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *GetSessionDefaultsResponse) GetSandboxMode() SandboxMode {
+	if x != nil {
+		return x.SandboxMode
+	}
+	return SandboxMode_SANDBOX_MODE_UNSPECIFIED
+}
+
+func (x *GetSessionDefaultsResponse) GetNetwork() NetworkAccess {
+	if x != nil {
+		return x.Network
+	}
+	return NetworkAccess_NETWORK_ACCESS_UNSPECIFIED
+}
+
+func (x *GetSessionDefaultsResponse) GetInteractiveApprovalMode() ApprovalMode {
+	if x != nil {
+		return x.InteractiveApprovalMode
+	}
+	return ApprovalMode_APPROVAL_MODE_UNSPECIFIED
+}
+
+// UpdateSessionRequest names a session and what to change of it.
+type UpdateSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// A new title, when set.
+	Title *string `protobuf:"bytes,2,opt,name=title,proto3,oneof" json:"title,omitempty"`
+	// Pins or unpins it, when set.
+	Pinned *bool `protobuf:"varint,3,opt,name=pinned,proto3,oneof" json:"pinned,omitempty"`
+	// Archives or unarchives it, when set.
+	Archived *bool `protobuf:"varint,4,opt,name=archived,proto3,oneof" json:"archived,omitempty"`
+	// A new approval mode, when set: it applies from the next tool call on,
+	// also within a running task.
+	ApprovalMode *ApprovalMode `protobuf:"varint,5,opt,name=approval_mode,json=approvalMode,proto3,enum=penguin.v1.ApprovalMode,oneof" json:"approval_mode,omitempty"`
+	// A new default thinking level of its tasks, when set: it applies from
+	// the next task on.
+	ThinkingLevel *ThinkingLevel `protobuf:"varint,6,opt,name=thinking_level,json=thinkingLevel,proto3,enum=penguin.v1.ThinkingLevel,oneof" json:"thinking_level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSessionRequest) Reset() {
+	*x = UpdateSessionRequest{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSessionRequest) ProtoMessage() {}
+
+func (x *UpdateSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSessionRequest.ProtoReflect.Descriptor instead.
+func (*UpdateSessionRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *UpdateSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *UpdateSessionRequest) GetTitle() string {
+	if x != nil && x.Title != nil {
+		return *x.Title
+	}
+	return ""
+}
+
+func (x *UpdateSessionRequest) GetPinned() bool {
+	if x != nil && x.Pinned != nil {
+		return *x.Pinned
+	}
+	return false
+}
+
+func (x *UpdateSessionRequest) GetArchived() bool {
+	if x != nil && x.Archived != nil {
+		return *x.Archived
+	}
+	return false
+}
+
+func (x *UpdateSessionRequest) GetApprovalMode() ApprovalMode {
+	if x != nil && x.ApprovalMode != nil {
+		return *x.ApprovalMode
+	}
+	return ApprovalMode_APPROVAL_MODE_UNSPECIFIED
+}
+
+func (x *UpdateSessionRequest) GetThinkingLevel() ThinkingLevel {
+	if x != nil && x.ThinkingLevel != nil {
+		return *x.ThinkingLevel
+	}
+	return ThinkingLevel_THINKING_LEVEL_UNSPECIFIED
+}
+
+// UpdateSessionResponse is the session as it is now.
+type UpdateSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	Session       *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSessionResponse) Reset() {
+	*x = UpdateSessionResponse{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSessionResponse) ProtoMessage() {}
+
+func (x *UpdateSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSessionResponse.ProtoReflect.Descriptor instead.
+func (*UpdateSessionResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *UpdateSessionResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 var File_penguin_v1_engine_proto protoreflect.FileDescriptor
 
 const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\n" +
 	"\x17penguin/v1/engine.proto\x12\n" +
-	"penguin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cpenguin/v1/environment.proto\x1a\x14penguin/v1/llm.proto\x1a\x18penguin/v1/message.proto\"\xc7\x04\n" +
+	"penguin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cpenguin/v1/environment.proto\x1a\x14penguin/v1/llm.proto\x1a\x18penguin/v1/message.proto\"\xfb\x04\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
@@ -2392,7 +2656,9 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	" \x01(\tR\x05title\x12*\n" +
 	"\x11parent_session_id\x18\v \x01(\tR\x0fparentSessionId\x12\x16\n" +
 	"\x06source\x18\f \x01(\tR\x06source\x12-\n" +
-	"\x05usage\x18\r \x01(\v2\x17.penguin.v1.TokenCountsR\x05usage\"\x80\x03\n" +
+	"\x05usage\x18\r \x01(\v2\x17.penguin.v1.TokenCountsR\x05usage\x12\x16\n" +
+	"\x06pinned\x18\x15 \x01(\bR\x06pinned\x12\x1a\n" +
+	"\barchived\x18\x16 \x01(\bR\barchived\"\x80\x03\n" +
 	"\x14CreateSessionRequest\x12*\n" +
 	"\x05model\x18\x01 \x01(\v2\x14.penguin.v1.ModelRefR\x05model\x12\x1c\n" +
 	"\tworkspace\x18\x02 \x01(\tR\tworkspace\x12=\n" +
@@ -2521,7 +2787,27 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\asession\x18\x01 \x01(\v2\x19.penguin.v1.SessionChangeH\x00R\asession\x12.\n" +
 	"\x12deleted_session_id\x18\x02 \x01(\tH\x00R\x10deletedSessionId\x12<\n" +
 	"\fsnapshot_end\x18\x03 \x01(\v2\x17.penguin.v1.SnapshotEndH\x00R\vsnapshotEndB\a\n" +
-	"\x05event*\xa1\x01\n" +
+	"\x05event\"\x1b\n" +
+	"\x19GetSessionDefaultsRequest\"\xe3\x01\n" +
+	"\x1aGetSessionDefaultsResponse\x12:\n" +
+	"\fsandbox_mode\x18\x01 \x01(\x0e2\x17.penguin.v1.SandboxModeR\vsandboxMode\x123\n" +
+	"\anetwork\x18\x02 \x01(\x0e2\x19.penguin.v1.NetworkAccessR\anetwork\x12T\n" +
+	"\x19interactive_approval_mode\x18\x03 \x01(\x0e2\x18.penguin.v1.ApprovalModeR\x17interactiveApprovalMode\"\xe0\x02\n" +
+	"\x14UpdateSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
+	"\x05title\x18\x02 \x01(\tH\x00R\x05title\x88\x01\x01\x12\x1b\n" +
+	"\x06pinned\x18\x03 \x01(\bH\x01R\x06pinned\x88\x01\x01\x12\x1f\n" +
+	"\barchived\x18\x04 \x01(\bH\x02R\barchived\x88\x01\x01\x12B\n" +
+	"\rapproval_mode\x18\x05 \x01(\x0e2\x18.penguin.v1.ApprovalModeH\x03R\fapprovalMode\x88\x01\x01\x12E\n" +
+	"\x0ethinking_level\x18\x06 \x01(\x0e2\x19.penguin.v1.ThinkingLevelH\x04R\rthinkingLevel\x88\x01\x01B\b\n" +
+	"\x06_titleB\t\n" +
+	"\a_pinnedB\v\n" +
+	"\t_archivedB\x10\n" +
+	"\x0e_approval_modeB\x11\n" +
+	"\x0f_thinking_level\"F\n" +
+	"\x15UpdateSessionResponse\x12-\n" +
+	"\asession\x18\x01 \x01(\v2\x13.penguin.v1.SessionR\asession*\xa1\x01\n" +
 	"\fApprovalMode\x12\x1d\n" +
 	"\x19APPROVAL_MODE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17APPROVAL_MODE_ALLOW_ALL\x10\x01\x12\x1a\n" +
@@ -2534,7 +2820,8 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\x15SESSION_STATE_RUNNING\x10\x02\x12#\n" +
 	"\x1fSESSION_STATE_AWAITING_APPROVAL\x10\x03\x12\x1c\n" +
 	"\x18SESSION_STATE_RETRY_WAIT\x10\x04\x12\x1c\n" +
-	"\x18SESSION_STATE_COMPACTING\x10\x052\xea\b\n" +
+	"\x18SESSION_STATE_COMPACTING\x10\x052\xa5\n" +
+	"\n" +
 	"\rEngineService\x12T\n" +
 	"\rCreateSession\x12 .penguin.v1.CreateSessionRequest\x1a!.penguin.v1.CreateSessionResponse\x12K\n" +
 	"\n" +
@@ -2552,7 +2839,9 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\n" +
 	"GetHistory\x12\x1d.penguin.v1.GetHistoryRequest\x1a\x1e.penguin.v1.GetHistoryResponse\x12P\n" +
 	"\vExportTrace\x12\x1e.penguin.v1.ExportTraceRequest\x1a\x1f.penguin.v1.ExportTraceResponse0\x01\x12V\n" +
-	"\rWatchSessions\x12 .penguin.v1.WatchSessionsRequest\x1a!.penguin.v1.WatchSessionsResponse0\x01B\xa1\x01\n" +
+	"\rWatchSessions\x12 .penguin.v1.WatchSessionsRequest\x1a!.penguin.v1.WatchSessionsResponse0\x01\x12c\n" +
+	"\x12GetSessionDefaults\x12%.penguin.v1.GetSessionDefaultsRequest\x1a&.penguin.v1.GetSessionDefaultsResponse\x12T\n" +
+	"\rUpdateSession\x12 .penguin.v1.UpdateSessionRequest\x1a!.penguin.v1.UpdateSessionResponseB\xa1\x01\n" +
 	"\x0ecom.penguin.v1B\vEngineProtoP\x01Z9github.com/penguin-agent/penguin/gen/penguin/v1;penguinv1\xa2\x02\x03PXX\xaa\x02\n" +
 	"Penguin.V1\xca\x02\n" +
 	"Penguin\\V1\xe2\x02\x16Penguin\\V1\\GPBMetadata\xea\x02\vPenguin::V1b\x06proto3"
@@ -2570,128 +2859,143 @@ func file_penguin_v1_engine_proto_rawDescGZIP() []byte {
 }
 
 var file_penguin_v1_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_penguin_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_penguin_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_penguin_v1_engine_proto_goTypes = []any{
-	(ApprovalMode)(0),             // 0: penguin.v1.ApprovalMode
-	(SessionState)(0),             // 1: penguin.v1.SessionState
-	(*Session)(nil),               // 2: penguin.v1.Session
-	(*CreateSessionRequest)(nil),  // 3: penguin.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil), // 4: penguin.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),     // 5: penguin.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),    // 6: penguin.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),   // 7: penguin.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),  // 8: penguin.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),  // 9: penguin.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil), // 10: penguin.v1.DeleteSessionResponse
-	(*ForkSessionRequest)(nil),    // 11: penguin.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),   // 12: penguin.v1.ForkSessionResponse
-	(*RunRequest)(nil),            // 13: penguin.v1.RunRequest
-	(*RunResponse)(nil),           // 14: penguin.v1.RunResponse
-	(*ApprovalRequest)(nil),       // 15: penguin.v1.ApprovalRequest
-	(*RunStateChange)(nil),        // 16: penguin.v1.RunStateChange
-	(*RunEvent)(nil),              // 17: penguin.v1.RunEvent
-	(*AttachRequest)(nil),         // 18: penguin.v1.AttachRequest
-	(*AttachResponse)(nil),        // 19: penguin.v1.AttachResponse
-	(*ApproveRequest)(nil),        // 20: penguin.v1.ApproveRequest
-	(*ApproveResponse)(nil),       // 21: penguin.v1.ApproveResponse
-	(*SteerRequest)(nil),          // 22: penguin.v1.SteerRequest
-	(*SteerResponse)(nil),         // 23: penguin.v1.SteerResponse
-	(*AbortRequest)(nil),          // 24: penguin.v1.AbortRequest
-	(*AbortResponse)(nil),         // 25: penguin.v1.AbortResponse
-	(*RetryNowRequest)(nil),       // 26: penguin.v1.RetryNowRequest
-	(*RetryNowResponse)(nil),      // 27: penguin.v1.RetryNowResponse
-	(*CompactRequest)(nil),        // 28: penguin.v1.CompactRequest
-	(*CompactResponse)(nil),       // 29: penguin.v1.CompactResponse
-	(*GetHistoryRequest)(nil),     // 30: penguin.v1.GetHistoryRequest
-	(*GetHistoryResponse)(nil),    // 31: penguin.v1.GetHistoryResponse
-	(*ExportTraceRequest)(nil),    // 32: penguin.v1.ExportTraceRequest
-	(*ExportTraceResponse)(nil),   // 33: penguin.v1.ExportTraceResponse
-	(*WatchSessionsRequest)(nil),  // 34: penguin.v1.WatchSessionsRequest
-	(*SessionChange)(nil),         // 35: penguin.v1.SessionChange
-	(*SnapshotEnd)(nil),           // 36: penguin.v1.SnapshotEnd
-	(*WatchSessionsResponse)(nil), // 37: penguin.v1.WatchSessionsResponse
-	(*ModelRef)(nil),              // 38: penguin.v1.ModelRef
-	(ThinkingLevel)(0),            // 39: penguin.v1.ThinkingLevel
-	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
-	(*TokenCounts)(nil),           // 41: penguin.v1.TokenCounts
-	(SandboxMode)(0),              // 42: penguin.v1.SandboxMode
-	(*ToolCall)(nil),              // 43: penguin.v1.ToolCall
-	(Permission)(0),               // 44: penguin.v1.Permission
-	(StopReason)(0),               // 45: penguin.v1.StopReason
-	(*OmniMessage)(nil),           // 46: penguin.v1.OmniMessage
-	(Decision)(0),                 // 47: penguin.v1.Decision
-	(CompactionMode)(0),           // 48: penguin.v1.CompactionMode
+	(ApprovalMode)(0),                  // 0: penguin.v1.ApprovalMode
+	(SessionState)(0),                  // 1: penguin.v1.SessionState
+	(*Session)(nil),                    // 2: penguin.v1.Session
+	(*CreateSessionRequest)(nil),       // 3: penguin.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),      // 4: penguin.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),          // 5: penguin.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),         // 6: penguin.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),        // 7: penguin.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 8: penguin.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),       // 9: penguin.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),      // 10: penguin.v1.DeleteSessionResponse
+	(*ForkSessionRequest)(nil),         // 11: penguin.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),        // 12: penguin.v1.ForkSessionResponse
+	(*RunRequest)(nil),                 // 13: penguin.v1.RunRequest
+	(*RunResponse)(nil),                // 14: penguin.v1.RunResponse
+	(*ApprovalRequest)(nil),            // 15: penguin.v1.ApprovalRequest
+	(*RunStateChange)(nil),             // 16: penguin.v1.RunStateChange
+	(*RunEvent)(nil),                   // 17: penguin.v1.RunEvent
+	(*AttachRequest)(nil),              // 18: penguin.v1.AttachRequest
+	(*AttachResponse)(nil),             // 19: penguin.v1.AttachResponse
+	(*ApproveRequest)(nil),             // 20: penguin.v1.ApproveRequest
+	(*ApproveResponse)(nil),            // 21: penguin.v1.ApproveResponse
+	(*SteerRequest)(nil),               // 22: penguin.v1.SteerRequest
+	(*SteerResponse)(nil),              // 23: penguin.v1.SteerResponse
+	(*AbortRequest)(nil),               // 24: penguin.v1.AbortRequest
+	(*AbortResponse)(nil),              // 25: penguin.v1.AbortResponse
+	(*RetryNowRequest)(nil),            // 26: penguin.v1.RetryNowRequest
+	(*RetryNowResponse)(nil),           // 27: penguin.v1.RetryNowResponse
+	(*CompactRequest)(nil),             // 28: penguin.v1.CompactRequest
+	(*CompactResponse)(nil),            // 29: penguin.v1.CompactResponse
+	(*GetHistoryRequest)(nil),          // 30: penguin.v1.GetHistoryRequest
+	(*GetHistoryResponse)(nil),         // 31: penguin.v1.GetHistoryResponse
+	(*ExportTraceRequest)(nil),         // 32: penguin.v1.ExportTraceRequest
+	(*ExportTraceResponse)(nil),        // 33: penguin.v1.ExportTraceResponse
+	(*WatchSessionsRequest)(nil),       // 34: penguin.v1.WatchSessionsRequest
+	(*SessionChange)(nil),              // 35: penguin.v1.SessionChange
+	(*SnapshotEnd)(nil),                // 36: penguin.v1.SnapshotEnd
+	(*WatchSessionsResponse)(nil),      // 37: penguin.v1.WatchSessionsResponse
+	(*GetSessionDefaultsRequest)(nil),  // 38: penguin.v1.GetSessionDefaultsRequest
+	(*GetSessionDefaultsResponse)(nil), // 39: penguin.v1.GetSessionDefaultsResponse
+	(*UpdateSessionRequest)(nil),       // 40: penguin.v1.UpdateSessionRequest
+	(*UpdateSessionResponse)(nil),      // 41: penguin.v1.UpdateSessionResponse
+	(*ModelRef)(nil),                   // 42: penguin.v1.ModelRef
+	(ThinkingLevel)(0),                 // 43: penguin.v1.ThinkingLevel
+	(*timestamppb.Timestamp)(nil),      // 44: google.protobuf.Timestamp
+	(*TokenCounts)(nil),                // 45: penguin.v1.TokenCounts
+	(SandboxMode)(0),                   // 46: penguin.v1.SandboxMode
+	(*ToolCall)(nil),                   // 47: penguin.v1.ToolCall
+	(Permission)(0),                    // 48: penguin.v1.Permission
+	(StopReason)(0),                    // 49: penguin.v1.StopReason
+	(*OmniMessage)(nil),                // 50: penguin.v1.OmniMessage
+	(Decision)(0),                      // 51: penguin.v1.Decision
+	(CompactionMode)(0),                // 52: penguin.v1.CompactionMode
+	(NetworkAccess)(0),                 // 53: penguin.v1.NetworkAccess
 }
 var file_penguin_v1_engine_proto_depIdxs = []int32{
-	38, // 0: penguin.v1.Session.model:type_name -> penguin.v1.ModelRef
+	42, // 0: penguin.v1.Session.model:type_name -> penguin.v1.ModelRef
 	0,  // 1: penguin.v1.Session.approval_mode:type_name -> penguin.v1.ApprovalMode
-	39, // 2: penguin.v1.Session.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	43, // 2: penguin.v1.Session.thinking_level:type_name -> penguin.v1.ThinkingLevel
 	1,  // 3: penguin.v1.Session.state:type_name -> penguin.v1.SessionState
-	40, // 4: penguin.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	40, // 5: penguin.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
-	41, // 6: penguin.v1.Session.usage:type_name -> penguin.v1.TokenCounts
-	38, // 7: penguin.v1.CreateSessionRequest.model:type_name -> penguin.v1.ModelRef
+	44, // 4: penguin.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	44, // 5: penguin.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
+	45, // 6: penguin.v1.Session.usage:type_name -> penguin.v1.TokenCounts
+	42, // 7: penguin.v1.CreateSessionRequest.model:type_name -> penguin.v1.ModelRef
 	0,  // 8: penguin.v1.CreateSessionRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
-	39, // 9: penguin.v1.CreateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
-	42, // 10: penguin.v1.CreateSessionRequest.sandbox_mode:type_name -> penguin.v1.SandboxMode
+	43, // 9: penguin.v1.CreateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	46, // 10: penguin.v1.CreateSessionRequest.sandbox_mode:type_name -> penguin.v1.SandboxMode
 	2,  // 11: penguin.v1.CreateSessionResponse.session:type_name -> penguin.v1.Session
 	2,  // 12: penguin.v1.GetSessionResponse.session:type_name -> penguin.v1.Session
 	2,  // 13: penguin.v1.ListSessionsResponse.sessions:type_name -> penguin.v1.Session
 	2,  // 14: penguin.v1.ForkSessionResponse.session:type_name -> penguin.v1.Session
-	39, // 15: penguin.v1.RunRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	43, // 15: penguin.v1.RunRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
 	0,  // 16: penguin.v1.RunRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
 	17, // 17: penguin.v1.RunResponse.event:type_name -> penguin.v1.RunEvent
-	43, // 18: penguin.v1.ApprovalRequest.tool_call:type_name -> penguin.v1.ToolCall
-	44, // 19: penguin.v1.ApprovalRequest.permission:type_name -> penguin.v1.Permission
+	47, // 18: penguin.v1.ApprovalRequest.tool_call:type_name -> penguin.v1.ToolCall
+	48, // 19: penguin.v1.ApprovalRequest.permission:type_name -> penguin.v1.Permission
 	1,  // 20: penguin.v1.RunStateChange.state:type_name -> penguin.v1.SessionState
-	45, // 21: penguin.v1.RunStateChange.status:type_name -> penguin.v1.StopReason
-	46, // 22: penguin.v1.RunEvent.message:type_name -> penguin.v1.OmniMessage
+	49, // 21: penguin.v1.RunStateChange.status:type_name -> penguin.v1.StopReason
+	50, // 22: penguin.v1.RunEvent.message:type_name -> penguin.v1.OmniMessage
 	15, // 23: penguin.v1.RunEvent.approval_request:type_name -> penguin.v1.ApprovalRequest
 	16, // 24: penguin.v1.RunEvent.state:type_name -> penguin.v1.RunStateChange
 	17, // 25: penguin.v1.AttachResponse.event:type_name -> penguin.v1.RunEvent
-	47, // 26: penguin.v1.ApproveRequest.decision:type_name -> penguin.v1.Decision
-	48, // 27: penguin.v1.CompactRequest.mode:type_name -> penguin.v1.CompactionMode
-	45, // 28: penguin.v1.CompactResponse.status:type_name -> penguin.v1.StopReason
+	51, // 26: penguin.v1.ApproveRequest.decision:type_name -> penguin.v1.Decision
+	52, // 27: penguin.v1.CompactRequest.mode:type_name -> penguin.v1.CompactionMode
+	49, // 28: penguin.v1.CompactResponse.status:type_name -> penguin.v1.StopReason
 	17, // 29: penguin.v1.GetHistoryResponse.events:type_name -> penguin.v1.RunEvent
 	2,  // 30: penguin.v1.SessionChange.session:type_name -> penguin.v1.Session
-	45, // 31: penguin.v1.SessionChange.last_status:type_name -> penguin.v1.StopReason
+	49, // 31: penguin.v1.SessionChange.last_status:type_name -> penguin.v1.StopReason
 	35, // 32: penguin.v1.WatchSessionsResponse.session:type_name -> penguin.v1.SessionChange
 	36, // 33: penguin.v1.WatchSessionsResponse.snapshot_end:type_name -> penguin.v1.SnapshotEnd
-	3,  // 34: penguin.v1.EngineService.CreateSession:input_type -> penguin.v1.CreateSessionRequest
-	5,  // 35: penguin.v1.EngineService.GetSession:input_type -> penguin.v1.GetSessionRequest
-	7,  // 36: penguin.v1.EngineService.ListSessions:input_type -> penguin.v1.ListSessionsRequest
-	9,  // 37: penguin.v1.EngineService.DeleteSession:input_type -> penguin.v1.DeleteSessionRequest
-	11, // 38: penguin.v1.EngineService.ForkSession:input_type -> penguin.v1.ForkSessionRequest
-	13, // 39: penguin.v1.EngineService.Run:input_type -> penguin.v1.RunRequest
-	18, // 40: penguin.v1.EngineService.Attach:input_type -> penguin.v1.AttachRequest
-	20, // 41: penguin.v1.EngineService.Approve:input_type -> penguin.v1.ApproveRequest
-	22, // 42: penguin.v1.EngineService.Steer:input_type -> penguin.v1.SteerRequest
-	24, // 43: penguin.v1.EngineService.Abort:input_type -> penguin.v1.AbortRequest
-	26, // 44: penguin.v1.EngineService.RetryNow:input_type -> penguin.v1.RetryNowRequest
-	28, // 45: penguin.v1.EngineService.Compact:input_type -> penguin.v1.CompactRequest
-	30, // 46: penguin.v1.EngineService.GetHistory:input_type -> penguin.v1.GetHistoryRequest
-	32, // 47: penguin.v1.EngineService.ExportTrace:input_type -> penguin.v1.ExportTraceRequest
-	34, // 48: penguin.v1.EngineService.WatchSessions:input_type -> penguin.v1.WatchSessionsRequest
-	4,  // 49: penguin.v1.EngineService.CreateSession:output_type -> penguin.v1.CreateSessionResponse
-	6,  // 50: penguin.v1.EngineService.GetSession:output_type -> penguin.v1.GetSessionResponse
-	8,  // 51: penguin.v1.EngineService.ListSessions:output_type -> penguin.v1.ListSessionsResponse
-	10, // 52: penguin.v1.EngineService.DeleteSession:output_type -> penguin.v1.DeleteSessionResponse
-	12, // 53: penguin.v1.EngineService.ForkSession:output_type -> penguin.v1.ForkSessionResponse
-	14, // 54: penguin.v1.EngineService.Run:output_type -> penguin.v1.RunResponse
-	19, // 55: penguin.v1.EngineService.Attach:output_type -> penguin.v1.AttachResponse
-	21, // 56: penguin.v1.EngineService.Approve:output_type -> penguin.v1.ApproveResponse
-	23, // 57: penguin.v1.EngineService.Steer:output_type -> penguin.v1.SteerResponse
-	25, // 58: penguin.v1.EngineService.Abort:output_type -> penguin.v1.AbortResponse
-	27, // 59: penguin.v1.EngineService.RetryNow:output_type -> penguin.v1.RetryNowResponse
-	29, // 60: penguin.v1.EngineService.Compact:output_type -> penguin.v1.CompactResponse
-	31, // 61: penguin.v1.EngineService.GetHistory:output_type -> penguin.v1.GetHistoryResponse
-	33, // 62: penguin.v1.EngineService.ExportTrace:output_type -> penguin.v1.ExportTraceResponse
-	37, // 63: penguin.v1.EngineService.WatchSessions:output_type -> penguin.v1.WatchSessionsResponse
-	49, // [49:64] is the sub-list for method output_type
-	34, // [34:49] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	46, // 34: penguin.v1.GetSessionDefaultsResponse.sandbox_mode:type_name -> penguin.v1.SandboxMode
+	53, // 35: penguin.v1.GetSessionDefaultsResponse.network:type_name -> penguin.v1.NetworkAccess
+	0,  // 36: penguin.v1.GetSessionDefaultsResponse.interactive_approval_mode:type_name -> penguin.v1.ApprovalMode
+	0,  // 37: penguin.v1.UpdateSessionRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
+	43, // 38: penguin.v1.UpdateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	2,  // 39: penguin.v1.UpdateSessionResponse.session:type_name -> penguin.v1.Session
+	3,  // 40: penguin.v1.EngineService.CreateSession:input_type -> penguin.v1.CreateSessionRequest
+	5,  // 41: penguin.v1.EngineService.GetSession:input_type -> penguin.v1.GetSessionRequest
+	7,  // 42: penguin.v1.EngineService.ListSessions:input_type -> penguin.v1.ListSessionsRequest
+	9,  // 43: penguin.v1.EngineService.DeleteSession:input_type -> penguin.v1.DeleteSessionRequest
+	11, // 44: penguin.v1.EngineService.ForkSession:input_type -> penguin.v1.ForkSessionRequest
+	13, // 45: penguin.v1.EngineService.Run:input_type -> penguin.v1.RunRequest
+	18, // 46: penguin.v1.EngineService.Attach:input_type -> penguin.v1.AttachRequest
+	20, // 47: penguin.v1.EngineService.Approve:input_type -> penguin.v1.ApproveRequest
+	22, // 48: penguin.v1.EngineService.Steer:input_type -> penguin.v1.SteerRequest
+	24, // 49: penguin.v1.EngineService.Abort:input_type -> penguin.v1.AbortRequest
+	26, // 50: penguin.v1.EngineService.RetryNow:input_type -> penguin.v1.RetryNowRequest
+	28, // 51: penguin.v1.EngineService.Compact:input_type -> penguin.v1.CompactRequest
+	30, // 52: penguin.v1.EngineService.GetHistory:input_type -> penguin.v1.GetHistoryRequest
+	32, // 53: penguin.v1.EngineService.ExportTrace:input_type -> penguin.v1.ExportTraceRequest
+	34, // 54: penguin.v1.EngineService.WatchSessions:input_type -> penguin.v1.WatchSessionsRequest
+	38, // 55: penguin.v1.EngineService.GetSessionDefaults:input_type -> penguin.v1.GetSessionDefaultsRequest
+	40, // 56: penguin.v1.EngineService.UpdateSession:input_type -> penguin.v1.UpdateSessionRequest
+	4,  // 57: penguin.v1.EngineService.CreateSession:output_type -> penguin.v1.CreateSessionResponse
+	6,  // 58: penguin.v1.EngineService.GetSession:output_type -> penguin.v1.GetSessionResponse
+	8,  // 59: penguin.v1.EngineService.ListSessions:output_type -> penguin.v1.ListSessionsResponse
+	10, // 60: penguin.v1.EngineService.DeleteSession:output_type -> penguin.v1.DeleteSessionResponse
+	12, // 61: penguin.v1.EngineService.ForkSession:output_type -> penguin.v1.ForkSessionResponse
+	14, // 62: penguin.v1.EngineService.Run:output_type -> penguin.v1.RunResponse
+	19, // 63: penguin.v1.EngineService.Attach:output_type -> penguin.v1.AttachResponse
+	21, // 64: penguin.v1.EngineService.Approve:output_type -> penguin.v1.ApproveResponse
+	23, // 65: penguin.v1.EngineService.Steer:output_type -> penguin.v1.SteerResponse
+	25, // 66: penguin.v1.EngineService.Abort:output_type -> penguin.v1.AbortResponse
+	27, // 67: penguin.v1.EngineService.RetryNow:output_type -> penguin.v1.RetryNowResponse
+	29, // 68: penguin.v1.EngineService.Compact:output_type -> penguin.v1.CompactResponse
+	31, // 69: penguin.v1.EngineService.GetHistory:output_type -> penguin.v1.GetHistoryResponse
+	33, // 70: penguin.v1.EngineService.ExportTrace:output_type -> penguin.v1.ExportTraceResponse
+	37, // 71: penguin.v1.EngineService.WatchSessions:output_type -> penguin.v1.WatchSessionsResponse
+	39, // 72: penguin.v1.EngineService.GetSessionDefaults:output_type -> penguin.v1.GetSessionDefaultsResponse
+	41, // 73: penguin.v1.EngineService.UpdateSession:output_type -> penguin.v1.UpdateSessionResponse
+	57, // [57:74] is the sub-list for method output_type
+	40, // [40:57] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_engine_proto_init() }
@@ -2712,13 +3016,14 @@ func file_penguin_v1_engine_proto_init() {
 		(*WatchSessionsResponse_DeletedSessionId)(nil),
 		(*WatchSessionsResponse_SnapshotEnd)(nil),
 	}
+	file_penguin_v1_engine_proto_msgTypes[38].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_penguin_v1_engine_proto_rawDesc), len(file_penguin_v1_engine_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   36,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
