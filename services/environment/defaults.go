@@ -6,10 +6,10 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 )
 
-// GetDefaults implements EnvironmentService.GetDefaults: the sandbox mode
+// GetEnvironmentDefaults implements EnvironmentService.GetEnvironmentDefaults: the sandbox mode
 // and network an environment gets when it asks for neither, as
 // sandboxPolicy applies them.
-func (s *Service) GetDefaults(context.Context, *penguinv1.GetEnvironmentDefaultsRequest) (*penguinv1.GetEnvironmentDefaultsResponse, error) {
+func (s *Service) GetEnvironmentDefaults(context.Context, *penguinv1.GetEnvironmentDefaultsRequest) (*penguinv1.GetEnvironmentDefaultsResponse, error) {
 	p, err := s.sandboxPolicy(&penguinv1.CreateEnvironmentRequest{}, s.root)
 	if err != nil {
 		return nil, err

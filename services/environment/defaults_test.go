@@ -8,9 +8,9 @@ import (
 	"github.com/penguin-agent/penguin/services/environment"
 )
 
-// GetDefaults reports the sandbox an environment that asks for none gets,
+// GetEnvironmentDefaults reports the sandbox an environment that asks for none gets,
 // as the service is configured.
-func TestGetDefaults(t *testing.T) {
+func TestGetEnvironmentDefaults(t *testing.T) {
 	for _, c := range []struct {
 		opts    environment.Options
 		mode    penguinv1.SandboxMode
@@ -21,7 +21,7 @@ func TestGetDefaults(t *testing.T) {
 		{environment.Options{DefaultSandbox: "none"}, penguinv1.SandboxMode_SANDBOX_MODE_NONE, penguinv1.NetworkAccess_NETWORK_ACCESS_HOST},
 	} {
 		h := start(t, c.opts)
-		resp, err := h.client.GetDefaults(testCtx(t, 30*time.Second), &penguinv1.GetEnvironmentDefaultsRequest{})
+		resp, err := h.client.GetEnvironmentDefaults(testCtx(t, 30*time.Second), &penguinv1.GetEnvironmentDefaultsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2246,7 +2246,7 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\x19PROCESS_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15PROCESS_STATE_RUNNING\x10\x01\x12\x18\n" +
 	"\x14PROCESS_STATE_EXITED\x10\x02\x12\x18\n" +
-	"\x14PROCESS_STATE_KILLED\x10\x032\xd8\x06\n" +
+	"\x14PROCESS_STATE_KILLED\x10\x032\xe3\x06\n" +
 	"\x12EnvironmentService\x12`\n" +
 	"\x11CreateEnvironment\x12$.penguin.v1.CreateEnvironmentRequest\x1a%.penguin.v1.CreateEnvironmentResponse\x12H\n" +
 	"\tListTools\x12\x1c.penguin.v1.ListToolsRequest\x1a\x1d.penguin.v1.ListToolsResponse\x12P\n" +
@@ -2255,8 +2255,8 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\rListProcesses\x12 .penguin.v1.ListProcessesRequest\x1a!.penguin.v1.ListProcessesResponse\x12_\n" +
 	"\x10WatchEnvironment\x12#.penguin.v1.WatchEnvironmentRequest\x1a$.penguin.v1.WatchEnvironmentResponse0\x01\x12c\n" +
 	"\x12DisposeEnvironment\x12%.penguin.v1.DisposeEnvironmentRequest\x1a&.penguin.v1.DisposeEnvironmentResponse\x12`\n" +
-	"\x11DescribeWorkspace\x12$.penguin.v1.DescribeWorkspaceRequest\x1a%.penguin.v1.DescribeWorkspaceResponse\x12d\n" +
-	"\vGetDefaults\x12).penguin.v1.GetEnvironmentDefaultsRequest\x1a*.penguin.v1.GetEnvironmentDefaultsResponseB\xa6\x01\n" +
+	"\x11DescribeWorkspace\x12$.penguin.v1.DescribeWorkspaceRequest\x1a%.penguin.v1.DescribeWorkspaceResponse\x12o\n" +
+	"\x16GetEnvironmentDefaults\x12).penguin.v1.GetEnvironmentDefaultsRequest\x1a*.penguin.v1.GetEnvironmentDefaultsResponseB\xa6\x01\n" +
 	"\x0ecom.penguin.v1B\x10EnvironmentProtoP\x01Z9github.com/penguin-agent/penguin/gen/penguin/v1;penguinv1\xa2\x02\x03PXX\xaa\x02\n" +
 	"Penguin.V1\xca\x02\n" +
 	"Penguin\\V1\xe2\x02\x16Penguin\\V1\\GPBMetadata\xea\x02\vPenguin::V1b\x06proto3"
@@ -2355,7 +2355,7 @@ var file_penguin_v1_environment_proto_depIdxs = []int32{
 	21, // 35: penguin.v1.EnvironmentService.WatchEnvironment:input_type -> penguin.v1.WatchEnvironmentRequest
 	24, // 36: penguin.v1.EnvironmentService.DisposeEnvironment:input_type -> penguin.v1.DisposeEnvironmentRequest
 	26, // 37: penguin.v1.EnvironmentService.DescribeWorkspace:input_type -> penguin.v1.DescribeWorkspaceRequest
-	29, // 38: penguin.v1.EnvironmentService.GetDefaults:input_type -> penguin.v1.GetEnvironmentDefaultsRequest
+	29, // 38: penguin.v1.EnvironmentService.GetEnvironmentDefaults:input_type -> penguin.v1.GetEnvironmentDefaultsRequest
 	11, // 39: penguin.v1.EnvironmentService.CreateEnvironment:output_type -> penguin.v1.CreateEnvironmentResponse
 	13, // 40: penguin.v1.EnvironmentService.ListTools:output_type -> penguin.v1.ListToolsResponse
 	15, // 41: penguin.v1.EnvironmentService.ExecuteTool:output_type -> penguin.v1.ExecuteToolResponse
@@ -2364,7 +2364,7 @@ var file_penguin_v1_environment_proto_depIdxs = []int32{
 	23, // 44: penguin.v1.EnvironmentService.WatchEnvironment:output_type -> penguin.v1.WatchEnvironmentResponse
 	25, // 45: penguin.v1.EnvironmentService.DisposeEnvironment:output_type -> penguin.v1.DisposeEnvironmentResponse
 	27, // 46: penguin.v1.EnvironmentService.DescribeWorkspace:output_type -> penguin.v1.DescribeWorkspaceResponse
-	30, // 47: penguin.v1.EnvironmentService.GetDefaults:output_type -> penguin.v1.GetEnvironmentDefaultsResponse
+	30, // 47: penguin.v1.EnvironmentService.GetEnvironmentDefaults:output_type -> penguin.v1.GetEnvironmentDefaultsResponse
 	39, // [39:48] is the sub-list for method output_type
 	30, // [30:39] is the sub-list for method input_type
 	30, // [30:30] is the sub-list for extension type_name

@@ -16,7 +16,7 @@ import (
 func (m *Manager) Defaults(ctx context.Context) (*penguinv1.GetSessionDefaultsResponse, error) {
 	ctx, cancel := readyWait(ctx)
 	defer cancel()
-	env, err := m.opts.Environment.GetDefaults(ctx, &penguinv1.GetEnvironmentDefaultsRequest{}, grpc.WaitForReady(true))
+	env, err := m.opts.Environment.GetEnvironmentDefaults(ctx, &penguinv1.GetEnvironmentDefaultsRequest{}, grpc.WaitForReady(true))
 	if err != nil {
 		return nil, err
 	}

@@ -277,9 +277,9 @@ func (e *Env) DescribeWorkspace(ctx context.Context, req *penguinv1.DescribeWork
 	return e.Describe(req)
 }
 
-// GetDefaults answers as an environment service whose host enforces
+// GetEnvironmentDefaults answers as an environment service whose host enforces
 // workspace-write.
-func (e *Env) GetDefaults(context.Context, *penguinv1.GetEnvironmentDefaultsRequest) (*penguinv1.GetEnvironmentDefaultsResponse, error) {
+func (e *Env) GetEnvironmentDefaults(context.Context, *penguinv1.GetEnvironmentDefaultsRequest) (*penguinv1.GetEnvironmentDefaultsResponse, error) {
 	return &penguinv1.GetEnvironmentDefaultsResponse{
 		SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE, Network: penguinv1.NetworkAccess_NETWORK_ACCESS_NONE,
 	}, nil
