@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/penguin-agent/penguin/internal/cli"
-	"github.com/penguin-agent/penguin/services/engine/trace"
 )
 
 // maxStdinPrompt bounds a prompt read from standard input, so a pipe that
@@ -100,7 +99,7 @@ The message is the arguments (flags may come before or after them), or
 			out = opts.Status
 		}
 		r := cli.NewRenderer(out, cli.RendererOptions{
-			Color: !*jsonLines && useColor(os.Stdout), JSON: *jsonLines, Encode: trace.Marshal,
+			Color: !*jsonLines && useColor(os.Stdout), JSON: *jsonLines,
 			Markdown: tty, Width: terminalWidth(os.Stdout), Countdown: tty,
 		})
 		code, err := cli.RunTask(ctx, conn.engine, opts, r)

@@ -74,7 +74,7 @@ func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel
 			}
 		}
 	}
-	st, err := m.loadAgent(row.AgentState)
+	st, err := m.loadAgent(ctx, row.AgentState)
 	if err != nil {
 		return nil, err
 	}

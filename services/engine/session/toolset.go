@@ -8,6 +8,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/enginetool"
 	"github.com/penguin-agent/penguin/services/engine/enginetool/agentfiles"
@@ -170,7 +171,7 @@ func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg confi
 		ts.defs, ts.perms, ts.engine = nil, map[string]penguinv1.Permission{}, map[string]enginetool.Tool{}
 		tools := st.Config.Tools
 		for _, ti := range tools.FilterEnvironmentTools(infos, cfg.Vision) {
-			if slices.Contains(agentstate.EngineToolNames(), ti.GetDefinition().GetName()) {
+			if slices.Contains(agentconfig.EngineToolNames(), ti.GetDefinition().GetName()) {
 				continue
 			}
 			ts.defs = append(ts.defs, ti.GetDefinition())
@@ -211,20 +212,20 @@ func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg confi
 // switches.
 func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg config, st *agentstate.State) enginetool.Tool {
 	switch name {
-	case agentstate.ToolReadAgentFile:
+	case agentconfig.ToolReadAgentFile:
 		// Reading serves skills and memory; with both off there is
 		// nothing the prompt points to.
 		if !st.Config.Skills.Enabled && !st.Config.Memory.Enabled {
 			return nil
 		}
 		return agentfiles.For(name, st.Files(row.Workspace))
-	case agentstate.ToolWriteAgentFile, agentstate.ToolDeleteAgentFile:
+	case agentconfig.ToolWriteAgentFile, agentconfig.ToolDeleteAgentFile:
 		if !st.Config.Memory.Enabled {
 			return nil
 		}
-		return agentfiles.For(name, st.Files(row.Workspace))
+		return rt.m.savingAgent(agentfiles.For(name, st.Files(row.Workspace)), st.Dir)
 	}
-	if name == agentstate.ToolDescribeImage {
+	if name == agentconfig.ToolDescribeImage {
 		return &describeimage.Tool{
 			LLM: rt.m.opts.LLM, Vision: st.Config.Model.VisionModel.Proto(), TimeoutMs: st.Config.Model.RequestTimeoutMS,
 			Environment: enginetool.Func(ts.runInEnvironment),
@@ -234,6 +235,28 @@ func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg 
 		return nil
 	}
 	return rt.m.subagents.For(&parent{rt: rt, row: row, tools: ts}, rt.m.log).Tool(name)
+}
+
+// savingAgent makes a tool that changes the agent's files write them to
+// the store as soon as it has run, when the agent is one of the store's:
+// memory a model saves on this replica is in the next session's prompt on
+// any other. A failure to reach the store leaves the change in the
+// working copy, which the next task's sync writes.
+func (m *Manager) savingAgent(t enginetool.Tool, dir string) enginetool.Tool {
+	if m.opts.Agents == nil {
+		return t
+	}
+	project, agent, ok := m.opts.Agents.Resolve(dir)
+	if !ok {
+		return t
+	}
+	return enginetool.Func(func(ctx context.Context, call *penguinv1.ToolCall, forward func(*penguinv1.OmniMessage)) *penguinv1.OmniMessage {
+		out := t.Execute(ctx, call, forward)
+		if _, err := m.opts.Agents.Sync(context.WithoutCancel(ctx), project, agent); err != nil {
+			m.log.Warn("an agent's changed files could not be written to the store; the next task retries", "agent", agent, "error", err)
+		}
+		return out
+	})
 }
 
 func sameTools(a, b []*penguinv1.ToolDefinition) bool {
