@@ -5,6 +5,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/services/environment"
 )
 
@@ -21,7 +22,7 @@ func TestGetEnvironmentDefaults(t *testing.T) {
 		{environment.Options{DefaultSandbox: "none"}, penguinv1.SandboxMode_SANDBOX_MODE_NONE, penguinv1.NetworkAccess_NETWORK_ACCESS_HOST},
 	} {
 		h := start(t, c.opts)
-		resp, err := h.client.GetEnvironmentDefaults(testCtx(t, 30*time.Second), &penguinv1.GetEnvironmentDefaultsRequest{})
+		resp, err := h.client.GetEnvironmentDefaults(testkit.Context(t, 30*time.Second), &penguinv1.GetEnvironmentDefaultsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
