@@ -376,5 +376,9 @@ func more() []*penguinv1.OmniMessage {
 		add(350*ms, payload(&penguinv1.McpConnectEnd{Status: penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_COMPLETED,
 			Results: []*penguinv1.McpServerConnectResult{{Server: "docs", Transport: "stdio",
 				Status: penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_COMPLETED, DurationMs: 350, Tools: 3}}})).
+		add(536*ms, payload(&penguinv1.GoalStarted{Objective: "Make every test pass.", Budget: 500000, GoalFile: "scratchpad/GOAL.yaml"})).
+		add(1*ms, payload(&penguinv1.GoalRound{Round: 1, Budget: 500000})).
+		add(9*time.Minute+39309*ms, payload(&penguinv1.GoalFinished{Outcome: penguinv1.GoalOutcome_GOAL_OUTCOME_COMPLETE, Rounds: 3, Tokens: 41230,
+			Message: "the model claimed the objective complete"})).
 		msgs
 }

@@ -15,9 +15,10 @@ import (
 // the in-process transport. Its tasks end with it, since nothing would
 // take them over.
 type Embedded struct {
-	// Engine and LLM call the server's services.
+	// Engine, LLM and Agents call the server's services.
 	Engine penguinv1.EngineServiceClient
 	LLM    penguinv1.LLMServiceClient
+	Agents penguinv1.AgentServiceClient
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -42,6 +43,7 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Embedded, error) {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e := &Embedded{
 		Engine: penguinv1.NewEngineServiceClient(p.Local()), LLM: penguinv1.NewLLMServiceClient(p.Local()),
+		Agents: penguinv1.NewAgentServiceClient(p.Local()),
 		cancel: cancel, done: make(chan error, 1),
 	}
 	go func() { e.done <- p.Serve(sctx) }()

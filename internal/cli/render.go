@@ -468,7 +468,32 @@ func (r *Renderer) message(m *penguinv1.OmniMessage) {
 	case *penguinv1.OmniMessage_Subagent:
 		r.closeSegment()
 		r.println(r.style(styleDim, "↳ subagent "+x.Subagent.GetSessionId()))
+	case *penguinv1.OmniMessage_GoalRound:
+		r.closeSegment()
+		r.println(p + r.style(styleBold, GoalRoundLine(x.GoalRound)))
+	case *penguinv1.OmniMessage_GoalFinished:
+		r.closeSegment()
+		g := x.GoalFinished
+		color := styleRed
+		if g.GetOutcome() == penguinv1.GoalOutcome_GOAL_OUTCOME_COMPLETE {
+			color = styleGreen
+		}
+		r.println(p + r.style(color, fmt.Sprintf("◎ Goal %s after %d round(s), %d tokens: %s", strings.ReplaceAll(enumword.Word(g.GetOutcome()), "_", " "),
+			g.GetRounds(), g.GetTokens(), sentence(clean(g.GetMessage())))))
 	}
+}
+
+// GoalRoundLine is the one line a goal round shows as: "Goal · round N",
+// with the budget when there is one.
+func GoalRoundLine(g *penguinv1.GoalRound) string {
+	line := fmt.Sprintf("◎ Goal · round %d", g.GetRound())
+	switch {
+	case g.GetWrapUp():
+		line += fmt.Sprintf(" (wrap-up: %d of %d tokens used)", g.GetUsed(), g.GetBudget())
+	case g.GetBudget() > 0:
+		line += fmt.Sprintf(" (%d of %d tokens used)", g.GetUsed(), g.GetBudget())
+	}
+	return line
 }
 
 // mcpConnectEnd says which MCP servers connected, with their tool counts,

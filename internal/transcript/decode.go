@@ -292,6 +292,8 @@ func (d *decoder) event(m *penguinv1.OmniMessage) error {
 			return err
 		}
 		m.Payload = &penguinv1.OmniMessage_Subagent{Subagent: &penguinv1.Subagent{SessionId: x.SessionID}}
+	case "goal_started", "goal_round", "goal_finished":
+		return d.goalEvent(d.ptype, m)
 	}
 	return nil
 }

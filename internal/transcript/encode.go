@@ -208,7 +208,7 @@ func (e *encoder) event(m *penguinv1.OmniMessage) (v any, ok bool) {
 	case *penguinv1.OmniMessage_Subagent:
 		return subagentJSON{Type: "subagent", SessionID: p.Subagent.GetSessionId()}, true
 	}
-	return nil, false
+	return e.goalEvent(m)
 }
 
 func (e *encoder) toolList(x *penguinv1.ToolListReady) toolListReadyJSON {

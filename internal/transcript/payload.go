@@ -242,7 +242,8 @@ func payloadFamily(payloadType string) (string, bool) {
 		"partial_text", "partial_thinking", "partial_tool_call", "partial_tool_call_output":
 		return TypeModelMsg, true
 	case "tool_list_ready", "mcp_connect_begin", "mcp_connect_end", "request_begin", "request_end",
-		"approval_decision", "token_usage", "compaction_begin", "compaction_end", "abort", "subagent":
+		"approval_decision", "token_usage", "compaction_begin", "compaction_end", "abort", "subagent",
+		"goal_started", "goal_round", "goal_finished":
 		return TypeEventMsg, true
 	}
 	return "", false

@@ -72,6 +72,12 @@ func msg(ts string, p any) *penguinv1.OmniMessage {
 		m.Payload = &penguinv1.OmniMessage_CompactionEnd{CompactionEnd: x}
 	case *penguinv1.Abort:
 		m.Payload = &penguinv1.OmniMessage_Abort{Abort: x}
+	case *penguinv1.GoalStarted:
+		m.Payload = &penguinv1.OmniMessage_GoalStarted{GoalStarted: x}
+	case *penguinv1.GoalRound:
+		m.Payload = &penguinv1.OmniMessage_GoalRound{GoalRound: x}
+	case *penguinv1.GoalFinished:
+		m.Payload = &penguinv1.OmniMessage_GoalFinished{GoalFinished: x}
 	case *penguinv1.Subagent:
 		m.Payload = &penguinv1.OmniMessage_Subagent{Subagent: x}
 	default:
@@ -295,6 +301,12 @@ func payloadCases() []struct {
 		{"abort", "event_msg", msg(ts, &penguinv1.Abort{}), `{"type":"abort"}`},
 		{"abort reason", "event_msg", msg(ts, &penguinv1.Abort{Reason: "user pressed Esc"}), `{"type":"abort","reason":"user pressed Esc"}`},
 		{"subagent", "event_msg", msg(ts, &penguinv1.Subagent{SessionId: "session-child"}), `{"type":"subagent","session_id":"session-child"}`},
+		{"goal_started", "event_msg", msg(ts, &penguinv1.GoalStarted{Objective: "pass", Budget: 500, GoalFile: "scratchpad/GOAL.yaml"}),
+			`{"type":"goal_started","objective":"pass","budget":500,"goal_file":"scratchpad/GOAL.yaml"}`},
+		{"goal_round", "event_msg", msg(ts, &penguinv1.GoalRound{Round: 2, Used: 120, Budget: 500, WrapUp: true}),
+			`{"type":"goal_round","round":2,"used":120,"budget":500,"wrap_up":true}`},
+		{"goal_finished", "event_msg", msg(ts, &penguinv1.GoalFinished{Outcome: penguinv1.GoalOutcome_GOAL_OUTCOME_BUDGET_LIMITED, Rounds: 3, Tokens: 610, Message: "spent"}),
+			`{"type":"goal_finished","outcome":"budget_limited","rounds":3,"tokens":610,"message":"spent"}`},
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/enginetool/describeimage"
 	"github.com/penguin-agent/penguin/services/engine/envtool"
 	"github.com/penguin-agent/penguin/services/engine/loop"
+	"github.com/penguin-agent/penguin/services/engine/scratchpad"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
 
@@ -155,7 +156,7 @@ func (ts *toolset) ownEnvironment() bool {
 // model class, then the engine's own (no subagent tools for a subagent).
 // known is the tool list the context last recorded, offered until an
 // environment made when the task starts (connect) says what it has.
-func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg config, st *agentstate.State, known []*penguinv1.ToolDefinition) (*toolset, error) {
+func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg config, st *agentstate.State, known []*penguinv1.ToolDefinition, goal bool) (*toolset, error) {
 	env, infos, reason, err := rt.bindEnvironment(ctx, row, cfg, st)
 	if err != nil {
 		return nil, err
@@ -178,7 +179,7 @@ func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg confi
 			ts.perms[ti.GetDefinition().GetName()] = ti.GetPermission()
 		}
 		for _, spec := range tools.EngineTools(cfg.Vision) {
-			et := rt.engineTool(spec.Name, ts, row, cfg, st)
+			et := rt.engineTool(spec.Name, ts, row, cfg, st, goal)
 			if et == nil {
 				continue
 			}
@@ -209,21 +210,27 @@ func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg confi
 // engineTool returns the engine's implementation of a tool, or nil when
 // this session does not offer it: a subagent cannot start subagents of its
 // own (depth 1), and the agent-file tools follow the skills and memory
-// switches.
-func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg config, st *agentstate.State) enginetool.Tool {
+// switches, plus the session's scratchpad while a goal runs (its control
+// file is there).
+func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg config, st *agentstate.State, goal bool) enginetool.Tool {
 	switch name {
-	case agentconfig.ToolReadAgentFile:
+	case agentconfig.ToolReadAgentFile, agentconfig.ToolWriteAgentFile, agentconfig.ToolDeleteAgentFile:
 		// Reading serves skills and memory; with both off there is
-		// nothing the prompt points to.
-		if !st.Config.Skills.Enabled && !st.Config.Memory.Enabled {
+		// nothing the prompt points to. Writing serves memory.
+		var own enginetool.Tool
+		if st.Config.Memory.Enabled || (name == agentconfig.ToolReadAgentFile && st.Config.Skills.Enabled) {
+			own = agentfiles.For(name, st.Files(row.Workspace))
+		}
+		if goal {
+			own = agentfiles.WithScratchpad(name, own, scratchpad.For(st.Dir, row.ID))
+		}
+		if own == nil {
 			return nil
 		}
-		return agentfiles.For(name, st.Files(row.Workspace))
-	case agentconfig.ToolWriteAgentFile, agentconfig.ToolDeleteAgentFile:
-		if !st.Config.Memory.Enabled {
-			return nil
+		if name == agentconfig.ToolReadAgentFile {
+			return own
 		}
-		return rt.m.savingAgent(agentfiles.For(name, st.Files(row.Workspace)), st.Dir)
+		return rt.m.savingAgent(own, st.Dir)
 	}
 	if name == agentconfig.ToolDescribeImage {
 		return &describeimage.Tool{
@@ -246,17 +253,30 @@ func (m *Manager) savingAgent(t enginetool.Tool, dir string) enginetool.Tool {
 	if m.opts.Agents == nil {
 		return t
 	}
-	project, agent, ok := m.opts.Agents.Resolve(dir)
-	if !ok {
+	if _, _, ok := m.opts.Agents.Resolve(dir); !ok {
 		return t
 	}
 	return enginetool.Func(func(ctx context.Context, call *penguinv1.ToolCall, forward func(*penguinv1.OmniMessage)) *penguinv1.OmniMessage {
 		out := t.Execute(ctx, call, forward)
-		if _, err := m.opts.Agents.Sync(context.WithoutCancel(ctx), project, agent); err != nil {
-			m.log.Warn("an agent's changed files could not be written to the store; the next task retries", "agent", agent, "error", err)
-		}
+		m.saveAgent(context.WithoutCancel(ctx), dir)
 		return out
 	})
+}
+
+// saveAgent writes to the store what changed in the working copy dir of an
+// agent the store holds (nothing for a plain directory); a failure is
+// logged, and the next task's sync retries it.
+func (m *Manager) saveAgent(ctx context.Context, dir string) {
+	if m.opts.Agents == nil {
+		return
+	}
+	project, agent, ok := m.opts.Agents.Resolve(dir)
+	if !ok {
+		return
+	}
+	if _, err := m.opts.Agents.Sync(ctx, project, agent); err != nil {
+		m.log.Warn("an agent's changed files could not be written to the store; the next task retries", "agent", agent, "error", err)
+	}
 }
 
 func sameTools(a, b []*penguinv1.ToolDefinition) bool {
