@@ -51,6 +51,7 @@ one service alone.`,
 			return fmt.Errorf("serve: %w", err)
 		}
 		cfg.Gateway = gw.config()
+		cfg.Engine.Team = af.engine.teamMode(common.listen, gw.listen)
 		p, err := assemble.New(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)

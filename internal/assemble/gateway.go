@@ -41,7 +41,8 @@ func (p *Process) setupGateway(context.Context) error {
 	p.release = append(p.release, closeListener(&lis))
 	opts := gateway.Options{
 		AuthToken: p.cfg.AuthToken, Heartbeat: gc.Heartbeat, Logger: p.log, App: gc.App,
-		Agents: penguinv1.NewAgentServiceClient(p.local),
+		Agents:   penguinv1.NewAgentServiceClient(p.local),
+		Accounts: penguinv1.NewAuthServiceClient(p.local), Team: p.cfg.Engine.Team,
 	}
 	if p.cfg.LLM != nil {
 		opts.LLM, opts.ProvidersFile = penguinv1.NewLLMServiceClient(p.local), p.cfg.LLM.ProvidersFile
