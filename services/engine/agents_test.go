@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
 	"github.com/penguin-agent/penguin/internal/testkit/pgtest"
 	"github.com/penguin-agent/penguin/services/engine"
+	"github.com/penguin-agent/penguin/services/engine/access"
 )
 
 // agentReplica is an engine replica stood up as production does
@@ -52,7 +54,9 @@ func startAgentReplica(t *testing.T, storeURL string, b *enginetest.Backends) *a
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
+	// The engine's guard decides who calls, as in every process
+	// (assemble): without it no handler finds its caller.
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(authUnary(e.Guard())), grpc.ChainStreamInterceptor(authStream(e.Guard())))
 	e.Register(srv)
 	go func() { _ = srv.Serve(lis) }()
 	conn, err := dial(lis.Addr().String())
@@ -179,3 +183,32 @@ func TestAgentsAcrossReplicas(t *testing.T) {
 		t.Fatalf("the memory through the API: %v %v", files, err)
 	}
 }
+
+// authUnary and authStream resolve each call's caller with g, as the
+// interceptor of package grpcserver does.
+func authUnary(g *access.Guard) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		ctx, err := g.Authenticate(ctx, info.FullMethod)
+		if err != nil {
+			return nil, err
+		}
+		return h(ctx, req)
+	}
+}
+
+func authStream(g *access.Guard) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		ctx, err := g.Authenticate(ss.Context(), info.FullMethod)
+		if err != nil {
+			return err
+		}
+		return h(srv, &callerStream{ServerStream: ss, ctx: ctx})
+	}
+}
+
+type callerStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *callerStream) Context() context.Context { return s.ctx }
