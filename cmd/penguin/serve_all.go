@@ -18,6 +18,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/assemble"
+	"github.com/penguin-agent/penguin/internal/browser"
 	"github.com/penguin-agent/penguin/services/engine/trace"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/gateway"
@@ -121,12 +122,14 @@ func (f *allInOneFlags) config(cfg assemble.Config) (assemble.Config, error) {
 type gatewayFlags struct {
 	listen    string
 	heartbeat time.Duration
+	open      bool
 }
 
 func addGatewayFlags(fs *pflag.FlagSet) *gatewayFlags {
 	f := &gatewayFlags{}
 	fs.StringVar(&f.listen, "http-listen", "127.0.0.1:7480", "address of the HTTP/SSE gateway; empty turns it off")
 	fs.DurationVar(&f.heartbeat, "sse-heartbeat", 20*time.Second, "interval of the SSE heartbeat comments")
+	fs.BoolVar(&f.open, "open", false, "open the web app in the browser once the gateway listens")
 	return f
 }
 
@@ -145,7 +148,26 @@ func (f *gatewayFlags) start(p *assemble.Process, cfg assemble.Config) ([]func(c
 		AuthToken: cfg.AuthToken, Heartbeat: f.heartbeat, Encode: trace.Marshal, Logger: cfg.Logger,
 		LLM: penguinv1.NewLLMServiceClient(p.Local()), ProvidersFile: cfg.LLM.ProvidersFile, App: web.App(),
 	})
+	if f.open {
+		u := appURL(lis.Addr())
+		if err := browser.Open(u); err != nil {
+			cfg.Logger.Warn("the browser could not be opened; open the web app by hand", "url", u, "error", err)
+		}
+	}
 	return []func(context.Context) error{func(ctx context.Context) error { return serveHTTP(ctx, lis, gw, cfg.Logger) }}, nil
+}
+
+// appURL is the web app's address on the gateway's listener: on the
+// loopback when it listens on every address.
+func appURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String() + "/"
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
 }
 
 // serveHTTP serves h on lis until ctx ends, then shuts it down, cutting

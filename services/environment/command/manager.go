@@ -78,6 +78,9 @@ type Manager struct {
 	// noticed is set once a command's output carried the snapshot's
 	// notice.
 	noticed bool
+	// noPTYNoticed is set once a command's output said that it runs
+	// with pipes for want of a pseudo-terminal.
+	noPTYNoticed bool
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -299,6 +302,17 @@ func (m *Manager) evictableLocked() *Session {
 }
 
 func (m *Manager) start(id string, o StartOptions, notice string) (*Session, error) {
+	if !o.Pipes && !havePTY {
+		// No pseudo-terminal on this system: the command runs with
+		// pipes, and the first one says so.
+		o.Pipes = true
+		m.mu.Lock()
+		if !m.noPTYNoticed {
+			m.noPTYNoticed = true
+			notice += "[penguin: pseudo-terminals are not available on " + runtime.GOOS + ": commands run with pipes]\n"
+		}
+		m.mu.Unlock()
+	}
 	kind := kindOf(m.shell)
 	cmd := exec.Command(m.shell, shellArgs(kind, o.Command, m.opts.LoginShell)...)
 	if kind == cmdShell {

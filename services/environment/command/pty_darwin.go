@@ -50,3 +50,6 @@ func openPTY(rows, cols uint16) (controller, terminal *os.File, err error) {
 	_ = p.Close()
 	return os.NewFile(uintptr(cfd), "/dev/ptmx"), t, nil
 }
+
+// havePTY says that commands can have a pseudo-terminal here.
+const havePTY = true

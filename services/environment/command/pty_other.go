@@ -13,3 +13,7 @@ import (
 func openPTY(uint16, uint16) (controller, terminal *os.File, err error) {
 	return nil, nil, fmt.Errorf("pseudo-terminals are not available on %s: run the command without a terminal (pipes)", runtime.GOOS)
 }
+
+// havePTY says that commands run with pipes here, for want of a
+// pseudo-terminal.
+const havePTY = false
