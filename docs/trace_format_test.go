@@ -16,7 +16,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
-	"github.com/penguin-agent/penguin/services/engine/trace"
+	"github.com/penguin-agent/penguin/internal/transcript"
 )
 
 var update = flag.Bool("update", false, "rewrite the examples of trace-format.md from the trace encoder")
@@ -25,7 +25,7 @@ var update = flag.Bool("update", false, "rewrite the examples of trace-format.md
 const traceDoc = "trace-format.md"
 
 // TestTraceFormatExamples checks that every example of trace-format.md is,
-// byte for byte, what trace.Marshal writes for the messages built here, and
+// byte for byte, what transcript.Marshal writes for the messages built here, and
 // that each line reads back as its message. With -update it rewrites the
 // examples instead, so a change to the encoder shows in the document.
 func TestTraceFormatExamples(t *testing.T) {
@@ -59,7 +59,7 @@ func TestTraceFormatExamples(t *testing.T) {
 			t.Errorf("example %q of %s is not what the encoder writes (go test ./docs -update rewrites it):\n got:\n%s\nwant:\n%s", b.name, traceDoc, got, want)
 		}
 		for i, line := range strings.Split(strings.TrimSuffix(want, "\n"), "\n") {
-			back, err := trace.Unmarshal([]byte(line))
+			back, err := transcript.Unmarshal([]byte(line))
 			if err != nil {
 				t.Errorf("example %q line %d does not read back: %v", b.name, i+1, err)
 			} else if !proto.Equal(back, msgs[i]) {
@@ -134,7 +134,7 @@ func exampleBlocks(doc []byte) ([]block, error) {
 func render(t *testing.T, msgs []*penguinv1.OmniMessage) string {
 	t.Helper()
 	var b strings.Builder
-	if err := trace.WriteJSONL(&b, msgs); err != nil {
+	if err := transcript.WriteJSONL(&b, msgs); err != nil {
 		t.Fatal(err)
 	}
 	return b.String()
@@ -376,5 +376,9 @@ func more() []*penguinv1.OmniMessage {
 		add(350*ms, payload(&penguinv1.McpConnectEnd{Status: penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_COMPLETED,
 			Results: []*penguinv1.McpServerConnectResult{{Server: "docs", Transport: "stdio",
 				Status: penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_COMPLETED, DurationMs: 350, Tools: 3}}})).
+		add(536*ms, payload(&penguinv1.GoalStarted{Objective: "Make every test pass.", Budget: 500000, GoalFile: "scratchpad/GOAL.yaml"})).
+		add(1*ms, payload(&penguinv1.GoalRound{Round: 1, Budget: 500000})).
+		add(9*time.Minute+39309*ms, payload(&penguinv1.GoalFinished{Outcome: penguinv1.GoalOutcome_GOAL_OUTCOME_COMPLETE, Rounds: 3, Tokens: 41230,
+			Message: "the model claimed the objective complete"})).
 		msgs
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/penguin-agent/penguin/internal/emulator"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 )
 
 // agentStateScript is the scripted model of TestAgentStateDistributed: the

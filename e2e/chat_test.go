@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/penguin-agent/penguin/e2e/e2etest"
-	"github.com/penguin-agent/penguin/internal/eventually"
-	"github.com/penguin-agent/penguin/internal/proctest"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
+	"github.com/penguin-agent/penguin/internal/testkit/proctest"
 )
 
 // terminal is a tmux server on a private socket with one pane.
@@ -50,7 +50,7 @@ func (term *terminal) screen() string {
 func firstTrace(t *testing.T, id string, env []string) []byte {
 	t.Helper()
 	traces := t.TempDir()
-	export := exec.CommandContext(e2etest.Context(t, 30*time.Second), bin.penguin, "sessions", "export", id, traces)
+	export := exec.CommandContext(testkit.Context(t, 30*time.Second), bin.penguin, "sessions", "export", id, traces)
 	export.Env = env
 	if out, err := export.CombinedOutput(); err != nil {
 		t.Fatalf("penguin sessions export: %v\n%s", err, out)
@@ -394,7 +394,7 @@ func TestChatTerminalEditing(t *testing.T) {
 	if strings.Contains(string(out), "discard me") {
 		t.Errorf("the cleared line was sent:\n%s", out)
 	}
-	list := exec.CommandContext(e2etest.Context(t, 30*time.Second), bin.penguin, "sessions")
+	list := exec.CommandContext(testkit.Context(t, 30*time.Second), bin.penguin, "sessions")
 	list.Env = env
 	out, err := list.CombinedOutput()
 	if err != nil || strings.Count(string(out), "session-") != 1 {

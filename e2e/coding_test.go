@@ -9,6 +9,7 @@ import (
 
 	"github.com/penguin-agent/penguin/e2e/e2etest"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/testkit"
 )
 
 // demoScript and demoWorkspace are the demo's scripted model and its
@@ -22,7 +23,7 @@ func demoWorkspace() string { return filepath.Join(bin.repo, "examples", "demo",
 // the history holds the test command's output with exit code 0.
 func codingTask(t *testing.T, engineAddr, provider, root string) {
 	t.Helper()
-	ctx := e2etest.Context(t, 2*time.Minute)
+	ctx := testkit.Context(t, 2*time.Minute)
 	ws, err := os.MkdirTemp(root, "coding-")
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/penguin-agent/penguin/internal/proctest"
+	"github.com/penguin-agent/penguin/internal/testkit/proctest"
 )
 
 // TestDemo runs examples/demo/demo.sh, what `make demo` runs, and checks

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/penguin-agent/penguin/e2e/e2etest"
-	"github.com/penguin-agent/penguin/internal/proctest"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/proctest"
 )
 
 // grpcurl runs the pinned grpcurl with args after -plaintext, with no
@@ -35,7 +35,7 @@ func grpcurl(ctx context.Context, t *testing.T, args ...string) string {
 // streamed in the background, Approve when the approval request shows
 // up, and GetHistory at the end.
 func grpcurlSession(t *testing.T, s *allInOne) {
-	ctx := e2etest.Context(t, 2*time.Minute)
+	ctx := testkit.Context(t, 2*time.Minute)
 
 	list := grpcurl(ctx, t, s.grpcAddr, "list")
 	for _, svc := range []string{"penguin.v1.LLMService", "penguin.v1.EnvironmentService", "penguin.v1.EngineService", "grpc.health.v1.Health"} {

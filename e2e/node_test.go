@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/penguin-agent/penguin/e2e/e2etest"
-	"github.com/penguin-agent/penguin/internal/proctest"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/proctest"
 )
 
 // nodeClient runs clients/node/session.js, a Node.js client built on
@@ -27,7 +27,7 @@ func nodeClient(t *testing.T, s *allInOne) {
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@grpc", "grpc-js")); err != nil {
 		t.Fatalf("the Node.js client's packages are not installed: run `npm ci` in %s (.ci/run does)", dir)
 	}
-	ctx := e2etest.Context(t, 90*time.Second)
+	ctx := testkit.Context(t, 90*time.Second)
 	ws := filepath.Join(s.root, "node-ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/penguin-agent/penguin/e2e/e2etest"
 	"github.com/penguin-agent/penguin/e2e/netns"
-	"github.com/penguin-agent/penguin/services/engine/trace"
+	"github.com/penguin-agent/penguin/internal/transcript"
 )
 
 // TestRunEmbedded runs `penguin run` without --engine, so each run starts
@@ -35,7 +35,7 @@ func TestRunEmbedded(t *testing.T) {
 	var messages, states int
 	var sawOutput bool
 	for _, line := range strings.Split(strings.TrimSpace(run.Stdout()), "\n") {
-		if m, err := trace.Unmarshal([]byte(line)); err == nil {
+		if m, err := transcript.Unmarshal([]byte(line)); err == nil {
 			messages++
 			sawOutput = sawOutput || strings.Contains(m.GetToolCallOutput().GetOutput(), "from-the-json-run")
 			continue

@@ -17,7 +17,8 @@ import (
 
 	"github.com/penguin-agent/penguin/e2e/e2etest"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/services/engine/trace"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/transcript"
 )
 
 // sseEvent is one event of the gateway's stream.
@@ -125,7 +126,7 @@ func postJSON(ctx context.Context, t *testing.T, url, body string, want int, out
 // connections with no gap, every persisted event of the history is among
 // them, and the streamed text deltas add up to the complete messages.
 func sseResume(t *testing.T, s *allInOne) {
-	ctx := e2etest.Context(t, 90*time.Second)
+	ctx := testkit.Context(t, 90*time.Second)
 	base := "http://" + s.httpAddr
 	ws := filepath.Join(s.root, "sse-ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {
@@ -208,7 +209,7 @@ func sseResume(t *testing.T, s *allInOne) {
 		if ev.name != "" {
 			continue
 		}
-		m, err := trace.Unmarshal([]byte(ev.data))
+		m, err := transcript.Unmarshal([]byte(ev.data))
 		if err != nil {
 			t.Fatalf("event %d is not a trace line: %v: %s", ev.id, err, ev.data)
 		}
@@ -229,7 +230,7 @@ func sseResume(t *testing.T, s *allInOne) {
 			t.Errorf("persisted event %d never arrived over SSE", h.GetSequence())
 			continue
 		}
-		line, err := trace.Marshal(h.GetMessage())
+		line, err := transcript.Marshal(h.GetMessage())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/penguin-agent/penguin/internal/proctest"
+	"github.com/penguin-agent/penguin/internal/testkit/proctest"
 )
 
 // penguinIn runs the binary in a clean environment of its own, so an

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/penguin-agent/penguin/internal/proctest"
+	"github.com/penguin-agent/penguin/internal/testkit/proctest"
 )
 
 // The package initialisation budget of the penguin binary. Go initialises

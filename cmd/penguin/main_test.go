@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/penguin-agent/penguin/internal/config"
-	"github.com/penguin-agent/penguin/internal/proctest"
+	"github.com/penguin-agent/penguin/internal/testkit/proctest"
 )
 
 // testVersion is stamped into the binary under test, to check -ldflags.

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/penguin-agent/penguin/internal/config"
-	"github.com/penguin-agent/penguin/internal/emulator"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 )
 
 // newMockLLMCmd serves a scripted stand-in for a model provider's HTTP API:
@@ -21,7 +21,7 @@ import (
 // http://ADDR/PROVIDER/… imitates one catalog provider (its models, its
 // rules). So the other commands can be tried and tested end to end without
 // a real model. The script format is described in
-// internal/emulator/SCRIPT.md.
+// internal/testkit/emulator/SCRIPT.md.
 func newMockLLMCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "mockllm", Short: "serve a scripted stand-in for a model provider, for tests and demos", Args: noArgs}
 	fs := cmd.Flags()

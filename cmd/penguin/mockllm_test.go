@@ -16,7 +16,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/penguin-agent/penguin/internal/proctest"
+	"github.com/penguin-agent/penguin/internal/testkit/proctest"
 )
 
 // startMockLLM runs `penguin mockllm` on a free port with the given extra

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/penguin-agent/penguin/internal/catalog"
 	"github.com/penguin-agent/penguin/internal/config"
-	"github.com/penguin-agent/penguin/services/llm/catalog"
 )
 
 // newModelsCmd prints the model catalog the llm service shapes requests

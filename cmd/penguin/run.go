@@ -10,8 +10,9 @@ import (
 	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/cli"
-	"github.com/penguin-agent/penguin/services/engine/trace"
+	"github.com/penguin-agent/penguin/internal/goal"
 )
 
 // maxStdinPrompt bounds a prompt read from standard input, so a pipe that
@@ -29,10 +30,15 @@ func newRunCmd() *cobra.Command {
 		Long: `Runs one task and exits: 0 when it completed, 130 when it was aborted, 1
 otherwise.
 
+With --goal the message is an objective: the task runs in rounds until the
+model claims it complete or blocked, or the token budget runs out; the exit
+status is 0 only when the goal completes.
+
 The message is the arguments (flags may come before or after them), or
 --message, or standard input when neither is given.`,
 		Example: `  penguin run --provider openai --model gpt-4o "Why does test.sh fail?"
   penguin run "Fix it" --approval always-ask
+  penguin run --goal 500k -m "make all tests pass"
   go test ./... 2>&1 | penguin run --provider anthropic --model claude-sonnet-4-5`,
 	}
 	fs := cmd.Flags()
@@ -42,8 +48,14 @@ The message is the arguments (flags may come before or after them), or
 	cf := addClientFlags(fs)
 	sessionID := fs.String("session", "", "continue this session instead of creating one")
 	jsonLines := fs.Bool("json", false, "print every event as one JSON line instead of text")
+	goalFlag := fs.String("goal", "", "run the message as a goal's objective, in rounds until the model claims it complete or blocked; an optional token budget (--goal=500k, 2m; none: unlimited). Exit status 0 only when the goal completes")
+	fs.Lookup("goal").NoOptDefVal = goalUnlimited
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
+		goalOpts, args, err := parseGoalFlag(cmd.Flags().Changed("goal"), *goalFlag, message != "", args)
+		if err != nil {
+			return err
+		}
 		prompt, fromStdin, err := readPrompt(message, args, os.Stdin)
 		if err != nil {
 			return err
@@ -86,6 +98,7 @@ The message is the arguments (flags may come before or after them), or
 			ThinkingLevel: ps.thinking,
 			Approver:      approver,
 			Reattach:      3,
+			Goal:          goalOpts,
 		}
 		if *sessionID == "" || cmd.Flags().Changed("approval") {
 			opts.ApprovalMode = ps.approval
@@ -100,23 +113,54 @@ The message is the arguments (flags may come before or after them), or
 			out = opts.Status
 		}
 		r := cli.NewRenderer(out, cli.RendererOptions{
-			Color: !*jsonLines && useColor(os.Stdout), JSON: *jsonLines, Encode: trace.Marshal,
+			Color: !*jsonLines && useColor(os.Stdout), JSON: *jsonLines,
 			Markdown: tty, Width: terminalWidth(os.Stdout), Countdown: tty,
 		})
 		code, err := cli.RunTask(ctx, conn.engine, opts, r)
 		if err != nil {
 			return fmt.Errorf("run: %w", statusError(err))
 		}
+		what := "task"
+		if goalOpts != nil {
+			what = "goal"
+		}
 		switch code {
 		case cli.ExitCompleted:
 			return nil
 		case cli.ExitAborted:
-			return &exitError{code: code, msg: "run: the task was aborted"}
+			return &exitError{code: code, msg: "run: the " + what + " was aborted"}
 		default:
-			return &exitError{code: code, msg: "run: the task failed"}
+			return &exitError{code: code, msg: "run: the " + what + " did not complete"}
 		}
 	}
 	return cmd
+}
+
+// goalUnlimited is the value of a bare --goal.
+const goalUnlimited = "unlimited"
+
+// parseGoalFlag reads --goal. A bare --goal may be followed by its budget
+// as the next word (`--goal 500k -m "…"`, or `--goal 2m fix the tests`)
+// when that word reads as a budget and the message is elsewhere;
+// `--goal=500k` is never ambiguous. It returns the goal (nil without
+// --goal) and the arguments left for the message.
+func parseGoalFlag(set bool, value string, haveMessage bool, args []string) (*penguinv1.GoalOptions, []string, error) {
+	if !set {
+		return nil, args, nil
+	}
+	if value == goalUnlimited {
+		value = ""
+		if len(args) > 0 && (haveMessage || len(args) > 1) {
+			if _, err := goal.ParseBudget(args[0]); err == nil {
+				value, args = args[0], args[1:]
+			}
+		}
+	}
+	budget, err := goal.ParseBudget(value)
+	if err != nil {
+		return nil, nil, usageErrorf("--goal: %v", err)
+	}
+	return &penguinv1.GoalOptions{Budget: budget}, args, nil
 }
 
 // readPrompt returns the message of `penguin run`: --message, the

@@ -19,7 +19,6 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/assemble"
 	"github.com/penguin-agent/penguin/internal/browser"
-	"github.com/penguin-agent/penguin/services/engine/trace"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/gateway"
 	"github.com/penguin-agent/penguin/web"
@@ -145,8 +144,8 @@ func (f *gatewayFlags) start(p *assemble.Process, cfg assemble.Config) ([]func(c
 		return nil, fmt.Errorf("serve: http: %w", err)
 	}
 	gw := gateway.New(penguinv1.NewEngineServiceClient(p.Local()), gateway.Options{
-		AuthToken: cfg.AuthToken, Heartbeat: f.heartbeat, Encode: trace.Marshal, Logger: cfg.Logger,
-		LLM: penguinv1.NewLLMServiceClient(p.Local()), ProvidersFile: cfg.LLM.ProvidersFile, App: web.App(),
+		AuthToken: cfg.AuthToken, Heartbeat: f.heartbeat, Logger: cfg.Logger,
+		LLM: penguinv1.NewLLMServiceClient(p.Local()), Agents: penguinv1.NewAgentServiceClient(p.Local()), ProvidersFile: cfg.LLM.ProvidersFile, App: web.App(),
 	})
 	if f.open {
 		u := appURL(lis.Addr())

@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/proctest"
+	"github.com/penguin-agent/penguin/internal/testkit/proctest"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 

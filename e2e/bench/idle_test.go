@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/penguin-agent/penguin/e2e/e2etest"
-	"github.com/penguin-agent/penguin/internal/eventually"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 )
 
 // The shape of BenchmarkIdleSessions.

@@ -34,8 +34,8 @@ import (
 	"github.com/penguin-agent/penguin/e2e/e2etest"
 	"github.com/penguin-agent/penguin/e2e/netns"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/emulator"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 

@@ -10,11 +10,10 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
-	"github.com/penguin-agent/penguin/internal/proctest"
+	"github.com/penguin-agent/penguin/internal/testkit/proctest"
 )
 
 // GoBuild runs `go build ARGS...` in the repository root repo and reports
@@ -34,14 +33,6 @@ func GoBuild(ctx context.Context, repo string, args ...string) error {
 // listening addresses from.
 func BaseEnv(t testing.TB) []string {
 	return proctest.Env(t, "PENGUIN_LOG_FORMAT=json", "PENGUIN_LOG_LEVEL=info", "NO_COLOR=1")
-}
-
-// Context returns a context that ends after d, and at the latest when the
-// test ends.
-func Context(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // DialEngine returns an engine client for addr, presenting token when it

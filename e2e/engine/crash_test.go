@@ -21,9 +21,10 @@ import (
 	"github.com/penguin-agent/penguin/e2e/e2etest"
 	"github.com/penguin-agent/penguin/e2e/netns"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/emulator"
-	"github.com/penguin-agent/penguin/internal/enginetest"
-	"github.com/penguin-agent/penguin/internal/pgtest"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
+	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
+	"github.com/penguin-agent/penguin/internal/testkit/pgtest"
 )
 
 // penguinBin is the binary TestMain builds once for the package.
@@ -114,7 +115,7 @@ func crashSafety(t *testing.T, storeURL func(*testing.T) string) {
 	}
 	url := storeURL(t)
 
-	ctx := e2etest.Context(t, 2*time.Minute)
+	ctx := testkit.Context(t, 2*time.Minute)
 	proc, addr := startEngine(t, "127.0.0.1:0", b, url, agentDir)
 	client := e2etest.DialEngine(t, addr, "")
 	created, err := client.CreateSession(ctx, &penguinv1.CreateSessionRequest{

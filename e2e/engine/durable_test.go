@@ -17,11 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/penguin-agent/penguin/e2e/e2etest"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/enginetest"
-	"github.com/penguin-agent/penguin/internal/eventually"
-	"google.golang.org/protobuf/proto"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 )
 
 // The durable task of these tests: append the lines step-1 … step-N to
@@ -167,7 +169,7 @@ func durableKills(t *testing.T, storeURL string) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	t.Logf("random seed %d", seed)
 
-	ctx := e2etest.Context(t, 6*time.Minute)
+	ctx := testkit.Context(t, 6*time.Minute)
 	proc, addr := startEngine(t, "127.0.0.1:0", b, storeURL, agentDir)
 	client := e2etest.DialEngine(t, addr, "")
 	created, err := client.CreateSession(ctx, &penguinv1.CreateSessionRequest{

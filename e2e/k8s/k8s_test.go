@@ -30,8 +30,9 @@ import (
 
 	"github.com/penguin-agent/penguin/e2e/e2etest"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/internal/netpol"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 )
 
 // The Deployments of the dev overlay.
@@ -309,7 +310,7 @@ func ranOn(text, marker string) string {
 // scripted model plays each scenario's turns once.
 func TestDeployment(t *testing.T) {
 	c := setup(t)
-	ctx := e2etest.Context(t, 14*time.Minute)
+	ctx := testkit.Context(t, 14*time.Minute)
 
 	t.Run("every pod is Ready with no restarts", func(t *testing.T) {
 		var list corev1.PodList

@@ -20,7 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/penguin-agent/penguin/e2e/netns"
-	"github.com/penguin-agent/penguin/internal/eventually"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 )
 
 // The test binary doubles as the program run inside the namespaces: with

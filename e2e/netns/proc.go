@@ -22,7 +22,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/penguin-agent/penguin/internal/eventually"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 )
 
 // Proc is a process a test started, on a [Host] or in the root namespace.

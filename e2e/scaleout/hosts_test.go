@@ -25,7 +25,8 @@ import (
 	"github.com/penguin-agent/penguin/e2e/e2etest"
 	"github.com/penguin-agent/penguin/e2e/netns"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/eventually"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 )
 
 // The ports every service listens on, each on its own host's address.
@@ -119,7 +120,7 @@ type replica struct {
 // work, and every committed message survives and the sessions go on.
 func TestSeparateHosts(t *testing.T) {
 	n := netns.New(t)
-	ctx := e2etest.Context(t, 150*time.Second)
+	ctx := testkit.Context(t, 150*time.Second)
 	c := &cluster{token: randomHex(16), envs: map[string]*replica{}, engines: map[string]*replica{}, clients: map[string]penguinv1.EngineServiceClient{}, envByAddr: map[string]*replica{}}
 
 	// PostgreSQL on the test machine's loopback, reached by the engines

@@ -10,6 +10,7 @@ import (
 
 	"github.com/penguin-agent/penguin/e2e/e2etest"
 	"github.com/penguin-agent/penguin/e2e/netns"
+	"github.com/penguin-agent/penguin/internal/testkit"
 )
 
 // turnSpan is the name of the span the engine opens for each turn (one
@@ -45,7 +46,7 @@ const tracesScript = `turns:
 // joined through the trace context the gRPC calls carry.
 func TestTraces(t *testing.T) {
 	t.Parallel()
-	ctx := e2etest.Context(t, 90*time.Second)
+	ctx := testkit.Context(t, 90*time.Second)
 	recv := startReceiver(t)
 	dir := t.TempDir()
 	otel := []string{

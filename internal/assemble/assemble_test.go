@@ -23,10 +23,10 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/assemble"
-	"github.com/penguin-agent/penguin/internal/emulator"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
-	"github.com/penguin-agent/penguin/internal/metrictest"
-	"github.com/penguin-agent/penguin/internal/pgtest"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
+	"github.com/penguin-agent/penguin/internal/testkit/metrictest"
+	"github.com/penguin-agent/penguin/internal/testkit/pgtest"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/penguin-agent/penguin/services/environment"

@@ -125,6 +125,8 @@ type chatModel struct {
 	thinking  penguinv1.ThinkingLevel
 	verbose   bool
 	workspace string
+	// goal, set by /goal, makes the next run a goal loop.
+	goal *penguinv1.GoalOptions
 
 	state    chatState
 	input    textarea.Model

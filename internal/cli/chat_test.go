@@ -16,9 +16,9 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/cli"
-	"github.com/penguin-agent/penguin/internal/eventually"
-	"github.com/penguin-agent/penguin/internal/fakeengine"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
+	"github.com/penguin-agent/penguin/internal/testkit/fakeengine"
 )
 
 // Keys as a terminal sends them.

@@ -8,6 +8,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/enumword"
+	"github.com/penguin-agent/penguin/internal/goal"
 )
 
 // chatHelp is what /help prints.
@@ -18,6 +19,7 @@ const chatHelp = `Commands:
   /status             the session, model, workspace, settings and usage
   /cost               tokens, cost and context use so far
   /compact            compact the context now
+  /goal[:BUDGET] TEXT run TEXT as a goal, in rounds until it is complete or blocked (BUDGET: 500k, 2m; none: unlimited)
   /clear              start a fresh session (this one can be resumed)
   /resume [ID]        pick a session of this workspace, or resume ID
   /verbose            show tool outputs in full, or collapsed again
@@ -31,6 +33,9 @@ Keys:
 func (m *chatModel) command(line string) tea.Cmd {
 	name, arg, _ := strings.Cut(line, " ")
 	arg = strings.TrimSpace(arg)
+	if name == "/goal" || strings.HasPrefix(name, "/goal:") {
+		return m.goalCmd(strings.TrimPrefix(strings.TrimPrefix(name, "/goal"), ":"), arg)
+	}
 	switch name {
 	case "/exit", "/quit":
 		return tea.Quit
@@ -83,6 +88,26 @@ func (m *chatModel) command(line string) tea.Cmd {
 		m.say(m.style(styleRed, "unknown command "+name+" (/help lists them)"))
 	}
 	return nil
+}
+
+// goalCmd starts a goal loop with objective, within budget (empty:
+// unlimited): `/goal[:budget] objective`.
+func (m *chatModel) goalCmd(budget, objective string) tea.Cmd {
+	n, err := goal.ParseBudget(budget)
+	if err != nil {
+		m.say(m.style(styleRed, "/goal: "+err.Error()))
+		return nil
+	}
+	if objective == "" {
+		m.say(m.style(styleRed, "/goal needs an objective: /goal[:budget] objective, for example /goal:500k make all tests pass"))
+		return nil
+	}
+	m.goal = &penguinv1.GoalOptions{Budget: n}
+	m.say(m.style(styleBold, UserLine(objective)))
+	if m.session == "" {
+		return m.create(objective)
+	}
+	return m.run(objective)
 }
 
 // thinkingCmd shows the thinking level the next turn runs at, and whose it

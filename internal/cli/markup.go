@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"strings"
+
+	"github.com/penguin-agent/penguin/internal/goal"
 )
 
 // harnessBlock splits text written as the engine's [tag]…[/tag] block into
@@ -38,6 +40,12 @@ func harnessBlock(text string) (tag, body string, ok bool) {
 // only.
 func UserLine(text string) string {
 	text = clean(text)
+	if goal.IsRoundPrompt(text) {
+		// A goal round: the block is the engine's, the body the person's
+		// (round one) or the engine's call to go on.
+		_, body, _ := strings.Cut(text, "[/goal]")
+		return "› " + strings.TrimSpace(body)
+	}
 	tag, body, ok := harnessBlock(text)
 	if !ok {
 		return "› " + text

@@ -23,6 +23,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/enumword"
+	"github.com/penguin-agent/penguin/internal/transcript"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -45,17 +46,13 @@ const thinkingMark = "  ┊ "
 // outputMark starts every line of tool output.
 const outputMark = "  │ "
 
-// EncodeFunc renders one OmniMessage as a single JSON line for --json.
-type EncodeFunc func(*penguinv1.OmniMessage) ([]byte, error)
-
 // RendererOptions configure a Renderer.
 type RendererOptions struct {
 	// Color enables ANSI styles.
 	Color bool
-	// JSON prints every event as one JSON line instead of text, encoding
-	// messages with Encode.
-	JSON   bool
-	Encode EncodeFunc
+	// JSON prints every event as one JSON line instead of text, messages in
+	// the trace format (internal/transcript).
+	JSON bool
 	// Collapse shortens long tool outputs to their head and tail, for chat.
 	Collapse bool
 	// Markdown renders the model's text as markdown for a terminal Width
@@ -134,10 +131,6 @@ type Activity struct {
 
 // NewRenderer returns a Renderer writing to out.
 func NewRenderer(out io.Writer, opts RendererOptions) *Renderer {
-	if opts.Encode == nil {
-		mo := protojson.MarshalOptions{UseProtoNames: true}
-		opts.Encode = func(m *penguinv1.OmniMessage) ([]byte, error) { return mo.Marshal(m) }
-	}
 	r := &Renderer{out: out, opts: opts, streamed: map[string]bool{}, tools: map[string]*toolState{}}
 	if opts.Markdown && !opts.JSON {
 		r.md = newMarkdown(opts.Color, opts.Width)
@@ -296,7 +289,7 @@ func (r *Renderer) eventJSON(ev *penguinv1.RunEvent) {
 	var line []byte
 	var err error
 	if m := ev.GetMessage(); m != nil {
-		line, err = r.opts.Encode(m)
+		line, err = transcript.Marshal(m)
 	} else {
 		line, err = protojson.MarshalOptions{UseProtoNames: true}.Marshal(ev)
 	}
@@ -475,7 +468,32 @@ func (r *Renderer) message(m *penguinv1.OmniMessage) {
 	case *penguinv1.OmniMessage_Subagent:
 		r.closeSegment()
 		r.println(r.style(styleDim, "↳ subagent "+x.Subagent.GetSessionId()))
+	case *penguinv1.OmniMessage_GoalRound:
+		r.closeSegment()
+		r.println(p + r.style(styleBold, GoalRoundLine(x.GoalRound)))
+	case *penguinv1.OmniMessage_GoalFinished:
+		r.closeSegment()
+		g := x.GoalFinished
+		color := styleRed
+		if g.GetOutcome() == penguinv1.GoalOutcome_GOAL_OUTCOME_COMPLETE {
+			color = styleGreen
+		}
+		r.println(p + r.style(color, fmt.Sprintf("◎ Goal %s after %d round(s), %d tokens: %s", strings.ReplaceAll(enumword.Word(g.GetOutcome()), "_", " "),
+			g.GetRounds(), g.GetTokens(), sentence(clean(g.GetMessage())))))
 	}
+}
+
+// GoalRoundLine is the one line a goal round shows as: "Goal · round N",
+// with the budget when there is one.
+func GoalRoundLine(g *penguinv1.GoalRound) string {
+	line := fmt.Sprintf("◎ Goal · round %d", g.GetRound())
+	switch {
+	case g.GetWrapUp():
+		line += fmt.Sprintf(" (wrap-up: %d of %d tokens used)", g.GetUsed(), g.GetBudget())
+	case g.GetBudget() > 0:
+		line += fmt.Sprintf(" (%d of %d tokens used)", g.GetUsed(), g.GetBudget())
+	}
+	return line
 }
 
 // mcpConnectEnd says which MCP servers connected, with their tool counts,

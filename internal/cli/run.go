@@ -93,6 +93,9 @@ type TaskOptions struct {
 	// renderer then writes through): a spinner, the activity, the elapsed
 	// time and tokens, or the retry countdown.
 	Status *StatusLine
+	// Goal, when set, makes the prompt a goal loop's objective; the exit
+	// status is then ExitCompleted only when the goal completes.
+	Goal *penguinv1.GoalOptions
 }
 
 // eventStream is what Run and Attach streams have in common.
@@ -132,11 +135,12 @@ func RunTask(ctx context.Context, engine penguinv1.EngineServiceClient, opts Tas
 	defer stop()
 	run, err := engine.Run(streamCtx, &penguinv1.RunRequest{
 		SessionId: opts.SessionID, Prompt: opts.Prompt, Images: opts.Images,
-		ThinkingLevel: opts.ThinkingLevel, ApprovalMode: opts.ApprovalMode,
+		ThinkingLevel: opts.ThinkingLevel, ApprovalMode: opts.ApprovalMode, Goal: opts.Goal,
 	})
 	if err != nil {
 		return ExitFailed, err
 	}
+	var outcome penguinv1.GoalOutcome
 	aborted := make(chan struct{})
 	go func() {
 		select {
@@ -187,6 +191,9 @@ func RunTask(ctx context.Context, engine penguinv1.EngineServiceClient, opts Tas
 			return ExitFailed, err
 		}
 		last = ev.GetSequence()
+		if g := ev.GetMessage().GetGoalFinished(); g != nil {
+			outcome = g.GetOutcome()
+		}
 		r.Event(ev)
 		publish()
 		if req := ev.GetApprovalRequest(); req != nil {
@@ -223,7 +230,23 @@ func RunTask(ctx context.Context, engine penguinv1.EngineServiceClient, opts Tas
 		return ExitAborted, nil
 	default:
 	}
+	if opts.Goal != nil {
+		return goalExitStatus(outcome), nil
+	}
 	return exitStatus(r.LastState()), nil
+}
+
+// goalExitStatus maps how a goal ended to the shell's exit status: only a
+// completed goal is a success.
+func goalExitStatus(o penguinv1.GoalOutcome) int {
+	switch o {
+	case penguinv1.GoalOutcome_GOAL_OUTCOME_COMPLETE:
+		return ExitCompleted
+	case penguinv1.GoalOutcome_GOAL_OUTCOME_ABORTED:
+		return ExitAborted
+	default:
+		return ExitFailed
+	}
 }
 
 // exitStatus maps how a task ended to the shell's exit status.

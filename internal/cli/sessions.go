@@ -13,7 +13,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/enumword"
-	"github.com/penguin-agent/penguin/services/engine/trace"
+	"github.com/penguin-agent/penguin/internal/transcript"
 )
 
 // Sessions runs `penguin sessions list|show|export|delete`: list prints a
@@ -153,7 +153,7 @@ type traceFile struct {
 }
 
 func newTraceFile(dir, id string, index int) (*traceFile, error) {
-	path := filepath.Join(dir, trace.FileName(id, index))
+	path := filepath.Join(dir, transcript.FileName(id, index))
 	if _, err := os.Lstat(path); err == nil {
 		return nil, fmt.Errorf("%s exists already; remove it or export into another directory", path)
 	}

@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,12 +9,14 @@ import (
 	"testing"
 	"time"
 
-	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/cli"
-	"github.com/penguin-agent/penguin/internal/fakeengine"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/cli"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/fakeengine"
 )
 
 // exportEngine answers ExportTrace with lines in two contexts, failing
@@ -43,12 +44,6 @@ func exportEngine(t *testing.T, failAfter int) penguinv1.EngineServiceClient {
 	}})
 }
 
-func exportContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // entries lists a directory's names, hidden temporaries included.
 func entries(t *testing.T, dir string) []string {
 	t.Helper()
@@ -68,7 +63,7 @@ func TestExportWritesOneFilePerContext(t *testing.T) {
 	engine := exportEngine(t, 0)
 	dir := t.TempDir()
 	var out bytes.Buffer
-	if err := cli.Sessions(exportContext(t), engine, []string{"export", "session-a", dir}, &out, false); err != nil {
+	if err := cli.Sessions(testkit.Context(t, 10*time.Second), engine, []string{"export", "session-a", dir}, &out, false); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{
@@ -92,7 +87,7 @@ func TestExportWritesOneFilePerContext(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "session-a_001.jsonl"), []byte("kept\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := cli.Sessions(exportContext(t), engine, []string{"export", "session-a", dir}, &out, false)
+	err := cli.Sessions(testkit.Context(t, 10*time.Second), engine, []string{"export", "session-a", dir}, &out, false)
 	if err == nil || !strings.Contains(err.Error(), "session-a_001.jsonl exists already") {
 		t.Fatalf("second export: %v, want a refusal naming the file", err)
 	}
@@ -110,7 +105,7 @@ func TestExportCutShortLeavesNoPartialFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	var out bytes.Buffer
-	err := cli.Sessions(exportContext(t), exportEngine(t, 3), []string{"export", "session-a", dir}, &out, false)
+	err := cli.Sessions(testkit.Context(t, 10*time.Second), exportEngine(t, 3), []string{"export", "session-a", dir}, &out, false)
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("export: %v, want the stream's failure", err)
 	}
@@ -134,7 +129,7 @@ func TestExportRefusesBadArguments(t *testing.T) {
 		{[]string{"export", "session-a", filepath.Join(dir, "missing")}, "no such file or directory"},
 	} {
 		var out bytes.Buffer
-		err := cli.Sessions(exportContext(t), engine, c.args, &out, false)
+		err := cli.Sessions(testkit.Context(t, 10*time.Second), engine, c.args, &out, false)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want an error saying %q", c.args, err, c.want)
 		}

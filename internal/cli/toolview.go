@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/penguin-agent/penguin/services/environment/textdiff"
+	"github.com/penguin-agent/penguin/internal/textdiff"
 )
 
 // Collapsed views of tool outputs show this many head lines, then an

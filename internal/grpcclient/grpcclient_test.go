@@ -19,6 +19,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
 	"github.com/penguin-agent/penguin/internal/grpcserver"
+	"github.com/penguin-agent/penguin/internal/testkit"
 )
 
 type llm struct {
@@ -79,13 +80,6 @@ func (tr transport) dial(t *testing.T, opts grpcclient.Options) *grpc.ClientConn
 	return conn
 }
 
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func TestNewRejectsEmptyTarget(t *testing.T) {
 	t.Parallel()
 	if _, err := grpcclient.New(" ", grpcclient.Options{}); err == nil {
@@ -111,7 +105,7 @@ func TestTokenIsSentWithEveryCall(t *testing.T) {
 				t.Parallel()
 				client := penguinv1.NewLLMServiceClient(tr.dial(t, grpcclient.Options{Token: tt.token}))
 				for range 2 { // every call, not only the first
-					_, err := client.ListProviders(testContext(t), &penguinv1.ListProvidersRequest{})
+					_, err := client.ListProviders(testkit.Context(t, 30*time.Second), &penguinv1.ListProvidersRequest{})
 					if status.Code(err) != tt.want {
 						t.Fatalf("ListProviders: %v, want %v", err, tt.want)
 					}
@@ -132,7 +126,7 @@ func TestTraceContinuesAcrossTheCall(t *testing.T) {
 	for _, tr := range serve(t, grpcserver.Options{TracerProvider: tp, Propagator: prop}) {
 		t.Run(tr.name, func(t *testing.T) {
 			conn := tr.dial(t, grpcclient.Options{TracerProvider: tp, Propagator: prop})
-			ctx, parent := tp.Tracer("test").Start(testContext(t), "caller")
+			ctx, parent := tp.Tracer("test").Start(testkit.Context(t, 30*time.Second), "caller")
 			if _, err := penguinv1.NewLLMServiceClient(conn).ListProviders(ctx, &penguinv1.ListProvidersRequest{}); err != nil {
 				t.Fatal(err)
 			}
@@ -172,7 +166,7 @@ func TestDialerBeforeServeWaitsAndAfterStopFails(t *testing.T) {
 
 	// A call made before Serve waits for it (WaitForReady) and then
 	// succeeds.
-	ctx := testContext(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	answered := make(chan error, 1)
 	go func() {
 		_, err := client.ListProviders(ctx, &penguinv1.ListProvidersRequest{}, grpc.WaitForReady(true))
@@ -217,7 +211,7 @@ func (n named) ListProviders(context.Context, *penguinv1.ListProvidersRequest) (
 // does) gets calls on both, where grpc-go's default would use the first.
 func TestCallsAreSpreadOverEveryResolvedAddress(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	conn := dialReplicas(t, "replicas",
 		func(s *grpc.Server) { penguinv1.RegisterLLMServiceServer(s, named{name: "a"}) },
 		func(s *grpc.Server) { penguinv1.RegisterLLMServiceServer(s, named{name: "b"}) })
@@ -255,7 +249,7 @@ func (e environment) CreateEnvironment(context.Context, *penguinv1.CreateEnviron
 // (Unavailable), every CreateEnvironment still succeeds, on the other.
 func TestCreateEnvironmentRefusedIsAskedOfTheNextReplica(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	conn := dialReplicas(t, "environments",
 		func(s *grpc.Server) {
 			penguinv1.RegisterEnvironmentServiceServer(s, environment{name: "stopping", refuses: true})

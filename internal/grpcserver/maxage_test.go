@@ -12,6 +12,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/grpcserver"
+	"github.com/penguin-agent/penguin/internal/testkit"
 )
 
 // TestMaxConnectionAgeMovesNewCallsToANewConnection checks what the option
@@ -20,7 +21,7 @@ import (
 // while a stream that was open all along still ends normally.
 func TestMaxConnectionAgeMovesNewCallsToANewConnection(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	peers := make(chan string, 1)
 	release := make(chan struct{})
 	f := &fakeLLM{

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/penguin-agent/penguin/internal/grpcserver"
+	"github.com/penguin-agent/penguin/internal/testkit"
 )
 
 func TestServeMetricsExposesTheGivenRegistry(t *testing.T) {
@@ -64,7 +65,7 @@ func serveForTest(t *testing.T, serve func(context.Context, net.Listener) error)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(testContext(t))
+	ctx, cancel := context.WithCancel(testkit.Context(t, 30*time.Second))
 	done := make(chan error, 1)
 	go func() { done <- serve(ctx, lis) }()
 	return lis.Addr().String(), func() {

@@ -26,8 +26,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/internal/grpcserver"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 )
 
 const llmService = "penguin.v1.LLMService"
@@ -93,13 +94,6 @@ func (r *running) stop(t *testing.T) error {
 		t.Fatal("Serve did not return after its context was cancelled")
 		return nil
 	}
-}
-
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // start builds a server from opts, lets setup register services on it,
@@ -178,7 +172,7 @@ func TestNewRequiresName(t *testing.T) {
 
 func TestHealthReportsServerAndEachService(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	srv, err := grpcserver.New(grpcserver.Options{Name: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +199,7 @@ func TestHealthReportsServerAndEachService(t *testing.T) {
 
 func TestSetServingBeforeServeIsKept(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	r := start(t, grpcserver.Options{}, func(s *grpcserver.Server) {
 		penguinv1.RegisterLLMServiceServer(s.GRPC(), &fakeLLM{})
 		s.SetServing(llmService, false) // say, still connecting to its store
@@ -237,7 +231,7 @@ func TestAuth(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := testContext(t)
+			ctx := testkit.Context(t, 30*time.Second)
 			if tt.auth != "" {
 				ctx = withToken(ctx, tt.auth)
 			}
@@ -260,11 +254,11 @@ func TestAuth(t *testing.T) {
 
 	t.Run("health needs no token", func(t *testing.T) {
 		t.Parallel()
-		waitStatus(testContext(t), t, r.conn, "", healthpb.HealthCheckResponse_SERVING)
+		waitStatus(testkit.Context(t, 30*time.Second), t, r.conn, "", healthpb.HealthCheckResponse_SERVING)
 	})
 	t.Run("reflection needs the token", func(t *testing.T) {
 		t.Parallel()
-		_, err := listServices(testContext(t), r.conn)
+		_, err := listServices(testkit.Context(t, 30*time.Second), r.conn)
 		if status.Code(err) != codes.Unauthenticated {
 			t.Errorf("reflection without token: %v, want Unauthenticated", err)
 		}
@@ -274,7 +268,7 @@ func TestAuth(t *testing.T) {
 func TestNoAuthWhenTokenEmpty(t *testing.T) {
 	t.Parallel()
 	r := start(t, grpcserver.Options{}, registerLLM(&fakeLLM{}))
-	_, err := penguinv1.NewLLMServiceClient(r.conn).ListProviders(testContext(t), &penguinv1.ListProvidersRequest{})
+	_, err := penguinv1.NewLLMServiceClient(r.conn).ListProviders(testkit.Context(t, 30*time.Second), &penguinv1.ListProvidersRequest{})
 	if err != nil {
 		t.Fatalf("ListProviders without token on an open server: %v", err)
 	}
@@ -309,7 +303,7 @@ func listServices(ctx context.Context, conn *grpc.ClientConn) ([]string, error) 
 func TestReflectionListsServices(t *testing.T) {
 	t.Parallel()
 	r := start(t, grpcserver.Options{AuthToken: "tok"}, registerLLM(&fakeLLM{}))
-	names, err := listServices(withToken(testContext(t), "Bearer tok"), r.conn)
+	names, err := listServices(withToken(testkit.Context(t, 30*time.Second), "Bearer tok"), r.conn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +338,7 @@ func TestRecoveryHidesPanicAndKeepsServing(t *testing.T) {
 	}
 	r := start(t, grpcserver.Options{Logger: log}, registerLLM(f))
 	llm := penguinv1.NewLLMServiceClient(r.conn)
-	ctx := testContext(t)
+	ctx := testkit.Context(t, 30*time.Second)
 
 	_, err := llm.ListProviders(ctx, &penguinv1.ListProvidersRequest{})
 	if status.Code(err) != codes.Internal {
@@ -377,7 +371,7 @@ func TestLoggingOneLinePerCallButNotHealth(t *testing.T) {
 	var logs syncBuffer
 	debug := &slog.HandlerOptions{Level: slog.LevelDebug}
 	r := start(t, grpcserver.Options{Logger: slog.New(slog.NewJSONHandler(&logs, debug))}, registerLLM(&fakeLLM{}))
-	ctx := testContext(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	waitStatus(ctx, t, r.conn, "", healthpb.HealthCheckResponse_SERVING)
 	if _, err := penguinv1.NewLLMServiceClient(r.conn).ListProviders(ctx, &penguinv1.ListProvidersRequest{}); err != nil {
 		t.Fatal(err)
@@ -443,7 +437,7 @@ func TestCallLogLevels(t *testing.T) {
 			t.Parallel()
 			var logs syncBuffer
 			r := start(t, grpcserver.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), SlowCall: c.slow}, registerLLM(c.llm))
-			ctx := testContext(t)
+			ctx := testkit.Context(t, 30*time.Second)
 			llm := penguinv1.NewLLMServiceClient(r.conn)
 			if c.stream {
 				s, err := llm.StreamGenerate(ctx, &penguinv1.StreamGenerateRequest{})
@@ -517,7 +511,7 @@ func TestMetricsCountCallsByCode(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	r := start(t, grpcserver.Options{AuthToken: "tok", Registerer: reg}, registerLLM(&fakeLLM{}))
 	llm := penguinv1.NewLLMServiceClient(r.conn)
-	ctx := testContext(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	if _, err := llm.ListProviders(withToken(ctx, "Bearer tok"), &penguinv1.ListProvidersRequest{}); err != nil {
 		t.Fatal(err)
 	}
@@ -560,7 +554,7 @@ func TestTracingRecordsServerSpans(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	r := start(t, grpcserver.Options{TracerProvider: tp}, registerLLM(&fakeLLM{}))
-	ctx := testContext(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	waitStatus(ctx, t, r.conn, "", healthpb.HealthCheckResponse_SERVING)
 	if _, err := penguinv1.NewLLMServiceClient(r.conn).ListProviders(ctx, &penguinv1.ListProvidersRequest{}); err != nil {
 		t.Fatal(err)
@@ -579,7 +573,7 @@ func TestTracingRecordsServerSpans(t *testing.T) {
 
 func TestGracefulShutdownDrainsInFlightCalls(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	f := &fakeLLM{listProviders: func(context.Context) (*penguinv1.ListProvidersResponse, error) {
@@ -644,7 +638,7 @@ func TestGracefulShutdownDrainsInFlightCalls(t *testing.T) {
 
 func TestShutdownStopsHardAfterTimeout(t *testing.T) {
 	t.Parallel()
-	ctx := testContext(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	entered := make(chan struct{})
 	f := &fakeLLM{streamGenerate: func(s grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]) error {
 		close(entered)
@@ -689,13 +683,13 @@ func TestShutdownStopsHardAfterTimeout(t *testing.T) {
 func TestServeTwiceFails(t *testing.T) {
 	t.Parallel()
 	r := start(t, grpcserver.Options{}, nil)
-	waitStatus(testContext(t), t, r.conn, "", healthpb.HealthCheckResponse_SERVING)
+	waitStatus(testkit.Context(t, 30*time.Second), t, r.conn, "", healthpb.HealthCheckResponse_SERVING)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lis.Close()
-	if err := r.srv.Serve(testContext(t), lis); err == nil {
+	if err := r.srv.Serve(testkit.Context(t, 30*time.Second), lis); err == nil {
 		t.Fatal("second Serve returned nil")
 	}
 }
@@ -714,7 +708,7 @@ func TestServeReportsListenerFailureAfterShuttingDown(t *testing.T) {
 	}
 	_ = lis.Close() // Accept fails at once
 
-	if err := srv.Serve(testContext(t), lis); err == nil {
+	if err := srv.Serve(testkit.Context(t, 30*time.Second), lis); err == nil {
 		t.Fatal("Serve on a closed listener returned nil")
 	}
 	select {
@@ -722,7 +716,7 @@ func TestServeReportsListenerFailureAfterShuttingDown(t *testing.T) {
 	default:
 		t.Error("shutdown hooks did not run after the listener failed")
 	}
-	resp, err := srv.Health().Check(testContext(t), &healthpb.HealthCheckRequest{})
+	resp, err := srv.Health().Check(testkit.Context(t, 30*time.Second), &healthpb.HealthCheckRequest{})
 	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Errorf("health after failure = %v, %v; want NOT_SERVING", resp.GetStatus(), err)
 	}

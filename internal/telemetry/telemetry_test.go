@@ -12,6 +12,8 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
+
+	"github.com/penguin-agent/penguin/internal/testkit"
 )
 
 // collector is a real OTLP/gRPC trace receiver on a loopback port.
@@ -56,13 +58,6 @@ func startCollector(t *testing.T) (*collector, string) {
 	return c, "http://" + lis.Addr().String()
 }
 
-func testContext(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // clearOTELEnv makes the test independent of the environment it runs in.
 // t.Setenv also forbids t.Parallel, which these tests must not use because
 // the exporter reads the process environment.
@@ -77,7 +72,7 @@ func clearOTELEnv(t *testing.T) {
 
 func TestSetupWithoutEndpointIsNoop(t *testing.T) {
 	clearOTELEnv(t)
-	ctx := testContext(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	tel, err := Setup(ctx, Options{ServiceName: "penguin-test"})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +95,7 @@ func TestSetupExportsSpansOverOTLP(t *testing.T) {
 	c, endpoint := startCollector(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint)
 	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test")
-	ctx := testContext(t)
+	ctx := testkit.Context(t, 30*time.Second)
 
 	tel, err := Setup(ctx, Options{ServiceName: "penguin-test", ServiceVersion: "v9"})
 	if err != nil {
@@ -151,7 +146,7 @@ func TestSetupHonoursDisableSwitches(t *testing.T) {
 			clearOTELEnv(t)
 			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
 			t.Setenv(tt.key, tt.value)
-			tel, err := Setup(testContext(t), Options{})
+			tel, err := Setup(testkit.Context(t, 30*time.Second), Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,7 +159,7 @@ func TestSetupHonoursDisableSwitches(t *testing.T) {
 
 func TestSetupSetsGlobalsOnlyWhenAsked(t *testing.T) {
 	clearOTELEnv(t)
-	ctx := testContext(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
 	t.Cleanup(func() {
 		otel.SetTracerProvider(prevTP)

@@ -8,16 +8,18 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/enginetest"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // testConfig is the agent state of the tests: reconnects on a millisecond
@@ -115,11 +117,7 @@ func (e *env) stop() {
 	_ = e.store.Close()
 }
 
-func (e *env) ctx() context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	e.t.Cleanup(cancel)
-	return ctx
-}
+func (e *env) ctx() context.Context { return testkit.Context(e.t, 30*time.Second) }
 
 func (e *env) create(mode penguinv1.ApprovalMode) string {
 	e.t.Helper()

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/penguin-agent/penguin/internal/eventually"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 )
 
 // TestMain fails the package when goroutines of the engine's own packages

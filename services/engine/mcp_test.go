@@ -14,9 +14,9 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/emulator"
-	"github.com/penguin-agent/penguin/internal/enginetest"
-	"github.com/penguin-agent/penguin/internal/eventually"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
+	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 )
 
 // buildMCPServer builds the environment's test MCP server (five tools,

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/emulator"
-	"github.com/penguin-agent/penguin/internal/enginetest"
-	"github.com/penguin-agent/penguin/internal/metrictest"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
+	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
+	"github.com/penguin-agent/penguin/internal/testkit/metrictest"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"

@@ -14,14 +14,14 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/enginetest"
-	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
+	"github.com/penguin-agent/penguin/internal/transcript"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"
-	"github.com/penguin-agent/penguin/services/engine/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 )
@@ -603,7 +603,7 @@ func TestExportTraceOfACompactedSession(t *testing.T) {
 		t.Fatalf("%d lines in contexts %v, want every line of the log in two", len(all), slices.Collect(maps.Keys(byContext)))
 	}
 	for idx, lines := range byContext {
-		msgs, err := trace.ReadJSONL(strings.NewReader(strings.Join(lines, "\n") + "\n"))
+		msgs, err := transcript.ReadJSONL(strings.NewReader(strings.Join(lines, "\n") + "\n"))
 		if err != nil {
 			t.Fatalf("context %d does not read as a trace: %v", idx, err)
 		}

@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/enginetest"
-	"github.com/penguin-agent/penguin/internal/eventually"
-	"github.com/penguin-agent/penguin/internal/metrictest"
+	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
+	"github.com/penguin-agent/penguin/internal/testkit/metrictest"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
 )

@@ -128,9 +128,13 @@ func (s *Server) Run(req *penguinv1.RunRequest, stream grpc.ServerStreamingServe
 		return err
 	}
 	ctx := stream.Context()
-	err := s.sessions.Run(ctx, req.GetSessionId(), session.RunSpec{
+	spec := session.RunSpec{
 		Prompt: req.GetPrompt(), Images: req.GetImages(), Thinking: req.GetThinkingLevel(), Mode: req.GetApprovalMode(),
-	}, func(ev *penguinv1.RunEvent) error { return stream.Send(&penguinv1.RunResponse{Event: ev}) })
+	}
+	if g := req.GetGoal(); g != nil {
+		spec.Goal = &session.GoalSpec{Budget: g.GetBudget()}
+	}
+	err := s.sessions.Run(ctx, req.GetSessionId(), spec, func(ev *penguinv1.RunEvent) error { return stream.Send(&penguinv1.RunResponse{Event: ev}) })
 	if err != nil {
 		return s.status(ctx, err)
 	}

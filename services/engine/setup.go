@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,8 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
 	"github.com/penguin-agent/penguin/internal/logger"
+	"github.com/penguin-agent/penguin/services/engine/agentapi"
+	"github.com/penguin-agent/penguin/services/engine/agentmirror"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/lease"
 	"github.com/penguin-agent/penguin/services/engine/session"
@@ -88,6 +91,8 @@ type Engine struct {
 	server   *Server
 	sessions *session.Manager
 	store    store.Store
+	agents   *agentmirror.Mirror
+	agentAPI *agentapi.Server
 	replicas *grpcclient.Pool
 }
 
@@ -116,12 +121,16 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 			err = errors.Join(err, e.Close())
 		}
 	}()
+	if e.agents, err = openAgents(ctx, st, cfg.AgentState, log); err != nil {
+		return nil, err
+	}
 	e.sessions, err = session.New(session.Options{
 		Store:             st,
 		LLM:               penguinv1.NewLLMServiceClient(cfg.LLM),
 		Environment:       penguinv1.NewEnvironmentServiceClient(cfg.Environment),
 		DialEnvironment:   e.environmentReplica,
 		DefaultAgentState: cfg.AgentState,
+		Agents:            e.agents,
 		Logger:            log,
 		Address:           cfg.Advertise,
 		LeaseTTL:          ttl,
@@ -134,10 +143,43 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 	if err != nil {
 		return nil, err
 	}
+	e.agentAPI = agentapi.New(agentapi.Options{
+		Store:        e.agents.Store(),
+		LLM:          penguinv1.NewLLMServiceClient(cfg.LLM),
+		Environment:  penguinv1.NewEnvironmentServiceClient(cfg.Environment),
+		SkillLibrary: filepath.Join(filepath.Dir(e.agents.Root()), "skills"),
+		Logger:       log,
+	})
 	e.server = New(e.sessions, log, WithForwarding(Forwarding{
 		Owners: e.sessions, Peers: replicaPeers{e.replicas}, Self: cfg.Advertise, Observe: e.sessions.ObserveForward,
 	}))
 	return e, nil
+}
+
+// openAgents keeps the store's agents in working copies beside the
+// default agent's directory (its parent, the agents/ directory), after
+// adopting into the store the agent directories found there that it does
+// not hold yet: on the first start, the agents the engine kept on disk.
+func openAgents(ctx context.Context, st store.Store, defaultDir string, log *slog.Logger) (*agentmirror.Mirror, error) {
+	as, ok := st.(store.AgentStore)
+	if !ok {
+		return nil, fmt.Errorf("engine: the store %T keeps no agents", st)
+	}
+	abs, err := filepath.Abs(defaultDir)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	if err := agentmirror.ValidName(filepath.Base(abs)); err != nil {
+		return nil, fmt.Errorf("engine: the default agent's directory %s: %w", abs, err)
+	}
+	m, err := agentmirror.New(as, filepath.Dir(abs), log)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Adopt(ctx); err != nil {
+		return nil, fmt.Errorf("engine: adopt the agents of %s: %w", filepath.Dir(abs), err)
+	}
+	return m, nil
 }
 
 // check reports the first required field cfg lacks, or a lease too short.
@@ -183,9 +225,11 @@ func (p replicaPeers) Peer(addr string) (penguinv1.EngineServiceClient, error) {
 	return penguinv1.NewEngineServiceClient(c), nil
 }
 
-// Register registers the engine's gRPC service on s.
+// Register registers the engine's gRPC services on s: EngineService and
+// AgentService.
 func (e *Engine) Register(s grpc.ServiceRegistrar) {
 	penguinv1.RegisterEngineServiceServer(s, e.server)
+	penguinv1.RegisterAgentServiceServer(s, e.agentAPI)
 }
 
 // StartResuming resumes the tasks that a stopped engine left cut off, now

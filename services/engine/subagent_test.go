@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/enginetest"
-	"github.com/penguin-agent/penguin/internal/eventually"
+	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"google.golang.org/grpc"

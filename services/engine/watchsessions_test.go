@@ -5,7 +5,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/enginetest"
+	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 )
 

@@ -20,7 +20,8 @@ import (
 	"google.golang.org/grpc"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/proctest"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/proctest"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/environment/command"
 )
@@ -78,7 +79,7 @@ func benchExecTrueArgs(b *testing.B, opts environment.Options, req *penguinv1.Cr
 	h := start(b, opts)
 	env := h.create(req).GetEnvironmentId()
 	bare, _ := serve(b, bareEnv{})
-	ctx := testCtx(b, 10*time.Minute)
+	ctx := testkit.Context(b, 10*time.Minute)
 	directEnv := proctest.Env(b)
 	direct := func() time.Duration {
 		t0 := time.Now()
@@ -276,7 +277,7 @@ func benchOutputBandwidth(b *testing.B, terminal, capped, unconfined bool) {
 	directEnv := proctest.Env(b, "HOME="+h.home)
 	line := strings.Repeat("0123456789abcdef", 4)[:63]
 	script := fmt.Sprintf("yes %s | head -c %d", line, n)
-	ctx := testCtx(b, 30*time.Minute)
+	ctx := testkit.Context(b, 30*time.Minute)
 	call := args(map[string]any{"cmd": script, "yield_time_ms": 24 * 3600 * 1000, "tty": terminal})
 
 	devNull := func() time.Duration {
@@ -403,7 +404,7 @@ func benchConcurrentCommands(b *testing.B, terminal bool) {
 	const n = 500
 	h := start(b, environment.Options{})
 	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
-	ctx := testCtx(b, 30*time.Minute)
+	ctx := testkit.Context(b, 30*time.Minute)
 	directEnv := proctest.Env(b, "HOME="+h.home)
 	want := func(j int) string { return "cmd-" + strconv.Itoa(j) + "-done" }
 	// one runs command j directly and returns its output.
@@ -491,7 +492,7 @@ func benchConcurrentCommands(b *testing.B, terminal bool) {
 func BenchmarkCreateEnvironment(b *testing.B) {
 	requireConfinement(b)
 	h := start(b, environment.Options{})
-	ctx := testCtx(b, 10*time.Minute)
+	ctx := testkit.Context(b, 10*time.Minute)
 	n := 0
 	create := func(mode penguinv1.SandboxMode) func() time.Duration {
 		return func() time.Duration {

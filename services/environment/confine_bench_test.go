@@ -7,6 +7,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/services/environment"
 )
 
@@ -23,7 +24,7 @@ func BenchmarkConfinementOverhead(b *testing.B) {
 	h := start(b, environment.Options{Self: os.Getenv("PENGUIN_BENCH_SELF")})
 	none := h.create(&penguinv1.CreateEnvironmentRequest{SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_NONE}).GetEnvironmentId()
 	confined := h.create(&penguinv1.CreateEnvironmentRequest{SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE}).GetEnvironmentId()
-	ctx := testCtx(b, 10*time.Minute)
+	ctx := testkit.Context(b, 10*time.Minute)
 	exec := func(env string) time.Duration {
 		t0 := time.Now()
 		r, err := h.tryExec(ctx, env, "exec_command", `{"cmd":"true"}`)

@@ -26,7 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/proctest"
+	"github.com/penguin-agent/penguin/internal/testkit/proctest"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/environment/egress"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"

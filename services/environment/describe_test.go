@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/services/environment"
 )
 
@@ -37,7 +38,7 @@ func files(resp *penguinv1.DescribeWorkspaceResponse) []string {
 // the workspace, read without an environment, with nothing created.
 func TestDescribeWorkspace(t *testing.T) {
 	h := start(t, environment.Options{})
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testkit.Context(t, 30*time.Second)
 	root := h.root
 	writeFile(t, filepath.Join(root, "AGENTS.md"), "above the project")
 	repo := filepath.Join(root, "repo")
@@ -89,7 +90,7 @@ func TestDescribeWorkspace(t *testing.T) {
 // AGENTS.md nor a linked workspace.
 func TestDescribeWorkspaceLinks(t *testing.T) {
 	h := start(t, environment.Options{})
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testkit.Context(t, 30*time.Second)
 	outside := outsideDir(t)
 	writeFile(t, filepath.Join(outside, "AGENTS.md"), "outside secret")
 	ws := filepath.Join(h.root, "ws")
@@ -131,7 +132,7 @@ func TestDescribeWorkspaceLinks(t *testing.T) {
 // every one named; invalid UTF-8 is replaced.
 func TestDescribeWorkspaceBound(t *testing.T) {
 	h := start(t, environment.Options{})
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testkit.Context(t, 30*time.Second)
 	if err := os.MkdirAll(filepath.Join(h.root, ".git"), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,8 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
-	"github.com/penguin-agent/penguin/internal/proctest"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/proctest"
 	"github.com/penguin-agent/penguin/services/environment"
 )
 
@@ -56,7 +57,7 @@ func TestExecCommand(t *testing.T) {
 	r = h.exec(env, "exec_command", `{"cmd":"echo started; sleep 4; echo finished","yield_time_ms":1500}`)
 	wantStop(t, r, ok, "started", "[still running as process_id ")
 	pid := strings.TrimSuffix(strings.Fields(r.text()[strings.Index(r.text(), "process_id "):])[1], ":")
-	procs, err := h.client.ListProcesses(testCtx(t, 10*time.Second), &penguinv1.ListProcessesRequest{EnvironmentId: env})
+	procs, err := h.client.ListProcesses(testkit.Context(t, 10*time.Second), &penguinv1.ListProcessesRequest{EnvironmentId: env})
 	if err != nil || len(procs.GetProcesses()) != 1 || procs.GetProcesses()[0].GetProcessId() != pid ||
 		procs.GetProcesses()[0].GetState() != penguinv1.ProcessState_PROCESS_STATE_RUNNING || procs.GetProcesses()[0].GetPid() == 0 {
 		t.Fatalf("ListProcesses: %v %v", procs, err)
@@ -123,7 +124,7 @@ func TestInteractiveSession(t *testing.T) {
 	until("print('still alive')\n", "still alive")
 	r = h.exec(env, "kill_command", args(map[string]any{"process_id": pid}))
 	wantStop(t, r, ok, "[killed process_id "+pid)
-	procs, err := h.client.ListProcesses(testCtx(t, 10*time.Second), &penguinv1.ListProcessesRequest{EnvironmentId: env})
+	procs, err := h.client.ListProcesses(testkit.Context(t, 10*time.Second), &penguinv1.ListProcessesRequest{EnvironmentId: env})
 	if err != nil || len(procs.GetProcesses()) != 0 {
 		t.Fatalf("killed session still listed: %v %v", procs, err)
 	}
@@ -176,7 +177,7 @@ func TestAbortEndsTheProcessGroup(t *testing.T) { trackings(t, testAbortEndsTheP
 func testAbortEndsTheProcessGroup(t *testing.T, opts environment.Options) {
 	h := start(t, opts)
 	env := h.create(unconfined()).GetEnvironmentId()
-	ctx, cancel := context.WithCancel(testCtx(t, 60*time.Second))
+	ctx, cancel := context.WithCancel(testkit.Context(t, 60*time.Second))
 	defer cancel()
 	stream, err := h.client.ExecuteTool(ctx, &penguinv1.ExecuteToolRequest{EnvironmentId: env, ToolCall: &penguinv1.ToolCall{
 		Name: "exec_command", ToolCallId: "abort-1", Arguments: args(map[string]any{"cmd": orphanScript, "yield_time_ms": 60000}),
@@ -232,7 +233,7 @@ func checkNoSurvivors(t *testing.T, out string) {
 func TestBackgroundCompletionIsAnnounced(t *testing.T) {
 	h := start(t, environment.Options{})
 	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testkit.Context(t, 60*time.Second)
 	watch, err := h.client.WatchEnvironment(ctx, &penguinv1.WatchEnvironmentRequest{EnvironmentId: env})
 	if err != nil {
 		t.Fatal(err)
@@ -288,7 +289,7 @@ func TestBackgroundCompletionIsAnnounced(t *testing.T) {
 func TestPendingNoticeReachesLateWatcher(t *testing.T) {
 	h := start(t, environment.Options{})
 	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testkit.Context(t, 60*time.Second)
 	wantStop(t, h.exec(env, "exec_command", `{"cmd":"echo early","run_in_background":true}`), ok)
 	eventually(t, 20*time.Second, "the command to finish", func() bool {
 		p, err := h.client.ListProcesses(ctx, &penguinv1.ListProcessesRequest{EnvironmentId: env})
@@ -315,7 +316,7 @@ func TestSessionCap(t *testing.T) {
 	wantStop(t, h.exec(env, "exec_command", `{"cmd":"echo room again"}`), ok, "room again")
 	// A finished session is evicted to make room; running ones never are.
 	wantStop(t, h.exec(env, "exec_command", `{"cmd":"echo bg","run_in_background":true}`), ok)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testkit.Context(t, 30*time.Second)
 	eventually(t, 20*time.Second, "the background echo to finish", func() bool {
 		p, err := h.client.ListProcesses(ctx, &penguinv1.ListProcessesRequest{EnvironmentId: env})
 		if err != nil {
@@ -361,7 +362,7 @@ func testDisposeEndsEverything(t *testing.T, opts environment.Options) {
 		t.Fatal("the nohup child did not survive its shell, so the test proves nothing")
 	}
 	// A call still running when the environment goes away is aborted.
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testkit.Context(t, 60*time.Second)
 	running := make(chan result, 1)
 	runErr := make(chan error, 1)
 	go func() {
@@ -396,7 +397,7 @@ func TestCommandsQueueForAFreeSession(t *testing.T) {
 		err error
 	}
 	results := make(chan outcome, 6)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testkit.Context(t, 60*time.Second)
 	for i := 0; i < 6; i++ {
 		go func() {
 			r, err := h.tryExec(ctx, env, "exec_command", args(map[string]any{"cmd": "sleep 0.3; echo done-" + itoa(i)}))
@@ -424,7 +425,7 @@ func TestCommandsQueueForAFreeSession(t *testing.T) {
 func TestKillUnderAReadingCall(t *testing.T) {
 	h := start(t, environment.Options{})
 	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testkit.Context(t, 60*time.Second)
 	type outcome struct {
 		r   result
 		err error
@@ -462,7 +463,7 @@ func TestKillUnderAReadingCall(t *testing.T) {
 func TestShutdownEndsRunningCallsAsUnavailable(t *testing.T) {
 	h := start(t, environment.Options{})
 	env := h.create(&penguinv1.CreateEnvironmentRequest{}).GetEnvironmentId()
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testkit.Context(t, 60*time.Second)
 	type outcome struct {
 		r   result
 		err error

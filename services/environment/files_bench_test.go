@@ -9,6 +9,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/services/environment"
 )
 
@@ -32,7 +33,7 @@ func BenchmarkReadFile(b *testing.B) {
 	if err := os.WriteFile(path, []byte(content.String()), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	ctx := testCtx(b, 10*time.Minute)
+	ctx := testkit.Context(b, 10*time.Minute)
 	direct := func() time.Duration {
 		t0 := time.Now()
 		data, err := os.ReadFile(path)

@@ -21,7 +21,8 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
-	"github.com/penguin-agent/penguin/internal/proctest"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/proctest"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
@@ -138,21 +139,13 @@ func serve(t testing.TB, svc penguinv1.EnvironmentServiceServer) (penguinv1.Envi
 	return penguinv1.NewEnvironmentServiceClient(conn), lis.Addr()
 }
 
-// ctx returns a context that ends with the test, bounded to d.
-func testCtx(t testing.TB, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // create creates an environment and returns its response.
 func (h *harness) create(req *penguinv1.CreateEnvironmentRequest) *penguinv1.CreateEnvironmentResponse {
 	h.t.Helper()
 	if req.Workspace == "" {
 		req.Workspace = "ws-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	}
-	resp, err := h.client.CreateEnvironment(testCtx(h.t, 60*time.Second), req)
+	resp, err := h.client.CreateEnvironment(testkit.Context(h.t, 60*time.Second), req)
 	if err != nil {
 		h.t.Fatalf("CreateEnvironment: %v", err)
 	}
@@ -199,7 +192,7 @@ func args(kv map[string]any) string {
 // contract's validator.
 func (h *harness) exec(env, name, arguments string) result {
 	h.t.Helper()
-	return h.execCtx(testCtx(h.t, 120*time.Second), env, name, arguments)
+	return h.execCtx(testkit.Context(h.t, 120*time.Second), env, name, arguments)
 }
 
 func (h *harness) execCtx(ctx context.Context, env, name, arguments string) result {

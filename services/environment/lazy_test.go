@@ -10,6 +10,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
@@ -71,7 +72,7 @@ func TestFileToolsStartNoSandbox(t *testing.T) {
 	// Asking after a process that cannot exist starts nothing either.
 	wantStop(t, h.exec(env, "input_command", `{"process_id":"1"}`), failed, "no command session")
 	wantStop(t, h.exec(env, "kill_command", `{"process_id":"1"}`), failed, "no command session")
-	procs, err := h.client.ListProcesses(testCtx(t, 10*time.Second), &penguinv1.ListProcessesRequest{EnvironmentId: env})
+	procs, err := h.client.ListProcesses(testkit.Context(t, 10*time.Second), &penguinv1.ListProcessesRequest{EnvironmentId: env})
 	if err != nil || len(procs.GetProcesses()) != 0 {
 		t.Fatalf("ListProcesses before any command: %v %v", procs, err)
 	}
@@ -84,7 +85,7 @@ func TestFileToolsStartNoSandbox(t *testing.T) {
 	if n := inits(t, self); n != 1 {
 		t.Fatalf("%d sandbox inits after the first command, want 1", n)
 	}
-	if _, err := h.client.DisposeEnvironment(testCtx(t, 30*time.Second), &penguinv1.DisposeEnvironmentRequest{EnvironmentId: env}); err != nil {
+	if _, err := h.client.DisposeEnvironment(testkit.Context(t, 30*time.Second), &penguinv1.DisposeEnvironmentRequest{EnvironmentId: env}); err != nil {
 		t.Fatal(err)
 	}
 	if n := inits(t, self); n != 0 {
@@ -110,7 +111,7 @@ func TestConcurrentFirstCommandsStartOneSandbox(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range calls {
 		wg.Go(func() {
-			ctx := testCtx(t, 120*time.Second)
+			ctx := testkit.Context(t, 120*time.Second)
 			if i%2 == 0 {
 				results[i], errs[i] = h.tryExec(ctx, env, "exec_command", `{"cmd":"echo exec $(id -u)"}`)
 			} else {

@@ -7,7 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/metrictest"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/metrictest"
 	"github.com/penguin-agent/penguin/services/environment"
 )
 
@@ -61,7 +62,7 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("command_sessions_active = %v with one background command, want 1", got)
 	}
 
-	if _, err := h.client.DisposeEnvironment(testCtx(t, 30*time.Second), &penguinv1.DisposeEnvironmentRequest{EnvironmentId: env}); err != nil {
+	if _, err := h.client.DisposeEnvironment(testkit.Context(t, 30*time.Second), &penguinv1.DisposeEnvironmentRequest{EnvironmentId: env}); err != nil {
 		t.Fatal(err)
 	}
 	if got := metrictest.Get(t, reg, "penguin_environment_environments_active", nil); got != 1 {

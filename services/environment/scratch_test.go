@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/services/environment"
 )
 
@@ -85,7 +86,7 @@ func TestReadImageFetchesFromAnAllowedPrefix(t *testing.T) {
 		t.Fatalf("no image: %s", r.text())
 	}
 	// Without network, the allowance does not apply.
-	noNet, err := h.client.CreateEnvironment(testCtx(t, 30e9), &penguinv1.CreateEnvironmentRequest{Workspace: "nonet", NoNetwork: true})
+	noNet, err := h.client.CreateEnvironment(testkit.Context(t, 30e9), &penguinv1.CreateEnvironmentRequest{Workspace: "nonet", NoNetwork: true})
 	if err != nil {
 		t.Skipf("no_network environments are not possible here: %v", err)
 	}

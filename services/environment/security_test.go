@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/environment/redact/redacttest"
 )
@@ -91,7 +92,7 @@ func TestAttack2ArchiveDirectoryReplacedByALink(t *testing.T) {
 func TestAttack2ScratchInsideTheWorkspaceIsRefused(t *testing.T) {
 	root := t.TempDir()
 	h := start(t, environment.Options{Root: root, ScratchDir: filepath.Join(root, "ws", ".scratch")})
-	_, err := h.client.CreateEnvironment(testCtx(t, 30*time.Second), &penguinv1.CreateEnvironmentRequest{Workspace: "ws"})
+	_, err := h.client.CreateEnvironment(testkit.Context(t, 30*time.Second), &penguinv1.CreateEnvironmentRequest{Workspace: "ws"})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "scratch") {
 		t.Fatalf("CreateEnvironment with the scratch directory inside the workspace = %v", err)
 	}
@@ -184,7 +185,7 @@ func TestAttack3SwapRaceFindsNoEscape(t *testing.T) {
 	escapes := map[string]int{}
 	n := 0
 	deadline := time.Now().Add(6 * time.Second)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testkit.Context(t, 60*time.Second)
 	for round := 0; round < 150 && time.Now().Before(deadline); round++ {
 		for _, c := range calls {
 			r, err := h.tryExec(ctx, env, c.tool, c.args)
@@ -246,7 +247,7 @@ func TestAttack4ReadImageCannotReachLoopback(t *testing.T) {
 	h := start(t, environment.Options{})
 	source := "http://" + lis.Addr().String() + "/secret.png"
 	for _, noNetwork := range []bool{true, false} {
-		resp, err := h.client.CreateEnvironment(testCtx(t, 30*time.Second), &penguinv1.CreateEnvironmentRequest{Workspace: fmt.Sprint("ws-", noNetwork), NoNetwork: noNetwork})
+		resp, err := h.client.CreateEnvironment(testkit.Context(t, 30*time.Second), &penguinv1.CreateEnvironmentRequest{Workspace: fmt.Sprint("ws-", noNetwork), NoNetwork: noNetwork})
 		if err != nil {
 			t.Skipf("this host cannot create an environment with no_network=%v: %v", noNetwork, err)
 		}

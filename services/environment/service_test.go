@@ -17,13 +17,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 
 func TestLifecycle(t *testing.T) {
 	h := start(t, environment.Options{})
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testkit.Context(t, 60*time.Second)
 
 	resp := h.create(&penguinv1.CreateEnvironmentRequest{Workspace: "projects/one", Label: "session-1"})
 	if want := filepath.Join(h.root, "projects", "one"); resp.GetWorkspace() != want {
@@ -139,7 +140,7 @@ func TestSandboxIsNeverDowngraded(t *testing.T) {
 		}
 		return nil
 	}})
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testkit.Context(t, 30*time.Second)
 	for _, req := range []*penguinv1.CreateEnvironmentRequest{
 		{Workspace: "a", SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE},
 		{Workspace: "b", SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_READ_ONLY},
@@ -181,9 +182,9 @@ func TestBadInputBecomesFailedOutput(t *testing.T) {
 		})
 	}
 	// A call without an id cannot be answered by an output.
-	_, err := h.client.ExecuteTool(testCtx(t, 10*time.Second), &penguinv1.ExecuteToolRequest{EnvironmentId: env})
+	_, err := h.client.ExecuteTool(testkit.Context(t, 10*time.Second), &penguinv1.ExecuteToolRequest{EnvironmentId: env})
 	if err == nil {
-		s, _ := h.client.ExecuteTool(testCtx(t, 10*time.Second), &penguinv1.ExecuteToolRequest{EnvironmentId: env})
+		s, _ := h.client.ExecuteTool(testkit.Context(t, 10*time.Second), &penguinv1.ExecuteToolRequest{EnvironmentId: env})
 		_, err = s.Recv()
 	}
 	if status.Code(err) != codes.InvalidArgument {

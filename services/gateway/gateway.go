@@ -32,11 +32,6 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// EncodeFunc turns an OmniMessage into the single-line JSON sent as an SSE
-// event. `penguin serve` plugs in the trace format's encoder (trace.Marshal),
-// which this package does not import.
-type EncodeFunc func(*penguinv1.OmniMessage) ([]byte, error)
-
 // Options configure a Gateway.
 type Options struct {
 	// AuthToken, when set, is required on every API route: as
@@ -48,11 +43,11 @@ type Options struct {
 	// Heartbeat is the interval of SSE comment lines that keep proxies from
 	// closing an idle stream; zero means 20 seconds.
 	Heartbeat time.Duration
-	// Encode renders messages for the SSE stream and the history; nil means
-	// protojson with the proto field names.
-	Encode EncodeFunc
 	// Logger receives one line per failed call; nil discards.
 	Logger *slog.Logger
+	// Agents answers the agent routes (/api/projects/{project}/agents/…);
+	// nil answers them Unimplemented.
+	Agents penguinv1.AgentServiceClient
 	// LLM answers GET /api/models; nil answers it Unimplemented.
 	LLM penguinv1.LLMServiceClient
 	// ProvidersFile is the llm service's providers file, which the web
@@ -82,9 +77,6 @@ var jsonOut = protojson.MarshalOptions{UseProtoNames: true}
 func New(engine penguinv1.EngineServiceClient, opts Options) *Gateway {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = 20 * time.Second
-	}
-	if opts.Encode == nil {
-		opts.Encode = func(m *penguinv1.OmniMessage) ([]byte, error) { return jsonOut.Marshal(m) }
 	}
 	opts.Logger = logger.OrDiscard(opts.Logger)
 	g := &Gateway{
@@ -120,6 +112,7 @@ func (g *Gateway) routes() {
 	api("GET /api/models", g.models)
 	api("GET /api/setup", g.setupStatus)
 	api("POST /api/setup/provider", g.setupProvider)
+	g.agentRoutes(api)
 	var app http.Handler
 	if g.opts.App != nil {
 		app = appHandler(g.opts.App)

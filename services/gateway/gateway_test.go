@@ -14,8 +14,8 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/fakeengine"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/internal/testkit/fakeengine"
 	"github.com/penguin-agent/penguin/services/gateway"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/services/engine/trace"
 	"github.com/penguin-agent/penguin/services/gateway"
 	"google.golang.org/grpc"
 )
@@ -24,7 +23,7 @@ func TestApprovalRequestSpellsRolesLikeMessages(t *testing.T) {
 			Permission: penguinv1.Permission_PERMISSION_RW, Origin: []string{"child-1"},
 		}}}})
 	}
-	web := start(t, fake, gateway.Options{Encode: trace.Marshal})
+	web := start(t, fake, gateway.Options{})
 	_, body := do(t, "GET", web.URL+"/api/sessions/s-1/stream?until_idle=1", "")
 	ev := readEvents(t, strings.NewReader(body), 1)[0]
 	if ev.name != "server_event" || strings.Contains(ev.data, "ROLE_") || !strings.Contains(ev.data, `"role":"assistant"`) ||

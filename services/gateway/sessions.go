@@ -13,6 +13,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/transcript"
 	"google.golang.org/grpc/codes"
 )
 
@@ -88,7 +89,7 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, ev := range resp.GetEvents() {
-			msg, err := g.opts.Encode(ev.GetMessage())
+			msg, err := transcript.Marshal(ev.GetMessage())
 			if err != nil {
 				writeError(w, codes.Internal, "could not encode the history")
 				return

@@ -21,7 +21,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/services/llm/catalog"
+	"github.com/penguin-agent/penguin/internal/catalog"
 	"github.com/penguin-agent/penguin/services/llm/providers"
 )
 

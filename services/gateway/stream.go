@@ -13,6 +13,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/enumword"
+	"github.com/penguin-agent/penguin/internal/transcript"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -52,7 +53,7 @@ func (g *Gateway) sseFrame(ev *penguinv1.RunEvent) ([]byte, error) {
 	var err error
 	switch e := ev.GetEvent().(type) {
 	case *penguinv1.RunEvent_Message:
-		data, err = g.opts.Encode(e.Message)
+		data, err = transcript.Marshal(e.Message)
 	case *penguinv1.RunEvent_ApprovalRequest:
 		name = "server_event"
 		data, err = g.approvalEvent(e.ApprovalRequest)
@@ -77,7 +78,7 @@ func (g *Gateway) sseFrame(ev *penguinv1.RunEvent) ([]byte, error) {
 // approvalEvent renders an approval request, its tool call in the encoding
 // of every other message.
 func (g *Gateway) approvalEvent(ar *penguinv1.ApprovalRequest) ([]byte, error) {
-	call, err := g.opts.Encode(&penguinv1.OmniMessage{
+	call, err := transcript.Marshal(&penguinv1.OmniMessage{
 		Timestamp: timestamppb.Now(),
 		Origin:    ar.GetOrigin(),
 		Payload:   &penguinv1.OmniMessage_ToolCall{ToolCall: ar.GetToolCall()},

@@ -25,9 +25,9 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/config"
-	"github.com/penguin-agent/penguin/internal/emulator"
 	"github.com/penguin-agent/penguin/internal/grpcserver"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 	"github.com/penguin-agent/penguin/services/llm"
 	"github.com/penguin-agent/penguin/services/llm/middleware"
 	"github.com/penguin-agent/penguin/services/llm/providers"

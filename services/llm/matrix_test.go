@@ -7,11 +7,11 @@ import (
 	"testing"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/catalog"
 	"github.com/penguin-agent/penguin/internal/config"
-	"github.com/penguin-agent/penguin/internal/emulator"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 	"github.com/penguin-agent/penguin/services/llm"
-	"github.com/penguin-agent/penguin/services/llm/catalog"
 	"github.com/penguin-agent/penguin/services/llm/providers"
 )
 

@@ -26,8 +26,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/catalog"
 	"github.com/penguin-agent/penguin/internal/logger"
-	"github.com/penguin-agent/penguin/services/llm/catalog"
 	"github.com/penguin-agent/penguin/services/llm/failure"
 	"github.com/penguin-agent/penguin/services/llm/providers"
 	"github.com/penguin-agent/penguin/services/llm/registry"

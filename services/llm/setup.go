@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/penguin-agent/penguin/internal/catalog"
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/logger"
-	"github.com/penguin-agent/penguin/services/llm/catalog"
 	"github.com/penguin-agent/penguin/services/llm/middleware"
 	"github.com/penguin-agent/penguin/services/llm/providers"
 	"github.com/penguin-agent/penguin/services/llm/stream"

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/penguin-agent/penguin/internal/config"
-	"github.com/penguin-agent/penguin/internal/emulator"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 	"github.com/penguin-agent/penguin/services/llm"
 	"github.com/penguin-agent/penguin/services/llm/providers"
 	"github.com/penguin-agent/penguin/services/llm/registry"

@@ -16,9 +16,9 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/config"
-	"github.com/penguin-agent/penguin/internal/emulator"
-	"github.com/penguin-agent/penguin/internal/eventually"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 	"github.com/penguin-agent/penguin/services/llm"
 	"github.com/penguin-agent/penguin/services/llm/internal/llmtest"
 )

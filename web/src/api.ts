@@ -132,8 +132,9 @@ export const api = {
   createSession: (body: object) => request<Session>("POST", "/api/sessions", body),
   deleteSession: (id: string) => request<void>("DELETE", `/api/sessions/${encodeURIComponent(id)}`),
   forkSession: (id: string, upTo = 0) => request<Session>("POST", `/api/sessions/${encodeURIComponent(id)}/fork`, { up_to_sequence: String(upTo) }),
-  startTask: (id: string, prompt: string, thinking?: string) =>
-    request<{ first_sequence: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/tasks`, thinking ? { prompt, thinking_level: thinking } : { prompt }),
+  startTask: (id: string, prompt: string, thinking?: string, goal?: { budget: number }) =>
+    request<{ first_sequence: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/tasks`,
+      { prompt, ...(thinking ? { thinking_level: thinking } : {}), ...(goal ? { goal: { budget: String(goal.budget) } } : {}) }),
   steer: (id: string, text: string) => request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/steer`, { text }),
   abort: (id: string) => request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/abort`, { reason: "aborted from the web app" }),
   retryNow: (id: string) => request<{ retried?: boolean }>("POST", `/api/sessions/${encodeURIComponent(id)}/retry-now`),

@@ -862,7 +862,11 @@ type RunRequest struct {
 	// The thinking level of this task; unspecified means the session's.
 	ThinkingLevel ThinkingLevel `protobuf:"varint,4,opt,name=thinking_level,json=thinkingLevel,proto3,enum=penguin.v1.ThinkingLevel" json:"thinking_level,omitempty"`
 	// Changes the session's approval mode from this task on.
-	ApprovalMode  ApprovalMode `protobuf:"varint,5,opt,name=approval_mode,json=approvalMode,proto3,enum=penguin.v1.ApprovalMode" json:"approval_mode,omitempty"`
+	ApprovalMode ApprovalMode `protobuf:"varint,5,opt,name=approval_mode,json=approvalMode,proto3,enum=penguin.v1.ApprovalMode" json:"approval_mode,omitempty"`
+	// When set, the prompt starts a goal loop (goal.proto): its text is the
+	// objective, which must not be empty; its images are saved for the model
+	// to open and named in the objective.
+	Goal          *GoalOptions `protobuf:"bytes,6,opt,name=goal,proto3" json:"goal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -930,6 +934,13 @@ func (x *RunRequest) GetApprovalMode() ApprovalMode {
 		return x.ApprovalMode
 	}
 	return ApprovalMode_APPROVAL_MODE_UNSPECIFIED
+}
+
+func (x *RunRequest) GetGoal() *GoalOptions {
+	if x != nil {
+		return x.Goal
+	}
+	return nil
 }
 
 // RunResponse is one event of the task started by Run.
@@ -2374,7 +2385,7 @@ var File_penguin_v1_engine_proto protoreflect.FileDescriptor
 const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\n" +
 	"\x17penguin/v1/engine.proto\x12\n" +
-	"penguin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cpenguin/v1/environment.proto\x1a\x14penguin/v1/llm.proto\x1a\x18penguin/v1/message.proto\"\xc7\x04\n" +
+	"penguin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cpenguin/v1/environment.proto\x1a\x15penguin/v1/goal.proto\x1a\x14penguin/v1/llm.proto\x1a\x18penguin/v1/message.proto\"\xc7\x04\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
@@ -2426,7 +2437,7 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12$\n" +
 	"\x0eup_to_sequence\x18\x02 \x01(\x03R\fupToSequence\"D\n" +
 	"\x13ForkSessionResponse\x12-\n" +
-	"\asession\x18\x01 \x01(\v2\x13.penguin.v1.SessionR\asession\"\xdc\x01\n" +
+	"\asession\x18\x01 \x01(\v2\x13.penguin.v1.SessionR\asession\"\x89\x02\n" +
 	"\n" +
 	"RunRequest\x12\x1d\n" +
 	"\n" +
@@ -2434,7 +2445,8 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\x06prompt\x18\x02 \x01(\tR\x06prompt\x12\x16\n" +
 	"\x06images\x18\x03 \x03(\tR\x06images\x12@\n" +
 	"\x0ethinking_level\x18\x04 \x01(\x0e2\x19.penguin.v1.ThinkingLevelR\rthinkingLevel\x12=\n" +
-	"\rapproval_mode\x18\x05 \x01(\x0e2\x18.penguin.v1.ApprovalModeR\fapprovalMode\"9\n" +
+	"\rapproval_mode\x18\x05 \x01(\x0e2\x18.penguin.v1.ApprovalModeR\fapprovalMode\x12+\n" +
+	"\x04goal\x18\x06 \x01(\v2\x17.penguin.v1.GoalOptionsR\x04goal\"9\n" +
 	"\vRunResponse\x12*\n" +
 	"\x05event\x18\x01 \x01(\v2\x14.penguin.v1.RunEventR\x05event\"\x94\x01\n" +
 	"\x0fApprovalRequest\x121\n" +
@@ -2615,12 +2627,13 @@ var file_penguin_v1_engine_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
 	(*TokenCounts)(nil),           // 41: penguin.v1.TokenCounts
 	(SandboxMode)(0),              // 42: penguin.v1.SandboxMode
-	(*ToolCall)(nil),              // 43: penguin.v1.ToolCall
-	(Permission)(0),               // 44: penguin.v1.Permission
-	(StopReason)(0),               // 45: penguin.v1.StopReason
-	(*OmniMessage)(nil),           // 46: penguin.v1.OmniMessage
-	(Decision)(0),                 // 47: penguin.v1.Decision
-	(CompactionMode)(0),           // 48: penguin.v1.CompactionMode
+	(*GoalOptions)(nil),           // 43: penguin.v1.GoalOptions
+	(*ToolCall)(nil),              // 44: penguin.v1.ToolCall
+	(Permission)(0),               // 45: penguin.v1.Permission
+	(StopReason)(0),               // 46: penguin.v1.StopReason
+	(*OmniMessage)(nil),           // 47: penguin.v1.OmniMessage
+	(Decision)(0),                 // 48: penguin.v1.Decision
+	(CompactionMode)(0),           // 49: penguin.v1.CompactionMode
 }
 var file_penguin_v1_engine_proto_depIdxs = []int32{
 	38, // 0: penguin.v1.Session.model:type_name -> penguin.v1.ModelRef
@@ -2640,58 +2653,59 @@ var file_penguin_v1_engine_proto_depIdxs = []int32{
 	2,  // 14: penguin.v1.ForkSessionResponse.session:type_name -> penguin.v1.Session
 	39, // 15: penguin.v1.RunRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
 	0,  // 16: penguin.v1.RunRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
-	17, // 17: penguin.v1.RunResponse.event:type_name -> penguin.v1.RunEvent
-	43, // 18: penguin.v1.ApprovalRequest.tool_call:type_name -> penguin.v1.ToolCall
-	44, // 19: penguin.v1.ApprovalRequest.permission:type_name -> penguin.v1.Permission
-	1,  // 20: penguin.v1.RunStateChange.state:type_name -> penguin.v1.SessionState
-	45, // 21: penguin.v1.RunStateChange.status:type_name -> penguin.v1.StopReason
-	46, // 22: penguin.v1.RunEvent.message:type_name -> penguin.v1.OmniMessage
-	15, // 23: penguin.v1.RunEvent.approval_request:type_name -> penguin.v1.ApprovalRequest
-	16, // 24: penguin.v1.RunEvent.state:type_name -> penguin.v1.RunStateChange
-	17, // 25: penguin.v1.AttachResponse.event:type_name -> penguin.v1.RunEvent
-	47, // 26: penguin.v1.ApproveRequest.decision:type_name -> penguin.v1.Decision
-	48, // 27: penguin.v1.CompactRequest.mode:type_name -> penguin.v1.CompactionMode
-	45, // 28: penguin.v1.CompactResponse.status:type_name -> penguin.v1.StopReason
-	17, // 29: penguin.v1.GetHistoryResponse.events:type_name -> penguin.v1.RunEvent
-	2,  // 30: penguin.v1.SessionChange.session:type_name -> penguin.v1.Session
-	45, // 31: penguin.v1.SessionChange.last_status:type_name -> penguin.v1.StopReason
-	35, // 32: penguin.v1.WatchSessionsResponse.session:type_name -> penguin.v1.SessionChange
-	36, // 33: penguin.v1.WatchSessionsResponse.snapshot_end:type_name -> penguin.v1.SnapshotEnd
-	3,  // 34: penguin.v1.EngineService.CreateSession:input_type -> penguin.v1.CreateSessionRequest
-	5,  // 35: penguin.v1.EngineService.GetSession:input_type -> penguin.v1.GetSessionRequest
-	7,  // 36: penguin.v1.EngineService.ListSessions:input_type -> penguin.v1.ListSessionsRequest
-	9,  // 37: penguin.v1.EngineService.DeleteSession:input_type -> penguin.v1.DeleteSessionRequest
-	11, // 38: penguin.v1.EngineService.ForkSession:input_type -> penguin.v1.ForkSessionRequest
-	13, // 39: penguin.v1.EngineService.Run:input_type -> penguin.v1.RunRequest
-	18, // 40: penguin.v1.EngineService.Attach:input_type -> penguin.v1.AttachRequest
-	20, // 41: penguin.v1.EngineService.Approve:input_type -> penguin.v1.ApproveRequest
-	22, // 42: penguin.v1.EngineService.Steer:input_type -> penguin.v1.SteerRequest
-	24, // 43: penguin.v1.EngineService.Abort:input_type -> penguin.v1.AbortRequest
-	26, // 44: penguin.v1.EngineService.RetryNow:input_type -> penguin.v1.RetryNowRequest
-	28, // 45: penguin.v1.EngineService.Compact:input_type -> penguin.v1.CompactRequest
-	30, // 46: penguin.v1.EngineService.GetHistory:input_type -> penguin.v1.GetHistoryRequest
-	32, // 47: penguin.v1.EngineService.ExportTrace:input_type -> penguin.v1.ExportTraceRequest
-	34, // 48: penguin.v1.EngineService.WatchSessions:input_type -> penguin.v1.WatchSessionsRequest
-	4,  // 49: penguin.v1.EngineService.CreateSession:output_type -> penguin.v1.CreateSessionResponse
-	6,  // 50: penguin.v1.EngineService.GetSession:output_type -> penguin.v1.GetSessionResponse
-	8,  // 51: penguin.v1.EngineService.ListSessions:output_type -> penguin.v1.ListSessionsResponse
-	10, // 52: penguin.v1.EngineService.DeleteSession:output_type -> penguin.v1.DeleteSessionResponse
-	12, // 53: penguin.v1.EngineService.ForkSession:output_type -> penguin.v1.ForkSessionResponse
-	14, // 54: penguin.v1.EngineService.Run:output_type -> penguin.v1.RunResponse
-	19, // 55: penguin.v1.EngineService.Attach:output_type -> penguin.v1.AttachResponse
-	21, // 56: penguin.v1.EngineService.Approve:output_type -> penguin.v1.ApproveResponse
-	23, // 57: penguin.v1.EngineService.Steer:output_type -> penguin.v1.SteerResponse
-	25, // 58: penguin.v1.EngineService.Abort:output_type -> penguin.v1.AbortResponse
-	27, // 59: penguin.v1.EngineService.RetryNow:output_type -> penguin.v1.RetryNowResponse
-	29, // 60: penguin.v1.EngineService.Compact:output_type -> penguin.v1.CompactResponse
-	31, // 61: penguin.v1.EngineService.GetHistory:output_type -> penguin.v1.GetHistoryResponse
-	33, // 62: penguin.v1.EngineService.ExportTrace:output_type -> penguin.v1.ExportTraceResponse
-	37, // 63: penguin.v1.EngineService.WatchSessions:output_type -> penguin.v1.WatchSessionsResponse
-	49, // [49:64] is the sub-list for method output_type
-	34, // [34:49] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	43, // 17: penguin.v1.RunRequest.goal:type_name -> penguin.v1.GoalOptions
+	17, // 18: penguin.v1.RunResponse.event:type_name -> penguin.v1.RunEvent
+	44, // 19: penguin.v1.ApprovalRequest.tool_call:type_name -> penguin.v1.ToolCall
+	45, // 20: penguin.v1.ApprovalRequest.permission:type_name -> penguin.v1.Permission
+	1,  // 21: penguin.v1.RunStateChange.state:type_name -> penguin.v1.SessionState
+	46, // 22: penguin.v1.RunStateChange.status:type_name -> penguin.v1.StopReason
+	47, // 23: penguin.v1.RunEvent.message:type_name -> penguin.v1.OmniMessage
+	15, // 24: penguin.v1.RunEvent.approval_request:type_name -> penguin.v1.ApprovalRequest
+	16, // 25: penguin.v1.RunEvent.state:type_name -> penguin.v1.RunStateChange
+	17, // 26: penguin.v1.AttachResponse.event:type_name -> penguin.v1.RunEvent
+	48, // 27: penguin.v1.ApproveRequest.decision:type_name -> penguin.v1.Decision
+	49, // 28: penguin.v1.CompactRequest.mode:type_name -> penguin.v1.CompactionMode
+	46, // 29: penguin.v1.CompactResponse.status:type_name -> penguin.v1.StopReason
+	17, // 30: penguin.v1.GetHistoryResponse.events:type_name -> penguin.v1.RunEvent
+	2,  // 31: penguin.v1.SessionChange.session:type_name -> penguin.v1.Session
+	46, // 32: penguin.v1.SessionChange.last_status:type_name -> penguin.v1.StopReason
+	35, // 33: penguin.v1.WatchSessionsResponse.session:type_name -> penguin.v1.SessionChange
+	36, // 34: penguin.v1.WatchSessionsResponse.snapshot_end:type_name -> penguin.v1.SnapshotEnd
+	3,  // 35: penguin.v1.EngineService.CreateSession:input_type -> penguin.v1.CreateSessionRequest
+	5,  // 36: penguin.v1.EngineService.GetSession:input_type -> penguin.v1.GetSessionRequest
+	7,  // 37: penguin.v1.EngineService.ListSessions:input_type -> penguin.v1.ListSessionsRequest
+	9,  // 38: penguin.v1.EngineService.DeleteSession:input_type -> penguin.v1.DeleteSessionRequest
+	11, // 39: penguin.v1.EngineService.ForkSession:input_type -> penguin.v1.ForkSessionRequest
+	13, // 40: penguin.v1.EngineService.Run:input_type -> penguin.v1.RunRequest
+	18, // 41: penguin.v1.EngineService.Attach:input_type -> penguin.v1.AttachRequest
+	20, // 42: penguin.v1.EngineService.Approve:input_type -> penguin.v1.ApproveRequest
+	22, // 43: penguin.v1.EngineService.Steer:input_type -> penguin.v1.SteerRequest
+	24, // 44: penguin.v1.EngineService.Abort:input_type -> penguin.v1.AbortRequest
+	26, // 45: penguin.v1.EngineService.RetryNow:input_type -> penguin.v1.RetryNowRequest
+	28, // 46: penguin.v1.EngineService.Compact:input_type -> penguin.v1.CompactRequest
+	30, // 47: penguin.v1.EngineService.GetHistory:input_type -> penguin.v1.GetHistoryRequest
+	32, // 48: penguin.v1.EngineService.ExportTrace:input_type -> penguin.v1.ExportTraceRequest
+	34, // 49: penguin.v1.EngineService.WatchSessions:input_type -> penguin.v1.WatchSessionsRequest
+	4,  // 50: penguin.v1.EngineService.CreateSession:output_type -> penguin.v1.CreateSessionResponse
+	6,  // 51: penguin.v1.EngineService.GetSession:output_type -> penguin.v1.GetSessionResponse
+	8,  // 52: penguin.v1.EngineService.ListSessions:output_type -> penguin.v1.ListSessionsResponse
+	10, // 53: penguin.v1.EngineService.DeleteSession:output_type -> penguin.v1.DeleteSessionResponse
+	12, // 54: penguin.v1.EngineService.ForkSession:output_type -> penguin.v1.ForkSessionResponse
+	14, // 55: penguin.v1.EngineService.Run:output_type -> penguin.v1.RunResponse
+	19, // 56: penguin.v1.EngineService.Attach:output_type -> penguin.v1.AttachResponse
+	21, // 57: penguin.v1.EngineService.Approve:output_type -> penguin.v1.ApproveResponse
+	23, // 58: penguin.v1.EngineService.Steer:output_type -> penguin.v1.SteerResponse
+	25, // 59: penguin.v1.EngineService.Abort:output_type -> penguin.v1.AbortResponse
+	27, // 60: penguin.v1.EngineService.RetryNow:output_type -> penguin.v1.RetryNowResponse
+	29, // 61: penguin.v1.EngineService.Compact:output_type -> penguin.v1.CompactResponse
+	31, // 62: penguin.v1.EngineService.GetHistory:output_type -> penguin.v1.GetHistoryResponse
+	33, // 63: penguin.v1.EngineService.ExportTrace:output_type -> penguin.v1.ExportTraceResponse
+	37, // 64: penguin.v1.EngineService.WatchSessions:output_type -> penguin.v1.WatchSessionsResponse
+	50, // [50:65] is the sub-list for method output_type
+	35, // [35:50] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_engine_proto_init() }
@@ -2700,6 +2714,7 @@ func file_penguin_v1_engine_proto_init() {
 		return
 	}
 	file_penguin_v1_environment_proto_init()
+	file_penguin_v1_goal_proto_init()
 	file_penguin_v1_llm_proto_init()
 	file_penguin_v1_message_proto_init()
 	file_penguin_v1_engine_proto_msgTypes[15].OneofWrappers = []any{

@@ -539,6 +539,9 @@ type OmniMessage struct {
 	//	*OmniMessage_ToolListReady
 	//	*OmniMessage_McpConnectBegin
 	//	*OmniMessage_McpConnectEnd
+	//	*OmniMessage_GoalStarted
+	//	*OmniMessage_GoalRound
+	//	*OmniMessage_GoalFinished
 	Payload       isOmniMessage_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -802,6 +805,33 @@ func (x *OmniMessage) GetMcpConnectEnd() *McpConnectEnd {
 	return nil
 }
 
+func (x *OmniMessage) GetGoalStarted() *GoalStarted {
+	if x != nil {
+		if x, ok := x.Payload.(*OmniMessage_GoalStarted); ok {
+			return x.GoalStarted
+		}
+	}
+	return nil
+}
+
+func (x *OmniMessage) GetGoalRound() *GoalRound {
+	if x != nil {
+		if x, ok := x.Payload.(*OmniMessage_GoalRound); ok {
+			return x.GoalRound
+		}
+	}
+	return nil
+}
+
+func (x *OmniMessage) GetGoalFinished() *GoalFinished {
+	if x != nil {
+		if x, ok := x.Payload.(*OmniMessage_GoalFinished); ok {
+			return x.GoalFinished
+		}
+	}
+	return nil
+}
+
 type isOmniMessage_Payload interface {
 	isOmniMessage_Payload()
 }
@@ -921,6 +951,21 @@ type OmniMessage_McpConnectEnd struct {
 	McpConnectEnd *McpConnectEnd `protobuf:"bytes,50,opt,name=mcp_connect_end,json=mcpConnectEnd,proto3,oneof"`
 }
 
+type OmniMessage_GoalStarted struct {
+	// A goal loop started (goal.proto).
+	GoalStarted *GoalStarted `protobuf:"bytes,51,opt,name=goal_started,json=goalStarted,proto3,oneof"`
+}
+
+type OmniMessage_GoalRound struct {
+	// A round of a goal loop starts.
+	GoalRound *GoalRound `protobuf:"bytes,52,opt,name=goal_round,json=goalRound,proto3,oneof"`
+}
+
+type OmniMessage_GoalFinished struct {
+	// A goal loop ended.
+	GoalFinished *GoalFinished `protobuf:"bytes,53,opt,name=goal_finished,json=goalFinished,proto3,oneof"`
+}
+
 func (*OmniMessage_SessionMeta) isOmniMessage_Payload() {}
 
 func (*OmniMessage_Text) isOmniMessage_Payload() {}
@@ -966,6 +1011,12 @@ func (*OmniMessage_ToolListReady) isOmniMessage_Payload() {}
 func (*OmniMessage_McpConnectBegin) isOmniMessage_Payload() {}
 
 func (*OmniMessage_McpConnectEnd) isOmniMessage_Payload() {}
+
+func (*OmniMessage_GoalStarted) isOmniMessage_Payload() {}
+
+func (*OmniMessage_GoalRound) isOmniMessage_Payload() {}
+
+func (*OmniMessage_GoalFinished) isOmniMessage_Payload() {}
 
 // SessionMeta holds the per-session invariants of one model context. On
 // resume the engine takes it as the runtime configuration.
@@ -2871,7 +2922,7 @@ var File_penguin_v1_message_proto protoreflect.FileDescriptor
 const file_penguin_v1_message_proto_rawDesc = "" +
 	"\n" +
 	"\x18penguin/v1/message.proto\x12\n" +
-	"penguin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xaf\f\n" +
+	"penguin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15penguin/v1/goal.proto\"\xe6\r\n" +
 	"\vOmniMessage\x128\n" +
 	"\ttimestamp\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x16\n" +
 	"\x06origin\x18\x02 \x03(\tR\x06origin\x12<\n" +
@@ -2901,7 +2952,11 @@ const file_penguin_v1_message_proto_rawDesc = "" +
 	"\bsubagent\x18/ \x01(\v2\x14.penguin.v1.SubagentH\x00R\bsubagent\x12C\n" +
 	"\x0ftool_list_ready\x180 \x01(\v2\x19.penguin.v1.ToolListReadyH\x00R\rtoolListReady\x12I\n" +
 	"\x11mcp_connect_begin\x181 \x01(\v2\x1b.penguin.v1.McpConnectBeginH\x00R\x0fmcpConnectBegin\x12C\n" +
-	"\x0fmcp_connect_end\x182 \x01(\v2\x19.penguin.v1.McpConnectEndH\x00R\rmcpConnectEndB\t\n" +
+	"\x0fmcp_connect_end\x182 \x01(\v2\x19.penguin.v1.McpConnectEndH\x00R\rmcpConnectEnd\x12<\n" +
+	"\fgoal_started\x183 \x01(\v2\x17.penguin.v1.GoalStartedH\x00R\vgoalStarted\x126\n" +
+	"\n" +
+	"goal_round\x184 \x01(\v2\x15.penguin.v1.GoalRoundH\x00R\tgoalRound\x12?\n" +
+	"\rgoal_finished\x185 \x01(\v2\x18.penguin.v1.GoalFinishedH\x00R\fgoalFinishedB\t\n" +
 	"\apayload\"\x91\x02\n" +
 	"\vSessionMeta\x12\x1d\n" +
 	"\n" +
@@ -3163,6 +3218,9 @@ var file_penguin_v1_message_proto_goTypes = []any{
 	(*McpServerConnectResult)(nil), // 33: penguin.v1.McpServerConnectResult
 	(*McpConnectEnd)(nil),          // 34: penguin.v1.McpConnectEnd
 	(*timestamppb.Timestamp)(nil),  // 35: google.protobuf.Timestamp
+	(*GoalStarted)(nil),            // 36: penguin.v1.GoalStarted
+	(*GoalRound)(nil),              // 37: penguin.v1.GoalRound
+	(*GoalFinished)(nil),           // 38: penguin.v1.GoalFinished
 }
 var file_penguin_v1_message_proto_depIdxs = []int32{
 	35, // 0: penguin.v1.OmniMessage.timestamp:type_name -> google.protobuf.Timestamp
@@ -3189,51 +3247,54 @@ var file_penguin_v1_message_proto_depIdxs = []int32{
 	31, // 21: penguin.v1.OmniMessage.tool_list_ready:type_name -> penguin.v1.ToolListReady
 	32, // 22: penguin.v1.OmniMessage.mcp_connect_begin:type_name -> penguin.v1.McpConnectBegin
 	34, // 23: penguin.v1.OmniMessage.mcp_connect_end:type_name -> penguin.v1.McpConnectEnd
-	1,  // 24: penguin.v1.Text.role:type_name -> penguin.v1.Role
-	2,  // 25: penguin.v1.Text.sender:type_name -> penguin.v1.Sender
-	0,  // 26: penguin.v1.Text.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 27: penguin.v1.ImageUrl.role:type_name -> penguin.v1.Role
-	0,  // 28: penguin.v1.ImageUrl.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 29: penguin.v1.InlineData.role:type_name -> penguin.v1.Role
-	0,  // 30: penguin.v1.InlineData.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 31: penguin.v1.Thinking.role:type_name -> penguin.v1.Role
-	0,  // 32: penguin.v1.Thinking.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 33: penguin.v1.InlineThinking.role:type_name -> penguin.v1.Role
-	0,  // 34: penguin.v1.InlineThinking.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 35: penguin.v1.ToolCall.role:type_name -> penguin.v1.Role
-	0,  // 36: penguin.v1.ToolCall.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 37: penguin.v1.ToolCallOutput.role:type_name -> penguin.v1.Role
-	0,  // 38: penguin.v1.ToolCallOutput.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 39: penguin.v1.PartialText.role:type_name -> penguin.v1.Role
-	3,  // 40: penguin.v1.PartialText.event_type:type_name -> penguin.v1.StreamEventType
-	0,  // 41: penguin.v1.PartialText.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 42: penguin.v1.PartialThinking.role:type_name -> penguin.v1.Role
-	3,  // 43: penguin.v1.PartialThinking.event_type:type_name -> penguin.v1.StreamEventType
-	0,  // 44: penguin.v1.PartialThinking.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 45: penguin.v1.PartialToolCall.role:type_name -> penguin.v1.Role
-	3,  // 46: penguin.v1.PartialToolCall.event_type:type_name -> penguin.v1.StreamEventType
-	0,  // 47: penguin.v1.PartialToolCall.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 48: penguin.v1.PartialToolCallOutput.role:type_name -> penguin.v1.Role
-	3,  // 49: penguin.v1.PartialToolCallOutput.event_type:type_name -> penguin.v1.StreamEventType
-	0,  // 50: penguin.v1.PartialToolCallOutput.stop_reason:type_name -> penguin.v1.StopReason
-	4,  // 51: penguin.v1.ApprovalDecision.decision:type_name -> penguin.v1.Decision
-	23, // 52: penguin.v1.TokenUsage.session:type_name -> penguin.v1.TokenCounts
-	23, // 53: penguin.v1.TokenUsage.request:type_name -> penguin.v1.TokenCounts
-	0,  // 54: penguin.v1.RequestEnd.status:type_name -> penguin.v1.StopReason
-	5,  // 55: penguin.v1.CompactionBegin.reason:type_name -> penguin.v1.CompactionReason
-	6,  // 56: penguin.v1.CompactionBegin.mode:type_name -> penguin.v1.CompactionMode
-	5,  // 57: penguin.v1.CompactionEnd.reason:type_name -> penguin.v1.CompactionReason
-	6,  // 58: penguin.v1.CompactionEnd.mode:type_name -> penguin.v1.CompactionMode
-	0,  // 59: penguin.v1.CompactionEnd.status:type_name -> penguin.v1.StopReason
-	30, // 60: penguin.v1.ToolListReady.tools:type_name -> penguin.v1.ToolDefinition
-	7,  // 61: penguin.v1.McpServerConnectResult.status:type_name -> penguin.v1.McpConnectStatus
-	7,  // 62: penguin.v1.McpConnectEnd.status:type_name -> penguin.v1.McpConnectStatus
-	33, // 63: penguin.v1.McpConnectEnd.results:type_name -> penguin.v1.McpServerConnectResult
-	64, // [64:64] is the sub-list for method output_type
-	64, // [64:64] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	36, // 24: penguin.v1.OmniMessage.goal_started:type_name -> penguin.v1.GoalStarted
+	37, // 25: penguin.v1.OmniMessage.goal_round:type_name -> penguin.v1.GoalRound
+	38, // 26: penguin.v1.OmniMessage.goal_finished:type_name -> penguin.v1.GoalFinished
+	1,  // 27: penguin.v1.Text.role:type_name -> penguin.v1.Role
+	2,  // 28: penguin.v1.Text.sender:type_name -> penguin.v1.Sender
+	0,  // 29: penguin.v1.Text.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 30: penguin.v1.ImageUrl.role:type_name -> penguin.v1.Role
+	0,  // 31: penguin.v1.ImageUrl.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 32: penguin.v1.InlineData.role:type_name -> penguin.v1.Role
+	0,  // 33: penguin.v1.InlineData.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 34: penguin.v1.Thinking.role:type_name -> penguin.v1.Role
+	0,  // 35: penguin.v1.Thinking.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 36: penguin.v1.InlineThinking.role:type_name -> penguin.v1.Role
+	0,  // 37: penguin.v1.InlineThinking.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 38: penguin.v1.ToolCall.role:type_name -> penguin.v1.Role
+	0,  // 39: penguin.v1.ToolCall.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 40: penguin.v1.ToolCallOutput.role:type_name -> penguin.v1.Role
+	0,  // 41: penguin.v1.ToolCallOutput.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 42: penguin.v1.PartialText.role:type_name -> penguin.v1.Role
+	3,  // 43: penguin.v1.PartialText.event_type:type_name -> penguin.v1.StreamEventType
+	0,  // 44: penguin.v1.PartialText.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 45: penguin.v1.PartialThinking.role:type_name -> penguin.v1.Role
+	3,  // 46: penguin.v1.PartialThinking.event_type:type_name -> penguin.v1.StreamEventType
+	0,  // 47: penguin.v1.PartialThinking.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 48: penguin.v1.PartialToolCall.role:type_name -> penguin.v1.Role
+	3,  // 49: penguin.v1.PartialToolCall.event_type:type_name -> penguin.v1.StreamEventType
+	0,  // 50: penguin.v1.PartialToolCall.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 51: penguin.v1.PartialToolCallOutput.role:type_name -> penguin.v1.Role
+	3,  // 52: penguin.v1.PartialToolCallOutput.event_type:type_name -> penguin.v1.StreamEventType
+	0,  // 53: penguin.v1.PartialToolCallOutput.stop_reason:type_name -> penguin.v1.StopReason
+	4,  // 54: penguin.v1.ApprovalDecision.decision:type_name -> penguin.v1.Decision
+	23, // 55: penguin.v1.TokenUsage.session:type_name -> penguin.v1.TokenCounts
+	23, // 56: penguin.v1.TokenUsage.request:type_name -> penguin.v1.TokenCounts
+	0,  // 57: penguin.v1.RequestEnd.status:type_name -> penguin.v1.StopReason
+	5,  // 58: penguin.v1.CompactionBegin.reason:type_name -> penguin.v1.CompactionReason
+	6,  // 59: penguin.v1.CompactionBegin.mode:type_name -> penguin.v1.CompactionMode
+	5,  // 60: penguin.v1.CompactionEnd.reason:type_name -> penguin.v1.CompactionReason
+	6,  // 61: penguin.v1.CompactionEnd.mode:type_name -> penguin.v1.CompactionMode
+	0,  // 62: penguin.v1.CompactionEnd.status:type_name -> penguin.v1.StopReason
+	30, // 63: penguin.v1.ToolListReady.tools:type_name -> penguin.v1.ToolDefinition
+	7,  // 64: penguin.v1.McpServerConnectResult.status:type_name -> penguin.v1.McpConnectStatus
+	7,  // 65: penguin.v1.McpConnectEnd.status:type_name -> penguin.v1.McpConnectStatus
+	33, // 66: penguin.v1.McpConnectEnd.results:type_name -> penguin.v1.McpServerConnectResult
+	67, // [67:67] is the sub-list for method output_type
+	67, // [67:67] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_message_proto_init() }
@@ -3241,6 +3302,7 @@ func file_penguin_v1_message_proto_init() {
 	if File_penguin_v1_message_proto != nil {
 		return
 	}
+	file_penguin_v1_goal_proto_init()
 	file_penguin_v1_message_proto_msgTypes[0].OneofWrappers = []any{
 		(*OmniMessage_SessionMeta)(nil),
 		(*OmniMessage_Text)(nil),
@@ -3265,6 +3327,9 @@ func file_penguin_v1_message_proto_init() {
 		(*OmniMessage_ToolListReady)(nil),
 		(*OmniMessage_McpConnectBegin)(nil),
 		(*OmniMessage_McpConnectEnd)(nil),
+		(*OmniMessage_GoalStarted)(nil),
+		(*OmniMessage_GoalRound)(nil),
+		(*OmniMessage_GoalFinished)(nil),
 	}
 	file_penguin_v1_message_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}

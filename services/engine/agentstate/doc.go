@@ -12,10 +12,8 @@
 //	                         .vault.toml in a directory PenguinHarness wrote
 //
 // Load reads a directory (absent files take defaults, malformed ones are
-// errors naming file and line; system_config.yaml may be written in
-// Penguin's spelling, the canonical one, or in PenguinHarness's, see
-// spelling.go and docs/configuration.md), Init creates one without ever
-// overwriting,
+// errors naming file and line; package agentconfig reads
+// system_config.yaml), Init creates one without ever overwriting,
 // State.SystemPrompt assembles the prompt, State.ToolConfig gives the
 // environment its tool set, and ExtractSummary reads the summary out of a
 // compaction reply.

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 )
 
 // The paths by which the model reaches the agent's own files through the
@@ -21,12 +23,10 @@ import (
 // delete_agent_file). They are relative to the agent state directory but
 // name no directory of any host: the engine owns these files, and the
 // environment, which may run on another host, never sees them.
+// agentconfig owns them, since the default tools' descriptions name them.
 const (
-	// UserMemoryPath is the user scope of memory.
-	UserMemoryPath = MemoryDir + "/" + memoryUserScope
-	// WorkspaceMemoryPath is the memory of the session's workspace,
-	// whichever directory its key names.
-	WorkspaceMemoryPath = MemoryDir + "/workspace"
+	UserMemoryPath      = agentconfig.UserMemoryPath
+	WorkspaceMemoryPath = agentconfig.WorkspaceMemoryPath
 )
 
 // Bounds of what the agent-file tools read and write.
@@ -55,6 +55,9 @@ func refuse(format string, args ...any) error {
 // directly in its scope, its name plain enough for any filesystem. Hidden
 // names (the scope's .workspace marker, temporary files) never match.
 var memoryFileName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}\.md$`)
+
+// ValidMemoryFileName reports whether name can name a memory file.
+func ValidMemoryFileName(name string) bool { return memoryFileName.MatchString(name) }
 
 // Files is the part of an agent's state one session's model may reach:
 // AGENTS.md and the skills to read, and the user's and the workspace's

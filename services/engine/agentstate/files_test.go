@@ -271,22 +271,3 @@ func TestAgentsMDWithWorkspaceFiles(t *testing.T) {
 		t.Errorf("no instructions at all = %q", got)
 	}
 }
-
-// An agent whose system_config.yaml holds the skills and memory sections
-// an earlier version wrote gets today's, which name the agent-file tools;
-// an edited section is kept.
-func TestLegacySectionsUpgraded(t *testing.T) {
-	t.Parallel()
-	yaml := "skills:\n  prompt: |\n" + indent(legacySkillsPrompt, "    ") + "memory:\n  prompt: |\n" + indent(legacyMemoryPrompt, "    ")
-	c, err := ParseConfig("system_config.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Skills.Prompt != DefaultSkillsPrompt || c.Memory.Prompt != DefaultMemoryPrompt {
-		t.Errorf("legacy sections kept:\n%s\n%s", c.Skills.Prompt, c.Memory.Prompt)
-	}
-	edited := "skills:\n  prompt: |\n    # My skills\n    {{SKILL_METADATA}}\n"
-	if c, err := ParseConfig("system_config.yaml", []byte(edited)); err != nil || c.Skills.Prompt != "# My skills\n{{SKILL_METADATA}}\n" {
-		t.Errorf("an edited section was changed: %q, %v", c.Skills.Prompt, err)
-	}
-}

@@ -46,13 +46,13 @@ type PromptVars struct {
 var placeholderRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{\{([A-Z][A-Z0-9_]*)\}\}`) })
 
 // SystemPrompt assembles the system prompt from the template in
-// Config.SystemPrompt. Placeholders:
+// agentconfig.Config.SystemPrompt. Placeholders:
 //
 //	{{AGENTS_MD}}               the text of the agent's AGENTS.md, then the
 //	                            workspace's AGENTS.md files, each under its path
-//	{{SKILLS}}                  the skills section (Config.Skills), or nothing when off
-//	{{VAULT}}                   the vault section (Config.Vault), or nothing when off
-//	{{MEMORY}}                  the memory section (Config.Memory), or nothing when off
+//	{{SKILLS}}                  the skills section (agentconfig.Config.Skills), or nothing when off
+//	{{VAULT}}                   the vault section (agentconfig.Config.Vault), or nothing when off
+//	{{MEMORY}}                  the memory section (agentconfig.Config.Memory), or nothing when off
 //	{{SKILL_METADATA}}          one "- name: description (path)" line per skill
 //	{{VAULT_KEYS}}              one "- NAME" line per vault key; never a value
 //	{{USER_MEMORY_INDEX}}       the user scope's MEMORY.md, capped
@@ -100,7 +100,7 @@ func (s *State) SystemPrompt(v PromptVars) string {
 		"SKILLS":         "",
 		"MEMORY":         "",
 		// Penguin runs no scheduled tasks: a PenguinHarness template's
-		// schedules section expands to nothing (see Config.Schedules).
+		// schedules section expands to nothing (see agentconfig.Config.Schedules).
 		"SCHEDULES":     "",
 		"SCHEDULE_LIST": "",
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 )
 
 // testState builds a State in a temporary directory with one skill, an
@@ -140,7 +142,7 @@ func TestVaultValuesNeverInPrompt(t *testing.T) {
 	t.Parallel()
 	st := testState(t)
 	templates := []string{
-		DefaultSystemPrompt,
+		agentconfig.DefaultSystemPrompt,
 		"{{VAULT}}{{VAULT_KEYS}}{{AGENTS_MD}}{{SKILLS}}{{MEMORY}}",
 		"{{GITHUB_TOKEN}} ${GITHUB_TOKEN} {{VAULT_GITHUB_TOKEN}}",
 	}
@@ -336,5 +338,38 @@ func TestMemoryKey(t *testing.T) {
 	}
 	if k := MemoryKey("/"); !strings.HasPrefix(k, "workspace-") {
 		t.Errorf("MemoryKey(/) = %q", k)
+	}
+}
+
+// The system prompts of PenguinHarness's reference agents assemble: every
+// placeholder they use is filled in, and the schedules section, which
+// Penguin does not run, is left out.
+func TestReferenceTemplatesAssemble(t *testing.T) {
+	t.Parallel()
+	load := func(name string) *State {
+		data, err := os.ReadFile(filepath.Join("..", "agentconfig", "testdata", "reference", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// PenguinHarness's layout: <agent id>/agent_state.
+		dir := filepath.Join(t.TempDir(), "default_agent", "agent_state")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, ConfigFile), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		st, err := Load(dir)
+		if err != nil {
+			t.Fatalf("%s does not load: %v", name, err)
+		}
+		return st
+	}
+	prompt := load("partial_override.yaml").SystemPrompt(PromptVars{Workspace: "/w", Provider: "p", ModelID: "m", SessionID: "s", AppDataDir: "/data"})
+	if strings.Contains(prompt, "{{") || !strings.Contains(prompt, "You are default_agent, an agent that works in /w") || !strings.Contains(prompt, "- Session: s") {
+		t.Errorf("assembled prompt:\n%s", prompt)
+	}
+	if prompt := load("every_key.yaml").SystemPrompt(PromptVars{Workspace: "/w"}); strings.Contains(prompt, "Scheduled tasks") || strings.Contains(prompt, "{{") {
+		t.Errorf("the schedules section reached the prompt:\n%s", prompt)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"gopkg.in/yaml.v3"
 )
 
@@ -85,7 +86,7 @@ func loadSkills(dir string) ([]Skill, error) {
 	sort.Slice(skills, func(i, j int) bool { return skills[i].Name < skills[j].Name })
 	for i := 1; i < len(skills); i++ {
 		if skills[i].Name == skills[i-1].Name {
-			return nil, &ConfigError{File: skills[i].Path, Field: "name",
+			return nil, &agentconfig.ConfigError{File: skills[i].Path, Field: "name",
 				Msg: fmt.Sprintf("skill name %q is also used by %s", skills[i].Name, skills[i-1].Path)}
 		}
 	}
@@ -95,6 +96,12 @@ func loadSkills(dir string) ([]Skill, error) {
 // parseSkill reads the front matter of a SKILL.md: a YAML block between a
 // first line "---" and the next line "---". A file without front matter is
 // a skill named after its directory, with no description.
+// ParseSkill reads a SKILL.md's front matter as loading an agent does;
+// path names the file in errors and dirName is its skill's directory.
+func ParseSkill(path, dirName string, data []byte) (Skill, error) {
+	return parseSkill(path, dirName, data)
+}
+
 func parseSkill(path, dirName string, data []byte) (Skill, error) {
 	sk := Skill{Name: dirName, Dir: dirName, Path: path}
 	text := strings.TrimPrefix(string(data), "\ufeff")
@@ -120,12 +127,12 @@ func parseSkill(path, dirName string, data []byte) (Skill, error) {
 		off += nl + 1
 	}
 	if end < 0 {
-		return sk, &ConfigError{File: path, Line: 1, Msg: "the front matter opened by \"---\" is never closed"}
+		return sk, &agentconfig.ConfigError{File: path, Line: 1, Msg: "the front matter opened by \"---\" is never closed"}
 	}
 	var fm skillFrontMatter
 	if err := yaml.NewDecoder(bytes.NewReader([]byte(body[:end]))).Decode(&fm); err != nil && !errors.Is(err, io.EOF) {
 		// The front matter starts on line 2 of the file.
-		return sk, yamlErrors(path, err, 1)
+		return sk, agentconfig.YAMLErrors(path, err, 1)
 	}
 	if n := strings.TrimSpace(fm.Name); n != "" {
 		sk.Name = n

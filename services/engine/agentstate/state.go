@@ -5,17 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
-	"reflect"
 	"runtime"
-	"slices"
 	"sync"
 
-	"gopkg.in/yaml.v3"
-
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 )
 
 // File and directory names inside an agent state directory.
@@ -39,12 +35,12 @@ const (
 // Reading methods may be called concurrently; SetVault and RemoveVault
 // change the State and must not run alongside them. A session that wants a
 // stable view loads its own State, or copies one (a shallow copy is enough
-// to change Config for one session).
+// to change agentconfig.Config for one session).
 type State struct {
 	// Dir is the absolute path of the directory.
 	Dir string
 	// Config is system_config.yaml, or the defaults when it is absent.
-	Config Config
+	Config agentconfig.Config
 	// AgentsMD is the text of AGENTS.md; empty when absent.
 	AgentsMD string
 	// Skills are the skills found under skills/, sorted by name.
@@ -129,7 +125,7 @@ func Init(dir string) (*State, error) {
 	if err := os.MkdirAll(filepath.Join(abs, SkillsDir), 0o755); err != nil {
 		return nil, fmt.Errorf("agent state: %w", err)
 	}
-	if err := createFile(filepath.Join(abs, ConfigFile), []byte(defaultConfigYAML()), 0o644); err != nil {
+	if err := createFile(filepath.Join(abs, ConfigFile), []byte(agentconfig.DefaultYAML()), 0o644); err != nil {
 		return nil, err
 	}
 	// An agent directory with PenguinHarness's vault keeps it as its only
@@ -169,8 +165,8 @@ func createFile(path string, data []byte, perm os.FileMode) error {
 //
 // The file is read every time, so an edit applies to the next session,
 // but parsing it is done once per content (see parsedConfigs).
-func loadConfig(path string) (Config, error) {
-	c := Default()
+func loadConfig(path string) (agentconfig.Config, error) {
+	c := agentconfig.Default()
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return c, nil
@@ -181,7 +177,8 @@ func loadConfig(path string) (Config, error) {
 	if cached, ok := parsedConfigs.get(path, data); ok {
 		return cached, nil
 	}
-	if err := parseConfig(path, data, &c); err != nil {
+	c, err = agentconfig.Parse(path, data)
+	if err != nil {
 		return c, err
 	}
 	parsedConfigs.put(path, data, c)
@@ -203,147 +200,39 @@ type configCache struct {
 
 type cachedConfig struct {
 	data []byte
-	cfg  Config
+	cfg  agentconfig.Config
 }
 
 // get returns a copy of the configuration parsed from exactly data at
 // path, if it is cached.
-func (c *configCache) get(path string, data []byte) (Config, bool) {
+func (c *configCache) get(path string, data []byte) (agentconfig.Config, bool) {
 	c.mu.Lock()
 	e, ok := c.m[path]
 	c.mu.Unlock()
 	if !ok || !bytes.Equal(e.data, data) {
-		return Config{}, false
+		return agentconfig.Config{}, false
 	}
-	return e.cfg.clone(), true
+	return e.cfg.Clone(), true
 }
 
-func (c *configCache) put(path string, data []byte, cfg Config) {
+func (c *configCache) put(path string, data []byte, cfg agentconfig.Config) {
 	c.mu.Lock()
-	c.m[path] = cachedConfig{data: data, cfg: cfg.clone()}
+	c.m[path] = cachedConfig{data: data, cfg: cfg.Clone()}
 	c.mu.Unlock()
-}
-
-// clone returns a copy of c whose lists and maps (the tool lists, the MCP
-// servers' arguments, environment and headers) are its own, so that a
-// caller appending to or setting them cannot change the cached
-// configuration. The optional numbers of a tool's settings stay shared
-// pointers; nothing writes through them.
-func (c Config) clone() Config {
-	c.Tools.Builtin = slices.Clone(c.Tools.Builtin)
-	c.Tools.Custom = slices.Clone(c.Tools.Custom)
-	c.Tools.MCPServers = slices.Clone(c.Tools.MCPServers)
-	for i := range c.Tools.MCPServers {
-		m := &c.Tools.MCPServers[i]
-		m.Args, m.Env, m.Headers = slices.Clone(m.Args), maps.Clone(m.Env), maps.Clone(m.Headers)
-	}
-	return c
-}
-
-// ParseConfig reads a configuration from YAML over the defaults and
-// validates it; name is used in errors.
-func ParseConfig(name string, data []byte) (Config, error) {
-	c := Default()
-	err := parseConfig(name, data, &c)
-	return c, err
-}
-
-func parseConfig(name string, data []byte, c *Config) error {
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return yamlErrors(name, err, 0)
-	}
-	if root.Kind == 0 || (root.Kind == yaml.DocumentNode && len(root.Content) == 0) {
-		return nil // an empty file: every key takes its default
-	}
-	doc := root.Content[0]
-	if doc.Kind == yaml.ScalarNode && doc.ShortTag() == "!!null" {
-		return nil // only a document marker or comments
-	}
-	if doc.Kind != yaml.MappingNode {
-		return &ConfigError{File: name, Line: doc.Line, Msg: "expected a mapping of keys such as system_prompt and model"}
-	}
-	// PenguinHarness's spelling becomes Penguin's before decoding (see
-	// spelling.go); errors name the keys as the file writes them.
-	written, spellErr := respell(doc)
-	keysErr := errors.Join(knownKeys(doc, reflect.TypeFor[Config](), "")...)
-	var decodeErr error
-	if err := root.Decode(c); err != nil {
-		var te *yaml.TypeError
-		if !errors.As(err, &te) {
-			return yamlErrors(name, err, 0)
-		}
-		// The decoder went on past type errors, leaving defaults where it
-		// failed, so validating the rest reports every problem at once.
-		decodeErr = nameFields(yamlErrors(name, err, 0), &root)
-	}
-	// No list and an empty one mean the same for custom tools and MCP
-	// servers (unlike builtin, where an empty list is refused), so both
-	// read as none and a file written back says the same.
-	if len(c.Tools.Custom) == 0 {
-		c.Tools.Custom = nil
-	}
-	if len(c.Tools.MCPServers) == 0 {
-		c.Tools.MCPServers = nil
-	}
-	upgradeSections(c)
-	// The spelling's problems name the keys as written already; the rest
-	// name them in the rewritten document.
-	var spelled, rest error
-	if spellErr != nil {
-		spelled = locate(spellErr, name, &root)
-	}
-	if err := errors.Join(keysErr, decodeErr, c.Validate()); err != nil {
-		rest = asWritten(locate(err, name, &root), written)
-	}
-	return errors.Join(spelled, rest)
-}
-
-// locate fills in the file and line of validation errors.
-func locate(err error, file string, root *yaml.Node) error {
-	list := flatten(err)
-	out := make([]error, 0, len(list))
-	for _, e := range list {
-		var ce *ConfigError
-		if errors.As(e, &ce) {
-			c := *ce
-			c.File = file
-			if c.Line == 0 && c.Field != "" {
-				c.Line = lineOf(root, c.Field)
-			}
-			out = append(out, &c)
-			continue
-		}
-		out = append(out, fmt.Errorf("%s: %w", file, e))
-	}
-	return errors.Join(out...)
 }
 
 // WriteConfig validates c and writes it as dir's system_config.yaml,
 // replacing the file atomically. Comments of a hand-edited file are not
 // kept.
-func WriteConfig(dir string, c Config) error {
+func WriteConfig(dir string, c agentconfig.Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	data, err := marshalConfig(c)
+	data, err := agentconfig.Marshal(c)
 	if err != nil {
 		return err
 	}
 	return writeFileAtomic(filepath.Join(dir, ConfigFile), data, 0o644)
-}
-
-func marshalConfig(c Config) ([]byte, error) {
-	var b bytes.Buffer
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(c); err != nil {
-		return nil, fmt.Errorf("agent state: encode config: %w", err)
-	}
-	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("agent state: encode config: %w", err)
-	}
-	return b.Bytes(), nil
 }
 
 // writeFileAtomic writes data to a temporary file beside path and renames

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 )
 
 func fileMode(t *testing.T, path string) os.FileMode {
@@ -26,8 +28,8 @@ func TestInit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Init: %v", err)
 	}
-	if !reflect.DeepEqual(st.Config, Default()) {
-		t.Errorf("a new agent's config differs from Default()")
+	if !reflect.DeepEqual(st.Config, agentconfig.Default()) {
+		t.Errorf("a new agent's config differs from agentconfig.Default()")
 	}
 	if st.Dir != dir || st.AgentID() != "default" {
 		t.Errorf("Dir = %q, AgentID = %q", st.Dir, st.AgentID())
@@ -108,7 +110,7 @@ func TestLoadMissingDirectoryIsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load of a missing directory: %v", err)
 	}
-	if !reflect.DeepEqual(st.Config, Default()) || st.AgentsMD != "" || st.Skills != nil || len(st.Vault) != 0 {
+	if !reflect.DeepEqual(st.Config, agentconfig.Default()) || st.AgentsMD != "" || st.Skills != nil || len(st.Vault) != 0 {
 		t.Errorf("not the defaults: %+v", st)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
@@ -212,9 +214,9 @@ func TestSkillFrontMatterErrorLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Load(dir)
-	var ce *ConfigError
+	var ce *agentconfig.ConfigError
 	if !errors.As(err, &ce) {
-		t.Fatalf("error %v is not a *ConfigError", err)
+		t.Fatalf("error %v is not a *agentconfig.ConfigError", err)
 	}
 	if ce.Line < 3 {
 		t.Errorf("error %q at line %d, want a file line (3 or after)", err, ce.Line)
@@ -292,7 +294,7 @@ func TestLoadReparsesAnEditedConfig(t *testing.T) {
 	}
 	first.Config.Tools.MCPServers[0].Args[0] = "changed"
 	first.Config.Tools.MCPServers[0].Env["K"] = "changed"
-	first.Config.Tools.MCPServers = append(first.Config.Tools.MCPServers, MCPServer{Name: "two"})
+	first.Config.Tools.MCPServers = append(first.Config.Tools.MCPServers, agentconfig.MCPServer{Name: "two"})
 	again := load()
 	if m := again.Config.Tools.MCPServers; len(m) != 1 || m[0].Args[0] != "a" || m[0].Env["K"] != "v" {
 		t.Fatalf("a caller's change reached the next load: %+v", m)
@@ -305,5 +307,19 @@ func TestLoadReparsesAnEditedConfig(t *testing.T) {
 	write("max_turns: [\n")
 	if _, err := Load(dir); err == nil {
 		t.Fatal("a broken edit loaded without error")
+	}
+}
+
+func TestWriteConfigValidates(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	c := agentconfig.Default()
+	c.Compaction.Mode = "fold"
+	err := WriteConfig(dir, c)
+	if err == nil || !strings.Contains(err.Error(), "compaction.mode") {
+		t.Fatalf("WriteConfig of an invalid config: %v", err)
+	}
+	if _, statErr := os.Stat(filepath.Join(dir, ConfigFile)); !os.IsNotExist(statErr) {
+		t.Error("an invalid config was written")
 	}
 }

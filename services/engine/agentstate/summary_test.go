@@ -3,6 +3,8 @@ package agentstate
 import (
 	"strings"
 	"testing"
+
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 )
 
 func TestExtractSummary(t *testing.T) {
@@ -43,5 +45,13 @@ func TestWrapContextSummary(t *testing.T) {
 	got := WrapContextSummary("  S  ")
 	if !strings.HasPrefix(got, ContextSummaryOpen+"\n") || !strings.HasSuffix(got, "\nS\n"+ContextSummaryClose) {
 		t.Errorf("WrapContextSummary = %q", got)
+	}
+}
+
+func TestDefaultCompactionPromptAsksForASummaryBlock(t *testing.T) {
+	t.Parallel()
+	p := agentconfig.Default().Compaction.Prompt
+	if !strings.Contains(p, SummaryOpen) || !strings.Contains(p, SummaryClose) {
+		t.Errorf("the compaction prompt does not ask for a %s block", SummaryOpen)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/BurntSushi/toml"
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"gopkg.in/yaml.v3"
 )
 
@@ -56,7 +57,7 @@ func loadVault(dir string) (map[string]string, string, error) {
 	}
 	switch {
 	case tomlFound && len(fromYAML) > 0:
-		return nil, "", &ConfigError{File: tomlPath, Msg: fmt.Sprintf("%s holds a vault too: keep one of the two files (a NAME = \"value\" line of this one is a NAME: value line of the other)", yamlPath)}
+		return nil, "", &agentconfig.ConfigError{File: tomlPath, Msg: fmt.Sprintf("%s holds a vault too: keep one of the two files (a NAME = \"value\" line of this one is a NAME: value line of the other)", yamlPath)}
 	case tomlFound:
 		return fromTOML, tomlPath, nil
 	case !yamlFound:
@@ -83,7 +84,7 @@ func readVault(path string, parse func(string, []byte) (map[string]string, error
 			return nil, false, fmt.Errorf("agent state: %w", err)
 		}
 		if perm := info.Mode().Perm(); perm&0o077 != 0 {
-			return nil, false, &ConfigError{File: path, Msg: fmt.Sprintf("the vault is readable by others (mode %04o): run chmod 600 %s", perm, path)}
+			return nil, false, &agentconfig.ConfigError{File: path, Msg: fmt.Sprintf("the vault is readable by others (mode %04o): run chmod 600 %s", perm, path)}
 		}
 	}
 	v, err := parse(path, data)
@@ -95,7 +96,7 @@ func readVault(path string, parse func(string, []byte) (map[string]string, error
 func parseTOMLVault(path string, data []byte) (map[string]string, error) {
 	var raw map[string]any
 	if _, err := toml.Decode(string(data), &raw); err != nil {
-		ce := &ConfigError{File: path, Msg: "not a TOML table of NAME = \"value\" lines"}
+		ce := &agentconfig.ConfigError{File: path, Msg: "not a TOML table of NAME = \"value\" lines"}
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
 			ce.Line = pe.Position.Line
@@ -106,12 +107,12 @@ func parseTOMLVault(path string, data []byte) (map[string]string, error) {
 	var errs []error
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		if err := ValidVaultKey(k); err != nil {
-			errs = append(errs, &ConfigError{File: path, Msg: err.Error()})
+			errs = append(errs, &agentconfig.ConfigError{File: path, Msg: err.Error()})
 			continue
 		}
 		v, ok := raw[k].(string)
 		if !ok {
-			errs = append(errs, &ConfigError{File: path, Field: k, Msg: "the value must be a string"})
+			errs = append(errs, &agentconfig.ConfigError{File: path, Field: k, Msg: "the value must be a string"})
 			continue
 		}
 		vault[k] = v
@@ -125,7 +126,7 @@ func parseTOMLVault(path string, data []byte) (map[string]string, error) {
 func parseVault(path string, data []byte) (map[string]string, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlErrors(path, err, 0)
+		return nil, agentconfig.YAMLErrors(path, err, 0)
 	}
 	vault := map[string]string{}
 	if root.Kind == 0 || len(root.Content) == 0 {
@@ -136,22 +137,22 @@ func parseVault(path string, data []byte) (map[string]string, error) {
 		return vault, nil
 	}
 	if doc.Kind != yaml.MappingNode {
-		return nil, &ConfigError{File: path, Line: doc.Line, Msg: "expected a mapping of NAME: value"}
+		return nil, &agentconfig.ConfigError{File: path, Line: doc.Line, Msg: "expected a mapping of NAME: value"}
 	}
 	var errs []error
 	for i := 0; i+1 < len(doc.Content); i += 2 {
 		k, v := doc.Content[i], doc.Content[i+1]
 		if err := ValidVaultKey(k.Value); err != nil {
-			errs = append(errs, &ConfigError{File: path, Line: k.Line, Msg: err.Error()})
+			errs = append(errs, &agentconfig.ConfigError{File: path, Line: k.Line, Msg: err.Error()})
 			continue
 		}
 		if _, dup := vault[k.Value]; dup {
-			errs = append(errs, &ConfigError{File: path, Line: k.Line, Msg: fmt.Sprintf("key %q appears twice", k.Value)})
+			errs = append(errs, &agentconfig.ConfigError{File: path, Line: k.Line, Msg: fmt.Sprintf("key %q appears twice", k.Value)})
 			continue
 		}
 		if v.Kind != yaml.ScalarNode {
 			// The value is deliberately not quoted in the message.
-			errs = append(errs, &ConfigError{File: path, Line: v.Line, Field: k.Value, Msg: "the value must be a string, not a list or a mapping"})
+			errs = append(errs, &agentconfig.ConfigError{File: path, Line: v.Line, Field: k.Value, Msg: "the value must be a string, not a list or a mapping"})
 			continue
 		}
 		if v.ShortTag() == "!!null" {
@@ -182,7 +183,7 @@ func (s *State) SetVault(key, value string) error {
 	if err := ValidVaultKey(key); err != nil {
 		return err
 	}
-	next := cloneMap(s.Vault)
+	next := maps.Clone(s.Vault)
 	if next == nil {
 		next = map[string]string{}
 	}
@@ -199,7 +200,7 @@ func (s *State) RemoveVault(key string) (bool, error) {
 	if _, ok := s.Vault[key]; !ok {
 		return false, nil
 	}
-	next := cloneMap(s.Vault)
+	next := maps.Clone(s.Vault)
 	delete(next, key)
 	if err := writeVault(s.vaultPath(), next); err != nil {
 		return false, err
@@ -220,12 +221,22 @@ func (s *State) vaultPath() string {
 // writeVault writes vault to path, in TOML for PenguinHarness's .vault.toml
 // and in YAML otherwise.
 func writeVault(path string, vault map[string]string) error {
+	data, err := EncodeVault(filepath.Base(path), vault)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, data, 0o600)
+}
+
+// EncodeVault returns the text of a vault file named name (.vault.yaml or
+// .vault.toml) holding vault.
+func EncodeVault(name string, vault map[string]string) ([]byte, error) {
 	var b bytes.Buffer
-	if filepath.Base(path) == referenceVaultFile {
+	if name == referenceVaultFile {
 		if err := toml.NewEncoder(&b).Encode(vault); err != nil {
-			return fmt.Errorf("agent state: encode vault: %w", err)
+			return nil, fmt.Errorf("agent state: encode vault: %w", err)
 		}
-		return writeFileAtomic(path, b.Bytes(), 0o600)
+		return b.Bytes(), nil
 	}
 	b.WriteString(vaultHeader)
 	if len(vault) > 0 {
@@ -243,9 +254,18 @@ func writeVault(path string, vault map[string]string) error {
 		}
 		out, err := yaml.Marshal(n)
 		if err != nil {
-			return fmt.Errorf("agent state: encode vault: %w", err)
+			return nil, fmt.Errorf("agent state: encode vault: %w", err)
 		}
 		b.Write(out)
 	}
-	return writeFileAtomic(path, b.Bytes(), 0o600)
+	return b.Bytes(), nil
+}
+
+// ParseVault reads the text of a vault file named name (.vault.yaml or
+// .vault.toml). Its errors never quote a value.
+func ParseVault(name string, data []byte) (map[string]string, error) {
+	if name == referenceVaultFile {
+		return parseTOMLVault(name, data)
+	}
+	return parseVault(name, data)
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/eventually"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 	"github.com/penguin-agent/penguin/services/engine/lease"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )

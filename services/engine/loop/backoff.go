@@ -4,7 +4,7 @@ import "time"
 
 // Retry is the reconnect ladder of a run: how many times a failed model
 // request is sent again, and how long to wait before each retry. It has no
-// default of its own: the agent's configuration (agentstate.RetrySettings)
+// default of its own: the agent's configuration (agentconfig.RetrySettings)
 // owns the numbers, and this type owns the arithmetic.
 type Retry struct {
 	// MaxRetries is the most reconnects after the first attempt; zero or

@@ -8,6 +8,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/loop"
@@ -32,7 +33,7 @@ func withCompaction(r *rig, threshold int64, turns int, mode penguinv1.Compactio
 		TurnsThreshold:   turns,
 		Mode:             mode,
 		Prompt:           "SUMMARIZE NOW",
-		RetryNote:        agentstate.DefaultCompactionRetryNote,
+		RetryNote:        agentconfig.DefaultCompactionRetryNote,
 		ExtractSummary:   agentstate.ExtractSummary,
 		WrapSummary:      agentstate.WrapContextSummary,
 	}

@@ -109,7 +109,12 @@ func (m *Manager) resume(ctx context.Context, id string) (bool, error) {
 		rt.handBack(t, err)
 		return false, err
 	}
-	p, err := rt.prepare(ctx, penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED)
+	gs, err := rt.goalState(ctx)
+	if err != nil {
+		rt.handBack(t, err)
+		return false, err
+	}
+	p, err := rt.prepare(ctx, penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED, gs.Active)
 	if err != nil {
 		if errors.Is(err, ErrPrecondition) || errors.Is(err, ErrInvalid) {
 			// The session cannot run as it stands (its agent state is
@@ -122,15 +127,19 @@ func (m *Manager) resume(ctx context.Context, id string) (bool, error) {
 		rt.handBack(t, err)
 		return false, err
 	}
-	if !p.st.Config.DurableTasks || p.row.ParentID != "" || (len(p.input) == 0 && len(p.rs.Unasked) == 0) {
+	if !p.st.Config.DurableTasks || p.row.ParentID != "" || (len(p.input) == 0 && len(p.rs.Unasked) == 0 && !gs.Active) {
 		// Not durable (the pending input waits for the next Run), a
 		// subagent (its parent's task goes on and decides), or nothing
-		// left to do (the engine stopped after the task's last request).
+		// left to do (the engine stopped after the task's last request,
+		// and no goal wants another round).
 		rt.abandon(t, nil)
 		return false, nil
 	}
 	rt.setState(penguinv1.SessionState_SESSION_STATE_RUNNING, 0)
 	err = rt.begin(t, p, true)
+	if err == nil && gs.Active {
+		err = rt.resumeGoal(t, p, gs)
+	}
 	if err == nil {
 		err = rt.journal.Flush()
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/penguin-agent/penguin/services/engine/trace"
+	"github.com/penguin-agent/penguin/internal/transcript"
 )
 
 // exportPage is how many events Export reads at a time.
@@ -13,7 +13,7 @@ const exportPage = 500
 // Export sends a session's log in the JSONL trace format
 // (docs/trace-format.md), one
 // line (without its newline) per persisted event, with the index of the
-// model context the line belongs to (see trace.Contexts). index picks one
+// model context the line belongs to (see transcript.Contexts). index picks one
 // context (1-based); zero sends them all, in order. An index past the
 // last context is ErrNotFound.
 func (m *Manager) Export(ctx context.Context, id string, index int, send func(line string, index int) error) error {
@@ -25,7 +25,7 @@ func (m *Manager) Export(ctx context.Context, id string, index int, send func(li
 	}
 	var (
 		after    int64
-		contexts trace.Contexts
+		contexts transcript.Contexts
 		last     int
 	)
 	for {
@@ -42,7 +42,7 @@ func (m *Manager) Export(ctx context.Context, id string, index int, send func(li
 				}
 				continue
 			}
-			line, err := trace.Marshal(e.Message)
+			line, err := transcript.Marshal(e.Message)
 			if err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/approval"
 	"github.com/penguin-agent/penguin/services/engine/loop"
+	"github.com/penguin-agent/penguin/services/engine/scratchpad"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -48,7 +49,7 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 	if err != nil {
 		return nil, err
 	}
-	st, err := m.loadAgent(spec.AgentState)
+	st, err := m.loadAgent(ctx, spec.AgentState)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +260,16 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 	if row.EnvironmentID != "" && !cfg.SharedEnvironment {
 		m.disposeEnvironment(ctx, id, row.EnvironmentAddr, row.EnvironmentID)
 	}
-	return m.store.DeleteSession(ctx, id)
+	if err := m.store.DeleteSession(ctx, id); err != nil {
+		return err
+	}
+	if row.AgentState != "" {
+		if err := scratchpad.For(row.AgentState, id).RemoveAll(); err != nil {
+			m.log.Warn("could not remove a deleted session's scratchpad", "session", id, "error", err)
+		}
+		m.saveAgent(ctx, row.AgentState)
+	}
+	return nil
 }
 
 // Fork copies a session's log into a new session, cut back to the last

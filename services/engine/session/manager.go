@@ -69,6 +69,12 @@ type Options struct {
 	// DefaultAgentState is the agent state directory of sessions that do
 	// not name one; it is created with defaults when missing.
 	DefaultAgentState string
+	// Agents keeps the working copies of the agents the store holds
+	// (package agentmirror): a session whose agent it knows reads the
+	// copy brought up to date at the start of each task, and the
+	// agent-file tools' writes reach the store at once. Nil reads every
+	// agent state directory as it stands.
+	Agents AgentCopies
 	// CommandPolicy is the deny-rule policy for shell commands, applied by
 	// the engine before approval and by every environment it creates. Nil
 	// means the factory rules.
@@ -252,9 +258,45 @@ func (m *Manager) updateRow(ctx context.Context, id string, f func(*store.Sessio
 	})
 }
 
-// loadAgent loads an agent state directory. The default one is created
-// when missing; a named one must exist.
-func (m *Manager) loadAgent(dir string) (*agentstate.State, error) {
+// AgentCopies keeps working copies of the agents a store holds; see
+// Options.Agents.
+type AgentCopies interface {
+	// Resolve names the agent a session's agent reference stands for;
+	// ok is false for a directory that is no working copy.
+	Resolve(ref string) (project, agent string, ok bool)
+	// Sync brings an agent's working copy up to date and returns its
+	// directory; an unknown agent is an error wrapping store.ErrNotFound.
+	Sync(ctx context.Context, project, agent string) (string, error)
+}
+
+// loadAgent loads an agent state directory: the working copy of an agent
+// of the store, brought up to date, or a directory as it stands. The
+// default one is created when missing; a named one must exist.
+func (m *Manager) loadAgent(ctx context.Context, dir string) (*agentstate.State, error) {
+	if m.opts.Agents != nil {
+		ref := dir
+		if ref == "" {
+			ref = m.opts.DefaultAgentState
+		}
+		if project, agent, ok := m.opts.Agents.Resolve(ref); ok {
+			copyDir, err := m.opts.Agents.Sync(ctx, project, agent)
+			switch {
+			case errors.Is(err, store.ErrNotFound) && ref != agent:
+				// A directory beside the working copies that the store
+				// does not hold: read as it stands, below.
+			case errors.Is(err, store.ErrNotFound):
+				return nil, fmt.Errorf("%w: agent %q does not exist", ErrInvalid, agent)
+			case err != nil:
+				return nil, fmt.Errorf("%w: agent %q: %v", ErrUnavailable, agent, err)
+			default:
+				st, err := agentstate.Load(copyDir)
+				if err != nil {
+					return nil, fmt.Errorf("%w: %v", ErrPrecondition, err)
+				}
+				return st, nil
+			}
+		}
+	}
 	if dir == "" || dir == m.opts.DefaultAgentState {
 		if m.opts.DefaultAgentState == "" {
 			return nil, fmt.Errorf("%w: no agent state given and the engine has no default", ErrInvalid)

@@ -32,13 +32,13 @@ type prepared struct {
 }
 
 // prepare reads what a task needs: the row, the agent state, the context
-// rebuilt from the log, and the environment with its tools. It writes
-// nothing to the log.
+// rebuilt from the log, and the environment with its tools (for a goal,
+// with the session's scratchpad). It writes nothing to the log.
 //
 // The environment counts as in use from here until the task's release
 // (idleEnvs); the row is read once a disposal of it in progress has
 // ended, so the task never binds an environment that is going away.
-func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel) (_ *prepared, err error) {
+func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel, goal bool) (_ *prepared, err error) {
 	m := rt.m
 	var users []string
 	defer func() {
@@ -74,7 +74,7 @@ func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel
 			}
 		}
 	}
-	st, err := m.loadAgent(row.AgentState)
+	st, err := m.loadAgent(ctx, row.AgentState)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel
 	if err != nil {
 		return nil, err
 	}
-	ts, err := rt.newToolset(ctx, row, cfg, st, rs.Tools)
+	ts, err := rt.newToolset(ctx, row, cfg, st, rs.Tools, goal)
 	if err != nil {
 		return nil, err
 	}

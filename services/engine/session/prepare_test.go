@@ -5,6 +5,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
@@ -13,7 +14,7 @@ import (
 // config, the reconnect ladder is 2 s, 4 s, 8 s, 16 s, 30 s and the
 // compaction texts are the agent state's defaults.
 func TestSettingsCarryTheAgentDefaults(t *testing.T) {
-	st := &agentstate.State{Config: agentstate.Default()}
+	st := &agentstate.State{Config: agentconfig.Default()}
 	row := &store.Session{Provider: "p", ModelID: "m"}
 	meta := &penguinv1.SessionMeta{SystemPrompt: "sys", ModelContextWindow: 100000}
 	set := settings(st, row, config{}, meta, penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED, nil)
@@ -28,7 +29,7 @@ func TestSettingsCarryTheAgentDefaults(t *testing.T) {
 		t.Errorf("MaxRetries = %d, want 5", set.Retry.MaxRetries)
 	}
 	c := set.Compaction
-	if c.Prompt != agentstate.DefaultCompactionPrompt || c.RetryNote != agentstate.DefaultCompactionRetryNote || c.ExtractSummary == nil || c.WrapSummary == nil {
+	if c.Prompt != agentconfig.DefaultCompactionPrompt || c.RetryNote != agentconfig.DefaultCompactionRetryNote || c.ExtractSummary == nil || c.WrapSummary == nil {
 		t.Errorf("compaction texts are not the agent state's: %+v", c)
 	}
 	// The context trigger is capped below the model's window.
@@ -44,7 +45,7 @@ func TestSettingsCarryTheAgentDefaults(t *testing.T) {
 }
 
 func TestSettingsOverrides(t *testing.T) {
-	cfg := agentstate.Default()
+	cfg := agentconfig.Default()
 	cfg.Compaction.TurnsThreshold = 12
 	st := &agentstate.State{Config: cfg}
 	row := &store.Session{ThinkingLevel: penguinv1.ThinkingLevel_THINKING_LEVEL_LOW}
@@ -57,7 +58,7 @@ func TestSettingsOverrides(t *testing.T) {
 		t.Errorf("MaxTurns %d, TurnsThreshold %d", set.MaxTurns, set.Compaction.TurnsThreshold)
 	}
 	// No window known: the default window caps the trigger.
-	if set.Compaction.ContextThreshold != agentstate.DefaultContextWindow-2048 {
+	if set.Compaction.ContextThreshold != agentconfig.DefaultContextWindow-2048 {
 		t.Errorf("ContextThreshold = %d", set.Compaction.ContextThreshold)
 	}
 	if s := settings(st, row, config{MaxTurns: -3}, &penguinv1.SessionMeta{}, 0, nil); s.MaxTurns != -1 {

@@ -49,6 +49,9 @@ type task struct {
 	// happens. Guarded by the runtime's mu.
 	durable  bool
 	handover bool
+	// goal marks a goal loop (goal.go): the task runs rounds until the
+	// goal ends.
+	goal bool
 	// examined is set on the task with which a replica looks at a run
 	// that was cut off (resume), and closed once the look has decided:
 	// from then on the task runs the resumed run, or it is gone. Until
@@ -87,6 +90,8 @@ type RunSpec struct {
 	// ModeFunc, when set, supplies the approval mode at each decision (a
 	// subagent follows its parent's).
 	ModeFunc func() penguinv1.ApprovalMode
+	// Goal, when set, makes the task a goal loop (goal.go).
+	Goal *GoalSpec
 }
 
 // Run starts a task on an idle session and sends its events until it ends
@@ -94,6 +99,11 @@ type RunSpec struct {
 func (m *Manager) Run(ctx context.Context, id string, spec RunSpec, send func(*penguinv1.RunEvent) error) error {
 	if strings.TrimSpace(spec.Prompt) == "" && len(spec.Images) == 0 {
 		return fmt.Errorf("%w: the prompt is empty", ErrInvalid)
+	}
+	if spec.Goal != nil {
+		if err := checkGoal(spec); err != nil {
+			return err
+		}
 	}
 	rt, err := m.acquire(ctx, id)
 	if err != nil {
@@ -198,7 +208,7 @@ func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, er
 	if err := rt.claim(ctx, t); err != nil {
 		return nil, 0, err
 	}
-	p, err := rt.prepare(ctx, spec.Thinking)
+	p, err := rt.prepare(ctx, spec.Thinking, spec.Goal != nil)
 	if err != nil {
 		rt.abandon(t, err)
 		return nil, 0, err
@@ -211,7 +221,11 @@ func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, er
 	rt.mu.Unlock()
 	rt.setState(penguinv1.SessionState_SESSION_STATE_RUNNING, 0)
 	err = rt.begin(t, p, false)
-	if err == nil {
+	switch {
+	case err != nil:
+	case spec.Goal != nil:
+		err = rt.startGoal(t, p, spec)
+	default:
 		err = rt.recordPrompt(p, spec)
 	}
 	if err == nil {
@@ -276,7 +290,15 @@ func (rt *Runtime) launch(t *task, p *prepared, spec RunSpec, unasked []*penguin
 			rt.finish(t, p, res)
 			return
 		}
-		res := loop.Resume(t.ctx, deps, p.settings, p.mctx, unasked, p.input)
+		// A goal resumed between rounds has nothing of its last round
+		// left to run: its next decision comes first.
+		res := loop.Result{Status: penguinv1.StopReason_STOP_REASON_COMPLETED}
+		if !t.goal || len(p.input) > 0 || len(unasked) > 0 {
+			res = loop.Resume(t.ctx, deps, p.settings, p.mctx, unasked, p.input)
+		}
+		if t.goal {
+			res = rt.runGoal(t, p, deps, res)
+		}
 		rt.finish(t, p, res)
 	}()
 }

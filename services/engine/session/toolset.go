@@ -8,12 +8,14 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/enginetool"
 	"github.com/penguin-agent/penguin/services/engine/enginetool/agentfiles"
 	"github.com/penguin-agent/penguin/services/engine/enginetool/describeimage"
 	"github.com/penguin-agent/penguin/services/engine/envtool"
 	"github.com/penguin-agent/penguin/services/engine/loop"
+	"github.com/penguin-agent/penguin/services/engine/scratchpad"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
 
@@ -154,7 +156,7 @@ func (ts *toolset) ownEnvironment() bool {
 // model class, then the engine's own (no subagent tools for a subagent).
 // known is the tool list the context last recorded, offered until an
 // environment made when the task starts (connect) says what it has.
-func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg config, st *agentstate.State, known []*penguinv1.ToolDefinition) (*toolset, error) {
+func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg config, st *agentstate.State, known []*penguinv1.ToolDefinition, goal bool) (*toolset, error) {
 	env, infos, reason, err := rt.bindEnvironment(ctx, row, cfg, st)
 	if err != nil {
 		return nil, err
@@ -170,14 +172,14 @@ func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg confi
 		ts.defs, ts.perms, ts.engine = nil, map[string]penguinv1.Permission{}, map[string]enginetool.Tool{}
 		tools := st.Config.Tools
 		for _, ti := range tools.FilterEnvironmentTools(infos, cfg.Vision) {
-			if slices.Contains(agentstate.EngineToolNames(), ti.GetDefinition().GetName()) {
+			if slices.Contains(agentconfig.EngineToolNames(), ti.GetDefinition().GetName()) {
 				continue
 			}
 			ts.defs = append(ts.defs, ti.GetDefinition())
 			ts.perms[ti.GetDefinition().GetName()] = ti.GetPermission()
 		}
 		for _, spec := range tools.EngineTools(cfg.Vision) {
-			et := rt.engineTool(spec.Name, ts, row, cfg, st)
+			et := rt.engineTool(spec.Name, ts, row, cfg, st, goal)
 			if et == nil {
 				continue
 			}
@@ -208,23 +210,29 @@ func (rt *Runtime) newToolset(ctx context.Context, row *store.Session, cfg confi
 // engineTool returns the engine's implementation of a tool, or nil when
 // this session does not offer it: a subagent cannot start subagents of its
 // own (depth 1), and the agent-file tools follow the skills and memory
-// switches.
-func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg config, st *agentstate.State) enginetool.Tool {
+// switches, plus the session's scratchpad while a goal runs (its control
+// file is there).
+func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg config, st *agentstate.State, goal bool) enginetool.Tool {
 	switch name {
-	case agentstate.ToolReadAgentFile:
+	case agentconfig.ToolReadAgentFile, agentconfig.ToolWriteAgentFile, agentconfig.ToolDeleteAgentFile:
 		// Reading serves skills and memory; with both off there is
-		// nothing the prompt points to.
-		if !st.Config.Skills.Enabled && !st.Config.Memory.Enabled {
+		// nothing the prompt points to. Writing serves memory.
+		var own enginetool.Tool
+		if st.Config.Memory.Enabled || (name == agentconfig.ToolReadAgentFile && st.Config.Skills.Enabled) {
+			own = agentfiles.For(name, st.Files(row.Workspace))
+		}
+		if goal {
+			own = agentfiles.WithScratchpad(name, own, scratchpad.For(st.Dir, row.ID))
+		}
+		if own == nil {
 			return nil
 		}
-		return agentfiles.For(name, st.Files(row.Workspace))
-	case agentstate.ToolWriteAgentFile, agentstate.ToolDeleteAgentFile:
-		if !st.Config.Memory.Enabled {
-			return nil
+		if name == agentconfig.ToolReadAgentFile {
+			return own
 		}
-		return agentfiles.For(name, st.Files(row.Workspace))
+		return rt.m.savingAgent(own, st.Dir)
 	}
-	if name == agentstate.ToolDescribeImage {
+	if name == agentconfig.ToolDescribeImage {
 		return &describeimage.Tool{
 			LLM: rt.m.opts.LLM, Vision: st.Config.Model.VisionModel.Proto(), TimeoutMs: st.Config.Model.RequestTimeoutMS,
 			Environment: enginetool.Func(ts.runInEnvironment),
@@ -234,6 +242,41 @@ func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg 
 		return nil
 	}
 	return rt.m.subagents.For(&parent{rt: rt, row: row, tools: ts}, rt.m.log).Tool(name)
+}
+
+// savingAgent makes a tool that changes the agent's files write them to
+// the store as soon as it has run, when the agent is one of the store's:
+// memory a model saves on this replica is in the next session's prompt on
+// any other. A failure to reach the store leaves the change in the
+// working copy, which the next task's sync writes.
+func (m *Manager) savingAgent(t enginetool.Tool, dir string) enginetool.Tool {
+	if m.opts.Agents == nil {
+		return t
+	}
+	if _, _, ok := m.opts.Agents.Resolve(dir); !ok {
+		return t
+	}
+	return enginetool.Func(func(ctx context.Context, call *penguinv1.ToolCall, forward func(*penguinv1.OmniMessage)) *penguinv1.OmniMessage {
+		out := t.Execute(ctx, call, forward)
+		m.saveAgent(context.WithoutCancel(ctx), dir)
+		return out
+	})
+}
+
+// saveAgent writes to the store what changed in the working copy dir of an
+// agent the store holds (nothing for a plain directory); a failure is
+// logged, and the next task's sync retries it.
+func (m *Manager) saveAgent(ctx context.Context, dir string) {
+	if m.opts.Agents == nil {
+		return
+	}
+	project, agent, ok := m.opts.Agents.Resolve(dir)
+	if !ok {
+		return
+	}
+	if _, err := m.opts.Agents.Sync(ctx, project, agent); err != nil {
+		m.log.Warn("an agent's changed files could not be written to the store; the next task retries", "agent", agent, "error", err)
+	}
 }
 
 func sameTools(a, b []*penguinv1.ToolDefinition) bool {

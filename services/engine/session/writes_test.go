@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/eventually"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"

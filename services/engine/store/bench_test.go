@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/services/engine/store"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/services/engine/store"
 )
 
 // benchChunk is how many appends run between two stretches of baseline
@@ -81,7 +83,7 @@ func runAppendBench(b *testing.B, st store.Store, rawInsert func(ctx context.Con
 // statements (pgx caches them by itself).
 func BenchmarkAppendEvents(b *testing.B) {
 	b.Run("sqlite", func(b *testing.B) {
-		ctx := testCtx(b)
+		ctx := testkit.Context(b, time.Minute)
 		path := filepath.Join(b.TempDir(), "bench.db")
 		st, err := store.Open(ctx, path)
 		if err != nil {
@@ -113,7 +115,7 @@ func BenchmarkAppendEvents(b *testing.B) {
 	b.Run("postgres", func(b *testing.B) {
 		env := newPGEnv(b)
 		schema, u := env.freshSchema(b)
-		ctx := testCtx(b)
+		ctx := testkit.Context(b, time.Minute)
 		st, err := store.Open(ctx, u)
 		if err != nil {
 			b.Fatal(err)
@@ -182,7 +184,7 @@ func runModifyBench(b *testing.B, st store.Store) {
 // write invalidates) and PostgreSQL (loopback).
 func BenchmarkModifySession(b *testing.B) {
 	b.Run("sqlite", func(b *testing.B) {
-		st, err := store.Open(testCtx(b), filepath.Join(b.TempDir(), "bench.db"))
+		st, err := store.Open(testkit.Context(b, time.Minute), filepath.Join(b.TempDir(), "bench.db"))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -192,7 +194,7 @@ func BenchmarkModifySession(b *testing.B) {
 	b.Run("postgres", func(b *testing.B) {
 		env := newPGEnv(b)
 		_, u := env.freshSchema(b)
-		st, err := store.Open(testCtx(b), u)
+		st, err := store.Open(testkit.Context(b, time.Minute), u)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -75,6 +75,25 @@ func sqliteMigrations() []migration {
 			`ALTER TABLE sessions ADD COLUMN usage_cost_usd REAL`,
 			`ALTER TABLE sessions ADD COLUMN usage_unreported INTEGER NOT NULL DEFAULT 0`,
 		}},
+		// Agents and their files (see AgentStore).
+		{version: 3, stmts: []string{
+			`CREATE TABLE agents (
+			project    TEXT    NOT NULL,
+			name       TEXT    NOT NULL,
+			version    INTEGER NOT NULL,
+			updated_at INTEGER NOT NULL,
+			PRIMARY KEY (project, name)
+		)`,
+			`CREATE TABLE agent_files (
+			project TEXT    NOT NULL,
+			agent   TEXT    NOT NULL,
+			path    TEXT    NOT NULL,
+			data    BLOB    NOT NULL,
+			version INTEGER NOT NULL,
+			PRIMARY KEY (project, agent, path),
+			FOREIGN KEY (project, agent) REFERENCES agents (project, name) ON DELETE CASCADE ON UPDATE CASCADE
+		)`,
+		}},
 	}
 }
 
@@ -135,6 +154,25 @@ func postgresMigrations() []migration {
 			`ALTER TABLE sessions ADD COLUMN usage_reasoning bigint NOT NULL DEFAULT 0`,
 			`ALTER TABLE sessions ADD COLUMN usage_cost_usd double precision`,
 			`ALTER TABLE sessions ADD COLUMN usage_unreported boolean NOT NULL DEFAULT false`,
+		}},
+		// As SQLite's version 3.
+		{version: 3, stmts: []string{
+			`CREATE TABLE agents (
+			project    text        NOT NULL,
+			name       text        NOT NULL,
+			version    bigint      NOT NULL,
+			updated_at timestamptz NOT NULL DEFAULT now(),
+			PRIMARY KEY (project, name)
+		)`,
+			`CREATE TABLE agent_files (
+			project text   NOT NULL,
+			agent   text   NOT NULL,
+			path    text   NOT NULL,
+			data    bytea  NOT NULL,
+			version bigint NOT NULL,
+			PRIMARY KEY (project, agent, path),
+			FOREIGN KEY (project, agent) REFERENCES agents (project, name) ON DELETE CASCADE ON UPDATE CASCADE
+		)`,
 		}},
 	}
 }

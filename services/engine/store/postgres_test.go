@@ -17,7 +17,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/penguin-agent/penguin/internal/pgtest"
+
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/pgtest"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/penguin-agent/penguin/services/engine/store/storetest"
 )
@@ -94,7 +96,7 @@ func withParam(tb testing.TB, u, key, value string) string {
 // schema is dropped (cleanups run last-in first-out).
 func (e *pgEnv) open(t *testing.T) store.Store {
 	schema, u := e.freshSchema(t)
-	s, err := store.Open(testCtx(t), u, store.WithLogger(testLogger(t)))
+	s, err := store.Open(testkit.Context(t, time.Minute), u, store.WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatalf("Open(%s): %v", u, err)
 	}
@@ -110,7 +112,7 @@ func (e *pgEnv) corrupt(t *testing.T, s store.Store, sessionID string, seq int64
 	e.mu.Lock()
 	schema := e.schemas[s]
 	e.mu.Unlock()
-	tag, err := e.admin.Exec(testCtx(t), `UPDATE `+pgx.Identifier{schema, "events"}.Sanitize()+
+	tag, err := e.admin.Exec(testkit.Context(t, time.Minute), `UPDATE `+pgx.Identifier{schema, "events"}.Sanitize()+
 		` SET payload = $1 WHERE session_id = $2 AND seq = $3`, payload, sessionID, seq)
 	if err != nil {
 		t.Fatalf("corrupt: %v", err)
@@ -262,7 +264,7 @@ func TestPostgresConnectionLost(t *testing.T) {
 	}
 	p := startProxy(t, parsed.Host)
 	parsed.Host = p.l.Addr().String()
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, time.Minute)
 	s, err := store.Open(ctx, parsed.String())
 	if err != nil {
 		t.Fatalf("Open through proxy: %v", err)
@@ -299,7 +301,7 @@ func TestPostgresConnectionLost(t *testing.T) {
 func TestPostgresConcurrentMigrations(t *testing.T) {
 	env := newPGEnv(t)
 	schema, u := env.freshSchema(t)
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, time.Minute)
 	const replicas = 6
 	var wg sync.WaitGroup
 	errs := make(chan error, replicas)
@@ -337,7 +339,7 @@ func TestPostgresConcurrentMigrations(t *testing.T) {
 func TestPostgresMissingSchema(t *testing.T) {
 	env := newPGEnv(t)
 	u := withParam(t, env.base, "search_path", "penguin_no_such_schema_"+strconv.FormatInt(time.Now().UnixNano(), 36))
-	s, err := store.Open(testCtx(t), u)
+	s, err := store.Open(testkit.Context(t, time.Minute), u)
 	if err == nil {
 		s.Close()
 		t.Fatal("Open with a missing schema succeeded")

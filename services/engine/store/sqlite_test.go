@@ -14,18 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/penguin-agent/penguin/services/engine/store/storetest"
-	"google.golang.org/protobuf/proto"
 )
-
-// testCtx returns a context that ends with the test or after a minute.
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // testLogger sends a store's log lines to the test log.
 func testLogger(t testing.TB) *slog.Logger {
@@ -47,7 +42,7 @@ type sqliteFiles struct {
 
 func (f *sqliteFiles) open(t *testing.T) store.Store {
 	path := filepath.Join(t.TempDir(), "penguin.db")
-	s, err := store.Open(testCtx(t), "sqlite:"+path, store.WithLogger(testLogger(t)))
+	s, err := store.Open(testkit.Context(t, time.Minute), "sqlite:"+path, store.WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatalf("Open(sqlite:%s): %v", path, err)
 	}
@@ -69,7 +64,7 @@ func (f *sqliteFiles) corrupt(t *testing.T, s store.Store, sessionID string, seq
 		t.Fatal(err)
 	}
 	defer db.Close()
-	res, err := db.ExecContext(testCtx(t), `UPDATE events SET payload = ? WHERE session_id = ? AND seq = ?`, payload, sessionID, seq)
+	res, err := db.ExecContext(testkit.Context(t, time.Minute), `UPDATE events SET payload = ? WHERE session_id = ? AND seq = ?`, payload, sessionID, seq)
 	if err != nil {
 		t.Fatalf("corrupt: %v", err)
 	}
@@ -97,7 +92,7 @@ func TestSQLiteConformance(t *testing.T) {
 // foreign keys on, and that data survives closing and reopening.
 func TestOpenSQLiteURLForms(t *testing.T) {
 	dir := t.TempDir()
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, time.Minute)
 	for _, tc := range []struct{ name, url, path string }{
 		{"sqlite scheme", "sqlite:" + filepath.Join(dir, "a", "b", "one.db"), filepath.Join(dir, "a", "b", "one.db")},
 		{"sqlite URL", "sqlite://" + filepath.Join(dir, "two.db"), filepath.Join(dir, "two.db")},
@@ -148,7 +143,7 @@ func TestOpenSQLiteURLForms(t *testing.T) {
 // TestOpenSQLiteMemory checks the in-memory store used by tests: private
 // to its Store, and with foreign keys enforced (a delete cascades).
 func TestOpenSQLiteMemory(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, time.Minute)
 	for _, url := range []string{":memory:", "sqlite::memory:"} {
 		a, err := store.Open(ctx, url)
 		if err != nil {
@@ -187,7 +182,7 @@ func TestOpenSQLiteMemory(t *testing.T) {
 // TestOpenRejectsBadURLs checks that a URL the store does not understand
 // is ErrInvalid with a message that says why.
 func TestOpenRejectsBadURLs(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, time.Minute)
 	for _, tc := range []struct{ url, want string }{
 		{"", "empty store URL"},
 		{"mysql://localhost/db", `unsupported store URL scheme "mysql"`},
@@ -210,7 +205,7 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 // TestOpenSQLiteUnavailable checks that a file that cannot be created is
 // ErrUnavailable, which the engine reports as codes.Unavailable.
 func TestOpenSQLiteUnavailable(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, time.Minute)
 	blocker := filepath.Join(t.TempDir(), "not-a-dir")
 	if err := os.WriteFile(blocker, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
@@ -245,7 +240,7 @@ func TestOpenSQLiteUnavailable(t *testing.T) {
 // torn last record that the shared suite cannot see: a warning naming the
 // session and sequence, and the record kept in torn_events for forensics.
 func TestSQLiteTornRecordIsLoggedAndQuarantined(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, time.Minute)
 	path := filepath.Join(t.TempDir(), "torn.db")
 	var logs bytes.Buffer
 	var mu sync.Mutex
@@ -324,7 +319,7 @@ func TestPayloadKind(t *testing.T) {
 // file within seconds, long before the writer's backstop (ten thousand
 // pages) would checkpoint them.
 func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, time.Minute)
 	path := filepath.Join(t.TempDir(), "ckpt.db")
 	s, err := store.Open(ctx, path)
 	if err != nil {
@@ -370,7 +365,7 @@ func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
 // A clean Close leaves the database in one file: the WAL is checkpointed
 // and truncated (or removed), and everything written reads back.
 func TestSQLiteCloseLeavesNoWAL(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, time.Minute)
 	path := filepath.Join(t.TempDir(), "close.db")
 	s, err := store.Open(ctx, path)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/services/environment/textdiff"
+	"github.com/penguin-agent/penguin/internal/textdiff"
 	"github.com/penguin-agent/penguin/services/environment/tool"
 	"github.com/penguin-agent/penguin/services/environment/workspace"
 )

@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/penguin-agent/penguin/internal/proctest"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/proctest"
 )
 
 type buffer struct {
@@ -63,12 +64,6 @@ func streamUntil(t *testing.T, ctx context.Context, s *Session, out *buffer, wan
 	}
 }
 
-func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // runToEnd starts command in m and streams it to its end.
 func runToEnd(t *testing.T, m *Manager, command string) (*Session, Status, *buffer) {
 	t.Helper()
@@ -77,7 +72,7 @@ func runToEnd(t *testing.T, m *Manager, command string) (*Session, Status, *buff
 		t.Fatal(err)
 	}
 	var out buffer
-	st, err := s.Stream(ctxFor(t), 0, &out)
+	st, err := s.Stream(testkit.Context(t, time.Minute), 0, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +92,7 @@ func TestRunsToCompletion(t *testing.T) {
 
 func TestInteractivePythonAndCtrlC(t *testing.T) {
 	m := newManager(t, Options{})
-	ctx := ctxFor(t)
+	ctx := testkit.Context(t, time.Minute)
 	s, err := m.Start(context.Background(), StartOptions{Command: "python3 -i -q", Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +124,7 @@ func TestInteractivePythonAndCtrlC(t *testing.T) {
 
 func TestKillEndsTheWholeTree(t *testing.T) {
 	m := newManager(t, Options{})
-	ctx := ctxFor(t)
+	ctx := testkit.Context(t, time.Minute)
 	s, err := m.Start(context.Background(), StartOptions{Command: "sleep 1000 & sleep 1000 & (sleep 1000 &) ; echo started; wait", Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +186,7 @@ func TestSessionCap(t *testing.T) {
 // into SIGINT.
 func TestPipesCarryOutputInputAndCtrlC(t *testing.T) {
 	m := newManager(t, Options{})
-	ctx := ctxFor(t)
+	ctx := testkit.Context(t, time.Minute)
 	script := `[ -t 1 ] && echo tty || echo no-tty; echo err >&2; read line; echo "got $line"; ` +
 		`trap 'echo interrupted; exit 5' INT; echo ready; sleep 100 & wait`
 	s, err := m.Start(context.Background(), StartOptions{Command: script, Dir: t.TempDir(), Pipes: true})
@@ -229,7 +224,7 @@ func TestPipesDeliverBulkOutputWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	var count countWriter
-	st, err := s.Stream(ctxFor(t), 0, &count)
+	st, err := s.Stream(testkit.Context(t, time.Minute), 0, &count)
 	if err != nil || st.State != Exited || st.ExitCode != 0 {
 		t.Fatalf("status %+v %v", st, err)
 	}
@@ -264,7 +259,7 @@ func TestOutputArrivesInOrder(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var got scribbler
-			st, err := s.Stream(ctxFor(t), 0, &got)
+			st, err := s.Stream(testkit.Context(t, time.Minute), 0, &got)
 			if err != nil || st.State != Exited || st.ExitCode != 0 {
 				t.Errorf("pipes %v: status %+v %v", pipes, st, err)
 				return
@@ -297,7 +292,7 @@ func TestUnreadOutputKeepsItsNewestMegabyte(t *testing.T) {
 		}
 		select {
 		case <-s.Done():
-		case <-ctxFor(t).Done():
+		case <-testkit.Context(t, time.Minute).Done():
 			t.Fatal("the command did not finish")
 		}
 		got := string(s.TakeUnread())
@@ -330,7 +325,7 @@ func (c *countWriter) Write(p []byte) (int, error) {
 // where no terminal hangup helps.
 func TestPipesKillEndsTheWholeTree(t *testing.T) {
 	m := newManager(t, Options{})
-	ctx := ctxFor(t)
+	ctx := testkit.Context(t, time.Minute)
 	s, err := m.Start(context.Background(), StartOptions{Command: "sleep 1000 & (sleep 1000 &) ; echo started; wait", Dir: t.TempDir(), Pipes: true})
 	if err != nil {
 		t.Fatal(err)
@@ -412,7 +407,7 @@ func TestFinishedCommandsReleaseTheirTrackersPromptly(t *testing.T) {
 // input would, and later input is refused with a clear error.
 func TestPipesCtrlDEndsInput(t *testing.T) {
 	m := newManager(t, Options{})
-	ctx := ctxFor(t)
+	ctx := testkit.Context(t, time.Minute)
 	s, err := m.Start(context.Background(), StartOptions{Command: "echo ready; wc -l; echo counted; sleep 1000", Dir: t.TempDir(), Pipes: true})
 	if err != nil {
 		t.Fatal(err)
@@ -449,12 +444,12 @@ func profileHome(t *testing.T, profile string) ([]string, string) {
 // runOutput runs a command to its end and returns its output.
 func runOutput(t *testing.T, m *Manager, command string) string {
 	t.Helper()
-	s, err := m.Start(ctxFor(t), StartOptions{Command: command, Dir: t.TempDir()})
+	s, err := m.Start(testkit.Context(t, time.Minute), StartOptions{Command: command, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out buffer
-	if _, err := s.Stream(ctxFor(t), 0, &out); err != nil {
+	if _, err := s.Stream(testkit.Context(t, time.Minute), 0, &out); err != nil {
 		t.Fatal(err)
 	}
 	return out.String()

@@ -14,6 +14,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/services/environment/redact"
 	"github.com/penguin-agent/penguin/services/environment/tool"
 )
@@ -61,14 +62,8 @@ func run(t *testing.T, ctx context.Context, tl tool.Tool, opts Options) (*pengui
 	return out, rec
 }
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func TestStreamsDeltasAndNote(t *testing.T) {
-	out, rec := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+	out, rec := run(t, testkit.Context(t, 30*time.Second), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
 		o.WriteString("hello ")
 		o.Write([]byte("world"))
 		return tool.Result{Note: "[exit code 0]"}, nil
@@ -85,7 +80,7 @@ func TestStreamsDeltasAndNote(t *testing.T) {
 }
 
 func TestEmptyOutputSaysSo(t *testing.T) {
-	out, _ := run(t, testCtx(t), fn(func(context.Context, string, tool.Output) (tool.Result, error) {
+	out, _ := run(t, testkit.Context(t, 30*time.Second), fn(func(context.Context, string, tool.Output) (tool.Result, error) {
 		return tool.Result{}, nil
 	}), Options{})
 	if out.GetOutput() != "[no output]" {
@@ -96,7 +91,7 @@ func TestEmptyOutputSaysSo(t *testing.T) {
 func TestTruncationKeepsHeadAndArchives(t *testing.T) {
 	dir := t.TempDir()
 	full := strings.Repeat("0123456789", 5) // 50 characters
-	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+	out, _ := run(t, testkit.Context(t, 30*time.Second), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
 		for i := 0; i < len(full); i += 7 {
 			o.WriteString(full[i:min(i+7, len(full))])
 		}
@@ -257,7 +252,7 @@ func TestArchivesStayInTheirDirectory(t *testing.T) {
 }
 
 func TestCeilingAppliesWithoutCap(t *testing.T) {
-	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+	out, _ := run(t, testkit.Context(t, 30*time.Second), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
 		o.WriteString(strings.Repeat("x", 100))
 		return tool.Result{}, nil
 	}), Options{Ceiling: 10})
@@ -267,7 +262,7 @@ func TestCeilingAppliesWithoutCap(t *testing.T) {
 }
 
 func TestTruncationCountsCharactersNotBytes(t *testing.T) {
-	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+	out, _ := run(t, testkit.Context(t, 30*time.Second), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
 		o.WriteString("ééééé")
 		return tool.Result{}, nil
 	}), Options{Limits: tool.Limits{MaxOutput: 3}})
@@ -277,7 +272,7 @@ func TestTruncationCountsCharactersNotBytes(t *testing.T) {
 }
 
 func TestInvalidAndSplitUTF8(t *testing.T) {
-	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+	out, _ := run(t, testkit.Context(t, 30*time.Second), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
 		e := []byte("é")
 		o.Write(e[:1])
 		o.Write(e[1:])
@@ -292,7 +287,7 @@ func TestInvalidAndSplitUTF8(t *testing.T) {
 
 func TestRedactsAcrossDeltas(t *testing.T) {
 	v := redact.New(map[string]string{"TOKEN": "supersecret"})
-	out, rec := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+	out, rec := run(t, testkit.Context(t, 30*time.Second), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
 		o.WriteString("token=super")
 		o.WriteString("secret done")
 		return tool.Result{Note: "[note supersecret]"}, errors.New("failed with supersecret")
@@ -309,7 +304,7 @@ func TestRedactsAcrossDeltas(t *testing.T) {
 
 func TestTimeoutCancelsTheTool(t *testing.T) {
 	start := time.Now()
-	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+	out, _ := run(t, testkit.Context(t, 30*time.Second), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
 		o.WriteString("working")
 		<-ctx.Done()
 		return tool.Result{StopReason: penguinv1.StopReason_STOP_REASON_FAILED}, errors.New("interrupted")
@@ -326,7 +321,7 @@ func TestTimeoutCancelsTheTool(t *testing.T) {
 }
 
 func TestAbortWinsOverEverything(t *testing.T) {
-	ctx, cancel := context.WithCancel(testCtx(t))
+	ctx, cancel := context.WithCancel(testkit.Context(t, 30*time.Second))
 	started := make(chan struct{})
 	go func() { <-started; cancel() }()
 	out, _ := run(t, ctx, fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
@@ -342,7 +337,7 @@ func TestAbortWinsOverEverything(t *testing.T) {
 func TestStuckToolIsAbandonedAfterGrace(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
-	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+	out, _ := run(t, testkit.Context(t, 30*time.Second), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
 		<-release // ignores ctx
 		o.WriteString("late")
 		return tool.Result{}, nil
@@ -353,14 +348,14 @@ func TestStuckToolIsAbandonedAfterGrace(t *testing.T) {
 }
 
 func TestErrorsAndPanicsBecomeFailedOutputs(t *testing.T) {
-	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+	out, _ := run(t, testkit.Context(t, 30*time.Second), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
 		o.WriteString("partial")
 		return tool.Result{}, errors.New("disk on fire")
 	}), Options{})
 	if out.GetStopReason() != penguinv1.StopReason_STOP_REASON_FAILED || out.GetOutput() != "partial\ndisk on fire" {
 		t.Fatalf("got %v %q", out.GetStopReason(), out.GetOutput())
 	}
-	out, _ = run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+	out, _ = run(t, testkit.Context(t, 30*time.Second), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
 		var m map[string]int
 		m["x"] = 1
 		return tool.Result{}, nil
@@ -368,7 +363,7 @@ func TestErrorsAndPanicsBecomeFailedOutputs(t *testing.T) {
 	if out.GetStopReason() != penguinv1.StopReason_STOP_REASON_FAILED || !strings.Contains(out.GetOutput(), "the tool failed unexpectedly: assignment to entry in nil map") {
 		t.Fatalf("got %v %q", out.GetStopReason(), out.GetOutput())
 	}
-	out, _ = run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+	out, _ = run(t, testkit.Context(t, 30*time.Second), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
 		return tool.Result{StopReason: penguinv1.StopReason_STOP_REASON_FAILED, Note: "[exit code 3]"}, nil
 	}), Options{})
 	if out.GetStopReason() != penguinv1.StopReason_STOP_REASON_FAILED || out.GetOutput() != "[no output]\n[exit code 3]" {
@@ -377,7 +372,7 @@ func TestErrorsAndPanicsBecomeFailedOutputs(t *testing.T) {
 }
 
 func TestImagesRideTheLastDelta(t *testing.T) {
-	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+	out, _ := run(t, testkit.Context(t, 30*time.Second), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
 		o.WriteString("an image")
 		return tool.Result{Images: []string{"data:image/png;base64,AAAA"}}, nil
 	}), Options{})
@@ -388,7 +383,7 @@ func TestImagesRideTheLastDelta(t *testing.T) {
 
 func TestReply(t *testing.T) {
 	rec := &recorder{}
-	out := Reply(testCtx(t), "c", "Tool call denied by policy.", penguinv1.StopReason_STOP_REASON_ABORTED, Options{}, rec.send)
+	out := Reply(testkit.Context(t, 30*time.Second), "c", "Tool call denied by policy.", penguinv1.StopReason_STOP_REASON_ABORTED, Options{}, rec.send)
 	if err := omni.ValidateToolStream("c", rec.msgs); err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +395,7 @@ func TestReply(t *testing.T) {
 func TestSendFailureStopsSending(t *testing.T) {
 	calls := 0
 	send := func(*penguinv1.OmniMessage) error { calls++; return errors.New("gone") }
-	out := Run(testCtx(t), "c", fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+	out := Run(testkit.Context(t, 30*time.Second), "c", fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
 		o.WriteString("a")
 		o.WriteString("b")
 		return tool.Result{}, nil
@@ -432,7 +427,7 @@ func testArchiveOfBulkOutput(t *testing.T, budget int) {
 	want := full.String() + "\uFFFD end"
 	dir := t.TempDir()
 	store := testArchives(t, dir, int64(budget))
-	out, _ := run(t, testCtx(t), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
+	out, _ := run(t, testkit.Context(t, 30*time.Second), fn(func(ctx context.Context, _ string, o tool.Output) (tool.Result, error) {
 		sizes := []int{1, 7, 3000, 333, 2, 900, 64, 5, 70000}
 		for i, off := 0, 0; off < len(text); i++ {
 			n := min(sizes[i%len(sizes)], len(text)-off)

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/penguin-agent/penguin/internal/proctest"
+	"github.com/penguin-agent/penguin/internal/testkit/proctest"
 )
 
 // host describes a simulated host: abi < 0 means no Landlock at all; a

@@ -19,7 +19,8 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/penguin-agent/penguin/internal/proctest"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/proctest"
 )
 
 // requireConfinement skips a confinement test, naming what is missing,
@@ -520,7 +521,7 @@ func TestInitRefusesSharedNetNS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	cmd := exec.CommandContext(testCtx(t, 20*time.Second), self(t), SubcommandName, "init", "--mode", "none", "--network", "none", "--parent-netns", mine, "--ready-fd", "3")
+	cmd := exec.CommandContext(testkit.Context(t, 20*time.Second), self(t), SubcommandName, "init", "--mode", "none", "--network", "none", "--parent-netns", mine, "--ready-fd", "3")
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.Env = testEnv()
 	out, err := cmd.CombinedOutput()
@@ -542,7 +543,7 @@ func TestPseudoTerminal(t *testing.T) {
 	p := confined(t)
 	e := newEnv(t, p)
 	out := outsideDir(t)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testkit.Context(t, 30*time.Second)
 	cmd := exec.CommandContext(ctx, "/bin/bash", "-c", `tty; echo in > "$0/in.txt"; echo viastdout > /dev/stdout; echo x > "$1/x.txt"; echo "exit=$?"; read -r line; echo "got $line"`, p.Workspace, out)
 	cmd.Env = testEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/penguin-agent/penguin/internal/testkit"
 )
 
 // procAlive reports whether pid is a live (non-zombie) process, from /proc.
@@ -160,7 +162,7 @@ func TestKillGroupLeavesNoOrphan(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	if err := WaitGroupGone(testCtx(t, 10*time.Second), pid); err != nil {
+	if err := WaitGroupGone(testkit.Context(t, 10*time.Second), pid); err != nil {
 		t.Fatal(err)
 	}
 	if got := pidsInGroupOrSession(t, pid); len(got) != 0 {
@@ -197,7 +199,7 @@ func TestKillGroupCatchesJobsAndSetsid(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	if err := g.Wait(testCtx(t, 10*time.Second)); err != nil {
+	if err := g.Wait(testkit.Context(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range sleeps {
@@ -220,7 +222,7 @@ func TestFallbackMissesDoubleForkDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	if err := g.Wait(testCtx(t, 10*time.Second)); err != nil {
+	if err := g.Wait(testkit.Context(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if !procAlive(daemon) {
@@ -257,7 +259,7 @@ func TestCgroupCatchesDaemons(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	if err := g.Wait(testCtx(t, 10*time.Second)); err != nil {
+	if err := g.Wait(testkit.Context(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(members, daemon) {
@@ -578,7 +580,7 @@ func TestWaitBeforeReap(t *testing.T) {
 			if err := g.Kill(); err != nil {
 				t.Fatal(err)
 			}
-			if err := g.Wait(testCtx(t, 10*time.Second)); err != nil {
+			if err := g.Wait(testkit.Context(t, 10*time.Second)); err != nil {
 				t.Fatalf("Wait before cmd.Wait: %v", err)
 			}
 			b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/stat")

@@ -4,7 +4,6 @@ package sandbox
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +19,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/penguin-agent/penguin/internal/testkit"
 )
 
 // TestMain lets the test binary play the roles the penguin binary plays in
@@ -235,14 +236,6 @@ func self(t *testing.T) string {
 	return p
 }
 
-// testCtx is a context that ends before the test's own deadline.
-func testCtx(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // result is what a finished command did.
 type result struct {
 	out  string
@@ -399,7 +392,7 @@ func releaseAfter(t *testing.T, g *Group, release bool) func() {
 // runApplied runs a command through Apply and the trampoline.
 func runApplied(t *testing.T, e *Env, release bool, name string, args ...string) result {
 	t.Helper()
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testkit.Context(t, 30*time.Second)
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = testEnv()
 	g, err := e.Apply(cmd)

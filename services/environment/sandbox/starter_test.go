@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/penguin-agent/penguin/internal/testkit"
 )
 
 // startIn starts a bash script from e's resident starter with its input
@@ -77,7 +79,7 @@ func testStarterTracksDaemons(t *testing.T) {
 	if err := g.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Wait(testCtx(t, 10*time.Second)); err != nil {
+	if err := g.Wait(testkit.Context(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	succeeded(t, "the next command", bashIn(t, e, `true`))

@@ -11,8 +11,8 @@ import (
 	"go.uber.org/goleak"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/emulator"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 	"github.com/penguin-agent/penguin/services/llm/anthropic"
 	"github.com/penguin-agent/penguin/services/llm/internal/llmtest"
 	"github.com/penguin-agent/penguin/services/llm/stream"

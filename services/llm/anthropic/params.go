@@ -8,7 +8,7 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/services/llm/catalog"
+	"github.com/penguin-agent/penguin/internal/catalog"
 	"github.com/penguin-agent/penguin/services/llm/failure"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 	"github.com/penguin-agent/penguin/services/llm/translate"

@@ -34,7 +34,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/services/llm/catalog"
+	"github.com/penguin-agent/penguin/internal/catalog"
 	"github.com/penguin-agent/penguin/services/llm/failure"
 	"github.com/penguin-agent/penguin/services/llm/httpwatch"
 	"github.com/penguin-agent/penguin/services/llm/sse"

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/services/llm/catalog"
+	"github.com/penguin-agent/penguin/internal/catalog"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 	"github.com/penguin-agent/penguin/services/llm/translate"
 )

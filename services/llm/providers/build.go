@@ -9,9 +9,9 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/penguin-agent/penguin/internal/catalog"
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/services/llm/anthropic"
-	"github.com/penguin-agent/penguin/services/llm/catalog"
 	"github.com/penguin-agent/penguin/services/llm/gemini"
 	"github.com/penguin-agent/penguin/services/llm/openai"
 	"github.com/penguin-agent/penguin/services/llm/registry"

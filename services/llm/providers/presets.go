@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/penguin-agent/penguin/internal/catalog"
 	"github.com/penguin-agent/penguin/internal/config"
-	"github.com/penguin-agent/penguin/services/llm/catalog"
 )
 
 // keyVars overrides the catalog's key variables where two catalog

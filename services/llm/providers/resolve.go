@@ -2,8 +2,8 @@ package providers
 
 import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/catalog"
 	"github.com/penguin-agent/penguin/services/llm/anthropic"
-	"github.com/penguin-agent/penguin/services/llm/catalog"
 	"github.com/penguin-agent/penguin/services/llm/openai"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 	"github.com/penguin-agent/penguin/services/llm/translate"

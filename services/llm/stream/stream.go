@@ -13,7 +13,7 @@ import (
 	"context"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/services/llm/catalog"
+	"github.com/penguin-agent/penguin/internal/catalog"
 )
 
 // Emit hands one message of the answer to the consumer. It returns an error

@@ -247,6 +247,13 @@ function applyMessage(c: Conversation, m: OmniMessage, now: number) {
       return partialSegment(c, th, "thinking", p.event_type, p.thinking ?? "");
     case "text":
       if (p.role === "user") {
+        // A goal round's prompt: the [goal] block is the engine's (its
+        // goal_round notice stands for it); the bubble is the body.
+        const round = /^\[goal\]\n[\s\S]*?\n\[\/goal\]\n\n([\s\S]*)$/.exec(p.text ?? "");
+        if (round) {
+          th.items.push({ key: key(c), type: "user", text: round[1] });
+          return;
+        }
         const steer = /^\[user_steering\]\n([\s\S]*)\n\[\/user_steering\]$/.exec(p.text ?? "");
         th.items.push({ key: key(c), type: "user", text: steer ? steer[1] : p.text ?? "", sender: steer ? "steering" : p.sender });
         return;
@@ -342,6 +349,21 @@ function applyMessage(c: Conversation, m: OmniMessage, now: number) {
       void child;
       return;
     }
+    case "goal_started":
+      th.items.push({ key: key(c), type: "notice", text: `Goal started` + (p.budget ? ` · budget ${p.budget} tokens` : "") });
+      return;
+    case "goal_round":
+      th.items.push({
+        key: key(c), type: "notice",
+        text: `Goal · round ${p.round}` + (p.wrap_up ? " · wrap-up" : "") + (p.budget ? ` · ${p.used ?? 0} of ${p.budget} tokens used` : ""),
+      });
+      return;
+    case "goal_finished":
+      th.items.push({
+        key: key(c), type: "notice",
+        text: `Goal ${(p.outcome ?? "").replace("_", " ")} after ${p.rounds ?? 0} round(s), ${p.tokens ?? 0} tokens` + (p.message ? `: ${p.message}` : ""),
+      });
+      return;
     case "mcp_connect_begin":
       th.items.push({ key: key(c), type: "notice", text: `Connecting to MCP servers: ${(p.servers ?? []).join(", ")}` });
       return;

@@ -55,6 +55,17 @@ export interface Payload {
   workspace?: string;
   servers?: string[];
   results?: { server: string; status: string; tools?: number; error?: string }[];
+  // Goal events (goal_started, goal_round, goal_finished).
+  objective?: string;
+  budget?: number;
+  goal_file?: string;
+  round?: number;
+  used?: number;
+  wrap_up?: boolean;
+  outcome?: string;
+  rounds?: number;
+  tokens?: number;
+  message?: string;
 }
 
 /** One event of a session's stream, with its sequence number. */

@@ -1,5 +1,6 @@
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, type Session } from "../api";
+import { goalCommand, parseBudget } from "../goal";
 import { stateWord, tokens, usageData, usageLine } from "../format";
 import { fileChange } from "../omni/diff";
 import { apply, mainItems, newConversation, thread, type Conversation, type Item, type PendingApproval, type ToolItem } from "../omni/reducer";
@@ -150,8 +151,8 @@ export function Chat({ id, session: listed, lastStatus }: { id: string; session?
         if (!(await api.retryNow(id))?.retried) throw new Error("The session was not waiting to reconnect any more.");
       })} />}
       {error && <div class="banner error" role="alert">{error}</div>}
-      <Composer running={running} onSend={(text) => act(async () => {
-        if (!running) return api.startTask(id, text);
+      <Composer running={running} onSend={(text, goal) => act(async () => {
+        if (!running) return api.startTask(id, text, undefined, goal);
         await api.steer(id, text);
         setQueued((q) => [...q, text]);
       })} onAbort={() => act(() => api.abort(id))} />
@@ -315,13 +316,34 @@ function RetryCountdown({ at, waiting, onRetry }: { at: number; waiting: boolean
   );
 }
 
-function Composer({ running, onSend, onAbort }: { running: boolean; onSend: (text: string) => Promise<void>; onAbort: () => void }) {
+function Composer({ running, onSend, onAbort }: {
+  running: boolean; onSend: (text: string, goal?: { budget: number }) => Promise<void>; onAbort: () => void;
+}) {
   const [text, setText] = useState("");
+  // Goal mode: the message is a goal's objective, with an optional budget
+  // (the chip); `/goal[:budget] objective` does the same in the box.
+  const [goal, setGoal] = useState(false);
+  const [budget, setBudget] = useState("");
+  const [goalError, setGoalError] = useState("");
   const send = async () => {
-    const t = text.trim();
+    let t = text.trim();
     if (!t) return;
+    let g: { budget: number } | undefined;
+    try {
+      const cmd = running ? null : goalCommand(t);
+      if (cmd) {
+        t = cmd.objective;
+        g = { budget: cmd.budget };
+      } else if (goal && !running) {
+        g = { budget: parseBudget(budget) };
+      }
+    } catch (e) {
+      setGoalError((e as Error).message);
+      return;
+    }
+    setGoalError("");
     setText("");
-    await onSend(t);
+    await onSend(t, g);
   };
   return (
     <form class="composer" onSubmit={(e) => { e.preventDefault(); void send(); }}>
@@ -339,10 +361,19 @@ function Composer({ running, onSend, onAbort }: { running: boolean; onSend: (tex
         }}
       />
       <div class="composer-buttons">
-        <button type="submit" class="primary" disabled={!text.trim()}>{running ? "Steer" : "Send"}</button>
+        {!running && (
+          <span class="goal-chip row" data-testid="goal-chip">
+            <label><input type="checkbox" checked={goal} data-testid="goal-mode"
+              onChange={(e) => setGoal((e.currentTarget as HTMLInputElement).checked)} /> Goal</label>
+            {goal && <input class="goal-budget" aria-label="Goal budget" placeholder="budget: 500k, 2m; empty = none" size={14}
+              value={budget} data-testid="goal-budget" onInput={(e) => setBudget((e.currentTarget as HTMLInputElement).value)} />}
+          </span>
+        )}
+        <button type="submit" class="primary" disabled={!text.trim()}>{running ? "Steer" : goal ? "Start goal" : "Send"}</button>
         {running && <button type="button" class="danger" onClick={onAbort} title="Abort the task (Esc in the message box)">Abort</button>}
       </div>
-      <div class="muted small hint">Enter sends · Shift+Enter new line{running ? " · Esc aborts" : ""}</div>
+      {goalError && <div class="banner error" role="alert" data-testid="goal-error">{goalError}</div>}
+      <div class="muted small hint">Enter sends · Shift+Enter new line{running ? " · Esc aborts" : " · /goal[:budget] objective starts a goal"}</div>
     </form>
   );
 }

@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/enginetool"
 )
@@ -27,7 +28,7 @@ import (
 // is not one of them.
 func For(name string, files *agentstate.Files) enginetool.Tool {
 	switch name {
-	case agentstate.ToolReadAgentFile:
+	case agentconfig.ToolReadAgentFile:
 		return enginetool.Func(func(_ context.Context, call *penguinv1.ToolCall, _ func(*penguinv1.OmniMessage)) *penguinv1.OmniMessage {
 			var args struct {
 				FilePath *string `json:"file_path"`
@@ -44,7 +45,7 @@ func For(name string, files *agentstate.Files) enginetool.Tool {
 			}
 			return enginetool.Output(call, text)
 		})
-	case agentstate.ToolWriteAgentFile:
+	case agentconfig.ToolWriteAgentFile:
 		return enginetool.Func(func(_ context.Context, call *penguinv1.ToolCall, _ func(*penguinv1.OmniMessage)) *penguinv1.OmniMessage {
 			var args struct {
 				FilePath string  `json:"file_path"`
@@ -61,7 +62,7 @@ func For(name string, files *agentstate.Files) enginetool.Tool {
 			}
 			return enginetool.Output(call, fmt.Sprintf("Wrote %s (%d bytes).", args.FilePath, len(*args.Content)))
 		})
-	case agentstate.ToolDeleteAgentFile:
+	case agentconfig.ToolDeleteAgentFile:
 		return enginetool.Func(func(_ context.Context, call *penguinv1.ToolCall, _ func(*penguinv1.OmniMessage)) *penguinv1.OmniMessage {
 			var args struct {
 				FilePath string `json:"file_path"`

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/enginetool/agentfiles"
 )
@@ -31,33 +32,33 @@ func TestTools(t *testing.T) {
 	files := st.Files(t.TempDir())
 	failed := penguinv1.StopReason_STOP_REASON_FAILED
 
-	out := call(t, files, agentstate.ToolWriteAgentFile, `{"file_path":"memory/user/a.md","content":"fact"}`)
+	out := call(t, files, agentconfig.ToolWriteAgentFile, `{"file_path":"memory/user/a.md","content":"fact"}`)
 	if out.GetStopReason() == failed || !strings.Contains(out.GetOutput(), "Wrote memory/user/a.md (4 bytes)") {
 		t.Errorf("write = %v", out)
 	}
 	if data, _ := os.ReadFile(filepath.Join(st.UserMemoryDir(), "a.md")); string(data) != "fact" {
 		t.Errorf("on disk: %q", data)
 	}
-	if out := call(t, files, agentstate.ToolReadAgentFile, `{"file_path":"memory/user/a.md"}`); out.GetOutput() != "fact" {
+	if out := call(t, files, agentconfig.ToolReadAgentFile, `{"file_path":"memory/user/a.md"}`); out.GetOutput() != "fact" {
 		t.Errorf("read = %v", out)
 	}
-	if out := call(t, files, agentstate.ToolReadAgentFile, `{"file_path":""}`); !strings.Contains(out.GetOutput(), "memory/") {
+	if out := call(t, files, agentconfig.ToolReadAgentFile, `{"file_path":""}`); !strings.Contains(out.GetOutput(), "memory/") {
 		t.Errorf("top listing = %v", out)
 	}
-	if out := call(t, files, agentstate.ToolDeleteAgentFile, `{"file_path":"memory/user/a.md"}`); out.GetStopReason() == failed {
+	if out := call(t, files, agentconfig.ToolDeleteAgentFile, `{"file_path":"memory/user/a.md"}`); out.GetStopReason() == failed {
 		t.Errorf("delete = %v", out)
 	}
 
 	// Bad calls fail with a message for the model, not the engine's
 	// paths, and change nothing.
 	for _, tc := range []struct{ name, args, want string }{
-		{agentstate.ToolReadAgentFile, `{}`, "file_path is missing"},
-		{agentstate.ToolReadAgentFile, `{"path":"AGENTS.md"}`, `unknown field "path"`},
-		{agentstate.ToolWriteAgentFile, `{"file_path":"memory/user/b.md"}`, "content is missing"},
-		{agentstate.ToolWriteAgentFile, `{"file_path":"AGENTS.md","content":"x"}`, "only memory files"},
-		{agentstate.ToolWriteAgentFile, `{"file_path":"memory/user/../../../x.md","content":"x"}`, `".." is not allowed`},
-		{agentstate.ToolDeleteAgentFile, `{"file_path":".vault.yaml"}`, "hidden"},
-		{agentstate.ToolReadAgentFile, `not json`, "read_agent_file takes"},
+		{agentconfig.ToolReadAgentFile, `{}`, "file_path is missing"},
+		{agentconfig.ToolReadAgentFile, `{"path":"AGENTS.md"}`, `unknown field "path"`},
+		{agentconfig.ToolWriteAgentFile, `{"file_path":"memory/user/b.md"}`, "content is missing"},
+		{agentconfig.ToolWriteAgentFile, `{"file_path":"AGENTS.md","content":"x"}`, "only memory files"},
+		{agentconfig.ToolWriteAgentFile, `{"file_path":"memory/user/../../../x.md","content":"x"}`, `".." is not allowed`},
+		{agentconfig.ToolDeleteAgentFile, `{"file_path":".vault.yaml"}`, "hidden"},
+		{agentconfig.ToolReadAgentFile, `not json`, "read_agent_file takes"},
 	} {
 		out := call(t, files, tc.name, tc.args)
 		if out.GetStopReason() != failed || !strings.Contains(out.GetOutput(), tc.want) || strings.Contains(out.GetOutput(), st.Dir) {

@@ -18,7 +18,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/enumword"
 	"github.com/penguin-agent/penguin/internal/omni"
-	"github.com/penguin-agent/penguin/services/engine/agentstate"
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/enginetool"
 	"github.com/penguin-agent/penguin/services/engine/loop"
 	"google.golang.org/grpc/status"
@@ -73,7 +73,7 @@ func (d *Tool) imageURL(ctx context.Context, call *penguinv1.ToolCall, source st
 	}
 	readArgs, _ := json.Marshal(map[string]string{"source": source})
 	out := d.Environment.Execute(ctx, &penguinv1.ToolCall{
-		Role: penguinv1.Role_ROLE_ASSISTANT, Name: agentstate.ToolReadImage, Arguments: string(readArgs), ToolCallId: call.GetToolCallId() + "-read",
+		Role: penguinv1.Role_ROLE_ASSISTANT, Name: agentconfig.ToolReadImage, Arguments: string(readArgs), ToolCallId: call.GetToolCallId() + "-read",
 	}, func(*penguinv1.OmniMessage) {})
 	o := out.GetToolCallOutput()
 	if len(o.GetImages()) == 0 {

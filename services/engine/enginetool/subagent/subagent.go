@@ -27,7 +27,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/enumword"
 	"github.com/penguin-agent/penguin/internal/omni"
-	"github.com/penguin-agent/penguin/services/engine/agentstate"
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/enginetool"
 	"github.com/penguin-agent/penguin/services/engine/loop"
 )
@@ -209,11 +209,11 @@ func (r *Registry) For(p Parent, log *slog.Logger) *Tools {
 // Tool returns the tool named name, or nil when it is not a subagent tool.
 func (s *Tools) Tool(name string) enginetool.Tool {
 	switch name {
-	case agentstate.ToolRunSubagent:
+	case agentconfig.ToolRunSubagent:
 		return enginetool.Func(s.run)
-	case agentstate.ToolInputSubagent:
+	case agentconfig.ToolInputSubagent:
 		return enginetool.Func(s.input)
-	case agentstate.ToolKillSubagent:
+	case agentconfig.ToolKillSubagent:
 		return enginetool.Func(s.kill)
 	}
 	return nil
@@ -288,7 +288,7 @@ func (s *Tools) run(ctx context.Context, call *penguinv1.ToolCall, forward func(
 	if agent := s.parent.AgentID(); args.AgentID != "" && args.AgentID != agent {
 		return enginetool.Failed(call, "run_subagent: unknown agent %q; only this agent (%s) can be started", args.AgentID, agent)
 	}
-	thinking, err := agentstate.ParseThinkingLevel(args.ThinkingLevel)
+	thinking, err := agentconfig.ParseThinkingLevel(args.ThinkingLevel)
 	if err != nil {
 		return enginetool.Failed(call, "run_subagent: %v", err)
 	}

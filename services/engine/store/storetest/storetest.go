@@ -22,7 +22,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/eventually"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -95,6 +95,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		{"CorruptMiddleRecord", s.testCorruptMiddleRecord},
 		{"CanceledContext", s.testCanceledContext},
 		{"Closed", s.testClosed},
+		{"Agents", testAgents},
+		{"AgentConcurrentChanges", testAgentConcurrentChanges},
 	}
 	t.Run("Unreachable", func(t *testing.T) {
 		t.Parallel()

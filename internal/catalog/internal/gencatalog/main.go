@@ -1,0 +1,25 @@
+// Command gencatalog writes catalog.json from the models.dev snapshot in
+// modelsdev/catalog.json. `go generate ./internal/catalog` runs it from
+// the catalog package's directory.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/penguin-agent/penguin/internal/catalog/internal/generate"
+)
+
+func main() {
+	snap, err := os.ReadFile("modelsdev/catalog.json")
+	if err == nil {
+		var out []byte
+		if out, err = generate.Generate(snap); err == nil {
+			err = os.WriteFile("catalog.json", out, 0o644)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gencatalog:", err)
+		os.Exit(1)
+	}
+}

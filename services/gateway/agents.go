@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+)
+
+// The agent routes: one AgentService call each, under
+// /api/projects/{project}. A route's path values (project, agent, name,
+// scope, file) fill the request's fields of those names, over the JSON
+// body's.
+
+// agentRoutes registers the agent routes with api.
+func (g *Gateway) agentRoutes(api func(string, http.HandlerFunc)) {
+	type a = penguinv1.AgentServiceClient
+	const p = "/api/projects/{project}/agents"
+	api("GET "+p, agentCall(g, a.ListAgents, http.StatusOK))
+	api("POST "+p, agentCall(g, a.CreateAgent, http.StatusCreated))
+	api("PATCH "+p+"/{agent}", agentCall(g, a.RenameAgent, http.StatusOK))
+	api("DELETE "+p+"/{agent}", agentCall(g, a.DeleteAgent, http.StatusOK))
+	api("GET "+p+"/{agent}/export", g.exportAgent)
+	api("POST "+p+"/{agent}/import", agentCall(g, a.ImportAgent, http.StatusOK))
+	api("GET "+p+"/{agent}/config/{file}", agentCall(g, a.GetAgentConfig, http.StatusOK))
+	api("PUT "+p+"/{agent}/config/{file}", agentCall(g, a.UpdateAgentConfig, http.StatusOK))
+	api("GET "+p+"/{agent}/skills", agentCall(g, a.ListSkills, http.StatusOK))
+	api("POST "+p+"/{agent}/skills", agentCall(g, a.InstallSkill, http.StatusCreated))
+	api("PUT "+p+"/{agent}/skills/{name}/enabled", agentCall(g, a.SetSkillEnabled, http.StatusOK))
+	api("DELETE "+p+"/{agent}/skills/{name}", agentCall(g, a.UninstallSkill, http.StatusOK))
+	api("GET "+p+"/{agent}/memory", agentCall(g, a.ListMemoryScopes, http.StatusOK))
+	api("GET "+p+"/{agent}/memory/{scope}/files", agentCall(g, a.ListMemoryFiles, http.StatusOK))
+	api("GET "+p+"/{agent}/memory/{scope}/files/{name}", agentCall(g, a.GetMemoryFile, http.StatusOK))
+	api("PUT "+p+"/{agent}/memory/{scope}/files/{name}", agentCall(g, a.UpdateMemoryFile, http.StatusOK))
+	api("DELETE "+p+"/{agent}/memory/{scope}/files/{name}", agentCall(g, a.DeleteMemoryFile, http.StatusOK))
+	api("GET "+p+"/{agent}/memory/{scope}/export", agentCall(g, a.ExportMemory, http.StatusOK))
+	api("POST "+p+"/{agent}/memory/{scope}/import", agentCall(g, a.ImportMemory, http.StatusOK))
+	api("GET "+p+"/{agent}/vault", agentCall(g, a.ListVault, http.StatusOK))
+	api("PUT "+p+"/{agent}/vault/{name}", agentCall(g, a.SetVault, http.StatusOK))
+	api("DELETE "+p+"/{agent}/vault/{name}", agentCall(g, a.DeleteVault, http.StatusOK))
+	api("GET "+p+"/{agent}/mcp", agentCall(g, a.ListMCPServers, http.StatusOK))
+	api("POST "+p+"/{agent}/mcp", agentCall(g, a.PutMCPServer, http.StatusOK))
+	api("DELETE "+p+"/{agent}/mcp/{name}", agentCall(g, a.DeleteMCPServer, http.StatusOK))
+	api("POST "+p+"/{agent}/mcp/{name}/test", agentCall(g, a.TestMCPServer, http.StatusOK))
+	api("GET "+p+"/{agent}/model", agentCall(g, a.GetAgentModel, http.StatusOK))
+	api("PUT "+p+"/{agent}/model", agentCall(g, a.SetAgentModel, http.StatusOK))
+	api("POST /api/projects/{project}/models/test", agentCall(g, a.TestModel, http.StatusOK))
+}
+
+// pathFields are the path values a route copies into its request.
+var pathFields = []string{"project", "agent", "name", "scope", "file"}
+
+// agentCall makes a route of one AgentService call: the JSON body (if
+// any) is the request, the path values fill their fields, and the
+// response is written as JSON with status ok.
+func agentCall[Req any, PReq interface {
+	*Req
+	proto.Message
+}, Resp proto.Message](g *Gateway, call func(penguinv1.AgentServiceClient, context.Context, PReq, ...grpc.CallOption) (Resp, error), ok int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if g.opts.Agents == nil {
+			writeError(w, codes.Unimplemented, "this gateway reaches no agent service")
+			return
+		}
+		req := PReq(new(Req))
+		if err := readProto(r, req); err != nil {
+			badRequest(w, err.Error())
+			return
+		}
+		fields := req.ProtoReflect().Descriptor().Fields()
+		for _, name := range pathFields {
+			v := r.PathValue(name)
+			if f := fields.ByName(protoreflect.Name(name)); v != "" && f != nil && f.Kind() == protoreflect.StringKind {
+				req.ProtoReflect().Set(f, protoreflect.ValueOfString(v))
+			}
+		}
+		resp, err := call(g.opts.Agents, r.Context(), req)
+		if err != nil {
+			g.fail(w, r, err)
+			return
+		}
+		writeProto(w, ok, resp)
+	}
+}
+
+// exportAgent sends an agent's archive as a tar.gz download.
+func (g *Gateway) exportAgent(w http.ResponseWriter, r *http.Request) {
+	if g.opts.Agents == nil {
+		writeError(w, codes.Unimplemented, "this gateway reaches no agent service")
+		return
+	}
+	resp, err := g.opts.Agents.ExportAgent(r.Context(), &penguinv1.ExportAgentRequest{Project: r.PathValue("project"), Agent: r.PathValue("agent")})
+	if err != nil {
+		g.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/gzip")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+r.PathValue("agent")+`.tar.gz"`)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(resp.GetArchive())
+}
