@@ -58,6 +58,7 @@ one service alone.`,
 		if cfg, err = af.config(cfg); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
+		cfg.Engine.Team = af.engine.teamMode(common.listen, gw.listen)
 		p, err := assemble.New(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
@@ -145,6 +146,7 @@ func (f *gatewayFlags) start(p *assemble.Process, cfg assemble.Config) ([]func(c
 	}
 	gw := gateway.New(penguinv1.NewEngineServiceClient(p.Local()), gateway.Options{
 		AuthToken: cfg.AuthToken, Heartbeat: f.heartbeat, Logger: cfg.Logger,
+		Accounts: penguinv1.NewAuthServiceClient(p.Local()), Team: cfg.Engine.Team,
 		LLM: penguinv1.NewLLMServiceClient(p.Local()), Agents: penguinv1.NewAgentServiceClient(p.Local()), ProvidersFile: cfg.LLM.ProvidersFile, App: web.App(),
 	})
 	if f.open {
@@ -203,6 +205,7 @@ func serveHTTP(ctx context.Context, lis net.Listener, h http.Handler, log *slog.
 type embedded struct {
 	engine   penguinv1.EngineServiceClient
 	llm      penguinv1.LLMServiceClient
+	agents   penguinv1.AgentServiceClient
 	agentDir string
 	// logPath is the file the server logs to.
 	logPath  string
@@ -247,7 +250,7 @@ func startEmbedded(ctx context.Context, f *allInOneFlags) (*embedded, error) {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e := &embedded{
 		engine: penguinv1.NewEngineServiceClient(p.Local()), llm: penguinv1.NewLLMServiceClient(p.Local()),
-		agentDir: cfg.Engine.AgentState, logPath: filepath.Join(home, embeddedLogFile),
+		agents: penguinv1.NewAgentServiceClient(p.Local()), agentDir: cfg.Engine.AgentState, logPath: filepath.Join(home, embeddedLogFile),
 		cancel: cancel, done: make(chan error, 1), closeLog: closeLog,
 	}
 	go func() { e.done <- p.Serve(sctx) }()
