@@ -1,4 +1,5 @@
 import { useEffect, useState } from "preact/hooks";
+import { agents } from "../agents";
 import { api, num, type ModelInfo } from "../api";
 import { price, tokens } from "../format";
 import { navigate } from "../router";
@@ -25,6 +26,9 @@ export function NewSession({ models }: { models: ModelInfo[] }) {
   const [mode, setMode] = useState<string>(last.mode ?? "APPROVAL_MODE_ALWAYS_ASK");
   const [thinking, setThinking] = useState<string>(last.thinking ?? "");
   const [sandbox, setSandbox] = useState<string>(last.sandbox ?? "SANDBOX_MODE_NONE");
+  const [agent, setAgent] = useState<string>(last.agent ?? "default");
+  const [agentNames, setAgentNames] = useState<string[]>(["default"]);
+  useEffect(() => { agents.list().then((r) => setAgentNames((r.agents ?? []).map((a) => a.name))).catch(() => undefined); }, []);
   const [prompt, setPrompt] = useState("");
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
@@ -47,10 +51,10 @@ export function NewSession({ models }: { models: ModelInfo[] }) {
     }
     setBusy(true);
     try {
-      localStorage.setItem("penguin.new", JSON.stringify({ workspace, model, mode, thinking, sandbox }));
+      localStorage.setItem("penguin.new", JSON.stringify({ workspace, model, mode, thinking, sandbox, agent }));
       const s = await api.createSession({
         model: { provider: model.slice(0, slash), model_id: model.slice(slash + 1) },
-        workspace, approval_mode: mode, sandbox_mode: sandbox,
+        workspace, approval_mode: mode, sandbox_mode: sandbox, agent_state: agent,
         ...(thinking ? { thinking_level: "THINKING_LEVEL_" + thinking.toUpperCase() } : {}),
       });
       if (prompt.trim()) await api.startTask(s.session_id, prompt.trim());
@@ -72,6 +76,7 @@ export function NewSession({ models }: { models: ModelInfo[] }) {
           {chosen && <span class="muted small" data-testid="model-facts">{[chosen.name, num(chosen.context_window) ? `${tokens(num(chosen.context_window))} context` : "",
             chosen.reasoning ? "reasons" : "", price(chosen.price) || "price unknown"].filter(Boolean).join(" · ")}</span>}
         </label>
+        <label>Agent <select value={agent} onChange={(e) => setAgent(e.currentTarget.value)} name="agent">{agentNames.map((a) => <option value={a}>{a}</option>)}</select></label>
         <label>Approval <select value={mode} onChange={(e) => setMode(e.currentTarget.value)} name="approval">{MODES.map(([v, l]) => <option value={v}>{l}</option>)}</select></label>
         <label>Thinking <select value={thinking} onChange={(e) => setThinking(e.currentTarget.value)} name="thinking">{THINKING.map((v) => <option value={v}>{v || "model default"}</option>)}</select></label>
         <label>Sandbox <select value={sandbox} onChange={(e) => setSandbox(e.currentTarget.value)} name="sandbox">{SANDBOX.map(([v, l]) => <option value={v}>{l}</option>)}</select></label>
