@@ -57,6 +57,7 @@ one service alone.`,
 		if cfg, err = af.config(cfg); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
+		cfg.Engine.Team = af.engine.teamMode(common.listen, gw.listen)
 		p, err := assemble.New(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
@@ -142,6 +143,7 @@ func (f *gatewayFlags) start(p *assemble.Process, cfg assemble.Config) ([]func(c
 	}
 	gw := gateway.New(penguinv1.NewEngineServiceClient(p.Local()), gateway.Options{
 		AuthToken: cfg.AuthToken, Heartbeat: f.heartbeat, Logger: cfg.Logger,
+		Accounts: penguinv1.NewAuthServiceClient(p.Local()), Team: cfg.Engine.Team,
 		LLM: penguinv1.NewLLMServiceClient(p.Local()), Agents: penguinv1.NewAgentServiceClient(p.Local()), ProvidersFile: cfg.LLM.ProvidersFile, App: web.App(),
 	})
 	return []func(context.Context) error{func(ctx context.Context) error { return serveHTTP(ctx, lis, gw, cfg.Logger) }}, nil

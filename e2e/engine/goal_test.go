@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/penguin-agent/penguin/e2e/e2etest"
+	"github.com/penguin-agent/penguin/e2e/netns"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/internal/testkit/emulator"
@@ -523,4 +525,71 @@ func TestGoalSurvivesKills(t *testing.T) {
 		t.Fatalf("%d events reached the client twice", f.dups)
 	}
 	t.Logf("goal completed after 2 kills: %d rounds, %d tokens, requests answered in full by round %s", fin.GetRounds(), fin.GetTokens(), answered)
+}
+
+// TestGoalMovesToAnotherReplica: two engine replicas share PostgreSQL and
+// the agent's state; the one running a goal is SIGKILLed between rounds
+// and never comes back. The other takes the run over once its lease has
+// expired and finishes the goal: round two and three run there, once each.
+func TestGoalMovesToAnotherReplica(t *testing.T) {
+	model := &goalModel{answered: map[int]int{}}
+	b := enginetest.NewBackendsWithModel(t, model)
+	if err := os.MkdirAll(filepath.Join(b.Root, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	agentDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(agentDir, "system_config.yaml"), []byte(agentConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	storeURL := postgresURL(t)
+	ctx := testkit.Context(t, 3*time.Minute)
+	start := func() (*netns.Proc, string) {
+		cmd := exec.Command(penguinBin, "serve", "engine", "--listen", "127.0.0.1:0", "--llm", b.LLM, "--environment", b.Environment,
+			"--store", storeURL, "--agent-state", agentDir, "--home", t.TempDir(), "--lease-ttl", "2s")
+		cmd.Env = append(e2etest.BaseEnv(t), "PENGUIN_AUTH_TOKEN=")
+		p := netns.Start(t, "engine", cmd)
+		addr := p.WaitLog("gRPC server listening", map[string]string{"server": "engine"}, "addr", time.Minute)
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := netns.WaitServing(wctx, addr, ""); err != nil {
+			t.Fatal(err)
+		}
+		return p, addr
+	}
+	procA, addrA := start()
+	_, addrB := start()
+	clientA := e2etest.DialEngine(t, addrA, "")
+	clientB := e2etest.DialEngine(t, addrB, "")
+	created, err := clientA.CreateSession(ctx, &penguinv1.CreateSessionRequest{Model: enginetest.Model, Workspace: "ws", ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.GetSession().GetSessionId()
+	run, err := clientA.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: objective, Goal: &penguinv1.GoalOptions{Budget: 10_000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &follower{t: t, client: clientA, id: id, seen: map[int64]*penguinv1.RunEvent{}}
+	if !f.follow(ctx, run, func(ev *penguinv1.RunEvent) bool { return ev.GetMessage().GetGoalRound().GetRound() == 2 }) {
+		t.Fatal("the goal ended before round two")
+	}
+	procA.Kill()
+	procA.Wait(30 * time.Second)
+	f.client = clientB
+	eventually.Within(t, 90*time.Second, "the other replica to finish the goal", func() bool {
+		f.follow(ctx, f.attach(ctx), func(*penguinv1.RunEvent) bool { return false })
+		return f.idle
+	})
+	hist := enginetest.Messages(e2etest.History(ctx, t, clientB, id))
+	var fin *penguinv1.GoalFinished
+	for _, m := range hist {
+		if g := m.GetGoalFinished(); g != nil {
+			fin = g
+		}
+	}
+	if fin == nil || fin.GetOutcome() != penguinv1.GoalOutcome_GOAL_OUTCOME_COMPLETE || fin.GetRounds() != 3 {
+		t.Fatalf("goal_finished %v; log kinds %v", fin, enginetest.Kinds(hist))
+	}
+	checkGoalLog(t, hist, fin)
+	t.Logf("goal finished on the second replica: %d rounds, %d tokens of a budget of 10000", fin.GetRounds(), fin.GetTokens())
 }

@@ -23,6 +23,8 @@ package assemble
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +46,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/internal/telemetry"
 	"github.com/penguin-agent/penguin/services/engine"
+	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/llm"
 )
@@ -165,6 +168,9 @@ func New(ctx context.Context, cfg Config) (_ *Process, err error) {
 		return nil, err
 	}
 	p := &Process{cfg: cfg, log: logger.OrDiscard(cfg.Logger)}
+	if cfg.Engine != nil {
+		p.announceMode()
+	}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, p.Close())
@@ -384,10 +390,14 @@ func (p *Process) setupEngine(ctx context.Context) error {
 		}
 		return p.dial(target)
 	}
+	cfg.ServiceToken = p.cfg.AuthToken
 	eng, err := engine.Setup(ctx, cfg)
 	if err != nil {
 		return err
 	}
+	// The engine owns the users: it decides who calls every service of
+	// this process.
+	p.srv.SetAuthenticator(eng.Guard())
 	p.release = append(p.release, eng.Close)
 	eng.Register(p.srv.GRPC())
 	p.serving = append(p.serving, eng.StartResuming)
@@ -402,6 +412,25 @@ func (p *Process) setupEngine(ctx context.Context) error {
 	p.note("store", redactURL(cfg.StoreURL), "agent_state", cfg.AgentState,
 		"advertise", cfg.Advertise, "llm", p.cfg.LLMAddr, "environment", p.cfg.EnvironmentAddr)
 	return nil
+}
+
+// announceMode says, as the process's first line, how it decides who its
+// callers are. A team server needs a service token for its services to
+// call each other: when none is configured, this process makes a random
+// one of its own (then nothing outside it can use the operator's power).
+func (p *Process) announceMode() {
+	if p.cfg.Engine.Team {
+		if p.cfg.AuthToken == "" {
+			var raw [32]byte
+			_, _ = rand.Read(raw[:])
+			p.cfg.AuthToken = hex.EncodeToString(raw[:])
+		}
+		p.log.Info("team mode: callers sign in or present a personal access token; the service token (PENGUIN_AUTH_TOKEN) is the operator's",
+			"mode", "team")
+		return
+	}
+	p.log.Info("local mode: no sign-in; every caller is the user "+store.AdminUser+", who owns the project "+store.DefaultProject+
+		" (listen beyond loopback or pass --team for accounts and sign-in)", "mode", "local")
 }
 
 // note adds the key-value pairs whose value is not empty to the fields
