@@ -1,12 +1,14 @@
 package engine_test
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/grpcserver"
 	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
 	"github.com/penguin-agent/penguin/internal/testkit/pgtest"
@@ -52,17 +55,26 @@ func startAgentReplica(t *testing.T, storeURL string, b *enginetest.Backends) *a
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
-	e.Register(srv)
-	go func() { _ = srv.Serve(lis) }()
+	// The project's gRPC server with the engine's guard, as production
+	// serves it: in local mode the caller is the local user.
+	srv, err := grpcserver.New(grpcserver.Options{Name: "engine", ShutdownTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetAuthenticator(e.Guard())
+	e.Register(srv.GRPC())
+	sctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx, lis) }()
 	conn, err := dial(lis.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		conn.Close()
-		_ = e.Shutdown(t.Context())
-		srv.Stop()
+		_ = e.Shutdown(context.Background())
+		stop()
+		<-served
 		_ = e.Close()
 		llmConn.Close()
 		envConn.Close()
