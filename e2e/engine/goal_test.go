@@ -107,14 +107,14 @@ func runGoal(t *testing.T, turns []emulator.Turn, budget int64, during func(ctx 
 	if g.finished == nil {
 		t.Fatalf("no goal_finished in the log; kinds %v (run error %v)", enginetest.Kinds(hist), g.runErr)
 	}
-	checkGoalLog(t, hist, g.finished)
+	checkGoalLog(ctx, t, client, hist, g.finished)
 	return g
 }
 
 // checkGoalLog checks what every goal's log must hold: one goal_started,
 // one goal_round per round numbered 1..rounds each followed by exactly one
 // round prompt, and a goal_finished whose tokens are the log's own spend.
-func checkGoalLog(t *testing.T, hist []*penguinv1.OmniMessage, fin *penguinv1.GoalFinished) {
+func checkGoalLog(ctx context.Context, t *testing.T, client penguinv1.EngineServiceClient, hist []*penguinv1.OmniMessage, fin *penguinv1.GoalFinished) {
 	t.Helper()
 	started, rounds, prompts, tokens := 0, 0, 0, int64(0)
 	for _, m := range hist {
@@ -134,6 +134,13 @@ func checkGoalLog(t *testing.T, hist []*penguinv1.OmniMessage, fin *penguinv1.Go
 		case m.GetTokenUsage() != nil:
 			r := m.GetTokenUsage().GetRequest()
 			tokens += r.GetTotal() - r.GetCacheRead()
+		case m.GetSubagent() != nil:
+			// A subagent's requests count as the goal's: its log has them.
+			for _, c := range enginetest.Messages(e2etest.History(ctx, t, client, m.GetSubagent().GetSessionId())) {
+				if r := c.GetTokenUsage().GetRequest(); r != nil {
+					tokens += r.GetTotal() - r.GetCacheRead()
+				}
+			}
 		}
 	}
 	if started != 1 || rounds != int(fin.GetRounds()) || prompts != rounds {
@@ -203,6 +210,18 @@ func TestGoalCompletesInRoundThree(t *testing.T) {
 	if !strings.HasSuffix(lastUserText(reqs[0]), "\n\n"+objective) {
 		t.Fatalf("round one's body is not the person's message: %q", lastUserText(reqs[0]))
 	}
+}
+
+// TestGoalCountsSubagents: a subagent a round starts spends the goal's
+// budget too.
+func TestGoalCountsSubagents(t *testing.T) {
+	g := runGoal(t, []emulator.Turn{
+		agentTool("run_subagent", map[string]string{"prompt": "CHILD-TASK: list the failing tests"}),
+		{Match: "CHILD-TASK", Text: "Two tests fail.", Usage: goalUsage},
+		setStatus(objective, "complete"),
+		answer("Done."),
+	}, 0, nil)
+	g.want(t, penguinv1.GoalOutcome_GOAL_OUTCOME_COMPLETE, 1, 4*spend)
 }
 
 func TestGoalBlocked(t *testing.T) {
@@ -503,7 +522,7 @@ func TestGoalSurvivesKills(t *testing.T) {
 	if fin == nil {
 		t.Fatalf("no goal_finished; log kinds %v", enginetest.Kinds(hist))
 	}
-	checkGoalLog(t, hist, fin)
+	checkGoalLog(ctx, t, client, hist, fin)
 	model.mu.Lock()
 	answered := fmt.Sprint(model.answered)
 	full := 0
@@ -590,6 +609,6 @@ func TestGoalMovesToAnotherReplica(t *testing.T) {
 	if fin == nil || fin.GetOutcome() != penguinv1.GoalOutcome_GOAL_OUTCOME_COMPLETE || fin.GetRounds() != 3 {
 		t.Fatalf("goal_finished %v; log kinds %v", fin, enginetest.Kinds(hist))
 	}
-	checkGoalLog(t, hist, fin)
+	checkGoalLog(ctx, t, clientB, hist, fin)
 	t.Logf("goal finished on the second replica: %d rounds, %d tokens of a budget of 10000", fin.GetRounds(), fin.GetTokens())
 }
