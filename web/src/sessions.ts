@@ -24,14 +24,28 @@ export function useSessionList(enabled: boolean): SessionList {
   const live = useRef(new Map<string, SessionChange>());
   const older = useRef(new Map<string, SessionChange>());
   const token = useRef<string | undefined>("");
-  const publish = (patch: Partial<typeof state> = {}) => setState((st) => {
-    const all = new Map(older.current);
-    for (const [id, c] of live.current) all.set(id, c);
-    return { ...st, ...patch, rows: [...all.values()] };
-  });
+  // Changes are published once per frame: a burst of them (a reconnect's
+  // thousands of rows) costs one copy and one render, not one per row.
+  const pending = useRef<Partial<typeof state> | null>(null);
+  const publish = (patch: Partial<typeof state> = {}) => {
+    const first = pending.current === null;
+    pending.current = { ...pending.current, ...patch };
+    if (!first) return;
+    requestAnimationFrame(() => {
+      const p = pending.current ?? {};
+      pending.current = null;
+      setState((st) => {
+        const all = new Map(older.current);
+        for (const [id, c] of live.current) all.set(id, c);
+        return { ...st, ...p, rows: [...all.values()] };
+      });
+    });
+  };
   useEffect(() => {
     if (!enabled) return;
-    let snapshot: Map<string, SessionChange> | null = null;
+    // Rows before the first open (a body that arrived at once) belong to
+    // the snapshot too.
+    let snapshot: Map<string, SessionChange> | null = new Map();
     const es = new EventSource(`/api/events?snapshot_size=${SNAPSHOT}`);
     es.onopen = () => {
       snapshot = new Map();
