@@ -289,7 +289,9 @@ func New(opts Options) (*Service, error) {
 // resolveDefaults works out the sandbox of environments that ask for
 // none: workspace-write without network where the host can enforce it.
 // Where it cannot, the default is mode none, and the log says what is
-// missing; a mode asked for explicitly is never downgraded.
+// missing; a mode asked for explicitly is never downgraded. A confined
+// default given explicitly (--sandbox-default) that the host cannot
+// enforce stops the service at start, naming what is missing.
 func (s *Service) resolveDefaults() error {
 	var err error
 	s.defaultNetwork = sandbox.NetworkNone
@@ -301,17 +303,31 @@ func (s *Service) resolveDefaults() error {
 			return errors.New("default network host: confined commands never share the host's network")
 		}
 	}
-	if s.opts.DefaultSandbox != "" {
-		s.defaultMode, err = sandbox.ParseMode(s.opts.DefaultSandbox)
-		return err
-	}
 	probe := sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: s.root, Network: sandbox.NetworkNone, User: s.opts.SandboxUser, Limits: s.opts.Limits}
-	if err := s.opts.CheckSandbox(probe); err != nil {
-		s.defaultMode = sandbox.None
-		s.log.Warn("environments that do not ask for a sandbox run unconfined: this host cannot enforce workspace-write", "reason", err)
+	confinable := s.opts.CheckSandbox(probe)
+	if s.opts.DefaultSandbox == "" {
+		s.defaultMode = sandbox.WorkspaceWrite
+		if confinable != nil {
+			s.defaultMode = sandbox.None
+			s.log.Warn("environments that do not ask for a sandbox run unconfined: this host cannot enforce workspace-write", "reason", confinable)
+		}
 		return nil
 	}
-	s.defaultMode = sandbox.WorkspaceWrite
+	if s.defaultMode, err = sandbox.ParseMode(s.opts.DefaultSandbox); err != nil {
+		return err
+	}
+	if s.defaultMode == sandbox.None {
+		if confinable != nil {
+			s.log.Warn("environments run unconfined unless they ask for a sandbox, and those that ask are refused: this host cannot enforce workspace-write", "reason", confinable)
+		}
+		return nil
+	}
+	// A confined default that cannot hold is refused here, at start,
+	// rather than in every CreateEnvironment that relies on it.
+	probe.Mode = s.defaultMode
+	if err := s.opts.CheckSandbox(probe); err != nil {
+		return fmt.Errorf("default sandbox mode %s: %w", s.defaultMode, err)
+	}
 	return nil
 }
 
@@ -388,7 +404,8 @@ func (s *Service) CreateEnvironment(ctx context.Context, req *penguinv1.CreateEn
 
 // resolveWorkspace makes the requested workspace absolute, refuses one
 // outside the root, inside the scratch area or containing it, and creates
-// it, unless it must exist already.
+// it beneath the root (given to the root's owner when the service runs as
+// root, see workspace.MkdirAll), unless it must exist already.
 func (s *Service) resolveWorkspace(requested string, mustExist bool) (string, error) {
 	p, err := s.workspacePath(requested)
 	if err != nil {
@@ -399,7 +416,11 @@ func (s *Service) resolveWorkspace(requested string, mustExist bool) (string, er
 			return "", invalid("workspace %q does not exist; create the directory first, or check the path", requested)
 		}
 	}
-	if err := os.MkdirAll(p, 0o755); err != nil {
+	rel, err := filepath.Rel(s.root, p)
+	if err != nil {
+		return "", invalid("workspace %q: %v", requested, err)
+	}
+	if err := workspace.MkdirAll(s.root, filepath.ToSlash(rel)); err != nil {
 		return "", invalid("workspace %q cannot be created: %v", requested, err)
 	}
 	return s.realWorkspace(requested, p)
@@ -669,7 +690,7 @@ var (
 // sandboxPolicy turns the request's sandbox settings into a policy, the
 // service's defaults filling in what it leaves unspecified.
 func (s *Service) sandboxPolicy(req *penguinv1.CreateEnvironmentRequest, ws string) (sandbox.Policy, error) {
-	p := sandbox.Policy{Workspace: ws, User: s.opts.SandboxUser, Limits: s.opts.Limits, WritablePaths: s.opts.WritablePaths, HidePaths: s.opts.HidePaths}
+	p := sandbox.Policy{Workspace: ws, User: s.opts.SandboxUser, Limits: s.opts.Limits, WritablePaths: s.opts.WritablePaths, HidePaths: s.opts.HidePaths, Siblings: s.root}
 	switch req.GetSandboxMode() {
 	case penguinv1.SandboxMode_SANDBOX_MODE_UNSPECIFIED:
 		p.Mode = s.defaultMode
