@@ -181,6 +181,7 @@ func serveHTTP(ctx context.Context, lis net.Listener, h http.Handler, log *slog.
 type embedded struct {
 	engine   penguinv1.EngineServiceClient
 	llm      penguinv1.LLMServiceClient
+	agents   penguinv1.AgentServiceClient
 	agentDir string
 	// logPath is the file the server logs to.
 	logPath  string
@@ -225,7 +226,7 @@ func startEmbedded(ctx context.Context, f *allInOneFlags) (*embedded, error) {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e := &embedded{
 		engine: penguinv1.NewEngineServiceClient(p.Local()), llm: penguinv1.NewLLMServiceClient(p.Local()),
-		agentDir: cfg.Engine.AgentState, logPath: filepath.Join(home, embeddedLogFile),
+		agents: penguinv1.NewAgentServiceClient(p.Local()), agentDir: cfg.Engine.AgentState, logPath: filepath.Join(home, embeddedLogFile),
 		cancel: cancel, done: make(chan error, 1), closeLog: closeLog,
 	}
 	go func() { e.done <- p.Serve(sctx) }()

@@ -379,3 +379,33 @@ func TestChatEndsWhenItCannotResume(t *testing.T) {
 		t.Errorf("Chat = %v, output:\n%s", err, out.String())
 	}
 }
+
+// TestChatGoalCommand: /goal:BUDGET objective sends the objective as a
+// goal with its budget, once; a bad budget or a missing objective is
+// refused at the prompt and starts nothing.
+func TestChatGoalCommand(t *testing.T) {
+	t.Parallel()
+	ce, c := newChat(t, cli.ChatOptions{})
+	c.typeKeys("/goal:lots fix it", keyEnter)
+	c.waitOutput("is not a token count")
+	c.typeKeys("/goal:2m", keyEnter)
+	c.waitOutput("/goal needs an objective")
+	c.typeKeys("/goal:500k make all tests pass", keyEnter)
+	c.waitOutput("? allow exec_command?")
+	c.typeKeys("y")
+	ce.finish <- struct{}{}
+	c.waitOutput("finished make all tests pass")
+	c.typeKeys("again", keyEnter)
+	c.waitCount("? allow exec_command?", 2)
+	c.typeKeys("y")
+	ce.finish <- struct{}{}
+	c.waitOutput("finished again")
+	c.typeKeys(keyCtrlD)
+	if err := c.wait(); err != nil {
+		t.Fatal(err)
+	}
+	runs := read(ce, func() []*penguinv1.RunRequest { return ce.runs })
+	if len(runs) != 2 || runs[0].GetPrompt() != "make all tests pass" || runs[0].GetGoal().GetBudget() != 500_000 || runs[1].GetGoal() != nil {
+		t.Fatalf("runs: %v", runs)
+	}
+}

@@ -145,6 +145,15 @@ func (s *Server) DeleteMCPServer(ctx context.Context, req *penguinv1.DeleteMCPSe
 				for i, item := range list.Content {
 					if v := mapValue(item, "name"); v != nil && v.Value == req.GetName() {
 						list.Content = slices.Delete(list.Content, i, i+1)
+						// The last server goes with its key, and an empty
+						// tools with it, so the file reads as if never
+						// edited.
+						if len(list.Content) == 0 {
+							mapDelete(tools, "mcp_servers")
+						}
+						if len(tools.Content) == 0 {
+							mapDelete(doc, "tools")
+						}
 						return nil
 					}
 				}

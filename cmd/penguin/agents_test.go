@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/penguin-agent/penguin/internal/testkit/proctest"
+)
+
+// agentCLI runs the built binary against the embedded server over home,
+// with stdin and extra environment.
+func agentCLI(t *testing.T, home, stdin string, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, append(args, "--home", home)...)
+	cmd.Env = proctest.Env(t, append([]string{"TERM=dumb"}, env...)...)
+	cmd.Dir = t.TempDir()
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	_ = cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("penguin %v timed out", args)
+	}
+	return result{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}
+}
+
+// TestAgentCommands drives the agent commands as a user would, each
+// against an embedded server over one data directory.
+func TestAgentCommands(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	ok := func(stdin string, env []string, args ...string) string {
+		t.Helper()
+		r := agentCLI(t, home, stdin, env, args...)
+		if r.code != 0 {
+			t.Fatalf("penguin %v exited %d: %s", args, r.code, r.stderr)
+		}
+		return r.stdout
+	}
+	fails := func(stdin string, want string, args ...string) {
+		t.Helper()
+		r := agentCLI(t, home, stdin, nil, args...)
+		if r.code == 0 || !strings.Contains(r.stderr, want) {
+			t.Fatalf("penguin %v: exit %d, stderr %q; want a failure saying %q", args, r.code, r.stderr, want)
+		}
+	}
+	ok("", nil, "agents", "create", "rev")
+	if out := ok("", nil, "agents", "list"); !strings.Contains(out, "default") || !strings.Contains(out, "rev") {
+		t.Fatalf("agents list:\n%s", out)
+	}
+	// The vault: the value from stdin, never shown.
+	ok("tok-123\n", nil, "vault", "set", "GH_TOKEN", "--agent", "rev")
+	if out := ok("", nil, "vault", "list", "--agent", "rev"); out != "GH_TOKEN\n" {
+		t.Fatalf("vault list: %q", out)
+	}
+	fails("x", "invalid vault key", "vault", "set", "not a name", "--agent", "rev")
+	// config edit: a broken file reopens with the error on top; the
+	// fixed one is saved.
+	editor := filepath.Join(t.TempDir(), "editor.sh")
+	saw := filepath.Join(t.TempDir(), "saw")
+	script := "#!/bin/sh\nn=$(cat \"$1.n\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$1.n\"\n" +
+		"if [ $n = 1 ]; then printf 'max_turns: [\\n' > \"$1\"; else cp \"$1\" " + saw + "; printf '# mine\\nmax_turns: 9\\n' > \"$1\"; fi\n"
+	if err := os.WriteFile(editor, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ok("", []string{"EDITOR=" + editor}, "config", "edit", "--agent", "rev")
+	if got, _ := os.ReadFile(saw); !strings.Contains(string(got), "# penguin: content: system_config.yaml:1") {
+		t.Fatalf("the second round did not show the error: %q", got)
+	}
+	if out := ok("", nil, "config", "show", "--agent", "rev"); out != "# mine\nmax_turns: 9\n" {
+		t.Fatalf("config show: %q", out)
+	}
+	// Skills from a directory; a link in it is refused.
+	skill := filepath.Join(t.TempDir(), "pdf")
+	os.MkdirAll(skill, 0o755)
+	os.WriteFile(filepath.Join(skill, "SKILL.md"), []byte("---\nname: pdf\ndescription: Read PDFs.\n---\n"), 0o644)
+	ok("", nil, "skills", "install", skill, "--agent", "rev")
+	ok("", nil, "skills", "disable", "pdf", "--agent", "rev")
+	if out := ok("", nil, "skills", "list", "--agent", "rev"); !strings.Contains(out, "pdf") || !strings.Contains(out, "false") {
+		t.Fatalf("skills list:\n%s", out)
+	}
+	ok("", nil, "skills", "uninstall", "pdf", "--agent", "rev")
+	os.Symlink("/etc/passwd", filepath.Join(skill, "passwd"))
+	fails("", "not a regular file", "skills", "install", skill, "--agent", "rev")
+	// Memory: import, list, show, export, delete; a malformed document
+	// is refused.
+	doc := filepath.Join(t.TempDir(), "mem.json")
+	os.WriteFile(doc, []byte(`{"scope":"user","files":{"MEMORY.md":"- [a](a.md)\n","a.md":"---\ndescription: fact A\n---\nA\n"}}`), 0o644)
+	ok("", nil, "memory", "import", "user", doc, "--agent", "rev")
+	if out := ok("", nil, "memory", "list", "user", "--agent", "rev"); !strings.Contains(out, "fact A") {
+		t.Fatalf("memory list:\n%s", out)
+	}
+	if out := ok("", nil, "memory", "show", "user", "a.md", "--agent", "rev"); !strings.Contains(out, "A\n") {
+		t.Fatalf("memory show: %q", out)
+	}
+	ok("", nil, "memory", "delete", "user", "a.md", "--agent", "rev")
+	var exported map[string]any
+	if err := json.Unmarshal([]byte(ok("", nil, "memory", "export", "user", "--agent", "rev")), &exported); err != nil {
+		t.Fatal(err)
+	}
+	if files := exported["files"].(map[string]any); files["MEMORY.md"] != "" || len(files) != 1 {
+		t.Fatalf("after delete, the export: %v", exported)
+	}
+	os.WriteFile(doc, []byte(`{"files":`), 0o644)
+	fails("", "document", "memory", "import", "user", doc, "--agent", "rev")
+	os.WriteFile(doc, []byte(`{"files":{}}`), 0o644)
+	fails("", "confirm", "memory", "import", "user", doc, "--mode", "replace", "--agent", "rev")
+	// MCP: an http server; the header value never listed.
+	ok("", nil, "mcp", "add", "gh", "--url", "http://127.0.0.1:9/mcp", "--header", "Authorization=Bearer zzz", "--agent", "rev")
+	if out := ok("", nil, "mcp", "list", "--agent", "rev"); !strings.Contains(out, "gh") || strings.Contains(out, "zzz") {
+		t.Fatalf("mcp list:\n%s", out)
+	}
+	fails("", "does not connect", "mcp", "test", "gh", "--agent", "rev")
+	ok("", nil, "mcp", "remove", "gh", "--agent", "rev")
+	// Export, import under another name, delete.
+	archive := filepath.Join(t.TempDir(), "rev.tar.gz")
+	ok("", nil, "agents", "export", "rev", archive)
+	ok("", nil, "agents", "import", "rev2", archive)
+	if out := ok("", nil, "config", "show", "--agent", "rev2"); out != "# mine\nmax_turns: 9\n" {
+		t.Fatalf("the imported agent's config: %q", out)
+	}
+	fails("", "exists", "agents", "import", "rev2", archive)
+	ok("", nil, "agents", "delete", "rev2")
+	fails("", "NotFound", "agents", "delete", "rev2")
+}

@@ -1,0 +1,181 @@
+package engine_test
+
+import (
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
+	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
+	"github.com/penguin-agent/penguin/internal/testkit/pgtest"
+	"github.com/penguin-agent/penguin/services/engine"
+)
+
+// agentReplica is an engine replica stood up as production does
+// (engine.Setup), with a home of its own: only the store is shared.
+type agentReplica struct {
+	engine penguinv1.EngineServiceClient
+	agents penguinv1.AgentServiceClient
+}
+
+func startAgentReplica(t *testing.T, storeURL string, b *enginetest.Backends) *agentReplica {
+	t.Helper()
+	dial := func(addr string) (*grpc.ClientConn, error) {
+		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	llmConn, err := dial(b.LLM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	envConn, err := dial(b.Environment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.Setup(t.Context(), engine.Config{
+		StoreURL: storeURL, AgentState: filepath.Join(t.TempDir(), "agents", "default"),
+		LLM: llmConn, Environment: envConn, Dial: dial, Advertise: lis.Addr().String(),
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	e.Register(srv)
+	go func() { _ = srv.Serve(lis) }()
+	conn, err := dial(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		_ = e.Shutdown(t.Context())
+		srv.Stop()
+		_ = e.Close()
+		llmConn.Close()
+		envConn.Close()
+	})
+	return &agentReplica{engine: penguinv1.NewEngineServiceClient(conn), agents: penguinv1.NewAgentServiceClient(conn)}
+}
+
+// runTask creates a session on r's default agent and runs one task.
+func (r *agentReplica) runTask(t *testing.T, prompt string) {
+	t.Helper()
+	ctx := t.Context()
+	created, err := r.engine.CreateSession(ctx, &penguinv1.CreateSessionRequest{Model: enginetest.Model, Workspace: "ws", ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := r.engine.Run(ctx, &penguinv1.RunRequest{SessionId: created.GetSession().GetSessionId(), Prompt: prompt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := enginetest.Collect(stream); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// systemPrompts returns the system prompts of the emulator's requests
+// from the n-th on.
+func systemPrompts(em *emulator.Server, from int) []string {
+	var out []string
+	for _, req := range em.Requests()[from:] {
+		msgs, _ := req.Body["messages"].([]any)
+		for _, m := range msgs {
+			if mm, ok := m.(map[string]any); ok && mm["role"] == "system" {
+				s, _ := mm["content"].(string)
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// TestAgentsAcrossReplicas stands two engine replicas up on one
+// PostgreSQL database, each with its own disk: an agent edited through
+// one is used by a task on the other, of two concurrent edits of one file
+// one wins and the other is ABORTED, and a memory a model saves in a
+// session on one replica is in the prompt of a new session on the other.
+func TestAgentsAcrossReplicas(t *testing.T) {
+	b := enginetest.NewBackends(t,
+		emulator.Turn{Match: "first", Text: "ok"},
+		emulator.Turn{Match: "remember", ToolCalls: []emulator.ToolCall{{Name: "write_agent_file", Arguments: `{"file_path":"memory/user/MEMORY.md","content":"- The user's cat is called MEMO-7731.\n"}`}}},
+		emulator.Turn{Match: "MEMORY.md", Text: "saved"},
+		emulator.Turn{Match: "second", Text: "ok"},
+	)
+	url := pgtest.URL(t, "agents_replicas")
+	a := startAgentReplica(t, url, b)
+	bb := startAgentReplica(t, url, b)
+	ctx := t.Context()
+
+	// Edited through A, used by a task on B.
+	cfg, err := a.agents.GetAgentConfig(ctx, &penguinv1.GetAgentConfigRequest{Agent: "default", File: "AGENTS.md"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.agents.UpdateAgentConfig(ctx, &penguinv1.UpdateAgentConfigRequest{Agent: "default", File: "AGENTS.md", Content: "Answer like a pirate: RULE-4412.", Version: cfg.GetVersion()}); err != nil {
+		t.Fatal(err)
+	}
+	n := len(b.Emulator.Requests())
+	bb.runTask(t, "first")
+	if p := systemPrompts(b.Emulator, n); len(p) == 0 || !strings.Contains(p[0], "RULE-4412") {
+		t.Fatalf("B's task did not get the AGENTS.md edited through A; system prompts: %q", p)
+	}
+
+	// Two concurrent edits based on one version: one wins.
+	cur, err := bb.agents.GetAgentConfig(ctx, &penguinv1.GetAgentConfigRequest{Agent: "default", File: "system_config.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, r := range []*agentReplica{a, bb} {
+		wg.Go(func() {
+			_, errs[i] = r.agents.UpdateAgentConfig(ctx, &penguinv1.UpdateAgentConfigRequest{
+				Agent: "default", File: "system_config.yaml", Content: cur.GetContent() + "\n# edit " + string(rune('A'+i)) + "\n", Version: cur.GetVersion(),
+			})
+		})
+	}
+	wg.Wait()
+	won, aborted := 0, 0
+	for _, err := range errs {
+		switch status.Code(err) {
+		case codes.OK:
+			won++
+		case codes.Aborted:
+			aborted++
+			if !strings.Contains(status.Convert(err).Message(), "current version") {
+				t.Errorf("the ABORTED edit does not name the current version: %v", err)
+			}
+		default:
+			t.Fatalf("an edit failed: %v", err)
+		}
+	}
+	if won != 1 || aborted != 1 {
+		t.Fatalf("%d edits won and %d were aborted, want one each", won, aborted)
+	}
+
+	// A memory saved by the model on A reaches a new session's prompt on B.
+	a.runTask(t, "remember my cat")
+	n = len(b.Emulator.Requests())
+	bb.runTask(t, "second")
+	if p := systemPrompts(b.Emulator, n); len(p) == 0 || !strings.Contains(p[0], "MEMO-7731") {
+		t.Fatalf("B's new session's prompt lacks the memory saved on A: %q", p)
+	}
+	files, err := bb.agents.ListMemoryFiles(ctx, &penguinv1.ListMemoryFilesRequest{Agent: "default", Scope: "user"})
+	if err != nil || len(files.GetFiles()) != 1 {
+		t.Fatalf("the memory through the API: %v %v", files, err)
+	}
+}
