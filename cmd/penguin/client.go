@@ -85,7 +85,7 @@ func (f *clientFlags) connect(ctx context.Context) (*engineConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the embedded engine: %w", err)
 	}
-	c := &engineConn{engine: srv.engine, llm: srv.llm, agents: srv.agents, agentState: srv.agentDir, logPath: srv.logPath, close: srv.stop}
+	c := &engineConn{engine: srv.Engine, llm: srv.LLM, agents: srv.Agents, agentState: srv.agentDir, logPath: srv.logPath, close: srv.stop}
 	if st, err := agentstate.Load(srv.agentDir); err == nil {
 		c.defaultModel, c.defaultThinking = st.Config.Model.Ref(), st.Config.Model.ThinkingLevelProto()
 	}

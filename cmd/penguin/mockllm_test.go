@@ -58,7 +58,7 @@ func TestMockLLMServesScriptAndStopsOnSignal(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	script := filepath.Join("..", "..", "internal", "emulator", "testdata", "agent-loop.yaml")
+	script := filepath.Join("..", "..", "internal", "testkit", "emulator", "testdata", "agent-loop.yaml")
 	cmd, url, _ := startMockLLM(t, ctx, []string{"MOCK_KEY=sk-mock"}, "--script", script, "--api-key-env", "MOCK_KEY")
 
 	cfg := openai.DefaultConfig("sk-wrong")
@@ -110,7 +110,7 @@ func TestMockLLMServesScriptAndStopsOnSignal(t *testing.T) {
 
 func TestMockLLMBadInvocations(t *testing.T) {
 	t.Parallel()
-	script := filepath.Join("..", "..", "internal", "emulator", "testdata", "agent-loop.yaml")
+	script := filepath.Join("..", "..", "internal", "testkit", "emulator", "testdata", "agent-loop.yaml")
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(bad, []byte("turns:\n  - fault: {kind: explode}\n"), 0o600); err != nil {
 		t.Fatal(err)

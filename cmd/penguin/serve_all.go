@@ -2,13 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -16,10 +11,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/assemble"
 	"github.com/penguin-agent/penguin/services/environment"
-	"github.com/penguin-agent/penguin/services/gateway"
 	"github.com/penguin-agent/penguin/web"
 )
 
@@ -57,15 +50,13 @@ one service alone.`,
 		if cfg, err = af.config(cfg); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
+		cfg.Gateway = gw.config()
+		cfg.Engine.Team = af.engine.teamMode(common.listen, gw.listen)
 		p, err := assemble.New(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
-		front, err := gw.start(p, cfg)
-		if err != nil {
-			return errors.Join(err, p.Close())
-		}
-		return p.Serve(ctx, front...)
+		return p.Serve(ctx)
 	}
 	cmd.AddCommand(newServeLLMCmd(), newServeEnvironmentCmd(), newServeEngineCmd())
 	return cmd
@@ -129,64 +120,22 @@ func addGatewayFlags(fs *pflag.FlagSet) *gatewayFlags {
 	return f
 }
 
-// start opens the gateway's listener and returns the function that serves
-// it in front of p's engine, or nothing when the gateway is off. This is
-// the one place the gateway is built.
-func (f *gatewayFlags) start(p *assemble.Process, cfg assemble.Config) ([]func(context.Context) error, error) {
+// config is the gateway's Config, or nil when it is off.
+func (f *gatewayFlags) config() *assemble.GatewayConfig {
 	if f.listen == "" {
-		return nil, nil
+		return nil
 	}
-	lis, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		return nil, fmt.Errorf("serve: http: %w", err)
-	}
-	gw := gateway.New(penguinv1.NewEngineServiceClient(p.Local()), gateway.Options{
-		AuthToken: cfg.AuthToken, Heartbeat: f.heartbeat, Logger: cfg.Logger,
-		LLM: penguinv1.NewLLMServiceClient(p.Local()), Agents: penguinv1.NewAgentServiceClient(p.Local()), ProvidersFile: cfg.LLM.ProvidersFile, App: web.App(),
-	})
-	return []func(context.Context) error{func(ctx context.Context) error { return serveHTTP(ctx, lis, gw, cfg.Logger) }}, nil
+	return &assemble.GatewayConfig{Listen: f.listen, Heartbeat: f.heartbeat, App: web.App()}
 }
 
-// serveHTTP serves h on lis until ctx ends, then shuts it down, cutting
-// SSE streams that are still open after a few seconds.
-func serveHTTP(ctx context.Context, lis net.Listener, h http.Handler, log *slog.Logger) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	log.Info("HTTP gateway listening", "addr", lis.Addr().String())
-	select {
-	case err := <-served:
-		return fmt.Errorf("http gateway: %w", err)
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	err := srv.Shutdown(shutdownCtx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		err = srv.Close()
-	}
-	if serveErr := <-served; !errors.Is(serveErr, http.ErrServerClosed) {
-		err = errors.Join(err, serveErr)
-	}
-	if err != nil {
-		return fmt.Errorf("http gateway: shut down: %w", err)
-	}
-	return nil
-}
-
-// embedded is an all-in-one server inside a client command, on a loopback
-// port with a random token, so other users of the machine cannot use it.
-// The command calls its engine and llm services through the in-process
-// transport.
+// embedded is the all-in-one server a client command starts when no
+// --engine is given (assemble.Embedded), with its log file and the agent
+// directory its engine reads.
 type embedded struct {
-	engine   penguinv1.EngineServiceClient
-	llm      penguinv1.LLMServiceClient
-	agents   penguinv1.AgentServiceClient
+	*assemble.Embedded
 	agentDir string
 	// logPath is the file the server logs to.
 	logPath  string
-	cancel   context.CancelFunc
-	done     chan error
 	closeLog func() error
 }
 
@@ -208,33 +157,18 @@ func startEmbedded(ctx context.Context, f *allInOneFlags) (*embedded, error) {
 	if err != nil {
 		return nil, err
 	}
-	var raw [16]byte
-	_, _ = rand.Read(raw[:])
-	cfg, err := f.config(assemble.Config{
-		Name: "penguin", Version: penguinVersion(), Listen: "127.0.0.1:0", AuthToken: hex.EncodeToString(raw[:]),
-		Logger: log, ShutdownTimeout: 5 * time.Second,
-	})
+	cfg, err := f.config(assemble.Config{Name: "penguin", Version: penguinVersion(), Logger: log, ShutdownTimeout: 5 * time.Second})
 	if err != nil {
 		return nil, errors.Join(err, closeLog())
 	}
-	// This server lives as long as the command: its tasks end with it.
-	cfg.Engine.Transient = true
-	p, err := assemble.New(ctx, cfg)
+	srv, err := assemble.StartEmbedded(ctx, cfg)
 	if err != nil {
 		return nil, errors.Join(err, closeLog())
 	}
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	e := &embedded{
-		engine: penguinv1.NewEngineServiceClient(p.Local()), llm: penguinv1.NewLLMServiceClient(p.Local()),
-		agents: penguinv1.NewAgentServiceClient(p.Local()), agentDir: cfg.Engine.AgentState, logPath: filepath.Join(home, embeddedLogFile),
-		cancel: cancel, done: make(chan error, 1), closeLog: closeLog,
-	}
-	go func() { e.done <- p.Serve(sctx) }()
-	return e, nil
+	return &embedded{Embedded: srv, agentDir: cfg.Engine.AgentState, logPath: filepath.Join(home, embeddedLogFile), closeLog: closeLog}, nil
 }
 
 // stop shuts the server down gracefully and releases what it holds.
 func (e *embedded) stop() error {
-	e.cancel()
-	return errors.Join(<-e.done, e.closeLog())
+	return errors.Join(e.Stop(), e.closeLog())
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,6 +37,7 @@ func newServeEngineCmd() *cobra.Command {
 			return fmt.Errorf("serve engine: %w", err)
 		}
 		cfg.LLMAddr, cfg.EnvironmentAddr = *llmAddr, *envAddr
+		cfg.Engine.Team = ef.teamMode(common.listen)
 		return serveProcess(cmd.Context(), "serve engine", cfg)
 	}
 	return cmd
@@ -51,6 +54,7 @@ type engineFlags struct {
 	advertise  string
 	leaseTTL   time.Duration
 	idleEnv    time.Duration
+	team       bool
 }
 
 func addEngineFlags(fs *pflag.FlagSet) *engineFlags {
@@ -67,6 +71,7 @@ func addEngineFlags(fs *pflag.FlagSet) *engineFlags {
 func (f *engineFlags) addReplicaFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.advertise, "advertise", "", "the address other replicas reach this one at, recorded in run leases (default: --listen)")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", engine.DefaultLeaseTTL, "how long a run's lease outlives its replica: after a crash, the session can run elsewhere once this has passed")
+	fs.BoolVar(&f.team, "team", false, "team mode on loopback too: accounts, sign-in, projects and tokens (any address beyond loopback implies it)")
 	fs.DurationVar(&f.idleEnv, "environment-idle-timeout", engine.DefaultEnvironmentIdleTimeout, "how long a session's environment outlives its last use: it is then disposed of, ending its commands and terminals (the workspace stays), and the next tool call gets a fresh one")
 }
 
@@ -104,5 +109,36 @@ func (f *engineFlags) config() (*engine.Config, error) {
 	if cfg.AgentState == "" {
 		cfg.AgentState = filepath.Join(home, "agents", "default")
 	}
+	cfg.AdminPasswordFile = filepath.Join(home, "initial-admin-password")
+	cfg.SeedAdminPassword = os.Getenv("PENGUIN_SEED_ADMIN_PASSWORD")
 	return cfg, nil
+}
+
+// teamMode decides how a server knows its callers: team mode when --team is
+// given or any of the addresses it listens at (gRPC, HTTP) reaches beyond
+// loopback; local mode (no sign-in, one implicit user) otherwise.
+func (f *engineFlags) teamMode(listen ...string) bool {
+	if f.team {
+		return true
+	}
+	for _, addr := range listen {
+		if addr != "" && !isLoopback(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// isLoopback reports whether a listen address is on loopback only: an
+// empty host (every interface) is not.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/penguin-agent/penguin/e2e/e2etest"
+	"github.com/penguin-agent/penguin/e2e/netns"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/internal/testkit/emulator"
@@ -105,14 +107,14 @@ func runGoal(t *testing.T, turns []emulator.Turn, budget int64, during func(ctx 
 	if g.finished == nil {
 		t.Fatalf("no goal_finished in the log; kinds %v (run error %v)", enginetest.Kinds(hist), g.runErr)
 	}
-	checkGoalLog(t, hist, g.finished)
+	checkGoalLog(ctx, t, client, hist, g.finished)
 	return g
 }
 
 // checkGoalLog checks what every goal's log must hold: one goal_started,
 // one goal_round per round numbered 1..rounds each followed by exactly one
 // round prompt, and a goal_finished whose tokens are the log's own spend.
-func checkGoalLog(t *testing.T, hist []*penguinv1.OmniMessage, fin *penguinv1.GoalFinished) {
+func checkGoalLog(ctx context.Context, t *testing.T, client penguinv1.EngineServiceClient, hist []*penguinv1.OmniMessage, fin *penguinv1.GoalFinished) {
 	t.Helper()
 	started, rounds, prompts, tokens := 0, 0, 0, int64(0)
 	for _, m := range hist {
@@ -132,6 +134,13 @@ func checkGoalLog(t *testing.T, hist []*penguinv1.OmniMessage, fin *penguinv1.Go
 		case m.GetTokenUsage() != nil:
 			r := m.GetTokenUsage().GetRequest()
 			tokens += r.GetTotal() - r.GetCacheRead()
+		case m.GetSubagent() != nil:
+			// A subagent's requests count as the goal's: its log has them.
+			for _, c := range enginetest.Messages(e2etest.History(ctx, t, client, m.GetSubagent().GetSessionId())) {
+				if r := c.GetTokenUsage().GetRequest(); r != nil {
+					tokens += r.GetTotal() - r.GetCacheRead()
+				}
+			}
 		}
 	}
 	if started != 1 || rounds != int(fin.GetRounds()) || prompts != rounds {
@@ -201,6 +210,18 @@ func TestGoalCompletesInRoundThree(t *testing.T) {
 	if !strings.HasSuffix(lastUserText(reqs[0]), "\n\n"+objective) {
 		t.Fatalf("round one's body is not the person's message: %q", lastUserText(reqs[0]))
 	}
+}
+
+// TestGoalCountsSubagents: a subagent a round starts spends the goal's
+// budget too.
+func TestGoalCountsSubagents(t *testing.T) {
+	g := runGoal(t, []emulator.Turn{
+		agentTool("run_subagent", map[string]string{"prompt": "CHILD-TASK: list the failing tests"}),
+		{Match: "CHILD-TASK", Text: "Two tests fail.", Usage: goalUsage},
+		setStatus(objective, "complete"),
+		answer("Done."),
+	}, 0, nil)
+	g.want(t, penguinv1.GoalOutcome_GOAL_OUTCOME_COMPLETE, 1, 4*spend)
 }
 
 func TestGoalBlocked(t *testing.T) {
@@ -501,7 +522,7 @@ func TestGoalSurvivesKills(t *testing.T) {
 	if fin == nil {
 		t.Fatalf("no goal_finished; log kinds %v", enginetest.Kinds(hist))
 	}
-	checkGoalLog(t, hist, fin)
+	checkGoalLog(ctx, t, client, hist, fin)
 	model.mu.Lock()
 	answered := fmt.Sprint(model.answered)
 	full := 0
@@ -523,4 +544,71 @@ func TestGoalSurvivesKills(t *testing.T) {
 		t.Fatalf("%d events reached the client twice", f.dups)
 	}
 	t.Logf("goal completed after 2 kills: %d rounds, %d tokens, requests answered in full by round %s", fin.GetRounds(), fin.GetTokens(), answered)
+}
+
+// TestGoalMovesToAnotherReplica: two engine replicas share PostgreSQL and
+// the agent's state; the one running a goal is SIGKILLed between rounds
+// and never comes back. The other takes the run over once its lease has
+// expired and finishes the goal: round two and three run there, once each.
+func TestGoalMovesToAnotherReplica(t *testing.T) {
+	model := &goalModel{answered: map[int]int{}}
+	b := enginetest.NewBackendsWithModel(t, model)
+	if err := os.MkdirAll(filepath.Join(b.Root, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	agentDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(agentDir, "system_config.yaml"), []byte(agentConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	storeURL := postgresURL(t)
+	ctx := testkit.Context(t, 3*time.Minute)
+	start := func() (*netns.Proc, string) {
+		cmd := exec.Command(penguinBin, "serve", "engine", "--listen", "127.0.0.1:0", "--llm", b.LLM, "--environment", b.Environment,
+			"--store", storeURL, "--agent-state", agentDir, "--home", t.TempDir(), "--lease-ttl", "2s")
+		cmd.Env = append(e2etest.BaseEnv(t), "PENGUIN_AUTH_TOKEN=")
+		p := netns.Start(t, "engine", cmd)
+		addr := p.WaitLog("gRPC server listening", map[string]string{"server": "engine"}, "addr", time.Minute)
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := netns.WaitServing(wctx, addr, ""); err != nil {
+			t.Fatal(err)
+		}
+		return p, addr
+	}
+	procA, addrA := start()
+	_, addrB := start()
+	clientA := e2etest.DialEngine(t, addrA, "")
+	clientB := e2etest.DialEngine(t, addrB, "")
+	created, err := clientA.CreateSession(ctx, &penguinv1.CreateSessionRequest{Model: enginetest.Model, Workspace: "ws", ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.GetSession().GetSessionId()
+	run, err := clientA.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: objective, Goal: &penguinv1.GoalOptions{Budget: 10_000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &follower{t: t, client: clientA, id: id, seen: map[int64]*penguinv1.RunEvent{}}
+	if !f.follow(ctx, run, func(ev *penguinv1.RunEvent) bool { return ev.GetMessage().GetGoalRound().GetRound() == 2 }) {
+		t.Fatal("the goal ended before round two")
+	}
+	procA.Kill()
+	procA.Wait(30 * time.Second)
+	f.client = clientB
+	eventually.Within(t, 90*time.Second, "the other replica to finish the goal", func() bool {
+		f.follow(ctx, f.attach(ctx), func(*penguinv1.RunEvent) bool { return false })
+		return f.idle
+	})
+	hist := enginetest.Messages(e2etest.History(ctx, t, clientB, id))
+	var fin *penguinv1.GoalFinished
+	for _, m := range hist {
+		if g := m.GetGoalFinished(); g != nil {
+			fin = g
+		}
+	}
+	if fin == nil || fin.GetOutcome() != penguinv1.GoalOutcome_GOAL_OUTCOME_COMPLETE || fin.GetRounds() != 3 {
+		t.Fatalf("goal_finished %v; log kinds %v", fin, enginetest.Kinds(hist))
+	}
+	checkGoalLog(ctx, t, clientB, hist, fin)
+	t.Logf("goal finished on the second replica: %d rounds, %d tokens of a budget of 10000", fin.GetRounds(), fin.GetTokens())
 }

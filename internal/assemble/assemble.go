@@ -1,7 +1,8 @@
 // Package assemble builds one penguin server process from the Configs of
 // the services it runs. `penguin serve` (all three services), `penguin
 // serve llm|environment|engine` (one each) and the server that `penguin
-// run`, `chat` and `sessions` embed are all built by [New]: they differ
+// run`, `chat` and `sessions` embed ([StartEmbedded]) are all built by
+// [New], the HTTP gateway too when Config.Gateway asks for it: they differ
 // only in which Configs are set, so a deployment and the all-in-one server
 // cannot drift apart. Every engine forwards calls for runs other replicas
 // own, leases its runs, and re-dials environment replicas at the addresses
@@ -23,6 +24,8 @@ package assemble
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +47,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/internal/telemetry"
 	"github.com/penguin-agent/penguin/services/engine"
+	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/llm"
 )
@@ -105,6 +109,9 @@ type Config struct {
 	// environment address may resolve to several replicas: new
 	// environments are spread over them round-robin.
 	LLMAddr, EnvironmentAddr string
+	// Gateway, when set, serves the HTTP/SSE gateway and the web app in
+	// front of this process's engine, which it then requires.
+	Gateway *GatewayConfig
 }
 
 // check reports what makes cfg unusable.
@@ -120,6 +127,8 @@ func (cfg *Config) check() error {
 		return errors.New("assemble: the engine needs the llm service's address")
 	case cfg.Engine != nil && cfg.Environment == nil && cfg.EnvironmentAddr == "":
 		return errors.New("assemble: the engine needs the environment service's address")
+	case cfg.Gateway != nil && cfg.Engine == nil:
+		return errors.New("assemble: the HTTP gateway needs the engine in the process")
 	}
 	return nil
 }
@@ -151,6 +160,9 @@ type Process struct {
 	// serving are called once Serve has started the servers: the work a
 	// service does on its own (the engine resuming cut-off tasks).
 	serving []func()
+	// front are the servers in front of the gRPC one (the HTTP gateway),
+	// which Serve runs beside it.
+	front []func(context.Context) error
 }
 
 // New builds the process cfg describes: telemetry and metrics, the
@@ -165,13 +177,16 @@ func New(ctx context.Context, cfg Config) (_ *Process, err error) {
 		return nil, err
 	}
 	p := &Process{cfg: cfg, log: logger.OrDiscard(cfg.Logger)}
+	if cfg.Engine != nil {
+		p.announceMode()
+	}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, p.Close())
 		}
 	}()
 	for _, phase := range []func(context.Context) error{
-		p.observe, p.listen, p.serveGRPC, p.setupLLM, p.setupEnvironment, p.setupEngine,
+		p.observe, p.listen, p.serveGRPC, p.setupLLM, p.setupEnvironment, p.setupEngine, p.setupGateway,
 	} {
 		if err := phase(ctx); err != nil {
 			return nil, err
@@ -384,10 +399,14 @@ func (p *Process) setupEngine(ctx context.Context) error {
 		}
 		return p.dial(target)
 	}
+	cfg.ServiceToken = p.cfg.AuthToken
 	eng, err := engine.Setup(ctx, cfg)
 	if err != nil {
 		return err
 	}
+	// The engine owns the users: it decides who calls every service of
+	// this process.
+	p.srv.SetAuthenticator(eng.Guard())
 	p.release = append(p.release, eng.Close)
 	eng.Register(p.srv.GRPC())
 	p.serving = append(p.serving, eng.StartResuming)
@@ -402,6 +421,25 @@ func (p *Process) setupEngine(ctx context.Context) error {
 	p.note("store", redactURL(cfg.StoreURL), "agent_state", cfg.AgentState,
 		"advertise", cfg.Advertise, "llm", p.cfg.LLMAddr, "environment", p.cfg.EnvironmentAddr)
 	return nil
+}
+
+// announceMode says, as the process's first line, how it decides who its
+// callers are. A team server needs a service token for its services to
+// call each other: when none is configured, this process makes a random
+// one of its own (then nothing outside it can use the operator's power).
+func (p *Process) announceMode() {
+	if p.cfg.Engine.Team {
+		if p.cfg.AuthToken == "" {
+			var raw [32]byte
+			_, _ = rand.Read(raw[:])
+			p.cfg.AuthToken = hex.EncodeToString(raw[:])
+		}
+		p.log.Info("team mode: callers sign in or present a personal access token; the service token (PENGUIN_AUTH_TOKEN) is the operator's",
+			"mode", "team")
+		return
+	}
+	p.log.Info("local mode: no sign-in; every caller is the user "+store.AdminUser+", who owns the project "+store.DefaultProject+
+		" (listen beyond loopback or pass --team for accounts and sign-in)", "mode", "local")
 }
 
 // note adds the key-value pairs whose value is not empty to the fields
@@ -450,12 +488,12 @@ func (p *Process) Metrics() prometheus.Gatherer { return p.metrics }
 // process closes it.
 func (p *Process) Local() grpc.ClientConnInterface { return p.local }
 
-// Serve serves the services, the metrics endpoint when configured, and
-// every extra function until ctx ends or one of them fails; then all of
-// them stop (each extra function must return once its context ends), the
+// Serve serves the services, the metrics endpoint and the HTTP gateway
+// when configured, until ctx ends or one of them fails; then all of them
+// stop, the
 // engine's tasks abort, the environments are disposed, and everything the
 // process holds is released. Serve may be called once.
-func (p *Process) Serve(ctx context.Context, extra ...func(context.Context) error) error {
+func (p *Process) Serve(ctx context.Context) error {
 	lis, metricsLis, profilesLis := p.lis, p.metricsLis, p.profilesLis
 	p.lis, p.metricsLis, p.profilesLis = nil, nil, nil // the servers close them
 	if lis == nil {
@@ -469,7 +507,7 @@ func (p *Process) Serve(ctx context.Context, extra ...func(context.Context) erro
 	if profilesLis != nil {
 		g.Go(func() error { return grpcserver.ServeProfiles(gctx, profilesLis, p.log) })
 	}
-	for _, f := range extra {
+	for _, f := range p.front {
 		g.Go(func() error { return f(gctx) })
 	}
 	for _, f := range p.serving {

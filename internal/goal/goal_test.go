@@ -99,7 +99,8 @@ func TestObserve(t *testing.T) {
 	st.Observe(&penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_Text{Text: &penguinv1.Text{Role: penguinv1.Role_ROLE_USER, Text: r.Prompt("go")}}})
 	st.Observe(usage(160, 50))
 	st.Observe(&penguinv1.OmniMessage{Origin: []string{"child"}, Payload: usage(999, 0).Payload})
-	if st.PromptDue || st.Used != 110 {
+	st.Observe(&penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_Subagent{Subagent: &penguinv1.Subagent{SessionId: "child-1"}}})
+	if st.PromptDue || st.Used != 110 || len(st.Children) != 1 || st.Children[0] != "child-1" {
 		t.Fatalf("after the round's prompt and usage: %+v", st)
 	}
 	st.Observe(&penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_GoalFinished{GoalFinished: &penguinv1.GoalFinished{}}})

@@ -81,8 +81,11 @@ type State struct {
 	// WrapUp marks that the last round started was the wrap-up.
 	WrapUp bool
 	// Used is the tokens spent since goal_started, from the session's own
-	// token_usage events.
+	// token_usage events; the caller adds its subagents' (Children).
 	Used int64
+	// Children are the subagent sessions the goal's rounds started, whose
+	// own logs hold their usage.
+	Children []string
 	// PromptDue is set when the last round's goal_round is recorded but
 	// its prompt is not: the round started, and its prompt is recorded
 	// next, never a new round.
@@ -106,6 +109,8 @@ func (s *State) Observe(m *penguinv1.OmniMessage) {
 		s.PromptDue = false
 	case m.GetTokenUsage() != nil:
 		s.Used += Spend(m.GetTokenUsage().GetRequest())
+	case m.GetSubagent() != nil:
+		s.Children = append(s.Children, m.GetSubagent().GetSessionId())
 	case m.GetGoalFinished() != nil:
 		s.Active = false
 	}

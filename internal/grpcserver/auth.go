@@ -11,13 +11,37 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// authInterceptors refuse, with codes.Unauthenticated, every RPC that does
-// not carry "authorization: Bearer <token>" metadata with the expected
-// token. Both tokens are hashed before the constant-time comparison, so
-// neither the content nor the length of the secret leaks through timing.
-func authInterceptors(token string) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+// Authenticator resolves who makes a call. The engine's access.Guard is
+// one: it reads the call's credentials (a user's token or sign-in, the
+// service token) and returns a context that carries the caller, or an
+// error (Unauthenticated, PermissionDenied) that refuses the call.
+type Authenticator interface {
+	Authenticate(ctx context.Context, fullMethod string) (context.Context, error)
+}
+
+// SetAuthenticator makes a decide who may call, instead of the bare token
+// check of [Options.AuthToken]. Call it before [Server.Serve]: a process
+// sets it once the service that owns the users (the engine) is built.
+func (s *Server) SetAuthenticator(a Authenticator) {
+	s.authn.Store(&a)
+}
+
+// authInterceptors refuse every RPC (but the health service's, see
+// interceptors) that its authenticator refuses. Without an authenticator,
+// a call must carry "authorization: Bearer <token>" metadata with the
+// expected token, when one is set (codes.Unauthenticated otherwise). Both
+// tokens are hashed before the constant-time comparison, so neither the
+// content nor the length of the secret leaks through timing.
+func (s *Server) authInterceptors(token string) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	want := sha256.Sum256([]byte(token))
 	check := func(ctx context.Context) (context.Context, error) {
+		if a := s.authn.Load(); a != nil {
+			method, _ := grpc.Method(ctx)
+			return (*a).Authenticate(ctx, method)
+		}
+		if token == "" {
+			return ctx, nil
+		}
 		got, err := auth.AuthFromMD(ctx, "bearer")
 		if err != nil {
 			return nil, err

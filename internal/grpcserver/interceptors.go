@@ -18,8 +18,10 @@ import (
 //  2. logging, so refused and failed RPCs are logged with their code
 //     (health checks are left out: probes would drown everything else;
 //     see callLogger for the levels);
-//  3. auth, so nothing below runs for an unauthenticated caller (health
-//     checks are exempt so probes need no secret);
+//  3. auth (auth.go: the authenticator, or the token), so nothing below
+//     runs for an unauthenticated caller, and every handler finds its
+//     caller in its context (health checks are exempt so probes need no
+//     secret);
 //  4. the enum check (enumcheck), so no handler of any service sees an
 //     enum value its contract does not declare;
 //  5. recovery, innermost, so a panicking handler becomes codes.Internal
@@ -37,11 +39,9 @@ func (s *Server) interceptors(authToken string, slowCall time.Duration) ([]grpc.
 	unary = append(unary, selector.UnaryServerInterceptor(logU, notHealth))
 	stream = append(stream, selector.StreamServerInterceptor(logS, notHealth))
 
-	if authToken != "" {
-		authU, authS := authInterceptors(authToken)
-		unary = append(unary, selector.UnaryServerInterceptor(authU, notHealth))
-		stream = append(stream, selector.StreamServerInterceptor(authS, notHealth))
-	}
+	authU, authS := s.authInterceptors(authToken)
+	unary = append(unary, selector.UnaryServerInterceptor(authU, notHealth))
+	stream = append(stream, selector.StreamServerInterceptor(authS, notHealth))
 
 	unary = append(unary, enumcheck.UnaryServerInterceptor())
 	stream = append(stream, enumcheck.StreamServerInterceptor())

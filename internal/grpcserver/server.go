@@ -120,6 +120,8 @@ type Server struct {
 	inProcess *bufconn.Listener
 
 	started atomic.Bool
+	// authn, when set, decides who may call (see SetAuthenticator).
+	authn atomic.Pointer[Authenticator]
 
 	mu       sync.Mutex
 	hooks    []func(context.Context)

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/access"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -59,6 +60,11 @@ type Forwarding struct {
 // Option configures a Server.
 type Option func(*Server)
 
+// WithGuard makes the server check every call's access with g.
+func WithGuard(g *access.Guard) Option {
+	return func(s *Server) { s.guard = g }
+}
+
 // WithForwarding makes the server pass calls for runs other replicas own
 // to those replicas.
 func WithForwarding(f Forwarding) Option {
@@ -95,10 +101,11 @@ func forwarded(ctx context.Context) bool {
 }
 
 // forwardContext is ctx (its deadline, cancellation and trace) with the
-// forwarding mark as its only outgoing metadata: the client's own
-// credentials stay here, the peer connection brings the cluster's.
+// forwarding mark and the caller's own credential as its outgoing
+// metadata (access.Forward): the owner checks the call as the caller's,
+// and the peer connection's service token lends it no power.
 func (s *Server) forwardContext(ctx context.Context) context.Context {
-	return metadata.NewOutgoingContext(ctx, metadata.Pairs(forwardedHeader, s.fwd.Self))
+	return access.Forward(ctx, forwardedHeader, s.fwd.Self)
 }
 
 // relayed turns the owner's answer into this call's: its status as it

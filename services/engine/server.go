@@ -11,6 +11,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/logger"
+	"github.com/penguin-agent/penguin/services/engine/access"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"google.golang.org/grpc"
@@ -22,7 +23,7 @@ import (
 type Sessions interface {
 	Create(ctx context.Context, spec session.CreateSpec) (*penguinv1.Session, error)
 	Get(ctx context.Context, id string) (*penguinv1.Session, error)
-	List(ctx context.Context, pageSize int, token string) ([]*penguinv1.Session, string, error)
+	List(ctx context.Context, pageSize int, token string, projects ...string) ([]*penguinv1.Session, string, error)
 	Delete(ctx context.Context, id string) error
 	Fork(ctx context.Context, id string, upTo int64) (*penguinv1.Session, error)
 	Run(ctx context.Context, id string, spec session.RunSpec, send func(*penguinv1.RunEvent) error) error
@@ -43,6 +44,10 @@ type Server struct {
 	log      *slog.Logger
 	// fwd, when set, passes calls for runs other replicas own to them.
 	fwd *Forwarding
+	// guard decides who may touch which session. Without one (a test
+	// serving a bare session runtime) every call is allowed; Setup always
+	// sets it.
+	guard *access.Guard
 }
 
 // New returns a Server over sessions; log receives internal errors, which
@@ -62,12 +67,39 @@ func need(id string) error {
 	return nil
 }
 
+// allow checks that the call names a session and that its caller may act
+// on it at lvl: a session of a project the caller may not read is
+// NotFound, exactly as one that does not exist.
+func (s *Server) allow(ctx context.Context, id string, lvl access.Level) error {
+	if err := need(id); err != nil {
+		return err
+	}
+	if s.guard == nil {
+		return nil
+	}
+	return s.guard.CheckSession(ctx, id, lvl)
+}
+
+// audit records an action on a session in the audit log.
+func (s *Server) audit(ctx context.Context, id, action, detail string) {
+	if s.guard != nil {
+		s.guard.AuditSession(ctx, id, action, detail)
+	}
+}
+
 // CreateSession creates a session.
 func (s *Server) CreateSession(ctx context.Context, req *penguinv1.CreateSessionRequest) (*penguinv1.CreateSessionResponse, error) {
+	project := req.GetProjectId()
+	if s.guard != nil {
+		var err error
+		if project, err = s.guard.ProjectForNew(ctx, project); err != nil {
+			return nil, err
+		}
+	}
 	sess, err := s.sessions.Create(ctx, session.CreateSpec{
 		Model: req.GetModel(), Workspace: req.GetWorkspace(), ApprovalMode: req.GetApprovalMode(),
 		ThinkingLevel: req.GetThinkingLevel(), AgentState: req.GetAgentState(), SystemPrompt: req.GetSystemPrompt(),
-		MaxTurns: req.GetMaxTurns(), SandboxMode: req.GetSandboxMode(),
+		MaxTurns: req.GetMaxTurns(), SandboxMode: req.GetSandboxMode(), ProjectID: project,
 	})
 	if err != nil {
 		return nil, s.status(ctx, err)
@@ -77,7 +109,7 @@ func (s *Server) CreateSession(ctx context.Context, req *penguinv1.CreateSession
 
 // GetSession describes a session.
 func (s *Server) GetSession(ctx context.Context, req *penguinv1.GetSessionRequest) (*penguinv1.GetSessionResponse, error) {
-	if err := need(req.GetSessionId()); err != nil {
+	if err := s.allow(ctx, req.GetSessionId(), access.Read); err != nil {
 		return nil, err
 	}
 	sess, err := s.sessions.Get(ctx, req.GetSessionId())
@@ -92,7 +124,14 @@ func (s *Server) ListSessions(ctx context.Context, req *penguinv1.ListSessionsRe
 	if req.GetPageSize() < 0 {
 		return nil, status.Error(codes.InvalidArgument, "page_size must not be negative")
 	}
-	list, next, err := s.sessions.List(ctx, int(req.GetPageSize()), req.GetPageToken())
+	var projects []string // nil: every project's
+	if s.guard != nil {
+		var err error
+		if projects, err = s.guard.Readable(ctx); err != nil {
+			return nil, err
+		}
+	}
+	list, next, err := s.sessions.List(ctx, int(req.GetPageSize()), req.GetPageToken(), projects...)
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
@@ -101,9 +140,10 @@ func (s *Server) ListSessions(ctx context.Context, req *penguinv1.ListSessionsRe
 
 // DeleteSession deletes a session.
 func (s *Server) DeleteSession(ctx context.Context, req *penguinv1.DeleteSessionRequest) (*penguinv1.DeleteSessionResponse, error) {
-	if err := need(req.GetSessionId()); err != nil {
+	if err := s.allow(ctx, req.GetSessionId(), access.Write); err != nil {
 		return nil, err
 	}
+	s.audit(ctx, req.GetSessionId(), "session.delete", "")
 	if err := s.sessions.Delete(ctx, req.GetSessionId()); err != nil {
 		return nil, s.status(ctx, err)
 	}
@@ -112,7 +152,7 @@ func (s *Server) DeleteSession(ctx context.Context, req *penguinv1.DeleteSession
 
 // ForkSession copies a session.
 func (s *Server) ForkSession(ctx context.Context, req *penguinv1.ForkSessionRequest) (*penguinv1.ForkSessionResponse, error) {
-	if err := need(req.GetSessionId()); err != nil {
+	if err := s.allow(ctx, req.GetSessionId(), access.Write); err != nil {
 		return nil, err
 	}
 	sess, err := s.sessions.Fork(ctx, req.GetSessionId(), req.GetUpToSequence())
@@ -124,10 +164,10 @@ func (s *Server) ForkSession(ctx context.Context, req *penguinv1.ForkSessionRequ
 
 // Run starts a task and streams its events.
 func (s *Server) Run(req *penguinv1.RunRequest, stream grpc.ServerStreamingServer[penguinv1.RunResponse]) error {
-	if err := need(req.GetSessionId()); err != nil {
+	ctx := stream.Context()
+	if err := s.allow(ctx, req.GetSessionId(), access.Write); err != nil {
 		return err
 	}
-	ctx := stream.Context()
 	spec := session.RunSpec{
 		Prompt: req.GetPrompt(), Images: req.GetImages(), Thinking: req.GetThinkingLevel(), Mode: req.GetApprovalMode(),
 	}
@@ -143,10 +183,10 @@ func (s *Server) Run(req *penguinv1.RunRequest, stream grpc.ServerStreamingServe
 
 // Attach replays and follows a session's events.
 func (s *Server) Attach(req *penguinv1.AttachRequest, stream grpc.ServerStreamingServer[penguinv1.AttachResponse]) error {
-	if err := need(req.GetSessionId()); err != nil {
+	ctx := stream.Context()
+	if err := s.allow(ctx, req.GetSessionId(), access.Read); err != nil {
 		return err
 	}
-	ctx := stream.Context()
 	if peer, addr, err := s.peerFor(ctx, req.GetSessionId()); err != nil || peer != nil {
 		if err != nil {
 			return err
@@ -163,7 +203,7 @@ func (s *Server) Attach(req *penguinv1.AttachRequest, stream grpc.ServerStreamin
 
 // Approve answers a pending approval.
 func (s *Server) Approve(ctx context.Context, req *penguinv1.ApproveRequest) (*penguinv1.ApproveResponse, error) {
-	if err := need(req.GetSessionId()); err != nil {
+	if err := s.allow(ctx, req.GetSessionId(), access.Write); err != nil {
 		return nil, err
 	}
 	if resp, ok, err := forward(ctx, s, "Approve", req.GetSessionId(), req, penguinv1.EngineServiceClient.Approve); ok {
@@ -172,12 +212,13 @@ func (s *Server) Approve(ctx context.Context, req *penguinv1.ApproveRequest) (*p
 	if err := s.sessions.Approve(ctx, req.GetSessionId(), req.GetToolCallId(), req.GetOrigin(), req.GetDecision()); err != nil {
 		return nil, s.status(ctx, err)
 	}
+	s.audit(ctx, req.GetSessionId(), "session.approve", "tool call "+req.GetToolCallId()+": "+req.GetDecision().String())
 	return &penguinv1.ApproveResponse{}, nil
 }
 
 // Steer queues text for the running task.
 func (s *Server) Steer(ctx context.Context, req *penguinv1.SteerRequest) (*penguinv1.SteerResponse, error) {
-	if err := need(req.GetSessionId()); err != nil {
+	if err := s.allow(ctx, req.GetSessionId(), access.Write); err != nil {
 		return nil, err
 	}
 	if resp, ok, err := forward(ctx, s, "Steer", req.GetSessionId(), req, penguinv1.EngineServiceClient.Steer); ok {
@@ -191,7 +232,7 @@ func (s *Server) Steer(ctx context.Context, req *penguinv1.SteerRequest) (*pengu
 
 // Abort interrupts the running task.
 func (s *Server) Abort(ctx context.Context, req *penguinv1.AbortRequest) (*penguinv1.AbortResponse, error) {
-	if err := need(req.GetSessionId()); err != nil {
+	if err := s.allow(ctx, req.GetSessionId(), access.Write); err != nil {
 		return nil, err
 	}
 	if resp, ok, err := forward(ctx, s, "Abort", req.GetSessionId(), req, penguinv1.EngineServiceClient.Abort); ok {
@@ -206,7 +247,7 @@ func (s *Server) Abort(ctx context.Context, req *penguinv1.AbortRequest) (*pengu
 
 // RetryNow skips a reconnect wait.
 func (s *Server) RetryNow(ctx context.Context, req *penguinv1.RetryNowRequest) (*penguinv1.RetryNowResponse, error) {
-	if err := need(req.GetSessionId()); err != nil {
+	if err := s.allow(ctx, req.GetSessionId(), access.Write); err != nil {
 		return nil, err
 	}
 	if resp, ok, err := forward(ctx, s, "RetryNow", req.GetSessionId(), req, penguinv1.EngineServiceClient.RetryNow); ok {
@@ -221,7 +262,7 @@ func (s *Server) RetryNow(ctx context.Context, req *penguinv1.RetryNowRequest) (
 
 // Compact compacts an idle session.
 func (s *Server) Compact(ctx context.Context, req *penguinv1.CompactRequest) (*penguinv1.CompactResponse, error) {
-	if err := need(req.GetSessionId()); err != nil {
+	if err := s.allow(ctx, req.GetSessionId(), access.Write); err != nil {
 		return nil, err
 	}
 	st, msg, err := s.sessions.Compact(ctx, req.GetSessionId(), req.GetMode())
@@ -233,7 +274,7 @@ func (s *Server) Compact(ctx context.Context, req *penguinv1.CompactRequest) (*p
 
 // GetHistory pages through persisted events.
 func (s *Server) GetHistory(ctx context.Context, req *penguinv1.GetHistoryRequest) (*penguinv1.GetHistoryResponse, error) {
-	if err := need(req.GetSessionId()); err != nil {
+	if err := s.allow(ctx, req.GetSessionId(), access.Read); err != nil {
 		return nil, err
 	}
 	if req.GetLimit() < 0 || req.GetAfterSequence() < 0 {
@@ -249,10 +290,10 @@ func (s *Server) GetHistory(ctx context.Context, req *penguinv1.GetHistoryReques
 // ExportTrace streams a session's log as JSONL trace lines: one model
 // context, or all of them with each line's context index.
 func (s *Server) ExportTrace(req *penguinv1.ExportTraceRequest, stream grpc.ServerStreamingServer[penguinv1.ExportTraceResponse]) error {
-	if err := need(req.GetSessionId()); err != nil {
+	ctx := stream.Context()
+	if err := s.allow(ctx, req.GetSessionId(), access.Read); err != nil {
 		return err
 	}
-	ctx := stream.Context()
 	err := s.sessions.Export(ctx, req.GetSessionId(), int(req.GetContextIndex()), func(line string, index int) error {
 		return stream.Send(&penguinv1.ExportTraceResponse{Line: line, ContextIndex: int32(index)})
 	})

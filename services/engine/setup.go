@@ -15,6 +15,8 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
 	"github.com/penguin-agent/penguin/internal/logger"
+	"github.com/penguin-agent/penguin/services/engine/access"
+	"github.com/penguin-agent/penguin/services/engine/accounts"
 	"github.com/penguin-agent/penguin/services/engine/agentapi"
 	"github.com/penguin-agent/penguin/services/engine/agentmirror"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
@@ -75,6 +77,17 @@ type Config struct {
 	// end; the workspace stays) and the next tool call gets a fresh one.
 	// Zero means DefaultEnvironmentIdleTimeout; it must not be negative.
 	EnvironmentIdleTimeout time.Duration
+	// Team is team mode (users sign in or present tokens); false is local
+	// mode (a laptop: no sign-in, one implicit user). The process decides
+	// it from where it listens and whether sign-in is configured.
+	Team bool
+	// ServiceToken is the operator's token, which the services present
+	// to each other; empty when none is set. In team mode it is required.
+	ServiceToken string
+	// AdminPasswordFile keeps the first password of the account admin in
+	// team mode until the admin changes it; SeedAdminPassword, when set,
+	// is that password instead (for automation), and no file is written.
+	AdminPasswordFile, SeedAdminPassword string
 	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
 	// TracerProvider opens the span of each turn; nil traces nothing.
@@ -94,6 +107,8 @@ type Engine struct {
 	agents   *agentmirror.Mirror
 	agentAPI *agentapi.Server
 	replicas *grpcclient.Pool
+	guard    *access.Guard
+	accounts *accounts.Server
 }
 
 // Setup checks cfg, initialises the default agent's state, opens the
@@ -116,6 +131,20 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		return nil, fmt.Errorf("open the session store: %w", err)
 	}
 	e := &Engine{store: st, replicas: grpcclient.NewPool(cfg.Dial)}
+	e.guard = access.New(st, access.Options{Mode: cfg.mode(), ServiceToken: cfg.ServiceToken, Logger: log})
+	e.accounts = accounts.New(e.guard)
+	if cfg.Team {
+		first, err := e.guard.SeedAdmin(ctx, cfg.AdminPasswordFile, cfg.SeedAdminPassword)
+		if err != nil {
+			return nil, err
+		}
+		if first != "" {
+			// Printed on every start until the admin changes it, as the
+			// way in for the first sign-in.
+			log.Warn("sign in as "+store.AdminUser+" with the initial password "+first+" and change it; it is kept in "+cfg.AdminPasswordFile+" until then",
+				"user", store.AdminUser)
+		}
+	}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.Close())
@@ -150,7 +179,7 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		SkillLibrary: filepath.Join(filepath.Dir(e.agents.Root()), "skills"),
 		Logger:       log,
 	})
-	e.server = New(e.sessions, log, WithForwarding(Forwarding{
+	e.server = New(e.sessions, log, WithGuard(e.guard), WithForwarding(Forwarding{
 		Owners: e.sessions, Peers: replicaPeers{e.replicas}, Self: cfg.Advertise, Observe: e.sessions.ObserveForward,
 	}))
 	return e, nil
@@ -182,6 +211,14 @@ func openAgents(ctx context.Context, st store.Store, defaultDir string, log *slo
 	return m, nil
 }
 
+// mode is the access mode cfg.Team says.
+func (cfg *Config) mode() access.Mode {
+	if cfg.Team {
+		return access.Team
+	}
+	return access.Local
+}
+
 // check reports the first required field cfg lacks, or a lease too short.
 func (cfg *Config) check() error {
 	switch {
@@ -197,6 +234,8 @@ func (cfg *Config) check() error {
 		return errors.New("engine: Config.Advertise is required")
 	case cfg.LeaseTTL != 0 && cfg.LeaseTTL < MinLeaseTTL:
 		return fmt.Errorf("engine: lease TTL %s is too short; give at least %s", cfg.LeaseTTL, MinLeaseTTL)
+	case cfg.Team && cfg.ServiceToken == "":
+		return errors.New("engine: team mode needs a service token, which the services present to each other")
 	case cfg.EnvironmentIdleTimeout < 0:
 		return fmt.Errorf("engine: environment idle timeout %s is negative; give a duration such as 15m", cfg.EnvironmentIdleTimeout)
 	}
@@ -225,12 +264,17 @@ func (p replicaPeers) Peer(addr string) (penguinv1.EngineServiceClient, error) {
 	return penguinv1.NewEngineServiceClient(c), nil
 }
 
-// Register registers the engine's gRPC services on s: EngineService and
-// AgentService.
+// Register registers the engine's gRPC services on s: EngineService,
+// AgentService and those of users, projects and tokens.
 func (e *Engine) Register(s grpc.ServiceRegistrar) {
 	penguinv1.RegisterEngineServiceServer(s, e.server)
 	penguinv1.RegisterAgentServiceServer(s, e.agentAPI)
+	e.accounts.Register(s)
 }
+
+// Guard returns the engine's access guard, the authenticator of the gRPC
+// server the engine is registered on.
+func (e *Engine) Guard() *access.Guard { return e.guard }
 
 // StartResuming resumes the tasks that a stopped engine left cut off, now
 // and then as leases expire, until Shutdown. Call it once the server

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -17,23 +18,47 @@ import (
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/access"
 )
 
+// Who calls. The gateway decides nothing about users: the engine's
+// access guard does (services/engine/access). The gateway's one
+// middleware (authenticated) reads the client's credential, passes it on
+// with every engine and llm call in the access.CredentialHeader metadata
+// (so the gateway's own service token lends the client nothing), and asks
+// the engine once per request who the caller is (AuthService.WhoAmI),
+// refusing the request when the engine does. The credential is:
+//
+//   - a bearer token (a user's personal access token, or the service
+//     token), sent as it is;
+//   - the cookie of a user's sign-in (POST /api/auth/login with a user id
+//     and password), which holds the engine's login-session secret;
+//   - the cookie of a sign-in with the server's token (POST
+//     /api/auth/login with {"token"}), which stands for the service token;
+//   - nothing, which the engine accepts only in local mode.
+//
 // Browser sign-in. A browser cannot put a bearer token on an EventSource,
 // and a token kept in page storage is readable by any script on the page,
-// so the web app trades the token once for a session cookie:
+// so the web app trades its credentials once for a session cookie:
 //
 //   - The cookie is HttpOnly (no script reads it) and SameSite=Strict (no
 //     other site's page sends it), and lasts sessionTTL, renewed when more
 //     than half of it has passed.
-//   - It is stateless: expiry and a random nonce, signed with HMAC-SHA256
-//     under a key derived from the token. The gateway keeps no session
-//     table (nothing to bound, nothing lost on restart), and changing the
-//     token invalidates every cookie at once.
-//   - State-changing requests authenticated by the cookie must also carry
-//     X-CSRF-Token, a value derived from the cookie's nonce that only a
-//     same-origin page can learn (from the sign-in answer or GET
-//     /api/auth); on top of that every state-changing request, cookie or
+//   - A user's cookie is the engine's login session: signing out ends it
+//     in the engine, and an admin's password reset ends all of a user's.
+//   - A token sign-in's cookie is stateless: expiry and a random nonce,
+//     signed with HMAC-SHA256 under a key derived from the token. The
+//     gateway keeps no session table (nothing to bound, nothing lost on
+//     restart), and changing the token invalidates every such cookie at
+//     once.
+//   - State-changing requests authenticated by a cookie must also carry
+//     X-CSRF-Token, a value derived from the cookie (its nonce, or the
+//     SHA-256 of the login session's secret) that only a same-origin page
+//     can learn (from the sign-in answer or GET /api/auth); on top of that every state-changing request, cookie or
 //     not, passes net/http's cross-origin protection (Sec-Fetch-Site and
 //     Origin checks), so another site's page cannot post to the gateway
 //     even when no token is set.
@@ -48,20 +73,26 @@ const (
 	sessionTTL = 7 * 24 * time.Hour
 )
 
-// auth checks credentials. The zero token means no authentication.
+// auth reads credentials. The zero token and no team mode means no
+// authentication.
 type auth struct {
+	// enabled says callers must sign in: a token is set, or the server
+	// is in team mode.
 	enabled bool
-	digest  [sha256.Size]byte
-	key     []byte
-	now     func() time.Time
+	// token is the service token, which a token sign-in's cookie stands
+	// for.
+	token  string
+	digest [sha256.Size]byte
+	key    []byte
+	now    func() time.Time
 	// failures limits wrong tokens at sign-in, so guessing is slow even
 	// for a weak token.
 	failures *rate.Limiter
 }
 
-func newAuth(token string, now func() time.Time) *auth {
-	a := &auth{enabled: token != "", now: now, failures: rate.NewLimiter(rate.Every(time.Second), 10)}
-	if a.enabled {
+func newAuth(token string, team bool, now func() time.Time) *auth {
+	a := &auth{enabled: token != "" || team, token: token, now: now, failures: rate.NewLimiter(rate.Every(time.Second), 10)}
+	if token != "" {
 		a.digest = sha256.Sum256([]byte(token))
 		mac := hmac.New(sha256.New, []byte(token))
 		mac.Write([]byte("penguin gateway session cookie"))
@@ -123,34 +154,56 @@ func (a *auth) session(r *http.Request) (nonce string, expires time.Time, ok boo
 	return parts[1], expires, true
 }
 
-// check authenticates an API request: a bearer token, or a session cookie
-// plus, on a state-changing request, the CSRF token. It renews a cookie
-// past half its life.
-func (a *auth) check(w http.ResponseWriter, r *http.Request) (codes.Code, string) {
-	if !a.enabled {
-		return codes.OK, ""
-	}
+// userCookiePrefix starts the cookie of a user's sign-in: the engine's
+// login-session secret (access.Guard.StartLoginSession).
+const userCookiePrefix = "pgn_ses_"
+
+// userCSRF is the CSRF token of a user's sign-in cookie.
+func userCSRF(secret string) string {
+	d := sha256.Sum256([]byte("penguin csrf\x00" + secret))
+	return base64.RawURLEncoding.EncodeToString(d[:])
+}
+
+// credential reads an API request's credential (see the top of this
+// file): a bearer token, a sign-in cookie plus, on a state-changing
+// request, its CSRF token, or nothing. It renews a token sign-in's cookie
+// past half its life. Without an engine to ask (legacy), a bearer token
+// must be the server's.
+func (a *auth) credential(w http.ResponseWriter, r *http.Request, legacy bool) (string, codes.Code, string) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		got, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok || !a.tokenMatches(got) {
-			return codes.Unauthenticated, "a valid bearer token is required"
+		if !ok || got == "" || (legacy && a.enabled && !a.tokenMatches(got)) {
+			return "", codes.Unauthenticated, "a valid bearer token is required"
 		}
-		return codes.OK, ""
+		return got, codes.OK, ""
+	}
+	c, err := r.Cookie(cookieName)
+	if err != nil {
+		if legacy && a.enabled {
+			return "", codes.Unauthenticated, "sign in first: POST /api/auth/login, or send a bearer token"
+		}
+		return "", codes.OK, ""
+	}
+	if strings.HasPrefix(c.Value, userCookiePrefix) {
+		if !safeMethod(r.Method) && subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(userCSRF(c.Value))) != 1 {
+			return "", codes.PermissionDenied, "the " + csrfHeader + " header is missing or wrong"
+		}
+		return c.Value, codes.OK, ""
 	}
 	nonce, expires, ok := a.session(r)
-	if !ok {
-		return codes.Unauthenticated, "sign in first: POST /api/auth/login with the server's token, or send it as a bearer token"
+	if !ok || a.token == "" {
+		return "", codes.Unauthenticated, "your sign-in has ended; sign in again"
 	}
 	if !safeMethod(r.Method) {
 		got := r.Header.Get(csrfHeader)
 		if subtle.ConstantTimeCompare([]byte(got), []byte(a.csrfToken(nonce))) != 1 {
-			return codes.PermissionDenied, "the " + csrfHeader + " header is missing or wrong"
+			return "", codes.PermissionDenied, "the " + csrfHeader + " header is missing or wrong"
 		}
 	}
 	if expires.Sub(a.now()) < sessionTTL/2 {
 		http.SetCookie(w, a.newCookie(r, nonce))
 	}
-	return codes.OK, ""
+	return a.token, codes.OK, ""
 }
 
 func safeMethod(m string) bool {
@@ -159,42 +212,116 @@ func safeMethod(m string) bool {
 
 // authState is the answer of GET /api/auth and of a sign-in.
 type authState struct {
-	// AuthRequired says the gateway has a token, so a browser must sign in.
+	// AuthRequired says callers must sign in (a token is set, or the
+	// server is in team mode).
 	AuthRequired bool `json:"auth_required"`
-	// SignedIn says the request carried a valid session cookie (or no
-	// sign-in is needed).
+	// SignedIn says the request carried valid credentials (or no sign-in
+	// is needed).
 	SignedIn bool `json:"signed_in"`
 	// CSRFToken goes in the X-CSRF-Token header of state-changing requests.
 	CSRFToken string `json:"csrf_token,omitempty"`
+	// Mode is "local" or "team", when the engine said.
+	Mode string `json:"mode,omitempty"`
+	// User is the signed-in user, Operator whether the caller is the
+	// operator's service token, and MustChangePassword whether the user
+	// must choose a new password.
+	User               *userJSON `json:"user,omitempty"`
+	Operator           bool      `json:"operator,omitempty"`
+	MustChangePassword bool      `json:"must_change_password,omitempty"`
 }
 
-// authStatus serves GET /api/auth: whether the browser must sign in, and
-// the CSRF token of its session when it is signed in.
+// userJSON is a user as the web app sees them.
+type userJSON struct {
+	ID    string `json:"id"`
+	Name  string `json:"name,omitempty"`
+	Admin bool   `json:"admin"`
+}
+
+// stateOf describes a WhoAmI answer, with the CSRF token of the
+// request's cookie.
+func (g *Gateway) stateOf(r *http.Request, who *penguinv1.WhoAmIResponse) authState {
+	st := authState{AuthRequired: g.auth.enabled || who.GetMode() == penguinv1.ServerMode_SERVER_MODE_TEAM, SignedIn: true,
+		Operator: who.GetOperator(), MustChangePassword: who.GetMustChangePassword()}
+	switch who.GetMode() {
+	case penguinv1.ServerMode_SERVER_MODE_TEAM:
+		st.Mode = "team"
+	case penguinv1.ServerMode_SERVER_MODE_LOCAL:
+		st.Mode = "local"
+	}
+	if u := who.GetUser(); u != nil {
+		st.User = &userJSON{ID: u.GetUserId(), Name: u.GetName(), Admin: u.GetAdmin()}
+	}
+	if c, err := r.Cookie(cookieName); err == nil {
+		if strings.HasPrefix(c.Value, userCookiePrefix) {
+			st.CSRFToken = userCSRF(c.Value)
+		} else if nonce, _, ok := g.auth.session(r); ok {
+			st.CSRFToken = g.auth.csrfToken(nonce)
+		}
+	}
+	return st
+}
+
+// authStatus serves GET /api/auth: whether the browser must sign in, who
+// it is signed in as, and the CSRF token of its session.
 func (g *Gateway) authStatus(w http.ResponseWriter, r *http.Request) {
-	st := authState{AuthRequired: g.auth.enabled, SignedIn: !g.auth.enabled}
-	if nonce, _, ok := g.auth.session(r); ok && g.auth.enabled {
-		st.SignedIn, st.CSRFToken = true, g.auth.csrfToken(nonce)
+	if g.accounts == nil {
+		st := authState{AuthRequired: g.auth.enabled, SignedIn: !g.auth.enabled}
+		if nonce, _, ok := g.auth.session(r); ok && g.auth.enabled {
+			st.SignedIn, st.CSRFToken = true, g.auth.csrfToken(nonce)
+		}
+		writeJSON(w, http.StatusOK, st)
+		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	cred, code, _ := g.auth.credential(w, r, false)
+	if code != codes.OK {
+		writeJSON(w, http.StatusOK, authState{AuthRequired: true})
+		return
+	}
+	who, err := g.accounts.WhoAmI(withCredential(r.Context(), cred), &penguinv1.WhoAmIRequest{})
+	if err != nil {
+		if status.Code(err) == codes.Unauthenticated {
+			writeJSON(w, http.StatusOK, authState{AuthRequired: true})
+			return
+		}
+		g.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, g.stateOf(r, who))
 }
 
-// login serves POST /api/auth/login {"token": "..."}: a right token gets a
-// session cookie and its CSRF token.
+// withCredential returns ctx whose engine and llm calls present cred, the
+// client's credential, instead of the gateway's own.
+func withCredential(ctx context.Context, cred string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, access.CredentialHeader, cred)
+}
+
+// loginBody is the body of POST /api/auth/login: a user's id and
+// password, or the server's token.
+type loginBody struct {
+	UserID   string `json:"user_id"`
+	Password string `json:"password"`
+	Token    string `json:"token"`
+}
+
+// login serves POST /api/auth/login: a user's right password, or the
+// server's token, gets a session cookie and its CSRF token.
 func (g *Gateway) login(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Token string `json:"token"`
-	}
+	var body loginBody
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil || body.Token == "" {
-		badRequest(w, `the body must be {"token": "<the server's token>"}`)
+	if err := dec.Decode(&body); err != nil || (body.Token == "") == (body.UserID == "") {
+		badRequest(w, `the body must be {"user_id": "...", "password": "..."} or {"token": "<the server's token>"}`)
+		return
+	}
+	if body.UserID != "" {
+		g.userLogin(w, r, body)
 		return
 	}
 	if !g.auth.enabled {
 		writeJSON(w, http.StatusOK, authState{SignedIn: true})
 		return
 	}
-	if !g.auth.tokenMatches(body.Token) {
+	if g.auth.token == "" || !g.auth.tokenMatches(body.Token) {
 		if !g.auth.failures.Allow() {
 			writeError(w, codes.ResourceExhausted, "too many wrong tokens; wait a moment")
 			return
@@ -206,11 +333,50 @@ func (g *Gateway) login(w http.ResponseWriter, r *http.Request) {
 	_, _ = rand.Read(raw[:])
 	nonce := hex.EncodeToString(raw[:])
 	http.SetCookie(w, g.auth.newCookie(r, nonce))
-	writeJSON(w, http.StatusOK, authState{AuthRequired: true, SignedIn: true, CSRFToken: g.auth.csrfToken(nonce)})
+	writeJSON(w, http.StatusOK, authState{AuthRequired: true, SignedIn: true, CSRFToken: g.auth.csrfToken(nonce), Operator: true})
 }
 
-// logout serves POST /api/auth/logout: the browser drops its cookie.
+// userLogin signs a user in with the engine and keeps the login session
+// in the cookie.
+func (g *Gateway) userLogin(w http.ResponseWriter, r *http.Request, body loginBody) {
+	if g.accounts == nil {
+		writeError(w, codes.Unimplemented, "this gateway has no engine to sign users in with")
+		return
+	}
+	resp, err := g.accounts.SignIn(withCredential(r.Context(), ""), &penguinv1.SignInRequest{UserId: body.UserID, Password: body.Password})
+	if err != nil {
+		g.fail(w, r, err)
+		return
+	}
+	secret := resp.GetSessionToken()
+	exp := resp.GetExpiresAt().AsTime()
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: secret, Path: "/", Expires: exp, MaxAge: int(time.Until(exp) / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
+	who, err := g.accounts.WhoAmI(withCredential(r.Context(), secret), &penguinv1.WhoAmIRequest{})
+	if err != nil {
+		g.fail(w, r, err)
+		return
+	}
+	st := g.stateOf(r, who)
+	st.CSRFToken = userCSRF(secret)
+	writeJSON(w, http.StatusOK, st)
+}
+
+// logout serves POST /api/auth/logout: a user's login session ends in the
+// engine, and the browser drops its cookie.
 func (g *Gateway) logout(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(cookieName); err == nil && strings.HasPrefix(c.Value, userCookiePrefix) && g.accounts != nil {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(userCSRF(c.Value))) != 1 {
+			writeError(w, codes.PermissionDenied, "the "+csrfHeader+" header is missing or wrong")
+			return
+		}
+		if _, err := g.accounts.SignOut(withCredential(r.Context(), c.Value), &penguinv1.SignOutRequest{}); err != nil && status.Code(err) != codes.Unauthenticated {
+			g.fail(w, r, err)
+			return
+		}
+	}
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,

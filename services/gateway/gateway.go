@@ -17,6 +17,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"io/fs"
 	"log/slog"
@@ -45,6 +46,12 @@ type Options struct {
 	Heartbeat time.Duration
 	// Logger receives one line per failed call; nil discards.
 	Logger *slog.Logger
+	// Accounts answers who a caller is and signs users in: the engine's
+	// AuthService. Nil keeps the gateway to the server's token alone, as
+	// a gateway in front of an engine without users.
+	Accounts penguinv1.AuthServiceClient
+	// Team says the server is in team mode: callers must sign in.
+	Team bool
 	// Agents answers the agent routes (/api/projects/{project}/agents/…);
 	// nil answers them Unimplemented.
 	Agents penguinv1.AgentServiceClient
@@ -62,11 +69,12 @@ type Options struct {
 
 // Gateway is the HTTP face of an EngineService.
 type Gateway struct {
-	engine penguinv1.EngineServiceClient
-	opts   Options
-	auth   *auth
-	cop    *http.CrossOriginProtection
-	mux    *http.ServeMux
+	engine   penguinv1.EngineServiceClient
+	accounts penguinv1.AuthServiceClient
+	opts     Options
+	auth     *auth
+	cop      *http.CrossOriginProtection
+	mux      *http.ServeMux
 	// setupMu serializes the first-run form's writes of the providers file.
 	setupMu sync.Mutex
 }
@@ -80,8 +88,8 @@ func New(engine penguinv1.EngineServiceClient, opts Options) *Gateway {
 	}
 	opts.Logger = logger.OrDiscard(opts.Logger)
 	g := &Gateway{
-		engine: engine, opts: opts, mux: http.NewServeMux(),
-		auth: newAuth(opts.AuthToken, time.Now), cop: http.NewCrossOriginProtection(),
+		engine: engine, accounts: opts.Accounts, opts: opts, mux: http.NewServeMux(),
+		auth: newAuth(opts.AuthToken, opts.Team, time.Now), cop: http.NewCrossOriginProtection(),
 	}
 	g.routes()
 	return g
@@ -144,15 +152,50 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mux.ServeHTTP(w, r)
 }
 
-// authenticated wraps an API route with the credential check.
+// authenticated wraps an API route with the one middleware that resolves
+// its caller (see auth.go): the client's credential goes with every call
+// the route makes, and the engine's answer of who that is goes in the
+// request's context (callerOf).
 func (g *Gateway) authenticated(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if code, msg := g.auth.check(w, r); code != codes.OK {
+		cred, code, msg := g.auth.credential(w, r, g.accounts == nil)
+		if code != codes.OK {
 			writeError(w, code, msg)
 			return
 		}
-		h(w, r)
+		if g.accounts == nil {
+			h(w, r)
+			return
+		}
+		ctx := withCredential(r.Context(), cred)
+		who, err := g.accounts.WhoAmI(ctx, &penguinv1.WhoAmIRequest{})
+		if err != nil {
+			g.fail(w, r, err)
+			return
+		}
+		h(w, r.WithContext(context.WithValue(ctx, callerKey{}, who)))
 	})
+}
+
+type callerKey struct{}
+
+// callerOf returns who the engine said the request's caller is; nil when
+// the gateway has no engine to ask.
+func callerOf(r *http.Request) *penguinv1.WhoAmIResponse {
+	who, _ := r.Context().Value(callerKey{}).(*penguinv1.WhoAmIResponse)
+	return who
+}
+
+// requireAdmin refuses a request whose caller may not change the server's
+// configuration: anyone but an admin or the operator, when the engine
+// knows users. It reports whether the request may go on.
+func requireAdmin(w http.ResponseWriter, r *http.Request) bool {
+	who := callerOf(r)
+	if who == nil || who.GetOperator() || (who.GetUser().GetAdmin() && who.GetScope() != penguinv1.TokenScope_TOKEN_SCOPE_READ) {
+		return true
+	}
+	writeError(w, codes.PermissionDenied, "only an admin may change the server's providers")
+	return false
 }
 
 func writeJSON(w http.ResponseWriter, httpStatus int, v any) {

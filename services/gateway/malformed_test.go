@@ -130,6 +130,8 @@ func TestMalformedRequestsAre400(t *testing.T) {
 		{"int32 overflow in the body", "POST", "/api/sessions", `{"max_turns": 2147483648}`, nil},
 		{"a fork point that is no number", "POST", "/api/sessions/s-1/fork", `{"up_to_sequence": "abc"}`, nil},
 		{"an empty prompt", "POST", "/api/sessions/s-1/tasks", `{"prompt": ""}`, nil},
+		{"a goal budget that is not a number", "POST", "/api/sessions/s-1/tasks", `{"prompt": "fix it", "goal": {"budget": "lots"}}`, nil},
+		{"a goal that is not an object", "POST", "/api/sessions/s-1/tasks", `{"prompt": "fix it", "goal": 500}`, nil},
 		{"a session without a model", "POST", "/api/sessions", `{}`, nil},
 		{"a provider form that is not JSON", "POST", "/api/setup/provider", `name=openai`, nil},
 		{"a token field of the wrong type at sign-in", "POST", "/api/auth/login", `{"token": 1}`, nil},

@@ -155,6 +155,9 @@ type setupResult struct {
 
 // setupProvider serves POST /api/setup/provider.
 func (g *Gateway) setupProvider(w http.ResponseWriter, r *http.Request) {
+	if !requireAdmin(w, r) {
+		return
+	}
 	var form providerForm
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 	dec.DisallowUnknownFields()

@@ -177,7 +177,9 @@ type Session struct {
 	// or "fork".
 	Source string `protobuf:"bytes,12,opt,name=source,proto3" json:"source,omitempty"`
 	// Cumulative token counts.
-	Usage         *TokenCounts `protobuf:"bytes,13,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage *TokenCounts `protobuf:"bytes,13,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The project it belongs to, fixed at creation.
+	ProjectId     string `protobuf:"bytes,20,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -303,6 +305,13 @@ func (x *Session) GetUsage() *TokenCounts {
 	return nil
 }
 
+func (x *Session) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
 // CreateSessionRequest describes a new session.
 type CreateSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -326,7 +335,10 @@ type CreateSessionRequest struct {
 	// value no limit.
 	MaxTurns int32 `protobuf:"varint,7,opt,name=max_turns,json=maxTurns,proto3" json:"max_turns,omitempty"`
 	// How the environment confines commands.
-	SandboxMode   SandboxMode `protobuf:"varint,8,opt,name=sandbox_mode,json=sandboxMode,proto3,enum=penguin.v1.SandboxMode" json:"sandbox_mode,omitempty"`
+	SandboxMode SandboxMode `protobuf:"varint,8,opt,name=sandbox_mode,json=sandboxMode,proto3,enum=penguin.v1.SandboxMode" json:"sandbox_mode,omitempty"`
+	// The project to create it in; empty means the default project, or the
+	// caller's only project when they are not a member of the default one.
+	ProjectId     string `protobuf:"bytes,20,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -415,6 +427,13 @@ func (x *CreateSessionRequest) GetSandboxMode() SandboxMode {
 		return x.SandboxMode
 	}
 	return SandboxMode_SANDBOX_MODE_UNSPECIFIED
+}
+
+func (x *CreateSessionRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
 }
 
 // CreateSessionResponse returns the new session.
@@ -2385,7 +2404,7 @@ var File_penguin_v1_engine_proto protoreflect.FileDescriptor
 const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\n" +
 	"\x17penguin/v1/engine.proto\x12\n" +
-	"penguin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cpenguin/v1/environment.proto\x1a\x15penguin/v1/goal.proto\x1a\x14penguin/v1/llm.proto\x1a\x18penguin/v1/message.proto\"\xc7\x04\n" +
+	"penguin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cpenguin/v1/environment.proto\x1a\x15penguin/v1/goal.proto\x1a\x14penguin/v1/llm.proto\x1a\x18penguin/v1/message.proto\"\xe6\x04\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
@@ -2403,7 +2422,9 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	" \x01(\tR\x05title\x12*\n" +
 	"\x11parent_session_id\x18\v \x01(\tR\x0fparentSessionId\x12\x16\n" +
 	"\x06source\x18\f \x01(\tR\x06source\x12-\n" +
-	"\x05usage\x18\r \x01(\v2\x17.penguin.v1.TokenCountsR\x05usage\"\x80\x03\n" +
+	"\x05usage\x18\r \x01(\v2\x17.penguin.v1.TokenCountsR\x05usage\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x14 \x01(\tR\tprojectId\"\x9f\x03\n" +
 	"\x14CreateSessionRequest\x12*\n" +
 	"\x05model\x18\x01 \x01(\v2\x14.penguin.v1.ModelRefR\x05model\x12\x1c\n" +
 	"\tworkspace\x18\x02 \x01(\tR\tworkspace\x12=\n" +
@@ -2413,7 +2434,9 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"agentState\x12#\n" +
 	"\rsystem_prompt\x18\x06 \x01(\tR\fsystemPrompt\x12\x1b\n" +
 	"\tmax_turns\x18\a \x01(\x05R\bmaxTurns\x12:\n" +
-	"\fsandbox_mode\x18\b \x01(\x0e2\x17.penguin.v1.SandboxModeR\vsandboxMode\"F\n" +
+	"\fsandbox_mode\x18\b \x01(\x0e2\x17.penguin.v1.SandboxModeR\vsandboxMode\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x14 \x01(\tR\tprojectId\"F\n" +
 	"\x15CreateSessionResponse\x12-\n" +
 	"\asession\x18\x01 \x01(\v2\x13.penguin.v1.SessionR\asession\"2\n" +
 	"\x11GetSessionRequest\x12\x1d\n" +

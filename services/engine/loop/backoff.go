@@ -1,6 +1,10 @@
 package loop
 
-import "time"
+import (
+	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+)
 
 // Retry is the reconnect ladder of a run: how many times a failed model
 // request is sent again, and how long to wait before each retry. It has no
@@ -38,4 +42,25 @@ func (r Retry) Delay(n int, retryAfter time.Duration) time.Duration {
 		d = 0
 	}
 	return d
+}
+
+// retryable reports whether a model request that ended with outcome is
+// worth sending again, the one rule of turns and compactions
+// (docs/architecture.md, "The retry ladder"): a timeout, a malformed
+// stream or a failure is, unless the request can only fail the same way
+// again: refused before it was sent (permanent), or answered by the
+// provider with an HTTP 4xx that says the request itself is invalid (an
+// unknown model, a parameter the model does not take). Auth failures,
+// aborts and completed requests are not.
+func retryable(outcome *penguinv1.LLMOutcome) bool {
+	switch outcome.GetStatus() {
+	case penguinv1.StopReason_STOP_REASON_TIMEOUT, penguinv1.StopReason_STOP_REASON_MALFORMED, penguinv1.StopReason_STOP_REASON_FAILED:
+	default:
+		return false
+	}
+	if outcome.GetPermanent() {
+		return false
+	}
+	invalid := outcome.GetCode() == penguinv1.FailureCode_FAILURE_CODE_INVALID_REQUEST && outcome.GetHttpStatus() >= 400 && outcome.GetHttpStatus() < 500
+	return !invalid
 }

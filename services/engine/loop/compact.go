@@ -156,8 +156,10 @@ func (r *runner) compact(ctx context.Context, reason penguinv1.CompactionReason,
 				lastMsg = enumword.Word(st)
 			}
 		}
-		retryable := st != penguinv1.StopReason_STOP_REASON_AUTH && !outcome.GetPermanent()
-		if !retryable || n > r.set.Retry.MaxRetries {
+		// A reply without a usable summary is asked for again; a failed
+		// request follows the ladder's rule.
+		retry := outcome.GetStatus() == penguinv1.StopReason_STOP_REASON_COMPLETED || retryable(outcome)
+		if !retry || n > r.set.Retry.MaxRetries {
 			if err := end(penguinv1.StopReason_STOP_REASON_FAILED, lastMsg, n); err != nil {
 				return CompactResult{err: err}
 			}

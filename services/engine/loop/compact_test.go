@@ -386,3 +386,27 @@ func TestCompactionTransportFailureResendsTheSameRequest(t *testing.T) {
 		t.Fatalf("compaction_end = %v", ends)
 	}
 }
+
+// A compaction request the provider refused as invalid is not sent again,
+// as a turn's is not: it would be refused the same way every time.
+func TestCompactionRefusedAsInvalidIsNotRetried(t *testing.T) {
+	r := newRig(t,
+		fake.NewReply().ToolCall("c1", "t", `{}`).Usage(1000).Outcome(&penguinv1.LLMOutcome{Status: completed}),
+		fake.NewReply().Outcome(&penguinv1.LLMOutcome{Status: failed, Message: "unknown parameter",
+			Code: penguinv1.FailureCode_FAILURE_CODE_INVALID_REQUEST, HttpStatus: 400}),
+		fake.NewReply().Text("[summary]never asked for[/summary]").Done(),
+	)
+	withCompaction(r, 500, 0, penguinv1.CompactionMode_COMPACTION_MODE_SUMMARIZE)
+	r.set.Retry.MaxRetries = 3
+	res := r.run(context.Background(), "go")
+	if res.Status != failed {
+		t.Fatalf("result = %+v", res)
+	}
+	if n := len(r.llm.Requests()); n != 2 {
+		t.Fatalf("%d requests, want the turn's and one compaction request", n)
+	}
+	_, ends := compactionEvents(r.em.all())
+	if len(ends) != 1 || ends[0].GetStatus() != failed || ends[0].GetAttempt() != 1 {
+		t.Fatalf("compaction_end = %v", ends)
+	}
+}

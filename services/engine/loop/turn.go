@@ -272,9 +272,8 @@ func (a *attempt) run(input []*penguinv1.OmniMessage, n int, thinking penguinv1.
 	}
 
 	msg := outcome.GetMessage()
-	retryable := (st == penguinv1.StopReason_STOP_REASON_TIMEOUT || st == penguinv1.StopReason_STOP_REASON_MALFORMED || st == penguinv1.StopReason_STOP_REASON_FAILED) &&
-		!outcome.GetPermanent() && !refusedAsInvalid(outcome)
-	if retryable && n <= r.set.Retry.MaxRetries {
+	retry := retryable(outcome)
+	if retry && n <= r.set.Retry.MaxRetries {
 		delay := r.set.Retry.Delay(n, time.Duration(outcome.GetRetryAfterMs())*time.Millisecond)
 		if err := a.emit(omni.RequestEnd(st, msg, int32(n), max(delay.Milliseconds(), 1))); err != nil {
 			return turnResult{err: err}, -1
@@ -292,19 +291,12 @@ func (a *attempt) run(input []*penguinv1.OmniMessage, n int, thinking penguinv1.
 	}
 	if st == penguinv1.StopReason_STOP_REASON_AUTH {
 		msg = "the provider rejected the credentials: " + msg
-	} else if retryable {
+	} else if retry {
 		msg = "the model request kept failing after all reconnects: " + msg
 	}
 	return turnResult{status: st, message: msg, produced: a.produced()}, -1
 }
 
-// refusedAsInvalid reports a provider's HTTP answer that the request itself
-// is wrong (400, 404, 422: an unknown model, a parameter the model does not
-// take). The same request is refused the same way every time, so the
-// reconnect ladder would only put the failure off by a minute.
-func refusedAsInvalid(o *penguinv1.LLMOutcome) bool {
-	return o.GetCode() == penguinv1.FailureCode_FAILURE_CODE_INVALID_REQUEST && o.GetHttpStatus() >= 400 && o.GetHttpStatus() < 500
-}
 
 // emitEnd records a message that closes a request even when the run is
 // being aborted.

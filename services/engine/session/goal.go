@@ -12,6 +12,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/services/engine/loop"
 	"github.com/penguin-agent/penguin/services/engine/scratchpad"
+	"github.com/penguin-agent/penguin/services/engine/store"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -116,6 +117,22 @@ func (rt *Runtime) goalState(ctx context.Context) (goal.State, error) {
 	var st goal.State
 	for _, e := range events {
 		st.Observe(e.Message)
+	}
+	// The subagents' requests count too: their usage is in their own logs
+	// (a subagent starts none of its own).
+	for _, child := range st.Children {
+		evs, err := rt.m.store.ReadEvents(ctx, child, 0, 0)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // deleted since
+		}
+		if err != nil {
+			return goal.State{}, err
+		}
+		for _, e := range evs {
+			if u := e.Message.GetTokenUsage(); u != nil && len(e.Message.GetOrigin()) == 0 {
+				st.Used += goal.Spend(u.GetRequest())
+			}
+		}
 	}
 	return st, nil
 }

@@ -29,6 +29,9 @@ type CreateSpec struct {
 	SystemPrompt  string
 	MaxTurns      int32
 	SandboxMode   penguinv1.SandboxMode
+	// ProjectID is the project the session belongs to (the caller's
+	// access was checked before); empty means store.DefaultProject.
+	ProjectID string
 
 	// For a subagent: its parent and the parent's environment, which the
 	// child shares.
@@ -81,6 +84,7 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 		ApprovalMode:    spec.ApprovalMode,
 		ThinkingLevel:   spec.ThinkingLevel,
 		ParentID:        spec.ParentID,
+		ProjectID:       spec.ProjectID,
 		Source:          spec.Source,
 		EnvironmentID:   env.id,
 		EnvironmentAddr: env.addr,
@@ -303,7 +307,7 @@ func (m *Manager) Fork(ctx context.Context, id string, upTo int64) (*penguinv1.S
 	}
 	row := &store.Session{
 		ID: newID, Provider: src.Provider, ModelID: src.ModelID, Workspace: src.Workspace, AgentState: src.AgentState,
-		ApprovalMode: src.ApprovalMode, ThinkingLevel: src.ThinkingLevel, Title: src.Title, Source: "fork",
+		ApprovalMode: src.ApprovalMode, ThinkingLevel: src.ThinkingLevel, Title: src.Title, Source: "fork", ProjectID: src.ProjectID,
 		Config: cfg.bytes(), Usage: src.Usage,
 	}
 	if err := m.store.CreateSession(ctx, row); err != nil {

@@ -360,6 +360,7 @@ func (m *Manager) toProto(row *store.Session, state penguinv1.SessionState) *pen
 		ParentSessionId: row.ParentID,
 		Source:          row.Source,
 		Usage:           row.Usage,
+		ProjectId:       row.ProjectID,
 	}
 }
 
@@ -383,9 +384,10 @@ func (m *Manager) Get(ctx context.Context, id string) (*penguinv1.Session, error
 	return m.toProto(row, m.stateOf(id)), nil
 }
 
-// List returns one page of sessions, newest first.
-func (m *Manager) List(ctx context.Context, pageSize int, token string) ([]*penguinv1.Session, string, error) {
-	rows, next, err := m.store.ListSessions(ctx, pageSize, token)
+// List returns one page of sessions, newest first: of the projects
+// given, or of every project when none are (see store.ListSessions).
+func (m *Manager) List(ctx context.Context, pageSize int, token string, projects ...string) ([]*penguinv1.Session, string, error) {
+	rows, next, err := m.store.ListSessions(ctx, pageSize, token, projects...)
 	if err != nil {
 		return nil, "", err
 	}

@@ -52,6 +52,7 @@ func (p *parent) Spawn(ctx context.Context, model *penguinv1.ModelRef, thinking 
 		ThinkingLevel:   thinking,
 		AgentState:      p.row.AgentState,
 		ParentID:        p.row.ID,
+		ProjectID:       p.row.ProjectID,
 		Source:          "subagent",
 		EnvironmentID:   env.id,
 		EnvironmentAddr: env.addr,

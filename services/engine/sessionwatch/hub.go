@@ -31,7 +31,7 @@ import (
 
 // Lister reads sessions: the session manager.
 type Lister interface {
-	List(ctx context.Context, pageSize int, token string) ([]*penguinv1.Session, string, error)
+	List(ctx context.Context, pageSize int, token string, projects ...string) ([]*penguinv1.Session, string, error)
 	Get(ctx context.Context, id string) (*penguinv1.Session, error)
 }
 

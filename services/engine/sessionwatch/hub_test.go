@@ -24,7 +24,7 @@ type lister struct {
 	reads atomic.Int64
 }
 
-func (l *lister) List(context.Context, int, string) ([]*penguinv1.Session, string, error) {
+func (l *lister) List(context.Context, int, string, ...string) ([]*penguinv1.Session, string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []*penguinv1.Session

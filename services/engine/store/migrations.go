@@ -94,6 +94,16 @@ func sqliteMigrations() []migration {
 			FOREIGN KEY (project, agent) REFERENCES agents (project, name) ON DELETE CASCADE ON UPDATE CASCADE
 		)`,
 		}},
+		// The ownership model (docs/decisions.md, "Projects and who may
+		// see what"): users, projects, memberships, personal access tokens,
+		// login sessions and the audit log, and the project of every
+		// session. Existing sessions belong to the project "default",
+		// owned by the user "admin"; both are created here, so a database
+		// that predates them moves into the model as it is. Times in these
+		// tables are microseconds since the Unix epoch in both dialects, so
+		// that one implementation (teamsql.go) serves both.
+		{version: 4, stmts: teamsMigration("INTEGER PRIMARY KEY AUTOINCREMENT", "BLOB",
+			`CAST(strftime('%s', 'now') AS INTEGER) * 1000000`)},
 	}
 }
 
@@ -174,5 +184,76 @@ func postgresMigrations() []migration {
 			FOREIGN KEY (project, agent) REFERENCES agents (project, name) ON DELETE CASCADE ON UPDATE CASCADE
 		)`,
 		}},
+		// As SQLite's version 4.
+		{version: 4, stmts: teamsMigration("bigserial PRIMARY KEY", "bytea",
+			`(extract(epoch FROM now()) * 1000000)::bigint`)},
+	}
+}
+
+// teamsMigration is the ownership model's schema step in a dialect: serial
+// is its auto-increment key, bytes its byte-string type and now its current
+// time in microseconds. Everything else is the same text in both.
+func teamsMigration(serial, bytes, now string) []string {
+	return []string{
+		`ALTER TABLE sessions ADD COLUMN project_id TEXT NOT NULL DEFAULT '` + DefaultProject + `'`,
+		`CREATE INDEX sessions_project ON sessions (project_id, created_at DESC, id DESC)`,
+		`CREATE TABLE users (
+			id                   TEXT    PRIMARY KEY,
+			name                 TEXT    NOT NULL DEFAULT '',
+			email                TEXT    NOT NULL DEFAULT '',
+			password_hash        TEXT    NOT NULL DEFAULT '',
+			admin                INTEGER NOT NULL DEFAULT 0,
+			disabled             INTEGER NOT NULL DEFAULT 0,
+			oidc_subject         TEXT    NOT NULL DEFAULT '',
+			failed_sign_ins      INTEGER NOT NULL DEFAULT 0,
+			locked_until         BIGINT  NOT NULL DEFAULT 0,
+			password_changed_at  BIGINT  NOT NULL DEFAULT 0,
+			created_at           BIGINT  NOT NULL
+		)`,
+		`CREATE UNIQUE INDEX users_oidc_subject ON users (oidc_subject) WHERE oidc_subject <> ''`,
+		`CREATE TABLE projects (
+			id         TEXT   PRIMARY KEY,
+			name       TEXT   NOT NULL DEFAULT '',
+			created_at BIGINT NOT NULL
+		)`,
+		`CREATE TABLE memberships (
+			project_id TEXT   NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+			user_id    TEXT   NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+			role       TEXT   NOT NULL,
+			created_at BIGINT NOT NULL,
+			PRIMARY KEY (project_id, user_id)
+		)`,
+		`CREATE INDEX memberships_user ON memberships (user_id)`,
+		`CREATE TABLE access_tokens (
+			id           TEXT   PRIMARY KEY,
+			user_id      TEXT   NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+			name         TEXT   NOT NULL DEFAULT '',
+			digest       ` + bytes + ` NOT NULL UNIQUE,
+			scope        TEXT   NOT NULL,
+			created_at   BIGINT NOT NULL,
+			expires_at   BIGINT NOT NULL DEFAULT 0,
+			last_used_at BIGINT NOT NULL DEFAULT 0
+		)`,
+		`CREATE INDEX access_tokens_user ON access_tokens (user_id)`,
+		`CREATE TABLE login_sessions (
+			digest     ` + bytes + ` PRIMARY KEY,
+			user_id    TEXT   NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+			created_at BIGINT NOT NULL,
+			expires_at BIGINT NOT NULL
+		)`,
+		`CREATE INDEX login_sessions_user ON login_sessions (user_id)`,
+		`CREATE TABLE audit_log (
+			id         ` + serial + `,
+			at         BIGINT NOT NULL,
+			actor      TEXT   NOT NULL,
+			project_id TEXT   NOT NULL DEFAULT '',
+			action     TEXT   NOT NULL,
+			target     TEXT   NOT NULL DEFAULT '',
+			detail     TEXT   NOT NULL DEFAULT ''
+		)`,
+		`CREATE INDEX audit_log_project ON audit_log (project_id, id DESC)`,
+		`INSERT INTO users (id, name, admin, created_at) VALUES ('` + AdminUser + `', 'Administrator', 1, ` + now + `)`,
+		`INSERT INTO projects (id, name, created_at) VALUES ('` + DefaultProject + `', 'Default', ` + now + `)`,
+		`INSERT INTO memberships (project_id, user_id, role, created_at) VALUES ('` + DefaultProject + `', '` + AdminUser + `', 'owner', ` + now + `)`,
 	}
 }

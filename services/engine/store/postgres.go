@@ -25,6 +25,8 @@ const defaultPostgresConnectTimeout = 10 * time.Second
 // every time that replicas compare (lease expiry, UpdatedAt) comes from the
 // server's clock.
 type pgStore struct {
+	// teamSQL keeps the ownership model's records (teamsql.go).
+	*teamSQL
 	pool   *pgxpool.Pool
 	log    *slog.Logger
 	closed atomic.Bool
@@ -45,6 +47,7 @@ func openPostgres(ctx context.Context, url string, o options) (*pgStore, error) 
 		return nil, fmt.Errorf("open postgres: %w: %w", ErrUnavailable, err)
 	}
 	s := &pgStore{pool: pool, log: o.logger}
+	s.teamSQL = pgTeams(s)
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres %s:%d: %w: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, ErrUnavailable, err)
@@ -171,14 +174,14 @@ func (s *pgStore) CreateSession(ctx context.Context, sess *Session) error {
 	var stored time.Time
 	err := s.pool.QueryRow(ctx, `INSERT INTO sessions (`+sessionColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-			COALESCE($18::timestamptz, now()), COALESCE($18::timestamptz, now()), 0, $19, $20, $21)
+			COALESCE($18::timestamptz, now()), COALESCE($18::timestamptz, now()), 0, $19, $20, $21, $22)
 		ON CONFLICT (id) DO NOTHING
 		RETURNING created_at`,
 		sess.ID, sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState,
 		int32(sess.ApprovalMode), int32(sess.ThinkingLevel),
 		sess.Title, sess.ParentID, sess.Source, sess.EnvironmentID, sess.EnvironmentAddr, nilIfEmpty(sess.Config),
 		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal(), created,
-		u.GetReasoning(), costOf(u), u.GetUnreported()).Scan(&stored)
+		u.GetReasoning(), costOf(u), u.GetUnreported(), projectOf(sess)).Scan(&stored)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%s: %w: session %s already exists", op, ErrConflict, sess.ID)
 	}
@@ -186,7 +189,7 @@ func (s *pgStore) CreateSession(ctx context.Context, sess *Session) error {
 		return s.wrap(ctx, op, err)
 	}
 	stored = stored.UTC()
-	sess.CreatedAt, sess.UpdatedAt, sess.LastSequence = stored, stored, 0
+	sess.CreatedAt, sess.UpdatedAt, sess.LastSequence, sess.ProjectID = stored, stored, 0, projectOf(sess)
 	return nil
 }
 
@@ -210,7 +213,7 @@ func (s *pgStore) GetSession(ctx context.Context, id string) (*Session, error) {
 }
 
 // ListSessions implements Store.
-func (s *pgStore) ListSessions(ctx context.Context, pageSize int, pageToken string) ([]*Session, string, error) {
+func (s *pgStore) ListSessions(ctx context.Context, pageSize int, pageToken string, projects ...string) ([]*Session, string, error) {
 	const op = "list sessions"
 	n := normalizePageSize(pageSize)
 	if s.closed.Load() {
@@ -220,17 +223,23 @@ func (s *pgStore) ListSessions(ctx context.Context, pageSize int, pageToken stri
 		rows pgx.Rows
 		err  error
 	)
+	// A NULL array lists every project's sessions.
+	var filter []string
+	if projects != nil {
+		filter = append([]string{}, projects...)
+	}
 	if pageToken == "" {
 		rows, err = s.pool.Query(ctx, `SELECT `+sessionColumns+` FROM sessions
-			ORDER BY created_at DESC, id DESC LIMIT $1`, n+1)
+			WHERE ($2::text[] IS NULL OR project_id = ANY($2))
+			ORDER BY created_at DESC, id DESC LIMIT $1`, n+1, filter)
 	} else {
 		c, cerr := decodeCursor(pageToken)
 		if cerr != nil {
 			return nil, "", fmt.Errorf("%s: %w", op, cerr)
 		}
 		rows, err = s.pool.Query(ctx, `SELECT `+sessionColumns+` FROM sessions
-			WHERE (created_at, id) < ($1, $2)
-			ORDER BY created_at DESC, id DESC LIMIT $3`, c.createdAt, c.id, n+1)
+			WHERE (created_at, id) < ($1, $2) AND ($4::text[] IS NULL OR project_id = ANY($4))
+			ORDER BY created_at DESC, id DESC LIMIT $3`, c.createdAt, c.id, n+1, filter)
 	}
 	if err != nil {
 		return nil, "", s.wrap(ctx, op, err)

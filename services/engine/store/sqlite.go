@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,6 +53,8 @@ const (
 // connection for both, because every connection to ":memory:" would
 // otherwise see its own empty database.
 type sqliteStore struct {
+	// teamSQL keeps the ownership model's records (teamsql.go).
+	*teamSQL
 	w      *sql.DB
 	r      *sql.DB
 	ws, rs *stmtCache // the statements prepared on w and r
@@ -193,6 +196,7 @@ func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, erro
 		s.w, s.r, s.ckpt = w, r, ckpt
 	}
 	s.ws, s.rs = newStmtCache(s.w, s.wrote), newStmtCache(s.r, nil)
+	s.teamSQL = sqliteTeams(s)
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -347,14 +351,14 @@ func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session) error {
 		u = &penguinv1.TokenCounts{}
 	}
 	res, err := s.ws.exec(ctx, `INSERT INTO sessions (`+sessionColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`,
 		sess.ID, sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState,
 		int32(sess.ApprovalMode), int32(sess.ThinkingLevel),
 		sess.Title, sess.ParentID, sess.Source, sess.EnvironmentID, sess.EnvironmentAddr, nilIfEmpty(sess.Config),
 		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal(),
 		created.UnixMicro(), created.UnixMicro(),
-		u.GetReasoning(), costOf(u), u.GetUnreported())
+		u.GetReasoning(), costOf(u), u.GetUnreported(), projectOf(sess))
 	if err != nil {
 		return s.wrap(ctx, op, err)
 	}
@@ -363,7 +367,7 @@ func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session) error {
 	} else if n == 0 {
 		return fmt.Errorf("%s: %w: session %s already exists", op, ErrConflict, sess.ID)
 	}
-	sess.CreatedAt, sess.UpdatedAt, sess.LastSequence = created, created, 0
+	sess.CreatedAt, sess.UpdatedAt, sess.LastSequence, sess.ProjectID = created, created, 0, projectOf(sess)
 	return nil
 }
 
@@ -387,27 +391,38 @@ func (s *sqliteStore) GetSession(ctx context.Context, id string) (*Session, erro
 }
 
 // ListSessions implements Store.
-func (s *sqliteStore) ListSessions(ctx context.Context, pageSize int, pageToken string) ([]*Session, string, error) {
+func (s *sqliteStore) ListSessions(ctx context.Context, pageSize int, pageToken string, projects ...string) ([]*Session, string, error) {
 	const op = "list sessions"
 	n := normalizePageSize(pageSize)
 	if s.closed.Load() {
 		return nil, "", closedError(op)
 	}
+	c := cursor{createdAt: time.UnixMicro(1 << 62).UTC()}
+	if pageToken != "" {
+		var cerr error
+		if c, cerr = decodeCursor(pageToken); cerr != nil {
+			return nil, "", fmt.Errorf("%s: %w", op, cerr)
+		}
+	}
+	// Without projects every session is listed; with them, a JSON array
+	// of their ids keeps the statement's text (and its prepared form)
+	// the same for any number of them.
 	var (
 		rows *sql.Rows
 		err  error
 	)
-	if pageToken == "" {
-		rows, err = s.rs.query(ctx, `SELECT `+sessionColumns+` FROM sessions
-			ORDER BY created_at DESC, id DESC LIMIT ?`, n+1)
-	} else {
-		c, cerr := decodeCursor(pageToken)
-		if cerr != nil {
-			return nil, "", fmt.Errorf("%s: %w", op, cerr)
-		}
+	if projects == nil {
 		rows, err = s.rs.query(ctx, `SELECT `+sessionColumns+` FROM sessions
 			WHERE (created_at, id) < (?, ?)
 			ORDER BY created_at DESC, id DESC LIMIT ?`, c.createdAt.UnixMicro(), c.id, n+1)
+	} else {
+		ids, jerr := json.Marshal(projects)
+		if jerr != nil {
+			return nil, "", fmt.Errorf("%s: %w: %v", op, ErrInvalid, jerr)
+		}
+		rows, err = s.rs.query(ctx, `SELECT `+sessionColumns+` FROM sessions
+			WHERE (created_at, id) < (?, ?) AND project_id IN (SELECT value FROM json_each(?))
+			ORDER BY created_at DESC, id DESC LIMIT ?`, c.createdAt.UnixMicro(), c.id, string(ids), n+1)
 	}
 	if err != nil {
 		return nil, "", s.wrap(ctx, op, err)

@@ -23,7 +23,7 @@ const sessionColumns = `id, provider, model_id, workspace, agent_state, approval
 	title, parent_id, source, environment_id, environment_addr, config,
 	usage_cache_read, usage_cache_write, usage_output, usage_total,
 	created_at, updated_at, last_sequence,
-	usage_reasoning, usage_cost_usd, usage_unreported`
+	usage_reasoning, usage_cost_usd, usage_unreported, project_id`
 
 // scanner is the common part of *sql.Row, *sql.Rows, pgx.Row and pgx.Rows.
 type scanner interface{ Scan(dest ...any) error }
@@ -51,7 +51,7 @@ func scanSession[T any](sc scanner, toTime func(T) time.Time) (*Session, error) 
 		&s.Title, &s.ParentID, &s.Source, &s.EnvironmentID, &s.EnvironmentAddr, &s.Config,
 		&u.CacheRead, &u.CacheWrite, &u.Output, &u.Total,
 		&created, &updated, &s.LastSequence,
-		&u.Reasoning, &cost, &u.Unreported); err != nil {
+		&u.Reasoning, &cost, &u.Unreported, &s.ProjectID); err != nil {
 		return nil, err
 	}
 	s.ApprovalMode = penguinv1.ApprovalMode(approval)
@@ -191,4 +191,13 @@ func costOf(u *penguinv1.TokenCounts) *float64 {
 		return nil
 	}
 	return u.CostUsd
+}
+
+// projectOf is the project a new session is stored in: its own, or
+// DefaultProject when it names none.
+func projectOf(s *Session) string {
+	if s.ProjectID == "" {
+		return DefaultProject
+	}
+	return s.ProjectID
 }

@@ -122,6 +122,10 @@ type Session struct {
 	// Usage holds the session's cumulative token counts. The store returns
 	// it non-nil (all zero for a new session).
 	Usage *penguinv1.TokenCounts
+	// ProjectID is the project the session belongs to, fixed when it is
+	// created: CreateSession stores an empty one as DefaultProject, and
+	// UpdateSession never moves a session to another project.
+	ProjectID string
 	// CreatedAt is when the session was created. CreateSession fills it in
 	// from the database's clock when it is zero.
 	CreatedAt time.Time
@@ -149,6 +153,10 @@ type Event struct {
 // safe for concurrent use, also from several processes sharing one
 // database.
 type Store interface {
+	// Teams keeps users, projects, memberships, tokens, sign-ins and the
+	// audit log (teams.go).
+	Teams
+
 	// CreateSession creates a session from s. The id must be new
 	// (ErrConflict otherwise) and non-empty. LastSequence and UpdatedAt in s
 	// are ignored: a new session has an empty log. A zero CreatedAt is
@@ -165,7 +173,9 @@ type Store interface {
 	// deleted between pages neither repeat nor shift the pages that follow.
 	// A pageSize of zero or less means DefaultPageSize; it is capped at
 	// MaxPageSize. A token that this store did not produce is ErrInvalid.
-	ListSessions(ctx context.Context, pageSize int, pageToken string) ([]*Session, string, error)
+	// Given projects (a non-nil slice, even an empty one), only the
+	// sessions of those projects are listed; without, every session is.
+	ListSessions(ctx context.Context, pageSize int, pageToken string, projects ...string) ([]*Session, string, error)
 
 	// UpdateSession replaces the metadata of an existing session with the
 	// fields of s: everything but ID, CreatedAt, UpdatedAt and LastSequence,

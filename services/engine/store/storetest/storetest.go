@@ -95,6 +95,14 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		{"CorruptMiddleRecord", s.testCorruptMiddleRecord},
 		{"CanceledContext", s.testCanceledContext},
 		{"Closed", s.testClosed},
+		{"SeededAdminAndDefaultProject", s.testSeeded},
+		{"Users", s.testUsers},
+		{"ProjectsAndMembers", s.testProjectsAndMembers},
+		{"ListSessionsByProject", s.testListByProject},
+		{"AccessTokens", s.testAccessTokens},
+		{"LoginSessions", s.testLoginSessions},
+		{"DeleteUserCascades", s.testDeleteUserCascades},
+		{"Audit", s.testAudit},
 		{"Agents", testAgents},
 		{"AgentConcurrentChanges", testAgentConcurrentChanges},
 	}
@@ -119,7 +127,7 @@ func fullSession(id string) *store.Session {
 		AgentState:   "/home/u/.penguin/data/p/agents/a/agent_state",
 		ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_READ_ONLY, ThinkingLevel: penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH,
 		Title: "Create hello.txt", ParentID: "session-parent", Source: "subagent",
-		EnvironmentID: "env-42", EnvironmentAddr: "10.1.2.3:7070",
+		EnvironmentID: "env-42", EnvironmentAddr: "10.1.2.3:7070", ProjectID: "project-x",
 		Config:    []byte(`{"max_turns": 30, "sandbox":"workspace_write"}`),
 		Usage:     &penguinv1.TokenCounts{CacheRead: 1, CacheWrite: 2, Output: 3, Total: 4, Reasoning: 2, CostUsd: proto.Float64(0.00125), Unreported: true},
 		CreatedAt: time.Date(2026, 7, 18, 3, 10, 22, 531_123_000, time.UTC),
@@ -147,6 +155,7 @@ func diffSession(want, got *store.Session) string {
 	cmp("EnvironmentID", want.EnvironmentID, got.EnvironmentID)
 	cmp("EnvironmentAddr", want.EnvironmentAddr, got.EnvironmentAddr)
 	cmp("LastSequence", want.LastSequence, got.LastSequence)
+	cmp("ProjectID", want.ProjectID, got.ProjectID)
 	if !bytes.Equal(want.Config, got.Config) {
 		d = append(d, fmt.Sprintf("Config: want %q, got %q", want.Config, got.Config))
 	}
@@ -340,6 +349,7 @@ func (s *suite) testUpdate(t *testing.T, ctx context.Context, st store.Store) {
 	}
 	want := *changed
 	want.CreatedAt, want.UpdatedAt, want.LastSequence = before.CreatedAt, before.UpdatedAt, before.LastSequence
+	want.ProjectID = before.ProjectID // fixed at creation
 	if d := diffSession(&want, got); d != "" {
 		t.Fatalf("after UpdateSession: %s", d)
 	}

@@ -1,0 +1,84 @@
+package assemble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/gateway"
+)
+
+// GatewayConfig configures the HTTP/SSE gateway in front of the process's
+// engine.
+type GatewayConfig struct {
+	// Listen is the HTTP address. Required.
+	Listen string
+	// Heartbeat is gateway.Options.Heartbeat.
+	Heartbeat time.Duration
+	// App is the web app's built files; nil serves the API alone.
+	App fs.FS
+}
+
+// setupGateway opens the gateway's listener and builds the gateway over
+// the process's own connection, when the process runs one. It calls the
+// services of this process only: the engine, and the llm service for the
+// models and the first-run form.
+func (p *Process) setupGateway(context.Context) error {
+	gc := p.cfg.Gateway
+	if gc == nil {
+		return nil
+	}
+	lis, err := net.Listen("tcp", gc.Listen)
+	if err != nil {
+		return fmt.Errorf("http gateway: %w", err)
+	}
+	p.release = append(p.release, closeListener(&lis))
+	opts := gateway.Options{
+		AuthToken: p.cfg.AuthToken, Heartbeat: gc.Heartbeat, Logger: p.log, App: gc.App,
+		Agents:   penguinv1.NewAgentServiceClient(p.local),
+		Accounts: penguinv1.NewAuthServiceClient(p.local), Team: p.cfg.Engine.Team,
+	}
+	if p.cfg.LLM != nil {
+		opts.LLM, opts.ProvidersFile = penguinv1.NewLLMServiceClient(p.local), p.cfg.LLM.ProvidersFile
+	}
+	gw := gateway.New(penguinv1.NewEngineServiceClient(p.local), opts)
+	p.front = append(p.front, func(ctx context.Context) error {
+		l := lis
+		lis = nil // the HTTP server closes it
+		return serveHTTP(ctx, l, gw, p.log)
+	})
+	return nil
+}
+
+// serveHTTP serves h on lis until ctx ends, then shuts it down, cutting
+// SSE streams that are still open after a few seconds.
+func serveHTTP(ctx context.Context, lis net.Listener, h http.Handler, log *slog.Logger) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	log.Info("HTTP gateway listening", "addr", lis.Addr().String())
+	select {
+	case err := <-served:
+		return fmt.Errorf("http gateway: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutdownCtx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = srv.Close()
+	}
+	if serveErr := <-served; !errors.Is(serveErr, http.ErrServerClosed) {
+		err = errors.Join(err, serveErr)
+	}
+	if err != nil {
+		return fmt.Errorf("http gateway: shut down: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,317 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/penguin-agent/penguin/services/engine/store"
+)
+
+// The ownership model's records (store.Teams).
+
+func digest(s string) []byte {
+	d := sha256.Sum256([]byte(s))
+	return d[:]
+}
+
+func mustUser(t *testing.T, ctx context.Context, st store.Store, id string) *store.User {
+	t.Helper()
+	u := &store.User{ID: id, Name: "User " + id, PasswordHash: "hash-of-" + id}
+	if err := st.CreateUser(ctx, u); err != nil {
+		t.Fatalf("CreateUser(%s): %v", id, err)
+	}
+	return u
+}
+
+func mustProject(t *testing.T, ctx context.Context, st store.Store, id, owner string) {
+	t.Helper()
+	if err := st.CreateProject(ctx, &store.Project{ID: id, Name: "Project " + id}, owner); err != nil {
+		t.Fatalf("CreateProject(%s): %v", id, err)
+	}
+}
+
+// testSeeded: a new store holds the user admin, owner of the default
+// project, and sessions created without a project land in it.
+func (s *suite) testSeeded(t *testing.T, ctx context.Context, st store.Store) {
+	u, err := st.GetUser(ctx, store.AdminUser)
+	if err != nil {
+		t.Fatalf("GetUser(admin): %v", err)
+	}
+	if !u.Admin || u.Disabled || u.PasswordHash != "" {
+		t.Fatalf("seeded admin = %+v; want an enabled admin without a password", u)
+	}
+	m, err := st.GetMember(ctx, store.DefaultProject, store.AdminUser)
+	if err != nil || m.Role != store.RoleOwner {
+		t.Fatalf("GetMember(default, admin) = %+v, %v; want owner", m, err)
+	}
+	sess := &store.Session{ID: "no-project"}
+	mustCreate(t, ctx, st, sess)
+	if sess.ProjectID != store.DefaultProject {
+		t.Fatalf("CreateSession wrote back project %q; want %q", sess.ProjectID, store.DefaultProject)
+	}
+	got, err := st.GetSession(ctx, "no-project")
+	if err != nil || got.ProjectID != store.DefaultProject {
+		t.Fatalf("GetSession = %+v, %v; want project %q", got, err, store.DefaultProject)
+	}
+	// UpdateSession does not move a session.
+	got.ProjectID = "elsewhere"
+	if err := st.UpdateSession(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.GetSession(ctx, "no-project"); got.ProjectID != store.DefaultProject {
+		t.Fatalf("UpdateSession moved the session to %q", got.ProjectID)
+	}
+}
+
+func (s *suite) testUsers(t *testing.T, ctx context.Context, st store.Store) {
+	u := mustUser(t, ctx, st, "alice")
+	if u.CreatedAt.IsZero() {
+		t.Fatal("CreateUser did not fill in CreatedAt")
+	}
+	wantErr(t, "CreateUser(alice again)", st.CreateUser(ctx, &store.User{ID: "alice"}), store.ErrConflict)
+	for _, bad := range []string{"", "Alice", "a/b", "a b", "-x", string(make([]byte, 64))} {
+		wantErr(t, "CreateUser("+bad+")", st.CreateUser(ctx, &store.User{ID: bad}), store.ErrInvalid)
+	}
+	u.Email, u.Disabled, u.FailedSignIns, u.OIDCSubject = "alice@example.test", true, 3, "sub-1"
+	u.LockedUntil = time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC)
+	if err := st.UpdateUser(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.GetUser(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Email != u.Email || !got.Disabled || got.FailedSignIns != 3 || !got.LockedUntil.Equal(u.LockedUntil) || got.PasswordHash != u.PasswordHash {
+		t.Fatalf("GetUser after UpdateUser = %+v; want %+v", got, u)
+	}
+	if bySub, err := st.UserByOIDCSubject(ctx, "sub-1"); err != nil || bySub.ID != "alice" {
+		t.Fatalf("UserByOIDCSubject = %v, %v", bySub, err)
+	}
+	_, err = st.UserByOIDCSubject(ctx, "sub-2")
+	wantErr(t, "UserByOIDCSubject(unknown)", err, store.ErrNotFound)
+	bob := mustUser(t, ctx, st, "bob")
+	bob.OIDCSubject = "sub-1"
+	wantErr(t, "UpdateUser(second user with the same subject)", st.UpdateUser(ctx, bob), store.ErrConflict)
+	wantErr(t, "UpdateUser(unknown)", st.UpdateUser(ctx, &store.User{ID: "nobody"}), store.ErrNotFound)
+	users, err := st.ListUsers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, u := range users {
+		ids = append(ids, u.ID)
+	}
+	if !slices.Equal(ids, []string{store.AdminUser, "alice", "bob"}) {
+		t.Fatalf("ListUsers = %v", ids)
+	}
+	_, err = st.GetUser(ctx, "nobody")
+	wantErr(t, "GetUser(unknown)", err, store.ErrNotFound)
+	wantErr(t, "DeleteUser(unknown)", st.DeleteUser(ctx, "nobody"), store.ErrNotFound)
+}
+
+func (s *suite) testProjectsAndMembers(t *testing.T, ctx context.Context, st store.Store) {
+	mustUser(t, ctx, st, "alice")
+	mustUser(t, ctx, st, "bob")
+	mustProject(t, ctx, st, "apollo", "alice")
+	wantErr(t, "CreateProject(apollo again)", st.CreateProject(ctx, &store.Project{ID: "apollo"}, "bob"), store.ErrConflict)
+	wantErr(t, "CreateProject(owner unknown)", st.CreateProject(ctx, &store.Project{ID: "gemini"}, "nobody"), store.ErrNotFound)
+	if _, err := st.GetProject(ctx, "gemini"); err == nil {
+		t.Fatal("a project whose owner was refused was created anyway")
+	}
+	wantErr(t, "CreateProject(bad id)", st.CreateProject(ctx, &store.Project{ID: "Bad Id"}, "alice"), store.ErrInvalid)
+
+	if err := st.SetMember(ctx, store.Member{ProjectID: "apollo", UserID: "bob", Role: store.RoleMember}); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "SetMember(bad role)", st.SetMember(ctx, store.Member{ProjectID: "apollo", UserID: "bob", Role: "boss"}), store.ErrInvalid)
+	wantErr(t, "SetMember(unknown user)", st.SetMember(ctx, store.Member{ProjectID: "apollo", UserID: "nobody", Role: store.RoleMember}), store.ErrNotFound)
+	wantErr(t, "SetMember(unknown project)", st.SetMember(ctx, store.Member{ProjectID: "nothing", UserID: "bob", Role: store.RoleMember}), store.ErrNotFound)
+	members, err := st.ListMembers(ctx, "apollo")
+	if err != nil || len(members) != 2 || members[0].UserID != "alice" || members[0].Role != store.RoleOwner || members[1].Role != store.RoleMember {
+		t.Fatalf("ListMembers = %+v, %v", members, err)
+	}
+	// Setting a member again changes the role.
+	if err := st.SetMember(ctx, store.Member{ProjectID: "apollo", UserID: "bob", Role: store.RoleOwner}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := st.GetMember(ctx, "apollo", "bob"); err != nil || m.Role != store.RoleOwner {
+		t.Fatalf("GetMember after the change = %+v, %v", m, err)
+	}
+	of, err := st.MembershipsOf(ctx, "alice")
+	if err != nil || len(of) != 1 || of[0].ProjectID != "apollo" {
+		t.Fatalf("MembershipsOf(alice) = %+v, %v", of, err)
+	}
+	if err := st.RemoveMember(ctx, "apollo", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "RemoveMember(again)", st.RemoveMember(ctx, "apollo", "bob"), store.ErrNotFound)
+	_, err = st.GetMember(ctx, "apollo", "bob")
+	wantErr(t, "GetMember(removed)", err, store.ErrNotFound)
+
+	// A project with sessions is not deleted.
+	mustCreate(t, ctx, st, &store.Session{ID: "in-apollo", ProjectID: "apollo"})
+	wantErr(t, "DeleteProject(with a session)", st.DeleteProject(ctx, "apollo"), store.ErrConflict)
+	if err := st.DeleteSession(ctx, "in-apollo"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteProject(ctx, "apollo"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "DeleteProject(again)", st.DeleteProject(ctx, "apollo"), store.ErrNotFound)
+	if of, err := st.MembershipsOf(ctx, "alice"); err != nil || len(of) != 0 {
+		t.Fatalf("memberships of a deleted project remain: %+v, %v", of, err)
+	}
+	projects, err := st.ListProjects(ctx)
+	if err != nil || len(projects) != 1 || projects[0].ID != store.DefaultProject {
+		t.Fatalf("ListProjects = %+v, %v", projects, err)
+	}
+}
+
+func (s *suite) testListByProject(t *testing.T, ctx context.Context, st store.Store) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, p := range []string{"a", "b", "a", "c", "a", "b"} {
+		mustCreate(t, ctx, st, &store.Session{ID: p + "-" + string(rune('0'+i)), ProjectID: p, CreatedAt: base.Add(time.Duration(i) * time.Minute)})
+	}
+	collect := func(projects ...string) []string {
+		var ids []string
+		token := ""
+		for {
+			page, next, err := st.ListSessions(ctx, 2, token, projects...)
+			if err != nil {
+				t.Fatalf("ListSessions(%v): %v", projects, err)
+			}
+			ids = append(ids, idsOf(page)...)
+			if next == "" {
+				return ids
+			}
+			token = next
+		}
+	}
+	if got := collect("a"); !slices.Equal(got, []string{"a-4", "a-2", "a-0"}) {
+		t.Fatalf("project a: %v", got)
+	}
+	if got := collect("b", "c"); !slices.Equal(got, []string{"b-5", "c-3", "b-1"}) {
+		t.Fatalf("projects b and c: %v", got)
+	}
+	if got := collect([]string{}...); len(got) != 0 {
+		t.Fatalf("no project: %v; want none", got)
+	}
+	if got := collect(); len(got) != 6 {
+		t.Fatalf("every project: %v", got)
+	}
+}
+
+func (s *suite) testAccessTokens(t *testing.T, ctx context.Context, st store.Store) {
+	mustUser(t, ctx, st, "alice")
+	mustUser(t, ctx, st, "bob")
+	exp := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+	tk := &store.AccessToken{ID: "tok1", UserID: "alice", Name: "ci", Digest: digest("secret-1"), Scope: store.ScopeRead, ExpiresAt: exp}
+	if err := st.CreateAccessToken(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "CreateAccessToken(same digest)", st.CreateAccessToken(ctx,
+		&store.AccessToken{ID: "tok2", UserID: "bob", Digest: digest("secret-1"), Scope: store.ScopeFull}), store.ErrConflict)
+	wantErr(t, "CreateAccessToken(bad scope)", st.CreateAccessToken(ctx,
+		&store.AccessToken{ID: "tok3", UserID: "bob", Digest: digest("x"), Scope: "root"}), store.ErrInvalid)
+	wantErr(t, "CreateAccessToken(unknown user)", st.CreateAccessToken(ctx,
+		&store.AccessToken{ID: "tok4", UserID: "nobody", Digest: digest("y"), Scope: store.ScopeFull}), store.ErrNotFound)
+	got, err := st.AccessTokenByDigest(ctx, digest("secret-1"))
+	if err != nil || got.ID != "tok1" || got.UserID != "alice" || got.Scope != store.ScopeRead || !got.ExpiresAt.Equal(exp) || !bytes.Equal(got.Digest, digest("secret-1")) {
+		t.Fatalf("AccessTokenByDigest = %+v, %v", got, err)
+	}
+	_, err = st.AccessTokenByDigest(ctx, digest("secret-2"))
+	wantErr(t, "AccessTokenByDigest(unknown)", err, store.ErrNotFound)
+	if err := st.TouchAccessToken(ctx, "tok1"); err != nil {
+		t.Fatal(err)
+	}
+	list, err := st.ListAccessTokens(ctx, "alice")
+	if err != nil || len(list) != 1 || list[0].LastUsedAt.IsZero() {
+		t.Fatalf("ListAccessTokens = %+v, %v", list, err)
+	}
+	// Bob cannot revoke Alice's token.
+	wantErr(t, "DeleteAccessToken(another user's)", st.DeleteAccessToken(ctx, "bob", "tok1"), store.ErrNotFound)
+	if err := st.DeleteAccessToken(ctx, "alice", "tok1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.AccessTokenByDigest(ctx, digest("secret-1"))
+	wantErr(t, "AccessTokenByDigest(revoked)", err, store.ErrNotFound)
+}
+
+func (s *suite) testLoginSessions(t *testing.T, ctx context.Context, st store.Store) {
+	mustUser(t, ctx, st, "alice")
+	exp := time.Now().Add(time.Hour).Truncate(time.Microsecond).UTC()
+	for _, d := range []string{"s1", "s2"} {
+		if err := st.CreateLoginSession(ctx, &store.LoginSession{Digest: digest(d), UserID: "alice", ExpiresAt: exp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.LoginSessionByDigest(ctx, digest("s1"))
+	if err != nil || got.UserID != "alice" || !got.ExpiresAt.Equal(exp) {
+		t.Fatalf("LoginSessionByDigest = %+v, %v", got, err)
+	}
+	if err := st.DeleteLoginSession(ctx, digest("s1")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.LoginSessionByDigest(ctx, digest("s1"))
+	wantErr(t, "LoginSessionByDigest(ended)", err, store.ErrNotFound)
+	if err := st.DeleteLoginSession(ctx, digest("s1")); err != nil {
+		t.Fatalf("ending an ended sign-in: %v", err)
+	}
+	if err := st.DeleteLoginSessionsOf(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.LoginSessionByDigest(ctx, digest("s2"))
+	wantErr(t, "LoginSessionByDigest(after DeleteLoginSessionsOf)", err, store.ErrNotFound)
+}
+
+func (s *suite) testDeleteUserCascades(t *testing.T, ctx context.Context, st store.Store) {
+	mustUser(t, ctx, st, "alice")
+	if err := st.SetMember(ctx, store.Member{ProjectID: store.DefaultProject, UserID: "alice", Role: store.RoleMember}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateAccessToken(ctx, &store.AccessToken{ID: "t", UserID: "alice", Digest: digest("t"), Scope: store.ScopeFull}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateLoginSession(ctx, &store.LoginSession{Digest: digest("l"), UserID: "alice", ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteUser(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := st.GetMember(ctx, store.DefaultProject, "alice")
+	wantErr(t, "membership of a deleted user", err, store.ErrNotFound)
+	_, err = st.AccessTokenByDigest(ctx, digest("t"))
+	wantErr(t, "token of a deleted user", err, store.ErrNotFound)
+	_, err = st.LoginSessionByDigest(ctx, digest("l"))
+	wantErr(t, "sign-in of a deleted user", err, store.ErrNotFound)
+}
+
+func (s *suite) testAudit(t *testing.T, ctx context.Context, st store.Store) {
+	for i, r := range []store.AuditRecord{
+		{Actor: "alice", ProjectID: "p", Action: "session.delete", Target: "s1"},
+		{Actor: "bob", ProjectID: "q", Action: "session.delete", Target: "s2"},
+		{Actor: "alice", ProjectID: "p", Action: "member.add", Target: "bob", Detail: "role member"},
+		{Actor: "alice", Action: "sign_in"},
+	} {
+		if err := st.AppendAudit(ctx, r); err != nil {
+			t.Fatalf("AppendAudit %d: %v", i, err)
+		}
+	}
+	wantErr(t, "AppendAudit(no action)", st.AppendAudit(ctx, store.AuditRecord{Actor: "x"}), store.ErrInvalid)
+	got, err := st.ListAudit(ctx, "p", 0, 0)
+	if err != nil || len(got) != 2 || got[0].Action != "member.add" || got[0].Detail != "role member" || got[1].Target != "s1" || got[0].At.IsZero() {
+		t.Fatalf("ListAudit(p) = %+v, %v", got, err)
+	}
+	older, err := st.ListAudit(ctx, "p", got[0].ID, 10)
+	if err != nil || len(older) != 1 || older[0].ID != got[1].ID {
+		t.Fatalf("ListAudit(p, before %d) = %+v, %v", got[0].ID, older, err)
+	}
+	account, err := st.ListAudit(ctx, "", 0, 0)
+	if err != nil || len(account) != 1 || account[0].Action != "sign_in" {
+		t.Fatalf("ListAudit(accounts) = %+v, %v", account, err)
+	}
+}

@@ -1,0 +1,80 @@
+package environment
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/penguin-agent/penguin/services/environment/workspace"
+)
+
+// resolveWorkspace makes the requested workspace absolute, refuses one
+// outside the root, inside the scratch area or containing it, and creates
+// it beneath the root (given to the root's owner when the service runs as
+// root, see workspace.MkdirAll), unless it must exist already.
+func (s *Service) resolveWorkspace(requested string, mustExist bool) (string, error) {
+	p, err := s.workspacePath(requested)
+	if err != nil {
+		return "", err
+	}
+	if mustExist {
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			return "", invalid("workspace %q does not exist; create the directory first, or check the path", requested)
+		}
+	}
+	rel, err := filepath.Rel(s.root, p)
+	if err != nil {
+		return "", invalid("workspace %q: %v", requested, err)
+	}
+	if err := workspace.MkdirAll(s.root, filepath.ToSlash(rel)); err != nil {
+		return "", invalid("workspace %q cannot be created: %v", requested, err)
+	}
+	return s.realWorkspace(requested, p)
+}
+
+// workspacePath makes the requested workspace absolute and refuses one
+// whose path lies outside the root.
+func (s *Service) workspacePath(requested string) (string, error) {
+	if strings.TrimSpace(requested) == "" {
+		return "", invalid("a workspace directory is required")
+	}
+	p := requested
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(s.root, p)
+	}
+	p = filepath.Clean(p)
+	if !within(p, s.root) {
+		return "", invalid("workspace %q is outside the service root %s", requested, s.root)
+	}
+	return p, nil
+}
+
+// realWorkspace resolves the links of the existing workspace directory p
+// and refuses one that leads outside the root, inside the scratch area or
+// around it.
+func (s *Service) realWorkspace(requested, p string) (string, error) {
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", invalid("workspace %q: %v", requested, err)
+	}
+	if !within(real, s.root) {
+		return "", invalid("workspace %q leads through a symbolic link to %s, outside the service root %s", requested, real, s.root)
+	}
+	if info, err := os.Stat(real); err != nil || !info.IsDir() {
+		return "", invalid("workspace %q is not a directory", requested)
+	}
+	if within(real, s.opts.ScratchDir) {
+		return "", invalid("workspace %q lies inside the service's scratch area", requested)
+	}
+	if within(s.opts.ScratchDir, real) {
+		return "", invalid("workspace %q contains the service's scratch area %s, where the archives of truncated output are kept; "+
+			"choose a workspace beside it, or start the service with its scratch directory elsewhere", requested, s.opts.ScratchDir)
+	}
+	return real, nil
+}
+
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
