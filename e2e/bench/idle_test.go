@@ -36,8 +36,8 @@ const (
 // BenchmarkIdleSessions measures what an idle session costs `penguin
 // serve` as a user runs it: the real binary (all in one, SQLite, the real
 // environment service) and `penguin mockllm` as the model. Each of
-// PENGUIN_BENCH_IDLE_SESSIONS (default 10,000) sessions runs issue 14's
-// task (two model turns and a read_file, so it had an environment) and is
+// PENGUIN_BENCH_IDLE_SESSIONS (default 10,000) sessions runs the
+// benchmark task (two model turns and a read_file, so it had an environment) and is
 // left idle; once the environments' idle timeout has passed and
 // penguin_environment_environments_active is back at 0, it reports the
 // server's resident growth per session after the first idleWarmup. A

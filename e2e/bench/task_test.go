@@ -39,7 +39,7 @@ import (
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 
-// The task every figure is about, as issue 14 defines it: a new session,
+// The task every figure is about (docs/performance.md): a new session,
 // one prompt, two model turns (a read_file call, then the answer) and one
 // read_file; then the session is left idle.
 const (
@@ -141,8 +141,8 @@ func envInt(b *testing.B, name string, def int) int {
 	return n
 }
 
-// BenchmarkTask runs issue 14's task against `penguin serve` and prints the
-// issue's table: per-task wall overhead (p50, p99) and CPU overhead over
+// BenchmarkTask runs the benchmark task against `penguin serve` and prints the
+// table of docs/performance.md: per-task wall overhead (p50, p99) and CPU overhead over
 // the same two model turns and file read done directly, CreateSession,
 // the resident memory each idle session adds, cold start to ready and the
 // resident memory at ready. PENGUIN_BENCH_RUNS (default 3) servers are
@@ -277,7 +277,7 @@ func runOnce(b *testing.B, bin string, run, tasks int) runResult {
 	return res
 }
 
-// BenchmarkTaskProfile runs issue 14's task back to back for
+// BenchmarkTaskProfile runs the benchmark task back to back for
 // PENGUIN_BENCH_PROFILE_SECONDS (default 10) against a server started
 // with --pprof-listen, and writes to the directory PENGUIN_BENCH_PROFILE
 // names its CPU profile, the allocations of those seconds, and the heap
@@ -709,7 +709,7 @@ func report(b *testing.B, results []runResult, tasks int) {
 			ours: per(func(r runResult) float64 { return mib(r.fixedHuge) })},
 	}
 	var t strings.Builder
-	fmt.Fprintf(&t, "issue 14's task, %d runs of %d tasks (median of the runs [min–max])\n", len(results), tasks)
+	fmt.Fprintf(&t, "the benchmark task, %d runs of %d tasks (median of the runs [min–max])\n", len(results), tasks)
 	fmt.Fprintf(&t, "%-20s %-26s %-9s %-7s %-52s %s\n", "per task", "Penguin", "target", "met", "baseline, same run", "PenguinHarness")
 	for _, r := range rows {
 		med := median(r.ours)

@@ -171,6 +171,7 @@ func New(opts Options) (*Server, error) {
 		// stream takes tens of microseconds off every call's start.
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		grpc.StatsHandler(otelgrpc.NewServerHandler(otelOpts...)),
+		badBodyCodec(),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	}

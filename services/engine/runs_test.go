@@ -26,7 +26,9 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-func TestAbortCarryOverCaseB(t *testing.T) {
+// An abort while the model streams its answer carries what it had said
+// over to the next run, and writes the carry-over to no log.
+func TestAbortWhileStreamingCarriesThePartialAnswerOver(t *testing.T) {
 	e := newEnv(t)
 	streaming := newGate()
 	first := fake.NewReply().PartialOnly("I will start by").Hook(func(ctx context.Context) error {
@@ -94,7 +96,9 @@ func TestAbortCarryOverCaseB(t *testing.T) {
 	}
 }
 
-func TestAbortCarryOverCaseA(t *testing.T) {
+// An abort while a tool call runs carries the outputs of the turn's
+// finished calls, and the interrupted one, over to the next run.
+func TestAbortDuringAToolCallCarriesTheOutputsOver(t *testing.T) {
 	e := newEnv(t)
 	e.llm.Generate = fake.Script(
 		fake.NewReply().ToolCall("done", "read_file", `{}`).ToolCall("hang", "exec_command", `{}`).Done(),

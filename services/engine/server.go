@@ -35,6 +35,8 @@ type Sessions interface {
 	Compact(ctx context.Context, id string, mode penguinv1.CompactionMode) (penguinv1.StopReason, string, error)
 	History(ctx context.Context, id string, after int64, limit int) ([]*penguinv1.RunEvent, bool, error)
 	Export(ctx context.Context, id string, index int, send func(line string, index int) error) error
+	Defaults(ctx context.Context) (*penguinv1.GetSessionDefaultsResponse, error)
+	Update(ctx context.Context, id string, u session.Update) (*penguinv1.Session, error)
 }
 
 // Server implements penguinv1.EngineServiceServer.
@@ -105,6 +107,29 @@ func (s *Server) CreateSession(ctx context.Context, req *penguinv1.CreateSession
 		return nil, s.status(ctx, err)
 	}
 	return &penguinv1.CreateSessionResponse{Session: sess}, nil
+}
+
+// GetSessionDefaults says what a new session gets by default.
+func (s *Server) GetSessionDefaults(ctx context.Context, _ *penguinv1.GetSessionDefaultsRequest) (*penguinv1.GetSessionDefaultsResponse, error) {
+	d, err := s.sessions.Defaults(ctx)
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return d, nil
+}
+
+// UpdateSession renames, pins or archives a session.
+func (s *Server) UpdateSession(ctx context.Context, req *penguinv1.UpdateSessionRequest) (*penguinv1.UpdateSessionResponse, error) {
+	if err := need(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	sess, err := s.sessions.Update(ctx, req.GetSessionId(), session.Update{
+		Title: req.Title, Pinned: req.Pinned, Archived: req.Archived, ApprovalMode: req.ApprovalMode, ThinkingLevel: req.ThinkingLevel,
+	})
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &penguinv1.UpdateSessionResponse{Session: sess}, nil
 }
 
 // GetSession describes a session.

@@ -241,7 +241,7 @@ func outputBytes(b *testing.B) int64 {
 // phases of a call are reported apart, never mixed into one figure: the
 // command's output (from the call to the last delta: stream-MB/s, whose
 // ratio to the ceiling is the headline) and the complete tool_call_output
-// that the contract sends after it (complete-ms). Issue 14's target is
+// that the contract sends after it (complete-ms). The target is
 // ratio-to-raw ≥ 0.8 for pipes-capped. The command writing into /dev/null
 // is measured too, as what no reader can beat. raw-cpu-ms and
 // service-cpu-ms are the CPU time of a run, this process's and the

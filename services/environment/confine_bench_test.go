@@ -15,7 +15,7 @@ import (
 // exec_command: `true` through gRPC to its final output in an environment
 // with sandbox none and in a confined one (workspace-write without
 // network, the default), both in the same service, run in turn in every
-// iteration with the order rotated. Issue 11's condition is
+// iteration with the order rotated. The condition is
 // confined-ratio ≤ 1.10. Both sides use the shell snapshot and a
 // terminal, as a model's commands do; the confined side starts its
 // commands from its init's resident starter.

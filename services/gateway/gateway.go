@@ -105,6 +105,8 @@ func (g *Gateway) routes() {
 	api("GET /api/sessions", g.listSessions)
 	api("POST /api/sessions", g.createSession)
 	api("GET /api/sessions/{id}", g.getSession)
+	api("PATCH /api/sessions/{id}", g.updateSession)
+	api("GET /api/defaults", g.sessionDefaults)
 	api("DELETE /api/sessions/{id}", g.deleteSession)
 	api("GET /api/sessions/{id}/messages", g.messages)
 	api("GET /api/sessions/{id}/trace", g.trace)

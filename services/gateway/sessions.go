@@ -58,6 +58,30 @@ func (g *Gateway) getSession(w http.ResponseWriter, r *http.Request) {
 	writeProto(w, http.StatusOK, resp.GetSession())
 }
 
+func (g *Gateway) sessionDefaults(w http.ResponseWriter, r *http.Request) {
+	resp, err := g.engine.GetSessionDefaults(r.Context(), &penguinv1.GetSessionDefaultsRequest{})
+	if err != nil {
+		g.fail(w, r, err)
+		return
+	}
+	writeProto(w, http.StatusOK, resp)
+}
+
+func (g *Gateway) updateSession(w http.ResponseWriter, r *http.Request) {
+	req := &penguinv1.UpdateSessionRequest{}
+	if err := readProto(r, req); err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	req.SessionId = r.PathValue("id")
+	resp, err := g.engine.UpdateSession(r.Context(), req)
+	if err != nil {
+		g.fail(w, r, err)
+		return
+	}
+	writeProto(w, http.StatusOK, resp.GetSession())
+}
+
 func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request) {
 	if _, err := g.engine.DeleteSession(r.Context(), &penguinv1.DeleteSessionRequest{SessionId: r.PathValue("id")}); err != nil {
 		g.fail(w, r, err)

@@ -239,7 +239,7 @@ func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsec
 // through the gRPC service as deployed, through the same service behind a
 // bare grpc-go server (no interceptors, no stats handler: the floor of a
 // gRPC stream here), and with a direct go-openai call to the same
-// emulator, one stream at a time, rotating which goes first. Issue 14's
+// emulator, one stream at a time, rotating which goes first. The
 // target is added-to-bare-p50-µs (the deployed server less the bare one)
 // ≤ 10; added-p50-µs is what the service adds to the direct call.
 func BenchmarkTimeToFirstToken(b *testing.B) {

@@ -76,6 +76,10 @@ func (s *Service) prepare(req *penguinv1.StreamGenerateRequest) (*stream.Request
 	if err := checkTools(req.GetTools()); err != nil {
 		return nil, err
 	}
+	if n := len(req.GetTools()); n > 0 && spec.NoTools {
+		return nil, invalid("model %q of provider %q cannot call tools (the model catalog says so; set tools: true for it in the providers file if it can), but the request offers %d; offer none, or choose a model that calls tools",
+			spec.ID, ref.GetProvider(), n)
+	}
 
 	window := req.GetContextWindow()
 	if window == 0 {

@@ -91,6 +91,9 @@ providers:
         max_tokens: 2048
         vision: false
         thinking: [low]
+      - id: gpt-chat
+        context_window: 8192
+        tools: false
       - id: gpt-big
         context_window: 200000
   - name: emu-anthropic
@@ -358,6 +361,11 @@ func TestInvalidArgument(t *testing.T) {
 		{"oversized in bytes", genRequest("emu-openai", "gpt-big", omni.UserText(strings.Repeat("x", 2<<20))), "more than the 1048576 bytes"},
 		{"image for a text-only model", genRequest("emu-openai", "gpt-small", omni.UserText("look"), omni.ImageURL("data:image/png;base64,AAAA")),
 			"does not take images"},
+		{"tools for a model that cannot call them", func() *penguinv1.StreamGenerateRequest {
+			r := genRequest("emu-openai", "gpt-chat")
+			r.Tools = []*penguinv1.ToolDefinition{{Name: "t", Parameters: `{"type":"object"}`}}
+			return r
+		}(), `model "gpt-chat" of provider "emu-openai" cannot call tools`},
 		{"bad tool schema", func() *penguinv1.StreamGenerateRequest {
 			r := genRequest("emu-openai", "gpt-big")
 			r.Tools = []*penguinv1.ToolDefinition{{Name: "t", Parameters: "[1,2]"}}

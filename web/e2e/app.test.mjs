@@ -20,12 +20,11 @@
 // temporary directory.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
+import { launchChromium, Runner, shot as shotIn, stepper } from "./harness.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, "../..");
@@ -35,32 +34,9 @@ const token = "e2e-token-" + Math.random().toString(36).slice(2);
 const modelKey = "sk-e2e-" + Math.random().toString(36).slice(2);
 const model = { provider: "openai", id: "gpt-5-mini" };
 
-let work, home, dataDir, procs = [], browser, base, mock;
-
-/** start runs penguin with a pinned environment and resolves with the
- * value of field in its first log line with message msg. */
-function start(name, args, msg, field, extraEnv = {}) {
-  const env = { HOME: home, PATH: "/usr/local/bin:/usr/bin:/bin", SHELL: "/bin/sh", PENGUIN_LOG_FORMAT: "text", ...extraEnv };
-  const p = spawn(penguin, args, { env, stdio: ["ignore", "pipe", "pipe"] });
-  procs.push(p);
-  let log = "";
-  return new Promise((resolveValue, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${name} did not log "${msg}" in 30s:\n${log}`)), 30000);
-    const onData = (b) => {
-      log += b.toString();
-      writeFileSync(join(work, `${name}.log`), log);
-      const line = log.split("\n").find((l) => l.includes(`msg="${msg}"`));
-      const m = line?.match(new RegExp(`\\b${field}=(\\S+)`));
-      if (m) {
-        clearTimeout(timer);
-        resolveValue(m[1].replace(/^"|"$/g, ""));
-      }
-    };
-    p.stdout.on("data", onData);
-    p.stderr.on("data", onData);
-    p.on("exit", (code) => reject(new Error(`${name} exited with ${code}:\n${log}`)));
-  });
-}
+let work, home, dataDir, runner, browser, base, mock;
+const start = (...args) => runner.start(...args);
+const shot = (page, name) => shotIn(page, artifacts, name);
 
 before(async () => {
   work = mkdtempSync(join(tmpdir(), "penguin-web-e2e-"));
@@ -75,61 +51,20 @@ before(async () => {
   cpSync(join(repo, "examples/demo/workspace"), join(work, "workspace"), { recursive: true });
   rmSync(artifacts, { recursive: true, force: true });
   mkdirSync(artifacts, { recursive: true });
+  runner = new Runner(penguin, work, home);
   mock = await start("mockllm", ["mockllm", "--listen", "127.0.0.1:0", "--script", join(here, "script.yaml"), "--api-key-env", "MOCK_KEY"],
     "mockllm listening", "url", { MOCK_KEY: modelKey });
   const addr = await start("serve", ["serve", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--root", work],
     "HTTP gateway listening", "addr", { PENGUIN_AUTH_TOKEN: token });
   base = `http://${addr}`;
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync"],
-  });
+  browser = await launchChromium();
 });
 
 after(async () => {
   await browser?.close();
-  for (const p of procs) p.kill("SIGTERM");
-  await Promise.all(procs.map((p) => p.exitCode !== null ? null : new Promise((r) => p.on("exit", r))));
+  await runner?.stop();
   if (process.env.KEEP !== "1") rmSync(work, { recursive: true, force: true });
 });
-
-async function shot(page, name) {
-  // Transitions finish first (the phone's sidebar slides in).
-  await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: false, animations: "disabled" });
-}
-
-/** steps runs named steps in order. Each prints its name and time; the
- * first to fail leaves what is needed to see why in web/artifacts/
- * (FAILED-<step>.png of each open page, its HTML, the page's console, the
- * server logs, a Playwright trace), and the test fails naming it. */
-function stepper(ctx, pages, consoleLog) {
-  const t0 = Date.now();
-  let n = 0;
-  return async function step(name, fn) {
-    n++;
-    const t = Date.now();
-    const label = `${String(n).padStart(2, "0")} ${name}`;
-    try {
-      await fn();
-      console.log(`step ${label}: ok in ${((Date.now() - t) / 1000).toFixed(1)}s (at ${((Date.now() - t0) / 1000).toFixed(1)}s)`);
-    } catch (e) {
-      console.log(`step ${label}: FAILED after ${((Date.now() - t) / 1000).toFixed(1)}s`);
-      const slug = label.replace(/[^a-z0-9]+/gi, "-");
-      for (const [i, p] of pages.entries()) {
-        if (p.isClosed()) continue;
-        await p.screenshot({ path: join(artifacts, `FAILED-${slug}-page${i + 1}.png`) }).catch(() => undefined);
-        writeFileSync(join(artifacts, `FAILED-${slug}-page${i + 1}.html`), await p.content().catch((err) => String(err)));
-      }
-      writeFileSync(join(artifacts, "FAILED-console.log"), consoleLog.join("\n"));
-      await ctx.tracing.stop({ path: join(artifacts, "FAILED-playwright-trace.zip") }).catch(() => undefined);
-      for (const log of ["serve.log", "mockllm.log"]) {
-        if (existsSync(join(work, log))) copyFileSync(join(work, log), join(artifacts, `FAILED-${log}`));
-      }
-      throw new Error(`step "${label}" failed: ${e.message}`, { cause: e });
-    }
-  };
-}
 
 /** The numbers behind a usage line (its data- attributes). */
 async function usageOf(locator) {
@@ -153,7 +88,7 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
     if (m.type() === "error" && !/401|Failed to load resource/.test(m.text())) problems.push(m.text());
   });
   const pages = [page];
-  const step = stepper(ctx, pages, consoleLog);
+  const step = stepper(ctx, pages, consoleLog, artifacts, work);
   const script = readFileSync(join(here, "script.yaml"), "utf8");
   let sessionURL, price;
 

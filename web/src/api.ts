@@ -20,6 +20,15 @@ export interface Session {
   parent_session_id?: string;
   source?: string;
   usage?: TokenCounts;
+  pinned?: boolean;
+  archived?: boolean;
+}
+
+/** What a new session gets by default (GET /api/defaults). */
+export interface SessionDefaults {
+  sandbox_mode?: string;
+  network?: string;
+  interactive_approval_mode?: string;
 }
 
 export interface SessionChange {
@@ -129,7 +138,10 @@ export const api = {
   listSessions: (pageToken = "") =>
     request<{ sessions?: Session[]; next_page_token?: string }>("GET", `/api/sessions?page_size=200&page_token=${encodeURIComponent(pageToken)}`),
   getSession: (id: string) => request<Session>("GET", `/api/sessions/${encodeURIComponent(id)}`),
+  defaults: () => request<SessionDefaults>("GET", "/api/defaults"),
   createSession: (body: object) => request<Session>("POST", "/api/sessions", body),
+  updateSession: (id: string, body: { title?: string; pinned?: boolean; archived?: boolean; approval_mode?: string; thinking_level?: string }) =>
+    request<Session>("PATCH", `/api/sessions/${encodeURIComponent(id)}`, body),
   deleteSession: (id: string) => request<void>("DELETE", `/api/sessions/${encodeURIComponent(id)}`),
   forkSession: (id: string, upTo = 0) => request<Session>("POST", `/api/sessions/${encodeURIComponent(id)}/fork`, { up_to_sequence: String(upTo) }),
   startTask: (id: string, prompt: string, thinking?: string, goal?: { budget: number }) =>

@@ -1,7 +1,7 @@
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, authState, signOut, type ModelInfo } from "./api";
-import { ago, stateWord } from "./format";
+import { SessionList, type Shelf } from "./components/SessionList";
 import { Chat } from "./pages/Chat";
 import { NewSession } from "./pages/NewSession";
 import { Setup } from "./pages/Setup";
@@ -56,6 +56,7 @@ function App() {
   const [theme, setTheme] = useTheme();
   const [query, setQuery] = useState("");
   const [menu, setMenu] = useState(false);
+  const [shelf, setShelf] = useState<Shelf>("active");
   const search = useRef<HTMLInputElement>(null);
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
@@ -86,11 +87,9 @@ function App() {
   const m = path.match(/^\/sessions\/([^/]+)(\/trace)?$/);
   const current = m ? decodeURIComponent(m[1]) : "";
   const row = list.rows.find((r) => r.session.session_id === current);
-  const q = query.toLowerCase();
-  const rows = list.rows.filter((r) => !q || (r.session.title ?? "").toLowerCase().includes(q) || r.session.session_id.includes(q) || (r.session.workspace ?? "").toLowerCase().includes(q));
   let page;
   if (m && m[2]) page = <Trace id={current} />;
-  else if (m) page = <Chat key={current} id={current} session={row?.session} lastStatus={row?.last_status} />;
+  else if (m) page = <Chat key={current} id={current} session={row?.session} lastStatus={row?.last_status} onChanged={list.changed} />;
   else if (path === "/usage") page = <Usage />;
   else if (path === "/setup") page = <Setup notice={models.notice} models={models.list} onDone={models.reload} />;
   else if (firstRun && path === "/") page = null;
@@ -105,23 +104,11 @@ function App() {
         </div>
         <a class="button primary" href="/new" onClick={onLink} title="Alt+N">New session</a>
         <input ref={search} type="search" placeholder="Search sessions  /" aria-label="Search sessions" value={query} onInput={(e) => setQuery(e.currentTarget.value)} />
-        <ul class="session-list" data-testid="session-list">
-          {!list.loaded && <li class="muted small">Loading…</li>}
-          {list.loaded && !rows.length && <li class="muted small">No sessions</li>}
-          {rows.map((r) => {
-            const word = stateWord(r.session.state, r.last_status);
-            const id = r.session.session_id;
-            return (
-              <li class={id === current ? "active" : ""}>
-                <a href={`/sessions/${encodeURIComponent(id)}`} onClick={onLink} data-session={id} title={r.last_message || id}>
-                  <span class={`dot state-${word.replace(" ", "-")}`} aria-hidden="true" />
-                  <span class="title">{r.session.title || id}</span>
-                  <span class="muted small state-word" data-testid="session-state">{word === "idle" ? ago(r.session.updated_at) : word}</span>
-                </a>
-              </li>
-            );
-          })}
-        </ul>
+        <div class="shelves" role="group" aria-label="Which sessions">
+          <button aria-pressed={shelf === "active"} onClick={() => setShelf("active")}>Active</button>
+          <button aria-pressed={shelf === "archived"} onClick={() => setShelf("archived")}>Archived</button>
+        </div>
+        <SessionList rows={list.rows} loaded={list.loaded} current={current} query={query} shelf={shelf} more={list.more} changed={list.changed} />
         <nav class="side-nav">
           <a href="/usage" onClick={onLink}>Usage</a>
           <a href="/setup" onClick={onLink}>Models</a>

@@ -179,7 +179,11 @@ type Session struct {
 	// Cumulative token counts.
 	Usage *TokenCounts `protobuf:"bytes,13,opt,name=usage,proto3" json:"usage,omitempty"`
 	// The project it belongs to, fixed at creation.
-	ProjectId     string `protobuf:"bytes,20,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	ProjectId string `protobuf:"bytes,20,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// Pinned sessions are listed first.
+	Pinned bool `protobuf:"varint,21,opt,name=pinned,proto3" json:"pinned,omitempty"`
+	// Archived sessions are kept but listed apart.
+	Archived      bool `protobuf:"varint,22,opt,name=archived,proto3" json:"archived,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -310,6 +314,20 @@ func (x *Session) GetProjectId() string {
 		return x.ProjectId
 	}
 	return ""
+}
+
+func (x *Session) GetPinned() bool {
+	if x != nil {
+		return x.Pinned
+	}
+	return false
+}
+
+func (x *Session) GetArchived() bool {
+	if x != nil {
+		return x.Archived
+	}
+	return false
 }
 
 // CreateSessionRequest describes a new session.
@@ -2399,12 +2417,258 @@ func (*WatchSessionsResponse_DeletedSessionId) isWatchSessionsResponse_Event() {
 
 func (*WatchSessionsResponse_SnapshotEnd) isWatchSessionsResponse_Event() {}
 
+// GetSessionDefaultsRequest asks what a new session gets by default.
+type GetSessionDefaultsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSessionDefaultsRequest) Reset() {
+	*x = GetSessionDefaultsRequest{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSessionDefaultsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSessionDefaultsRequest) ProtoMessage() {}
+
+func (x *GetSessionDefaultsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSessionDefaultsRequest.ProtoReflect.Descriptor instead.
+func (*GetSessionDefaultsRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{36}
+}
+
+// GetSessionDefaultsResponse is what a client offers first when it creates
+// a session, so that a form shows the server's defaults rather than its
+// own.
+type GetSessionDefaultsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sandbox mode a session gets when it asks for none (the
+	// environment service's default).
+	SandboxMode SandboxMode `protobuf:"varint,1,opt,name=sandbox_mode,json=sandboxMode,proto3,enum=penguin.v1.SandboxMode" json:"sandbox_mode,omitempty"`
+	// The network of a confined session that asks for none.
+	Network NetworkAccess `protobuf:"varint,2,opt,name=network,proto3,enum=penguin.v1.NetworkAccess" json:"network,omitempty"`
+	// The approval mode a client with a person at it offers first:
+	// read-only, under which tools that only read run and every other tool
+	// asks. (A session created with no mode at all, by a program with nobody
+	// to ask, gets deny-all.)
+	InteractiveApprovalMode ApprovalMode `protobuf:"varint,3,opt,name=interactive_approval_mode,json=interactiveApprovalMode,proto3,enum=penguin.v1.ApprovalMode" json:"interactive_approval_mode,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *GetSessionDefaultsResponse) Reset() {
+	*x = GetSessionDefaultsResponse{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSessionDefaultsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSessionDefaultsResponse) ProtoMessage() {}
+
+func (x *GetSessionDefaultsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSessionDefaultsResponse.ProtoReflect.Descriptor instead.
+func (*GetSessionDefaultsResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *GetSessionDefaultsResponse) GetSandboxMode() SandboxMode {
+	if x != nil {
+		return x.SandboxMode
+	}
+	return SandboxMode_SANDBOX_MODE_UNSPECIFIED
+}
+
+func (x *GetSessionDefaultsResponse) GetNetwork() NetworkAccess {
+	if x != nil {
+		return x.Network
+	}
+	return NetworkAccess_NETWORK_ACCESS_UNSPECIFIED
+}
+
+func (x *GetSessionDefaultsResponse) GetInteractiveApprovalMode() ApprovalMode {
+	if x != nil {
+		return x.InteractiveApprovalMode
+	}
+	return ApprovalMode_APPROVAL_MODE_UNSPECIFIED
+}
+
+// UpdateSessionRequest names a session and what to change of it.
+type UpdateSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// A new title, when set.
+	Title *string `protobuf:"bytes,2,opt,name=title,proto3,oneof" json:"title,omitempty"`
+	// Pins or unpins it, when set.
+	Pinned *bool `protobuf:"varint,3,opt,name=pinned,proto3,oneof" json:"pinned,omitempty"`
+	// Archives or unarchives it, when set.
+	Archived *bool `protobuf:"varint,4,opt,name=archived,proto3,oneof" json:"archived,omitempty"`
+	// A new approval mode, when set: it applies from the next tool call on,
+	// also within a running task.
+	ApprovalMode *ApprovalMode `protobuf:"varint,5,opt,name=approval_mode,json=approvalMode,proto3,enum=penguin.v1.ApprovalMode,oneof" json:"approval_mode,omitempty"`
+	// A new default thinking level of its tasks, when set: it applies from
+	// the next task on.
+	ThinkingLevel *ThinkingLevel `protobuf:"varint,6,opt,name=thinking_level,json=thinkingLevel,proto3,enum=penguin.v1.ThinkingLevel,oneof" json:"thinking_level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSessionRequest) Reset() {
+	*x = UpdateSessionRequest{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSessionRequest) ProtoMessage() {}
+
+func (x *UpdateSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSessionRequest.ProtoReflect.Descriptor instead.
+func (*UpdateSessionRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *UpdateSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *UpdateSessionRequest) GetTitle() string {
+	if x != nil && x.Title != nil {
+		return *x.Title
+	}
+	return ""
+}
+
+func (x *UpdateSessionRequest) GetPinned() bool {
+	if x != nil && x.Pinned != nil {
+		return *x.Pinned
+	}
+	return false
+}
+
+func (x *UpdateSessionRequest) GetArchived() bool {
+	if x != nil && x.Archived != nil {
+		return *x.Archived
+	}
+	return false
+}
+
+func (x *UpdateSessionRequest) GetApprovalMode() ApprovalMode {
+	if x != nil && x.ApprovalMode != nil {
+		return *x.ApprovalMode
+	}
+	return ApprovalMode_APPROVAL_MODE_UNSPECIFIED
+}
+
+func (x *UpdateSessionRequest) GetThinkingLevel() ThinkingLevel {
+	if x != nil && x.ThinkingLevel != nil {
+		return *x.ThinkingLevel
+	}
+	return ThinkingLevel_THINKING_LEVEL_UNSPECIFIED
+}
+
+// UpdateSessionResponse is the session as it is now.
+type UpdateSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	Session       *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSessionResponse) Reset() {
+	*x = UpdateSessionResponse{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSessionResponse) ProtoMessage() {}
+
+func (x *UpdateSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSessionResponse.ProtoReflect.Descriptor instead.
+func (*UpdateSessionResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *UpdateSessionResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 var File_penguin_v1_engine_proto protoreflect.FileDescriptor
 
 const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\n" +
 	"\x17penguin/v1/engine.proto\x12\n" +
-	"penguin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cpenguin/v1/environment.proto\x1a\x15penguin/v1/goal.proto\x1a\x14penguin/v1/llm.proto\x1a\x18penguin/v1/message.proto\"\xe6\x04\n" +
+	"penguin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cpenguin/v1/environment.proto\x1a\x15penguin/v1/goal.proto\x1a\x14penguin/v1/llm.proto\x1a\x18penguin/v1/message.proto\"\x9a\x05\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
@@ -2424,7 +2688,9 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\x06source\x18\f \x01(\tR\x06source\x12-\n" +
 	"\x05usage\x18\r \x01(\v2\x17.penguin.v1.TokenCountsR\x05usage\x12\x1d\n" +
 	"\n" +
-	"project_id\x18\x14 \x01(\tR\tprojectId\"\x9f\x03\n" +
+	"project_id\x18\x14 \x01(\tR\tprojectId\x12\x16\n" +
+	"\x06pinned\x18\x15 \x01(\bR\x06pinned\x12\x1a\n" +
+	"\barchived\x18\x16 \x01(\bR\barchived\"\x9f\x03\n" +
 	"\x14CreateSessionRequest\x12*\n" +
 	"\x05model\x18\x01 \x01(\v2\x14.penguin.v1.ModelRefR\x05model\x12\x1c\n" +
 	"\tworkspace\x18\x02 \x01(\tR\tworkspace\x12=\n" +
@@ -2556,7 +2822,27 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\asession\x18\x01 \x01(\v2\x19.penguin.v1.SessionChangeH\x00R\asession\x12.\n" +
 	"\x12deleted_session_id\x18\x02 \x01(\tH\x00R\x10deletedSessionId\x12<\n" +
 	"\fsnapshot_end\x18\x03 \x01(\v2\x17.penguin.v1.SnapshotEndH\x00R\vsnapshotEndB\a\n" +
-	"\x05event*\xa1\x01\n" +
+	"\x05event\"\x1b\n" +
+	"\x19GetSessionDefaultsRequest\"\xe3\x01\n" +
+	"\x1aGetSessionDefaultsResponse\x12:\n" +
+	"\fsandbox_mode\x18\x01 \x01(\x0e2\x17.penguin.v1.SandboxModeR\vsandboxMode\x123\n" +
+	"\anetwork\x18\x02 \x01(\x0e2\x19.penguin.v1.NetworkAccessR\anetwork\x12T\n" +
+	"\x19interactive_approval_mode\x18\x03 \x01(\x0e2\x18.penguin.v1.ApprovalModeR\x17interactiveApprovalMode\"\xe0\x02\n" +
+	"\x14UpdateSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
+	"\x05title\x18\x02 \x01(\tH\x00R\x05title\x88\x01\x01\x12\x1b\n" +
+	"\x06pinned\x18\x03 \x01(\bH\x01R\x06pinned\x88\x01\x01\x12\x1f\n" +
+	"\barchived\x18\x04 \x01(\bH\x02R\barchived\x88\x01\x01\x12B\n" +
+	"\rapproval_mode\x18\x05 \x01(\x0e2\x18.penguin.v1.ApprovalModeH\x03R\fapprovalMode\x88\x01\x01\x12E\n" +
+	"\x0ethinking_level\x18\x06 \x01(\x0e2\x19.penguin.v1.ThinkingLevelH\x04R\rthinkingLevel\x88\x01\x01B\b\n" +
+	"\x06_titleB\t\n" +
+	"\a_pinnedB\v\n" +
+	"\t_archivedB\x10\n" +
+	"\x0e_approval_modeB\x11\n" +
+	"\x0f_thinking_level\"F\n" +
+	"\x15UpdateSessionResponse\x12-\n" +
+	"\asession\x18\x01 \x01(\v2\x13.penguin.v1.SessionR\asession*\xa1\x01\n" +
 	"\fApprovalMode\x12\x1d\n" +
 	"\x19APPROVAL_MODE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17APPROVAL_MODE_ALLOW_ALL\x10\x01\x12\x1a\n" +
@@ -2569,7 +2855,8 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\x15SESSION_STATE_RUNNING\x10\x02\x12#\n" +
 	"\x1fSESSION_STATE_AWAITING_APPROVAL\x10\x03\x12\x1c\n" +
 	"\x18SESSION_STATE_RETRY_WAIT\x10\x04\x12\x1c\n" +
-	"\x18SESSION_STATE_COMPACTING\x10\x052\xea\b\n" +
+	"\x18SESSION_STATE_COMPACTING\x10\x052\xa5\n" +
+	"\n" +
 	"\rEngineService\x12T\n" +
 	"\rCreateSession\x12 .penguin.v1.CreateSessionRequest\x1a!.penguin.v1.CreateSessionResponse\x12K\n" +
 	"\n" +
@@ -2587,7 +2874,9 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\n" +
 	"GetHistory\x12\x1d.penguin.v1.GetHistoryRequest\x1a\x1e.penguin.v1.GetHistoryResponse\x12P\n" +
 	"\vExportTrace\x12\x1e.penguin.v1.ExportTraceRequest\x1a\x1f.penguin.v1.ExportTraceResponse0\x01\x12V\n" +
-	"\rWatchSessions\x12 .penguin.v1.WatchSessionsRequest\x1a!.penguin.v1.WatchSessionsResponse0\x01B\xa1\x01\n" +
+	"\rWatchSessions\x12 .penguin.v1.WatchSessionsRequest\x1a!.penguin.v1.WatchSessionsResponse0\x01\x12c\n" +
+	"\x12GetSessionDefaults\x12%.penguin.v1.GetSessionDefaultsRequest\x1a&.penguin.v1.GetSessionDefaultsResponse\x12T\n" +
+	"\rUpdateSession\x12 .penguin.v1.UpdateSessionRequest\x1a!.penguin.v1.UpdateSessionResponseB\xa1\x01\n" +
 	"\x0ecom.penguin.v1B\vEngineProtoP\x01Z9github.com/penguin-agent/penguin/gen/penguin/v1;penguinv1\xa2\x02\x03PXX\xaa\x02\n" +
 	"Penguin.V1\xca\x02\n" +
 	"Penguin\\V1\xe2\x02\x16Penguin\\V1\\GPBMetadata\xea\x02\vPenguin::V1b\x06proto3"
@@ -2605,130 +2894,145 @@ func file_penguin_v1_engine_proto_rawDescGZIP() []byte {
 }
 
 var file_penguin_v1_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_penguin_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_penguin_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_penguin_v1_engine_proto_goTypes = []any{
-	(ApprovalMode)(0),             // 0: penguin.v1.ApprovalMode
-	(SessionState)(0),             // 1: penguin.v1.SessionState
-	(*Session)(nil),               // 2: penguin.v1.Session
-	(*CreateSessionRequest)(nil),  // 3: penguin.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil), // 4: penguin.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),     // 5: penguin.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),    // 6: penguin.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),   // 7: penguin.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),  // 8: penguin.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),  // 9: penguin.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil), // 10: penguin.v1.DeleteSessionResponse
-	(*ForkSessionRequest)(nil),    // 11: penguin.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),   // 12: penguin.v1.ForkSessionResponse
-	(*RunRequest)(nil),            // 13: penguin.v1.RunRequest
-	(*RunResponse)(nil),           // 14: penguin.v1.RunResponse
-	(*ApprovalRequest)(nil),       // 15: penguin.v1.ApprovalRequest
-	(*RunStateChange)(nil),        // 16: penguin.v1.RunStateChange
-	(*RunEvent)(nil),              // 17: penguin.v1.RunEvent
-	(*AttachRequest)(nil),         // 18: penguin.v1.AttachRequest
-	(*AttachResponse)(nil),        // 19: penguin.v1.AttachResponse
-	(*ApproveRequest)(nil),        // 20: penguin.v1.ApproveRequest
-	(*ApproveResponse)(nil),       // 21: penguin.v1.ApproveResponse
-	(*SteerRequest)(nil),          // 22: penguin.v1.SteerRequest
-	(*SteerResponse)(nil),         // 23: penguin.v1.SteerResponse
-	(*AbortRequest)(nil),          // 24: penguin.v1.AbortRequest
-	(*AbortResponse)(nil),         // 25: penguin.v1.AbortResponse
-	(*RetryNowRequest)(nil),       // 26: penguin.v1.RetryNowRequest
-	(*RetryNowResponse)(nil),      // 27: penguin.v1.RetryNowResponse
-	(*CompactRequest)(nil),        // 28: penguin.v1.CompactRequest
-	(*CompactResponse)(nil),       // 29: penguin.v1.CompactResponse
-	(*GetHistoryRequest)(nil),     // 30: penguin.v1.GetHistoryRequest
-	(*GetHistoryResponse)(nil),    // 31: penguin.v1.GetHistoryResponse
-	(*ExportTraceRequest)(nil),    // 32: penguin.v1.ExportTraceRequest
-	(*ExportTraceResponse)(nil),   // 33: penguin.v1.ExportTraceResponse
-	(*WatchSessionsRequest)(nil),  // 34: penguin.v1.WatchSessionsRequest
-	(*SessionChange)(nil),         // 35: penguin.v1.SessionChange
-	(*SnapshotEnd)(nil),           // 36: penguin.v1.SnapshotEnd
-	(*WatchSessionsResponse)(nil), // 37: penguin.v1.WatchSessionsResponse
-	(*ModelRef)(nil),              // 38: penguin.v1.ModelRef
-	(ThinkingLevel)(0),            // 39: penguin.v1.ThinkingLevel
-	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
-	(*TokenCounts)(nil),           // 41: penguin.v1.TokenCounts
-	(SandboxMode)(0),              // 42: penguin.v1.SandboxMode
-	(*GoalOptions)(nil),           // 43: penguin.v1.GoalOptions
-	(*ToolCall)(nil),              // 44: penguin.v1.ToolCall
-	(Permission)(0),               // 45: penguin.v1.Permission
-	(StopReason)(0),               // 46: penguin.v1.StopReason
-	(*OmniMessage)(nil),           // 47: penguin.v1.OmniMessage
-	(Decision)(0),                 // 48: penguin.v1.Decision
-	(CompactionMode)(0),           // 49: penguin.v1.CompactionMode
+	(ApprovalMode)(0),                  // 0: penguin.v1.ApprovalMode
+	(SessionState)(0),                  // 1: penguin.v1.SessionState
+	(*Session)(nil),                    // 2: penguin.v1.Session
+	(*CreateSessionRequest)(nil),       // 3: penguin.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),      // 4: penguin.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),          // 5: penguin.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),         // 6: penguin.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),        // 7: penguin.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 8: penguin.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),       // 9: penguin.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),      // 10: penguin.v1.DeleteSessionResponse
+	(*ForkSessionRequest)(nil),         // 11: penguin.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),        // 12: penguin.v1.ForkSessionResponse
+	(*RunRequest)(nil),                 // 13: penguin.v1.RunRequest
+	(*RunResponse)(nil),                // 14: penguin.v1.RunResponse
+	(*ApprovalRequest)(nil),            // 15: penguin.v1.ApprovalRequest
+	(*RunStateChange)(nil),             // 16: penguin.v1.RunStateChange
+	(*RunEvent)(nil),                   // 17: penguin.v1.RunEvent
+	(*AttachRequest)(nil),              // 18: penguin.v1.AttachRequest
+	(*AttachResponse)(nil),             // 19: penguin.v1.AttachResponse
+	(*ApproveRequest)(nil),             // 20: penguin.v1.ApproveRequest
+	(*ApproveResponse)(nil),            // 21: penguin.v1.ApproveResponse
+	(*SteerRequest)(nil),               // 22: penguin.v1.SteerRequest
+	(*SteerResponse)(nil),              // 23: penguin.v1.SteerResponse
+	(*AbortRequest)(nil),               // 24: penguin.v1.AbortRequest
+	(*AbortResponse)(nil),              // 25: penguin.v1.AbortResponse
+	(*RetryNowRequest)(nil),            // 26: penguin.v1.RetryNowRequest
+	(*RetryNowResponse)(nil),           // 27: penguin.v1.RetryNowResponse
+	(*CompactRequest)(nil),             // 28: penguin.v1.CompactRequest
+	(*CompactResponse)(nil),            // 29: penguin.v1.CompactResponse
+	(*GetHistoryRequest)(nil),          // 30: penguin.v1.GetHistoryRequest
+	(*GetHistoryResponse)(nil),         // 31: penguin.v1.GetHistoryResponse
+	(*ExportTraceRequest)(nil),         // 32: penguin.v1.ExportTraceRequest
+	(*ExportTraceResponse)(nil),        // 33: penguin.v1.ExportTraceResponse
+	(*WatchSessionsRequest)(nil),       // 34: penguin.v1.WatchSessionsRequest
+	(*SessionChange)(nil),              // 35: penguin.v1.SessionChange
+	(*SnapshotEnd)(nil),                // 36: penguin.v1.SnapshotEnd
+	(*WatchSessionsResponse)(nil),      // 37: penguin.v1.WatchSessionsResponse
+	(*GetSessionDefaultsRequest)(nil),  // 38: penguin.v1.GetSessionDefaultsRequest
+	(*GetSessionDefaultsResponse)(nil), // 39: penguin.v1.GetSessionDefaultsResponse
+	(*UpdateSessionRequest)(nil),       // 40: penguin.v1.UpdateSessionRequest
+	(*UpdateSessionResponse)(nil),      // 41: penguin.v1.UpdateSessionResponse
+	(*ModelRef)(nil),                   // 42: penguin.v1.ModelRef
+	(ThinkingLevel)(0),                 // 43: penguin.v1.ThinkingLevel
+	(*timestamppb.Timestamp)(nil),      // 44: google.protobuf.Timestamp
+	(*TokenCounts)(nil),                // 45: penguin.v1.TokenCounts
+	(SandboxMode)(0),                   // 46: penguin.v1.SandboxMode
+	(*GoalOptions)(nil),                // 47: penguin.v1.GoalOptions
+	(*ToolCall)(nil),                   // 48: penguin.v1.ToolCall
+	(Permission)(0),                    // 49: penguin.v1.Permission
+	(StopReason)(0),                    // 50: penguin.v1.StopReason
+	(*OmniMessage)(nil),                // 51: penguin.v1.OmniMessage
+	(Decision)(0),                      // 52: penguin.v1.Decision
+	(CompactionMode)(0),                // 53: penguin.v1.CompactionMode
+	(NetworkAccess)(0),                 // 54: penguin.v1.NetworkAccess
 }
 var file_penguin_v1_engine_proto_depIdxs = []int32{
-	38, // 0: penguin.v1.Session.model:type_name -> penguin.v1.ModelRef
+	42, // 0: penguin.v1.Session.model:type_name -> penguin.v1.ModelRef
 	0,  // 1: penguin.v1.Session.approval_mode:type_name -> penguin.v1.ApprovalMode
-	39, // 2: penguin.v1.Session.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	43, // 2: penguin.v1.Session.thinking_level:type_name -> penguin.v1.ThinkingLevel
 	1,  // 3: penguin.v1.Session.state:type_name -> penguin.v1.SessionState
-	40, // 4: penguin.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	40, // 5: penguin.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
-	41, // 6: penguin.v1.Session.usage:type_name -> penguin.v1.TokenCounts
-	38, // 7: penguin.v1.CreateSessionRequest.model:type_name -> penguin.v1.ModelRef
+	44, // 4: penguin.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	44, // 5: penguin.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
+	45, // 6: penguin.v1.Session.usage:type_name -> penguin.v1.TokenCounts
+	42, // 7: penguin.v1.CreateSessionRequest.model:type_name -> penguin.v1.ModelRef
 	0,  // 8: penguin.v1.CreateSessionRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
-	39, // 9: penguin.v1.CreateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
-	42, // 10: penguin.v1.CreateSessionRequest.sandbox_mode:type_name -> penguin.v1.SandboxMode
+	43, // 9: penguin.v1.CreateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	46, // 10: penguin.v1.CreateSessionRequest.sandbox_mode:type_name -> penguin.v1.SandboxMode
 	2,  // 11: penguin.v1.CreateSessionResponse.session:type_name -> penguin.v1.Session
 	2,  // 12: penguin.v1.GetSessionResponse.session:type_name -> penguin.v1.Session
 	2,  // 13: penguin.v1.ListSessionsResponse.sessions:type_name -> penguin.v1.Session
 	2,  // 14: penguin.v1.ForkSessionResponse.session:type_name -> penguin.v1.Session
-	39, // 15: penguin.v1.RunRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	43, // 15: penguin.v1.RunRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
 	0,  // 16: penguin.v1.RunRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
-	43, // 17: penguin.v1.RunRequest.goal:type_name -> penguin.v1.GoalOptions
+	47, // 17: penguin.v1.RunRequest.goal:type_name -> penguin.v1.GoalOptions
 	17, // 18: penguin.v1.RunResponse.event:type_name -> penguin.v1.RunEvent
-	44, // 19: penguin.v1.ApprovalRequest.tool_call:type_name -> penguin.v1.ToolCall
-	45, // 20: penguin.v1.ApprovalRequest.permission:type_name -> penguin.v1.Permission
+	48, // 19: penguin.v1.ApprovalRequest.tool_call:type_name -> penguin.v1.ToolCall
+	49, // 20: penguin.v1.ApprovalRequest.permission:type_name -> penguin.v1.Permission
 	1,  // 21: penguin.v1.RunStateChange.state:type_name -> penguin.v1.SessionState
-	46, // 22: penguin.v1.RunStateChange.status:type_name -> penguin.v1.StopReason
-	47, // 23: penguin.v1.RunEvent.message:type_name -> penguin.v1.OmniMessage
+	50, // 22: penguin.v1.RunStateChange.status:type_name -> penguin.v1.StopReason
+	51, // 23: penguin.v1.RunEvent.message:type_name -> penguin.v1.OmniMessage
 	15, // 24: penguin.v1.RunEvent.approval_request:type_name -> penguin.v1.ApprovalRequest
 	16, // 25: penguin.v1.RunEvent.state:type_name -> penguin.v1.RunStateChange
 	17, // 26: penguin.v1.AttachResponse.event:type_name -> penguin.v1.RunEvent
-	48, // 27: penguin.v1.ApproveRequest.decision:type_name -> penguin.v1.Decision
-	49, // 28: penguin.v1.CompactRequest.mode:type_name -> penguin.v1.CompactionMode
-	46, // 29: penguin.v1.CompactResponse.status:type_name -> penguin.v1.StopReason
+	52, // 27: penguin.v1.ApproveRequest.decision:type_name -> penguin.v1.Decision
+	53, // 28: penguin.v1.CompactRequest.mode:type_name -> penguin.v1.CompactionMode
+	50, // 29: penguin.v1.CompactResponse.status:type_name -> penguin.v1.StopReason
 	17, // 30: penguin.v1.GetHistoryResponse.events:type_name -> penguin.v1.RunEvent
 	2,  // 31: penguin.v1.SessionChange.session:type_name -> penguin.v1.Session
-	46, // 32: penguin.v1.SessionChange.last_status:type_name -> penguin.v1.StopReason
+	50, // 32: penguin.v1.SessionChange.last_status:type_name -> penguin.v1.StopReason
 	35, // 33: penguin.v1.WatchSessionsResponse.session:type_name -> penguin.v1.SessionChange
 	36, // 34: penguin.v1.WatchSessionsResponse.snapshot_end:type_name -> penguin.v1.SnapshotEnd
-	3,  // 35: penguin.v1.EngineService.CreateSession:input_type -> penguin.v1.CreateSessionRequest
-	5,  // 36: penguin.v1.EngineService.GetSession:input_type -> penguin.v1.GetSessionRequest
-	7,  // 37: penguin.v1.EngineService.ListSessions:input_type -> penguin.v1.ListSessionsRequest
-	9,  // 38: penguin.v1.EngineService.DeleteSession:input_type -> penguin.v1.DeleteSessionRequest
-	11, // 39: penguin.v1.EngineService.ForkSession:input_type -> penguin.v1.ForkSessionRequest
-	13, // 40: penguin.v1.EngineService.Run:input_type -> penguin.v1.RunRequest
-	18, // 41: penguin.v1.EngineService.Attach:input_type -> penguin.v1.AttachRequest
-	20, // 42: penguin.v1.EngineService.Approve:input_type -> penguin.v1.ApproveRequest
-	22, // 43: penguin.v1.EngineService.Steer:input_type -> penguin.v1.SteerRequest
-	24, // 44: penguin.v1.EngineService.Abort:input_type -> penguin.v1.AbortRequest
-	26, // 45: penguin.v1.EngineService.RetryNow:input_type -> penguin.v1.RetryNowRequest
-	28, // 46: penguin.v1.EngineService.Compact:input_type -> penguin.v1.CompactRequest
-	30, // 47: penguin.v1.EngineService.GetHistory:input_type -> penguin.v1.GetHistoryRequest
-	32, // 48: penguin.v1.EngineService.ExportTrace:input_type -> penguin.v1.ExportTraceRequest
-	34, // 49: penguin.v1.EngineService.WatchSessions:input_type -> penguin.v1.WatchSessionsRequest
-	4,  // 50: penguin.v1.EngineService.CreateSession:output_type -> penguin.v1.CreateSessionResponse
-	6,  // 51: penguin.v1.EngineService.GetSession:output_type -> penguin.v1.GetSessionResponse
-	8,  // 52: penguin.v1.EngineService.ListSessions:output_type -> penguin.v1.ListSessionsResponse
-	10, // 53: penguin.v1.EngineService.DeleteSession:output_type -> penguin.v1.DeleteSessionResponse
-	12, // 54: penguin.v1.EngineService.ForkSession:output_type -> penguin.v1.ForkSessionResponse
-	14, // 55: penguin.v1.EngineService.Run:output_type -> penguin.v1.RunResponse
-	19, // 56: penguin.v1.EngineService.Attach:output_type -> penguin.v1.AttachResponse
-	21, // 57: penguin.v1.EngineService.Approve:output_type -> penguin.v1.ApproveResponse
-	23, // 58: penguin.v1.EngineService.Steer:output_type -> penguin.v1.SteerResponse
-	25, // 59: penguin.v1.EngineService.Abort:output_type -> penguin.v1.AbortResponse
-	27, // 60: penguin.v1.EngineService.RetryNow:output_type -> penguin.v1.RetryNowResponse
-	29, // 61: penguin.v1.EngineService.Compact:output_type -> penguin.v1.CompactResponse
-	31, // 62: penguin.v1.EngineService.GetHistory:output_type -> penguin.v1.GetHistoryResponse
-	33, // 63: penguin.v1.EngineService.ExportTrace:output_type -> penguin.v1.ExportTraceResponse
-	37, // 64: penguin.v1.EngineService.WatchSessions:output_type -> penguin.v1.WatchSessionsResponse
-	50, // [50:65] is the sub-list for method output_type
-	35, // [35:50] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	46, // 35: penguin.v1.GetSessionDefaultsResponse.sandbox_mode:type_name -> penguin.v1.SandboxMode
+	54, // 36: penguin.v1.GetSessionDefaultsResponse.network:type_name -> penguin.v1.NetworkAccess
+	0,  // 37: penguin.v1.GetSessionDefaultsResponse.interactive_approval_mode:type_name -> penguin.v1.ApprovalMode
+	0,  // 38: penguin.v1.UpdateSessionRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
+	43, // 39: penguin.v1.UpdateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	2,  // 40: penguin.v1.UpdateSessionResponse.session:type_name -> penguin.v1.Session
+	3,  // 41: penguin.v1.EngineService.CreateSession:input_type -> penguin.v1.CreateSessionRequest
+	5,  // 42: penguin.v1.EngineService.GetSession:input_type -> penguin.v1.GetSessionRequest
+	7,  // 43: penguin.v1.EngineService.ListSessions:input_type -> penguin.v1.ListSessionsRequest
+	9,  // 44: penguin.v1.EngineService.DeleteSession:input_type -> penguin.v1.DeleteSessionRequest
+	11, // 45: penguin.v1.EngineService.ForkSession:input_type -> penguin.v1.ForkSessionRequest
+	13, // 46: penguin.v1.EngineService.Run:input_type -> penguin.v1.RunRequest
+	18, // 47: penguin.v1.EngineService.Attach:input_type -> penguin.v1.AttachRequest
+	20, // 48: penguin.v1.EngineService.Approve:input_type -> penguin.v1.ApproveRequest
+	22, // 49: penguin.v1.EngineService.Steer:input_type -> penguin.v1.SteerRequest
+	24, // 50: penguin.v1.EngineService.Abort:input_type -> penguin.v1.AbortRequest
+	26, // 51: penguin.v1.EngineService.RetryNow:input_type -> penguin.v1.RetryNowRequest
+	28, // 52: penguin.v1.EngineService.Compact:input_type -> penguin.v1.CompactRequest
+	30, // 53: penguin.v1.EngineService.GetHistory:input_type -> penguin.v1.GetHistoryRequest
+	32, // 54: penguin.v1.EngineService.ExportTrace:input_type -> penguin.v1.ExportTraceRequest
+	34, // 55: penguin.v1.EngineService.WatchSessions:input_type -> penguin.v1.WatchSessionsRequest
+	38, // 56: penguin.v1.EngineService.GetSessionDefaults:input_type -> penguin.v1.GetSessionDefaultsRequest
+	40, // 57: penguin.v1.EngineService.UpdateSession:input_type -> penguin.v1.UpdateSessionRequest
+	4,  // 58: penguin.v1.EngineService.CreateSession:output_type -> penguin.v1.CreateSessionResponse
+	6,  // 59: penguin.v1.EngineService.GetSession:output_type -> penguin.v1.GetSessionResponse
+	8,  // 60: penguin.v1.EngineService.ListSessions:output_type -> penguin.v1.ListSessionsResponse
+	10, // 61: penguin.v1.EngineService.DeleteSession:output_type -> penguin.v1.DeleteSessionResponse
+	12, // 62: penguin.v1.EngineService.ForkSession:output_type -> penguin.v1.ForkSessionResponse
+	14, // 63: penguin.v1.EngineService.Run:output_type -> penguin.v1.RunResponse
+	19, // 64: penguin.v1.EngineService.Attach:output_type -> penguin.v1.AttachResponse
+	21, // 65: penguin.v1.EngineService.Approve:output_type -> penguin.v1.ApproveResponse
+	23, // 66: penguin.v1.EngineService.Steer:output_type -> penguin.v1.SteerResponse
+	25, // 67: penguin.v1.EngineService.Abort:output_type -> penguin.v1.AbortResponse
+	27, // 68: penguin.v1.EngineService.RetryNow:output_type -> penguin.v1.RetryNowResponse
+	29, // 69: penguin.v1.EngineService.Compact:output_type -> penguin.v1.CompactResponse
+	31, // 70: penguin.v1.EngineService.GetHistory:output_type -> penguin.v1.GetHistoryResponse
+	33, // 71: penguin.v1.EngineService.ExportTrace:output_type -> penguin.v1.ExportTraceResponse
+	37, // 72: penguin.v1.EngineService.WatchSessions:output_type -> penguin.v1.WatchSessionsResponse
+	39, // 73: penguin.v1.EngineService.GetSessionDefaults:output_type -> penguin.v1.GetSessionDefaultsResponse
+	41, // 74: penguin.v1.EngineService.UpdateSession:output_type -> penguin.v1.UpdateSessionResponse
+	58, // [58:75] is the sub-list for method output_type
+	41, // [41:58] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_engine_proto_init() }
@@ -2750,13 +3054,14 @@ func file_penguin_v1_engine_proto_init() {
 		(*WatchSessionsResponse_DeletedSessionId)(nil),
 		(*WatchSessionsResponse_SnapshotEnd)(nil),
 	}
+	file_penguin_v1_engine_proto_msgTypes[38].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_penguin_v1_engine_proto_rawDesc), len(file_penguin_v1_engine_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   36,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,21 +19,23 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	EngineService_CreateSession_FullMethodName = "/penguin.v1.EngineService/CreateSession"
-	EngineService_GetSession_FullMethodName    = "/penguin.v1.EngineService/GetSession"
-	EngineService_ListSessions_FullMethodName  = "/penguin.v1.EngineService/ListSessions"
-	EngineService_DeleteSession_FullMethodName = "/penguin.v1.EngineService/DeleteSession"
-	EngineService_ForkSession_FullMethodName   = "/penguin.v1.EngineService/ForkSession"
-	EngineService_Run_FullMethodName           = "/penguin.v1.EngineService/Run"
-	EngineService_Attach_FullMethodName        = "/penguin.v1.EngineService/Attach"
-	EngineService_Approve_FullMethodName       = "/penguin.v1.EngineService/Approve"
-	EngineService_Steer_FullMethodName         = "/penguin.v1.EngineService/Steer"
-	EngineService_Abort_FullMethodName         = "/penguin.v1.EngineService/Abort"
-	EngineService_RetryNow_FullMethodName      = "/penguin.v1.EngineService/RetryNow"
-	EngineService_Compact_FullMethodName       = "/penguin.v1.EngineService/Compact"
-	EngineService_GetHistory_FullMethodName    = "/penguin.v1.EngineService/GetHistory"
-	EngineService_ExportTrace_FullMethodName   = "/penguin.v1.EngineService/ExportTrace"
-	EngineService_WatchSessions_FullMethodName = "/penguin.v1.EngineService/WatchSessions"
+	EngineService_CreateSession_FullMethodName      = "/penguin.v1.EngineService/CreateSession"
+	EngineService_GetSession_FullMethodName         = "/penguin.v1.EngineService/GetSession"
+	EngineService_ListSessions_FullMethodName       = "/penguin.v1.EngineService/ListSessions"
+	EngineService_DeleteSession_FullMethodName      = "/penguin.v1.EngineService/DeleteSession"
+	EngineService_ForkSession_FullMethodName        = "/penguin.v1.EngineService/ForkSession"
+	EngineService_Run_FullMethodName                = "/penguin.v1.EngineService/Run"
+	EngineService_Attach_FullMethodName             = "/penguin.v1.EngineService/Attach"
+	EngineService_Approve_FullMethodName            = "/penguin.v1.EngineService/Approve"
+	EngineService_Steer_FullMethodName              = "/penguin.v1.EngineService/Steer"
+	EngineService_Abort_FullMethodName              = "/penguin.v1.EngineService/Abort"
+	EngineService_RetryNow_FullMethodName           = "/penguin.v1.EngineService/RetryNow"
+	EngineService_Compact_FullMethodName            = "/penguin.v1.EngineService/Compact"
+	EngineService_GetHistory_FullMethodName         = "/penguin.v1.EngineService/GetHistory"
+	EngineService_ExportTrace_FullMethodName        = "/penguin.v1.EngineService/ExportTrace"
+	EngineService_WatchSessions_FullMethodName      = "/penguin.v1.EngineService/WatchSessions"
+	EngineService_GetSessionDefaults_FullMethodName = "/penguin.v1.EngineService/GetSessionDefaults"
+	EngineService_UpdateSession_FullMethodName      = "/penguin.v1.EngineService/UpdateSession"
 )
 
 // EngineServiceClient is the client API for EngineService service.
@@ -93,6 +95,15 @@ type EngineServiceClient interface {
 	// up is ended with RESOURCE_EXHAUSTED and should watch again. Only changes
 	// made through the engine replica serving the call are reported.
 	WatchSessions(ctx context.Context, in *WatchSessionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionsResponse], error)
+	// GetSessionDefaults says what a new session gets by default, so that a
+	// client's form offers the server's defaults rather than its own.
+	GetSessionDefaults(ctx context.Context, in *GetSessionDefaultsRequest, opts ...grpc.CallOption) (*GetSessionDefaultsResponse, error)
+	// UpdateSession changes what a person may change of a session: its
+	// title, whether it is pinned, whether it is archived, its approval mode
+	// and its thinking level. Fields left unset
+	// are kept. It fails with INVALID_ARGUMENT for an empty title or one
+	// longer than 200 characters, and NOT_FOUND for an unknown session.
+	UpdateSession(ctx context.Context, in *UpdateSessionRequest, opts ...grpc.CallOption) (*UpdateSessionResponse, error)
 }
 
 type engineServiceClient struct {
@@ -289,6 +300,26 @@ func (c *engineServiceClient) WatchSessions(ctx context.Context, in *WatchSessio
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type EngineService_WatchSessionsClient = grpc.ServerStreamingClient[WatchSessionsResponse]
 
+func (c *engineServiceClient) GetSessionDefaults(ctx context.Context, in *GetSessionDefaultsRequest, opts ...grpc.CallOption) (*GetSessionDefaultsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetSessionDefaultsResponse)
+	err := c.cc.Invoke(ctx, EngineService_GetSessionDefaults_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *engineServiceClient) UpdateSession(ctx context.Context, in *UpdateSessionRequest, opts ...grpc.CallOption) (*UpdateSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateSessionResponse)
+	err := c.cc.Invoke(ctx, EngineService_UpdateSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EngineServiceServer is the server API for EngineService service.
 // All implementations must embed UnimplementedEngineServiceServer
 // for forward compatibility.
@@ -346,6 +377,15 @@ type EngineServiceServer interface {
 	// up is ended with RESOURCE_EXHAUSTED and should watch again. Only changes
 	// made through the engine replica serving the call are reported.
 	WatchSessions(*WatchSessionsRequest, grpc.ServerStreamingServer[WatchSessionsResponse]) error
+	// GetSessionDefaults says what a new session gets by default, so that a
+	// client's form offers the server's defaults rather than its own.
+	GetSessionDefaults(context.Context, *GetSessionDefaultsRequest) (*GetSessionDefaultsResponse, error)
+	// UpdateSession changes what a person may change of a session: its
+	// title, whether it is pinned, whether it is archived, its approval mode
+	// and its thinking level. Fields left unset
+	// are kept. It fails with INVALID_ARGUMENT for an empty title or one
+	// longer than 200 characters, and NOT_FOUND for an unknown session.
+	UpdateSession(context.Context, *UpdateSessionRequest) (*UpdateSessionResponse, error)
 	mustEmbedUnimplementedEngineServiceServer()
 }
 
@@ -400,6 +440,12 @@ func (UnimplementedEngineServiceServer) ExportTrace(*ExportTraceRequest, grpc.Se
 }
 func (UnimplementedEngineServiceServer) WatchSessions(*WatchSessionsRequest, grpc.ServerStreamingServer[WatchSessionsResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchSessions not implemented")
+}
+func (UnimplementedEngineServiceServer) GetSessionDefaults(context.Context, *GetSessionDefaultsRequest) (*GetSessionDefaultsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSessionDefaults not implemented")
+}
+func (UnimplementedEngineServiceServer) UpdateSession(context.Context, *UpdateSessionRequest) (*UpdateSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateSession not implemented")
 }
 func (UnimplementedEngineServiceServer) mustEmbedUnimplementedEngineServiceServer() {}
 func (UnimplementedEngineServiceServer) testEmbeddedByValue()                       {}
@@ -664,6 +710,42 @@ func _EngineService_WatchSessions_Handler(srv interface{}, stream grpc.ServerStr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type EngineService_WatchSessionsServer = grpc.ServerStreamingServer[WatchSessionsResponse]
 
+func _EngineService_GetSessionDefaults_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSessionDefaultsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServiceServer).GetSessionDefaults(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EngineService_GetSessionDefaults_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServiceServer).GetSessionDefaults(ctx, req.(*GetSessionDefaultsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EngineService_UpdateSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServiceServer).UpdateSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EngineService_UpdateSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServiceServer).UpdateSession(ctx, req.(*UpdateSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EngineService_ServiceDesc is the grpc.ServiceDesc for EngineService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -714,6 +796,14 @@ var EngineService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetHistory",
 			Handler:    _EngineService_GetHistory_Handler,
+		},
+		{
+			MethodName: "GetSessionDefaults",
+			Handler:    _EngineService_GetSessionDefaults_Handler,
+		},
+		{
+			MethodName: "UpdateSession",
+			Handler:    _EngineService_UpdateSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1976,6 +1976,101 @@ func (x *InstructionFile) GetTruncated() bool {
 	return false
 }
 
+// GetEnvironmentDefaultsRequest asks what the environment service applies
+// to an environment that leaves its sandbox settings unspecified.
+type GetEnvironmentDefaultsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetEnvironmentDefaultsRequest) Reset() {
+	*x = GetEnvironmentDefaultsRequest{}
+	mi := &file_penguin_v1_environment_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetEnvironmentDefaultsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetEnvironmentDefaultsRequest) ProtoMessage() {}
+
+func (x *GetEnvironmentDefaultsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_environment_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetEnvironmentDefaultsRequest.ProtoReflect.Descriptor instead.
+func (*GetEnvironmentDefaultsRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{25}
+}
+
+// GetEnvironmentDefaultsResponse is the environment service's defaults.
+type GetEnvironmentDefaultsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sandbox mode of an environment that asks for none: workspace-write
+	// where the host can enforce it, none where it cannot (or the service's
+	// configured default).
+	SandboxMode SandboxMode `protobuf:"varint,1,opt,name=sandbox_mode,json=sandboxMode,proto3,enum=penguin.v1.SandboxMode" json:"sandbox_mode,omitempty"`
+	// The network of a confined environment that asks for none.
+	Network       NetworkAccess `protobuf:"varint,2,opt,name=network,proto3,enum=penguin.v1.NetworkAccess" json:"network,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetEnvironmentDefaultsResponse) Reset() {
+	*x = GetEnvironmentDefaultsResponse{}
+	mi := &file_penguin_v1_environment_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetEnvironmentDefaultsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetEnvironmentDefaultsResponse) ProtoMessage() {}
+
+func (x *GetEnvironmentDefaultsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_environment_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetEnvironmentDefaultsResponse.ProtoReflect.Descriptor instead.
+func (*GetEnvironmentDefaultsResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *GetEnvironmentDefaultsResponse) GetSandboxMode() SandboxMode {
+	if x != nil {
+		return x.SandboxMode
+	}
+	return SandboxMode_SANDBOX_MODE_UNSPECIFIED
+}
+
+func (x *GetEnvironmentDefaultsResponse) GetNetwork() NetworkAccess {
+	if x != nil {
+		return x.Network
+	}
+	return NetworkAccess_NETWORK_ACCESS_UNSPECIFIED
+}
+
 var File_penguin_v1_environment_proto protoreflect.FileDescriptor
 
 const file_penguin_v1_environment_proto_rawDesc = "" +
@@ -2127,7 +2222,11 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\x0fInstructionFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated*M\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\x1f\n" +
+	"\x1dGetEnvironmentDefaultsRequest\"\x91\x01\n" +
+	"\x1eGetEnvironmentDefaultsResponse\x12:\n" +
+	"\fsandbox_mode\x18\x01 \x01(\x0e2\x17.penguin.v1.SandboxModeR\vsandboxMode\x123\n" +
+	"\anetwork\x18\x02 \x01(\x0e2\x19.penguin.v1.NetworkAccessR\anetwork*M\n" +
 	"\n" +
 	"Permission\x12\x1a\n" +
 	"\x16PERMISSION_UNSPECIFIED\x10\x00\x12\x10\n" +
@@ -2147,7 +2246,7 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\x19PROCESS_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15PROCESS_STATE_RUNNING\x10\x01\x12\x18\n" +
 	"\x14PROCESS_STATE_EXITED\x10\x02\x12\x18\n" +
-	"\x14PROCESS_STATE_KILLED\x10\x032\xf2\x05\n" +
+	"\x14PROCESS_STATE_KILLED\x10\x032\xe3\x06\n" +
 	"\x12EnvironmentService\x12`\n" +
 	"\x11CreateEnvironment\x12$.penguin.v1.CreateEnvironmentRequest\x1a%.penguin.v1.CreateEnvironmentResponse\x12H\n" +
 	"\tListTools\x12\x1c.penguin.v1.ListToolsRequest\x1a\x1d.penguin.v1.ListToolsResponse\x12P\n" +
@@ -2156,7 +2255,8 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\rListProcesses\x12 .penguin.v1.ListProcessesRequest\x1a!.penguin.v1.ListProcessesResponse\x12_\n" +
 	"\x10WatchEnvironment\x12#.penguin.v1.WatchEnvironmentRequest\x1a$.penguin.v1.WatchEnvironmentResponse0\x01\x12c\n" +
 	"\x12DisposeEnvironment\x12%.penguin.v1.DisposeEnvironmentRequest\x1a&.penguin.v1.DisposeEnvironmentResponse\x12`\n" +
-	"\x11DescribeWorkspace\x12$.penguin.v1.DescribeWorkspaceRequest\x1a%.penguin.v1.DescribeWorkspaceResponseB\xa6\x01\n" +
+	"\x11DescribeWorkspace\x12$.penguin.v1.DescribeWorkspaceRequest\x1a%.penguin.v1.DescribeWorkspaceResponse\x12o\n" +
+	"\x16GetEnvironmentDefaults\x12).penguin.v1.GetEnvironmentDefaultsRequest\x1a*.penguin.v1.GetEnvironmentDefaultsResponseB\xa6\x01\n" +
 	"\x0ecom.penguin.v1B\x10EnvironmentProtoP\x01Z9github.com/penguin-agent/penguin/gen/penguin/v1;penguinv1\xa2\x02\x03PXX\xaa\x02\n" +
 	"Penguin.V1\xca\x02\n" +
 	"Penguin\\V1\xe2\x02\x16Penguin\\V1\\GPBMetadata\xea\x02\vPenguin::V1b\x06proto3"
@@ -2174,50 +2274,52 @@ func file_penguin_v1_environment_proto_rawDescGZIP() []byte {
 }
 
 var file_penguin_v1_environment_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_penguin_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_penguin_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_penguin_v1_environment_proto_goTypes = []any{
-	(Permission)(0),                    // 0: penguin.v1.Permission
-	(SandboxMode)(0),                   // 1: penguin.v1.SandboxMode
-	(NetworkAccess)(0),                 // 2: penguin.v1.NetworkAccess
-	(ProcessState)(0),                  // 3: penguin.v1.ProcessState
-	(*ToolSpec)(nil),                   // 4: penguin.v1.ToolSpec
-	(*McpServer)(nil),                  // 5: penguin.v1.McpServer
-	(*CommandRule)(nil),                // 6: penguin.v1.CommandRule
-	(*CommandPolicy)(nil),              // 7: penguin.v1.CommandPolicy
-	(*ToolConfig)(nil),                 // 8: penguin.v1.ToolConfig
-	(*CreateEnvironmentRequest)(nil),   // 9: penguin.v1.CreateEnvironmentRequest
-	(*ToolInfo)(nil),                   // 10: penguin.v1.ToolInfo
-	(*CreateEnvironmentResponse)(nil),  // 11: penguin.v1.CreateEnvironmentResponse
-	(*ListToolsRequest)(nil),           // 12: penguin.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),          // 13: penguin.v1.ListToolsResponse
-	(*ExecuteToolRequest)(nil),         // 14: penguin.v1.ExecuteToolRequest
-	(*ExecuteToolResponse)(nil),        // 15: penguin.v1.ExecuteToolResponse
-	(*GetToolPermissionRequest)(nil),   // 16: penguin.v1.GetToolPermissionRequest
-	(*GetToolPermissionResponse)(nil),  // 17: penguin.v1.GetToolPermissionResponse
-	(*ListProcessesRequest)(nil),       // 18: penguin.v1.ListProcessesRequest
-	(*ProcessInfo)(nil),                // 19: penguin.v1.ProcessInfo
-	(*ListProcessesResponse)(nil),      // 20: penguin.v1.ListProcessesResponse
-	(*WatchEnvironmentRequest)(nil),    // 21: penguin.v1.WatchEnvironmentRequest
-	(*BackgroundDone)(nil),             // 22: penguin.v1.BackgroundDone
-	(*WatchEnvironmentResponse)(nil),   // 23: penguin.v1.WatchEnvironmentResponse
-	(*DisposeEnvironmentRequest)(nil),  // 24: penguin.v1.DisposeEnvironmentRequest
-	(*DisposeEnvironmentResponse)(nil), // 25: penguin.v1.DisposeEnvironmentResponse
-	(*DescribeWorkspaceRequest)(nil),   // 26: penguin.v1.DescribeWorkspaceRequest
-	(*DescribeWorkspaceResponse)(nil),  // 27: penguin.v1.DescribeWorkspaceResponse
-	(*InstructionFile)(nil),            // 28: penguin.v1.InstructionFile
-	nil,                                // 29: penguin.v1.McpServer.EnvEntry
-	nil,                                // 30: penguin.v1.McpServer.HeadersEntry
-	nil,                                // 31: penguin.v1.CreateEnvironmentRequest.VaultEntry
-	(*ToolDefinition)(nil),             // 32: penguin.v1.ToolDefinition
-	(*McpConnectEnd)(nil),              // 33: penguin.v1.McpConnectEnd
-	(*ToolCall)(nil),                   // 34: penguin.v1.ToolCall
-	(*OmniMessage)(nil),                // 35: penguin.v1.OmniMessage
-	(StopReason)(0),                    // 36: penguin.v1.StopReason
+	(Permission)(0),                        // 0: penguin.v1.Permission
+	(SandboxMode)(0),                       // 1: penguin.v1.SandboxMode
+	(NetworkAccess)(0),                     // 2: penguin.v1.NetworkAccess
+	(ProcessState)(0),                      // 3: penguin.v1.ProcessState
+	(*ToolSpec)(nil),                       // 4: penguin.v1.ToolSpec
+	(*McpServer)(nil),                      // 5: penguin.v1.McpServer
+	(*CommandRule)(nil),                    // 6: penguin.v1.CommandRule
+	(*CommandPolicy)(nil),                  // 7: penguin.v1.CommandPolicy
+	(*ToolConfig)(nil),                     // 8: penguin.v1.ToolConfig
+	(*CreateEnvironmentRequest)(nil),       // 9: penguin.v1.CreateEnvironmentRequest
+	(*ToolInfo)(nil),                       // 10: penguin.v1.ToolInfo
+	(*CreateEnvironmentResponse)(nil),      // 11: penguin.v1.CreateEnvironmentResponse
+	(*ListToolsRequest)(nil),               // 12: penguin.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),              // 13: penguin.v1.ListToolsResponse
+	(*ExecuteToolRequest)(nil),             // 14: penguin.v1.ExecuteToolRequest
+	(*ExecuteToolResponse)(nil),            // 15: penguin.v1.ExecuteToolResponse
+	(*GetToolPermissionRequest)(nil),       // 16: penguin.v1.GetToolPermissionRequest
+	(*GetToolPermissionResponse)(nil),      // 17: penguin.v1.GetToolPermissionResponse
+	(*ListProcessesRequest)(nil),           // 18: penguin.v1.ListProcessesRequest
+	(*ProcessInfo)(nil),                    // 19: penguin.v1.ProcessInfo
+	(*ListProcessesResponse)(nil),          // 20: penguin.v1.ListProcessesResponse
+	(*WatchEnvironmentRequest)(nil),        // 21: penguin.v1.WatchEnvironmentRequest
+	(*BackgroundDone)(nil),                 // 22: penguin.v1.BackgroundDone
+	(*WatchEnvironmentResponse)(nil),       // 23: penguin.v1.WatchEnvironmentResponse
+	(*DisposeEnvironmentRequest)(nil),      // 24: penguin.v1.DisposeEnvironmentRequest
+	(*DisposeEnvironmentResponse)(nil),     // 25: penguin.v1.DisposeEnvironmentResponse
+	(*DescribeWorkspaceRequest)(nil),       // 26: penguin.v1.DescribeWorkspaceRequest
+	(*DescribeWorkspaceResponse)(nil),      // 27: penguin.v1.DescribeWorkspaceResponse
+	(*InstructionFile)(nil),                // 28: penguin.v1.InstructionFile
+	(*GetEnvironmentDefaultsRequest)(nil),  // 29: penguin.v1.GetEnvironmentDefaultsRequest
+	(*GetEnvironmentDefaultsResponse)(nil), // 30: penguin.v1.GetEnvironmentDefaultsResponse
+	nil,                                    // 31: penguin.v1.McpServer.EnvEntry
+	nil,                                    // 32: penguin.v1.McpServer.HeadersEntry
+	nil,                                    // 33: penguin.v1.CreateEnvironmentRequest.VaultEntry
+	(*ToolDefinition)(nil),                 // 34: penguin.v1.ToolDefinition
+	(*McpConnectEnd)(nil),                  // 35: penguin.v1.McpConnectEnd
+	(*ToolCall)(nil),                       // 36: penguin.v1.ToolCall
+	(*OmniMessage)(nil),                    // 37: penguin.v1.OmniMessage
+	(StopReason)(0),                        // 38: penguin.v1.StopReason
 }
 var file_penguin_v1_environment_proto_depIdxs = []int32{
 	0,  // 0: penguin.v1.ToolSpec.permission:type_name -> penguin.v1.Permission
-	29, // 1: penguin.v1.McpServer.env:type_name -> penguin.v1.McpServer.EnvEntry
-	30, // 2: penguin.v1.McpServer.headers:type_name -> penguin.v1.McpServer.HeadersEntry
+	31, // 1: penguin.v1.McpServer.env:type_name -> penguin.v1.McpServer.EnvEntry
+	32, // 2: penguin.v1.McpServer.headers:type_name -> penguin.v1.McpServer.HeadersEntry
 	0,  // 3: penguin.v1.McpServer.permission:type_name -> penguin.v1.Permission
 	6,  // 4: penguin.v1.CommandPolicy.rules:type_name -> penguin.v1.CommandRule
 	4,  // 5: penguin.v1.ToolConfig.builtin:type_name -> penguin.v1.ToolSpec
@@ -2226,44 +2328,48 @@ var file_penguin_v1_environment_proto_depIdxs = []int32{
 	8,  // 8: penguin.v1.CreateEnvironmentRequest.tools:type_name -> penguin.v1.ToolConfig
 	7,  // 9: penguin.v1.CreateEnvironmentRequest.command_policy:type_name -> penguin.v1.CommandPolicy
 	1,  // 10: penguin.v1.CreateEnvironmentRequest.sandbox_mode:type_name -> penguin.v1.SandboxMode
-	31, // 11: penguin.v1.CreateEnvironmentRequest.vault:type_name -> penguin.v1.CreateEnvironmentRequest.VaultEntry
+	33, // 11: penguin.v1.CreateEnvironmentRequest.vault:type_name -> penguin.v1.CreateEnvironmentRequest.VaultEntry
 	2,  // 12: penguin.v1.CreateEnvironmentRequest.network:type_name -> penguin.v1.NetworkAccess
-	32, // 13: penguin.v1.ToolInfo.definition:type_name -> penguin.v1.ToolDefinition
+	34, // 13: penguin.v1.ToolInfo.definition:type_name -> penguin.v1.ToolDefinition
 	0,  // 14: penguin.v1.ToolInfo.permission:type_name -> penguin.v1.Permission
 	10, // 15: penguin.v1.CreateEnvironmentResponse.tools:type_name -> penguin.v1.ToolInfo
-	33, // 16: penguin.v1.CreateEnvironmentResponse.mcp:type_name -> penguin.v1.McpConnectEnd
+	35, // 16: penguin.v1.CreateEnvironmentResponse.mcp:type_name -> penguin.v1.McpConnectEnd
 	1,  // 17: penguin.v1.CreateEnvironmentResponse.sandbox_mode:type_name -> penguin.v1.SandboxMode
 	2,  // 18: penguin.v1.CreateEnvironmentResponse.network:type_name -> penguin.v1.NetworkAccess
 	10, // 19: penguin.v1.ListToolsResponse.tools:type_name -> penguin.v1.ToolInfo
-	34, // 20: penguin.v1.ExecuteToolRequest.tool_call:type_name -> penguin.v1.ToolCall
-	35, // 21: penguin.v1.ExecuteToolResponse.message:type_name -> penguin.v1.OmniMessage
+	36, // 20: penguin.v1.ExecuteToolRequest.tool_call:type_name -> penguin.v1.ToolCall
+	37, // 21: penguin.v1.ExecuteToolResponse.message:type_name -> penguin.v1.OmniMessage
 	0,  // 22: penguin.v1.GetToolPermissionResponse.permission:type_name -> penguin.v1.Permission
 	3,  // 23: penguin.v1.ProcessInfo.state:type_name -> penguin.v1.ProcessState
 	19, // 24: penguin.v1.ListProcessesResponse.processes:type_name -> penguin.v1.ProcessInfo
-	36, // 25: penguin.v1.BackgroundDone.stop_reason:type_name -> penguin.v1.StopReason
+	38, // 25: penguin.v1.BackgroundDone.stop_reason:type_name -> penguin.v1.StopReason
 	22, // 26: penguin.v1.WatchEnvironmentResponse.background_done:type_name -> penguin.v1.BackgroundDone
 	28, // 27: penguin.v1.DescribeWorkspaceResponse.agents_files:type_name -> penguin.v1.InstructionFile
-	9,  // 28: penguin.v1.EnvironmentService.CreateEnvironment:input_type -> penguin.v1.CreateEnvironmentRequest
-	12, // 29: penguin.v1.EnvironmentService.ListTools:input_type -> penguin.v1.ListToolsRequest
-	14, // 30: penguin.v1.EnvironmentService.ExecuteTool:input_type -> penguin.v1.ExecuteToolRequest
-	16, // 31: penguin.v1.EnvironmentService.GetToolPermission:input_type -> penguin.v1.GetToolPermissionRequest
-	18, // 32: penguin.v1.EnvironmentService.ListProcesses:input_type -> penguin.v1.ListProcessesRequest
-	21, // 33: penguin.v1.EnvironmentService.WatchEnvironment:input_type -> penguin.v1.WatchEnvironmentRequest
-	24, // 34: penguin.v1.EnvironmentService.DisposeEnvironment:input_type -> penguin.v1.DisposeEnvironmentRequest
-	26, // 35: penguin.v1.EnvironmentService.DescribeWorkspace:input_type -> penguin.v1.DescribeWorkspaceRequest
-	11, // 36: penguin.v1.EnvironmentService.CreateEnvironment:output_type -> penguin.v1.CreateEnvironmentResponse
-	13, // 37: penguin.v1.EnvironmentService.ListTools:output_type -> penguin.v1.ListToolsResponse
-	15, // 38: penguin.v1.EnvironmentService.ExecuteTool:output_type -> penguin.v1.ExecuteToolResponse
-	17, // 39: penguin.v1.EnvironmentService.GetToolPermission:output_type -> penguin.v1.GetToolPermissionResponse
-	20, // 40: penguin.v1.EnvironmentService.ListProcesses:output_type -> penguin.v1.ListProcessesResponse
-	23, // 41: penguin.v1.EnvironmentService.WatchEnvironment:output_type -> penguin.v1.WatchEnvironmentResponse
-	25, // 42: penguin.v1.EnvironmentService.DisposeEnvironment:output_type -> penguin.v1.DisposeEnvironmentResponse
-	27, // 43: penguin.v1.EnvironmentService.DescribeWorkspace:output_type -> penguin.v1.DescribeWorkspaceResponse
-	36, // [36:44] is the sub-list for method output_type
-	28, // [28:36] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	1,  // 28: penguin.v1.GetEnvironmentDefaultsResponse.sandbox_mode:type_name -> penguin.v1.SandboxMode
+	2,  // 29: penguin.v1.GetEnvironmentDefaultsResponse.network:type_name -> penguin.v1.NetworkAccess
+	9,  // 30: penguin.v1.EnvironmentService.CreateEnvironment:input_type -> penguin.v1.CreateEnvironmentRequest
+	12, // 31: penguin.v1.EnvironmentService.ListTools:input_type -> penguin.v1.ListToolsRequest
+	14, // 32: penguin.v1.EnvironmentService.ExecuteTool:input_type -> penguin.v1.ExecuteToolRequest
+	16, // 33: penguin.v1.EnvironmentService.GetToolPermission:input_type -> penguin.v1.GetToolPermissionRequest
+	18, // 34: penguin.v1.EnvironmentService.ListProcesses:input_type -> penguin.v1.ListProcessesRequest
+	21, // 35: penguin.v1.EnvironmentService.WatchEnvironment:input_type -> penguin.v1.WatchEnvironmentRequest
+	24, // 36: penguin.v1.EnvironmentService.DisposeEnvironment:input_type -> penguin.v1.DisposeEnvironmentRequest
+	26, // 37: penguin.v1.EnvironmentService.DescribeWorkspace:input_type -> penguin.v1.DescribeWorkspaceRequest
+	29, // 38: penguin.v1.EnvironmentService.GetEnvironmentDefaults:input_type -> penguin.v1.GetEnvironmentDefaultsRequest
+	11, // 39: penguin.v1.EnvironmentService.CreateEnvironment:output_type -> penguin.v1.CreateEnvironmentResponse
+	13, // 40: penguin.v1.EnvironmentService.ListTools:output_type -> penguin.v1.ListToolsResponse
+	15, // 41: penguin.v1.EnvironmentService.ExecuteTool:output_type -> penguin.v1.ExecuteToolResponse
+	17, // 42: penguin.v1.EnvironmentService.GetToolPermission:output_type -> penguin.v1.GetToolPermissionResponse
+	20, // 43: penguin.v1.EnvironmentService.ListProcesses:output_type -> penguin.v1.ListProcessesResponse
+	23, // 44: penguin.v1.EnvironmentService.WatchEnvironment:output_type -> penguin.v1.WatchEnvironmentResponse
+	25, // 45: penguin.v1.EnvironmentService.DisposeEnvironment:output_type -> penguin.v1.DisposeEnvironmentResponse
+	27, // 46: penguin.v1.EnvironmentService.DescribeWorkspace:output_type -> penguin.v1.DescribeWorkspaceResponse
+	30, // 47: penguin.v1.EnvironmentService.GetEnvironmentDefaults:output_type -> penguin.v1.GetEnvironmentDefaultsResponse
+	39, // [39:48] is the sub-list for method output_type
+	30, // [30:39] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_environment_proto_init() }
@@ -2283,7 +2389,7 @@ func file_penguin_v1_environment_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_penguin_v1_environment_proto_rawDesc), len(file_penguin_v1_environment_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,14 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	EnvironmentService_CreateEnvironment_FullMethodName  = "/penguin.v1.EnvironmentService/CreateEnvironment"
-	EnvironmentService_ListTools_FullMethodName          = "/penguin.v1.EnvironmentService/ListTools"
-	EnvironmentService_ExecuteTool_FullMethodName        = "/penguin.v1.EnvironmentService/ExecuteTool"
-	EnvironmentService_GetToolPermission_FullMethodName  = "/penguin.v1.EnvironmentService/GetToolPermission"
-	EnvironmentService_ListProcesses_FullMethodName      = "/penguin.v1.EnvironmentService/ListProcesses"
-	EnvironmentService_WatchEnvironment_FullMethodName   = "/penguin.v1.EnvironmentService/WatchEnvironment"
-	EnvironmentService_DisposeEnvironment_FullMethodName = "/penguin.v1.EnvironmentService/DisposeEnvironment"
-	EnvironmentService_DescribeWorkspace_FullMethodName  = "/penguin.v1.EnvironmentService/DescribeWorkspace"
+	EnvironmentService_CreateEnvironment_FullMethodName      = "/penguin.v1.EnvironmentService/CreateEnvironment"
+	EnvironmentService_ListTools_FullMethodName              = "/penguin.v1.EnvironmentService/ListTools"
+	EnvironmentService_ExecuteTool_FullMethodName            = "/penguin.v1.EnvironmentService/ExecuteTool"
+	EnvironmentService_GetToolPermission_FullMethodName      = "/penguin.v1.EnvironmentService/GetToolPermission"
+	EnvironmentService_ListProcesses_FullMethodName          = "/penguin.v1.EnvironmentService/ListProcesses"
+	EnvironmentService_WatchEnvironment_FullMethodName       = "/penguin.v1.EnvironmentService/WatchEnvironment"
+	EnvironmentService_DisposeEnvironment_FullMethodName     = "/penguin.v1.EnvironmentService/DisposeEnvironment"
+	EnvironmentService_DescribeWorkspace_FullMethodName      = "/penguin.v1.EnvironmentService/DescribeWorkspace"
+	EnvironmentService_GetEnvironmentDefaults_FullMethodName = "/penguin.v1.EnvironmentService/GetEnvironmentDefaults"
 )
 
 // EnvironmentServiceClient is the client API for EnvironmentService service.
@@ -68,6 +69,9 @@ type EnvironmentServiceClient interface {
 	// no command, so the engine can call it when a session starts. It fails
 	// with NOT_FOUND when the workspace does not exist.
 	DescribeWorkspace(ctx context.Context, in *DescribeWorkspaceRequest, opts ...grpc.CallOption) (*DescribeWorkspaceResponse, error)
+	// GetEnvironmentDefaults says what the service applies to an environment that
+	// leaves its sandbox settings unspecified.
+	GetEnvironmentDefaults(ctx context.Context, in *GetEnvironmentDefaultsRequest, opts ...grpc.CallOption) (*GetEnvironmentDefaultsResponse, error)
 }
 
 type environmentServiceClient struct {
@@ -176,6 +180,16 @@ func (c *environmentServiceClient) DescribeWorkspace(ctx context.Context, in *De
 	return out, nil
 }
 
+func (c *environmentServiceClient) GetEnvironmentDefaults(ctx context.Context, in *GetEnvironmentDefaultsRequest, opts ...grpc.CallOption) (*GetEnvironmentDefaultsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetEnvironmentDefaultsResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_GetEnvironmentDefaults_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EnvironmentServiceServer is the server API for EnvironmentService service.
 // All implementations must embed UnimplementedEnvironmentServiceServer
 // for forward compatibility.
@@ -215,6 +229,9 @@ type EnvironmentServiceServer interface {
 	// no command, so the engine can call it when a session starts. It fails
 	// with NOT_FOUND when the workspace does not exist.
 	DescribeWorkspace(context.Context, *DescribeWorkspaceRequest) (*DescribeWorkspaceResponse, error)
+	// GetEnvironmentDefaults says what the service applies to an environment that
+	// leaves its sandbox settings unspecified.
+	GetEnvironmentDefaults(context.Context, *GetEnvironmentDefaultsRequest) (*GetEnvironmentDefaultsResponse, error)
 	mustEmbedUnimplementedEnvironmentServiceServer()
 }
 
@@ -248,6 +265,9 @@ func (UnimplementedEnvironmentServiceServer) DisposeEnvironment(context.Context,
 }
 func (UnimplementedEnvironmentServiceServer) DescribeWorkspace(context.Context, *DescribeWorkspaceRequest) (*DescribeWorkspaceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DescribeWorkspace not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) GetEnvironmentDefaults(context.Context, *GetEnvironmentDefaultsRequest) (*GetEnvironmentDefaultsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetEnvironmentDefaults not implemented")
 }
 func (UnimplementedEnvironmentServiceServer) mustEmbedUnimplementedEnvironmentServiceServer() {}
 func (UnimplementedEnvironmentServiceServer) testEmbeddedByValue()                            {}
@@ -400,6 +420,24 @@ func _EnvironmentService_DescribeWorkspace_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EnvironmentService_GetEnvironmentDefaults_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetEnvironmentDefaultsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).GetEnvironmentDefaults(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_GetEnvironmentDefaults_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).GetEnvironmentDefaults(ctx, req.(*GetEnvironmentDefaultsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EnvironmentService_ServiceDesc is the grpc.ServiceDesc for EnvironmentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -430,6 +468,10 @@ var EnvironmentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DescribeWorkspace",
 			Handler:    _EnvironmentService_DescribeWorkspace_Handler,
+		},
+		{
+			MethodName: "GetEnvironmentDefaults",
+			Handler:    _EnvironmentService_GetEnvironmentDefaults_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -32,6 +32,13 @@ const (
 // did not allow.
 const DefaultMode = penguinv1.ApprovalMode_APPROVAL_MODE_DENY_ALL
 
+// InteractiveMode is the approval mode a client with a person at it (the
+// web app's form) offers first: tools that only read run, every other tool
+// asks. Reading the workspace is what every task starts with, and asking
+// for each read teaches people to allow without looking; a write or a
+// command still waits for them.
+const InteractiveMode = penguinv1.ApprovalMode_APPROVAL_MODE_READ_ONLY
+
 // ForMode applies an approval mode to a tool's permission. An unknown mode
 // is treated as deny-all, the safe default, and under read-only a tool of
 // unknown permission asks, like a writing one.

@@ -297,7 +297,6 @@ func (a *attempt) run(input []*penguinv1.OmniMessage, n int, thinking penguinv1.
 	return turnResult{status: st, message: msg, produced: a.produced()}, -1
 }
 
-
 // emitEnd records a message that closes a request even when the run is
 // being aborted.
 func (a *attempt) emitEnd(m *penguinv1.OmniMessage) error {

@@ -40,6 +40,11 @@ type config struct {
 	// It applies only while the log's last sequence is still NoteSeq.
 	Note    string `json:"note,omitempty"`
 	NoteSeq int64  `json:"note_seq,omitempty"`
+
+	// Pinned and Archived are how a person keeps the session list in
+	// order (UpdateSession).
+	Pinned   bool `json:"pinned,omitempty"`
+	Archived bool `json:"archived,omitempty"`
 }
 
 func parseConfig(b []byte) (config, error) {

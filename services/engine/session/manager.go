@@ -346,7 +346,10 @@ func (m *Manager) elsewhere(ctx context.Context, id string) error {
 
 // toProto describes a session row.
 func (m *Manager) toProto(row *store.Session, state penguinv1.SessionState) *penguinv1.Session {
+	marks := listMarks(row.Config)
 	return &penguinv1.Session{
+		Pinned:          marks.Pinned,
+		Archived:        marks.Archived,
 		SessionId:       row.ID,
 		Model:           &penguinv1.ModelRef{Provider: row.Provider, ModelId: row.ModelID},
 		Workspace:       row.Workspace,

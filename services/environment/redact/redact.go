@@ -12,6 +12,7 @@
 //   - URL encoding as the common encoders do it (RFC 3986, form encoding
 //     with "+" for a space, encodeURIComponent, Go's query and path
 //     escaping, every byte escaped), escapes in either case;
+//   - the value reversed (rev), by character or by byte;
 //   - any of the encoded forms broken by line breaks (base64 wraps at 76
 //     columns, xxd -p at 60), and "\n" in a value printed as "\r\n" by a
 //     terminal.
@@ -22,7 +23,8 @@
 //
 // What it cannot catch, by construction: a value printed in pieces that do
 // not follow each other (two halves on separate, unrelated lines, every
-// other character, reversed), transformed (upper-cased, rot13, hashed,
+// other character), reversed line by line when the value holds a line
+// break, or reversed and shorter than minEncoded characters, transformed (upper-cased, rot13, hashed,
 // compressed, encrypted), or encoded in any other way (base32, octal
 // escapes, JSON \u escapes, xxd's default dump with offsets between the
 // bytes, od -x's swapped byte pairs), and encoded forms of values shorter
@@ -42,6 +44,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -187,12 +190,30 @@ func forms(value string) []form {
 	} {
 		add(form{text: esc, fold: true})
 	}
+	// Reversed, as rev prints it: by character in a UTF-8 locale, by
+	// byte in the C locale.
+	add(form{text: reverseRunes(value)})
+	add(form{text: reverseBytes(value)})
 	for align := 0; align < 3; align++ {
 		core := base64Core([]byte(value), align)
 		add(form{text: core, breaks: true})
 		add(form{text: strings.NewReplacer("+", "-", "/", "_").Replace(core), breaks: true})
 	}
 	return out
+}
+
+// reverseRunes returns s with its characters in reverse order.
+func reverseRunes(s string) string {
+	r := []rune(s)
+	slices.Reverse(r)
+	return string(r)
+}
+
+// reverseBytes returns s with its bytes in reverse order.
+func reverseBytes(s string) string {
+	b := []byte(s)
+	slices.Reverse(b)
+	return string(b)
 }
 
 // base64Core returns the base64 characters that value alone determines

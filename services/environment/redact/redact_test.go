@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -77,6 +78,9 @@ func encodings(value string) map[string]string {
 		out["base64 wrapped k="+itoa(k)] = wrap(base64.StdEncoding.EncodeToString(raw), 76, "\n")
 		out["base64 wrapped tty k="+itoa(k)] = wrap(base64.StdEncoding.EncodeToString(raw), 20, "\r\n")
 	}
+	rev := []rune(value)
+	slices.Reverse(rev)
+	out["rev"] = "token=" + string(rev) + "\n"
 	h := hex.EncodeToString([]byte(value))
 	out["hex"] = h
 	out["HEX"] = strings.ToUpper(h)

@@ -128,9 +128,11 @@ func Cancelled(ctx context.Context) *Error {
 }
 
 // credentialWording is what makes a 403 an explicit credential failure:
-// the provider says the key or token is what it refuses.
+// the provider says the key or token is what it refuses, or that the key
+// lacks a permission (OpenAI's "insufficient permissions … Missing
+// scopes", Anthropic's permission_error type).
 var credentialWording = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`(?i)\b(?:api[\s_-]?key|credentials?|authenticat\w*|unauthori[sz]ed|(?:access|bearer|auth)[\s_-]?token|invalid[\s_-]token)\b`)
+	return regexp.MustCompile(`(?i)\b(?:api[\s_-]?key|credentials?|authenticat\w*|unauthori[sz]ed|(?:access|bearer|auth)[\s_-]?token|invalid[\s_-]token|permission_error|insufficient[\s_-]permissions?|missing[\s_-]scopes?)\b`)
 })
 
 // HTTP classifies a provider's HTTP error response. detail is the provider's

@@ -51,6 +51,10 @@ func TestHTTP(t *testing.T) {
 		{403, "Country, region, or territory not supported (invalid_request_error unsupported_country_region_territory)", penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_UNKNOWN},
 		{403, "an HTML page: 403 Forbidden", penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_UNKNOWN},
 		{403, "Your API key does not have permission to use the specified resource. (permission_error)", penguinv1.StopReason_STOP_REASON_AUTH, penguinv1.FailureCode_FAILURE_CODE_AUTH},
+		// A key that lacks a permission, in the words OpenAI and Anthropic
+		// use, is a credential failure too, whatever else the text says.
+		{403, "You have insufficient permissions for this operation. Missing scopes: model.request. (invalid_request_error)", penguinv1.StopReason_STOP_REASON_AUTH, penguinv1.FailureCode_FAILURE_CODE_AUTH},
+		{403, "This organization does not have access to the model. (permission_error)", penguinv1.StopReason_STOP_REASON_AUTH, penguinv1.FailureCode_FAILURE_CODE_AUTH},
 		{429, "Rate limit reached", penguinv1.StopReason_STOP_REASON_TIMEOUT, penguinv1.FailureCode_FAILURE_CODE_RATE_LIMIT},
 		{429, "You exceeded your current quota", penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_QUOTA},
 		{402, "", penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_QUOTA},

@@ -10,7 +10,7 @@ import (
 	"github.com/penguin-agent/penguin/services/llm/internal/llmtest"
 )
 
-// The defects of issue 13, each with the provider traffic that showed it.
+// Defects once seen with real providers, each with the provider traffic that showed it.
 
 // TestContentParts: Mistral's thinking models send delta.content as a list
 // of typed parts; thinking parts become thinking, text parts text, and the

@@ -75,7 +75,7 @@ func defaultDialect(typ string) string {
 func specOf(m *catalog.Model) stream.ModelSpec {
 	s := stream.ModelSpec{
 		ID: m.ID, Name: m.Name, ContextWindow: m.Context, MaxTokens: m.Output, NoVision: !m.Images,
-		Reasoning: m.Reasoning, Tools: m.Tools, Temperature: m.Temperature, Cost: m.Cost, Status: m.Status,
+		Reasoning: m.Reasoning, Tools: m.Tools, NoTools: !m.Tools, Temperature: m.Temperature, Cost: m.Cost, Status: m.Status,
 	}
 	if c := m.Controls; c != nil {
 		s.Toggle = c.Toggle
@@ -112,7 +112,7 @@ func overlay(s stream.ModelSpec, fm Model, dialect string) stream.ModelSpec {
 		s.Reasoning = *fm.Reasoning
 	}
 	if fm.Tools != nil {
-		s.Tools = *fm.Tools
+		s.Tools, s.NoTools = *fm.Tools, !*fm.Tools
 	}
 	if fm.Temperature != nil {
 		s.Temperature = *fm.Temperature

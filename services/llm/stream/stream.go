@@ -120,6 +120,10 @@ type ModelSpec struct {
 	Reasoning bool
 	// Tools reports whether the model calls tools.
 	Tools bool
+	// NoTools marks a model that the catalog or the providers file says
+	// cannot call tools: a request that offers it tools is refused before
+	// it is sent. The zero value calls tools, as for NoVision.
+	NoTools bool
 	// Temperature reports whether the model takes a temperature.
 	Temperature bool
 	// Thinking maps the thinking levels to the wire value the adapter

@@ -1,11 +1,13 @@
-import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, ApiError, type Session } from "../api";
 import { goalCommand, parseBudget } from "../goal";
 import { stateWord, tokens, usageData, usageLine } from "../format";
+import { highlight, onCodeCopy, renderMarkdown } from "../markdown";
 import { fileChange } from "../omni/diff";
 import { apply, mainItems, newConversation, thread, type Conversation, type Item, type PendingApproval, type ToolItem } from "../omni/reducer";
 import { parseSSE } from "../omni/types";
 import { navigate } from "../router";
+import { RenameBox } from "../components/SessionList";
 
 type Link = "connecting" | "live" | "reconnecting" | "gone";
 
@@ -68,7 +70,7 @@ function useConversation(id: string): [Conversation, Link, string] {
   return [conv.current, link, problem];
 }
 
-export function Chat({ id, session: listed, lastStatus }: { id: string; session?: Session; lastStatus?: string }) {
+export function Chat({ id, session: listed, lastStatus, onChanged }: { id: string; session?: Session; lastStatus?: string; onChanged?: (s: Session) => void }) {
   const [conv, link, problem] = useConversation(id);
   // The sidebar's list holds the newest sessions; an older one is read
   // once.
@@ -77,6 +79,15 @@ export function Chat({ id, session: listed, lastStatus }: { id: string; session?
     if (!listed) api.getSession(id).then(setFetched).catch(() => undefined);
   }, [id, !listed]);
   const session = listed ?? fetched;
+  const [renaming, setRenaming] = useState(false);
+  const update = (body: Parameters<typeof api.updateSession>[1]) => act(async () => {
+    const s = await api.updateSession(id, body);
+    setFetched(s);
+    onChanged?.(s);
+  });
+  // Follow-ups wait in the browser (per session, across reloads) until the
+  // task ends, and are sent one per task; until then each can be recalled.
+  const [followUps, setFollowUps] = useFollowUps(id);
   const [error, setError] = useState("");
   const running = conv.state !== "idle";
   // Steering sent but not yet in the conversation: it reaches the model
@@ -85,6 +96,17 @@ export function Chat({ id, session: listed, lastStatus }: { id: string; session?
   useEffect(() => {
     if (!running) setQueued([]);
   }, [running]);
+  const [sendMode, setSendMode] = useState<"steer" | "queue">(() => (localStorage.getItem("penguin.sendMode") as "queue") ?? "steer");
+  useEffect(() => localStorage.setItem("penguin.sendMode", sendMode), [sendMode]);
+  const [recalled, setRecalled] = useState<string>();
+  useEffect(() => {
+    // The next follow-up goes once the session is idle and the stream is
+    // live (a replaying page must not send it before it knows).
+    if (running || link !== "live" || !followUps.length || conv.state !== "idle") return;
+    const [next, ...rest] = followUps;
+    setFollowUps(rest);
+    void act(() => api.startTask(id, next));
+  }, [running, link, followUps.length, conv.state]);
   const act = async (f: () => Promise<unknown>) => {
     setError("");
     try {
@@ -121,7 +143,11 @@ export function Chat({ id, session: listed, lastStatus }: { id: string; session?
     <section class="chat" aria-label="Conversation">
       <header class="chat-head">
         <div class="chat-title">
-          <h1><span class="title-text">{session?.title || "New conversation"}</span>
+          <h1>{renaming
+            ? <RenameBox title={session?.title || ""} onDone={(t) => { setRenaming(false); if (t !== undefined) void update({ title: t }); }} />
+            : <button class="title-text link" title="Rename" data-testid="chat-title" onClick={() => setRenaming(true)}>{session?.title || "New conversation"}</button>}
+            {session?.pinned && <span class="badge" data-testid="pinned">pinned</span>}
+            {session?.archived && <span class="badge" data-testid="archived">archived</span>}
             <span class={`badge state-${word.replace(" ", "-")}`} data-testid="chat-state">{word}</span></h1>
           <div class="muted small meta">{session?.model?.provider}/{session?.model?.model_id} · {session?.workspace ?? conv.workspace}</div>
           {usage && <div class="muted small" title="Tokens and cost of the whole session" data-testid="session-usage" {...usageData(usage)}>Session: {usageLine(usage)}</div>}
@@ -131,6 +157,8 @@ export function Chat({ id, session: listed, lastStatus }: { id: string; session?
           <button disabled={running} title={running ? "Wait until the task ends" : "Copy this conversation into a new session"}
             onClick={() => act(async () => navigate(`/sessions/${encodeURIComponent((await api.forkSession(id)).session_id)}`))}>Fork</button>
           <button disabled={running} onClick={() => act(() => api.compact(id))}>Compact</button>
+          <button onClick={() => update({ pinned: !session?.pinned })} disabled={!session || session.archived}>{session?.pinned ? "Unpin" : "Pin"}</button>
+          <button onClick={() => update({ archived: !session?.archived, ...(session?.archived ? {} : { pinned: false }) })} disabled={!session}>{session?.archived ? "Unarchive" : "Archive"}</button>
           <button class="danger" onClick={() => confirm("Delete this session and its log?") && act(async () => { await api.deleteSession(id); navigate("/"); })}>Delete</button>
         </nav>
       </header>
@@ -151,8 +179,34 @@ export function Chat({ id, session: listed, lastStatus }: { id: string; session?
         if (!(await api.retryNow(id))?.retried) throw new Error("The session was not waiting to reconnect any more.");
       })} />}
       {error && <div class="banner error" role="alert">{error}</div>}
-      <Composer running={running} onSend={(text, goal) => act(async () => {
+      {followUps.map((t, i) => (
+        <div class="queued-follow-up row" data-testid="queued-follow-up">
+          <span class="muted small">Queued for when the task ends:</span> <span class="pre">{t}</span>
+          <button class="link small" onClick={() => { setFollowUps(followUps.filter((_, j) => j !== i)); setRecalled(t); }} title="Take it back into the message box">↩ Recall</button>
+        </div>
+      ))}
+      <SessionControls session={session} running={running} compacting={conv.state === "compacting"} empty={!items.length} onUpdate={update}
+        onCompactThenSwitch={(level) => act(async () => {
+          // The level applies however the compaction ends, with a word
+          // when it did not finish.
+          let note = "";
+          try {
+            const r = await api.compact(id);
+            if (r?.status && r.status !== "STOP_REASON_COMPLETED") note = r.message || r.status;
+          } catch (e) {
+            note = (e as Error).message;
+          }
+          const s = await api.updateSession(id, { thinking_level: level });
+          setFetched(s);
+          onChanged?.(s);
+          if (note) throw new Error(`The compaction did not finish (${note}); the thinking level changed anyway.`);
+        })} sendMode={sendMode} onSendMode={setSendMode} />
+      <Composer running={running} mode={sendMode} recalled={recalled} onSend={(text, goal) => act(async () => {
         if (!running) return api.startTask(id, text, undefined, goal);
+        if (sendMode === "queue") {
+          setFollowUps([...followUps, text]);
+          return;
+        }
         await api.steer(id, text);
         setQueued((q) => [...q, text]);
       })} onAbort={() => act(() => api.abort(id))} />
@@ -190,7 +244,7 @@ function ItemView({ it, conv, sessionId, depth }: { it: Item; conv: Conversation
         </div>
       );
     case "text":
-      return <div class={`msg assistant ${it.streaming ? "streaming" : ""}`}><p class="pre">{it.text}</p>{it.stopReason && <span class="badge">{it.stopReason}</span>}</div>;
+      return <div class={`msg assistant ${it.streaming ? "streaming" : ""}`}><Markdown text={it.text} />{it.stopReason && <span class="badge">{it.stopReason}</span>}</div>;
     case "thinking":
       return (
         <details class="thinking">
@@ -273,10 +327,37 @@ function ToolCard({ t, conv, sessionId, depth }: { t: ToolItem; conv: Conversati
       </summary>
       <DiffView name={t.name} args={t.args} />
       {t.thread && <Subagent conv={conv} threadKey={t.thread} sessionId={sessionId} depth={depth} />}
-      {t.output !== undefined && <pre class={`output ${t.outputStreaming ? "streaming" : ""}`} data-testid="tool-output">{t.output}</pre>}
+      {t.output !== undefined && <ToolOutput text={t.output} streaming={!!t.outputStreaming} />}
       {t.images?.map((src) => <img src={src} alt="tool output" class="thumb" />)}
     </details>
   );
+}
+
+/** Outputs longer than this many lines show their last lines until asked
+ * for all: the end of a command's output is where its verdict is. */
+const FOLD_LINES = 40;
+
+function ToolOutput({ text, streaming }: { text: string; streaming: boolean }) {
+  const [all, setAll] = useState(false);
+  const lines = text.split("\n");
+  const folded = !all && lines.length > FOLD_LINES;
+  return (
+    <div class="output-wrap">
+      {folded && <button type="button" class="link small" data-testid="show-all" onClick={() => setAll(true)}>Show all {lines.length} lines</button>}
+      <pre class={`output ${streaming ? "streaming" : ""}`} data-testid="tool-output">{folded ? lines.slice(-FOLD_LINES).join("\n") : text}</pre>
+    </div>
+  );
+}
+
+/** Markdown shows a sanitized rendering of the model's text (see
+ * markdown.ts), highlighting its code once the text is on the page. */
+function Markdown({ text }: { text: string }) {
+  const ref = useRef<HTMLDivElement>(null);
+  const html = useMemo(() => renderMarkdown(text), [text]);
+  useEffect(() => {
+    if (ref.current) void highlight(ref.current);
+  }, [html]);
+  return <div class="md" ref={ref} onClick={onCodeCopy} dangerouslySetInnerHTML={{ __html: html }} />;
 }
 
 function ApprovalCard({ p, onAnswer }: { p: PendingApproval; onAnswer: (allow: boolean) => void }) {
@@ -316,10 +397,84 @@ function RetryCountdown({ at, waiting, onRetry }: { at: number; waiting: boolean
   );
 }
 
-function Composer({ running, onSend, onAbort }: {
-  running: boolean; onSend: (text: string, goal?: { budget: number }) => Promise<void>; onAbort: () => void;
+function useFollowUps(id: string): [string[], (q: string[]) => void] {
+  const key = `penguin.followups:${id}`;
+  const [q, setQ] = useState<string[]>(() => {
+    try {
+      return JSON.parse(localStorage.getItem(key) ?? "[]");
+    } catch {
+      return [];
+    }
+  });
+  return [q, (next) => {
+    if (next.length) localStorage.setItem(key, JSON.stringify(next));
+    else localStorage.removeItem(key);
+    setQ(next);
+  }];
+}
+
+const MODES = [
+  ["APPROVAL_MODE_READ_ONLY", "read-only tools run, others ask"],
+  ["APPROVAL_MODE_ALWAYS_ASK", "always ask"],
+  ["APPROVAL_MODE_ALLOW_ALL", "allow all"],
+  ["APPROVAL_MODE_DENY_ALL", "deny all"],
+];
+const LEVELS = ["THINKING_LEVEL_UNSPECIFIED", "THINKING_LEVEL_NONE", "THINKING_LEVEL_LOW", "THINKING_LEVEL_MEDIUM", "THINKING_LEVEL_HIGH", "THINKING_LEVEL_XHIGH", "THINKING_LEVEL_MAX"];
+const levelWord = (l: string) => l === "THINKING_LEVEL_UNSPECIFIED" ? "model default" : l.slice(15).toLowerCase();
+
+/** SessionControls changes the approval mode (at once, also mid-task),
+ * the thinking level (from the next task; asked first, because a switch
+ * mid-conversation lowers the prompt cache's hits) and what sending
+ * during a task does. */
+function SessionControls({ session, running, compacting, empty, onUpdate, onCompactThenSwitch, sendMode, onSendMode }: {
+  session?: Session; running: boolean; compacting: boolean; empty: boolean;
+  onUpdate: (b: { approval_mode?: string; thinking_level?: string }) => void;
+  onCompactThenSwitch: (level: string) => void;
+  sendMode: "steer" | "queue"; onSendMode: (m: "steer" | "queue") => void;
+}) {
+  const [asking, setAsking] = useState<string>();
+  const level = session?.thinking_level ?? "THINKING_LEVEL_UNSPECIFIED";
+  return (
+    <div class="controls row small">
+      <label>Approval <select aria-label="Approval mode" data-testid="approval-mode" value={session?.approval_mode} disabled={!session}
+        onChange={(e) => onUpdate({ approval_mode: e.currentTarget.value })}>{MODES.map(([v, l]) => <option value={v}>{l}</option>)}</select></label>
+      <label>Thinking <select aria-label="Thinking level" data-testid="thinking-level" value={level} disabled={!session}
+        onChange={(e) => {
+          const v = e.currentTarget.value;
+          e.currentTarget.value = level;
+          if (v === level) return;
+          if (empty) onUpdate({ thinking_level: v });
+          else setAsking(v);
+        }}>{LEVELS.map((l) => <option value={l}>{levelWord(l)}</option>)}</select></label>
+      <label>While a task runs, send <select aria-label="Sending during a task" data-testid="send-mode" value={sendMode}
+        onChange={(e) => onSendMode(e.currentTarget.value as "steer" | "queue")}>
+        <option value="steer">as steering (the model reads it at its next request)</option>
+        <option value="queue">as a follow-up (a new task after this one)</option>
+      </select></label>
+      {asking && (
+        <div class="dialog" role="dialog" aria-modal="true" aria-labelledby="switch-title" data-testid="thinking-dialog"
+          onKeyDown={(e) => { if (e.key === "Escape") setAsking(undefined); }}>
+          <h2 id="switch-title">Switch thinking to {levelWord(asking)}?</h2>
+          <p>Switching mid-conversation lowers the prompt cache's hits and raises the cost of the next requests. Compacting first starts the cache afresh.</p>
+          {(running || compacting) && <p class="muted">A compaction can only start on an idle conversation.</p>}
+          <div class="row">
+            <button class="primary" autoFocus disabled={running || compacting} onClick={() => { const l = asking; setAsking(undefined); onCompactThenSwitch(l); }}>Compact, then switch</button>
+            <button onClick={() => { const l = asking; setAsking(undefined); onUpdate({ thinking_level: l }); }}>Switch anyway</button>
+            <button onClick={() => setAsking(undefined)}>Cancel</button>
+          </div>
+        </div>
+      )}
+    </div>
+  );
+}
+
+function Composer({ running, mode, recalled, onSend, onAbort }: {
+  running: boolean; mode: "steer" | "queue"; recalled?: string; onSend: (text: string, goal?: { budget: number }) => Promise<void>; onAbort: () => void;
 }) {
   const [text, setText] = useState("");
+  useEffect(() => {
+    if (recalled) setText((t) => (t ? t + "\n" : "") + recalled);
+  }, [recalled]);
   // Goal mode: the message is a goal's objective, with an optional budget
   // (the chip); `/goal[:budget] objective` does the same in the box.
   const [goal, setGoal] = useState(false);
@@ -348,8 +503,8 @@ function Composer({ running, onSend, onAbort }: {
   return (
     <form class="composer" onSubmit={(e) => { e.preventDefault(); void send(); }}>
       <textarea
-        aria-label={running ? "Steer the running task" : "Message"}
-        placeholder={running ? "Steer the task: this reaches the model at its next request" : "Ask for something…"}
+        aria-label={running ? (mode === "queue" ? "Queue a follow-up" : "Steer the running task") : "Message"}
+        placeholder={running ? (mode === "queue" ? "A follow-up: sent as a new task when this one ends" : "Steer the task: this reaches the model at its next request") : "Ask for something…"}
         value={text} rows={2} data-testid="composer"
         onInput={(e) => setText((e.currentTarget as HTMLTextAreaElement).value)}
         onKeyDown={(e) => {
@@ -369,7 +524,7 @@ function Composer({ running, onSend, onAbort }: {
               value={budget} data-testid="goal-budget" onInput={(e) => setBudget((e.currentTarget as HTMLInputElement).value)} />}
           </span>
         )}
-        <button type="submit" class="primary" disabled={!text.trim()}>{running ? "Steer" : goal ? "Start goal" : "Send"}</button>
+        <button type="submit" class="primary" disabled={!text.trim()}>{running ? (mode === "queue" ? "Queue" : "Steer") : goal ? "Start goal" : "Send"}</button>
         {running && <button type="button" class="danger" onClick={onAbort} title="Abort the task (Esc in the message box)">Abort</button>}
       </div>
       {goalError && <div class="banner error" role="alert" data-testid="goal-error">{goalError}</div>}

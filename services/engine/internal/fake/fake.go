@@ -277,6 +277,14 @@ func (e *Env) DescribeWorkspace(ctx context.Context, req *penguinv1.DescribeWork
 	return e.Describe(req)
 }
 
+// GetEnvironmentDefaults answers as an environment service whose host enforces
+// workspace-write.
+func (e *Env) GetEnvironmentDefaults(context.Context, *penguinv1.GetEnvironmentDefaultsRequest) (*penguinv1.GetEnvironmentDefaultsResponse, error) {
+	return &penguinv1.GetEnvironmentDefaultsResponse{
+		SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE, Network: penguinv1.NetworkAccess_NETWORK_ACCESS_NONE,
+	}, nil
+}
+
 // Forget drops an environment, as a restarted environment service would.
 func (e *Env) Forget(id string) {
 	e.mu.Lock()

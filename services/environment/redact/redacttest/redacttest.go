@@ -7,16 +7,22 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"net/url"
+	"slices"
 	"strings"
 )
 
 // Leaks reports whether text still carries value in a recoverable form,
-// line breaks ignored: plain, URL-escaped (either way of spelling a
+// line breaks ignored: plain, reversed, URL-escaped (either way of spelling a
 // space), or in 8 consecutive characters of its hex (any case) or of the
 // inner part of its base64 (either alphabet, any alignment).
 func Leaks(text, value string) bool {
 	flat := strings.NewReplacer("\r", "", "\n", "").Replace(text)
 	if strings.Contains(flat, value) {
+		return true
+	}
+	reversed := []rune(value)
+	slices.Reverse(reversed)
+	if strings.Contains(flat, string(reversed)) {
 		return true
 	}
 	for _, unescape := range []func(string) (string, error){url.QueryUnescape, url.PathUnescape} {

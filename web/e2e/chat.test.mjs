@@ -1,0 +1,245 @@
+// The chat page in a real browser (Debian's Chromium driven by
+// playwright-core) against a real `penguin serve` and `penguin mockllm`
+// playing chat.yaml: the model's Markdown rendered and made inert, the
+// new-session form's defaults, and the screens in light, dark and at a
+// phone's width. Screenshots go to web/artifacts/chat/.
+//
+// PENGUIN names the binary (default ../bin/penguin: `make build`);
+// CHROMIUM the browser; KEEP=1 keeps the temporary directory.
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { cpSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { launchChromium, Runner, shot as shotIn, stepper } from "./harness.mjs";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const repo = resolve(here, "../..");
+const penguin = process.env.PENGUIN ?? join(repo, "bin/penguin");
+const artifacts = join(repo, "web/artifacts/chat");
+const token = "e2e-token-" + Math.random().toString(36).slice(2);
+const modelKey = "sk-e2e-" + Math.random().toString(36).slice(2);
+const model = "openai/gpt-5-mini";
+
+let work, runner, browser, base, mock;
+const shot = (page, name) => shotIn(page, artifacts, name);
+
+before(async () => {
+  work = mkdtempSync(join(tmpdir(), "penguin-web-chat-"));
+  const home = join(work, "home");
+  mkdirSync(home, { recursive: true });
+  cpSync(join(repo, "examples/demo/workspace"), join(work, "workspace"), { recursive: true });
+  rmSync(artifacts, { recursive: true, force: true });
+  mkdirSync(artifacts, { recursive: true });
+  runner = new Runner(penguin, work, home);
+  mock = await runner.start("mockllm", ["mockllm", "--listen", "127.0.0.1:0", "--script", join(here, "chat.yaml"), "--api-key-env", "MOCK_KEY"],
+    "mockllm listening", "url", { MOCK_KEY: modelKey });
+  const addr = await runner.start("serve", ["serve", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--root", work],
+    "HTTP gateway listening", "addr", { PENGUIN_AUTH_TOKEN: token });
+  base = `http://${addr}`;
+  browser = await launchChromium();
+});
+
+after(async () => {
+  await browser?.close();
+  await runner?.stop();
+  if (process.env.KEEP !== "1") rmSync(work, { recursive: true, force: true });
+});
+
+/** call makes an API request from the page, with its CSRF token. */
+function call(page, method, path, body) {
+  return page.evaluate(async ([method, path, body]) => {
+    const auth = await fetch("/api/auth").then((r) => r.json());
+    const r = await fetch(path, {
+      method, headers: { "Content-Type": "application/json", "X-CSRF-Token": auth.csrf_token ?? "" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await r.text();
+    if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${text}`);
+    return text ? JSON.parse(text) : undefined;
+  }, [method, path, body]);
+}
+
+test("the chat: rendered answers, safe defaults, sessions and controls", { timeout: 240000 }, async () => {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 820 }, colorScheme: "light" });
+  await ctx.tracing.start({ snapshots: true });
+  const page = await ctx.newPage();
+  page.setDefaultTimeout(20000);
+  const problems = [], consoleLog = [];
+  page.on("pageerror", (e) => problems.push(e.message));
+  page.on("console", (m) => {
+    consoleLog.push(`${m.type()}: ${m.text()}`);
+    if (m.type() === "error" && !/401|Failed to load resource/.test(m.text())) problems.push(m.text());
+  });
+  const pages = [page];
+  const step = stepper(ctx, pages, consoleLog, artifacts, work);
+  const workspace = join(work, "workspace");
+  let sessionURL;
+
+  await step("sign in and add the mock as the openai route", async () => {
+    await page.goto(base + "/");
+    await page.getByLabel("Token").fill(token);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("heading", { name: "Welcome to Penguin" }).waitFor();
+    const { providers } = await call(page, "GET", "/api/setup");
+    const openai = providers.find((p) => p.id === "openai");
+    await call(page, "POST", "/api/setup/provider", { name: "openai", type: openai.type, base_url: `${mock}/openai/v1`, api_key: modelKey });
+  });
+
+  await step("the form's defaults are the server's: confined, reads run without a question", async () => {
+    await page.goto(base + "/new");
+    const defaults = await call(page, "GET", "/api/defaults");
+    assert.equal(defaults.interactive_approval_mode, "APPROVAL_MODE_READ_ONLY");
+    assert.ok(defaults.sandbox_mode, "the server names its sandbox default");
+    await page.getByLabel("Workspace", { exact: true }).fill(workspace);
+    await page.getByLabel("Model", { exact: true }).fill(model);
+    const sandbox = page.locator("select[name=sandbox]");
+    await sandbox.locator("option[value='']").filter({ hasText: /^server default: / }).waitFor({ state: "attached" });
+    assert.equal(await sandbox.inputValue(), "", "the sandbox is left to the server");
+    const words = { SANDBOX_MODE_WORKSPACE_WRITE: "write only in the workspace", SANDBOX_MODE_READ_ONLY: "read-only", SANDBOX_MODE_NONE: "none" };
+    assert.match(await sandbox.locator("option[value='']").innerText(), new RegExp(`server default: ${words[defaults.sandbox_mode]}`));
+    assert.equal(await page.locator("select[name=approval]").inputValue(), "APPROVAL_MODE_READ_ONLY");
+    await shot(page, "01-new-session-defaults");
+  });
+
+  await step("a session whose answer is Markdown: rendered, highlighted, and inert", async () => {
+    await page.getByLabel("First message").fill("Summarize the notes.");
+    const created = page.waitForRequest((r) => r.method() === "POST" && r.url().endsWith("/api/sessions"));
+    await page.getByRole("button", { name: "Create" }).click();
+    const body = (await created).postDataJSON();
+    assert.equal(body.sandbox_mode, undefined, "no sandbox mode sent: the server's default applies");
+    assert.equal(body.approval_mode, "APPROVAL_MODE_READ_ONLY");
+    await page.waitForURL(/\/sessions\/session-/);
+    sessionURL = page.url();
+    // The read ran without asking.
+    await page.getByTestId("tool-card").filter({ hasText: "read_file" }).getByText("done").waitFor();
+    assert.equal(await page.getByTestId("approval-card").count(), 0, "no approval asked for a read");
+    const md = page.locator(".msg.assistant .md").filter({ hasText: "What the notes say" });
+    await md.locator("h2").filter({ hasText: "What the notes say" }).waitFor();
+    await page.getByTestId("chat-state").filter({ hasText: "idle" }).waitFor();
+    assert.equal(await md.locator("strong").first().innerText(), "three");
+    assert.equal(await md.locator("ul > li").count(), 3, "a list of three");
+    assert.equal(await md.locator("input[type=checkbox][disabled]").count(), 2, "two task boxes, not editable");
+    assert.equal(await md.locator("input[type=checkbox]:checked").count(), 1, "one checked");
+    assert.equal(await md.locator("table tr").count(), 3, "a table of a header and two rows");
+    assert.equal(await md.locator("td").nth(3).innerText(), "12");
+    // highlight.js is loaded on the first code block, and colours it.
+    await md.locator("pre code.hljs .hljs-keyword").first().waitFor();
+    assert.match(await md.locator("pre code").innerText(), /fmt\.Println\("hello"\)/);
+    // The raw HTML shows as text: nothing ran, no image was fetched.
+    const text = await md.innerText();
+    assert.ok(text.includes("<script>window.__pwned = 1</script>"), "the script tag shows as text");
+    assert.ok(text.includes('onerror="window.__pwned = 2"'), "the onerror attribute shows as text");
+    assert.equal(await md.locator("script, img, [onerror]").count(), 0, "no script, image or handler in the page");
+    assert.equal(await page.evaluate(() => window.__pwned), undefined, "nothing ran");
+    const links = md.locator("a");
+    assert.equal(await links.count(), 2, "the image became a link, beside the link");
+    for (let i = 0; i < 2; i++) {
+      assert.equal(await links.nth(i).getAttribute("target"), "_blank");
+      assert.equal(await links.nth(i).getAttribute("rel"), "noopener noreferrer");
+    }
+    await md.locator(".code-block").hover();
+    await shot(page, "02-markdown");
+  });
+
+  await step("rename, pin and archive, from the header and a row's menu", async () => {
+    const id = sessionURL.split("/").pop();
+    await page.getByTestId("chat-title").click();
+    await page.getByLabel("New title").fill("Notes summary");
+    await page.getByLabel("New title").press("Enter");
+    await page.getByTestId("chat-title").filter({ hasText: "Notes summary" }).waitFor();
+    const row = page.locator(`[data-session="${id}"]`);
+    await row.filter({ hasText: "Notes summary" }).waitFor();
+    // A second session, so pinning has something to sort above.
+    const other = await call(page, "POST", "/api/sessions", { model: { provider: "openai", model_id: "gpt-5-mini" }, workspace, title: undefined });
+    await page.locator(`[data-session="${other.session_id}"]`).waitFor();
+    const ids = () => page.locator(".session-row a").evaluateAll((as) => as.map((a) => a.dataset.session));
+    assert.deepEqual((await ids()).slice(0, 2), [other.session_id, id], "newest first");
+    // Pin from the row's menu, opened from the keyboard (Shift+F10).
+    await row.focus();
+    await row.press("Shift+F10");
+    await page.getByRole("menuitem", { name: "Pin" }).click();
+    await page.locator(".session-row").first().locator(`[data-session="${id}"]`).waitFor();
+    assert.deepEqual((await ids()).slice(0, 2), [id, other.session_id], "the pinned one first");
+    await page.getByTestId("pinned").waitFor();
+    await shot(page, "03-pinned-renamed");
+    // Rename from the menu too, then archive from the header.
+    await page.getByRole("button", { name: "Actions for Notes summary" }).click();
+    await page.getByRole("menuitem", { name: "Rename" }).click();
+    await page.locator(".session-row .rename").fill("Notes, summarized");
+    await page.locator(".session-row .rename").press("Enter");
+    await row.filter({ hasText: "Notes, summarized" }).waitFor();
+    await page.getByRole("button", { name: "Archive", exact: true }).click();
+    await page.getByTestId("archived").waitFor();
+    await row.waitFor({ state: "detached" });
+    await page.getByRole("button", { name: "Archived", exact: true }).click();
+    await row.waitFor();
+    await shot(page, "04-archived-shelf");
+    const got = await call(page, "GET", `/api/sessions/${id}`);
+    assert.equal(got.title, "Notes, summarized");
+    assert.equal(got.archived, true);
+    assert.equal(got.pinned, undefined, "archiving unpins");
+    await page.getByRole("button", { name: "Unarchive" }).click();
+    await page.getByRole("button", { name: "Active", exact: true }).click();
+    await row.waitFor();
+    // A bad title is refused with the server's reason, and nothing changes.
+    const bad = await page.evaluate(async (id) => {
+      const auth = await fetch("/api/auth").then((r) => r.json());
+      const r = await fetch(`/api/sessions/${id}`, { method: "PATCH", headers: { "Content-Type": "application/json", "X-CSRF-Token": auth.csrf_token }, body: JSON.stringify({ title: "  " }) });
+      return { status: r.status, body: await r.json() };
+    }, id);
+    assert.equal(bad.status, 400);
+    assert.match(bad.body.message, /title must not be empty/);
+  });
+
+  await step("the approval mode changed mid-task: the next write runs without asking", async () => {
+    await page.getByTestId("approval-mode").selectOption("APPROVAL_MODE_ALWAYS_ASK");
+    await page.getByTestId("composer").fill("Write two files.");
+    await page.getByTestId("composer").press("Enter");
+    const card = page.getByTestId("approval-card");
+    await card.filter({ hasText: "write_file" }).waitFor();
+    await page.getByTestId("approval-mode").selectOption("APPROVAL_MODE_ALLOW_ALL");
+    await shot(page, "05-approval-mid-task");
+    await card.getByRole("button", { name: /Allow/ }).click();
+    await page.locator(".msg.assistant").filter({ hasText: "Both written." }).waitFor();
+    await page.getByTestId("tool-card").filter({ hasText: "two.txt" }).getByText("done").waitFor();
+    assert.equal(await card.count(), 0, "the second write did not ask");
+  });
+
+  await step("follow-ups queued while the task runs: one recalled, one sent after the task", async () => {
+    // The last answer of the task streams slowly: queue while it does.
+    await page.getByTestId("send-mode").selectOption("queue");
+    await page.getByTestId("composer").fill("First follow-up.");
+    await page.getByTestId("composer").press("Enter");
+    await page.getByTestId("composer").fill("Second follow-up, to recall.");
+    await page.getByTestId("composer").press("Enter");
+    const queued = page.getByTestId("queued-follow-up");
+    await queued.nth(1).waitFor();
+    await shot(page, "06-queued-follow-ups");
+    await queued.filter({ hasText: "Second follow-up, to recall." }).getByRole("button", { name: /Recall/ }).click();
+    assert.equal(await page.getByTestId("composer").inputValue(), "Second follow-up, to recall.", "recalled into the box");
+    await page.getByTestId("composer").fill("");
+    await page.locator(".msg.user").filter({ hasText: "First follow-up." }).waitFor({ timeout: 30000 });
+    await page.locator(".msg.assistant").filter({ hasText: "Answering the first follow-up." }).waitFor();
+    await page.getByTestId("chat-state").filter({ hasText: "idle" }).waitFor();
+    assert.equal(await queued.count(), 0, "nothing left queued");
+    assert.equal(await page.locator(".msg.user").filter({ hasText: "Second follow-up" }).count(), 0, "the recalled one was never sent");
+    await page.getByTestId("send-mode").selectOption("steer");
+  });
+
+  await step("the thinking level asks first, then switches", async () => {
+    await page.getByTestId("thinking-level").selectOption("THINKING_LEVEL_HIGH");
+    const dialog = page.getByTestId("thinking-dialog");
+    await dialog.waitFor();
+    await shot(page, "07-thinking-dialog");
+    await dialog.getByRole("button", { name: "Switch anyway" }).click();
+    await page.waitForFunction(() => document.querySelector("[data-testid=thinking-level]")?.value === "THINKING_LEVEL_HIGH");
+    const got = await call(page, "GET", `/api/sessions/${sessionURL.split("/").pop()}`);
+    assert.equal(got.thinking_level, "THINKING_LEVEL_HIGH");
+  });
+
+  assert.deepEqual(problems, [], "no script errors in the page");
+  await ctx.tracing.stop();
+  await ctx.close();
+});

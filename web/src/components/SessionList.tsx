@@ -1,0 +1,168 @@
+// The sidebar's session list: pinned first, then newest; active or
+// archived; searched by title, id, workspace and last message; rename, pin
+// and archive from a row's menu (its ⋯ button, a right click, or
+// Shift+F10 on the row). It renders only the rows in view (fixed-height
+// rows in a scrolled box), so ten thousand sessions cost as much as
+// thirty, and it pages older sessions in on demand.
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { api, type Session, type SessionChange } from "../api";
+import { ago, stateWord } from "../format";
+import { onLink } from "../router";
+
+/** ROW is a row's height in pixels; the virtual list places rows by it. */
+const ROW = 34;
+/** OVERSCAN rows are rendered above and below the view, so a quick
+ * scroll shows rows rather than blank space. */
+const OVERSCAN = 8;
+
+export type Shelf = "active" | "archived";
+
+/** order sorts pinned sessions first, then the newest. */
+export function order(rows: SessionChange[]): SessionChange[] {
+  return rows.slice().sort((a, b) => Number(!!b.session.pinned) - Number(!!a.session.pinned) ||
+    (b.session.created_at ?? "").localeCompare(a.session.created_at ?? ""));
+}
+
+/** matches says whether a row fits the query, by title, id, workspace or
+ * last message. */
+export function matches(r: SessionChange, q: string): boolean {
+  if (!q) return true;
+  const s = r.session;
+  return [s.title, s.session_id, s.workspace, r.last_message].some((f) => (f ?? "").toLowerCase().includes(q));
+}
+
+interface Props {
+  rows: SessionChange[];
+  loaded: boolean;
+  current: string;
+  query: string;
+  shelf: Shelf;
+  /** more pages in older sessions; undefined when there are none. */
+  more?: () => Promise<void>;
+  /** changed reports a session as the server now has it. */
+  changed: (s: Session) => void;
+}
+
+export function SessionList({ rows, loaded, current, query, shelf, more, changed }: Props) {
+  const q = query.trim().toLowerCase();
+  const shown = useMemo(() => order(rows.filter((r) => !!r.session.archived === (shelf === "archived") && matches(r, q))), [rows, q, shelf]);
+  const box = useRef<HTMLDivElement>(null);
+  const [view, setView] = useState({ top: 0, height: 800 });
+  useEffect(() => {
+    const el = box.current;
+    if (!el) return;
+    const measure = () => setView({ top: el.scrollTop, height: el.clientHeight });
+    measure();
+    const ro = new ResizeObserver(measure);
+    ro.observe(el);
+    return () => ro.disconnect();
+  }, []);
+  const [menu, setMenu] = useState<{ id: string; x: number; y: number }>();
+  const [renaming, setRenaming] = useState("");
+  const [error, setError] = useState("");
+  const update = async (id: string, body: Parameters<typeof api.updateSession>[1]) => {
+    setError("");
+    try {
+      changed(await api.updateSession(id, body));
+    } catch (e) {
+      setError((e as Error).message);
+    }
+  };
+  const first = Math.max(0, Math.floor(view.top / ROW) - OVERSCAN);
+  const last = Math.min(shown.length, Math.ceil((view.top + view.height) / ROW) + OVERSCAN);
+  const open = (id: string, el: HTMLElement) => {
+    const r = el.getBoundingClientRect();
+    setMenu({ id, x: r.left + 24, y: r.bottom });
+  };
+  const target = menu && shown.find((r) => r.session.session_id === menu.id)?.session;
+  return (
+    <>
+      {error && <div class="banner error small" role="alert">{error}</div>}
+      <div class="session-list" ref={box} data-testid="session-list" role="list" aria-label={shelf === "archived" ? "Archived sessions" : "Sessions"}
+        onScroll={(e) => { setView({ top: e.currentTarget.scrollTop, height: e.currentTarget.clientHeight }); setMenu(undefined); }}>
+        {!loaded && <div class="muted small">Loading…</div>}
+        {loaded && !shown.length && <div class="muted small">{q ? "No session matches" : shelf === "archived" ? "No archived sessions" : "No sessions"}</div>}
+        <div style={{ height: `${shown.length * ROW}px`, position: "relative" }}>
+          {shown.slice(first, last).map((r, i) => {
+            const s = r.session;
+            const id = s.session_id;
+            const word = stateWord(s.state, r.last_status);
+            return (
+              <div role="listitem" key={id} class={`session-row ${id === current ? "active" : ""}`} style={{ top: `${(first + i) * ROW}px` }}
+                onContextMenu={(e) => { e.preventDefault(); setMenu({ id, x: e.clientX, y: e.clientY }); }}
+                onKeyDown={(e) => { if (e.key === "F10" && e.shiftKey) { e.preventDefault(); open(id, e.currentTarget as HTMLElement); } }}>
+                {renaming === id ? (
+                  <RenameBox title={s.title || id} onDone={(t) => { setRenaming(""); if (t !== undefined) void update(id, { title: t }); }} />
+                ) : (
+                  <>
+                    <a href={`/sessions/${encodeURIComponent(id)}`} onClick={onLink} data-session={id} title={r.last_message || id}
+                      aria-current={id === current ? "page" : undefined}>
+                      <span class={`dot state-${word.replace(" ", "-")}`} aria-hidden="true" />
+                      {s.pinned && <span class="pin" aria-label="pinned" title="Pinned">📌</span>}
+                      <span class="title">{s.title || id}</span>
+                      <span class="muted small state-word" data-testid="session-state">{word === "idle" ? ago(s.updated_at) : word}</span>
+                    </a>
+                    <button class="icon row-menu" aria-label={`Actions for ${s.title || id}`} aria-haspopup="menu" data-testid="row-menu"
+                      onClick={(e) => open(id, e.currentTarget as HTMLElement)}>⋯</button>
+                  </>
+                )}
+              </div>
+            );
+          })}
+        </div>
+        {more && <button class="link small more" onClick={() => void more().catch((e) => setError(e.message))}>Load older sessions</button>}
+      </div>
+      {menu && target && (
+        <RowMenu x={menu.x} y={menu.y} session={target} onClose={() => setMenu(undefined)}
+          onRename={() => { setRenaming(target.session_id); setMenu(undefined); }}
+          onUpdate={(body) => { setMenu(undefined); void update(target.session_id, body); }} />
+      )}
+    </>
+  );
+}
+
+function RowMenu({ x, y, session, onClose, onRename, onUpdate }: {
+  x: number; y: number; session: Session; onClose: () => void; onRename: () => void;
+  onUpdate: (b: { pinned?: boolean; archived?: boolean }) => void;
+}) {
+  const ref = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    ref.current?.querySelector("button")?.focus();
+    const away = (e: MouseEvent) => { if (!ref.current?.contains(e.target as Node)) onClose(); };
+    addEventListener("mousedown", away);
+    return () => removeEventListener("mousedown", away);
+  }, []);
+  const keys = (e: KeyboardEvent) => {
+    const items = [...(ref.current?.querySelectorAll("button") ?? [])];
+    const at = items.indexOf(document.activeElement as HTMLButtonElement);
+    if (e.key === "Escape") onClose();
+    else if (e.key === "ArrowDown") items[(at + 1) % items.length]?.focus();
+    else if (e.key === "ArrowUp") items[(at - 1 + items.length) % items.length]?.focus();
+    else return;
+    e.preventDefault();
+  };
+  return (
+    <div class="menu" role="menu" ref={ref} style={{ left: `${Math.min(x, innerWidth - 180)}px`, top: `${Math.min(y, innerHeight - 140)}px` }} onKeyDown={keys}>
+      {!session.archived && <button role="menuitem" onClick={() => onUpdate({ pinned: !session.pinned })}>{session.pinned ? "Unpin" : "Pin"}</button>}
+      <button role="menuitem" onClick={onRename}>Rename</button>
+      <button role="menuitem" onClick={() => onUpdate({ archived: !session.archived, ...(session.archived ? {} : { pinned: false }) })}>{session.archived ? "Unarchive" : "Archive"}</button>
+    </div>
+  );
+}
+
+/** RenameBox edits a title in place: Enter saves, Escape or leaving
+ * cancels. */
+export function RenameBox({ title, onDone }: { title: string; onDone: (title?: string) => void }) {
+  const [text, setText] = useState(title);
+  const ref = useRef<HTMLInputElement>(null);
+  useEffect(() => { ref.current?.focus(); ref.current?.select(); }, []);
+  return (
+    <input ref={ref} class="rename" aria-label="New title" value={text} maxLength={200}
+      onInput={(e) => setText(e.currentTarget.value)}
+      onBlur={() => onDone()}
+      onKeyDown={(e) => {
+        if (e.key === "Enter") { e.preventDefault(); onDone(text.trim() ? text : undefined); }
+        if (e.key === "Escape") { e.preventDefault(); onDone(); }
+      }} />
+  );
+}
