@@ -18,7 +18,7 @@ GO_FILES = $(shell find . -path './.*' -prune -o -name testdata -prune -o -name 
 # Packages with at least one benchmark.
 BENCH_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' -e '^func Benchmark' . 2>/dev/null)))
 
-.PHONY: all build test lint generate bench run demo web web-check web-e2e images k8s-test
+.PHONY: all build test lint generate bench run demo web web-check web-e2e images k8s-test cross dist dist-check
 
 all: build
 
@@ -30,6 +30,26 @@ BUILD := CGO_ENABLED=0 $(GO) build -trimpath
 build:
 	$(BUILD) -ldflags '$(LDFLAGS)' -o bin/penguin ./cmd/penguin
 	$(BUILD) -o bin/penguin-sandbox ./cmd/penguin-sandbox
+
+## cross: compile penguin, every package and every test binary (go vet
+## type-checks the tests) for each release target, so that a Linux-only
+## call in shared code fails here rather than on a user's Mac.
+CROSS_TARGETS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
+cross:
+	@set -e; for t in $(CROSS_TARGETS); do \
+		echo "cross: $$t"; \
+		CGO_ENABLED=0 GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build ./... ; \
+		CGO_ENABLED=0 GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) vet ./... ; \
+	done
+
+## dist: the release archives under bin/dist (deploy/dist): penguin for
+## each target, stamped with VERSION, as .tar.gz (.zip for windows) with
+## the README, plus SHA256SUMS; reproducible. dist-check builds them twice,
+## compares the bytes and runs the Linux archives' `penguin version`.
+dist:
+	$(GO) run ./deploy/dist -version $(VERSION) -out bin/dist
+dist-check:
+	VERSION=$(VERSION) deploy/dist/check.sh
 
 ## test: every test, with the race detector. This includes the gen/ drift
 ## check (internal/gencheck), which fails when gen/ is not what

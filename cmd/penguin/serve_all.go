@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/penguin-agent/penguin/internal/assemble"
+	"github.com/penguin-agent/penguin/internal/browser"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/web"
 )
@@ -111,12 +114,14 @@ func (f *allInOneFlags) config(cfg assemble.Config) (assemble.Config, error) {
 type gatewayFlags struct {
 	listen    string
 	heartbeat time.Duration
+	open      bool
 }
 
 func addGatewayFlags(fs *pflag.FlagSet) *gatewayFlags {
 	f := &gatewayFlags{}
 	fs.StringVar(&f.listen, "http-listen", "127.0.0.1:7480", "address of the HTTP/SSE gateway; empty turns it off")
 	fs.DurationVar(&f.heartbeat, "sse-heartbeat", 20*time.Second, "interval of the SSE heartbeat comments")
+	fs.BoolVar(&f.open, "open", false, "open the web app in the browser once the gateway listens")
 	return f
 }
 
@@ -125,7 +130,29 @@ func (f *gatewayFlags) config() *assemble.GatewayConfig {
 	if f.listen == "" {
 		return nil
 	}
-	return &assemble.GatewayConfig{Listen: f.listen, Heartbeat: f.heartbeat, App: web.App()}
+	gc := &assemble.GatewayConfig{Listen: f.listen, Heartbeat: f.heartbeat, App: web.App()}
+	if f.open {
+		gc.Listening = func(addr net.Addr) {
+			u := appURL(addr)
+			if err := browser.Open(u); err != nil {
+				slog.Warn("the browser could not be opened; open the web app by hand", "url", u, "error", err)
+			}
+		}
+	}
+	return gc
+}
+
+// appURL is the web app's address on the gateway's listener: on the
+// loopback when it listens on every address.
+func appURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String() + "/"
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
 }
 
 // embedded is the all-in-one server a client command starts when no

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package netns gives an end-to-end test several "hosts" on one machine:
 // Linux network namespaces, each with its own address on a private bridge,
 // so that services which must reach each other over a network (engine

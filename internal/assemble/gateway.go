@@ -23,6 +23,9 @@ type GatewayConfig struct {
 	Heartbeat time.Duration
 	// App is the web app's built files; nil serves the API alone.
 	App fs.FS
+	// Listening, when set, is called with the listener's address once it
+	// is open (penguin serve --open opens the browser there).
+	Listening func(net.Addr)
 }
 
 // setupGateway opens the gateway's listener and builds the gateway over
@@ -39,6 +42,9 @@ func (p *Process) setupGateway(context.Context) error {
 		return fmt.Errorf("http gateway: %w", err)
 	}
 	p.release = append(p.release, closeListener(&lis))
+	if gc.Listening != nil {
+		gc.Listening(lis.Addr())
+	}
 	opts := gateway.Options{
 		AuthToken: p.cfg.AuthToken, Heartbeat: gc.Heartbeat, Logger: p.log, App: gc.App,
 		Agents:   penguinv1.NewAgentServiceClient(p.local),

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 
 // InstructionsFile is the name of a workspace's instruction files, the
@@ -67,7 +68,7 @@ func (s *Service) DescribeWorkspace(ctx context.Context, req *penguinv1.Describe
 			break
 		}
 	}
-	resp := &penguinv1.DescribeWorkspaceResponse{Workspace: real, ProjectRoot: filepath.Join(s.root, dirs[top])}
+	resp := &penguinv1.DescribeWorkspaceResponse{Workspace: real, ProjectRoot: filepath.Join(s.root, dirs[top]), HostLimitations: sandbox.Unavailable()}
 	budget := MaxInstructionsBytes
 	for _, d := range dirs[top:] {
 		name := filepath.Join(d, InstructionsFile)

@@ -81,6 +81,11 @@ func New(opts Options) (*Service, error) {
 		opts.Env = os.Environ()
 	}
 	log := logger.OrDiscard(opts.Logger)
+	// What this system cannot do that Linux does is said once, on the
+	// service's first lines (and in every DescribeWorkspace answer).
+	for _, missing := range sandbox.Unavailable() {
+		log.Warn("not available on this system: " + missing)
+	}
 	if opts.Self == "" {
 		var why string
 		opts.Self, why = sandbox.Trampoline()

@@ -1856,9 +1856,14 @@ type DescribeWorkspaceResponse struct {
 	// that order (deeper files are more specific). Together their contents
 	// are at most 32 KiB: the file that passes the bound is cut, and the ones
 	// after it come with no content, each marked truncated.
-	AgentsFiles   []*InstructionFile `protobuf:"bytes,3,rep,name=agents_files,json=agentsFiles,proto3" json:"agents_files,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AgentsFiles []*InstructionFile `protobuf:"bytes,3,rep,name=agents_files,json=agentsFiles,proto3" json:"agents_files,omitempty"`
+	// What the service's system cannot do that Penguin does on Linux, one
+	// sentence each (resource limits and a separate sandbox user on macOS;
+	// any confinement on Windows), so that a session knows what its
+	// commands are not kept from; empty on Linux.
+	HostLimitations []string `protobuf:"bytes,4,rep,name=host_limitations,json=hostLimitations,proto3" json:"host_limitations,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DescribeWorkspaceResponse) Reset() {
@@ -1908,6 +1913,13 @@ func (x *DescribeWorkspaceResponse) GetProjectRoot() string {
 func (x *DescribeWorkspaceResponse) GetAgentsFiles() []*InstructionFile {
 	if x != nil {
 		return x.AgentsFiles
+	}
+	return nil
+}
+
+func (x *DescribeWorkspaceResponse) GetHostLimitations() []string {
+	if x != nil {
+		return x.HostLimitations
 	}
 	return nil
 }
@@ -2214,11 +2226,12 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\x1aDisposeEnvironmentResponse\x12\x1a\n" +
 	"\bdisposed\x18\x01 \x01(\bR\bdisposed\"8\n" +
 	"\x18DescribeWorkspaceRequest\x12\x1c\n" +
-	"\tworkspace\x18\x01 \x01(\tR\tworkspace\"\x9c\x01\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\"\xc7\x01\n" +
 	"\x19DescribeWorkspaceResponse\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12!\n" +
 	"\fproject_root\x18\x02 \x01(\tR\vprojectRoot\x12>\n" +
-	"\fagents_files\x18\x03 \x03(\v2\x1b.penguin.v1.InstructionFileR\vagentsFiles\"]\n" +
+	"\fagents_files\x18\x03 \x03(\v2\x1b.penguin.v1.InstructionFileR\vagentsFiles\x12)\n" +
+	"\x10host_limitations\x18\x04 \x03(\tR\x0fhostLimitations\"]\n" +
 	"\x0fInstructionFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x1c\n" +

@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,8 +25,10 @@ const MaxSessions = 64
 
 // Options configure a Manager.
 type Options struct {
-	// Shell is the shell that runs command lines, as shell -c LINE;
-	// empty means bash from PATH.
+	// Shell is the shell that runs command lines, as shell -c LINE (as
+	// PowerShell or cmd.exe take a line, for those); empty means bash
+	// from PATH, and on Windows the first of bash, sh, pwsh, powershell
+	// and cmd found (see shellCandidates).
 	Shell string
 	// Env is the environment the login shell starts in. The environment
 	// it leaves (the shell snapshot) is every command's, Fixed aside.
@@ -74,6 +78,9 @@ type Manager struct {
 	// noticed is set once a command's output carried the snapshot's
 	// notice.
 	noticed bool
+	// noPTYNoticed is set once a command's output said that it runs
+	// with pipes for want of a pseudo-terminal.
+	noPTYNoticed bool
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -93,13 +100,13 @@ type Manager struct {
 
 // NewManager returns a Manager. It fails when the shell cannot be found.
 func NewManager(opts Options) (*Manager, error) {
-	shell := opts.Shell
-	if shell == "" {
-		shell = "bash"
+	shells := shellCandidates(runtime.GOOS)
+	if opts.Shell != "" {
+		shells = []string{opts.Shell}
 	}
-	path, err := exec.LookPath(shell)
+	path, err := findShell(shells, exec.LookPath)
 	if err != nil {
-		return nil, fmt.Errorf("finding the shell %q: %w", shell, err)
+		return nil, fmt.Errorf("finding the shell (%s): %w", strings.Join(shells, ", "), err)
 	}
 	if opts.Max <= 0 {
 		opts.Max = MaxSessions
@@ -109,7 +116,8 @@ func NewManager(opts Options) (*Manager, error) {
 	}
 	m := &Manager{opts: opts, shell: path, sessions: map[string]*Session{}, changed: make(chan struct{}), closing: make(chan struct{})}
 	m.env = sync.OnceValue(m.buildEnv)
-	if !opts.LoginShell {
+	// Only a POSIX shell's login profile can be snapshotted (env -0).
+	if !opts.LoginShell && kindOf(path) == posixShell {
 		m.snap = &snapshot{done: make(chan struct{})}
 		go m.takeSnapshot()
 	}
@@ -294,11 +302,22 @@ func (m *Manager) evictableLocked() *Session {
 }
 
 func (m *Manager) start(id string, o StartOptions, notice string) (*Session, error) {
-	flag := "-c"
-	if m.opts.LoginShell {
-		flag = "-lc"
+	if !o.Pipes && !havePTY {
+		// No pseudo-terminal on this system: the command runs with
+		// pipes, and the first one says so.
+		o.Pipes = true
+		m.mu.Lock()
+		if !m.noPTYNoticed {
+			m.noPTYNoticed = true
+			notice += "[penguin: pseudo-terminals are not available on " + runtime.GOOS + ": commands run with pipes]\n"
+		}
+		m.mu.Unlock()
 	}
-	cmd := exec.Command(m.shell, flag, o.Command)
+	kind := kindOf(m.shell)
+	cmd := exec.Command(m.shell, shellArgs(kind, o.Command, m.opts.LoginShell)...)
+	if kind == cmdShell {
+		setCmdLine(cmd, cmdLine(m.shell, o.Command))
+	}
 	cmd.Dir = o.Dir
 	cmd.Env = m.commandEnv()
 	var limitsAt sandbox.LimitEvents

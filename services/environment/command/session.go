@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 
@@ -262,7 +260,7 @@ func (s *Session) drainRest() {
 	for total := 0; total < maxDrain; {
 		var cerr error
 		n, rerr := s.fill(func(p []byte) (n int, err error) {
-			cerr = rc.Control(func(fd uintptr) { n, err = unix.Read(int(fd), p) })
+			n, cerr, err = readNow(rc, p)
 			return max(n, 0), err
 		})
 		if cerr != nil || n <= 0 || rerr != nil {
@@ -575,7 +573,7 @@ func (s *Session) Write(ctx context.Context, chars string) error {
 		}
 		switch chars[i] {
 		case '\x03':
-			if err := s.signal(syscall.SIGINT); err != nil && !errors.Is(err, unix.ESRCH) {
+			if err := s.signal(syscall.SIGINT); err != nil {
 				return fmt.Errorf("interrupting the command: %w", err)
 			}
 		case '\x04':
@@ -618,13 +616,14 @@ func (s *Session) writeInput(ctx context.Context, chars string) error {
 }
 
 // signal sends sig to the command's process group; to none when its pid
-// was never known (kill(0) would signal the service's own group).
+// was never known (kill(0) would signal the service's own group), and
+// without error when the group is gone.
 func (s *Session) signal(sig syscall.Signal) error {
 	pid := s.Pid()
 	if pid <= 0 {
-		return unix.ESRCH
+		return nil
 	}
-	return unix.Kill(-pid, sig)
+	return signalGroup(pid, sig)
 }
 
 // closeFiles closes the command's terminal or pipes.

@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // commandIO holds the files between the environment and one command: the
@@ -49,14 +46,9 @@ func openTerminal(cmd *exec.Cmd) (commandIO, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = terminal, terminal, terminal
 	// The terminal becomes the controlling terminal of the command's new
 	// session (the launcher makes it a session leader).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	newSession(cmd, true)
 	return commandIO{output: controller, input: controller, child: []*os.File{terminal}}, nil
 }
-
-// pipeSize is the capacity asked for each output pipe, the most an
-// unprivileged process may set by default (fs.pipe-max-size); fewer,
-// larger reads move output faster.
-const pipeSize = 1 << 20
 
 // openPipes gives cmd a stdin pipe and one pipe for both stdout and
 // stderr, so their lines interleave as the command wrote them.
@@ -71,11 +63,8 @@ func openPipes(cmd *exec.Cmd) (commandIO, error) {
 		_ = outW.Close()
 		return commandIO{}, fmt.Errorf("opening the input pipe: %w", err)
 	}
-	// A smaller pipe still works, only more slowly: the error is ignored.
-	if rc, err := outW.SyscallConn(); err == nil {
-		_ = rc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize) })
-	}
+	growPipe(outW)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, outW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	newSession(cmd, false)
 	return commandIO{output: outR, input: inW, child: []*os.File{inR, outW}}, nil
 }

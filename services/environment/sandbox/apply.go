@@ -10,10 +10,6 @@ import (
 	"sync"
 )
 
-// SubcommandName is the hidden penguin subcommand that Apply re-executes
-// the penguin binary as; its arguments go to SandboxExec.
-const SubcommandName = "sandbox-exec"
-
 // Apply prepares cmd (built by exec.Command or exec.CommandContext, not yet
 // started) to run unconfined, and returns the Group that tracks everything
 // it will start:

@@ -1,7 +1,15 @@
 // Package sandbox launches, confines and ends the commands of an
 // environment. Every command the environment service runs goes through it,
 // so that a timeout or an abort ends everything the command started, and a
-// sandbox either holds or refuses to start. It is Linux only.
+// sandbox either holds or refuses to start. Its confinement is Linux's
+// (below); on macOS, commands are confined by Seatbelt instead (see
+// SeatbeltProfile and env_darwin.go): writes beneath the workspace and
+// the environment's temporary directory only, no network or only the
+// egress proxy's loopback port, the hidden paths unreadable, but no
+// limits, no other user and no loopback of the environment's own. Other
+// systems (Windows) run commands unconfined, in mode None with the host's
+// network only, and refuse every other policy. Unavailable lists what a
+// system lacks, for the service to say once.
 //
 // # API
 //

@@ -16,11 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ExitCode is the exit status the sandbox-exec subcommand should use when
-// SandboxExec fails: the status shells use for "found but could not be
-// executed", so a confinement failure never looks like the command's own.
-const ExitCode = 126
-
 // Roles of the sandbox-exec subcommand.
 const (
 	roleInit     = "init"     // the first process of an environment's namespaces

@@ -13,10 +13,6 @@ import (
 	"time"
 )
 
-// TrampolineName is the lean binary that holds only the sandbox-exec
-// subcommand (cmd/penguin-sandbox), looked for beside the penguin binary.
-const TrampolineName = "penguin-sandbox"
-
 // Trampoline returns the binary that environments' inits and confined
 // commands start through: TrampolineName beside the running executable
 // when it is there and speaks this Protocol, else "/proc/self/exe" (the

@@ -1,3 +1,5 @@
+//go:build linux
+
 package command
 
 import (
@@ -69,3 +71,6 @@ func openPeer(cfd int) (int, error) {
 	}
 	return unix.Open("/dev/pts/"+strconv.FormatUint(uint64(n), 10), flags, 0)
 }
+
+// havePTY says that commands can have a pseudo-terminal here.
+const havePTY = true
