@@ -1,12 +1,14 @@
 package engine_test
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/grpcserver"
 	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
 	"github.com/penguin-agent/penguin/internal/testkit/pgtest"
@@ -52,17 +55,26 @@ func startAgentReplica(t *testing.T, storeURL string, b *enginetest.Backends) *a
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
-	e.Register(srv)
-	go func() { _ = srv.Serve(lis) }()
+	// The project's gRPC server with the engine's guard, as production
+	// serves it: in local mode the caller is the local user.
+	srv, err := grpcserver.New(grpcserver.Options{Name: "engine", ShutdownTimeout: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetAuthenticator(e.Guard())
+	e.Register(srv.GRPC())
+	sctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx, lis) }()
 	conn, err := dial(lis.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		conn.Close()
-		_ = e.Shutdown(t.Context())
-		srv.Stop()
+		_ = e.Shutdown(context.Background())
+		stop()
+		<-served
 		_ = e.Close()
 		llmConn.Close()
 		envConn.Close()
@@ -71,10 +83,13 @@ func startAgentReplica(t *testing.T, storeURL string, b *enginetest.Backends) *a
 }
 
 // runTask creates a session on r's default agent and runs one task.
-func (r *agentReplica) runTask(t *testing.T, prompt string) {
+func (r *agentReplica) runTask(t *testing.T, prompt string) { r.runAgentTask(t, "", prompt) }
+
+// runAgentTask creates a session on the named agent and runs one task.
+func (r *agentReplica) runAgentTask(t *testing.T, agent, prompt string) {
 	t.Helper()
 	ctx := t.Context()
-	created, err := r.engine.CreateSession(ctx, &penguinv1.CreateSessionRequest{Model: enginetest.Model, Workspace: "ws", ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL})
+	created, err := r.engine.CreateSession(ctx, &penguinv1.CreateSessionRequest{Model: enginetest.Model, Workspace: "ws", AgentState: agent, ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,6 +129,7 @@ func TestAgentsAcrossReplicas(t *testing.T) {
 		emulator.Turn{Match: "remember", ToolCalls: []emulator.ToolCall{{Name: "write_agent_file", Arguments: `{"file_path":"memory/user/MEMORY.md","content":"- The user's cat is called MEMO-7731.\n"}`}}},
 		emulator.Turn{Match: "MEMORY.md", Text: "saved"},
 		emulator.Turn{Match: "second", Text: "ok"},
+		emulator.Turn{Match: "reviewer", Text: "ok"},
 	)
 	url := pgtest.URL(t, "agents_replicas")
 	a := startAgentReplica(t, url, b)
@@ -173,6 +189,22 @@ func TestAgentsAcrossReplicas(t *testing.T) {
 	bb.runTask(t, "second")
 	if p := systemPrompts(b.Emulator, n); len(p) == 0 || !strings.Contains(p[0], "MEMO-7731") {
 		t.Fatalf("B's new session's prompt lacks the memory saved on A: %q", p)
+	}
+	// A session names another agent by its name (the web app's agent
+	// picker): created through A, used on B.
+	if _, err := a.agents.CreateAgent(ctx, &penguinv1.CreateAgentRequest{Name: "reviewer"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.agents.UpdateAgentConfig(ctx, &penguinv1.UpdateAgentConfigRequest{Agent: "reviewer", File: "AGENTS.md", Content: "Review only: RULE-9090."}); err != nil {
+		t.Fatal(err)
+	}
+	n = len(b.Emulator.Requests())
+	bb.runAgentTask(t, "reviewer", "reviewer task")
+	if p := systemPrompts(b.Emulator, n); len(p) == 0 || !strings.Contains(p[0], "RULE-9090") || strings.Contains(p[0], "RULE-4412") {
+		t.Fatalf("the reviewer agent's session on B: %q", p)
+	}
+	if _, err := bb.engine.CreateSession(ctx, &penguinv1.CreateSessionRequest{Model: enginetest.Model, Workspace: "ws", AgentState: "nobody"}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a session on an agent that does not exist: %v", err)
 	}
 	files, err := bb.agents.ListMemoryFiles(ctx, &penguinv1.ListMemoryFilesRequest{Agent: "default", Scope: "user"})
 	if err != nil || len(files.GetFiles()) != 1 {

@@ -177,6 +177,7 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		LLM:          penguinv1.NewLLMServiceClient(cfg.LLM),
 		Environment:  penguinv1.NewEnvironmentServiceClient(cfg.Environment),
 		SkillLibrary: filepath.Join(filepath.Dir(e.agents.Root()), "skills"),
+		Guard:        e.guard,
 		Logger:       log,
 	})
 	e.server = New(e.sessions, log, WithGuard(e.guard), WithForwarding(Forwarding{

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,8 +75,8 @@ func openScratch(dir string) (*os.Root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scratch directory: %w", err)
 	}
-	if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return nil, fmt.Errorf("scratch directory %s belongs to uid %d, not to this service (uid %d)", real, st.Uid, os.Geteuid())
+	if uid, ok := ownerUID(info); ok && uid != os.Geteuid() {
+		return nil, fmt.Errorf("scratch directory %s belongs to uid %d, not to this service (uid %d)", real, uid, os.Geteuid())
 	}
 	if info.Mode().Perm()&0o022 != 0 {
 		return nil, fmt.Errorf("scratch directory %s is writable by others (mode %v); make it private (chmod 700)", real, info.Mode().Perm())

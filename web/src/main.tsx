@@ -2,6 +2,7 @@ import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, authState, signOut, type ModelInfo } from "./api";
 import { SessionList, type Shelf } from "./components/SessionList";
+import { Agents } from "./pages/Agents";
 import { Chat } from "./pages/Chat";
 import { NewSession } from "./pages/NewSession";
 import { Setup } from "./pages/Setup";
@@ -91,6 +92,7 @@ function App() {
   if (m && m[2]) page = <Trace id={current} />;
   else if (m) page = <Chat key={current} id={current} session={row?.session} lastStatus={row?.last_status} onChanged={list.changed} />;
   else if (path === "/usage") page = <Usage />;
+  else if (path === "/agents" || path.startsWith("/agents/")) page = <Agents name={decodeURIComponent(path.slice("/agents/".length))} />;
   else if (path === "/setup") page = <Setup notice={models.notice} models={models.list} onDone={models.reload} />;
   else if (firstRun && path === "/") page = null;
   else page = <NewSession models={models.list} />;
@@ -111,6 +113,7 @@ function App() {
         <SessionList rows={list.rows} loaded={list.loaded} current={current} query={query} shelf={shelf} more={list.more} changed={list.changed} />
         <nav class="side-nav">
           <a href="/usage" onClick={onLink}>Usage</a>
+          <a href="/agents" onClick={onLink}>Agents</a>
           <a href="/setup" onClick={onLink}>Models</a>
           {!list.connected && list.loaded && <span class="muted small">offline</span>}
           <button class="link" onClick={async () => { await signOut().catch(() => undefined); void check(); }}>Sign out</button>

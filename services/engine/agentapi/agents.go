@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/access"
 	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/agentmirror"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
@@ -17,7 +18,7 @@ import (
 
 // ListAgents implements AgentService.
 func (s *Server) ListAgents(ctx context.Context, req *penguinv1.ListAgentsRequest) (*penguinv1.ListAgentsResponse, error) {
-	p, err := project(ctx, req.GetProject())
+	p, err := s.project(ctx, req.GetProject(), access.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +35,7 @@ func (s *Server) ListAgents(ctx context.Context, req *penguinv1.ListAgentsReques
 
 // CreateAgent implements AgentService.
 func (s *Server) CreateAgent(ctx context.Context, req *penguinv1.CreateAgentRequest) (*penguinv1.CreateAgentResponse, error) {
-	p, err := project(ctx, req.GetProject())
+	p, err := s.project(ctx, req.GetProject(), access.Write)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +83,7 @@ func template() ([]store.AgentFile, error) {
 
 // RenameAgent implements AgentService.
 func (s *Server) RenameAgent(ctx context.Context, req *penguinv1.RenameAgentRequest) (*penguinv1.RenameAgentResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Write)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +103,7 @@ func (s *Server) RenameAgent(ctx context.Context, req *penguinv1.RenameAgentRequ
 
 // DeleteAgent implements AgentService.
 func (s *Server) DeleteAgent(ctx context.Context, req *penguinv1.DeleteAgentRequest) (*penguinv1.DeleteAgentResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Own)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +116,7 @@ func (s *Server) DeleteAgent(ctx context.Context, req *penguinv1.DeleteAgentRequ
 
 // ExportAgent implements AgentService.
 func (s *Server) ExportAgent(ctx context.Context, req *penguinv1.ExportAgentRequest) (*penguinv1.ExportAgentResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +138,7 @@ func (s *Server) ExportAgent(ctx context.Context, req *penguinv1.ExportAgentRequ
 // (its bounds, its paths, its system_config.yaml) before anything is
 // written.
 func (s *Server) ImportAgent(ctx context.Context, req *penguinv1.ImportAgentRequest) (*penguinv1.ImportAgentResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Write)
 	if err != nil {
 		return nil, err
 	}

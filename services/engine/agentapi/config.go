@@ -17,6 +17,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/enumword"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/services/engine/access"
 	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/store"
@@ -36,7 +37,7 @@ func configFile(name string) error {
 
 // GetAgentConfig implements AgentService.
 func (s *Server) GetAgentConfig(ctx context.Context, req *penguinv1.GetAgentConfigRequest) (*penguinv1.GetAgentConfigResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +55,7 @@ func (s *Server) GetAgentConfig(ctx context.Context, req *penguinv1.GetAgentConf
 // UpdateAgentConfig implements AgentService. The text is stored as it was
 // written, so its comments and key order stay.
 func (s *Server) UpdateAgentConfig(ctx context.Context, req *penguinv1.UpdateAgentConfigRequest) (*penguinv1.UpdateAgentConfigResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Write)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +177,7 @@ func mapEnsure(m *yaml.Node, key string, kind yaml.Kind) *yaml.Node {
 
 // GetAgentModel implements AgentService.
 func (s *Server) GetAgentModel(ctx context.Context, req *penguinv1.GetAgentModelRequest) (*penguinv1.GetAgentModelResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +195,7 @@ func (s *Server) GetAgentModel(ctx context.Context, req *penguinv1.GetAgentModel
 
 // SetAgentModel implements AgentService.
 func (s *Server) SetAgentModel(ctx context.Context, req *penguinv1.SetAgentModelRequest) (*penguinv1.SetAgentModelResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Write)
 	if err != nil {
 		return nil, err
 	}
@@ -220,6 +221,9 @@ const modelTestTimeout = 60 * time.Second
 // TestModel implements AgentService: one short request through the llm
 // service, its latency or its failure.
 func (s *Server) TestModel(ctx context.Context, req *penguinv1.TestModelRequest) (*penguinv1.TestModelResponse, error) {
+	if _, err := s.project(ctx, "", access.Write); err != nil {
+		return nil, err
+	}
 	m := req.GetModel()
 	if m.GetProvider() == "" || m.GetModelId() == "" {
 		return nil, invalid("model", "give both provider and model_id")

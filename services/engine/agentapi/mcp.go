@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/access"
 	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 )
@@ -32,7 +33,7 @@ func (s *Server) loadConfig(ctx context.Context, t target) (agentconfig.Config, 
 // ListMCPServers implements AgentService. Environment and header values
 // (tokens, often) are left out: only their names are listed.
 func (s *Server) ListMCPServers(ctx context.Context, req *penguinv1.ListMCPServersRequest) (*penguinv1.ListMCPServersResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +67,7 @@ func namesOnly(m map[string]string) map[string]string {
 // reach the environment service, so that a command that does not exist is
 // refused instead of saved.
 func (s *Server) PutMCPServer(ctx context.Context, req *penguinv1.PutMCPServerRequest) (*penguinv1.PutMCPServerResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Write)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +136,7 @@ func keep(next, prev map[string]string) {
 
 // DeleteMCPServer implements AgentService.
 func (s *Server) DeleteMCPServer(ctx context.Context, req *penguinv1.DeleteMCPServerRequest) (*penguinv1.DeleteMCPServerResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Write)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +174,7 @@ const mcpTestWorkspace = ".penguin-mcp-test"
 
 // TestMCPServer implements AgentService.
 func (s *Server) TestMCPServer(ctx context.Context, req *penguinv1.TestMCPServerRequest) (*penguinv1.TestMCPServerResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Write)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/access"
 	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/store"
@@ -35,11 +36,11 @@ var scopeRe = regexp.MustCompile(`^(user|[A-Za-z0-9_.-]{1,40}-[0-9a-f]{8})$`)
 func scopePrefix(scope string) string { return agentstate.MemoryDir + "/" + scope + "/" }
 
 // memoryTarget checks a memory request's agent and scope.
-func memoryTarget(ctx context.Context, req interface {
+func (s *Server) memoryTarget(ctx context.Context, req interface {
 	agentRequest
 	GetScope() string
-}) (target, string, error) {
-	t, err := targetOf(ctx, req)
+}, lvl access.Level) (target, string, error) {
+	t, err := s.targetOf(ctx, req, lvl)
 	if err != nil {
 		return t, "", err
 	}
@@ -58,7 +59,7 @@ func checkMemoryName(name string) error {
 
 // ListMemoryScopes implements AgentService.
 func (s *Server) ListMemoryScopes(ctx context.Context, req *penguinv1.ListMemoryScopesRequest) (*penguinv1.ListMemoryScopesResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +95,7 @@ func (s *Server) ListMemoryScopes(ctx context.Context, req *penguinv1.ListMemory
 
 // ListMemoryFiles implements AgentService.
 func (s *Server) ListMemoryFiles(ctx context.Context, req *penguinv1.ListMemoryFilesRequest) (*penguinv1.ListMemoryFilesResponse, error) {
-	t, scope, err := memoryTarget(ctx, req)
+	t, scope, err := s.memoryTarget(ctx, req, access.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +143,7 @@ func frontMatter(data []byte) map[string]string {
 
 // GetMemoryFile implements AgentService.
 func (s *Server) GetMemoryFile(ctx context.Context, req *penguinv1.GetMemoryFileRequest) (*penguinv1.GetMemoryFileResponse, error) {
-	t, scope, err := memoryTarget(ctx, req)
+	t, scope, err := s.memoryTarget(ctx, req, access.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +163,7 @@ func (s *Server) GetMemoryFile(ctx context.Context, req *penguinv1.GetMemoryFile
 
 // UpdateMemoryFile implements AgentService.
 func (s *Server) UpdateMemoryFile(ctx context.Context, req *penguinv1.UpdateMemoryFileRequest) (*penguinv1.UpdateMemoryFileResponse, error) {
-	t, scope, err := memoryTarget(ctx, req)
+	t, scope, err := s.memoryTarget(ctx, req, access.Write)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +188,7 @@ func (s *Server) UpdateMemoryFile(ctx context.Context, req *penguinv1.UpdateMemo
 // DeleteMemoryFile implements AgentService: the file goes, and so do the
 // lines of the scope's MEMORY.md that name it, in one change.
 func (s *Server) DeleteMemoryFile(ctx context.Context, req *penguinv1.DeleteMemoryFileRequest) (*penguinv1.DeleteMemoryFileResponse, error) {
-	t, scope, err := memoryTarget(ctx, req)
+	t, scope, err := s.memoryTarget(ctx, req, access.Write)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +233,7 @@ type memoryDocument struct {
 
 // ExportMemory implements AgentService.
 func (s *Server) ExportMemory(ctx context.Context, req *penguinv1.ExportMemoryRequest) (*penguinv1.ExportMemoryResponse, error) {
-	t, scope, err := memoryTarget(ctx, req)
+	t, scope, err := s.memoryTarget(ctx, req, access.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +265,7 @@ const (
 // (its JSON, every name, every size, the scope's bounds) before anything
 // is written, and everything is written in one change.
 func (s *Server) ImportMemory(ctx context.Context, req *penguinv1.ImportMemoryRequest) (*penguinv1.ImportMemoryResponse, error) {
-	t, scope, err := memoryTarget(ctx, req)
+	t, scope, err := s.memoryTarget(ctx, req, access.Write)
 	if err != nil {
 		return nil, err
 	}

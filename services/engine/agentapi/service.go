@@ -27,6 +27,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/logger"
+	"github.com/penguin-agent/penguin/services/engine/access"
 	"github.com/penguin-agent/penguin/services/engine/agentmirror"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
@@ -44,6 +45,9 @@ type Options struct {
 	// InstallSkill's server_dir may name skills in; empty refuses
 	// server_dir.
 	SkillLibrary string
+	// Guard checks the caller's access to a request's project; nil
+	// knows only the default project and checks nothing.
+	Guard *access.Guard
 	// Logger receives one line per change; nil discards.
 	Logger *slog.Logger
 }
@@ -60,13 +64,25 @@ func New(opts Options) *Server {
 	return &Server{opts: opts, log: logger.OrDiscard(opts.Logger)}
 }
 
-// project returns the project a request addresses: the one it names, or
-// the default one. It is the one place that decides it.
-func project(_ context.Context, named string) (string, error) {
-	if named == "" || named == agentmirror.DefaultProject {
-		return agentmirror.Project(), nil
+// project returns the project a request addresses, the one it names or
+// the default one, once the caller may act on it at lvl (the engine's
+// access guard; without one, as in a test of this package alone, only the
+// default project exists). It is the one place that decides it.
+func (s *Server) project(ctx context.Context, named string, lvl access.Level) (string, error) {
+	p := named
+	if p == "" {
+		p = agentmirror.Project()
 	}
-	return "", status.Errorf(codes.NotFound, "project %q does not exist", named)
+	if s.opts.Guard == nil {
+		if p != agentmirror.DefaultProject {
+			return "", status.Errorf(codes.NotFound, "project %q does not exist", named)
+		}
+		return p, nil
+	}
+	if err := s.opts.Guard.Check(ctx, p, lvl, "project", p); err != nil {
+		return "", err
+	}
+	return p, nil
 }
 
 // target is the agent a request addresses.
@@ -77,9 +93,10 @@ type agentRequest interface {
 	GetAgent() string
 }
 
-// targetOf checks a request's project and agent name.
-func targetOf(ctx context.Context, req agentRequest) (target, error) {
-	p, err := project(ctx, req.GetProject())
+// targetOf checks a request's project, the caller's access to it at lvl,
+// and its agent name.
+func (s *Server) targetOf(ctx context.Context, req agentRequest, lvl access.Level) (target, error) {
+	p, err := s.project(ctx, req.GetProject(), lvl)
 	if err != nil {
 		return target{}, err
 	}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/access"
 	"github.com/penguin-agent/penguin/services/engine/agentmirror"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/store"
@@ -32,7 +33,7 @@ func skillDir(name string, enabled bool) string {
 
 // ListSkills implements AgentService.
 func (s *Server) ListSkills(ctx context.Context, req *penguinv1.ListSkillsRequest) (*penguinv1.ListSkillsResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +75,7 @@ func (s *Server) ListSkills(ctx context.Context, req *penguinv1.ListSkillsReques
 // the skill) and its SKILL.md, whose front matter must name it and say
 // when it applies.
 func (s *Server) InstallSkill(ctx context.Context, req *penguinv1.InstallSkillRequest) (*penguinv1.InstallSkillResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Write)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +177,7 @@ func (s *Server) libraryDir(name string) (string, error) {
 // SetSkillEnabled implements AgentService: the skill's files move between
 // skills/<name> and skills/.disabled/<name>.
 func (s *Server) SetSkillEnabled(ctx context.Context, req *penguinv1.SetSkillEnabledRequest) (*penguinv1.SetSkillEnabledResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Write)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +210,7 @@ func (s *Server) SetSkillEnabled(ctx context.Context, req *penguinv1.SetSkillEna
 
 // UninstallSkill implements AgentService.
 func (s *Server) UninstallSkill(ctx context.Context, req *penguinv1.UninstallSkillRequest) (*penguinv1.UninstallSkillResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Write)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/access"
 	"github.com/penguin-agent/penguin/services/engine/agentmirror"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/store"
@@ -40,7 +41,7 @@ func (s *Server) vault(ctx context.Context, t target) (string, int64, map[string
 
 // ListVault implements AgentService.
 func (s *Server) ListVault(ctx context.Context, req *penguinv1.ListVaultRequest) (*penguinv1.ListVaultResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +54,7 @@ func (s *Server) ListVault(ctx context.Context, req *penguinv1.ListVaultRequest)
 
 // SetVault implements AgentService.
 func (s *Server) SetVault(ctx context.Context, req *penguinv1.SetVaultRequest) (*penguinv1.SetVaultResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Write)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +76,7 @@ func (s *Server) SetVault(ctx context.Context, req *penguinv1.SetVaultRequest) (
 
 // DeleteVault implements AgentService.
 func (s *Server) DeleteVault(ctx context.Context, req *penguinv1.DeleteVaultRequest) (*penguinv1.DeleteVaultResponse, error) {
-	t, err := targetOf(ctx, req)
+	t, err := s.targetOf(ctx, req, access.Write)
 	if err != nil {
 		return nil, err
 	}

@@ -93,7 +93,7 @@ func (t *Tree) Stat(name string) (fs.FileInfo, error) {
 // ReadDir lists the directory name, sorted by name. It never follows a
 // link out of the tree and never blocks on a named pipe.
 func (t *Tree) ReadDir(name string) ([]fs.DirEntry, error) {
-	f, err := t.root.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
+	f, err := t.root.OpenFile(name, os.O_RDONLY|oDirectory|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, t.explain(name, err)
 	}
@@ -195,9 +195,9 @@ func (t *Tree) OpenWrite(name string, create bool) (f *os.File, info fs.FileInfo
 		err = regular(info)
 	}
 	if err == nil && !created {
-		if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		if n := hardLinks(info); n > 1 {
 			err = fmt.Errorf("it has %d hard links, and a write through a hard link could change a file outside the workspace; "+
-				"to replace it, remove it first (exec_command rm) or copy it", st.Nlink)
+				"to replace it, remove it first (exec_command rm) or copy it", n)
 		}
 	}
 	if err != nil {

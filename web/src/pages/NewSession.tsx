@@ -1,4 +1,5 @@
 import { useEffect, useState } from "preact/hooks";
+import { agents } from "../agents";
 import { api, num, type ModelInfo, type SessionDefaults } from "../api";
 import { price, tokens } from "../format";
 import { navigate } from "../router";
@@ -41,7 +42,7 @@ const read = <T,>(key: string): T => {
  * reads run without a question. "Server default" sends no sandbox mode, so
  * the server's own default applies even if it changes later. */
 export function NewSession({ models }: { models: ModelInfo[] }) {
-  const last = read<{ workspace?: string; model?: string }>(lastKey);
+  const last = read<{ workspace?: string; model?: string; agent?: string }>(lastKey);
   const [workspace, setWorkspace] = useState<string>(last.workspace ?? "");
   const [model, setModel] = useState<string>(last.model ?? "");
   const [defaults, setDefaults] = useState<SessionDefaults>();
@@ -56,6 +57,9 @@ export function NewSession({ models }: { models: ModelInfo[] }) {
   const serverSandbox = defaults?.sandbox_mode
     ? `server default: ${SANDBOX_WORDS[defaults.sandbox_mode] ?? defaults.sandbox_mode}${defaults.sandbox_mode !== "SANDBOX_MODE_NONE" && defaults.network ? ", " + (NETWORK_WORDS[defaults.network] ?? defaults.network) : ""}`
     : "server default";
+  const [agent, setAgent] = useState<string>(last.agent ?? "default");
+  const [agentNames, setAgentNames] = useState<string[]>(["default"]);
+  useEffect(() => { agents.list().then((r) => setAgentNames((r.agents ?? []).map((a) => a.name))).catch(() => undefined); }, []);
   const [prompt, setPrompt] = useState("");
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
@@ -78,11 +82,11 @@ export function NewSession({ models }: { models: ModelInfo[] }) {
     }
     setBusy(true);
     try {
-      localStorage.setItem(lastKey, JSON.stringify({ workspace, model }));
+      localStorage.setItem(lastKey, JSON.stringify({ workspace, model, agent }));
       localStorage.setItem(wsKey(workspace), JSON.stringify({ mode, thinking, sandbox }));
       const s = await api.createSession({
         model: { provider: model.slice(0, slash), model_id: model.slice(slash + 1) },
-        workspace, approval_mode: mode, ...(sandbox ? { sandbox_mode: sandbox } : {}),
+        workspace, agent_state: agent, approval_mode: mode, ...(sandbox ? { sandbox_mode: sandbox } : {}),
         ...(thinking ? { thinking_level: "THINKING_LEVEL_" + thinking.toUpperCase() } : {}),
       });
       if (prompt.trim()) await api.startTask(s.session_id, prompt.trim());
@@ -105,6 +109,7 @@ export function NewSession({ models }: { models: ModelInfo[] }) {
           {chosen && <span class="muted small" data-testid="model-facts">{[chosen.name, num(chosen.context_window) ? `${tokens(num(chosen.context_window))} context` : "",
             chosen.reasoning ? "reasons" : "", price(chosen.price) || "price unknown"].filter(Boolean).join(" · ")}</span>}
         </label>
+        <label>Agent <select value={agent} onChange={(e) => setAgent(e.currentTarget.value)} name="agent">{agentNames.map((a) => <option value={a}>{a}</option>)}</select></label>
         <label>Approval <select value={mode} onChange={(e) => choose({ mode: e.currentTarget.value })} name="approval">{MODES.map(([v, l]) => <option value={v}>{l}</option>)}</select></label>
         <label>Thinking <select value={thinking} onChange={(e) => choose({ thinking: e.currentTarget.value })} name="thinking">{THINKING.map((v) => <option value={v}>{v || "model default"}</option>)}</select></label>
         <label>Sandbox <select value={sandbox} onChange={(e) => choose({ sandbox: e.currentTarget.value })} name="sandbox">

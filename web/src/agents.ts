@@ -1,0 +1,52 @@
+// The agent routes of the gateway (/api/projects/{p}/agents/…): one
+// function per route. Every agent belongs to the default project until
+// projects exist.
+import { request } from "./api";
+
+const base = (agent = "") => `/api/projects/default/agents${agent ? "/" + encodeURIComponent(agent) : ""}`;
+const e = encodeURIComponent;
+
+export interface AgentInfo { name: string; version?: string; updated_at?: string }
+export interface SkillInfo { name: string; description?: string; enabled?: boolean; files?: number }
+export interface MemoryScope { key: string; workspace?: string; files?: number }
+export interface MemoryFile { name: string; front_matter?: Record<string, string>; bytes?: string; version?: string }
+export interface MCPServer { name: string; transport?: string; command?: string; args?: string[]; url?: string; permission?: string; env?: Record<string, string>; headers?: Record<string, string> }
+export interface TestResult { ok?: boolean; tools?: string[]; latency_ms?: string; message?: string }
+
+/** toBase64 encodes an uploaded file for a JSON body (proto bytes). */
+export async function toBase64(f: Blob): Promise<string> {
+  const bytes = new Uint8Array(await f.arrayBuffer());
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
+export const agents = {
+  list: () => request<{ agents?: AgentInfo[] }>("GET", base()),
+  create: (name: string, from_agent = "") => request<unknown>("POST", base(), { name, from_agent }),
+  remove: (a: string) => request<unknown>("DELETE", base(a)),
+  exportURL: (a: string) => base(a) + "/export",
+  getConfig: (a: string, file: string) => request<{ content?: string; version?: string }>("GET", `${base(a)}/config/${e(file)}`),
+  putConfig: (a: string, file: string, content: string, version: string) => request<{ version?: string }>("PUT", `${base(a)}/config/${e(file)}`, { content, version }),
+  skills: (a: string) => request<{ skills?: SkillInfo[] }>("GET", `${base(a)}/skills`),
+  installSkill: (a: string, archive: string) => request<unknown>("POST", `${base(a)}/skills`, { archive, replace: true }),
+  enableSkill: (a: string, name: string, enabled: boolean) => request<unknown>("PUT", `${base(a)}/skills/${e(name)}/enabled`, { enabled }),
+  removeSkill: (a: string, name: string) => request<unknown>("DELETE", `${base(a)}/skills/${e(name)}`),
+  scopes: (a: string) => request<{ enabled?: boolean; scopes?: MemoryScope[] }>("GET", `${base(a)}/memory`),
+  memoryFiles: (a: string, scope: string) => request<{ files?: MemoryFile[] }>("GET", `${base(a)}/memory/${e(scope)}/files`),
+  memoryFile: (a: string, scope: string, name: string) => request<{ content?: string; version?: string }>("GET", `${base(a)}/memory/${e(scope)}/files/${e(name)}`),
+  putMemoryFile: (a: string, scope: string, name: string, content: string, version: string) => request<unknown>("PUT", `${base(a)}/memory/${e(scope)}/files/${e(name)}`, { content, version }),
+  deleteMemoryFile: (a: string, scope: string, name: string) => request<unknown>("DELETE", `${base(a)}/memory/${e(scope)}/files/${e(name)}`),
+  exportMemory: (a: string, scope: string) => request<{ document?: string }>("GET", `${base(a)}/memory/${e(scope)}/export`),
+  importMemory: (a: string, scope: string, document: string, mode: string, confirm: boolean) => request<{ written?: number; skipped?: number; deleted?: number }>("POST", `${base(a)}/memory/${e(scope)}/import`, { document, mode, confirm }),
+  vault: (a: string) => request<{ names?: string[] }>("GET", `${base(a)}/vault`),
+  setVault: (a: string, name: string, value: string) => request<unknown>("PUT", `${base(a)}/vault/${e(name)}`, { value }),
+  deleteVault: (a: string, name: string) => request<unknown>("DELETE", `${base(a)}/vault/${e(name)}`),
+  mcp: (a: string) => request<{ servers?: MCPServer[] }>("GET", `${base(a)}/mcp`),
+  putMCP: (a: string, server: MCPServer) => request<unknown>("POST", `${base(a)}/mcp`, { server }),
+  deleteMCP: (a: string, name: string) => request<unknown>("DELETE", `${base(a)}/mcp/${e(name)}`),
+  testMCP: (a: string, name: string) => request<TestResult>("POST", `${base(a)}/mcp/${e(name)}/test`),
+  model: (a: string) => request<{ model?: { provider?: string; model_id?: string } }>("GET", `${base(a)}/model`),
+  setModel: (a: string, provider: string, model_id: string) => request<unknown>("PUT", `${base(a)}/model`, { model: { provider, model_id } }),
+  testModel: (provider: string, model_id: string) => request<TestResult>("POST", "/api/projects/default/models/test", { model: { provider, model_id } }),
+};
