@@ -307,11 +307,11 @@ func ownerOf(h *os.Root) *owner {
 	if err != nil {
 		return nil
 	}
-	st, ok := info.Sys().(*syscall.Stat_t)
-	if !ok || (st.Uid == 0 && st.Gid == 0) {
+	uid, gid, ok := fileOwner(info)
+	if !ok || (uid == 0 && gid == 0) {
 		return nil
 	}
-	return &owner{uid: int(st.Uid), gid: int(st.Gid)}
+	return &owner{uid: uid, gid: gid}
 }
 
 // mkdirAll makes dir and its missing parents, each given to the tree's
