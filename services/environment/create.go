@@ -244,7 +244,7 @@ var (
 // sandboxPolicy turns the request's sandbox settings into a policy, the
 // service's defaults filling in what it leaves unspecified.
 func (s *Service) sandboxPolicy(req *penguinv1.CreateEnvironmentRequest, ws string) (sandbox.Policy, error) {
-	p := sandbox.Policy{Workspace: ws, User: s.opts.SandboxUser, Limits: s.opts.Limits, WritablePaths: s.opts.WritablePaths, HidePaths: s.opts.HidePaths}
+	p := sandbox.Policy{Workspace: ws, User: s.opts.SandboxUser, Limits: s.opts.Limits, WritablePaths: s.opts.WritablePaths, HidePaths: s.opts.HidePaths, Siblings: s.root}
 	switch req.GetSandboxMode() {
 	case penguinv1.SandboxMode_SANDBOX_MODE_UNSPECIFIED:
 		p.Mode = s.defaultMode

@@ -6,11 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/penguin-agent/penguin/services/environment/workspace"
 )
 
 // resolveWorkspace makes the requested workspace absolute, refuses one
 // outside the root, inside the scratch area or containing it, and creates
-// it, unless it must exist already.
+// it beneath the root (given to the root's owner when the service runs as
+// root, see workspace.MkdirAll), unless it must exist already.
 func (s *Service) resolveWorkspace(requested string, mustExist bool) (string, error) {
 	p, err := s.workspacePath(requested)
 	if err != nil {
@@ -21,7 +24,11 @@ func (s *Service) resolveWorkspace(requested string, mustExist bool) (string, er
 			return "", invalid("workspace %q does not exist; create the directory first, or check the path", requested)
 		}
 	}
-	if err := os.MkdirAll(p, 0o755); err != nil {
+	rel, err := filepath.Rel(s.root, p)
+	if err != nil {
+		return "", invalid("workspace %q: %v", requested, err)
+	}
+	if err := workspace.MkdirAll(s.root, filepath.ToSlash(rel)); err != nil {
 		return "", invalid("workspace %q cannot be created: %v", requested, err)
 	}
 	return s.realWorkspace(requested, p)

@@ -115,7 +115,9 @@ func New(opts Options) (*Service, error) {
 // resolveDefaults works out the sandbox of environments that ask for
 // none: workspace-write without network where the host can enforce it.
 // Where it cannot, the default is mode none, and the log says what is
-// missing; a mode asked for explicitly is never downgraded.
+// missing; a mode asked for explicitly is never downgraded. A confined
+// default given explicitly (--sandbox-default) that the host cannot
+// enforce stops the service at start, naming what is missing.
 func (s *Service) resolveDefaults() error {
 	var err error
 	s.defaultNetwork = sandbox.NetworkNone
@@ -127,17 +129,31 @@ func (s *Service) resolveDefaults() error {
 			return errors.New("default network host: confined commands never share the host's network")
 		}
 	}
-	if s.opts.DefaultSandbox != "" {
-		s.defaultMode, err = sandbox.ParseMode(s.opts.DefaultSandbox)
-		return err
-	}
 	probe := sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: s.root, Network: sandbox.NetworkNone, User: s.opts.SandboxUser, Limits: s.opts.Limits}
-	if err := s.opts.CheckSandbox(probe); err != nil {
-		s.defaultMode = sandbox.None
-		s.log.Warn("environments that do not ask for a sandbox run unconfined: this host cannot enforce workspace-write", "reason", err)
+	confinable := s.opts.CheckSandbox(probe)
+	if s.opts.DefaultSandbox == "" {
+		s.defaultMode = sandbox.WorkspaceWrite
+		if confinable != nil {
+			s.defaultMode = sandbox.None
+			s.log.Warn("environments that do not ask for a sandbox run unconfined: this host cannot enforce workspace-write", "reason", confinable)
+		}
 		return nil
 	}
-	s.defaultMode = sandbox.WorkspaceWrite
+	if s.defaultMode, err = sandbox.ParseMode(s.opts.DefaultSandbox); err != nil {
+		return err
+	}
+	if s.defaultMode == sandbox.None {
+		if confinable != nil {
+			s.log.Warn("environments run unconfined unless they ask for a sandbox, and those that ask are refused: this host cannot enforce workspace-write", "reason", confinable)
+		}
+		return nil
+	}
+	// A confined default that cannot hold is refused here, at start,
+	// rather than in every CreateEnvironment that relies on it.
+	probe.Mode = s.defaultMode
+	if err := s.opts.CheckSandbox(probe); err != nil {
+		return fmt.Errorf("default sandbox mode %s: %w", s.defaultMode, err)
+	}
 	return nil
 }
 

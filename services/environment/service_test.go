@@ -354,3 +354,32 @@ func TestGlobAndGrep(t *testing.T) {
 	wantStop(t, h.exec(env, "grep", `{"pattern":"zzzz"}`), ok, `No matches for "zzzz"`)
 	wantStop(t, h.exec(env, "grep", `{"pattern":"x","output_mode":"lines"}`), failed, "output_mode")
 }
+
+// TestConfinedDefaultIsRefusedAtStart proves that a service told to
+// confine environments by default (--sandbox-default workspace-write, as
+// the Kubernetes manifests start it) on a host that cannot refuses to
+// start, naming what is missing, instead of starting and failing every
+// CreateEnvironment; told to run them unconfined, it starts, and still
+// refuses the confined modes asked for. On the code before, it started.
+func TestConfinedDefaultIsRefusedAtStart(t *testing.T) {
+	cannot := func(p sandbox.Policy) error {
+		if p.Mode != sandbox.None {
+			return fmt.Errorf("%w: simulated pod without a user namespace: the service runs as uid 65532", sandbox.ErrUnsupported)
+		}
+		return nil
+	}
+	for _, mode := range []string{"workspace-write", "read-only"} {
+		_, err := environment.New(environment.Options{Root: t.TempDir(), ScratchDir: t.TempDir(), DefaultSandbox: mode, CheckSandbox: cannot})
+		if err == nil || !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "uid 65532") || !strings.Contains(err.Error(), mode) {
+			t.Errorf("--sandbox-default %s on a host that cannot confine: %v, want a refusal naming the mode and the cause", mode, err)
+		}
+	}
+	h := start(t, environment.Options{DefaultSandbox: "none", CheckSandbox: cannot})
+	_, err := h.client.CreateEnvironment(testkit.Context(t, 30*time.Second), &penguinv1.CreateEnvironmentRequest{Workspace: "a", SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "uid 65532") {
+		t.Errorf("workspace-write asked of a service that cannot confine: %v, want FailedPrecondition with the cause", err)
+	}
+	if resp := h.create(&penguinv1.CreateEnvironmentRequest{Workspace: "b"}); resp.GetSandboxMode() != penguinv1.SandboxMode_SANDBOX_MODE_NONE {
+		t.Errorf("the default of --sandbox-default none: %v", resp.GetSandboxMode())
+	}
+}

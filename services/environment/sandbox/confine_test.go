@@ -249,6 +249,53 @@ func TestPrivateTmp(t *testing.T) {
 	}
 }
 
+// TestSiblingsAreHidden proves that a command sees, of the directory
+// that holds its workspace and other environments' (Policy.Siblings),
+// only its own workspace: another workspace cannot be listed, read or
+// written, whatever its permissions. Without Siblings the same command
+// reads the other workspace's file, so the test can fail.
+func TestSiblingsAreHidden(t *testing.T) { eachWay(t, siblingsAreHidden) }
+
+func siblingsAreHidden(t *testing.T) {
+	requireConfinement(t)
+	root := outsideDir(t)
+	mine, theirs := filepath.Join(root, "a"), filepath.Join(root, "b")
+	for _, d := range []string{mine, theirs} {
+		if err := os.Mkdir(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(mine, "own.txt"), "own")
+	writeFile(t, filepath.Join(theirs, "secret.txt"), "secret")
+	if err := os.Chmod(filepath.Join(theirs, "secret.txt"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	p := Policy{Mode: WorkspaceWrite, Workspace: mine, Network: NetworkNone}
+	if r := runUnder(t, p, "cat", filepath.Join(theirs, "secret.txt")); r.code != 0 || r.out != "secret" {
+		t.Fatalf("without Siblings, reading another workspace: exit %d, %q; want it read (the test's premise)", r.code, r.out)
+	}
+	p.Siblings = root
+	e := newEnv(t, p)
+	r := bashIn(t, e, `ls -a "$0"; cat "$1"/own.txt; echo new > "$1"/new.txt && echo wrote`, root, mine)
+	if want := ".\n..\na\nownwrote\n"; r.code != 0 || r.out != want {
+		t.Errorf("listing the siblings and using the own workspace: exit %d, %q; want %q (only its own workspace)", r.code, r.out, want)
+	}
+	for what, script := range map[string]string{
+		"listing":  `ls "$0"`,
+		"reading":  `cat "$0"/secret.txt`,
+		"writing":  `echo x > "$0"/secret.txt`,
+		"creating": `mkdir -p "$0" && echo x > "$0"/planted.txt`,
+	} {
+		if r := bashIn(t, e, script, theirs); r.code == 0 {
+			t.Errorf("%s another workspace succeeded: %q", what, r.out)
+		}
+	}
+	if got := readFile(t, filepath.Join(theirs, "secret.txt")); got != "secret" {
+		t.Errorf("the other workspace's file changed: %q", got)
+	}
+	mustExist(t, filepath.Join(theirs, "planted.txt"), false)
+}
+
 // TestNetwork proves network isolation with a real listener in the
 // test's namespace: an environment's command cannot connect to it (nor to
 // an abstract Unix socket of the host's), an unconfined one can, and

@@ -167,6 +167,9 @@ func (e *Env) startInit() error {
 		for _, h := range p.HidePaths {
 			args = append(args, "--hide", h)
 		}
+		if p.hidesSiblings() {
+			args = append(args, "--siblings", p.Siblings)
+		}
 		for _, f := range e.cg.procsFiles() {
 			args = append(args, "--cgroup", f)
 		}

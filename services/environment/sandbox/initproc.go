@@ -26,6 +26,7 @@ type initConfig struct {
 	workspace   string
 	writable    []string
 	hide        []string
+	siblings    string // the directory of the workspace and its siblings, or ""
 	tmpSize     int64
 	cgroups     []string // cgroup.procs files to join
 	parentNetNS string   // the service's network namespace, to prove this one differs
@@ -50,6 +51,7 @@ func parseInitFlags(args []string) (initConfig, error) {
 	fs.StringVar(&c.workspace, "workspace", "", "the workspace directory")
 	fs.Var((*stringList)(&c.writable), "writable", "a further writable directory (repeatable)")
 	fs.Var((*stringList)(&c.hide), "hide", "a path commands see empty (repeatable)")
+	fs.StringVar(&c.siblings, "siblings", "", "a directory commands see empty but for the workspace and the writable paths")
 	fs.Int64Var(&c.tmpSize, "tmp-size", 0, "the size of /tmp in bytes")
 	fs.Var((*stringList)(&c.cgroups), "cgroup", "a cgroup.procs file to join (repeatable)")
 	fs.StringVar(&c.parentNetNS, "parent-netns", "", "the network namespace this one must differ from")
@@ -233,8 +235,9 @@ type tree struct {
 // mount read-only and without set-user-ID, except the workspace
 // (workspace-write), the writable paths and fresh, private /tmp, /var/tmp
 // and /dev/shm; an empty /run (where the host's services keep their
-// sockets); the hidden paths empty; and a /proc of the environment's own
-// PID namespace, read-only.
+// sockets); the hidden paths empty; the directory of the workspace's
+// siblings empty but for the workspace; and a /proc of the environment's
+// own PID namespace, read-only.
 func setUpMounts(c initConfig) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making mounts private: %w", err)
@@ -294,6 +297,16 @@ func setUpMounts(c initConfig) error {
 			return err
 		}
 	}
+	// The siblings' directory is covered by a tmpfs that takes the mount
+	// points of the trees below and is made read-only once they are
+	// attached. Under a fresh /tmp it is gone already.
+	coverSiblings := c.siblings != "" && isDir(c.siblings)
+	const cover = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+	if coverSiblings {
+		if err := unix.Mount("tmpfs", c.siblings, "tmpfs", cover, "mode=755,size=64k"); err != nil {
+			return fmt.Errorf("hiding the other workspaces in %s: %w", c.siblings, err)
+		}
+	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_RDONLY, ""); err != nil {
 		return fmt.Errorf("mounting the environment's /proc: %w", err)
 	}
@@ -307,6 +320,11 @@ func setUpMounts(c initConfig) error {
 		}
 		if err := unix.MoveMount(t.fd, "", unix.AT_FDCWD, t.target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 			return fmt.Errorf("mounting %s: %w", t.target, err)
+		}
+	}
+	if coverSiblings {
+		if err := unix.Mount("", c.siblings, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|cover, ""); err != nil {
+			return fmt.Errorf("making %s read-only: %w", c.siblings, err)
 		}
 	}
 	return unix.Chdir("/")

@@ -163,6 +163,29 @@ type Policy struct {
 	// HidePaths are files or directories that confined commands see empty
 	// (the service's auth token file, say).
 	HidePaths []string
+	// Siblings is a directory that holds the workspace and other
+	// environments' workspaces (the service's root): confined commands
+	// see it empty but for their own workspace and the writable paths
+	// beneath it, whatever the other workspaces' permissions. Empty, the
+	// workspace itself, a directory the workspace does not lie beneath,
+	// or one beneath a writable path hides nothing.
+	Siblings string
+}
+
+// hidesSiblings reports whether the environment's view covers
+// Siblings: it must lie strictly above the workspace, and below every
+// writable path's tree (a writable path that holds Siblings is attached
+// over the cover, with the siblings in it).
+func (p Policy) hidesSiblings() bool {
+	if p.Siblings == "" || p.Siblings == "/" || p.Workspace == p.Siblings || !within(p.Workspace, p.Siblings) {
+		return false
+	}
+	for _, w := range p.WritablePaths {
+		if within(p.Siblings, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // confined reports whether commands under p run in the environment's
@@ -210,6 +233,9 @@ func (p Policy) validate() error {
 	}
 	if !filepath.IsAbs(p.Workspace) {
 		return fmt.Errorf("sandbox workspace %q is not an absolute path", p.Workspace)
+	}
+	if p.Siblings != "" && !filepath.IsAbs(p.Siblings) {
+		return fmt.Errorf("sandbox path %q is not an absolute path", p.Siblings)
 	}
 	for _, list := range [][]string{p.WritablePaths, p.HidePaths} {
 		for _, w := range list {

@@ -17,3 +17,12 @@ func hardLinks(info fs.FileInfo) uint64 {
 	}
 	return 0
 }
+
+// fileOwner returns the user and group that own a file.
+func fileOwner(info fs.FileInfo) (uid, gid int, ok bool) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, false
+	}
+	return int(st.Uid), int(st.Gid), true
+}

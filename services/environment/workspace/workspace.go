@@ -60,7 +60,14 @@ type Tree struct {
 	dir      string // the absolute path the handle was opened at, for messages
 	root     *os.Root
 	relative bool // paths in this tree are shown relative to it
+	// owner is who the files and directories the tree creates belong
+	// to, when that is not this process's user: the owner of the
+	// tree's directory, for a service that runs as root (see New).
+	owner *owner
 }
+
+// owner is a user and group that created files are given to.
+type owner struct{ uid, gid int }
 
 // Dir returns the absolute path the tree was opened at.
 func (t *Tree) Dir() string { return t.dir }
@@ -147,12 +154,14 @@ func (t *Tree) ReadFile(name string, limit int64) ([]byte, error) {
 // OpenWrite opens the regular file name for reading and writing. With
 // create it also creates the file and its missing parent directories when
 // needed, and created says whether it did; without, a missing file is an
-// fs.ErrNotExist error. An existing file keeps its inode, mode and owner.
+// fs.ErrNotExist error. An existing file keeps its inode, mode and owner;
+// a created file and the directories made for it belong to the
+// workspace's owner when the service runs as root (see ownerOf).
 // A file with more than one hard link is refused: writing through it could
 // change a file outside the tree.
 func (t *Tree) OpenWrite(name string, create bool) (f *os.File, info fs.FileInfo, created bool, err error) {
 	if dir := path.Dir(name); create && dir != "." {
-		if err := t.root.MkdirAll(dir, 0o755); err != nil {
+		if err := t.mkdirAll(dir); err != nil {
 			return nil, nil, false, t.explain(dir, err)
 		}
 	}
@@ -174,6 +183,12 @@ func (t *Tree) OpenWrite(name string, create bool) (f *os.File, info fs.FileInfo
 	}
 	if err != nil {
 		return nil, nil, false, t.explain(name, err)
+	}
+	if created && t.owner != nil {
+		if err := f.Chown(t.owner.uid, t.owner.gid); err != nil {
+			f.Close()
+			return nil, nil, false, err
+		}
 	}
 	info, err = f.Stat()
 	if err == nil {
@@ -267,7 +282,7 @@ func New(dir string, readable ...*os.Root) (*Root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspace %q: %w", dir, err)
 	}
-	r := &Root{ws: &Tree{dir: real, root: h, relative: true}}
+	r := &Root{ws: &Tree{dir: real, root: h, relative: true, owner: ownerOf(h)}}
 	for _, x := range readable {
 		if !filepath.IsAbs(x.Name()) {
 			h.Close()
@@ -276,6 +291,65 @@ func New(dir string, readable ...*os.Root) (*Root, error) {
 		r.readable = append(r.readable, &Tree{dir: filepath.Clean(x.Name()), root: x})
 	}
 	return r, nil
+}
+
+// ownerOf returns the owner of the tree's directory when this process
+// runs as root and another user owns it, else nil. What the file tools
+// create then belongs to the workspace's owner, as what its commands
+// create does: where the sandbox user owns the workspace itself (no
+// idmapped mount, as in a pod with its own user namespace), a file the
+// service wrote stays writable to the commands.
+func ownerOf(h *os.Root) *owner {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	info, err := h.Stat(".")
+	if err != nil {
+		return nil
+	}
+	uid, gid, ok := fileOwner(info)
+	if !ok || (uid == 0 && gid == 0) {
+		return nil
+	}
+	return &owner{uid: uid, gid: gid}
+}
+
+// mkdirAll makes dir and its missing parents, each given to the tree's
+// owner.
+func (t *Tree) mkdirAll(dir string) error {
+	if t.owner == nil {
+		return t.root.MkdirAll(dir, 0o755)
+	}
+	parts := strings.Split(dir, "/")
+	for i := range parts {
+		p := path.Join(parts[:i+1]...)
+		err := t.root.Mkdir(p, 0o755)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err == nil {
+			err = t.root.Lchown(p, t.owner.uid, t.owner.gid)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MkdirAll makes the directory name (slash-separated, relative) beneath
+// dir and its missing parents, through a handle on dir, so that no link
+// leads the creation out of it. When this process runs as root and
+// another user owns dir, what it makes belongs to that user, as the
+// files the file tools create in a workspace belong to its owner.
+func MkdirAll(dir, name string) error {
+	h, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	t := &Tree{dir: dir, root: h, owner: ownerOf(h)}
+	return t.mkdirAll(name)
 }
 
 // Close releases the workspace handle (not the readable trees').
