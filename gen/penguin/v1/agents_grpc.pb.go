@@ -75,7 +75,7 @@ type AgentServiceClient interface {
 	RenameAgent(ctx context.Context, in *RenameAgentRequest, opts ...grpc.CallOption) (*RenameAgentResponse, error)
 	// DeleteAgent deletes an agent with all its files.
 	DeleteAgent(ctx context.Context, in *DeleteAgentRequest, opts ...grpc.CallOption) (*DeleteAgentResponse, error)
-	// ExportAgent returns an agent as a tar.gz archive in the reference's
+	// ExportAgent returns an agent as a tar.gz archive in PenguinHarness's
 	// directory layout.
 	ExportAgent(ctx context.Context, in *ExportAgentRequest, opts ...grpc.CallOption) (*ExportAgentResponse, error)
 	// ImportAgent creates an agent from such an archive, or replaces an
@@ -461,7 +461,7 @@ type AgentServiceServer interface {
 	RenameAgent(context.Context, *RenameAgentRequest) (*RenameAgentResponse, error)
 	// DeleteAgent deletes an agent with all its files.
 	DeleteAgent(context.Context, *DeleteAgentRequest) (*DeleteAgentResponse, error)
-	// ExportAgent returns an agent as a tar.gz archive in the reference's
+	// ExportAgent returns an agent as a tar.gz archive in PenguinHarness's
 	// directory layout.
 	ExportAgent(context.Context, *ExportAgentRequest) (*ExportAgentResponse, error)
 	// ImportAgent creates an agent from such an archive, or replaces an

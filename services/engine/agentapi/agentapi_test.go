@@ -199,7 +199,7 @@ func TestAgentsAndArchives(t *testing.T) {
 	if err != nil || !bytes.Equal(again.GetArchive(), exp.GetArchive()) {
 		t.Fatalf("the re-exported archive differs (%v)", err)
 	}
-	// The reference's layout: the files under agent_state/.
+	// PenguinHarness's layout: the files under agent_state/.
 	ref := tarGz(t, map[string]string{"agent_state/system_config.yaml": "max_turns: 7\n", "agent_state/AGENTS.md": "be brief\n", "agent_state/.vault.toml": "TOKEN = \"v\"\n"})
 	if _, err := c.ImportAgent(ctx, &penguinv1.ImportAgentRequest{Agent: "ref", Archive: ref}); err != nil {
 		t.Fatal(err)
@@ -209,7 +209,7 @@ func TestAgentsAndArchives(t *testing.T) {
 	}
 	names, err := c.ListVault(ctx, &penguinv1.ListVaultRequest{Agent: "ref"})
 	if err != nil || len(names.GetNames()) != 1 || names.GetNames()[0] != "TOKEN" {
-		t.Fatalf("the reference vault: %v %v", names, err)
+		t.Fatalf("PenguinHarness's vault: %v %v", names, err)
 	}
 	// Replacing needs replace, and a stale version is refused.
 	_, err = c.ImportAgent(ctx, &penguinv1.ImportAgentRequest{Agent: "ref", Archive: exp.GetArchive()})

@@ -134,7 +134,7 @@ func unpackTar(data []byte, lim limits, field string) ([]store.AgentFile, error)
 
 // stripTop removes one directory every path starts with, when the files
 // hold no marker at their top: an archive of "my-skill/SKILL.md", or of
-// the reference's "agent_state/system_config.yaml".
+// PenguinHarness's "agent_state/system_config.yaml".
 func stripTop(files []store.AgentFile, marker string) []store.AgentFile {
 	if len(files) == 0 || slices.ContainsFunc(files, func(f store.AgentFile) bool { return f.Path == marker }) {
 		return files

@@ -18,7 +18,7 @@ import (
 // maxVaultValue bounds one vault value.
 const maxVaultValue = 64 << 10
 
-// vault reads an agent's vault: the file it lives in (the reference's
+// vault reads an agent's vault: the file it lives in (PenguinHarness's
 // .vault.toml when the agent has one with keys, else .vault.yaml), its
 // version and its values. An error never carries a value: a vault that
 // does not parse is reported by file and line only.

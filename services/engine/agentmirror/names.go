@@ -45,7 +45,7 @@ func CheckPath(p string) error {
 	return nil
 }
 
-// Vault files: Penguin's, and the reference's, which an agent imported
+// Vault files: Penguin's, and PenguinHarness's, which an agent imported
 // from it keeps.
 const (
 	VaultFile          = ".vault.yaml"
