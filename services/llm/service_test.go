@@ -489,7 +489,7 @@ func TestListProvidersAndModels(t *testing.T) {
 			m.GetContextWindow(), m.GetMaxTokens(), m.GetVision(), m.GetThinkingLevels()))
 	}
 	want := "emu-anthropic/claude-test:200000:16000:true:[THINKING_LEVEL_LOW THINKING_LEVEL_HIGH] " +
-		"emu-openai/gpt-big:200000:0:true:[] emu-openai/gpt-small:8192:2048:false:[THINKING_LEVEL_LOW]"
+		"emu-openai/gpt-big:200000:0:true:[] emu-openai/gpt-chat:8192:0:true:[] emu-openai/gpt-small:8192:2048:false:[THINKING_LEVEL_LOW]"
 	if strings.Join(got, " ") != want {
 		t.Errorf("models = %v\nwant %s", got, want)
 	}
