@@ -34,12 +34,13 @@ build:
 ## cross: compile every package (not yet the test binaries: several tests
 ## call Linux-only functions) for another system on each architecture, so
 ## that a Linux-only call in shared code fails here rather than on a user's
-## Mac. `make dist` builds penguin itself for all six release targets.
+## Mac. `make dist` builds penguin itself for all six release targets
+## (-trimpath, as dist builds, so that dist reuses these packages).
 CROSS_TARGETS ?= linux/arm64 darwin/arm64 windows/amd64
 cross:
 	@set -e; for t in $(CROSS_TARGETS); do \
 		echo "cross: $$t"; \
-		CGO_ENABLED=0 GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build ./... ; \
+		CGO_ENABLED=0 GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build -trimpath ./... ; \
 	done
 
 ## dist: the release archives under bin/dist (deploy/dist): penguin for
