@@ -178,6 +178,11 @@ func TestContainersAreHardened(t *testing.T) {
 		t.Run(dir, func(t *testing.T) {
 			for _, d := range render(t, dir).deployments {
 				pod := d.Spec.Template.Spec
+				if d.Name == "penguin-environment" {
+					// Root, but in a user namespace of the pod's own.
+					requireSandboxPod(t, d)
+					continue
+				}
 				if pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot {
 					t.Errorf("%s: pod does not set runAsNonRoot", d.Name)
 				}
@@ -203,6 +208,111 @@ func TestContainersAreHardened(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// sandboxCaps are the capabilities an environment pod's container may
+// add: in the pod's user namespace, what the sandbox needs to make each
+// environment's namespaces and cgroups and to run commands as another
+// user (deploy/base/environment.yaml says which does what).
+var sandboxCaps = []corev1.Capability{"SYS_ADMIN", "NET_ADMIN", "SYS_PTRACE", "SYS_CHROOT", "SETUID", "SETGID", "SETPCAP",
+	"CHOWN", "FOWNER", "DAC_OVERRIDE", "DAC_READ_SEARCH", "KILL"}
+
+// requireSandboxPod checks the environment pods as the overlays ship
+// them: their own user namespace (hostUsers: false), root only there,
+// environments confined by default, the token readable by the service's
+// root alone (no fsGroup, mode 0400), and no capability beyond the
+// sandbox's.
+func requireSandboxPod(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	pod := d.Spec.Template.Spec
+	if pod.HostUsers == nil || *pod.HostUsers {
+		t.Errorf("%s: the pod shares the node's users (hostUsers is not false)", d.Name)
+	}
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Errorf("%s: pod mounts a service account token it does not need", d.Name)
+	}
+	if sc := pod.SecurityContext; sc == nil || sc.FSGroup != nil {
+		t.Errorf("%s: an fsGroup would make the token readable by the sandbox user's group", d.Name)
+	}
+	for _, v := range pod.Volumes {
+		if v.Secret != nil && (v.Secret.DefaultMode == nil || *v.Secret.DefaultMode != 0o400) {
+			t.Errorf("%s: Secret volume %s is readable by more than its owner", d.Name, v.Name)
+		}
+	}
+	c := pod.Containers[0]
+	if c.LivenessProbe == nil || c.ReadinessProbe == nil {
+		t.Errorf("%s: missing a liveness or readiness probe", d.Name)
+	}
+	requireLimits(t, d.Name, c)
+	sc := c.SecurityContext
+	switch {
+	case sc == nil:
+		t.Errorf("%s: no securityContext", d.Name)
+	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+		t.Errorf("%s: root filesystem is writable", d.Name)
+	case sc.ProcMount == nil || *sc.ProcMount != corev1.UnmaskedProcMount:
+		t.Errorf("%s: /proc is masked, so environments cannot have one of their own", d.Name)
+	case sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL":
+		t.Errorf("%s: does not drop ALL capabilities", d.Name)
+	default:
+		for _, cp := range sc.Capabilities.Add {
+			if !slices.Contains(sandboxCaps, cp) {
+				t.Errorf("%s: adds capability %s, which the sandbox does not need", d.Name, cp)
+			}
+		}
+	}
+	if got := envValue(c, "PENGUIN_SANDBOX_DEFAULT"); got != "workspace-write" {
+		t.Errorf("%s: PENGUIN_SANDBOX_DEFAULT is %q, want workspace-write (refused at start where it cannot hold)", d.Name, got)
+	}
+	if got := envValue(c, "PENGUIN_SANDBOX_REQUIRED"); got != "true" {
+		t.Errorf("%s: PENGUIN_SANDBOX_REQUIRED is %q, want true (sandbox mode none refused)", d.Name, got)
+	}
+	for _, ic := range pod.InitContainers {
+		requireLimits(t, d.Name+"/"+ic.Name, ic)
+		requireHardened(t, d.Name+"/"+ic.Name, ic, []corev1.Capability{"CHOWN"})
+	}
+}
+
+func envValue(c corev1.Container, name string) string {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+// TestUnconfinedEnvironmentsComponent renders the dev overlay with the
+// component for clusters without user namespaces: the environment pods
+// share the node's users again, as 65532 without capabilities, and say
+// that environments are unconfined (sandbox default none) rather than
+// leave the service to find out.
+func TestUnconfinedEnvironmentsComponent(t *testing.T) {
+	dir, err := os.MkdirTemp("overlays", "unconfined-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	k := "resources:\n  - ../dev\ncomponents:\n  - ../../components/unconfined-environments\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := render(t, dir).deployment(t, "penguin-environment")
+	pod := d.Spec.Template.Spec
+	if pod.HostUsers == nil || !*pod.HostUsers {
+		t.Errorf("hostUsers is not true")
+	}
+	if sc := pod.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser != 65532 {
+		t.Errorf("the pod does not run as 65532: %+v", sc)
+	}
+	c := pod.Containers[0]
+	requireHardened(t, d.Name, c, nil)
+	if sc := c.SecurityContext; sc != nil && sc.ProcMount != nil && *sc.ProcMount != corev1.DefaultProcMount {
+		t.Errorf("procMount %s needs hostUsers: false", *sc.ProcMount)
+	}
+	if got, req := envValue(c, "PENGUIN_SANDBOX_DEFAULT"), envValue(c, "PENGUIN_SANDBOX_REQUIRED"); got != "none" || req != "false" {
+		t.Errorf("PENGUIN_SANDBOX_DEFAULT is %q and PENGUIN_SANDBOX_REQUIRED %q, want none and false", got, req)
 	}
 }
 

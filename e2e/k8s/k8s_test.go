@@ -151,14 +151,14 @@ func isReady(p corev1.Pod) bool {
 }
 
 // newSession creates a session on the scripted model in its own workspace
-// (on the shared workspaces volume).
+// (on the shared workspaces volume), in the sandbox the environment pods
+// give every environment (they refuse sandbox mode none).
 func (c *cluster) newSession(ctx context.Context, t *testing.T, name string) string {
 	t.Helper()
 	resp, err := c.engine.CreateSession(ctx, &penguinv1.CreateSessionRequest{
 		Model:        &penguinv1.ModelRef{Provider: "mock", ModelId: "scripted"},
 		Workspace:    name, // relative to the service's root, /workspaces: made on first use
 		ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL,
-		SandboxMode:  penguinv1.SandboxMode_SANDBOX_MODE_NONE,
 	})
 	if err != nil {
 		t.Fatalf("CreateSession: %v", err)

@@ -22,7 +22,7 @@ t0=$(date +%s)
 ts() { printf '\n==> [k8s %4ds] %s\n' "$(($(date +%s) - t0))" "$*"; }
 
 # command:package, installed when the command is missing.
-NEEDS=(containerd:containerd etcd:etcd-server /usr/lib/cni/bridge:containernetworking-plugins podman:podman
+NEEDS=(etcd:etcd-server /usr/include/seccomp.h:libseccomp-dev /usr/lib/cni/bridge:containernetworking-plugins podman:podman
 	iptables:iptables conntrack:conntrack debootstrap:debootstrap zstd:zstd openssl:openssl bc:bc)
 missing=()
 for n in "${NEEDS[@]}"; do
@@ -41,7 +41,7 @@ fi
 # for both, the images 340 s alone). A failed image build stops the build.
 ts "Kubernetes binaries, and beside them the images (make images)"
 bin_log=$(mktemp /tmp/penguin-k8s-bin.XXXXXX.log)
-"$C/k8s-bin.sh" >"$bin_log" 2>&1 &
+{ "$C/k8s-bin.sh" && "$C/runtime-bin.sh"; } >"$bin_log" 2>&1 &
 k8s_bin=$!
 make -s images || {
 	kill "$k8s_bin" 2>/dev/null
@@ -50,12 +50,12 @@ make -s images || {
 ts "images built"
 if ! wait "$k8s_bin"; then
 	tail -40 "$bin_log"
-	echo "building the Kubernetes binaries failed" >&2
+	echo "building the Kubernetes binaries or the container runtime failed" >&2
 	exit 1
 fi
 cat "$bin_log"
 rm -f "$bin_log"
-ts "Kubernetes binaries built"
+ts "Kubernetes binaries and the container runtime built"
 
 teardown() {
 	local rc=$?

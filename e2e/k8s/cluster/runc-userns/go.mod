@@ -1,0 +1,3 @@
+module local/runcuserns
+
+go 1.26.8
