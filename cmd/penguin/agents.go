@@ -33,6 +33,7 @@ import (
 // client, the project and agent its flags name, and where it writes.
 type agentCmd struct {
 	agents  penguinv1.AgentServiceClient
+	llm     penguinv1.LLMServiceClient
 	project string
 	agent   string
 	out     io.Writer
@@ -58,7 +59,7 @@ func agentGroup(use, short string, withAgent bool, subs ...*cobra.Command) *cobr
 				return fmt.Errorf("%s: %w", use, err)
 			}
 			defer conn.Close()
-			ac := &agentCmd{agents: conn.agents, project: *project, agent: *agent, out: os.Stdout, in: os.Stdin}
+			ac := &agentCmd{agents: conn.agents, llm: conn.llm, project: *project, agent: *agent, out: os.Stdout, in: os.Stdin}
 			c.SetContext(context.WithValue(c.Context(), agentCmdKey{}, ac))
 			if err := run(c, args); err != nil {
 				return fmt.Errorf("%s %s: %w", use, c.Name(), statusError(err))
