@@ -95,15 +95,15 @@ type setupResult struct {
 // setupProvider serves POST /api/setup/provider: AddProvider, or
 // UpdateProvider (with the new key) when the route is stored already.
 func (g *Gateway) setupProvider(w http.ResponseWriter, r *http.Request) {
-	if g.opts.LLM == nil {
-		writeError(w, codes.Unimplemented, "this gateway reaches no llm service")
-		return
-	}
 	var form providerForm
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&form); err != nil {
 		badRequest(w, "malformed JSON body: "+err.Error())
+		return
+	}
+	if g.opts.LLM == nil {
+		writeError(w, codes.Unimplemented, "this gateway reaches no llm service")
 		return
 	}
 	route := &penguinv1.ProviderRoute{Name: form.Name, Type: form.Type, BaseUrl: form.BaseURL, Models: form.Models}
