@@ -132,7 +132,7 @@ func routeStoreDefaults(cfg *llm.Config, engineStore, home string) {
 		return
 	}
 	if strings.HasPrefix(cfg.RouteStore, "postgres://") || strings.HasPrefix(cfg.RouteStore, "postgresql://") {
-		slog.Warn("no route key secret (--routes-key-file or "+routesKeyVar+"): provider routes can be added in the providers file only, not through the API or the web app")
+		slog.Warn("no route key secret (--routes-key-file or " + routesKeyVar + "): provider routes can be added in the providers file only, not through the API or the web app")
 		cfg.RouteStore = ""
 		return
 	}
