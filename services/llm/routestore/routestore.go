@@ -179,6 +179,9 @@ func (s *Store) List(ctx context.Context) ([]Route, int64, error) {
 			r.Err = fmt.Errorf("its stored spec does not parse: %w", err)
 		}
 		r.Provider.Name = name
+		if r.Err == nil && (r.Provider.APIKeyEnv != "" || r.Provider.APIKeyFile != "") {
+			r.Err = errors.New("a stored route takes its key from the store only, never from the server's environment or files")
+		}
 		if r.Err == nil && len(sealed) > 0 {
 			r.Provider.APIKey, r.Err = s.sealer.open(r.Project, name, keyID, sealed)
 		}
@@ -276,8 +279,8 @@ func specOf(p providers.Provider) (string, error) {
 	return string(b), err
 }
 
-// affected turns a write's result into none when it changed a row, and
-// into none err otherwise.
+// affected turns a write's result into nil when it changed a row, and
+// into none when it changed nothing.
 func affected(res sql.Result, err, none error) error {
 	if err != nil {
 		return err
