@@ -47,7 +47,7 @@ func (p *Process) setupGateway(context.Context) error {
 	}
 	opts := gateway.Options{
 		AuthToken: p.cfg.AuthToken, Heartbeat: gc.Heartbeat, Logger: p.log, App: gc.App,
-		Agents:   penguinv1.NewAgentServiceClient(p.local),
+		Agents: penguinv1.NewAgentServiceClient(p.local), Schedules: penguinv1.NewScheduleServiceClient(p.local),
 		Accounts: penguinv1.NewAuthServiceClient(p.local), Team: p.cfg.Engine.Team,
 		// The llm service of this process, or the front that passes the
 		// users' calls on to the one the engine reaches (see llmFront).

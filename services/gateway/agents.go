@@ -55,12 +55,12 @@ func (g *Gateway) agentRoutes(api func(string, http.HandlerFunc)) {
 // pathFields are the path values a route copies into its request.
 var pathFields = []string{"project", "agent", "name", "scope", "file"}
 
-// agentCall makes a route of one AgentService call (see rpcCall).
+// agentCall makes a route of one AgentService call (see rpcRoute).
 func agentCall[Req any, PReq interface {
 	*Req
 	proto.Message
 }, Resp proto.Message](g *Gateway, call func(penguinv1.AgentServiceClient, context.Context, PReq, ...grpc.CallOption) (Resp, error), ok int) http.HandlerFunc {
-	return rpcCall(g, g.opts.Agents, "agent service", call, ok)
+	return rpcRoute(g, g.opts.Agents, "agent", call, ok)
 }
 
 // providerRoutes registers the provider route routes with api: the global
@@ -70,25 +70,25 @@ func agentCall[Req any, PReq interface {
 func (g *Gateway) providerRoutes(api func(string, http.HandlerFunc)) {
 	type l = penguinv1.LLMServiceClient
 	for _, p := range []string{"/api/providers", "/api/projects/{project}/providers"} {
-		api("GET "+p, rpcCall(g, g.opts.LLM, "llm service", l.ListProviders, http.StatusOK))
-		api("POST "+p, rpcCall(g, g.opts.LLM, "llm service", l.AddProvider, http.StatusCreated))
-		api("PUT "+p, rpcCall(g, g.opts.LLM, "llm service", l.UpdateProvider, http.StatusOK))
-		api("DELETE "+p+"/{name}", rpcCall(g, g.opts.LLM, "llm service", l.RemoveProvider, http.StatusOK))
-		api("POST "+p+"/{name}/test", rpcCall(g, g.opts.LLM, "llm service", l.TestProvider, http.StatusOK))
+		api("GET "+p, rpcRoute(g, g.opts.LLM, "llm", l.ListProviders, http.StatusOK))
+		api("POST "+p, rpcRoute(g, g.opts.LLM, "llm", l.AddProvider, http.StatusCreated))
+		api("PUT "+p, rpcRoute(g, g.opts.LLM, "llm", l.UpdateProvider, http.StatusOK))
+		api("DELETE "+p+"/{name}", rpcRoute(g, g.opts.LLM, "llm", l.RemoveProvider, http.StatusOK))
+		api("POST "+p+"/{name}/test", rpcRoute(g, g.opts.LLM, "llm", l.TestProvider, http.StatusOK))
 	}
 }
 
-// rpcCall makes a route of one unary call of client: the JSON body (if
-// any) is the request, the path values fill their fields, and the
-// response is written as JSON with status ok. A nil client (a gateway
-// that reaches no such service) answers Unimplemented.
-func rpcCall[C any, Req any, PReq interface {
+// rpcRoute makes a route of one call of client, the service called name:
+// the JSON body (if any) is the request, the path values fill their
+// fields, and the response is written as JSON with status ok. A nil
+// client answers Unimplemented.
+func rpcRoute[Client any, Req any, PReq interface {
 	*Req
 	proto.Message
-}, Resp proto.Message](g *Gateway, client C, service string, call func(C, context.Context, PReq, ...grpc.CallOption) (Resp, error), ok int) http.HandlerFunc {
+}, Resp proto.Message](g *Gateway, client Client, name string, call func(Client, context.Context, PReq, ...grpc.CallOption) (Resp, error), ok int) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if any(client) == nil {
-			writeError(w, codes.Unimplemented, "this gateway reaches no "+service)
+			writeError(w, codes.Unimplemented, "this gateway reaches no "+name+" service")
 			return
 		}
 		req := PReq(new(Req))

@@ -54,6 +54,10 @@ type Options struct {
 	// Agents answers the agent routes (/api/projects/{project}/agents/…);
 	// nil answers them Unimplemented.
 	Agents penguinv1.AgentServiceClient
+	// Schedules answers the schedule routes
+	// (/api/projects/{project}/…/schedules); nil answers them
+	// Unimplemented.
+	Schedules penguinv1.ScheduleServiceClient
 	// LLM answers GET /api/models and the provider routes (/api/providers,
 	// /api/projects/{project}/providers, the first-run form); nil answers
 	// them Unimplemented.
@@ -125,6 +129,7 @@ func (g *Gateway) routes() {
 	api("POST /api/setup/provider", g.setupProvider)
 	g.agentRoutes(api)
 	g.providerRoutes(api)
+	g.scheduleRoutes(api)
 	var app http.Handler
 	if g.opts.App != nil {
 		app = appHandler(g.opts.App)
