@@ -49,10 +49,15 @@ export class Runner {
 }
 
 /** launchChromium starts the browser the tests drive (CHROMIUM, default
- * Debian's /usr/bin/chromium). */
+ * Debian's /usr/bin/chromium), or fails saying how to get one when there
+ * is none. */
 export function launchChromium() {
+  const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
+  if (!existsSync(executablePath)) {
+    throw new Error(`no browser at ${executablePath}: install Debian's chromium package (.ci/run does) or point CHROMIUM at a Chromium binary`);
+  }
   return chromium.launch({
-    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+    executablePath,
     args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
       "--disable-component-update", "--disable-sync"],
   });
