@@ -44,8 +44,10 @@ type engineConn struct {
 	// it on the engine's port. A remote engine running alone answers
 	// Unimplemented, which the callers treat as "no model list".
 	llm penguinv1.LLMServiceClient
-	// agents manages the agents of the same server.
-	agents penguinv1.AgentServiceClient
+	// agents manages the agents of the same server, and schedules their
+	// schedules.
+	agents    penguinv1.AgentServiceClient
+	schedules penguinv1.ScheduleServiceClient
 	// agentState is the default agent's directory of an embedded engine,
 	// empty for a remote one; defaultModel and defaultThinking are that
 	// agent's model and thinking level.
@@ -75,7 +77,7 @@ func (f *clientFlags) connect(ctx context.Context) (*engineConn, error) {
 		}
 		return &engineConn{
 			engine: penguinv1.NewEngineServiceClient(conn), llm: penguinv1.NewLLMServiceClient(conn),
-			agents: penguinv1.NewAgentServiceClient(conn), close: conn.Close,
+			agents: penguinv1.NewAgentServiceClient(conn), schedules: penguinv1.NewScheduleServiceClient(conn), close: conn.Close,
 		}, nil
 	}
 	if f.authTokenFile != "" {
@@ -85,7 +87,7 @@ func (f *clientFlags) connect(ctx context.Context) (*engineConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the embedded engine: %w", err)
 	}
-	c := &engineConn{engine: srv.Engine, llm: srv.LLM, agents: srv.Agents, agentState: srv.agentDir, logPath: srv.logPath, close: srv.stop}
+	c := &engineConn{engine: srv.Engine, llm: srv.LLM, agents: srv.Agents, schedules: srv.Schedules, agentState: srv.agentDir, logPath: srv.logPath, close: srv.stop}
 	if st, err := agentstate.Load(srv.agentDir); err == nil {
 		c.defaultModel, c.defaultThinking = st.Config.Model.Ref(), st.Config.Model.ThinkingLevelProto()
 	}

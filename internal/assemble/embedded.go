@@ -15,12 +15,15 @@ import (
 // the in-process transport. Its tasks end with it, since nothing would
 // take them over.
 type Embedded struct {
-	// Engine, LLM and Agents call the server's services.
-	Engine penguinv1.EngineServiceClient
-	LLM    penguinv1.LLMServiceClient
-	Agents penguinv1.AgentServiceClient
-	cancel context.CancelFunc
-	done   chan error
+	// Engine, LLM, Agents and Schedules call the server's services. The
+	// server fires no schedules (it is short-lived); `penguin serve`
+	// does.
+	Engine    penguinv1.EngineServiceClient
+	LLM       penguinv1.LLMServiceClient
+	Agents    penguinv1.AgentServiceClient
+	Schedules penguinv1.ScheduleServiceClient
+	cancel    context.CancelFunc
+	done      chan error
 }
 
 // StartEmbedded builds the process cfg describes (its services, logger and
@@ -43,7 +46,7 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Embedded, error) {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e := &Embedded{
 		Engine: penguinv1.NewEngineServiceClient(p.Local()), LLM: penguinv1.NewLLMServiceClient(p.Local()),
-		Agents: penguinv1.NewAgentServiceClient(p.Local()),
+		Agents: penguinv1.NewAgentServiceClient(p.Local()), Schedules: penguinv1.NewScheduleServiceClient(p.Local()),
 		cancel: cancel, done: make(chan error, 1),
 	}
 	go func() { e.done <- p.Serve(sctx) }()

@@ -55,16 +55,40 @@ func (g *Gateway) agentRoutes(api func(string, http.HandlerFunc)) {
 // pathFields are the path values a route copies into its request.
 var pathFields = []string{"project", "agent", "name", "scope", "file"}
 
-// agentCall makes a route of one AgentService call: the JSON body (if
-// any) is the request, the path values fill their fields, and the
-// response is written as JSON with status ok.
+// agentCall makes a route of one AgentService call (see rpcRoute).
 func agentCall[Req any, PReq interface {
 	*Req
 	proto.Message
 }, Resp proto.Message](g *Gateway, call func(penguinv1.AgentServiceClient, context.Context, PReq, ...grpc.CallOption) (Resp, error), ok int) http.HandlerFunc {
+	return rpcRoute(g, g.opts.Agents, "agent", call, ok)
+}
+
+// providerRoutes registers the provider route routes with api: the global
+// routes under /api/providers, a project's under
+// /api/projects/{project}/providers, one LLMService call each. Who may
+// call which is the engine's access check's to say, as for every call.
+func (g *Gateway) providerRoutes(api func(string, http.HandlerFunc)) {
+	type l = penguinv1.LLMServiceClient
+	for _, p := range []string{"/api/providers", "/api/projects/{project}/providers"} {
+		api("GET "+p, rpcRoute(g, g.opts.LLM, "llm", l.ListProviders, http.StatusOK))
+		api("POST "+p, rpcRoute(g, g.opts.LLM, "llm", l.AddProvider, http.StatusCreated))
+		api("PUT "+p, rpcRoute(g, g.opts.LLM, "llm", l.UpdateProvider, http.StatusOK))
+		api("DELETE "+p+"/{name}", rpcRoute(g, g.opts.LLM, "llm", l.RemoveProvider, http.StatusOK))
+		api("POST "+p+"/{name}/test", rpcRoute(g, g.opts.LLM, "llm", l.TestProvider, http.StatusOK))
+	}
+}
+
+// rpcRoute makes a route of one call of client, the service called name:
+// the JSON body (if any) is the request, the path values fill their
+// fields, and the response is written as JSON with status ok. A nil
+// client answers Unimplemented.
+func rpcRoute[Client any, Req any, PReq interface {
+	*Req
+	proto.Message
+}, Resp proto.Message](g *Gateway, client Client, name string, call func(Client, context.Context, PReq, ...grpc.CallOption) (Resp, error), ok int) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if g.opts.Agents == nil {
-			writeError(w, codes.Unimplemented, "this gateway reaches no agent service")
+		if any(client) == nil {
+			writeError(w, codes.Unimplemented, "this gateway reaches no "+name+" service")
 			return
 		}
 		req := PReq(new(Req))
@@ -79,7 +103,7 @@ func agentCall[Req any, PReq interface {
 				req.ProtoReflect().Set(f, protoreflect.ValueOfString(v))
 			}
 		}
-		resp, err := call(g.opts.Agents, r.Context(), req)
+		resp, err := call(client, r.Context(), req)
 		if err != nil {
 			g.fail(w, r, err)
 			return

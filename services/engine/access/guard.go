@@ -86,12 +86,17 @@ func (g *Guard) Mode() Mode { return g.mode }
 var userMethods = []string{
 	"/penguin.v1.EngineService/",
 	"/penguin.v1.AgentService/",
+	"/penguin.v1.ScheduleService/",
 	"/penguin.v1.AuthService/",
 	"/penguin.v1.UserService/",
 	"/penguin.v1.ProjectService/",
 	"/penguin.v1.TokenService/",
 	"/penguin.v1.LLMService/ListModels",
 	"/penguin.v1.LLMService/ListProviders",
+	"/penguin.v1.LLMService/AddProvider",
+	"/penguin.v1.LLMService/UpdateProvider",
+	"/penguin.v1.LLMService/RemoveProvider",
+	"/penguin.v1.LLMService/TestProvider",
 	"/grpc.reflection.",
 }
 

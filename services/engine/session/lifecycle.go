@@ -32,6 +32,12 @@ type CreateSpec struct {
 	// ProjectID is the project the session belongs to (the caller's
 	// access was checked before); empty means store.DefaultProject.
 	ProjectID string
+	// ID, when set, is the new session's id (a schedule's run chooses it
+	// when it is claimed, so that a replica that takes the run over
+	// creates the same session); empty picks a fresh one.
+	ID string
+	// Title is the session's title; empty takes the first prompt's.
+	Title string
 
 	// For a subagent: its parent and the parent's environment, which the
 	// child shares.
@@ -56,8 +62,15 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 	if err != nil {
 		return nil, err
 	}
-	window, vision := m.modelInfo(ctx, spec.Model, st)
-	id := newSessionID()
+	project := spec.ProjectID
+	if project == "" {
+		project = store.DefaultProject
+	}
+	window, vision := m.modelInfo(ctx, spec.Model, project, st)
+	id := spec.ID
+	if id == "" {
+		id = newSessionID()
+	}
 	cfg := config{MaxTurns: spec.MaxTurns, SandboxMode: spec.SandboxMode, Vision: vision, Depth: spec.Depth, SeqHigh: 1, ContextSeq: 1}
 	env, err := m.checkEnvironment(ctx, id, spec, st)
 	if err != nil {
@@ -83,6 +96,7 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 		AgentState:      st.Dir,
 		ApprovalMode:    spec.ApprovalMode,
 		ThinkingLevel:   spec.ThinkingLevel,
+		Title:           spec.Title,
 		ParentID:        spec.ParentID,
 		ProjectID:       spec.ProjectID,
 		Source:          spec.Source,
@@ -230,10 +244,11 @@ func (m *Manager) record(ctx context.Context, row *store.Session, meta *penguinv
 
 // modelInfo returns the model's context window and whether it takes
 // images, from the agent's settings and the gateway's model table. An
-// unknown model gets no window (the default is assumed) and vision.
-func (m *Manager) modelInfo(ctx context.Context, ref *penguinv1.ModelRef, st *agentstate.State) (int64, bool) {
+// unknown model gets no window (the default is assumed) and vision. The
+// session's project's routes are asked about beside the global ones.
+func (m *Manager) modelInfo(ctx context.Context, ref *penguinv1.ModelRef, project string, st *agentstate.State) (int64, bool) {
 	window, vision := st.Config.Model.ContextWindow, true
-	resp, err := m.opts.LLM.ListModels(ctx, &penguinv1.ListModelsRequest{Provider: ref.GetProvider()})
+	resp, err := m.opts.LLM.ListModels(ctx, &penguinv1.ListModelsRequest{Provider: ref.GetProvider(), Project: project})
 	if err != nil {
 		m.log.Warn("could not list the gateway's models; assuming a vision model with the default window", "model", ref.GetModelId(), "error", err)
 		return window, vision
