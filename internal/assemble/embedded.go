@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 
+	"google.golang.org/grpc"
+
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 )
 
@@ -19,6 +21,9 @@ type Embedded struct {
 	Engine penguinv1.EngineServiceClient
 	LLM    penguinv1.LLMServiceClient
 	Agents penguinv1.AgentServiceClient
+	// Conn is the in-process connection they use, for the server's
+	// other services (users, projects, tokens).
+	Conn   grpc.ClientConnInterface
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -43,7 +48,7 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Embedded, error) {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e := &Embedded{
 		Engine: penguinv1.NewEngineServiceClient(p.Local()), LLM: penguinv1.NewLLMServiceClient(p.Local()),
-		Agents: penguinv1.NewAgentServiceClient(p.Local()),
+		Agents: penguinv1.NewAgentServiceClient(p.Local()), Conn: p.Local(),
 		cancel: cancel, done: make(chan error, 1),
 	}
 	go func() { e.done <- p.Serve(sctx) }()

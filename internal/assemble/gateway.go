@@ -49,6 +49,8 @@ func (p *Process) setupGateway(context.Context) error {
 		AuthToken: p.cfg.AuthToken, Heartbeat: gc.Heartbeat, Logger: p.log, App: gc.App,
 		Agents:   penguinv1.NewAgentServiceClient(p.local),
 		Accounts: penguinv1.NewAuthServiceClient(p.local), Team: p.cfg.Engine.Team,
+		Users: penguinv1.NewUserServiceClient(p.local), Projects: penguinv1.NewProjectServiceClient(p.local),
+		Tokens: penguinv1.NewTokenServiceClient(p.local),
 	}
 	if p.cfg.LLM != nil {
 		opts.LLM, opts.ProvidersFile = penguinv1.NewLLMServiceClient(p.local), p.cfg.LLM.ProvidersFile

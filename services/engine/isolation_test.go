@@ -101,6 +101,12 @@ func TestIsolation(t *testing.T) {
 		return tk.GetSecret()
 	}
 	alice, bob := tokenOf("alice"), tokenOf("bob")
+	// Alice's token, which Bob tries to revoke by its id.
+	mine, err := penguinv1.NewTokenServiceClient(dial(alice)).ListTokens(ctx, &penguinv1.ListTokensRequest{})
+	if err != nil || len(mine.GetTokens()) != 1 {
+		t.Fatalf("Alice's tokens: %v, %v", mine, err)
+	}
+	aliceToken := mine.GetTokens()[0].GetTokenId()
 	if _, err := penguinv1.NewProjectServiceClient(dial(alice)).CreateProject(ctx, &penguinv1.CreateProjectRequest{ProjectId: "apollo", Name: secret}); err != nil {
 		t.Fatal(err)
 	}
@@ -122,28 +128,31 @@ func TestIsolation(t *testing.T) {
 		t.Fatalf("Alice's own session: %v, %v", got, err)
 	}
 
-	t.Run("gRPC", func(t *testing.T) { attackGRPC(ctx, t, dial(bob)) })
+	t.Run("gRPC", func(t *testing.T) { attackGRPC(ctx, t, dial(bob), aliceToken) })
 	t.Run("HTTP", func(t *testing.T) {
 		gw := gateway.New(penguinv1.NewEngineServiceClient(p.Local()), gateway.Options{
 			AuthToken: svc, Team: true, Accounts: penguinv1.NewAuthServiceClient(p.Local()),
 			LLM: penguinv1.NewLLMServiceClient(p.Local()), Agents: penguinv1.NewAgentServiceClient(p.Local()),
+			Users: penguinv1.NewUserServiceClient(p.Local()), Projects: penguinv1.NewProjectServiceClient(p.Local()),
+			Tokens: penguinv1.NewTokenServiceClient(p.Local()),
 		})
 		web := httptest.NewServer(gw)
 		defer web.Close()
-		attackHTTP(ctx, t, web.URL, gw.Routes(), bob)
+		attackHTTP(ctx, t, web.URL, gw.Routes(), bob, aliceToken)
 	})
 }
 
 // refused are the answers to a call on Alice's things.
 var refused = []codes.Code{codes.NotFound, codes.PermissionDenied}
 
-// targets fills a request with Alice's session, project, agent and
-// account, in whichever of those fields it has; it reports whether it
-// set any.
-func targets(m protoreflect.Message) bool {
+// targets fills a request with Alice's session, project, agent, account
+// and token (whose id is token), in whichever of those fields it has; it
+// reports whether it set any.
+func targets(m protoreflect.Message, token string) bool {
 	set := false
 	for name, v := range map[protoreflect.Name]string{
 		"session_id": "s-alice", "project": "apollo", "project_id": "apollo", "user_id": "alice", "agent": "default",
+		"token_id": token,
 	} {
 		fd := m.Descriptor().Fields().ByName(name)
 		if fd != nil && fd.Kind() == protoreflect.StringKind && !fd.IsList() {
@@ -165,7 +174,7 @@ var allowedElse = map[string][]codes.Code{
 	"/penguin.v1.AuthService/ChangePassword": {codes.PermissionDenied, codes.InvalidArgument},
 }
 
-func attackGRPC(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
+func attackGRPC(ctx context.Context, t *testing.T, conn *grpc.ClientConn, aliceToken string) {
 	var methods []protoreflect.MethodDescriptor
 	protoregistry.GlobalFiles.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
 		if fd.Package() != "penguin.v1" {
@@ -187,7 +196,7 @@ func attackGRPC(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
 	for _, md := range methods {
 		full := fmt.Sprintf("/%s/%s", md.Parent().FullName(), md.Name())
 		req := dynamicpb.NewMessage(md.Input())
-		named := targets(req)
+		named := targets(req, aliceToken)
 		code, leak := call(ctx, conn, full, md, req)
 		table = append(table, fmt.Sprintf("%s %v", full, code))
 		if leak != "" {
@@ -254,7 +263,13 @@ var bodies = map[string]string{
 	"POST /api/projects/{project}/models/test": `{"model":{"provider":"p","model_id":"m"}}`,
 }
 
-func attackHTTP(ctx context.Context, t *testing.T, base string, routes []string, token string) {
+// queries name Alice's project in the query of routes that take one
+// there.
+var queries = map[string]string{
+	"GET /api/sessions": "?project_id=apollo",
+}
+
+func attackHTTP(ctx context.Context, t *testing.T, base string, routes []string, token, aliceToken string) {
 	if len(routes) < 15 {
 		t.Fatalf("only %d routes: %v", len(routes), routes)
 	}
@@ -270,11 +285,18 @@ func attackHTTP(ctx context.Context, t *testing.T, base string, routes []string,
 				return "apollo"
 			case name == "agent" || name == "name":
 				return "default"
+			case name == "user":
+				return "alice"
+			case name == "token":
+				return aliceToken
 			}
 			return "x"
 		})
 		if strings.HasPrefix(pattern, "/api/projects/") {
 			named = true // every project route names Alice's project
+		}
+		if q, ok := queries[route]; ok {
+			path, named = path+q, true
 		}
 		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		body := "{}"

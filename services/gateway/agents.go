@@ -52,19 +52,30 @@ func (g *Gateway) agentRoutes(api func(string, http.HandlerFunc)) {
 	api("POST /api/projects/{project}/models/test", agentCall(g, a.TestModel, http.StatusOK))
 }
 
-// pathFields are the path values a route copies into its request.
-var pathFields = []string{"project", "agent", "name", "scope", "file"}
+// pathFields are the path values a route copies into its request: into
+// the field of the same name, or else into the field of that name with
+// "_id" (a route's {project} fills a request's project_id).
+var pathFields = []string{"project", "agent", "name", "scope", "file", "user", "token"}
 
-// agentCall makes a route of one AgentService call: the JSON body (if
-// any) is the request, the path values fill their fields, and the
-// response is written as JSON with status ok.
+// agentCall makes a route of one AgentService call (see rpcCall).
 func agentCall[Req any, PReq interface {
 	*Req
 	proto.Message
 }, Resp proto.Message](g *Gateway, call func(penguinv1.AgentServiceClient, context.Context, PReq, ...grpc.CallOption) (Resp, error), ok int) http.HandlerFunc {
+	return rpcCall(g, g.opts.Agents, "agent service", call, ok)
+}
+
+// rpcCall makes a route of one call of client: the JSON body (if any) is
+// the request, the path values fill their fields, and the response is
+// written as JSON with status ok (no body for 204). A nil client (what
+// names it in the error) answers Unimplemented.
+func rpcCall[C any, Req any, PReq interface {
+	*Req
+	proto.Message
+}, Resp proto.Message](g *Gateway, client C, what string, call func(C, context.Context, PReq, ...grpc.CallOption) (Resp, error), ok int) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if g.opts.Agents == nil {
-			writeError(w, codes.Unimplemented, "this gateway reaches no agent service")
+		if any(client) == nil {
+			writeError(w, codes.Unimplemented, "this gateway reaches no "+what)
 			return
 		}
 		req := PReq(new(Req))
@@ -75,13 +86,24 @@ func agentCall[Req any, PReq interface {
 		fields := req.ProtoReflect().Descriptor().Fields()
 		for _, name := range pathFields {
 			v := r.PathValue(name)
-			if f := fields.ByName(protoreflect.Name(name)); v != "" && f != nil && f.Kind() == protoreflect.StringKind {
+			if v == "" {
+				continue
+			}
+			f := fields.ByName(protoreflect.Name(name))
+			if f == nil {
+				f = fields.ByName(protoreflect.Name(name + "_id"))
+			}
+			if f != nil && f.Kind() == protoreflect.StringKind && !f.IsList() {
 				req.ProtoReflect().Set(f, protoreflect.ValueOfString(v))
 			}
 		}
-		resp, err := call(g.opts.Agents, r.Context(), req)
+		resp, err := call(client, r.Context(), req)
 		if err != nil {
 			g.fail(w, r, err)
+			return
+		}
+		if ok == http.StatusNoContent {
+			w.WriteHeader(ok)
 			return
 		}
 		writeProto(w, ok, resp)

@@ -50,6 +50,11 @@ type Options struct {
 	// AuthService. Nil keeps the gateway to the server's token alone, as
 	// a gateway in front of an engine without users.
 	Accounts penguinv1.AuthServiceClient
+	// Users, Projects and Tokens answer the account routes (teams.go);
+	// nil answers them Unimplemented.
+	Users    penguinv1.UserServiceClient
+	Projects penguinv1.ProjectServiceClient
+	Tokens   penguinv1.TokenServiceClient
 	// Team says the server is in team mode: callers must sign in.
 	Team bool
 	// Agents answers the agent routes (/api/projects/{project}/agents/…);
@@ -129,6 +134,7 @@ func (g *Gateway) routes() {
 	api("GET /api/setup", g.setupStatus)
 	api("POST /api/setup/provider", g.setupProvider)
 	g.agentRoutes(api)
+	g.teamRoutes(api)
 	var app http.Handler
 	if g.opts.App != nil {
 		app = appHandler(g.opts.App)
