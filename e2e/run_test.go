@@ -88,6 +88,28 @@ func TestRunEmbedded(t *testing.T) {
 	if rows != 3 {
 		t.Fatalf("sessions list shows %d sessions, want 3:\n%s", rows, list.Output())
 	}
+	// Renamed, pinned, then archived (which unpins): the list says so.
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"rename", first, "My", "notes"}, "renamed " + first + ` to "My notes"`},
+		{[]string{"pin", first}, "pinned " + first},
+		{[]string{"archive", first}, "archived " + first},
+	} {
+		cmd := start(t, "penguin sessions "+c.args[0], env, append([]string{"sessions"}, c.args...)...)
+		if code := cmd.Wait(30 * time.Second); code != 0 || !strings.Contains(cmd.Output(), c.says) {
+			t.Fatalf("penguin sessions %s exited %d, want it to say %q:\n%s", c.args[0], code, c.says, cmd.Output())
+		}
+	}
+	list = start(t, "penguin sessions list", env, "sessions", "list")
+	if code := list.Wait(30 * time.Second); code != 0 || !strings.Contains(list.Output(), "[archived] My notes") {
+		t.Fatalf("the list after rename, pin and archive (exit %d):\n%s", code, list.Output())
+	}
+	bad := start(t, "penguin sessions rename (empty)", env, "sessions", "rename", first, " ")
+	if code := bad.Wait(30 * time.Second); code != 1 || !strings.Contains(bad.Output(), "title must not be empty") {
+		t.Fatalf("an empty title: exit %d:\n%s", code, bad.Output())
+	}
 	del := start(t, "penguin sessions delete", env, "sessions", "delete", first)
 	if code := del.Wait(30 * time.Second); code != 0 || !strings.Contains(del.Output(), "deleted "+first) {
 		t.Fatalf("penguin sessions delete exited %d:\n%s", code, del.Output())

@@ -32,11 +32,12 @@ import (
 // agentCmd is what an agent command runs with: the connection's agent
 // client, the project and agent its flags name, and where it writes.
 type agentCmd struct {
-	agents  penguinv1.AgentServiceClient
-	project string
-	agent   string
-	out     io.Writer
-	in      *os.File
+	agents    penguinv1.AgentServiceClient
+	schedules penguinv1.ScheduleServiceClient
+	project   string
+	agent     string
+	out       io.Writer
+	in        *os.File
 }
 
 // agentGroup makes a command group whose subcommands each run f with a
@@ -58,7 +59,7 @@ func agentGroup(use, short string, withAgent bool, subs ...*cobra.Command) *cobr
 				return fmt.Errorf("%s: %w", use, err)
 			}
 			defer conn.Close()
-			ac := &agentCmd{agents: conn.agents, project: *project, agent: *agent, out: os.Stdout, in: os.Stdin}
+			ac := &agentCmd{agents: conn.agents, schedules: conn.schedules, project: *project, agent: *agent, out: os.Stdout, in: os.Stdin}
 			c.SetContext(context.WithValue(c.Context(), agentCmdKey{}, ac))
 			if err := run(c, args); err != nil {
 				return fmt.Errorf("%s %s: %w", use, c.Name(), statusError(err))

@@ -46,8 +46,10 @@ type engineConn struct {
 	// it on the engine's port. A remote engine running alone answers
 	// Unimplemented, which the callers treat as "no model list".
 	llm penguinv1.LLMServiceClient
-	// agents manages the agents of the same server.
-	agents penguinv1.AgentServiceClient
+	// agents manages the agents of the same server, and schedules their
+	// schedules.
+	agents    penguinv1.AgentServiceClient
+	schedules penguinv1.ScheduleServiceClient
 	// conn reaches the server's other services (accounts, projects,
 	// tokens).
 	conn grpc.ClientConnInterface
@@ -80,7 +82,7 @@ func (f *clientFlags) connect(ctx context.Context) (*engineConn, error) {
 		}
 		return &engineConn{
 			engine: penguinv1.NewEngineServiceClient(conn), llm: penguinv1.NewLLMServiceClient(conn),
-			agents: penguinv1.NewAgentServiceClient(conn), conn: conn, close: conn.Close,
+			agents: penguinv1.NewAgentServiceClient(conn), schedules: penguinv1.NewScheduleServiceClient(conn), conn: conn, close: conn.Close,
 		}, nil
 	}
 	if f.authTokenFile != "" {
@@ -90,7 +92,7 @@ func (f *clientFlags) connect(ctx context.Context) (*engineConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the embedded engine: %w", err)
 	}
-	c := &engineConn{engine: srv.Engine, llm: srv.LLM, agents: srv.Agents, conn: srv.Conn, agentState: srv.agentDir, logPath: srv.logPath, close: srv.stop}
+	c := &engineConn{engine: srv.Engine, llm: srv.LLM, agents: srv.Agents, schedules: srv.Schedules, conn: srv.Conn, agentState: srv.agentDir, logPath: srv.logPath, close: srv.stop}
 	if st, err := agentstate.Load(srv.agentDir); err == nil {
 		c.defaultModel, c.defaultThinking = st.Config.Model.Ref(), st.Config.Model.ThinkingLevelProto()
 	}

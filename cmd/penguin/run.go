@@ -38,6 +38,7 @@ The message is the arguments (flags may come before or after them), or
 --message, or standard input when neither is given.`,
 		Example: `  penguin run --provider openai --model gpt-4o "Why does test.sh fail?"
   penguin run "Fix it" --approval always-ask
+  penguin run --image screenshot.png "Why is the button cut off?"
   penguin run --goal 500k -m "make all tests pass"
   go test ./... 2>&1 | penguin run --provider anthropic --model claude-sonnet-4-5`,
 	}
@@ -50,6 +51,9 @@ The message is the arguments (flags may come before or after them), or
 	jsonLines := fs.Bool("json", false, "print every event as one JSON line instead of text")
 	goalFlag := fs.String("goal", "", "run the message as a goal's objective, in rounds until the model claims it complete or blocked; an optional token budget (--goal=500k, 2m; none: unlimited). Exit status 0 only when the goal completes")
 	fs.Lookup("goal").NoOptDefVal = goalUnlimited
+	imagePaths := fs.StringArray("image", nil, "attach an image to the message: a PNG, JPEG, GIF or WebP file of at most 5 MiB (repeatable, at most 8)")
+	filePaths := fs.StringArray("file", nil, "put a text file of at most 256 KiB into the message, named and fenced (repeatable)")
+	mustComplete(cmd, "image", cobra.FixedCompletions([]string{"png", "jpg", "jpeg", "gif", "webp"}, cobra.ShellCompDirectiveFilterFileExt))
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
 		goalOpts, args, err := parseGoalFlag(cmd.Flags().Changed("goal"), *goalFlag, message != "", args)
@@ -59,6 +63,17 @@ The message is the arguments (flags may come before or after them), or
 		prompt, fromStdin, err := readPrompt(message, args, os.Stdin)
 		if err != nil {
 			return err
+		}
+		var att cli.Attachments
+		for _, p := range *imagePaths {
+			if err := att.AddImage(p); err != nil {
+				return usageErrorf("--image: %v", err)
+			}
+		}
+		for _, p := range *filePaths {
+			if err := att.AddFile(p); err != nil {
+				return usageErrorf("--file: %v", err)
+			}
 		}
 		ps, err := sf.parse()
 		if err != nil {
@@ -94,7 +109,8 @@ The message is the arguments (flags may come before or after them), or
 		defer closeApprover()
 		opts := cli.TaskOptions{
 			SessionID:     id,
-			Prompt:        prompt,
+			Prompt:        att.Prompt(prompt),
+			Images:        att.Images,
 			ThinkingLevel: ps.thinking,
 			Approver:      approver,
 			Reattach:      3,

@@ -53,6 +53,7 @@ type engineFlags struct {
 	agentState string
 	advertise  string
 	leaseTTL   time.Duration
+	missed     time.Duration
 	idleEnv    time.Duration
 	team       bool
 }
@@ -71,6 +72,7 @@ func addEngineFlags(fs *pflag.FlagSet) *engineFlags {
 func (f *engineFlags) addReplicaFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.advertise, "advertise", "", "the address other replicas reach this one at, recorded in run leases (default: --listen)")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", engine.DefaultLeaseTTL, "how long a run's lease outlives its replica: after a crash, the session can run elsewhere once this has passed")
+	fs.DurationVar(&f.missed, "schedule-missed-after", engine.DefaultScheduleMissedAfter, "how late a schedule's due time may be taken up and still run as on time; later, it was missed (every replica was down) and follows the schedule's missed policy")
 	fs.BoolVar(&f.team, "team", false, "team mode on loopback too: accounts, sign-in, projects and tokens (any address beyond loopback implies it)")
 	fs.DurationVar(&f.idleEnv, "environment-idle-timeout", engine.DefaultEnvironmentIdleTimeout, "how long a session's environment outlives its last use: it is then disposed of, ending its commands and terminals (the workspace stays), and the next tool call gets a fresh one")
 }
@@ -97,7 +99,7 @@ func (f *engineFlags) config() (*engine.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := &engine.Config{StoreURL: f.storeURL, AgentState: f.agentState, Advertise: f.advertise, LeaseTTL: f.leaseTTL, EnvironmentIdleTimeout: f.idleEnv}
+	cfg := &engine.Config{StoreURL: f.storeURL, AgentState: f.agentState, Advertise: f.advertise, LeaseTTL: f.leaseTTL, EnvironmentIdleTimeout: f.idleEnv, ScheduleMissedAfter: f.missed}
 	if cfg.StoreURL == "" || cfg.AgentState == "" {
 		if err := os.MkdirAll(home, 0o700); err != nil {
 			return nil, fmt.Errorf("data directory: %w", err)

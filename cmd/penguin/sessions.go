@@ -10,13 +10,14 @@ import (
 )
 
 // newSessionsCmd is `penguin sessions [list] | show ID | export ID [DIR]
-// | delete ID`, against --engine or the embedded server over the same data
+// | delete ID | rename ID TITLE | pin ID | unpin ID | archive ID |
+// unarchive ID`, against --engine or the embedded server over the same data
 // directory. Alone it lists.
 func newSessionsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sessions",
-		Short: "list, show, export and delete sessions",
-		Long:  "Lists sessions (the default), prints one as the terminal showed it, writes its trace, or deletes it.",
+		Short: "list, show, export, delete, rename, pin and archive sessions",
+		Long:  "Lists sessions (the default), prints one as the terminal showed it, writes its trace, deletes,\nrenames, pins or archives it.",
 		Args:  unknownCommand,
 	}
 	cf := addClientFlags(cmd.PersistentFlags())
@@ -58,6 +59,20 @@ func newSessionsCmd() *cobra.Command {
 			RunE: run("export"),
 		},
 		&cobra.Command{Use: "delete ID", Short: "delete a session and its log", Args: oneID, RunE: run("delete")},
+		&cobra.Command{
+			Use: "rename ID TITLE", Short: "give a session a title (the rest of the arguments)",
+			Args: func(cmd *cobra.Command, args []string) error {
+				if len(args) < 2 {
+					return usageErrorf("usage: penguin sessions rename ID TITLE")
+				}
+				return nil
+			},
+			RunE: run("rename"),
+		},
+		&cobra.Command{Use: "pin ID", Short: "pin a session to the top of the lists", Args: oneID, RunE: run("pin")},
+		&cobra.Command{Use: "unpin ID", Short: "unpin a session", Args: oneID, RunE: run("unpin")},
+		&cobra.Command{Use: "archive ID", Short: "archive a session (it leaves the web app's active list; it also unpins)", Args: oneID, RunE: run("archive")},
+		&cobra.Command{Use: "unarchive ID", Short: "bring an archived session back", Args: oneID, RunE: run("unarchive")},
 	)
 	return cmd
 }

@@ -403,7 +403,7 @@ func newUsersCmd() *cobra.Command {
 				if u.GetDisabled() {
 					state = "disabled"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", u.GetUserId(), u.GetName(), u.GetEmail(), role, state, when(u.GetCreatedAt().AsTime()))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", u.GetUserId(), u.GetName(), u.GetEmail(), role, state, when(u.GetCreatedAt()))
 			}
 			return tw.Flush()
 		}},
@@ -465,7 +465,7 @@ func newProjectsCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(t.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "PROJECT\tNAME\tROLE\tCREATED")
 			for _, p := range resp.GetProjects() {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.GetProjectId(), p.GetName(), roleWord(p.GetRole()), when(p.GetCreatedAt().AsTime()))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.GetProjectId(), p.GetName(), roleWord(p.GetRole()), when(p.GetCreatedAt()))
 			}
 			return tw.Flush()
 		}},
@@ -483,7 +483,7 @@ func newProjectsCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(t.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "USER\tROLE\tSINCE")
 			for _, m := range resp.GetMembers() {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", m.GetUserId(), roleWord(m.GetRole()), when(m.GetCreatedAt().AsTime()))
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", m.GetUserId(), roleWord(m.GetRole()), when(m.GetCreatedAt()))
 			}
 			return tw.Flush()
 		}},
@@ -511,7 +511,7 @@ func newTokensCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(c.ErrOrStderr(), "Token %s lasts until %s. Its secret follows; it is shown this once:\n",
-				resp.GetToken().GetTokenId(), when(resp.GetToken().GetExpiresAt().AsTime()))
+				resp.GetToken().GetTokenId(), when(resp.GetToken().GetExpiresAt()))
 			fmt.Fprintln(t.out, resp.GetSecret())
 			return nil
 		}}
@@ -527,12 +527,8 @@ func newTokensCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(t.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TOKEN\tNAME\tSCOPE\tCREATED\tEXPIRES\tLAST USED")
 			for _, k := range resp.GetTokens() {
-				last := "never"
-				if k.GetLastUsedAt() != nil {
-					last = when(k.GetLastUsedAt().AsTime())
-				}
 				scope := strings.ToLower(strings.TrimPrefix(k.GetScope().String(), "TOKEN_SCOPE_"))
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.GetTokenId(), k.GetName(), scope, when(k.GetCreatedAt().AsTime()), when(k.GetExpiresAt().AsTime()), last)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.GetTokenId(), k.GetName(), scope, when(k.GetCreatedAt()), when(k.GetExpiresAt()), when(k.GetLastUsedAt()))
 			}
 			return tw.Flush()
 		}},
@@ -543,6 +539,3 @@ func newTokensCmd() *cobra.Command {
 		}},
 	)
 }
-
-// when formats a time for the tables.
-func when(t time.Time) string { return t.Local().Format("2006-01-02 15:04") }

@@ -17,10 +17,13 @@ import (
 // the in-process transport. Its tasks end with it, since nothing would
 // take them over.
 type Embedded struct {
-	// Engine, LLM and Agents call the server's services.
-	Engine penguinv1.EngineServiceClient
-	LLM    penguinv1.LLMServiceClient
-	Agents penguinv1.AgentServiceClient
+	// Engine, LLM, Agents and Schedules call the server's services. The
+	// server fires no schedules (it is short-lived); `penguin serve`
+	// does.
+	Engine    penguinv1.EngineServiceClient
+	LLM       penguinv1.LLMServiceClient
+	Agents    penguinv1.AgentServiceClient
+	Schedules penguinv1.ScheduleServiceClient
 	// Conn is the in-process connection they use, for the server's
 	// other services (users, projects, tokens).
 	Conn   grpc.ClientConnInterface
@@ -48,7 +51,8 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Embedded, error) {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e := &Embedded{
 		Engine: penguinv1.NewEngineServiceClient(p.Local()), LLM: penguinv1.NewLLMServiceClient(p.Local()),
-		Agents: penguinv1.NewAgentServiceClient(p.Local()), Conn: p.Local(),
+		Agents: penguinv1.NewAgentServiceClient(p.Local()), Schedules: penguinv1.NewScheduleServiceClient(p.Local()),
+		Conn:   p.Local(),
 		cancel: cancel, done: make(chan error, 1),
 	}
 	go func() { e.done <- p.Serve(sctx) }()

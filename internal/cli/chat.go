@@ -127,6 +127,8 @@ type chatModel struct {
 	workspace string
 	// goal, set by /goal, makes the next run a goal loop.
 	goal *penguinv1.GoalOptions
+	// att holds what /image and /file attached for the next message.
+	att Attachments
 
 	state    chatState
 	input    textarea.Model

@@ -19,6 +19,8 @@ const chatHelp = `Commands:
   /status             the session, model, workspace, settings and usage
   /cost               tokens, cost and context use so far
   /compact            compact the context now
+  /image PATH         attach an image (PNG, JPEG, GIF, WebP; at most 5 MiB) to your next message
+  /file PATH          put a text file (at most 256 KiB) into your next message
   /goal[:BUDGET] TEXT run TEXT as a goal, in rounds until it is complete or blocked (BUDGET: 500k, 2m; none: unlimited)
   /clear              start a fresh session (this one can be resumed)
   /resume [ID]        pick a session of this workspace, or resume ID
@@ -77,6 +79,8 @@ func (m *chatModel) command(line string) tea.Cmd {
 			}
 			return notice{text: strings.TrimSpace("compaction " + enumword.Word(resp.GetStatus()) + " " + resp.GetMessage())}
 		}
+	case "/image", "/file":
+		m.attach(name, arg)
 	case "/model":
 		return m.pickModel()
 	case "/resume":
@@ -88,6 +92,23 @@ func (m *chatModel) command(line string) tea.Cmd {
 		m.say(m.style(styleRed, "unknown command "+name+" (/help lists them)"))
 	}
 	return nil
+}
+
+// attach adds the image or text file at path to the next message.
+func (m *chatModel) attach(cmd, path string) {
+	if path == "" {
+		m.say(m.style(styleRed, cmd+" needs a path: "+cmd+" PATH"))
+		return
+	}
+	add := m.att.AddImage
+	if cmd == "/file" {
+		add = m.att.AddFile
+	}
+	if err := add(expandHome(path)); err != nil {
+		m.say(m.style(styleRed, cmd+": "+err.Error()))
+		return
+	}
+	m.say(m.style(styleDim, "attached "+strings.Join(m.att.Names(), ", ")+"; they go with your next message"))
 }
 
 // goalCmd starts a goal loop with objective, within budget (empty:

@@ -90,8 +90,11 @@ func (m *chatModel) sessionReady(msg sessionReady) tea.Cmd {
 func (m *chatModel) run(prompt string) tea.Cmd {
 	m.state, m.started, m.aborting = stateRunning, time.Now(), false
 	m.r.StartTask()
-	req := &penguinv1.RunRequest{SessionId: m.session, Prompt: prompt, ThinkingLevel: m.thinking, ApprovalMode: m.opts.ApprovalMode, Goal: m.goal}
-	m.goal = nil
+	req := &penguinv1.RunRequest{
+		SessionId: m.session, Prompt: m.att.Prompt(prompt), Images: m.att.Images,
+		ThinkingLevel: m.thinking, ApprovalMode: m.opts.ApprovalMode, Goal: m.goal,
+	}
+	m.goal, m.att = nil, Attachments{}
 	return func() tea.Msg {
 		// The stream outlives a cancelled chat context long enough to
 		// show an abort; it ends when the task does.

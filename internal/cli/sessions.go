@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -22,13 +23,16 @@ import (
 // directory, delete removes it.
 func Sessions(ctx context.Context, engine penguinv1.EngineServiceClient, args []string, out io.Writer, color bool) error {
 	if len(args) == 0 {
-		return errors.New("usage: penguin sessions list | show ID | export ID [DIR] | delete ID")
+		return errors.New("usage: penguin sessions list | show ID | export ID [DIR] | delete ID | rename ID TITLE | pin ID | unpin ID | archive ID | unarchive ID")
 	}
 	verb, rest := args[0], args[1:]
 	switch {
 	case verb == "export" && (len(rest) == 1 || len(rest) == 2):
 	case verb == "export":
 		return errors.New("usage: penguin sessions export ID [DIR]")
+	case verb == "rename" && len(rest) < 2:
+		return errors.New("usage: penguin sessions rename ID TITLE")
+	case verb == "rename":
 	case verb != "list" && len(rest) != 1:
 		return fmt.Errorf("usage: penguin sessions %s ID", verb)
 	}
@@ -49,8 +53,54 @@ func Sessions(ctx context.Context, engine penguinv1.EngineServiceClient, args []
 		}
 		fmt.Fprintf(out, "deleted %s\n", rest[0])
 		return nil
+	case "rename", "pin", "unpin", "archive", "unarchive":
+		return updateSession(ctx, engine, verb, rest[0], strings.Join(rest[1:], " "), out)
 	}
-	return fmt.Errorf("unknown sessions command %q: want list, show, export or delete", verb)
+	return fmt.Errorf("unknown sessions command %q: want list, show, export, delete, rename, pin, unpin, archive or unarchive", verb)
+}
+
+// updateSession renames, pins, unpins, archives or unarchives a session
+// through UpdateSession, and says what it did. Archiving unpins, as the
+// web app does, so an archived session never sorts first.
+func updateSession(ctx context.Context, engine penguinv1.EngineServiceClient, verb, id, title string, out io.Writer) error {
+	req := &penguinv1.UpdateSessionRequest{SessionId: id}
+	yes, no := true, false
+	switch verb {
+	case "rename":
+		req.Title = &title
+	case "pin":
+		req.Pinned = &yes
+	case "unpin":
+		req.Pinned = &no
+	case "archive":
+		req.Archived, req.Pinned = &yes, &no
+	case "unarchive":
+		req.Archived = &no
+	}
+	resp, err := engine.UpdateSession(ctx, req)
+	if err != nil {
+		return err
+	}
+	s := resp.GetSession()
+	switch verb {
+	case "rename":
+		fmt.Fprintf(out, "renamed %s to %q\n", id, s.GetTitle())
+	default:
+		done := map[string]string{"pin": "pinned", "unpin": "unpinned", "archive": "archived", "unarchive": "unarchived"}
+		fmt.Fprintf(out, "%s %s\n", done[verb], id)
+	}
+	return nil
+}
+
+// marks labels a pinned or archived session in the list.
+func marks(s *penguinv1.Session) string {
+	switch {
+	case s.GetArchived():
+		return "[archived] "
+	case s.GetPinned():
+		return "[pinned] "
+	}
+	return ""
 }
 
 func listSessions(ctx context.Context, engine penguinv1.EngineServiceClient, out io.Writer) error {
@@ -64,7 +114,7 @@ func listSessions(ctx context.Context, engine penguinv1.EngineServiceClient, out
 		}
 		for _, s := range resp.GetSessions() {
 			fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%s\n", s.GetSessionId(), s.GetModel().GetProvider(), s.GetModel().GetModelId(),
-				enumword.Word(s.GetState()), s.GetUpdatedAt().AsTime().Local().Format("2006-01-02 15:04"), clean(s.GetTitle()))
+				enumword.Word(s.GetState()), s.GetUpdatedAt().AsTime().Local().Format("2006-01-02 15:04"), marks(s)+clean(s.GetTitle()))
 		}
 		if token = resp.GetNextPageToken(); token == "" {
 			return tw.Flush()

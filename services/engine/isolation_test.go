@@ -128,13 +128,37 @@ func TestIsolation(t *testing.T) {
 		t.Fatalf("Alice's own session: %v, %v", got, err)
 	}
 
+	// Alice's agent and schedule in her project, which sends the secret to
+	// her session.
+	if _, err := penguinv1.NewAgentServiceClient(dial(alice)).CreateAgent(ctx, &penguinv1.CreateAgentRequest{Project: "apollo", Name: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	schedules := penguinv1.NewScheduleServiceClient(dial(alice))
+	if _, err := schedules.CreateSchedule(ctx, &penguinv1.CreateScheduleRequest{Project: "apollo", Agent: "default", Name: "default",
+		Yaml: "prompt: " + secret + "\nperiod: 1h\nstart_at: 2030-01-01T00:00:00Z\nsession_id: s-alice\n"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := schedules.ListSchedules(ctx, &penguinv1.ListSchedulesRequest{Project: "apollo"}); err != nil || len(got.GetSchedules()) != 1 {
+		t.Fatalf("Alice's own schedules: %v, %v", got, err)
+	}
+	// Bob cannot aim a schedule of his own project at Alice's session.
+	if _, err := penguinv1.NewAgentServiceClient(dial(bob)).CreateAgent(ctx, &penguinv1.CreateAgentRequest{Project: "bravo", Name: "default"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = penguinv1.NewScheduleServiceClient(dial(bob)).CreateSchedule(ctx, &penguinv1.CreateScheduleRequest{Project: "bravo", Agent: "default", Name: "steal",
+		Yaml: "prompt: hi\nperiod: 1h\nstart_at: 2030-01-01T00:00:00Z\nsession_id: s-alice\n"})
+	if status.Code(err) != codes.InvalidArgument || strings.Contains(err.Error(), secret) {
+		t.Errorf("Bob's schedule aimed at Alice's session: %v; want INVALID_ARGUMENT", err)
+	}
+
 	t.Run("gRPC", func(t *testing.T) { attackGRPC(ctx, t, dial(bob), aliceToken) })
 	t.Run("HTTP", func(t *testing.T) {
 		gw := gateway.New(penguinv1.NewEngineServiceClient(p.Local()), gateway.Options{
 			AuthToken: svc, Team: true, Accounts: penguinv1.NewAuthServiceClient(p.Local()),
 			LLM: penguinv1.NewLLMServiceClient(p.Local()), Agents: penguinv1.NewAgentServiceClient(p.Local()),
 			Users: penguinv1.NewUserServiceClient(p.Local()), Projects: penguinv1.NewProjectServiceClient(p.Local()),
-			Tokens: penguinv1.NewTokenServiceClient(p.Local()),
+			Tokens:    penguinv1.NewTokenServiceClient(p.Local()),
+			Schedules: penguinv1.NewScheduleServiceClient(p.Local()),
 		})
 		web := httptest.NewServer(gw)
 		defer web.Close()

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/attach"
 	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/engine/access"
 	"github.com/penguin-agent/penguin/services/engine/session"
@@ -202,6 +203,9 @@ func (s *Server) Run(req *penguinv1.RunRequest, stream grpc.ServerStreamingServe
 	ctx := stream.Context()
 	if err := s.allow(ctx, req.GetSessionId(), access.Write); err != nil {
 		return err
+	}
+	if err := attach.CheckImages(req.GetImages()); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	spec := session.RunSpec{
 		Prompt: req.GetPrompt(), Images: req.GetImages(), Thinking: req.GetThinkingLevel(), Mode: req.GetApprovalMode(),

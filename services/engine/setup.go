@@ -21,6 +21,7 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/agentmirror"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/lease"
+	"github.com/penguin-agent/penguin/services/engine/scheduler"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
@@ -29,6 +30,10 @@ import (
 // [Config] sets none: after a crash, the session can run elsewhere once
 // it has passed.
 const DefaultLeaseTTL = lease.DefaultTTL
+
+// DefaultScheduleMissedAfter is how late a schedule's due time may be
+// taken up and still run as on time, when [Config] sets none.
+const DefaultScheduleMissedAfter = scheduler.DefaultMissedAfter
 
 // MinLeaseTTL is the shortest lease [Setup] accepts. A lease is renewed at
 // a third of its length; below a second, a slow store round trip would
@@ -88,6 +93,10 @@ type Config struct {
 	// team mode until the admin changes it; SeedAdminPassword, when set,
 	// is that password instead (for automation), and no file is written.
 	AdminPasswordFile, SeedAdminPassword string
+	// ScheduleMissedAfter is how late a schedule's due time may be
+	// claimed and still count as on time, not missed (see package
+	// scheduler); zero means scheduler.DefaultMissedAfter.
+	ScheduleMissedAfter time.Duration
 	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
 	// TracerProvider opens the span of each turn; nil traces nothing.
@@ -109,6 +118,10 @@ type Engine struct {
 	replicas *grpcclient.Pool
 	guard    *access.Guard
 	accounts *accounts.Server
+	// schedules fires the agents' schedules; it runs only on a replica
+	// that resumes tasks (not in a client command's own server).
+	schedules *scheduler.Scheduler
+	transient bool
 }
 
 // Setup checks cfg, initialises the default agent's state, opens the
@@ -180,6 +193,10 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		Guard:        e.guard,
 		Logger:       log,
 	})
+	e.schedules = scheduler.New(scheduler.Options{
+		Store: st, Sessions: e.sessions, Agents: e.agents, MissedAfter: cfg.ScheduleMissedAfter, Logger: log,
+	})
+	e.transient = cfg.Transient
 	e.server = New(e.sessions, log, WithGuard(e.guard), WithForwarding(Forwarding{
 		Owners: e.sessions, Peers: replicaPeers{e.replicas}, Self: cfg.Advertise, Observe: e.sessions.ObserveForward,
 	}))
@@ -266,10 +283,11 @@ func (p replicaPeers) Peer(addr string) (penguinv1.EngineServiceClient, error) {
 }
 
 // Register registers the engine's gRPC services on s: EngineService,
-// AgentService and those of users, projects and tokens.
+// AgentService, ScheduleService and those of users, projects and tokens.
 func (e *Engine) Register(s grpc.ServiceRegistrar) {
 	penguinv1.RegisterEngineServiceServer(s, e.server)
 	penguinv1.RegisterAgentServiceServer(s, e.agentAPI)
+	penguinv1.RegisterScheduleServiceServer(s, e.schedules.API())
 	e.accounts.Register(s)
 }
 
@@ -278,10 +296,14 @@ func (e *Engine) Register(s grpc.ServiceRegistrar) {
 func (e *Engine) Guard() *access.Guard { return e.guard }
 
 // StartResuming resumes the tasks that a stopped engine left cut off, now
-// and then as leases expire, until Shutdown. Call it once the server
-// serves, so that clients following a resumed task reach it.
+// and then as leases expire, and fires the schedules, until Shutdown.
+// Call it once the server serves, so that clients following a resumed
+// task reach it.
 func (e *Engine) StartResuming() {
 	e.sessions.StartResuming()
+	if !e.transient {
+		e.schedules.Start()
+	}
 }
 
 // Shutdown hands durable tasks over (their leases expire at once, and the
@@ -289,6 +311,7 @@ func (e *Engine) StartResuming() {
 // records in the store how it ended, and ends every watcher's stream. Call
 // it when the server begins to stop, before draining the calls in flight.
 func (e *Engine) Shutdown(ctx context.Context) error {
+	e.schedules.Stop()
 	return e.sessions.Shutdown(ctx)
 }
 

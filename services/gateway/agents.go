@@ -57,25 +57,25 @@ func (g *Gateway) agentRoutes(api func(string, http.HandlerFunc)) {
 // "_id" (a route's {project} fills a request's project_id).
 var pathFields = []string{"project", "agent", "name", "scope", "file", "user", "token"}
 
-// agentCall makes a route of one AgentService call (see rpcCall).
+// agentCall makes a route of one AgentService call (see rpcRoute).
 func agentCall[Req any, PReq interface {
 	*Req
 	proto.Message
 }, Resp proto.Message](g *Gateway, call func(penguinv1.AgentServiceClient, context.Context, PReq, ...grpc.CallOption) (Resp, error), ok int) http.HandlerFunc {
-	return rpcCall(g, g.opts.Agents, "agent service", call, ok)
+	return rpcRoute(g, g.opts.Agents, "agent", call, ok)
 }
 
-// rpcCall makes a route of one call of client: the JSON body (if any) is
-// the request, the path values fill their fields, and the response is
-// written as JSON with status ok (no body for 204). A nil client (what
-// names it in the error) answers Unimplemented.
-func rpcCall[C any, Req any, PReq interface {
+// rpcRoute makes a route of one call of client, the service called name:
+// the JSON body (if any) is the request, the path values fill their
+// fields, and the response is written as JSON with status ok (no body
+// for 204). A nil client answers Unimplemented.
+func rpcRoute[Client any, Req any, PReq interface {
 	*Req
 	proto.Message
-}, Resp proto.Message](g *Gateway, client C, what string, call func(C, context.Context, PReq, ...grpc.CallOption) (Resp, error), ok int) http.HandlerFunc {
+}, Resp proto.Message](g *Gateway, client Client, name string, call func(Client, context.Context, PReq, ...grpc.CallOption) (Resp, error), ok int) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if any(client) == nil {
-			writeError(w, codes.Unimplemented, "this gateway reaches no "+what)
+			writeError(w, codes.Unimplemented, "this gateway reaches no "+name+" service")
 			return
 		}
 		req := PReq(new(Req))
@@ -84,14 +84,14 @@ func rpcCall[C any, Req any, PReq interface {
 			return
 		}
 		fields := req.ProtoReflect().Descriptor().Fields()
-		for _, name := range pathFields {
-			v := r.PathValue(name)
+		for _, field := range pathFields {
+			v := r.PathValue(field)
 			if v == "" {
 				continue
 			}
-			f := fields.ByName(protoreflect.Name(name))
+			f := fields.ByName(protoreflect.Name(field))
 			if f == nil {
-				f = fields.ByName(protoreflect.Name(name + "_id"))
+				f = fields.ByName(protoreflect.Name(field + "_id"))
 			}
 			if f != nil && f.Kind() == protoreflect.StringKind && !f.IsList() {
 				req.ProtoReflect().Set(f, protoreflect.ValueOfString(v))

@@ -60,6 +60,10 @@ type Options struct {
 	// Agents answers the agent routes (/api/projects/{project}/agents/…);
 	// nil answers them Unimplemented.
 	Agents penguinv1.AgentServiceClient
+	// Schedules answers the schedule routes
+	// (/api/projects/{project}/…/schedules); nil answers them
+	// Unimplemented.
+	Schedules penguinv1.ScheduleServiceClient
 	// LLM answers GET /api/models; nil answers it Unimplemented.
 	LLM penguinv1.LLMServiceClient
 	// ProvidersFile is the llm service's providers file, which the web
@@ -135,6 +139,7 @@ func (g *Gateway) routes() {
 	api("POST /api/setup/provider", g.setupProvider)
 	g.agentRoutes(api)
 	g.teamRoutes(api)
+	g.scheduleRoutes(api)
 	var app http.Handler
 	if g.opts.App != nil {
 		app = appHandler(g.opts.App)

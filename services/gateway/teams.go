@@ -22,30 +22,30 @@ func (g *Gateway) teamRoutes(api func(string, http.HandlerFunc)) {
 		tk = penguinv1.TokenServiceClient
 	)
 	const (
-		auth     = "auth service"
-		users    = "user service"
-		projects = "project service"
-		tokens   = "token service"
+		auth     = "auth"
+		users    = "user"
+		projects = "project"
+		tokens   = "token"
 	)
-	api("POST /api/auth/password", rpcCall(g, g.accounts, auth, au.ChangePassword, http.StatusNoContent))
+	api("POST /api/auth/password", rpcRoute(g, g.accounts, auth, au.ChangePassword, http.StatusNoContent))
 
-	api("GET /api/users", rpcCall(g, g.opts.Users, users, us.ListUsers, http.StatusOK))
-	api("POST /api/users", rpcCall(g, g.opts.Users, users, us.CreateUser, http.StatusCreated))
-	api("PATCH /api/users/{user}", rpcCall(g, g.opts.Users, users, us.UpdateUser, http.StatusOK))
-	api("PUT /api/users/{user}/password", rpcCall(g, g.opts.Users, users, us.ResetPassword, http.StatusNoContent))
-	api("DELETE /api/users/{user}", rpcCall(g, g.opts.Users, users, us.DeleteUser, http.StatusNoContent))
+	api("GET /api/users", rpcRoute(g, g.opts.Users, users, us.ListUsers, http.StatusOK))
+	api("POST /api/users", rpcRoute(g, g.opts.Users, users, us.CreateUser, http.StatusCreated))
+	api("PATCH /api/users/{user}", rpcRoute(g, g.opts.Users, users, us.UpdateUser, http.StatusOK))
+	api("PUT /api/users/{user}/password", rpcRoute(g, g.opts.Users, users, us.ResetPassword, http.StatusNoContent))
+	api("DELETE /api/users/{user}", rpcRoute(g, g.opts.Users, users, us.DeleteUser, http.StatusNoContent))
 
-	api("GET /api/projects", rpcCall(g, g.opts.Projects, projects, pr.ListProjects, http.StatusOK))
-	api("POST /api/projects", rpcCall(g, g.opts.Projects, projects, pr.CreateProject, http.StatusCreated))
-	api("DELETE /api/projects/{project}", rpcCall(g, g.opts.Projects, projects, pr.DeleteProject, http.StatusNoContent))
-	api("GET /api/projects/{project}/members", rpcCall(g, g.opts.Projects, projects, pr.ListMembers, http.StatusOK))
-	api("PUT /api/projects/{project}/members/{user}", rpcCall(g, g.opts.Projects, projects, pr.SetMember, http.StatusNoContent))
-	api("DELETE /api/projects/{project}/members/{user}", rpcCall(g, g.opts.Projects, projects, pr.RemoveMember, http.StatusNoContent))
+	api("GET /api/projects", rpcRoute(g, g.opts.Projects, projects, pr.ListProjects, http.StatusOK))
+	api("POST /api/projects", rpcRoute(g, g.opts.Projects, projects, pr.CreateProject, http.StatusCreated))
+	api("DELETE /api/projects/{project}", rpcRoute(g, g.opts.Projects, projects, pr.DeleteProject, http.StatusNoContent))
+	api("GET /api/projects/{project}/members", rpcRoute(g, g.opts.Projects, projects, pr.ListMembers, http.StatusOK))
+	api("PUT /api/projects/{project}/members/{user}", rpcRoute(g, g.opts.Projects, projects, pr.SetMember, http.StatusNoContent))
+	api("DELETE /api/projects/{project}/members/{user}", rpcRoute(g, g.opts.Projects, projects, pr.RemoveMember, http.StatusNoContent))
 	api("GET /api/projects/{project}/audit", g.audit)
 
-	api("GET /api/tokens", rpcCall(g, g.opts.Tokens, tokens, tk.ListTokens, http.StatusOK))
-	api("POST /api/tokens", rpcCall(g, g.opts.Tokens, tokens, tk.CreateToken, http.StatusCreated))
-	api("DELETE /api/tokens/{token}", rpcCall(g, g.opts.Tokens, tokens, tk.RevokeToken, http.StatusNoContent))
+	api("GET /api/tokens", rpcRoute(g, g.opts.Tokens, tokens, tk.ListTokens, http.StatusOK))
+	api("POST /api/tokens", rpcRoute(g, g.opts.Tokens, tokens, tk.CreateToken, http.StatusCreated))
+	api("DELETE /api/tokens/{token}", rpcRoute(g, g.opts.Tokens, tokens, tk.RevokeToken, http.StatusNoContent))
 }
 
 // audit serves GET /api/projects/{project}/audit?before_id=N&limit=M: a

@@ -21,6 +21,8 @@ const artifacts = join(repo, "web/artifacts/chat");
 const token = "e2e-token-" + Math.random().toString(36).slice(2);
 const modelKey = "sk-e2e-" + Math.random().toString(36).slice(2);
 const model = "openai/gpt-5-mini";
+// A 1×1 PNG, the image the attachment step pastes.
+const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
 
 let work, runner, browser, base, mock;
 const shot = (page, name) => shotIn(page, artifacts, name);
@@ -237,6 +239,54 @@ test("the chat: rendered answers, safe defaults, sessions and controls", { timeo
     await page.waitForFunction(() => document.querySelector("[data-testid=thinking-level]")?.value === "THINKING_LEVEL_HIGH");
     const got = await call(page, "GET", `/api/sessions/${sessionURL.split("/").pop()}`);
     assert.equal(got.thinking_level, "THINKING_LEVEL_HIGH");
+  });
+
+  await step("attachments: an image pasted and a text file picked reach the model; bad ones are refused", async () => {
+    const composer = page.getByTestId("composer");
+    // Refused at once, with the reason: an SVG, and an image over the limit.
+    await page.getByTestId("attach-input").setInputFiles([
+      { name: "logo.svg", mimeType: "image/svg+xml", buffer: Buffer.from("<svg/>") },
+      { name: "huge.png", mimeType: "image/png", buffer: Buffer.alloc(6 << 20) },
+    ]);
+    const problem = page.getByTestId("attach-error");
+    await problem.filter({ hasText: "logo.svg is image/svg+xml" }).waitFor();
+    assert.match(await problem.innerText(), /huge\.png is 6 MiB; an image may be at most 5 MiB\./);
+    assert.equal(await page.getByTestId("attachment").count(), 0, "nothing refused is attached");
+    // An image pasted into the box, as from a screenshot tool.
+    await composer.focus();
+    await page.evaluate((b64) => {
+      const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+      const dt = new DataTransfer();
+      dt.items.add(new File([bytes], "screenshot.png", { type: "image/png" }));
+      document.querySelector("[data-testid=composer]").dispatchEvent(new ClipboardEvent("paste", { clipboardData: dt, bubbles: true, cancelable: true }));
+    }, PNG);
+    await page.getByTestId("attachment").filter({ hasText: "screenshot.png" }).waitFor();
+    // A text file from the picker goes into the prompt.
+    await page.getByTestId("attach-input").setInputFiles({ name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("remember the milk\n") });
+    await page.getByTestId("attachment").filter({ hasText: "notes.txt" }).waitFor();
+    await shot(page, "08-attachments");
+    await composer.fill("What is in this picture?");
+    const sent = page.waitForRequest((r) => r.method() === "POST" && r.url().endsWith("/tasks"));
+    await composer.press("Enter");
+    const body = (await sent).postDataJSON();
+    assert.equal(body.images.length, 1);
+    assert.equal(body.images[0], `data:image/png;base64,${PNG}`);
+    assert.equal(body.prompt, "What is in this picture?\n\nAttached file notes.txt:\n```\nremember the milk\n```");
+    // The mock answers this only when its request carries the PNG.
+    await page.locator(".msg.assistant").filter({ hasText: "I see the PNG you attached." }).waitFor();
+    await page.locator(".msg.user img.thumb").first().waitFor();
+    assert.equal(await page.getByTestId("attachment").count(), 0, "sent attachments leave the box");
+    await page.getByTestId("chat-state").filter({ hasText: "idle" }).waitFor();
+    // The engine refuses what the page would, for a client that does not check.
+    const bad = await page.evaluate(async (id) => {
+      const auth = await fetch("/api/auth").then((r) => r.json());
+      const r = await fetch(`/api/sessions/${id}/tasks`, { method: "POST", headers: { "Content-Type": "application/json", "X-CSRF-Token": auth.csrf_token },
+        body: JSON.stringify({ prompt: "x", images: ["data:image/svg+xml;base64,PHN2Zy8+"] }) });
+      return { status: r.status, body: await r.json() };
+    }, sessionURL.split("/").pop());
+    assert.equal(bad.status, 400);
+    assert.match(bad.body.message, /image 1: "image\/svg\+xml" is not an image type the models take/);
+    await shot(page, "09-image-answered");
   });
 
   assert.deepEqual(problems, [], "no script errors in the page");

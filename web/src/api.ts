@@ -1,6 +1,7 @@
 // The gateway's HTTP API: one function per route, the sign-in state and
 // the CSRF header every state-changing request carries.
 
+import type { AttachmentLimits } from "./attach";
 import type { TokenCounts } from "./omni/types";
 
 export type { TokenCounts };
@@ -29,6 +30,7 @@ export interface SessionDefaults {
   sandbox_mode?: string;
   network?: string;
   interactive_approval_mode?: string;
+  attachments?: AttachmentLimits;
 }
 
 export interface SessionChange {
@@ -144,9 +146,9 @@ export const api = {
     request<Session>("PATCH", `/api/sessions/${encodeURIComponent(id)}`, body),
   deleteSession: (id: string) => request<void>("DELETE", `/api/sessions/${encodeURIComponent(id)}`),
   forkSession: (id: string, upTo = 0) => request<Session>("POST", `/api/sessions/${encodeURIComponent(id)}/fork`, { up_to_sequence: String(upTo) }),
-  startTask: (id: string, prompt: string, thinking?: string, goal?: { budget: number }) =>
+  startTask: (id: string, prompt: string, thinking?: string, goal?: { budget: number }, images?: string[]) =>
     request<{ first_sequence: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/tasks`,
-      { prompt, ...(thinking ? { thinking_level: thinking } : {}), ...(goal ? { goal: { budget: String(goal.budget) } } : {}) }),
+      { prompt, ...(thinking ? { thinking_level: thinking } : {}), ...(goal ? { goal: { budget: String(goal.budget) } } : {}), ...(images?.length ? { images } : {}) }),
   steer: (id: string, text: string) => request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/steer`, { text }),
   abort: (id: string) => request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/abort`, { reason: "aborted from the web app" }),
   retryNow: (id: string) => request<{ retried?: boolean }>("POST", `/api/sessions/${encodeURIComponent(id)}/retry-now`),

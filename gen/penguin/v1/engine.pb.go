@@ -904,7 +904,9 @@ type RunRequest struct {
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// The prompt; it must not be empty unless images are given.
 	Prompt string `protobuf:"bytes,2,opt,name=prompt,proto3" json:"prompt,omitempty"`
-	// Images for the prompt, as data URLs or web URLs.
+	// Images for the prompt, as web URLs or base64 data URLs; at most
+	// GetSessionDefaultsResponse.attachments allows (INVALID_ARGUMENT
+	// otherwise, naming the image).
 	Images []string `protobuf:"bytes,3,rep,name=images,proto3" json:"images,omitempty"`
 	// The thinking level of this task; unspecified means the session's.
 	ThinkingLevel ThinkingLevel `protobuf:"varint,4,opt,name=thinking_level,json=thinkingLevel,proto3,enum=penguin.v1.ThinkingLevel" json:"thinking_level,omitempty"`
@@ -2479,8 +2481,10 @@ type GetSessionDefaultsResponse struct {
 	// asks. (A session created with no mode at all, by a program with nobody
 	// to ask, gets deny-all.)
 	InteractiveApprovalMode ApprovalMode `protobuf:"varint,3,opt,name=interactive_approval_mode,json=interactiveApprovalMode,proto3,enum=penguin.v1.ApprovalMode" json:"interactive_approval_mode,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// What a prompt may carry (Run refuses more with INVALID_ARGUMENT).
+	Attachments   *AttachmentLimits `protobuf:"bytes,4,opt,name=attachments,proto3" json:"attachments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetSessionDefaultsResponse) Reset() {
@@ -2534,6 +2538,88 @@ func (x *GetSessionDefaultsResponse) GetInteractiveApprovalMode() ApprovalMode {
 	return ApprovalMode_APPROVAL_MODE_UNSPECIFIED
 }
 
+func (x *GetSessionDefaultsResponse) GetAttachments() *AttachmentLimits {
+	if x != nil {
+		return x.Attachments
+	}
+	return nil
+}
+
+// AttachmentLimits bound what a prompt carries. Images go to the model in
+// RunRequest.images; a client puts a text file's content into the prompt,
+// named and fenced, and refuses any other file.
+type AttachmentLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The largest image, in bytes once decoded.
+	MaxImageBytes int64 `protobuf:"varint,1,opt,name=max_image_bytes,json=maxImageBytes,proto3" json:"max_image_bytes,omitempty"`
+	// The most images one prompt carries.
+	MaxImages int32 `protobuf:"varint,2,opt,name=max_images,json=maxImages,proto3" json:"max_images,omitempty"`
+	// The image types the models take (MIME types).
+	ImageTypes []string `protobuf:"bytes,3,rep,name=image_types,json=imageTypes,proto3" json:"image_types,omitempty"`
+	// The largest text file put into a prompt, in bytes.
+	MaxFileBytes  int64 `protobuf:"varint,4,opt,name=max_file_bytes,json=maxFileBytes,proto3" json:"max_file_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachmentLimits) Reset() {
+	*x = AttachmentLimits{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachmentLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachmentLimits) ProtoMessage() {}
+
+func (x *AttachmentLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachmentLimits.ProtoReflect.Descriptor instead.
+func (*AttachmentLimits) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *AttachmentLimits) GetMaxImageBytes() int64 {
+	if x != nil {
+		return x.MaxImageBytes
+	}
+	return 0
+}
+
+func (x *AttachmentLimits) GetMaxImages() int32 {
+	if x != nil {
+		return x.MaxImages
+	}
+	return 0
+}
+
+func (x *AttachmentLimits) GetImageTypes() []string {
+	if x != nil {
+		return x.ImageTypes
+	}
+	return nil
+}
+
+func (x *AttachmentLimits) GetMaxFileBytes() int64 {
+	if x != nil {
+		return x.MaxFileBytes
+	}
+	return 0
+}
+
 // UpdateSessionRequest names a session and what to change of it.
 type UpdateSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2557,7 +2643,7 @@ type UpdateSessionRequest struct {
 
 func (x *UpdateSessionRequest) Reset() {
 	*x = UpdateSessionRequest{}
-	mi := &file_penguin_v1_engine_proto_msgTypes[38]
+	mi := &file_penguin_v1_engine_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2569,7 +2655,7 @@ func (x *UpdateSessionRequest) String() string {
 func (*UpdateSessionRequest) ProtoMessage() {}
 
 func (x *UpdateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_engine_proto_msgTypes[38]
+	mi := &file_penguin_v1_engine_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2582,7 +2668,7 @@ func (x *UpdateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSessionRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{38}
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *UpdateSessionRequest) GetSessionId() string {
@@ -2638,7 +2724,7 @@ type UpdateSessionResponse struct {
 
 func (x *UpdateSessionResponse) Reset() {
 	*x = UpdateSessionResponse{}
-	mi := &file_penguin_v1_engine_proto_msgTypes[39]
+	mi := &file_penguin_v1_engine_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2650,7 +2736,7 @@ func (x *UpdateSessionResponse) String() string {
 func (*UpdateSessionResponse) ProtoMessage() {}
 
 func (x *UpdateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_engine_proto_msgTypes[39]
+	mi := &file_penguin_v1_engine_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +2749,7 @@ func (x *UpdateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSessionResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{39}
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UpdateSessionResponse) GetSession() *Session {
@@ -2835,11 +2921,19 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\x12deleted_session_id\x18\x02 \x01(\tH\x00R\x10deletedSessionId\x12<\n" +
 	"\fsnapshot_end\x18\x03 \x01(\v2\x17.penguin.v1.SnapshotEndH\x00R\vsnapshotEndB\a\n" +
 	"\x05event\"\x1b\n" +
-	"\x19GetSessionDefaultsRequest\"\xe3\x01\n" +
+	"\x19GetSessionDefaultsRequest\"\xa3\x02\n" +
 	"\x1aGetSessionDefaultsResponse\x12:\n" +
 	"\fsandbox_mode\x18\x01 \x01(\x0e2\x17.penguin.v1.SandboxModeR\vsandboxMode\x123\n" +
 	"\anetwork\x18\x02 \x01(\x0e2\x19.penguin.v1.NetworkAccessR\anetwork\x12T\n" +
-	"\x19interactive_approval_mode\x18\x03 \x01(\x0e2\x18.penguin.v1.ApprovalModeR\x17interactiveApprovalMode\"\xe0\x02\n" +
+	"\x19interactive_approval_mode\x18\x03 \x01(\x0e2\x18.penguin.v1.ApprovalModeR\x17interactiveApprovalMode\x12>\n" +
+	"\vattachments\x18\x04 \x01(\v2\x1c.penguin.v1.AttachmentLimitsR\vattachments\"\xa0\x01\n" +
+	"\x10AttachmentLimits\x12&\n" +
+	"\x0fmax_image_bytes\x18\x01 \x01(\x03R\rmaxImageBytes\x12\x1d\n" +
+	"\n" +
+	"max_images\x18\x02 \x01(\x05R\tmaxImages\x12\x1f\n" +
+	"\vimage_types\x18\x03 \x03(\tR\n" +
+	"imageTypes\x12$\n" +
+	"\x0emax_file_bytes\x18\x04 \x01(\x03R\fmaxFileBytes\"\xe0\x02\n" +
 	"\x14UpdateSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -2906,7 +3000,7 @@ func file_penguin_v1_engine_proto_rawDescGZIP() []byte {
 }
 
 var file_penguin_v1_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_penguin_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_penguin_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_penguin_v1_engine_proto_goTypes = []any{
 	(ApprovalMode)(0),                  // 0: penguin.v1.ApprovalMode
 	(SessionState)(0),                  // 1: penguin.v1.SessionState
@@ -2948,103 +3042,105 @@ var file_penguin_v1_engine_proto_goTypes = []any{
 	(*WatchSessionsResponse)(nil),      // 37: penguin.v1.WatchSessionsResponse
 	(*GetSessionDefaultsRequest)(nil),  // 38: penguin.v1.GetSessionDefaultsRequest
 	(*GetSessionDefaultsResponse)(nil), // 39: penguin.v1.GetSessionDefaultsResponse
-	(*UpdateSessionRequest)(nil),       // 40: penguin.v1.UpdateSessionRequest
-	(*UpdateSessionResponse)(nil),      // 41: penguin.v1.UpdateSessionResponse
-	(*ModelRef)(nil),                   // 42: penguin.v1.ModelRef
-	(ThinkingLevel)(0),                 // 43: penguin.v1.ThinkingLevel
-	(*timestamppb.Timestamp)(nil),      // 44: google.protobuf.Timestamp
-	(*TokenCounts)(nil),                // 45: penguin.v1.TokenCounts
-	(SandboxMode)(0),                   // 46: penguin.v1.SandboxMode
-	(*GoalOptions)(nil),                // 47: penguin.v1.GoalOptions
-	(*ToolCall)(nil),                   // 48: penguin.v1.ToolCall
-	(Permission)(0),                    // 49: penguin.v1.Permission
-	(StopReason)(0),                    // 50: penguin.v1.StopReason
-	(*OmniMessage)(nil),                // 51: penguin.v1.OmniMessage
-	(Decision)(0),                      // 52: penguin.v1.Decision
-	(CompactionMode)(0),                // 53: penguin.v1.CompactionMode
-	(NetworkAccess)(0),                 // 54: penguin.v1.NetworkAccess
+	(*AttachmentLimits)(nil),           // 40: penguin.v1.AttachmentLimits
+	(*UpdateSessionRequest)(nil),       // 41: penguin.v1.UpdateSessionRequest
+	(*UpdateSessionResponse)(nil),      // 42: penguin.v1.UpdateSessionResponse
+	(*ModelRef)(nil),                   // 43: penguin.v1.ModelRef
+	(ThinkingLevel)(0),                 // 44: penguin.v1.ThinkingLevel
+	(*timestamppb.Timestamp)(nil),      // 45: google.protobuf.Timestamp
+	(*TokenCounts)(nil),                // 46: penguin.v1.TokenCounts
+	(SandboxMode)(0),                   // 47: penguin.v1.SandboxMode
+	(*GoalOptions)(nil),                // 48: penguin.v1.GoalOptions
+	(*ToolCall)(nil),                   // 49: penguin.v1.ToolCall
+	(Permission)(0),                    // 50: penguin.v1.Permission
+	(StopReason)(0),                    // 51: penguin.v1.StopReason
+	(*OmniMessage)(nil),                // 52: penguin.v1.OmniMessage
+	(Decision)(0),                      // 53: penguin.v1.Decision
+	(CompactionMode)(0),                // 54: penguin.v1.CompactionMode
+	(NetworkAccess)(0),                 // 55: penguin.v1.NetworkAccess
 }
 var file_penguin_v1_engine_proto_depIdxs = []int32{
-	42, // 0: penguin.v1.Session.model:type_name -> penguin.v1.ModelRef
+	43, // 0: penguin.v1.Session.model:type_name -> penguin.v1.ModelRef
 	0,  // 1: penguin.v1.Session.approval_mode:type_name -> penguin.v1.ApprovalMode
-	43, // 2: penguin.v1.Session.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	44, // 2: penguin.v1.Session.thinking_level:type_name -> penguin.v1.ThinkingLevel
 	1,  // 3: penguin.v1.Session.state:type_name -> penguin.v1.SessionState
-	44, // 4: penguin.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	44, // 5: penguin.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
-	45, // 6: penguin.v1.Session.usage:type_name -> penguin.v1.TokenCounts
-	42, // 7: penguin.v1.CreateSessionRequest.model:type_name -> penguin.v1.ModelRef
+	45, // 4: penguin.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	45, // 5: penguin.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
+	46, // 6: penguin.v1.Session.usage:type_name -> penguin.v1.TokenCounts
+	43, // 7: penguin.v1.CreateSessionRequest.model:type_name -> penguin.v1.ModelRef
 	0,  // 8: penguin.v1.CreateSessionRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
-	43, // 9: penguin.v1.CreateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
-	46, // 10: penguin.v1.CreateSessionRequest.sandbox_mode:type_name -> penguin.v1.SandboxMode
+	44, // 9: penguin.v1.CreateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	47, // 10: penguin.v1.CreateSessionRequest.sandbox_mode:type_name -> penguin.v1.SandboxMode
 	2,  // 11: penguin.v1.CreateSessionResponse.session:type_name -> penguin.v1.Session
 	2,  // 12: penguin.v1.GetSessionResponse.session:type_name -> penguin.v1.Session
 	2,  // 13: penguin.v1.ListSessionsResponse.sessions:type_name -> penguin.v1.Session
 	2,  // 14: penguin.v1.ForkSessionResponse.session:type_name -> penguin.v1.Session
-	43, // 15: penguin.v1.RunRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	44, // 15: penguin.v1.RunRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
 	0,  // 16: penguin.v1.RunRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
-	47, // 17: penguin.v1.RunRequest.goal:type_name -> penguin.v1.GoalOptions
+	48, // 17: penguin.v1.RunRequest.goal:type_name -> penguin.v1.GoalOptions
 	17, // 18: penguin.v1.RunResponse.event:type_name -> penguin.v1.RunEvent
-	48, // 19: penguin.v1.ApprovalRequest.tool_call:type_name -> penguin.v1.ToolCall
-	49, // 20: penguin.v1.ApprovalRequest.permission:type_name -> penguin.v1.Permission
+	49, // 19: penguin.v1.ApprovalRequest.tool_call:type_name -> penguin.v1.ToolCall
+	50, // 20: penguin.v1.ApprovalRequest.permission:type_name -> penguin.v1.Permission
 	1,  // 21: penguin.v1.RunStateChange.state:type_name -> penguin.v1.SessionState
-	50, // 22: penguin.v1.RunStateChange.status:type_name -> penguin.v1.StopReason
-	51, // 23: penguin.v1.RunEvent.message:type_name -> penguin.v1.OmniMessage
+	51, // 22: penguin.v1.RunStateChange.status:type_name -> penguin.v1.StopReason
+	52, // 23: penguin.v1.RunEvent.message:type_name -> penguin.v1.OmniMessage
 	15, // 24: penguin.v1.RunEvent.approval_request:type_name -> penguin.v1.ApprovalRequest
 	16, // 25: penguin.v1.RunEvent.state:type_name -> penguin.v1.RunStateChange
 	17, // 26: penguin.v1.AttachResponse.event:type_name -> penguin.v1.RunEvent
-	52, // 27: penguin.v1.ApproveRequest.decision:type_name -> penguin.v1.Decision
-	53, // 28: penguin.v1.CompactRequest.mode:type_name -> penguin.v1.CompactionMode
-	50, // 29: penguin.v1.CompactResponse.status:type_name -> penguin.v1.StopReason
+	53, // 27: penguin.v1.ApproveRequest.decision:type_name -> penguin.v1.Decision
+	54, // 28: penguin.v1.CompactRequest.mode:type_name -> penguin.v1.CompactionMode
+	51, // 29: penguin.v1.CompactResponse.status:type_name -> penguin.v1.StopReason
 	17, // 30: penguin.v1.GetHistoryResponse.events:type_name -> penguin.v1.RunEvent
 	2,  // 31: penguin.v1.SessionChange.session:type_name -> penguin.v1.Session
-	50, // 32: penguin.v1.SessionChange.last_status:type_name -> penguin.v1.StopReason
+	51, // 32: penguin.v1.SessionChange.last_status:type_name -> penguin.v1.StopReason
 	35, // 33: penguin.v1.WatchSessionsResponse.session:type_name -> penguin.v1.SessionChange
 	36, // 34: penguin.v1.WatchSessionsResponse.snapshot_end:type_name -> penguin.v1.SnapshotEnd
-	46, // 35: penguin.v1.GetSessionDefaultsResponse.sandbox_mode:type_name -> penguin.v1.SandboxMode
-	54, // 36: penguin.v1.GetSessionDefaultsResponse.network:type_name -> penguin.v1.NetworkAccess
+	47, // 35: penguin.v1.GetSessionDefaultsResponse.sandbox_mode:type_name -> penguin.v1.SandboxMode
+	55, // 36: penguin.v1.GetSessionDefaultsResponse.network:type_name -> penguin.v1.NetworkAccess
 	0,  // 37: penguin.v1.GetSessionDefaultsResponse.interactive_approval_mode:type_name -> penguin.v1.ApprovalMode
-	0,  // 38: penguin.v1.UpdateSessionRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
-	43, // 39: penguin.v1.UpdateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
-	2,  // 40: penguin.v1.UpdateSessionResponse.session:type_name -> penguin.v1.Session
-	3,  // 41: penguin.v1.EngineService.CreateSession:input_type -> penguin.v1.CreateSessionRequest
-	5,  // 42: penguin.v1.EngineService.GetSession:input_type -> penguin.v1.GetSessionRequest
-	7,  // 43: penguin.v1.EngineService.ListSessions:input_type -> penguin.v1.ListSessionsRequest
-	9,  // 44: penguin.v1.EngineService.DeleteSession:input_type -> penguin.v1.DeleteSessionRequest
-	11, // 45: penguin.v1.EngineService.ForkSession:input_type -> penguin.v1.ForkSessionRequest
-	13, // 46: penguin.v1.EngineService.Run:input_type -> penguin.v1.RunRequest
-	18, // 47: penguin.v1.EngineService.Attach:input_type -> penguin.v1.AttachRequest
-	20, // 48: penguin.v1.EngineService.Approve:input_type -> penguin.v1.ApproveRequest
-	22, // 49: penguin.v1.EngineService.Steer:input_type -> penguin.v1.SteerRequest
-	24, // 50: penguin.v1.EngineService.Abort:input_type -> penguin.v1.AbortRequest
-	26, // 51: penguin.v1.EngineService.RetryNow:input_type -> penguin.v1.RetryNowRequest
-	28, // 52: penguin.v1.EngineService.Compact:input_type -> penguin.v1.CompactRequest
-	30, // 53: penguin.v1.EngineService.GetHistory:input_type -> penguin.v1.GetHistoryRequest
-	32, // 54: penguin.v1.EngineService.ExportTrace:input_type -> penguin.v1.ExportTraceRequest
-	34, // 55: penguin.v1.EngineService.WatchSessions:input_type -> penguin.v1.WatchSessionsRequest
-	38, // 56: penguin.v1.EngineService.GetSessionDefaults:input_type -> penguin.v1.GetSessionDefaultsRequest
-	40, // 57: penguin.v1.EngineService.UpdateSession:input_type -> penguin.v1.UpdateSessionRequest
-	4,  // 58: penguin.v1.EngineService.CreateSession:output_type -> penguin.v1.CreateSessionResponse
-	6,  // 59: penguin.v1.EngineService.GetSession:output_type -> penguin.v1.GetSessionResponse
-	8,  // 60: penguin.v1.EngineService.ListSessions:output_type -> penguin.v1.ListSessionsResponse
-	10, // 61: penguin.v1.EngineService.DeleteSession:output_type -> penguin.v1.DeleteSessionResponse
-	12, // 62: penguin.v1.EngineService.ForkSession:output_type -> penguin.v1.ForkSessionResponse
-	14, // 63: penguin.v1.EngineService.Run:output_type -> penguin.v1.RunResponse
-	19, // 64: penguin.v1.EngineService.Attach:output_type -> penguin.v1.AttachResponse
-	21, // 65: penguin.v1.EngineService.Approve:output_type -> penguin.v1.ApproveResponse
-	23, // 66: penguin.v1.EngineService.Steer:output_type -> penguin.v1.SteerResponse
-	25, // 67: penguin.v1.EngineService.Abort:output_type -> penguin.v1.AbortResponse
-	27, // 68: penguin.v1.EngineService.RetryNow:output_type -> penguin.v1.RetryNowResponse
-	29, // 69: penguin.v1.EngineService.Compact:output_type -> penguin.v1.CompactResponse
-	31, // 70: penguin.v1.EngineService.GetHistory:output_type -> penguin.v1.GetHistoryResponse
-	33, // 71: penguin.v1.EngineService.ExportTrace:output_type -> penguin.v1.ExportTraceResponse
-	37, // 72: penguin.v1.EngineService.WatchSessions:output_type -> penguin.v1.WatchSessionsResponse
-	39, // 73: penguin.v1.EngineService.GetSessionDefaults:output_type -> penguin.v1.GetSessionDefaultsResponse
-	41, // 74: penguin.v1.EngineService.UpdateSession:output_type -> penguin.v1.UpdateSessionResponse
-	58, // [58:75] is the sub-list for method output_type
-	41, // [41:58] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	40, // 38: penguin.v1.GetSessionDefaultsResponse.attachments:type_name -> penguin.v1.AttachmentLimits
+	0,  // 39: penguin.v1.UpdateSessionRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
+	44, // 40: penguin.v1.UpdateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	2,  // 41: penguin.v1.UpdateSessionResponse.session:type_name -> penguin.v1.Session
+	3,  // 42: penguin.v1.EngineService.CreateSession:input_type -> penguin.v1.CreateSessionRequest
+	5,  // 43: penguin.v1.EngineService.GetSession:input_type -> penguin.v1.GetSessionRequest
+	7,  // 44: penguin.v1.EngineService.ListSessions:input_type -> penguin.v1.ListSessionsRequest
+	9,  // 45: penguin.v1.EngineService.DeleteSession:input_type -> penguin.v1.DeleteSessionRequest
+	11, // 46: penguin.v1.EngineService.ForkSession:input_type -> penguin.v1.ForkSessionRequest
+	13, // 47: penguin.v1.EngineService.Run:input_type -> penguin.v1.RunRequest
+	18, // 48: penguin.v1.EngineService.Attach:input_type -> penguin.v1.AttachRequest
+	20, // 49: penguin.v1.EngineService.Approve:input_type -> penguin.v1.ApproveRequest
+	22, // 50: penguin.v1.EngineService.Steer:input_type -> penguin.v1.SteerRequest
+	24, // 51: penguin.v1.EngineService.Abort:input_type -> penguin.v1.AbortRequest
+	26, // 52: penguin.v1.EngineService.RetryNow:input_type -> penguin.v1.RetryNowRequest
+	28, // 53: penguin.v1.EngineService.Compact:input_type -> penguin.v1.CompactRequest
+	30, // 54: penguin.v1.EngineService.GetHistory:input_type -> penguin.v1.GetHistoryRequest
+	32, // 55: penguin.v1.EngineService.ExportTrace:input_type -> penguin.v1.ExportTraceRequest
+	34, // 56: penguin.v1.EngineService.WatchSessions:input_type -> penguin.v1.WatchSessionsRequest
+	38, // 57: penguin.v1.EngineService.GetSessionDefaults:input_type -> penguin.v1.GetSessionDefaultsRequest
+	41, // 58: penguin.v1.EngineService.UpdateSession:input_type -> penguin.v1.UpdateSessionRequest
+	4,  // 59: penguin.v1.EngineService.CreateSession:output_type -> penguin.v1.CreateSessionResponse
+	6,  // 60: penguin.v1.EngineService.GetSession:output_type -> penguin.v1.GetSessionResponse
+	8,  // 61: penguin.v1.EngineService.ListSessions:output_type -> penguin.v1.ListSessionsResponse
+	10, // 62: penguin.v1.EngineService.DeleteSession:output_type -> penguin.v1.DeleteSessionResponse
+	12, // 63: penguin.v1.EngineService.ForkSession:output_type -> penguin.v1.ForkSessionResponse
+	14, // 64: penguin.v1.EngineService.Run:output_type -> penguin.v1.RunResponse
+	19, // 65: penguin.v1.EngineService.Attach:output_type -> penguin.v1.AttachResponse
+	21, // 66: penguin.v1.EngineService.Approve:output_type -> penguin.v1.ApproveResponse
+	23, // 67: penguin.v1.EngineService.Steer:output_type -> penguin.v1.SteerResponse
+	25, // 68: penguin.v1.EngineService.Abort:output_type -> penguin.v1.AbortResponse
+	27, // 69: penguin.v1.EngineService.RetryNow:output_type -> penguin.v1.RetryNowResponse
+	29, // 70: penguin.v1.EngineService.Compact:output_type -> penguin.v1.CompactResponse
+	31, // 71: penguin.v1.EngineService.GetHistory:output_type -> penguin.v1.GetHistoryResponse
+	33, // 72: penguin.v1.EngineService.ExportTrace:output_type -> penguin.v1.ExportTraceResponse
+	37, // 73: penguin.v1.EngineService.WatchSessions:output_type -> penguin.v1.WatchSessionsResponse
+	39, // 74: penguin.v1.EngineService.GetSessionDefaults:output_type -> penguin.v1.GetSessionDefaultsResponse
+	42, // 75: penguin.v1.EngineService.UpdateSession:output_type -> penguin.v1.UpdateSessionResponse
+	59, // [59:76] is the sub-list for method output_type
+	42, // [42:59] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_engine_proto_init() }
@@ -3066,14 +3162,14 @@ func file_penguin_v1_engine_proto_init() {
 		(*WatchSessionsResponse_DeletedSessionId)(nil),
 		(*WatchSessionsResponse_SnapshotEnd)(nil),
 	}
-	file_penguin_v1_engine_proto_msgTypes[38].OneofWrappers = []any{}
+	file_penguin_v1_engine_proto_msgTypes[39].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_penguin_v1_engine_proto_rawDesc), len(file_penguin_v1_engine_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -61,6 +61,9 @@ func (g geminiAPI) parse(body []byte, wantText bool) (callInfo, *apiError) {
 			if t, ok := p["text"].(string); ok {
 				b.WriteString(t + "\n")
 			}
+			if u := imageURL(p); u != "" {
+				b.WriteString("[image " + u + "]\n")
+			}
 			if fr, ok := p["functionResponse"].(map[string]any); ok {
 				b.WriteString(messageText(map[string]any{"content": fr["response"]}))
 			}

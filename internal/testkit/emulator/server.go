@@ -698,6 +698,9 @@ func messageText(v any) string {
 				b.WriteString(t)
 				b.WriteByte('\n')
 			}
+			if u := imageURL(x); u != "" {
+				b.WriteString("[image " + u + "]\n")
+			}
 			if c, ok := x["content"]; ok {
 				walk(c)
 			}
@@ -707,6 +710,40 @@ func messageText(v any) string {
 		walk(m["content"])
 	}
 	return b.String()
+}
+
+// imageURL returns the image of a content part as a URL: the Responses
+// API's input_image (image_url a string), Chat Completions' image_url part
+// (image_url.url), and Anthropic's and Gemini's inline base64 data (made
+// a data URL); empty for any other part. Match sees it as "[image URL]",
+// so a script can answer only a request that carries a given image.
+func imageURL(part map[string]any) string {
+	switch u := part["image_url"].(type) {
+	case string:
+		return u
+	case map[string]any:
+		s, _ := u["url"].(string)
+		return s
+	}
+	for _, key := range []string{"source", "inline_data", "inlineData"} {
+		if src, ok := part[key].(map[string]any); ok {
+			data, _ := src["data"].(string)
+			mime, _ := src["media_type"].(string)
+			if mime == "" {
+				mime, _ = src["mime_type"].(string)
+			}
+			if mime == "" {
+				mime, _ = src["mimeType"].(string)
+			}
+			if data != "" {
+				return "data:" + mime + ";base64," + data
+			}
+			if u, _ := src["url"].(string); u != "" {
+				return u
+			}
+		}
+	}
+	return ""
 }
 
 // lastMessageText decodes the last raw message for Match.

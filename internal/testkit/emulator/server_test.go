@@ -228,6 +228,36 @@ func TestMatchPicksTurnsByLastMessage(t *testing.T) {
 	}
 }
 
+// TestMatchSeesImages: a turn that matches an image's URL answers only a
+// request whose last message carries that image, in Chat Completions'
+// image_url part and in Anthropic's inline base64 source.
+func TestMatchSeesImages(t *testing.T) {
+	t.Parallel()
+	const png = "iVBORw0KGgoAAAANSUhEUg"
+	srv := startServer(t, emulator.Script{Turns: []emulator.Turn{
+		{Match: "[image data:image/png;base64," + png, Text: "a PNG"},
+		{Match: "[image data:image/png;base64," + png, Text: "a PNG again"},
+		{Text: "no image"},
+	}})
+	ctx := testkit.Context(t, testTimeout)
+	if got := streamOpenAI(t, srv, userTurn("what is this?")); got.content != "no image" {
+		t.Fatalf("text alone got %q", got.content)
+	}
+	req := userTurn("")
+	req.Messages = []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, MultiContent: []openai.ChatMessagePart{
+		{Type: openai.ChatMessagePartTypeText, Text: "what is this?"},
+		{Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{URL: "data:image/png;base64," + png + "AAA"}},
+	}}}
+	if got := streamOpenAI(t, srv, req); got.content != "a PNG" {
+		t.Fatalf("Chat Completions image got %q", got.content)
+	}
+	params := anthropicTurn("x")
+	params.Messages = []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewImageBlockBase64("image/png", png+"AAA"))}
+	if got := streamAnthropic(t, ctx, srv, newHeaderTap(t), params); got.err != nil || len(got.msg.Content) == 0 || got.msg.Content[0].Text != "a PNG again" {
+		t.Fatalf("Anthropic image got %+v", got)
+	}
+}
+
 func TestRecordsRequests(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, emulator.Script{Turns: []emulator.Turn{{Text: "seen"}, {Text: "seen too"}}})

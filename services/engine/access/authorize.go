@@ -50,7 +50,7 @@ func (g *Guard) Authorize(ctx context.Context, fullMethod string, req any) error
 // projectScoped reports whether a method belongs to a service whose
 // requests name the project they touch in a field "project".
 func projectScoped(fullMethod string) bool {
-	return strings.HasPrefix(fullMethod, "/penguin.v1.AgentService/")
+	return strings.HasPrefix(fullMethod, "/penguin.v1.AgentService/") || strings.HasPrefix(fullMethod, "/penguin.v1.ScheduleService/")
 }
 
 // readPrefixes are the method name prefixes of calls that only read.

@@ -86,6 +86,7 @@ func (g *Guard) Mode() Mode { return g.mode }
 var userMethods = []string{
 	"/penguin.v1.EngineService/",
 	"/penguin.v1.AgentService/",
+	"/penguin.v1.ScheduleService/",
 	"/penguin.v1.AuthService/",
 	"/penguin.v1.UserService/",
 	"/penguin.v1.ProjectService/",

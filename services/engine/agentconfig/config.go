@@ -55,11 +55,11 @@ type Config struct {
 	// of its own; it keeps the key so that a file moved over and back
 	// keeps it, and reads nothing from it.
 	KernelVersion string `yaml:"kernel_version,omitempty"`
-	// Schedules is PenguinHarness's {{SCHEDULES}} section, which teaches the
-	// model that harness's scheduled tasks. Penguin runs no schedules, so
-	// the section is kept as written but never reaches the prompt:
-	// {{SCHEDULES}} and {{SCHEDULE_LIST}} expand to nothing, as they do
-	// there with the section off.
+	// Schedules is the {{SCHEDULES}} section, which teaches the model to
+	// manage the agent's schedules with its agent-file tools; its prompt
+	// may use {{SCHEDULE_LIST}}, the current schedules. Off (the
+	// default), both placeholders expand to nothing, and the schedules
+	// still fire; an empty prompt takes DefaultSchedulesPrompt.
 	Schedules SectionSettings `yaml:"schedules,omitempty"`
 }
 

@@ -81,6 +81,18 @@ Save a fact here when it is about this workspace, and in user memory when it hol
 {{WORKSPACE_MEMORY_INDEX}}
 `
 
+// DefaultSchedulesPrompt is the {{SCHEDULES}} section when
+// schedules.enabled is on and schedules.prompt is empty: how the model
+// manages the agent's schedules with its agent-file tools.
+const DefaultSchedulesPrompt = `# Schedules
+You can give yourself timed tasks. A schedule sends a preset prompt to you on a cadence, in a new session per run or in one existing session. Each is one file schedule/<name>.yaml among your agent files: read them with read_agent_file ("schedule/" lists them), write them with write_agent_file and remove them with delete_agent_file. A definition that is not valid is refused with the line and field at fault, and nothing is saved. Saved changes are picked up within about 30 seconds.
+
+Fields: prompt (required, the text each run sends); enabled (true or false, default false); a cadence: period ("30m", "12h", "7d", counted from start_at) with start_at (an RFC 3339 time such as 2026-08-01T09:00:00Z), or cron (five fields, such as "0 9 * * 1-5") with timezone (such as Europe/Paris; default UTC), or start_at alone for a one-shot; end_at (optional); session_id to run in an existing session, or workspace (required then) with provider and model_id (both or neither; neither takes your default model) for a new session per run; missed (run_once or skip: a due time missed while the server was down) and overlap (skip or queue: a due time that comes while the previous run still runs).
+
+Before creating a schedule, read the list and update the one that already does the job rather than adding a duplicate; delete schedules that are no longer wanted. Current schedules:
+{{SCHEDULE_LIST}}
+`
+
 // DefaultCompactionPrompt asks the model for the summary that replaces the
 // context in summarize mode. The summary-extraction ladder (ExtractSummary)
 // reads the [summary] block it asks for.

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/penguin-agent/penguin/services/engine/agentconfig"
+	"github.com/penguin-agent/penguin/services/engine/schedule"
 )
 
 // The paths by which the model reaches the agent's own files through the
@@ -93,6 +94,8 @@ func (f *Files) Read(p string) (string, error) {
 		return f.st.AgentsMD, nil
 	case parts[0] == SkillsDir:
 		return f.readSkill(parts[1:])
+	case parts[0] == schedule.Dir && len(parts) <= 2:
+		return f.readSchedule(parts[1:])
 	case parts[0] == MemoryDir:
 		if len(parts) == 1 {
 			return f.memoryListing(), nil
@@ -107,13 +110,16 @@ func (f *Files) Read(p string) (string, error) {
 		defer root.Close()
 		return readIn(root, path.Join(parts[2:]...), p)
 	}
-	return "", refuse("%q is not an agent file: the agent files are AGENTS.md, skills/ and memory/", p)
+	return "", refuse("%q is not an agent file: the agent files are AGENTS.md, skills/, memory/ and schedule/", p)
 }
 
 // Write replaces (or creates) the memory file at p with content, within
 // the bounds of MaxMemoryFileBytes per file and MaxMemoryScopeBytes and
 // MaxMemoryScopeFiles per scope. The file is replaced atomically.
 func (f *Files) Write(p, content string) error {
+	if isSchedulePath(p) {
+		return f.writeSchedule(p, content)
+	}
 	root, name, err := f.memoryFile(p)
 	if err != nil {
 		return err
@@ -142,6 +148,9 @@ func (f *Files) Write(p, content string) error {
 
 // Delete removes the memory file at p.
 func (f *Files) Delete(p string) error {
+	if isSchedulePath(p) {
+		return f.deleteSchedule(p)
+	}
 	root, name, err := f.memoryFile(p)
 	if err != nil {
 		return err
@@ -164,7 +173,7 @@ func (f *Files) memoryFile(p string) (*os.Root, string, error) {
 		return nil, "", err
 	}
 	if len(parts) != 3 || parts[0] != MemoryDir {
-		return nil, "", refuse("only memory files can be written or deleted: %s/<name>.md or %s/<name>.md", UserMemoryPath, WorkspaceMemoryPath)
+		return nil, "", refuse("only memory and schedule files can be written or deleted: %s/<name>.md, %s/<name>.md or %s/<name>%s", UserMemoryPath, WorkspaceMemoryPath, schedule.Dir, schedule.Ext)
 	}
 	if !memoryFileName.MatchString(parts[2]) {
 		return nil, "", refuse("%q is not a memory file name: a Markdown file (.md) named with letters, digits, '.', '_' and '-'", parts[2])
@@ -304,6 +313,7 @@ func (f *Files) topListing() string {
 	if f.st.Config.Memory.Enabled {
 		lines = append(lines, "- "+MemoryDir+"/: what you keep across sessions")
 	}
+	lines = append(lines, "- "+schedule.Dir+"/: timed tasks, one "+schedule.Ext+" file each")
 	return strings.Join(lines, "\n")
 }
 
@@ -408,4 +418,9 @@ func writeInRoot(root *os.Root, name string, data []byte) error {
 		return fmt.Errorf("agent state: memory: %w", err)
 	}
 	return nil
+}
+
+// isSchedulePath reports whether p is under the schedule directory.
+func isSchedulePath(p string) bool {
+	return strings.HasPrefix(strings.TrimPrefix(p, "./"), schedule.Dir+"/")
 }

@@ -1,6 +1,7 @@
 package agentstate
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 )
 
 // PromptVars are the facts of one session that the system prompt may
@@ -99,10 +101,14 @@ func (s *State) SystemPrompt(v PromptVars) string {
 		"VAULT":          "",
 		"SKILLS":         "",
 		"MEMORY":         "",
-		// Penguin runs no scheduled tasks: a PenguinHarness template's
-		// schedules section expands to nothing (see agentconfig.Config.Schedules).
-		"SCHEDULES":     "",
-		"SCHEDULE_LIST": "",
+		"SCHEDULES":      "",
+		"SCHEDULE_LIST":  "",
+	}
+	if s.Config.Schedules.Enabled {
+		list := scheduleLines(s.Schedules(), "(none yet)")
+		prompt := cmp.Or(s.Config.Schedules.Prompt, agentconfig.DefaultSchedulesPrompt)
+		sections["SCHEDULE_LIST"] = list
+		sections["SCHEDULES"] = strings.TrimRight(expand(prompt, lookup(map[string]string{"SCHEDULE_LIST": list})), "\n")
 	}
 	if s.Config.Vault.Enabled {
 		sections["VAULT"] = strings.TrimRight(expand(s.Config.Vault.Prompt, lookup(inner)), "\n")

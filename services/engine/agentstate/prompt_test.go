@@ -342,8 +342,8 @@ func TestMemoryKey(t *testing.T) {
 }
 
 // The system prompts of PenguinHarness's reference agents assemble: every
-// placeholder they use is filled in, and the schedules section, which
-// Penguin does not run, is left out.
+// placeholder they use is filled in, the schedules section with the
+// agent's schedules.
 func TestReferenceTemplatesAssemble(t *testing.T) {
 	t.Parallel()
 	load := func(name string) *State {
@@ -369,7 +369,49 @@ func TestReferenceTemplatesAssemble(t *testing.T) {
 	if strings.Contains(prompt, "{{") || !strings.Contains(prompt, "You are default_agent, an agent that works in /w") || !strings.Contains(prompt, "- Session: s") {
 		t.Errorf("assembled prompt:\n%s", prompt)
 	}
-	if prompt := load("every_key.yaml").SystemPrompt(PromptVars{Workspace: "/w"}); strings.Contains(prompt, "Scheduled tasks") || strings.Contains(prompt, "{{") {
-		t.Errorf("the schedules section reached the prompt:\n%s", prompt)
+	st := load("every_key.yaml")
+	if prompt := st.SystemPrompt(PromptVars{Workspace: "/w"}); !strings.Contains(prompt, "# Scheduled tasks\nFiles under schedule/ run on a cadence.\n(none yet)") || strings.Contains(prompt, "{{") {
+		t.Errorf("the schedules section is not in the prompt:\n%s", prompt)
+	}
+	files := st.Files("/w")
+	if err := files.Write("schedule/daily.yaml", "prompt: check the builds\nenabled: true\ncron: \"0 9 * * *\"\nworkspace: /w\n"); err != nil {
+		t.Fatal(err)
+	}
+	if prompt := st.SystemPrompt(PromptVars{Workspace: "/w"}); !strings.Contains(prompt, "- schedule/daily.yaml: cron 0 9 * * *, enabled") {
+		t.Errorf("the schedule is not listed:\n%s", prompt)
+	}
+}
+
+// The model writes schedules with the agent-file tools; an invalid one is
+// refused with its line and nothing is written.
+func TestScheduleFiles(t *testing.T) {
+	st, err := Init(filepath.Join(t.TempDir(), "agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := st.Files("")
+	err = files.Write("schedule/bad.yaml", "prompt: hi\nperiod: often\n")
+	if err == nil || !strings.Contains(err.Error(), "schedule/bad.yaml:2: period:") {
+		t.Fatalf("bad schedule: %v", err)
+	}
+	if _, err := files.Read("schedule/bad.yaml"); err == nil {
+		t.Error("a refused schedule was written")
+	}
+	for _, p := range []string{"schedule/../x.yaml", "schedule/a/b.yaml", "schedule/x.txt"} {
+		if err := files.Write(p, "prompt: p\nstart_at: 2030-01-01T00:00:00Z\nworkspace: w\n"); err == nil {
+			t.Errorf("%s was written", p)
+		}
+	}
+	if err := files.Write("schedule/once.yaml", "prompt: p\nstart_at: 2030-01-01T00:00:00Z\nworkspace: w\n"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := files.Read("schedule/"); err != nil || got != "- schedule/once.yaml: once, disabled" {
+		t.Errorf("listing: %q, %v", got, err)
+	}
+	if err := files.Delete("schedule/once.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := files.Read("schedule"); got != "(no schedules yet)" {
+		t.Errorf("after delete: %q", got)
 	}
 }

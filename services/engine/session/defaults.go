@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/attach"
 	"github.com/penguin-agent/penguin/services/engine/approval"
 )
 
@@ -22,5 +23,6 @@ func (m *Manager) Defaults(ctx context.Context) (*penguinv1.GetSessionDefaultsRe
 	}
 	return &penguinv1.GetSessionDefaultsResponse{
 		SandboxMode: env.GetSandboxMode(), Network: env.GetNetwork(), InteractiveApprovalMode: approval.InteractiveMode,
+		Attachments: attach.Limits(),
 	}, nil
 }

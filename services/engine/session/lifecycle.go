@@ -32,6 +32,12 @@ type CreateSpec struct {
 	// ProjectID is the project the session belongs to (the caller's
 	// access was checked before); empty means store.DefaultProject.
 	ProjectID string
+	// ID, when set, is the new session's id (a schedule's run chooses it
+	// when it is claimed, so that a replica that takes the run over
+	// creates the same session); empty picks a fresh one.
+	ID string
+	// Title is the session's title; empty takes the first prompt's.
+	Title string
 
 	// For a subagent: its parent and the parent's environment, which the
 	// child shares.
@@ -57,7 +63,10 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 		return nil, err
 	}
 	window, vision := m.modelInfo(ctx, spec.Model, st)
-	id := newSessionID()
+	id := spec.ID
+	if id == "" {
+		id = newSessionID()
+	}
 	cfg := config{MaxTurns: spec.MaxTurns, SandboxMode: spec.SandboxMode, Vision: vision, Depth: spec.Depth, SeqHigh: 1, ContextSeq: 1}
 	env, err := m.checkEnvironment(ctx, id, spec, st)
 	if err != nil {
@@ -83,6 +92,7 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 		AgentState:      st.Dir,
 		ApprovalMode:    spec.ApprovalMode,
 		ThinkingLevel:   spec.ThinkingLevel,
+		Title:           spec.Title,
 		ParentID:        spec.ParentID,
 		ProjectID:       spec.ProjectID,
 		Source:          spec.Source,

@@ -208,10 +208,20 @@ func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, er
 	if err := rt.claim(ctx, t); err != nil {
 		return nil, 0, err
 	}
+	from, err := rt.startClaimed(ctx, t, spec)
+	if err != nil {
+		return nil, 0, err
+	}
+	return t, from, nil
+}
+
+// startClaimed is startRun once t holds the session: it prepares and
+// records the prompt, and starts the loop.
+func (rt *Runtime) startClaimed(ctx context.Context, t *task, spec RunSpec) (int64, error) {
 	p, err := rt.prepare(ctx, spec.Thinking, spec.Goal != nil)
 	if err != nil {
 		rt.abandon(t, err)
-		return nil, 0, err
+		return 0, err
 	}
 	from := rt.journal.Last()
 	rt.mu.Lock()
@@ -235,7 +245,7 @@ func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, er
 	}
 	if err != nil {
 		rt.finish(t, p, loop.Result{Status: penguinv1.StopReason_STOP_REASON_FAILED, Err: err})
-		return nil, 0, fmt.Errorf("%w; the prompt was not recorded, run it again once the store is back: %v", ErrNotRecorded, err)
+		return 0, fmt.Errorf("%w; the prompt was not recorded, run it again once the store is back: %v", ErrNotRecorded, err)
 	}
 	if spec.Mode != penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED || p.row.Title == "" {
 		if err := rt.m.updateRow(ctx, rt.id, func(r *store.Session, _ *config) {
@@ -250,7 +260,7 @@ func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, er
 		}
 	}
 	rt.launch(t, p, spec, nil)
-	return t, from, nil
+	return from, nil
 }
 
 // launch starts the loop of a claimed, prepared task whose input is on

@@ -104,6 +104,8 @@ func sqliteMigrations() []migration {
 		// that one implementation (teamsql.go) serves both.
 		{version: 4, stmts: teamsMigration("INTEGER PRIMARY KEY AUTOINCREMENT", "BLOB",
 			`CAST(strftime('%s', 'now') AS INTEGER) * 1000000`)},
+		// Schedules and their runs (see ScheduleStore).
+		{version: 5, stmts: schedulesMigration("BLOB")},
 	}
 }
 
@@ -187,6 +189,8 @@ func postgresMigrations() []migration {
 		// As SQLite's version 4.
 		{version: 4, stmts: teamsMigration("bigserial PRIMARY KEY", "bytea",
 			`(extract(epoch FROM now()) * 1000000)::bigint`)},
+		// As SQLite's version 5.
+		{version: 5, stmts: schedulesMigration("bytea")},
 	}
 }
 
@@ -255,5 +259,46 @@ func teamsMigration(serial, bytes, now string) []string {
 		`INSERT INTO users (id, name, admin, created_at) VALUES ('` + AdminUser + `', 'Administrator', 1, ` + now + `)`,
 		`INSERT INTO projects (id, name, created_at) VALUES ('` + DefaultProject + `', 'Default', ` + now + `)`,
 		`INSERT INTO memberships (project_id, user_id, role, created_at) VALUES ('` + DefaultProject + `', '` + AdminUser + `', 'owner', ` + now + `)`,
+	}
+}
+
+// schedulesMigration is the schedules' schema step in a dialect whose
+// byte-string type is bytes. Times are microseconds since the Unix epoch,
+// as in the ownership model's tables, so one implementation
+// (schedulesql.go) serves both dialects.
+func schedulesMigration(bytes string) []string {
+	return []string{
+		`CREATE TABLE schedules (
+			id         TEXT    PRIMARY KEY,
+			project    TEXT    NOT NULL,
+			agent      TEXT    NOT NULL,
+			name       TEXT    NOT NULL,
+			definition ` + bytes + ` NOT NULL,
+			version    BIGINT  NOT NULL,
+			enabled    INTEGER NOT NULL DEFAULT 0,
+			next_due   BIGINT  NOT NULL DEFAULT 0,
+			updated_at BIGINT  NOT NULL,
+			UNIQUE (project, agent, name)
+		)`,
+		`CREATE INDEX schedules_due ON schedules (next_due) WHERE enabled = 1 AND next_due > 0`,
+		`CREATE TABLE schedule_runs (
+			id          TEXT   PRIMARY KEY,
+			schedule_id TEXT   NOT NULL,
+			project     TEXT   NOT NULL,
+			agent       TEXT   NOT NULL,
+			name        TEXT   NOT NULL,
+			due_at      BIGINT NOT NULL,
+			state       TEXT   NOT NULL,
+			reason      TEXT   NOT NULL DEFAULT '',
+			session_id  TEXT   NOT NULL DEFAULT '',
+			since_seq   BIGINT NOT NULL DEFAULT 0,
+			owner       TEXT   NOT NULL DEFAULT '',
+			owner_until BIGINT NOT NULL DEFAULT 0,
+			created_at  BIGINT NOT NULL,
+			updated_at  BIGINT NOT NULL,
+			UNIQUE (schedule_id, due_at)
+		)`,
+		`CREATE INDEX schedule_runs_pending ON schedule_runs (due_at) WHERE state = 'pending'`,
+		`CREATE INDEX schedule_runs_schedule ON schedule_runs (project, agent, name, due_at DESC)`,
 	}
 }

@@ -156,6 +156,9 @@ type Store interface {
 	// Teams keeps users, projects, memberships, tokens, sign-ins and the
 	// audit log (teams.go).
 	Teams
+	// ScheduleStore keeps the schedules' due times and runs
+	// (schedules.go).
+	ScheduleStore
 
 	// CreateSession creates a session from s. The id must be new
 	// (ErrConflict otherwise) and non-empty. LastSequence and UpdatedAt in s

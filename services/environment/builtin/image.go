@@ -7,17 +7,18 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/attach"
 	"github.com/penguin-agent/penguin/services/environment/tool"
 	"github.com/penguin-agent/penguin/services/environment/workspace"
 )
 
-// maxImageBytes is the largest image read_image accepts.
-const maxImageBytes = 5 << 20
-
-var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
+// maxImageBytes is the largest image read_image accepts: the largest a
+// prompt may carry, since both go to the same models.
+const maxImageBytes = attach.MaxImageBytes
 
 // readImage is read_image.
 type readImage struct{ d Deps }
@@ -52,7 +53,7 @@ func (t *readImage) Run(ctx context.Context, raw string, out tool.Output) (tool.
 		return tool.Result{}, err
 	}
 	mime := http.DetectContentType(data)
-	if !imageTypes[mime] {
+	if !slices.Contains(attach.ImageTypes, mime) {
 		return tool.Result{}, fmt.Errorf("%s is %s, not a PNG, JPEG, GIF or WebP image", a.Source, mime)
 	}
 	url := "data:" + mime + ";base64," + base64.StdEncoding.EncodeToString(data)

@@ -1,5 +1,6 @@
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, ApiError, type Session } from "../api";
+import { read, size, withFiles, type Attachment, type AttachmentLimits } from "../attach";
 import { goalCommand, parseBudget } from "../goal";
 import { stateWord, tokens, usageData, usageLine } from "../format";
 import { highlight, onCodeCopy, renderMarkdown } from "../markdown";
@@ -201,8 +202,8 @@ export function Chat({ id, session: listed, lastStatus, onChanged }: { id: strin
           onChanged?.(s);
           if (note) throw new Error(`The compaction did not finish (${note}); the thinking level changed anyway.`);
         })} sendMode={sendMode} onSendMode={setSendMode} />
-      <Composer running={running} mode={sendMode} recalled={recalled} onSend={(text, goal) => act(async () => {
-        if (!running) return api.startTask(id, text, undefined, goal);
+      <Composer running={running} mode={sendMode} recalled={recalled} onSend={(text, goal, att) => act(async () => {
+        if (!running) return api.startTask(id, withFiles(text, att), undefined, goal, att.filter((a) => a.kind === "image").map((a) => a.content));
         if (sendMode === "queue") {
           setFollowUps([...followUps, text]);
           return;
@@ -468,8 +469,24 @@ function SessionControls({ session, running, compacting, empty, onUpdate, onComp
   );
 }
 
+/** useLimits reads what a message may carry from the server, once per
+ * page. */
+let limitsOnce: Promise<AttachmentLimits> | undefined;
+function useLimits(): AttachmentLimits | undefined {
+  const [limits, setLimits] = useState<AttachmentLimits>();
+  useEffect(() => {
+    limitsOnce ??= api.defaults().then((d) => d.attachments ?? {}).catch(() => {
+      limitsOnce = undefined;
+      return {};
+    });
+    void limitsOnce.then(setLimits);
+  }, []);
+  return limits;
+}
+
 function Composer({ running, mode, recalled, onSend, onAbort }: {
-  running: boolean; mode: "steer" | "queue"; recalled?: string; onSend: (text: string, goal?: { budget: number }) => Promise<void>; onAbort: () => void;
+  running: boolean; mode: "steer" | "queue"; recalled?: string;
+  onSend: (text: string, goal: { budget: number } | undefined, att: Attachment[]) => Promise<void>; onAbort: () => void;
 }) {
   const [text, setText] = useState("");
   useEffect(() => {
@@ -480,9 +497,33 @@ function Composer({ running, mode, recalled, onSend, onAbort }: {
   const [goal, setGoal] = useState(false);
   const [budget, setBudget] = useState("");
   const [goalError, setGoalError] = useState("");
+  // Attachments: pasted, dropped or picked; they go with a new task.
+  const limits = useLimits();
+  const [att, setAtt] = useState<Attachment[]>([]);
+  const [attError, setAttError] = useState("");
+  const [dragging, setDragging] = useState(false);
+  const picker = useRef<HTMLInputElement>(null);
+  const attachAll = async (files: File[]) => {
+    setAttError("");
+    let have = att;
+    const problems: string[] = [];
+    for (const f of files) {
+      try {
+        have = [...have, await read(f, limits ?? {}, have)];
+      } catch (e) {
+        problems.push((e as Error).message);
+      }
+    }
+    setAtt(have);
+    if (problems.length) setAttError(problems.join(" "));
+  };
   const send = async () => {
     let t = text.trim();
-    if (!t) return;
+    if (!t && !att.some((a) => a.kind === "image")) return;
+    if (running && att.length) {
+      setAttError("Attachments go with a new task: send them when this one ends, or remove them to steer.");
+      return;
+    }
     let g: { budget: number } | undefined;
     try {
       const cmd = running ? null : goalCommand(t);
@@ -497,16 +538,45 @@ function Composer({ running, mode, recalled, onSend, onAbort }: {
       return;
     }
     setGoalError("");
+    setAttError("");
     setText("");
-    await onSend(t, g);
+    const sent = att;
+    setAtt([]);
+    await onSend(t, g, sent);
   };
   return (
-    <form class="composer" onSubmit={(e) => { e.preventDefault(); void send(); }}>
+    <form class={`composer ${dragging ? "dragging" : ""}`} onSubmit={(e) => { e.preventDefault(); void send(); }}
+      onDragOver={(e) => { if (e.dataTransfer?.types.includes("Files")) { e.preventDefault(); setDragging(true); } }}
+      onDragLeave={() => setDragging(false)}
+      onDrop={(e) => {
+        setDragging(false);
+        const files = [...(e.dataTransfer?.files ?? [])];
+        if (!files.length) return;
+        e.preventDefault();
+        void attachAll(files);
+      }}>
+      {att.length > 0 && (
+        <ul class="attachments row" aria-label="Attachments" data-testid="attachments">
+          {att.map((a, i) => (
+            <li class="attachment" data-testid="attachment">
+              {a.kind === "image" ? <img src={a.content} alt={a.name} class="thumb" /> : <span class="badge">text</span>}
+              <span class="small">{a.name} <span class="muted">{size(a.size)}</span></span>
+              <button type="button" class="link small" aria-label={`Remove ${a.name}`} onClick={() => setAtt(att.filter((_, j) => j !== i))}>✕</button>
+            </li>
+          ))}
+        </ul>
+      )}
       <textarea
         aria-label={running ? (mode === "queue" ? "Queue a follow-up" : "Steer the running task") : "Message"}
-        placeholder={running ? (mode === "queue" ? "A follow-up: sent as a new task when this one ends" : "Steer the task: this reaches the model at its next request") : "Ask for something…"}
+        placeholder={running ? (mode === "queue" ? "A follow-up: sent as a new task when this one ends" : "Steer the task: this reaches the model at its next request") : "Ask for something… (paste or drop images and files)"}
         value={text} rows={2} data-testid="composer"
         onInput={(e) => setText((e.currentTarget as HTMLTextAreaElement).value)}
+        onPaste={(e) => {
+          const files = [...(e.clipboardData?.files ?? [])];
+          if (!files.length) return;
+          e.preventDefault();
+          void attachAll(files);
+        }}
         onKeyDown={(e) => {
           if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
             e.preventDefault();
@@ -516,6 +586,15 @@ function Composer({ running, mode, recalled, onSend, onAbort }: {
         }}
       />
       <div class="composer-buttons">
+        <input ref={picker} type="file" multiple hidden data-testid="attach-input"
+          accept={[...(limits?.image_types ?? []), "text/*", ".md,.txt,.json,.yaml,.yml,.go,.ts,.tsx,.js,.py,.sh,.csv,.log,.toml"].join(",")}
+          onChange={(e) => {
+            const input = e.currentTarget as HTMLInputElement;
+            void attachAll([...(input.files ?? [])]);
+            input.value = "";
+          }} />
+        <button type="button" onClick={() => picker.current?.click()} disabled={running}
+          title={running ? "Attachments go with a new task" : "Attach images or text files (or paste or drop them)"}>Attach</button>
         {!running && (
           <span class="goal-chip row" data-testid="goal-chip">
             <label><input type="checkbox" checked={goal} data-testid="goal-mode"
@@ -524,12 +603,12 @@ function Composer({ running, mode, recalled, onSend, onAbort }: {
               value={budget} data-testid="goal-budget" onInput={(e) => setBudget((e.currentTarget as HTMLInputElement).value)} />}
           </span>
         )}
-        <button type="submit" class="primary" disabled={!text.trim()}>{running ? (mode === "queue" ? "Queue" : "Steer") : goal ? "Start goal" : "Send"}</button>
+        <button type="submit" class="primary" disabled={!text.trim() && !att.some((a) => a.kind === "image")}>{running ? (mode === "queue" ? "Queue" : "Steer") : goal ? "Start goal" : "Send"}</button>
         {running && <button type="button" class="danger" onClick={onAbort} title="Abort the task (Esc in the message box)">Abort</button>}
       </div>
       {goalError && <div class="banner error" role="alert" data-testid="goal-error">{goalError}</div>}
-      <div class="muted small hint">Enter sends · Shift+Enter new line{running ? " · Esc aborts" : " · /goal[:budget] objective starts a goal"}</div>
+      {attError && <div class="banner error" role="alert" data-testid="attach-error">{attError}</div>}
+      <div class="muted small hint">Enter sends · Shift+Enter new line{running ? " · Esc aborts" : " · /goal[:budget] objective starts a goal · paste, drop or attach images and text files"}</div>
     </form>
   );
 }
-

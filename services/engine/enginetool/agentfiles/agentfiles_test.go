@@ -55,7 +55,7 @@ func TestTools(t *testing.T) {
 		{agentconfig.ToolReadAgentFile, `{}`, "file_path is missing"},
 		{agentconfig.ToolReadAgentFile, `{"path":"AGENTS.md"}`, `unknown field "path"`},
 		{agentconfig.ToolWriteAgentFile, `{"file_path":"memory/user/b.md"}`, "content is missing"},
-		{agentconfig.ToolWriteAgentFile, `{"file_path":"AGENTS.md","content":"x"}`, "only memory files"},
+		{agentconfig.ToolWriteAgentFile, `{"file_path":"AGENTS.md","content":"x"}`, "only memory and schedule files"},
 		{agentconfig.ToolWriteAgentFile, `{"file_path":"memory/user/../../../x.md","content":"x"}`, `".." is not allowed`},
 		{agentconfig.ToolDeleteAgentFile, `{"file_path":".vault.yaml"}`, "hidden"},
 		{agentconfig.ToolReadAgentFile, `not json`, "read_agent_file takes"},

@@ -1,0 +1,265 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/penguin-agent/penguin/e2e/e2etest"
+	"github.com/penguin-agent/penguin/e2e/netns"
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/grpcclient"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
+)
+
+// replyModel answers every request with a short text.
+type replyModel struct{}
+
+func (replyModel) ServeHTTP(w http.ResponseWriter, _ *http.Request) { streamChat(w, "Done.", "", "") }
+
+// startReplica runs `penguin serve engine` as one of several replicas of a
+// store, with a short run lease so that what a killed replica held moves
+// on within seconds.
+func startReplica(t *testing.T, listen string, b *enginetest.Backends, storeURL, agentDir string) (*netns.Proc, string) {
+	t.Helper()
+	cmd := exec.Command(penguinBin, "serve", "engine", "--listen", listen, "--llm", b.LLM, "--environment", b.Environment,
+		"--store", storeURL, "--agent-state", agentDir, "--home", t.TempDir(), "--lease-ttl", "3s", "--schedule-missed-after", "4s")
+	cmd.Env = append(e2etest.BaseEnv(t), "PENGUIN_AUTH_TOKEN=")
+	p := netns.Start(t, "engine", cmd)
+	addr := p.WaitLog("gRPC server listening", map[string]string{"server": "engine"}, "addr", time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := netns.WaitServing(ctx, addr, ""); err != nil {
+		t.Fatal(err)
+	}
+	return p, addr
+}
+
+// agentHome returns a default agent's directory of its own for a replica:
+// every replica adopts the same agent, "default", into the store.
+func agentHome(t *testing.T) string {
+	dir := filepath.Join(t.TempDir(), "default")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "system_config.yaml"), []byte(agentConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func dialSchedules(t *testing.T, addr string) penguinv1.ScheduleServiceClient {
+	conn, err := grpcclient.New(addr, grpcclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return penguinv1.NewScheduleServiceClient(conn)
+}
+
+// TestSchedulesExactlyOnceAcrossReplicas runs schedules every two seconds
+// on two engine replicas sharing PostgreSQL, SIGKILLs one of them right
+// after it claimed a due run and restarts it: every due time from the
+// first to the last has exactly one run, each started run's session holds
+// the prompt exactly once, a disabled schedule never fires, and the runs
+// and the sessions agree.
+func TestSchedulesExactlyOnceAcrossReplicas(t *testing.T) {
+	const (
+		schedules = 8
+		period    = 2 * time.Second
+	)
+	b := enginetest.NewBackendsWithModel(t, replyModel{})
+	if err := os.MkdirAll(filepath.Join(b.Root, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	url := postgresURL(t)
+	ctx := testkit.Context(t, 3*time.Minute)
+	procA, addrA := startReplica(t, "127.0.0.1:0", b, url, agentHome(t))
+	procB, addrB := startReplica(t, "127.0.0.1:0", b, url, agentHome(t))
+	_ = procA
+	api := dialSchedules(t, addrA)
+
+	start := time.Now().Add(3 * time.Second).Truncate(time.Second)
+	for i := range schedules {
+		if _, err := api.CreateSchedule(ctx, &penguinv1.CreateScheduleRequest{Agent: "default", Name: fmt.Sprintf("tick-%d", i), Schedule: &penguinv1.Schedule{
+			Prompt: fmt.Sprintf("scheduled prompt %d", i), Enabled: true, StartAt: timestamppb.New(start), Period: period.String(),
+			Workspace: "ws", Model: enginetest.Model, Overlap: "queue",
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := api.CreateSchedule(ctx, &penguinv1.CreateScheduleRequest{Agent: "default", Name: "off", Schedule: &penguinv1.Schedule{
+		Prompt: "never", Enabled: false, StartAt: timestamppb.New(start), Period: "1s", Workspace: "ws", Model: enginetest.Model,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	// A second create of a name answers ALREADY_EXISTS.
+	_, err := api.CreateSchedule(ctx, &penguinv1.CreateScheduleRequest{Agent: "default", Name: "tick-0", Schedule: &penguinv1.Schedule{
+		Prompt: "again", StartAt: timestamppb.New(start), Period: "1m", Workspace: "ws",
+	}})
+	if status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("a second tick-0: %v, want ALREADY_EXISTS", err)
+	}
+
+	// Kill B right after it claims a due run, twice, restarting it on the
+	// same address each time.
+	for k := range 2 {
+		procB.WaitOutput("schedule due", 30*time.Second)
+		procB.Kill()
+		procB.Wait(30 * time.Second)
+		t.Logf("kill %d: replica B killed after claiming a run", k+1)
+		time.Sleep(period)
+		procB, _ = startReplica(t, addrB, b, url, agentHome(t))
+	}
+	time.Sleep(2 * period)
+
+	// Stop the cadence, then let pending runs settle (a killed replica's
+	// claims lapse after the 3 s lease).
+	stopAt := time.Now()
+	for i := range schedules {
+		name := fmt.Sprintf("tick-%d", i)
+		got, err := api.GetSchedule(ctx, &penguinv1.GetScheduleRequest{Agent: "default", Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := got.GetSchedule()
+		s.Enabled = false
+		if _, err := api.UpdateSchedule(ctx, &penguinv1.UpdateScheduleRequest{Agent: "default", Name: name, Schedule: &penguinv1.Schedule{
+			Prompt: s.GetPrompt(), Enabled: false, StartAt: s.GetStartAt(), Period: s.GetPeriod(), Workspace: "ws", Model: enginetest.Model, Overlap: "queue",
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	engine := e2etest.DialEngine(t, addrA, "")
+	var dueTimes, started, sessions int
+	deadline := time.Now().Add(30 * time.Second)
+	for i := range schedules {
+		name := fmt.Sprintf("tick-%d", i)
+		var runs []*penguinv1.ScheduleRun
+		for {
+			resp, err := api.ListScheduleRuns(ctx, &penguinv1.ListScheduleRunsRequest{Agent: "default", Name: name, Limit: 500})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs = resp.GetRuns()
+			pending := 0
+			for _, r := range runs {
+				if r.GetState() == "pending" {
+					pending++
+				}
+			}
+			if pending == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d runs still pending", name, pending)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		// Every due time from start on, one period apart, until the
+		// cadence stopped: none twice, none missing.
+		due := map[time.Time]bool{}
+		for _, r := range runs {
+			at := r.GetDueAt().AsTime()
+			if due[at] {
+				t.Errorf("%s: due time %v ran twice", name, at)
+			}
+			due[at] = true
+			if r.GetState() != "started" {
+				t.Errorf("%s: run due %v is %s (%s), want started", name, at, r.GetState(), r.GetReason())
+				continue
+			}
+			started++
+			prompts := 0
+			for _, ev := range e2etest.History(ctx, t, engine, r.GetSessionId()) {
+				if tx := ev.GetMessage().GetText(); tx != nil && tx.GetSender() == penguinv1.Sender_SENDER_SERVER {
+					prompts++
+					if tx.GetText() != fmt.Sprintf("scheduled prompt %d", i) {
+						t.Errorf("%s: session %s got %q", name, r.GetSessionId(), tx.GetText())
+					}
+				}
+			}
+			if prompts != 1 {
+				t.Errorf("%s: session %s holds the prompt %d times, want once", name, r.GetSessionId(), prompts)
+			}
+			sess, err := engine.GetSession(ctx, &penguinv1.GetSessionRequest{SessionId: r.GetSessionId()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sess.GetSession().GetTitle() != name {
+				t.Errorf("%s: session title %q", name, sess.GetSession().GetTitle())
+			}
+			sessions++
+		}
+		for at := start; !at.After(stopAt.Add(-period)); at = at.Add(period) {
+			if !due[at.UTC()] {
+				t.Errorf("%s: due time %v has no run (lost)", name, at.UTC())
+			}
+		}
+		dueTimes += len(due)
+	}
+	off, err := api.ListScheduleRuns(ctx, &penguinv1.ListScheduleRunsRequest{Agent: "default", Name: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(off.GetRuns()); n != 0 {
+		t.Errorf("the disabled schedule ran %d times", n)
+	}
+	// Every session a schedule made is one of its runs'.
+	list, err := engine.ListSessions(ctx, &penguinv1.ListSessionsRequest{PageSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := 0
+	for _, s := range list.GetSessions() {
+		if strings.HasPrefix(s.GetTitle(), "tick-") {
+			made++
+		}
+	}
+	if made != sessions {
+		t.Errorf("%d sessions made by schedules, %d runs started", made, sessions)
+	}
+	t.Logf("%d schedules: %d due times recorded, %d runs started, %d sessions, 0 duplicates by construction checked, 2 SIGKILLs of a claiming replica", schedules, dueTimes, started, made)
+}
+
+// TestScheduleBadDefinitions: invalid definitions are refused with the line
+// and field, and nothing is stored.
+func TestScheduleBadDefinitions(t *testing.T) {
+	b := enginetest.NewBackendsWithModel(t, replyModel{})
+	ctx := testkit.Context(t, time.Minute)
+	_, addr := startReplica(t, "127.0.0.1:0", b, postgresURL(t), agentHome(t))
+	api := dialSchedules(t, addr)
+	for _, c := range []struct{ yaml, want string }{
+		{"prompt: hi\nenabled: true\nperiod: 5x\nstart_at: 2026-01-01T00:00:00Z\nworkspace: ws\n", "schedule/bad.yaml:3: period:"},
+		{"prompt: hi\ncron: \"0 0 30 2 *\"\nworkspace: ws\n", "schedule/bad.yaml:2: cron: \"0 0 30 2 *\" never fires"},
+		{"prompt: hi\nstart_at: 2026-01-01T00:00:00Z\nend_at: 2025-01-01T00:00:00Z\nperiod: 1h\nworkspace: ws\n", "schedule/bad.yaml:3: end_at: must be later"},
+		{"enabled: true\nperiod: 1h\nstart_at: 2026-01-01T00:00:00Z\nworkspace: ws\n", "prompt: is required"},
+		{"prompt: hi\nperiod: 1h\nstart_at: 2026-01-01T00:00:00Z\nworkspace: ws\nmodel_id: m\n", "schedule/bad.yaml:5: model_id: give provider and model_id together"},
+		{"prompt: hi\nperiod: 1h\nstart_at: 2026-01-01T00:00:00Z\nsession_id: nope\n", "session_id: the project has no session nope"},
+		{"prompt: hi\nperiod: 1h\nstart_at: 2026-01-01T00:00:00Z\nworkspace: ws\ncolour: red\n", "schedule/bad.yaml:5: colour: unknown field"},
+		{"prompt: " + strings.Repeat("x", 40<<10) + "\nperiod: 1h\nstart_at: 2026-01-01T00:00:00Z\nworkspace: ws\n", "prompt: is 40960 bytes; at most 32768"},
+	} {
+		_, err := api.CreateSchedule(ctx, &penguinv1.CreateScheduleRequest{Agent: "default", Name: "bad", Yaml: c.yaml})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), c.want) {
+			t.Errorf("%q: got %v, want INVALID_ARGUMENT with %q", c.yaml[:min(len(c.yaml), 40)], err, c.want)
+		}
+	}
+	list, err := api.ListSchedules(ctx, &penguinv1.ListSchedulesRequest{Agent: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(list.GetSchedules()); n != 0 {
+		t.Errorf("%d schedules stored after refused creates", n)
+	}
+}
