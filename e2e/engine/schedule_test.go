@@ -270,7 +270,8 @@ func TestScheduleBadDefinitions(t *testing.T) {
 // once, in a new session that gets the prompt and the model's answer.
 func TestScheduleWrittenByTheModelFires(t *testing.T) {
 	ctx := testkit.Context(t, 2*time.Minute)
-	start := time.Now().Add(5 * time.Second).UTC().Truncate(time.Second)
+	// Far enough ahead that the engine reads the file (every 10 s) before.
+	start := time.Now().Add(20 * time.Second).UTC().Truncate(time.Second)
 	b := enginetest.NewBackends(t,
 		agentTool("write_agent_file", map[string]string{"file_path": "schedule/ping.yaml",
 			"content": fmt.Sprintf("prompt: scheduled ping\nenabled: true\nstart_at: %s\nworkspace: ws\nprovider: emu\nmodel_id: m\n", start.Format(time.RFC3339))}),
