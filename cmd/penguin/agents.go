@@ -34,6 +34,7 @@ import (
 type agentCmd struct {
 	agents    penguinv1.AgentServiceClient
 	schedules penguinv1.ScheduleServiceClient
+	llm       penguinv1.LLMServiceClient
 	project   string
 	agent     string
 	out       io.Writer
@@ -59,7 +60,7 @@ func agentGroup(use, short string, withAgent bool, subs ...*cobra.Command) *cobr
 				return fmt.Errorf("%s: %w", use, err)
 			}
 			defer conn.Close()
-			ac := &agentCmd{agents: conn.agents, schedules: conn.schedules, project: *project, agent: *agent, out: os.Stdout, in: os.Stdin}
+			ac := &agentCmd{agents: conn.agents, schedules: conn.schedules, llm: conn.llm, project: *project, agent: *agent, out: os.Stdout, in: os.Stdin}
 			c.SetContext(context.WithValue(c.Context(), agentCmdKey{}, ac))
 			if err := run(c, args); err != nil {
 				return fmt.Errorf("%s %s: %w", use, c.Name(), statusError(err))

@@ -20,6 +20,7 @@ func addEnvironmentFlags(fs *pflag.FlagSet, env *environment.Config) {
 	fs.BoolVar(&env.NoCgroups, "no-cgroups", false, "track commands by process group and session only, not by per-command cgroups: faster starts, but double-forked daemons escape kills")
 	fs.StringVar(&env.DefaultSandbox, "sandbox-default", "", "sandbox mode of environments that ask for none: workspace-write, read-only or none (default: workspace-write where the host can enforce it, else none)")
 	fs.StringVar(&env.DefaultNetwork, "network-default", "", "network access of confined environments that ask for none: none, or proxy (public addresses through the service's egress proxy) (default none)")
+	fs.BoolVar(&env.SandboxRequired, "sandbox-required", false, "refuse sandbox mode none, asked for or as the default: every environment is confined, or the service does not start")
 	fs.StringVar(&env.SandboxUser, "sandbox-user", "", "UID[:GID] that confined commands run as (default "+sandbox.DefaultIdentity.String()+")")
 	fs.Var(&count{&env.Limits.Pids}, "limit-pids", fmt.Sprintf("processes and threads of one environment's commands at once; -1 for no limit (default %d)", d.Pids))
 	fs.Var(&byteSize{&env.Limits.Memory}, "limit-memory", fmt.Sprintf("memory of one environment's commands, /tmp included, such as 4G or 512M; -1 for no limit (default %d)", d.Memory))

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/assemble"
 	"github.com/penguin-agent/penguin/internal/browser"
 	"github.com/penguin-agent/penguin/services/environment"
+	"github.com/penguin-agent/penguin/services/llm"
 	"github.com/penguin-agent/penguin/web"
 )
 
@@ -93,12 +95,16 @@ func (f *allInOneFlags) config(cfg assemble.Config) (assemble.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	llmCfg := f.llm.config()
+	llmCfg, err := f.llm.config()
+	if err != nil {
+		return cfg, err
+	}
 	if llmCfg.ProvidersFile == "" {
-		// The providers file of the data directory, which the web app
-		// writes; it need not exist, and is picked up once it does.
+		// The providers file of the data directory; it need not exist, and
+		// is picked up once it does.
 		llmCfg.ProvidersFile = filepath.Join(home, "providers.yaml")
 	}
+	routeStoreDefaults(llmCfg, eng.StoreURL, home)
 	// The data directory (the store, the providers and their keys) and
 	// the providers file are empty to confined commands.
 	for _, p := range []string{home, llmCfg.ProvidersFile} {
@@ -108,6 +114,29 @@ func (f *allInOneFlags) config(cfg assemble.Config) (assemble.Config, error) {
 	}
 	cfg.LLM, cfg.Environment, cfg.Engine, cfg.LLMOptional = llmCfg, &env, eng, f.llmOptional
 	return cfg, nil
+}
+
+// routeStoreDefaults gives the llm service of a server that runs the
+// engine beside it a route store when none is named: the engine's own
+// database (the routes get a table of their own). A SQLite store is one
+// machine's, so its key secret defaults to routes.key in the data
+// directory, made on first use; a PostgreSQL store may be shared by
+// replicas on other machines, which must all hold the same secret, so it
+// has to be given (--routes-key-file or PENGUIN_ROUTES_KEY), and without
+// one the server keeps no routes of its own and says so.
+func routeStoreDefaults(cfg *llm.Config, engineStore, home string) {
+	if cfg.RouteStore == "" {
+		cfg.RouteStore = engineStore
+	}
+	if len(cfg.RouteSecret) > 0 {
+		return
+	}
+	if strings.HasPrefix(cfg.RouteStore, "postgres://") || strings.HasPrefix(cfg.RouteStore, "postgresql://") {
+		slog.Warn("no route key secret (--routes-key-file or " + routesKeyVar + "): provider routes can be added in the providers file only, not through the API or the web app")
+		cfg.RouteStore = ""
+		return
+	}
+	cfg.RouteKeyFile, cfg.MakeRouteKey = filepath.Join(home, "routes.key"), true
 }
 
 // gatewayFlags configure the HTTP/SSE gateway of `penguin serve`.

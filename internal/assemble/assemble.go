@@ -330,6 +330,7 @@ func (p *Process) setupLLM(ctx context.Context) error {
 	case err != nil:
 		return err
 	}
+	p.release = append(p.release, svc.Close)
 	wctx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() { defer close(watched); svc.Watch(wctx, 0) }()
@@ -409,6 +410,9 @@ func (p *Process) setupEngine(ctx context.Context) error {
 	p.srv.SetAuthenticator(eng.Guard())
 	p.release = append(p.release, eng.Close)
 	eng.Register(p.srv.GRPC())
+	if p.cfg.LLM == nil {
+		penguinv1.RegisterLLMServiceServer(p.srv.GRPC(), &llmFront{llm: penguinv1.NewLLMServiceClient(cfg.LLM)})
+	}
 	p.serving = append(p.serving, eng.StartResuming)
 	p.services = append(p.services, "engine")
 	// The engine stops first: its tasks abort and each records how it

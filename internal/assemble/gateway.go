@@ -30,8 +30,8 @@ type GatewayConfig struct {
 
 // setupGateway opens the gateway's listener and builds the gateway over
 // the process's own connection, when the process runs one. It calls the
-// services of this process only: the engine, and the llm service for the
-// models and the first-run form.
+// services of this process only: the engine, and the llm service (or its
+// front) for the models and the provider routes.
 func (p *Process) setupGateway(context.Context) error {
 	gc := p.cfg.Gateway
 	if gc == nil {
@@ -49,9 +49,9 @@ func (p *Process) setupGateway(context.Context) error {
 		AuthToken: p.cfg.AuthToken, Heartbeat: gc.Heartbeat, Logger: p.log, App: gc.App,
 		Agents: penguinv1.NewAgentServiceClient(p.local), Schedules: penguinv1.NewScheduleServiceClient(p.local),
 		Accounts: penguinv1.NewAuthServiceClient(p.local), Team: p.cfg.Engine.Team,
-	}
-	if p.cfg.LLM != nil {
-		opts.LLM, opts.ProvidersFile = penguinv1.NewLLMServiceClient(p.local), p.cfg.LLM.ProvidersFile
+		// The llm service of this process, or the front that passes the
+		// users' calls on to the one the engine reaches (see llmFront).
+		LLM: penguinv1.NewLLMServiceClient(p.local),
 	}
 	gw := gateway.New(penguinv1.NewEngineServiceClient(p.local), opts)
 	p.front = append(p.front, func(ctx context.Context) error {

@@ -26,6 +26,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/assemble"
+	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/store"
@@ -55,7 +56,8 @@ func TestIsolation(t *testing.T) {
 	addr := lis.Addr().String()
 	p, err := assemble.New(t.Context(), assemble.Config{
 		Name: "penguin", Listener: lis, AuthToken: svc, ShutdownTimeout: 5 * time.Second,
-		LLM: &llm.Config{ProvidersFile: filepath.Join(dir, "providers.yaml")}, LLMOptional: true,
+		LLM: &llm.Config{ProvidersFile: filepath.Join(dir, "providers.yaml"), Lookup: config.MapLookup(nil),
+			RouteStore: filepath.Join(dir, "routes.db"), RouteSecret: []byte("isolation-route-key-secret-0123456789")},
 		Environment: &environment.Config{Root: dir, ScratchDir: t.TempDir(), NoCgroups: true, DefaultSandbox: "none", Advertise: addr},
 		Engine: &engine.Config{StoreURL: storeURL, AgentState: filepath.Join(dir, "agent"), Advertise: addr, Team: true,
 			AdminPasswordFile: filepath.Join(dir, "initial-admin-password")},
@@ -121,6 +123,7 @@ func TestIsolation(t *testing.T) {
 	if err != nil || got.GetSession().GetTitle() != secret {
 		t.Fatalf("Alice's own session: %v, %v", got, err)
 	}
+	providerRoutes(ctx, t, dial(alice), dial(tokenOf("carol")))
 
 	// Alice's agent and schedule in her project, which sends the secret to
 	// her session.
@@ -156,6 +159,40 @@ func TestIsolation(t *testing.T) {
 		defer web.Close()
 		attackHTTP(ctx, t, web.URL, gw.Routes(), bob)
 	})
+}
+
+// providerRoutes gives Alice's project a provider route (its one model
+// named after the secret), which she lists, and checks the levels of a
+// project's routes: Carol, a plain member of the project, lists and may
+// use them but not change them, and only an administrator changes the
+// global ones.
+func providerRoutes(ctx context.Context, t *testing.T, alice, carol *grpc.ClientConn) {
+	t.Helper()
+	route := &penguinv1.ProviderRoute{Name: "apollo-llm", Type: "openai", BaseUrl: "http://127.0.0.1:9/v1", Models: []string{secret}}
+	llmA := penguinv1.NewLLMServiceClient(alice)
+	if _, err := llmA.AddProvider(ctx, &penguinv1.AddProviderRequest{Project: "apollo", Route: route, ApiKey: "sk-alice-0123456789abcdef"}); err != nil {
+		t.Fatal(err)
+	}
+	listed, err := llmA.ListProviders(ctx, &penguinv1.ListProvidersRequest{Project: "apollo"})
+	if err != nil || !strings.Contains(listed.String(), secret) || strings.Contains(listed.String(), "sk-alice-0123") {
+		t.Fatalf("Alice's own routes: %v, %v", listed, err)
+	}
+	if _, err := penguinv1.NewProjectServiceClient(alice).SetMember(ctx, &penguinv1.SetMemberRequest{ProjectId: "apollo", UserId: "carol"}); err != nil {
+		t.Fatal(err)
+	}
+	llmC := penguinv1.NewLLMServiceClient(carol)
+	if got, err := llmC.ListProviders(ctx, &penguinv1.ListProvidersRequest{Project: "apollo"}); err != nil || !strings.Contains(got.String(), secret) {
+		t.Fatalf("Carol, a member, lists: %v, %v", got, err)
+	}
+	if _, err := llmC.RemoveProvider(ctx, &penguinv1.RemoveProviderRequest{Project: "apollo", Name: "apollo-llm"}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("Carol, a member, removed a route: %v", err)
+	}
+	if _, err := llmC.AddProvider(ctx, &penguinv1.AddProviderRequest{Route: route, ApiKey: "k"}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("Carol added a global route: %v", err)
+	}
+	if tested, err := llmC.TestProvider(ctx, &penguinv1.TestProviderRequest{Project: "apollo", Name: "apollo-llm"}); err != nil || tested.GetOk() {
+		t.Fatalf("Carol's test of a route at a dead address: %v, %v", tested, err)
+	}
 }
 
 // refused are the answers to a call on Alice's things.

@@ -257,6 +257,9 @@ func (s *Service) sandboxPolicy(req *penguinv1.CreateEnvironmentRequest, ws stri
 	default:
 		return p, invalid("unknown sandbox mode %v", req.GetSandboxMode())
 	}
+	if p.Mode == sandbox.None && s.opts.SandboxRequired {
+		return p, errUnconfinedRefused
+	}
 	network := req.GetNetwork()
 	if req.GetNoNetwork() {
 		if network != penguinv1.NetworkAccess_NETWORK_ACCESS_UNSPECIFIED && network != penguinv1.NetworkAccess_NETWORK_ACCESS_NONE {

@@ -28,6 +28,11 @@ import (
 // InvalidArgument.
 var errInvalid = errors.New("invalid request")
 
+// errUnconfinedRefused is sandbox mode none asked of a service that
+// confines every environment (Options.SandboxRequired); the service
+// answers FailedPrecondition.
+var errUnconfinedRefused = errors.New("sandbox mode none is refused: this service confines every environment (--sandbox-required)")
+
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errInvalid, fmt.Sprintf(format, args...))
 }

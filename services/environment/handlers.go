@@ -26,7 +26,7 @@ func toStatus(err error) error {
 	switch {
 	case errors.Is(err, errInvalid):
 		return status.Error(codes.InvalidArgument, strings.TrimPrefix(err.Error(), errInvalid.Error()+": "))
-	case errors.Is(err, sandbox.ErrUnsupported):
+	case errors.Is(err, sandbox.ErrUnsupported), errors.Is(err, errUnconfinedRefused):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()

@@ -115,6 +115,11 @@ type Options struct {
 	// DefaultNetwork is the network access of confined environments that
 	// do not ask for one: "none" (empty) or "proxy".
 	DefaultNetwork string
+	// SandboxRequired refuses sandbox mode none, asked for or as the
+	// default: every environment is confined, or the service does not
+	// start (a pod that serves many sessions, whose commands must never
+	// run as the service with its token and capabilities).
+	SandboxRequired bool
 	// SandboxUser is who confined commands run as; the zero value means
 	// sandbox.DefaultIdentity (nobody).
 	SandboxUser sandbox.Identity

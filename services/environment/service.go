@@ -117,7 +117,9 @@ func New(opts Options) (*Service, error) {
 // Where it cannot, the default is mode none, and the log says what is
 // missing; a mode asked for explicitly is never downgraded. A confined
 // default given explicitly (--sandbox-default) that the host cannot
-// enforce stops the service at start, naming what is missing.
+// enforce stops the service at start, naming what is missing; so does a
+// service that requires a sandbox (--sandbox-required) where the host
+// cannot confine, or with the default sandbox mode none.
 func (s *Service) resolveDefaults() error {
 	var err error
 	s.defaultNetwork = sandbox.NetworkNone
@@ -131,7 +133,12 @@ func (s *Service) resolveDefaults() error {
 	}
 	probe := sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: s.root, Network: sandbox.NetworkNone, User: s.opts.SandboxUser, Limits: s.opts.Limits}
 	confinable := s.opts.CheckSandbox(probe)
-	if s.opts.DefaultSandbox == "" {
+	requested := s.opts.DefaultSandbox
+	if requested == "" && s.opts.SandboxRequired {
+		// A required sandbox is a confined default given explicitly.
+		requested = sandbox.WorkspaceWrite.String()
+	}
+	if requested == "" {
 		s.defaultMode = sandbox.WorkspaceWrite
 		if confinable != nil {
 			s.defaultMode = sandbox.None
@@ -139,8 +146,11 @@ func (s *Service) resolveDefaults() error {
 		}
 		return nil
 	}
-	if s.defaultMode, err = sandbox.ParseMode(s.opts.DefaultSandbox); err != nil {
+	if s.defaultMode, err = sandbox.ParseMode(requested); err != nil {
 		return err
+	}
+	if s.defaultMode == sandbox.None && s.opts.SandboxRequired {
+		return fmt.Errorf("default sandbox mode none: %w", errUnconfinedRefused)
 	}
 	if s.defaultMode == sandbox.None {
 		if confinable != nil {

@@ -383,3 +383,33 @@ func TestConfinedDefaultIsRefusedAtStart(t *testing.T) {
 		t.Errorf("the default of --sandbox-default none: %v", resp.GetSandboxMode())
 	}
 }
+
+// TestSandboxRequired proves --sandbox-required, as the Kubernetes
+// manifests start environment pods: a session asking for sandbox mode
+// none is refused with FailedPrecondition (its commands would run as the
+// service, with its token), the default is confined, and a host that
+// cannot confine, or a default of none, stops the service at start. On
+// the code before, mode none was created.
+func TestSandboxRequired(t *testing.T) {
+	cannot := func(p sandbox.Policy) error {
+		if p.Mode != sandbox.None {
+			return fmt.Errorf("%w: simulated pod without a user namespace", sandbox.ErrUnsupported)
+		}
+		return nil
+	}
+	if _, err := environment.New(environment.Options{Root: t.TempDir(), ScratchDir: t.TempDir(), SandboxRequired: true, CheckSandbox: cannot}); err == nil || !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Errorf("a required sandbox on a host that cannot confine: %v, want a refusal at start", err)
+	}
+	can := func(sandbox.Policy) error { return nil }
+	if _, err := environment.New(environment.Options{Root: t.TempDir(), ScratchDir: t.TempDir(), SandboxRequired: true, DefaultSandbox: "none", CheckSandbox: can}); err == nil || !strings.Contains(err.Error(), "--sandbox-required") {
+		t.Errorf("a required sandbox with the default none: %v, want a refusal at start", err)
+	}
+	h := start(t, environment.Options{SandboxRequired: true, CheckSandbox: can})
+	_, err := h.client.CreateEnvironment(testkit.Context(t, 30*time.Second), &penguinv1.CreateEnvironmentRequest{Workspace: "a", SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_NONE})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "--sandbox-required") {
+		t.Errorf("sandbox mode none asked of a service that requires a sandbox: %v, want FailedPrecondition", err)
+	}
+	if resp := h.create(&penguinv1.CreateEnvironmentRequest{Workspace: "b"}); resp.GetSandboxMode() != penguinv1.SandboxMode_SANDBOX_MODE_WORKSPACE_WRITE {
+		t.Errorf("the default of a service that requires a sandbox: %v, want workspace-write", resp.GetSandboxMode())
+	}
+}

@@ -34,6 +34,9 @@ type Config struct {
 	// that do not ask for one (see [Options.DefaultSandbox]); empty means
 	// workspace-write without network where the host can enforce it.
 	DefaultSandbox, DefaultNetwork string
+	// SandboxRequired refuses sandbox mode none (see
+	// [Options.SandboxRequired]).
+	SandboxRequired bool
 	// SandboxUser is "UID" or "UID:GID", who confined commands run as;
 	// empty means sandbox.DefaultIdentity.
 	SandboxUser string
@@ -82,19 +85,20 @@ func Setup(cfg Config) (*Service, func() error, error) {
 		log.Info(why)
 	}
 	svc, err := New(Options{
-		Root:           root,
-		ScratchDir:     cfg.ScratchDir,
-		NoCgroups:      cfg.NoCgroups,
-		DefaultSandbox: cfg.DefaultSandbox,
-		DefaultNetwork: cfg.DefaultNetwork,
-		SandboxUser:    user,
-		Limits:         cfg.Limits,
-		HidePaths:      cfg.HidePaths,
-		WritablePaths:  cfg.WritablePaths,
-		Advertise:      cfg.Advertise,
-		Logger:         log,
-		Version:        cfg.Version,
-		Registerer:     cfg.Registerer,
+		Root:            root,
+		ScratchDir:      cfg.ScratchDir,
+		NoCgroups:       cfg.NoCgroups,
+		DefaultSandbox:  cfg.DefaultSandbox,
+		DefaultNetwork:  cfg.DefaultNetwork,
+		SandboxRequired: cfg.SandboxRequired,
+		SandboxUser:     user,
+		Limits:          cfg.Limits,
+		HidePaths:       cfg.HidePaths,
+		WritablePaths:   cfg.WritablePaths,
+		Advertise:       cfg.Advertise,
+		Logger:          log,
+		Version:         cfg.Version,
+		Registerer:      cfg.Registerer,
 	})
 	if err != nil {
 		return nil, nil, err

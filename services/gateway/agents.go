@@ -63,6 +63,21 @@ func agentCall[Req any, PReq interface {
 	return rpcRoute(g, g.opts.Agents, "agent", call, ok)
 }
 
+// providerRoutes registers the provider route routes with api: the global
+// routes under /api/providers, a project's under
+// /api/projects/{project}/providers, one LLMService call each. Who may
+// call which is the engine's access check's to say, as for every call.
+func (g *Gateway) providerRoutes(api func(string, http.HandlerFunc)) {
+	type l = penguinv1.LLMServiceClient
+	for _, p := range []string{"/api/providers", "/api/projects/{project}/providers"} {
+		api("GET "+p, rpcRoute(g, g.opts.LLM, "llm", l.ListProviders, http.StatusOK))
+		api("POST "+p, rpcRoute(g, g.opts.LLM, "llm", l.AddProvider, http.StatusCreated))
+		api("PUT "+p, rpcRoute(g, g.opts.LLM, "llm", l.UpdateProvider, http.StatusOK))
+		api("DELETE "+p+"/{name}", rpcRoute(g, g.opts.LLM, "llm", l.RemoveProvider, http.StatusOK))
+		api("POST "+p+"/{name}/test", rpcRoute(g, g.opts.LLM, "llm", l.TestProvider, http.StatusOK))
+	}
+}
+
 // rpcRoute makes a route of one call of client, the service called name:
 // the JSON body (if any) is the request, the path values fill their
 // fields, and the response is written as JSON with status ok. A nil

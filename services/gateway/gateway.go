@@ -23,7 +23,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -59,12 +58,10 @@ type Options struct {
 	// (/api/projects/{project}/…/schedules); nil answers them
 	// Unimplemented.
 	Schedules penguinv1.ScheduleServiceClient
-	// LLM answers GET /api/models; nil answers it Unimplemented.
+	// LLM answers GET /api/models and the provider routes (/api/providers,
+	// /api/projects/{project}/providers, the first-run form); nil answers
+	// them Unimplemented.
 	LLM penguinv1.LLMServiceClient
-	// ProvidersFile is the llm service's providers file, which the web
-	// app's first-run form writes (POST /api/setup/provider); empty refuses
-	// the form.
-	ProvidersFile string
 	// App is the web app's built files, served at / (index.html for every
 	// path that is not a file, so the app's own routes reload); nil serves
 	// the API alone.
@@ -82,8 +79,6 @@ type Gateway struct {
 	// apiRoutes lists the patterns of the API routes, every one behind
 	// authenticated (see Routes).
 	apiRoutes []string
-	// setupMu serializes the first-run form's writes of the providers file.
-	setupMu sync.Mutex
 }
 
 var jsonOut = protojson.MarshalOptions{UseProtoNames: true}
@@ -133,6 +128,7 @@ func (g *Gateway) routes() {
 	api("GET /api/setup", g.setupStatus)
 	api("POST /api/setup/provider", g.setupProvider)
 	g.agentRoutes(api)
+	g.providerRoutes(api)
 	g.scheduleRoutes(api)
 	var app http.Handler
 	if g.opts.App != nil {

@@ -215,7 +215,7 @@ func FuzzNoServerErrors(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s.method, s.path, s.query, s.body)
 	}
-	web := httptest.NewServer(gateway.New(fakeengine.Start(f, strictEngine()), gateway.Options{}))
+	web := httptest.NewServer(gateway.New(fakeengine.Start(f, strictEngine()), gateway.Options{LLM: startLLM(f, "", "")}))
 	f.Cleanup(web.Close)
 	client := &http.Client{Timeout: 10 * time.Second}
 	f.Fuzz(func(t *testing.T, method, path, query, body string) {

@@ -18,14 +18,18 @@ import (
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/services/gateway"
 	"github.com/penguin-agent/penguin/services/llm"
-	"github.com/penguin-agent/penguin/services/llm/providers"
 )
 
 // startLLM serves a real llm service over gRPC on a loopback port, with
-// no key in its environment, watching providersFile every 50ms.
-func startLLM(t *testing.T, providersFile string) penguinv1.LLMServiceClient {
+// no key in its environment, the providers file providersFile, and a
+// SQLite route store in dir when dir is not empty.
+func startLLM(t testing.TB, providersFile, dir string) penguinv1.LLMServiceClient {
 	t.Helper()
-	svc, err := llm.Setup(llm.Config{ProvidersFile: providersFile, Lookup: config.MapLookup(nil)})
+	cfg := llm.Config{ProvidersFile: providersFile, Lookup: config.MapLookup(nil)}
+	if dir != "" {
+		cfg.RouteStore, cfg.RouteSecret = filepath.Join(dir, "routes.db"), []byte("a-route-key-secret-of-at-least-32-bytes")
+	}
+	svc, err := llm.Setup(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,15 +52,20 @@ func startLLM(t *testing.T, providersFile string) penguinv1.LLMServiceClient {
 		<-watched
 		_ = conn.Close()
 		srv.Stop()
+		_ = svc.Close()
 	})
 	return penguinv1.NewLLMServiceClient(conn)
 }
 
 type setupAnswer struct {
 	Provider string `json:"provider"`
-	KeyFile  string `json:"key_file"`
-	Active   bool   `json:"active"`
-	Notice   string `json:"notice"`
+	Replaced bool   `json:"replaced"`
+	Route    struct {
+		Name    string `json:"name"`
+		Origin  string `json:"origin"`
+		KeyHint string `json:"key_hint"`
+		Project string `json:"project"`
+	} `json:"route"`
 }
 
 type modelsAnswer struct {
@@ -79,37 +88,39 @@ func decode[T any](t *testing.T, body string) T {
 	return v
 }
 
-// TestFirstRunProviderForm: a server with no provider says so; the form
-// writes a route into the providers file (the key in a 0600 file of its
-// own, the file's other routes and comments kept), and answers once the
-// real llm service, reloading the file by itself, lists the route, whose
-// catalog models and prices are then offered.
+// TestFirstRunProviderForm: the form adds a route through the llm
+// service, which keeps it in its route store (the key encrypted, shown
+// masked) and uses it at once: its catalog models and prices are
+// offered. The same name again replaces it. Malformed forms are refused
+// with nothing stored, the providers file's routes cannot be replaced,
+// and a service without a route store says how to get one. The form
+// writes no file.
 func TestFirstRunProviderForm(t *testing.T) {
-	web := start(t, strictEngine(), gateway.Options{})
-	form := `{"name":"openai","type":"openai-responses","api_key":"sk-test-123","models":["my-finetune"]}`
-	if resp, body := do(t, "POST", web.URL+"/api/setup/provider", form); resp.StatusCode != http.StatusConflict || !strings.Contains(body, "--providers") {
-		t.Fatalf("without a providers file: %d %s", resp.StatusCode, body)
+	const key = "sk-test-0123456789abcdef"
+	form := `{"name":"openai","type":"openai-responses","api_key":"` + key + `","models":["my-finetune"]}`
+	web := start(t, strictEngine(), gateway.Options{LLM: startLLM(t, "", "")})
+	if resp, body := do(t, "POST", web.URL+"/api/setup/provider", form); resp.StatusCode != http.StatusConflict || !strings.Contains(body, "--routes-store") {
+		t.Fatalf("without a route store: %d %s", resp.StatusCode, body)
 	}
 
 	dir := t.TempDir()
 	file := filepath.Join(dir, "providers.yaml")
-	existing := "# my routes\nproviders:\n  - name: local\n    type: openai\n    base_url: http://127.0.0.1:9/v1\n    api_key_env: LOCAL_KEY # kept\n"
+	existing := "providers:\n  - name: local\n    type: openai\n    base_url: http://127.0.0.1:9/v1\n"
 	if err := os.WriteFile(file, []byte(existing), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	web = start(t, strictEngine(), gateway.Options{ProvidersFile: file, LLM: startLLM(t, file)})
+	web = start(t, strictEngine(), gateway.Options{LLM: startLLM(t, file, dir)})
 	if _, body := do(t, "GET", web.URL+"/api/models?provider=openai", ""); !strings.Contains(body, `unknown provider \"openai\"`) {
 		t.Fatalf("models before the form: %s", body)
 	}
 	setup := decode[struct {
-		ProvidersFile string `json:"providers_file"`
-		Providers     []struct{ ID, Type string }
+		Providers []struct{ ID, Type string }
 	}](t, func() string { _, b := do(t, "GET", web.URL+"/api/setup", ""); return b }())
 	offered := map[string]string{}
 	for _, p := range setup.Providers {
 		offered[p.ID] = p.Type
 	}
-	if setup.ProvidersFile != file || offered["openai"] != "openai-responses" || offered["anthropic"] != "anthropic" || offered["google"] != "gemini" {
+	if offered["openai"] != "openai-responses" || offered["anthropic"] != "anthropic" || offered["google"] != "gemini" {
 		t.Fatalf("setup status: %+v", setup)
 	}
 
@@ -127,16 +138,16 @@ func TestFirstRunProviderForm(t *testing.T) {
 			t.Fatalf("form %s: %d %s", bad, resp.StatusCode, body)
 		}
 	}
-	if got, _ := os.ReadFile(file); string(got) != existing {
-		t.Fatalf("a refused form changed the file:\n%s", got)
+	if resp, body := do(t, "POST", web.URL+"/api/setup/provider", `{"name":"local","type":"openai","base_url":"http://127.0.0.1:9/v2"}`); resp.StatusCode != http.StatusConflict || !strings.Contains(body, "providers file") {
+		t.Fatalf("replacing the file's route: %d %s", resp.StatusCode, body)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "x.key")); !os.IsNotExist(err) {
-		t.Fatalf("a refused form wrote a key file: %v", err)
+	if _, body := do(t, "GET", web.URL+"/api/providers", ""); strings.Count(body, `"name"`) != 1 {
+		t.Fatalf("refused forms stored routes: %s", body)
 	}
 
 	resp, body := do(t, "POST", web.URL+"/api/setup/provider", form)
 	ans := decode[setupAnswer](t, body)
-	if resp.StatusCode != http.StatusOK || !ans.Active || ans.KeyFile != filepath.Join(dir, "openai.key") {
+	if resp.StatusCode != http.StatusOK || ans.Replaced || ans.Route.Origin != "store" || ans.Route.KeyHint != "sk-t…cdef" || strings.Contains(body, key) {
 		t.Fatalf("form: %d %s", resp.StatusCode, body)
 	}
 	// The llm service uses the route already: the catalog's models of
@@ -151,43 +162,39 @@ func TestFirstRunProviderForm(t *testing.T) {
 	if !priced || !own || models.Notice != "" {
 		t.Fatalf("models after the form: priced gpt-4o %v, my-finetune %v, notice %q", priced, own, models.Notice)
 	}
-	f, err := providers.Load(file)
-	if err != nil {
-		t.Fatalf("the written file does not load: %v", err)
-	}
-	if len(f.Providers) != 2 || f.Providers[0].Name != "local" || f.Providers[1].Name != "openai" || f.Providers[1].APIKeyFile != ans.KeyFile {
-		t.Fatalf("routes %+v", f.Providers)
-	}
-	fi, err := os.Stat(ans.KeyFile)
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("key file mode %v (%v)", fi.Mode(), err)
-	}
-	raw, _ := os.ReadFile(file)
-	if strings.Contains(string(raw), "sk-test-123") || !strings.Contains(string(raw), "# my routes") || !strings.Contains(string(raw), "# kept") {
-		t.Fatalf("providers file:\n%s", raw)
-	}
-
-	// A server of one's own needs no key; the same name replaces the route.
-	resp, body = do(t, "POST", web.URL+"/api/setup/provider", `{"name":"local","type":"openai","base_url":"http://127.0.0.1:9/v2","models":["qwen3"]}`)
-	if ans := decode[setupAnswer](t, body); resp.StatusCode != http.StatusOK || !ans.Active || ans.KeyFile != "" {
+	// The same name replaces the route; the providers file is untouched,
+	// and no key file is written.
+	resp, body = do(t, "POST", web.URL+"/api/setup/provider", `{"name":"openai","type":"openai","api_key":"sk-other-0123456789abcdef"}`)
+	if ans := decode[setupAnswer](t, body); resp.StatusCode != http.StatusOK || !ans.Replaced || ans.Route.KeyHint != "sk-o…cdef" {
 		t.Fatalf("replace: %d %s", resp.StatusCode, body)
 	}
-	f, err = providers.Load(file)
-	if err != nil || len(f.Providers) != 2 || f.Providers[0].BaseURL != "http://127.0.0.1:9/v2" || f.Providers[0].APIKeyEnv != "" || f.Providers[0].Models[0].ID != "qwen3" {
-		t.Fatalf("after replacing: %+v %v", f, err)
+	if got, _ := os.ReadFile(file); string(got) != existing {
+		t.Fatalf("the form changed the providers file:\n%s", got)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".key") {
+			t.Fatalf("the form wrote a key file: %s", e.Name())
+		}
+	}
+	// The route routes: list, remove.
+	if _, body := do(t, "GET", web.URL+"/api/providers", ""); !strings.Contains(body, `"key_hint":"sk-o…cdef"`) || strings.Contains(body, "sk-other-0123") {
+		t.Fatalf("listing: %s", body)
+	}
+	if resp, body := do(t, "DELETE", web.URL+"/api/providers/openai", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("remove: %d %s", resp.StatusCode, body)
+	}
+	if _, body := do(t, "GET", web.URL+"/api/models?provider=openai", ""); !strings.Contains(body, `unknown provider \"openai\"`) {
+		t.Fatalf("models after the removal: %s", body)
 	}
 }
 
-// TestProviderFormWithoutLLM: a gateway with no llm client writes the
-// file but cannot say whether the route is in use, and says so.
+// TestProviderFormWithoutLLM: a gateway that reaches no llm service says
+// so.
 func TestProviderFormWithoutLLM(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "providers.yaml")
-	web := start(t, strictEngine(), gateway.Options{ProvidersFile: file})
+	web := start(t, strictEngine(), gateway.Options{})
 	resp, body := do(t, "POST", web.URL+"/api/setup/provider", `{"name":"anthropic","type":"anthropic","api_key":"sk-ant"}`)
-	if ans := decode[setupAnswer](t, body); resp.StatusCode != http.StatusOK || ans.Active || !strings.Contains(ans.Notice, "no llm service") {
+	if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(body, "no llm service") {
 		t.Fatalf("%d %s", resp.StatusCode, body)
-	}
-	if f, err := providers.Load(file); err != nil || f.Providers[0].Type != "anthropic" {
-		t.Fatalf("%+v %v", f, err)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 	"github.com/penguin-agent/penguin/services/llm"
-	"github.com/penguin-agent/penguin/services/llm/providers"
 )
 
 // TestCatalogMatrixAccepted sends every model of every catalog provider, at
@@ -29,7 +28,7 @@ func TestCatalogMatrixAccepted(t *testing.T) {
 	cat := catalog.Builtin()
 	env := map[string]string{"LMSTUDIO_BASE_URL": emu.URL + "/lmstudio/v1"}
 	for _, p := range cat.Providers {
-		if v := providers.KeyVar(p); v != "" {
+		if v := p.KeyVar(); v != "" {
 			env[v] = "sk-matrix"
 			env[strings.TrimSuffix(v, "_API_KEY")+"_BASE_URL"] = emu.URL + "/" + p.ID + "/v1"
 		}

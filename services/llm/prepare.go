@@ -43,7 +43,10 @@ func (s *Service) prepare(req *penguinv1.StreamGenerateRequest) (*stream.Request
 			return nil, invalid("request is %d bytes, more than the %d bytes the gateway takes; compact the history", n, s.maxBytes)
 		}
 	}
-	reg := s.registry()
+	if err := projectError(req.GetProject()); err != nil {
+		return nil, invalid("%v", err)
+	}
+	reg := s.registry(req.GetProject())
 	ref := req.GetModel()
 	if ref.GetProvider() == "" {
 		return nil, invalid("model.provider is required: name a provider route (known providers: %s)", known(reg))

@@ -31,6 +31,7 @@ import (
 	"github.com/penguin-agent/penguin/services/llm/failure"
 	"github.com/penguin-agent/penguin/services/llm/providers"
 	"github.com/penguin-agent/penguin/services/llm/registry"
+	"github.com/penguin-agent/penguin/services/llm/routestore"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 	"github.com/penguin-agent/penguin/services/llm/translate"
 )
@@ -66,7 +67,7 @@ type Options struct {
 type Service struct {
 	penguinv1.UnimplementedLLMServiceServer
 
-	routes   atomic.Pointer[registry.Registry]
+	routes   atomic.Pointer[routeSet]
 	streamer stream.Streamer
 	timeout  time.Duration
 	maxBytes int
@@ -74,6 +75,7 @@ type Service struct {
 	notice   string
 
 	source    *routeSource          // set by Setup; nil: nothing to reload
+	store     *routestore.Store     // set by Setup with a route store; nil: none
 	reloadErr atomic.Pointer[error] // the last reload's error, until one succeeds
 	unknown   sync.Map              // "route\x00model" of unknown models already logged
 	unknownN  atomic.Int64          // its size
@@ -89,7 +91,7 @@ func New(opts Options) (*Service, error) {
 		cat = catalog.Builtin()
 	}
 	s := &Service{timeout: opts.DefaultRequestTimeout, maxBytes: opts.MaxRequestBytes, log: opts.Logger, notice: noProviderNotice(cat)}
-	s.routes.Store(opts.Registry)
+	s.routes.Store(&routeSet{global: opts.Registry})
 	if s.timeout == 0 {
 		s.timeout = DefaultRequestTimeout
 	}
@@ -112,8 +114,8 @@ func noProviderNotice(cat *catalog.Catalog) string {
 		"(penguin serve --providers FILE, picked up without a restart); `penguin models` lists the providers and models"
 }
 
-// registry returns the routes in use.
-func (s *Service) registry() *registry.Registry { return s.routes.Load() }
+// registry returns the routes a request of project sees.
+func (s *Service) registry(project string) *registry.Registry { return s.routes.Load().of(project) }
 
 // dispatch hands the request to the adapter of its route. The token usage
 // the adapter reports gets the request's model and its cost from the
@@ -160,7 +162,7 @@ func price(tu *penguinv1.TokenUsage, req *stream.Request) {
 // how to add one. It is what StreamGenerate runs, exported for callers in
 // the same process.
 func (s *Service) Generate(ctx context.Context, req *penguinv1.StreamGenerateRequest, send func(*penguinv1.StreamGenerateResponse) error) error {
-	if s.registry().Len() == 0 {
+	if s.registry(req.GetProject()).Len() == 0 {
 		return send(&penguinv1.StreamGenerateResponse{Frame: &penguinv1.StreamGenerateResponse_Outcome{Outcome: &penguinv1.LLMOutcome{
 			Status: penguinv1.StopReason_STOP_REASON_AUTH, Code: penguinv1.FailureCode_FAILURE_CODE_MISSING_CREDENTIAL,
 			Message: s.notice, Permanent: true,
@@ -203,19 +205,29 @@ func (s *Service) StreamGenerate(req *penguinv1.StreamGenerateRequest, srv pengu
 	return err
 }
 
-// ListProviders implements the RPC. With no provider, or after a reload
-// that failed, its notice says so.
-func (s *Service) ListProviders(context.Context, *penguinv1.ListProvidersRequest) (*penguinv1.ListProvidersResponse, error) {
-	reg := s.registry()
+// ListProviders implements the RPC: the global routes and those of the
+// request's project. With no provider, or after a reload that failed, its
+// notice says so.
+func (s *Service) ListProviders(_ context.Context, req *penguinv1.ListProvidersRequest) (*penguinv1.ListProvidersResponse, error) {
+	if err := checkProject(req.GetProject()); err != nil {
+		return nil, err
+	}
+	reg := s.registry(req.GetProject())
 	resp := &penguinv1.ListProvidersResponse{}
 	for _, rt := range reg.Routes() {
-		resp.Providers = append(resp.Providers, &penguinv1.ProviderInfo{
-			Name: rt.Name, Type: rt.Type, BaseUrl: rt.BaseURL, HasCredential: rt.HasCredential,
-			CredentialSource: rt.CredentialSource, Catalog: rt.Catalog,
-		})
+		resp.Providers = append(resp.Providers, providerInfo(rt))
 	}
 	resp.Notice = s.statusNotice(reg)
 	return resp, nil
+}
+
+// providerInfo describes a route for a listing; a stored key only masked.
+func providerInfo(rt registry.Route) *penguinv1.ProviderInfo {
+	return &penguinv1.ProviderInfo{
+		Name: rt.Name, Type: rt.Type, BaseUrl: rt.BaseURL, HasCredential: rt.HasCredential,
+		CredentialSource: rt.CredentialSource, Catalog: rt.Catalog, Project: rt.Project, Origin: rt.Origin,
+		KeyHint: rt.KeyHint, Models: rt.Listed,
+	}
 }
 
 // statusNotice is what ListProviders and ListModels say about the
@@ -226,7 +238,7 @@ func (s *Service) statusNotice(reg *registry.Registry) string {
 		notes = append(notes, s.notice)
 	}
 	if err := s.reloadErr.Load(); err != nil {
-		notes = append(notes, fmt.Sprintf("the providers file did not load, so the routes before it stay in use: %v", *err))
+		notes = append(notes, fmt.Sprintf("the provider routes did not load, so the routes before stay in use: %v", *err))
 	}
 	return strings.Join(notes, "; ")
 }
@@ -235,7 +247,10 @@ func (s *Service) statusNotice(reg *registry.Registry) string {
 // route (the catalog's and the providers file's), sorted by provider and
 // id.
 func (s *Service) ListModels(_ context.Context, req *penguinv1.ListModelsRequest) (*penguinv1.ListModelsResponse, error) {
-	reg := s.registry()
+	if err := checkProject(req.GetProject()); err != nil {
+		return nil, err
+	}
+	reg := s.registry(req.GetProject())
 	routes := reg.Routes()
 	if p := req.GetProvider(); p != "" {
 		routes = slices.DeleteFunc(routes, func(r registry.Route) bool { return r.Name != p })

@@ -16,6 +16,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/llm/middleware"
 	"github.com/penguin-agent/penguin/services/llm/providers"
+	"github.com/penguin-agent/penguin/services/llm/routestore"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 )
 
@@ -31,6 +32,21 @@ type Config struct {
 	// the routes it does not name. A file that does not exist yet adds
 	// nothing, and is picked up by [Service.Watch] once it does.
 	ProvidersFile string
+	// RouteStore is where the routes added through the API (AddProvider
+	// and kin) are kept: a postgres:// URL, shared by every replica, or a
+	// SQLite path; empty for none, and the API then refuses to add one.
+	// The providers file and the environment define the global routes
+	// they name: a stored global route of the same name is not used.
+	RouteStore string
+	// RouteSecret seals the stored routes' API keys (see
+	// routestore.NewSealer); required with RouteStore, and the same for
+	// every replica.
+	RouteSecret []byte
+	// RouteKeyFile holds the secret when RouteSecret is empty; with
+	// MakeRouteKey, a missing file is made with a random secret (mode
+	// 0600), for a server whose store no other machine shares.
+	RouteKeyFile string
+	MakeRouteKey bool
 	// Catalog is a file or an http(s) URL of a catalog in the format of
 	// the built-in one, laid over it field by field; empty for the
 	// built-in catalog alone.
@@ -103,25 +119,63 @@ func Setup(cfg Config) (*Service, error) {
 		mw = append(mw, m.Middleware())
 	}
 	mw = append(mw, cfg.Middleware...)
-	src := &routeSource{file: cfg.ProvidersFile, lookup: cfg.Lookup, deps: providers.Deps{
+	src := &routeSource{file: cfg.ProvidersFile, lookup: cfg.Lookup, log: log, deps: providers.Deps{
 		Lookup: cfg.Lookup, Catalog: cat, HTTPClient: hc, IdleTimeout: idle, TracerProvider: cfg.TracerProvider, Logger: log,
 	}}
-	reg, err := src.build()
+	if cfg.RouteStore != "" {
+		secret := cfg.RouteSecret
+		if len(secret) == 0 && cfg.RouteKeyFile != "" {
+			var err error
+			if secret, err = routestore.LoadSecret(cfg.RouteKeyFile, cfg.MakeRouteKey); err != nil {
+				return nil, fmt.Errorf("llm: the route key secret: %w", err)
+			}
+		}
+		sealer, err := routestore.NewSealer(secret)
+		if err != nil {
+			return nil, fmt.Errorf("llm: %w", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		src.store, err = routestore.Open(ctx, cfg.RouteStore, sealer)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("llm: %w", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	rs, err := src.build(ctx)
+	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("llm: %w", err)
+		return nil, errors.Join(fmt.Errorf("llm: %w", err), src.close())
 	}
 	svc, err := New(Options{
-		Registry: reg, Middleware: mw, DefaultRequestTimeout: cfg.RequestTimeout,
+		Registry: rs.global, Middleware: mw, DefaultRequestTimeout: cfg.RequestTimeout,
 		MaxRequestBytes: cfg.MaxRequestBytes, Logger: log, Catalog: cat,
 	})
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, src.close())
 	}
-	svc.source = src
-	if reg.Len() == 0 {
+	svc.routes.Store(rs)
+	svc.source, svc.store = src, src.store
+	if rs.global.Len() == 0 {
 		log.Warn("no model provider is configured: the llm service answers every request with how to add one", "how", svc.notice)
 	}
 	return svc, nil
+}
+
+// Close releases what Setup opened: the route store.
+func (s *Service) Close() error {
+	if s.source == nil {
+		return nil
+	}
+	return s.source.close()
+}
+
+// close closes the route store, if any.
+func (src *routeSource) close() error {
+	if src.store == nil {
+		return nil
+	}
+	return src.store.Close()
 }
 
 // Connection pool bounds of [NewHTTPClient].

@@ -4,8 +4,8 @@
 // and `penguin mockllm` playing script.yaml as OpenAI's Responses API.
 //
 // The steps: sign in; see that no model is configured; add one with the
-// setup form (the llm service picks the providers file up without a
-// restart); create a session on a priced catalog model; run the demo task,
+// setup form (the llm service stores the route, its key encrypted, and
+// uses it without a restart); create a session on a priced catalog model; run the demo task,
 // approving its edits from their cards and steering while one waits;
 // reload mid-stream; check tokens and cost per turn, per session; cut a
 // reconnect wait short; abort a long command; compact and ask again; open
@@ -20,7 +20,7 @@
 // temporary directory.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -117,8 +117,7 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
     await page.waitForURL(base + "/setup");
   });
 
-  await step("the setup form writes the providers file; the llm service loads it without a restart", async () => {
-    assert.equal(await page.getByTestId("providers-file").innerText(), join(dataDir, "providers.yaml"));
+  await step("the setup form stores the route through the llm service, its key encrypted; it is used without a restart", async () => {
     await page.getByLabel("Provider").selectOption("openai");
     await page.getByLabel(/Base URL/).fill(`${mock}/openai/v1`);
     await page.getByLabel("API key").fill(modelKey);
@@ -127,11 +126,17 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
     await page.getByTestId("setup-done").filter({ hasText: "is ready" }).waitFor();
     await page.getByTestId("configured").filter({ hasText: "openai" }).waitFor();
     assert.equal(await page.getByTestId("no-model").count(), 0, "no more 'no model' notice");
-    const file = readFileSync(join(dataDir, "providers.yaml"), "utf8");
-    assert.match(file, /name: openai/);
-    assert.match(file, /api_key_file: /);
-    assert.ok(!file.includes(modelKey), "the key is not in the providers file");
-    assert.equal(statSync(join(dataDir, "openai.key")).mode & 0o777, 0o600);
+    const hint = await page.getByTestId("key-hint").innerText();
+    assert.ok(hint.endsWith(modelKey.slice(-4)) && !modelKey.startsWith(hint), `the key shown masked: ${hint}`);
+    const routes = await page.evaluate(() => fetch("/api/providers").then((r) => r.json()));
+    const openai = routes.providers.find((p) => p.name === "openai");
+    assert.equal(openai.origin, "store");
+    assert.ok(!JSON.stringify(routes).includes(modelKey), "no listing holds the key");
+    assert.ok(!existsSync(join(dataDir, "providers.yaml")), "no providers file is written");
+    assert.equal(statSync(join(dataDir, "routes.key")).mode & 0o777, 0o600);
+    for (const db of ["penguin.db", "penguin.db-wal"].map((f) => join(dataDir, f)).filter(existsSync)) {
+      assert.ok(!readFileSync(db).includes(modelKey), `the key is not in ${db} in the clear`);
+    }
     await shot(page, "04-setup-done");
   });
 

@@ -70,17 +70,25 @@ export interface CatalogProvider {
 }
 
 export interface SetupState {
-  providers_file: string;
   providers?: CatalogProvider[];
+}
+
+/** A provider route as the llm service lists it; a stored key only masked. */
+export interface ProviderRouteInfo {
+  name: string;
+  type: string;
+  base_url?: string;
+  project?: string;
+  /** "file", "env" or "store". */
+  origin?: string;
+  key_hint?: string;
 }
 
 export interface SetupResult {
   provider: string;
-  providers_file: string;
-  key_file?: string;
-  /** Whether the llm service already uses the route. */
-  active: boolean;
-  notice?: string;
+  route: ProviderRouteInfo;
+  /** The route existed and was replaced. */
+  replaced?: boolean;
 }
 
 export class ApiError extends Error {

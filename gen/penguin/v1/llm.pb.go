@@ -279,7 +279,10 @@ type StreamGenerateRequest struct {
 	// The sampling temperature; unset leaves the model's default. The gateway
 	// sends it only to models that take one (see ModelInfo.temperature), and
 	// never with thinking on to Anthropic, which refuses that combination.
-	Temperature   *float32 `protobuf:"fixed32,10,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
+	Temperature *float32 `protobuf:"fixed32,10,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
+	// The project of the session the request is for: its routes are reachable
+	// beside the global ones. Empty for the global routes alone.
+	Project       string `protobuf:"bytes,11,opt,name=project,proto3" json:"project,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -382,6 +385,13 @@ func (x *StreamGenerateRequest) GetTemperature() float32 {
 		return *x.Temperature
 	}
 	return 0
+}
+
+func (x *StreamGenerateRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
 }
 
 // StreamGenerateResponse is one frame of a StreamGenerate stream: a message,
@@ -579,7 +589,10 @@ func (x *LLMOutcome) GetPermanent() bool {
 
 // ListProvidersRequest asks for the provider routes.
 type ListProvidersRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project whose routes are listed beside the global ones; empty for
+	// the global routes alone.
+	Project       string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -614,6 +627,13 @@ func (*ListProvidersRequest) Descriptor() ([]byte, []int) {
 	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{4}
 }
 
+func (x *ListProvidersRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
 // ProviderInfo describes one provider route.
 type ProviderInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -631,7 +651,18 @@ type ProviderInfo struct {
 	CredentialSource string `protobuf:"bytes,5,opt,name=credential_source,json=credentialSource,proto3" json:"credential_source,omitempty"`
 	// The catalog provider whose models and reasoning controls the route
 	// uses; empty when the route's models are not in the catalog.
-	Catalog       string `protobuf:"bytes,6,opt,name=catalog,proto3" json:"catalog,omitempty"`
+	Catalog string `protobuf:"bytes,6,opt,name=catalog,proto3" json:"catalog,omitempty"`
+	// The project that owns the route; empty for a global route.
+	Project string `protobuf:"bytes,7,opt,name=project,proto3" json:"project,omitempty"`
+	// Where the route is defined: "file" (the providers file), "env" (an API
+	// key variable's preset) or "store" (added through AddProvider; only
+	// these can be updated or removed through the API).
+	Origin string `protobuf:"bytes,8,opt,name=origin,proto3" json:"origin,omitempty"`
+	// The stored key, masked: its first characters and its last four, never
+	// the whole key. Empty for a route without a stored key.
+	KeyHint string `protobuf:"bytes,9,opt,name=key_hint,json=keyHint,proto3" json:"key_hint,omitempty"`
+	// The model ids the route lists beside its catalog's.
+	Models        []string `protobuf:"bytes,10,rep,name=models,proto3" json:"models,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -708,6 +739,580 @@ func (x *ProviderInfo) GetCatalog() string {
 	return ""
 }
 
+func (x *ProviderInfo) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ProviderInfo) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *ProviderInfo) GetKeyHint() string {
+	if x != nil {
+		return x.KeyHint
+	}
+	return ""
+}
+
+func (x *ProviderInfo) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+// ProviderRoute is a provider route as a client writes it. Its key is
+// given beside it, never inside, and a stored route takes its key from the
+// store only (never from an environment variable or a file of the server).
+type ProviderRoute struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The route's name, the provider half of a ModelRef: 1 to 64 lower-case
+	// letters, digits, '.', '_' or '-'.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The wire protocol: openai (Chat Completions), openai-responses,
+	// anthropic or gemini.
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// The API base URL; empty for the vendor's own.
+	BaseUrl string `protobuf:"bytes,3,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
+	// The catalog provider whose models the route follows; empty for the one
+	// named like the route, "none" for no catalog models.
+	Catalog string `protobuf:"bytes,4,opt,name=catalog,proto3" json:"catalog,omitempty"`
+	// Model ids to list beside the catalog's.
+	Models []string `protobuf:"bytes,5,rep,name=models,proto3" json:"models,omitempty"`
+	// Headers added to every request of the route.
+	Headers       map[string]string `protobuf:"bytes,6,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderRoute) Reset() {
+	*x = ProviderRoute{}
+	mi := &file_penguin_v1_llm_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderRoute) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderRoute) ProtoMessage() {}
+
+func (x *ProviderRoute) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_llm_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderRoute.ProtoReflect.Descriptor instead.
+func (*ProviderRoute) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ProviderRoute) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProviderRoute) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ProviderRoute) GetBaseUrl() string {
+	if x != nil {
+		return x.BaseUrl
+	}
+	return ""
+}
+
+func (x *ProviderRoute) GetCatalog() string {
+	if x != nil {
+		return x.Catalog
+	}
+	return ""
+}
+
+func (x *ProviderRoute) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+func (x *ProviderRoute) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+// AddProviderRequest adds a stored route.
+type AddProviderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The owning project; empty for a global route (administrators only).
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// The route.
+	Route *ProviderRoute `protobuf:"bytes,2,opt,name=route,proto3" json:"route,omitempty"`
+	// The API key, encrypted before it is stored; empty for a server of
+	// one's own that takes none (base_url is then required).
+	ApiKey        string `protobuf:"bytes,3,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddProviderRequest) Reset() {
+	*x = AddProviderRequest{}
+	mi := &file_penguin_v1_llm_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddProviderRequest) ProtoMessage() {}
+
+func (x *AddProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_llm_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddProviderRequest.ProtoReflect.Descriptor instead.
+func (*AddProviderRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AddProviderRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *AddProviderRequest) GetRoute() *ProviderRoute {
+	if x != nil {
+		return x.Route
+	}
+	return nil
+}
+
+func (x *AddProviderRequest) GetApiKey() string {
+	if x != nil {
+		return x.ApiKey
+	}
+	return ""
+}
+
+// AddProviderResponse is the added route.
+type AddProviderResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The route as listed, its key masked.
+	Provider      *ProviderInfo `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddProviderResponse) Reset() {
+	*x = AddProviderResponse{}
+	mi := &file_penguin_v1_llm_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddProviderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddProviderResponse) ProtoMessage() {}
+
+func (x *AddProviderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_llm_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddProviderResponse.ProtoReflect.Descriptor instead.
+func (*AddProviderResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AddProviderResponse) GetProvider() *ProviderInfo {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+// UpdateProviderRequest replaces a stored route.
+type UpdateProviderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The owning project; empty for a global route.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// The route; its name says which.
+	Route *ProviderRoute `protobuf:"bytes,2,opt,name=route,proto3" json:"route,omitempty"`
+	// A new API key; unset keeps the stored one, empty removes it.
+	ApiKey        *string `protobuf:"bytes,3,opt,name=api_key,json=apiKey,proto3,oneof" json:"api_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateProviderRequest) Reset() {
+	*x = UpdateProviderRequest{}
+	mi := &file_penguin_v1_llm_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateProviderRequest) ProtoMessage() {}
+
+func (x *UpdateProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_llm_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateProviderRequest.ProtoReflect.Descriptor instead.
+func (*UpdateProviderRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *UpdateProviderRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *UpdateProviderRequest) GetRoute() *ProviderRoute {
+	if x != nil {
+		return x.Route
+	}
+	return nil
+}
+
+func (x *UpdateProviderRequest) GetApiKey() string {
+	if x != nil && x.ApiKey != nil {
+		return *x.ApiKey
+	}
+	return ""
+}
+
+// UpdateProviderResponse is the updated route.
+type UpdateProviderResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The route as listed, its key masked.
+	Provider      *ProviderInfo `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateProviderResponse) Reset() {
+	*x = UpdateProviderResponse{}
+	mi := &file_penguin_v1_llm_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateProviderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateProviderResponse) ProtoMessage() {}
+
+func (x *UpdateProviderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_llm_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateProviderResponse.ProtoReflect.Descriptor instead.
+func (*UpdateProviderResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *UpdateProviderResponse) GetProvider() *ProviderInfo {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+// RemoveProviderRequest deletes a stored route.
+type RemoveProviderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The owning project; empty for a global route.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// The route's name.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveProviderRequest) Reset() {
+	*x = RemoveProviderRequest{}
+	mi := &file_penguin_v1_llm_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveProviderRequest) ProtoMessage() {}
+
+func (x *RemoveProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_llm_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveProviderRequest.ProtoReflect.Descriptor instead.
+func (*RemoveProviderRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RemoveProviderRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *RemoveProviderRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// RemoveProviderResponse confirms the removal.
+type RemoveProviderResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveProviderResponse) Reset() {
+	*x = RemoveProviderResponse{}
+	mi := &file_penguin_v1_llm_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveProviderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveProviderResponse) ProtoMessage() {}
+
+func (x *RemoveProviderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_llm_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveProviderResponse.ProtoReflect.Descriptor instead.
+func (*RemoveProviderResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{12}
+}
+
+// TestProviderRequest asks for one real request on a route.
+type TestProviderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project whose routes are reachable beside the global ones.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// The route's name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The model to ask; empty takes the route's first listed model.
+	ModelId       string `protobuf:"bytes,3,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestProviderRequest) Reset() {
+	*x = TestProviderRequest{}
+	mi := &file_penguin_v1_llm_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestProviderRequest) ProtoMessage() {}
+
+func (x *TestProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_llm_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestProviderRequest.ProtoReflect.Descriptor instead.
+func (*TestProviderRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *TestProviderRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *TestProviderRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TestProviderRequest) GetModelId() string {
+	if x != nil {
+		return x.ModelId
+	}
+	return ""
+}
+
+// TestProviderResponse is how the test request went.
+type TestProviderResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the provider answered.
+	Ok bool `protobuf:"varint,1,opt,name=ok,proto3" json:"ok,omitempty"`
+	// The model asked.
+	ModelId string `protobuf:"bytes,2,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
+	// How long the request took, to its end, in milliseconds.
+	LatencyMs int64 `protobuf:"varint,3,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	// The request's outcome: on failure, the provider's refusal.
+	Outcome       *LLMOutcome `protobuf:"bytes,4,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestProviderResponse) Reset() {
+	*x = TestProviderResponse{}
+	mi := &file_penguin_v1_llm_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestProviderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestProviderResponse) ProtoMessage() {}
+
+func (x *TestProviderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_llm_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestProviderResponse.ProtoReflect.Descriptor instead.
+func (*TestProviderResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TestProviderResponse) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *TestProviderResponse) GetModelId() string {
+	if x != nil {
+		return x.ModelId
+	}
+	return ""
+}
+
+func (x *TestProviderResponse) GetLatencyMs() int64 {
+	if x != nil {
+		return x.LatencyMs
+	}
+	return 0
+}
+
+func (x *TestProviderResponse) GetOutcome() *LLMOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return nil
+}
+
 // ListProvidersResponse lists the provider routes.
 type ListProvidersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -722,7 +1327,7 @@ type ListProvidersResponse struct {
 
 func (x *ListProvidersResponse) Reset() {
 	*x = ListProvidersResponse{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[6]
+	mi := &file_penguin_v1_llm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +1339,7 @@ func (x *ListProvidersResponse) String() string {
 func (*ListProvidersResponse) ProtoMessage() {}
 
 func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[6]
+	mi := &file_penguin_v1_llm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +1352,7 @@ func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersResponse.ProtoReflect.Descriptor instead.
 func (*ListProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{6}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListProvidersResponse) GetProviders() []*ProviderInfo {
@@ -768,14 +1373,17 @@ func (x *ListProvidersResponse) GetNotice() string {
 type ListModelsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only the models of this provider; empty for all.
-	Provider      string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	Provider string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	// The project whose routes are listed beside the global ones; empty for
+	// the global routes alone.
+	Project       string `protobuf:"bytes,2,opt,name=project,proto3" json:"project,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[7]
+	mi := &file_penguin_v1_llm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +1395,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[7]
+	mi := &file_penguin_v1_llm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,12 +1408,19 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{7}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListModelsRequest) GetProvider() string {
 	if x != nil {
 		return x.Provider
+	}
+	return ""
+}
+
+func (x *ListModelsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
 	}
 	return ""
 }
@@ -847,7 +1462,7 @@ type ModelInfo struct {
 
 func (x *ModelInfo) Reset() {
 	*x = ModelInfo{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[8]
+	mi := &file_penguin_v1_llm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +1474,7 @@ func (x *ModelInfo) String() string {
 func (*ModelInfo) ProtoMessage() {}
 
 func (x *ModelInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[8]
+	mi := &file_penguin_v1_llm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +1487,7 @@ func (x *ModelInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelInfo.ProtoReflect.Descriptor instead.
 func (*ModelInfo) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{8}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ModelInfo) GetModel() *ModelRef {
@@ -976,7 +1591,7 @@ type ModelPrice struct {
 
 func (x *ModelPrice) Reset() {
 	*x = ModelPrice{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[9]
+	mi := &file_penguin_v1_llm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +1603,7 @@ func (x *ModelPrice) String() string {
 func (*ModelPrice) ProtoMessage() {}
 
 func (x *ModelPrice) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[9]
+	mi := &file_penguin_v1_llm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1616,7 @@ func (x *ModelPrice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelPrice.ProtoReflect.Descriptor instead.
 func (*ModelPrice) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{9}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ModelPrice) GetInput() float64 {
@@ -1045,7 +1660,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[10]
+	mi := &file_penguin_v1_llm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1672,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[10]
+	mi := &file_penguin_v1_llm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1685,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{10}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListModelsResponse) GetModels() []*ModelInfo {
@@ -1095,7 +1710,7 @@ const file_penguin_v1_llm_proto_rawDesc = "" +
 	"penguin.v1\x1a\x18penguin/v1/message.proto\"A\n" +
 	"\bModelRef\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x19\n" +
-	"\bmodel_id\x18\x02 \x01(\tR\amodelId\"\x92\x04\n" +
+	"\bmodel_id\x18\x02 \x01(\tR\amodelId\"\xac\x04\n" +
 	"\x15StreamGenerateRequest\x12*\n" +
 	"\x05model\x18\x01 \x01(\v2\x14.penguin.v1.ModelRefR\x05model\x121\n" +
 	"\ahistory\x18\x02 \x03(\v2\x17.penguin.v1.OmniMessageR\ahistory\x12:\n" +
@@ -1108,7 +1723,8 @@ const file_penguin_v1_llm_proto_rawDesc = "" +
 	"\x12request_timeout_ms\x18\b \x01(\x03H\x00R\x10requestTimeoutMs\x88\x01\x01\x12%\n" +
 	"\x0econtext_window\x18\t \x01(\x03R\rcontextWindow\x12%\n" +
 	"\vtemperature\x18\n" +
-	" \x01(\x02H\x01R\vtemperature\x88\x01\x01B\x15\n" +
+	" \x01(\x02H\x01R\vtemperature\x88\x01\x01\x12\x18\n" +
+	"\aproject\x18\v \x01(\tR\aprojectB\x15\n" +
 	"\x13_request_timeout_msB\x0e\n" +
 	"\f_temperature\"\x8a\x01\n" +
 	"\x16StreamGenerateResponse\x123\n" +
@@ -1124,20 +1740,65 @@ const file_penguin_v1_llm_proto_rawDesc = "" +
 	"httpStatus\x12$\n" +
 	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\x12.\n" +
 	"\x13provider_request_id\x18\x06 \x01(\tR\x11providerRequestId\x12\x1c\n" +
-	"\tpermanent\x18\a \x01(\bR\tpermanent\"\x16\n" +
-	"\x14ListProvidersRequest\"\xbf\x01\n" +
+	"\tpermanent\x18\a \x01(\bR\tpermanent\"0\n" +
+	"\x14ListProvidersRequest\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\"\xa4\x02\n" +
 	"\fProviderInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x19\n" +
 	"\bbase_url\x18\x03 \x01(\tR\abaseUrl\x12%\n" +
 	"\x0ehas_credential\x18\x04 \x01(\bR\rhasCredential\x12+\n" +
 	"\x11credential_source\x18\x05 \x01(\tR\x10credentialSource\x12\x18\n" +
-	"\acatalog\x18\x06 \x01(\tR\acatalog\"g\n" +
+	"\acatalog\x18\x06 \x01(\tR\acatalog\x12\x18\n" +
+	"\aproject\x18\a \x01(\tR\aproject\x12\x16\n" +
+	"\x06origin\x18\b \x01(\tR\x06origin\x12\x19\n" +
+	"\bkey_hint\x18\t \x01(\tR\akeyHint\x12\x16\n" +
+	"\x06models\x18\n" +
+	" \x03(\tR\x06models\"\x82\x02\n" +
+	"\rProviderRoute\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x19\n" +
+	"\bbase_url\x18\x03 \x01(\tR\abaseUrl\x12\x18\n" +
+	"\acatalog\x18\x04 \x01(\tR\acatalog\x12\x16\n" +
+	"\x06models\x18\x05 \x03(\tR\x06models\x12@\n" +
+	"\aheaders\x18\x06 \x03(\v2&.penguin.v1.ProviderRoute.HeadersEntryR\aheaders\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"x\n" +
+	"\x12AddProviderRequest\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12/\n" +
+	"\x05route\x18\x02 \x01(\v2\x19.penguin.v1.ProviderRouteR\x05route\x12\x17\n" +
+	"\aapi_key\x18\x03 \x01(\tR\x06apiKey\"K\n" +
+	"\x13AddProviderResponse\x124\n" +
+	"\bprovider\x18\x01 \x01(\v2\x18.penguin.v1.ProviderInfoR\bprovider\"\x8c\x01\n" +
+	"\x15UpdateProviderRequest\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12/\n" +
+	"\x05route\x18\x02 \x01(\v2\x19.penguin.v1.ProviderRouteR\x05route\x12\x1c\n" +
+	"\aapi_key\x18\x03 \x01(\tH\x00R\x06apiKey\x88\x01\x01B\n" +
+	"\n" +
+	"\b_api_key\"N\n" +
+	"\x16UpdateProviderResponse\x124\n" +
+	"\bprovider\x18\x01 \x01(\v2\x18.penguin.v1.ProviderInfoR\bprovider\"E\n" +
+	"\x15RemoveProviderRequest\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x18\n" +
+	"\x16RemoveProviderResponse\"^\n" +
+	"\x13TestProviderRequest\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x19\n" +
+	"\bmodel_id\x18\x03 \x01(\tR\amodelId\"\x92\x01\n" +
+	"\x14TestProviderResponse\x12\x0e\n" +
+	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x19\n" +
+	"\bmodel_id\x18\x02 \x01(\tR\amodelId\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\x03 \x01(\x03R\tlatencyMs\x120\n" +
+	"\aoutcome\x18\x04 \x01(\v2\x16.penguin.v1.LLMOutcomeR\aoutcome\"g\n" +
 	"\x15ListProvidersResponse\x126\n" +
 	"\tproviders\x18\x01 \x03(\v2\x18.penguin.v1.ProviderInfoR\tproviders\x12\x16\n" +
-	"\x06notice\x18\x02 \x01(\tR\x06notice\"/\n" +
+	"\x06notice\x18\x02 \x01(\tR\x06notice\"I\n" +
 	"\x11ListModelsRequest\x12\x1a\n" +
-	"\bprovider\x18\x01 \x01(\tR\bprovider\"\x98\x04\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x18\n" +
+	"\aproject\x18\x02 \x01(\tR\aproject\"\x98\x04\n" +
 	"\tModelInfo\x12*\n" +
 	"\x05model\x18\x01 \x01(\v2\x14.penguin.v1.ModelRefR\x05model\x12%\n" +
 	"\x0econtext_window\x18\x02 \x01(\x03R\rcontextWindow\x12\x1d\n" +
@@ -1194,11 +1855,15 @@ const file_penguin_v1_llm_proto_rawDesc = "" +
 	"\x1fFAILURE_CODE_MALFORMED_RESPONSE\x10\f\x12\x18\n" +
 	"\x14FAILURE_CODE_ABORTED\x10\r\x12\x1c\n" +
 	"\x18FAILURE_CODE_UNSUPPORTED\x10\x0e\x12\x18\n" +
-	"\x14FAILURE_CODE_UNKNOWN\x10\x0f2\x8a\x02\n" +
+	"\x14FAILURE_CODE_UNKNOWN\x10\x0f2\xdf\x04\n" +
 	"\n" +
 	"LLMService\x12Y\n" +
 	"\x0eStreamGenerate\x12!.penguin.v1.StreamGenerateRequest\x1a\".penguin.v1.StreamGenerateResponse0\x01\x12T\n" +
-	"\rListProviders\x12 .penguin.v1.ListProvidersRequest\x1a!.penguin.v1.ListProvidersResponse\x12K\n" +
+	"\rListProviders\x12 .penguin.v1.ListProvidersRequest\x1a!.penguin.v1.ListProvidersResponse\x12N\n" +
+	"\vAddProvider\x12\x1e.penguin.v1.AddProviderRequest\x1a\x1f.penguin.v1.AddProviderResponse\x12W\n" +
+	"\x0eUpdateProvider\x12!.penguin.v1.UpdateProviderRequest\x1a\".penguin.v1.UpdateProviderResponse\x12W\n" +
+	"\x0eRemoveProvider\x12!.penguin.v1.RemoveProviderRequest\x1a\".penguin.v1.RemoveProviderResponse\x12Q\n" +
+	"\fTestProvider\x12\x1f.penguin.v1.TestProviderRequest\x1a .penguin.v1.TestProviderResponse\x12K\n" +
 	"\n" +
 	"ListModels\x12\x1d.penguin.v1.ListModelsRequest\x1a\x1e.penguin.v1.ListModelsResponseB\x9e\x01\n" +
 	"\x0ecom.penguin.v1B\bLlmProtoP\x01Z9github.com/penguin-agent/penguin/gen/penguin/v1;penguinv1\xa2\x02\x03PXX\xaa\x02\n" +
@@ -1218,7 +1883,7 @@ func file_penguin_v1_llm_proto_rawDescGZIP() []byte {
 }
 
 var file_penguin_v1_llm_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_penguin_v1_llm_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_penguin_v1_llm_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_penguin_v1_llm_proto_goTypes = []any{
 	(ThinkingLevel)(0),             // 0: penguin.v1.ThinkingLevel
 	(FailureCode)(0),               // 1: penguin.v1.FailureCode
@@ -1228,43 +1893,67 @@ var file_penguin_v1_llm_proto_goTypes = []any{
 	(*LLMOutcome)(nil),             // 5: penguin.v1.LLMOutcome
 	(*ListProvidersRequest)(nil),   // 6: penguin.v1.ListProvidersRequest
 	(*ProviderInfo)(nil),           // 7: penguin.v1.ProviderInfo
-	(*ListProvidersResponse)(nil),  // 8: penguin.v1.ListProvidersResponse
-	(*ListModelsRequest)(nil),      // 9: penguin.v1.ListModelsRequest
-	(*ModelInfo)(nil),              // 10: penguin.v1.ModelInfo
-	(*ModelPrice)(nil),             // 11: penguin.v1.ModelPrice
-	(*ListModelsResponse)(nil),     // 12: penguin.v1.ListModelsResponse
-	nil,                            // 13: penguin.v1.ModelInfo.ThinkingWireEntry
-	(*OmniMessage)(nil),            // 14: penguin.v1.OmniMessage
-	(*ToolDefinition)(nil),         // 15: penguin.v1.ToolDefinition
-	(StopReason)(0),                // 16: penguin.v1.StopReason
+	(*ProviderRoute)(nil),          // 8: penguin.v1.ProviderRoute
+	(*AddProviderRequest)(nil),     // 9: penguin.v1.AddProviderRequest
+	(*AddProviderResponse)(nil),    // 10: penguin.v1.AddProviderResponse
+	(*UpdateProviderRequest)(nil),  // 11: penguin.v1.UpdateProviderRequest
+	(*UpdateProviderResponse)(nil), // 12: penguin.v1.UpdateProviderResponse
+	(*RemoveProviderRequest)(nil),  // 13: penguin.v1.RemoveProviderRequest
+	(*RemoveProviderResponse)(nil), // 14: penguin.v1.RemoveProviderResponse
+	(*TestProviderRequest)(nil),    // 15: penguin.v1.TestProviderRequest
+	(*TestProviderResponse)(nil),   // 16: penguin.v1.TestProviderResponse
+	(*ListProvidersResponse)(nil),  // 17: penguin.v1.ListProvidersResponse
+	(*ListModelsRequest)(nil),      // 18: penguin.v1.ListModelsRequest
+	(*ModelInfo)(nil),              // 19: penguin.v1.ModelInfo
+	(*ModelPrice)(nil),             // 20: penguin.v1.ModelPrice
+	(*ListModelsResponse)(nil),     // 21: penguin.v1.ListModelsResponse
+	nil,                            // 22: penguin.v1.ProviderRoute.HeadersEntry
+	nil,                            // 23: penguin.v1.ModelInfo.ThinkingWireEntry
+	(*OmniMessage)(nil),            // 24: penguin.v1.OmniMessage
+	(*ToolDefinition)(nil),         // 25: penguin.v1.ToolDefinition
+	(StopReason)(0),                // 26: penguin.v1.StopReason
 }
 var file_penguin_v1_llm_proto_depIdxs = []int32{
 	2,  // 0: penguin.v1.StreamGenerateRequest.model:type_name -> penguin.v1.ModelRef
-	14, // 1: penguin.v1.StreamGenerateRequest.history:type_name -> penguin.v1.OmniMessage
-	14, // 2: penguin.v1.StreamGenerateRequest.new_messages:type_name -> penguin.v1.OmniMessage
-	15, // 3: penguin.v1.StreamGenerateRequest.tools:type_name -> penguin.v1.ToolDefinition
+	24, // 1: penguin.v1.StreamGenerateRequest.history:type_name -> penguin.v1.OmniMessage
+	24, // 2: penguin.v1.StreamGenerateRequest.new_messages:type_name -> penguin.v1.OmniMessage
+	25, // 3: penguin.v1.StreamGenerateRequest.tools:type_name -> penguin.v1.ToolDefinition
 	0,  // 4: penguin.v1.StreamGenerateRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
-	14, // 5: penguin.v1.StreamGenerateResponse.message:type_name -> penguin.v1.OmniMessage
+	24, // 5: penguin.v1.StreamGenerateResponse.message:type_name -> penguin.v1.OmniMessage
 	5,  // 6: penguin.v1.StreamGenerateResponse.outcome:type_name -> penguin.v1.LLMOutcome
-	16, // 7: penguin.v1.LLMOutcome.status:type_name -> penguin.v1.StopReason
+	26, // 7: penguin.v1.LLMOutcome.status:type_name -> penguin.v1.StopReason
 	1,  // 8: penguin.v1.LLMOutcome.code:type_name -> penguin.v1.FailureCode
-	7,  // 9: penguin.v1.ListProvidersResponse.providers:type_name -> penguin.v1.ProviderInfo
-	2,  // 10: penguin.v1.ModelInfo.model:type_name -> penguin.v1.ModelRef
-	0,  // 11: penguin.v1.ModelInfo.thinking_levels:type_name -> penguin.v1.ThinkingLevel
-	11, // 12: penguin.v1.ModelInfo.price:type_name -> penguin.v1.ModelPrice
-	13, // 13: penguin.v1.ModelInfo.thinking_wire:type_name -> penguin.v1.ModelInfo.ThinkingWireEntry
-	10, // 14: penguin.v1.ListModelsResponse.models:type_name -> penguin.v1.ModelInfo
-	3,  // 15: penguin.v1.LLMService.StreamGenerate:input_type -> penguin.v1.StreamGenerateRequest
-	6,  // 16: penguin.v1.LLMService.ListProviders:input_type -> penguin.v1.ListProvidersRequest
-	9,  // 17: penguin.v1.LLMService.ListModels:input_type -> penguin.v1.ListModelsRequest
-	4,  // 18: penguin.v1.LLMService.StreamGenerate:output_type -> penguin.v1.StreamGenerateResponse
-	8,  // 19: penguin.v1.LLMService.ListProviders:output_type -> penguin.v1.ListProvidersResponse
-	12, // 20: penguin.v1.LLMService.ListModels:output_type -> penguin.v1.ListModelsResponse
-	18, // [18:21] is the sub-list for method output_type
-	15, // [15:18] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	22, // 9: penguin.v1.ProviderRoute.headers:type_name -> penguin.v1.ProviderRoute.HeadersEntry
+	8,  // 10: penguin.v1.AddProviderRequest.route:type_name -> penguin.v1.ProviderRoute
+	7,  // 11: penguin.v1.AddProviderResponse.provider:type_name -> penguin.v1.ProviderInfo
+	8,  // 12: penguin.v1.UpdateProviderRequest.route:type_name -> penguin.v1.ProviderRoute
+	7,  // 13: penguin.v1.UpdateProviderResponse.provider:type_name -> penguin.v1.ProviderInfo
+	5,  // 14: penguin.v1.TestProviderResponse.outcome:type_name -> penguin.v1.LLMOutcome
+	7,  // 15: penguin.v1.ListProvidersResponse.providers:type_name -> penguin.v1.ProviderInfo
+	2,  // 16: penguin.v1.ModelInfo.model:type_name -> penguin.v1.ModelRef
+	0,  // 17: penguin.v1.ModelInfo.thinking_levels:type_name -> penguin.v1.ThinkingLevel
+	20, // 18: penguin.v1.ModelInfo.price:type_name -> penguin.v1.ModelPrice
+	23, // 19: penguin.v1.ModelInfo.thinking_wire:type_name -> penguin.v1.ModelInfo.ThinkingWireEntry
+	19, // 20: penguin.v1.ListModelsResponse.models:type_name -> penguin.v1.ModelInfo
+	3,  // 21: penguin.v1.LLMService.StreamGenerate:input_type -> penguin.v1.StreamGenerateRequest
+	6,  // 22: penguin.v1.LLMService.ListProviders:input_type -> penguin.v1.ListProvidersRequest
+	9,  // 23: penguin.v1.LLMService.AddProvider:input_type -> penguin.v1.AddProviderRequest
+	11, // 24: penguin.v1.LLMService.UpdateProvider:input_type -> penguin.v1.UpdateProviderRequest
+	13, // 25: penguin.v1.LLMService.RemoveProvider:input_type -> penguin.v1.RemoveProviderRequest
+	15, // 26: penguin.v1.LLMService.TestProvider:input_type -> penguin.v1.TestProviderRequest
+	18, // 27: penguin.v1.LLMService.ListModels:input_type -> penguin.v1.ListModelsRequest
+	4,  // 28: penguin.v1.LLMService.StreamGenerate:output_type -> penguin.v1.StreamGenerateResponse
+	17, // 29: penguin.v1.LLMService.ListProviders:output_type -> penguin.v1.ListProvidersResponse
+	10, // 30: penguin.v1.LLMService.AddProvider:output_type -> penguin.v1.AddProviderResponse
+	12, // 31: penguin.v1.LLMService.UpdateProvider:output_type -> penguin.v1.UpdateProviderResponse
+	14, // 32: penguin.v1.LLMService.RemoveProvider:output_type -> penguin.v1.RemoveProviderResponse
+	16, // 33: penguin.v1.LLMService.TestProvider:output_type -> penguin.v1.TestProviderResponse
+	21, // 34: penguin.v1.LLMService.ListModels:output_type -> penguin.v1.ListModelsResponse
+	28, // [28:35] is the sub-list for method output_type
+	21, // [21:28] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_llm_proto_init() }
@@ -1279,13 +1968,14 @@ func file_penguin_v1_llm_proto_init() {
 		(*StreamGenerateResponse_Outcome)(nil),
 	}
 	file_penguin_v1_llm_proto_msgTypes[9].OneofWrappers = []any{}
+	file_penguin_v1_llm_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_penguin_v1_llm_proto_rawDesc), len(file_penguin_v1_llm_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,6 +21,10 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	LLMService_StreamGenerate_FullMethodName = "/penguin.v1.LLMService/StreamGenerate"
 	LLMService_ListProviders_FullMethodName  = "/penguin.v1.LLMService/ListProviders"
+	LLMService_AddProvider_FullMethodName    = "/penguin.v1.LLMService/AddProvider"
+	LLMService_UpdateProvider_FullMethodName = "/penguin.v1.LLMService/UpdateProvider"
+	LLMService_RemoveProvider_FullMethodName = "/penguin.v1.LLMService/RemoveProvider"
+	LLMService_TestProvider_FullMethodName   = "/penguin.v1.LLMService/TestProvider"
 	LLMService_ListModels_FullMethodName     = "/penguin.v1.LLMService/ListModels"
 )
 
@@ -38,8 +42,21 @@ type LLMServiceClient interface {
 	// RPC error; RPC errors are kept for requests that are invalid before any
 	// provider I/O (InvalidArgument) and for the transport itself.
 	StreamGenerate(ctx context.Context, in *StreamGenerateRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamGenerateResponse], error)
-	// ListProviders lists the provider routes the gateway can reach.
+	// ListProviders lists the provider routes the gateway can reach: the
+	// global ones and, when the request names a project, that project's.
 	ListProviders(ctx context.Context, in *ListProvidersRequest, opts ...grpc.CallOption) (*ListProvidersResponse, error)
+	// AddProvider stores a new provider route, global or a project's; every
+	// replica uses it within a second. It needs a route store (--routes-store):
+	// without one the providers file is the only configuration.
+	AddProvider(ctx context.Context, in *AddProviderRequest, opts ...grpc.CallOption) (*AddProviderResponse, error)
+	// UpdateProvider replaces a stored route, keeping its key unless the
+	// request gives a new one.
+	UpdateProvider(ctx context.Context, in *UpdateProviderRequest, opts ...grpc.CallOption) (*UpdateProviderResponse, error)
+	// RemoveProvider deletes a stored route and its key.
+	RemoveProvider(ctx context.Context, in *RemoveProviderRequest, opts ...grpc.CallOption) (*RemoveProviderResponse, error)
+	// TestProvider makes one real, small request on a route and reports how
+	// long it took or the provider's refusal.
+	TestProvider(ctx context.Context, in *TestProviderRequest, opts ...grpc.CallOption) (*TestProviderResponse, error)
 	// ListModels lists the models known to the gateway, for discovery. A model
 	// that is not listed may still be requested.
 	ListModels(ctx context.Context, in *ListModelsRequest, opts ...grpc.CallOption) (*ListModelsResponse, error)
@@ -82,6 +99,46 @@ func (c *lLMServiceClient) ListProviders(ctx context.Context, in *ListProvidersR
 	return out, nil
 }
 
+func (c *lLMServiceClient) AddProvider(ctx context.Context, in *AddProviderRequest, opts ...grpc.CallOption) (*AddProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddProviderResponse)
+	err := c.cc.Invoke(ctx, LLMService_AddProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lLMServiceClient) UpdateProvider(ctx context.Context, in *UpdateProviderRequest, opts ...grpc.CallOption) (*UpdateProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateProviderResponse)
+	err := c.cc.Invoke(ctx, LLMService_UpdateProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lLMServiceClient) RemoveProvider(ctx context.Context, in *RemoveProviderRequest, opts ...grpc.CallOption) (*RemoveProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveProviderResponse)
+	err := c.cc.Invoke(ctx, LLMService_RemoveProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *lLMServiceClient) TestProvider(ctx context.Context, in *TestProviderRequest, opts ...grpc.CallOption) (*TestProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TestProviderResponse)
+	err := c.cc.Invoke(ctx, LLMService_TestProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *lLMServiceClient) ListModels(ctx context.Context, in *ListModelsRequest, opts ...grpc.CallOption) (*ListModelsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListModelsResponse)
@@ -106,8 +163,21 @@ type LLMServiceServer interface {
 	// RPC error; RPC errors are kept for requests that are invalid before any
 	// provider I/O (InvalidArgument) and for the transport itself.
 	StreamGenerate(*StreamGenerateRequest, grpc.ServerStreamingServer[StreamGenerateResponse]) error
-	// ListProviders lists the provider routes the gateway can reach.
+	// ListProviders lists the provider routes the gateway can reach: the
+	// global ones and, when the request names a project, that project's.
 	ListProviders(context.Context, *ListProvidersRequest) (*ListProvidersResponse, error)
+	// AddProvider stores a new provider route, global or a project's; every
+	// replica uses it within a second. It needs a route store (--routes-store):
+	// without one the providers file is the only configuration.
+	AddProvider(context.Context, *AddProviderRequest) (*AddProviderResponse, error)
+	// UpdateProvider replaces a stored route, keeping its key unless the
+	// request gives a new one.
+	UpdateProvider(context.Context, *UpdateProviderRequest) (*UpdateProviderResponse, error)
+	// RemoveProvider deletes a stored route and its key.
+	RemoveProvider(context.Context, *RemoveProviderRequest) (*RemoveProviderResponse, error)
+	// TestProvider makes one real, small request on a route and reports how
+	// long it took or the provider's refusal.
+	TestProvider(context.Context, *TestProviderRequest) (*TestProviderResponse, error)
 	// ListModels lists the models known to the gateway, for discovery. A model
 	// that is not listed may still be requested.
 	ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error)
@@ -126,6 +196,18 @@ func (UnimplementedLLMServiceServer) StreamGenerate(*StreamGenerateRequest, grpc
 }
 func (UnimplementedLLMServiceServer) ListProviders(context.Context, *ListProvidersRequest) (*ListProvidersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListProviders not implemented")
+}
+func (UnimplementedLLMServiceServer) AddProvider(context.Context, *AddProviderRequest) (*AddProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddProvider not implemented")
+}
+func (UnimplementedLLMServiceServer) UpdateProvider(context.Context, *UpdateProviderRequest) (*UpdateProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateProvider not implemented")
+}
+func (UnimplementedLLMServiceServer) RemoveProvider(context.Context, *RemoveProviderRequest) (*RemoveProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveProvider not implemented")
+}
+func (UnimplementedLLMServiceServer) TestProvider(context.Context, *TestProviderRequest) (*TestProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TestProvider not implemented")
 }
 func (UnimplementedLLMServiceServer) ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListModels not implemented")
@@ -180,6 +262,78 @@ func _LLMService_ListProviders_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LLMService_AddProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LLMServiceServer).AddProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LLMService_AddProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LLMServiceServer).AddProvider(ctx, req.(*AddProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LLMService_UpdateProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LLMServiceServer).UpdateProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LLMService_UpdateProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LLMServiceServer).UpdateProvider(ctx, req.(*UpdateProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LLMService_RemoveProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LLMServiceServer).RemoveProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LLMService_RemoveProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LLMServiceServer).RemoveProvider(ctx, req.(*RemoveProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LLMService_TestProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TestProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LLMServiceServer).TestProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LLMService_TestProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LLMServiceServer).TestProvider(ctx, req.(*TestProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _LLMService_ListModels_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListModelsRequest)
 	if err := dec(in); err != nil {
@@ -208,6 +362,22 @@ var LLMService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListProviders",
 			Handler:    _LLMService_ListProviders_Handler,
+		},
+		{
+			MethodName: "AddProvider",
+			Handler:    _LLMService_AddProvider_Handler,
+		},
+		{
+			MethodName: "UpdateProvider",
+			Handler:    _LLMService_UpdateProvider_Handler,
+		},
+		{
+			MethodName: "RemoveProvider",
+			Handler:    _LLMService_RemoveProvider_Handler,
+		},
+		{
+			MethodName: "TestProvider",
+			Handler:    _LLMService_TestProvider_Handler,
 		},
 		{
 			MethodName: "ListModels",

@@ -2,7 +2,11 @@ package access
 
 import (
 	"context"
+	"slices"
 	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -35,6 +39,9 @@ func (g *Guard) Authorize(ctx context.Context, fullMethod string, req any) error
 	if id, ok := stringField(msg, "session_id"); ok && id != "" {
 		return g.CheckSession(ctx, id, lvl)
 	}
+	if strings.HasPrefix(fullMethod, llmService) {
+		return g.authorizeRoutes(ctx, c, fullMethod, msg, lvl)
+	}
 	if !projectScoped(fullMethod) {
 		return nil
 	}
@@ -45,6 +52,33 @@ func (g *Guard) Authorize(ctx context.Context, fullMethod string, req any) error
 		return g.Check(ctx, p, lvl, "project", p)
 	}
 	return nil
+}
+
+// llmService prefixes the methods of the llm service, whose provider
+// routes are global (project empty) or a project's.
+const llmService = "/penguin.v1.LLMService/"
+
+// routeOwners are the llm service's methods that change a project's
+// routes, which hold its API keys: they need the project's owner.
+var routeOwners = []string{llmService + "AddProvider", llmService + "UpdateProvider", llmService + "RemoveProvider"}
+
+// authorizeRoutes checks a call of the llm service: a request naming a
+// project needs that project (at read level to list its routes, write
+// level to use or test them, owner level to change them); one naming none
+// touches the global routes, which everyone may list and only an
+// administrator may change or test.
+func (g *Guard) authorizeRoutes(ctx context.Context, c *Caller, fullMethod string, msg protoreflect.Message, lvl Level) error {
+	p, _ := stringField(msg, "project")
+	if p == "" {
+		if lvl == Read || c.Admin {
+			return nil
+		}
+		return status.Error(codes.PermissionDenied, "the global provider routes are changed and tested by administrators; name your project to manage its own")
+	}
+	if slices.Contains(routeOwners, fullMethod) {
+		lvl = Own
+	}
+	return g.Check(ctx, p, lvl, "project", p)
 }
 
 // projectScoped reports whether a method belongs to a service whose

@@ -93,6 +93,10 @@ var userMethods = []string{
 	"/penguin.v1.TokenService/",
 	"/penguin.v1.LLMService/ListModels",
 	"/penguin.v1.LLMService/ListProviders",
+	"/penguin.v1.LLMService/AddProvider",
+	"/penguin.v1.LLMService/UpdateProvider",
+	"/penguin.v1.LLMService/RemoveProvider",
+	"/penguin.v1.LLMService/TestProvider",
 	"/grpc.reflection.",
 }
 

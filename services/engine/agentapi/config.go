@@ -221,7 +221,8 @@ const modelTestTimeout = 60 * time.Second
 // TestModel implements AgentService: one short request through the llm
 // service, its latency or its failure.
 func (s *Server) TestModel(ctx context.Context, req *penguinv1.TestModelRequest) (*penguinv1.TestModelResponse, error) {
-	if _, err := s.project(ctx, "", access.Write); err != nil {
+	project, err := s.project(ctx, "", access.Write)
+	if err != nil {
 		return nil, err
 	}
 	m := req.GetModel()
@@ -236,6 +237,7 @@ func (s *Server) TestModel(ctx context.Context, req *penguinv1.TestModelRequest)
 	start := time.Now()
 	stream, err := s.opts.LLM.StreamGenerate(ctx, &penguinv1.StreamGenerateRequest{
 		Model:       m,
+		Project:     project,
 		NewMessages: []*penguinv1.OmniMessage{omni.UserText("Reply with the word ok.")},
 		MaxTokens:   16,
 	}, grpc.WaitForReady(true))

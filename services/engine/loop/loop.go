@@ -141,7 +141,10 @@ type Compaction struct {
 
 // Settings are the fixed parameters of one task.
 type Settings struct {
-	Model            *penguinv1.ModelRef
+	Model *penguinv1.ModelRef
+	// Project is the session's project: the llm service lets its requests
+	// use the project's provider routes beside the global ones.
+	Project          string
 	SystemPrompt     string
 	Tools            []*penguinv1.ToolDefinition
 	ThinkingLevel    penguinv1.ThinkingLevel
@@ -373,6 +376,7 @@ func (r *runner) trigger() penguinv1.CompactionReason {
 func (r *runner) request(newMessages []*penguinv1.OmniMessage, thinking penguinv1.ThinkingLevel) *penguinv1.StreamGenerateRequest {
 	return &penguinv1.StreamGenerateRequest{
 		Model:            r.set.Model,
+		Project:          r.set.Project,
 		History:          r.mctx.History,
 		NewMessages:      newMessages,
 		Tools:            r.set.Tools,

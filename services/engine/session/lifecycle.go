@@ -62,7 +62,11 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 	if err != nil {
 		return nil, err
 	}
-	window, vision := m.modelInfo(ctx, spec.Model, st)
+	project := spec.ProjectID
+	if project == "" {
+		project = store.DefaultProject
+	}
+	window, vision := m.modelInfo(ctx, spec.Model, project, st)
 	id := spec.ID
 	if id == "" {
 		id = newSessionID()
@@ -240,10 +244,11 @@ func (m *Manager) record(ctx context.Context, row *store.Session, meta *penguinv
 
 // modelInfo returns the model's context window and whether it takes
 // images, from the agent's settings and the gateway's model table. An
-// unknown model gets no window (the default is assumed) and vision.
-func (m *Manager) modelInfo(ctx context.Context, ref *penguinv1.ModelRef, st *agentstate.State) (int64, bool) {
+// unknown model gets no window (the default is assumed) and vision. The
+// session's project's routes are asked about beside the global ones.
+func (m *Manager) modelInfo(ctx context.Context, ref *penguinv1.ModelRef, project string, st *agentstate.State) (int64, bool) {
 	window, vision := st.Config.Model.ContextWindow, true
-	resp, err := m.opts.LLM.ListModels(ctx, &penguinv1.ListModelsRequest{Provider: ref.GetProvider()})
+	resp, err := m.opts.LLM.ListModels(ctx, &penguinv1.ListModelsRequest{Provider: ref.GetProvider(), Project: project})
 	if err != nil {
 		m.log.Warn("could not list the gateway's models; assuming a vision model with the default window", "model", ref.GetModelId(), "error", err)
 		return window, vision

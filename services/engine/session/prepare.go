@@ -226,6 +226,7 @@ func settings(st *agentstate.State, row *store.Session, cfg config, meta *pengui
 	}
 	return loop.Settings{
 		Model:            &penguinv1.ModelRef{Provider: row.Provider, ModelId: row.ModelID},
+		Project:          row.ProjectID,
 		SystemPrompt:     meta.GetSystemPrompt(),
 		Tools:            defs,
 		ThinkingLevel:    thinking,

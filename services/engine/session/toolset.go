@@ -234,7 +234,7 @@ func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg 
 	}
 	if name == agentconfig.ToolDescribeImage {
 		return &describeimage.Tool{
-			LLM: rt.m.opts.LLM, Vision: st.Config.Model.VisionModel.Proto(), TimeoutMs: st.Config.Model.RequestTimeoutMS,
+			LLM: rt.m.opts.LLM, Vision: st.Config.Model.VisionModel.Proto(), TimeoutMs: st.Config.Model.RequestTimeoutMS, Project: row.ProjectID,
 			Environment: enginetool.Func(ts.runInEnvironment),
 		}
 	}

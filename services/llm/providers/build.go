@@ -37,6 +37,10 @@ type Deps struct {
 	Logger *slog.Logger
 }
 
+// SourceStore is the credential source of a route whose key the route
+// store keeps.
+const SourceStore = "store"
+
 // Build creates an adapter per route of f and registers them all in reg, or
 // none: a missing key file, a key with characters no HTTP header can carry,
 // or a route already in reg fails the whole file. A key variable that is
@@ -46,8 +50,19 @@ func Build(f *File, reg *registry.Registry, deps Deps) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
+	regs, err := Registrations(f.Providers, deps)
+	if err != nil {
+		return err
+	}
+	return reg.RegisterAll(regs...)
+}
+
+// Registrations builds the adapter of each route of ps, without checking
+// the routes together (Build does, for a file): the llm service composes
+// the registries of projects from the same registrations.
+func Registrations(ps []Provider, deps Deps) ([]registry.Registration, error) {
 	if deps.Lookup == nil {
-		return errors.New("providers: an environment lookup is required")
+		return nil, errors.New("providers: an environment lookup is required")
 	}
 	if deps.Catalog == nil {
 		deps.Catalog = catalog.Builtin()
@@ -55,15 +70,15 @@ func Build(f *File, reg *registry.Registry, deps Deps) error {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	regs := make([]registry.Registration, 0, len(f.Providers))
-	for _, p := range f.Providers {
+	regs := make([]registry.Registration, 0, len(ps))
+	for _, p := range ps {
 		r, err := build(p, deps)
 		if err != nil {
-			return fmt.Errorf("provider %q: %w", p.Name, err)
+			return nil, fmt.Errorf("provider %q: %w", p.Name, err)
 		}
 		regs = append(regs, r)
 	}
-	return reg.RegisterAll(regs...)
+	return regs, nil
 }
 
 func build(p Provider, deps Deps) (registry.Registration, error) {
@@ -73,6 +88,8 @@ func build(p Provider, deps Deps) (registry.Registration, error) {
 	}
 	source := ""
 	switch {
+	case p.APIKey != "":
+		key, source = p.APIKey, SourceStore
 	case p.APIKeyFile != "":
 		source = "file " + p.APIKeyFile
 	case p.APIKeyEnv != "":
@@ -97,6 +114,9 @@ func build(p Provider, deps Deps) (registry.Registration, error) {
 	route := registry.Route{
 		Name: p.Name, Type: p.Type, BaseURL: p.BaseURL, HasCredential: key != "", CredentialSource: source,
 		Catalog: res.catalog, Models: res.models,
+	}
+	for _, m := range p.Models {
+		route.Listed = append(route.Listed, m.ID)
 	}
 	switch p.Type {
 	case TypeOpenAIResponses:

@@ -18,8 +18,10 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 
@@ -66,6 +68,10 @@ type Provider struct {
 	APIKeyEnv string `yaml:"api_key_env,omitempty"`
 	// APIKeyFile is a file holding the key (for mounted secrets).
 	APIKeyFile string `yaml:"api_key_file,omitempty"`
+	// APIKey is the key itself, for a route added through the API: the
+	// route store opens it from its sealed column. It is never read from
+	// or written to YAML, so a providers file cannot hold one.
+	APIKey string `yaml:"-"`
 	// Headers are added to every request of the route.
 	Headers map[string]string `yaml:"headers,omitempty"`
 	// MaxTokensParam (Chat Completions only) picks max_tokens or
@@ -168,6 +174,13 @@ func (t *Thinking) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// ValidName reports whether name can name a route added through the API:
+// 1 to 64 lower-case letters, digits, '.', '_' or '-', starting with a
+// letter or digit (a providers file may use others).
+func ValidName(name string) bool { return routeName().MatchString(name) }
+
+var routeName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`) })
+
 // Parse reads a providers file and checks it. Unknown keys are errors, so
 // a typo does not silently drop a setting.
 func Parse(data []byte) (*File, error) {
@@ -244,6 +257,9 @@ func (p Provider) validate() error {
 	}
 	if p.APIKeyEnv != "" && p.APIKeyFile != "" {
 		errs = append(errs, errors.New("set api_key_env or api_key_file, not both"))
+	}
+	if p.APIKey != "" && (p.APIKeyEnv != "" || p.APIKeyFile != "") {
+		errs = append(errs, errors.New("a route with a stored key takes it from nowhere else (api_key_env, api_key_file)"))
 	}
 	if p.MaxTokensParam != "" {
 		if !chat(p.Type) {

@@ -10,14 +10,6 @@ import (
 	"github.com/penguin-agent/penguin/internal/config"
 )
 
-// keyVars overrides the catalog's key variables where two catalog
-// providers share one: Z.AI's international API and Zhipu's both list
-// ZHIPU_API_KEY, and a key works for only one of them.
-var keyVars = map[string][]string{
-	"zai":    {"ZAI_API_KEY"},
-	"google": {"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENERATIVE_AI_API_KEY"},
-}
-
 // presetTypes are the providers file types of the catalog's APIs that
 // presets are made for.
 var presetTypes = map[string]string{
@@ -54,7 +46,7 @@ var usual = []string{"openai", "anthropic", "deepseek", "google", "mistral", "xa
 func KeyVars(cat *catalog.Catalog) []string {
 	var out []string
 	add := func(p *catalog.Provider) {
-		if v := KeyVar(p); v != "" && !slices.Contains(out, v) {
+		if v := p.KeyVar(); v != "" && !slices.Contains(out, v) {
 			out = append(out, v)
 		}
 	}
@@ -65,34 +57,6 @@ func KeyVars(cat *catalog.Catalog) []string {
 		add(p)
 	}
 	return out
-}
-
-// KeyVar returns the variable that turns on p's preset (its usual key
-// variable), or "" for a local server's.
-func KeyVar(p *catalog.Provider) string {
-	if vars := presetVars(p); len(vars) > 0 && !local(p.ID) {
-		return vars[0]
-	}
-	return ""
-}
-
-func presetVars(p *catalog.Provider) []string {
-	if p == nil {
-		return nil
-	}
-	if v, ok := keyVars[p.ID]; ok {
-		return v
-	}
-	return p.Env
-}
-
-func local(id string) bool {
-	for _, s := range localServers {
-		if s.name == id || s.catalog == id {
-			return true
-		}
-	}
-	return false
 }
 
 // FromEnv returns the routes that the environment turns on, one variable
@@ -113,10 +77,10 @@ func FromEnv(lookup config.LookupFunc, cat *catalog.Catalog) (*File, error) {
 	}
 	for _, p := range cat.Providers {
 		typ, ok := presetTypes[p.API]
-		if local(p.ID) || !ok {
+		if p.Local() || !ok {
 			continue
 		}
-		for _, kv := range presetVars(p) {
+		for _, kv := range p.KeyVars() {
 			if _, ok := set(kv); !ok {
 				continue
 			}

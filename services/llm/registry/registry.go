@@ -49,8 +49,16 @@ type Route struct {
 	// credential itself never leaves the adapter.
 	HasCredential bool
 	// CredentialSource says where the credential comes from ("env NAME",
-	// "file PATH"); empty for none.
+	// "file PATH", "store"); empty for none.
 	CredentialSource string
+	// KeyHint is a stored key, masked; empty for other routes.
+	KeyHint string
+	// Project owns the route; empty for a global route.
+	Project string
+	// Origin is where the route is defined: "file", "env" or "store".
+	Origin string
+	// Listed are the model ids the route's definition lists.
+	Listed []string
 	// Catalog is the catalog provider whose models the route lists; empty
 	// for none.
 	Catalog string

@@ -26,10 +26,9 @@ function ordered(ps: CatalogProvider[]): CatalogProvider[] {
 
 /** Setup is the first-run page (and the Models page later): it says why
  * no model is available, lists the configured providers, and offers the
- * form that writes a provider route into the providers file. The llm
- * service picks the file up by itself; the server answers once it has. */
+ * form that adds a provider route through the llm service, which keeps it
+ * (its key encrypted) and uses it at once, on every replica. */
 export function Setup({ notice, models, onDone }: { notice?: string; models: ModelInfo[]; onDone: () => void }) {
-  const [file, setFile] = useState<string | null>(null);
   const [catalog, setCatalog] = useState<CatalogProvider[]>([]);
   const [choice, setChoice] = useState("openai");
   const [other, setOther] = useState({ name: "local", type: "openai", model: "" });
@@ -40,7 +39,6 @@ export function Setup({ notice, models, onDone }: { notice?: string; models: Mod
   const [error, setError] = useState("");
   useEffect(() => {
     api.setup().then((s) => {
-      setFile(s.providers_file);
       setCatalog(ordered(s.providers ?? []));
     }).catch((e) => setError(e.message));
   }, []);
@@ -79,7 +77,6 @@ export function Setup({ notice, models, onDone }: { notice?: string; models: Mod
           {" "}<a href="/new" onClick={onLink}>New session</a></p>
       )}
       {!first && <h2>Add a provider</h2>}
-      {file === "" && <p class="banner warn">This server was started without a providers file, so this form cannot write one. Restart it with <code>--providers FILE</code> (the file need not exist yet).</p>}
       <form class="form" onSubmit={submit}>
         <label>Provider
           <select value={choice} onChange={(e) => { setChoice(e.currentTarget.value); setDone(undefined); }} name="provider">
@@ -105,12 +102,11 @@ export function Setup({ notice, models, onDone }: { notice?: string; models: Mod
         {!picked && <label>Model ids <input value={other.model} onInput={(e) => setOther({ ...other, model: e.currentTarget.value })} placeholder="e.g. qwen3-32b (several: comma-separated)" name="model_id" /></label>}
         {picked && <p class="muted small">{picked.name}'s {picked.models} models come from Penguin's catalog, with their limits and prices.</p>}
         {error && <p class="banner error" role="alert">{error}</p>}
-        {done && (done.active
-          ? <p class="banner info" role="status" data-testid="setup-done">Provider <code>{done.provider}</code> is ready. {done.key_file ? <>Its key is in <code>{done.key_file}</code>. </> : null}
-            <a href="/new" onClick={onLink}>Start a session</a></p>
-          : <p class="banner warn" role="status" data-testid="setup-done">Provider <code>{done.provider}</code> was written to the providers file, but the server does not use it yet: {done.notice}</p>)}
-        <button class="primary" type="submit" disabled={!file || busy}>{busy ? "Saving…" : "Save"}</button>
-        {file && <p class="muted small">Saved to <code data-testid="providers-file">{file}</code>; the key goes to a file of its own beside it that only the server's user can read.</p>}
+        {done && <p class="banner info" role="status" data-testid="setup-done">Provider <code>{done.provider}</code> is ready{done.replaced ? " (replaced)" : ""}.
+          {done.route.key_hint ? <> Its key is stored encrypted: <code data-testid="key-hint">{done.route.key_hint}</code>. </> : " "}
+          <a href="/new" onClick={onLink}>Start a session</a></p>}
+        <button class="primary" type="submit" disabled={busy}>{busy ? "Saving…" : "Save"}</button>
+        <p class="muted small">The server keeps the route in its route store, the key encrypted, and shows only its first and last characters again.</p>
       </form>
       {first && <p class="muted small">Or restart <code>penguin serve</code> with a key in its environment
         ({picked?.key_var ? <code>{picked.key_var}</code> : <><code>OPENAI_API_KEY</code>, <code>ANTHROPIC_API_KEY</code>, …</>}).

@@ -36,6 +36,9 @@ type Tool struct {
 	Vision *penguinv1.ModelRef
 	// TimeoutMs bounds the vision request; zero leaves it to the gateway.
 	TimeoutMs int64
+	// Project is the session's project, whose provider routes the vision
+	// model may be on.
+	Project string
 	// Environment runs the session's environment tools, for read_image.
 	Environment enginetool.Tool
 }
@@ -87,6 +90,7 @@ func (d *Tool) ask(ctx context.Context, call *penguinv1.ToolCall, prompt, url st
 	fail := func(msg string) *penguinv1.OmniMessage { return enginetool.Failed(call, "%s", msg) }
 	req := &penguinv1.StreamGenerateRequest{
 		Model:       d.Vision,
+		Project:     d.Project,
 		NewMessages: []*penguinv1.OmniMessage{omni.UserText(prompt), omni.ImageURL(url)},
 	}
 	if d.TimeoutMs != 0 {

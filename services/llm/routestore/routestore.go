@@ -1,0 +1,296 @@
+// Package routestore keeps the provider routes added through the llm
+// service's API (AddProvider and kin) in a database every replica reads:
+// PostgreSQL for a deployment of several replicas, or a SQLite file for
+// one server. The table is the llm service's own, in the database the
+// engine uses or any other.
+//
+// Each route is a providers file entry (its YAML, so the two stay one
+// format), the project that owns it (empty for a global route), and its
+// API key sealed with AES-256-GCM ([Sealer]): the database alone never
+// yields a key. A version row, bumped in the same transaction as every
+// change, is what replicas poll to see a change within a second.
+package routestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	// The database/sql drivers of the two databases: pgx's for
+	// PostgreSQL, modernc's (pure Go) for SQLite.
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
+
+	"github.com/penguin-agent/penguin/services/llm/providers"
+)
+
+// Errors of the store's writes, for the handlers to turn into codes.
+var (
+	// ErrExists: a route of that project and name is stored already.
+	ErrExists = errors.New("a route of that name exists")
+	// ErrNotFound: no such route is stored.
+	ErrNotFound = errors.New("no such stored route")
+)
+
+// Route is one stored route, its key opened.
+type Route struct {
+	// Project owns the route; empty for a global route.
+	Project string
+	// Provider is the route; its APIKey is the opened key.
+	Provider providers.Provider
+	// Err is why the route cannot be used (its key does not open), nil
+	// when it can.
+	Err error
+	// Updated is when it was last written.
+	Updated time.Time
+}
+
+// Store is the route table. Create it with [Open].
+type Store struct {
+	db     *sql.DB
+	pg     bool
+	sealer *Sealer
+}
+
+// Open opens the route table in the database at url (a postgres:// or
+// postgresql:// URL, or a SQLite path, "sqlite:PATH" or "file:PATH"),
+// creating it when it is missing. Keys are sealed and opened with sealer.
+func Open(ctx context.Context, url string, sealer *Sealer) (*Store, error) {
+	if sealer == nil {
+		return nil, errors.New("routestore: a sealer (the route key secret) is required")
+	}
+	s := &Store{sealer: sealer}
+	var err error
+	switch {
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		s.pg = true
+		s.db, err = sql.Open("pgx", url)
+	case url == "":
+		return nil, errors.New("routestore: empty store URL")
+	default:
+		path := url
+		for _, p := range []string{"sqlite://", "sqlite:", "file:"} {
+			if rest, ok := strings.CutPrefix(path, p); ok {
+				path = rest
+				break
+			}
+		}
+		if i := strings.Index(path, "://"); i > 0 {
+			return nil, fmt.Errorf("routestore: unsupported store URL scheme %q (want postgres://, postgresql://, sqlite:, file: or a path)", path[:i])
+		}
+		s.db, err = sql.Open("sqlite", path+"?_busy_timeout=10000&_journal_mode=WAL&_txlock=immediate")
+		// One writer at a time is SQLite's rule anyway; one connection
+		// keeps the busy wait in the driver rather than in errors.
+		s.db.SetMaxOpenConns(1)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("routestore: %w", err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.db.Close()
+		return nil, fmt.Errorf("routestore: %w", err)
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// q writes the query for the database: PostgreSQL's $1 placeholders are
+// SQLite's ?1.
+func (s *Store) q(query string) string {
+	if s.pg {
+		return query
+	}
+	return strings.ReplaceAll(query, "$", "?")
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	blob := "BLOB"
+	if s.pg {
+		blob = "BYTEA"
+	}
+	for _, stmt := range []string{
+		`CREATE TABLE IF NOT EXISTS llm_provider_routes (
+			project TEXT NOT NULL,
+			name TEXT NOT NULL,
+			spec TEXT NOT NULL,
+			sealed_key ` + blob + `,
+			key_id TEXT NOT NULL DEFAULT '',
+			updated_ms BIGINT NOT NULL,
+			PRIMARY KEY (project, name))`,
+		`CREATE TABLE IF NOT EXISTS llm_provider_routes_version (
+			id INTEGER PRIMARY KEY,
+			version BIGINT NOT NULL)`,
+		`INSERT INTO llm_provider_routes_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING`,
+	} {
+		if _, err := s.db.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Version is the table's version: it changes with every write, so a
+// replica that saw the same version has every route.
+func (s *Store) Version(ctx context.Context) (int64, error) {
+	var v int64
+	err := s.db.QueryRowContext(ctx, `SELECT version FROM llm_provider_routes_version WHERE id = 1`).Scan(&v)
+	return v, err
+}
+
+// List returns every stored route, sorted by project and name, and the
+// version it was read at. A route whose key does not open is returned
+// with Err set, so one bad row does not hide the others.
+func (s *Store) List(ctx context.Context) ([]Route, int64, error) {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: s.pg})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer tx.Rollback()
+	var version int64
+	if err := tx.QueryRowContext(ctx, `SELECT version FROM llm_provider_routes_version WHERE id = 1`).Scan(&version); err != nil {
+		return nil, 0, err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT project, name, spec, sealed_key, key_id, updated_ms FROM llm_provider_routes ORDER BY project, name`)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var out []Route
+	for rows.Next() {
+		var (
+			r           Route
+			name, spec  string
+			sealed      []byte
+			keyID       string
+			updatedMsec int64
+		)
+		if err := rows.Scan(&r.Project, &name, &spec, &sealed, &keyID, &updatedMsec); err != nil {
+			return nil, 0, err
+		}
+		r.Updated = time.UnixMilli(updatedMsec)
+		if err := yaml.Unmarshal([]byte(spec), &r.Provider); err != nil {
+			r.Err = fmt.Errorf("its stored spec does not parse: %w", err)
+		}
+		r.Provider.Name = name
+		if r.Err == nil && (r.Provider.APIKeyEnv != "" || r.Provider.APIKeyFile != "") {
+			r.Err = errors.New("a stored route takes its key from the store only, never from the server's environment or files")
+		}
+		if r.Err == nil && len(sealed) > 0 {
+			r.Provider.APIKey, r.Err = s.sealer.open(r.Project, name, keyID, sealed)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	return out, version, tx.Commit()
+}
+
+// Add stores a new route of project (empty: global) with key (empty:
+// none); ErrExists when one of that name is there.
+func (s *Store) Add(ctx context.Context, project string, p providers.Provider, key string) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		spec, err := specOf(p)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.q(`INSERT INTO llm_provider_routes (project, name, spec, sealed_key, key_id, updated_ms)
+			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (project, name) DO NOTHING`),
+			project, p.Name, spec, s.sealed(project, p.Name, key), s.keyID(key), time.Now().UnixMilli())
+		return affected(res, err, ErrExists)
+	})
+}
+
+// Update replaces the stored route of project named p.Name; key nil keeps
+// its key, "" removes it. ErrNotFound when there is none.
+func (s *Store) Update(ctx context.Context, project string, p providers.Provider, key *string) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		spec, err := specOf(p)
+		if err != nil {
+			return err
+		}
+		var res sql.Result
+		if key == nil {
+			res, err = tx.ExecContext(ctx, s.q(`UPDATE llm_provider_routes SET spec = $1, updated_ms = $2 WHERE project = $3 AND name = $4`),
+				spec, time.Now().UnixMilli(), project, p.Name)
+		} else {
+			res, err = tx.ExecContext(ctx, s.q(`UPDATE llm_provider_routes SET spec = $1, sealed_key = $2, key_id = $3, updated_ms = $4
+				WHERE project = $5 AND name = $6`),
+				spec, s.sealed(project, p.Name, *key), s.keyID(*key), time.Now().UnixMilli(), project, p.Name)
+		}
+		return affected(res, err, ErrNotFound)
+	})
+}
+
+// Remove deletes the stored route of project called name; ErrNotFound
+// when there is none.
+func (s *Store) Remove(ctx context.Context, project, name string) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.q(`DELETE FROM llm_provider_routes WHERE project = $1 AND name = $2`), project, name)
+		return affected(res, err, ErrNotFound)
+	})
+}
+
+// write runs f in a transaction that also bumps the version, so that a
+// replica polling the version sees the change with it.
+func (s *Store) write(ctx context.Context, f func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := f(tx); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE llm_provider_routes_version SET version = version + 1 WHERE id = 1`); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// sealed is key sealed for the route, or nil for no key.
+func (s *Store) sealed(project, name, key string) []byte {
+	if key == "" {
+		return nil
+	}
+	return s.sealer.seal(project, name, key)
+}
+
+// keyID is the id of the secret a key is sealed under, or "" for no key.
+func (s *Store) keyID(key string) string {
+	if key == "" {
+		return ""
+	}
+	return s.sealer.id
+}
+
+// specOf is the stored form of p: its providers file YAML, which never
+// holds the key (Provider.APIKey is not serialised).
+func specOf(p providers.Provider) (string, error) {
+	p.APIKey = ""
+	b, err := yaml.Marshal(p)
+	return string(b), err
+}
+
+// affected turns a write's result into nil when it changed a row, and
+// into none when it changed nothing.
+func affected(res sql.Result, err, none error) error {
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return none
+	}
+	return nil
+}
