@@ -27,6 +27,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/internal/testkit/eventually"
+	"github.com/penguin-agent/penguin/internal/testkit/pgtest"
 )
 
 // The ports every service listens on, each on its own host's address.
@@ -45,10 +46,6 @@ const envName = "environment.penguin.test"
 // leaseTTL is the engines' run lease: short, so a dead replica's sessions
 // are free again within seconds.
 const leaseTTL = 3 * time.Second
-
-// defaultPostgresURL is the PostgreSQL every machine and CI run provides;
-// PENGUIN_TEST_POSTGRES_URL overrides it.
-const defaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
 // hostsScript is the model of the separate-hosts test. Every turn is
 // matched by a marker in the last message, so that the sessions' requests
@@ -450,42 +447,19 @@ func (c *cluster) host(name string) *netns.Host {
 // engines reach it through forward.
 func (c *cluster) freshSchema(ctx context.Context, t *testing.T, forward string) string {
 	t.Helper()
-	base := os.Getenv("PENGUIN_TEST_POSTGRES_URL")
-	if base == "" {
-		base = defaultPostgresURL
-	}
-	admin, err := pgxpool.New(ctx, base)
-	if err == nil {
-		err = admin.Ping(ctx)
-	}
-	if err != nil {
-		if os.Getenv("PENGUIN_SKIP_POSTGRES") == "1" {
-			t.Skipf("PostgreSQL at %s is unreachable (%v) and PENGUIN_SKIP_POSTGRES=1", base, err)
-		}
-		t.Fatalf("PostgreSQL at %s is unreachable: %v (start it, point PENGUIN_TEST_POSTGRES_URL at another one, or set PENGUIN_SKIP_POSTGRES=1)", base, err)
-	}
-	t.Cleanup(admin.Close)
-	schema := "penguin_scaleout_" + randomHex(6)
-	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := admin.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	// The test reads the schema directly; the engines reach PostgreSQL
-	// through the forwarder.
-	c.db, c.schema = admin, schema
-	u, err := url.Parse(base)
+	private := pgtest.URL(t, "penguin_scaleout")
+	u, err := url.Parse(private)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
+	// The test reads the schema directly; the engines reach PostgreSQL
+	// through the forwarder.
+	admin, err := pgxpool.New(ctx, private)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	c.db, c.schema = admin, u.Query().Get("search_path")
 	u.Host = forward
 	return u.String()
 }

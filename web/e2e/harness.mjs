@@ -2,7 +2,8 @@
 // pinned environment, Chromium, screenshots, and named steps that leave
 // what is needed to see why one failed.
 import { spawn } from "node:child_process";
-import { copyFileSync, existsSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
@@ -48,10 +49,15 @@ export class Runner {
 }
 
 /** launchChromium starts the browser the tests drive (CHROMIUM, default
- * Debian's /usr/bin/chromium). */
+ * Debian's /usr/bin/chromium), or fails saying how to get one when there
+ * is none. */
 export function launchChromium() {
+  const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
+  if (!existsSync(executablePath)) {
+    throw new Error(`no browser at ${executablePath}: install Debian's chromium package (.ci/run does) or point CHROMIUM at a Chromium binary`);
+  }
   return chromium.launch({
-    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+    executablePath,
     args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
       "--disable-component-update", "--disable-sync"],
   });
@@ -94,4 +100,18 @@ export function stepper(ctx, pages, consoleLog, artifacts, work) {
       throw new Error(`step "${label}" failed: ${e.message}`, { cause: e });
     }
   };
+}
+
+const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+
+/** axe runs axe-core on the page as it is (evaluated through the
+ * DevTools protocol, which the app's Content-Security-Policy does not
+ * govern) and returns its serious and critical violations, each as one
+ * line naming the rule and the elements, so a failing assertion says
+ * what to fix. */
+export async function axe(page) {
+  await page.evaluate(axeSource);
+  const violations = await page.evaluate(async () => (await window.axe.run(document, { resultTypes: ["violations"] })).violations);
+  return violations.filter((v) => v.impact === "serious" || v.impact === "critical")
+    .map((v) => `${v.impact} ${v.id}: ${v.help} — ${v.nodes.map((n) => n.target.join(" ")).slice(0, 5).join(", ")}`);
 }
