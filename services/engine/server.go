@@ -177,7 +177,17 @@ func (s *Server) ListSessions(ctx context.Context, req *penguinv1.ListSessionsRe
 		return nil, status.Error(codes.InvalidArgument, "page_size must not be negative")
 	}
 	var projects []string // nil: every project's
-	if s.guard != nil {
+	switch p := req.GetProjectId(); {
+	case p != "" && s.guard != nil:
+		// One project: the caller must read it, and an unreadable one
+		// answers as a missing one would.
+		if err := s.guard.Check(ctx, p, access.Read, "project", p); err != nil {
+			return nil, err
+		}
+		projects = []string{p}
+	case p != "":
+		projects = []string{p}
+	case s.guard != nil:
 		var err error
 		if projects, err = s.guard.Readable(ctx); err != nil {
 			return nil, err
@@ -242,18 +252,9 @@ func (s *Server) Attach(req *penguinv1.AttachRequest, stream grpc.ServerStreamin
 	if err := s.allow(ctx, req.GetSessionId(), access.Read); err != nil {
 		return err
 	}
-	if peer, addr, err := s.peerFor(ctx, req.GetSessionId()); err != nil || peer != nil {
-		if err != nil {
-			return err
-		}
-		return s.forwardAttach(peer, addr, req, stream)
-	}
-	err := s.sessions.Attach(ctx, req.GetSessionId(), req.GetAfterSequence(), req.GetUntilIdle(),
-		func(ev *penguinv1.RunEvent) error { return stream.Send(&penguinv1.AttachResponse{Event: ev}) })
-	if err != nil {
-		return s.status(ctx, err)
-	}
-	return nil
+	return s.followRun(ctx, req, func(ev *penguinv1.RunEvent) error {
+		return stream.Send(&penguinv1.AttachResponse{Event: ev})
+	})
 }
 
 // Approve answers a pending approval.
