@@ -242,18 +242,9 @@ func (s *Server) Attach(req *penguinv1.AttachRequest, stream grpc.ServerStreamin
 	if err := s.allow(ctx, req.GetSessionId(), access.Read); err != nil {
 		return err
 	}
-	if peer, addr, err := s.peerFor(ctx, req.GetSessionId()); err != nil || peer != nil {
-		if err != nil {
-			return err
-		}
-		return s.forwardAttach(peer, addr, req, stream)
-	}
-	err := s.sessions.Attach(ctx, req.GetSessionId(), req.GetAfterSequence(), req.GetUntilIdle(),
-		func(ev *penguinv1.RunEvent) error { return stream.Send(&penguinv1.AttachResponse{Event: ev}) })
-	if err != nil {
-		return s.status(ctx, err)
-	}
-	return nil
+	return s.followRun(ctx, req, func(ev *penguinv1.RunEvent) error {
+		return stream.Send(&penguinv1.AttachResponse{Event: ev})
+	})
 }
 
 // Approve answers a pending approval.

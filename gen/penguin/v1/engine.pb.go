@@ -99,6 +99,12 @@ const (
 	SessionState_SESSION_STATE_RETRY_WAIT SessionState = 4
 	// The context is being compacted.
 	SessionState_SESSION_STATE_COMPACTING SessionState = 5
+	// The engine replica running the task stopped and handed the run over:
+	// the next replica to take the run resumes it from its log (within a
+	// second or two when one is up). A stream that carries this state ends
+	// with UNAVAILABLE; Attach again, with after_sequence, to follow the run
+	// where it resumes (a replica that relays the stream does so itself).
+	SessionState_SESSION_STATE_AWAITING_OWNER SessionState = 6
 )
 
 // Enum value maps for SessionState.
@@ -110,6 +116,7 @@ var (
 		3: "SESSION_STATE_AWAITING_APPROVAL",
 		4: "SESSION_STATE_RETRY_WAIT",
 		5: "SESSION_STATE_COMPACTING",
+		6: "SESSION_STATE_AWAITING_OWNER",
 	}
 	SessionState_value = map[string]int32{
 		"SESSION_STATE_UNSPECIFIED":       0,
@@ -118,6 +125,7 @@ var (
 		"SESSION_STATE_AWAITING_APPROVAL": 3,
 		"SESSION_STATE_RETRY_WAIT":        4,
 		"SESSION_STATE_COMPACTING":        5,
+		"SESSION_STATE_AWAITING_OWNER":    6,
 	}
 )
 
@@ -1317,7 +1325,11 @@ type AttachRequest struct {
 	// log.
 	AfterSequence int64 `protobuf:"varint,2,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"`
 	// Ends the stream once the session is idle, instead of following later
-	// runs.
+	// runs. The stream then always ends with an idle state that says how the
+	// session's last task ended, even one that ended before after_sequence
+	// or on another replica (that event keeps the number it had). A run that
+	// a stopped replica cut off is resumed by the replica that gets the
+	// Attach, so the stream follows it rather than ending early.
 	UntilIdle     bool `protobuf:"varint,3,opt,name=until_idle,json=untilIdle,proto3" json:"until_idle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3148,14 +3160,15 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\x17APPROVAL_MODE_ALLOW_ALL\x10\x01\x12\x1a\n" +
 	"\x16APPROVAL_MODE_DENY_ALL\x10\x02\x12\x1b\n" +
 	"\x17APPROVAL_MODE_READ_ONLY\x10\x03\x12\x1c\n" +
-	"\x18APPROVAL_MODE_ALWAYS_ASK\x10\x04*\xc1\x01\n" +
+	"\x18APPROVAL_MODE_ALWAYS_ASK\x10\x04*\xe3\x01\n" +
 	"\fSessionState\x12\x1d\n" +
 	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SESSION_STATE_IDLE\x10\x01\x12\x19\n" +
 	"\x15SESSION_STATE_RUNNING\x10\x02\x12#\n" +
 	"\x1fSESSION_STATE_AWAITING_APPROVAL\x10\x03\x12\x1c\n" +
 	"\x18SESSION_STATE_RETRY_WAIT\x10\x04\x12\x1c\n" +
-	"\x18SESSION_STATE_COMPACTING\x10\x052\xf5\v\n" +
+	"\x18SESSION_STATE_COMPACTING\x10\x05\x12 \n" +
+	"\x1cSESSION_STATE_AWAITING_OWNER\x10\x062\xf5\v\n" +
 	"\rEngineService\x12T\n" +
 	"\rCreateSession\x12 .penguin.v1.CreateSessionRequest\x1a!.penguin.v1.CreateSessionResponse\x12K\n" +
 	"\n" +
