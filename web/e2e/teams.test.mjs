@@ -68,7 +68,7 @@ async function newPage() {
 async function signIn(page, user, password) {
   await page.goto(base + "/");
   await page.getByLabel("User").fill(user);
-  await page.getByLabel("Password").fill(password);
+  await page.getByLabel("Password", { exact: true }).fill(password);
   await page.getByRole("button", { name: "Sign in", exact: true }).click();
 }
 
@@ -87,7 +87,7 @@ test("team mode: users, projects, members, tokens and who sees what", { timeout:
     await signIn(page, "admin", "not-the-password");
     await page.getByRole("alert").filter({ hasText: "wrong user id or password" }).waitFor();
     await shot(page, "01-sign-in-refused");
-    await page.getByLabel("Password").fill(adminPassword);
+    await page.getByLabel("Password", { exact: true }).fill(adminPassword);
     await page.getByRole("button", { name: "Sign in", exact: true }).click();
     await page.getByRole("link", { name: "Team" }).click();
     await page.getByTestId("me").filter({ hasText: "admin" }).waitFor();
@@ -173,7 +173,7 @@ test("team mode: users, projects, members, tokens and who sees what", { timeout:
 
   await step("sign-out ends the sign-in on the server", async () => {
     await bob.page.getByRole("button", { name: "Sign out" }).click();
-    await bob.page.getByLabel("Password").waitFor();
+    await bob.page.getByLabel("Password", { exact: true }).waitFor();
     assert.equal((await call(bob.page, "GET", "/api/sessions")).status, 401);
   });
 
