@@ -118,6 +118,8 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
   });
 
   await step("the setup form stores the route through the llm service, its key encrypted; it is used without a restart", async () => {
+    // The catalog's providers load with the page.
+    await page.locator("select[name=provider] option[value=openai]").waitFor({ state: "attached" });
     await page.getByLabel("Provider").selectOption("openai");
     await page.getByLabel(/Base URL/).fill(`${mock}/openai/v1`);
     await page.getByLabel("API key").fill(modelKey);
@@ -323,6 +325,22 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
     await p2.getByRole("heading", { name: "New session" }).waitFor();
     await shot(p2, "18-phone-new-session");
     await phoneLight.close();
+  });
+
+  await step("the Models page: the stored route, its key masked; its test answers; removed, no model is left", async () => {
+    await page.goto(base + "/setup");
+    const row = page.getByTestId("route-openai");
+    await row.waitFor();
+    assert.match(await row.innerText(), new RegExp(`${modelKey.slice(-4)}[\\s\\S]*added here`));
+    assert.ok(!(await row.innerText()).includes(modelKey), "the key is shown masked");
+    await row.getByRole("button", { name: "Test" }).click();
+    // The mock's script is used up by now: the test reports the provider's answer either way.
+    await page.getByTestId("tested-openai").filter({ hasText: /answered in \d+ ms|failed:/ }).waitFor();
+    await shot(page, "19-models-routes");
+    await row.getByRole("button", { name: "Remove" }).click();
+    await page.getByTestId("route-openai").waitFor({ state: "detached" });
+    const models = await page.evaluate(() => fetch("/api/models").then((r) => r.json()));
+    assert.match(models.notice ?? "", /no model provider is configured/);
   });
 
   assert.deepEqual(problems, [], "no script errors in the page");
