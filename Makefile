@@ -18,7 +18,7 @@ GO_FILES = $(shell find . -path './.*' -prune -o -name testdata -prune -o -name 
 # Packages with at least one benchmark.
 BENCH_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' -e '^func Benchmark' . 2>/dev/null)))
 
-.PHONY: all build test lint generate bench run demo web web-check web-e2e images k8s-test cross dist dist-check
+.PHONY: all build test lint generate bench run demo web web-check web-e2e images k8s-test k8s-soak cross dist dist-check
 
 all: build
 
@@ -99,6 +99,12 @@ images:
 K8S_BIN_CACHE_DIR ?= /var/cache/penguin-ci
 k8s-test:
 	K8S_BIN_CACHE_DIR=$(K8S_BIN_CACHE_DIR) IMAGE_CACHE=$(K8S_BIN_CACHE_DIR)/images e2e/k8s/run.sh
+
+## k8s-soak: the Kubernetes suite with each engine-loss scenario (a rollout
+## restart, a forced pod delete, mid-task) run 20 times instead of 5; about
+## an hour. Outside CI.
+k8s-soak:
+	PENGUIN_K8S_REPEAT=20 PENGUIN_K8S_TIMEOUT=120m $(MAKE) k8s-test
 
 ## run: build, then run all services in one process (gRPC on 127.0.0.1:7420,
 ## the web app and HTTP/SSE on http://127.0.0.1:7480/). With no model key

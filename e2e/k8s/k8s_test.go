@@ -20,11 +20,14 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
@@ -32,7 +35,6 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/netpol"
 	"github.com/penguin-agent/penguin/internal/testkit"
-	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 )
 
 // The Deployments of the dev overlay.
@@ -44,6 +46,7 @@ const (
 // cluster is the deployment under test.
 type cluster struct {
 	ns     string
+	token  string
 	engine penguinv1.EngineServiceClient
 }
 
@@ -57,9 +60,9 @@ func setup(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatalf("read the token: %v", err)
 	}
-	c := &cluster{ns: ns}
+	c := &cluster{ns: ns, token: strings.TrimSpace(string(token))}
 	ip := c.kubectl(t, "get", "service", engineDeploy, "-o", "jsonpath={.spec.clusterIP}")
-	c.engine = e2etest.DialEngine(t, ip+":7420", strings.TrimSpace(string(token)))
+	c.engine = e2etest.DialEngine(t, ip+":7420", c.token)
 	return c
 }
 
@@ -310,7 +313,13 @@ func ranOn(text, marker string) string {
 // scripted model plays each scenario's turns once.
 func TestDeployment(t *testing.T) {
 	c := setup(t)
-	ctx := testkit.Context(t, 14*time.Minute)
+	// The suite's budget is the test binary's (-test.timeout in run.sh),
+	// less a minute to report.
+	budget := 40 * time.Minute
+	if dl, ok := t.Deadline(); ok {
+		budget = time.Until(dl) - time.Minute
+	}
+	ctx := testkit.Context(t, budget)
 
 	t.Run("every pod is Ready with no restarts", func(t *testing.T) {
 		var list corev1.PodList
@@ -457,54 +466,53 @@ func TestDeployment(t *testing.T) {
 		}
 	})
 
-	t.Run("a rollout restart of the engine during a task", func(t *testing.T) {
-		id := c.newSession(ctx, t, "rollout")
-		r := c.start(ctx, t, id, "ROLLOUT: work a while")
-		r.waitOutput(t, "RO-STARTED", time.Minute)
-		old := c.podNames(t, engineDeploy)
-		c.kubectl(t, "rollout", "restart", "deployment/"+engineDeploy)
-		c.kubectl(t, "rollout", "status", "deployment/"+engineDeploy, "--timeout=240s")
-		for _, p := range c.podNames(t, engineDeploy) {
-			if slices.Contains(old, p) {
-				t.Fatalf("engine pod %s outlived the rollout", p)
+	// The engine replica running a task goes away mid-command, several
+	// times over (PENGUIN_K8S_REPEAT, 5 by default; `make k8s-soak` runs
+	// 20): the task ends on another replica with its script's final text,
+	// the command that was cut off is never run again, the history holds
+	// every event once, and the client follows it all without guessing.
+	repeat := repeats(t)
+	for i := 1; i <= repeat; i++ {
+		t.Run(fmt.Sprintf("a rollout restart of the engine during a task (%d of %d)", i, repeat), func(t *testing.T) {
+			id := c.newSession(ctx, t, fmt.Sprintf("rollout-%d", i))
+			r := c.start(ctx, t, id, "ROLLOUT: work a while")
+			r.waitOutput(t, "RO-STARTED", time.Minute)
+			old := c.podNames(t, engineDeploy)
+			started := time.Now()
+			c.kubectl(t, "rollout", "restart", "deployment/"+engineDeploy)
+			c.kubectl(t, "rollout", "status", "deployment/"+engineDeploy, "--timeout=240s")
+			for _, p := range c.podNames(t, engineDeploy) {
+				if slices.Contains(old, p) {
+					t.Fatalf("engine pod %s outlived the rollout", p)
+				}
 			}
-		}
-		first := r.wait(t, 2*time.Minute)
-		// The client's connection went with the old pod: wait until the
-		// Service answers from a new one.
-		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-		if _, err := c.engine.GetSession(wctx, &penguinv1.GetSessionRequest{SessionId: id}, grpc.WaitForReady(true)); err != nil {
-			t.Fatalf("the engine Service after the rollout: %v", err)
-		}
-		requireOnce(t, e2etest.History(ctx, t, c.engine, id))
-		t.Logf("the task's stream ended with %v / %v", first.final, first.err)
-		// Durable tasks: the stopped replica handed the task over, a new
-		// one resumes it from its log, and a client follows it to its end
-		// with Attach. An Attach that comes before the new replica took
-		// the run over finds the session idle and ends at once; it is
-		// made again until the task's end is seen.
-		var res result
-		eventually.Within(t, 3*time.Minute, "the resumed task to finish", func() bool {
-			a, err := c.engine.Attach(ctx, &penguinv1.AttachRequest{SessionId: id, UntilIdle: true}, grpc.WaitForReady(true))
-			if err != nil {
-				t.Logf("Attach after the rollout: %v", err)
-				return false
-			}
-			res = follow[*penguinv1.AttachResponse](a).wait(t, 2*time.Minute)
-			return res.final != nil
+			res := c.followToEnd(ctx, t, id, r.wait(t, 4*time.Minute))
+			c.requireMoved(ctx, t, id, res)
+			t.Logf("the task ended on a new replica %v after the rollout began", time.Since(started).Round(time.Second))
 		})
-		res.requireCompleted(t)
-		if !strings.Contains(res.text(), "RO-FINISHED") {
-			t.Fatalf("the resumed task did not finish its script:\n%s", res.text())
-		}
-		// The command that ran when the old replica stopped is never run
-		// again: its one output says it was cut off, and the model went on.
-		if strings.Count(res.text(), "[tool ") != 1 || !strings.Contains(res.text(), "may or may not have happened") {
-			t.Fatalf("the command running at the rollout did not end as interrupted, once:\n%s", res.text())
-		}
-		requireOnce(t, e2etest.History(ctx, t, c.engine, id))
-	})
+	}
+	for i := 1; i <= repeat; i++ {
+		t.Run(fmt.Sprintf("a forced delete of the engine pod running a task (%d of %d)", i, repeat), func(t *testing.T) {
+			c.waitReady(t, engineDeploy, 2)
+			// The task starts on a pod of the test's choosing (called
+			// directly, not through the Service), which is then killed.
+			victim := c.pods(t, engineDeploy)[0]
+			direct := e2etest.DialEngine(t, victim.Status.PodIP+":7420", c.token)
+			id := c.newSession(ctx, t, fmt.Sprintf("enginekill-%d", i))
+			s, err := direct.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "ENGINEKILL: work a while"})
+			if err != nil {
+				t.Fatalf("Run on %s: %v", victim.Name, err)
+			}
+			r := follow[*penguinv1.RunResponse](s)
+			r.waitOutput(t, "EK-STARTED", time.Minute)
+			started := time.Now()
+			c.kubectl(t, "delete", "pod", victim.Name, "--grace-period=0", "--force", "--wait=false")
+			res := c.followToEnd(ctx, t, id, r.wait(t, 2*time.Minute))
+			c.requireMoved(ctx, t, id, res)
+			t.Logf("the task ended on another replica %v after %s was killed", time.Since(started).Round(time.Second), victim.Name)
+		})
+	}
+	c.waitReady(t, engineDeploy, 2)
 
 	t.Run("the network policies keep environment pods from llm, PostgreSQL, the API server and cloud metadata", func(t *testing.T) {
 		// The test cluster's network plugin (bridge) does not enforce
@@ -549,6 +557,75 @@ func TestDeployment(t *testing.T) {
 			}
 		}
 	})
+}
+
+// repeats returns how often each engine-loss scenario runs.
+func repeats(t *testing.T) int {
+	t.Helper()
+	v := os.Getenv("PENGUIN_K8S_REPEAT")
+	if v == "" {
+		return 5
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("PENGUIN_K8S_REPEAT=%q: want a positive count", v)
+	}
+	return n
+}
+
+// followToEnd follows a task whose stream ended before the task did (its
+// engine replica stopped or vanished) to its end, as a client of the
+// protocol does: it attaches again, through the engine Service, after the
+// last event it saw, only when the stream said the run awaits a new owner
+// or the connection to its replica was lost (UNAVAILABLE either way), and
+// at most a few times (a rollout can move a run twice).
+func (c *cluster) followToEnd(ctx context.Context, t *testing.T, id string, res result) result {
+	t.Helper()
+	all := res
+	for attempt := 1; all.final == nil; attempt++ {
+		if status.Code(res.err) != codes.Unavailable || attempt > 4 {
+			t.Fatalf("attempt %d: the task's stream ended with %v, not with its end:\n%s", attempt, res.err, all.text())
+		}
+		var after int64
+		for _, ev := range all.events {
+			after = max(after, ev.GetSequence())
+		}
+		t.Logf("attempt %d: the stream ended with %v (last state %v); attaching after %d", attempt, res.err, lastState(res), after)
+		a, err := c.engine.Attach(ctx, &penguinv1.AttachRequest{SessionId: id, AfterSequence: after, UntilIdle: true}, grpc.WaitForReady(true))
+		if err != nil {
+			t.Fatalf("Attach: %v", err)
+		}
+		res = follow[*penguinv1.AttachResponse](a).wait(t, 3*time.Minute)
+		all.events, all.final, all.err = append(all.events, res.events...), res.final, res.err
+	}
+	return all
+}
+
+// lastState returns the last session state a stream carried.
+func lastState(r result) penguinv1.SessionState {
+	s := penguinv1.SessionState_SESSION_STATE_UNSPECIFIED
+	for _, ev := range r.events {
+		if st := ev.GetState(); st != nil {
+			s = st.GetState()
+		}
+	}
+	return s
+}
+
+// requireMoved checks a task that went on on another engine replica: it
+// completed with its script's final text, the command that ran when its
+// replica went has one output, which says it was cut off, and the
+// session's history holds every event once.
+func (c *cluster) requireMoved(ctx context.Context, t *testing.T, id string, res result) {
+	t.Helper()
+	res.requireCompleted(t)
+	if !strings.Contains(res.text(), "MOVED-FINISHED") {
+		t.Fatalf("the resumed task did not finish its script:\n%s", res.text())
+	}
+	if strings.Count(res.text(), "[tool ") != 1 || !strings.Contains(res.text(), "may or may not have happened") {
+		t.Fatalf("the command running when the replica went did not end as interrupted, once:\n%s", res.text())
+	}
+	requireOnce(t, e2etest.History(ctx, t, c.engine, id))
 }
 
 // sessionNotOn returns a probe session and its pod, on any pod but keep.

@@ -98,5 +98,5 @@ go test -c -o "$H/k8s.test" ./e2e/k8s
 echo "$token" >"$H/token"
 inns env -i PATH="$BIN:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" HOME="$H" SHELL=/bin/bash \
 	KUBECONFIG="$KUBECONFIG" PENGUIN_K8S_NAMESPACE="$NSP" PENGUIN_K8S_TOKEN_FILE="$H/token" \
-	"$H/k8s.test" -test.v -test.timeout 15m
+	PENGUIN_K8S_REPEAT="${PENGUIN_K8S_REPEAT:-5}" "$H/k8s.test" -test.v -test.timeout "${PENGUIN_K8S_TIMEOUT:-40m}"
 ts "suite passed"

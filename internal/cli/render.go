@@ -319,6 +319,10 @@ func (r *Renderer) state(s *penguinv1.RunStateChange) {
 		r.closeSegment()
 		r.activity.What = "compacting the context"
 		r.println(r.style(styleDim, "… compacting the context"))
+	case penguinv1.SessionState_SESSION_STATE_AWAITING_OWNER:
+		r.closeSegment()
+		r.activity.What = "waiting for another engine replica to take the run over"
+		r.println(r.style(styleDim, "… the engine replica stopped; the run goes on on another replica"))
 	case penguinv1.SessionState_SESSION_STATE_IDLE:
 		r.closeSegment()
 		r.activity = Activity{}

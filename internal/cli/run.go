@@ -190,7 +190,7 @@ func RunTask(ctx context.Context, engine penguinv1.EngineServiceClient, opts Tas
 			}
 			return ExitFailed, err
 		}
-		last = ev.GetSequence()
+		last = max(last, ev.GetSequence())
 		if g := ev.GetMessage().GetGoalFinished(); g != nil {
 			outcome = g.GetOutcome()
 		}

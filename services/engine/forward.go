@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/engine/access"
@@ -55,6 +56,11 @@ type Forwarding struct {
 	Self string
 	// Observe, when set, counts the forwarded calls.
 	Observe ForwardObserver
+	// Patience is how long an Attach waits for the lease of a replica
+	// that cannot be reached to run out, so that it can follow the run
+	// where it resumes; zero gives up at once. Set it a little above the
+	// lease TTL.
+	Patience time.Duration
 }
 
 // Option configures a Server.
@@ -144,23 +150,122 @@ func forward[Req, Resp any](ctx context.Context, s *Server, method, id string, r
 	return resp, true, s.relayed(method, id, addr, err)
 }
 
-// forwardAttach relays the owner's Attach stream.
-func (s *Server) forwardAttach(peer penguinv1.EngineServiceClient, addr string, req *penguinv1.AttachRequest, stream grpc.ServerStreamingServer[penguinv1.AttachResponse]) error {
-	in, err := peer.Attach(s.forwardContext(stream.Context()), req)
+// maxMoves bounds how often one Attach follows a run to its next owner:
+// a rollout moves a run once or twice, and a run that keeps moving is
+// better reported than chased.
+const maxMoves = 8
+
+// followRun serves an Attach: from this replica when it runs the session
+// (or nobody does), else relayed from the owner. It follows the run when
+// it moves, on one stream:
+//   - The run's replica stops and hands the run over: its stream says
+//     AWAITING_OWNER and ends UNAVAILABLE. The stream goes on from where
+//     it was at the run's next owner, which may be this replica taking
+//     the run over (Manager.Attach).
+//   - The run's replica cannot be reached (it was killed, or its node
+//     lost): the client is told AWAITING_OWNER (an event without a
+//     number, as it is this replica's word, not the session's), and the
+//     stream waits, up to Forwarding.Patience, for the dead replica's
+//     lease to run out; then the run is taken over here or followed
+//     where it went.
+//
+// A forwarded call is answered where it landed: the replica that
+// forwarded it is the one that follows the run over.
+func (s *Server) followRun(ctx context.Context, req *penguinv1.AttachRequest, send func(*penguinv1.RunEvent) error) error {
+	id, after := req.GetSessionId(), req.GetAfterSequence()
+	var last penguinv1.SessionState
+	track := func(ev *penguinv1.RunEvent) error {
+		after = max(after, ev.GetSequence())
+		if st := ev.GetState(); st != nil {
+			last = st.GetState()
+		}
+		return send(ev)
+	}
+	for moves := 0; ; moves++ {
+		last = penguinv1.SessionState_SESSION_STATE_UNSPECIFIED
+		from, err := s.attachOnce(ctx, id, after, req.GetUntilIdle(), track)
+		handedOver := last == penguinv1.SessionState_SESSION_STATE_AWAITING_OWNER
+		if err == nil || forwarded(ctx) || moves == maxMoves || status.Code(err) != codes.Unavailable || (!handedOver && from == "") {
+			return err
+		}
+		if !handedOver {
+			// The owner could not be reached: wait for its lease to run
+			// out (or for another replica to take the run), telling the
+			// client why the stream is quiet.
+			if err := track(awaitingOwner()); err != nil {
+				return err
+			}
+			if !s.awaitNewOwner(ctx, id, from) {
+				return err
+			}
+			continue
+		}
+		// The hand-over has let the lease go by now; a moment's pause
+		// keeps a replica that cannot take the run from spinning.
+		select {
+		case <-ctx.Done():
+			return s.status(ctx, ctx.Err())
+		case <-time.After(time.Duration(moves+1) * 100 * time.Millisecond):
+		}
+	}
+}
+
+// awaitingOwner is the state event a relaying replica sends when the run's
+// replica cannot be reached.
+func awaitingOwner() *penguinv1.RunEvent {
+	return &penguinv1.RunEvent{Event: &penguinv1.RunEvent_State{State: &penguinv1.RunStateChange{
+		State:   penguinv1.SessionState_SESSION_STATE_AWAITING_OWNER,
+		Message: "the engine replica running the task cannot be reached; the run goes on on another replica once that replica's lease runs out",
+	}}}
+}
+
+// awaitNewOwner waits, up to Forwarding.Patience, until the session's run
+// is no longer owned by the replica at addr, and reports whether it moved.
+func (s *Server) awaitNewOwner(ctx context.Context, id, addr string) bool {
+	deadline := time.Now().Add(s.fwd.Patience)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(250 * time.Millisecond):
+		}
+		owner, remote, err := s.fwd.Owners.Owner(ctx, id)
+		if err == nil && (!remote || owner != addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// attachOnce follows the session's events after a sequence number where
+// the run is now: relayed from the replica that owns it, whose address it
+// returns, or here.
+func (s *Server) attachOnce(ctx context.Context, id string, after int64, untilIdle bool, send func(*penguinv1.RunEvent) error) (string, error) {
+	peer, addr, err := s.peerFor(ctx, id)
 	if err != nil {
-		return s.relayed("Attach", req.GetSessionId(), addr, err)
+		return addr, err
+	}
+	if peer == nil {
+		if err := s.sessions.Attach(ctx, id, after, untilIdle, send); err != nil {
+			return "", s.status(ctx, err)
+		}
+		return "", nil
+	}
+	in, err := peer.Attach(s.forwardContext(ctx), &penguinv1.AttachRequest{SessionId: id, AfterSequence: after, UntilIdle: untilIdle})
+	if err != nil {
+		return addr, s.relayed("Attach", id, addr, err)
 	}
 	for {
 		resp, err := in.Recv()
 		if errors.Is(err, io.EOF) {
-			return s.relayed("Attach", req.GetSessionId(), addr, nil)
+			return addr, s.relayed("Attach", id, addr, nil)
 		}
 		if err != nil {
-			return s.relayed("Attach", req.GetSessionId(), addr, err)
+			return addr, s.relayed("Attach", id, addr, err)
 		}
-		if err := stream.Send(resp); err != nil {
+		if err := send(resp.GetEvent()); err != nil {
 			// This caller went away; its stream's error is the answer.
-			return err
+			return addr, err
 		}
 	}
 }

@@ -3,8 +3,6 @@ package engine_test
 import (
 	"context"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +26,7 @@ import (
 // forwarding to the other replicas.
 type replica struct {
 	addr    string
+	store   store.Store
 	mgr     *session.Manager
 	srv     *grpc.Server
 	client  penguinv1.EngineServiceClient
@@ -75,7 +74,7 @@ func startReplica(t *testing.T, name, storeURL, agentDir string, llmConn, envCon
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{addr: lis.Addr().String(), metrics: prometheus.NewRegistry()}
+	r := &replica{addr: lis.Addr().String(), store: st, metrics: prometheus.NewRegistry()}
 	r.mgr, err = session.New(session.Options{
 		Store: st, LLM: penguinv1.NewLLMServiceClient(llmConn), Environment: penguinv1.NewEnvironmentServiceClient(envConn),
 		DefaultAgentState: agentDir, EngineID: name, Address: r.addr, LeaseTTL: time.Second, Registerer: r.metrics,
@@ -86,7 +85,7 @@ func startReplica(t *testing.T, name, storeURL, agentDir string, llmConn, envCon
 	p := &peers{conns: map[string]*grpc.ClientConn{}}
 	r.srv = grpc.NewServer()
 	penguinv1.RegisterEngineServiceServer(r.srv, engine.New(r.mgr, nil, engine.WithForwarding(engine.Forwarding{
-		Owners: r.mgr, Peers: p, Self: r.addr, Observe: r.mgr.ObserveForward,
+		Owners: r.mgr, Peers: p, Self: r.addr, Observe: r.mgr.ObserveForward, Patience: 5 * time.Second,
 	})))
 	go func() { _ = r.srv.Serve(lis) }()
 	conn, err := grpc.NewClient(r.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -143,17 +142,7 @@ func (r *replica) forwarded(t *testing.T, method string, c codes.Code) float64 {
 // that arrives after the run ended is answered where it lands, and one
 // whose owner cannot be reached says so.
 func TestCallsReachTheOwningReplica(t *testing.T) {
-	llm := &fake.LLM{}
-	envSvc := &fake.Env{Tools: []*penguinv1.ToolInfo{fake.Tool("exec_command", penguinv1.Permission_PERMISSION_RW)}}
-	llmConn := fake.Dial(t, func(s *grpc.Server) { penguinv1.RegisterLLMServiceServer(s, llm) })
-	envConn := fake.Dial(t, func(s *grpc.Server) { penguinv1.RegisterEnvironmentServiceServer(s, envSvc) })
-	dir := t.TempDir()
-	agentDir := filepath.Join(dir, "agent")
-	if err := os.MkdirAll(agentDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeConfig(t, agentDir, testConfig)
-	storeURL := filepath.Join(dir, "engine.db")
+	llm, envConn, llmConn, agentDir, storeURL := replicaFixture(t)
 	a := startReplica(t, "engine-a", storeURL, agentDir, llmConn, envConn)
 	b := startReplica(t, "engine-b", storeURL, agentDir, llmConn, envConn)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

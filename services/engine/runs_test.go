@@ -351,7 +351,7 @@ func TestAttachReplaysAfterADrop(t *testing.T) {
 	}
 
 	// A fresh Attach from zero on the idle, unloaded session replays the
-	// whole log.
+	// whole log, and ends with how the task ended.
 	cancelAtt()
 	eventually.True(t, "the runtime to unload", func() bool { return e.mgr.Loaded() == 0 })
 	all, err := e.client.Attach(ctx, &penguinv1.AttachRequest{SessionId: id, UntilIdle: true})
@@ -359,6 +359,7 @@ func TestAttachReplaysAfterADrop(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
+	var last *penguinv1.RunEvent
 	for {
 		r, err := all.Recv()
 		if err != nil {
@@ -367,10 +368,15 @@ func TestAttachReplaysAfterADrop(t *testing.T) {
 		if r.GetEvent().GetMessage().GetPartialText() != nil {
 			t.Fatal("a partial was replayed from the log")
 		}
-		n++
+		if last = r.GetEvent(); last.GetMessage() != nil {
+			n++
+		}
 	}
 	if h := history(t, e, id); n != len(h) {
 		t.Fatalf("attach from zero replayed %d events, the log has %d", n, len(h))
+	}
+	if st := last.GetState(); st.GetState() != penguinv1.SessionState_SESSION_STATE_IDLE || last.GetSequence() != rest[len(rest)-1].GetSequence() {
+		t.Fatalf("attach from zero ended with %v, want the idle state the run ended with (%v)", last, rest[len(rest)-1])
 	}
 }
 

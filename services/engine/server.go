@@ -38,6 +38,8 @@ type Sessions interface {
 	Export(ctx context.Context, id string, index int, send func(line string, index int) error) error
 	Defaults(ctx context.Context) (*penguinv1.GetSessionDefaultsResponse, error)
 	Update(ctx context.Context, id string, u session.Update) (*penguinv1.Session, error)
+	Processes(ctx context.Context, id string) ([]*penguinv1.ProcessInfo, error)
+	KillProcess(ctx context.Context, id, processID string) (string, error)
 }
 
 // Server implements penguinv1.EngineServiceServer.
@@ -133,6 +135,30 @@ func (s *Server) UpdateSession(ctx context.Context, req *penguinv1.UpdateSession
 	return &penguinv1.UpdateSessionResponse{Session: sess}, nil
 }
 
+// ListSessionProcesses lists the commands of a session's environment.
+func (s *Server) ListSessionProcesses(ctx context.Context, req *penguinv1.ListSessionProcessesRequest) (*penguinv1.ListSessionProcessesResponse, error) {
+	if err := s.allow(ctx, req.GetSessionId(), access.Read); err != nil {
+		return nil, err
+	}
+	ps, err := s.sessions.Processes(ctx, req.GetSessionId())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &penguinv1.ListSessionProcessesResponse{Processes: ps}, nil
+}
+
+// KillSessionProcess stops one command of a session's environment.
+func (s *Server) KillSessionProcess(ctx context.Context, req *penguinv1.KillSessionProcessRequest) (*penguinv1.KillSessionProcessResponse, error) {
+	if err := s.allow(ctx, req.GetSessionId(), access.Write); err != nil {
+		return nil, err
+	}
+	msg, err := s.sessions.KillProcess(ctx, req.GetSessionId(), req.GetProcessId())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &penguinv1.KillSessionProcessResponse{Message: msg}, nil
+}
+
 // GetSession describes a session.
 func (s *Server) GetSession(ctx context.Context, req *penguinv1.GetSessionRequest) (*penguinv1.GetSessionResponse, error) {
 	if err := s.allow(ctx, req.GetSessionId(), access.Read); err != nil {
@@ -216,18 +242,9 @@ func (s *Server) Attach(req *penguinv1.AttachRequest, stream grpc.ServerStreamin
 	if err := s.allow(ctx, req.GetSessionId(), access.Read); err != nil {
 		return err
 	}
-	if peer, addr, err := s.peerFor(ctx, req.GetSessionId()); err != nil || peer != nil {
-		if err != nil {
-			return err
-		}
-		return s.forwardAttach(peer, addr, req, stream)
-	}
-	err := s.sessions.Attach(ctx, req.GetSessionId(), req.GetAfterSequence(), req.GetUntilIdle(),
-		func(ev *penguinv1.RunEvent) error { return stream.Send(&penguinv1.AttachResponse{Event: ev}) })
-	if err != nil {
-		return s.status(ctx, err)
-	}
-	return nil
+	return s.followRun(ctx, req, func(ev *penguinv1.RunEvent) error {
+		return stream.Send(&penguinv1.AttachResponse{Event: ev})
+	})
 }
 
 // Approve answers a pending approval.

@@ -199,6 +199,7 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 	e.transient = cfg.Transient
 	e.server = New(e.sessions, log, WithGuard(e.guard), WithForwarding(Forwarding{
 		Owners: e.sessions, Peers: replicaPeers{e.replicas}, Self: cfg.Advertise, Observe: e.sessions.ObserveForward,
+		Patience: ttl + ttl/2,
 	}))
 	return e, nil
 }

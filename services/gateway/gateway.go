@@ -123,6 +123,8 @@ func (g *Gateway) routes() {
 	api("POST /api/sessions/{id}/retry-now", g.retryNow)
 	api("POST /api/sessions/{id}/compact", g.compact)
 	api("POST /api/sessions/{id}/fork", g.fork)
+	api("GET /api/sessions/{id}/processes", g.processes)
+	api("POST /api/sessions/{id}/processes/{processId}/kill", g.killProcess)
 	api("GET /api/events", g.sessionEvents)
 	api("GET /api/models", g.models)
 	api("GET /api/setup", g.setupStatus)

@@ -58,6 +58,24 @@ func (g *Gateway) getSession(w http.ResponseWriter, r *http.Request) {
 	writeProto(w, http.StatusOK, resp.GetSession())
 }
 
+func (g *Gateway) processes(w http.ResponseWriter, r *http.Request) {
+	resp, err := g.engine.ListSessionProcesses(r.Context(), &penguinv1.ListSessionProcessesRequest{SessionId: r.PathValue("id")})
+	if err != nil {
+		g.fail(w, r, err)
+		return
+	}
+	writeProto(w, http.StatusOK, resp)
+}
+
+func (g *Gateway) killProcess(w http.ResponseWriter, r *http.Request) {
+	resp, err := g.engine.KillSessionProcess(r.Context(), &penguinv1.KillSessionProcessRequest{SessionId: r.PathValue("id"), ProcessId: r.PathValue("processId")})
+	if err != nil {
+		g.fail(w, r, err)
+		return
+	}
+	writeProto(w, http.StatusOK, resp)
+}
+
 func (g *Gateway) sessionDefaults(w http.ResponseWriter, r *http.Request) {
 	resp, err := g.engine.GetSessionDefaults(r.Context(), &penguinv1.GetSessionDefaultsRequest{})
 	if err != nil {

@@ -12,7 +12,7 @@ import { cpSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { launchChromium, Runner, shot as shotIn, stepper } from "./harness.mjs";
+import { axe, launchChromium, Runner, shot as shotIn, stepper } from "./harness.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, "../..");
@@ -103,6 +103,7 @@ test("the chat: rendered answers, safe defaults, sessions and controls", { timeo
     assert.match(await sandbox.locator("option[value='']").innerText(), new RegExp(`server default: ${words[defaults.sandbox_mode]}`));
     assert.equal(await page.locator("select[name=approval]").inputValue(), "APPROVAL_MODE_READ_ONLY");
     await shot(page, "01-new-session-defaults");
+    assert.deepEqual(await axe(page), [], "axe-core: the new-session form");
   });
 
   await step("a session whose answer is Markdown: rendered, highlighted, and inert", async () => {
@@ -143,6 +144,7 @@ test("the chat: rendered answers, safe defaults, sessions and controls", { timeo
     }
     await md.locator(".code-block").hover();
     await shot(page, "02-markdown");
+    assert.deepEqual(await axe(page), [], "axe-core: the chat with a rendered answer");
   });
 
   await step("rename, pin and archive, from the header and a row's menu", async () => {
@@ -178,6 +180,7 @@ test("the chat: rendered answers, safe defaults, sessions and controls", { timeo
     await page.getByRole("button", { name: "Archived", exact: true }).click();
     await row.waitFor();
     await shot(page, "04-archived-shelf");
+    assert.deepEqual(await axe(page), [], "axe-core: the archived shelf");
     const got = await call(page, "GET", `/api/sessions/${id}`);
     assert.equal(got.title, "Notes, summarized");
     assert.equal(got.archived, true);
@@ -235,6 +238,7 @@ test("the chat: rendered answers, safe defaults, sessions and controls", { timeo
     const dialog = page.getByTestId("thinking-dialog");
     await dialog.waitFor();
     await shot(page, "07-thinking-dialog");
+    assert.deepEqual(await axe(page), [], "axe-core: the thinking dialog");
     await dialog.getByRole("button", { name: "Switch anyway" }).click();
     await page.waitForFunction(() => document.querySelector("[data-testid=thinking-level]")?.value === "THINKING_LEVEL_HIGH");
     const got = await call(page, "GET", `/api/sessions/${sessionURL.split("/").pop()}`);
@@ -265,6 +269,7 @@ test("the chat: rendered answers, safe defaults, sessions and controls", { timeo
     await page.getByTestId("attach-input").setInputFiles({ name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("remember the milk\n") });
     await page.getByTestId("attachment").filter({ hasText: "notes.txt" }).waitFor();
     await shot(page, "08-attachments");
+    assert.deepEqual(await axe(page), [], "axe-core: the composer with attachments");
     await composer.fill("What is in this picture?");
     const sent = page.waitForRequest((r) => r.method() === "POST" && r.url().endsWith("/tasks"));
     await composer.press("Enter");
@@ -287,6 +292,48 @@ test("the chat: rendered answers, safe defaults, sessions and controls", { timeo
     assert.equal(bad.status, 400);
     assert.match(bad.body.message, /image 1: "image\/svg\+xml" is not an image type the models take/);
     await shot(page, "09-image-answered");
+  });
+
+  await step("the processes panel: a background command listed, then killed from it", async () => {
+    await page.getByTestId("composer").fill("Start a server.");
+    await page.getByTestId("composer").press("Enter");
+    await page.locator(".msg.assistant").filter({ hasText: "It runs in the background." }).waitFor();
+    await page.getByRole("button", { name: "Processes" }).click();
+    const row = page.getByTestId("process").filter({ hasText: "sleep 300" });
+    await row.filter({ hasText: "running" }).waitFor();
+    await shot(page, "10-processes");
+    assert.deepEqual(await axe(page), [], "axe-core: the processes panel");
+    const id = sessionURL.split("/").pop();
+    const before = await call(page, "GET", `/api/sessions/${id}/processes`);
+    const proc = before.processes.find((p) => p.command === "sleep 300");
+    assert.equal(proc.state, "PROCESS_STATE_RUNNING");
+    assert.ok(proc.pid > 0, "a real process");
+    assert.doesNotThrow(() => process.kill(proc.pid, 0), "the command runs on this machine before the kill");
+    await row.getByRole("button", { name: "Kill sleep 300" }).click();
+    await page.getByTestId("kill-note").filter({ hasText: `killed process_id ${proc.process_id}` }).waitFor();
+    await row.waitFor({ state: "detached" });
+    // The process is gone from the machine, not only from the list.
+    assert.throws(() => process.kill(proc.pid, 0), /ESRCH/, "the command's process is gone");
+    // Killing it again: a clear 404.
+    const again = await page.evaluate(async ([id, pid]) => {
+      const auth = await fetch("/api/auth").then((r) => r.json());
+      const r = await fetch(`/api/sessions/${id}/processes/${pid}/kill`, { method: "POST", headers: { "X-CSRF-Token": auth.csrf_token } });
+      return { status: r.status, body: await r.json() };
+    }, [id, proc.process_id]);
+    assert.equal(again.status, 404);
+    assert.match(again.body.message, /no command session has process_id/);
+  });
+
+  await step("axe-core in dark mode and at a phone's width", async () => {
+    await page.emulateMedia({ colorScheme: "dark" });
+    assert.deepEqual(await axe(page), [], "axe-core: the chat, dark");
+    await shot(page, "11-dark");
+    await page.setViewportSize({ width: 390, height: 800 });
+    assert.deepEqual(await axe(page), [], "axe-core: the chat, phone");
+    assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), "no horizontal overflow at a phone's width");
+    await shot(page, "12-phone");
+    await page.setViewportSize({ width: 1280, height: 820 });
+    await page.emulateMedia({ colorScheme: "light" });
   });
 
   assert.deepEqual(problems, [], "no script errors in the page");

@@ -2,7 +2,8 @@
 // pinned environment, Chromium, screenshots, and named steps that leave
 // what is needed to see why one failed.
 import { spawn } from "node:child_process";
-import { copyFileSync, existsSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
@@ -99,4 +100,18 @@ export function stepper(ctx, pages, consoleLog, artifacts, work) {
       throw new Error(`step "${label}" failed: ${e.message}`, { cause: e });
     }
   };
+}
+
+const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+
+/** axe runs axe-core on the page as it is (evaluated through the
+ * DevTools protocol, which the app's Content-Security-Policy does not
+ * govern) and returns its serious and critical violations, each as one
+ * line naming the rule and the elements, so a failing assertion says
+ * what to fix. */
+export async function axe(page) {
+  await page.evaluate(axeSource);
+  const violations = await page.evaluate(async () => (await window.axe.run(document, { resultTypes: ["violations"] })).violations);
+  return violations.filter((v) => v.impact === "serious" || v.impact === "critical")
+    .map((v) => `${v.impact} ${v.id}: ${v.help} — ${v.nodes.map((n) => n.target.join(" ")).slice(0, 5).join(", ")}`);
 }

@@ -33,6 +33,17 @@ export interface SessionDefaults {
   attachments?: AttachmentLimits;
 }
 
+/** A command of a session's environment (GET /api/sessions/{id}/processes). */
+export interface ProcessInfo {
+  process_id: string;
+  command?: string;
+  state?: string;
+  exit_code?: number;
+  pid?: number;
+  started_at_ms?: string;
+  background?: boolean;
+}
+
 export interface SessionChange {
   session: Session;
   last_status?: string;
@@ -165,6 +176,9 @@ export const api = {
   startTask: (id: string, prompt: string, thinking?: string, goal?: { budget: number }, images?: string[]) =>
     request<{ first_sequence: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/tasks`,
       { prompt, ...(thinking ? { thinking_level: thinking } : {}), ...(goal ? { goal: { budget: String(goal.budget) } } : {}), ...(images?.length ? { images } : {}) }),
+  processes: (id: string) => request<{ processes?: ProcessInfo[] }>("GET", `/api/sessions/${encodeURIComponent(id)}/processes`),
+  killProcess: (id: string, pid: string) =>
+    request<{ message?: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/processes/${encodeURIComponent(pid)}/kill`),
   steer: (id: string, text: string) => request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/steer`, { text }),
   abort: (id: string) => request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/abort`, { reason: "aborted from the web app" }),
   retryNow: (id: string) => request<{ retried?: boolean }>("POST", `/api/sessions/${encodeURIComponent(id)}/retry-now`),

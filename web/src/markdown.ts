@@ -46,8 +46,10 @@ function purifier() {
         node.setAttribute("rel", "noopener noreferrer");
       }
       if (node.tagName === "INPUT") {
-        // Task list boxes show a state; they are not a form.
+        // Task list boxes show a state; they are not a form. Named by
+        // their state, for a screen reader (the item's text follows).
         node.setAttribute("disabled", "");
+        node.setAttribute("aria-label", node.hasAttribute("checked") ? "done" : "not done");
       }
     });
   }

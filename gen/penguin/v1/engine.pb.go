@@ -99,6 +99,12 @@ const (
 	SessionState_SESSION_STATE_RETRY_WAIT SessionState = 4
 	// The context is being compacted.
 	SessionState_SESSION_STATE_COMPACTING SessionState = 5
+	// The engine replica running the task stopped and handed the run over:
+	// the next replica to take the run resumes it from its log (within a
+	// second or two when one is up). A stream that carries this state ends
+	// with UNAVAILABLE; Attach again, with after_sequence, to follow the run
+	// where it resumes (a replica that relays the stream does so itself).
+	SessionState_SESSION_STATE_AWAITING_OWNER SessionState = 6
 )
 
 // Enum value maps for SessionState.
@@ -110,6 +116,7 @@ var (
 		3: "SESSION_STATE_AWAITING_APPROVAL",
 		4: "SESSION_STATE_RETRY_WAIT",
 		5: "SESSION_STATE_COMPACTING",
+		6: "SESSION_STATE_AWAITING_OWNER",
 	}
 	SessionState_value = map[string]int32{
 		"SESSION_STATE_UNSPECIFIED":       0,
@@ -118,6 +125,7 @@ var (
 		"SESSION_STATE_AWAITING_APPROVAL": 3,
 		"SESSION_STATE_RETRY_WAIT":        4,
 		"SESSION_STATE_COMPACTING":        5,
+		"SESSION_STATE_AWAITING_OWNER":    6,
 	}
 )
 
@@ -1317,7 +1325,11 @@ type AttachRequest struct {
 	// log.
 	AfterSequence int64 `protobuf:"varint,2,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"`
 	// Ends the stream once the session is idle, instead of following later
-	// runs.
+	// runs. The stream then always ends with an idle state that says how the
+	// session's last task ended, even one that ended before after_sequence
+	// or on another replica (that event keeps the number it had). A run that
+	// a stopped replica cut off is resumed by the replica that gets the
+	// Attach, so the stream follows it rather than ending early.
 	UntilIdle     bool `protobuf:"varint,3,opt,name=until_idle,json=untilIdle,proto3" json:"until_idle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2749,6 +2761,200 @@ func (x *UpdateSessionResponse) GetSession() *Session {
 	return nil
 }
 
+// ListSessionProcessesRequest names a session.
+type ListSessionProcessesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSessionProcessesRequest) Reset() {
+	*x = ListSessionProcessesRequest{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSessionProcessesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSessionProcessesRequest) ProtoMessage() {}
+
+func (x *ListSessionProcessesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSessionProcessesRequest.ProtoReflect.Descriptor instead.
+func (*ListSessionProcessesRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ListSessionProcessesRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// ListSessionProcessesResponse lists a session's commands.
+type ListSessionProcessesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The commands, oldest first.
+	Processes     []*ProcessInfo `protobuf:"bytes,1,rep,name=processes,proto3" json:"processes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSessionProcessesResponse) Reset() {
+	*x = ListSessionProcessesResponse{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSessionProcessesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSessionProcessesResponse) ProtoMessage() {}
+
+func (x *ListSessionProcessesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSessionProcessesResponse.ProtoReflect.Descriptor instead.
+func (*ListSessionProcessesResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ListSessionProcessesResponse) GetProcesses() []*ProcessInfo {
+	if x != nil {
+		return x.Processes
+	}
+	return nil
+}
+
+// KillSessionProcessRequest names a command of a session.
+type KillSessionProcessRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The command's process_id (ProcessInfo.process_id).
+	ProcessId     string `protobuf:"bytes,2,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KillSessionProcessRequest) Reset() {
+	*x = KillSessionProcessRequest{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillSessionProcessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillSessionProcessRequest) ProtoMessage() {}
+
+func (x *KillSessionProcessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillSessionProcessRequest.ProtoReflect.Descriptor instead.
+func (*KillSessionProcessRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *KillSessionProcessRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *KillSessionProcessRequest) GetProcessId() string {
+	if x != nil {
+		return x.ProcessId
+	}
+	return ""
+}
+
+// KillSessionProcessResponse says how the kill went.
+type KillSessionProcessResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What kill_command answered, for example that the command was stopped
+	// or had already exited.
+	Message       string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KillSessionProcessResponse) Reset() {
+	*x = KillSessionProcessResponse{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillSessionProcessResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillSessionProcessResponse) ProtoMessage() {}
+
+func (x *KillSessionProcessResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillSessionProcessResponse.ProtoReflect.Descriptor instead.
+func (*KillSessionProcessResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *KillSessionProcessResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_penguin_v1_engine_proto protoreflect.FileDescriptor
 
 const file_penguin_v1_engine_proto_rawDesc = "" +
@@ -2936,21 +3142,33 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\x0e_approval_modeB\x11\n" +
 	"\x0f_thinking_level\"F\n" +
 	"\x15UpdateSessionResponse\x12-\n" +
-	"\asession\x18\x01 \x01(\v2\x13.penguin.v1.SessionR\asession*\xa1\x01\n" +
+	"\asession\x18\x01 \x01(\v2\x13.penguin.v1.SessionR\asession\"<\n" +
+	"\x1bListSessionProcessesRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"U\n" +
+	"\x1cListSessionProcessesResponse\x125\n" +
+	"\tprocesses\x18\x01 \x03(\v2\x17.penguin.v1.ProcessInfoR\tprocesses\"Y\n" +
+	"\x19KillSessionProcessRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"process_id\x18\x02 \x01(\tR\tprocessId\"6\n" +
+	"\x1aKillSessionProcessResponse\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage*\xa1\x01\n" +
 	"\fApprovalMode\x12\x1d\n" +
 	"\x19APPROVAL_MODE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17APPROVAL_MODE_ALLOW_ALL\x10\x01\x12\x1a\n" +
 	"\x16APPROVAL_MODE_DENY_ALL\x10\x02\x12\x1b\n" +
 	"\x17APPROVAL_MODE_READ_ONLY\x10\x03\x12\x1c\n" +
-	"\x18APPROVAL_MODE_ALWAYS_ASK\x10\x04*\xc1\x01\n" +
+	"\x18APPROVAL_MODE_ALWAYS_ASK\x10\x04*\xe3\x01\n" +
 	"\fSessionState\x12\x1d\n" +
 	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SESSION_STATE_IDLE\x10\x01\x12\x19\n" +
 	"\x15SESSION_STATE_RUNNING\x10\x02\x12#\n" +
 	"\x1fSESSION_STATE_AWAITING_APPROVAL\x10\x03\x12\x1c\n" +
 	"\x18SESSION_STATE_RETRY_WAIT\x10\x04\x12\x1c\n" +
-	"\x18SESSION_STATE_COMPACTING\x10\x052\xa5\n" +
-	"\n" +
+	"\x18SESSION_STATE_COMPACTING\x10\x05\x12 \n" +
+	"\x1cSESSION_STATE_AWAITING_OWNER\x10\x062\xf5\v\n" +
 	"\rEngineService\x12T\n" +
 	"\rCreateSession\x12 .penguin.v1.CreateSessionRequest\x1a!.penguin.v1.CreateSessionResponse\x12K\n" +
 	"\n" +
@@ -2970,7 +3188,9 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\vExportTrace\x12\x1e.penguin.v1.ExportTraceRequest\x1a\x1f.penguin.v1.ExportTraceResponse0\x01\x12V\n" +
 	"\rWatchSessions\x12 .penguin.v1.WatchSessionsRequest\x1a!.penguin.v1.WatchSessionsResponse0\x01\x12c\n" +
 	"\x12GetSessionDefaults\x12%.penguin.v1.GetSessionDefaultsRequest\x1a&.penguin.v1.GetSessionDefaultsResponse\x12T\n" +
-	"\rUpdateSession\x12 .penguin.v1.UpdateSessionRequest\x1a!.penguin.v1.UpdateSessionResponseB\xa1\x01\n" +
+	"\rUpdateSession\x12 .penguin.v1.UpdateSessionRequest\x1a!.penguin.v1.UpdateSessionResponse\x12i\n" +
+	"\x14ListSessionProcesses\x12'.penguin.v1.ListSessionProcessesRequest\x1a(.penguin.v1.ListSessionProcessesResponse\x12c\n" +
+	"\x12KillSessionProcess\x12%.penguin.v1.KillSessionProcessRequest\x1a&.penguin.v1.KillSessionProcessResponseB\xa1\x01\n" +
 	"\x0ecom.penguin.v1B\vEngineProtoP\x01Z9github.com/penguin-agent/penguin/gen/penguin/v1;penguinv1\xa2\x02\x03PXX\xaa\x02\n" +
 	"Penguin.V1\xca\x02\n" +
 	"Penguin\\V1\xe2\x02\x16Penguin\\V1\\GPBMetadata\xea\x02\vPenguin::V1b\x06proto3"
@@ -2988,147 +3208,157 @@ func file_penguin_v1_engine_proto_rawDescGZIP() []byte {
 }
 
 var file_penguin_v1_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_penguin_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_penguin_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_penguin_v1_engine_proto_goTypes = []any{
-	(ApprovalMode)(0),                  // 0: penguin.v1.ApprovalMode
-	(SessionState)(0),                  // 1: penguin.v1.SessionState
-	(*Session)(nil),                    // 2: penguin.v1.Session
-	(*CreateSessionRequest)(nil),       // 3: penguin.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),      // 4: penguin.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),          // 5: penguin.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),         // 6: penguin.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),        // 7: penguin.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),       // 8: penguin.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),       // 9: penguin.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),      // 10: penguin.v1.DeleteSessionResponse
-	(*ForkSessionRequest)(nil),         // 11: penguin.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),        // 12: penguin.v1.ForkSessionResponse
-	(*RunRequest)(nil),                 // 13: penguin.v1.RunRequest
-	(*RunResponse)(nil),                // 14: penguin.v1.RunResponse
-	(*ApprovalRequest)(nil),            // 15: penguin.v1.ApprovalRequest
-	(*RunStateChange)(nil),             // 16: penguin.v1.RunStateChange
-	(*RunEvent)(nil),                   // 17: penguin.v1.RunEvent
-	(*AttachRequest)(nil),              // 18: penguin.v1.AttachRequest
-	(*AttachResponse)(nil),             // 19: penguin.v1.AttachResponse
-	(*ApproveRequest)(nil),             // 20: penguin.v1.ApproveRequest
-	(*ApproveResponse)(nil),            // 21: penguin.v1.ApproveResponse
-	(*SteerRequest)(nil),               // 22: penguin.v1.SteerRequest
-	(*SteerResponse)(nil),              // 23: penguin.v1.SteerResponse
-	(*AbortRequest)(nil),               // 24: penguin.v1.AbortRequest
-	(*AbortResponse)(nil),              // 25: penguin.v1.AbortResponse
-	(*RetryNowRequest)(nil),            // 26: penguin.v1.RetryNowRequest
-	(*RetryNowResponse)(nil),           // 27: penguin.v1.RetryNowResponse
-	(*CompactRequest)(nil),             // 28: penguin.v1.CompactRequest
-	(*CompactResponse)(nil),            // 29: penguin.v1.CompactResponse
-	(*GetHistoryRequest)(nil),          // 30: penguin.v1.GetHistoryRequest
-	(*GetHistoryResponse)(nil),         // 31: penguin.v1.GetHistoryResponse
-	(*ExportTraceRequest)(nil),         // 32: penguin.v1.ExportTraceRequest
-	(*ExportTraceResponse)(nil),        // 33: penguin.v1.ExportTraceResponse
-	(*WatchSessionsRequest)(nil),       // 34: penguin.v1.WatchSessionsRequest
-	(*SessionChange)(nil),              // 35: penguin.v1.SessionChange
-	(*SnapshotEnd)(nil),                // 36: penguin.v1.SnapshotEnd
-	(*WatchSessionsResponse)(nil),      // 37: penguin.v1.WatchSessionsResponse
-	(*GetSessionDefaultsRequest)(nil),  // 38: penguin.v1.GetSessionDefaultsRequest
-	(*GetSessionDefaultsResponse)(nil), // 39: penguin.v1.GetSessionDefaultsResponse
-	(*AttachmentLimits)(nil),           // 40: penguin.v1.AttachmentLimits
-	(*UpdateSessionRequest)(nil),       // 41: penguin.v1.UpdateSessionRequest
-	(*UpdateSessionResponse)(nil),      // 42: penguin.v1.UpdateSessionResponse
-	(*ModelRef)(nil),                   // 43: penguin.v1.ModelRef
-	(ThinkingLevel)(0),                 // 44: penguin.v1.ThinkingLevel
-	(*timestamppb.Timestamp)(nil),      // 45: google.protobuf.Timestamp
-	(*TokenCounts)(nil),                // 46: penguin.v1.TokenCounts
-	(SandboxMode)(0),                   // 47: penguin.v1.SandboxMode
-	(*GoalOptions)(nil),                // 48: penguin.v1.GoalOptions
-	(*ToolCall)(nil),                   // 49: penguin.v1.ToolCall
-	(Permission)(0),                    // 50: penguin.v1.Permission
-	(StopReason)(0),                    // 51: penguin.v1.StopReason
-	(*OmniMessage)(nil),                // 52: penguin.v1.OmniMessage
-	(Decision)(0),                      // 53: penguin.v1.Decision
-	(CompactionMode)(0),                // 54: penguin.v1.CompactionMode
-	(NetworkAccess)(0),                 // 55: penguin.v1.NetworkAccess
+	(ApprovalMode)(0),                    // 0: penguin.v1.ApprovalMode
+	(SessionState)(0),                    // 1: penguin.v1.SessionState
+	(*Session)(nil),                      // 2: penguin.v1.Session
+	(*CreateSessionRequest)(nil),         // 3: penguin.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),        // 4: penguin.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),            // 5: penguin.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),           // 6: penguin.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),          // 7: penguin.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),         // 8: penguin.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),         // 9: penguin.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),        // 10: penguin.v1.DeleteSessionResponse
+	(*ForkSessionRequest)(nil),           // 11: penguin.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),          // 12: penguin.v1.ForkSessionResponse
+	(*RunRequest)(nil),                   // 13: penguin.v1.RunRequest
+	(*RunResponse)(nil),                  // 14: penguin.v1.RunResponse
+	(*ApprovalRequest)(nil),              // 15: penguin.v1.ApprovalRequest
+	(*RunStateChange)(nil),               // 16: penguin.v1.RunStateChange
+	(*RunEvent)(nil),                     // 17: penguin.v1.RunEvent
+	(*AttachRequest)(nil),                // 18: penguin.v1.AttachRequest
+	(*AttachResponse)(nil),               // 19: penguin.v1.AttachResponse
+	(*ApproveRequest)(nil),               // 20: penguin.v1.ApproveRequest
+	(*ApproveResponse)(nil),              // 21: penguin.v1.ApproveResponse
+	(*SteerRequest)(nil),                 // 22: penguin.v1.SteerRequest
+	(*SteerResponse)(nil),                // 23: penguin.v1.SteerResponse
+	(*AbortRequest)(nil),                 // 24: penguin.v1.AbortRequest
+	(*AbortResponse)(nil),                // 25: penguin.v1.AbortResponse
+	(*RetryNowRequest)(nil),              // 26: penguin.v1.RetryNowRequest
+	(*RetryNowResponse)(nil),             // 27: penguin.v1.RetryNowResponse
+	(*CompactRequest)(nil),               // 28: penguin.v1.CompactRequest
+	(*CompactResponse)(nil),              // 29: penguin.v1.CompactResponse
+	(*GetHistoryRequest)(nil),            // 30: penguin.v1.GetHistoryRequest
+	(*GetHistoryResponse)(nil),           // 31: penguin.v1.GetHistoryResponse
+	(*ExportTraceRequest)(nil),           // 32: penguin.v1.ExportTraceRequest
+	(*ExportTraceResponse)(nil),          // 33: penguin.v1.ExportTraceResponse
+	(*WatchSessionsRequest)(nil),         // 34: penguin.v1.WatchSessionsRequest
+	(*SessionChange)(nil),                // 35: penguin.v1.SessionChange
+	(*SnapshotEnd)(nil),                  // 36: penguin.v1.SnapshotEnd
+	(*WatchSessionsResponse)(nil),        // 37: penguin.v1.WatchSessionsResponse
+	(*GetSessionDefaultsRequest)(nil),    // 38: penguin.v1.GetSessionDefaultsRequest
+	(*GetSessionDefaultsResponse)(nil),   // 39: penguin.v1.GetSessionDefaultsResponse
+	(*AttachmentLimits)(nil),             // 40: penguin.v1.AttachmentLimits
+	(*UpdateSessionRequest)(nil),         // 41: penguin.v1.UpdateSessionRequest
+	(*UpdateSessionResponse)(nil),        // 42: penguin.v1.UpdateSessionResponse
+	(*ListSessionProcessesRequest)(nil),  // 43: penguin.v1.ListSessionProcessesRequest
+	(*ListSessionProcessesResponse)(nil), // 44: penguin.v1.ListSessionProcessesResponse
+	(*KillSessionProcessRequest)(nil),    // 45: penguin.v1.KillSessionProcessRequest
+	(*KillSessionProcessResponse)(nil),   // 46: penguin.v1.KillSessionProcessResponse
+	(*ModelRef)(nil),                     // 47: penguin.v1.ModelRef
+	(ThinkingLevel)(0),                   // 48: penguin.v1.ThinkingLevel
+	(*timestamppb.Timestamp)(nil),        // 49: google.protobuf.Timestamp
+	(*TokenCounts)(nil),                  // 50: penguin.v1.TokenCounts
+	(SandboxMode)(0),                     // 51: penguin.v1.SandboxMode
+	(*GoalOptions)(nil),                  // 52: penguin.v1.GoalOptions
+	(*ToolCall)(nil),                     // 53: penguin.v1.ToolCall
+	(Permission)(0),                      // 54: penguin.v1.Permission
+	(StopReason)(0),                      // 55: penguin.v1.StopReason
+	(*OmniMessage)(nil),                  // 56: penguin.v1.OmniMessage
+	(Decision)(0),                        // 57: penguin.v1.Decision
+	(CompactionMode)(0),                  // 58: penguin.v1.CompactionMode
+	(NetworkAccess)(0),                   // 59: penguin.v1.NetworkAccess
+	(*ProcessInfo)(nil),                  // 60: penguin.v1.ProcessInfo
 }
 var file_penguin_v1_engine_proto_depIdxs = []int32{
-	43, // 0: penguin.v1.Session.model:type_name -> penguin.v1.ModelRef
+	47, // 0: penguin.v1.Session.model:type_name -> penguin.v1.ModelRef
 	0,  // 1: penguin.v1.Session.approval_mode:type_name -> penguin.v1.ApprovalMode
-	44, // 2: penguin.v1.Session.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	48, // 2: penguin.v1.Session.thinking_level:type_name -> penguin.v1.ThinkingLevel
 	1,  // 3: penguin.v1.Session.state:type_name -> penguin.v1.SessionState
-	45, // 4: penguin.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	45, // 5: penguin.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
-	46, // 6: penguin.v1.Session.usage:type_name -> penguin.v1.TokenCounts
-	43, // 7: penguin.v1.CreateSessionRequest.model:type_name -> penguin.v1.ModelRef
+	49, // 4: penguin.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	49, // 5: penguin.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
+	50, // 6: penguin.v1.Session.usage:type_name -> penguin.v1.TokenCounts
+	47, // 7: penguin.v1.CreateSessionRequest.model:type_name -> penguin.v1.ModelRef
 	0,  // 8: penguin.v1.CreateSessionRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
-	44, // 9: penguin.v1.CreateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
-	47, // 10: penguin.v1.CreateSessionRequest.sandbox_mode:type_name -> penguin.v1.SandboxMode
+	48, // 9: penguin.v1.CreateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	51, // 10: penguin.v1.CreateSessionRequest.sandbox_mode:type_name -> penguin.v1.SandboxMode
 	2,  // 11: penguin.v1.CreateSessionResponse.session:type_name -> penguin.v1.Session
 	2,  // 12: penguin.v1.GetSessionResponse.session:type_name -> penguin.v1.Session
 	2,  // 13: penguin.v1.ListSessionsResponse.sessions:type_name -> penguin.v1.Session
 	2,  // 14: penguin.v1.ForkSessionResponse.session:type_name -> penguin.v1.Session
-	44, // 15: penguin.v1.RunRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	48, // 15: penguin.v1.RunRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
 	0,  // 16: penguin.v1.RunRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
-	48, // 17: penguin.v1.RunRequest.goal:type_name -> penguin.v1.GoalOptions
+	52, // 17: penguin.v1.RunRequest.goal:type_name -> penguin.v1.GoalOptions
 	17, // 18: penguin.v1.RunResponse.event:type_name -> penguin.v1.RunEvent
-	49, // 19: penguin.v1.ApprovalRequest.tool_call:type_name -> penguin.v1.ToolCall
-	50, // 20: penguin.v1.ApprovalRequest.permission:type_name -> penguin.v1.Permission
+	53, // 19: penguin.v1.ApprovalRequest.tool_call:type_name -> penguin.v1.ToolCall
+	54, // 20: penguin.v1.ApprovalRequest.permission:type_name -> penguin.v1.Permission
 	1,  // 21: penguin.v1.RunStateChange.state:type_name -> penguin.v1.SessionState
-	51, // 22: penguin.v1.RunStateChange.status:type_name -> penguin.v1.StopReason
-	52, // 23: penguin.v1.RunEvent.message:type_name -> penguin.v1.OmniMessage
+	55, // 22: penguin.v1.RunStateChange.status:type_name -> penguin.v1.StopReason
+	56, // 23: penguin.v1.RunEvent.message:type_name -> penguin.v1.OmniMessage
 	15, // 24: penguin.v1.RunEvent.approval_request:type_name -> penguin.v1.ApprovalRequest
 	16, // 25: penguin.v1.RunEvent.state:type_name -> penguin.v1.RunStateChange
 	17, // 26: penguin.v1.AttachResponse.event:type_name -> penguin.v1.RunEvent
-	53, // 27: penguin.v1.ApproveRequest.decision:type_name -> penguin.v1.Decision
-	54, // 28: penguin.v1.CompactRequest.mode:type_name -> penguin.v1.CompactionMode
-	51, // 29: penguin.v1.CompactResponse.status:type_name -> penguin.v1.StopReason
+	57, // 27: penguin.v1.ApproveRequest.decision:type_name -> penguin.v1.Decision
+	58, // 28: penguin.v1.CompactRequest.mode:type_name -> penguin.v1.CompactionMode
+	55, // 29: penguin.v1.CompactResponse.status:type_name -> penguin.v1.StopReason
 	17, // 30: penguin.v1.GetHistoryResponse.events:type_name -> penguin.v1.RunEvent
 	2,  // 31: penguin.v1.SessionChange.session:type_name -> penguin.v1.Session
-	51, // 32: penguin.v1.SessionChange.last_status:type_name -> penguin.v1.StopReason
+	55, // 32: penguin.v1.SessionChange.last_status:type_name -> penguin.v1.StopReason
 	35, // 33: penguin.v1.WatchSessionsResponse.session:type_name -> penguin.v1.SessionChange
 	36, // 34: penguin.v1.WatchSessionsResponse.snapshot_end:type_name -> penguin.v1.SnapshotEnd
-	47, // 35: penguin.v1.GetSessionDefaultsResponse.sandbox_mode:type_name -> penguin.v1.SandboxMode
-	55, // 36: penguin.v1.GetSessionDefaultsResponse.network:type_name -> penguin.v1.NetworkAccess
+	51, // 35: penguin.v1.GetSessionDefaultsResponse.sandbox_mode:type_name -> penguin.v1.SandboxMode
+	59, // 36: penguin.v1.GetSessionDefaultsResponse.network:type_name -> penguin.v1.NetworkAccess
 	0,  // 37: penguin.v1.GetSessionDefaultsResponse.interactive_approval_mode:type_name -> penguin.v1.ApprovalMode
 	40, // 38: penguin.v1.GetSessionDefaultsResponse.attachments:type_name -> penguin.v1.AttachmentLimits
 	0,  // 39: penguin.v1.UpdateSessionRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
-	44, // 40: penguin.v1.UpdateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	48, // 40: penguin.v1.UpdateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
 	2,  // 41: penguin.v1.UpdateSessionResponse.session:type_name -> penguin.v1.Session
-	3,  // 42: penguin.v1.EngineService.CreateSession:input_type -> penguin.v1.CreateSessionRequest
-	5,  // 43: penguin.v1.EngineService.GetSession:input_type -> penguin.v1.GetSessionRequest
-	7,  // 44: penguin.v1.EngineService.ListSessions:input_type -> penguin.v1.ListSessionsRequest
-	9,  // 45: penguin.v1.EngineService.DeleteSession:input_type -> penguin.v1.DeleteSessionRequest
-	11, // 46: penguin.v1.EngineService.ForkSession:input_type -> penguin.v1.ForkSessionRequest
-	13, // 47: penguin.v1.EngineService.Run:input_type -> penguin.v1.RunRequest
-	18, // 48: penguin.v1.EngineService.Attach:input_type -> penguin.v1.AttachRequest
-	20, // 49: penguin.v1.EngineService.Approve:input_type -> penguin.v1.ApproveRequest
-	22, // 50: penguin.v1.EngineService.Steer:input_type -> penguin.v1.SteerRequest
-	24, // 51: penguin.v1.EngineService.Abort:input_type -> penguin.v1.AbortRequest
-	26, // 52: penguin.v1.EngineService.RetryNow:input_type -> penguin.v1.RetryNowRequest
-	28, // 53: penguin.v1.EngineService.Compact:input_type -> penguin.v1.CompactRequest
-	30, // 54: penguin.v1.EngineService.GetHistory:input_type -> penguin.v1.GetHistoryRequest
-	32, // 55: penguin.v1.EngineService.ExportTrace:input_type -> penguin.v1.ExportTraceRequest
-	34, // 56: penguin.v1.EngineService.WatchSessions:input_type -> penguin.v1.WatchSessionsRequest
-	38, // 57: penguin.v1.EngineService.GetSessionDefaults:input_type -> penguin.v1.GetSessionDefaultsRequest
-	41, // 58: penguin.v1.EngineService.UpdateSession:input_type -> penguin.v1.UpdateSessionRequest
-	4,  // 59: penguin.v1.EngineService.CreateSession:output_type -> penguin.v1.CreateSessionResponse
-	6,  // 60: penguin.v1.EngineService.GetSession:output_type -> penguin.v1.GetSessionResponse
-	8,  // 61: penguin.v1.EngineService.ListSessions:output_type -> penguin.v1.ListSessionsResponse
-	10, // 62: penguin.v1.EngineService.DeleteSession:output_type -> penguin.v1.DeleteSessionResponse
-	12, // 63: penguin.v1.EngineService.ForkSession:output_type -> penguin.v1.ForkSessionResponse
-	14, // 64: penguin.v1.EngineService.Run:output_type -> penguin.v1.RunResponse
-	19, // 65: penguin.v1.EngineService.Attach:output_type -> penguin.v1.AttachResponse
-	21, // 66: penguin.v1.EngineService.Approve:output_type -> penguin.v1.ApproveResponse
-	23, // 67: penguin.v1.EngineService.Steer:output_type -> penguin.v1.SteerResponse
-	25, // 68: penguin.v1.EngineService.Abort:output_type -> penguin.v1.AbortResponse
-	27, // 69: penguin.v1.EngineService.RetryNow:output_type -> penguin.v1.RetryNowResponse
-	29, // 70: penguin.v1.EngineService.Compact:output_type -> penguin.v1.CompactResponse
-	31, // 71: penguin.v1.EngineService.GetHistory:output_type -> penguin.v1.GetHistoryResponse
-	33, // 72: penguin.v1.EngineService.ExportTrace:output_type -> penguin.v1.ExportTraceResponse
-	37, // 73: penguin.v1.EngineService.WatchSessions:output_type -> penguin.v1.WatchSessionsResponse
-	39, // 74: penguin.v1.EngineService.GetSessionDefaults:output_type -> penguin.v1.GetSessionDefaultsResponse
-	42, // 75: penguin.v1.EngineService.UpdateSession:output_type -> penguin.v1.UpdateSessionResponse
-	59, // [59:76] is the sub-list for method output_type
-	42, // [42:59] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	60, // 42: penguin.v1.ListSessionProcessesResponse.processes:type_name -> penguin.v1.ProcessInfo
+	3,  // 43: penguin.v1.EngineService.CreateSession:input_type -> penguin.v1.CreateSessionRequest
+	5,  // 44: penguin.v1.EngineService.GetSession:input_type -> penguin.v1.GetSessionRequest
+	7,  // 45: penguin.v1.EngineService.ListSessions:input_type -> penguin.v1.ListSessionsRequest
+	9,  // 46: penguin.v1.EngineService.DeleteSession:input_type -> penguin.v1.DeleteSessionRequest
+	11, // 47: penguin.v1.EngineService.ForkSession:input_type -> penguin.v1.ForkSessionRequest
+	13, // 48: penguin.v1.EngineService.Run:input_type -> penguin.v1.RunRequest
+	18, // 49: penguin.v1.EngineService.Attach:input_type -> penguin.v1.AttachRequest
+	20, // 50: penguin.v1.EngineService.Approve:input_type -> penguin.v1.ApproveRequest
+	22, // 51: penguin.v1.EngineService.Steer:input_type -> penguin.v1.SteerRequest
+	24, // 52: penguin.v1.EngineService.Abort:input_type -> penguin.v1.AbortRequest
+	26, // 53: penguin.v1.EngineService.RetryNow:input_type -> penguin.v1.RetryNowRequest
+	28, // 54: penguin.v1.EngineService.Compact:input_type -> penguin.v1.CompactRequest
+	30, // 55: penguin.v1.EngineService.GetHistory:input_type -> penguin.v1.GetHistoryRequest
+	32, // 56: penguin.v1.EngineService.ExportTrace:input_type -> penguin.v1.ExportTraceRequest
+	34, // 57: penguin.v1.EngineService.WatchSessions:input_type -> penguin.v1.WatchSessionsRequest
+	38, // 58: penguin.v1.EngineService.GetSessionDefaults:input_type -> penguin.v1.GetSessionDefaultsRequest
+	41, // 59: penguin.v1.EngineService.UpdateSession:input_type -> penguin.v1.UpdateSessionRequest
+	43, // 60: penguin.v1.EngineService.ListSessionProcesses:input_type -> penguin.v1.ListSessionProcessesRequest
+	45, // 61: penguin.v1.EngineService.KillSessionProcess:input_type -> penguin.v1.KillSessionProcessRequest
+	4,  // 62: penguin.v1.EngineService.CreateSession:output_type -> penguin.v1.CreateSessionResponse
+	6,  // 63: penguin.v1.EngineService.GetSession:output_type -> penguin.v1.GetSessionResponse
+	8,  // 64: penguin.v1.EngineService.ListSessions:output_type -> penguin.v1.ListSessionsResponse
+	10, // 65: penguin.v1.EngineService.DeleteSession:output_type -> penguin.v1.DeleteSessionResponse
+	12, // 66: penguin.v1.EngineService.ForkSession:output_type -> penguin.v1.ForkSessionResponse
+	14, // 67: penguin.v1.EngineService.Run:output_type -> penguin.v1.RunResponse
+	19, // 68: penguin.v1.EngineService.Attach:output_type -> penguin.v1.AttachResponse
+	21, // 69: penguin.v1.EngineService.Approve:output_type -> penguin.v1.ApproveResponse
+	23, // 70: penguin.v1.EngineService.Steer:output_type -> penguin.v1.SteerResponse
+	25, // 71: penguin.v1.EngineService.Abort:output_type -> penguin.v1.AbortResponse
+	27, // 72: penguin.v1.EngineService.RetryNow:output_type -> penguin.v1.RetryNowResponse
+	29, // 73: penguin.v1.EngineService.Compact:output_type -> penguin.v1.CompactResponse
+	31, // 74: penguin.v1.EngineService.GetHistory:output_type -> penguin.v1.GetHistoryResponse
+	33, // 75: penguin.v1.EngineService.ExportTrace:output_type -> penguin.v1.ExportTraceResponse
+	37, // 76: penguin.v1.EngineService.WatchSessions:output_type -> penguin.v1.WatchSessionsResponse
+	39, // 77: penguin.v1.EngineService.GetSessionDefaults:output_type -> penguin.v1.GetSessionDefaultsResponse
+	42, // 78: penguin.v1.EngineService.UpdateSession:output_type -> penguin.v1.UpdateSessionResponse
+	44, // 79: penguin.v1.EngineService.ListSessionProcesses:output_type -> penguin.v1.ListSessionProcessesResponse
+	46, // 80: penguin.v1.EngineService.KillSessionProcess:output_type -> penguin.v1.KillSessionProcessResponse
+	62, // [62:81] is the sub-list for method output_type
+	43, // [43:62] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_engine_proto_init() }
@@ -3157,7 +3387,7 @@ func file_penguin_v1_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_penguin_v1_engine_proto_rawDesc), len(file_penguin_v1_engine_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   41,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

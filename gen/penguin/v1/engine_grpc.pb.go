@@ -19,23 +19,25 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	EngineService_CreateSession_FullMethodName      = "/penguin.v1.EngineService/CreateSession"
-	EngineService_GetSession_FullMethodName         = "/penguin.v1.EngineService/GetSession"
-	EngineService_ListSessions_FullMethodName       = "/penguin.v1.EngineService/ListSessions"
-	EngineService_DeleteSession_FullMethodName      = "/penguin.v1.EngineService/DeleteSession"
-	EngineService_ForkSession_FullMethodName        = "/penguin.v1.EngineService/ForkSession"
-	EngineService_Run_FullMethodName                = "/penguin.v1.EngineService/Run"
-	EngineService_Attach_FullMethodName             = "/penguin.v1.EngineService/Attach"
-	EngineService_Approve_FullMethodName            = "/penguin.v1.EngineService/Approve"
-	EngineService_Steer_FullMethodName              = "/penguin.v1.EngineService/Steer"
-	EngineService_Abort_FullMethodName              = "/penguin.v1.EngineService/Abort"
-	EngineService_RetryNow_FullMethodName           = "/penguin.v1.EngineService/RetryNow"
-	EngineService_Compact_FullMethodName            = "/penguin.v1.EngineService/Compact"
-	EngineService_GetHistory_FullMethodName         = "/penguin.v1.EngineService/GetHistory"
-	EngineService_ExportTrace_FullMethodName        = "/penguin.v1.EngineService/ExportTrace"
-	EngineService_WatchSessions_FullMethodName      = "/penguin.v1.EngineService/WatchSessions"
-	EngineService_GetSessionDefaults_FullMethodName = "/penguin.v1.EngineService/GetSessionDefaults"
-	EngineService_UpdateSession_FullMethodName      = "/penguin.v1.EngineService/UpdateSession"
+	EngineService_CreateSession_FullMethodName        = "/penguin.v1.EngineService/CreateSession"
+	EngineService_GetSession_FullMethodName           = "/penguin.v1.EngineService/GetSession"
+	EngineService_ListSessions_FullMethodName         = "/penguin.v1.EngineService/ListSessions"
+	EngineService_DeleteSession_FullMethodName        = "/penguin.v1.EngineService/DeleteSession"
+	EngineService_ForkSession_FullMethodName          = "/penguin.v1.EngineService/ForkSession"
+	EngineService_Run_FullMethodName                  = "/penguin.v1.EngineService/Run"
+	EngineService_Attach_FullMethodName               = "/penguin.v1.EngineService/Attach"
+	EngineService_Approve_FullMethodName              = "/penguin.v1.EngineService/Approve"
+	EngineService_Steer_FullMethodName                = "/penguin.v1.EngineService/Steer"
+	EngineService_Abort_FullMethodName                = "/penguin.v1.EngineService/Abort"
+	EngineService_RetryNow_FullMethodName             = "/penguin.v1.EngineService/RetryNow"
+	EngineService_Compact_FullMethodName              = "/penguin.v1.EngineService/Compact"
+	EngineService_GetHistory_FullMethodName           = "/penguin.v1.EngineService/GetHistory"
+	EngineService_ExportTrace_FullMethodName          = "/penguin.v1.EngineService/ExportTrace"
+	EngineService_WatchSessions_FullMethodName        = "/penguin.v1.EngineService/WatchSessions"
+	EngineService_GetSessionDefaults_FullMethodName   = "/penguin.v1.EngineService/GetSessionDefaults"
+	EngineService_UpdateSession_FullMethodName        = "/penguin.v1.EngineService/UpdateSession"
+	EngineService_ListSessionProcesses_FullMethodName = "/penguin.v1.EngineService/ListSessionProcesses"
+	EngineService_KillSessionProcess_FullMethodName   = "/penguin.v1.EngineService/KillSessionProcess"
 )
 
 // EngineServiceClient is the client API for EngineService service.
@@ -104,6 +106,16 @@ type EngineServiceClient interface {
 	// are kept. It fails with INVALID_ARGUMENT for an empty title or one
 	// longer than 200 characters, and NOT_FOUND for an unknown session.
 	UpdateSession(ctx context.Context, in *UpdateSessionRequest, opts ...grpc.CallOption) (*UpdateSessionResponse, error)
+	// ListSessionProcesses lists the commands of the session's environment
+	// (exec_command's sessions, background ones included), oldest first;
+	// none when the session has no environment now (an idle one's is
+	// disposed of, and its commands with it).
+	ListSessionProcesses(ctx context.Context, in *ListSessionProcessesRequest, opts ...grpc.CallOption) (*ListSessionProcessesResponse, error)
+	// KillSessionProcess stops one command of the session's environment, as
+	// the kill_command tool does, for a person watching the session. It
+	// fails with NOT_FOUND when the session has no environment or the
+	// environment no such command.
+	KillSessionProcess(ctx context.Context, in *KillSessionProcessRequest, opts ...grpc.CallOption) (*KillSessionProcessResponse, error)
 }
 
 type engineServiceClient struct {
@@ -320,6 +332,26 @@ func (c *engineServiceClient) UpdateSession(ctx context.Context, in *UpdateSessi
 	return out, nil
 }
 
+func (c *engineServiceClient) ListSessionProcesses(ctx context.Context, in *ListSessionProcessesRequest, opts ...grpc.CallOption) (*ListSessionProcessesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSessionProcessesResponse)
+	err := c.cc.Invoke(ctx, EngineService_ListSessionProcesses_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *engineServiceClient) KillSessionProcess(ctx context.Context, in *KillSessionProcessRequest, opts ...grpc.CallOption) (*KillSessionProcessResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(KillSessionProcessResponse)
+	err := c.cc.Invoke(ctx, EngineService_KillSessionProcess_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EngineServiceServer is the server API for EngineService service.
 // All implementations must embed UnimplementedEngineServiceServer
 // for forward compatibility.
@@ -386,6 +418,16 @@ type EngineServiceServer interface {
 	// are kept. It fails with INVALID_ARGUMENT for an empty title or one
 	// longer than 200 characters, and NOT_FOUND for an unknown session.
 	UpdateSession(context.Context, *UpdateSessionRequest) (*UpdateSessionResponse, error)
+	// ListSessionProcesses lists the commands of the session's environment
+	// (exec_command's sessions, background ones included), oldest first;
+	// none when the session has no environment now (an idle one's is
+	// disposed of, and its commands with it).
+	ListSessionProcesses(context.Context, *ListSessionProcessesRequest) (*ListSessionProcessesResponse, error)
+	// KillSessionProcess stops one command of the session's environment, as
+	// the kill_command tool does, for a person watching the session. It
+	// fails with NOT_FOUND when the session has no environment or the
+	// environment no such command.
+	KillSessionProcess(context.Context, *KillSessionProcessRequest) (*KillSessionProcessResponse, error)
 	mustEmbedUnimplementedEngineServiceServer()
 }
 
@@ -446,6 +488,12 @@ func (UnimplementedEngineServiceServer) GetSessionDefaults(context.Context, *Get
 }
 func (UnimplementedEngineServiceServer) UpdateSession(context.Context, *UpdateSessionRequest) (*UpdateSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateSession not implemented")
+}
+func (UnimplementedEngineServiceServer) ListSessionProcesses(context.Context, *ListSessionProcessesRequest) (*ListSessionProcessesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSessionProcesses not implemented")
+}
+func (UnimplementedEngineServiceServer) KillSessionProcess(context.Context, *KillSessionProcessRequest) (*KillSessionProcessResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method KillSessionProcess not implemented")
 }
 func (UnimplementedEngineServiceServer) mustEmbedUnimplementedEngineServiceServer() {}
 func (UnimplementedEngineServiceServer) testEmbeddedByValue()                       {}
@@ -746,6 +794,42 @@ func _EngineService_UpdateSession_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EngineService_ListSessionProcesses_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSessionProcessesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServiceServer).ListSessionProcesses(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EngineService_ListSessionProcesses_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServiceServer).ListSessionProcesses(ctx, req.(*ListSessionProcessesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EngineService_KillSessionProcess_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KillSessionProcessRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServiceServer).KillSessionProcess(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EngineService_KillSessionProcess_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServiceServer).KillSessionProcess(ctx, req.(*KillSessionProcessRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EngineService_ServiceDesc is the grpc.ServiceDesc for EngineService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -804,6 +888,14 @@ var EngineService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateSession",
 			Handler:    _EngineService_UpdateSession_Handler,
+		},
+		{
+			MethodName: "ListSessionProcesses",
+			Handler:    _EngineService_ListSessionProcesses_Handler,
+		},
+		{
+			MethodName: "KillSessionProcess",
+			Handler:    _EngineService_KillSessionProcess_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

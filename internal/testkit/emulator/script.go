@@ -53,6 +53,11 @@ type Turn struct {
 	// are picked by content, in script order, before any turn without
 	// Match; that lets concurrent agents each get their own answers.
 	Match string `yaml:"match,omitempty" json:"match,omitempty"`
+	// Repeat lets a turn with Match be played any number of times rather
+	// than once: a request that a client or an engine may send again (a
+	// run resumed on another replica repeats the request its last replica
+	// had made) gets the same answer each time.
+	Repeat bool `yaml:"repeat,omitempty" json:"repeat,omitempty"`
 
 	// Thinking is the reasoning text: Anthropic thinking_delta events,
 	// OpenAI reasoning_content (or reasoning) deltas.
@@ -293,6 +298,9 @@ func (t *Turn) validate() error {
 	shorthand := t.Thinking != "" || t.Signature != "" || len(t.RedactedThinking) > 0 || t.Text != "" || len(t.ToolCalls) > 0
 	if shorthand && len(t.Blocks) > 0 {
 		errs = append(errs, errors.New("blocks cannot be combined with thinking, signature, redacted_thinking, text or tool_calls"))
+	}
+	if t.Repeat && t.Match == "" {
+		errs = append(errs, errors.New("repeat needs match: a turn without match is played in order, once"))
 	}
 	for i, tc := range t.ToolCalls {
 		if tc.Name == "" {

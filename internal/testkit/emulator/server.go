@@ -598,7 +598,7 @@ func (s *Server) pick(lastText string) (*compiledTurn, *apiError) {
 	if s.matchers {
 		for i := range s.turns {
 			t := &s.turns[i]
-			if !s.used[i] && t.turn.Match != "" && strings.Contains(lastText, t.turn.Match) {
+			if (!s.used[i] || t.turn.Repeat) && t.turn.Match != "" && strings.Contains(lastText, t.turn.Match) {
 				s.used[i] = true
 				return t, nil
 			}

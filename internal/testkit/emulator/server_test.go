@@ -228,6 +228,41 @@ func TestMatchPicksTurnsByLastMessage(t *testing.T) {
 	}
 }
 
+// A turn with repeat answers every request that matches it; the others
+// are still played once.
+func TestRepeatedTurnsAnswerEveryMatch(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, emulator.Script{Turns: []emulator.Turn{
+		{Match: "again", Repeat: true, Text: "same answer"},
+		{Match: "once", Text: "only once"},
+	}})
+	ctx := testkit.Context(t, testTimeout)
+	client := openAIClient(srv, "k", newHeaderTap(t))
+	ask := func(text string) (string, error) {
+		stream, err := client.CreateChatCompletionStream(ctx, userTurn(text))
+		if err != nil {
+			return "", err
+		}
+		defer stream.Close()
+		got := readOpenAI(stream)
+		return got.content, got.err
+	}
+	for i := range 3 {
+		if got, err := ask("say it again"); err != nil || got != "same answer" {
+			t.Fatalf("request %d: %q, %v", i, got, err)
+		}
+	}
+	if got, err := ask("once"); err != nil || got != "only once" {
+		t.Fatalf("first once: %q, %v", got, err)
+	}
+	if _, err := ask("once"); err == nil {
+		t.Fatal("a turn without repeat answered twice")
+	}
+	if _, err := emulator.ParseScript([]byte("turns:\n  - repeat: true\n    text: x\n")); err == nil || !strings.Contains(err.Error(), "repeat needs match") {
+		t.Fatalf("repeat without match: %v", err)
+	}
+}
+
 // TestMatchSeesImages: a turn that matches an image's URL answers only a
 // request whose last message carries that image, in Chat Completions'
 // image_url part and in Anthropic's inline base64 source.

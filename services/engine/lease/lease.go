@@ -35,6 +35,7 @@ type Store interface {
 	ReleaseLease(ctx context.Context, sessionID, owner string) error
 	LeaseHolder(ctx context.Context, sessionID string) (owner, ownerAddr string, expires time.Time, err error)
 	StaleLeases(ctx context.Context, owner string) ([]string, error)
+	LeaseCutOff(ctx context.Context, sessionID, owner string) (bool, error)
 }
 
 // Options configure a Keeper.
@@ -141,6 +142,12 @@ func (k *Keeper) Holder(ctx context.Context, sessionID string) (owner, addr stri
 // behind. The caller skips the sessions it is running itself.
 func (k *Keeper) Stale(ctx context.Context) ([]string, error) {
 	return k.store.StaleLeases(ctx, k.owner)
+}
+
+// CutOff reports whether the session's run was cut off and is this
+// replica's to take, as Stale would list it.
+func (k *Keeper) CutOff(ctx context.Context, sessionID string) (bool, error) {
+	return k.store.LeaseCutOff(ctx, sessionID, k.owner)
 }
 
 // Lease is one held lease.

@@ -187,6 +187,10 @@ func (c *clockStore) StaleLeases(context.Context, string) ([]string, error) {
 	return nil, errors.New("not used with the fake clock")
 }
 
+func (c *clockStore) LeaseCutOff(context.Context, string, string) (bool, error) {
+	return false, errors.New("not used with the fake clock")
+}
+
 // holdOnFakeClock has replica a hold the lease of session s, with a TTL of
 // 30 s, on a clockStore; b is another replica of the same store.
 func holdOnFakeClock(t *testing.T) (*clockStore, *lease.Keeper, *lease.Lease) {

@@ -45,6 +45,32 @@ type config struct {
 	// order (UpdateSession).
 	Pinned   bool `json:"pinned,omitempty"`
 	Archived bool `json:"archived,omitempty"`
+
+	// LastEnd is how the session's last task ended: the idle state event
+	// that said so, which is never in the log. An Attach with until_idle
+	// that finds the session idle ends with it, on whichever replica it
+	// lands, so a client learns how a task ended that finished before it
+	// attached, or on another replica.
+	LastEnd *taskEnd `json:"last_end,omitempty"`
+}
+
+// taskEnd is the idle state event that ended a task, and its number.
+type taskEnd struct {
+	Sequence    int64                `json:"sequence"`
+	Status      penguinv1.StopReason `json:"status"`
+	Message     string               `json:"message,omitempty"`
+	NotRecorded bool                 `json:"not_recorded,omitempty"`
+}
+
+// event returns the idle state event e describes; for a session that
+// never ran a task (e nil), an idle state with no number and no status.
+func (e *taskEnd) event() *penguinv1.RunEvent {
+	if e == nil {
+		return &penguinv1.RunEvent{Event: &penguinv1.RunEvent_State{State: &penguinv1.RunStateChange{State: penguinv1.SessionState_SESSION_STATE_IDLE}}}
+	}
+	return &penguinv1.RunEvent{Sequence: e.Sequence, Event: &penguinv1.RunEvent_State{State: &penguinv1.RunStateChange{
+		State: penguinv1.SessionState_SESSION_STATE_IDLE, Status: e.Status, Message: e.Message, NotRecorded: e.NotRecorded,
+	}}}
 }
 
 func parseConfig(b []byte) (config, error) {

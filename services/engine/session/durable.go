@@ -67,8 +67,10 @@ func (m *Manager) resumeStale() {
 		resumed, err := m.resume(ctx, id)
 		var held *lease.HeldError
 		switch {
-		case errors.As(err, &held), errors.Is(err, ErrBusy), errors.Is(err, ErrUnavailable) && m.isClosing():
-			// Another replica was quicker, or this one is stopping.
+		case errors.As(err, &held), errors.Is(err, ErrBusy), errors.Is(err, errHandedOver),
+			errors.Is(err, ErrUnavailable) && m.isClosing():
+			// Another replica was quicker, or this one is stopping (and
+			// handed the run over again).
 		case err != nil:
 			m.log.Warn("could not resume a cut-off run", "session", id, "error", err)
 		case resumed:
@@ -98,6 +100,14 @@ func (m *Manager) resume(ctx context.Context, id string) (bool, error) {
 	if err := rt.claim(ctx, t); err != nil {
 		return false, err
 	}
+	// A run taken over is durable from the claim on: an engine stopping
+	// while it looks at the run (a rollout stops replicas one after the
+	// other) hands it over again instead of aborting it, so the run stays
+	// on record for the next replica. One that turns out not durable is
+	// released below, as it would be anyway.
+	rt.mu.Lock()
+	t.durable = !m.opts.Transient
+	rt.mu.Unlock()
 	// The task may number events it never records (partials, approval
 	// questions) before it dies in turn, leaving the log as it found it;
 	// the next load would then number from where this one does, and a
@@ -149,6 +159,38 @@ func (m *Manager) resume(ctx context.Context, id string) (bool, error) {
 	}
 	rt.launch(t, p, RunSpec{}, p.rs.Unasked)
 	return true, nil
+}
+
+// takeOver resumes the session's run here when it was cut off (its replica
+// stopped or died) and waits for a new owner, so that a client that
+// attaches to the session follows the resumed run rather than finding the
+// session idle while its run waits for the next look of some replica.
+// When another replica is quicker, the error says where the run went.
+func (m *Manager) takeOver(ctx context.Context, id string) error {
+	if m.opts.Transient {
+		return nil
+	}
+	cut, err := m.leases.CutOff(ctx, id)
+	if err != nil || !cut {
+		return err
+	}
+	resumed, err := m.resume(ctx, id)
+	switch {
+	case errors.Is(err, ErrBusy):
+		// Another replica took the run a moment ago: the caller goes
+		// there.
+		return m.elsewhere(ctx, id)
+	case errors.Is(err, ErrPrecondition), errors.Is(err, ErrInvalid):
+		// The run cannot go on (resume logged why and ended it): the
+		// session is idle, and the caller sees how it ended.
+		m.log.Warn("a cut-off run could not be resumed for a client that attached", "session", id, "error", err)
+		return nil
+	case err != nil:
+		return fmt.Errorf("%w: session %s: the run a stopped engine replica cut off could not be resumed here yet (%v); Attach again shortly", ErrUnavailable, id, err)
+	case resumed:
+		m.log.Info("resumed a run cut off by a stopped engine for a client that attached", "session", id)
+	}
+	return nil
 }
 
 // handBack lets go of a task that could not start resuming, leaving its

@@ -24,6 +24,7 @@ import (
 func (rt *Runtime) follow(ctx context.Context, after int64, send func(*penguinv1.RunEvent) error, stop func(*penguinv1.RunEvent) bool, untilIdle bool) error {
 	cursor := after
 	caughtUp := false
+	sentIdle := false
 	for {
 		evs, wake, err := rt.buf.Read(cursor, 256)
 		switch {
@@ -45,6 +46,7 @@ func (rt *Runtime) follow(ctx context.Context, after int64, send func(*penguinv1
 				return err
 			}
 			cursor = ev.GetSequence()
+			sentIdle = sentIdle || isIdle(ev)
 			if st := ev.GetState(); st.GetNotRecorded() {
 				return fmt.Errorf("%w: session %s: %s", ErrUnavailable, rt.id, st.GetMessage())
 			}
@@ -62,18 +64,33 @@ func (rt *Runtime) follow(ctx context.Context, after int64, send func(*penguinv1
 			if more, _, err := rt.buf.Read(cursor, 1); err == nil && len(more) > 0 {
 				continue
 			}
-			return nil
+			if sentIdle {
+				return nil
+			}
+			// The task ended before this stream began, perhaps on another
+			// replica: end with the event that said how.
+			end, err := rt.lastEnd(ctx)
+			if err != nil {
+				return err
+			}
+			return send(end)
 		}
 		select {
 		case <-wake:
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-rt.m.stopping:
-			if !rt.busy() {
+			if !rt.busy() && !rt.journal.Pending() {
+				if more, _, err := rt.buf.Read(cursor, 1); err == nil && len(more) > 0 {
+					continue
+				}
+				if rt.State() == penguinv1.SessionState_SESSION_STATE_AWAITING_OWNER {
+					return fmt.Errorf("%w: this engine replica stopped and handed session %s's run over; it goes on on another replica: Attach again with after_sequence=%d", ErrUnavailable, rt.id, cursor)
+				}
 				return fmt.Errorf("%w: the engine is shutting down", ErrUnavailable)
 			}
-			// A task still ending (its abort being recorded) is followed
-			// to its end; poll until then.
+			// A task still ending (its abort being recorded, its hand-over
+			// announced) is followed to its end; poll until then.
 			select {
 			case <-wake:
 			case <-ctx.Done():
@@ -82,6 +99,20 @@ func (rt *Runtime) follow(ctx context.Context, after int64, send func(*penguinv1
 			}
 		}
 	}
+}
+
+// lastEnd returns the idle state event that ended the session's last
+// task, as the store has it: the task may have run on another replica.
+func (rt *Runtime) lastEnd(ctx context.Context) (*penguinv1.RunEvent, error) {
+	row, err := rt.m.store.GetSession(ctx, rt.id)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := parseConfig(row.Config)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.LastEnd.event(), nil
 }
 
 // replayStored sends the persisted events after cursor that the live
@@ -155,6 +186,11 @@ func (m *Manager) Attach(ctx context.Context, id string, after int64, untilIdle 
 	if !rt.busy() {
 		// A task of another replica is not published here.
 		if err := m.elsewhere(ctx, id); err != nil {
+			return err
+		}
+	}
+	if !rt.busy() {
+		if err := m.takeOver(ctx, id); err != nil {
 			return err
 		}
 	}

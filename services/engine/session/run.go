@@ -378,11 +378,13 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	// watcher letting go after the engine closed it), and a mark behind
 	// the log reads, at the next load, as a crash and leaves a gap.
 	high := rt.journal.Last() + 1
+	end := &taskEnd{Sequence: high, Status: res.Status, Message: msg, NotRecorded: res.Err != nil}
 	if err := m.updateRow(ctx, rt.id, func(r *store.Session, c *config) {
 		if p != nil && p.mctx.Usage != nil {
 			r.Usage = proto.Clone(p.mctx.Usage).(*penguinv1.TokenCounts)
 		}
 		c.SeqHigh = max(c.SeqHigh, high)
+		c.LastEnd = end
 		c.Note, c.NoteSeq = res.Note, last
 		if contextSeq > 0 {
 			c.ContextSeq = contextSeq
@@ -404,7 +406,7 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	rt.mu.Lock()
 	rt.task = nil
 	rt.state = penguinv1.SessionState_SESSION_STATE_IDLE
-	rt.publishState(&penguinv1.RunStateChange{State: penguinv1.SessionState_SESSION_STATE_IDLE, Status: res.Status, Message: msg, NotRecorded: res.Err != nil})
+	rt.publishState(end.event().GetState())
 	rt.mu.Unlock()
 	kind := "run"
 	if t.compaction {
@@ -440,8 +442,12 @@ func (rt *Runtime) finishHandedOver(t *task, p *prepared, steering int) {
 		m.log.Warn("could not hand a run lease over; the run resumes once it expires", "session", rt.id, "error", err)
 	}
 	cancel()
+	// The watchers here learn that the run waits for its next owner; the
+	// stream of each then ends, as this replica stops (follow).
 	rt.mu.Lock()
 	rt.task = nil
+	rt.state = penguinv1.SessionState_SESSION_STATE_AWAITING_OWNER
+	rt.publishState(&penguinv1.RunStateChange{State: rt.state})
 	rt.mu.Unlock()
 	m.metrics.runsActive.Dec()
 	close(t.done)

@@ -549,6 +549,18 @@ func (s *pgStore) StaleLeases(ctx context.Context, owner string) ([]string, erro
 	return ids, s.wrap(ctx, op, err)
 }
 
+// LeaseCutOff implements Store.
+func (s *pgStore) LeaseCutOff(ctx context.Context, sessionID, owner string) (bool, error) {
+	const op = "lease cut off"
+	if s.closed.Load() {
+		return false, closedError(op)
+	}
+	var cut bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM leases
+		WHERE session_id = $1 AND (owner = $2 OR expires_at <= now()))`, sessionID, owner).Scan(&cut)
+	return cut, s.wrap(ctx, op, err)
+}
+
 // Now implements Store.
 func (s *pgStore) Now(ctx context.Context) (time.Time, error) {
 	const op = "now"

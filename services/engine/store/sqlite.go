@@ -792,6 +792,18 @@ func (s *sqliteStore) StaleLeases(ctx context.Context, owner string) ([]string, 
 	return ids, s.wrap(ctx, op, rows.Err())
 }
 
+// LeaseCutOff implements Store.
+func (s *sqliteStore) LeaseCutOff(ctx context.Context, sessionID, owner string) (bool, error) {
+	const op = "lease cut off"
+	if s.closed.Load() {
+		return false, closedError(op)
+	}
+	var cut bool
+	err := s.rs.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM leases
+		WHERE session_id = ? AND (owner = ? OR expires_at <= ?))`, sessionID, owner, time.Now().UnixMicro()).Scan(&cut)
+	return cut, s.wrap(ctx, op, err)
+}
+
 // Now implements Store.
 func (s *sqliteStore) Now(ctx context.Context) (time.Time, error) {
 	if s.closed.Load() {

@@ -250,6 +250,12 @@ type Store interface {
 	// off: a replica resumes them, and a restarted replica finds its own.
 	StaleLeases(ctx context.Context, owner string) ([]string, error)
 
+	// LeaseCutOff reports whether StaleLeases(owner) would return the
+	// session: one session's answer without listing them all, for a
+	// replica that is asked to follow a session whose run may wait for a
+	// new owner.
+	LeaseCutOff(ctx context.Context, sessionID, owner string) (bool, error)
+
 	// Now returns the database's current time, the clock that lease expiry
 	// and UpdatedAt are measured on. A replica uses it to schedule lease
 	// renewals without trusting its own clock.

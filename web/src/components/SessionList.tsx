@@ -78,11 +78,11 @@ export function SessionList({ rows, loaded, current, query, shelf, more, changed
   return (
     <>
       {error && <div class="banner error small" role="alert">{error}</div>}
-      <div class="session-list" ref={box} data-testid="session-list" role="list" aria-label={shelf === "archived" ? "Archived sessions" : "Sessions"}
+      <div class="session-list" ref={box} data-testid="session-list"
         onScroll={(e) => { setView({ top: e.currentTarget.scrollTop, height: e.currentTarget.clientHeight }); setMenu(undefined); }}>
         {!loaded && <div class="muted small">Loading…</div>}
         {loaded && !shown.length && <div class="muted small">{q ? "No session matches" : shelf === "archived" ? "No archived sessions" : "No sessions"}</div>}
-        <div style={{ height: `${shown.length * ROW}px`, position: "relative" }}>
+        <div role="list" aria-label={shelf === "archived" ? "Archived sessions" : "Sessions"} style={{ height: `${shown.length * ROW}px`, position: "relative" }}>
           {shown.slice(first, last).map((r, i) => {
             const s = r.session;
             const id = s.session_id;

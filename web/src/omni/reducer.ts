@@ -78,7 +78,7 @@ export interface Conversation {
   version: number;
   lastSeq: number;
   threads: Map<string, Thread>;
-  /** idle, running, awaiting_approval, retry_wait or compacting. */
+  /** idle, running, awaiting_approval, retry_wait, compacting or awaiting_owner (a stopped replica handed the run over). */
   state: string;
   /** How the last task ended, once idle. */
   status?: string;

@@ -1,5 +1,5 @@
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
-import { api, ApiError, type Session } from "../api";
+import { api, ApiError, type ProcessInfo, type Session } from "../api";
 import { read, size, withFiles, type Attachment, type AttachmentLimits } from "../attach";
 import { goalCommand, parseBudget } from "../goal";
 import { stateWord, tokens, usageData, usageLine } from "../format";
@@ -81,6 +81,7 @@ export function Chat({ id, session: listed, lastStatus, onChanged }: { id: strin
   }, [id, !listed]);
   const session = listed ?? fetched;
   const [renaming, setRenaming] = useState(false);
+  const [showProcs, setShowProcs] = useState(false);
   const update = (body: Parameters<typeof api.updateSession>[1]) => act(async () => {
     const s = await api.updateSession(id, body);
     setFetched(s);
@@ -154,6 +155,7 @@ export function Chat({ id, session: listed, lastStatus, onChanged }: { id: strin
           {usage && <div class="muted small" title="Tokens and cost of the whole session" data-testid="session-usage" {...usageData(usage)}>Session: {usageLine(usage)}</div>}
         </div>
         <nav class="chat-actions">
+          <button aria-expanded={showProcs} aria-controls="processes" onClick={() => setShowProcs(!showProcs)}>Processes</button>
           <a class="button" href={`/sessions/${encodeURIComponent(id)}/trace`} onClick={(e) => { e.preventDefault(); navigate(`/sessions/${encodeURIComponent(id)}/trace`); }}>Trace</a>
           <button disabled={running} title={running ? "Wait until the task ends" : "Copy this conversation into a new session"}
             onClick={() => act(async () => navigate(`/sessions/${encodeURIComponent((await api.forkSession(id)).session_id)}`))}>Fork</button>
@@ -163,6 +165,7 @@ export function Chat({ id, session: listed, lastStatus, onChanged }: { id: strin
           <button class="danger" onClick={() => confirm("Delete this session and its log?") && act(async () => { await api.deleteSession(id); navigate("/"); })}>Delete</button>
         </nav>
       </header>
+      {showProcs && <Processes id={id} running={running} />}
       {link !== "live" && link !== "connecting" && <div class="banner warn" role="status">{problem || (link === "gone" ? "The stream closed." : "Reconnecting…")}</div>}
       <div class="messages" onScroll={onScroll} data-testid="messages" ref={box}>
         <Thread conv={conv} items={items} sessionId={id} depth={0} />
@@ -211,6 +214,54 @@ export function Chat({ id, session: listed, lastStatus, onChanged }: { id: strin
         await api.steer(id, text);
         setQueued((q) => [...q, text]);
       })} onAbort={() => act(() => api.abort(id))} />
+    </section>
+  );
+}
+
+/** Processes lists the commands of the session's environment, read again
+ * every two seconds while it is open, with a Kill button for each that
+ * runs. */
+function Processes({ id, running }: { id: string; running: boolean }) {
+  const [list, setList] = useState<ProcessInfo[]>();
+  const [note, setNote] = useState("");
+  const [error, setError] = useState("");
+  const load = () => api.processes(id).then((r) => { setList(r.processes ?? []); setError(""); }).catch((e: Error) => setError(e.message));
+  useEffect(() => {
+    void load();
+    const t = setInterval(load, 2000);
+    return () => clearInterval(t);
+  }, [id, running]);
+  return (
+    <section id="processes" class="processes" aria-label="Processes" data-testid="processes">
+      <h2 class="small">Commands of this session</h2>
+      {error && <div class="banner error" role="alert">{error}</div>}
+      {note && <div class="muted small" role="status" data-testid="kill-note">{note}</div>}
+      {list && !list.length && <p class="muted small">No command runs in this session's environment.</p>}
+      {!!list?.length && (
+        <table class="small">
+          <thead><tr><th scope="col">Command</th><th scope="col">State</th><th scope="col">Started</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
+          <tbody>
+            {list.map((p) => (
+              <tr data-testid="process" data-process={p.process_id}>
+                <td><code>{p.command}</code>{p.background ? <span class="badge">background</span> : null}</td>
+                <td>{(p.state ?? "").replace("PROCESS_STATE_", "").toLowerCase()}{p.state === "PROCESS_STATE_EXITED" ? ` (${p.exit_code ?? 0})` : ""}</td>
+                <td>{p.started_at_ms ? new Date(Number(p.started_at_ms)).toLocaleTimeString() : ""}</td>
+                <td>{p.state === "PROCESS_STATE_RUNNING" && (
+                  <button class="danger small" aria-label={`Kill ${p.command}`} onClick={async () => {
+                    try {
+                      const r = await api.killProcess(id, p.process_id);
+                      setNote(r.message || `Killed ${p.command}.`);
+                    } catch (e) {
+                      setError((e as Error).message);
+                    }
+                    void load();
+                  }}>Kill</button>
+                )}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
     </section>
   );
 }

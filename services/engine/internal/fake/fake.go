@@ -243,6 +243,10 @@ type Env struct {
 	// Dispose, when set, is called with the id of every environment
 	// DisposeEnvironment disposes of, before it is forgotten.
 	Dispose func(ctx context.Context, id string)
+	// BeforeListTools, when set, runs at the start of every ListTools,
+	// which an engine calls when it prepares a task: a test holds a task
+	// there, before its loop starts.
+	BeforeListTools func(ctx context.Context)
 
 	mu       sync.Mutex
 	envs     map[string]bool
@@ -316,7 +320,10 @@ func (e *Env) known(id string) error {
 }
 
 // ListTools returns Tools.
-func (e *Env) ListTools(_ context.Context, req *penguinv1.ListToolsRequest) (*penguinv1.ListToolsResponse, error) {
+func (e *Env) ListTools(ctx context.Context, req *penguinv1.ListToolsRequest) (*penguinv1.ListToolsResponse, error) {
+	if e.BeforeListTools != nil {
+		e.BeforeListTools(ctx)
+	}
 	if err := e.known(req.GetEnvironmentId()); err != nil {
 		return nil, err
 	}

@@ -958,11 +958,11 @@ func (s *suite) testLeaseExpiry(t *testing.T, ctx context.Context, st store.Stor
 	}
 	// A live lease is stale only to its own owner (a replica restarted
 	// under the same name finds the runs it was cut off from).
-	if ids := staleLeases(t, ctx, st, "replica-b"); slices.Contains(ids, "expiry") {
-		t.Fatalf("StaleLeases(b) = %v while a's lease is live", ids)
+	if isStale(t, ctx, st, "replica-b", "expiry") {
+		t.Fatal("StaleLeases(b) lists the session while a's lease is live")
 	}
-	if ids := staleLeases(t, ctx, st, "replica-a"); !slices.Contains(ids, "expiry") {
-		t.Fatalf("StaleLeases(a) = %v, want a's own live lease", ids)
+	if !isStale(t, ctx, st, "replica-a", "expiry") {
+		t.Fatal("StaleLeases(a) does not list a's own live lease")
 	}
 	// Once it has expired, nobody holds it...
 	eventually.Within(t, 20*time.Second, "a's lease to expire", func() bool {
@@ -976,8 +976,8 @@ func (s *suite) testLeaseExpiry(t *testing.T, ctx context.Context, st store.Stor
 		t.Fatalf("LeaseHolder reported no live lease at store time %v, before the expiry %v (%v)", now, expA, err)
 	}
 	// ...it is stale to everyone...
-	if ids := staleLeases(t, ctx, st, "replica-b"); !slices.Contains(ids, "expiry") {
-		t.Fatalf("StaleLeases(b) = %v after a's lease expired", ids)
+	if !isStale(t, ctx, st, "replica-b", "expiry") {
+		t.Fatal("StaleLeases(b) does not list the session after a's lease expired")
 	}
 	// ...and b can take it.
 	eventually.Within(t, 20*time.Second, "b to take the expired lease", func() bool {
@@ -991,8 +991,8 @@ func (s *suite) testLeaseExpiry(t *testing.T, ctx context.Context, st store.Stor
 	if err != nil || owner != "replica-b" || addr != "b:1" {
 		t.Fatalf("holder = %q %q %v, want replica-b", owner, addr, err)
 	}
-	if ids := staleLeases(t, ctx, st, "replica-a"); slices.Contains(ids, "expiry") {
-		t.Fatalf("StaleLeases(a) = %v after b took the lease", ids)
+	if isStale(t, ctx, st, "replica-a", "expiry") {
+		t.Fatal("StaleLeases(a) lists the session after b took the lease")
 	}
 	// a coming back late cannot take it over, and its release is a no-op.
 	if ok, err := st.AcquireLease(ctx, "expiry", "replica-a", "a:1", ttl); err != nil || ok {
@@ -1008,18 +1008,24 @@ func (s *suite) testLeaseExpiry(t *testing.T, ctx context.Context, st store.Stor
 	if err := st.ReleaseLease(ctx, "expiry", "replica-b"); err != nil {
 		t.Fatalf("ReleaseLease(b) = %v", err)
 	}
-	if ids := staleLeases(t, ctx, st, "replica-b"); slices.Contains(ids, "expiry") {
-		t.Fatalf("StaleLeases(b) = %v after b released the lease", ids)
+	if isStale(t, ctx, st, "replica-b", "expiry") {
+		t.Fatal("StaleLeases(b) lists the session after b released the lease")
 	}
 }
 
-func staleLeases(t *testing.T, ctx context.Context, st store.Store, owner string) []string {
+// isStale reports whether StaleLeases(owner) lists session id, and fails
+// when LeaseCutOff, which answers the same for one session, disagrees.
+func isStale(t *testing.T, ctx context.Context, st store.Store, owner, id string) bool {
 	t.Helper()
 	ids, err := st.StaleLeases(ctx, owner)
 	if err != nil {
 		t.Fatalf("StaleLeases(%s): %v", owner, err)
 	}
-	return ids
+	listed := slices.Contains(ids, id)
+	if cut, err := st.LeaseCutOff(ctx, id, owner); err != nil || cut != listed {
+		t.Fatalf("LeaseCutOff(%s, %s) = %v, %v; StaleLeases = %v", id, owner, cut, err, ids)
+	}
+	return listed
 }
 
 func (s *suite) testLeaseContention(t *testing.T, ctx context.Context, st store.Store) {
