@@ -20,6 +20,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
 	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
 )
 
@@ -261,5 +262,77 @@ func TestScheduleBadDefinitions(t *testing.T) {
 	}
 	if n := len(list.GetSchedules()); n != 0 {
 		t.Errorf("%d schedules stored after refused creates", n)
+	}
+}
+
+// TestScheduleWrittenByTheModelFires: the model writes a schedule with
+// write_agent_file in a session; the engine picks the file up and fires it
+// once, in a new session that gets the prompt and the model's answer.
+func TestScheduleWrittenByTheModelFires(t *testing.T) {
+	ctx := testkit.Context(t, 2*time.Minute)
+	// Far enough ahead that the engine reads the file (every 10 s) before.
+	start := time.Now().Add(20 * time.Second).UTC().Truncate(time.Second)
+	b := enginetest.NewBackends(t,
+		agentTool("write_agent_file", map[string]string{"file_path": "schedule/ping.yaml",
+			"content": fmt.Sprintf("prompt: scheduled ping\nenabled: true\nstart_at: %s\nworkspace: ws\nprovider: emu\nmodel_id: m\n", start.Format(time.RFC3339))}),
+		emulator.Turn{Text: "Scheduled."},
+		emulator.Turn{Text: "pong"},
+	)
+	if err := os.MkdirAll(filepath.Join(b.Root, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := startReplica(t, "127.0.0.1:0", b, postgresURL(t), agentHome(t))
+	engine := e2etest.DialEngine(t, addr, "")
+	created, err := engine.CreateSession(ctx, &penguinv1.CreateSessionRequest{
+		Model: enginetest.Model, Workspace: "ws", ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := engine.Run(ctx, &penguinv1.RunRequest{SessionId: created.GetSession().GetSessionId(), Prompt: "ping me in a few seconds"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := enginetest.Collect(stream); err != nil {
+		t.Fatal(err)
+	}
+	api := dialSchedules(t, addr)
+	var run *penguinv1.ScheduleRun
+	for run == nil {
+		resp, err := api.ListScheduleRuns(ctx, &penguinv1.ListScheduleRunsRequest{Agent: "default", Name: "ping"})
+		if err == nil && len(resp.GetRuns()) == 1 && resp.GetRuns()[0].GetState() == "started" {
+			run = resp.GetRuns()[0]
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the model's schedule did not fire: %v, %v", resp, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if !run.GetDueAt().AsTime().Equal(start) {
+		t.Errorf("the run was due at %v, want %v", run.GetDueAt().AsTime(), start)
+	}
+	// The run's prompt and the model's answer reach its session, once.
+	for {
+		prompts, pongs := 0, 0
+		for _, ev := range e2etest.History(ctx, t, engine, run.GetSessionId()) {
+			tx := ev.GetMessage().GetText()
+			if tx.GetSender() == penguinv1.Sender_SENDER_SERVER && tx.GetText() == "scheduled ping" {
+				prompts++
+			}
+			if tx.GetRole() == penguinv1.Role_ROLE_ASSISTANT && tx.GetText() == "pong" {
+				pongs++
+			}
+		}
+		if prompts > 1 || pongs > 1 {
+			t.Fatalf("the scheduled prompt reached the session %d times, its answer %d", prompts, pongs)
+		}
+		if prompts == 1 && pongs == 1 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("prompt %d, answer %d", prompts, pongs)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }
