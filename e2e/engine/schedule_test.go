@@ -336,3 +336,56 @@ func TestScheduleWrittenByTheModelFires(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 }
+
+// TestScheduleMissedWhileAllReplicasWereDown stops the only replica for
+// longer than --schedule-missed-after (4 s) across several due times of
+// two schedules: on return, the run_once schedule runs once for them all
+// and the skip schedule records them skipped, once, and runs nothing.
+func TestScheduleMissedWhileAllReplicasWereDown(t *testing.T) {
+	b := enginetest.NewBackendsWithModel(t, replyModel{})
+	if err := os.MkdirAll(filepath.Join(b.Root, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	url := postgresURL(t)
+	ctx := testkit.Context(t, 2*time.Minute)
+	proc, addr := startReplica(t, "127.0.0.1:0", b, url, agentHome(t))
+	api := dialSchedules(t, addr)
+	start := time.Now().Add(8 * time.Second).UTC().Truncate(time.Second)
+	for _, missed := range []string{"run_once", "skip"} {
+		if _, err := api.CreateSchedule(ctx, &penguinv1.CreateScheduleRequest{Agent: "default", Name: missed, Schedule: &penguinv1.Schedule{
+			Prompt: "missed " + missed, Enabled: true, StartAt: timestamppb.New(start), Period: "2s", Workspace: "ws", Model: enginetest.Model, Missed: missed,
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proc.Kill()
+	proc.Wait(30 * time.Second)
+	// Down from before the first due time until well past missed-after.
+	time.Sleep(time.Until(start.Add(7 * time.Second)))
+	_, addr = startReplica(t, addr, b, url, agentHome(t))
+	api = dialSchedules(t, addr)
+	time.Sleep(1500 * time.Millisecond) // a tick or so: the missed due time is claimed
+	for _, missed := range []string{"run_once", "skip"} {
+		resp, err := api.ListScheduleRuns(ctx, &penguinv1.ListScheduleRunsRequest{Agent: "default", Name: missed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var first *penguinv1.ScheduleRun
+		for _, r := range resp.GetRuns() {
+			if r.GetDueAt().AsTime().Equal(start) {
+				first = r
+			}
+			if at := r.GetDueAt().AsTime(); at.After(start) && at.Before(start.Add(7*time.Second)) {
+				t.Errorf("%s: a missed due time %v has a run of its own (%s)", missed, at, r.GetState())
+			}
+		}
+		switch {
+		case first == nil:
+			t.Errorf("%s: the missed due times left no record: %v", missed, resp.GetRuns())
+		case missed == "skip" && (first.GetState() != "skipped" || !strings.Contains(first.GetReason(), "missed")):
+			t.Errorf("skip: %s %q, want skipped as missed", first.GetState(), first.GetReason())
+		case missed == "run_once" && first.GetState() == "skipped":
+			t.Errorf("run_once: the missed run was skipped: %q", first.GetReason())
+		}
+	}
+}
