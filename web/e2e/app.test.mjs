@@ -24,7 +24,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statS
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { launchChromium, Runner, shot as shotIn, stepper } from "./harness.mjs";
+import { axe, launchChromium, Runner, shot as shotIn, stepper } from "./harness.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, "../..");
@@ -36,7 +36,14 @@ const model = { provider: "openai", id: "gpt-5-mini" };
 
 let work, home, dataDir, runner, browser, base, mock;
 const start = (...args) => runner.start(...args);
-const shot = (page, name) => shotIn(page, artifacts, name);
+// Every screen photographed is also checked by axe-core; its serious and
+// critical violations are gathered, named by the screen, and asserted
+// away at the end.
+const a11y = [];
+const shot = async (page, name) => {
+  await shotIn(page, artifacts, name);
+  a11y.push(...(await axe(page)).map((v) => `${name}: ${v}`));
+};
 
 before(async () => {
   work = mkdtempSync(join(tmpdir(), "penguin-web-e2e-"));
@@ -369,6 +376,7 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
   });
 
   assert.deepEqual(problems, [], "no script errors in the page");
+  assert.deepEqual(a11y, [], "axe-core: no serious or critical violation on any screen");
   await ctx.tracing.stop();
   await ctx.close();
 });
