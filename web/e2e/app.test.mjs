@@ -125,6 +125,8 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
   });
 
   await step("the setup form stores the route through the llm service, its key encrypted; it is used without a restart", async () => {
+    // The catalog's providers load with the page.
+    await page.locator("select[name=provider] option[value=openai]").waitFor({ state: "attached" });
     await page.getByLabel("Provider").selectOption("openai");
     await page.getByLabel(/Base URL/).fill(`${mock}/openai/v1`);
     await page.getByLabel("API key").fill(modelKey);
@@ -355,6 +357,22 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
     await last.getByRole("link", { name: "session" }).click();
     await page.locator(".msg.user").filter({ hasText: "Summarize the workspace." }).waitFor();
     await shot(page, "20-scheduled-session");
+  });
+
+  await step("the Models page: the stored route, its key masked; its test answers; removed, no model is left", async () => {
+    await page.goto(base + "/setup");
+    const row = page.getByTestId("route-openai");
+    await row.waitFor();
+    assert.match(await row.innerText(), new RegExp(`${modelKey.slice(-4)}[\\s\\S]*added here`));
+    assert.ok(!(await row.innerText()).includes(modelKey), "the key is shown masked");
+    await row.getByRole("button", { name: "Test" }).click();
+    // The mock's script is used up by now: the test reports the provider's answer either way.
+    await page.getByTestId("tested-openai").filter({ hasText: /answered in \d+ ms|failed:/ }).waitFor();
+    await shot(page, "21-models-routes");
+    await row.getByRole("button", { name: "Remove" }).click();
+    await page.getByTestId("route-openai").waitFor({ state: "detached" });
+    const models = await page.evaluate(() => fetch("/api/models").then((r) => r.json()));
+    assert.match(models.notice ?? "", /no model provider is configured/);
   });
 
   assert.deepEqual(problems, [], "no script errors in the page");

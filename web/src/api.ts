@@ -96,6 +96,14 @@ export interface ProviderRouteInfo {
   key_hint?: string;
 }
 
+/** The answer of a route's test request. */
+export interface ProviderTest {
+  ok?: boolean;
+  model_id?: string;
+  latency_ms?: string;
+  outcome?: { message?: string };
+}
+
 export interface SetupResult {
   provider: string;
   route: ProviderRouteInfo;
@@ -246,6 +254,9 @@ export const api = {
   models: () => request<{ models?: ModelInfo[]; notice?: string }>("GET", "/api/models"),
   setup: () => request<SetupState>("GET", "/api/setup"),
   addProvider: (form: object) => request<SetupResult>("POST", "/api/setup/provider", form),
+  providers: () => request<{ providers?: ProviderRouteInfo[]; notice?: string }>("GET", "/api/providers"),
+  removeProvider: (name: string) => request<void>("DELETE", `/api/providers/${encodeURIComponent(name)}`),
+  testProvider: (name: string) => request<ProviderTest>("POST", `/api/providers/${encodeURIComponent(name)}/test`, {}),
 };
 
 /** traceURL is the address of a session's trace: every context (0) or
