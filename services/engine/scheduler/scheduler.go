@@ -167,8 +167,15 @@ func (s *Scheduler) tick() {
 }
 
 // Sync copies every changed definition file into the schedules table and
-// forgets the schedules whose files are gone.
+// forgets the schedules whose files are gone. The schedules are listed
+// before the files are read: a row another replica records after that
+// read (for a file this one has not seen yet) is then not taken for one
+// whose file is gone, and kept.
 func (s *Scheduler) Sync(ctx context.Context) error {
+	rows, err := s.opts.Store.ListSchedules(ctx, "", "")
+	if err != nil {
+		return err
+	}
 	files, err := s.opts.Store.ScheduleFiles(ctx)
 	if err != nil {
 		return err
@@ -187,10 +194,6 @@ func (s *Scheduler) Sync(ctx context.Context) error {
 		if err := s.put(ctx, f.Project, f.Agent, name, f.Data, f.Version, now); err != nil {
 			return err
 		}
-	}
-	rows, err := s.opts.Store.ListSchedules(ctx, "", "")
-	if err != nil {
-		return err
 	}
 	for _, r := range rows {
 		if !seen[[3]string{r.Project, r.Agent, r.Name}] {
