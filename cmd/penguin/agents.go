@@ -429,7 +429,7 @@ func newVaultCmd() *cobra.Command {
 		}},
 		&cobra.Command{Use: "set NAME", Short: "set a value, read from stdin or a hidden prompt (never an argument)", Args: nArgs("penguin vault set NAME   (the value comes from stdin or a prompt)", 1, 1), RunE: func(c *cobra.Command, args []string) error {
 			a := ac(c)
-			value, err := readSecret(a.in, args[0])
+			value, err := readSecret(a.in, "value of "+args[0])
 			if err != nil {
 				return err
 			}
@@ -444,11 +444,12 @@ func newVaultCmd() *cobra.Command {
 	)
 }
 
-// readSecret reads a value from a terminal without echoing it, or the
-// whole of stdin (less one final newline) when it is not a terminal.
-func readSecret(in *os.File, name string) (string, error) {
+// readSecret reads a value from a terminal without echoing it (after
+// prompt), or the whole of stdin (less one final newline) when it is not
+// a terminal.
+func readSecret(in *os.File, prompt string) (string, error) {
 	if term.IsTerminal(in.Fd()) {
-		fmt.Fprintf(os.Stderr, "value of %s: ", name)
+		fmt.Fprintf(os.Stderr, "%s: ", prompt)
 		v, err := term.ReadPassword(in.Fd())
 		fmt.Fprintln(os.Stderr)
 		return string(v), err

@@ -81,7 +81,7 @@ commands.`,
 			return fmt.Errorf("chat: %w", err)
 		}
 		if id == resumeLatest {
-			if id, err = latestSession(ctx, conn.engine); err != nil {
+			if id, err = latestSession(ctx, conn.engine, ps.project); err != nil {
 				return fmt.Errorf("chat: %w", err)
 			}
 		}
@@ -113,11 +113,11 @@ commands.`,
 }
 
 // latestSession returns the newest session a person started (not a
-// subagent's).
-func latestSession(ctx context.Context, engine penguinv1.EngineServiceClient) (string, error) {
+// subagent's), in project when one is named.
+func latestSession(ctx context.Context, engine penguinv1.EngineServiceClient, project string) (string, error) {
 	token := ""
 	for {
-		resp, err := engine.ListSessions(ctx, &penguinv1.ListSessionsRequest{PageSize: 50, PageToken: token})
+		resp, err := engine.ListSessions(ctx, &penguinv1.ListSessionsRequest{PageSize: 50, PageToken: token, ProjectId: project})
 		if err != nil {
 			return "", fmt.Errorf("list sessions: %w", statusError(err))
 		}

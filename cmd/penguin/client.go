@@ -10,11 +10,13 @@ import (
 	"github.com/charmbracelet/x/term"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/cli"
 	"github.com/penguin-agent/penguin/internal/config"
+	"github.com/penguin-agent/penguin/internal/credentials"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 )
@@ -48,6 +50,9 @@ type engineConn struct {
 	// schedules.
 	agents    penguinv1.AgentServiceClient
 	schedules penguinv1.ScheduleServiceClient
+	// conn reaches the server's other services (accounts, projects,
+	// tokens).
+	conn grpc.ClientConnInterface
 	// agentState is the default agent's directory of an embedded engine,
 	// empty for a remote one; defaultModel and defaultThinking are that
 	// agent's model and thinking level.
@@ -67,9 +72,9 @@ func (c *engineConn) Close() error { return c.close() }
 // a task interrupted by Ctrl-C must still be aborted and shown to its end.
 func (f *clientFlags) connect(ctx context.Context) (*engineConn, error) {
 	if f.engine != "" {
-		token, err := config.Secret(os.LookupEnv, "PENGUIN_AUTH_TOKEN", f.authTokenFile)
+		token, err := f.credential()
 		if err != nil {
-			return nil, fmt.Errorf("auth token: %w", err)
+			return nil, err
 		}
 		conn, err := grpcclient.New(f.engine, grpcclient.Options{Token: token})
 		if err != nil {
@@ -77,7 +82,7 @@ func (f *clientFlags) connect(ctx context.Context) (*engineConn, error) {
 		}
 		return &engineConn{
 			engine: penguinv1.NewEngineServiceClient(conn), llm: penguinv1.NewLLMServiceClient(conn),
-			agents: penguinv1.NewAgentServiceClient(conn), schedules: penguinv1.NewScheduleServiceClient(conn), close: conn.Close,
+			agents: penguinv1.NewAgentServiceClient(conn), schedules: penguinv1.NewScheduleServiceClient(conn), conn: conn, close: conn.Close,
 		}, nil
 	}
 	if f.authTokenFile != "" {
@@ -87,11 +92,33 @@ func (f *clientFlags) connect(ctx context.Context) (*engineConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the embedded engine: %w", err)
 	}
-	c := &engineConn{engine: srv.Engine, llm: srv.LLM, agents: srv.Agents, schedules: srv.Schedules, agentState: srv.agentDir, logPath: srv.logPath, close: srv.stop}
+	c := &engineConn{engine: srv.Engine, llm: srv.LLM, agents: srv.Agents, schedules: srv.Schedules, conn: srv.Conn, agentState: srv.agentDir, logPath: srv.logPath, close: srv.stop}
 	if st, err := agentstate.Load(srv.agentDir); err == nil {
 		c.defaultModel, c.defaultThinking = st.Config.Model.Ref(), st.Config.Model.ThinkingLevelProto()
 	}
 	return c, nil
+}
+
+// credential is what calls to --engine present: the token of
+// PENGUIN_AUTH_TOKEN or --auth-token-file when one is given, else what
+// `penguin login` stored for the server, else nothing.
+func (f *clientFlags) credential() (string, error) {
+	token, err := config.Secret(os.LookupEnv, "PENGUIN_AUTH_TOKEN", f.authTokenFile)
+	if err != nil || token != "" {
+		if err != nil {
+			err = fmt.Errorf("auth token: %w", err)
+		}
+		return token, err
+	}
+	file, err := credentials.Default()
+	if err != nil {
+		return "", err
+	}
+	e, _, err := file.Get(f.engine)
+	if err != nil {
+		return "", fmt.Errorf("stored sign-in: %w", err)
+	}
+	return e.Secret, nil
 }
 
 // complete fills in the agent's default model when the flags named none.
@@ -125,6 +152,7 @@ type sessionFlags struct {
 	approval  string
 	thinking  string
 	sandbox   string
+	project   string
 }
 
 // The CLI spellings of the session settings, for help and completion.
@@ -143,6 +171,7 @@ func addSessionFlags(cmd *cobra.Command) *sessionFlags {
 	fs.StringVar(&f.approval, "approval", "allow-all", "which tool calls need your approval: allow-all, deny-all, read-only or always-ask")
 	fs.StringVar(&f.thinking, "thinking", "", "thinking level: none, low, medium, high, xhigh or max (default: the agent's)")
 	fs.StringVar(&f.sandbox, "sandbox", "", "how commands are confined: workspace-write (as an unprivileged user in namespaces of their own, writing only to the workspace and their own /tmp, without network), read-only, or none (default: the server's, workspace-write where its host can enforce it)")
+	fs.StringVar(&f.project, "project", "", "the project the session goes in (default: the default project, or your only one)")
 	mustComplete(cmd, "approval", completeWords(approvalWords...))
 	mustComplete(cmd, "thinking", completeWords(thinkingWords...))
 	mustComplete(cmd, "sandbox", completeWords(sandboxWords...))
@@ -157,6 +186,7 @@ type parsedSession struct {
 	approval  penguinv1.ApprovalMode
 	thinking  penguinv1.ThinkingLevel
 	sandbox   penguinv1.SandboxMode
+	project   string
 }
 
 // parse checks the flags; every error is a usage error.
@@ -180,6 +210,7 @@ func (f *sessionFlags) parse() (*parsedSession, error) {
 		return nil, usageErrorf("workspace %s is not a directory", abs)
 	}
 	p.workspace = abs
+	p.project = f.project
 	if p.approval, err = cli.ParseApprovalMode(f.approval); err != nil {
 		return nil, &usageError{err: err}
 	}
@@ -204,6 +235,7 @@ func (f *sessionFlags) parse() (*parsedSession, error) {
 func (p *parsedSession) createRequest() *penguinv1.CreateSessionRequest {
 	return &penguinv1.CreateSessionRequest{
 		Model: p.model, Workspace: p.workspace, ApprovalMode: p.approval, ThinkingLevel: p.thinking, SandboxMode: p.sandbox,
+		ProjectId: p.project,
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
 	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
 )
 
@@ -28,13 +29,18 @@ type replyModel struct{}
 
 func (replyModel) ServeHTTP(w http.ResponseWriter, _ *http.Request) { streamChat(w, "Done.", "", "") }
 
+// missedAfterShort is the --schedule-missed-after of the tests that want
+// the missed policy to apply within seconds.
+const missedAfterShort = 4 * time.Second
+
 // startReplica runs `penguin serve engine` as one of several replicas of a
 // store, with a short run lease so that what a killed replica held moves
-// on within seconds.
-func startReplica(t *testing.T, listen string, b *enginetest.Backends, storeURL, agentDir string) (*netns.Proc, string) {
+// on within seconds, and due times later than missedAfter handled by their
+// schedule's missed policy.
+func startReplica(t *testing.T, listen string, b *enginetest.Backends, storeURL, agentDir string, missedAfter time.Duration) (*netns.Proc, string) {
 	t.Helper()
 	cmd := exec.Command(penguinBin, "serve", "engine", "--listen", listen, "--llm", b.LLM, "--environment", b.Environment,
-		"--store", storeURL, "--agent-state", agentDir, "--home", t.TempDir(), "--lease-ttl", "3s", "--schedule-missed-after", "4s")
+		"--store", storeURL, "--agent-state", agentDir, "--home", t.TempDir(), "--lease-ttl", "3s", "--schedule-missed-after", missedAfter.String())
 	cmd.Env = append(e2etest.BaseEnv(t), "PENGUIN_AUTH_TOKEN=")
 	p := netns.Start(t, "engine", cmd)
 	addr := p.WaitLog("gRPC server listening", map[string]string{"server": "engine"}, "addr", time.Minute)
@@ -85,8 +91,12 @@ func TestSchedulesExactlyOnceAcrossReplicas(t *testing.T) {
 	}
 	url := postgresURL(t)
 	ctx := testkit.Context(t, 3*time.Minute)
-	procA, addrA := startReplica(t, "127.0.0.1:0", b, url, agentHome(t))
-	procB, addrB := startReplica(t, "127.0.0.1:0", b, url, agentHome(t))
+	// A due time that comes late (a loaded machine, a replica killed after
+	// its claim) still runs: only a late start within missedAfter keeps
+	// every due time's own run, which is what this test counts.
+	const missedAfter = 2 * time.Minute
+	procA, addrA := startReplica(t, "127.0.0.1:0", b, url, agentHome(t), missedAfter)
+	procB, addrB := startReplica(t, "127.0.0.1:0", b, url, agentHome(t), missedAfter)
 	_ = procA
 	api := dialSchedules(t, addrA)
 
@@ -120,7 +130,7 @@ func TestSchedulesExactlyOnceAcrossReplicas(t *testing.T) {
 		procB.Wait(30 * time.Second)
 		t.Logf("kill %d: replica B killed after claiming a run", k+1)
 		time.Sleep(period)
-		procB, _ = startReplica(t, addrB, b, url, agentHome(t))
+		procB, _ = startReplica(t, addrB, b, url, agentHome(t), missedAfter)
 	}
 	time.Sleep(2 * period)
 
@@ -238,7 +248,7 @@ func TestSchedulesExactlyOnceAcrossReplicas(t *testing.T) {
 func TestScheduleBadDefinitions(t *testing.T) {
 	b := enginetest.NewBackendsWithModel(t, replyModel{})
 	ctx := testkit.Context(t, time.Minute)
-	_, addr := startReplica(t, "127.0.0.1:0", b, postgresURL(t), agentHome(t))
+	_, addr := startReplica(t, "127.0.0.1:0", b, postgresURL(t), agentHome(t), missedAfterShort)
 	api := dialSchedules(t, addr)
 	for _, c := range []struct{ yaml, want string }{
 		{"prompt: hi\nenabled: true\nperiod: 5x\nstart_at: 2026-01-01T00:00:00Z\nworkspace: ws\n", "schedule/bad.yaml:3: period:"},
@@ -261,5 +271,130 @@ func TestScheduleBadDefinitions(t *testing.T) {
 	}
 	if n := len(list.GetSchedules()); n != 0 {
 		t.Errorf("%d schedules stored after refused creates", n)
+	}
+}
+
+// TestScheduleWrittenByTheModelFires: the model writes a schedule with
+// write_agent_file in a session; the engine picks the file up and fires it
+// once, in a new session that gets the prompt and the model's answer.
+func TestScheduleWrittenByTheModelFires(t *testing.T) {
+	ctx := testkit.Context(t, 2*time.Minute)
+	// Far enough ahead that the engine reads the file (every 10 s) before.
+	start := time.Now().Add(20 * time.Second).UTC().Truncate(time.Second)
+	b := enginetest.NewBackends(t,
+		agentTool("write_agent_file", map[string]string{"file_path": "schedule/ping.yaml",
+			"content": fmt.Sprintf("prompt: scheduled ping\nenabled: true\nstart_at: %s\nworkspace: ws\nprovider: emu\nmodel_id: m\n", start.Format(time.RFC3339))}),
+		emulator.Turn{Text: "Scheduled."},
+		emulator.Turn{Text: "pong"},
+	)
+	if err := os.MkdirAll(filepath.Join(b.Root, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := startReplica(t, "127.0.0.1:0", b, postgresURL(t), agentHome(t), missedAfterShort)
+	engine := e2etest.DialEngine(t, addr, "")
+	created, err := engine.CreateSession(ctx, &penguinv1.CreateSessionRequest{
+		Model: enginetest.Model, Workspace: "ws", ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := engine.Run(ctx, &penguinv1.RunRequest{SessionId: created.GetSession().GetSessionId(), Prompt: "ping me in a few seconds"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := enginetest.Collect(stream); err != nil {
+		t.Fatal(err)
+	}
+	api := dialSchedules(t, addr)
+	var run *penguinv1.ScheduleRun
+	for run == nil {
+		resp, err := api.ListScheduleRuns(ctx, &penguinv1.ListScheduleRunsRequest{Agent: "default", Name: "ping"})
+		if err == nil && len(resp.GetRuns()) == 1 && resp.GetRuns()[0].GetState() == "started" {
+			run = resp.GetRuns()[0]
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the model's schedule did not fire: %v, %v", resp, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if !run.GetDueAt().AsTime().Equal(start) {
+		t.Errorf("the run was due at %v, want %v", run.GetDueAt().AsTime(), start)
+	}
+	// The run's prompt and the model's answer reach its session, once.
+	for {
+		prompts, pongs := 0, 0
+		for _, ev := range e2etest.History(ctx, t, engine, run.GetSessionId()) {
+			tx := ev.GetMessage().GetText()
+			if tx.GetSender() == penguinv1.Sender_SENDER_SERVER && tx.GetText() == "scheduled ping" {
+				prompts++
+			}
+			if tx.GetRole() == penguinv1.Role_ROLE_ASSISTANT && tx.GetText() == "pong" {
+				pongs++
+			}
+		}
+		if prompts > 1 || pongs > 1 {
+			t.Fatalf("the scheduled prompt reached the session %d times, its answer %d", prompts, pongs)
+		}
+		if prompts == 1 && pongs == 1 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("prompt %d, answer %d", prompts, pongs)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// TestScheduleMissedWhileAllReplicasWereDown stops the only replica for
+// longer than --schedule-missed-after (4 s) across several due times of
+// two schedules: on return, the run_once schedule runs once for them all
+// and the skip schedule records them skipped, once, and runs nothing.
+func TestScheduleMissedWhileAllReplicasWereDown(t *testing.T) {
+	b := enginetest.NewBackendsWithModel(t, replyModel{})
+	if err := os.MkdirAll(filepath.Join(b.Root, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	url := postgresURL(t)
+	ctx := testkit.Context(t, 2*time.Minute)
+	proc, addr := startReplica(t, "127.0.0.1:0", b, url, agentHome(t), missedAfterShort)
+	api := dialSchedules(t, addr)
+	start := time.Now().Add(8 * time.Second).UTC().Truncate(time.Second)
+	for _, missed := range []string{"run_once", "skip"} {
+		if _, err := api.CreateSchedule(ctx, &penguinv1.CreateScheduleRequest{Agent: "default", Name: missed, Schedule: &penguinv1.Schedule{
+			Prompt: "missed " + missed, Enabled: true, StartAt: timestamppb.New(start), Period: "2s", Workspace: "ws", Model: enginetest.Model, Missed: missed,
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proc.Kill()
+	proc.Wait(30 * time.Second)
+	// Down from before the first due time until well past missed-after.
+	time.Sleep(time.Until(start.Add(7 * time.Second)))
+	_, addr = startReplica(t, addr, b, url, agentHome(t), missedAfterShort)
+	api = dialSchedules(t, addr)
+	time.Sleep(1500 * time.Millisecond) // a tick or so: the missed due time is claimed
+	for _, missed := range []string{"run_once", "skip"} {
+		resp, err := api.ListScheduleRuns(ctx, &penguinv1.ListScheduleRunsRequest{Agent: "default", Name: missed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var first *penguinv1.ScheduleRun
+		for _, r := range resp.GetRuns() {
+			if r.GetDueAt().AsTime().Equal(start) {
+				first = r
+			}
+			if at := r.GetDueAt().AsTime(); at.After(start) && at.Before(start.Add(7*time.Second)) {
+				t.Errorf("%s: a missed due time %v has a run of its own (%s)", missed, at, r.GetState())
+			}
+		}
+		switch {
+		case first == nil:
+			t.Errorf("%s: the missed due times left no record: %v", missed, resp.GetRuns())
+		case missed == "skip" && (first.GetState() != "skipped" || !strings.Contains(first.GetReason(), "missed")):
+			t.Errorf("skip: %s %q, want skipped as missed", first.GetState(), first.GetReason())
+		case missed == "run_once" && first.GetState() == "skipped":
+			t.Errorf("run_once: the missed run was skipped: %q", first.GetReason())
+		}
 	}
 }

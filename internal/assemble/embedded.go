@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 
+	"google.golang.org/grpc"
+
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 )
 
@@ -22,8 +24,11 @@ type Embedded struct {
 	LLM       penguinv1.LLMServiceClient
 	Agents    penguinv1.AgentServiceClient
 	Schedules penguinv1.ScheduleServiceClient
-	cancel    context.CancelFunc
-	done      chan error
+	// Conn is the in-process connection they use, for the server's
+	// other services (users, projects, tokens).
+	Conn   grpc.ClientConnInterface
+	cancel context.CancelFunc
+	done   chan error
 }
 
 // StartEmbedded builds the process cfg describes (its services, logger and
@@ -47,6 +52,7 @@ func StartEmbedded(ctx context.Context, cfg Config) (*Embedded, error) {
 	e := &Embedded{
 		Engine: penguinv1.NewEngineServiceClient(p.Local()), LLM: penguinv1.NewLLMServiceClient(p.Local()),
 		Agents: penguinv1.NewAgentServiceClient(p.Local()), Schedules: penguinv1.NewScheduleServiceClient(p.Local()),
+		Conn:   p.Local(),
 		cancel: cancel, done: make(chan error, 1),
 	}
 	go func() { e.done <- p.Serve(sctx) }()

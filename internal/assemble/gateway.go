@@ -49,6 +49,8 @@ func (p *Process) setupGateway(context.Context) error {
 		AuthToken: p.cfg.AuthToken, Heartbeat: gc.Heartbeat, Logger: p.log, App: gc.App,
 		Agents: penguinv1.NewAgentServiceClient(p.local), Schedules: penguinv1.NewScheduleServiceClient(p.local),
 		Accounts: penguinv1.NewAuthServiceClient(p.local), Team: p.cfg.Engine.Team,
+		Users: penguinv1.NewUserServiceClient(p.local), Projects: penguinv1.NewProjectServiceClient(p.local),
+		Tokens: penguinv1.NewTokenServiceClient(p.local),
 		// The llm service of this process, or the front that passes the
 		// users' calls on to the one the engine reaches (see llmFront).
 		LLM: penguinv1.NewLLMServiceClient(p.local),

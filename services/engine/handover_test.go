@@ -188,28 +188,9 @@ func TestAStopDuringATakeOverHandsTheRunOverAgain(t *testing.T) {
 // replica the client is connected to. A client of the stopping owner is
 // told the same, and that it must attach again.
 func TestAWatcherFollowsTheRunToItsNextReplica(t *testing.T) {
-	llm, envConn, llmConn, agentDir, storeURL := replicaFixture(t)
-	a := startReplica(t, "engine-a", storeURL, agentDir, llmConn, envConn)
-	b := startReplica(t, "engine-b", storeURL, agentDir, llmConn, envConn)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	thinking := newGate()
-	llm.Generate = fake.Script(
-		fake.NewReply().PartialOnly("thinking").Hook(func(ctx context.Context) error {
-			thinking.open()
-			<-ctx.Done()
-			return ctx.Err()
-		}),
-		fake.NewReply().Text("finished on engine-b").Done(),
-	)
-	id := createOn(ctx, t, a)
-	run, err := a.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "go"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := thinking.wait(ctx); err != nil {
-		t.Fatal(err)
-	}
+	a, b, id, run := runOnTwoReplicas(ctx, t, "finished on engine-b")
 	watched := make(chan []*penguinv1.RunEvent, 1)
 	watchErr := make(chan error, 1)
 	att, err := b.client.Attach(ctx, &penguinv1.AttachRequest{SessionId: id, UntilIdle: true})
@@ -284,27 +265,9 @@ func TestAWatcherFollowsTheRunToItsNextReplica(t *testing.T) {
 // told the run awaits a new owner, and follows it once the lease has run
 // out and the replica it is connected to took the run over.
 func TestAWatcherWaitsOutAnUnreachableOwner(t *testing.T) {
-	llm, envConn, llmConn, agentDir, storeURL := replicaFixture(t)
-	a := startReplica(t, "engine-a", storeURL, agentDir, llmConn, envConn)
-	b := startReplica(t, "engine-b", storeURL, agentDir, llmConn, envConn)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	thinking := newGate()
-	llm.Generate = fake.Script(
-		fake.NewReply().PartialOnly("thinking").Hook(func(ctx context.Context) error {
-			thinking.open()
-			<-ctx.Done()
-			return ctx.Err()
-		}),
-		fake.NewReply().Text("finished after the lease ran out").Done(),
-	)
-	id := createOn(ctx, t, a)
-	if _, err := a.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "go"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := thinking.wait(ctx); err != nil {
-		t.Fatal(err)
-	}
+	a, b, id, _ := runOnTwoReplicas(ctx, t, "finished after the lease ran out")
 	// engine-a drops off the network and loses its database: it serves
 	// nothing and renews nothing, as a killed pod.
 	a.srv.Stop()
@@ -339,6 +302,35 @@ func replicaFixture(t *testing.T) (*fake.LLM, *grpc.ClientConn, *grpc.ClientConn
 	}
 	writeConfig(t, agentDir, testConfig)
 	return llm, envConn, llmConn, agentDir, filepath.Join(dir, "engine.db")
+}
+
+// runOnTwoReplicas starts two replicas on one store and a task on the
+// first, whose model request hangs until the task lets go of it; the next
+// request, wherever the run goes on, answers then. It returns once the
+// request hangs.
+func runOnTwoReplicas(ctx context.Context, t *testing.T, then string) (a, b *replica, id string, run penguinv1.EngineService_RunClient) {
+	t.Helper()
+	llm, envConn, llmConn, agentDir, storeURL := replicaFixture(t)
+	a = startReplica(t, "engine-a", storeURL, agentDir, llmConn, envConn)
+	b = startReplica(t, "engine-b", storeURL, agentDir, llmConn, envConn)
+	thinking := newGate()
+	llm.Generate = fake.Script(
+		fake.NewReply().PartialOnly("thinking").Hook(func(ctx context.Context) error {
+			thinking.open()
+			<-ctx.Done()
+			return ctx.Err()
+		}),
+		fake.NewReply().Text(then).Done(),
+	)
+	id = createOn(ctx, t, a)
+	run, err := a.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := thinking.wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return a, b, id, run
 }
 
 // createOn creates a session through replica r.

@@ -103,6 +103,12 @@ func TestIsolation(t *testing.T) {
 		return tk.GetSecret()
 	}
 	alice, bob := tokenOf("alice"), tokenOf("bob")
+	// Alice's token, which Bob tries to revoke by its id.
+	mine, err := penguinv1.NewTokenServiceClient(dial(alice)).ListTokens(ctx, &penguinv1.ListTokensRequest{})
+	if err != nil || len(mine.GetTokens()) != 1 {
+		t.Fatalf("Alice's tokens: %v, %v", mine, err)
+	}
+	aliceToken := mine.GetTokens()[0].GetTokenId()
 	if _, err := penguinv1.NewProjectServiceClient(dial(alice)).CreateProject(ctx, &penguinv1.CreateProjectRequest{ProjectId: "apollo", Name: secret}); err != nil {
 		t.Fatal(err)
 	}
@@ -148,16 +154,18 @@ func TestIsolation(t *testing.T) {
 		t.Errorf("Bob's schedule aimed at Alice's session: %v; want INVALID_ARGUMENT", err)
 	}
 
-	t.Run("gRPC", func(t *testing.T) { attackGRPC(ctx, t, dial(bob)) })
+	t.Run("gRPC", func(t *testing.T) { attackGRPC(ctx, t, dial(bob), aliceToken) })
 	t.Run("HTTP", func(t *testing.T) {
 		gw := gateway.New(penguinv1.NewEngineServiceClient(p.Local()), gateway.Options{
 			AuthToken: svc, Team: true, Accounts: penguinv1.NewAuthServiceClient(p.Local()),
 			LLM: penguinv1.NewLLMServiceClient(p.Local()), Agents: penguinv1.NewAgentServiceClient(p.Local()),
+			Users: penguinv1.NewUserServiceClient(p.Local()), Projects: penguinv1.NewProjectServiceClient(p.Local()),
+			Tokens:    penguinv1.NewTokenServiceClient(p.Local()),
 			Schedules: penguinv1.NewScheduleServiceClient(p.Local()),
 		})
 		web := httptest.NewServer(gw)
 		defer web.Close()
-		attackHTTP(ctx, t, web.URL, gw.Routes(), bob)
+		attackHTTP(ctx, t, web.URL, gw.Routes(), bob, aliceToken)
 	})
 }
 
@@ -198,13 +206,14 @@ func providerRoutes(ctx context.Context, t *testing.T, alice, carol *grpc.Client
 // refused are the answers to a call on Alice's things.
 var refused = []codes.Code{codes.NotFound, codes.PermissionDenied}
 
-// targets fills a request with Alice's session, project, agent and
-// account, in whichever of those fields it has; it reports whether it
-// set any.
-func targets(m protoreflect.Message) bool {
+// targets fills a request with Alice's session, project, agent, account
+// and token (whose id is token), in whichever of those fields it has; it
+// reports whether it set any.
+func targets(m protoreflect.Message, token string) bool {
 	set := false
 	for name, v := range map[protoreflect.Name]string{
 		"session_id": "s-alice", "project": "apollo", "project_id": "apollo", "user_id": "alice", "agent": "default",
+		"token_id": token,
 	} {
 		fd := m.Descriptor().Fields().ByName(name)
 		if fd != nil && fd.Kind() == protoreflect.StringKind && !fd.IsList() {
@@ -226,7 +235,7 @@ var allowedElse = map[string][]codes.Code{
 	"/penguin.v1.AuthService/ChangePassword": {codes.PermissionDenied, codes.InvalidArgument},
 }
 
-func attackGRPC(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
+func attackGRPC(ctx context.Context, t *testing.T, conn *grpc.ClientConn, aliceToken string) {
 	var methods []protoreflect.MethodDescriptor
 	protoregistry.GlobalFiles.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
 		if fd.Package() != "penguin.v1" {
@@ -248,7 +257,7 @@ func attackGRPC(ctx context.Context, t *testing.T, conn *grpc.ClientConn) {
 	for _, md := range methods {
 		full := fmt.Sprintf("/%s/%s", md.Parent().FullName(), md.Name())
 		req := dynamicpb.NewMessage(md.Input())
-		named := targets(req)
+		named := targets(req, aliceToken)
 		code, leak := call(ctx, conn, full, md, req)
 		table = append(table, fmt.Sprintf("%s %v", full, code))
 		if leak != "" {
@@ -315,7 +324,13 @@ var bodies = map[string]string{
 	"POST /api/projects/{project}/models/test": `{"model":{"provider":"p","model_id":"m"}}`,
 }
 
-func attackHTTP(ctx context.Context, t *testing.T, base string, routes []string, token string) {
+// queries name Alice's project in the query of routes that take one
+// there.
+var queries = map[string]string{
+	"GET /api/sessions": "?project_id=apollo",
+}
+
+func attackHTTP(ctx context.Context, t *testing.T, base string, routes []string, token, aliceToken string) {
 	if len(routes) < 15 {
 		t.Fatalf("only %d routes: %v", len(routes), routes)
 	}
@@ -331,11 +346,18 @@ func attackHTTP(ctx context.Context, t *testing.T, base string, routes []string,
 				return "apollo"
 			case name == "agent" || name == "name":
 				return "default"
+			case name == "user":
+				return "alice"
+			case name == "token":
+				return aliceToken
 			}
 			return "x"
 		})
 		if strings.HasPrefix(pattern, "/api/projects/") {
 			named = true // every project route names Alice's project
+		}
+		if q, ok := queries[route]; ok {
+			path, named = path+q, true
 		}
 		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		body := "{}"

@@ -177,7 +177,17 @@ func (s *Server) ListSessions(ctx context.Context, req *penguinv1.ListSessionsRe
 		return nil, status.Error(codes.InvalidArgument, "page_size must not be negative")
 	}
 	var projects []string // nil: every project's
-	if s.guard != nil {
+	switch p := req.GetProjectId(); {
+	case p != "" && s.guard != nil:
+		// One project: the caller must read it, and an unreadable one
+		// answers as a missing one would.
+		if err := s.guard.Check(ctx, p, access.Read, "project", p); err != nil {
+			return nil, err
+		}
+		projects = []string{p}
+	case p != "":
+		projects = []string{p}
+	case s.guard != nil:
 		var err error
 		if projects, err = s.guard.Readable(ctx); err != nil {
 			return nil, err

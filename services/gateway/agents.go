@@ -52,8 +52,10 @@ func (g *Gateway) agentRoutes(api func(string, http.HandlerFunc)) {
 	api("POST /api/projects/{project}/models/test", agentCall(g, a.TestModel, http.StatusOK))
 }
 
-// pathFields are the path values a route copies into its request.
-var pathFields = []string{"project", "agent", "name", "scope", "file"}
+// pathFields are the path values a route copies into its request: into
+// the field of the same name, or else into the field of that name with
+// "_id" (a route's {project} fills a request's project_id).
+var pathFields = []string{"project", "agent", "name", "scope", "file", "user", "token"}
 
 // agentCall makes a route of one AgentService call (see rpcRoute).
 func agentCall[Req any, PReq interface {
@@ -80,8 +82,8 @@ func (g *Gateway) providerRoutes(api func(string, http.HandlerFunc)) {
 
 // rpcRoute makes a route of one call of client, the service called name:
 // the JSON body (if any) is the request, the path values fill their
-// fields, and the response is written as JSON with status ok. A nil
-// client answers Unimplemented.
+// fields, and the response is written as JSON with status ok (no body
+// for 204). A nil client answers Unimplemented.
 func rpcRoute[Client any, Req any, PReq interface {
 	*Req
 	proto.Message
@@ -97,15 +99,26 @@ func rpcRoute[Client any, Req any, PReq interface {
 			return
 		}
 		fields := req.ProtoReflect().Descriptor().Fields()
-		for _, name := range pathFields {
-			v := r.PathValue(name)
-			if f := fields.ByName(protoreflect.Name(name)); v != "" && f != nil && f.Kind() == protoreflect.StringKind {
+		for _, field := range pathFields {
+			v := r.PathValue(field)
+			if v == "" {
+				continue
+			}
+			f := fields.ByName(protoreflect.Name(field))
+			if f == nil {
+				f = fields.ByName(protoreflect.Name(field + "_id"))
+			}
+			if f != nil && f.Kind() == protoreflect.StringKind && !f.IsList() {
 				req.ProtoReflect().Set(f, protoreflect.ValueOfString(v))
 			}
 		}
 		resp, err := call(client, r.Context(), req)
 		if err != nil {
 			g.fail(w, r, err)
+			return
+		}
+		if ok == http.StatusNoContent {
+			w.WriteHeader(ok)
 			return
 		}
 		writeProto(w, ok, resp)

@@ -272,15 +272,20 @@ func (g *Gateway) authStatus(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, st)
 		return
 	}
+	// Mode tells the sign-in page which form to offer first.
+	out := authState{AuthRequired: true, Mode: "local"}
+	if g.opts.Team {
+		out.Mode = "team"
+	}
 	cred, code, _ := g.auth.credential(w, r, false)
 	if code != codes.OK {
-		writeJSON(w, http.StatusOK, authState{AuthRequired: true})
+		writeJSON(w, http.StatusOK, out)
 		return
 	}
 	who, err := g.accounts.WhoAmI(withCredential(r.Context(), cred), &penguinv1.WhoAmIRequest{})
 	if err != nil {
 		if status.Code(err) == codes.Unauthenticated {
-			writeJSON(w, http.StatusOK, authState{AuthRequired: true})
+			writeJSON(w, http.StatusOK, out)
 			return
 		}
 		g.fail(w, r, err)

@@ -49,6 +49,11 @@ type Options struct {
 	// AuthService. Nil keeps the gateway to the server's token alone, as
 	// a gateway in front of an engine without users.
 	Accounts penguinv1.AuthServiceClient
+	// Users, Projects and Tokens answer the account routes (teams.go);
+	// nil answers them Unimplemented.
+	Users    penguinv1.UserServiceClient
+	Projects penguinv1.ProjectServiceClient
+	Tokens   penguinv1.TokenServiceClient
 	// Team says the server is in team mode: callers must sign in.
 	Team bool
 	// Agents answers the agent routes (/api/projects/{project}/agents/…);
@@ -130,6 +135,7 @@ func (g *Gateway) routes() {
 	api("GET /api/setup", g.setupStatus)
 	api("POST /api/setup/provider", g.setupProvider)
 	g.agentRoutes(api)
+	g.teamRoutes(api)
 	g.providerRoutes(api)
 	g.scheduleRoutes(api)
 	var app http.Handler

@@ -26,7 +26,7 @@ func (g *Gateway) listSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp, err := g.engine.ListSessions(r.Context(), &penguinv1.ListSessionsRequest{
-		PageSize: size, PageToken: r.URL.Query().Get("page_token"),
+		PageSize: size, PageToken: r.URL.Query().Get("page_token"), ProjectId: r.URL.Query().Get("project_id"),
 	})
 	if err != nil {
 		g.fail(w, r, err)

@@ -255,14 +255,15 @@ func (s *Service) TestProvider(ctx context.Context, req *penguinv1.TestProviderR
 
 // testModel is the model a test asks when the caller names none: the
 // route's first listed model, else its current model with the lowest
-// output price (a test should cost next to nothing), else its first.
+// output price (a test should cost next to nothing; a model whose output
+// is free, such as an embedding model, answers no chat), else its first.
 func testModel(rt registry.Route) string {
 	if len(rt.Listed) > 0 {
 		return rt.Listed[0]
 	}
 	best := -1
 	for i, m := range rt.Models {
-		if m.Status == "deprecated" || m.Cost == nil {
+		if m.Status == "deprecated" || m.Cost == nil || m.Cost.Output <= 0 {
 			continue
 		}
 		if best < 0 || m.Cost.Output < rt.Models[best].Cost.Output {

@@ -204,6 +204,16 @@ func TestRouteRequestsRefused(t *testing.T) {
 	if _, err := svc.RemoveProvider(ctx, &penguinv1.RemoveProviderRequest{Name: "local"}); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("removing the file's route: %v", err)
 	}
+	// Without a model named, the test asks a cheap chat model of the
+	// catalog's (here at a dead address: the test fails, naming it).
+	if _, err := svc.AddProvider(ctx, &penguinv1.AddProviderRequest{Project: "apollo", ApiKey: "sk-0123456789abcdef",
+		Route: &penguinv1.ProviderRoute{Name: "openai", Type: "openai-responses", BaseUrl: "http://127.0.0.1:9/v1"}}); err != nil {
+		t.Fatal(err)
+	}
+	tested, err := svc.TestProvider(ctx, &penguinv1.TestProviderRequest{Project: "apollo", Name: "openai"})
+	if err != nil || tested.GetOk() || !strings.HasPrefix(tested.GetModelId(), "gpt-") || tested.GetOutcome().GetMessage() == "" {
+		t.Errorf("test of openai at a dead address: %v %v", tested, err)
+	}
 	// A project may have its own "local".
 	if _, err := svc.AddProvider(ctx, &penguinv1.AddProviderRequest{Project: "apollo", Route: local}); err != nil {
 		t.Errorf("a project's own local: %v", err)

@@ -24,7 +24,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statS
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { launchChromium, Runner, shot as shotIn, stepper } from "./harness.mjs";
+import { axe, launchChromium, Runner, shot as shotIn, stepper } from "./harness.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, "../..");
@@ -36,7 +36,14 @@ const model = { provider: "openai", id: "gpt-5-mini" };
 
 let work, home, dataDir, runner, browser, base, mock;
 const start = (...args) => runner.start(...args);
-const shot = (page, name) => shotIn(page, artifacts, name);
+// Every screen photographed is also checked by axe-core; its serious and
+// critical violations are gathered, named by the screen, and asserted
+// away at the end.
+const a11y = [];
+const shot = async (page, name) => {
+  await shotIn(page, artifacts, name);
+  a11y.push(...(await axe(page)).map((v) => `${name}: ${v}`));
+};
 
 before(async () => {
   work = mkdtempSync(join(tmpdir(), "penguin-web-e2e-"));
@@ -118,6 +125,8 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
   });
 
   await step("the setup form stores the route through the llm service, its key encrypted; it is used without a restart", async () => {
+    // The catalog's providers load with the page.
+    await page.locator("select[name=provider] option[value=openai]").waitFor({ state: "attached" });
     await page.getByLabel("Provider").selectOption("openai");
     await page.getByLabel(/Base URL/).fill(`${mock}/openai/v1`);
     await page.getByLabel("API key").fill(modelKey);
@@ -325,7 +334,49 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
     await phoneLight.close();
   });
 
+  await step("schedules: a bad definition names its line; create one in the agent's tab, see its next run, run it now, open its session", async () => {
+    await page.goto(base + "/agents/default");
+    await page.getByRole("tab", { name: "Schedules" }).click();
+    await page.getByRole("button", { name: "New schedule" }).click();
+    await page.getByLabel("Schedule name").fill("digest");
+    await page.getByLabel("Schedule YAML").fill("prompt: Summarize the workspace.\nperiod: often\n");
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    await page.getByRole("alert").filter({ hasText: "schedule/digest.yaml:2: period:" }).waitFor();
+    await page.getByLabel("Schedule YAML").fill(`prompt: Summarize the workspace.\nenabled: true\nstart_at: 2030-01-01T09:00:00Z\nperiod: 1h\nworkspace: ${join(work, "workspace")}\nprovider: ${model.provider}\nmodel_id: ${model.id}\n`);
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    await page.getByRole("status").filter({ hasText: "Saved." }).waitFor();
+    assert.match(await page.getByTestId("next-digest").innerText(), /2030/, "the next run is the start time");
+    await page.getByRole("button", { name: "Run now" }).click();
+    const last = page.getByTestId("last-digest");
+    for (let i = 0; !/started/.test(await last.innerText()); i++) {
+      assert.ok(i < 50, `the run did not start: ${await last.innerText()}`);
+      await page.waitForTimeout(200);
+      await page.getByRole("button", { name: "Refresh" }).click();
+    }
+    await shot(page, "19-schedules");
+    await last.getByRole("link", { name: "session" }).click();
+    await page.locator(".msg.user").filter({ hasText: "Summarize the workspace." }).waitFor();
+    await shot(page, "20-scheduled-session");
+  });
+
+  await step("the Models page: the stored route, its key masked; its test answers; removed, no model is left", async () => {
+    await page.goto(base + "/setup");
+    const row = page.getByTestId("route-openai");
+    await row.waitFor();
+    assert.match(await row.innerText(), new RegExp(`${modelKey.slice(-4)}[\\s\\S]*added here`));
+    assert.ok(!(await row.innerText()).includes(modelKey), "the key is shown masked");
+    await row.getByRole("button", { name: "Test" }).click();
+    // The mock's script is used up by now: the test reports the provider's answer either way.
+    await page.getByTestId("tested-openai").filter({ hasText: /answered in \d+ ms|failed:/ }).waitFor();
+    await shot(page, "21-models-routes");
+    await row.getByRole("button", { name: "Remove" }).click();
+    await page.getByTestId("route-openai").waitFor({ state: "detached" });
+    const models = await page.evaluate(() => fetch("/api/models").then((r) => r.json()));
+    assert.match(models.notice ?? "", /no model provider is configured/);
+  });
+
   assert.deepEqual(problems, [], "no script errors in the page");
+  assert.deepEqual(a11y, [], "axe-core: no serious or critical violation on any screen");
   await ctx.tracing.stop();
   await ctx.close();
 });

@@ -23,6 +23,7 @@ export interface Session {
   usage?: TokenCounts;
   pinned?: boolean;
   archived?: boolean;
+  project_id?: string;
 }
 
 /** What a new session gets by default (GET /api/defaults). */
@@ -95,6 +96,14 @@ export interface ProviderRouteInfo {
   key_hint?: string;
 }
 
+/** The answer of a route's test request. */
+export interface ProviderTest {
+  ok?: boolean;
+  model_id?: string;
+  latency_ms?: string;
+  outcome?: { message?: string };
+}
+
 export interface SetupResult {
   provider: string;
   route: ProviderRouteInfo;
@@ -114,6 +123,45 @@ export interface AuthState {
   auth_required: boolean;
   signed_in: boolean;
   csrf_token?: string;
+  /** "local" or "team". */
+  mode?: string;
+  user?: { id: string; name?: string; admin: boolean };
+  operator?: boolean;
+  must_change_password?: boolean;
+}
+
+/** A user's account (teams.proto User). */
+export interface User {
+  user_id: string;
+  name?: string;
+  email?: string;
+  admin?: boolean;
+  disabled?: boolean;
+  created_at?: string;
+}
+
+/** A project as the caller sees it, with their role. */
+export interface Project {
+  project_id: string;
+  name?: string;
+  role?: string;
+  created_at?: string;
+}
+
+export interface Member {
+  user_id: string;
+  role?: string;
+  created_at?: string;
+}
+
+/** A personal access token, without its secret. */
+export interface Token {
+  token_id: string;
+  name?: string;
+  scope?: string;
+  created_at?: string;
+  expires_at?: string;
+  last_used_at?: string;
 }
 
 export async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
@@ -144,8 +192,10 @@ export async function authState(): Promise<AuthState> {
   return st;
 }
 
-export async function signIn(token: string): Promise<AuthState> {
-  const st = await request<AuthState>("POST", "/api/auth/login", { token });
+/** signIn trades the server's token, or a user's id and password, for a
+ * session cookie. */
+export async function signIn(body: { token: string } | { user_id: string; password: string }): Promise<AuthState> {
+  const st = await request<AuthState>("POST", "/api/auth/login", body);
   csrfToken = st.csrf_token ?? "";
   return st;
 }
@@ -158,6 +208,23 @@ export async function signOut(): Promise<void> {
 export const api = {
   listSessions: (pageToken = "") =>
     request<{ sessions?: Session[]; next_page_token?: string }>("GET", `/api/sessions?page_size=200&page_token=${encodeURIComponent(pageToken)}`),
+  changePassword: (old_password: string, new_password: string) => request<void>("POST", "/api/auth/password", { old_password, new_password }),
+  users: () => request<{ users?: User[] }>("GET", "/api/users"),
+  createUser: (body: { user_id: string; name?: string; password: string; admin?: boolean }) => request<{ user: User }>("POST", "/api/users", body),
+  updateUser: (id: string, body: { disabled?: boolean; admin?: boolean }) => request<{ user: User }>("PATCH", `/api/users/${encodeURIComponent(id)}`, body),
+  resetPassword: (id: string, password: string) => request<void>("PUT", `/api/users/${encodeURIComponent(id)}/password`, { password }),
+  deleteUser: (id: string) => request<void>("DELETE", `/api/users/${encodeURIComponent(id)}`),
+  projects: () => request<{ projects?: Project[] }>("GET", "/api/projects"),
+  createProject: (project_id: string, name: string) => request<{ project: Project }>("POST", "/api/projects", { project_id, name }),
+  deleteProject: (id: string) => request<void>("DELETE", `/api/projects/${encodeURIComponent(id)}`),
+  members: (id: string) => request<{ members?: Member[] }>("GET", `/api/projects/${encodeURIComponent(id)}/members`),
+  setMember: (id: string, user: string, role: string) =>
+    request<void>("PUT", `/api/projects/${encodeURIComponent(id)}/members/${encodeURIComponent(user)}`, { role }),
+  removeMember: (id: string, user: string) => request<void>("DELETE", `/api/projects/${encodeURIComponent(id)}/members/${encodeURIComponent(user)}`),
+  tokens: () => request<{ tokens?: Token[] }>("GET", "/api/tokens"),
+  createToken: (name: string, scope: string, ttlDays: number) =>
+    request<{ token: Token; secret: string }>("POST", "/api/tokens", { name, scope, ttl_seconds: String(ttlDays * 86400) }),
+  revokeToken: (id: string) => request<void>("DELETE", `/api/tokens/${encodeURIComponent(id)}`),
   getSession: (id: string) => request<Session>("GET", `/api/sessions/${encodeURIComponent(id)}`),
   defaults: () => request<SessionDefaults>("GET", "/api/defaults"),
   createSession: (body: object) => request<Session>("POST", "/api/sessions", body),
@@ -187,6 +254,9 @@ export const api = {
   models: () => request<{ models?: ModelInfo[]; notice?: string }>("GET", "/api/models"),
   setup: () => request<SetupState>("GET", "/api/setup"),
   addProvider: (form: object) => request<SetupResult>("POST", "/api/setup/provider", form),
+  providers: () => request<{ providers?: ProviderRouteInfo[]; notice?: string }>("GET", "/api/providers"),
+  removeProvider: (name: string) => request<void>("DELETE", `/api/providers/${encodeURIComponent(name)}`),
+  testProvider: (name: string) => request<ProviderTest>("POST", `/api/providers/${encodeURIComponent(name)}/test`, {}),
 };
 
 /** traceURL is the address of a session's trace: every context (0) or

@@ -1,12 +1,13 @@
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, authState, signOut, type ModelInfo } from "./api";
+import { api, authState, signOut, type AuthState, type ModelInfo, type Project } from "./api";
 import { SessionList, type Shelf } from "./components/SessionList";
 import { Agents } from "./pages/Agents";
 import { Chat } from "./pages/Chat";
 import { NewSession } from "./pages/NewSession";
 import { Setup } from "./pages/Setup";
 import { SignIn } from "./pages/SignIn";
+import { Team } from "./pages/Team";
 import { Trace } from "./pages/Trace";
 import { Usage } from "./pages/Usage";
 import { navigate, onLink, usePath } from "./router";
@@ -46,14 +47,36 @@ function useModels(enabled: boolean): Models {
   return { ...state, reload: () => setTick((t) => t + 1) };
 }
 
+/** useProjects lists the caller's projects and keeps the one the
+ * switcher chose (empty: every project's sessions). */
+function useProjects(enabled: boolean): { list: Project[]; current: string; choose: (p: string) => void; reload: () => void } {
+  const [list, setList] = useState<Project[]>([]);
+  const [current, setCurrent] = useState(localStorage.getItem("penguin.project") ?? "");
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    if (!enabled) return;
+    api.projects().then((r) => setList(r.projects ?? [])).catch(() => setList([]));
+  }, [enabled, tick]);
+  const choose = (p: string) => {
+    localStorage.setItem("penguin.project", p);
+    setCurrent(p);
+  };
+  // A project the caller no longer belongs to is not kept.
+  const known = !current || list.some((p) => p.project_id === current);
+  return { list, current: known ? current : "", choose, reload: () => setTick((t) => t + 1) };
+}
+
 function App() {
   const [auth, setAuth] = useState<"checking" | "signin" | "ok">("checking");
+  const [who, setWho] = useState<AuthState>({ auth_required: false, signed_in: false });
   const [bootError, setBootError] = useState("");
-  const check = () => authState().then((s) => setAuth(s.signed_in ? "ok" : "signin")).catch((e) => setBootError(e.message));
+  const check = () => authState().then((s) => { setWho(s); setAuth(s.signed_in ? "ok" : "signin"); }).catch((e) => setBootError(e.message));
   useEffect(() => { void check(); }, []);
   const path = usePath();
   const list = useSessionList(auth === "ok");
   const models = useModels(auth === "ok");
+  const projects = useProjects(auth === "ok");
+  const rows = projects.current ? list.rows.filter((r) => (r.session.project_id || "default") === projects.current) : list.rows;
   const [theme, setTheme] = useTheme();
   const [query, setQuery] = useState("");
   const [menu, setMenu] = useState(false);
@@ -83,7 +106,7 @@ function App() {
 
   if (bootError) return <main class="signin"><p class="banner error">The server does not answer: {bootError}</p></main>;
   if (auth === "checking") return null;
-  if (auth === "signin") return <SignIn onSignedIn={() => setAuth("ok")} />;
+  if (auth === "signin") return <SignIn team={who.mode === "team"} onSignedIn={() => void check()} />;
 
   const m = path.match(/^\/sessions\/([^/]+)(\/trace)?$/);
   const current = m ? decodeURIComponent(m[1]) : "";
@@ -93,9 +116,10 @@ function App() {
   else if (m) page = <Chat key={current} id={current} session={row?.session} lastStatus={row?.last_status} onChanged={list.changed} />;
   else if (path === "/usage") page = <Usage />;
   else if (path === "/agents" || path.startsWith("/agents/")) page = <Agents name={decodeURIComponent(path.slice("/agents/".length))} />;
+  else if (path === "/team") page = <Team auth={who} onProjectsChanged={projects.reload} />;
   else if (path === "/setup") page = <Setup notice={models.notice} models={models.list} onDone={models.reload} />;
   else if (firstRun && path === "/") page = null;
-  else page = <NewSession models={models.list} />;
+  else page = <NewSession models={models.list} project={projects.current} />;
 
   return (
     <div class={`layout ${menu ? "menu-open" : ""}`}>
@@ -110,11 +134,18 @@ function App() {
           <button aria-pressed={shelf === "active"} onClick={() => setShelf("active")}>Active</button>
           <button aria-pressed={shelf === "archived"} onClick={() => setShelf("archived")}>Archived</button>
         </div>
-        <SessionList rows={list.rows} loaded={list.loaded} current={current} query={query} shelf={shelf} more={list.more} changed={list.changed} />
+        {projects.list.length > 0 && (
+          <label class="project-switcher">Project <select aria-label="Project" value={projects.current} onChange={(e) => projects.choose(e.currentTarget.value)}>
+            <option value="">All projects</option>
+            {projects.list.map((p) => <option key={p.project_id} value={p.project_id}>{p.name || p.project_id}</option>)}
+          </select></label>
+        )}
+        <SessionList rows={rows} loaded={list.loaded} current={current} query={query} shelf={shelf} more={list.more} changed={list.changed} />
         <nav class="side-nav">
           <a href="/usage" onClick={onLink}>Usage</a>
           <a href="/agents" onClick={onLink}>Agents</a>
           <a href="/setup" onClick={onLink}>Models</a>
+          {who.mode === "team" && <a href="/team" onClick={onLink}>Team</a>}
           {!list.connected && list.loaded && <span class="muted small">offline</span>}
           <button class="link" onClick={async () => { await signOut().catch(() => undefined); void check(); }}>Sign out</button>
         </nav>

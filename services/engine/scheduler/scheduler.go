@@ -167,8 +167,15 @@ func (s *Scheduler) tick() {
 }
 
 // Sync copies every changed definition file into the schedules table and
-// forgets the schedules whose files are gone.
+// forgets the schedules whose files are gone. The schedules are listed
+// before the files are read: a row another replica records after that
+// read (for a file this one has not seen yet) is then not taken for one
+// whose file is gone, and kept.
 func (s *Scheduler) Sync(ctx context.Context) error {
+	rows, err := s.opts.Store.ListSchedules(ctx, "", "")
+	if err != nil {
+		return err
+	}
 	files, err := s.opts.Store.ScheduleFiles(ctx)
 	if err != nil {
 		return err
@@ -188,10 +195,6 @@ func (s *Scheduler) Sync(ctx context.Context) error {
 			return err
 		}
 	}
-	rows, err := s.opts.Store.ListSchedules(ctx, "", "")
-	if err != nil {
-		return err
-	}
 	for _, r := range rows {
 		if !seen[[3]string{r.Project, r.Agent, r.Name}] {
 			if err := s.opts.Store.DeleteSchedule(ctx, r.Project, r.Agent, r.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -207,13 +210,30 @@ func (s *Scheduler) Sync(ctx context.Context) error {
 func (s *Scheduler) put(ctx context.Context, project, agent, name string, data []byte, version int64, now time.Time) error {
 	row := &store.Schedule{Project: project, Agent: agent, Name: name, Definition: data, Version: version}
 	if d, err := schedule.Parse(name, data); err == nil && d.Enabled {
-		row.Enabled, row.NextDue = true, d.Next(now)
+		row.Enabled, row.NextDue = true, s.firstDue(d, now)
 	}
 	changed, err := s.opts.Store.PutSchedule(ctx, row)
 	if changed {
 		s.log.Info("schedule definition read", "project", project, "agent", agent, "schedule", name, "next_due", row.NextDue)
 	}
 	return err
+}
+
+// firstDue is the due time a definition read at now starts from: the
+// latest one that came within MissedAfter before now (a definition is
+// read up to SyncEvery after it was written, and a one-shot written for
+// "now" must still run), or else the next one. A due time run before the
+// definition was edited is not run again: runs are unique per due time.
+func (s *Scheduler) firstDue(d *schedule.Definition, now time.Time) time.Time {
+	first := d.Next(now.Add(-s.opts.MissedAfter))
+	for !first.IsZero() && !first.After(now) {
+		next := d.Next(first)
+		if next.IsZero() || next.After(now) {
+			break
+		}
+		first = next
+	}
+	return first
 }
 
 // claim records a run for each due schedule it wins.

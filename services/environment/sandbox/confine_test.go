@@ -231,16 +231,19 @@ func TestPrivateTmp(t *testing.T) {
 	writeFile(t, hostFile, "host")
 	t.Cleanup(func() { os.Remove(hostFile) })
 
-	succeeded(t, "writing /tmp", bashIn(t, a, `echo mine > /tmp/x && echo var > /var/tmp/y`))
-	r := bashIn(t, a, `cat /tmp/x /tmp/y; echo "TMPDIR=$TMPDIR"; ls "$0" 2>&1; ls "$1" 2>&1`, hostFile, other.Workspace)
+	// A name of this run's own, so that a /tmp/x someone left on the host
+	// says nothing either way.
+	x := "penguin-private-tmp-" + strconv.Itoa(os.Getpid())
+	succeeded(t, "writing /tmp", bashIn(t, a, `echo mine > /tmp/`+x+` && echo var > /var/tmp/y`))
+	r := bashIn(t, a, `cat /tmp/`+x+` /tmp/y; echo "TMPDIR=$TMPDIR"; ls "$0" 2>&1; ls "$1" 2>&1`, hostFile, other.Workspace)
 	if !strings.Contains(r.out, "mine\nvar\n") {
 		t.Errorf("the environment's /tmp did not keep its files between commands: %q", r.out)
 	}
 	if strings.Count(r.out, "No such file or directory") != 2 {
 		t.Errorf("the host's /tmp or another environment's workspace is visible: %q", r.out)
 	}
-	mustExist(t, filepath.Join(os.TempDir(), "x"), false)
-	if r := bashIn(t, b, `cat /tmp/x`); r.code == 0 {
+	mustExist(t, filepath.Join(os.TempDir(), x), false)
+	if r := bashIn(t, b, `cat /tmp/`+x); r.code == 0 {
 		t.Errorf("another environment sees this one's /tmp: %q", r.out)
 	}
 	r = bashIn(t, a, `head -c 16777216 /dev/zero > /tmp/big`)

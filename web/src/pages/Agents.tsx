@@ -1,8 +1,9 @@
 import { useEffect, useState } from "preact/hooks";
 import { agents, toBase64, type AgentInfo, type MCPServer, type MemoryFile, type MemoryScope, type SkillInfo, type TestResult } from "../agents";
 import { navigate, onLink } from "../router";
+import { SchedulesTab } from "./Schedules";
 
-const TABS = ["General", "Instructions", "MCP", "Skills", "Memory", "Vault", "Models"] as const;
+const TABS = ["General", "Instructions", "MCP", "Skills", "Memory", "Vault", "Models", "Schedules"] as const;
 type Tab = (typeof TABS)[number];
 
 /** useLoad runs load now and whenever reload is called; errors land in
@@ -66,6 +67,7 @@ function AgentSettings({ agent }: { agent: string }) {
         {tab === "Memory" && <MemoryTab agent={agent} />}
         {tab === "Vault" && <VaultTab agent={agent} />}
         {tab === "Models" && <ModelTab agent={agent} />}
+        {tab === "Schedules" && <SchedulesTab agent={agent} />}
       </div>
       <p><button class="link danger" onClick={async () => {
         if (confirm(`Delete agent ${agent} with its memory?`)) { await agents.remove(agent); navigate("/agents"); }

@@ -41,7 +41,9 @@ const read = <T,>(key: string): T => {
  * defaults (GET /api/defaults): a newcomer's session is confined and its
  * reads run without a question. "Server default" sends no sandbox mode, so
  * the server's own default applies even if it changes later. */
-export function NewSession({ models }: { models: ModelInfo[] }) {
+/** NewSession starts a session in project (the switcher's; empty lets
+ * the server choose). */
+export function NewSession({ models, project }: { models: ModelInfo[]; project?: string }) {
   const last = read<{ workspace?: string; model?: string; agent?: string }>(lastKey);
   const [workspace, setWorkspace] = useState<string>(last.workspace ?? "");
   const [model, setModel] = useState<string>(last.model ?? "");
@@ -87,6 +89,7 @@ export function NewSession({ models }: { models: ModelInfo[] }) {
       const s = await api.createSession({
         model: { provider: model.slice(0, slash), model_id: model.slice(slash + 1) },
         workspace, agent_state: agent, approval_mode: mode, ...(sandbox ? { sandbox_mode: sandbox } : {}),
+        ...(project ? { project_id: project } : {}),
         ...(thinking ? { thinking_level: "THINKING_LEVEL_" + thinking.toUpperCase() } : {}),
       });
       if (prompt.trim()) await api.startTask(s.session_id, prompt.trim());

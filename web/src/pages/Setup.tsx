@@ -1,5 +1,5 @@
 import { useEffect, useState } from "preact/hooks";
-import { api, type CatalogProvider, type ModelInfo, type SetupResult } from "../api";
+import { api, num, type CatalogProvider, type ModelInfo, type ProviderRouteInfo, type SetupResult } from "../api";
 import { onLink } from "../router";
 
 /** OTHER is the choice of a server that is not a catalog provider: a
@@ -37,6 +37,28 @@ export function Setup({ notice, models, onDone }: { notice?: string; models: Mod
   const [busy, setBusy] = useState(false);
   const [done, setDone] = useState<SetupResult>();
   const [error, setError] = useState("");
+  const [routes, setRoutes] = useState<ProviderRouteInfo[]>([]);
+  const [tested, setTested] = useState<Record<string, string>>({});
+  const loadRoutes = () => api.providers().then((r) => setRoutes(r.providers ?? [])).catch((e) => setError(e.message));
+  useEffect(() => { loadRoutes(); }, [done]);
+  const test = async (name: string) => {
+    setTested({ ...tested, [name]: "testing…" });
+    try {
+      const r = await api.testProvider(name);
+      setTested((t) => ({ ...t, [name]: r.ok ? `${r.model_id} answered in ${num(r.latency_ms)} ms` : `${r.model_id} failed: ${r.outcome?.message ?? "no answer"}` }));
+    } catch (err) {
+      setTested((t) => ({ ...t, [name]: (err as Error).message }));
+    }
+  };
+  const remove = async (name: string) => {
+    try {
+      await api.removeProvider(name);
+      await loadRoutes();
+      onDone();
+    } catch (err) {
+      setError((err as Error).message);
+    }
+  };
   useEffect(() => {
     api.setup().then((s) => {
       setCatalog(ordered(s.providers ?? []));
@@ -76,6 +98,18 @@ export function Setup({ notice, models, onDone }: { notice?: string; models: Mod
         <p data-testid="configured">Configured: {[...byProvider].map(([p, n], i) => <>{i ? ", " : ""}<code>{p}</code> ({n} {n === 1 ? "model" : "models"})</>)}.
           {" "}<a href="/new" onClick={onLink}>New session</a></p>
       )}
+      {routes.length > 0 && <table class="routes" data-testid="routes">
+        <thead><tr><th>Route</th><th>API</th><th>Key</th><th>From</th><th></th></tr></thead>
+        <tbody>{routes.map((r) => <tr data-testid={`route-${r.name}`}>
+          <td><code>{r.name}</code></td><td>{r.type}</td><td><code>{r.key_hint || "—"}</code></td>
+          <td>{r.origin === "store" ? "added here" : r.origin === "file" ? "providers file" : "environment"}</td>
+          <td>
+            <button type="button" onClick={() => test(r.name)}>Test</button>
+            {r.origin === "store" && <button type="button" onClick={() => remove(r.name)}>Remove</button>}
+            {tested[r.name] && <span class="muted small" role="status" data-testid={`tested-${r.name}`}> {tested[r.name]}</span>}
+          </td>
+        </tr>)}</tbody>
+      </table>}
       {!first && <h2>Add a provider</h2>}
       <form class="form" onSubmit={submit}>
         <label>Provider

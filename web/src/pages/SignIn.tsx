@@ -1,9 +1,12 @@
 import { useState } from "preact/hooks";
 import { signIn } from "../api";
 
-/** SignIn trades the server's token for a session cookie. */
-export function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
-  const [token, setToken] = useState("");
+/** SignIn trades a user's id and password (team mode), or the server's
+ * token, for a session cookie. */
+export function SignIn({ onSignedIn, team }: { onSignedIn: () => void; team: boolean }) {
+  const [withToken, setWithToken] = useState(!team);
+  const [user, setUser] = useState("");
+  const [secret, setSecret] = useState("");
   const [error, setError] = useState("");
   return (
     <main class="signin">
@@ -11,17 +14,22 @@ export function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
         e.preventDefault();
         setError("");
         try {
-          await signIn(token);
+          await signIn(withToken ? { token: secret } : { user_id: user.trim(), password: secret });
           onSignedIn();
         } catch (err) {
           setError((err as Error).message);
         }
       }}>
         <h1>Penguin</h1>
-        <p>This server needs its token (<code>PENGUIN_AUTH_TOKEN</code>). It is exchanged for a cookie that this browser keeps for a week.</p>
-        <label>Token <input type="password" autofocus required autocomplete="current-password" value={token} onInput={(e) => setToken(e.currentTarget.value)} name="token" /></label>
+        {withToken
+          ? <p>Sign in with the server's token (<code>PENGUIN_AUTH_TOKEN</code>). It is exchanged for a cookie that this browser keeps for a week.</p>
+          : <label>User <input autofocus required autocomplete="username" value={user} onInput={(e) => setUser(e.currentTarget.value)} name="user" /></label>}
+        <label>{withToken ? "Token" : "Password"} <input type="password" required autocomplete="current-password" value={secret} onInput={(e) => setSecret(e.currentTarget.value)} name={withToken ? "token" : "password"} /></label>
         {error && <p class="banner error" role="alert">{error}</p>}
         <button class="primary" type="submit">Sign in</button>
+        <button type="button" class="link" onClick={() => { setWithToken(!withToken); setError(""); }}>
+          {withToken ? "Use a user id and password instead" : "Use the server's token instead"}
+        </button>
       </form>
     </main>
   );
