@@ -64,12 +64,13 @@ retry:
   max_delay: 4ms
 `
 
-// startEngine runs `penguin serve engine` on listen and returns the process
-// and the address it serves on, once it is serving.
-func startEngine(t *testing.T, listen string, b *enginetest.Backends, storeURL, agentDir string) (*netns.Proc, string) {
+// startEngine runs `penguin serve engine` on listen, with extra flags after
+// the usual ones, and returns the process and the address it serves on,
+// once it is serving.
+func startEngine(t *testing.T, listen string, b *enginetest.Backends, storeURL, agentDir string, extra ...string) (*netns.Proc, string) {
 	t.Helper()
-	cmd := exec.Command(penguinBin, "serve", "engine", "--listen", listen, "--llm", b.LLM, "--environment", b.Environment,
-		"--store", storeURL, "--agent-state", agentDir, "--home", t.TempDir())
+	cmd := exec.Command(penguinBin, append([]string{"serve", "engine", "--listen", listen, "--llm", b.LLM, "--environment", b.Environment,
+		"--store", storeURL, "--agent-state", agentDir, "--home", t.TempDir()}, extra...)...)
 	cmd.Env = append(e2etest.BaseEnv(t), "PENGUIN_AUTH_TOKEN=")
 	p := netns.Start(t, "engine", cmd)
 	addr := p.WaitLog("gRPC server listening", map[string]string{"server": "engine"}, "addr", time.Minute)

@@ -1,11 +1,9 @@
 package engine_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,17 +37,7 @@ const missedAfterShort = 4 * time.Second
 // schedule's missed policy.
 func startReplica(t *testing.T, listen string, b *enginetest.Backends, storeURL, agentDir string, missedAfter time.Duration) (*netns.Proc, string) {
 	t.Helper()
-	cmd := exec.Command(penguinBin, "serve", "engine", "--listen", listen, "--llm", b.LLM, "--environment", b.Environment,
-		"--store", storeURL, "--agent-state", agentDir, "--home", t.TempDir(), "--lease-ttl", "3s", "--schedule-missed-after", missedAfter.String())
-	cmd.Env = append(e2etest.BaseEnv(t), "PENGUIN_AUTH_TOKEN=")
-	p := netns.Start(t, "engine", cmd)
-	addr := p.WaitLog("gRPC server listening", map[string]string{"server": "engine"}, "addr", time.Minute)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := netns.WaitServing(ctx, addr, ""); err != nil {
-		t.Fatal(err)
-	}
-	return p, addr
+	return startEngine(t, listen, b, storeURL, agentDir, "--lease-ttl", "3s", "--schedule-missed-after", missedAfter.String())
 }
 
 // agentHome returns a default agent's directory of its own for a replica:
