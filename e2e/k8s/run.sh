@@ -3,7 +3,8 @@
 # (e2e/k8s/cluster) in network and mount namespaces of its own, Penguin's
 # images from `make images` loaded into its containerd, the dev overlay
 # applied with a scripted model (e2e/k8s/overlay), then the Go tests of
-# this directory run against it from inside the cluster's network. The
+# this directory run against it from inside the cluster's network (all of
+# them, or those PENGUIN_K8S_RUN matches, as go test -run does). The
 # cluster is torn down on exit, whatever happened.
 #
 # Needs root and the Debian packages below. K8S_BIN_CACHE_DIR and
@@ -98,5 +99,5 @@ go test -c -o "$H/k8s.test" ./e2e/k8s
 echo "$token" >"$H/token"
 inns env -i PATH="$BIN:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" HOME="$H" SHELL=/bin/bash \
 	KUBECONFIG="$KUBECONFIG" PENGUIN_K8S_NAMESPACE="$NSP" PENGUIN_K8S_TOKEN_FILE="$H/token" \
-	PENGUIN_K8S_REPEAT="${PENGUIN_K8S_REPEAT:-5}" "$H/k8s.test" -test.v -test.timeout "${PENGUIN_K8S_TIMEOUT:-40m}"
+	PENGUIN_K8S_REPEAT="${PENGUIN_K8S_REPEAT:-5}" "$H/k8s.test" -test.v -test.run "${PENGUIN_K8S_RUN:-.}" -test.timeout "${PENGUIN_K8S_TIMEOUT:-40m}"
 ts "suite passed"
