@@ -327,6 +327,15 @@ func TestScheduleWrittenByTheModelFires(t *testing.T) {
 	if !run.GetDueAt().AsTime().Equal(start) {
 		t.Errorf("the run was due at %v, want %v", run.GetDueAt().AsTime(), start)
 	}
+	// The run's session says where it came from: the schedule, by name,
+	// of the agent it is listed under.
+	sess, err := engine.GetSession(ctx, &penguinv1.GetSessionRequest{SessionId: run.GetSessionId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := sess.GetSession(); s.GetSource() != "schedule" || s.GetTitle() != "ping" || s.GetAgent() != "default" {
+		t.Errorf("the run's session: source %q, title %q, agent %q; want schedule, ping, default", s.GetSource(), s.GetTitle(), s.GetAgent())
+	}
 	// The run's prompt and the model's answer reach its session, once.
 	for {
 		prompts, pongs := 0, 0
