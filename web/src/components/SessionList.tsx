@@ -142,7 +142,7 @@ export function SessionList({ rows, loaded, current, query, shelf, grouping, mor
                       aria-current={id === current ? "page" : undefined}>
                       <span class={`dot state-${word.replace(" ", "-")}`} aria-hidden="true" />
                       {s.pinned && <span class="pin" aria-label="pinned" title="Pinned">📌</span>}
-                      {s.source === "schedule" && <span class="scheduled" aria-label="scheduled" title="Started by a schedule">⏲</span>}
+                      {s.source === "schedule" && <span class="scheduled" aria-label="scheduled" title="Started by a schedule">↻</span>}
                       <span class="title">{s.title || id}</span>
                       <span class="muted small state-word" data-testid="session-state">{word === "idle" ? ago(s.updated_at) : word}</span>
                     </a>
