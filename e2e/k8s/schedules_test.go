@@ -1,7 +1,6 @@
 package k8s
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,15 +67,8 @@ func TestScheduleAndGoalThroughARollout(t *testing.T) {
 	// A few due times before the rollout, on the replicas as they were.
 	time.Sleep(2 * schedPeriod)
 
-	old := c.podNames(t, engineDeploy)
 	rolled := time.Now()
-	c.kubectl(t, "rollout", "restart", "deployment/"+engineDeploy)
-	c.kubectl(t, "rollout", "status", "deployment/"+engineDeploy, "--timeout=240s")
-	for _, p := range c.podNames(t, engineDeploy) {
-		if slices.Contains(old, p) {
-			t.Fatalf("engine pod %s outlived the rollout", p)
-		}
-	}
+	c.rolloutRestart(t, engineDeploy)
 	t.Logf("rollout done in %v", time.Since(rolled).Round(time.Second))
 
 	t.Run("the goal goes on on the next owner, each round once, its tokens counted once", func(t *testing.T) {
