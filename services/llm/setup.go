@@ -15,8 +15,8 @@ import (
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/llm/middleware"
-	"github.com/penguin-agent/penguin/services/llm/providers"
 	"github.com/penguin-agent/penguin/services/llm/routestore"
+	"github.com/penguin-agent/penguin/services/llm/routing"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 )
 
@@ -28,7 +28,7 @@ const DefaultIdleTimeout = 60 * time.Second
 // `penguin serve llm` and the all-in-one `penguin serve` both use [Setup].
 type Config struct {
 	// ProvidersFile is the providers YAML. Its routes come first; the
-	// presets that the environment turns on (see providers.FromEnv) add
+	// presets that the environment turns on (see routing.FromEnv) add
 	// the routes it does not name. A file that does not exist yet adds
 	// nothing, and is picked up by [Service.Watch] once it does.
 	ProvidersFile string
@@ -121,7 +121,7 @@ func Setup(cfg Config) (*Service, error) {
 		mw = append(mw, m.Middleware())
 	}
 	mw = append(mw, cfg.Middleware...)
-	src := &routeSource{file: cfg.ProvidersFile, lookup: cfg.Lookup, log: log, deps: providers.Deps{
+	src := &routeSource{file: cfg.ProvidersFile, lookup: cfg.Lookup, log: log, deps: routing.Deps{
 		Lookup: cfg.Lookup, Catalog: cat, HTTPClient: hc, IdleTimeout: idle, TracerProvider: cfg.TracerProvider, Logger: log,
 	}}
 	if cfg.RouteStore != "" {

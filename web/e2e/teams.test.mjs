@@ -142,11 +142,14 @@ test("team mode: users, projects, members, tokens and who sees what", { timeout:
 
   await step("the Models page: the project's owner adds a route for the project alone", async () => {
     await page.getByRole("link", { name: "Models" }).click();
-    await page.getByLabel("For", { exact: true }).selectOption("apollo");
-    await page.getByLabel("Provider", { exact: true }).selectOption("");
-    await page.getByLabel("Name", { exact: true }).fill("apollo-local");
-    await page.getByLabel("Base URL").fill("http://127.0.0.1:9/v1");
-    await page.getByLabel("Model ids").fill("apollo-model");
+    // A label's name takes in its select's chosen option, so the fields
+    // are found by their names.
+    const form = page.locator("form.form");
+    await form.locator('select[name="project"]').selectOption("apollo");
+    await form.locator('select[name="provider"]').selectOption("");
+    await form.locator('input[name="name"]').fill("apollo-local");
+    await form.locator('input[name="base_url"]').fill("http://127.0.0.1:9/v1");
+    await form.locator('input[name="model_id"]').fill("apollo-model");
     await page.getByRole("button", { name: "Save" }).click();
     await page.getByTestId("setup-done").filter({ hasText: "apollo-local" }).waitFor();
     await page.getByTestId("route-apollo-local").getByText("project apollo").waitFor();
@@ -187,6 +190,7 @@ test("team mode: users, projects, members, tokens and who sees what", { timeout:
     await page.getByTestId("route-apollo-local").waitFor({ state: "detached" });
     const own = await call(page, "GET", "/api/projects/apollo/providers");
     assert.ok(!JSON.stringify(own.body).includes("apollo-local"));
+    await bob.page.getByRole("link", { name: "Team" }).click();
   });
 
   await step("a token is shown once and revoked", async () => {

@@ -29,7 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
-	"github.com/penguin-agent/penguin/services/llm/providers"
+	"github.com/penguin-agent/penguin/services/llm/routing"
 )
 
 // Errors of the store's writes, for the handlers to turn into codes.
@@ -45,7 +45,7 @@ type Route struct {
 	// Project owns the route; empty for a global route.
 	Project string
 	// Provider is the route; its APIKey is the opened key.
-	Provider providers.Provider
+	Provider routing.Provider
 	// Err is why the route cannot be used (its key does not open), nil
 	// when it can.
 	Err error
@@ -209,7 +209,7 @@ func (s *Store) List(ctx context.Context) ([]Route, int64, error) {
 
 // Add stores a new route of project (empty: global) with key (empty:
 // none); ErrExists when one of that name is there.
-func (s *Store) Add(ctx context.Context, project string, p providers.Provider, key string) error {
+func (s *Store) Add(ctx context.Context, project string, p routing.Provider, key string) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		spec, err := specOf(p)
 		if err != nil {
@@ -224,7 +224,7 @@ func (s *Store) Add(ctx context.Context, project string, p providers.Provider, k
 
 // Update replaces the stored route of project named p.Name; key nil keeps
 // its key, "" removes it. ErrNotFound when there is none.
-func (s *Store) Update(ctx context.Context, project string, p providers.Provider, key *string) error {
+func (s *Store) Update(ctx context.Context, project string, p routing.Provider, key *string) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		spec, err := specOf(p)
 		if err != nil {
@@ -345,7 +345,7 @@ func (s *Store) keyID(key string) string {
 
 // specOf is the stored form of p: its providers file YAML, which never
 // holds the key (Provider.APIKey is not serialised).
-func specOf(p providers.Provider) (string, error) {
+func specOf(p routing.Provider) (string, error) {
 	p.APIKey = ""
 	b, err := yaml.Marshal(p)
 	return string(b), err

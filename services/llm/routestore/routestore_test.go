@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/penguin-agent/penguin/internal/testkit/pgtest"
-	"github.com/penguin-agent/penguin/services/llm/providers"
 	"github.com/penguin-agent/penguin/services/llm/routestore"
+	"github.com/penguin-agent/penguin/services/llm/routing"
 )
 
 const secret = "0123456789abcdef0123456789abcdef-test-secret"
@@ -56,7 +56,7 @@ func TestStore(t *testing.T) {
 				t.Fatal(err)
 			}
 			const key = "sk-live-abcdefghijklmnopqrstuvwxyz0123"
-			p := providers.Provider{Name: "team", Type: "openai", BaseURL: "http://127.0.0.1:9/v1", Models: []providers.Model{{ID: "m1"}}}
+			p := routing.Provider{Name: "team", Type: "openai", BaseURL: "http://127.0.0.1:9/v1", Models: []routing.Model{{ID: "m1"}}}
 			if err := st.Add(ctx, "apollo", p, key); err != nil {
 				t.Fatal(err)
 			}
@@ -192,8 +192,8 @@ func TestKeyRotation(t *testing.T) {
 				}
 				return out
 			}
-			route := func(n string) providers.Provider {
-				return providers.Provider{Name: n, Type: "openai", BaseURL: "http://127.0.0.1:9/v1"}
+			route := func(n string) routing.Provider {
+				return routing.Provider{Name: n, Type: "openai", BaseURL: "http://127.0.0.1:9/v1"}
 			}
 			old := open(oldSecret)
 			for _, r := range []struct{ project, name, key string }{
