@@ -156,7 +156,7 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		}
 		log.Info("sign-in through an identity provider", "issuer", cfg.OIDC.Issuer, "client_id", cfg.OIDC.ClientID, "redirect_url", cfg.OIDC.RedirectURL)
 	}
-	e.accounts = accounts.New(e.guard, login)
+	e.accounts = accounts.New(e.guard, penguinv1.NewLLMServiceClient(cfg.LLM), login)
 	if cfg.Team {
 		first, err := e.guard.SeedAdmin(ctx, cfg.AdminPasswordFile, cfg.SeedAdminPassword)
 		if err != nil {
