@@ -98,7 +98,8 @@ func (c *cluster) requestsOf(ctx context.Context, t *testing.T, provider string)
 // web form reaches one llm replica (the engine's front passes the call
 // on), which stores it in the route store; both replicas then serve tasks
 // on it. Which replica served a task is read from the replicas' request
-// counters, taken before and after each task.
+// counters, taken before and after each task. Last, the key re-sealing
+// command runs in an llm pod as an operator would run it.
 func (c *cluster) routeAddedOnOneReplicaServesOnEach(ctx context.Context, t *testing.T) {
 	pods := c.waitReady(t, llmDeploy, 2)
 	const route = "webform"
@@ -141,5 +142,12 @@ func (c *cluster) routeAddedOnOneReplicaServesOnEach(ctx context.Context, t *tes
 			t.Fatalf("task %d completed, but no llm replica counted a request on %q: before %v, after %v", i, route, before, after)
 		}
 		t.Logf("task %d served by %v", i, by)
+	}
+	// The operator's re-sealing command, as the README runs it in an llm
+	// pod (whose environment names the store): every key is under the
+	// current secret already, so it moves none, and says so.
+	out := c.kubectl(t, "exec", pods[0], "--", "/usr/local/bin/penguin", "providers", "rotate-key", "--routes-key-file=/var/run/secrets/penguin/routes/key")
+	if !strings.Contains(out, "re-sealed 0 stored API keys") {
+		t.Fatalf("penguin providers rotate-key in %s: %q", pods[0], out)
 	}
 }

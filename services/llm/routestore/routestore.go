@@ -124,10 +124,26 @@ func (s *Store) q(query string) string {
 	return strings.ReplaceAll(query, "$", "?")
 }
 
+// migrateLock is the PostgreSQL advisory lock key the migration holds:
+// replicas that start together would otherwise race on CREATE TABLE IF
+// NOT EXISTS, which PostgreSQL lets fail with a unique violation.
+const migrateLock = 0x70656e67_726f7574 // "pengrout"
+
+// migrate creates the tables, in one transaction that, on PostgreSQL,
+// first takes migrateLock, so that the second replica waits for the
+// first to commit and then finds them there.
 func (s *Store) migrate(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
 	blob := "BLOB"
 	if s.pg {
 		blob = "BYTEA"
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLock)); err != nil {
+			return err
+		}
 	}
 	for _, stmt := range []string{
 		`CREATE TABLE IF NOT EXISTS llm_provider_routes (
@@ -143,11 +159,11 @@ func (s *Store) migrate(ctx context.Context) error {
 			version BIGINT NOT NULL)`,
 		`INSERT INTO llm_provider_routes_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING`,
 	} {
-		if _, err := s.db.ExecContext(ctx, stmt); err != nil {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return err
 		}
 	}
-	return nil
+	return tx.Commit()
 }
 
 // Version is the table's version: it changes with every write, so a

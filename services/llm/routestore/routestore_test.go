@@ -289,3 +289,32 @@ func TestLoadSecret(t *testing.T) {
 	}
 	sealer(t, string(a))
 }
+
+// TestOpenTogether: replicas that start together each open the store on
+// an empty database at once; every one succeeds (on PostgreSQL,
+// concurrent CREATE TABLE IF NOT EXISTS can fail without the migration's
+// lock).
+func TestOpenTogether(t *testing.T) {
+	for name, url := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			const n = 8
+			errs := make(chan error, n)
+			for range n {
+				go func() {
+					st, err := routestore.Open(ctx, url, sealer(t, secret))
+					if err == nil {
+						err = st.Close()
+					}
+					errs <- err
+				}()
+			}
+			for range n {
+				if err := <-errs; err != nil {
+					t.Errorf("open: %v", err)
+				}
+			}
+		})
+	}
+}
