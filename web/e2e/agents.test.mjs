@@ -216,6 +216,12 @@ test("an agent's configuration, tools, skills, memory, vault, MCP servers and mo
     await page.getByLabel("Vault value", { exact: true }).fill(secret);
     await page.getByRole("button", { name: "Set", exact: true }).click();
     await page.getByLabel("value of DEPLOY_TOKEN").filter({ hasText: "••••••••" }).waitFor();
+    await page.getByLabel("Vault name").fill("OLD_TOKEN");
+    await page.getByLabel("Vault value", { exact: true }).fill("old");
+    await page.getByRole("button", { name: "Set", exact: true }).click();
+    await page.getByRole("row", { name: /OLD_TOKEN/ }).getByRole("button", { name: "Delete" }).click();
+    await page.getByLabel("value of OLD_TOKEN").waitFor({ state: "detached" });
+    assert.deepEqual((await call(page, "GET", `${api}/reviewer/vault`)).body.names, ["DEPLOY_TOKEN"]);
     assert.ok(!(await page.content()).includes(secret), "the page holds no value");
     assert.ok(!JSON.stringify((await call(page, "GET", `${api}/reviewer/vault`)).body).includes(secret));
     await shot(page, "06-vault");
@@ -237,6 +243,12 @@ test("an agent's configuration, tools, skills, memory, vault, MCP servers and mo
     await row.getByRole("button", { name: "Test" }).click();
     await page.getByTestId("mcp-test-tools").filter({ hasText: /ok, \d+ ms: \S/ }).waitFor({ timeout: 60000 });
     await shot(page, "07-mcp");
+    await form.getByLabel("Name").fill("spare");
+    await form.getByLabel("Command").fill(mcpServer);
+    await form.getByRole("button", { name: "Add" }).click();
+    await page.getByRole("row", { name: /spare/ }).getByRole("button", { name: "Remove" }).click();
+    await page.getByRole("row", { name: /spare/ }).waitFor({ state: "detached" });
+    assert.deepEqual((await call(page, "GET", `${api}/reviewer/mcp`)).body.servers.map((x) => x.name), ["tools"]);
   });
 
   await step("Models: a model of no route is refused; the mock's model answers the test and becomes the default", async () => {
@@ -291,6 +303,24 @@ test("an agent's configuration, tools, skills, memory, vault, MCP servers and mo
     // The same name again needs replace.
     await page.getByRole("button", { name: "Import" }).click();
     await alert("replace");
+  });
+
+  await step("a copy of an agent without its memory; renamed, then deleted", async () => {
+    await page.getByLabel("New agent name").fill("second");
+    await page.getByLabel("Create from").selectOption("reviewer");
+    await page.getByRole("button", { name: "Create" }).click();
+    await page.getByRole("link", { name: "second", exact: true }).waitFor();
+    assert.equal((await call(page, "GET", `${api}/second/config/AGENTS.md`)).body.content, "Review only. RULE-5150.\n");
+    assert.deepEqual((await call(page, "GET", `${api}/second/memory/user/files`)).body.files ?? [], [], "no memory copied");
+    await page.getByRole("link", { name: "second", exact: true }).click();
+    await page.getByLabel("Agent name", { exact: true }).fill("third");
+    await page.getByRole("button", { name: "Rename" }).click();
+    await page.waitForURL(base + "/agents/third");
+    await page.getByRole("button", { name: "Delete agent" }).click();
+    await page.waitForURL(base + "/agents");
+    await page.getByRole("link", { name: "reviewer", exact: true }).waitFor();
+    assert.equal(await page.getByRole("link", { name: "third", exact: true }).count(), 0);
+    assert.ok(dialogs.some((d) => /Delete agent third/.test(d)), "the delete asked first");
   });
 
   assert.deepEqual(problems, [], "no script errors in the page");
