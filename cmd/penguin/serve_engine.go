@@ -24,6 +24,9 @@ func newServeEngineCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "engine", Short: "run the engine service (agent loop and sessions) alone", Args: noArgs}
 	fs := cmd.Flags()
 	common := addServerFlags(fs, "127.0.0.1:7423")
+	// The gateway is off unless asked for: a deployment serves the web
+	// app and the HTTP API from its engine pods (deploy/base/engine.yaml).
+	gw := addGatewayFlags(fs, "")
 	llmAddr := fs.String("llm", "127.0.0.1:7421", "address of the llm service")
 	envAddr := fs.String("environment", "127.0.0.1:7422", "address of the environment service")
 	ef := addEngineFlags(fs)
@@ -37,7 +40,8 @@ func newServeEngineCmd() *cobra.Command {
 			return fmt.Errorf("serve engine: %w", err)
 		}
 		cfg.LLMAddr, cfg.EnvironmentAddr = *llmAddr, *envAddr
-		cfg.Engine.Team = ef.teamMode(common.listen)
+		cfg.Gateway = gw.config()
+		cfg.Engine.Team = ef.teamMode(common.listen, gw.listen)
 		return serveProcess(cmd.Context(), "serve engine", cfg)
 	}
 	return cmd

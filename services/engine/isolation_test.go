@@ -201,6 +201,27 @@ func providerRoutes(ctx context.Context, t *testing.T, alice, carol *grpc.Client
 	if tested, err := llmC.TestProvider(ctx, &penguinv1.TestProviderRequest{Project: "apollo", Name: "apollo-llm"}); err != nil || tested.GetOk() {
 		t.Fatalf("Carol's test of a route at a dead address: %v, %v", tested, err)
 	}
+
+	// A project with a stored route is not deleted until its owner
+	// removes the route: no key outlives its project.
+	projects := penguinv1.NewProjectServiceClient(alice)
+	if _, err := projects.CreateProject(ctx, &penguinv1.CreateProjectRequest{ProjectId: "doomed"}); err != nil {
+		t.Fatal(err)
+	}
+	doomed := &penguinv1.ProviderRoute{Name: "doomed-llm", Type: "openai", BaseUrl: "http://127.0.0.1:9/v1"}
+	if _, err := llmA.AddProvider(ctx, &penguinv1.AddProviderRequest{Project: "doomed", Route: doomed, ApiKey: "sk-doomed-0123456789abcdef"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = projects.DeleteProject(ctx, &penguinv1.DeleteProjectRequest{ProjectId: "doomed"})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "doomed-llm") {
+		t.Fatalf("deleting a project with a provider route: %v; want FAILED_PRECONDITION naming the route", err)
+	}
+	if _, err := llmA.RemoveProvider(ctx, &penguinv1.RemoveProviderRequest{Project: "doomed", Name: "doomed-llm"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := projects.DeleteProject(ctx, &penguinv1.DeleteProjectRequest{ProjectId: "doomed"}); err != nil {
+		t.Fatalf("deleting the project once its route is gone: %v", err)
+	}
 }
 
 // refused are the answers to a call on Alice's things.

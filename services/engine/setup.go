@@ -145,7 +145,7 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 	}
 	e := &Engine{store: st, replicas: grpcclient.NewPool(cfg.Dial)}
 	e.guard = access.New(st, access.Options{Mode: cfg.mode(), ServiceToken: cfg.ServiceToken, Logger: log})
-	e.accounts = accounts.New(e.guard)
+	e.accounts = accounts.New(e.guard, penguinv1.NewLLMServiceClient(cfg.LLM))
 	if cfg.Team {
 		first, err := e.guard.SeedAdmin(ctx, cfg.AdminPasswordFile, cfg.SeedAdminPassword)
 		if err != nil {

@@ -96,6 +96,10 @@ export interface ProviderRouteInfo {
   key_hint?: string;
 }
 
+/** routesPath is where the routes of project (empty: the global ones)
+ * are managed. */
+const routesPath = (project: string) => project ? `/api/projects/${encodeURIComponent(project)}/providers` : "/api/providers";
+
 /** The answer of a route's test request. */
 export interface ProviderTest {
   ok?: boolean;
@@ -264,9 +268,11 @@ export const api = {
   models: () => request<{ models?: ModelInfo[]; notice?: string }>("GET", "/api/models"),
   setup: () => request<SetupState>("GET", "/api/setup"),
   addProvider: (form: object) => request<SetupResult>("POST", "/api/setup/provider", form),
-  providers: () => request<{ providers?: ProviderRouteInfo[]; notice?: string }>("GET", "/api/providers"),
-  removeProvider: (name: string) => request<void>("DELETE", `/api/providers/${encodeURIComponent(name)}`),
-  testProvider: (name: string) => request<ProviderTest>("POST", `/api/providers/${encodeURIComponent(name)}/test`, {}),
+  /** The global routes, or with project those its sessions see: the
+   * global ones and the project's own. */
+  providers: (project = "") => request<{ providers?: ProviderRouteInfo[]; notice?: string }>("GET", `${routesPath(project)}`),
+  removeProvider: (name: string, project = "") => request<void>("DELETE", `${routesPath(project)}/${encodeURIComponent(name)}`),
+  testProvider: (name: string, project = "") => request<ProviderTest>("POST", `${routesPath(project)}/${encodeURIComponent(name)}/test`, {}),
 };
 
 /** traceURL is the address of a session's trace: every context (0) or

@@ -6,9 +6,12 @@ package accounts
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -20,6 +23,9 @@ import (
 // TokenService.
 type Server struct {
 	g *access.Guard
+	// llm is the llm service, asked whether a project to delete still
+	// has provider routes.
+	llm penguinv1.LLMServiceClient
 	// The services' handlers, each with its own Unimplemented type.
 	auth     authServer
 	users    userServer
@@ -27,9 +33,10 @@ type Server struct {
 	tokens   tokenServer
 }
 
-// New returns the handlers over g.
-func New(g *access.Guard) *Server {
-	s := &Server{g: g}
+// New returns the handlers over g; llm is the llm service the engine
+// calls.
+func New(g *access.Guard, llm penguinv1.LLMServiceClient) *Server {
+	s := &Server{g: g, llm: llm}
 	s.auth, s.users, s.projects, s.tokens = authServer{s: s}, userServer{s: s}, projectServer{s: s}, tokenServer{s: s}
 	return s
 }
@@ -193,9 +200,43 @@ func (p *projectServer) CreateProject(ctx context.Context, req *penguinv1.Create
 	return &penguinv1.CreateProjectResponse{Project: projectOf(x)}, nil
 }
 
-// DeleteProject implements ProjectService.
+// DeleteProject implements ProjectService. A project whose provider
+// routes are still stored is not deleted, as one with sessions is not:
+// its owners remove them first (penguin providers remove --project, or the
+// Models page), so that no API key outlives its project unseen, nor
+// passes to a later project of the same id.
 func (p *projectServer) DeleteProject(ctx context.Context, req *penguinv1.DeleteProjectRequest) (*penguinv1.DeleteProjectResponse, error) {
-	return &penguinv1.DeleteProjectResponse{}, p.s.g.DeleteProject(ctx, req.GetProjectId())
+	id := req.GetProjectId()
+	if err := p.s.g.Check(ctx, id, access.Own, "project", id); err != nil {
+		return nil, err
+	}
+	if err := p.s.noRoutes(ctx, id); err != nil {
+		return nil, err
+	}
+	return &penguinv1.DeleteProjectResponse{}, p.s.g.DeleteProject(ctx, id)
+}
+
+// noRoutes fails when the llm service stores provider routes of project,
+// naming them, or cannot say. An llm service that is not there
+// (Unimplemented: a client command's server without one) stores none.
+func (s *Server) noRoutes(ctx context.Context, project string) error {
+	resp, err := s.llm.ListProviders(ctx, &penguinv1.ListProvidersRequest{Project: project})
+	switch {
+	case status.Code(err) == codes.Unimplemented:
+		return nil
+	case err != nil:
+		return status.Errorf(codes.Unavailable, "project %s: its provider routes could not be checked (%v); try again", project, status.Convert(err).Message())
+	}
+	var names []string
+	for _, r := range resp.GetProviders() {
+		if r.GetProject() == project {
+			names = append(names, r.GetName())
+		}
+	}
+	if len(names) > 0 {
+		return status.Errorf(codes.FailedPrecondition, "project %s still has %d provider routes (%s); remove them first", project, len(names), strings.Join(names, ", "))
+	}
+	return nil
 }
 
 // ListMembers implements ProjectService.
