@@ -201,6 +201,26 @@ func providerRoutes(ctx context.Context, t *testing.T, alice, carol *grpc.Client
 	if tested, err := llmC.TestProvider(ctx, &penguinv1.TestProviderRequest{Project: "apollo", Name: "apollo-llm"}); err != nil || tested.GetOk() {
 		t.Fatalf("Carol's test of a route at a dead address: %v, %v", tested, err)
 	}
+	// The audit log of apollo, which Alice owns, records her change of
+	// its routes, without the key, and not Carol's refused one.
+	log, err := penguinv1.NewProjectServiceClient(alice).ListAudit(ctx, &penguinv1.ListAuditRequest{ProjectId: "apollo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var adds, removes int
+	for _, r := range log.GetRecords() {
+		switch {
+		case strings.Contains(r.String(), "sk-alice"):
+			t.Fatalf("the audit log holds the route's key: %v", r)
+		case r.GetAction() == "provider_route.add" && r.GetActor() == "alice" && r.GetTarget() == "apollo-llm" && r.GetDetail() == "api key set":
+			adds++
+		case r.GetAction() == "provider_route.remove":
+			removes++
+		}
+	}
+	if adds != 1 || removes != 0 {
+		t.Fatalf("apollo's audit log has %d route additions by alice and %d removals; want 1 and 0:\n%v", adds, removes, log.GetRecords())
+	}
 
 	// A project with a stored route is not deleted until its owner
 	// removes the route: no key outlives its project.

@@ -122,6 +122,20 @@ test("team mode: users, projects, members, tokens and who sees what", { timeout:
     await shot(page, "02-team");
   });
 
+  await step("the owner reads the project's audit log, the admin the global one", async () => {
+    const apollo = page.getByTestId("project-apollo");
+    await apollo.getByRole("button", { name: "Show the audit log of apollo" }).click();
+    const log = apollo.getByRole("group", { name: "Audit log of apollo" });
+    await log.getByRole("row").filter({ hasText: "member.set" }).filter({ hasText: "bob" }).waitFor();
+    await log.getByRole("row").filter({ hasText: "project.create" }).waitFor();
+    const global = page.getByRole("region", { name: "Global audit log" });
+    await global.getByRole("button", { name: "Show the global audit log" }).click();
+    await global.getByRole("row").filter({ hasText: "sign_in.failed" }).waitFor();
+    await global.getByRole("row").filter({ hasText: "user.create" }).filter({ hasText: "bob" }).waitFor();
+    assert.ok(!(await global.textContent()).includes(adminPassword), "no password in the audit log");
+    await shot(page, "02b-audit");
+  });
+
   await step("a session in each project; the switcher scopes the list", async () => {
     for (const [project, title] of [["default", "admin-only session"], ["apollo", "apollo session"]]) {
       const r = await call(page, "POST", "/api/sessions", { project_id: project, workspace: work, model: { provider: "none", model_id: "none" } });

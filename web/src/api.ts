@@ -132,6 +132,9 @@ export interface AuthState {
   user?: { id: string; name?: string; admin: boolean };
   operator?: boolean;
   must_change_password?: boolean;
+  /** The identity provider's name, when one is configured: the sign-in
+   * page offers "Sign in with <oidc_name>". */
+  oidc_name?: string;
 }
 
 /** A user's account (teams.proto User). */
@@ -156,6 +159,16 @@ export interface Member {
   user_id: string;
   role?: string;
   created_at?: string;
+}
+
+/** One record of the audit log (teams.proto AuditRecord). */
+export interface AuditRecord {
+  id: string;
+  at?: string;
+  actor?: string;
+  action: string;
+  target?: string;
+  detail?: string;
 }
 
 /** A personal access token, without its secret. */
@@ -221,6 +234,9 @@ export const api = {
   projects: () => request<{ projects?: Project[] }>("GET", "/api/projects"),
   createProject: (project_id: string, name: string) => request<{ project: Project }>("POST", "/api/projects", { project_id, name }),
   deleteProject: (id: string) => request<void>("DELETE", `/api/projects/${encodeURIComponent(id)}`),
+  /** A project's audit log (its owners), or the global one (admins) when
+   * project is empty; newest first. */
+  audit: (project: string) => request<{ records?: AuditRecord[] }>("GET", project ? `/api/projects/${encodeURIComponent(project)}/audit` : "/api/audit"),
   members: (id: string) => request<{ members?: Member[] }>("GET", `/api/projects/${encodeURIComponent(id)}/members`),
   setMember: (id: string, user: string, role: string) =>
     request<void>("PUT", `/api/projects/${encodeURIComponent(id)}/members/${encodeURIComponent(user)}`, { role }),

@@ -106,7 +106,7 @@ function App() {
 
   if (bootError) return <main class="signin"><p class="banner error">The server does not answer: {bootError}</p></main>;
   if (auth === "checking") return null;
-  if (auth === "signin") return <SignIn team={who.mode === "team"} onSignedIn={() => void check()} />;
+  if (auth === "signin") return <SignIn team={who.mode === "team"} oidcName={who.oidc_name} onSignedIn={() => void check()} />;
 
   const m = path.match(/^\/sessions\/([^/]+)(\/trace)?$/);
   const current = m ? decodeURIComponent(m[1]) : "";

@@ -16,6 +16,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/engine/access"
+	"github.com/penguin-agent/penguin/services/engine/oidclogin"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
 
@@ -23,6 +24,9 @@ import (
 // TokenService.
 type Server struct {
 	g *access.Guard
+	// oidc signs users in through the identity provider; nil when none
+	// is configured.
+	oidc *oidclogin.Login
 	// llm is the llm service, asked whether a project to delete still
 	// has provider routes.
 	llm penguinv1.LLMServiceClient
@@ -34,9 +38,10 @@ type Server struct {
 }
 
 // New returns the handlers over g; llm is the llm service the engine
-// calls.
-func New(g *access.Guard, llm penguinv1.LLMServiceClient) *Server {
-	s := &Server{g: g, llm: llm}
+// calls, and login signs users in through the identity provider when it
+// is not nil.
+func New(g *access.Guard, llm penguinv1.LLMServiceClient, login *oidclogin.Login) *Server {
+	s := &Server{g: g, llm: llm, oidc: login}
 	s.auth, s.users, s.projects, s.tokens = authServer{s: s}, userServer{s: s}, projectServer{s: s}, tokenServer{s: s}
 	return s
 }
@@ -121,6 +126,48 @@ func (a *authServer) SignOut(ctx context.Context, _ *penguinv1.SignOutRequest) (
 // ChangePassword implements AuthService.
 func (a *authServer) ChangePassword(ctx context.Context, req *penguinv1.ChangePasswordRequest) (*penguinv1.ChangePasswordResponse, error) {
 	return &penguinv1.ChangePasswordResponse{}, a.s.g.ChangePassword(ctx, req.GetOldPassword(), req.GetNewPassword())
+}
+
+// GetSignInOptions implements AuthService.
+func (a *authServer) GetSignInOptions(context.Context, *penguinv1.GetSignInOptionsRequest) (*penguinv1.GetSignInOptionsResponse, error) {
+	out := &penguinv1.GetSignInOptionsResponse{}
+	if a.s.oidc != nil {
+		out.OidcName = a.s.oidc.Name()
+	}
+	return out, nil
+}
+
+// errNoOIDC answers the OIDC calls of a server without a provider.
+var errNoOIDC = status.Error(codes.FailedPrecondition, "this server has no identity provider configured; sign in with a password")
+
+// BeginOIDCSignIn implements AuthService.
+func (a *authServer) BeginOIDCSignIn(ctx context.Context, req *penguinv1.BeginOIDCSignInRequest) (*penguinv1.BeginOIDCSignInResponse, error) {
+	if a.s.oidc == nil {
+		return nil, errNoOIDC
+	}
+	u, err := a.s.oidc.Begin(ctx, req.GetBrowserBinding())
+	if err != nil {
+		return nil, err
+	}
+	return &penguinv1.BeginOIDCSignInResponse{AuthorizationUrl: u}, nil
+}
+
+// CompleteOIDCSignIn implements AuthService. A refusal is recorded in
+// the audit log with its reason.
+func (a *authServer) CompleteOIDCSignIn(ctx context.Context, req *penguinv1.CompleteOIDCSignInRequest) (*penguinv1.CompleteOIDCSignInResponse, error) {
+	if a.s.oidc == nil {
+		return nil, errNoOIDC
+	}
+	id, err := a.s.oidc.Complete(ctx, req.GetState(), req.GetCode(), req.GetBrowserBinding())
+	if err != nil {
+		a.s.g.Audit(ctx, "", "sign_in.failed", "", "oidc: "+status.Convert(err).Message())
+		return nil, err
+	}
+	secret, expires, u, err := a.s.g.SignInExternal(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &penguinv1.CompleteOIDCSignInResponse{SessionToken: secret, ExpiresAt: ts(expires), User: userOf(u)}, nil
 }
 
 type userServer struct {
