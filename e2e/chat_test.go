@@ -341,8 +341,8 @@ func TestChatTerminalEditing(t *testing.T) {
 	// The turn's change: shown as a diff, undone to the byte, redone.
 	term.waitScreen("✎ 1 file(s) changed: M notes.txt", 1)
 	term.keys("/diff", "Enter")
-	screen = term.waitScreen("+BETA", 2)
-	if !strings.Contains(screen, `change #`) || !strings.Contains(screen, "M notes.txt +1 -1") {
+	screen = term.waitScreen("M notes.txt +1 -1", 1)
+	if !strings.Contains(screen, `of "edit please":`) || strings.Count(screen, "+BETA") != 3 {
 		t.Errorf("/diff does not show the change:\n%s", screen)
 	}
 	term.keys("/undo", "Enter")

@@ -66,6 +66,19 @@ func (s *Service) openWorkspace(requested string) (*workspace.Root, error) {
 	return root, nil
 }
 
+// loadPair reads the checkpoints from and to of a store.
+func (s *Service) loadPair(st *checkpoint.Store, from, to string) (*checkpoint.Manifest, *checkpoint.Manifest, error) {
+	a, err := st.Load(from)
+	if err != nil {
+		return nil, nil, s.checkpointStatus(err)
+	}
+	b, err := st.Load(to)
+	if err != nil {
+		return nil, nil, s.checkpointStatus(err)
+	}
+	return a, b, nil
+}
+
 // checkpointStatus turns a checkpoint error into a status.
 func (s *Service) checkpointStatus(err error) error {
 	var conflict *checkpoint.ConflictError
@@ -83,19 +96,31 @@ func (s *Service) checkpointStatus(err error) error {
 
 // CheckpointWorkspace implements penguinv1.EnvironmentServiceServer.
 func (s *Service) CheckpointWorkspace(ctx context.Context, req *penguinv1.CheckpointWorkspaceRequest) (*penguinv1.CheckpointWorkspaceResponse, error) {
-	root, st, err := s.openCheckpoints(req.GetWorkspace())
+	var resp *penguinv1.CheckpointWorkspaceResponse
+	err := s.withStore(req.GetWorkspace(), func(root *workspace.Root, st *checkpoint.Store) error {
+		id, m, err := st.Snapshot(ctx, root.Workspace(), s.opts.Checkpoints)
+		if err != nil {
+			return s.checkpointStatus(err)
+		}
+		resp = &penguinv1.CheckpointWorkspaceResponse{Checkpoint: id, Incomplete: m.Incomplete}
+		return nil
+	})
+	return resp, err
+}
+
+// withStore runs fn on the workspace requested and its checkpoint store,
+// one at a time in this service, so that the checkpoints a restore takes
+// around itself see no other call's writes to the stores.
+func (s *Service) withStore(requested string, fn func(*workspace.Root, *checkpoint.Store) error) error {
+	root, st, err := s.openCheckpoints(requested)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer root.Close()
 	defer st.Close()
 	s.checkpointMu.Lock()
 	defer s.checkpointMu.Unlock()
-	id, m, err := st.Snapshot(ctx, root.Workspace(), s.opts.Checkpoints)
-	if err != nil {
-		return nil, s.checkpointStatus(err)
-	}
-	return &penguinv1.CheckpointWorkspaceResponse{Checkpoint: id, Incomplete: m.Incomplete}, nil
+	return fn(root, st)
 }
 
 // DiffCheckpoints implements penguinv1.EnvironmentServiceServer.
@@ -106,13 +131,9 @@ func (s *Service) DiffCheckpoints(_ context.Context, req *penguinv1.DiffCheckpoi
 	}
 	defer root.Close()
 	defer st.Close()
-	from, err := st.Load(req.GetFrom())
+	from, to, err := s.loadPair(st, req.GetFrom(), req.GetTo())
 	if err != nil {
-		return nil, s.checkpointStatus(err)
-	}
-	to, err := st.Load(req.GetTo())
-	if err != nil {
-		return nil, s.checkpointStatus(err)
+		return nil, err
 	}
 	return &penguinv1.DiffCheckpointsResponse{
 		Files:      describeChanges(st, checkpoint.Changes(from, to), req.GetWithDiff()),
@@ -124,44 +145,37 @@ func (s *Service) DiffCheckpoints(_ context.Context, req *penguinv1.DiffCheckpoi
 // checkpoints taken around the restore make it undoable in turn: what a
 // forced restore overwrote is kept in the first.
 func (s *Service) RestoreCheckpoint(ctx context.Context, req *penguinv1.RestoreCheckpointRequest) (*penguinv1.RestoreCheckpointResponse, error) {
-	root, st, err := s.openCheckpoints(req.GetWorkspace())
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	defer st.Close()
-	s.checkpointMu.Lock()
-	defer s.checkpointMu.Unlock()
-	from, err := st.Load(req.GetFrom())
-	if err != nil {
-		return nil, s.checkpointStatus(err)
-	}
-	to, err := st.Load(req.GetTo())
-	if err != nil {
-		return nil, s.checkpointStatus(err)
-	}
-	tree := root.Workspace()
-	beforeID, before, err := st.Snapshot(ctx, tree, s.opts.Checkpoints)
-	if err != nil {
-		return nil, s.checkpointStatus(err)
-	}
-	if before.Incomplete != "" && req.GetForce() {
-		// What the restore would overwrite could not all be kept.
-		return nil, status.Errorf(codes.FailedPrecondition, "the workspace cannot be checkpointed before the restore (%s), so a forced restore could lose files; nothing was restored", before.Incomplete)
-	}
-	overwritten, err := st.Restore(tree, from, to, req.GetForce(), s.opts.Checkpoints)
-	if err != nil {
-		return nil, s.checkpointStatus(err)
-	}
-	afterID, after, err := st.Snapshot(ctx, tree, s.opts.Checkpoints)
-	if err != nil {
-		return nil, s.checkpointStatus(err)
-	}
-	s.log.Info("workspace restored", "workspace", root.Dir(), "from", req.GetFrom(), "to", req.GetTo(), "overwritten", len(overwritten))
-	return &penguinv1.RestoreCheckpointResponse{
-		Before: beforeID, After: afterID, Overwritten: overwritten,
-		Files: describeChanges(st, checkpoint.Changes(before, after), false),
-	}, nil
+	var resp *penguinv1.RestoreCheckpointResponse
+	err := s.withStore(req.GetWorkspace(), func(root *workspace.Root, st *checkpoint.Store) error {
+		from, to, err := s.loadPair(st, req.GetFrom(), req.GetTo())
+		if err != nil {
+			return err
+		}
+		tree := root.Workspace()
+		beforeID, before, err := st.Snapshot(ctx, tree, s.opts.Checkpoints)
+		if err != nil {
+			return s.checkpointStatus(err)
+		}
+		if before.Incomplete != "" && req.GetForce() {
+			// What the restore would overwrite could not all be kept.
+			return status.Errorf(codes.FailedPrecondition, "the workspace cannot be checkpointed before the restore (%s), so a forced restore could lose files; nothing was restored", before.Incomplete)
+		}
+		overwritten, err := st.Restore(tree, from, to, req.GetForce(), s.opts.Checkpoints)
+		if err != nil {
+			return s.checkpointStatus(err)
+		}
+		afterID, after, err := st.Snapshot(ctx, tree, s.opts.Checkpoints)
+		if err != nil {
+			return s.checkpointStatus(err)
+		}
+		s.log.Info("workspace restored", "workspace", root.Dir(), "from", req.GetFrom(), "to", req.GetTo(), "overwritten", len(overwritten))
+		resp = &penguinv1.RestoreCheckpointResponse{
+			Before: beforeID, After: afterID, Overwritten: overwritten,
+			Files: describeChanges(st, checkpoint.Changes(before, after), false),
+		}
+		return nil
+	})
+	return resp, err
 }
 
 // describeChanges turns changes into FileChanges, directories left out,

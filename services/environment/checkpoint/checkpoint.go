@@ -64,6 +64,9 @@ const (
 	kindFile = "f"
 	kindLink = "l"
 	kindDir  = "d"
+	// kindOther is what is none of those (a pipe, a socket, a device):
+	// never recorded, and never restored over.
+	kindOther = "other"
 )
 
 // Entry is one path of a checkpoint.
@@ -186,6 +189,33 @@ func (s *Store) Snapshot(ctx context.Context, tree *workspace.Tree, lim Limits) 
 // record describes one path as it is now, storing a file's content; nil
 // for a path that is neither a file, a link nor a directory.
 func (s *Store) record(tree *workspace.Tree, name string, prev *Manifest, start time.Time, lim Limits) (*Entry, error) {
+	e, err := describe(tree, name, lim, func(e *Entry) error {
+		// A file whose size and time are those of the last checkpoint is
+		// not read again, unless its time is so recent that a write in
+		// the same clock tick could have left both unchanged.
+		if prev != nil && time.Unix(0, e.MTime).Before(start.Add(-2*time.Second)) {
+			if p := prev.Entries[name]; p != nil && p.Kind == kindFile && !p.Large && p.Size == e.Size && p.MTime == e.MTime && p.Exec == e.Exec && s.has(p.Hash) {
+				e.Hash = p.Hash
+				return nil
+			}
+		}
+		data, err := tree.ReadFile(name, lim.MaxFileBytes)
+		if err != nil {
+			return err
+		}
+		e.Size = int64(len(data))
+		e.Hash, err = s.put(data)
+		return err
+	})
+	if err != nil || e.Kind == kindOther {
+		return nil, err
+	}
+	return e, nil
+}
+
+// describe describes name as it is now; content fills in the hash of a
+// file whose content is kept.
+func describe(tree *workspace.Tree, name string, lim Limits, content func(*Entry) error) (*Entry, error) {
 	info, err := tree.Lstat(name)
 	if err != nil {
 		return nil, err
@@ -195,36 +225,16 @@ func (s *Store) record(tree *workspace.Tree, name string, prev *Manifest, start 
 		return &Entry{Kind: kindDir}, nil
 	case mode&fs.ModeSymlink != 0:
 		target, err := tree.Readlink(name)
-		if err != nil {
-			return nil, err
-		}
-		return &Entry{Kind: kindLink, Target: target}, nil
+		return &Entry{Kind: kindLink, Target: target}, err
 	case !mode.IsRegular():
-		return nil, nil
+		return &Entry{Kind: kindOther}, nil
 	}
 	e := &Entry{Kind: kindFile, Size: info.Size(), Exec: info.Mode().Perm()&0o100 != 0, MTime: info.ModTime().UnixNano()}
 	if e.Size > lim.MaxFileBytes {
 		e.Large = true
 		return e, nil
 	}
-	// A file whose size and time are those of the last checkpoint is not
-	// read again, unless its time is so recent that a write in the same
-	// clock tick could have left both unchanged.
-	if prev != nil && info.ModTime().Before(start.Add(-2*time.Second)) {
-		if p := prev.Entries[name]; p != nil && p.Kind == kindFile && !p.Large && p.Size == e.Size && p.MTime == e.MTime && p.Exec == e.Exec && s.has(p.Hash) {
-			e.Hash = p.Hash
-			return e, nil
-		}
-	}
-	data, err := tree.ReadFile(name, lim.MaxFileBytes)
-	if err != nil {
-		return nil, err
-	}
-	e.Size = int64(len(data))
-	if e.Hash, err = s.put(data); err != nil {
-		return nil, err
-	}
-	return e, nil
+	return e, content(e)
 }
 
 // head is the id of the store's last checkpoint, "" when none.
@@ -460,34 +470,19 @@ func (s *Store) put1(tree *workspace.Tree, name string, e *Entry) error {
 // current describes name as it is now, without storing anything; nil when
 // it is missing.
 func (s *Store) current(tree *workspace.Tree, name string, lim Limits) (*Entry, error) {
-	info, err := tree.Lstat(name)
+	e, err := describe(tree, name, lim, func(e *Entry) error {
+		data, err := tree.ReadFile(name, lim.MaxFileBytes)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(data)
+		e.Hash = hex.EncodeToString(sum[:])
+		return nil
+	})
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	switch mode := info.Mode(); {
-	case mode.IsDir():
-		return &Entry{Kind: kindDir}, nil
-	case mode&fs.ModeSymlink != 0:
-		target, err := tree.Readlink(name)
-		return &Entry{Kind: kindLink, Target: target}, err
-	case !mode.IsRegular():
-		return &Entry{Kind: "other"}, nil
-	}
-	e := &Entry{Kind: kindFile, Size: info.Size(), Exec: info.Mode().Perm()&0o100 != 0, MTime: info.ModTime().UnixNano()}
-	if e.Size > lim.MaxFileBytes {
-		e.Large = true
-		return e, nil
-	}
-	data, err := tree.ReadFile(name, lim.MaxFileBytes)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(data)
-	e.Hash = hex.EncodeToString(sum[:])
-	return e, nil
+	return e, err
 }
 
 // IsText reports whether content is shown as text: valid UTF-8 without a

@@ -59,7 +59,7 @@ function Change({ id, c, running, onRestore }: { id: string; c: TurnChange; runn
   const [diff, setDiff] = useState<WorkspaceFile[]>();
   const [open, setOpen] = useState(false);
   const [error, setError] = useState("");
-  useEffect(() => { setDiff(undefined); }, [c.undone]);
+  useEffect(() => { setDiff(undefined); setOpen(false); }, [c.undone]);
   const toggle = async () => {
     setOpen(!open);
     if (!open && !diff) {
