@@ -115,6 +115,10 @@ export interface ProviderRouteInfo {
   key_hint?: string;
 }
 
+/** routesPath is where the routes of project (empty: the global ones)
+ * are managed. */
+const routesPath = (project: string) => project ? `/api/projects/${encodeURIComponent(project)}/providers` : "/api/providers";
+
 /** The answer of a route's test request. */
 export interface ProviderTest {
   ok?: boolean;
@@ -147,6 +151,9 @@ export interface AuthState {
   user?: { id: string; name?: string; admin: boolean };
   operator?: boolean;
   must_change_password?: boolean;
+  /** The identity provider's name, when one is configured: the sign-in
+   * page offers "Sign in with <oidc_name>". */
+  oidc_name?: string;
 }
 
 /** A user's account (teams.proto User). */
@@ -171,6 +178,16 @@ export interface Member {
   user_id: string;
   role?: string;
   created_at?: string;
+}
+
+/** One record of the audit log (teams.proto AuditRecord). */
+export interface AuditRecord {
+  id: string;
+  at?: string;
+  actor?: string;
+  action: string;
+  target?: string;
+  detail?: string;
 }
 
 /** A personal access token, without its secret. */
@@ -236,6 +253,9 @@ export const api = {
   projects: () => request<{ projects?: Project[] }>("GET", "/api/projects"),
   createProject: (project_id: string, name: string) => request<{ project: Project }>("POST", "/api/projects", { project_id, name }),
   deleteProject: (id: string) => request<void>("DELETE", `/api/projects/${encodeURIComponent(id)}`),
+  /** A project's audit log (its owners), or the global one (admins) when
+   * project is empty; newest first. */
+  audit: (project: string) => request<{ records?: AuditRecord[] }>("GET", project ? `/api/projects/${encodeURIComponent(project)}/audit` : "/api/audit"),
   members: (id: string) => request<{ members?: Member[] }>("GET", `/api/projects/${encodeURIComponent(id)}/members`),
   setMember: (id: string, user: string, role: string) =>
     request<void>("PUT", `/api/projects/${encodeURIComponent(id)}/members/${encodeURIComponent(user)}`, { role }),
@@ -280,9 +300,11 @@ export const api = {
   models: () => request<{ models?: ModelInfo[]; notice?: string }>("GET", "/api/models"),
   setup: () => request<SetupState>("GET", "/api/setup"),
   addProvider: (form: object) => request<SetupResult>("POST", "/api/setup/provider", form),
-  providers: () => request<{ providers?: ProviderRouteInfo[]; notice?: string }>("GET", "/api/providers"),
-  removeProvider: (name: string) => request<void>("DELETE", `/api/providers/${encodeURIComponent(name)}`),
-  testProvider: (name: string) => request<ProviderTest>("POST", `/api/providers/${encodeURIComponent(name)}/test`, {}),
+  /** The global routes, or with project those its sessions see: the
+   * global ones and the project's own. */
+  providers: (project = "") => request<{ providers?: ProviderRouteInfo[]; notice?: string }>("GET", `${routesPath(project)}`),
+  removeProvider: (name: string, project = "") => request<void>("DELETE", `${routesPath(project)}/${encodeURIComponent(name)}`),
+  testProvider: (name: string, project = "") => request<ProviderTest>("POST", `${routesPath(project)}/${encodeURIComponent(name)}/test`, {}),
 };
 
 /** traceURL is the address of a session's trace: every context (0) or

@@ -106,7 +106,7 @@ function App() {
 
   if (bootError) return <main class="signin"><p class="banner error">The server does not answer: {bootError}</p></main>;
   if (auth === "checking") return null;
-  if (auth === "signin") return <SignIn team={who.mode === "team"} onSignedIn={() => void check()} />;
+  if (auth === "signin") return <SignIn team={who.mode === "team"} oidcName={who.oidc_name} onSignedIn={() => void check()} />;
 
   const m = path.match(/^\/sessions\/([^/]+)(\/trace)?$/);
   const current = m ? decodeURIComponent(m[1]) : "";
@@ -117,7 +117,8 @@ function App() {
   else if (path === "/usage") page = <Usage />;
   else if (path === "/agents" || path.startsWith("/agents/")) page = <Agents name={decodeURIComponent(path.slice("/agents/".length))} />;
   else if (path === "/team") page = <Team auth={who} onProjectsChanged={projects.reload} />;
-  else if (path === "/setup") page = <Setup notice={models.notice} models={models.list} onDone={models.reload} />;
+  else if (path === "/setup") page = <Setup notice={models.notice} models={models.list} onDone={models.reload}
+    project={projects.current} projects={projects.list} admin={who.mode !== "team" || !!who.user?.admin || !!who.operator} />;
   else if (firstRun && path === "/") page = null;
   else page = <NewSession models={models.list} project={projects.current} />;
 
