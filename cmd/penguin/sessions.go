@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/cli"
 )
 
@@ -45,8 +48,29 @@ func newSessionsCmd() *cobra.Command {
 		return nil
 	}
 	cmd.RunE = run("list")
+	var project string
+	list := &cobra.Command{Use: "list", Short: "list the sessions, newest first", Args: noArgs, RunE: func(cmd *cobra.Command, args []string) error {
+		if project == "" {
+			return run("list")(cmd, args)
+		}
+		ctx := cmd.Context()
+		conn, err := cf.connect(ctx)
+		if err != nil {
+			return fmt.Errorf("sessions: %w", err)
+		}
+		defer conn.Close()
+		id, err := projectID(ctx, penguinv1.NewProjectServiceClient(conn.conn), project)
+		if err == nil {
+			err = cli.ListSessions(ctx, conn.engine, id, os.Stdout)
+		}
+		if err != nil {
+			return fmt.Errorf("sessions list: %w", statusError(err))
+		}
+		return nil
+	}}
+	list.Flags().StringVar(&project, "project", "", "only the sessions of this project, by its id or its name")
 	cmd.AddCommand(
-		&cobra.Command{Use: "list", Short: "list the sessions, newest first", Args: noArgs, RunE: run("list")},
+		list,
 		&cobra.Command{Use: "show ID", Short: "print a session as the terminal showed it", Args: oneID, RunE: run("show")},
 		&cobra.Command{
 			Use: "export ID [DIR]", Short: "write a session's trace files, one per model context",
@@ -104,4 +128,31 @@ func undoCmd(verb, short string, run func(string) func(*cobra.Command, []string)
 		return run(verb)(cmd, args)
 	}
 	return c
+}
+
+// projectID returns the id of the caller's project named p: the project
+// whose id is p, else the one whose name is p (ignoring case). A name of
+// several projects is an error; one of none is returned as it is, for the
+// server to answer as for any unknown project.
+func projectID(ctx context.Context, projects penguinv1.ProjectServiceClient, p string) (string, error) {
+	resp, err := projects.ListProjects(ctx, &penguinv1.ListProjectsRequest{})
+	if err != nil {
+		return "", err
+	}
+	var named []string
+	for _, x := range resp.GetProjects() {
+		if x.GetProjectId() == p {
+			return p, nil
+		}
+		if strings.EqualFold(x.GetName(), p) {
+			named = append(named, x.GetProjectId())
+		}
+	}
+	switch len(named) {
+	case 0:
+		return p, nil
+	case 1:
+		return named[0], nil
+	}
+	return "", fmt.Errorf("%d of your projects are named %q (%s); give its id", len(named), p, strings.Join(named, ", "))
 }

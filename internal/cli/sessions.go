@@ -51,7 +51,7 @@ func Sessions(ctx context.Context, engine penguinv1.EngineServiceClient, args []
 	}
 	switch verb {
 	case "list":
-		return listSessions(ctx, engine, out)
+		return ListSessions(ctx, engine, "", out)
 	case "show":
 		return showSession(ctx, engine, rest[0], out, color)
 	case "export":
@@ -116,12 +116,14 @@ func marks(s *penguinv1.Session) string {
 	return ""
 }
 
-func listSessions(ctx context.Context, engine penguinv1.EngineServiceClient, out io.Writer) error {
+// ListSessions prints the table of the sessions of project (its id), or
+// of every project the caller may read when project is empty.
+func ListSessions(ctx context.Context, engine penguinv1.EngineServiceClient, project string, out io.Writer) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SESSION\tMODEL\tSTATE\tUPDATED\tTITLE")
 	token := ""
 	for {
-		resp, err := engine.ListSessions(ctx, &penguinv1.ListSessionsRequest{PageToken: token})
+		resp, err := engine.ListSessions(ctx, &penguinv1.ListSessionsRequest{PageToken: token, ProjectId: project})
 		if err != nil {
 			return err
 		}

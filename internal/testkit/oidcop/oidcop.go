@@ -35,6 +35,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/zitadel/oidc/v3/example/server/storage"
@@ -82,12 +83,25 @@ type Provider struct {
 	tamper func(claims map[string]any) Key
 }
 
-// Start runs a provider with the given users until the test ends.
+// Start runs a provider with the given users on loopback until the test
+// ends.
 func Start(t testing.TB, users ...User) *Provider {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, stop, err := Run("127.0.0.1:0", users...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return p
+}
+
+// Run runs a provider with the given users at addr until stop is called:
+// for a test of another process (the web app's browser test runs it
+// through cmd/oidcop).
+func Run(addr string, users ...User) (_ *Provider, stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, err
 	}
 	p := &Provider{Issuer: "http://" + ln.Addr().String(), clients: map[string]*storage.Client{}}
 	us := userStore{users: map[string]*storage.User{}, groups: map[string][]string{}}
@@ -101,33 +115,35 @@ func Start(t testing.TB, users ...User) *Provider {
 	p.users = us
 	p.st = &userinfoStorage{Storage: storage.NewStorageWithClients(us, p.clients), groups: us.groups}
 	if p.trusted, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	if p.strange, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	cfg := &op.Config{CryptoKey: sha256.Sum256([]byte(p.Issuer)), CodeMethodS256: true, AuthMethodPost: true}
-	p.op, err = op.NewProvider(cfg, p.st, op.StaticIssuer(p.Issuer), op.WithAllowInsecure())
-	if err != nil {
-		t.Fatal(err)
+	if p.op, err = op.NewProvider(cfg, p.st, op.StaticIssuer(p.Issuer), op.WithAllowInsecure()); err != nil {
+		_ = ln.Close()
+		return nil, nil, err
 	}
-	srv := httptest.NewUnstartedServer(p.front())
-	_ = srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return p
+	srv := &http.Server{Handler: p.front(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return p, func() { _ = srv.Close() }, nil
 }
 
 // Client registers a confidential web client that may redirect to
 // redirectURL, and returns its id and secret.
 func (p *Provider) Client(redirectURL string) (id, secret string) {
 	id, secret = "penguin-"+random(6), random(24)
+	p.ClientWith(id, secret, redirectURL)
+	return id, secret
+}
+
+// ClientWith registers a confidential web client with the given id and
+// secret that may redirect to redirectURL.
+func (p *Provider) ClientWith(id, secret, redirectURL string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c := storage.WebClient(id, secret, redirectURL)
-	p.clients[id] = c
-	return id, secret
+	p.clients[id] = storage.WebClient(id, secret, redirectURL)
 }
 
 // SignInAs makes the login page sign in the user with the given id from
@@ -174,6 +190,11 @@ func (p *Provider) front() http.Handler {
 			return
 		}
 		http.Redirect(w, r, op.AuthCallbackURL(p.op)(r.Context(), reqID), http.StatusFound)
+	})
+	// Another process chooses who signs in next here.
+	mux.HandleFunc("POST /oidcop/sign-in-as", func(w http.ResponseWriter, r *http.Request) {
+		p.SignInAs(r.URL.Query().Get("sub"))
+		w.WriteHeader(http.StatusNoContent)
 	})
 	target, _ := url.Parse("http://provider.invalid")
 	proxy := &httputil.ReverseProxy{
