@@ -369,6 +369,8 @@ var bodies = map[string]string{
 // there.
 var queries = map[string]string{
 	"GET /api/sessions": "?project_id=apollo",
+	// The global audit log holds Alice's sign-ins: admins only.
+	"GET /api/audit": "?limit=100",
 }
 
 func attackHTTP(ctx context.Context, t *testing.T, base string, routes []string, token, aliceToken string) {

@@ -12,7 +12,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, write
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { axe, launchChromium, Runner, shot as shotIn, stepper } from "./harness.mjs";
+import { apiCall, axe, launchChromium, Runner, shot as shotIn, stepper } from "./harness.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, "../..");
@@ -49,18 +49,12 @@ after(async () => {
   if (process.env.KEEP !== "1") rmSync(work, { recursive: true, force: true });
 });
 
-/** call makes an API request from the page, with its CSRF token. */
-function call(page, method, path, body) {
-  return page.evaluate(async ([method, path, body]) => {
-    const auth = await fetch("/api/auth").then((r) => r.json());
-    const r = await fetch(path, {
-      method, headers: { "Content-Type": "application/json", "X-CSRF-Token": auth.csrf_token ?? "" },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await r.text();
-    if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${text}`);
-    return text ? JSON.parse(text) : undefined;
-  }, [method, path, body]);
+/** call makes an API request from the page, with its CSRF token, and
+ * returns the parsed body; a refusal fails the test. */
+async function call(page, method, path, body) {
+  const r = await apiCall(page, method, path, body);
+  if (r.status >= 400) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body;
 }
 
 test("the chat: rendered answers, safe defaults, sessions and controls", { timeout: 240000 }, async () => {

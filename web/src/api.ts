@@ -200,6 +200,16 @@ export interface Token {
   last_used_at?: string;
 }
 
+/** projectKey is where the project switcher keeps its choice. */
+export const projectKey = "penguin.project";
+
+/** currentProject is the project the switcher chose, or the default
+ * project while it shows every project: the one whose agents the agent
+ * pages show and change. */
+export function currentProject(): string {
+  return localStorage.getItem(projectKey) || "default";
+}
+
 export async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
   const headers: Record<string, string> = {};
   if (body !== undefined) headers["Content-Type"] = "application/json";
