@@ -10,7 +10,7 @@
 // server the Go tests use and test it (a command that does not exist
 // refused); refuse a model of no route, test one and make it the default,
 // which New session then offers; export the agent and import the archive
-// as another. Screenshots of each tab go to web/artifacts/agents/, each
+// as another; copy it without its memory, rename the copy and delete it. Screenshots of each tab go to web/artifacts/agents/, each
 // checked by axe-core.
 //
 // PENGUIN names the binary (default ../bin/penguin: `make build`); GO the
