@@ -140,6 +140,7 @@ func (g *Gateway) routes() {
 	g.teamRoutes(api)
 	g.providerRoutes(api)
 	g.scheduleRoutes(api)
+	g.workspaceRoutes(api)
 	var app http.Handler
 	if g.opts.App != nil {
 		app = appHandler(g.opts.App)

@@ -2,7 +2,7 @@
 // the CSRF header every state-changing request carries.
 
 import type { AttachmentLimits } from "./attach";
-import type { TokenCounts } from "./omni/types";
+import type { TokenCounts, WorkspaceFile } from "./omni/types";
 
 export type { TokenCounts };
 
@@ -34,6 +34,25 @@ export interface SessionDefaults {
   network?: string;
   interactive_approval_mode?: string;
   attachments?: AttachmentLimits;
+}
+
+/** One turn's change of the workspace (GET /api/sessions/{id}/changes). */
+export interface TurnChange {
+  /** The sequence of the turn's workspace_change event (an int64, as a string). */
+  sequence: string;
+  time?: string;
+  prompt?: string;
+  undone?: boolean;
+  change?: { files?: WorkspaceFile[]; incomplete?: string };
+}
+
+/** One entry of a workspace directory (GET /api/sessions/{id}/files). */
+export interface WorkspaceEntry {
+  name: string;
+  path: string;
+  dir?: boolean;
+  link?: boolean;
+  size?: string;
 }
 
 /** A command of a session's environment (GET /api/sessions/{id}/processes). */
@@ -267,6 +286,13 @@ export const api = {
   startTask: (id: string, prompt: string, thinking?: string, goal?: { budget: number }, images?: string[]) =>
     request<{ first_sequence: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/tasks`,
       { prompt, ...(thinking ? { thinking_level: thinking } : {}), ...(goal ? { goal: { budget: String(goal.budget) } } : {}), ...(images?.length ? { images } : {}) }),
+  changes: (id: string) => request<{ changes?: TurnChange[] }>("GET", `/api/sessions/${encodeURIComponent(id)}/changes`),
+  changeDiff: (id: string, seq: string) => request<TurnChange>("GET", `/api/sessions/${encodeURIComponent(id)}/changes/${encodeURIComponent(seq)}`),
+  undoChange: (id: string, seq: string, redo: boolean, force = false) =>
+    request<{ overwritten?: string[] }>("POST", `/api/sessions/${encodeURIComponent(id)}/changes/${encodeURIComponent(seq)}/${redo ? "redo" : "undo"}`, force ? { force } : {}),
+  files: (id: string, dir: string) => request<{ entries?: WorkspaceEntry[]; truncated?: boolean }>("GET", `/api/sessions/${encodeURIComponent(id)}/files?dir=${encodeURIComponent(dir)}`),
+  file: (id: string, path: string) =>
+    request<{ content?: string; size?: string; binary?: boolean; too_large?: boolean }>("GET", `/api/sessions/${encodeURIComponent(id)}/file?path=${encodeURIComponent(path)}`),
   processes: (id: string) => request<{ processes?: ProcessInfo[] }>("GET", `/api/sessions/${encodeURIComponent(id)}/processes`),
   killProcess: (id: string, pid: string) =>
     request<{ message?: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/processes/${encodeURIComponent(pid)}/kill`),
