@@ -5,8 +5,9 @@
 // create an agent; edit its configuration, a stale save refused with the
 // current version and a broken one naming its line; switch a builtin tool
 // off and on; install, disable and uninstall a skill (an archive with a
-// link refused), and one from the server's library; write, edit, delete, export and import memory; set a vault
-// value, shown masked and used by a command of a session; add the stdio MCP
+// link refused), and one from the server's library; write, edit, delete,
+// export and import memory; set a vault value, shown masked and used by a
+// command of a session; add the stdio MCP
 // server the Go tests use and test it (a command that does not exist
 // refused); refuse a model of no route, test one and make it the default,
 // which New session then offers; export the agent and import the archive
