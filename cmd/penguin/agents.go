@@ -24,8 +24,8 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 )
 
-// The agent commands: penguin agents, config, skills, memory, vault and
-// mcp, each one AgentService call (config edit a read, an editor and a
+// The agent commands: penguin agents, config, skills, memory, vault,
+// tools and mcp, each one AgentService call (config edit a read, an editor and a
 // write) against --engine or the embedded server over the same data
 // directory.
 
@@ -166,26 +166,53 @@ func newConfigCmd() *cobra.Command {
 	edit := &cobra.Command{Use: "edit", Short: "edit system_config.yaml (or --file AGENTS.md) in $EDITOR", Args: noArgs, RunE: func(c *cobra.Command, _ []string) error {
 		return ac(c).editConfig(c.Context(), *file)
 	}}
-	cmd := agentGroup("config", "show and edit an agent's system_config.yaml and AGENTS.md", true, show, edit)
+	test := new(bool)
+	model := &cobra.Command{Use: "model [PROVIDER/MODEL]", Short: "print the agent's default model, or set it (--test tries it first)", Args: nArgs("penguin config model [PROVIDER/MODEL] [--test]", 0, 1), RunE: func(c *cobra.Command, args []string) error {
+		return ac(c).model(c.Context(), args, *test)
+	}}
+	model.Flags().BoolVar(test, "test", false, "send the model one short request (before setting it, or the current one)")
+	cmd := agentGroup("config", "show and edit an agent's system_config.yaml, AGENTS.md and default model", true, show, edit, model)
 	cmd.PersistentFlags().StringVar(file, "file", "system_config.yaml", "system_config.yaml or AGENTS.md")
 	return cmd
 }
 
-// editConfig opens the file in $EDITOR (else vi) and writes it back with
-// the version it was read at. A file the engine refuses reopens with the
-// error above it, until it is accepted or left unchanged; one that
-// changed meanwhile is refused, not overwritten.
+// editConfig opens system_config.yaml or AGENTS.md in $EDITOR and
+// writes it back with the version it was read at (editInEditor).
 func (a *agentCmd) editConfig(ctx context.Context, file string) error {
 	resp, err := a.agents.GetAgentConfig(ctx, &penguinv1.GetAgentConfigRequest{Project: a.project, Agent: a.agent, File: file})
 	if err != nil {
 		return err
 	}
+	return a.editInEditor(ctx, file, resp.GetContent(), func(body string) error {
+		_, err := a.agents.UpdateAgentConfig(ctx, &penguinv1.UpdateAgentConfigRequest{Project: a.project, Agent: a.agent, File: file, Content: body, Version: resp.GetVersion()})
+		return err
+	})
+}
+
+// editMemory opens a memory file (a new one when the scope lacks it) in
+// $EDITOR and writes it back with the version it was read at.
+func (a *agentCmd) editMemory(ctx context.Context, scope, name string) error {
+	resp, err := a.agents.GetMemoryFile(ctx, &penguinv1.GetMemoryFileRequest{Project: a.project, Agent: a.agent, Scope: scope, Name: name})
+	if err != nil && status.Code(err) != codes.NotFound {
+		return err
+	}
+	return a.editInEditor(ctx, name, resp.GetContent(), func(body string) error {
+		_, err := a.agents.UpdateMemoryFile(ctx, &penguinv1.UpdateMemoryFileRequest{Project: a.project, Agent: a.agent, Scope: scope, Name: name, Content: body, Version: resp.GetVersion()})
+		return err
+	})
+}
+
+// editInEditor opens text in $EDITOR (else vi) and saves what the editor
+// leaves. A text the engine refuses as invalid reopens with the error
+// above it, until it is accepted or left unchanged; any other refusal
+// (ABORTED: the file changed meanwhile) ends the edit without writing.
+func (a *agentCmd) editInEditor(ctx context.Context, file, original string, save func(body string) error) error {
 	tmp, err := os.CreateTemp("", "penguin-*-"+filepath.Base(file))
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	text := resp.GetContent()
+	text := original
 	for {
 		if err := os.WriteFile(tmp.Name(), []byte(text), 0o600); err != nil {
 			return err
@@ -204,11 +231,11 @@ func (a *agentCmd) editConfig(ctx context.Context, file string) error {
 			return err
 		}
 		body := stripErrorHeader(string(edited))
-		if body == resp.GetContent() {
+		if body == original {
 			fmt.Fprintln(a.out, "unchanged")
 			return nil
 		}
-		_, err = a.agents.UpdateAgentConfig(ctx, &penguinv1.UpdateAgentConfigRequest{Project: a.project, Agent: a.agent, File: file, Content: body, Version: resp.GetVersion()})
+		err = save(body)
 		if status.Code(err) != codes.InvalidArgument {
 			if err == nil {
 				fmt.Fprintf(a.out, "saved %s\n", file)
@@ -217,6 +244,54 @@ func (a *agentCmd) editConfig(ctx context.Context, file string) error {
 		}
 		text = errorHeader(status.Convert(err).Message(), file) + body
 	}
+}
+
+// model prints the agent's default model, or sets the one args names;
+// with test, the model (the named one, else the current) is sent one short
+// request first, and a failure sets nothing.
+func (a *agentCmd) model(ctx context.Context, args []string, test bool) error {
+	var ref *penguinv1.ModelRef
+	if len(args) == 1 {
+		provider, id, ok := strings.Cut(args[0], "/")
+		if !ok || provider == "" || id == "" {
+			return usageErrorf("the model is PROVIDER/MODEL, such as openai/gpt-5-mini: %q", args[0])
+		}
+		ref = &penguinv1.ModelRef{Provider: provider, ModelId: id}
+	} else {
+		resp, err := a.agents.GetAgentModel(ctx, &penguinv1.GetAgentModelRequest{Project: a.project, Agent: a.agent})
+		if err != nil {
+			return err
+		}
+		ref = resp.GetModel()
+		if ref.GetProvider() == "" {
+			if test {
+				return errors.New("the agent has no default model to test")
+			}
+			fmt.Fprintln(a.out, "none: sessions name their model")
+			return nil
+		}
+	}
+	if test {
+		res, err := a.agents.TestModel(ctx, &penguinv1.TestModelRequest{Project: a.project, Model: ref})
+		if err != nil {
+			return err
+		}
+		if !res.GetOk() {
+			return fmt.Errorf("%s/%s does not answer: %s", ref.GetProvider(), ref.GetModelId(), res.GetMessage())
+		}
+		fmt.Fprintf(a.out, "%s/%s answered in %d ms\n", ref.GetProvider(), ref.GetModelId(), res.GetLatencyMs())
+	}
+	if len(args) == 0 {
+		if !test {
+			fmt.Fprintf(a.out, "%s/%s\n", ref.GetProvider(), ref.GetModelId())
+		}
+		return nil
+	}
+	if _, err := a.agents.SetAgentModel(ctx, &penguinv1.SetAgentModelRequest{Project: a.project, Agent: a.agent, Model: ref}); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.out, "the default model is %s/%s\n", ref.GetProvider(), ref.GetModelId())
+	return nil
 }
 
 const errorMark = "# penguin: "
@@ -396,6 +471,9 @@ func newMemoryCmd() *cobra.Command {
 			}
 			return err
 		}},
+		&cobra.Command{Use: "edit SCOPE NAME", Short: "edit a memory file in $EDITOR (a new one if the scope lacks it)", Args: nArgs("penguin memory edit SCOPE NAME", 2, 2), RunE: func(c *cobra.Command, args []string) error {
+			return ac(c).editMemory(c.Context(), args[0], args[1])
+		}},
 		&cobra.Command{Use: "delete SCOPE NAME", Short: "delete a memory file and its lines in MEMORY.md", Args: nArgs("penguin memory delete SCOPE NAME", 2, 2), RunE: func(c *cobra.Command, args []string) error {
 			a := ac(c)
 			_, err := a.agents.DeleteMemoryFile(c.Context(), &penguinv1.DeleteMemoryFileRequest{Project: a.project, Agent: a.agent, Scope: args[0], Name: args[1]})
@@ -463,6 +541,37 @@ func readSecret(in *os.File, prompt string) (string, error) {
 		return "", errors.New("no value on stdin")
 	}
 	return s, nil
+}
+
+func newToolsCmd() *cobra.Command {
+	enable := func(on bool) func(*cobra.Command, []string) error {
+		return func(c *cobra.Command, args []string) error {
+			a := ac(c)
+			_, err := a.agents.SetAgentToolEnabled(c.Context(), &penguinv1.SetAgentToolEnabledRequest{Project: a.project, Agent: a.agent, Name: args[0], Enabled: on})
+			return err
+		}
+	}
+	return agentGroup("tools", "list an agent's tools; enable and disable builtin ones", true,
+		&cobra.Command{Use: "list", Short: "list the tools: builtin, the engine's and custom, enabled or not", Args: noArgs, RunE: func(c *cobra.Command, _ []string) error {
+			a := ac(c)
+			resp, err := a.agents.ListAgentTools(c.Context(), &penguinv1.ListAgentToolsRequest{Project: a.project, Agent: a.agent})
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tKIND\tPERMISSION\tENABLED\tMODELS")
+			for _, tool := range resp.GetTools() {
+				models := tool.GetForModel()
+				if models == "" {
+					models = "all"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\n", tool.GetName(), tool.GetKind(), tool.GetPermission(), tool.GetEnabled(), models)
+			}
+			return tw.Flush()
+		}},
+		&cobra.Command{Use: "enable NAME", Short: "offer a builtin tool to the model", Args: nArgs("penguin tools enable NAME", 1, 1), RunE: enable(true)},
+		&cobra.Command{Use: "disable NAME", Short: "stop offering a builtin tool to the model", Args: nArgs("penguin tools disable NAME", 1, 1), RunE: enable(false)},
+	)
 }
 
 func newMCPCmd() *cobra.Command {

@@ -129,6 +129,97 @@ func TestAgentCommands(t *testing.T) {
 		t.Fatalf("the imported agent's config: %q", out)
 	}
 	fails("", "exists", "agents", "import", "rev2", archive)
-	ok("", nil, "agents", "delete", "rev2")
-	fails("", "NotFound", "agents", "delete", "rev2")
+	ok("", nil, "agents", "rename", "rev2", "rev3")
+	if out := ok("", nil, "agents", "list"); !strings.Contains(out, "rev3") || strings.Contains(out, "rev2") {
+		t.Fatalf("agents list after rename:\n%s", out)
+	}
+	ok("", nil, "agents", "delete", "rev3")
+	fails("", "NotFound", "agents", "delete", "rev3")
+}
+
+// TestAgentEditAndModelCommands: a memory file written and rewritten in
+// $EDITOR, an agent's builtin tools switched off and on, and its default
+// model checked against the project's routes, tested on penguin mockllm
+// and set.
+func TestAgentEditAndModelCommands(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	script := filepath.Join("..", "..", "internal", "testkit", "emulator", "testdata", "agent-loop.yaml")
+	_, url, _ := startMockLLM(t, ctx, []string{"MOCK_KEY=sk-mock"}, "--script", script, "--api-key-env", "MOCK_KEY")
+	home := t.TempDir()
+	routes := []string{"OPENAI_API_KEY=sk-mock", "OPENAI_BASE_URL=" + url + "/v1"}
+	ok := func(env []string, args ...string) string {
+		t.Helper()
+		r := agentCLI(t, home, "", append(routes, env...), args...)
+		if r.code != 0 {
+			t.Fatalf("penguin %v exited %d: %s", args, r.code, r.stderr)
+		}
+		return r.stdout
+	}
+	fails := func(want string, args ...string) {
+		t.Helper()
+		r := agentCLI(t, home, "", routes, args...)
+		if r.code == 0 || !strings.Contains(r.stderr, want) {
+			t.Fatalf("penguin %v: exit %d, stderr %q; want a failure saying %q", args, r.code, r.stderr, want)
+		}
+	}
+	// memory edit: a new file, then an edit of it; a name the engine
+	// refuses reopens the editor with the reason, and leaving it
+	// unchanged writes nothing.
+	editor := filepath.Join(t.TempDir(), "editor.sh")
+	os.WriteFile(editor, []byte("#!/bin/sh\nprintf '%s' \"$NEW_TEXT\" > \"$1\"\n"), 0o755)
+	ok([]string{"EDITOR=" + editor, "NEW_TEXT=The user's build runs with make ci."}, "memory", "edit", "user", "build.md")
+	ok([]string{"EDITOR=" + editor, "NEW_TEXT=Builds: make ci, then make lint."}, "memory", "edit", "user", "build.md")
+	if out := ok(nil, "memory", "show", "user", "build.md"); out != "Builds: make ci, then make lint." {
+		t.Fatalf("memory show after edit: %q", out)
+	}
+	if out := ok([]string{"EDITOR=true"}, "memory", "edit", "user", "build.md"); !strings.Contains(out, "unchanged") {
+		t.Fatalf("an edit left as it was: %q", out)
+	}
+	fails("name", "memory", "edit", "user", "../escape.md", "--agent", "default")
+
+	// tools: every builtin enabled; one switched off and on again.
+	list := ok(nil, "tools", "list")
+	for _, want := range []string{"exec_command", "builtin", "run_subagent", "engine"} {
+		if !strings.Contains(list, want) {
+			t.Fatalf("tools list lacks %q:\n%s", want, list)
+		}
+	}
+	ok(nil, "tools", "disable", "exec_command")
+	if line := lineOf(ok(nil, "tools", "list"), "exec_command"); !strings.Contains(line, "false") {
+		t.Fatalf("exec_command after disable: %q", line)
+	}
+	if cfg := ok(nil, "config", "show"); !strings.Contains(cfg, "\n    - name: read_file\n") || strings.Contains(cfg, "\n    - name: exec_command\n") {
+		t.Fatalf("the configuration after disable:\n%s", cfg)
+	}
+	ok(nil, "tools", "enable", "exec_command")
+	if line := lineOf(ok(nil, "tools", "list"), "exec_command"); !strings.Contains(line, "true") {
+		t.Fatalf("exec_command after enable: %q", line)
+	}
+	fails("no builtin tool", "tools", "disable", "nope")
+
+	// config model: none yet; a provider the project has no route for is
+	// refused; the mock answers the test, and the model is set.
+	if out := ok(nil, "config", "model"); !strings.Contains(out, "none") {
+		t.Fatalf("config model before any: %q", out)
+	}
+	fails(`"nowhere" is not a provider route`, "config", "model", "nowhere/x")
+	fails("PROVIDER/MODEL", "config", "model", "gpt-5-mini")
+	if out := ok(nil, "config", "model", "openai/gpt-5-mini", "--test"); !strings.Contains(out, "answered in") || !strings.Contains(out, "the default model is openai/gpt-5-mini") {
+		t.Fatalf("config model --test and set: %q", out)
+	}
+	if out := ok(nil, "config", "model"); out != "openai/gpt-5-mini\n" {
+		t.Fatalf("config model after set: %q", out)
+	}
+}
+
+// lineOf returns the first line of out that holds word.
+func lineOf(out, word string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, word) {
+			return l
+		}
+	}
+	return ""
 }

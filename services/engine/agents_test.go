@@ -206,6 +206,22 @@ func TestAgentsAcrossReplicas(t *testing.T) {
 	if _, err := bb.engine.CreateSession(ctx, &penguinv1.CreateSessionRequest{Model: enginetest.Model, Workspace: "ws", AgentState: "nobody"}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("a session on an agent that does not exist: %v", err)
 	}
+	// A session created without a model runs on its agent's default
+	// model, set through A; without one it is refused, saying so.
+	_, err = bb.engine.CreateSession(ctx, &penguinv1.CreateSessionRequest{Workspace: "ws", AgentState: "reviewer"})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "default model") {
+		t.Fatalf("a session without a model on an agent without a default: %v", err)
+	}
+	if _, err := a.agents.SetAgentModel(ctx, &penguinv1.SetAgentModelRequest{Agent: "reviewer", Model: enginetest.Model}); err != nil {
+		t.Fatal(err)
+	}
+	created, err := bb.engine.CreateSession(ctx, &penguinv1.CreateSessionRequest{Workspace: "ws", AgentState: "reviewer"})
+	if err != nil || created.GetSession().GetModel().GetModelId() != enginetest.Model.GetModelId() || created.GetSession().GetModel().GetProvider() != enginetest.Model.GetProvider() {
+		t.Fatalf("a session without a model on an agent with a default: %v %v", created, err)
+	}
+	if _, err := bb.engine.CreateSession(ctx, &penguinv1.CreateSessionRequest{Model: &penguinv1.ModelRef{ModelId: "m"}, Workspace: "ws", AgentState: "reviewer"}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a session with half a model: %v", err)
+	}
 	files, err := bb.agents.ListMemoryFiles(ctx, &penguinv1.ListMemoryFilesRequest{Agent: "default", Scope: "user"})
 	if err != nil || len(files.GetFiles()) != 1 {
 		t.Fatalf("the memory through the API: %v %v", files, err)

@@ -43,6 +43,8 @@ func (g *Gateway) agentRoutes(api func(string, http.HandlerFunc)) {
 	api("GET "+p+"/{agent}/vault", agentCall(g, a.ListVault, http.StatusOK))
 	api("PUT "+p+"/{agent}/vault/{name}", agentCall(g, a.SetVault, http.StatusOK))
 	api("DELETE "+p+"/{agent}/vault/{name}", agentCall(g, a.DeleteVault, http.StatusOK))
+	api("GET "+p+"/{agent}/tools", agentCall(g, a.ListAgentTools, http.StatusOK))
+	api("PUT "+p+"/{agent}/tools/{name}/enabled", agentCall(g, a.SetAgentToolEnabled, http.StatusOK))
 	api("GET "+p+"/{agent}/mcp", agentCall(g, a.ListMCPServers, http.StatusOK))
 	api("POST "+p+"/{agent}/mcp", agentCall(g, a.PutMCPServer, http.StatusOK))
 	api("DELETE "+p+"/{agent}/mcp/{name}", agentCall(g, a.DeleteMCPServer, http.StatusOK))

@@ -2735,6 +2735,300 @@ func (*DeleteVaultResponse) Descriptor() ([]byte, []int) {
 	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{47}
 }
 
+// AgentTool is one tool of an agent.
+type AgentTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// description is the one the model is given (the configuration's
+	// override, else the tool's own).
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// kind is "builtin" (run by the environment), "engine" (run by the
+	// engine: subagents, agent files, image description) or "custom" (a
+	// command of the configuration).
+	Kind string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	// permission is r (reads only) or rw.
+	Permission string `protobuf:"bytes,4,opt,name=permission,proto3" json:"permission,omitempty"`
+	Enabled    bool   `protobuf:"varint,5,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	// for_model is "vision" or "text-only" for a tool only models of that
+	// class are offered; empty for every model.
+	ForModel      string `protobuf:"bytes,6,opt,name=for_model,json=forModel,proto3" json:"for_model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentTool) Reset() {
+	*x = AgentTool{}
+	mi := &file_penguin_v1_agents_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentTool) ProtoMessage() {}
+
+func (x *AgentTool) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_agents_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentTool.ProtoReflect.Descriptor instead.
+func (*AgentTool) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *AgentTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AgentTool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *AgentTool) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AgentTool) GetPermission() string {
+	if x != nil {
+		return x.Permission
+	}
+	return ""
+}
+
+func (x *AgentTool) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *AgentTool) GetForModel() string {
+	if x != nil {
+		return x.ForModel
+	}
+	return ""
+}
+
+type ListAgentToolsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Project       string                 `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	Agent         string                 `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAgentToolsRequest) Reset() {
+	*x = ListAgentToolsRequest{}
+	mi := &file_penguin_v1_agents_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAgentToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAgentToolsRequest) ProtoMessage() {}
+
+func (x *ListAgentToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_agents_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAgentToolsRequest.ProtoReflect.Descriptor instead.
+func (*ListAgentToolsRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ListAgentToolsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ListAgentToolsRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+type ListAgentToolsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tools         []*AgentTool           `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAgentToolsResponse) Reset() {
+	*x = ListAgentToolsResponse{}
+	mi := &file_penguin_v1_agents_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAgentToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAgentToolsResponse) ProtoMessage() {}
+
+func (x *ListAgentToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_agents_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAgentToolsResponse.ProtoReflect.Descriptor instead.
+func (*ListAgentToolsResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ListAgentToolsResponse) GetTools() []*AgentTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+type SetAgentToolEnabledRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Project string                 `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	Agent   string                 `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
+	// name is a builtin or engine tool's.
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Enabled       bool   `protobuf:"varint,4,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAgentToolEnabledRequest) Reset() {
+	*x = SetAgentToolEnabledRequest{}
+	mi := &file_penguin_v1_agents_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAgentToolEnabledRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAgentToolEnabledRequest) ProtoMessage() {}
+
+func (x *SetAgentToolEnabledRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_agents_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAgentToolEnabledRequest.ProtoReflect.Descriptor instead.
+func (*SetAgentToolEnabledRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *SetAgentToolEnabledRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *SetAgentToolEnabledRequest) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *SetAgentToolEnabledRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetAgentToolEnabledRequest) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+type SetAgentToolEnabledResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAgentToolEnabledResponse) Reset() {
+	*x = SetAgentToolEnabledResponse{}
+	mi := &file_penguin_v1_agents_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAgentToolEnabledResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAgentToolEnabledResponse) ProtoMessage() {}
+
+func (x *SetAgentToolEnabledResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_agents_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAgentToolEnabledResponse.ProtoReflect.Descriptor instead.
+func (*SetAgentToolEnabledResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{52}
+}
+
 // MCPServerSpec is one MCP server of an agent's configuration.
 type MCPServerSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2757,7 +3051,7 @@ type MCPServerSpec struct {
 
 func (x *MCPServerSpec) Reset() {
 	*x = MCPServerSpec{}
-	mi := &file_penguin_v1_agents_proto_msgTypes[48]
+	mi := &file_penguin_v1_agents_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +3063,7 @@ func (x *MCPServerSpec) String() string {
 func (*MCPServerSpec) ProtoMessage() {}
 
 func (x *MCPServerSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_agents_proto_msgTypes[48]
+	mi := &file_penguin_v1_agents_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +3076,7 @@ func (x *MCPServerSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MCPServerSpec.ProtoReflect.Descriptor instead.
 func (*MCPServerSpec) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{48}
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *MCPServerSpec) GetName() string {
@@ -2858,7 +3152,7 @@ type ListMCPServersRequest struct {
 
 func (x *ListMCPServersRequest) Reset() {
 	*x = ListMCPServersRequest{}
-	mi := &file_penguin_v1_agents_proto_msgTypes[49]
+	mi := &file_penguin_v1_agents_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +3164,7 @@ func (x *ListMCPServersRequest) String() string {
 func (*ListMCPServersRequest) ProtoMessage() {}
 
 func (x *ListMCPServersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_agents_proto_msgTypes[49]
+	mi := &file_penguin_v1_agents_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +3177,7 @@ func (x *ListMCPServersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMCPServersRequest.ProtoReflect.Descriptor instead.
 func (*ListMCPServersRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{49}
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListMCPServersRequest) GetProject() string {
@@ -2909,7 +3203,7 @@ type ListMCPServersResponse struct {
 
 func (x *ListMCPServersResponse) Reset() {
 	*x = ListMCPServersResponse{}
-	mi := &file_penguin_v1_agents_proto_msgTypes[50]
+	mi := &file_penguin_v1_agents_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2921,7 +3215,7 @@ func (x *ListMCPServersResponse) String() string {
 func (*ListMCPServersResponse) ProtoMessage() {}
 
 func (x *ListMCPServersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_agents_proto_msgTypes[50]
+	mi := &file_penguin_v1_agents_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2934,7 +3228,7 @@ func (x *ListMCPServersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMCPServersResponse.ProtoReflect.Descriptor instead.
 func (*ListMCPServersResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{50}
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListMCPServersResponse) GetServers() []*MCPServerSpec {
@@ -2955,7 +3249,7 @@ type PutMCPServerRequest struct {
 
 func (x *PutMCPServerRequest) Reset() {
 	*x = PutMCPServerRequest{}
-	mi := &file_penguin_v1_agents_proto_msgTypes[51]
+	mi := &file_penguin_v1_agents_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2967,7 +3261,7 @@ func (x *PutMCPServerRequest) String() string {
 func (*PutMCPServerRequest) ProtoMessage() {}
 
 func (x *PutMCPServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_agents_proto_msgTypes[51]
+	mi := &file_penguin_v1_agents_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2980,7 +3274,7 @@ func (x *PutMCPServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutMCPServerRequest.ProtoReflect.Descriptor instead.
 func (*PutMCPServerRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{51}
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PutMCPServerRequest) GetProject() string {
@@ -3012,7 +3306,7 @@ type PutMCPServerResponse struct {
 
 func (x *PutMCPServerResponse) Reset() {
 	*x = PutMCPServerResponse{}
-	mi := &file_penguin_v1_agents_proto_msgTypes[52]
+	mi := &file_penguin_v1_agents_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3024,7 +3318,7 @@ func (x *PutMCPServerResponse) String() string {
 func (*PutMCPServerResponse) ProtoMessage() {}
 
 func (x *PutMCPServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_agents_proto_msgTypes[52]
+	mi := &file_penguin_v1_agents_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3037,7 +3331,7 @@ func (x *PutMCPServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutMCPServerResponse.ProtoReflect.Descriptor instead.
 func (*PutMCPServerResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{52}
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{57}
 }
 
 type DeleteMCPServerRequest struct {
@@ -3051,7 +3345,7 @@ type DeleteMCPServerRequest struct {
 
 func (x *DeleteMCPServerRequest) Reset() {
 	*x = DeleteMCPServerRequest{}
-	mi := &file_penguin_v1_agents_proto_msgTypes[53]
+	mi := &file_penguin_v1_agents_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3063,7 +3357,7 @@ func (x *DeleteMCPServerRequest) String() string {
 func (*DeleteMCPServerRequest) ProtoMessage() {}
 
 func (x *DeleteMCPServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_agents_proto_msgTypes[53]
+	mi := &file_penguin_v1_agents_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3076,7 +3370,7 @@ func (x *DeleteMCPServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMCPServerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMCPServerRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{53}
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *DeleteMCPServerRequest) GetProject() string {
@@ -3108,7 +3402,7 @@ type DeleteMCPServerResponse struct {
 
 func (x *DeleteMCPServerResponse) Reset() {
 	*x = DeleteMCPServerResponse{}
-	mi := &file_penguin_v1_agents_proto_msgTypes[54]
+	mi := &file_penguin_v1_agents_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3120,7 +3414,7 @@ func (x *DeleteMCPServerResponse) String() string {
 func (*DeleteMCPServerResponse) ProtoMessage() {}
 
 func (x *DeleteMCPServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_agents_proto_msgTypes[54]
+	mi := &file_penguin_v1_agents_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3133,7 +3427,7 @@ func (x *DeleteMCPServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMCPServerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMCPServerResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{54}
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{59}
 }
 
 type TestMCPServerRequest struct {
@@ -3150,7 +3444,7 @@ type TestMCPServerRequest struct {
 
 func (x *TestMCPServerRequest) Reset() {
 	*x = TestMCPServerRequest{}
-	mi := &file_penguin_v1_agents_proto_msgTypes[55]
+	mi := &file_penguin_v1_agents_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3162,7 +3456,7 @@ func (x *TestMCPServerRequest) String() string {
 func (*TestMCPServerRequest) ProtoMessage() {}
 
 func (x *TestMCPServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_agents_proto_msgTypes[55]
+	mi := &file_penguin_v1_agents_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3175,7 +3469,7 @@ func (x *TestMCPServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestMCPServerRequest.ProtoReflect.Descriptor instead.
 func (*TestMCPServerRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{55}
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *TestMCPServerRequest) GetProject() string {
@@ -3218,7 +3512,7 @@ type TestMCPServerResponse struct {
 
 func (x *TestMCPServerResponse) Reset() {
 	*x = TestMCPServerResponse{}
-	mi := &file_penguin_v1_agents_proto_msgTypes[56]
+	mi := &file_penguin_v1_agents_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3230,7 +3524,7 @@ func (x *TestMCPServerResponse) String() string {
 func (*TestMCPServerResponse) ProtoMessage() {}
 
 func (x *TestMCPServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_agents_proto_msgTypes[56]
+	mi := &file_penguin_v1_agents_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3243,7 +3537,7 @@ func (x *TestMCPServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestMCPServerResponse.ProtoReflect.Descriptor instead.
 func (*TestMCPServerResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{56}
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *TestMCPServerResponse) GetOk() bool {
@@ -3284,7 +3578,7 @@ type GetAgentModelRequest struct {
 
 func (x *GetAgentModelRequest) Reset() {
 	*x = GetAgentModelRequest{}
-	mi := &file_penguin_v1_agents_proto_msgTypes[57]
+	mi := &file_penguin_v1_agents_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3296,7 +3590,7 @@ func (x *GetAgentModelRequest) String() string {
 func (*GetAgentModelRequest) ProtoMessage() {}
 
 func (x *GetAgentModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_agents_proto_msgTypes[57]
+	mi := &file_penguin_v1_agents_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3309,7 +3603,7 @@ func (x *GetAgentModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentModelRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentModelRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{57}
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetAgentModelRequest) GetProject() string {
@@ -3336,7 +3630,7 @@ type GetAgentModelResponse struct {
 
 func (x *GetAgentModelResponse) Reset() {
 	*x = GetAgentModelResponse{}
-	mi := &file_penguin_v1_agents_proto_msgTypes[58]
+	mi := &file_penguin_v1_agents_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3348,7 +3642,7 @@ func (x *GetAgentModelResponse) String() string {
 func (*GetAgentModelResponse) ProtoMessage() {}
 
 func (x *GetAgentModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_agents_proto_msgTypes[58]
+	mi := &file_penguin_v1_agents_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3361,7 +3655,7 @@ func (x *GetAgentModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentModelResponse.ProtoReflect.Descriptor instead.
 func (*GetAgentModelResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{58}
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetAgentModelResponse) GetModel() *ModelRef {
@@ -3389,7 +3683,7 @@ type SetAgentModelRequest struct {
 
 func (x *SetAgentModelRequest) Reset() {
 	*x = SetAgentModelRequest{}
-	mi := &file_penguin_v1_agents_proto_msgTypes[59]
+	mi := &file_penguin_v1_agents_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3401,7 +3695,7 @@ func (x *SetAgentModelRequest) String() string {
 func (*SetAgentModelRequest) ProtoMessage() {}
 
 func (x *SetAgentModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_agents_proto_msgTypes[59]
+	mi := &file_penguin_v1_agents_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3414,7 +3708,7 @@ func (x *SetAgentModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAgentModelRequest.ProtoReflect.Descriptor instead.
 func (*SetAgentModelRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{59}
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SetAgentModelRequest) GetProject() string {
@@ -3446,7 +3740,7 @@ type SetAgentModelResponse struct {
 
 func (x *SetAgentModelResponse) Reset() {
 	*x = SetAgentModelResponse{}
-	mi := &file_penguin_v1_agents_proto_msgTypes[60]
+	mi := &file_penguin_v1_agents_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3458,7 +3752,7 @@ func (x *SetAgentModelResponse) String() string {
 func (*SetAgentModelResponse) ProtoMessage() {}
 
 func (x *SetAgentModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_agents_proto_msgTypes[60]
+	mi := &file_penguin_v1_agents_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3471,7 +3765,7 @@ func (x *SetAgentModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAgentModelResponse.ProtoReflect.Descriptor instead.
 func (*SetAgentModelResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{60}
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{65}
 }
 
 type TestModelRequest struct {
@@ -3486,7 +3780,7 @@ type TestModelRequest struct {
 
 func (x *TestModelRequest) Reset() {
 	*x = TestModelRequest{}
-	mi := &file_penguin_v1_agents_proto_msgTypes[61]
+	mi := &file_penguin_v1_agents_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3498,7 +3792,7 @@ func (x *TestModelRequest) String() string {
 func (*TestModelRequest) ProtoMessage() {}
 
 func (x *TestModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_agents_proto_msgTypes[61]
+	mi := &file_penguin_v1_agents_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3511,7 +3805,7 @@ func (x *TestModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestModelRequest.ProtoReflect.Descriptor instead.
 func (*TestModelRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{61}
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *TestModelRequest) GetModel() *ModelRef {
@@ -3539,7 +3833,7 @@ type TestModelResponse struct {
 
 func (x *TestModelResponse) Reset() {
 	*x = TestModelResponse{}
-	mi := &file_penguin_v1_agents_proto_msgTypes[62]
+	mi := &file_penguin_v1_agents_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3551,7 +3845,7 @@ func (x *TestModelResponse) String() string {
 func (*TestModelResponse) ProtoMessage() {}
 
 func (x *TestModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_agents_proto_msgTypes[62]
+	mi := &file_penguin_v1_agents_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3564,7 +3858,7 @@ func (x *TestModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestModelResponse.ProtoReflect.Descriptor instead.
 func (*TestModelResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{62}
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *TestModelResponse) GetOk() bool {
@@ -3764,7 +4058,27 @@ const file_penguin_v1_agents_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\"\x15\n" +
-	"\x13DeleteVaultResponse\"\x9f\x03\n" +
+	"\x13DeleteVaultResponse\"\xac\x01\n" +
+	"\tAgentTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x1e\n" +
+	"\n" +
+	"permission\x18\x04 \x01(\tR\n" +
+	"permission\x12\x18\n" +
+	"\aenabled\x18\x05 \x01(\bR\aenabled\x12\x1b\n" +
+	"\tfor_model\x18\x06 \x01(\tR\bforModel\"G\n" +
+	"\x15ListAgentToolsRequest\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12\x14\n" +
+	"\x05agent\x18\x02 \x01(\tR\x05agent\"E\n" +
+	"\x16ListAgentToolsResponse\x12+\n" +
+	"\x05tools\x18\x01 \x03(\v2\x15.penguin.v1.AgentToolR\x05tools\"z\n" +
+	"\x1aSetAgentToolEnabledRequest\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12\x14\n" +
+	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x18\n" +
+	"\aenabled\x18\x04 \x01(\bR\aenabled\"\x1d\n" +
+	"\x1bSetAgentToolEnabledResponse\"\x9f\x03\n" +
 	"\rMCPServerSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\ttransport\x18\x02 \x01(\tR\ttransport\x12\x18\n" +
@@ -3827,7 +4141,7 @@ const file_penguin_v1_agents_proto_rawDesc = "" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x1d\n" +
 	"\n" +
 	"latency_ms\x18\x02 \x01(\x03R\tlatencyMs\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage2\xa5\x13\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage2\xe6\x14\n" +
 	"\fAgentService\x12K\n" +
 	"\n" +
 	"ListAgents\x12\x1d.penguin.v1.ListAgentsRequest\x1a\x1e.penguin.v1.ListAgentsResponse\x12N\n" +
@@ -3853,6 +4167,8 @@ const file_penguin_v1_agents_proto_rawDesc = "" +
 	"\tListVault\x12\x1c.penguin.v1.ListVaultRequest\x1a\x1d.penguin.v1.ListVaultResponse\x12E\n" +
 	"\bSetVault\x12\x1b.penguin.v1.SetVaultRequest\x1a\x1c.penguin.v1.SetVaultResponse\x12N\n" +
 	"\vDeleteVault\x12\x1e.penguin.v1.DeleteVaultRequest\x1a\x1f.penguin.v1.DeleteVaultResponse\x12W\n" +
+	"\x0eListAgentTools\x12!.penguin.v1.ListAgentToolsRequest\x1a\".penguin.v1.ListAgentToolsResponse\x12f\n" +
+	"\x13SetAgentToolEnabled\x12&.penguin.v1.SetAgentToolEnabledRequest\x1a'.penguin.v1.SetAgentToolEnabledResponse\x12W\n" +
 	"\x0eListMCPServers\x12!.penguin.v1.ListMCPServersRequest\x1a\".penguin.v1.ListMCPServersResponse\x12Q\n" +
 	"\fPutMCPServer\x12\x1f.penguin.v1.PutMCPServerRequest\x1a .penguin.v1.PutMCPServerResponse\x12Z\n" +
 	"\x0fDeleteMCPServer\x12\".penguin.v1.DeleteMCPServerRequest\x1a#.penguin.v1.DeleteMCPServerResponse\x12T\n" +
@@ -3876,79 +4192,84 @@ func file_penguin_v1_agents_proto_rawDescGZIP() []byte {
 	return file_penguin_v1_agents_proto_rawDescData
 }
 
-var file_penguin_v1_agents_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_penguin_v1_agents_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_penguin_v1_agents_proto_goTypes = []any{
-	(*AgentInfo)(nil),                 // 0: penguin.v1.AgentInfo
-	(*ListAgentsRequest)(nil),         // 1: penguin.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),        // 2: penguin.v1.ListAgentsResponse
-	(*CreateAgentRequest)(nil),        // 3: penguin.v1.CreateAgentRequest
-	(*CreateAgentResponse)(nil),       // 4: penguin.v1.CreateAgentResponse
-	(*RenameAgentRequest)(nil),        // 5: penguin.v1.RenameAgentRequest
-	(*RenameAgentResponse)(nil),       // 6: penguin.v1.RenameAgentResponse
-	(*DeleteAgentRequest)(nil),        // 7: penguin.v1.DeleteAgentRequest
-	(*DeleteAgentResponse)(nil),       // 8: penguin.v1.DeleteAgentResponse
-	(*ExportAgentRequest)(nil),        // 9: penguin.v1.ExportAgentRequest
-	(*ExportAgentResponse)(nil),       // 10: penguin.v1.ExportAgentResponse
-	(*ImportAgentRequest)(nil),        // 11: penguin.v1.ImportAgentRequest
-	(*ImportAgentResponse)(nil),       // 12: penguin.v1.ImportAgentResponse
-	(*GetAgentConfigRequest)(nil),     // 13: penguin.v1.GetAgentConfigRequest
-	(*GetAgentConfigResponse)(nil),    // 14: penguin.v1.GetAgentConfigResponse
-	(*UpdateAgentConfigRequest)(nil),  // 15: penguin.v1.UpdateAgentConfigRequest
-	(*UpdateAgentConfigResponse)(nil), // 16: penguin.v1.UpdateAgentConfigResponse
-	(*SkillInfo)(nil),                 // 17: penguin.v1.SkillInfo
-	(*ListSkillsRequest)(nil),         // 18: penguin.v1.ListSkillsRequest
-	(*ListSkillsResponse)(nil),        // 19: penguin.v1.ListSkillsResponse
-	(*InstallSkillRequest)(nil),       // 20: penguin.v1.InstallSkillRequest
-	(*InstallSkillResponse)(nil),      // 21: penguin.v1.InstallSkillResponse
-	(*SetSkillEnabledRequest)(nil),    // 22: penguin.v1.SetSkillEnabledRequest
-	(*SetSkillEnabledResponse)(nil),   // 23: penguin.v1.SetSkillEnabledResponse
-	(*UninstallSkillRequest)(nil),     // 24: penguin.v1.UninstallSkillRequest
-	(*UninstallSkillResponse)(nil),    // 25: penguin.v1.UninstallSkillResponse
-	(*MemoryScope)(nil),               // 26: penguin.v1.MemoryScope
-	(*ListMemoryScopesRequest)(nil),   // 27: penguin.v1.ListMemoryScopesRequest
-	(*ListMemoryScopesResponse)(nil),  // 28: penguin.v1.ListMemoryScopesResponse
-	(*MemoryFile)(nil),                // 29: penguin.v1.MemoryFile
-	(*ListMemoryFilesRequest)(nil),    // 30: penguin.v1.ListMemoryFilesRequest
-	(*ListMemoryFilesResponse)(nil),   // 31: penguin.v1.ListMemoryFilesResponse
-	(*GetMemoryFileRequest)(nil),      // 32: penguin.v1.GetMemoryFileRequest
-	(*GetMemoryFileResponse)(nil),     // 33: penguin.v1.GetMemoryFileResponse
-	(*UpdateMemoryFileRequest)(nil),   // 34: penguin.v1.UpdateMemoryFileRequest
-	(*UpdateMemoryFileResponse)(nil),  // 35: penguin.v1.UpdateMemoryFileResponse
-	(*DeleteMemoryFileRequest)(nil),   // 36: penguin.v1.DeleteMemoryFileRequest
-	(*DeleteMemoryFileResponse)(nil),  // 37: penguin.v1.DeleteMemoryFileResponse
-	(*ExportMemoryRequest)(nil),       // 38: penguin.v1.ExportMemoryRequest
-	(*ExportMemoryResponse)(nil),      // 39: penguin.v1.ExportMemoryResponse
-	(*ImportMemoryRequest)(nil),       // 40: penguin.v1.ImportMemoryRequest
-	(*ImportMemoryResponse)(nil),      // 41: penguin.v1.ImportMemoryResponse
-	(*ListVaultRequest)(nil),          // 42: penguin.v1.ListVaultRequest
-	(*ListVaultResponse)(nil),         // 43: penguin.v1.ListVaultResponse
-	(*SetVaultRequest)(nil),           // 44: penguin.v1.SetVaultRequest
-	(*SetVaultResponse)(nil),          // 45: penguin.v1.SetVaultResponse
-	(*DeleteVaultRequest)(nil),        // 46: penguin.v1.DeleteVaultRequest
-	(*DeleteVaultResponse)(nil),       // 47: penguin.v1.DeleteVaultResponse
-	(*MCPServerSpec)(nil),             // 48: penguin.v1.MCPServerSpec
-	(*ListMCPServersRequest)(nil),     // 49: penguin.v1.ListMCPServersRequest
-	(*ListMCPServersResponse)(nil),    // 50: penguin.v1.ListMCPServersResponse
-	(*PutMCPServerRequest)(nil),       // 51: penguin.v1.PutMCPServerRequest
-	(*PutMCPServerResponse)(nil),      // 52: penguin.v1.PutMCPServerResponse
-	(*DeleteMCPServerRequest)(nil),    // 53: penguin.v1.DeleteMCPServerRequest
-	(*DeleteMCPServerResponse)(nil),   // 54: penguin.v1.DeleteMCPServerResponse
-	(*TestMCPServerRequest)(nil),      // 55: penguin.v1.TestMCPServerRequest
-	(*TestMCPServerResponse)(nil),     // 56: penguin.v1.TestMCPServerResponse
-	(*GetAgentModelRequest)(nil),      // 57: penguin.v1.GetAgentModelRequest
-	(*GetAgentModelResponse)(nil),     // 58: penguin.v1.GetAgentModelResponse
-	(*SetAgentModelRequest)(nil),      // 59: penguin.v1.SetAgentModelRequest
-	(*SetAgentModelResponse)(nil),     // 60: penguin.v1.SetAgentModelResponse
-	(*TestModelRequest)(nil),          // 61: penguin.v1.TestModelRequest
-	(*TestModelResponse)(nil),         // 62: penguin.v1.TestModelResponse
-	nil,                               // 63: penguin.v1.MemoryFile.FrontMatterEntry
-	nil,                               // 64: penguin.v1.MCPServerSpec.EnvEntry
-	nil,                               // 65: penguin.v1.MCPServerSpec.HeadersEntry
-	(*timestamppb.Timestamp)(nil),     // 66: google.protobuf.Timestamp
-	(*ModelRef)(nil),                  // 67: penguin.v1.ModelRef
+	(*AgentInfo)(nil),                   // 0: penguin.v1.AgentInfo
+	(*ListAgentsRequest)(nil),           // 1: penguin.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),          // 2: penguin.v1.ListAgentsResponse
+	(*CreateAgentRequest)(nil),          // 3: penguin.v1.CreateAgentRequest
+	(*CreateAgentResponse)(nil),         // 4: penguin.v1.CreateAgentResponse
+	(*RenameAgentRequest)(nil),          // 5: penguin.v1.RenameAgentRequest
+	(*RenameAgentResponse)(nil),         // 6: penguin.v1.RenameAgentResponse
+	(*DeleteAgentRequest)(nil),          // 7: penguin.v1.DeleteAgentRequest
+	(*DeleteAgentResponse)(nil),         // 8: penguin.v1.DeleteAgentResponse
+	(*ExportAgentRequest)(nil),          // 9: penguin.v1.ExportAgentRequest
+	(*ExportAgentResponse)(nil),         // 10: penguin.v1.ExportAgentResponse
+	(*ImportAgentRequest)(nil),          // 11: penguin.v1.ImportAgentRequest
+	(*ImportAgentResponse)(nil),         // 12: penguin.v1.ImportAgentResponse
+	(*GetAgentConfigRequest)(nil),       // 13: penguin.v1.GetAgentConfigRequest
+	(*GetAgentConfigResponse)(nil),      // 14: penguin.v1.GetAgentConfigResponse
+	(*UpdateAgentConfigRequest)(nil),    // 15: penguin.v1.UpdateAgentConfigRequest
+	(*UpdateAgentConfigResponse)(nil),   // 16: penguin.v1.UpdateAgentConfigResponse
+	(*SkillInfo)(nil),                   // 17: penguin.v1.SkillInfo
+	(*ListSkillsRequest)(nil),           // 18: penguin.v1.ListSkillsRequest
+	(*ListSkillsResponse)(nil),          // 19: penguin.v1.ListSkillsResponse
+	(*InstallSkillRequest)(nil),         // 20: penguin.v1.InstallSkillRequest
+	(*InstallSkillResponse)(nil),        // 21: penguin.v1.InstallSkillResponse
+	(*SetSkillEnabledRequest)(nil),      // 22: penguin.v1.SetSkillEnabledRequest
+	(*SetSkillEnabledResponse)(nil),     // 23: penguin.v1.SetSkillEnabledResponse
+	(*UninstallSkillRequest)(nil),       // 24: penguin.v1.UninstallSkillRequest
+	(*UninstallSkillResponse)(nil),      // 25: penguin.v1.UninstallSkillResponse
+	(*MemoryScope)(nil),                 // 26: penguin.v1.MemoryScope
+	(*ListMemoryScopesRequest)(nil),     // 27: penguin.v1.ListMemoryScopesRequest
+	(*ListMemoryScopesResponse)(nil),    // 28: penguin.v1.ListMemoryScopesResponse
+	(*MemoryFile)(nil),                  // 29: penguin.v1.MemoryFile
+	(*ListMemoryFilesRequest)(nil),      // 30: penguin.v1.ListMemoryFilesRequest
+	(*ListMemoryFilesResponse)(nil),     // 31: penguin.v1.ListMemoryFilesResponse
+	(*GetMemoryFileRequest)(nil),        // 32: penguin.v1.GetMemoryFileRequest
+	(*GetMemoryFileResponse)(nil),       // 33: penguin.v1.GetMemoryFileResponse
+	(*UpdateMemoryFileRequest)(nil),     // 34: penguin.v1.UpdateMemoryFileRequest
+	(*UpdateMemoryFileResponse)(nil),    // 35: penguin.v1.UpdateMemoryFileResponse
+	(*DeleteMemoryFileRequest)(nil),     // 36: penguin.v1.DeleteMemoryFileRequest
+	(*DeleteMemoryFileResponse)(nil),    // 37: penguin.v1.DeleteMemoryFileResponse
+	(*ExportMemoryRequest)(nil),         // 38: penguin.v1.ExportMemoryRequest
+	(*ExportMemoryResponse)(nil),        // 39: penguin.v1.ExportMemoryResponse
+	(*ImportMemoryRequest)(nil),         // 40: penguin.v1.ImportMemoryRequest
+	(*ImportMemoryResponse)(nil),        // 41: penguin.v1.ImportMemoryResponse
+	(*ListVaultRequest)(nil),            // 42: penguin.v1.ListVaultRequest
+	(*ListVaultResponse)(nil),           // 43: penguin.v1.ListVaultResponse
+	(*SetVaultRequest)(nil),             // 44: penguin.v1.SetVaultRequest
+	(*SetVaultResponse)(nil),            // 45: penguin.v1.SetVaultResponse
+	(*DeleteVaultRequest)(nil),          // 46: penguin.v1.DeleteVaultRequest
+	(*DeleteVaultResponse)(nil),         // 47: penguin.v1.DeleteVaultResponse
+	(*AgentTool)(nil),                   // 48: penguin.v1.AgentTool
+	(*ListAgentToolsRequest)(nil),       // 49: penguin.v1.ListAgentToolsRequest
+	(*ListAgentToolsResponse)(nil),      // 50: penguin.v1.ListAgentToolsResponse
+	(*SetAgentToolEnabledRequest)(nil),  // 51: penguin.v1.SetAgentToolEnabledRequest
+	(*SetAgentToolEnabledResponse)(nil), // 52: penguin.v1.SetAgentToolEnabledResponse
+	(*MCPServerSpec)(nil),               // 53: penguin.v1.MCPServerSpec
+	(*ListMCPServersRequest)(nil),       // 54: penguin.v1.ListMCPServersRequest
+	(*ListMCPServersResponse)(nil),      // 55: penguin.v1.ListMCPServersResponse
+	(*PutMCPServerRequest)(nil),         // 56: penguin.v1.PutMCPServerRequest
+	(*PutMCPServerResponse)(nil),        // 57: penguin.v1.PutMCPServerResponse
+	(*DeleteMCPServerRequest)(nil),      // 58: penguin.v1.DeleteMCPServerRequest
+	(*DeleteMCPServerResponse)(nil),     // 59: penguin.v1.DeleteMCPServerResponse
+	(*TestMCPServerRequest)(nil),        // 60: penguin.v1.TestMCPServerRequest
+	(*TestMCPServerResponse)(nil),       // 61: penguin.v1.TestMCPServerResponse
+	(*GetAgentModelRequest)(nil),        // 62: penguin.v1.GetAgentModelRequest
+	(*GetAgentModelResponse)(nil),       // 63: penguin.v1.GetAgentModelResponse
+	(*SetAgentModelRequest)(nil),        // 64: penguin.v1.SetAgentModelRequest
+	(*SetAgentModelResponse)(nil),       // 65: penguin.v1.SetAgentModelResponse
+	(*TestModelRequest)(nil),            // 66: penguin.v1.TestModelRequest
+	(*TestModelResponse)(nil),           // 67: penguin.v1.TestModelResponse
+	nil,                                 // 68: penguin.v1.MemoryFile.FrontMatterEntry
+	nil,                                 // 69: penguin.v1.MCPServerSpec.EnvEntry
+	nil,                                 // 70: penguin.v1.MCPServerSpec.HeadersEntry
+	(*timestamppb.Timestamp)(nil),       // 71: google.protobuf.Timestamp
+	(*ModelRef)(nil),                    // 72: penguin.v1.ModelRef
 }
 var file_penguin_v1_agents_proto_depIdxs = []int32{
-	66, // 0: penguin.v1.AgentInfo.updated_at:type_name -> google.protobuf.Timestamp
+	71, // 0: penguin.v1.AgentInfo.updated_at:type_name -> google.protobuf.Timestamp
 	0,  // 1: penguin.v1.ListAgentsResponse.agents:type_name -> penguin.v1.AgentInfo
 	0,  // 2: penguin.v1.CreateAgentResponse.agent:type_name -> penguin.v1.AgentInfo
 	0,  // 3: penguin.v1.RenameAgentResponse.agent:type_name -> penguin.v1.AgentInfo
@@ -3956,78 +4277,83 @@ var file_penguin_v1_agents_proto_depIdxs = []int32{
 	17, // 5: penguin.v1.ListSkillsResponse.skills:type_name -> penguin.v1.SkillInfo
 	17, // 6: penguin.v1.InstallSkillResponse.skill:type_name -> penguin.v1.SkillInfo
 	26, // 7: penguin.v1.ListMemoryScopesResponse.scopes:type_name -> penguin.v1.MemoryScope
-	63, // 8: penguin.v1.MemoryFile.front_matter:type_name -> penguin.v1.MemoryFile.FrontMatterEntry
+	68, // 8: penguin.v1.MemoryFile.front_matter:type_name -> penguin.v1.MemoryFile.FrontMatterEntry
 	29, // 9: penguin.v1.ListMemoryFilesResponse.files:type_name -> penguin.v1.MemoryFile
-	64, // 10: penguin.v1.MCPServerSpec.env:type_name -> penguin.v1.MCPServerSpec.EnvEntry
-	65, // 11: penguin.v1.MCPServerSpec.headers:type_name -> penguin.v1.MCPServerSpec.HeadersEntry
-	48, // 12: penguin.v1.ListMCPServersResponse.servers:type_name -> penguin.v1.MCPServerSpec
-	48, // 13: penguin.v1.PutMCPServerRequest.server:type_name -> penguin.v1.MCPServerSpec
-	67, // 14: penguin.v1.GetAgentModelResponse.model:type_name -> penguin.v1.ModelRef
-	67, // 15: penguin.v1.SetAgentModelRequest.model:type_name -> penguin.v1.ModelRef
-	67, // 16: penguin.v1.TestModelRequest.model:type_name -> penguin.v1.ModelRef
-	1,  // 17: penguin.v1.AgentService.ListAgents:input_type -> penguin.v1.ListAgentsRequest
-	3,  // 18: penguin.v1.AgentService.CreateAgent:input_type -> penguin.v1.CreateAgentRequest
-	5,  // 19: penguin.v1.AgentService.RenameAgent:input_type -> penguin.v1.RenameAgentRequest
-	7,  // 20: penguin.v1.AgentService.DeleteAgent:input_type -> penguin.v1.DeleteAgentRequest
-	9,  // 21: penguin.v1.AgentService.ExportAgent:input_type -> penguin.v1.ExportAgentRequest
-	11, // 22: penguin.v1.AgentService.ImportAgent:input_type -> penguin.v1.ImportAgentRequest
-	13, // 23: penguin.v1.AgentService.GetAgentConfig:input_type -> penguin.v1.GetAgentConfigRequest
-	15, // 24: penguin.v1.AgentService.UpdateAgentConfig:input_type -> penguin.v1.UpdateAgentConfigRequest
-	18, // 25: penguin.v1.AgentService.ListSkills:input_type -> penguin.v1.ListSkillsRequest
-	20, // 26: penguin.v1.AgentService.InstallSkill:input_type -> penguin.v1.InstallSkillRequest
-	22, // 27: penguin.v1.AgentService.SetSkillEnabled:input_type -> penguin.v1.SetSkillEnabledRequest
-	24, // 28: penguin.v1.AgentService.UninstallSkill:input_type -> penguin.v1.UninstallSkillRequest
-	27, // 29: penguin.v1.AgentService.ListMemoryScopes:input_type -> penguin.v1.ListMemoryScopesRequest
-	30, // 30: penguin.v1.AgentService.ListMemoryFiles:input_type -> penguin.v1.ListMemoryFilesRequest
-	32, // 31: penguin.v1.AgentService.GetMemoryFile:input_type -> penguin.v1.GetMemoryFileRequest
-	34, // 32: penguin.v1.AgentService.UpdateMemoryFile:input_type -> penguin.v1.UpdateMemoryFileRequest
-	36, // 33: penguin.v1.AgentService.DeleteMemoryFile:input_type -> penguin.v1.DeleteMemoryFileRequest
-	38, // 34: penguin.v1.AgentService.ExportMemory:input_type -> penguin.v1.ExportMemoryRequest
-	40, // 35: penguin.v1.AgentService.ImportMemory:input_type -> penguin.v1.ImportMemoryRequest
-	42, // 36: penguin.v1.AgentService.ListVault:input_type -> penguin.v1.ListVaultRequest
-	44, // 37: penguin.v1.AgentService.SetVault:input_type -> penguin.v1.SetVaultRequest
-	46, // 38: penguin.v1.AgentService.DeleteVault:input_type -> penguin.v1.DeleteVaultRequest
-	49, // 39: penguin.v1.AgentService.ListMCPServers:input_type -> penguin.v1.ListMCPServersRequest
-	51, // 40: penguin.v1.AgentService.PutMCPServer:input_type -> penguin.v1.PutMCPServerRequest
-	53, // 41: penguin.v1.AgentService.DeleteMCPServer:input_type -> penguin.v1.DeleteMCPServerRequest
-	55, // 42: penguin.v1.AgentService.TestMCPServer:input_type -> penguin.v1.TestMCPServerRequest
-	57, // 43: penguin.v1.AgentService.GetAgentModel:input_type -> penguin.v1.GetAgentModelRequest
-	59, // 44: penguin.v1.AgentService.SetAgentModel:input_type -> penguin.v1.SetAgentModelRequest
-	61, // 45: penguin.v1.AgentService.TestModel:input_type -> penguin.v1.TestModelRequest
-	2,  // 46: penguin.v1.AgentService.ListAgents:output_type -> penguin.v1.ListAgentsResponse
-	4,  // 47: penguin.v1.AgentService.CreateAgent:output_type -> penguin.v1.CreateAgentResponse
-	6,  // 48: penguin.v1.AgentService.RenameAgent:output_type -> penguin.v1.RenameAgentResponse
-	8,  // 49: penguin.v1.AgentService.DeleteAgent:output_type -> penguin.v1.DeleteAgentResponse
-	10, // 50: penguin.v1.AgentService.ExportAgent:output_type -> penguin.v1.ExportAgentResponse
-	12, // 51: penguin.v1.AgentService.ImportAgent:output_type -> penguin.v1.ImportAgentResponse
-	14, // 52: penguin.v1.AgentService.GetAgentConfig:output_type -> penguin.v1.GetAgentConfigResponse
-	16, // 53: penguin.v1.AgentService.UpdateAgentConfig:output_type -> penguin.v1.UpdateAgentConfigResponse
-	19, // 54: penguin.v1.AgentService.ListSkills:output_type -> penguin.v1.ListSkillsResponse
-	21, // 55: penguin.v1.AgentService.InstallSkill:output_type -> penguin.v1.InstallSkillResponse
-	23, // 56: penguin.v1.AgentService.SetSkillEnabled:output_type -> penguin.v1.SetSkillEnabledResponse
-	25, // 57: penguin.v1.AgentService.UninstallSkill:output_type -> penguin.v1.UninstallSkillResponse
-	28, // 58: penguin.v1.AgentService.ListMemoryScopes:output_type -> penguin.v1.ListMemoryScopesResponse
-	31, // 59: penguin.v1.AgentService.ListMemoryFiles:output_type -> penguin.v1.ListMemoryFilesResponse
-	33, // 60: penguin.v1.AgentService.GetMemoryFile:output_type -> penguin.v1.GetMemoryFileResponse
-	35, // 61: penguin.v1.AgentService.UpdateMemoryFile:output_type -> penguin.v1.UpdateMemoryFileResponse
-	37, // 62: penguin.v1.AgentService.DeleteMemoryFile:output_type -> penguin.v1.DeleteMemoryFileResponse
-	39, // 63: penguin.v1.AgentService.ExportMemory:output_type -> penguin.v1.ExportMemoryResponse
-	41, // 64: penguin.v1.AgentService.ImportMemory:output_type -> penguin.v1.ImportMemoryResponse
-	43, // 65: penguin.v1.AgentService.ListVault:output_type -> penguin.v1.ListVaultResponse
-	45, // 66: penguin.v1.AgentService.SetVault:output_type -> penguin.v1.SetVaultResponse
-	47, // 67: penguin.v1.AgentService.DeleteVault:output_type -> penguin.v1.DeleteVaultResponse
-	50, // 68: penguin.v1.AgentService.ListMCPServers:output_type -> penguin.v1.ListMCPServersResponse
-	52, // 69: penguin.v1.AgentService.PutMCPServer:output_type -> penguin.v1.PutMCPServerResponse
-	54, // 70: penguin.v1.AgentService.DeleteMCPServer:output_type -> penguin.v1.DeleteMCPServerResponse
-	56, // 71: penguin.v1.AgentService.TestMCPServer:output_type -> penguin.v1.TestMCPServerResponse
-	58, // 72: penguin.v1.AgentService.GetAgentModel:output_type -> penguin.v1.GetAgentModelResponse
-	60, // 73: penguin.v1.AgentService.SetAgentModel:output_type -> penguin.v1.SetAgentModelResponse
-	62, // 74: penguin.v1.AgentService.TestModel:output_type -> penguin.v1.TestModelResponse
-	46, // [46:75] is the sub-list for method output_type
-	17, // [17:46] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	48, // 10: penguin.v1.ListAgentToolsResponse.tools:type_name -> penguin.v1.AgentTool
+	69, // 11: penguin.v1.MCPServerSpec.env:type_name -> penguin.v1.MCPServerSpec.EnvEntry
+	70, // 12: penguin.v1.MCPServerSpec.headers:type_name -> penguin.v1.MCPServerSpec.HeadersEntry
+	53, // 13: penguin.v1.ListMCPServersResponse.servers:type_name -> penguin.v1.MCPServerSpec
+	53, // 14: penguin.v1.PutMCPServerRequest.server:type_name -> penguin.v1.MCPServerSpec
+	72, // 15: penguin.v1.GetAgentModelResponse.model:type_name -> penguin.v1.ModelRef
+	72, // 16: penguin.v1.SetAgentModelRequest.model:type_name -> penguin.v1.ModelRef
+	72, // 17: penguin.v1.TestModelRequest.model:type_name -> penguin.v1.ModelRef
+	1,  // 18: penguin.v1.AgentService.ListAgents:input_type -> penguin.v1.ListAgentsRequest
+	3,  // 19: penguin.v1.AgentService.CreateAgent:input_type -> penguin.v1.CreateAgentRequest
+	5,  // 20: penguin.v1.AgentService.RenameAgent:input_type -> penguin.v1.RenameAgentRequest
+	7,  // 21: penguin.v1.AgentService.DeleteAgent:input_type -> penguin.v1.DeleteAgentRequest
+	9,  // 22: penguin.v1.AgentService.ExportAgent:input_type -> penguin.v1.ExportAgentRequest
+	11, // 23: penguin.v1.AgentService.ImportAgent:input_type -> penguin.v1.ImportAgentRequest
+	13, // 24: penguin.v1.AgentService.GetAgentConfig:input_type -> penguin.v1.GetAgentConfigRequest
+	15, // 25: penguin.v1.AgentService.UpdateAgentConfig:input_type -> penguin.v1.UpdateAgentConfigRequest
+	18, // 26: penguin.v1.AgentService.ListSkills:input_type -> penguin.v1.ListSkillsRequest
+	20, // 27: penguin.v1.AgentService.InstallSkill:input_type -> penguin.v1.InstallSkillRequest
+	22, // 28: penguin.v1.AgentService.SetSkillEnabled:input_type -> penguin.v1.SetSkillEnabledRequest
+	24, // 29: penguin.v1.AgentService.UninstallSkill:input_type -> penguin.v1.UninstallSkillRequest
+	27, // 30: penguin.v1.AgentService.ListMemoryScopes:input_type -> penguin.v1.ListMemoryScopesRequest
+	30, // 31: penguin.v1.AgentService.ListMemoryFiles:input_type -> penguin.v1.ListMemoryFilesRequest
+	32, // 32: penguin.v1.AgentService.GetMemoryFile:input_type -> penguin.v1.GetMemoryFileRequest
+	34, // 33: penguin.v1.AgentService.UpdateMemoryFile:input_type -> penguin.v1.UpdateMemoryFileRequest
+	36, // 34: penguin.v1.AgentService.DeleteMemoryFile:input_type -> penguin.v1.DeleteMemoryFileRequest
+	38, // 35: penguin.v1.AgentService.ExportMemory:input_type -> penguin.v1.ExportMemoryRequest
+	40, // 36: penguin.v1.AgentService.ImportMemory:input_type -> penguin.v1.ImportMemoryRequest
+	42, // 37: penguin.v1.AgentService.ListVault:input_type -> penguin.v1.ListVaultRequest
+	44, // 38: penguin.v1.AgentService.SetVault:input_type -> penguin.v1.SetVaultRequest
+	46, // 39: penguin.v1.AgentService.DeleteVault:input_type -> penguin.v1.DeleteVaultRequest
+	49, // 40: penguin.v1.AgentService.ListAgentTools:input_type -> penguin.v1.ListAgentToolsRequest
+	51, // 41: penguin.v1.AgentService.SetAgentToolEnabled:input_type -> penguin.v1.SetAgentToolEnabledRequest
+	54, // 42: penguin.v1.AgentService.ListMCPServers:input_type -> penguin.v1.ListMCPServersRequest
+	56, // 43: penguin.v1.AgentService.PutMCPServer:input_type -> penguin.v1.PutMCPServerRequest
+	58, // 44: penguin.v1.AgentService.DeleteMCPServer:input_type -> penguin.v1.DeleteMCPServerRequest
+	60, // 45: penguin.v1.AgentService.TestMCPServer:input_type -> penguin.v1.TestMCPServerRequest
+	62, // 46: penguin.v1.AgentService.GetAgentModel:input_type -> penguin.v1.GetAgentModelRequest
+	64, // 47: penguin.v1.AgentService.SetAgentModel:input_type -> penguin.v1.SetAgentModelRequest
+	66, // 48: penguin.v1.AgentService.TestModel:input_type -> penguin.v1.TestModelRequest
+	2,  // 49: penguin.v1.AgentService.ListAgents:output_type -> penguin.v1.ListAgentsResponse
+	4,  // 50: penguin.v1.AgentService.CreateAgent:output_type -> penguin.v1.CreateAgentResponse
+	6,  // 51: penguin.v1.AgentService.RenameAgent:output_type -> penguin.v1.RenameAgentResponse
+	8,  // 52: penguin.v1.AgentService.DeleteAgent:output_type -> penguin.v1.DeleteAgentResponse
+	10, // 53: penguin.v1.AgentService.ExportAgent:output_type -> penguin.v1.ExportAgentResponse
+	12, // 54: penguin.v1.AgentService.ImportAgent:output_type -> penguin.v1.ImportAgentResponse
+	14, // 55: penguin.v1.AgentService.GetAgentConfig:output_type -> penguin.v1.GetAgentConfigResponse
+	16, // 56: penguin.v1.AgentService.UpdateAgentConfig:output_type -> penguin.v1.UpdateAgentConfigResponse
+	19, // 57: penguin.v1.AgentService.ListSkills:output_type -> penguin.v1.ListSkillsResponse
+	21, // 58: penguin.v1.AgentService.InstallSkill:output_type -> penguin.v1.InstallSkillResponse
+	23, // 59: penguin.v1.AgentService.SetSkillEnabled:output_type -> penguin.v1.SetSkillEnabledResponse
+	25, // 60: penguin.v1.AgentService.UninstallSkill:output_type -> penguin.v1.UninstallSkillResponse
+	28, // 61: penguin.v1.AgentService.ListMemoryScopes:output_type -> penguin.v1.ListMemoryScopesResponse
+	31, // 62: penguin.v1.AgentService.ListMemoryFiles:output_type -> penguin.v1.ListMemoryFilesResponse
+	33, // 63: penguin.v1.AgentService.GetMemoryFile:output_type -> penguin.v1.GetMemoryFileResponse
+	35, // 64: penguin.v1.AgentService.UpdateMemoryFile:output_type -> penguin.v1.UpdateMemoryFileResponse
+	37, // 65: penguin.v1.AgentService.DeleteMemoryFile:output_type -> penguin.v1.DeleteMemoryFileResponse
+	39, // 66: penguin.v1.AgentService.ExportMemory:output_type -> penguin.v1.ExportMemoryResponse
+	41, // 67: penguin.v1.AgentService.ImportMemory:output_type -> penguin.v1.ImportMemoryResponse
+	43, // 68: penguin.v1.AgentService.ListVault:output_type -> penguin.v1.ListVaultResponse
+	45, // 69: penguin.v1.AgentService.SetVault:output_type -> penguin.v1.SetVaultResponse
+	47, // 70: penguin.v1.AgentService.DeleteVault:output_type -> penguin.v1.DeleteVaultResponse
+	50, // 71: penguin.v1.AgentService.ListAgentTools:output_type -> penguin.v1.ListAgentToolsResponse
+	52, // 72: penguin.v1.AgentService.SetAgentToolEnabled:output_type -> penguin.v1.SetAgentToolEnabledResponse
+	55, // 73: penguin.v1.AgentService.ListMCPServers:output_type -> penguin.v1.ListMCPServersResponse
+	57, // 74: penguin.v1.AgentService.PutMCPServer:output_type -> penguin.v1.PutMCPServerResponse
+	59, // 75: penguin.v1.AgentService.DeleteMCPServer:output_type -> penguin.v1.DeleteMCPServerResponse
+	61, // 76: penguin.v1.AgentService.TestMCPServer:output_type -> penguin.v1.TestMCPServerResponse
+	63, // 77: penguin.v1.AgentService.GetAgentModel:output_type -> penguin.v1.GetAgentModelResponse
+	65, // 78: penguin.v1.AgentService.SetAgentModel:output_type -> penguin.v1.SetAgentModelResponse
+	67, // 79: penguin.v1.AgentService.TestModel:output_type -> penguin.v1.TestModelResponse
+	49, // [49:80] is the sub-list for method output_type
+	18, // [18:49] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_agents_proto_init() }
@@ -4046,7 +4372,7 @@ func file_penguin_v1_agents_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_penguin_v1_agents_proto_rawDesc), len(file_penguin_v1_agents_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   66,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

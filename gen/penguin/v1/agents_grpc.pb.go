@@ -19,35 +19,37 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AgentService_ListAgents_FullMethodName        = "/penguin.v1.AgentService/ListAgents"
-	AgentService_CreateAgent_FullMethodName       = "/penguin.v1.AgentService/CreateAgent"
-	AgentService_RenameAgent_FullMethodName       = "/penguin.v1.AgentService/RenameAgent"
-	AgentService_DeleteAgent_FullMethodName       = "/penguin.v1.AgentService/DeleteAgent"
-	AgentService_ExportAgent_FullMethodName       = "/penguin.v1.AgentService/ExportAgent"
-	AgentService_ImportAgent_FullMethodName       = "/penguin.v1.AgentService/ImportAgent"
-	AgentService_GetAgentConfig_FullMethodName    = "/penguin.v1.AgentService/GetAgentConfig"
-	AgentService_UpdateAgentConfig_FullMethodName = "/penguin.v1.AgentService/UpdateAgentConfig"
-	AgentService_ListSkills_FullMethodName        = "/penguin.v1.AgentService/ListSkills"
-	AgentService_InstallSkill_FullMethodName      = "/penguin.v1.AgentService/InstallSkill"
-	AgentService_SetSkillEnabled_FullMethodName   = "/penguin.v1.AgentService/SetSkillEnabled"
-	AgentService_UninstallSkill_FullMethodName    = "/penguin.v1.AgentService/UninstallSkill"
-	AgentService_ListMemoryScopes_FullMethodName  = "/penguin.v1.AgentService/ListMemoryScopes"
-	AgentService_ListMemoryFiles_FullMethodName   = "/penguin.v1.AgentService/ListMemoryFiles"
-	AgentService_GetMemoryFile_FullMethodName     = "/penguin.v1.AgentService/GetMemoryFile"
-	AgentService_UpdateMemoryFile_FullMethodName  = "/penguin.v1.AgentService/UpdateMemoryFile"
-	AgentService_DeleteMemoryFile_FullMethodName  = "/penguin.v1.AgentService/DeleteMemoryFile"
-	AgentService_ExportMemory_FullMethodName      = "/penguin.v1.AgentService/ExportMemory"
-	AgentService_ImportMemory_FullMethodName      = "/penguin.v1.AgentService/ImportMemory"
-	AgentService_ListVault_FullMethodName         = "/penguin.v1.AgentService/ListVault"
-	AgentService_SetVault_FullMethodName          = "/penguin.v1.AgentService/SetVault"
-	AgentService_DeleteVault_FullMethodName       = "/penguin.v1.AgentService/DeleteVault"
-	AgentService_ListMCPServers_FullMethodName    = "/penguin.v1.AgentService/ListMCPServers"
-	AgentService_PutMCPServer_FullMethodName      = "/penguin.v1.AgentService/PutMCPServer"
-	AgentService_DeleteMCPServer_FullMethodName   = "/penguin.v1.AgentService/DeleteMCPServer"
-	AgentService_TestMCPServer_FullMethodName     = "/penguin.v1.AgentService/TestMCPServer"
-	AgentService_GetAgentModel_FullMethodName     = "/penguin.v1.AgentService/GetAgentModel"
-	AgentService_SetAgentModel_FullMethodName     = "/penguin.v1.AgentService/SetAgentModel"
-	AgentService_TestModel_FullMethodName         = "/penguin.v1.AgentService/TestModel"
+	AgentService_ListAgents_FullMethodName          = "/penguin.v1.AgentService/ListAgents"
+	AgentService_CreateAgent_FullMethodName         = "/penguin.v1.AgentService/CreateAgent"
+	AgentService_RenameAgent_FullMethodName         = "/penguin.v1.AgentService/RenameAgent"
+	AgentService_DeleteAgent_FullMethodName         = "/penguin.v1.AgentService/DeleteAgent"
+	AgentService_ExportAgent_FullMethodName         = "/penguin.v1.AgentService/ExportAgent"
+	AgentService_ImportAgent_FullMethodName         = "/penguin.v1.AgentService/ImportAgent"
+	AgentService_GetAgentConfig_FullMethodName      = "/penguin.v1.AgentService/GetAgentConfig"
+	AgentService_UpdateAgentConfig_FullMethodName   = "/penguin.v1.AgentService/UpdateAgentConfig"
+	AgentService_ListSkills_FullMethodName          = "/penguin.v1.AgentService/ListSkills"
+	AgentService_InstallSkill_FullMethodName        = "/penguin.v1.AgentService/InstallSkill"
+	AgentService_SetSkillEnabled_FullMethodName     = "/penguin.v1.AgentService/SetSkillEnabled"
+	AgentService_UninstallSkill_FullMethodName      = "/penguin.v1.AgentService/UninstallSkill"
+	AgentService_ListMemoryScopes_FullMethodName    = "/penguin.v1.AgentService/ListMemoryScopes"
+	AgentService_ListMemoryFiles_FullMethodName     = "/penguin.v1.AgentService/ListMemoryFiles"
+	AgentService_GetMemoryFile_FullMethodName       = "/penguin.v1.AgentService/GetMemoryFile"
+	AgentService_UpdateMemoryFile_FullMethodName    = "/penguin.v1.AgentService/UpdateMemoryFile"
+	AgentService_DeleteMemoryFile_FullMethodName    = "/penguin.v1.AgentService/DeleteMemoryFile"
+	AgentService_ExportMemory_FullMethodName        = "/penguin.v1.AgentService/ExportMemory"
+	AgentService_ImportMemory_FullMethodName        = "/penguin.v1.AgentService/ImportMemory"
+	AgentService_ListVault_FullMethodName           = "/penguin.v1.AgentService/ListVault"
+	AgentService_SetVault_FullMethodName            = "/penguin.v1.AgentService/SetVault"
+	AgentService_DeleteVault_FullMethodName         = "/penguin.v1.AgentService/DeleteVault"
+	AgentService_ListAgentTools_FullMethodName      = "/penguin.v1.AgentService/ListAgentTools"
+	AgentService_SetAgentToolEnabled_FullMethodName = "/penguin.v1.AgentService/SetAgentToolEnabled"
+	AgentService_ListMCPServers_FullMethodName      = "/penguin.v1.AgentService/ListMCPServers"
+	AgentService_PutMCPServer_FullMethodName        = "/penguin.v1.AgentService/PutMCPServer"
+	AgentService_DeleteMCPServer_FullMethodName     = "/penguin.v1.AgentService/DeleteMCPServer"
+	AgentService_TestMCPServer_FullMethodName       = "/penguin.v1.AgentService/TestMCPServer"
+	AgentService_GetAgentModel_FullMethodName       = "/penguin.v1.AgentService/GetAgentModel"
+	AgentService_SetAgentModel_FullMethodName       = "/penguin.v1.AgentService/SetAgentModel"
+	AgentService_TestModel_FullMethodName           = "/penguin.v1.AgentService/TestModel"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -119,6 +121,15 @@ type AgentServiceClient interface {
 	SetVault(ctx context.Context, in *SetVaultRequest, opts ...grpc.CallOption) (*SetVaultResponse, error)
 	// DeleteVault deletes one vault value.
 	DeleteVault(ctx context.Context, in *DeleteVaultRequest, opts ...grpc.CallOption) (*DeleteVaultResponse, error)
+	// ListAgentTools lists the tools the agent's configuration offers the
+	// model: the environment's builtin tools and the engine's own, each
+	// enabled or not, and its custom tools. An MCP server's tools are
+	// TestMCPServer's to list.
+	ListAgentTools(ctx context.Context, in *ListAgentToolsRequest, opts ...grpc.CallOption) (*ListAgentToolsResponse, error)
+	// SetAgentToolEnabled turns one builtin tool on or off in the agent's
+	// configuration (tools.builtin), keeping the file's comments and key
+	// order and each entry's overrides.
+	SetAgentToolEnabled(ctx context.Context, in *SetAgentToolEnabledRequest, opts ...grpc.CallOption) (*SetAgentToolEnabledResponse, error)
 	// ListMCPServers lists the agent's MCP servers; environment and header
 	// values are not returned.
 	ListMCPServers(ctx context.Context, in *ListMCPServersRequest, opts ...grpc.CallOption) (*ListMCPServersResponse, error)
@@ -366,6 +377,26 @@ func (c *agentServiceClient) DeleteVault(ctx context.Context, in *DeleteVaultReq
 	return out, nil
 }
 
+func (c *agentServiceClient) ListAgentTools(ctx context.Context, in *ListAgentToolsRequest, opts ...grpc.CallOption) (*ListAgentToolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAgentToolsResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListAgentTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) SetAgentToolEnabled(ctx context.Context, in *SetAgentToolEnabledRequest, opts ...grpc.CallOption) (*SetAgentToolEnabledResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetAgentToolEnabledResponse)
+	err := c.cc.Invoke(ctx, AgentService_SetAgentToolEnabled_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentServiceClient) ListMCPServers(ctx context.Context, in *ListMCPServersRequest, opts ...grpc.CallOption) (*ListMCPServersResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListMCPServersResponse)
@@ -505,6 +536,15 @@ type AgentServiceServer interface {
 	SetVault(context.Context, *SetVaultRequest) (*SetVaultResponse, error)
 	// DeleteVault deletes one vault value.
 	DeleteVault(context.Context, *DeleteVaultRequest) (*DeleteVaultResponse, error)
+	// ListAgentTools lists the tools the agent's configuration offers the
+	// model: the environment's builtin tools and the engine's own, each
+	// enabled or not, and its custom tools. An MCP server's tools are
+	// TestMCPServer's to list.
+	ListAgentTools(context.Context, *ListAgentToolsRequest) (*ListAgentToolsResponse, error)
+	// SetAgentToolEnabled turns one builtin tool on or off in the agent's
+	// configuration (tools.builtin), keeping the file's comments and key
+	// order and each entry's overrides.
+	SetAgentToolEnabled(context.Context, *SetAgentToolEnabledRequest) (*SetAgentToolEnabledResponse, error)
 	// ListMCPServers lists the agent's MCP servers; environment and header
 	// values are not returned.
 	ListMCPServers(context.Context, *ListMCPServersRequest) (*ListMCPServersResponse, error)
@@ -597,6 +637,12 @@ func (UnimplementedAgentServiceServer) SetVault(context.Context, *SetVaultReques
 }
 func (UnimplementedAgentServiceServer) DeleteVault(context.Context, *DeleteVaultRequest) (*DeleteVaultResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteVault not implemented")
+}
+func (UnimplementedAgentServiceServer) ListAgentTools(context.Context, *ListAgentToolsRequest) (*ListAgentToolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAgentTools not implemented")
+}
+func (UnimplementedAgentServiceServer) SetAgentToolEnabled(context.Context, *SetAgentToolEnabledRequest) (*SetAgentToolEnabledResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetAgentToolEnabled not implemented")
 }
 func (UnimplementedAgentServiceServer) ListMCPServers(context.Context, *ListMCPServersRequest) (*ListMCPServersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListMCPServers not implemented")
@@ -1036,6 +1082,42 @@ func _AgentService_DeleteVault_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_ListAgentTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAgentToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListAgentTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListAgentTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListAgentTools(ctx, req.(*ListAgentToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_SetAgentToolEnabled_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetAgentToolEnabledRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).SetAgentToolEnabled(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_SetAgentToolEnabled_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).SetAgentToolEnabled(ctx, req.(*SetAgentToolEnabledRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgentService_ListMCPServers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListMCPServersRequest)
 	if err := dec(in); err != nil {
@@ -1256,6 +1338,14 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteVault",
 			Handler:    _AgentService_DeleteVault_Handler,
+		},
+		{
+			MethodName: "ListAgentTools",
+			Handler:    _AgentService_ListAgentTools_Handler,
+		},
+		{
+			MethodName: "SetAgentToolEnabled",
+			Handler:    _AgentService_SetAgentToolEnabled_Handler,
 		},
 		{
 			MethodName: "ListMCPServers",

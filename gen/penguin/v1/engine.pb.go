@@ -341,7 +341,9 @@ func (x *Session) GetArchived() bool {
 // CreateSessionRequest describes a new session.
 type CreateSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The model; provider and model id are both required.
+	// The model, provider and model id together; unset takes the agent's
+	// default model (model.provider and model.model_id of its
+	// system_config.yaml), and a session whose agent has none is refused.
 	Model *ModelRef `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
 	// The workspace directory. An absolute path must exist: one that does not
 	// is refused with INVALID_ARGUMENT, never created. A path relative to

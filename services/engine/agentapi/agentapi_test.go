@@ -333,6 +333,13 @@ func TestConfig(t *testing.T) {
 	}
 	_, err = c.SetAgentModel(ctx, &penguinv1.SetAgentModelRequest{Agent: "a", Model: &penguinv1.ModelRef{Provider: "emu"}})
 	wantCode(t, err, codes.InvalidArgument, "model")
+	// A provider the project has no route for is refused, naming the
+	// routes it has; the file is not touched.
+	_, err = c.SetAgentModel(ctx, &penguinv1.SetAgentModelRequest{Agent: "a", Model: &penguinv1.ModelRef{Provider: "nowhere", ModelId: "x"}})
+	wantCode(t, err, codes.InvalidArgument, "model.provider", `"nowhere" is not a provider route`, "emu")
+	if s.files(t, "a")["system_config.yaml"] != cfg {
+		t.Fatal("a refused model changed the configuration")
+	}
 
 	// Through HTTP: read, write with a stale version (409), bad YAML (400).
 	code, out := s.do(t, "GET", "/api/projects/default/agents/a/config/system_config.yaml", nil)
@@ -378,6 +385,12 @@ func TestModelTest(t *testing.T) {
 	code, out := s.do(t, "POST", "/api/projects/default/models/test", map[string]any{"model": map[string]string{"provider": "emu", "model_id": "nope"}})
 	if code != 200 || !strings.Contains(string(out), `"message"`) {
 		t.Fatalf("HTTP model test: %d %s", code, out)
+	}
+	// The test runs with the routes of the project the route names: one
+	// that does not exist is refused, not tried with the default's.
+	code, out = s.do(t, "POST", "/api/projects/other/models/test", map[string]any{"model": map[string]string{"provider": "emu", "model_id": "m"}})
+	if code != 404 || !strings.Contains(string(out), "other") {
+		t.Fatalf("HTTP model test in a project that does not exist: %d %s", code, out)
 	}
 }
 
@@ -662,4 +675,88 @@ func TestMCPServers(t *testing.T) {
 	}
 	_, err = c.DeleteMCPServer(ctx, &penguinv1.DeleteMCPServerRequest{Agent: "a", Name: "remote"})
 	wantCode(t, err, codes.NotFound)
+}
+
+func TestTools(t *testing.T) {
+	s := newServer(t)
+	ctx := t.Context()
+	c := s.client
+	if _, err := c.CreateAgent(ctx, &penguinv1.CreateAgentRequest{Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	const head = "# tools of a\nmax_turns: 9 # kept\n"
+	cur, err := c.GetAgentConfig(ctx, &penguinv1.GetAgentConfigRequest{Agent: "a", File: "system_config.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.UpdateAgentConfig(ctx, &penguinv1.UpdateAgentConfigRequest{Agent: "a", File: "system_config.yaml", Content: head +
+		"tools:\n  custom:\n    - name: deploy\n      description: Ship it.\n      command: echo shipped\n      parameters: {type: object, properties: {}}\n", Version: cur.GetVersion()}); err != nil {
+		t.Fatal(err)
+	}
+	list := func() map[string]*penguinv1.AgentTool {
+		t.Helper()
+		resp, err := c.ListAgentTools(ctx, &penguinv1.ListAgentToolsRequest{Agent: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]*penguinv1.AgentTool{}
+		for _, tool := range resp.GetTools() {
+			out[tool.GetName()] = tool
+		}
+		return out
+	}
+	tools := list()
+	for name, kind := range map[string]string{"exec_command": "builtin", "read_file": "builtin", "run_subagent": "engine", "deploy": "custom"} {
+		if tools[name] == nil || tools[name].GetKind() != kind || !tools[name].GetEnabled() || tools[name].GetDescription() == "" {
+			t.Fatalf("%s: %v", name, tools[name])
+		}
+	}
+	if tools["read_file"].GetPermission() != "r" || tools["exec_command"].GetPermission() != "rw" || tools["read_image"].GetForModel() != "vision" {
+		t.Fatalf("permissions and model classes: %v %v %v", tools["read_file"], tools["exec_command"], tools["read_image"])
+	}
+	// Disabling one writes the others; the comments stay.
+	if _, err := c.SetAgentToolEnabled(ctx, &penguinv1.SetAgentToolEnabledRequest{Agent: "a", Name: "exec_command"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.files(t, "a")["system_config.yaml"]
+	if !strings.Contains(cfg, "# tools of a") || !strings.Contains(cfg, "# kept") || !strings.Contains(cfg, "- name: read_file") || strings.Contains(cfg, "name: exec_command") || !strings.Contains(cfg, "command: echo shipped") {
+		t.Fatalf("after disabling exec_command:\n%s", cfg)
+	}
+	if tools := list(); tools["exec_command"].GetEnabled() || !tools["read_file"].GetEnabled() || !tools["run_subagent"].GetEnabled() {
+		t.Fatalf("after disabling: %v %v", tools["exec_command"], tools["read_file"])
+	}
+	// Enabling it again names every builtin: the list goes, as if never
+	// edited.
+	if code, out := s.do(t, "PUT", "/api/projects/default/agents/a/tools/exec_command/enabled", map[string]any{"enabled": true}); code != 200 {
+		t.Fatalf("HTTP enable: %d %s", code, out)
+	}
+	if cfg := s.files(t, "a")["system_config.yaml"]; strings.Contains(cfg, "builtin") || !strings.Contains(cfg, "custom:") {
+		t.Fatalf("after enabling every tool again:\n%s", cfg)
+	}
+	code, out := s.do(t, "GET", "/api/projects/default/agents/a/tools", nil)
+	if code != 200 || !strings.Contains(string(out), `"name":"exec_command"`) || !strings.Contains(string(out), `"kind":"custom"`) {
+		t.Fatalf("HTTP list: %d %s", code, out)
+	}
+	// The template's commented examples under tools: survive a switch
+	// off and on.
+	if _, err := c.CreateAgent(ctx, &penguinv1.CreateAgentRequest{Name: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, on := range []bool{false, true} {
+		if _, err := c.SetAgentToolEnabled(ctx, &penguinv1.SetAgentToolEnabledRequest{Agent: "b", Name: "read_file", Enabled: on}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cfg := s.files(t, "b")["system_config.yaml"]; !strings.Contains(cfg, "\ntools:\n") || !strings.Contains(cfg, "# builtin:") || !strings.Contains(cfg, "# The tool set.") {
+		t.Fatalf("the template's tools block after a switch off and on:\n%s", cfg)
+	}
+	// An unknown tool, or a custom one, is not a builtin to switch.
+	before := s.files(t, "a")
+	for _, name := range []string{"nope", "deploy"} {
+		_, err := c.SetAgentToolEnabled(ctx, &penguinv1.SetAgentToolEnabledRequest{Agent: "a", Name: name})
+		wantCode(t, err, codes.NotFound, name)
+	}
+	if !equalMaps(before, s.files(t, "a")) {
+		t.Fatal("a refused switch changed the agent")
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -161,6 +162,25 @@ func mapDelete(m *yaml.Node, key string) {
 	}
 }
 
+// dropEmpty removes key from a mapping node when an edit left its value
+// an empty mapping, so that the file reads as if never edited; a key
+// with comments around it (the template's "tools:" over its commented
+// examples) stays, as the empty value it was.
+func dropEmpty(m *yaml.Node, key string) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		if k.Value != key || v.Kind != yaml.MappingNode || len(v.Content) > 0 {
+			continue
+		}
+		if k.HeadComment+k.LineComment+k.FootComment+v.HeadComment+v.LineComment+v.FootComment == "" {
+			m.Content = slices.Delete(m.Content, i, i+2)
+		} else {
+			v.Kind, v.Tag, v.Value = yaml.ScalarNode, "!!null", ""
+		}
+		return
+	}
+}
+
 // mapEnsure returns the value of key in a mapping node, adding it (as
 // kind) when missing.
 func mapEnsure(m *yaml.Node, key string, kind yaml.Kind) *yaml.Node {
@@ -203,6 +223,9 @@ func (s *Server) SetAgentModel(ctx context.Context, req *penguinv1.SetAgentModel
 	if m.GetProvider() == "" || m.GetModelId() == "" {
 		return nil, invalid("model", "give both provider and model_id")
 	}
+	if err := s.checkRoute(ctx, t.project, m); err != nil {
+		return nil, err
+	}
 	err = s.editConfig(ctx, t, "model", "model", func(_ agentconfig.Config, doc *yaml.Node) error {
 		model := mapEnsure(doc, "model", yaml.MappingNode)
 		mapEnsure(model, "provider", yaml.ScalarNode).Value = m.GetProvider()
@@ -215,13 +238,38 @@ func (s *Server) SetAgentModel(ctx context.Context, req *penguinv1.SetAgentModel
 	return &penguinv1.SetAgentModelResponse{}, nil
 }
 
+// checkRoute refuses a model whose provider is not a route the project
+// reaches (its own or a global one), naming the routes it has, so that an
+// agent's default model is one its sessions can run on. Without an llm
+// service nothing is checked.
+func (s *Server) checkRoute(ctx context.Context, project string, m *penguinv1.ModelRef) error {
+	if s.opts.LLM == nil {
+		return nil
+	}
+	resp, err := s.opts.LLM.ListProviders(ctx, &penguinv1.ListProvidersRequest{Project: project}, grpc.WaitForReady(true))
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "the llm service could not list the provider routes: %s", status.Convert(err).Message())
+	}
+	var names []string
+	for _, p := range resp.GetProviders() {
+		if p.GetName() == m.GetProvider() {
+			return nil
+		}
+		names = append(names, p.GetName())
+	}
+	if len(names) == 0 {
+		return invalid("model.provider", "%q is not a provider route of project %s, which has none yet: add one first", m.GetProvider(), project)
+	}
+	return invalid("model.provider", "%q is not a provider route of project %s; it has %s", m.GetProvider(), project, strings.Join(names, ", "))
+}
+
 // modelTestTimeout bounds TestModel.
 const modelTestTimeout = 60 * time.Second
 
 // TestModel implements AgentService: one short request through the llm
 // service, its latency or its failure.
 func (s *Server) TestModel(ctx context.Context, req *penguinv1.TestModelRequest) (*penguinv1.TestModelResponse, error) {
-	project, err := s.project(ctx, "", access.Write)
+	project, err := s.project(ctx, req.GetProject(), access.Write)
 	if err != nil {
 		return nil, err
 	}

@@ -152,9 +152,7 @@ func (s *Server) DeleteMCPServer(ctx context.Context, req *penguinv1.DeleteMCPSe
 						if len(list.Content) == 0 {
 							mapDelete(tools, "mcp_servers")
 						}
-						if len(tools.Content) == 0 {
-							mapDelete(doc, "tools")
-						}
+						dropEmpty(doc, "tools")
 						return nil
 					}
 				}

@@ -163,14 +163,20 @@ func DefaultEngineTools() []ToolSpec {
 	}
 }
 
+// ModelClass is the class of models the tool is offered to (ForVision or
+// ForTextOnly), or empty for every model: the entry's for_model, else the
+// tool's built-in class.
+func (s ToolSpec) ModelClass() string {
+	if s.ForModel != "" {
+		return s.ForModel
+	}
+	return defaultForModel(s.Name)
+}
+
 // AvailableFor reports whether the tool is offered to a model of the given
 // class.
 func (s ToolSpec) AvailableFor(vision bool) bool {
-	class := s.ForModel
-	if class == "" {
-		class = defaultForModel(s.Name)
-	}
-	switch class {
+	switch s.ModelClass() {
 	case ForVision:
 		return vision
 	case ForTextOnly:

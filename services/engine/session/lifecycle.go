@@ -62,6 +62,9 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 	if err != nil {
 		return nil, err
 	}
+	if spec.Model, err = modelFor(spec.Model, st); err != nil {
+		return nil, err
+	}
 	project := spec.ProjectID
 	if project == "" {
 		project = store.DefaultProject
@@ -119,6 +122,20 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 	return m.toProto(row, penguinv1.SessionState_SESSION_STATE_IDLE), nil
 }
 
+// modelFor is a new session's model: the one the request names, else the
+// agent's default (model.provider and model.model_id of its
+// system_config.yaml), so that a default set through the agent API is
+// what a session created without a model runs on.
+func modelFor(named *penguinv1.ModelRef, st *agentstate.State) (*penguinv1.ModelRef, error) {
+	if named.GetProvider() != "" {
+		return named, nil
+	}
+	if ref := st.Config.Model.Ref(); ref.GetProvider() != "" && ref.GetModelId() != "" {
+		return ref, nil
+	}
+	return nil, fmt.Errorf("%w: no model: name one, or set the agent's default model (model.provider and model.model_id)", ErrInvalid)
+}
+
 // admit refuses a spec while the engine shuts down or when it lacks what
 // every session needs, and fills in the default approval mode.
 func (m *Manager) admit(spec CreateSpec) (CreateSpec, error) {
@@ -128,7 +145,7 @@ func (m *Manager) admit(spec CreateSpec) (CreateSpec, error) {
 	if closing {
 		return spec, fmt.Errorf("%w: the engine is shutting down", ErrUnavailable)
 	}
-	if spec.Model.GetProvider() == "" || spec.Model.GetModelId() == "" {
+	if (spec.Model.GetProvider() == "") != (spec.Model.GetModelId() == "") {
 		return spec, fmt.Errorf("%w: the model needs both a provider and a model id", ErrInvalid)
 	}
 	if strings.TrimSpace(spec.Workspace) == "" {
