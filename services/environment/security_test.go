@@ -22,7 +22,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -377,21 +376,17 @@ func TestAttackSpecialFilesInTheWorkspace(t *testing.T) {
 		t.Fatalf("the calls took %v: something blocked on a pipe", d)
 	}
 	// Device nodes, where this process may make them.
-	if err := syscall.Mknod(filepath.Join(ws, "null"), syscall.S_IFCHR|0o666, int(mkdev(1, 3))); err != nil {
+	if err := mknodChar(filepath.Join(ws, "null"), 1, 3); err != nil {
 		t.Logf("no device node test: %v", err)
 		return
 	}
-	if err := syscall.Mknod(filepath.Join(ws, "zero"), syscall.S_IFCHR|0o666, int(mkdev(1, 5))); err != nil {
+	if err := mknodChar(filepath.Join(ws, "zero"), 1, 5); err != nil {
 		t.Fatal(err)
 	}
 	wantStop(t, h.exec(env, "read_file", `{"file_path":"zero"}`), failed, "device")
 	wantStop(t, h.exec(env, "write_file", `{"file_path":"null","content":"x"}`), failed, "device")
 	wantStop(t, h.exec(env, "edit_file", `{"file_path":"null","old_string":"a","new_string":"b"}`), failed, "device")
 	wantStop(t, h.exec(env, "read_image", `{"source":"zero"}`), failed, "device")
-}
-
-func mkdev(major, minor uint32) uint64 {
-	return uint64(major)<<8 | uint64(minor)
 }
 
 // Links that lead out in other ways: through /proc/self/root, through an
