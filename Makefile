@@ -143,7 +143,10 @@ web-check:
 	rm -rf web/.dist-check
 
 ## web-e2e: the web app in a real browser (Debian's chromium driven by
-## playwright-core) against a real `penguin serve` and `penguin mockllm`;
+## playwright-core) against a real `penguin serve` and `penguin mockllm`
+## (and, for the sign-in through an identity provider, the test provider
+## bin/oidcop);
 ## screenshots of each screen go to web/artifacts/.
 web-e2e: build
-	cd web && PENGUIN=$(CURDIR)/bin/penguin npm run e2e
+	$(GO) build -o bin/oidcop ./internal/testkit/oidcop/cmd/oidcop
+	cd web && PENGUIN=$(CURDIR)/bin/penguin OIDCOP=$(CURDIR)/bin/oidcop npm run e2e

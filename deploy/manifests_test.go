@@ -350,14 +350,16 @@ func requireHardened(t *testing.T, where string, c corev1.Container, mayAdd []co
 // TestSecretsByReferenceWhereNeeded checks how secrets reach the pods: no
 // overlay ships a Secret (the operator creates them under fixed names),
 // each service mounts only the ones it needs, as files, and the store URL
-// (it holds the database password) reaches the engine through its
-// environment, never its command line.
+// (it holds the database password) reaches the engine and the llm service
+// (its route store) through their environment, never their command line.
 func TestSecretsByReferenceWhereNeeded(t *testing.T) {
 	want := map[string][]string{
-		"penguin-llm":         {"penguin-auth", "penguin-providers"},
+		"penguin-llm":         {"penguin-auth", "penguin-providers", "penguin-routes-key", "penguin-store"},
 		"penguin-environment": {"penguin-auth"},
 		"penguin-engine":      {"penguin-auth", "penguin-store"},
 	}
+	// The variables the store URL may come in, by service.
+	storeVar := map[string]string{"penguin-engine": "PENGUIN_STORE", "penguin-llm": "PENGUIN_ROUTES_STORE"}
 	for _, dir := range overlays {
 		t.Run(dir, func(t *testing.T) {
 			r := render(t, dir)
@@ -376,7 +378,7 @@ func TestSecretsByReferenceWhereNeeded(t *testing.T) {
 				for _, e := range c.Env {
 					if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 						got = append(got, e.ValueFrom.SecretKeyRef.Name)
-						if name != "penguin-engine" || e.Name != "PENGUIN_STORE" {
+						if storeVar[name] == "" || e.Name != storeVar[name] || e.ValueFrom.SecretKeyRef.Name != "penguin-store" {
 							t.Errorf("%s: secret %s in variable %s; mount it as a file", name, e.ValueFrom.SecretKeyRef.Name, e.Name)
 						}
 					}
@@ -508,10 +510,12 @@ func TestNetworkPoliciesAllowExactlyTheNeededFlows(t *testing.T) {
 			}
 			allowed := []flow{
 				{"a client -> engine", netpol.Flow{From: client, To: engine, Port: 7420}},
+				{"a client -> engine's HTTP gateway", netpol.Flow{From: client, To: engine, Port: 7480}},
 				{"engine -> another engine", netpol.Flow{From: engine, To: engine2, Port: 7420}},
 				{"engine -> llm", netpol.Flow{From: engine, To: llm, Port: 7421}},
 				{"engine -> environment", netpol.Flow{From: engine, To: env, Port: 7422}},
 				{"engine -> the store", netpol.Flow{From: engine, To: store, Port: 5432}},
+				{"llm -> the store (its route store)", netpol.Flow{From: llm, To: store, Port: 5432}},
 				{"llm -> a provider", netpol.Flow{From: llm, To: internet, Port: 443}},
 				{"environment -> the internet (https)", netpol.Flow{From: env, To: internet, Port: 443}},
 				{"environment -> the internet (http)", netpol.Flow{From: env, To: internet, Port: 80}},
@@ -533,7 +537,6 @@ func TestNetworkPoliciesAllowExactlyTheNeededFlows(t *testing.T) {
 				{"environment -> another environment", netpol.Flow{From: env, To: pod("penguin-environment"), Port: 7422}},
 				{"environment -> the internet on another port", netpol.Flow{From: env, To: internet, Port: 22}},
 				{"llm -> environment", netpol.Flow{From: llm, To: env, Port: 7422}},
-				{"llm -> the store", netpol.Flow{From: llm, To: store, Port: 5432}},
 				{"llm -> cloud metadata", netpol.Flow{From: llm, To: addr("169.254.169.254"), Port: 443}},
 				{"llm -> the cluster", netpol.Flow{From: llm, To: addr("10.96.0.1"), Port: 443}},
 				{"a client -> llm", netpol.Flow{From: client, To: llm, Port: 7421}},

@@ -31,8 +31,9 @@ func TestContainersStartAsTheirPodsStartThem(t *testing.T) {
 	}
 	r := render(t, "overlays/dev")
 	secrets := map[string]map[string]string{
-		"penguin-auth":      {"token": "test-token"},
-		"penguin-providers": {"openai-api-key": "sk-test", "anthropic-api-key": "sk-ant-test"},
+		"penguin-auth":       {"token": "test-token"},
+		"penguin-providers":  {"openai-api-key": "sk-test", "anthropic-api-key": "sk-ant-test"},
+		"penguin-routes-key": {"key": "0123456789abcdef0123456789abcdef-routes"},
 	}
 	for _, name := range services {
 		t.Run(name, func(t *testing.T) {
@@ -94,12 +95,15 @@ func TestContainersStartAsTheirPodsStartThem(t *testing.T) {
 				case e.ValueFrom.SecretKeyRef != nil && e.Name == "PENGUIN_STORE":
 					// SQLite on the data volume stands in for PostgreSQL.
 					env = append(env, e.Name+"=sqlite:"+filepath.Join(root, "var/lib/penguin/penguin.db"))
+				case e.ValueFrom.SecretKeyRef != nil && e.Name == "PENGUIN_ROUTES_STORE":
+					// The llm pod has no data volume: its /tmp holds the stand-in.
+					env = append(env, e.Name+"=sqlite:"+filepath.Join(root, "tmp/routes.db"))
 				}
 			}
 			var args []string
 			for _, a := range c.Args {
 				a = strings.ReplaceAll(a, "$(POD_IP)", "127.0.0.1")
-				if flag, _, ok := strings.Cut(a, "="); ok && (flag == "--listen" || flag == "--metrics-listen") {
+				if flag, _, ok := strings.Cut(a, "="); ok && (flag == "--listen" || flag == "--metrics-listen" || flag == "--http-listen") {
 					a = flag + "=127.0.0.1:0"
 				}
 				args = append(args, move(a))

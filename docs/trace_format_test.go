@@ -380,5 +380,11 @@ func more() []*penguinv1.OmniMessage {
 		add(1*ms, payload(&penguinv1.GoalRound{Round: 1, Budget: 500000})).
 		add(9*time.Minute+39309*ms, payload(&penguinv1.GoalFinished{Outcome: penguinv1.GoalOutcome_GOAL_OUTCOME_COMPLETE, Rounds: 3, Tokens: 41230,
 			Message: "the model claimed the objective complete"})).
+		add(110*ms, payload(&penguinv1.WorkspaceChange{Kind: penguinv1.WorkspaceChangeKind_WORKSPACE_CHANGE_KIND_TURN,
+			Before: "5f0e8b2c4a7d9e1f3b6c8a0d2e4f6a8b1c3d5e7f9a0b2c4d6e8f0a1b3c5d7e9f", After: "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9",
+			Files: []*penguinv1.FileChange{
+				{Path: "add.sh", Kind: penguinv1.FileChangeKind_FILE_CHANGE_KIND_MODIFIED, AddedLines: 1, RemovedLines: 1},
+				{Path: "CHANGELOG.md", Kind: penguinv1.FileChangeKind_FILE_CHANGE_KIND_ADDED, AddedLines: 3},
+			}})).
 		msgs
 }

@@ -332,9 +332,27 @@ func TestChatTerminalEditing(t *testing.T) {
 	}
 	term.keys("y")
 	term.waitScreen("Edited it.", 1)
-	if got, err := os.ReadFile(filepath.Join(ws, "notes.txt")); err != nil || string(got) != "alpha\nBETA\ngamma\n" {
-		t.Fatalf("notes.txt = %q, %v", got, err)
+	notes := func(want string) {
+		t.Helper()
+		if got, err := os.ReadFile(filepath.Join(ws, "notes.txt")); err != nil || string(got) != want {
+			t.Fatalf("notes.txt = %q, %v; want %q", got, err, want)
+		}
 	}
+	notes("alpha\nBETA\ngamma\n")
+
+	// The turn's change: shown as a diff, undone to the byte, redone.
+	term.waitScreen("✎ 1 file(s) changed: M notes.txt", 1)
+	term.keys("/diff", "Enter")
+	screen = term.waitScreen("M notes.txt +1 -1", 1)
+	if !strings.Contains(screen, `of "edit please":`) || strings.Count(screen, "+BETA") != 3 {
+		t.Errorf("/diff does not show the change:\n%s", screen)
+	}
+	term.keys("/undo", "Enter")
+	term.waitScreen("undid change #", 1)
+	notes("alpha\nbeta\ngamma\n")
+	term.keys("/redo", "Enter")
+	term.waitScreen("redid change #", 1)
+	notes("alpha\nBETA\ngamma\n")
 
 	// A six-line output is shown whole.
 	term.keys("six lines", "Enter")

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,7 +29,10 @@ import (
 // check) is listed by replica B within a couple of seconds and serves B's
 // requests for that project with the right key (the scripted provider
 // refuses any other), and no other project's; the key is nowhere in the
-// database in the clear; and its removal reaches B as fast.
+// database in the clear; and its removal reaches B as fast. Then a route
+// added through the web app's form on the engine's HTTP gateway (penguin
+// serve engine --http-listen, as the engine pods of a deployment run) is
+// listed by B as well.
 func TestProviderRoutesAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	const key = "sk-e2e-route-0123456789abcdef"
@@ -53,7 +57,7 @@ func TestProviderRoutesAcrossReplicas(t *testing.T) {
 	addrA, addrB := replica("a"), replica("b")
 	b := dialLLM(t, addrB)
 	env := start(t, "serve environment", nil, "serve", "environment", "--listen", "127.0.0.1:0", "--root", t.TempDir())
-	engine := start(t, "serve engine", nil, "serve", "engine", "--listen", "127.0.0.1:0",
+	engine := start(t, "serve engine", nil, "serve", "engine", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
 		"--llm", addrA, "--environment", grpcAddr(env, "environment"), "--home", t.TempDir())
 	viaEngine := dialLLM(t, grpcAddr(engine, "engine"))
 
@@ -68,13 +72,17 @@ func TestProviderRoutesAcrossReplicas(t *testing.T) {
 		t.Fatalf("added: %v", added)
 	}
 	start := time.Now()
-	listedOn := func(c penguinv1.LLMServiceClient, project string) bool {
+	listedOn := func(c penguinv1.LLMServiceClient, project string, names ...string) bool {
+		name := "team"
+		if len(names) > 0 {
+			name = names[0]
+		}
 		resp, err := c.ListProviders(ctx, &penguinv1.ListProvidersRequest{Project: project})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range resp.GetProviders() {
-			if p.GetName() == "team" {
+			if p.GetName() == name {
 				return true
 			}
 		}
@@ -122,6 +130,25 @@ func TestProviderRoutesAcrossReplicas(t *testing.T) {
 	for listedOn(b, "default") {
 		if time.Since(start) > 5*time.Second {
 			t.Fatal("replica B still lists the removed route after 5 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	web := "http://" + engine.WaitLog("HTTP gateway listening", nil, "addr", time.Minute)
+	form := `{"project":"default","name":"web","type":"openai","base_url":"` + mockURL + `/v1","api_key":"` + key + `","models":["scripted"]}`
+	resp, err := http.Post(web+"/api/setup/provider", "application/json", strings.NewReader(form))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(body), key) {
+		t.Fatalf("the web form on the engine's gateway: %s %s", resp.Status, body)
+	}
+	start = time.Now()
+	for !listedOn(b, "default", "web") {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("replica B did not list the route added through the engine's web form within 5 s")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -129,6 +129,16 @@ func TestTeamsCommands(t *testing.T) {
 	if out := must(adminHome, "", "sessions", "list", e); !strings.Contains(out, "chat/scripted") {
 		t.Fatalf("the admin owns apollo, so sees bob's session there:\n%s", out)
 	}
+	// --project narrows the list, by the project's id or its name.
+	for _, p := range []string{"apollo", "Apollo"} {
+		if out := must(adminHome, "", "sessions", "list", "--project", p, e); !strings.Contains(out, "chat/scripted") {
+			t.Fatalf("sessions list --project %s:\n%s", p, out)
+		}
+	}
+	if out := must(adminHome, "", "sessions", "list", "--project", "zulu", e); strings.Contains(out, "chat/scripted") {
+		t.Fatalf("sessions list --project zulu shows apollo's session:\n%s", out)
+	}
+	refused(bobHome, "project zulu not found", "sessions", "list", "--project", "zulu", e)
 
 	// A token, shown once, signs CI in until Bob revokes it.
 	secret := strings.TrimSpace(must(bobHome, "", "tokens", "create", "ci", "--read-only", "--ttl", "24h", e))

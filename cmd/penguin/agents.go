@@ -44,6 +44,14 @@ type agentCmd struct {
 // agentGroup makes a command group whose subcommands each run f with a
 // connected agentCmd; withAgent adds --agent.
 func agentGroup(use, short string, withAgent bool, subs ...*cobra.Command) *cobra.Command {
+	cmd, _ := agentGroupFlags(use, short, withAgent, subs...)
+	return cmd
+}
+
+// agentGroupFlags is agentGroup, also returning the client flags the
+// group's commands share, for a command added later that reads them
+// itself.
+func agentGroupFlags(use, short string, withAgent bool, subs ...*cobra.Command) (*cobra.Command, *clientFlags) {
 	cmd := &cobra.Command{Use: use, Short: short, Args: unknownCommand}
 	cf := addClientFlags(cmd.PersistentFlags())
 	cf.embedded.llmOptional = true
@@ -69,7 +77,7 @@ func agentGroup(use, short string, withAgent bool, subs ...*cobra.Command) *cobr
 		}
 		cmd.AddCommand(sub)
 	}
-	return cmd
+	return cmd, cf
 }
 
 type agentCmdKey struct{}

@@ -63,6 +63,11 @@ func TestAgentCommands(t *testing.T) {
 		t.Fatalf("vault list: %q", out)
 	}
 	fails("x", "invalid vault key", "vault", "set", "not a name", "--agent", "rev")
+	ok("v\n", nil, "vault", "set", "OTHER", "--agent", "rev")
+	ok("", nil, "vault", "delete", "OTHER", "--agent", "rev")
+	if out := ok("", nil, "vault", "list", "--agent", "rev"); out != "GH_TOKEN\n" {
+		t.Fatalf("vault list after delete: %q", out)
+	}
 	// config edit: a broken file reopens with the error on top; the
 	// fixed one is saved.
 	editor := filepath.Join(t.TempDir(), "editor.sh")
@@ -88,6 +93,10 @@ func TestAgentCommands(t *testing.T) {
 	if out := ok("", nil, "skills", "list", "--agent", "rev"); !strings.Contains(out, "pdf") || !strings.Contains(out, "false") {
 		t.Fatalf("skills list:\n%s", out)
 	}
+	ok("", nil, "skills", "enable", "pdf", "--agent", "rev")
+	if out := ok("", nil, "skills", "list", "--agent", "rev"); !strings.Contains(out, "true") {
+		t.Fatalf("skills list after enable:\n%s", out)
+	}
 	ok("", nil, "skills", "uninstall", "pdf", "--agent", "rev")
 	os.Symlink("/etc/passwd", filepath.Join(skill, "passwd"))
 	fails("", "not a regular file", "skills", "install", skill, "--agent", "rev")
@@ -101,6 +110,17 @@ func TestAgentCommands(t *testing.T) {
 	}
 	if out := ok("", nil, "memory", "show", "user", "a.md", "--agent", "rev"); !strings.Contains(out, "A\n") {
 		t.Fatalf("memory show: %q", out)
+	}
+	if out := ok("", nil, "memory", "scopes", "--agent", "rev"); !strings.Contains(out, "user") || !strings.Contains(out, "2") {
+		t.Fatalf("memory scopes:\n%s", out)
+	}
+	// A copy takes the configuration and vault, not the memory.
+	ok("", nil, "agents", "create", "copy", "--from", "rev")
+	if out := ok("", nil, "vault", "list", "--agent", "copy"); out != "GH_TOKEN\n" {
+		t.Fatalf("the copy's vault: %q", out)
+	}
+	if out := ok("", nil, "memory", "list", "user", "--agent", "copy"); strings.Contains(out, "fact A") {
+		t.Fatalf("the copy took the memory:\n%s", out)
 	}
 	ok("", nil, "memory", "delete", "user", "a.md", "--agent", "rev")
 	var exported map[string]any

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/llm"
 )
 
 // The provider route commands: penguin providers list, add, update,
@@ -114,7 +116,7 @@ func newProvidersCmd() *cobra.Command {
 			return nil
 		}}
 	test.Flags().StringVar(model, "model", "", "the model to ask (default: the route's first listed model, else its cheapest)")
-	cmd := agentGroup("providers", "list, add, update, remove and test provider routes", false,
+	cmd, cf := agentGroupFlags("providers", "list, add, update, remove and test provider routes, and rotate the secret of their keys", false,
 		&cobra.Command{Use: "list", Short: "list the routes (global, and --project's), keys masked", Args: noArgs, RunE: func(c *cobra.Command, _ []string) error {
 			a := ac(c)
 			resp, err := a.llm.ListProviders(c.Context(), &penguinv1.ListProvidersRequest{Project: a.project})
@@ -140,7 +142,61 @@ func newProvidersCmd() *cobra.Command {
 		test,
 	)
 	cmd.PersistentFlags().Lookup("project").Usage = "the project whose routes to manage (default: the global routes)"
+	cmd.AddCommand(newRotateKeyCmd(cf.embedded))
 	return cmd
+}
+
+// newRotateKeyCmd is `penguin providers rotate-key`, a key rotation's last
+// step: it re-seals every stored route's API key under the first secret
+// of the route key secret. It works on the route store directly, not
+// through a server, so it takes the store flags its group shares with
+// penguin serve (--routes-store, --routes-key-file, --store, --home) and
+// runs where those reach the store: beside a local server, or in an llm
+// pod, whose environment names the store.
+func newRotateKeyCmd(af *allInOneFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rotate-key",
+		Short: "re-seal every stored route's API key under the first secret of the route key secret",
+		Long: `Rotate the secret that encrypts the stored provider routes' API keys:
+
+  1. Put the new secret on the first line of the route key secret
+     (--routes-key-file, PENGUIN_ROUTES_KEY, or routes.key in the data
+     directory) and keep the old one on the line after it. Restart the
+     servers: they seal new keys under the new secret and still open the
+     old ones.
+  2. Run penguin providers rotate-key: it re-seals every stored key under
+     the new secret, in one transaction. A key that opens under none of
+     the secrets stops it before it changes anything, and is named.
+  3. Remove the old secret's line and restart the servers again.`,
+		Args: nArgs("penguin providers rotate-key [--routes-store URL] [--routes-key-file FILE]", 0, 0),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := af.llm.config()
+			if err != nil {
+				return fmt.Errorf("providers rotate-key: %w", err)
+			}
+			if cfg.RouteStore == "" || len(cfg.RouteSecret) == 0 {
+				home, err := af.engine.dataDir()
+				if err != nil {
+					return fmt.Errorf("providers rotate-key: %w", err)
+				}
+				store := af.engine.storeURL
+				if store == "" {
+					store = filepath.Join(home, "penguin.db")
+				}
+				routeStoreDefaults(cfg, store, home)
+			}
+			if cfg.RouteStore == "" {
+				return fmt.Errorf("providers rotate-key: the route store's key secret is needed: --routes-key-file FILE or %s", routesKeyVar)
+			}
+			cfg.MakeRouteKey = false // a new secret would open nothing
+			n, err := llm.ResealRoutes(c.Context(), *cfg)
+			if err != nil {
+				return fmt.Errorf("providers rotate-key: %w", err)
+			}
+			fmt.Fprintf(c.OutOrStdout(), "re-sealed %d stored API keys under the first route key secret\n", n)
+			return nil
+		},
+	}
 }
 
 // describeRoute is one line about a route.

@@ -39,7 +39,7 @@ one service alone.`,
 	}
 	fs := cmd.Flags()
 	common := addServerFlags(fs, "127.0.0.1:7420")
-	gw := addGatewayFlags(fs)
+	gw := addGatewayFlags(fs, "127.0.0.1:7480")
 	af := addAllInOneFlags(fs)
 	af.engine.addReplicaFlags(fs)
 	fs.StringVar(&af.env.Root, "root", "", "directory workspaces must lie under (default: the current directory)")
@@ -146,9 +146,9 @@ type gatewayFlags struct {
 	open      bool
 }
 
-func addGatewayFlags(fs *pflag.FlagSet) *gatewayFlags {
+func addGatewayFlags(fs *pflag.FlagSet, listen string) *gatewayFlags {
 	f := &gatewayFlags{}
-	fs.StringVar(&f.listen, "http-listen", "127.0.0.1:7480", "address of the HTTP/SSE gateway; empty turns it off")
+	fs.StringVar(&f.listen, "http-listen", listen, "address of the HTTP/SSE gateway and the web app; empty turns it off")
 	fs.DurationVar(&f.heartbeat, "sse-heartbeat", 20*time.Second, "interval of the SSE heartbeat comments")
 	fs.BoolVar(&f.open, "open", false, "open the web app in the browser once the gateway listens")
 	return f

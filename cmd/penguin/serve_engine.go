@@ -11,7 +11,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/services/engine"
+	"github.com/penguin-agent/penguin/services/engine/oidclogin"
 )
 
 // newServeEngineCmd is `penguin serve engine --listen ADDR --llm ADDR
@@ -24,6 +26,9 @@ func newServeEngineCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "engine", Short: "run the engine service (agent loop and sessions) alone", Args: noArgs}
 	fs := cmd.Flags()
 	common := addServerFlags(fs, "127.0.0.1:7423")
+	// The gateway is off unless asked for: a deployment serves the web
+	// app and the HTTP API from its engine pods (deploy/base/engine.yaml).
+	gw := addGatewayFlags(fs, "")
 	llmAddr := fs.String("llm", "127.0.0.1:7421", "address of the llm service")
 	envAddr := fs.String("environment", "127.0.0.1:7422", "address of the environment service")
 	ef := addEngineFlags(fs)
@@ -37,7 +42,8 @@ func newServeEngineCmd() *cobra.Command {
 			return fmt.Errorf("serve engine: %w", err)
 		}
 		cfg.LLMAddr, cfg.EnvironmentAddr = *llmAddr, *envAddr
-		cfg.Engine.Team = ef.teamMode(common.listen)
+		cfg.Gateway = gw.config()
+		cfg.Engine.Team = ef.teamMode(common.listen, gw.listen)
 		return serveProcess(cmd.Context(), "serve engine", cfg)
 	}
 	return cmd
@@ -56,6 +62,16 @@ type engineFlags struct {
 	missed     time.Duration
 	idleEnv    time.Duration
 	team       bool
+	oidc       oidcFlags
+}
+
+// oidcFlags configure sign-in through an identity provider
+// (oidclogin.Config); the client secret comes from
+// PENGUIN_OIDC_CLIENT_SECRET or the file --oidc-client-secret-file.
+type oidcFlags struct {
+	issuer, clientID, secretFile, redirectURL, name string
+	domains, groups                                 []string
+	groupsClaim, adminGroup                         string
 }
 
 func addEngineFlags(fs *pflag.FlagSet) *engineFlags {
@@ -74,6 +90,16 @@ func (f *engineFlags) addReplicaFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", engine.DefaultLeaseTTL, "how long a run's lease outlives its replica: after a crash, the session can run elsewhere once this has passed")
 	fs.DurationVar(&f.missed, "schedule-missed-after", engine.DefaultScheduleMissedAfter, "how late a schedule's due time may be taken up and still run as on time; later, it was missed (every replica was down) and follows the schedule's missed policy")
 	fs.BoolVar(&f.team, "team", false, "team mode on loopback too: accounts, sign-in, projects and tokens (any address beyond loopback implies it)")
+	o := &f.oidc
+	fs.StringVar(&o.issuer, "oidc-issuer", "", "sign-in through this OpenID Connect identity provider (its issuer URL); implies team mode")
+	fs.StringVar(&o.clientID, "oidc-client-id", "", "this server's client id at the identity provider")
+	fs.StringVar(&o.secretFile, "oidc-client-secret-file", "", "file holding the client secret (or set PENGUIN_OIDC_CLIENT_SECRET)")
+	fs.StringVar(&o.redirectURL, "oidc-redirect-url", "", "the callback registered with the identity provider: https://<host>/api/auth/oidc/callback")
+	fs.StringVar(&o.name, "oidc-name", "", "the provider's name on the sign-in page's button (default: the issuer's host name)")
+	fs.StringSliceVar(&o.domains, "oidc-allowed-domains", nil, "email domains that may sign in (default: any)")
+	fs.StringSliceVar(&o.groups, "oidc-allowed-groups", nil, "groups of which a user must be in one to sign in (default: any)")
+	fs.StringVar(&o.groupsClaim, "oidc-groups-claim", oidclogin.DefaultGroupsClaim, "the claim that lists a user's groups")
+	fs.StringVar(&o.adminGroup, "oidc-admin-group", "", "members of this group are admins, others not, decided at each sign-in (default: the provider decides no role)")
 	fs.DurationVar(&f.idleEnv, "environment-idle-timeout", engine.DefaultEnvironmentIdleTimeout, "how long a session's environment outlives its last use: it is then disposed of, ending its commands and terminals (the workspace stays), and the next tool call gets a fresh one")
 }
 
@@ -113,14 +139,33 @@ func (f *engineFlags) config() (*engine.Config, error) {
 	}
 	cfg.AdminPasswordFile = filepath.Join(home, "initial-admin-password")
 	cfg.SeedAdminPassword = os.Getenv("PENGUIN_SEED_ADMIN_PASSWORD")
+	if cfg.OIDC, err = f.oidc.config(); err != nil {
+		return nil, err
+	}
 	return cfg, nil
 }
 
-// teamMode decides how a server knows its callers: team mode when --team is
-// given or any of the addresses it listens at (gRPC, HTTP) reaches beyond
+// config turns the flags into the provider's configuration, reading the
+// client secret; the zero Config when no issuer is given.
+func (o *oidcFlags) config() (oidclogin.Config, error) {
+	if o.issuer == "" {
+		return oidclogin.Config{}, nil
+	}
+	secret, err := config.Secret(os.LookupEnv, "PENGUIN_OIDC_CLIENT_SECRET", o.secretFile)
+	if err != nil {
+		return oidclogin.Config{}, fmt.Errorf("oidc client secret: %w", err)
+	}
+	return oidclogin.Config{
+		Issuer: o.issuer, ClientID: o.clientID, ClientSecret: secret, RedirectURL: o.redirectURL, Name: o.name,
+		AllowedDomains: o.domains, AllowedGroups: o.groups, GroupsClaim: o.groupsClaim, AdminGroup: o.adminGroup,
+	}, nil
+}
+
+// teamMode decides how a server knows its callers: team mode when --team or
+// an identity provider is given, or any of the addresses it listens at (gRPC, HTTP) reaches beyond
 // loopback; local mode (no sign-in, one implicit user) otherwise.
 func (f *engineFlags) teamMode(listen ...string) bool {
-	if f.team {
+	if f.team || f.oidc.issuer != "" {
 		return true
 	}
 	for _, addr := range listen {

@@ -539,3 +539,43 @@ func newTokensCmd() *cobra.Command {
 		}},
 	)
 }
+
+// newAuditCmd builds `penguin audit`: a page of a project's audit log
+// (its owners), or of the global one (admins).
+func newAuditCmd() *cobra.Command {
+	var (
+		project string
+		limit   int32
+		before  int64
+	)
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "read the audit log of a project you own (--project), or the global one (admins)",
+		Long: `audit prints the newest records of the audit log, newest first: who did what,
+when, to what. With --project, the project's log (its owners may read it);
+without, the global log of sign-ins, accounts, tokens and global provider
+routes (admins may read it). --before pages back: give the smallest ID printed.`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			t := tc(c)
+			resp, err := t.projects().ListAudit(c.Context(), &penguinv1.ListAuditRequest{ProjectId: project, BeforeId: before, Limit: limit})
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(t.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tWHEN\tWHO\tACTION\tTARGET\tDETAIL")
+			for _, r := range resp.GetRecords() {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.GetId(), when(r.GetAt()), orDash(r.GetActor()), r.GetAction(), orDash(r.GetTarget()), r.GetDetail())
+			}
+			return tw.Flush()
+		},
+	}
+	fs := cmd.Flags()
+	cf := addClientFlags(fs)
+	cf.embedded.llmOptional = true
+	fs.StringVar(&project, "project", "", "the project whose log to read (default: the global log)")
+	fs.Int32Var(&limit, "limit", 0, "at most this many records (default 100)")
+	fs.Int64Var(&before, "before", 0, "only records with an ID below this one")
+	withTeamConn(cf, "audit", cmd)
+	return cmd
+}

@@ -37,7 +37,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/testkit"
 )
 
-// The Deployments of the dev overlay.
+// The Deployments of the dev overlay (and llmDeploy).
 const (
 	engineDeploy = "penguin-engine"
 	envDeploy    = "penguin-environment"
@@ -326,8 +326,8 @@ func TestDeployment(t *testing.T) {
 		if err := json.Unmarshal([]byte(c.kubectl(t, "get", "pods", "-o", "json")), &list); err != nil {
 			t.Fatal(err)
 		}
-		if len(list.Items) < 6 {
-			t.Fatalf("%d pods, want the engine (2), llm, environment, PostgreSQL and the scripted model", len(list.Items))
+		if len(list.Items) < 7 {
+			t.Fatalf("%d pods, want the engine (2), llm (2), environment, PostgreSQL and the scripted model", len(list.Items))
 		}
 		for _, p := range list.Items {
 			ready := isReady(p)
@@ -352,6 +352,10 @@ func TestDeployment(t *testing.T) {
 		if got := c.kubectl(t, "exec", pod, "--", "cat", "/workspaces/edit/notes.txt"); got != "edited-by-the-agent" {
 			t.Fatalf("notes.txt on %s holds %q", pod, got)
 		}
+	})
+
+	t.Run("a provider added through the web form serves tasks on each llm replica", func(t *testing.T) {
+		c.routeAddedOnOneReplicaServesOnEach(ctx, t)
 	})
 
 	// Probe sessions by the pod that ran their command, for the scenarios
@@ -544,6 +548,7 @@ func TestDeployment(t *testing.T) {
 			{"engine -> environment", netpol.Flow{From: engine, To: env, Port: 7422}, true},
 			{"engine -> llm", netpol.Flow{From: engine, To: llm, Port: 7421}, true},
 			{"engine -> PostgreSQL", netpol.Flow{From: engine, To: pg, Port: 5432}, true},
+			{"llm -> PostgreSQL (its route store)", netpol.Flow{From: llm, To: pg, Port: 5432}, true},
 			{"environment -> the internet", netpol.Flow{From: env, To: addr("203.0.113.10"), Port: 443}, true},
 			{"environment -> llm", netpol.Flow{From: env, To: llm, Port: 7421}, false},
 			{"environment -> engine", netpol.Flow{From: env, To: engine, Port: 7420}, false},

@@ -124,7 +124,7 @@ func TestSeparateHosts(t *testing.T) {
 
 	// PostgreSQL on the test machine's loopback, reached by the engines
 	// through a forwarder on the bridge, on a schema of this test's own.
-	storeURL := c.freshSchema(ctx, t, n.Forward("127.0.0.1:5432"))
+	storeURL := c.freshSchema(ctx, t, n)
 
 	// A workspace directory every environment replica can serve (in a
 	// cluster, each pod has its own; here they share the disk).
@@ -446,8 +446,8 @@ func (c *cluster) host(name string) *netns.Host {
 
 // freshSchema creates a schema of the test's own on the test PostgreSQL,
 // dropped when the test ends, and returns the store URL by which the
-// engines reach it through forward.
-func (c *cluster) freshSchema(ctx context.Context, t *testing.T, forward string) string {
+// engines reach it through a forwarder on n's bridge.
+func (c *cluster) freshSchema(ctx context.Context, t *testing.T, n *netns.Network) string {
 	t.Helper()
 	private := pgtest.URL(t, "penguin_scaleout")
 	u, err := url.Parse(private)
@@ -462,7 +462,7 @@ func (c *cluster) freshSchema(ctx context.Context, t *testing.T, forward string)
 	}
 	t.Cleanup(admin.Close)
 	c.db, c.schema = admin, u.Query().Get("search_path")
-	u.Host = forward
+	u.Host = n.Forward(u.Host)
 	return u.String()
 }
 

@@ -19,6 +19,10 @@ const chatHelp = `Commands:
   /status             the session, model, workspace, settings and usage
   /cost               tokens, cost and context use so far
   /compact            compact the context now
+  /changes            list what this session's turns changed in the workspace
+  /diff [SEQ]         show the last turn's change of the workspace (or change SEQ) as a diff
+  /undo [SEQ] [--force] restore the files the last turn changed (or change SEQ); --force overwrites later edits
+  /redo [SEQ]         redo the last undone change
   /image PATH         attach an image (PNG, JPEG, GIF, WebP; at most 5 MiB) to your next message
   /file PATH          put a text file (at most 256 KiB) into your next message
   /goal[:BUDGET] TEXT run TEXT as a goal, in rounds until it is complete or blocked (BUDGET: 500k, 2m; none: unlimited)
@@ -81,6 +85,8 @@ func (m *chatModel) command(line string) tea.Cmd {
 		}
 	case "/image", "/file":
 		m.attach(name, arg)
+	case "/changes", "/diff", "/undo", "/redo":
+		return m.workspaceCmd(strings.TrimPrefix(name, "/"), arg)
 	case "/model":
 		return m.pickModel()
 	case "/resume":
@@ -280,5 +286,21 @@ func (m *chatModel) pickSession() tea.Cmd {
 		}
 		p.pick = func(it pickItem) tea.Cmd { return m.resume(it.value) }
 		return pickerMsg{p}
+	}
+}
+
+// workspaceCmd runs /changes, /diff, /undo and /redo on the session.
+func (m *chatModel) workspaceCmd(verb, arg string) tea.Cmd {
+	if m.session == "" {
+		m.say("no turn of this session has changed the workspace yet")
+		return nil
+	}
+	id := m.session
+	return func() tea.Msg {
+		text, err := workspaceVerb(m.ctx, m.engine, verb, id, strings.Fields(arg))
+		if err != nil {
+			return notice{err: err}
+		}
+		return notice{text: text}
 	}
 }

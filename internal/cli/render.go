@@ -484,7 +484,34 @@ func (r *Renderer) message(m *penguinv1.OmniMessage) {
 		}
 		r.println(p + r.style(color, fmt.Sprintf("◎ Goal %s after %d round(s), %d tokens: %s", strings.ReplaceAll(enumword.Word(g.GetOutcome()), "_", " "),
 			g.GetRounds(), g.GetTokens(), sentence(clean(g.GetMessage())))))
+	case *penguinv1.OmniMessage_WorkspaceChange:
+		r.closeSegment()
+		r.println(p + r.style(styleDim, clean(WorkspaceChangeLine(x.WorkspaceChange))))
 	}
+}
+
+// WorkspaceChangeLine is the one line a workspace change shows as: what
+// made it and the files, with where to see or undo it.
+func WorkspaceChangeLine(c *penguinv1.WorkspaceChange) string {
+	var files []string
+	for _, f := range c.GetFiles() {
+		files = append(files, changeKind(f.GetKind())+" "+f.GetPath())
+	}
+	list := strings.Join(files, ", ")
+	if len(files) > 6 {
+		list = strings.Join(files[:6], ", ") + fmt.Sprintf(", and %d more", len(files)-6)
+	}
+	switch c.GetKind() {
+	case penguinv1.WorkspaceChangeKind_WORKSPACE_CHANGE_KIND_UNDO:
+		return fmt.Sprintf("↶ undid change #%d: %s", c.GetTurnSequence(), list)
+	case penguinv1.WorkspaceChangeKind_WORKSPACE_CHANGE_KIND_REDO:
+		return fmt.Sprintf("↷ redid change #%d: %s", c.GetTurnSequence(), list)
+	}
+	hint := " (/diff shows it, /undo restores the files)"
+	if c.GetIncomplete() != "" {
+		hint = " (too large to undo)"
+	}
+	return fmt.Sprintf("✎ %d file(s) changed: %s%s", len(files), list, hint)
 }
 
 // GoalRoundLine is the one line a goal round shows as: "Goal · round N",

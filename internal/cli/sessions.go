@@ -17,15 +17,28 @@ import (
 	"github.com/penguin-agent/penguin/internal/transcript"
 )
 
-// Sessions runs `penguin sessions list|show|export|delete`: list prints a
-// table, show renders a session's history as a terminal would have shown
-// it, export writes its trace files (one per model context) into a
-// directory, delete removes it.
+// Sessions runs `penguin sessions list|show|export|delete|...`: list
+// prints a table, show renders a session's history as a terminal would
+// have shown it, export writes its trace files (one per model context)
+// into a directory, delete removes it; changes, diff, undo and redo show
+// and restore what its turns changed in the workspace.
 func Sessions(ctx context.Context, engine penguinv1.EngineServiceClient, args []string, out io.Writer, color bool) error {
 	if len(args) == 0 {
-		return errors.New("usage: penguin sessions list | show ID | export ID [DIR] | delete ID | rename ID TITLE | pin ID | unpin ID | archive ID | unarchive ID")
+		return errors.New("usage: penguin sessions list | show ID | export ID [DIR] | delete ID | rename ID TITLE | pin ID | unpin ID | archive ID | unarchive ID | changes ID | diff ID [SEQ] | undo ID [SEQ] [--force] | redo ID [SEQ]")
 	}
 	verb, rest := args[0], args[1:]
+	switch verb {
+	case "changes", "diff", "undo", "redo":
+		if len(rest) == 0 {
+			return errors.New(workspaceUsage)
+		}
+		text, err := workspaceVerb(ctx, engine, verb, rest[0], rest[1:])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(out, text)
+		return nil
+	}
 	switch {
 	case verb == "export" && (len(rest) == 1 || len(rest) == 2):
 	case verb == "export":
@@ -38,7 +51,7 @@ func Sessions(ctx context.Context, engine penguinv1.EngineServiceClient, args []
 	}
 	switch verb {
 	case "list":
-		return listSessions(ctx, engine, out)
+		return ListSessions(ctx, engine, "", out)
 	case "show":
 		return showSession(ctx, engine, rest[0], out, color)
 	case "export":
@@ -56,7 +69,7 @@ func Sessions(ctx context.Context, engine penguinv1.EngineServiceClient, args []
 	case "rename", "pin", "unpin", "archive", "unarchive":
 		return updateSession(ctx, engine, verb, rest[0], strings.Join(rest[1:], " "), out)
 	}
-	return fmt.Errorf("unknown sessions command %q: want list, show, export, delete, rename, pin, unpin, archive or unarchive", verb)
+	return fmt.Errorf("unknown sessions command %q: want list, show, export, delete, rename, pin, unpin, archive, unarchive, changes, diff, undo or redo", verb)
 }
 
 // updateSession renames, pins, unpins, archives or unarchives a session
@@ -103,12 +116,14 @@ func marks(s *penguinv1.Session) string {
 	return ""
 }
 
-func listSessions(ctx context.Context, engine penguinv1.EngineServiceClient, out io.Writer) error {
+// ListSessions prints the table of the sessions of project (its id), or
+// of every project the caller may read when project is empty.
+func ListSessions(ctx context.Context, engine penguinv1.EngineServiceClient, project string, out io.Writer) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SESSION\tMODEL\tSTATE\tUPDATED\tTITLE")
 	token := ""
 	for {
-		resp, err := engine.ListSessions(ctx, &penguinv1.ListSessionsRequest{PageToken: token})
+		resp, err := engine.ListSessions(ctx, &penguinv1.ListSessionsRequest{PageToken: token, ProjectId: project})
 		if err != nil {
 			return err
 		}

@@ -25,6 +25,13 @@ type Authorizer interface {
 	Authorize(ctx context.Context, fullMethod string, req any) error
 }
 
+// Auditor, when an Authenticator is one too, sees each unary call's
+// request and outcome after its handler ran, to record it in the audit
+// log.
+type Auditor interface {
+	AuditCall(ctx context.Context, fullMethod string, req any, err error)
+}
+
 // SetAuthenticator makes a decide who may call, instead of the bare token
 // check of [Options.AuthToken]. Call it before [Server.Serve]: a process
 // sets it once the service that owns the users (the engine) is built.
@@ -62,7 +69,8 @@ func (s *Server) authInterceptors(token string) (grpc.UnaryServerInterceptor, gr
 }
 
 // authorizeInterceptors hand each call's request to the authenticator's
-// Authorize, when it has one, before the handler runs.
+// Authorize, when it has one, before the handler runs, and a unary call's
+// outcome to its AuditCall, when it has one, after.
 func (s *Server) authorizeInterceptors() (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	authorizer := func() Authorizer {
 		if a := s.authn.Load(); a != nil {
@@ -78,7 +86,13 @@ func (s *Server) authorizeInterceptors() (grpc.UnaryServerInterceptor, grpc.Stre
 				return nil, err
 			}
 		}
-		return handler(ctx, req)
+		resp, err := handler(ctx, req)
+		if a := s.authn.Load(); a != nil {
+			if au, ok := (*a).(Auditor); ok {
+				au.AuditCall(ctx, info.FullMethod, req, err)
+			}
+		}
+		return resp, err
 	}
 	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if z := authorizer(); z != nil {

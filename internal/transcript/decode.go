@@ -294,6 +294,8 @@ func (d *decoder) event(m *penguinv1.OmniMessage) error {
 		m.Payload = &penguinv1.OmniMessage_Subagent{Subagent: &penguinv1.Subagent{SessionId: x.SessionID}}
 	case "goal_started", "goal_round", "goal_finished":
 		return d.goalEvent(d.ptype, m)
+	case "workspace_change":
+		return d.workspaceEvent(m)
 	}
 	return nil
 }

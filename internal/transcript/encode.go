@@ -208,7 +208,10 @@ func (e *encoder) event(m *penguinv1.OmniMessage) (v any, ok bool) {
 	case *penguinv1.OmniMessage_Subagent:
 		return subagentJSON{Type: "subagent", SessionID: p.Subagent.GetSessionId()}, true
 	}
-	return e.goalEvent(m)
+	if v, ok := e.goalEvent(m); ok {
+		return v, true
+	}
+	return e.workspaceEvent(m)
 }
 
 func (e *encoder) toolList(x *penguinv1.ToolListReady) toolListReadyJSON {

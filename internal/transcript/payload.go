@@ -243,7 +243,7 @@ func payloadFamily(payloadType string) (string, bool) {
 		return TypeModelMsg, true
 	case "tool_list_ready", "mcp_connect_begin", "mcp_connect_end", "request_begin", "request_end",
 		"approval_decision", "token_usage", "compaction_begin", "compaction_end", "abort", "subagent",
-		"goal_started", "goal_round", "goal_finished":
+		"goal_started", "goal_round", "goal_finished", "workspace_change":
 		return TypeEventMsg, true
 	}
 	return "", false

@@ -78,6 +78,8 @@ func msg(ts string, p any) *penguinv1.OmniMessage {
 		m.Payload = &penguinv1.OmniMessage_GoalRound{GoalRound: x}
 	case *penguinv1.GoalFinished:
 		m.Payload = &penguinv1.OmniMessage_GoalFinished{GoalFinished: x}
+	case *penguinv1.WorkspaceChange:
+		m.Payload = &penguinv1.OmniMessage_WorkspaceChange{WorkspaceChange: x}
 	case *penguinv1.Subagent:
 		m.Payload = &penguinv1.OmniMessage_Subagent{Subagent: x}
 	default:
@@ -307,6 +309,10 @@ func payloadCases() []struct {
 			`{"type":"goal_round","round":2,"used":120,"budget":500,"wrap_up":true}`},
 		{"goal_finished", "event_msg", msg(ts, &penguinv1.GoalFinished{Outcome: penguinv1.GoalOutcome_GOAL_OUTCOME_BUDGET_LIMITED, Rounds: 3, Tokens: 610, Message: "spent"}),
 			`{"type":"goal_finished","outcome":"budget_limited","rounds":3,"tokens":610,"message":"spent"}`},
+		{"workspace_change", "event_msg", msg(ts, &penguinv1.WorkspaceChange{Kind: penguinv1.WorkspaceChangeKind_WORKSPACE_CHANGE_KIND_UNDO, Before: "b", After: "a",
+			Files:        []*penguinv1.FileChange{{Path: "x.bin", Kind: penguinv1.FileChangeKind_FILE_CHANGE_KIND_DELETED, Binary: true}, {Path: "l", Kind: penguinv1.FileChangeKind_FILE_CHANGE_KIND_ADDED, Link: true, AddedLines: 1}},
+			TurnSequence: 12, Forced: true}),
+			`{"type":"workspace_change","kind":"undo","before":"b","after":"a","files":[{"path":"x.bin","kind":"deleted","binary":true},{"path":"l","kind":"added","added_lines":1,"link":true}],"turn_sequence":12,"forced":true}`},
 	}
 }
 

@@ -201,6 +201,47 @@ func providerRoutes(ctx context.Context, t *testing.T, alice, carol *grpc.Client
 	if tested, err := llmC.TestProvider(ctx, &penguinv1.TestProviderRequest{Project: "apollo", Name: "apollo-llm"}); err != nil || tested.GetOk() {
 		t.Fatalf("Carol's test of a route at a dead address: %v, %v", tested, err)
 	}
+	// The audit log of apollo, which Alice owns, records her change of
+	// its routes, without the key, and not Carol's refused one.
+	log, err := penguinv1.NewProjectServiceClient(alice).ListAudit(ctx, &penguinv1.ListAuditRequest{ProjectId: "apollo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var adds, removes int
+	for _, r := range log.GetRecords() {
+		switch {
+		case strings.Contains(r.String(), "sk-alice"):
+			t.Fatalf("the audit log holds the route's key: %v", r)
+		case r.GetAction() == "provider_route.add" && r.GetActor() == "alice" && r.GetTarget() == "apollo-llm" && r.GetDetail() == "api key set":
+			adds++
+		case r.GetAction() == "provider_route.remove":
+			removes++
+		}
+	}
+	if adds != 1 || removes != 0 {
+		t.Fatalf("apollo's audit log has %d route additions by alice and %d removals; want 1 and 0:\n%v", adds, removes, log.GetRecords())
+	}
+
+	// A project with a stored route is not deleted until its owner
+	// removes the route: no key outlives its project.
+	projects := penguinv1.NewProjectServiceClient(alice)
+	if _, err := projects.CreateProject(ctx, &penguinv1.CreateProjectRequest{ProjectId: "doomed"}); err != nil {
+		t.Fatal(err)
+	}
+	doomed := &penguinv1.ProviderRoute{Name: "doomed-llm", Type: "openai", BaseUrl: "http://127.0.0.1:9/v1"}
+	if _, err := llmA.AddProvider(ctx, &penguinv1.AddProviderRequest{Project: "doomed", Route: doomed, ApiKey: "sk-doomed-0123456789abcdef"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = projects.DeleteProject(ctx, &penguinv1.DeleteProjectRequest{ProjectId: "doomed"})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "doomed-llm") {
+		t.Fatalf("deleting a project with a provider route: %v; want FAILED_PRECONDITION naming the route", err)
+	}
+	if _, err := llmA.RemoveProvider(ctx, &penguinv1.RemoveProviderRequest{Project: "doomed", Name: "doomed-llm"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := projects.DeleteProject(ctx, &penguinv1.DeleteProjectRequest{ProjectId: "doomed"}); err != nil {
+		t.Fatalf("deleting the project once its route is gone: %v", err)
+	}
 }
 
 // refused are the answers to a call on Alice's things.
@@ -328,6 +369,8 @@ var bodies = map[string]string{
 // there.
 var queries = map[string]string{
 	"GET /api/sessions": "?project_id=apollo",
+	// The global audit log holds Alice's sign-ins: admins only.
+	"GET /api/audit": "?limit=100",
 }
 
 func attackHTTP(ctx context.Context, t *testing.T, base string, routes []string, token, aliceToken string) {

@@ -7,6 +7,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -40,6 +41,11 @@ type Sessions interface {
 	Update(ctx context.Context, id string, u session.Update) (*penguinv1.Session, error)
 	Processes(ctx context.Context, id string) ([]*penguinv1.ProcessInfo, error)
 	KillProcess(ctx context.Context, id, processID string) (string, error)
+	WorkspaceChanges(ctx context.Context, id string) ([]*penguinv1.TurnChange, error)
+	WorkspaceDiff(ctx context.Context, id string, seq int64) (*penguinv1.TurnChange, error)
+	UndoChange(ctx context.Context, id string, seq int64, redo, force bool) (*session.UndoResult, error)
+	WorkspaceFiles(ctx context.Context, id, dir string) (*penguinv1.ListWorkspaceFilesResponse, error)
+	WorkspaceFile(ctx context.Context, id, name string) (*penguinv1.ReadWorkspaceFileResponse, error)
 }
 
 // Server implements penguinv1.EngineServiceServer.
@@ -157,6 +163,79 @@ func (s *Server) KillSessionProcess(ctx context.Context, req *penguinv1.KillSess
 		return nil, s.status(ctx, err)
 	}
 	return &penguinv1.KillSessionProcessResponse{Message: msg}, nil
+}
+
+// ListWorkspaceChanges lists what a session's turns changed in its
+// workspace.
+func (s *Server) ListWorkspaceChanges(ctx context.Context, req *penguinv1.ListWorkspaceChangesRequest) (*penguinv1.ListWorkspaceChangesResponse, error) {
+	if err := s.allow(ctx, req.GetSessionId(), access.Read); err != nil {
+		return nil, err
+	}
+	cs, err := s.sessions.WorkspaceChanges(ctx, req.GetSessionId())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &penguinv1.ListWorkspaceChangesResponse{Changes: cs}, nil
+}
+
+// GetWorkspaceDiff returns one turn's change with its diffs.
+func (s *Server) GetWorkspaceDiff(ctx context.Context, req *penguinv1.GetWorkspaceDiffRequest) (*penguinv1.GetWorkspaceDiffResponse, error) {
+	if err := s.allow(ctx, req.GetSessionId(), access.Read); err != nil {
+		return nil, err
+	}
+	if req.GetSequence() < 0 {
+		return nil, status.Error(codes.InvalidArgument, "sequence must be a change's sequence number (0: the last change)")
+	}
+	c, err := s.sessions.WorkspaceDiff(ctx, req.GetSessionId(), req.GetSequence())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &penguinv1.GetWorkspaceDiffResponse{Change: c}, nil
+}
+
+// UndoWorkspaceChange undoes or redoes one turn's change of the
+// workspace.
+func (s *Server) UndoWorkspaceChange(ctx context.Context, req *penguinv1.UndoWorkspaceChangeRequest) (*penguinv1.UndoWorkspaceChangeResponse, error) {
+	if err := s.allow(ctx, req.GetSessionId(), access.Write); err != nil {
+		return nil, err
+	}
+	if req.GetSequence() < 0 {
+		return nil, status.Error(codes.InvalidArgument, "sequence must be a change's sequence number (0: the last change)")
+	}
+	res, err := s.sessions.UndoChange(ctx, req.GetSessionId(), req.GetSequence(), req.GetRedo(), req.GetForce())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	action := "undo"
+	if req.GetRedo() {
+		action = "redo"
+	}
+	s.audit(ctx, req.GetSessionId(), action, fmt.Sprintf("workspace change at sequence %d", res.TurnSequence))
+	return &penguinv1.UndoWorkspaceChangeResponse{Change: res.Change, Sequence: res.Sequence, TurnSequence: res.TurnSequence, Overwritten: res.Overwritten}, nil
+}
+
+// ListSessionFiles lists one directory of a session's workspace.
+func (s *Server) ListSessionFiles(ctx context.Context, req *penguinv1.ListSessionFilesRequest) (*penguinv1.ListSessionFilesResponse, error) {
+	if err := s.allow(ctx, req.GetSessionId(), access.Read); err != nil {
+		return nil, err
+	}
+	resp, err := s.sessions.WorkspaceFiles(ctx, req.GetSessionId(), req.GetDir())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &penguinv1.ListSessionFilesResponse{Entries: resp.GetEntries(), Truncated: resp.GetTruncated()}, nil
+}
+
+// GetSessionFile reads one file of a session's workspace.
+func (s *Server) GetSessionFile(ctx context.Context, req *penguinv1.GetSessionFileRequest) (*penguinv1.GetSessionFileResponse, error) {
+	if err := s.allow(ctx, req.GetSessionId(), access.Read); err != nil {
+		return nil, err
+	}
+	f, err := s.sessions.WorkspaceFile(ctx, req.GetSessionId(), req.GetPath())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &penguinv1.GetSessionFileResponse{File: f}, nil
 }
 
 // GetSession describes a session.

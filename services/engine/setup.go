@@ -21,6 +21,7 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/agentmirror"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/lease"
+	"github.com/penguin-agent/penguin/services/engine/oidclogin"
 	"github.com/penguin-agent/penguin/services/engine/scheduler"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"
@@ -93,6 +94,9 @@ type Config struct {
 	// team mode until the admin changes it; SeedAdminPassword, when set,
 	// is that password instead (for automation), and no file is written.
 	AdminPasswordFile, SeedAdminPassword string
+	// OIDC configures sign-in through an identity provider; its zero
+	// value configures none. It needs team mode.
+	OIDC oidclogin.Config
 	// ScheduleMissedAfter is how late a schedule's due time may be
 	// claimed and still count as on time, not missed (see package
 	// scheduler); zero means scheduler.DefaultMissedAfter.
@@ -145,7 +149,14 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 	}
 	e := &Engine{store: st, replicas: grpcclient.NewPool(cfg.Dial)}
 	e.guard = access.New(st, access.Options{Mode: cfg.mode(), ServiceToken: cfg.ServiceToken, Logger: log})
-	e.accounts = accounts.New(e.guard)
+	var login *oidclogin.Login
+	if cfg.OIDC.Enabled() {
+		if login, err = oidclogin.New(cfg.OIDC, st); err != nil {
+			return nil, errors.Join(err, st.Close())
+		}
+		log.Info("sign-in through an identity provider", "issuer", cfg.OIDC.Issuer, "client_id", cfg.OIDC.ClientID, "redirect_url", cfg.OIDC.RedirectURL)
+	}
+	e.accounts = accounts.New(e.guard, penguinv1.NewLLMServiceClient(cfg.LLM), login)
 	if cfg.Team {
 		first, err := e.guard.SeedAdmin(ctx, cfg.AdminPasswordFile, cfg.SeedAdminPassword)
 		if err != nil {
@@ -253,6 +264,8 @@ func (cfg *Config) check() error {
 		return errors.New("engine: Config.Advertise is required")
 	case cfg.LeaseTTL != 0 && cfg.LeaseTTL < MinLeaseTTL:
 		return fmt.Errorf("engine: lease TTL %s is too short; give at least %s", cfg.LeaseTTL, MinLeaseTTL)
+	case cfg.OIDC.Enabled() && !cfg.Team:
+		return errors.New("engine: sign-in through an identity provider needs team mode")
 	case cfg.Team && cfg.ServiceToken == "":
 		return errors.New("engine: team mode needs a service token, which the services present to each other")
 	case cfg.EnvironmentIdleTimeout < 0:

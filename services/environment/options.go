@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/penguin-agent/penguin/services/environment/checkpoint"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 
@@ -98,6 +99,9 @@ type Options struct {
 	// one scratch directory (one label); beyond it the oldest archives
 	// are removed first. Zero means DefaultScratchLimit.
 	ScratchLimit int64
+	// Checkpoints bounds the workspace checkpoints that turns' undo rests
+	// on (CheckpointWorkspace); zero means checkpoint.DefaultLimits.
+	Checkpoints checkpoint.Limits
 	// Env is the base environment of commands; nil means this process's.
 	// Penguin's own variables and provider credentials are removed from
 	// it (see CommandEnv).

@@ -12,6 +12,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/logger"
+	"github.com/penguin-agent/penguin/services/environment/checkpoint"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 
@@ -35,6 +36,11 @@ type Service struct {
 	proxy *egressProxy
 
 	metrics *metrics
+
+	// checkpointMu serializes checkpoints and restores, so that a
+	// restore's checkpoints around it see nothing else's writes to the
+	// stores.
+	checkpointMu sync.Mutex
 
 	mu   sync.Mutex
 	envs map[string]*Environment
@@ -99,6 +105,9 @@ func New(opts Options) (*Service, error) {
 	}
 	if opts.CheckSandbox == nil {
 		opts.CheckSandbox = sandbox.Check
+	}
+	if opts.Checkpoints == (checkpoint.Limits{}) {
+		opts.Checkpoints = checkpoint.DefaultLimits
 	}
 	if opts.Version == "" {
 		opts.Version = "dev"

@@ -228,6 +228,9 @@ type authState struct {
 	User               *userJSON `json:"user,omitempty"`
 	Operator           bool      `json:"operator,omitempty"`
 	MustChangePassword bool      `json:"must_change_password,omitempty"`
+	// OIDCName is the identity provider's name when one is configured:
+	// the sign-in page offers "Sign in with <OIDCName>".
+	OIDCName string `json:"oidc_name,omitempty"`
 }
 
 // userJSON is a user as the web app sees them.
@@ -277,6 +280,12 @@ func (g *Gateway) authStatus(w http.ResponseWriter, r *http.Request) {
 	if g.opts.Team {
 		out.Mode = "team"
 	}
+	opts, err := g.accounts.GetSignInOptions(withCredential(r.Context(), ""), &penguinv1.GetSignInOptionsRequest{})
+	if err != nil {
+		g.fail(w, r, err)
+		return
+	}
+	out.OIDCName = opts.GetOidcName()
 	cred, code, _ := g.auth.credential(w, r, false)
 	if code != codes.OK {
 		writeJSON(w, http.StatusOK, out)
@@ -291,7 +300,9 @@ func (g *Gateway) authStatus(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, g.stateOf(r, who))
+	st := g.stateOf(r, who)
+	st.OIDCName = out.OIDCName
+	writeJSON(w, http.StatusOK, st)
 }
 
 // withCredential returns ctx whose engine and llm calls present cred, the
@@ -354,11 +365,7 @@ func (g *Gateway) userLogin(w http.ResponseWriter, r *http.Request, body loginBo
 		return
 	}
 	secret := resp.GetSessionToken()
-	exp := resp.GetExpiresAt().AsTime()
-	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: secret, Path: "/", Expires: exp, MaxAge: int(time.Until(exp) / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
-	})
+	g.setSessionCookie(w, r, secret, resp.GetExpiresAt().AsTime())
 	who, err := g.accounts.WhoAmI(withCredential(r.Context(), secret), &penguinv1.WhoAmIRequest{})
 	if err != nil {
 		g.fail(w, r, err)
@@ -367,6 +374,15 @@ func (g *Gateway) userLogin(w http.ResponseWriter, r *http.Request, body loginBo
 	st := g.stateOf(r, who)
 	st.CSRFToken = userCSRF(secret)
 	writeJSON(w, http.StatusOK, st)
+}
+
+// setSessionCookie keeps a user's login session (its secret, ending at
+// exp) in the browser's session cookie.
+func (g *Gateway) setSessionCookie(w http.ResponseWriter, r *http.Request, secret string, exp time.Time) {
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: secret, Path: "/", Expires: exp, MaxAge: int(time.Until(exp) / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
 }
 
 // logout serves POST /api/auth/logout: a user's login session ends in the

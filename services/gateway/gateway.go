@@ -107,6 +107,8 @@ func (g *Gateway) routes() {
 	m.HandleFunc("GET /api/auth", g.authStatus)
 	m.HandleFunc("POST /api/auth/login", g.login)
 	m.HandleFunc("POST /api/auth/logout", g.logout)
+	m.HandleFunc("GET /api/auth/oidc/start", g.oidcStart)
+	m.HandleFunc("GET /api/auth/oidc/callback", g.oidcCallback)
 
 	api := func(pattern string, h http.HandlerFunc) {
 		g.apiRoutes = append(g.apiRoutes, pattern)
@@ -138,6 +140,7 @@ func (g *Gateway) routes() {
 	g.teamRoutes(api)
 	g.providerRoutes(api)
 	g.scheduleRoutes(api)
+	g.workspaceRoutes(api)
 	var app http.Handler
 	if g.opts.App != nil {
 		app = appHandler(g.opts.App)

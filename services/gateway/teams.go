@@ -42,6 +42,7 @@ func (g *Gateway) teamRoutes(api func(string, http.HandlerFunc)) {
 	api("PUT /api/projects/{project}/members/{user}", rpcRoute(g, g.opts.Projects, projects, pr.SetMember, http.StatusNoContent))
 	api("DELETE /api/projects/{project}/members/{user}", rpcRoute(g, g.opts.Projects, projects, pr.RemoveMember, http.StatusNoContent))
 	api("GET /api/projects/{project}/audit", g.audit)
+	api("GET /api/audit", g.audit)
 
 	api("GET /api/tokens", rpcRoute(g, g.opts.Tokens, tokens, tk.ListTokens, http.StatusOK))
 	api("POST /api/tokens", rpcRoute(g, g.opts.Tokens, tokens, tk.CreateToken, http.StatusCreated))
@@ -49,7 +50,8 @@ func (g *Gateway) teamRoutes(api func(string, http.HandlerFunc)) {
 }
 
 // audit serves GET /api/projects/{project}/audit?before_id=N&limit=M: a
-// page of the project's audit log, newest first.
+// page of the project's audit log, newest first; and GET /api/audit, the
+// same of the global log (admins).
 func (g *Gateway) audit(w http.ResponseWriter, r *http.Request) {
 	before, err := queryInt(r, "before_id", 1<<62)
 	if err != nil {

@@ -29,8 +29,8 @@ import (
 	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 	"github.com/penguin-agent/penguin/services/llm"
 	"github.com/penguin-agent/penguin/services/llm/middleware"
-	"github.com/penguin-agent/penguin/services/llm/providers"
 	"github.com/penguin-agent/penguin/services/llm/registry"
+	"github.com/penguin-agent/penguin/services/llm/routing"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 )
 
@@ -61,12 +61,12 @@ func newBenchStack(b *testing.B, script emulator.Script) *benchStack {
 	cfg.BaseURL = emu.URL + "/v1"
 	cfg.HTTPClient = &http.Client{Transport: directTr}
 
-	f, err := providers.Parse([]byte("providers:\n  - name: emu\n    type: openai\n    base_url: " + emu.URL + "/v1\n"))
+	f, err := routing.Parse([]byte("providers:\n  - name: emu\n    type: openai\n    base_url: " + emu.URL + "/v1\n"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	reg := registry.New()
-	if err := providers.Build(f, reg, providers.Deps{Lookup: config.MapLookup(nil), HTTPClient: &http.Client{Transport: gatewayTr}, IdleTimeout: llm.DefaultIdleTimeout}); err != nil {
+	if err := routing.Build(f, reg, routing.Deps{Lookup: config.MapLookup(nil), HTTPClient: &http.Client{Transport: gatewayTr}, IdleTimeout: llm.DefaultIdleTimeout}); err != nil {
 		b.Fatal(err)
 	}
 	metrics := prometheus.NewRegistry()

@@ -15,9 +15,9 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
-	"github.com/penguin-agent/penguin/services/llm/providers"
 	"github.com/penguin-agent/penguin/services/llm/registry"
 	"github.com/penguin-agent/penguin/services/llm/routestore"
+	"github.com/penguin-agent/penguin/services/llm/routing"
 )
 
 // The handlers of the routes added through the API. Who may call them is
@@ -64,19 +64,19 @@ func (s *Service) routeStore() (*routestore.Store, error) {
 // and returns it as a providers file entry. Besides the file's own
 // checks, it refuses what only an operator may set: a stored route takes
 // its key from the store, never from the server's environment or files.
-func (s *Service) routeOf(project string, r *penguinv1.ProviderRoute, key *string) (providers.Provider, error) {
+func (s *Service) routeOf(project string, r *penguinv1.ProviderRoute, key *string) (routing.Provider, error) {
 	if err := checkProject(project); err != nil {
-		return providers.Provider{}, err
+		return routing.Provider{}, err
 	}
-	bad := func(format string, args ...any) (providers.Provider, error) {
-		return providers.Provider{}, status.Errorf(codes.InvalidArgument, format, args...)
+	bad := func(format string, args ...any) (routing.Provider, error) {
+		return routing.Provider{}, status.Errorf(codes.InvalidArgument, format, args...)
 	}
 	if r == nil {
 		return bad("route is required")
 	}
-	p := providers.Provider{Name: r.GetName(), Type: r.GetType(), BaseURL: r.GetBaseUrl(), Catalog: r.GetCatalog(), Headers: r.GetHeaders()}
+	p := routing.Provider{Name: r.GetName(), Type: r.GetType(), BaseURL: r.GetBaseUrl(), Catalog: r.GetCatalog(), Headers: r.GetHeaders()}
 	switch {
-	case !providers.ValidName(p.Name):
+	case !routing.ValidName(p.Name):
 		return bad("route.name %q: use 1 to 64 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit", p.Name)
 	case key != nil && (len(*key) > 4096 || strings.IndexFunc(*key, func(r rune) bool { return r < 0x21 || r > 0x7e }) >= 0):
 		return bad("api_key: a key of printable ASCII characters without spaces, at most 4096")
@@ -89,15 +89,15 @@ func (s *Service) routeOf(project string, r *penguinv1.ProviderRoute, key *strin
 		if !modelID().MatchString(m) {
 			return bad("route.models: %q is not a model id", m)
 		}
-		p.Models = append(p.Models, providers.Model{ID: m})
+		p.Models = append(p.Models, routing.Model{ID: m})
 	}
 	if key != nil {
 		p.APIKey = *key
 	}
-	if err := (&providers.File{Providers: []providers.Provider{p}}).Validate(); err != nil {
+	if err := (&routing.File{Providers: []routing.Provider{p}}).Validate(); err != nil {
 		return bad("route: %v", err)
 	}
-	if _, err := providers.Registrations([]providers.Provider{p}, s.source.deps); err != nil {
+	if _, err := routing.Registrations([]routing.Provider{p}, s.source.deps); err != nil {
 		return bad("route: %v", err)
 	}
 	return p, nil
@@ -197,7 +197,7 @@ func storeStatus(err error, project, name string) error {
 // once (the others see it at their next look at the store), and describes
 // the route as it is now listed; as it was written when the reload
 // failed, whose error the listing's notice then reports.
-func (s *Service) refreshed(project string, p providers.Provider) *penguinv1.ProviderInfo {
+func (s *Service) refreshed(project string, p routing.Provider) *penguinv1.ProviderInfo {
 	if s.Reload() == nil {
 		if _, rt, ok := s.registry(project).Lookup(p.Name); ok && rt.Project == project {
 			return providerInfo(rt)

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/penguin-agent/penguin/internal/config"
-	"github.com/penguin-agent/penguin/services/llm/providers"
 	"github.com/penguin-agent/penguin/services/llm/registry"
 	"github.com/penguin-agent/penguin/services/llm/routestore"
+	"github.com/penguin-agent/penguin/services/llm/routing"
 )
 
 // DefaultWatchInterval is how often [Service.Watch] looks at the providers
@@ -59,7 +59,7 @@ func (rs *routeSet) of(project string) *registry.Registry {
 type routeSource struct {
 	file   string
 	lookup config.LookupFunc
-	deps   providers.Deps
+	deps   routing.Deps
 	store  *routestore.Store // nil: no route store
 	log    *slog.Logger
 
@@ -78,9 +78,9 @@ func (src *routeSource) build(ctx context.Context) (*routeSet, error) {
 	src.mu.Lock()
 	defer src.mu.Unlock()
 	fp := src.fingerprint()
-	f := &providers.File{}
+	f := &routing.File{}
 	if src.file != "" {
-		loaded, err := providers.Load(src.file)
+		loaded, err := routing.Load(src.file)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:
@@ -93,7 +93,7 @@ func (src *routeSource) build(ctx context.Context) (*routeSet, error) {
 	for _, p := range f.Providers {
 		origins[p.Name] = OriginFile
 	}
-	env, err := providers.FromEnv(src.lookup, src.deps.Catalog)
+	env, err := routing.FromEnv(src.lookup, src.deps.Catalog)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func (src *routeSource) build(ctx context.Context) (*routeSet, error) {
 			return nil, err
 		}
 	}
-	global, err := providers.Registrations(f.Providers, src.deps)
+	global, err := routing.Registrations(f.Providers, src.deps)
 	if err != nil {
 		return nil, err
 	}
@@ -168,10 +168,10 @@ func (src *routeSource) storedRoute(r routestore.Route) (registry.Registration, 
 	if r.Err != nil {
 		return registry.Registration{}, r.Err
 	}
-	if err := (&providers.File{Providers: []providers.Provider{r.Provider}}).Validate(); err != nil {
+	if err := (&routing.File{Providers: []routing.Provider{r.Provider}}).Validate(); err != nil {
 		return registry.Registration{}, err
 	}
-	regs, err := providers.Registrations([]providers.Provider{r.Provider}, src.deps)
+	regs, err := routing.Registrations([]routing.Provider{r.Provider}, src.deps)
 	if err != nil {
 		return registry.Registration{}, err
 	}
@@ -202,7 +202,7 @@ func (src *routeSource) fingerprint() string {
 		return fmt.Sprintf("%s:%d:%d;", path, st.Size(), st.ModTime().UnixNano())
 	}
 	fp := stamp(src.file)
-	if f, err := providers.Load(src.file); err == nil {
+	if f, err := routing.Load(src.file); err == nil {
 		for _, p := range f.Providers {
 			if p.APIKeyFile != "" {
 				fp += stamp(p.APIKeyFile)

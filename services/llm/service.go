@@ -29,9 +29,9 @@ import (
 	"github.com/penguin-agent/penguin/internal/catalog"
 	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/llm/failure"
-	"github.com/penguin-agent/penguin/services/llm/providers"
 	"github.com/penguin-agent/penguin/services/llm/registry"
 	"github.com/penguin-agent/penguin/services/llm/routestore"
+	"github.com/penguin-agent/penguin/services/llm/routing"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 	"github.com/penguin-agent/penguin/services/llm/translate"
 )
@@ -105,7 +105,7 @@ func New(opts Options) (*Service, error) {
 
 // noProviderNotice says that no provider is configured and how to add one.
 func noProviderNotice(cat *catalog.Catalog) string {
-	vars := providers.KeyVars(cat)
+	vars := routing.KeyVars(cat)
 	if len(vars) > 6 {
 		vars = append(vars[:6:6], "…")
 	}

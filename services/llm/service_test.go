@@ -31,8 +31,8 @@ import (
 	"github.com/penguin-agent/penguin/services/llm/failure"
 	"github.com/penguin-agent/penguin/services/llm/internal/llmtest"
 	"github.com/penguin-agent/penguin/services/llm/middleware"
-	"github.com/penguin-agent/penguin/services/llm/providers"
 	"github.com/penguin-agent/penguin/services/llm/registry"
+	"github.com/penguin-agent/penguin/services/llm/routing"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 )
 
@@ -119,12 +119,12 @@ func start(t *testing.T, script emulator.Script, opt options) *env {
 	e.emu = emulator.NewServer(script, emulator.WithAPIKey(apiKey), emulator.WithLogger(slog.New(e.emuLogs)))
 	t.Cleanup(e.emu.Close)
 
-	f, err := providers.Parse([]byte(fmt.Sprintf(providersYAML, e.emu.URL)))
+	f, err := routing.Parse([]byte(fmt.Sprintf(providersYAML, e.emu.URL)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	hc := llmtest.Client(t)
-	if err := providers.Build(f, e.reg, providers.Deps{
+	if err := routing.Build(f, e.reg, routing.Deps{
 		Lookup: config.MapLookup(map[string]string{"EMU_KEY": apiKey}), HTTPClient: hc, IdleTimeout: 5 * time.Second,
 	}); err != nil {
 		t.Fatal(err)

@@ -15,8 +15,8 @@ import (
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/llm/middleware"
-	"github.com/penguin-agent/penguin/services/llm/providers"
 	"github.com/penguin-agent/penguin/services/llm/routestore"
+	"github.com/penguin-agent/penguin/services/llm/routing"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 )
 
@@ -28,7 +28,7 @@ const DefaultIdleTimeout = 60 * time.Second
 // `penguin serve llm` and the all-in-one `penguin serve` both use [Setup].
 type Config struct {
 	// ProvidersFile is the providers YAML. Its routes come first; the
-	// presets that the environment turns on (see providers.FromEnv) add
+	// presets that the environment turns on (see routing.FromEnv) add
 	// the routes it does not name. A file that does not exist yet adds
 	// nothing, and is picked up by [Service.Watch] once it does.
 	ProvidersFile string
@@ -40,7 +40,9 @@ type Config struct {
 	RouteStore string
 	// RouteSecret seals the stored routes' API keys (see
 	// routestore.NewSealer); required with RouteStore, and the same for
-	// every replica.
+	// every replica. One secret per line: the first seals, the others
+	// are earlier secrets that still open the keys sealed under them (a
+	// key rotation; see ResealRoutes).
 	RouteSecret []byte
 	// RouteKeyFile holds the secret when RouteSecret is empty; with
 	// MakeRouteKey, a missing file is made with a random secret (mode
@@ -119,26 +121,16 @@ func Setup(cfg Config) (*Service, error) {
 		mw = append(mw, m.Middleware())
 	}
 	mw = append(mw, cfg.Middleware...)
-	src := &routeSource{file: cfg.ProvidersFile, lookup: cfg.Lookup, log: log, deps: providers.Deps{
+	src := &routeSource{file: cfg.ProvidersFile, lookup: cfg.Lookup, log: log, deps: routing.Deps{
 		Lookup: cfg.Lookup, Catalog: cat, HTTPClient: hc, IdleTimeout: idle, TracerProvider: cfg.TracerProvider, Logger: log,
 	}}
 	if cfg.RouteStore != "" {
-		secret := cfg.RouteSecret
-		if len(secret) == 0 && cfg.RouteKeyFile != "" {
-			var err error
-			if secret, err = routestore.LoadSecret(cfg.RouteKeyFile, cfg.MakeRouteKey); err != nil {
-				return nil, fmt.Errorf("llm: the route key secret: %w", err)
-			}
-		}
-		sealer, err := routestore.NewSealer(secret)
-		if err != nil {
-			return nil, fmt.Errorf("llm: %w", err)
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		src.store, err = routestore.Open(ctx, cfg.RouteStore, sealer)
+		var err error
+		src.store, err = openRouteStore(ctx, &cfg, cfg.MakeRouteKey)
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("llm: %w", err)
+			return nil, err
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -205,4 +197,50 @@ func NewHTTPClient() *http.Client {
 	tr.MaxIdleConns = MaxIdleConns
 	tr.MaxIdleConnsPerHost = MaxIdleConnsPerProvider
 	return &http.Client{Transport: tr}
+}
+
+// openRouteStore opens cfg's route store with the sealer of its key
+// secret: RouteSecret, else the file RouteKeyFile, made first when
+// missing and makeKey is set.
+func openRouteStore(ctx context.Context, cfg *Config, makeKey bool) (*routestore.Store, error) {
+	secret := cfg.RouteSecret
+	if len(secret) == 0 && cfg.RouteKeyFile != "" {
+		var err error
+		if secret, err = routestore.LoadSecret(cfg.RouteKeyFile, makeKey); err != nil {
+			return nil, fmt.Errorf("llm: the route key secret: %w", err)
+		}
+	}
+	sealer, err := routestore.NewSealer(secret)
+	if err != nil {
+		return nil, fmt.Errorf("llm: %w", err)
+	}
+	st, err := routestore.Open(ctx, cfg.RouteStore, sealer)
+	if err != nil {
+		return nil, fmt.Errorf("llm: %w", err)
+	}
+	return st, nil
+}
+
+// ResealRoutes is a key rotation's last step: it moves every API key of
+// cfg's route store that an earlier secret sealed onto the first secret
+// of its key secret (one secret per line, the new one first, the earlier
+// ones after it), and returns how many keys it moved. It works on the
+// store directly, with no server running; replicas that run see the
+// change within a second, and open the moved keys as long as they hold
+// the new secret. When some key opens under none of the secrets, it moves
+// none and names those keys.
+func ResealRoutes(ctx context.Context, cfg Config) (int, error) {
+	if cfg.RouteStore == "" {
+		return 0, errors.New("llm: no route store to re-seal")
+	}
+	st, err := openRouteStore(ctx, &cfg, false)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	n, err := st.Reseal(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("llm: re-seal the stored keys: %w", err)
+	}
+	return n, nil
 }

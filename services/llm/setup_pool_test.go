@@ -14,8 +14,8 @@ import (
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 	"github.com/penguin-agent/penguin/services/llm"
-	"github.com/penguin-agent/penguin/services/llm/providers"
 	"github.com/penguin-agent/penguin/services/llm/registry"
+	"github.com/penguin-agent/penguin/services/llm/routing"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 )
@@ -43,12 +43,12 @@ func TestHTTPClientReusesConnections(t *testing.T) {
 
 	hc := llm.NewHTTPClient()
 	defer hc.CloseIdleConnections()
-	f, err := providers.Parse([]byte("providers:\n  - name: local\n    type: openai\n    base_url: " + hs.URL + "/v1\n"))
+	f, err := routing.Parse([]byte("providers:\n  - name: local\n    type: openai\n    base_url: " + hs.URL + "/v1\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := registry.New()
-	if err := providers.Build(f, reg, providers.Deps{Lookup: config.MapLookup(nil), HTTPClient: hc}); err != nil {
+	if err := routing.Build(f, reg, routing.Deps{Lookup: config.MapLookup(nil), HTTPClient: hc}); err != nil {
 		t.Fatal(err)
 	}
 	svc, err := llm.New(llm.Options{Registry: reg})

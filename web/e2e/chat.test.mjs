@@ -8,11 +8,11 @@
 // CHROMIUM the browser; KEEP=1 keeps the temporary directory.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { cpSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { axe, launchChromium, Runner, shot as shotIn, stepper } from "./harness.mjs";
+import { apiCall, axe, launchChromium, Runner, shot as shotIn, stepper } from "./harness.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, "../..");
@@ -49,18 +49,12 @@ after(async () => {
   if (process.env.KEEP !== "1") rmSync(work, { recursive: true, force: true });
 });
 
-/** call makes an API request from the page, with its CSRF token. */
-function call(page, method, path, body) {
-  return page.evaluate(async ([method, path, body]) => {
-    const auth = await fetch("/api/auth").then((r) => r.json());
-    const r = await fetch(path, {
-      method, headers: { "Content-Type": "application/json", "X-CSRF-Token": auth.csrf_token ?? "" },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await r.text();
-    if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${text}`);
-    return text ? JSON.parse(text) : undefined;
-  }, [method, path, body]);
+/** call makes an API request from the page, with its CSRF token, and
+ * returns the parsed body; a refusal fails the test. */
+async function call(page, method, path, body) {
+  const r = await apiCall(page, method, path, body);
+  if (r.status >= 400) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body;
 }
 
 test("the chat: rendered answers, safe defaults, sessions and controls", { timeout: 240000 }, async () => {
@@ -324,14 +318,56 @@ test("the chat: rendered answers, safe defaults, sessions and controls", { timeo
     assert.match(again.body.message, /no command session has process_id/);
   });
 
+  await step("the workspace panel: a turn's change shown, undone and redone to the byte, and a refused undo", async () => {
+    await page.getByTestId("composer").fill("Change the workspace.");
+    await page.getByTestId("composer").press("Enter");
+    await page.locator(".msg.assistant").filter({ hasText: "Both changes are made." }).waitFor();
+    await page.getByTestId("chat-state").filter({ hasText: "idle" }).waitFor();
+    await page.getByRole("button", { name: "Processes" }).click();
+    await page.getByRole("button", { name: "Workspace" }).click();
+    const change = page.getByTestId("change").filter({ hasText: "Change the workspace" });
+    await change.filter({ hasText: "made.txt" }).filter({ hasText: "notes/plan.md" }).waitFor();
+    await change.getByRole("button", { name: "Diff" }).click();
+    await change.getByTestId("change-diff").filter({ hasText: "+made by a command" }).waitFor();
+    const tree = page.getByTestId("file-tree");
+    await tree.getByRole("button", { name: "notes/" }).click();
+    await tree.getByRole("button", { name: "plan.md" }).click();
+    await page.getByTestId("file-view").filter({ hasText: "- undo me" }).waitFor();
+    await shot(page, "11-workspace");
+    assert.deepEqual(await axe(page), [], "axe-core: the workspace panel");
+
+    const plan = join(workspace, "notes/plan.md"), made = join(workspace, "made.txt");
+    await change.getByRole("button", { name: "Undo", exact: true }).click();
+    await change.getByTestId("undone").waitFor();
+    assert.ok(!existsSync(plan) && !existsSync(made), "the undo removed the files the turn made, by a tool and by a command");
+    await page.getByTestId("notice").filter({ hasText: "Undid change" }).waitFor();
+    await change.getByRole("button", { name: "Redo", exact: true }).click();
+    await change.getByTestId("undone").waitFor({ state: "detached" });
+    assert.equal(readFileSync(made, "utf8"), "made by a command\n");
+    assert.equal(readFileSync(plan, "utf8"), "# Plan\n\n- undo me\n");
+
+    // A file edited since: the undo refuses and changes nothing, until forced.
+    writeFileSync(made, "mine\n");
+    await change.getByRole("button", { name: "Undo", exact: true }).click();
+    await page.getByTestId("undo-conflict").filter({ hasText: "made.txt" }).waitFor();
+    assert.equal(readFileSync(made, "utf8"), "mine\n");
+    assert.ok(existsSync(plan), "a refused undo changed nothing");
+    await shot(page, "12-undo-conflict");
+    assert.deepEqual(await axe(page), [], "axe-core: the refused undo");
+    await page.getByRole("button", { name: "Undo anyway" }).click();
+    await change.getByTestId("undone").waitFor();
+    assert.ok(!existsSync(made) && !existsSync(plan), "the forced undo restored the files");
+    await page.getByRole("button", { name: "Workspace" }).click();
+  });
+
   await step("axe-core in dark mode and at a phone's width", async () => {
     await page.emulateMedia({ colorScheme: "dark" });
     assert.deepEqual(await axe(page), [], "axe-core: the chat, dark");
-    await shot(page, "11-dark");
+    await shot(page, "13-dark");
     await page.setViewportSize({ width: 390, height: 800 });
     assert.deepEqual(await axe(page), [], "axe-core: the chat, phone");
     assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), "no horizontal overflow at a phone's width");
-    await shot(page, "12-phone");
+    await shot(page, "14-phone");
     await page.setViewportSize({ width: 1280, height: 820 });
     await page.emulateMedia({ colorScheme: "light" });
   });
@@ -400,6 +436,6 @@ test("the sidebar with 10,000 sessions", { timeout: 120000 }, async () => {
   assert.ok(rows < 100, `the list is virtualized (${rows} rows in the DOM)`);
   assert.ok(renderMs < 300, `scrolling to the middle took ${renderMs} ms`);
   assert.equal(await list.count(), 1);
-  await shotIn(page, artifacts, "13-sidebar-10k");
+  await shotIn(page, artifacts, "15-sidebar-10k");
   await ctx.close();
 });

@@ -2,7 +2,7 @@
 // pinned environment, Chromium, screenshots, and named steps that leave
 // what is needed to see why one failed.
 import { spawn } from "node:child_process";
-import { copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -114,4 +114,27 @@ export async function axe(page) {
   const violations = await page.evaluate(async () => (await window.axe.run(document, { resultTypes: ["violations"] })).violations);
   return violations.filter((v) => v.impact === "serious" || v.impact === "critical")
     .map((v) => `${v.impact} ${v.id}: ${v.help} — ${v.nodes.map((n) => n.target.join(" ")).slice(0, 5).join(", ")}`);
+}
+
+/** apiCall makes an API request from the page, with its CSRF token, and
+ * returns the status and the parsed body (a refusal included, for the
+ * test to check). */
+export function apiCall(page, method, path, body) {
+  return page.evaluate(async ([method, path, body]) => {
+    const auth = await fetch("/api/auth").then((r) => r.json());
+    const r = await fetch(path, {
+      method, headers: { "Content-Type": "application/json", "X-CSRF-Token": auth.csrf_token ?? "" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await r.text();
+    return { status: r.status, body: text ? JSON.parse(text) : undefined };
+  }, [method, path, body]);
+}
+
+/** finish closes the browser, stops the runner's processes and removes
+ * the test's temporary directory (kept with KEEP=1). */
+export async function finish(browser, runner, work) {
+  await browser?.close();
+  await runner?.stop();
+  if (work && process.env.KEEP !== "1") rmSync(work, { recursive: true, force: true });
 }

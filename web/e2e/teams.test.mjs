@@ -2,7 +2,9 @@
 // against a real `penguin serve --team`: the admin signs in with the
 // seeded password, creates a user and a project and adds the user to it;
 // the user signs in in a second browser context and sees only that
-// project's sessions; tokens are shown once and revoked; a state change
+// project's sessions; on the Models page the project's owner adds a
+// provider route for the project alone, which the member sees but cannot
+// remove, and the owner removes it; tokens are shown once and revoked; a state change
 // without the CSRF header is refused; sign-out ends the sign-in.
 // Screenshots go to web/artifacts/teams/.
 //
@@ -120,6 +122,20 @@ test("team mode: users, projects, members, tokens and who sees what", { timeout:
     await shot(page, "02-team");
   });
 
+  await step("the owner reads the project's audit log, the admin the global one", async () => {
+    const apollo = page.getByTestId("project-apollo");
+    await apollo.getByRole("button", { name: "Show the audit log of apollo" }).click();
+    const log = apollo.getByRole("group", { name: "Audit log of apollo" });
+    await log.getByRole("row").filter({ hasText: "member.set" }).filter({ hasText: "bob" }).waitFor();
+    await log.getByRole("row").filter({ hasText: "project.create" }).waitFor();
+    const global = page.getByRole("region", { name: "Global audit log" });
+    await global.getByRole("button", { name: "Show the global audit log" }).click();
+    await global.getByRole("row").filter({ hasText: "sign_in.failed" }).waitFor();
+    await global.getByRole("row").filter({ hasText: "user.create" }).filter({ hasText: "bob" }).waitFor();
+    assert.ok(!(await global.textContent()).includes(adminPassword), "no password in the audit log");
+    await shot(page, "02b-audit");
+  });
+
   await step("a session in each project; the switcher scopes the list", async () => {
     for (const [project, title] of [["default", "admin-only session"], ["apollo", "apollo session"]]) {
       const r = await call(page, "POST", "/api/sessions", { project_id: project, workspace: work, model: { provider: "none", model_id: "none" } });
@@ -138,6 +154,26 @@ test("team mode: users, projects, members, tokens and who sees what", { timeout:
     await shot(page, "03-switcher");
   });
 
+  await step("the Models page: the project's owner adds a route for the project alone", async () => {
+    await page.getByRole("link", { name: "Models" }).click();
+    // A label's name takes in its select's chosen option, so the fields
+    // are found by their names.
+    const form = page.locator("form.form");
+    await form.locator('select[name="project"]').selectOption("apollo");
+    await form.locator('select[name="provider"]').selectOption("");
+    await form.locator('input[name="name"]').fill("apollo-local");
+    await form.locator('input[name="base_url"]').fill("http://127.0.0.1:9/v1");
+    await form.locator('input[name="model_id"]').fill("apollo-model");
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.getByTestId("setup-done").filter({ hasText: "apollo-local" }).waitFor();
+    await page.getByTestId("route-apollo-local").getByText("project apollo").waitFor();
+    const global = await call(page, "GET", "/api/providers");
+    assert.ok(!JSON.stringify(global.body).includes("apollo-local"), "the project's route is not a global one");
+    const own = await call(page, "GET", "/api/projects/apollo/providers");
+    assert.equal(own.body.providers.find((r) => r.name === "apollo-local")?.project, "apollo");
+    await shot(page, "04-models-project");
+  });
+
   await step("the member signs in in another browser and sees only his project's session", async () => {
     bob = await newPage();
     pages.push(bob.page);
@@ -152,7 +188,23 @@ test("team mode: users, projects, members, tokens and who sees what", { timeout:
     assert.equal((await call(bob.page, "GET", "/api/users")).status, 403);
     await bob.page.getByRole("link", { name: "Team" }).click();
     assert.equal(await bob.page.getByRole("region", { name: "Users" }).count(), 0, "no users page for a member");
-    await shot(bob.page, "04-member");
+    await shot(bob.page, "05-member");
+  });
+
+  await step("the member sees the project's route on the Models page but cannot change it; the owner removes it", async () => {
+    await bob.page.getByLabel("Project", { exact: true }).selectOption("apollo");
+    await bob.page.getByRole("link", { name: "Models" }).click();
+    await bob.page.getByTestId("route-apollo-local").waitFor();
+    assert.equal(await bob.page.getByRole("button", { name: "Remove apollo-local" }).count(), 0, "no Remove button for a member");
+    await bob.page.getByTestId("no-scope").waitFor();
+    const refused = await call(bob.page, "DELETE", "/api/projects/apollo/providers/apollo-local");
+    assert.equal(refused.status, 403, JSON.stringify(refused.body));
+    await shot(bob.page, "06-models-member");
+    await page.getByRole("button", { name: "Remove apollo-local" }).click();
+    await page.getByTestId("route-apollo-local").waitFor({ state: "detached" });
+    const own = await call(page, "GET", "/api/projects/apollo/providers");
+    assert.ok(!JSON.stringify(own.body).includes("apollo-local"));
+    await bob.page.getByRole("link", { name: "Team" }).click();
   });
 
   await step("a token is shown once and revoked", async () => {

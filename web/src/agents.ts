@@ -1,16 +1,18 @@
 // The agent routes of the gateway (/api/projects/{p}/agents/…): one
-// function per route. Every agent belongs to the default project until
-// projects exist.
-import { request } from "./api";
+// function per route, in the project the switcher chose (the default
+// project when it shows every project).
+import { currentProject, request } from "./api";
 
-const base = (agent = "") => `/api/projects/default/agents${agent ? "/" + encodeURIComponent(agent) : ""}`;
 const e = encodeURIComponent;
+const projectBase = () => `/api/projects/${e(currentProject())}`;
+const base = (agent = "") => `${projectBase()}/agents${agent ? "/" + e(agent) : ""}`;
 
 export interface AgentInfo { name: string; version?: string; updated_at?: string }
 export interface SkillInfo { name: string; description?: string; enabled?: boolean; files?: number }
 export interface MemoryScope { key: string; workspace?: string; files?: number }
 export interface MemoryFile { name: string; front_matter?: Record<string, string>; bytes?: string; version?: string }
 export interface MCPServer { name: string; transport?: string; command?: string; args?: string[]; url?: string; permission?: string; env?: Record<string, string>; headers?: Record<string, string> }
+export interface AgentTool { name: string; description?: string; kind?: string; permission?: string; enabled?: boolean; for_model?: string }
 export interface TestResult { ok?: boolean; tools?: string[]; latency_ms?: string; message?: string }
 
 /** toBase64 encodes an uploaded file for a JSON body (proto bytes). */
@@ -24,8 +26,10 @@ export async function toBase64(f: Blob): Promise<string> {
 export const agents = {
   list: () => request<{ agents?: AgentInfo[] }>("GET", base()),
   create: (name: string, from_agent = "") => request<unknown>("POST", base(), { name, from_agent }),
+  rename: (a: string, new_name: string) => request<unknown>("PATCH", base(a), { new_name }),
   remove: (a: string) => request<unknown>("DELETE", base(a)),
   exportURL: (a: string) => base(a) + "/export",
+  importAgent: (a: string, archive: string, replace: boolean) => request<{ files?: number }>("POST", `${base(a)}/import`, { archive, replace }),
   getConfig: (a: string, file: string) => request<{ content?: string; version?: string }>("GET", `${base(a)}/config/${e(file)}`),
   putConfig: (a: string, file: string, content: string, version: string) => request<{ version?: string }>("PUT", `${base(a)}/config/${e(file)}`, { content, version }),
   skills: (a: string) => request<{ skills?: SkillInfo[] }>("GET", `${base(a)}/skills`),
@@ -42,11 +46,13 @@ export const agents = {
   vault: (a: string) => request<{ names?: string[] }>("GET", `${base(a)}/vault`),
   setVault: (a: string, name: string, value: string) => request<unknown>("PUT", `${base(a)}/vault/${e(name)}`, { value }),
   deleteVault: (a: string, name: string) => request<unknown>("DELETE", `${base(a)}/vault/${e(name)}`),
+  tools: (a: string) => request<{ tools?: AgentTool[] }>("GET", `${base(a)}/tools`),
+  enableTool: (a: string, name: string, enabled: boolean) => request<unknown>("PUT", `${base(a)}/tools/${e(name)}/enabled`, { enabled }),
   mcp: (a: string) => request<{ servers?: MCPServer[] }>("GET", `${base(a)}/mcp`),
   putMCP: (a: string, server: MCPServer) => request<unknown>("POST", `${base(a)}/mcp`, { server }),
   deleteMCP: (a: string, name: string) => request<unknown>("DELETE", `${base(a)}/mcp/${e(name)}`),
   testMCP: (a: string, name: string) => request<TestResult>("POST", `${base(a)}/mcp/${e(name)}/test`),
   model: (a: string) => request<{ model?: { provider?: string; model_id?: string } }>("GET", `${base(a)}/model`),
   setModel: (a: string, provider: string, model_id: string) => request<unknown>("PUT", `${base(a)}/model`, { model: { provider, model_id } }),
-  testModel: (provider: string, model_id: string) => request<TestResult>("POST", "/api/projects/default/models/test", { model: { provider, model_id } }),
+  testModel: (provider: string, model_id: string) => request<TestResult>("POST", `${projectBase()}/models/test`, { model: { provider, model_id } }),
 };

@@ -2,7 +2,7 @@
 // the CSRF header every state-changing request carries.
 
 import type { AttachmentLimits } from "./attach";
-import type { TokenCounts } from "./omni/types";
+import type { TokenCounts, WorkspaceFile } from "./omni/types";
 
 export type { TokenCounts };
 
@@ -32,6 +32,25 @@ export interface SessionDefaults {
   network?: string;
   interactive_approval_mode?: string;
   attachments?: AttachmentLimits;
+}
+
+/** One turn's change of the workspace (GET /api/sessions/{id}/changes). */
+export interface TurnChange {
+  /** The sequence of the turn's workspace_change event (an int64, as a string). */
+  sequence: string;
+  time?: string;
+  prompt?: string;
+  undone?: boolean;
+  change?: { files?: WorkspaceFile[]; incomplete?: string };
+}
+
+/** One entry of a workspace directory (GET /api/sessions/{id}/files). */
+export interface WorkspaceEntry {
+  name: string;
+  path: string;
+  dir?: boolean;
+  link?: boolean;
+  size?: string;
 }
 
 /** A command of a session's environment (GET /api/sessions/{id}/processes). */
@@ -96,6 +115,10 @@ export interface ProviderRouteInfo {
   key_hint?: string;
 }
 
+/** routesPath is where the routes of project (empty: the global ones)
+ * are managed. */
+const routesPath = (project: string) => project ? `/api/projects/${encodeURIComponent(project)}/providers` : "/api/providers";
+
 /** The answer of a route's test request. */
 export interface ProviderTest {
   ok?: boolean;
@@ -128,6 +151,9 @@ export interface AuthState {
   user?: { id: string; name?: string; admin: boolean };
   operator?: boolean;
   must_change_password?: boolean;
+  /** The identity provider's name, when one is configured: the sign-in
+   * page offers "Sign in with <oidc_name>". */
+  oidc_name?: string;
 }
 
 /** A user's account (teams.proto User). */
@@ -154,6 +180,16 @@ export interface Member {
   created_at?: string;
 }
 
+/** One record of the audit log (teams.proto AuditRecord). */
+export interface AuditRecord {
+  id: string;
+  at?: string;
+  actor?: string;
+  action: string;
+  target?: string;
+  detail?: string;
+}
+
 /** A personal access token, without its secret. */
 export interface Token {
   token_id: string;
@@ -162,6 +198,16 @@ export interface Token {
   created_at?: string;
   expires_at?: string;
   last_used_at?: string;
+}
+
+/** projectKey is where the project switcher keeps its choice. */
+export const projectKey = "penguin.project";
+
+/** currentProject is the project the switcher chose, or the default
+ * project while it shows every project: the one whose agents the agent
+ * pages show and change. */
+export function currentProject(): string {
+  return localStorage.getItem(projectKey) || "default";
 }
 
 export async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
@@ -217,6 +263,9 @@ export const api = {
   projects: () => request<{ projects?: Project[] }>("GET", "/api/projects"),
   createProject: (project_id: string, name: string) => request<{ project: Project }>("POST", "/api/projects", { project_id, name }),
   deleteProject: (id: string) => request<void>("DELETE", `/api/projects/${encodeURIComponent(id)}`),
+  /** A project's audit log (its owners), or the global one (admins) when
+   * project is empty; newest first. */
+  audit: (project: string) => request<{ records?: AuditRecord[] }>("GET", project ? `/api/projects/${encodeURIComponent(project)}/audit` : "/api/audit"),
   members: (id: string) => request<{ members?: Member[] }>("GET", `/api/projects/${encodeURIComponent(id)}/members`),
   setMember: (id: string, user: string, role: string) =>
     request<void>("PUT", `/api/projects/${encodeURIComponent(id)}/members/${encodeURIComponent(user)}`, { role }),
@@ -235,6 +284,13 @@ export const api = {
   startTask: (id: string, prompt: string, thinking?: string, goal?: { budget: number }, images?: string[]) =>
     request<{ first_sequence: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/tasks`,
       { prompt, ...(thinking ? { thinking_level: thinking } : {}), ...(goal ? { goal: { budget: String(goal.budget) } } : {}), ...(images?.length ? { images } : {}) }),
+  changes: (id: string) => request<{ changes?: TurnChange[] }>("GET", `/api/sessions/${encodeURIComponent(id)}/changes`),
+  changeDiff: (id: string, seq: string) => request<TurnChange>("GET", `/api/sessions/${encodeURIComponent(id)}/changes/${encodeURIComponent(seq)}`),
+  undoChange: (id: string, seq: string, redo: boolean, force = false) =>
+    request<{ overwritten?: string[] }>("POST", `/api/sessions/${encodeURIComponent(id)}/changes/${encodeURIComponent(seq)}/${redo ? "redo" : "undo"}`, force ? { force } : {}),
+  files: (id: string, dir: string) => request<{ entries?: WorkspaceEntry[]; truncated?: boolean }>("GET", `/api/sessions/${encodeURIComponent(id)}/files?dir=${encodeURIComponent(dir)}`),
+  file: (id: string, path: string) =>
+    request<{ content?: string; size?: string; binary?: boolean; too_large?: boolean }>("GET", `/api/sessions/${encodeURIComponent(id)}/file?path=${encodeURIComponent(path)}`),
   processes: (id: string) => request<{ processes?: ProcessInfo[] }>("GET", `/api/sessions/${encodeURIComponent(id)}/processes`),
   killProcess: (id: string, pid: string) =>
     request<{ message?: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/processes/${encodeURIComponent(pid)}/kill`),
@@ -254,9 +310,11 @@ export const api = {
   models: () => request<{ models?: ModelInfo[]; notice?: string }>("GET", "/api/models"),
   setup: () => request<SetupState>("GET", "/api/setup"),
   addProvider: (form: object) => request<SetupResult>("POST", "/api/setup/provider", form),
-  providers: () => request<{ providers?: ProviderRouteInfo[]; notice?: string }>("GET", "/api/providers"),
-  removeProvider: (name: string) => request<void>("DELETE", `/api/providers/${encodeURIComponent(name)}`),
-  testProvider: (name: string) => request<ProviderTest>("POST", `/api/providers/${encodeURIComponent(name)}/test`, {}),
+  /** The global routes, or with project those its sessions see: the
+   * global ones and the project's own. */
+  providers: (project = "") => request<{ providers?: ProviderRouteInfo[]; notice?: string }>("GET", `${routesPath(project)}`),
+  removeProvider: (name: string, project = "") => request<void>("DELETE", `${routesPath(project)}/${encodeURIComponent(name)}`),
+  testProvider: (name: string, project = "") => request<ProviderTest>("POST", `${routesPath(project)}/${encodeURIComponent(name)}/test`, {}),
 };
 
 /** traceURL is the address of a session's trace: every context (0) or

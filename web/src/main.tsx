@@ -1,6 +1,6 @@
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, authState, signOut, type AuthState, type ModelInfo, type Project } from "./api";
+import { api, authState, projectKey, signOut, type AuthState, type ModelInfo, type Project } from "./api";
 import { SessionList, type Shelf } from "./components/SessionList";
 import { Agents } from "./pages/Agents";
 import { Chat } from "./pages/Chat";
@@ -51,14 +51,14 @@ function useModels(enabled: boolean): Models {
  * switcher chose (empty: every project's sessions). */
 function useProjects(enabled: boolean): { list: Project[]; current: string; choose: (p: string) => void; reload: () => void } {
   const [list, setList] = useState<Project[]>([]);
-  const [current, setCurrent] = useState(localStorage.getItem("penguin.project") ?? "");
+  const [current, setCurrent] = useState(localStorage.getItem(projectKey) ?? "");
   const [tick, setTick] = useState(0);
   useEffect(() => {
     if (!enabled) return;
     api.projects().then((r) => setList(r.projects ?? [])).catch(() => setList([]));
   }, [enabled, tick]);
   const choose = (p: string) => {
-    localStorage.setItem("penguin.project", p);
+    localStorage.setItem(projectKey, p);
     setCurrent(p);
   };
   // A project the caller no longer belongs to is not kept.
@@ -106,7 +106,7 @@ function App() {
 
   if (bootError) return <main class="signin"><p class="banner error">The server does not answer: {bootError}</p></main>;
   if (auth === "checking") return null;
-  if (auth === "signin") return <SignIn team={who.mode === "team"} onSignedIn={() => void check()} />;
+  if (auth === "signin") return <SignIn team={who.mode === "team"} oidcName={who.oidc_name} onSignedIn={() => void check()} />;
 
   const m = path.match(/^\/sessions\/([^/]+)(\/trace)?$/);
   const current = m ? decodeURIComponent(m[1]) : "";
@@ -115,9 +115,10 @@ function App() {
   if (m && m[2]) page = <Trace id={current} />;
   else if (m) page = <Chat key={current} id={current} session={row?.session} lastStatus={row?.last_status} onChanged={list.changed} />;
   else if (path === "/usage") page = <Usage />;
-  else if (path === "/agents" || path.startsWith("/agents/")) page = <Agents name={decodeURIComponent(path.slice("/agents/".length))} />;
+  else if (path === "/agents" || path.startsWith("/agents/")) page = <Agents key={projects.current} name={decodeURIComponent(path.slice("/agents/".length))} />;
   else if (path === "/team") page = <Team auth={who} onProjectsChanged={projects.reload} />;
-  else if (path === "/setup") page = <Setup notice={models.notice} models={models.list} onDone={models.reload} />;
+  else if (path === "/setup") page = <Setup notice={models.notice} models={models.list} onDone={models.reload}
+    project={projects.current} projects={projects.list} admin={who.mode !== "team" || !!who.user?.admin || !!who.operator} />;
   else if (firstRun && path === "/") page = null;
   else page = <NewSession models={models.list} project={projects.current} />;
 

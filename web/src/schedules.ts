@@ -2,11 +2,11 @@
 // (/api/projects/{p}/agents/{a}/schedules/…): one function per route. A
 // definition is sent as the YAML of the agent's schedule/<name>.yaml, which
 // the engine validates, naming the line of a problem.
-import { request } from "./api";
+import { currentProject, request } from "./api";
 
 const e = encodeURIComponent;
 const base = (agent: string, name = "") =>
-  `/api/projects/default/agents/${e(agent)}/schedules${name ? "/" + e(name) : ""}`;
+  `/api/projects/${e(currentProject())}/agents/${e(agent)}/schedules${name ? "/" + e(name) : ""}`;
 
 export interface ScheduleRun {
   id?: string; name?: string; due_at?: string; state?: string; reason?: string; session_id?: string; updated_at?: string;

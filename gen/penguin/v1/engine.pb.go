@@ -2967,6 +2967,644 @@ func (x *KillSessionProcessResponse) GetMessage() string {
 	return ""
 }
 
+// ListWorkspaceChangesRequest names a session.
+type ListWorkspaceChangesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkspaceChangesRequest) Reset() {
+	*x = ListWorkspaceChangesRequest{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkspaceChangesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkspaceChangesRequest) ProtoMessage() {}
+
+func (x *ListWorkspaceChangesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkspaceChangesRequest.ProtoReflect.Descriptor instead.
+func (*ListWorkspaceChangesRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ListWorkspaceChangesRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// TurnChange is one turn's change of the workspace.
+type TurnChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sequence number of the turn's workspace_change event, which
+	// GetWorkspaceDiff and UndoWorkspaceChange take.
+	Sequence int64 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// When the turn ended.
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	// What the turn changed.
+	Change *WorkspaceChange `protobuf:"bytes,3,opt,name=change,proto3" json:"change,omitempty"`
+	// Whether the change is undone now (its last undo came after its last
+	// redo).
+	Undone bool `protobuf:"varint,4,opt,name=undone,proto3" json:"undone,omitempty"`
+	// The prompt of the turn, cut to a line, to tell turns apart.
+	Prompt        string `protobuf:"bytes,5,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TurnChange) Reset() {
+	*x = TurnChange{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TurnChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TurnChange) ProtoMessage() {}
+
+func (x *TurnChange) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TurnChange.ProtoReflect.Descriptor instead.
+func (*TurnChange) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *TurnChange) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *TurnChange) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *TurnChange) GetChange() *WorkspaceChange {
+	if x != nil {
+		return x.Change
+	}
+	return nil
+}
+
+func (x *TurnChange) GetUndone() bool {
+	if x != nil {
+		return x.Undone
+	}
+	return false
+}
+
+func (x *TurnChange) GetPrompt() string {
+	if x != nil {
+		return x.Prompt
+	}
+	return ""
+}
+
+// ListWorkspaceChangesResponse lists the changes.
+type ListWorkspaceChangesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Oldest first.
+	Changes       []*TurnChange `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkspaceChangesResponse) Reset() {
+	*x = ListWorkspaceChangesResponse{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkspaceChangesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkspaceChangesResponse) ProtoMessage() {}
+
+func (x *ListWorkspaceChangesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkspaceChangesResponse.ProtoReflect.Descriptor instead.
+func (*ListWorkspaceChangesResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ListWorkspaceChangesResponse) GetChanges() []*TurnChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+// GetWorkspaceDiffRequest names a turn's change.
+type GetWorkspaceDiffRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The sequence number of the turn's workspace_change event.
+	Sequence      int64 `protobuf:"varint,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWorkspaceDiffRequest) Reset() {
+	*x = GetWorkspaceDiffRequest{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWorkspaceDiffRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWorkspaceDiffRequest) ProtoMessage() {}
+
+func (x *GetWorkspaceDiffRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWorkspaceDiffRequest.ProtoReflect.Descriptor instead.
+func (*GetWorkspaceDiffRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *GetWorkspaceDiffRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *GetWorkspaceDiffRequest) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+// GetWorkspaceDiffResponse has the change with its diffs.
+type GetWorkspaceDiffResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The turn's change; each text file's diff is set.
+	Change        *TurnChange `protobuf:"bytes,1,opt,name=change,proto3" json:"change,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWorkspaceDiffResponse) Reset() {
+	*x = GetWorkspaceDiffResponse{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWorkspaceDiffResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWorkspaceDiffResponse) ProtoMessage() {}
+
+func (x *GetWorkspaceDiffResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWorkspaceDiffResponse.ProtoReflect.Descriptor instead.
+func (*GetWorkspaceDiffResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *GetWorkspaceDiffResponse) GetChange() *TurnChange {
+	if x != nil {
+		return x.Change
+	}
+	return nil
+}
+
+// UndoWorkspaceChangeRequest names a turn's change to undo or redo.
+type UndoWorkspaceChangeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The sequence number of the turn's workspace_change event; zero means
+	// the last turn's change that is not undone (for redo: the last undone
+	// one).
+	Sequence int64 `protobuf:"varint,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// Redo the change instead of undoing it.
+	Redo bool `protobuf:"varint,3,opt,name=redo,proto3" json:"redo,omitempty"`
+	// Overwrite files that changed since the turn (their content is kept in
+	// the checkpoint taken before, so the undo can itself be undone).
+	Force         bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndoWorkspaceChangeRequest) Reset() {
+	*x = UndoWorkspaceChangeRequest{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndoWorkspaceChangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndoWorkspaceChangeRequest) ProtoMessage() {}
+
+func (x *UndoWorkspaceChangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndoWorkspaceChangeRequest.ProtoReflect.Descriptor instead.
+func (*UndoWorkspaceChangeRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *UndoWorkspaceChangeRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *UndoWorkspaceChangeRequest) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *UndoWorkspaceChangeRequest) GetRedo() bool {
+	if x != nil {
+		return x.Redo
+	}
+	return false
+}
+
+func (x *UndoWorkspaceChangeRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+// UndoWorkspaceChangeResponse says what was restored.
+type UndoWorkspaceChangeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The undo or redo as recorded in the log.
+	Change *WorkspaceChange `protobuf:"bytes,1,opt,name=change,proto3" json:"change,omitempty"`
+	// Its sequence number in the log.
+	Sequence int64 `protobuf:"varint,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// The turn's change it undid or redid.
+	TurnSequence int64 `protobuf:"varint,3,opt,name=turn_sequence,json=turnSequence,proto3" json:"turn_sequence,omitempty"`
+	// Files that had changed since and were overwritten (force).
+	Overwritten   []string `protobuf:"bytes,4,rep,name=overwritten,proto3" json:"overwritten,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndoWorkspaceChangeResponse) Reset() {
+	*x = UndoWorkspaceChangeResponse{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndoWorkspaceChangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndoWorkspaceChangeResponse) ProtoMessage() {}
+
+func (x *UndoWorkspaceChangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndoWorkspaceChangeResponse.ProtoReflect.Descriptor instead.
+func (*UndoWorkspaceChangeResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *UndoWorkspaceChangeResponse) GetChange() *WorkspaceChange {
+	if x != nil {
+		return x.Change
+	}
+	return nil
+}
+
+func (x *UndoWorkspaceChangeResponse) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *UndoWorkspaceChangeResponse) GetTurnSequence() int64 {
+	if x != nil {
+		return x.TurnSequence
+	}
+	return 0
+}
+
+func (x *UndoWorkspaceChangeResponse) GetOverwritten() []string {
+	if x != nil {
+		return x.Overwritten
+	}
+	return nil
+}
+
+// ListSessionFilesRequest names a directory of a session's workspace.
+type ListSessionFilesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The slash-separated directory relative to the workspace; empty for
+	// its top.
+	Dir           string `protobuf:"bytes,2,opt,name=dir,proto3" json:"dir,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSessionFilesRequest) Reset() {
+	*x = ListSessionFilesRequest{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSessionFilesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSessionFilesRequest) ProtoMessage() {}
+
+func (x *ListSessionFilesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSessionFilesRequest.ProtoReflect.Descriptor instead.
+func (*ListSessionFilesRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ListSessionFilesRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ListSessionFilesRequest) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+// ListSessionFilesResponse lists the directory.
+type ListSessionFilesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Directories first, then files.
+	Entries []*WorkspaceEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Whether the listing was cut at the bound.
+	Truncated     bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSessionFilesResponse) Reset() {
+	*x = ListSessionFilesResponse{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSessionFilesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSessionFilesResponse) ProtoMessage() {}
+
+func (x *ListSessionFilesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSessionFilesResponse.ProtoReflect.Descriptor instead.
+func (*ListSessionFilesResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *ListSessionFilesResponse) GetEntries() []*WorkspaceEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListSessionFilesResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+// GetSessionFileRequest names a file of a session's workspace.
+type GetSessionFileRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The slash-separated path relative to the workspace.
+	Path          string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSessionFileRequest) Reset() {
+	*x = GetSessionFileRequest{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSessionFileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSessionFileRequest) ProtoMessage() {}
+
+func (x *GetSessionFileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSessionFileRequest.ProtoReflect.Descriptor instead.
+func (*GetSessionFileRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *GetSessionFileRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *GetSessionFileRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+// GetSessionFileResponse has the file's content.
+type GetSessionFileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The file, as ReadWorkspaceFile reads it.
+	File          *ReadWorkspaceFileResponse `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSessionFileResponse) Reset() {
+	*x = GetSessionFileResponse{}
+	mi := &file_penguin_v1_engine_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSessionFileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSessionFileResponse) ProtoMessage() {}
+
+func (x *GetSessionFileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_engine_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSessionFileResponse.ProtoReflect.Descriptor instead.
+func (*GetSessionFileResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *GetSessionFileResponse) GetFile() *ReadWorkspaceFileResponse {
+	if x != nil {
+		return x.File
+	}
+	return nil
+}
+
 var File_penguin_v1_engine_proto protoreflect.FileDescriptor
 
 const file_penguin_v1_engine_proto_rawDesc = "" +
@@ -3168,7 +3806,49 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\n" +
 	"process_id\x18\x02 \x01(\tR\tprocessId\"6\n" +
 	"\x1aKillSessionProcessResponse\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage*\xa1\x01\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"<\n" +
+	"\x1bListWorkspaceChangesRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\xbd\x01\n" +
+	"\n" +
+	"TurnChange\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x123\n" +
+	"\x06change\x18\x03 \x01(\v2\x1b.penguin.v1.WorkspaceChangeR\x06change\x12\x16\n" +
+	"\x06undone\x18\x04 \x01(\bR\x06undone\x12\x16\n" +
+	"\x06prompt\x18\x05 \x01(\tR\x06prompt\"P\n" +
+	"\x1cListWorkspaceChangesResponse\x120\n" +
+	"\achanges\x18\x01 \x03(\v2\x16.penguin.v1.TurnChangeR\achanges\"T\n" +
+	"\x17GetWorkspaceDiffRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
+	"\bsequence\x18\x02 \x01(\x03R\bsequence\"J\n" +
+	"\x18GetWorkspaceDiffResponse\x12.\n" +
+	"\x06change\x18\x01 \x01(\v2\x16.penguin.v1.TurnChangeR\x06change\"\x81\x01\n" +
+	"\x1aUndoWorkspaceChangeRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
+	"\bsequence\x18\x02 \x01(\x03R\bsequence\x12\x12\n" +
+	"\x04redo\x18\x03 \x01(\bR\x04redo\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\"\xb5\x01\n" +
+	"\x1bUndoWorkspaceChangeResponse\x123\n" +
+	"\x06change\x18\x01 \x01(\v2\x1b.penguin.v1.WorkspaceChangeR\x06change\x12\x1a\n" +
+	"\bsequence\x18\x02 \x01(\x03R\bsequence\x12#\n" +
+	"\rturn_sequence\x18\x03 \x01(\x03R\fturnSequence\x12 \n" +
+	"\voverwritten\x18\x04 \x03(\tR\voverwritten\"J\n" +
+	"\x17ListSessionFilesRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x10\n" +
+	"\x03dir\x18\x02 \x01(\tR\x03dir\"n\n" +
+	"\x18ListSessionFilesResponse\x124\n" +
+	"\aentries\x18\x01 \x03(\v2\x1a.penguin.v1.WorkspaceEntryR\aentries\x12\x1c\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"J\n" +
+	"\x15GetSessionFileRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"S\n" +
+	"\x16GetSessionFileResponse\x129\n" +
+	"\x04file\x18\x01 \x01(\v2%.penguin.v1.ReadWorkspaceFileResponseR\x04file*\xa1\x01\n" +
 	"\fApprovalMode\x12\x1d\n" +
 	"\x19APPROVAL_MODE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17APPROVAL_MODE_ALLOW_ALL\x10\x01\x12\x1a\n" +
@@ -3182,7 +3862,7 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\x1fSESSION_STATE_AWAITING_APPROVAL\x10\x03\x12\x1c\n" +
 	"\x18SESSION_STATE_RETRY_WAIT\x10\x04\x12\x1c\n" +
 	"\x18SESSION_STATE_COMPACTING\x10\x05\x12 \n" +
-	"\x1cSESSION_STATE_AWAITING_OWNER\x10\x062\xf5\v\n" +
+	"\x1cSESSION_STATE_AWAITING_OWNER\x10\x062\xdf\x0f\n" +
 	"\rEngineService\x12T\n" +
 	"\rCreateSession\x12 .penguin.v1.CreateSessionRequest\x1a!.penguin.v1.CreateSessionResponse\x12K\n" +
 	"\n" +
@@ -3204,7 +3884,12 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\x12GetSessionDefaults\x12%.penguin.v1.GetSessionDefaultsRequest\x1a&.penguin.v1.GetSessionDefaultsResponse\x12T\n" +
 	"\rUpdateSession\x12 .penguin.v1.UpdateSessionRequest\x1a!.penguin.v1.UpdateSessionResponse\x12i\n" +
 	"\x14ListSessionProcesses\x12'.penguin.v1.ListSessionProcessesRequest\x1a(.penguin.v1.ListSessionProcessesResponse\x12c\n" +
-	"\x12KillSessionProcess\x12%.penguin.v1.KillSessionProcessRequest\x1a&.penguin.v1.KillSessionProcessResponseB\xa1\x01\n" +
+	"\x12KillSessionProcess\x12%.penguin.v1.KillSessionProcessRequest\x1a&.penguin.v1.KillSessionProcessResponse\x12i\n" +
+	"\x14ListWorkspaceChanges\x12'.penguin.v1.ListWorkspaceChangesRequest\x1a(.penguin.v1.ListWorkspaceChangesResponse\x12]\n" +
+	"\x10GetWorkspaceDiff\x12#.penguin.v1.GetWorkspaceDiffRequest\x1a$.penguin.v1.GetWorkspaceDiffResponse\x12f\n" +
+	"\x13UndoWorkspaceChange\x12&.penguin.v1.UndoWorkspaceChangeRequest\x1a'.penguin.v1.UndoWorkspaceChangeResponse\x12]\n" +
+	"\x10ListSessionFiles\x12#.penguin.v1.ListSessionFilesRequest\x1a$.penguin.v1.ListSessionFilesResponse\x12W\n" +
+	"\x0eGetSessionFile\x12!.penguin.v1.GetSessionFileRequest\x1a\".penguin.v1.GetSessionFileResponseB\xa1\x01\n" +
 	"\x0ecom.penguin.v1B\vEngineProtoP\x01Z9github.com/penguin-agent/penguin/gen/penguin/v1;penguinv1\xa2\x02\x03PXX\xaa\x02\n" +
 	"Penguin.V1\xca\x02\n" +
 	"Penguin\\V1\xe2\x02\x16Penguin\\V1\\GPBMetadata\xea\x02\vPenguin::V1b\x06proto3"
@@ -3222,7 +3907,7 @@ func file_penguin_v1_engine_proto_rawDescGZIP() []byte {
 }
 
 var file_penguin_v1_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_penguin_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_penguin_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_penguin_v1_engine_proto_goTypes = []any{
 	(ApprovalMode)(0),                    // 0: penguin.v1.ApprovalMode
 	(SessionState)(0),                    // 1: penguin.v1.SessionState
@@ -3271,108 +3956,139 @@ var file_penguin_v1_engine_proto_goTypes = []any{
 	(*ListSessionProcessesResponse)(nil), // 44: penguin.v1.ListSessionProcessesResponse
 	(*KillSessionProcessRequest)(nil),    // 45: penguin.v1.KillSessionProcessRequest
 	(*KillSessionProcessResponse)(nil),   // 46: penguin.v1.KillSessionProcessResponse
-	(*ModelRef)(nil),                     // 47: penguin.v1.ModelRef
-	(ThinkingLevel)(0),                   // 48: penguin.v1.ThinkingLevel
-	(*timestamppb.Timestamp)(nil),        // 49: google.protobuf.Timestamp
-	(*TokenCounts)(nil),                  // 50: penguin.v1.TokenCounts
-	(SandboxMode)(0),                     // 51: penguin.v1.SandboxMode
-	(*GoalOptions)(nil),                  // 52: penguin.v1.GoalOptions
-	(*ToolCall)(nil),                     // 53: penguin.v1.ToolCall
-	(Permission)(0),                      // 54: penguin.v1.Permission
-	(StopReason)(0),                      // 55: penguin.v1.StopReason
-	(*OmniMessage)(nil),                  // 56: penguin.v1.OmniMessage
-	(Decision)(0),                        // 57: penguin.v1.Decision
-	(CompactionMode)(0),                  // 58: penguin.v1.CompactionMode
-	(NetworkAccess)(0),                   // 59: penguin.v1.NetworkAccess
-	(*ProcessInfo)(nil),                  // 60: penguin.v1.ProcessInfo
+	(*ListWorkspaceChangesRequest)(nil),  // 47: penguin.v1.ListWorkspaceChangesRequest
+	(*TurnChange)(nil),                   // 48: penguin.v1.TurnChange
+	(*ListWorkspaceChangesResponse)(nil), // 49: penguin.v1.ListWorkspaceChangesResponse
+	(*GetWorkspaceDiffRequest)(nil),      // 50: penguin.v1.GetWorkspaceDiffRequest
+	(*GetWorkspaceDiffResponse)(nil),     // 51: penguin.v1.GetWorkspaceDiffResponse
+	(*UndoWorkspaceChangeRequest)(nil),   // 52: penguin.v1.UndoWorkspaceChangeRequest
+	(*UndoWorkspaceChangeResponse)(nil),  // 53: penguin.v1.UndoWorkspaceChangeResponse
+	(*ListSessionFilesRequest)(nil),      // 54: penguin.v1.ListSessionFilesRequest
+	(*ListSessionFilesResponse)(nil),     // 55: penguin.v1.ListSessionFilesResponse
+	(*GetSessionFileRequest)(nil),        // 56: penguin.v1.GetSessionFileRequest
+	(*GetSessionFileResponse)(nil),       // 57: penguin.v1.GetSessionFileResponse
+	(*ModelRef)(nil),                     // 58: penguin.v1.ModelRef
+	(ThinkingLevel)(0),                   // 59: penguin.v1.ThinkingLevel
+	(*timestamppb.Timestamp)(nil),        // 60: google.protobuf.Timestamp
+	(*TokenCounts)(nil),                  // 61: penguin.v1.TokenCounts
+	(SandboxMode)(0),                     // 62: penguin.v1.SandboxMode
+	(*GoalOptions)(nil),                  // 63: penguin.v1.GoalOptions
+	(*ToolCall)(nil),                     // 64: penguin.v1.ToolCall
+	(Permission)(0),                      // 65: penguin.v1.Permission
+	(StopReason)(0),                      // 66: penguin.v1.StopReason
+	(*OmniMessage)(nil),                  // 67: penguin.v1.OmniMessage
+	(Decision)(0),                        // 68: penguin.v1.Decision
+	(CompactionMode)(0),                  // 69: penguin.v1.CompactionMode
+	(NetworkAccess)(0),                   // 70: penguin.v1.NetworkAccess
+	(*ProcessInfo)(nil),                  // 71: penguin.v1.ProcessInfo
+	(*WorkspaceChange)(nil),              // 72: penguin.v1.WorkspaceChange
+	(*WorkspaceEntry)(nil),               // 73: penguin.v1.WorkspaceEntry
+	(*ReadWorkspaceFileResponse)(nil),    // 74: penguin.v1.ReadWorkspaceFileResponse
 }
 var file_penguin_v1_engine_proto_depIdxs = []int32{
-	47, // 0: penguin.v1.Session.model:type_name -> penguin.v1.ModelRef
+	58, // 0: penguin.v1.Session.model:type_name -> penguin.v1.ModelRef
 	0,  // 1: penguin.v1.Session.approval_mode:type_name -> penguin.v1.ApprovalMode
-	48, // 2: penguin.v1.Session.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	59, // 2: penguin.v1.Session.thinking_level:type_name -> penguin.v1.ThinkingLevel
 	1,  // 3: penguin.v1.Session.state:type_name -> penguin.v1.SessionState
-	49, // 4: penguin.v1.Session.created_at:type_name -> google.protobuf.Timestamp
-	49, // 5: penguin.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
-	50, // 6: penguin.v1.Session.usage:type_name -> penguin.v1.TokenCounts
-	47, // 7: penguin.v1.CreateSessionRequest.model:type_name -> penguin.v1.ModelRef
+	60, // 4: penguin.v1.Session.created_at:type_name -> google.protobuf.Timestamp
+	60, // 5: penguin.v1.Session.updated_at:type_name -> google.protobuf.Timestamp
+	61, // 6: penguin.v1.Session.usage:type_name -> penguin.v1.TokenCounts
+	58, // 7: penguin.v1.CreateSessionRequest.model:type_name -> penguin.v1.ModelRef
 	0,  // 8: penguin.v1.CreateSessionRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
-	48, // 9: penguin.v1.CreateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
-	51, // 10: penguin.v1.CreateSessionRequest.sandbox_mode:type_name -> penguin.v1.SandboxMode
+	59, // 9: penguin.v1.CreateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	62, // 10: penguin.v1.CreateSessionRequest.sandbox_mode:type_name -> penguin.v1.SandboxMode
 	2,  // 11: penguin.v1.CreateSessionResponse.session:type_name -> penguin.v1.Session
 	2,  // 12: penguin.v1.GetSessionResponse.session:type_name -> penguin.v1.Session
 	2,  // 13: penguin.v1.ListSessionsResponse.sessions:type_name -> penguin.v1.Session
 	2,  // 14: penguin.v1.ForkSessionResponse.session:type_name -> penguin.v1.Session
-	48, // 15: penguin.v1.RunRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	59, // 15: penguin.v1.RunRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
 	0,  // 16: penguin.v1.RunRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
-	52, // 17: penguin.v1.RunRequest.goal:type_name -> penguin.v1.GoalOptions
+	63, // 17: penguin.v1.RunRequest.goal:type_name -> penguin.v1.GoalOptions
 	17, // 18: penguin.v1.RunResponse.event:type_name -> penguin.v1.RunEvent
-	53, // 19: penguin.v1.ApprovalRequest.tool_call:type_name -> penguin.v1.ToolCall
-	54, // 20: penguin.v1.ApprovalRequest.permission:type_name -> penguin.v1.Permission
+	64, // 19: penguin.v1.ApprovalRequest.tool_call:type_name -> penguin.v1.ToolCall
+	65, // 20: penguin.v1.ApprovalRequest.permission:type_name -> penguin.v1.Permission
 	1,  // 21: penguin.v1.RunStateChange.state:type_name -> penguin.v1.SessionState
-	55, // 22: penguin.v1.RunStateChange.status:type_name -> penguin.v1.StopReason
-	56, // 23: penguin.v1.RunEvent.message:type_name -> penguin.v1.OmniMessage
+	66, // 22: penguin.v1.RunStateChange.status:type_name -> penguin.v1.StopReason
+	67, // 23: penguin.v1.RunEvent.message:type_name -> penguin.v1.OmniMessage
 	15, // 24: penguin.v1.RunEvent.approval_request:type_name -> penguin.v1.ApprovalRequest
 	16, // 25: penguin.v1.RunEvent.state:type_name -> penguin.v1.RunStateChange
 	17, // 26: penguin.v1.AttachResponse.event:type_name -> penguin.v1.RunEvent
-	57, // 27: penguin.v1.ApproveRequest.decision:type_name -> penguin.v1.Decision
-	58, // 28: penguin.v1.CompactRequest.mode:type_name -> penguin.v1.CompactionMode
-	55, // 29: penguin.v1.CompactResponse.status:type_name -> penguin.v1.StopReason
+	68, // 27: penguin.v1.ApproveRequest.decision:type_name -> penguin.v1.Decision
+	69, // 28: penguin.v1.CompactRequest.mode:type_name -> penguin.v1.CompactionMode
+	66, // 29: penguin.v1.CompactResponse.status:type_name -> penguin.v1.StopReason
 	17, // 30: penguin.v1.GetHistoryResponse.events:type_name -> penguin.v1.RunEvent
 	2,  // 31: penguin.v1.SessionChange.session:type_name -> penguin.v1.Session
-	55, // 32: penguin.v1.SessionChange.last_status:type_name -> penguin.v1.StopReason
+	66, // 32: penguin.v1.SessionChange.last_status:type_name -> penguin.v1.StopReason
 	35, // 33: penguin.v1.WatchSessionsResponse.session:type_name -> penguin.v1.SessionChange
 	36, // 34: penguin.v1.WatchSessionsResponse.snapshot_end:type_name -> penguin.v1.SnapshotEnd
-	51, // 35: penguin.v1.GetSessionDefaultsResponse.sandbox_mode:type_name -> penguin.v1.SandboxMode
-	59, // 36: penguin.v1.GetSessionDefaultsResponse.network:type_name -> penguin.v1.NetworkAccess
+	62, // 35: penguin.v1.GetSessionDefaultsResponse.sandbox_mode:type_name -> penguin.v1.SandboxMode
+	70, // 36: penguin.v1.GetSessionDefaultsResponse.network:type_name -> penguin.v1.NetworkAccess
 	0,  // 37: penguin.v1.GetSessionDefaultsResponse.interactive_approval_mode:type_name -> penguin.v1.ApprovalMode
 	40, // 38: penguin.v1.GetSessionDefaultsResponse.attachments:type_name -> penguin.v1.AttachmentLimits
 	0,  // 39: penguin.v1.UpdateSessionRequest.approval_mode:type_name -> penguin.v1.ApprovalMode
-	48, // 40: penguin.v1.UpdateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
+	59, // 40: penguin.v1.UpdateSessionRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
 	2,  // 41: penguin.v1.UpdateSessionResponse.session:type_name -> penguin.v1.Session
-	60, // 42: penguin.v1.ListSessionProcessesResponse.processes:type_name -> penguin.v1.ProcessInfo
-	3,  // 43: penguin.v1.EngineService.CreateSession:input_type -> penguin.v1.CreateSessionRequest
-	5,  // 44: penguin.v1.EngineService.GetSession:input_type -> penguin.v1.GetSessionRequest
-	7,  // 45: penguin.v1.EngineService.ListSessions:input_type -> penguin.v1.ListSessionsRequest
-	9,  // 46: penguin.v1.EngineService.DeleteSession:input_type -> penguin.v1.DeleteSessionRequest
-	11, // 47: penguin.v1.EngineService.ForkSession:input_type -> penguin.v1.ForkSessionRequest
-	13, // 48: penguin.v1.EngineService.Run:input_type -> penguin.v1.RunRequest
-	18, // 49: penguin.v1.EngineService.Attach:input_type -> penguin.v1.AttachRequest
-	20, // 50: penguin.v1.EngineService.Approve:input_type -> penguin.v1.ApproveRequest
-	22, // 51: penguin.v1.EngineService.Steer:input_type -> penguin.v1.SteerRequest
-	24, // 52: penguin.v1.EngineService.Abort:input_type -> penguin.v1.AbortRequest
-	26, // 53: penguin.v1.EngineService.RetryNow:input_type -> penguin.v1.RetryNowRequest
-	28, // 54: penguin.v1.EngineService.Compact:input_type -> penguin.v1.CompactRequest
-	30, // 55: penguin.v1.EngineService.GetHistory:input_type -> penguin.v1.GetHistoryRequest
-	32, // 56: penguin.v1.EngineService.ExportTrace:input_type -> penguin.v1.ExportTraceRequest
-	34, // 57: penguin.v1.EngineService.WatchSessions:input_type -> penguin.v1.WatchSessionsRequest
-	38, // 58: penguin.v1.EngineService.GetSessionDefaults:input_type -> penguin.v1.GetSessionDefaultsRequest
-	41, // 59: penguin.v1.EngineService.UpdateSession:input_type -> penguin.v1.UpdateSessionRequest
-	43, // 60: penguin.v1.EngineService.ListSessionProcesses:input_type -> penguin.v1.ListSessionProcessesRequest
-	45, // 61: penguin.v1.EngineService.KillSessionProcess:input_type -> penguin.v1.KillSessionProcessRequest
-	4,  // 62: penguin.v1.EngineService.CreateSession:output_type -> penguin.v1.CreateSessionResponse
-	6,  // 63: penguin.v1.EngineService.GetSession:output_type -> penguin.v1.GetSessionResponse
-	8,  // 64: penguin.v1.EngineService.ListSessions:output_type -> penguin.v1.ListSessionsResponse
-	10, // 65: penguin.v1.EngineService.DeleteSession:output_type -> penguin.v1.DeleteSessionResponse
-	12, // 66: penguin.v1.EngineService.ForkSession:output_type -> penguin.v1.ForkSessionResponse
-	14, // 67: penguin.v1.EngineService.Run:output_type -> penguin.v1.RunResponse
-	19, // 68: penguin.v1.EngineService.Attach:output_type -> penguin.v1.AttachResponse
-	21, // 69: penguin.v1.EngineService.Approve:output_type -> penguin.v1.ApproveResponse
-	23, // 70: penguin.v1.EngineService.Steer:output_type -> penguin.v1.SteerResponse
-	25, // 71: penguin.v1.EngineService.Abort:output_type -> penguin.v1.AbortResponse
-	27, // 72: penguin.v1.EngineService.RetryNow:output_type -> penguin.v1.RetryNowResponse
-	29, // 73: penguin.v1.EngineService.Compact:output_type -> penguin.v1.CompactResponse
-	31, // 74: penguin.v1.EngineService.GetHistory:output_type -> penguin.v1.GetHistoryResponse
-	33, // 75: penguin.v1.EngineService.ExportTrace:output_type -> penguin.v1.ExportTraceResponse
-	37, // 76: penguin.v1.EngineService.WatchSessions:output_type -> penguin.v1.WatchSessionsResponse
-	39, // 77: penguin.v1.EngineService.GetSessionDefaults:output_type -> penguin.v1.GetSessionDefaultsResponse
-	42, // 78: penguin.v1.EngineService.UpdateSession:output_type -> penguin.v1.UpdateSessionResponse
-	44, // 79: penguin.v1.EngineService.ListSessionProcesses:output_type -> penguin.v1.ListSessionProcessesResponse
-	46, // 80: penguin.v1.EngineService.KillSessionProcess:output_type -> penguin.v1.KillSessionProcessResponse
-	62, // [62:81] is the sub-list for method output_type
-	43, // [43:62] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	71, // 42: penguin.v1.ListSessionProcessesResponse.processes:type_name -> penguin.v1.ProcessInfo
+	60, // 43: penguin.v1.TurnChange.time:type_name -> google.protobuf.Timestamp
+	72, // 44: penguin.v1.TurnChange.change:type_name -> penguin.v1.WorkspaceChange
+	48, // 45: penguin.v1.ListWorkspaceChangesResponse.changes:type_name -> penguin.v1.TurnChange
+	48, // 46: penguin.v1.GetWorkspaceDiffResponse.change:type_name -> penguin.v1.TurnChange
+	72, // 47: penguin.v1.UndoWorkspaceChangeResponse.change:type_name -> penguin.v1.WorkspaceChange
+	73, // 48: penguin.v1.ListSessionFilesResponse.entries:type_name -> penguin.v1.WorkspaceEntry
+	74, // 49: penguin.v1.GetSessionFileResponse.file:type_name -> penguin.v1.ReadWorkspaceFileResponse
+	3,  // 50: penguin.v1.EngineService.CreateSession:input_type -> penguin.v1.CreateSessionRequest
+	5,  // 51: penguin.v1.EngineService.GetSession:input_type -> penguin.v1.GetSessionRequest
+	7,  // 52: penguin.v1.EngineService.ListSessions:input_type -> penguin.v1.ListSessionsRequest
+	9,  // 53: penguin.v1.EngineService.DeleteSession:input_type -> penguin.v1.DeleteSessionRequest
+	11, // 54: penguin.v1.EngineService.ForkSession:input_type -> penguin.v1.ForkSessionRequest
+	13, // 55: penguin.v1.EngineService.Run:input_type -> penguin.v1.RunRequest
+	18, // 56: penguin.v1.EngineService.Attach:input_type -> penguin.v1.AttachRequest
+	20, // 57: penguin.v1.EngineService.Approve:input_type -> penguin.v1.ApproveRequest
+	22, // 58: penguin.v1.EngineService.Steer:input_type -> penguin.v1.SteerRequest
+	24, // 59: penguin.v1.EngineService.Abort:input_type -> penguin.v1.AbortRequest
+	26, // 60: penguin.v1.EngineService.RetryNow:input_type -> penguin.v1.RetryNowRequest
+	28, // 61: penguin.v1.EngineService.Compact:input_type -> penguin.v1.CompactRequest
+	30, // 62: penguin.v1.EngineService.GetHistory:input_type -> penguin.v1.GetHistoryRequest
+	32, // 63: penguin.v1.EngineService.ExportTrace:input_type -> penguin.v1.ExportTraceRequest
+	34, // 64: penguin.v1.EngineService.WatchSessions:input_type -> penguin.v1.WatchSessionsRequest
+	38, // 65: penguin.v1.EngineService.GetSessionDefaults:input_type -> penguin.v1.GetSessionDefaultsRequest
+	41, // 66: penguin.v1.EngineService.UpdateSession:input_type -> penguin.v1.UpdateSessionRequest
+	43, // 67: penguin.v1.EngineService.ListSessionProcesses:input_type -> penguin.v1.ListSessionProcessesRequest
+	45, // 68: penguin.v1.EngineService.KillSessionProcess:input_type -> penguin.v1.KillSessionProcessRequest
+	47, // 69: penguin.v1.EngineService.ListWorkspaceChanges:input_type -> penguin.v1.ListWorkspaceChangesRequest
+	50, // 70: penguin.v1.EngineService.GetWorkspaceDiff:input_type -> penguin.v1.GetWorkspaceDiffRequest
+	52, // 71: penguin.v1.EngineService.UndoWorkspaceChange:input_type -> penguin.v1.UndoWorkspaceChangeRequest
+	54, // 72: penguin.v1.EngineService.ListSessionFiles:input_type -> penguin.v1.ListSessionFilesRequest
+	56, // 73: penguin.v1.EngineService.GetSessionFile:input_type -> penguin.v1.GetSessionFileRequest
+	4,  // 74: penguin.v1.EngineService.CreateSession:output_type -> penguin.v1.CreateSessionResponse
+	6,  // 75: penguin.v1.EngineService.GetSession:output_type -> penguin.v1.GetSessionResponse
+	8,  // 76: penguin.v1.EngineService.ListSessions:output_type -> penguin.v1.ListSessionsResponse
+	10, // 77: penguin.v1.EngineService.DeleteSession:output_type -> penguin.v1.DeleteSessionResponse
+	12, // 78: penguin.v1.EngineService.ForkSession:output_type -> penguin.v1.ForkSessionResponse
+	14, // 79: penguin.v1.EngineService.Run:output_type -> penguin.v1.RunResponse
+	19, // 80: penguin.v1.EngineService.Attach:output_type -> penguin.v1.AttachResponse
+	21, // 81: penguin.v1.EngineService.Approve:output_type -> penguin.v1.ApproveResponse
+	23, // 82: penguin.v1.EngineService.Steer:output_type -> penguin.v1.SteerResponse
+	25, // 83: penguin.v1.EngineService.Abort:output_type -> penguin.v1.AbortResponse
+	27, // 84: penguin.v1.EngineService.RetryNow:output_type -> penguin.v1.RetryNowResponse
+	29, // 85: penguin.v1.EngineService.Compact:output_type -> penguin.v1.CompactResponse
+	31, // 86: penguin.v1.EngineService.GetHistory:output_type -> penguin.v1.GetHistoryResponse
+	33, // 87: penguin.v1.EngineService.ExportTrace:output_type -> penguin.v1.ExportTraceResponse
+	37, // 88: penguin.v1.EngineService.WatchSessions:output_type -> penguin.v1.WatchSessionsResponse
+	39, // 89: penguin.v1.EngineService.GetSessionDefaults:output_type -> penguin.v1.GetSessionDefaultsResponse
+	42, // 90: penguin.v1.EngineService.UpdateSession:output_type -> penguin.v1.UpdateSessionResponse
+	44, // 91: penguin.v1.EngineService.ListSessionProcesses:output_type -> penguin.v1.ListSessionProcessesResponse
+	46, // 92: penguin.v1.EngineService.KillSessionProcess:output_type -> penguin.v1.KillSessionProcessResponse
+	49, // 93: penguin.v1.EngineService.ListWorkspaceChanges:output_type -> penguin.v1.ListWorkspaceChangesResponse
+	51, // 94: penguin.v1.EngineService.GetWorkspaceDiff:output_type -> penguin.v1.GetWorkspaceDiffResponse
+	53, // 95: penguin.v1.EngineService.UndoWorkspaceChange:output_type -> penguin.v1.UndoWorkspaceChangeResponse
+	55, // 96: penguin.v1.EngineService.ListSessionFiles:output_type -> penguin.v1.ListSessionFilesResponse
+	57, // 97: penguin.v1.EngineService.GetSessionFile:output_type -> penguin.v1.GetSessionFileResponse
+	74, // [74:98] is the sub-list for method output_type
+	50, // [50:74] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_engine_proto_init() }
@@ -3401,7 +4117,7 @@ func file_penguin_v1_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_penguin_v1_engine_proto_rawDesc), len(file_penguin_v1_engine_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   45,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

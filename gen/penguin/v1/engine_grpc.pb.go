@@ -38,6 +38,11 @@ const (
 	EngineService_UpdateSession_FullMethodName        = "/penguin.v1.EngineService/UpdateSession"
 	EngineService_ListSessionProcesses_FullMethodName = "/penguin.v1.EngineService/ListSessionProcesses"
 	EngineService_KillSessionProcess_FullMethodName   = "/penguin.v1.EngineService/KillSessionProcess"
+	EngineService_ListWorkspaceChanges_FullMethodName = "/penguin.v1.EngineService/ListWorkspaceChanges"
+	EngineService_GetWorkspaceDiff_FullMethodName     = "/penguin.v1.EngineService/GetWorkspaceDiff"
+	EngineService_UndoWorkspaceChange_FullMethodName  = "/penguin.v1.EngineService/UndoWorkspaceChange"
+	EngineService_ListSessionFiles_FullMethodName     = "/penguin.v1.EngineService/ListSessionFiles"
+	EngineService_GetSessionFile_FullMethodName       = "/penguin.v1.EngineService/GetSessionFile"
 )
 
 // EngineServiceClient is the client API for EngineService service.
@@ -116,6 +121,25 @@ type EngineServiceClient interface {
 	// fails with NOT_FOUND when the session has no environment or the
 	// environment no such command.
 	KillSessionProcess(ctx context.Context, in *KillSessionProcessRequest, opts ...grpc.CallOption) (*KillSessionProcessResponse, error)
+	// ListWorkspaceChanges lists what the session's turns changed in the
+	// workspace (one entry per turn that changed a file), oldest first, each
+	// with whether it is undone now.
+	ListWorkspaceChanges(ctx context.Context, in *ListWorkspaceChangesRequest, opts ...grpc.CallOption) (*ListWorkspaceChangesResponse, error)
+	// GetWorkspaceDiff returns one turn's change with a unified diff of each
+	// text file.
+	GetWorkspaceDiff(ctx context.Context, in *GetWorkspaceDiffRequest, opts ...grpc.CallOption) (*GetWorkspaceDiffResponse, error)
+	// UndoWorkspaceChange restores the files a turn changed to what they
+	// were before it (or, with redo, after it), on an idle session, and
+	// records that in the session's log, so that the model is told at its
+	// next turn. It fails with FAILED_PRECONDITION, changing nothing, while
+	// a task runs, when a file changed since (unless force), or when the
+	// turn's change could not be recorded whole (too large).
+	UndoWorkspaceChange(ctx context.Context, in *UndoWorkspaceChangeRequest, opts ...grpc.CallOption) (*UndoWorkspaceChangeResponse, error)
+	// ListSessionFiles lists one directory of the session's workspace,
+	// without what git would ignore.
+	ListSessionFiles(ctx context.Context, in *ListSessionFilesRequest, opts ...grpc.CallOption) (*ListSessionFilesResponse, error)
+	// GetSessionFile reads one file of the session's workspace.
+	GetSessionFile(ctx context.Context, in *GetSessionFileRequest, opts ...grpc.CallOption) (*GetSessionFileResponse, error)
 }
 
 type engineServiceClient struct {
@@ -352,6 +376,56 @@ func (c *engineServiceClient) KillSessionProcess(ctx context.Context, in *KillSe
 	return out, nil
 }
 
+func (c *engineServiceClient) ListWorkspaceChanges(ctx context.Context, in *ListWorkspaceChangesRequest, opts ...grpc.CallOption) (*ListWorkspaceChangesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWorkspaceChangesResponse)
+	err := c.cc.Invoke(ctx, EngineService_ListWorkspaceChanges_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *engineServiceClient) GetWorkspaceDiff(ctx context.Context, in *GetWorkspaceDiffRequest, opts ...grpc.CallOption) (*GetWorkspaceDiffResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetWorkspaceDiffResponse)
+	err := c.cc.Invoke(ctx, EngineService_GetWorkspaceDiff_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *engineServiceClient) UndoWorkspaceChange(ctx context.Context, in *UndoWorkspaceChangeRequest, opts ...grpc.CallOption) (*UndoWorkspaceChangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UndoWorkspaceChangeResponse)
+	err := c.cc.Invoke(ctx, EngineService_UndoWorkspaceChange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *engineServiceClient) ListSessionFiles(ctx context.Context, in *ListSessionFilesRequest, opts ...grpc.CallOption) (*ListSessionFilesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSessionFilesResponse)
+	err := c.cc.Invoke(ctx, EngineService_ListSessionFiles_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *engineServiceClient) GetSessionFile(ctx context.Context, in *GetSessionFileRequest, opts ...grpc.CallOption) (*GetSessionFileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetSessionFileResponse)
+	err := c.cc.Invoke(ctx, EngineService_GetSessionFile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EngineServiceServer is the server API for EngineService service.
 // All implementations must embed UnimplementedEngineServiceServer
 // for forward compatibility.
@@ -428,6 +502,25 @@ type EngineServiceServer interface {
 	// fails with NOT_FOUND when the session has no environment or the
 	// environment no such command.
 	KillSessionProcess(context.Context, *KillSessionProcessRequest) (*KillSessionProcessResponse, error)
+	// ListWorkspaceChanges lists what the session's turns changed in the
+	// workspace (one entry per turn that changed a file), oldest first, each
+	// with whether it is undone now.
+	ListWorkspaceChanges(context.Context, *ListWorkspaceChangesRequest) (*ListWorkspaceChangesResponse, error)
+	// GetWorkspaceDiff returns one turn's change with a unified diff of each
+	// text file.
+	GetWorkspaceDiff(context.Context, *GetWorkspaceDiffRequest) (*GetWorkspaceDiffResponse, error)
+	// UndoWorkspaceChange restores the files a turn changed to what they
+	// were before it (or, with redo, after it), on an idle session, and
+	// records that in the session's log, so that the model is told at its
+	// next turn. It fails with FAILED_PRECONDITION, changing nothing, while
+	// a task runs, when a file changed since (unless force), or when the
+	// turn's change could not be recorded whole (too large).
+	UndoWorkspaceChange(context.Context, *UndoWorkspaceChangeRequest) (*UndoWorkspaceChangeResponse, error)
+	// ListSessionFiles lists one directory of the session's workspace,
+	// without what git would ignore.
+	ListSessionFiles(context.Context, *ListSessionFilesRequest) (*ListSessionFilesResponse, error)
+	// GetSessionFile reads one file of the session's workspace.
+	GetSessionFile(context.Context, *GetSessionFileRequest) (*GetSessionFileResponse, error)
 	mustEmbedUnimplementedEngineServiceServer()
 }
 
@@ -494,6 +587,21 @@ func (UnimplementedEngineServiceServer) ListSessionProcesses(context.Context, *L
 }
 func (UnimplementedEngineServiceServer) KillSessionProcess(context.Context, *KillSessionProcessRequest) (*KillSessionProcessResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method KillSessionProcess not implemented")
+}
+func (UnimplementedEngineServiceServer) ListWorkspaceChanges(context.Context, *ListWorkspaceChangesRequest) (*ListWorkspaceChangesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWorkspaceChanges not implemented")
+}
+func (UnimplementedEngineServiceServer) GetWorkspaceDiff(context.Context, *GetWorkspaceDiffRequest) (*GetWorkspaceDiffResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetWorkspaceDiff not implemented")
+}
+func (UnimplementedEngineServiceServer) UndoWorkspaceChange(context.Context, *UndoWorkspaceChangeRequest) (*UndoWorkspaceChangeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UndoWorkspaceChange not implemented")
+}
+func (UnimplementedEngineServiceServer) ListSessionFiles(context.Context, *ListSessionFilesRequest) (*ListSessionFilesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSessionFiles not implemented")
+}
+func (UnimplementedEngineServiceServer) GetSessionFile(context.Context, *GetSessionFileRequest) (*GetSessionFileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSessionFile not implemented")
 }
 func (UnimplementedEngineServiceServer) mustEmbedUnimplementedEngineServiceServer() {}
 func (UnimplementedEngineServiceServer) testEmbeddedByValue()                       {}
@@ -830,6 +938,96 @@ func _EngineService_KillSessionProcess_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EngineService_ListWorkspaceChanges_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWorkspaceChangesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServiceServer).ListWorkspaceChanges(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EngineService_ListWorkspaceChanges_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServiceServer).ListWorkspaceChanges(ctx, req.(*ListWorkspaceChangesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EngineService_GetWorkspaceDiff_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetWorkspaceDiffRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServiceServer).GetWorkspaceDiff(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EngineService_GetWorkspaceDiff_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServiceServer).GetWorkspaceDiff(ctx, req.(*GetWorkspaceDiffRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EngineService_UndoWorkspaceChange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UndoWorkspaceChangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServiceServer).UndoWorkspaceChange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EngineService_UndoWorkspaceChange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServiceServer).UndoWorkspaceChange(ctx, req.(*UndoWorkspaceChangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EngineService_ListSessionFiles_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSessionFilesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServiceServer).ListSessionFiles(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EngineService_ListSessionFiles_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServiceServer).ListSessionFiles(ctx, req.(*ListSessionFilesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EngineService_GetSessionFile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSessionFileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServiceServer).GetSessionFile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EngineService_GetSessionFile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServiceServer).GetSessionFile(ctx, req.(*GetSessionFileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EngineService_ServiceDesc is the grpc.ServiceDesc for EngineService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -896,6 +1094,26 @@ var EngineService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "KillSessionProcess",
 			Handler:    _EngineService_KillSessionProcess_Handler,
+		},
+		{
+			MethodName: "ListWorkspaceChanges",
+			Handler:    _EngineService_ListWorkspaceChanges_Handler,
+		},
+		{
+			MethodName: "GetWorkspaceDiff",
+			Handler:    _EngineService_GetWorkspaceDiff_Handler,
+		},
+		{
+			MethodName: "UndoWorkspaceChange",
+			Handler:    _EngineService_UndoWorkspaceChange_Handler,
+		},
+		{
+			MethodName: "ListSessionFiles",
+			Handler:    _EngineService_ListSessionFiles_Handler,
+		},
+		{
+			MethodName: "GetSessionFile",
+			Handler:    _EngineService_GetSessionFile_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -2083,6 +2083,704 @@ func (x *GetEnvironmentDefaultsResponse) GetNetwork() NetworkAccess {
 	return NetworkAccess_NETWORK_ACCESS_UNSPECIFIED
 }
 
+// CheckpointWorkspaceRequest names the workspace to checkpoint.
+type CheckpointWorkspaceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace directory, as in DescribeWorkspaceRequest.
+	Workspace     string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointWorkspaceRequest) Reset() {
+	*x = CheckpointWorkspaceRequest{}
+	mi := &file_penguin_v1_environment_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointWorkspaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointWorkspaceRequest) ProtoMessage() {}
+
+func (x *CheckpointWorkspaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_environment_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointWorkspaceRequest.ProtoReflect.Descriptor instead.
+func (*CheckpointWorkspaceRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CheckpointWorkspaceRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+// CheckpointWorkspaceResponse names the checkpoint.
+type CheckpointWorkspaceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The checkpoint's id: the same for the same files.
+	Checkpoint string `protobuf:"bytes,1,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// Why the checkpoint does not cover the whole workspace; empty when it
+	// does.
+	Incomplete    string `protobuf:"bytes,2,opt,name=incomplete,proto3" json:"incomplete,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointWorkspaceResponse) Reset() {
+	*x = CheckpointWorkspaceResponse{}
+	mi := &file_penguin_v1_environment_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointWorkspaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointWorkspaceResponse) ProtoMessage() {}
+
+func (x *CheckpointWorkspaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_environment_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointWorkspaceResponse.ProtoReflect.Descriptor instead.
+func (*CheckpointWorkspaceResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CheckpointWorkspaceResponse) GetCheckpoint() string {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return ""
+}
+
+func (x *CheckpointWorkspaceResponse) GetIncomplete() string {
+	if x != nil {
+		return x.Incomplete
+	}
+	return ""
+}
+
+// DiffCheckpointsRequest names two checkpoints of a workspace.
+type DiffCheckpointsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace directory.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// The checkpoint before.
+	From string `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	// The checkpoint after.
+	To string `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	// Whether to render a unified diff of each text file.
+	WithDiff      bool `protobuf:"varint,4,opt,name=with_diff,json=withDiff,proto3" json:"with_diff,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffCheckpointsRequest) Reset() {
+	*x = DiffCheckpointsRequest{}
+	mi := &file_penguin_v1_environment_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffCheckpointsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffCheckpointsRequest) ProtoMessage() {}
+
+func (x *DiffCheckpointsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_environment_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffCheckpointsRequest.ProtoReflect.Descriptor instead.
+func (*DiffCheckpointsRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *DiffCheckpointsRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *DiffCheckpointsRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *DiffCheckpointsRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *DiffCheckpointsRequest) GetWithDiff() bool {
+	if x != nil {
+		return x.WithDiff
+	}
+	return false
+}
+
+// DiffCheckpointsResponse lists what differs.
+type DiffCheckpointsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The files that differ, by path.
+	Files []*FileChange `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	// Why one of the checkpoints is incomplete; empty when both are whole.
+	Incomplete    string `protobuf:"bytes,2,opt,name=incomplete,proto3" json:"incomplete,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffCheckpointsResponse) Reset() {
+	*x = DiffCheckpointsResponse{}
+	mi := &file_penguin_v1_environment_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffCheckpointsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffCheckpointsResponse) ProtoMessage() {}
+
+func (x *DiffCheckpointsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_environment_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffCheckpointsResponse.ProtoReflect.Descriptor instead.
+func (*DiffCheckpointsResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *DiffCheckpointsResponse) GetFiles() []*FileChange {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *DiffCheckpointsResponse) GetIncomplete() string {
+	if x != nil {
+		return x.Incomplete
+	}
+	return ""
+}
+
+// RestoreCheckpointRequest asks to restore a workspace's files.
+type RestoreCheckpointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace directory.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// The checkpoint the files are expected to match now.
+	From string `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	// The checkpoint to restore them to.
+	To string `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	// Overwrite files that changed since from (their content is kept in
+	// the checkpoint taken before the restore).
+	Force         bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreCheckpointRequest) Reset() {
+	*x = RestoreCheckpointRequest{}
+	mi := &file_penguin_v1_environment_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreCheckpointRequest) ProtoMessage() {}
+
+func (x *RestoreCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_environment_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*RestoreCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *RestoreCheckpointRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *RestoreCheckpointRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *RestoreCheckpointRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *RestoreCheckpointRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+// RestoreCheckpointResponse says what the restore did.
+type RestoreCheckpointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The checkpoint just before the restore.
+	Before string `protobuf:"bytes,1,opt,name=before,proto3" json:"before,omitempty"`
+	// The checkpoint just after it.
+	After string `protobuf:"bytes,2,opt,name=after,proto3" json:"after,omitempty"`
+	// The files restored.
+	Files []*FileChange `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`
+	// The files that had changed since from and were overwritten (force).
+	Overwritten   []string `protobuf:"bytes,4,rep,name=overwritten,proto3" json:"overwritten,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreCheckpointResponse) Reset() {
+	*x = RestoreCheckpointResponse{}
+	mi := &file_penguin_v1_environment_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreCheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreCheckpointResponse) ProtoMessage() {}
+
+func (x *RestoreCheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_environment_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreCheckpointResponse.ProtoReflect.Descriptor instead.
+func (*RestoreCheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *RestoreCheckpointResponse) GetBefore() string {
+	if x != nil {
+		return x.Before
+	}
+	return ""
+}
+
+func (x *RestoreCheckpointResponse) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *RestoreCheckpointResponse) GetFiles() []*FileChange {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *RestoreCheckpointResponse) GetOverwritten() []string {
+	if x != nil {
+		return x.Overwritten
+	}
+	return nil
+}
+
+// WorkspaceEntry is one entry of a workspace directory.
+type WorkspaceEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its name within the directory.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The slash-separated path relative to the workspace.
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// Whether it is a directory.
+	Dir bool `protobuf:"varint,3,opt,name=dir,proto3" json:"dir,omitempty"`
+	// Whether it is a symbolic link (not followed).
+	Link bool `protobuf:"varint,4,opt,name=link,proto3" json:"link,omitempty"`
+	// Its size in bytes, for a file.
+	Size          int64 `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkspaceEntry) Reset() {
+	*x = WorkspaceEntry{}
+	mi := &file_penguin_v1_environment_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkspaceEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkspaceEntry) ProtoMessage() {}
+
+func (x *WorkspaceEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_environment_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkspaceEntry.ProtoReflect.Descriptor instead.
+func (*WorkspaceEntry) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *WorkspaceEntry) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WorkspaceEntry) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *WorkspaceEntry) GetDir() bool {
+	if x != nil {
+		return x.Dir
+	}
+	return false
+}
+
+func (x *WorkspaceEntry) GetLink() bool {
+	if x != nil {
+		return x.Link
+	}
+	return false
+}
+
+func (x *WorkspaceEntry) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+// ListWorkspaceFilesRequest names a directory of a workspace.
+type ListWorkspaceFilesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace directory.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// The slash-separated directory relative to the workspace; empty for
+	// its top.
+	Dir           string `protobuf:"bytes,2,opt,name=dir,proto3" json:"dir,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkspaceFilesRequest) Reset() {
+	*x = ListWorkspaceFilesRequest{}
+	mi := &file_penguin_v1_environment_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkspaceFilesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkspaceFilesRequest) ProtoMessage() {}
+
+func (x *ListWorkspaceFilesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_environment_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkspaceFilesRequest.ProtoReflect.Descriptor instead.
+func (*ListWorkspaceFilesRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ListWorkspaceFilesRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *ListWorkspaceFilesRequest) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+// ListWorkspaceFilesResponse lists the directory.
+type ListWorkspaceFilesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Directories first, then files, each by name.
+	Entries []*WorkspaceEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Whether the listing was cut at the service's bound.
+	Truncated     bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkspaceFilesResponse) Reset() {
+	*x = ListWorkspaceFilesResponse{}
+	mi := &file_penguin_v1_environment_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkspaceFilesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkspaceFilesResponse) ProtoMessage() {}
+
+func (x *ListWorkspaceFilesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_environment_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkspaceFilesResponse.ProtoReflect.Descriptor instead.
+func (*ListWorkspaceFilesResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ListWorkspaceFilesResponse) GetEntries() []*WorkspaceEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListWorkspaceFilesResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+// ReadWorkspaceFileRequest names a file of a workspace.
+type ReadWorkspaceFileRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workspace directory.
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// The slash-separated path relative to the workspace.
+	Path          string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadWorkspaceFileRequest) Reset() {
+	*x = ReadWorkspaceFileRequest{}
+	mi := &file_penguin_v1_environment_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadWorkspaceFileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadWorkspaceFileRequest) ProtoMessage() {}
+
+func (x *ReadWorkspaceFileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_environment_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadWorkspaceFileRequest.ProtoReflect.Descriptor instead.
+func (*ReadWorkspaceFileRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ReadWorkspaceFileRequest) GetWorkspace() string {
+	if x != nil {
+		return x.Workspace
+	}
+	return ""
+}
+
+func (x *ReadWorkspaceFileRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+// ReadWorkspaceFileResponse has the file's content.
+type ReadWorkspaceFileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The text, when it is text and within the bound.
+	Content string `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	// The file's size in bytes.
+	Size int64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// The content is not text, so it is not given.
+	Binary bool `protobuf:"varint,3,opt,name=binary,proto3" json:"binary,omitempty"`
+	// The file is larger than the bound, so it is not given.
+	TooLarge      bool `protobuf:"varint,4,opt,name=too_large,json=tooLarge,proto3" json:"too_large,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadWorkspaceFileResponse) Reset() {
+	*x = ReadWorkspaceFileResponse{}
+	mi := &file_penguin_v1_environment_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadWorkspaceFileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadWorkspaceFileResponse) ProtoMessage() {}
+
+func (x *ReadWorkspaceFileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_environment_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadWorkspaceFileResponse.ProtoReflect.Descriptor instead.
+func (*ReadWorkspaceFileResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_environment_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ReadWorkspaceFileResponse) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+func (x *ReadWorkspaceFileResponse) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ReadWorkspaceFileResponse) GetBinary() bool {
+	if x != nil {
+		return x.Binary
+	}
+	return false
+}
+
+func (x *ReadWorkspaceFileResponse) GetTooLarge() bool {
+	if x != nil {
+		return x.TooLarge
+	}
+	return false
+}
+
 var File_penguin_v1_environment_proto protoreflect.FileDescriptor
 
 const file_penguin_v1_environment_proto_rawDesc = "" +
@@ -2239,7 +2937,56 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\x1dGetEnvironmentDefaultsRequest\"\x91\x01\n" +
 	"\x1eGetEnvironmentDefaultsResponse\x12:\n" +
 	"\fsandbox_mode\x18\x01 \x01(\x0e2\x17.penguin.v1.SandboxModeR\vsandboxMode\x123\n" +
-	"\anetwork\x18\x02 \x01(\x0e2\x19.penguin.v1.NetworkAccessR\anetwork*M\n" +
+	"\anetwork\x18\x02 \x01(\x0e2\x19.penguin.v1.NetworkAccessR\anetwork\":\n" +
+	"\x1aCheckpointWorkspaceRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\"]\n" +
+	"\x1bCheckpointWorkspaceResponse\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x01 \x01(\tR\n" +
+	"checkpoint\x12\x1e\n" +
+	"\n" +
+	"incomplete\x18\x02 \x01(\tR\n" +
+	"incomplete\"w\n" +
+	"\x16DiffCheckpointsRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\x12\x1b\n" +
+	"\twith_diff\x18\x04 \x01(\bR\bwithDiff\"g\n" +
+	"\x17DiffCheckpointsResponse\x12,\n" +
+	"\x05files\x18\x01 \x03(\v2\x16.penguin.v1.FileChangeR\x05files\x12\x1e\n" +
+	"\n" +
+	"incomplete\x18\x02 \x01(\tR\n" +
+	"incomplete\"r\n" +
+	"\x18RestoreCheckpointRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\"\x99\x01\n" +
+	"\x19RestoreCheckpointResponse\x12\x16\n" +
+	"\x06before\x18\x01 \x01(\tR\x06before\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\tR\x05after\x12,\n" +
+	"\x05files\x18\x03 \x03(\v2\x16.penguin.v1.FileChangeR\x05files\x12 \n" +
+	"\voverwritten\x18\x04 \x03(\tR\voverwritten\"r\n" +
+	"\x0eWorkspaceEntry\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x10\n" +
+	"\x03dir\x18\x03 \x01(\bR\x03dir\x12\x12\n" +
+	"\x04link\x18\x04 \x01(\bR\x04link\x12\x12\n" +
+	"\x04size\x18\x05 \x01(\x03R\x04size\"K\n" +
+	"\x19ListWorkspaceFilesRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x10\n" +
+	"\x03dir\x18\x02 \x01(\tR\x03dir\"p\n" +
+	"\x1aListWorkspaceFilesResponse\x124\n" +
+	"\aentries\x18\x01 \x03(\v2\x1a.penguin.v1.WorkspaceEntryR\aentries\x12\x1c\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"L\n" +
+	"\x18ReadWorkspaceFileRequest\x12\x1c\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"~\n" +
+	"\x19ReadWorkspaceFileResponse\x12\x18\n" +
+	"\acontent\x18\x01 \x01(\tR\acontent\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06binary\x18\x03 \x01(\bR\x06binary\x12\x1b\n" +
+	"\ttoo_large\x18\x04 \x01(\bR\btooLarge*M\n" +
 	"\n" +
 	"Permission\x12\x1a\n" +
 	"\x16PERMISSION_UNSPECIFIED\x10\x00\x12\x10\n" +
@@ -2259,7 +3006,8 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\x19PROCESS_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15PROCESS_STATE_RUNNING\x10\x01\x12\x18\n" +
 	"\x14PROCESS_STATE_EXITED\x10\x02\x12\x18\n" +
-	"\x14PROCESS_STATE_KILLED\x10\x032\xe3\x06\n" +
+	"\x14PROCESS_STATE_KILLED\x10\x032\xd0\n" +
+	"\n" +
 	"\x12EnvironmentService\x12`\n" +
 	"\x11CreateEnvironment\x12$.penguin.v1.CreateEnvironmentRequest\x1a%.penguin.v1.CreateEnvironmentResponse\x12H\n" +
 	"\tListTools\x12\x1c.penguin.v1.ListToolsRequest\x1a\x1d.penguin.v1.ListToolsResponse\x12P\n" +
@@ -2269,7 +3017,12 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\x10WatchEnvironment\x12#.penguin.v1.WatchEnvironmentRequest\x1a$.penguin.v1.WatchEnvironmentResponse0\x01\x12c\n" +
 	"\x12DisposeEnvironment\x12%.penguin.v1.DisposeEnvironmentRequest\x1a&.penguin.v1.DisposeEnvironmentResponse\x12`\n" +
 	"\x11DescribeWorkspace\x12$.penguin.v1.DescribeWorkspaceRequest\x1a%.penguin.v1.DescribeWorkspaceResponse\x12o\n" +
-	"\x16GetEnvironmentDefaults\x12).penguin.v1.GetEnvironmentDefaultsRequest\x1a*.penguin.v1.GetEnvironmentDefaultsResponseB\xa6\x01\n" +
+	"\x16GetEnvironmentDefaults\x12).penguin.v1.GetEnvironmentDefaultsRequest\x1a*.penguin.v1.GetEnvironmentDefaultsResponse\x12f\n" +
+	"\x13CheckpointWorkspace\x12&.penguin.v1.CheckpointWorkspaceRequest\x1a'.penguin.v1.CheckpointWorkspaceResponse\x12Z\n" +
+	"\x0fDiffCheckpoints\x12\".penguin.v1.DiffCheckpointsRequest\x1a#.penguin.v1.DiffCheckpointsResponse\x12`\n" +
+	"\x11RestoreCheckpoint\x12$.penguin.v1.RestoreCheckpointRequest\x1a%.penguin.v1.RestoreCheckpointResponse\x12c\n" +
+	"\x12ListWorkspaceFiles\x12%.penguin.v1.ListWorkspaceFilesRequest\x1a&.penguin.v1.ListWorkspaceFilesResponse\x12`\n" +
+	"\x11ReadWorkspaceFile\x12$.penguin.v1.ReadWorkspaceFileRequest\x1a%.penguin.v1.ReadWorkspaceFileResponseB\xa6\x01\n" +
 	"\x0ecom.penguin.v1B\x10EnvironmentProtoP\x01Z9github.com/penguin-agent/penguin/gen/penguin/v1;penguinv1\xa2\x02\x03PXX\xaa\x02\n" +
 	"Penguin.V1\xca\x02\n" +
 	"Penguin\\V1\xe2\x02\x16Penguin\\V1\\GPBMetadata\xea\x02\vPenguin::V1b\x06proto3"
@@ -2287,7 +3040,7 @@ func file_penguin_v1_environment_proto_rawDescGZIP() []byte {
 }
 
 var file_penguin_v1_environment_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_penguin_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_penguin_v1_environment_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_penguin_v1_environment_proto_goTypes = []any{
 	(Permission)(0),                        // 0: penguin.v1.Permission
 	(SandboxMode)(0),                       // 1: penguin.v1.SandboxMode
@@ -2320,19 +3073,31 @@ var file_penguin_v1_environment_proto_goTypes = []any{
 	(*InstructionFile)(nil),                // 28: penguin.v1.InstructionFile
 	(*GetEnvironmentDefaultsRequest)(nil),  // 29: penguin.v1.GetEnvironmentDefaultsRequest
 	(*GetEnvironmentDefaultsResponse)(nil), // 30: penguin.v1.GetEnvironmentDefaultsResponse
-	nil,                                    // 31: penguin.v1.McpServer.EnvEntry
-	nil,                                    // 32: penguin.v1.McpServer.HeadersEntry
-	nil,                                    // 33: penguin.v1.CreateEnvironmentRequest.VaultEntry
-	(*ToolDefinition)(nil),                 // 34: penguin.v1.ToolDefinition
-	(*McpConnectEnd)(nil),                  // 35: penguin.v1.McpConnectEnd
-	(*ToolCall)(nil),                       // 36: penguin.v1.ToolCall
-	(*OmniMessage)(nil),                    // 37: penguin.v1.OmniMessage
-	(StopReason)(0),                        // 38: penguin.v1.StopReason
+	(*CheckpointWorkspaceRequest)(nil),     // 31: penguin.v1.CheckpointWorkspaceRequest
+	(*CheckpointWorkspaceResponse)(nil),    // 32: penguin.v1.CheckpointWorkspaceResponse
+	(*DiffCheckpointsRequest)(nil),         // 33: penguin.v1.DiffCheckpointsRequest
+	(*DiffCheckpointsResponse)(nil),        // 34: penguin.v1.DiffCheckpointsResponse
+	(*RestoreCheckpointRequest)(nil),       // 35: penguin.v1.RestoreCheckpointRequest
+	(*RestoreCheckpointResponse)(nil),      // 36: penguin.v1.RestoreCheckpointResponse
+	(*WorkspaceEntry)(nil),                 // 37: penguin.v1.WorkspaceEntry
+	(*ListWorkspaceFilesRequest)(nil),      // 38: penguin.v1.ListWorkspaceFilesRequest
+	(*ListWorkspaceFilesResponse)(nil),     // 39: penguin.v1.ListWorkspaceFilesResponse
+	(*ReadWorkspaceFileRequest)(nil),       // 40: penguin.v1.ReadWorkspaceFileRequest
+	(*ReadWorkspaceFileResponse)(nil),      // 41: penguin.v1.ReadWorkspaceFileResponse
+	nil,                                    // 42: penguin.v1.McpServer.EnvEntry
+	nil,                                    // 43: penguin.v1.McpServer.HeadersEntry
+	nil,                                    // 44: penguin.v1.CreateEnvironmentRequest.VaultEntry
+	(*ToolDefinition)(nil),                 // 45: penguin.v1.ToolDefinition
+	(*McpConnectEnd)(nil),                  // 46: penguin.v1.McpConnectEnd
+	(*ToolCall)(nil),                       // 47: penguin.v1.ToolCall
+	(*OmniMessage)(nil),                    // 48: penguin.v1.OmniMessage
+	(StopReason)(0),                        // 49: penguin.v1.StopReason
+	(*FileChange)(nil),                     // 50: penguin.v1.FileChange
 }
 var file_penguin_v1_environment_proto_depIdxs = []int32{
 	0,  // 0: penguin.v1.ToolSpec.permission:type_name -> penguin.v1.Permission
-	31, // 1: penguin.v1.McpServer.env:type_name -> penguin.v1.McpServer.EnvEntry
-	32, // 2: penguin.v1.McpServer.headers:type_name -> penguin.v1.McpServer.HeadersEntry
+	42, // 1: penguin.v1.McpServer.env:type_name -> penguin.v1.McpServer.EnvEntry
+	43, // 2: penguin.v1.McpServer.headers:type_name -> penguin.v1.McpServer.HeadersEntry
 	0,  // 3: penguin.v1.McpServer.permission:type_name -> penguin.v1.Permission
 	6,  // 4: penguin.v1.CommandPolicy.rules:type_name -> penguin.v1.CommandRule
 	4,  // 5: penguin.v1.ToolConfig.builtin:type_name -> penguin.v1.ToolSpec
@@ -2341,48 +3106,61 @@ var file_penguin_v1_environment_proto_depIdxs = []int32{
 	8,  // 8: penguin.v1.CreateEnvironmentRequest.tools:type_name -> penguin.v1.ToolConfig
 	7,  // 9: penguin.v1.CreateEnvironmentRequest.command_policy:type_name -> penguin.v1.CommandPolicy
 	1,  // 10: penguin.v1.CreateEnvironmentRequest.sandbox_mode:type_name -> penguin.v1.SandboxMode
-	33, // 11: penguin.v1.CreateEnvironmentRequest.vault:type_name -> penguin.v1.CreateEnvironmentRequest.VaultEntry
+	44, // 11: penguin.v1.CreateEnvironmentRequest.vault:type_name -> penguin.v1.CreateEnvironmentRequest.VaultEntry
 	2,  // 12: penguin.v1.CreateEnvironmentRequest.network:type_name -> penguin.v1.NetworkAccess
-	34, // 13: penguin.v1.ToolInfo.definition:type_name -> penguin.v1.ToolDefinition
+	45, // 13: penguin.v1.ToolInfo.definition:type_name -> penguin.v1.ToolDefinition
 	0,  // 14: penguin.v1.ToolInfo.permission:type_name -> penguin.v1.Permission
 	10, // 15: penguin.v1.CreateEnvironmentResponse.tools:type_name -> penguin.v1.ToolInfo
-	35, // 16: penguin.v1.CreateEnvironmentResponse.mcp:type_name -> penguin.v1.McpConnectEnd
+	46, // 16: penguin.v1.CreateEnvironmentResponse.mcp:type_name -> penguin.v1.McpConnectEnd
 	1,  // 17: penguin.v1.CreateEnvironmentResponse.sandbox_mode:type_name -> penguin.v1.SandboxMode
 	2,  // 18: penguin.v1.CreateEnvironmentResponse.network:type_name -> penguin.v1.NetworkAccess
 	10, // 19: penguin.v1.ListToolsResponse.tools:type_name -> penguin.v1.ToolInfo
-	36, // 20: penguin.v1.ExecuteToolRequest.tool_call:type_name -> penguin.v1.ToolCall
-	37, // 21: penguin.v1.ExecuteToolResponse.message:type_name -> penguin.v1.OmniMessage
+	47, // 20: penguin.v1.ExecuteToolRequest.tool_call:type_name -> penguin.v1.ToolCall
+	48, // 21: penguin.v1.ExecuteToolResponse.message:type_name -> penguin.v1.OmniMessage
 	0,  // 22: penguin.v1.GetToolPermissionResponse.permission:type_name -> penguin.v1.Permission
 	3,  // 23: penguin.v1.ProcessInfo.state:type_name -> penguin.v1.ProcessState
 	19, // 24: penguin.v1.ListProcessesResponse.processes:type_name -> penguin.v1.ProcessInfo
-	38, // 25: penguin.v1.BackgroundDone.stop_reason:type_name -> penguin.v1.StopReason
+	49, // 25: penguin.v1.BackgroundDone.stop_reason:type_name -> penguin.v1.StopReason
 	22, // 26: penguin.v1.WatchEnvironmentResponse.background_done:type_name -> penguin.v1.BackgroundDone
 	28, // 27: penguin.v1.DescribeWorkspaceResponse.agents_files:type_name -> penguin.v1.InstructionFile
 	1,  // 28: penguin.v1.GetEnvironmentDefaultsResponse.sandbox_mode:type_name -> penguin.v1.SandboxMode
 	2,  // 29: penguin.v1.GetEnvironmentDefaultsResponse.network:type_name -> penguin.v1.NetworkAccess
-	9,  // 30: penguin.v1.EnvironmentService.CreateEnvironment:input_type -> penguin.v1.CreateEnvironmentRequest
-	12, // 31: penguin.v1.EnvironmentService.ListTools:input_type -> penguin.v1.ListToolsRequest
-	14, // 32: penguin.v1.EnvironmentService.ExecuteTool:input_type -> penguin.v1.ExecuteToolRequest
-	16, // 33: penguin.v1.EnvironmentService.GetToolPermission:input_type -> penguin.v1.GetToolPermissionRequest
-	18, // 34: penguin.v1.EnvironmentService.ListProcesses:input_type -> penguin.v1.ListProcessesRequest
-	21, // 35: penguin.v1.EnvironmentService.WatchEnvironment:input_type -> penguin.v1.WatchEnvironmentRequest
-	24, // 36: penguin.v1.EnvironmentService.DisposeEnvironment:input_type -> penguin.v1.DisposeEnvironmentRequest
-	26, // 37: penguin.v1.EnvironmentService.DescribeWorkspace:input_type -> penguin.v1.DescribeWorkspaceRequest
-	29, // 38: penguin.v1.EnvironmentService.GetEnvironmentDefaults:input_type -> penguin.v1.GetEnvironmentDefaultsRequest
-	11, // 39: penguin.v1.EnvironmentService.CreateEnvironment:output_type -> penguin.v1.CreateEnvironmentResponse
-	13, // 40: penguin.v1.EnvironmentService.ListTools:output_type -> penguin.v1.ListToolsResponse
-	15, // 41: penguin.v1.EnvironmentService.ExecuteTool:output_type -> penguin.v1.ExecuteToolResponse
-	17, // 42: penguin.v1.EnvironmentService.GetToolPermission:output_type -> penguin.v1.GetToolPermissionResponse
-	20, // 43: penguin.v1.EnvironmentService.ListProcesses:output_type -> penguin.v1.ListProcessesResponse
-	23, // 44: penguin.v1.EnvironmentService.WatchEnvironment:output_type -> penguin.v1.WatchEnvironmentResponse
-	25, // 45: penguin.v1.EnvironmentService.DisposeEnvironment:output_type -> penguin.v1.DisposeEnvironmentResponse
-	27, // 46: penguin.v1.EnvironmentService.DescribeWorkspace:output_type -> penguin.v1.DescribeWorkspaceResponse
-	30, // 47: penguin.v1.EnvironmentService.GetEnvironmentDefaults:output_type -> penguin.v1.GetEnvironmentDefaultsResponse
-	39, // [39:48] is the sub-list for method output_type
-	30, // [30:39] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	50, // 30: penguin.v1.DiffCheckpointsResponse.files:type_name -> penguin.v1.FileChange
+	50, // 31: penguin.v1.RestoreCheckpointResponse.files:type_name -> penguin.v1.FileChange
+	37, // 32: penguin.v1.ListWorkspaceFilesResponse.entries:type_name -> penguin.v1.WorkspaceEntry
+	9,  // 33: penguin.v1.EnvironmentService.CreateEnvironment:input_type -> penguin.v1.CreateEnvironmentRequest
+	12, // 34: penguin.v1.EnvironmentService.ListTools:input_type -> penguin.v1.ListToolsRequest
+	14, // 35: penguin.v1.EnvironmentService.ExecuteTool:input_type -> penguin.v1.ExecuteToolRequest
+	16, // 36: penguin.v1.EnvironmentService.GetToolPermission:input_type -> penguin.v1.GetToolPermissionRequest
+	18, // 37: penguin.v1.EnvironmentService.ListProcesses:input_type -> penguin.v1.ListProcessesRequest
+	21, // 38: penguin.v1.EnvironmentService.WatchEnvironment:input_type -> penguin.v1.WatchEnvironmentRequest
+	24, // 39: penguin.v1.EnvironmentService.DisposeEnvironment:input_type -> penguin.v1.DisposeEnvironmentRequest
+	26, // 40: penguin.v1.EnvironmentService.DescribeWorkspace:input_type -> penguin.v1.DescribeWorkspaceRequest
+	29, // 41: penguin.v1.EnvironmentService.GetEnvironmentDefaults:input_type -> penguin.v1.GetEnvironmentDefaultsRequest
+	31, // 42: penguin.v1.EnvironmentService.CheckpointWorkspace:input_type -> penguin.v1.CheckpointWorkspaceRequest
+	33, // 43: penguin.v1.EnvironmentService.DiffCheckpoints:input_type -> penguin.v1.DiffCheckpointsRequest
+	35, // 44: penguin.v1.EnvironmentService.RestoreCheckpoint:input_type -> penguin.v1.RestoreCheckpointRequest
+	38, // 45: penguin.v1.EnvironmentService.ListWorkspaceFiles:input_type -> penguin.v1.ListWorkspaceFilesRequest
+	40, // 46: penguin.v1.EnvironmentService.ReadWorkspaceFile:input_type -> penguin.v1.ReadWorkspaceFileRequest
+	11, // 47: penguin.v1.EnvironmentService.CreateEnvironment:output_type -> penguin.v1.CreateEnvironmentResponse
+	13, // 48: penguin.v1.EnvironmentService.ListTools:output_type -> penguin.v1.ListToolsResponse
+	15, // 49: penguin.v1.EnvironmentService.ExecuteTool:output_type -> penguin.v1.ExecuteToolResponse
+	17, // 50: penguin.v1.EnvironmentService.GetToolPermission:output_type -> penguin.v1.GetToolPermissionResponse
+	20, // 51: penguin.v1.EnvironmentService.ListProcesses:output_type -> penguin.v1.ListProcessesResponse
+	23, // 52: penguin.v1.EnvironmentService.WatchEnvironment:output_type -> penguin.v1.WatchEnvironmentResponse
+	25, // 53: penguin.v1.EnvironmentService.DisposeEnvironment:output_type -> penguin.v1.DisposeEnvironmentResponse
+	27, // 54: penguin.v1.EnvironmentService.DescribeWorkspace:output_type -> penguin.v1.DescribeWorkspaceResponse
+	30, // 55: penguin.v1.EnvironmentService.GetEnvironmentDefaults:output_type -> penguin.v1.GetEnvironmentDefaultsResponse
+	32, // 56: penguin.v1.EnvironmentService.CheckpointWorkspace:output_type -> penguin.v1.CheckpointWorkspaceResponse
+	34, // 57: penguin.v1.EnvironmentService.DiffCheckpoints:output_type -> penguin.v1.DiffCheckpointsResponse
+	36, // 58: penguin.v1.EnvironmentService.RestoreCheckpoint:output_type -> penguin.v1.RestoreCheckpointResponse
+	39, // 59: penguin.v1.EnvironmentService.ListWorkspaceFiles:output_type -> penguin.v1.ListWorkspaceFilesResponse
+	41, // 60: penguin.v1.EnvironmentService.ReadWorkspaceFile:output_type -> penguin.v1.ReadWorkspaceFileResponse
+	47, // [47:61] is the sub-list for method output_type
+	33, // [33:47] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_environment_proto_init() }
@@ -2402,7 +3180,7 @@ func file_penguin_v1_environment_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_penguin_v1_environment_proto_rawDesc), len(file_penguin_v1_environment_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   30,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,11 @@ const (
 	EnvironmentService_DisposeEnvironment_FullMethodName     = "/penguin.v1.EnvironmentService/DisposeEnvironment"
 	EnvironmentService_DescribeWorkspace_FullMethodName      = "/penguin.v1.EnvironmentService/DescribeWorkspace"
 	EnvironmentService_GetEnvironmentDefaults_FullMethodName = "/penguin.v1.EnvironmentService/GetEnvironmentDefaults"
+	EnvironmentService_CheckpointWorkspace_FullMethodName    = "/penguin.v1.EnvironmentService/CheckpointWorkspace"
+	EnvironmentService_DiffCheckpoints_FullMethodName        = "/penguin.v1.EnvironmentService/DiffCheckpoints"
+	EnvironmentService_RestoreCheckpoint_FullMethodName      = "/penguin.v1.EnvironmentService/RestoreCheckpoint"
+	EnvironmentService_ListWorkspaceFiles_FullMethodName     = "/penguin.v1.EnvironmentService/ListWorkspaceFiles"
+	EnvironmentService_ReadWorkspaceFile_FullMethodName      = "/penguin.v1.EnvironmentService/ReadWorkspaceFile"
 )
 
 // EnvironmentServiceClient is the client API for EnvironmentService service.
@@ -72,6 +77,29 @@ type EnvironmentServiceClient interface {
 	// GetEnvironmentDefaults says what the service applies to an environment that
 	// leaves its sandbox settings unspecified.
 	GetEnvironmentDefaults(ctx context.Context, in *GetEnvironmentDefaultsRequest, opts ...grpc.CallOption) (*GetEnvironmentDefaultsResponse, error)
+	// CheckpointWorkspace records the files of a workspace (those git would
+	// not ignore; .git itself excluded) as a content-addressed checkpoint in
+	// the service's scratch area, and returns its id. Like DescribeWorkspace
+	// it needs no environment. A workspace past the service's bounds (files,
+	// bytes) gets a checkpoint marked incomplete, which cannot be restored.
+	CheckpointWorkspace(ctx context.Context, in *CheckpointWorkspaceRequest, opts ...grpc.CallOption) (*CheckpointWorkspaceResponse, error)
+	// DiffCheckpoints lists the files that differ between two checkpoints of
+	// a workspace, with a unified diff of each text file when asked.
+	DiffCheckpoints(ctx context.Context, in *DiffCheckpointsRequest, opts ...grpc.CallOption) (*DiffCheckpointsResponse, error)
+	// RestoreCheckpoint makes the files that differ between two checkpoints
+	// (from, to) what they are in to: it undoes a change when from is its
+	// after and to its before, and redoes it the other way round. It fails
+	// with FAILED_PRECONDITION, changing nothing, when one of those files is
+	// no longer what it is in from (changed since), unless force is set, or
+	// when to lacks a file's content (too large, or an incomplete
+	// checkpoint). The response has the checkpoints taken just before and
+	// after the restore.
+	RestoreCheckpoint(ctx context.Context, in *RestoreCheckpointRequest, opts ...grpc.CallOption) (*RestoreCheckpointResponse, error)
+	// ListWorkspaceFiles lists one directory of a workspace, leaving out
+	// what git would ignore and .git itself.
+	ListWorkspaceFiles(ctx context.Context, in *ListWorkspaceFilesRequest, opts ...grpc.CallOption) (*ListWorkspaceFilesResponse, error)
+	// ReadWorkspaceFile reads one file of a workspace, up to a bound.
+	ReadWorkspaceFile(ctx context.Context, in *ReadWorkspaceFileRequest, opts ...grpc.CallOption) (*ReadWorkspaceFileResponse, error)
 }
 
 type environmentServiceClient struct {
@@ -190,6 +218,56 @@ func (c *environmentServiceClient) GetEnvironmentDefaults(ctx context.Context, i
 	return out, nil
 }
 
+func (c *environmentServiceClient) CheckpointWorkspace(ctx context.Context, in *CheckpointWorkspaceRequest, opts ...grpc.CallOption) (*CheckpointWorkspaceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckpointWorkspaceResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_CheckpointWorkspace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *environmentServiceClient) DiffCheckpoints(ctx context.Context, in *DiffCheckpointsRequest, opts ...grpc.CallOption) (*DiffCheckpointsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiffCheckpointsResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_DiffCheckpoints_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *environmentServiceClient) RestoreCheckpoint(ctx context.Context, in *RestoreCheckpointRequest, opts ...grpc.CallOption) (*RestoreCheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreCheckpointResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_RestoreCheckpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *environmentServiceClient) ListWorkspaceFiles(ctx context.Context, in *ListWorkspaceFilesRequest, opts ...grpc.CallOption) (*ListWorkspaceFilesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWorkspaceFilesResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_ListWorkspaceFiles_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *environmentServiceClient) ReadWorkspaceFile(ctx context.Context, in *ReadWorkspaceFileRequest, opts ...grpc.CallOption) (*ReadWorkspaceFileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadWorkspaceFileResponse)
+	err := c.cc.Invoke(ctx, EnvironmentService_ReadWorkspaceFile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EnvironmentServiceServer is the server API for EnvironmentService service.
 // All implementations must embed UnimplementedEnvironmentServiceServer
 // for forward compatibility.
@@ -232,6 +310,29 @@ type EnvironmentServiceServer interface {
 	// GetEnvironmentDefaults says what the service applies to an environment that
 	// leaves its sandbox settings unspecified.
 	GetEnvironmentDefaults(context.Context, *GetEnvironmentDefaultsRequest) (*GetEnvironmentDefaultsResponse, error)
+	// CheckpointWorkspace records the files of a workspace (those git would
+	// not ignore; .git itself excluded) as a content-addressed checkpoint in
+	// the service's scratch area, and returns its id. Like DescribeWorkspace
+	// it needs no environment. A workspace past the service's bounds (files,
+	// bytes) gets a checkpoint marked incomplete, which cannot be restored.
+	CheckpointWorkspace(context.Context, *CheckpointWorkspaceRequest) (*CheckpointWorkspaceResponse, error)
+	// DiffCheckpoints lists the files that differ between two checkpoints of
+	// a workspace, with a unified diff of each text file when asked.
+	DiffCheckpoints(context.Context, *DiffCheckpointsRequest) (*DiffCheckpointsResponse, error)
+	// RestoreCheckpoint makes the files that differ between two checkpoints
+	// (from, to) what they are in to: it undoes a change when from is its
+	// after and to its before, and redoes it the other way round. It fails
+	// with FAILED_PRECONDITION, changing nothing, when one of those files is
+	// no longer what it is in from (changed since), unless force is set, or
+	// when to lacks a file's content (too large, or an incomplete
+	// checkpoint). The response has the checkpoints taken just before and
+	// after the restore.
+	RestoreCheckpoint(context.Context, *RestoreCheckpointRequest) (*RestoreCheckpointResponse, error)
+	// ListWorkspaceFiles lists one directory of a workspace, leaving out
+	// what git would ignore and .git itself.
+	ListWorkspaceFiles(context.Context, *ListWorkspaceFilesRequest) (*ListWorkspaceFilesResponse, error)
+	// ReadWorkspaceFile reads one file of a workspace, up to a bound.
+	ReadWorkspaceFile(context.Context, *ReadWorkspaceFileRequest) (*ReadWorkspaceFileResponse, error)
 	mustEmbedUnimplementedEnvironmentServiceServer()
 }
 
@@ -268,6 +369,21 @@ func (UnimplementedEnvironmentServiceServer) DescribeWorkspace(context.Context, 
 }
 func (UnimplementedEnvironmentServiceServer) GetEnvironmentDefaults(context.Context, *GetEnvironmentDefaultsRequest) (*GetEnvironmentDefaultsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetEnvironmentDefaults not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) CheckpointWorkspace(context.Context, *CheckpointWorkspaceRequest) (*CheckpointWorkspaceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckpointWorkspace not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) DiffCheckpoints(context.Context, *DiffCheckpointsRequest) (*DiffCheckpointsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DiffCheckpoints not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) RestoreCheckpoint(context.Context, *RestoreCheckpointRequest) (*RestoreCheckpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RestoreCheckpoint not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) ListWorkspaceFiles(context.Context, *ListWorkspaceFilesRequest) (*ListWorkspaceFilesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWorkspaceFiles not implemented")
+}
+func (UnimplementedEnvironmentServiceServer) ReadWorkspaceFile(context.Context, *ReadWorkspaceFileRequest) (*ReadWorkspaceFileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadWorkspaceFile not implemented")
 }
 func (UnimplementedEnvironmentServiceServer) mustEmbedUnimplementedEnvironmentServiceServer() {}
 func (UnimplementedEnvironmentServiceServer) testEmbeddedByValue()                            {}
@@ -438,6 +554,96 @@ func _EnvironmentService_GetEnvironmentDefaults_Handler(srv interface{}, ctx con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EnvironmentService_CheckpointWorkspace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckpointWorkspaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).CheckpointWorkspace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_CheckpointWorkspace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).CheckpointWorkspace(ctx, req.(*CheckpointWorkspaceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EnvironmentService_DiffCheckpoints_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiffCheckpointsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).DiffCheckpoints(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_DiffCheckpoints_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).DiffCheckpoints(ctx, req.(*DiffCheckpointsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EnvironmentService_RestoreCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestoreCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).RestoreCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_RestoreCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).RestoreCheckpoint(ctx, req.(*RestoreCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EnvironmentService_ListWorkspaceFiles_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWorkspaceFilesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).ListWorkspaceFiles(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_ListWorkspaceFiles_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).ListWorkspaceFiles(ctx, req.(*ListWorkspaceFilesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _EnvironmentService_ReadWorkspaceFile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadWorkspaceFileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EnvironmentServiceServer).ReadWorkspaceFile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EnvironmentService_ReadWorkspaceFile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EnvironmentServiceServer).ReadWorkspaceFile(ctx, req.(*ReadWorkspaceFileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EnvironmentService_ServiceDesc is the grpc.ServiceDesc for EnvironmentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -472,6 +678,26 @@ var EnvironmentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetEnvironmentDefaults",
 			Handler:    _EnvironmentService_GetEnvironmentDefaults_Handler,
+		},
+		{
+			MethodName: "CheckpointWorkspace",
+			Handler:    _EnvironmentService_CheckpointWorkspace_Handler,
+		},
+		{
+			MethodName: "DiffCheckpoints",
+			Handler:    _EnvironmentService_DiffCheckpoints_Handler,
+		},
+		{
+			MethodName: "RestoreCheckpoint",
+			Handler:    _EnvironmentService_RestoreCheckpoint_Handler,
+		},
+		{
+			MethodName: "ListWorkspaceFiles",
+			Handler:    _EnvironmentService_ListWorkspaceFiles_Handler,
+		},
+		{
+			MethodName: "ReadWorkspaceFile",
+			Handler:    _EnvironmentService_ReadWorkspaceFile_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

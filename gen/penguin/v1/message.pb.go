@@ -490,6 +490,121 @@ func (McpConnectStatus) EnumDescriptor() ([]byte, []int) {
 	return file_penguin_v1_message_proto_rawDescGZIP(), []int{7}
 }
 
+// WorkspaceChangeKind says what made a workspace change.
+type WorkspaceChangeKind int32
+
+const (
+	// Not set.
+	WorkspaceChangeKind_WORKSPACE_CHANGE_KIND_UNSPECIFIED WorkspaceChangeKind = 0
+	// A turn (one task: the prompt and everything the model did for it)
+	// changed the files, by file tools or commands alike.
+	WorkspaceChangeKind_WORKSPACE_CHANGE_KIND_TURN WorkspaceChangeKind = 1
+	// A person undid a turn's change.
+	WorkspaceChangeKind_WORKSPACE_CHANGE_KIND_UNDO WorkspaceChangeKind = 2
+	// A person redid a turn's change after undoing it.
+	WorkspaceChangeKind_WORKSPACE_CHANGE_KIND_REDO WorkspaceChangeKind = 3
+)
+
+// Enum value maps for WorkspaceChangeKind.
+var (
+	WorkspaceChangeKind_name = map[int32]string{
+		0: "WORKSPACE_CHANGE_KIND_UNSPECIFIED",
+		1: "WORKSPACE_CHANGE_KIND_TURN",
+		2: "WORKSPACE_CHANGE_KIND_UNDO",
+		3: "WORKSPACE_CHANGE_KIND_REDO",
+	}
+	WorkspaceChangeKind_value = map[string]int32{
+		"WORKSPACE_CHANGE_KIND_UNSPECIFIED": 0,
+		"WORKSPACE_CHANGE_KIND_TURN":        1,
+		"WORKSPACE_CHANGE_KIND_UNDO":        2,
+		"WORKSPACE_CHANGE_KIND_REDO":        3,
+	}
+)
+
+func (x WorkspaceChangeKind) Enum() *WorkspaceChangeKind {
+	p := new(WorkspaceChangeKind)
+	*p = x
+	return p
+}
+
+func (x WorkspaceChangeKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WorkspaceChangeKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_penguin_v1_message_proto_enumTypes[8].Descriptor()
+}
+
+func (WorkspaceChangeKind) Type() protoreflect.EnumType {
+	return &file_penguin_v1_message_proto_enumTypes[8]
+}
+
+func (x WorkspaceChangeKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WorkspaceChangeKind.Descriptor instead.
+func (WorkspaceChangeKind) EnumDescriptor() ([]byte, []int) {
+	return file_penguin_v1_message_proto_rawDescGZIP(), []int{8}
+}
+
+// FileChangeKind is what happened to one path.
+type FileChangeKind int32
+
+const (
+	// Not set.
+	FileChangeKind_FILE_CHANGE_KIND_UNSPECIFIED FileChangeKind = 0
+	// The path did not exist before and does after.
+	FileChangeKind_FILE_CHANGE_KIND_ADDED FileChangeKind = 1
+	// The path existed before and after, with other content or mode.
+	FileChangeKind_FILE_CHANGE_KIND_MODIFIED FileChangeKind = 2
+	// The path existed before and does not after.
+	FileChangeKind_FILE_CHANGE_KIND_DELETED FileChangeKind = 3
+)
+
+// Enum value maps for FileChangeKind.
+var (
+	FileChangeKind_name = map[int32]string{
+		0: "FILE_CHANGE_KIND_UNSPECIFIED",
+		1: "FILE_CHANGE_KIND_ADDED",
+		2: "FILE_CHANGE_KIND_MODIFIED",
+		3: "FILE_CHANGE_KIND_DELETED",
+	}
+	FileChangeKind_value = map[string]int32{
+		"FILE_CHANGE_KIND_UNSPECIFIED": 0,
+		"FILE_CHANGE_KIND_ADDED":       1,
+		"FILE_CHANGE_KIND_MODIFIED":    2,
+		"FILE_CHANGE_KIND_DELETED":     3,
+	}
+)
+
+func (x FileChangeKind) Enum() *FileChangeKind {
+	p := new(FileChangeKind)
+	*p = x
+	return p
+}
+
+func (x FileChangeKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FileChangeKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_penguin_v1_message_proto_enumTypes[9].Descriptor()
+}
+
+func (FileChangeKind) Type() protoreflect.EnumType {
+	return &file_penguin_v1_message_proto_enumTypes[9]
+}
+
+func (x FileChangeKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FileChangeKind.Descriptor instead.
+func (FileChangeKind) EnumDescriptor() ([]byte, []int) {
+	return file_penguin_v1_message_proto_rawDescGZIP(), []int{9}
+}
+
 // OmniMessage is the one message that flows between the services and out to
 // clients. It is an envelope around exactly one payload. The protojson form
 // uses the trace format's snake_case field names, and the payload field's
@@ -542,6 +657,7 @@ type OmniMessage struct {
 	//	*OmniMessage_GoalStarted
 	//	*OmniMessage_GoalRound
 	//	*OmniMessage_GoalFinished
+	//	*OmniMessage_WorkspaceChange
 	Payload       isOmniMessage_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -832,6 +948,15 @@ func (x *OmniMessage) GetGoalFinished() *GoalFinished {
 	return nil
 }
 
+func (x *OmniMessage) GetWorkspaceChange() *WorkspaceChange {
+	if x != nil {
+		if x, ok := x.Payload.(*OmniMessage_WorkspaceChange); ok {
+			return x.WorkspaceChange
+		}
+	}
+	return nil
+}
+
 type isOmniMessage_Payload interface {
 	isOmniMessage_Payload()
 }
@@ -966,6 +1091,12 @@ type OmniMessage_GoalFinished struct {
 	GoalFinished *GoalFinished `protobuf:"bytes,53,opt,name=goal_finished,json=goalFinished,proto3,oneof"`
 }
 
+type OmniMessage_WorkspaceChange struct {
+	// What a turn changed in the workspace, or what an undo or a redo of
+	// a turn's change restored.
+	WorkspaceChange *WorkspaceChange `protobuf:"bytes,54,opt,name=workspace_change,json=workspaceChange,proto3,oneof"`
+}
+
 func (*OmniMessage_SessionMeta) isOmniMessage_Payload() {}
 
 func (*OmniMessage_Text) isOmniMessage_Payload() {}
@@ -1017,6 +1148,8 @@ func (*OmniMessage_GoalStarted) isOmniMessage_Payload() {}
 func (*OmniMessage_GoalRound) isOmniMessage_Payload() {}
 
 func (*OmniMessage_GoalFinished) isOmniMessage_Payload() {}
+
+func (*OmniMessage_WorkspaceChange) isOmniMessage_Payload() {}
 
 // SessionMeta holds the per-session invariants of one model context. On
 // resume the engine takes it as the runtime configuration.
@@ -2917,12 +3050,233 @@ func (x *McpConnectEnd) GetResults() []*McpServerConnectResult {
 	return nil
 }
 
+// FileChange is one file, or symbolic link, that a change created,
+// modified or deleted. Directories are restored with the files but not
+// listed.
+type FileChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The slash-separated path relative to the workspace.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// What happened to it.
+	Kind FileChangeKind `protobuf:"varint,2,opt,name=kind,proto3,enum=penguin.v1.FileChangeKind" json:"kind,omitempty"`
+	// Lines added and removed, for a text file.
+	AddedLines int32 `protobuf:"varint,3,opt,name=added_lines,json=addedLines,proto3" json:"added_lines,omitempty"`
+	// See added_lines.
+	RemovedLines int32 `protobuf:"varint,4,opt,name=removed_lines,json=removedLines,proto3" json:"removed_lines,omitempty"`
+	// The content is not text (a NUL byte or invalid UTF-8), so no line
+	// diff is given.
+	Binary bool `protobuf:"varint,5,opt,name=binary,proto3" json:"binary,omitempty"`
+	// One side is larger than the checkpoint keeps content for, so the
+	// change can be listed but not undone.
+	TooLarge bool `protobuf:"varint,6,opt,name=too_large,json=tooLarge,proto3" json:"too_large,omitempty"`
+	// The unified diff of a text file; set only where a diff is asked for
+	// (never in the session's log).
+	Diff string `protobuf:"bytes,7,opt,name=diff,proto3" json:"diff,omitempty"`
+	// Whether it is a symbolic link rather than a file.
+	Link          bool `protobuf:"varint,8,opt,name=link,proto3" json:"link,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileChange) Reset() {
+	*x = FileChange{}
+	mi := &file_penguin_v1_message_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileChange) ProtoMessage() {}
+
+func (x *FileChange) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_message_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileChange.ProtoReflect.Descriptor instead.
+func (*FileChange) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_message_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *FileChange) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FileChange) GetKind() FileChangeKind {
+	if x != nil {
+		return x.Kind
+	}
+	return FileChangeKind_FILE_CHANGE_KIND_UNSPECIFIED
+}
+
+func (x *FileChange) GetAddedLines() int32 {
+	if x != nil {
+		return x.AddedLines
+	}
+	return 0
+}
+
+func (x *FileChange) GetRemovedLines() int32 {
+	if x != nil {
+		return x.RemovedLines
+	}
+	return 0
+}
+
+func (x *FileChange) GetBinary() bool {
+	if x != nil {
+		return x.Binary
+	}
+	return false
+}
+
+func (x *FileChange) GetTooLarge() bool {
+	if x != nil {
+		return x.TooLarge
+	}
+	return false
+}
+
+func (x *FileChange) GetDiff() string {
+	if x != nil {
+		return x.Diff
+	}
+	return ""
+}
+
+func (x *FileChange) GetLink() bool {
+	if x != nil {
+		return x.Link
+	}
+	return false
+}
+
+// WorkspaceChange is what one turn changed in the workspace, between the
+// checkpoints taken at the turn's start and end; or what an undo or a
+// redo restored, between the checkpoints taken around the restore (so
+// that an undo can itself be told apart from later edits).
+type WorkspaceChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What made the change.
+	Kind WorkspaceChangeKind `protobuf:"varint,1,opt,name=kind,proto3,enum=penguin.v1.WorkspaceChangeKind" json:"kind,omitempty"`
+	// The checkpoint before the change (environment checkpoint id).
+	Before string `protobuf:"bytes,2,opt,name=before,proto3" json:"before,omitempty"`
+	// The checkpoint after the change.
+	After string `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
+	// The files changed, by path.
+	Files []*FileChange `protobuf:"bytes,4,rep,name=files,proto3" json:"files,omitempty"`
+	// For an undo or a redo, the sequence number of the turn's
+	// workspace_change event it undid or redid.
+	TurnSequence int64 `protobuf:"varint,5,opt,name=turn_sequence,json=turnSequence,proto3" json:"turn_sequence,omitempty"`
+	// Why a checkpoint does not cover the whole workspace (too many files,
+	// too many bytes); such a change is listed as far as it was seen and
+	// cannot be undone. Empty when complete.
+	Incomplete string `protobuf:"bytes,6,opt,name=incomplete,proto3" json:"incomplete,omitempty"`
+	// For an undo or a redo: it overwrote files that had changed since
+	// (force).
+	Forced        bool `protobuf:"varint,7,opt,name=forced,proto3" json:"forced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkspaceChange) Reset() {
+	*x = WorkspaceChange{}
+	mi := &file_penguin_v1_message_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkspaceChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkspaceChange) ProtoMessage() {}
+
+func (x *WorkspaceChange) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_message_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkspaceChange.ProtoReflect.Descriptor instead.
+func (*WorkspaceChange) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_message_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *WorkspaceChange) GetKind() WorkspaceChangeKind {
+	if x != nil {
+		return x.Kind
+	}
+	return WorkspaceChangeKind_WORKSPACE_CHANGE_KIND_UNSPECIFIED
+}
+
+func (x *WorkspaceChange) GetBefore() string {
+	if x != nil {
+		return x.Before
+	}
+	return ""
+}
+
+func (x *WorkspaceChange) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *WorkspaceChange) GetFiles() []*FileChange {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *WorkspaceChange) GetTurnSequence() int64 {
+	if x != nil {
+		return x.TurnSequence
+	}
+	return 0
+}
+
+func (x *WorkspaceChange) GetIncomplete() string {
+	if x != nil {
+		return x.Incomplete
+	}
+	return ""
+}
+
+func (x *WorkspaceChange) GetForced() bool {
+	if x != nil {
+		return x.Forced
+	}
+	return false
+}
+
 var File_penguin_v1_message_proto protoreflect.FileDescriptor
 
 const file_penguin_v1_message_proto_rawDesc = "" +
 	"\n" +
 	"\x18penguin/v1/message.proto\x12\n" +
-	"penguin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15penguin/v1/goal.proto\"\xe6\r\n" +
+	"penguin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15penguin/v1/goal.proto\"\xb0\x0e\n" +
 	"\vOmniMessage\x128\n" +
 	"\ttimestamp\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\x16\n" +
 	"\x06origin\x18\x02 \x03(\tR\x06origin\x12<\n" +
@@ -2956,7 +3310,8 @@ const file_penguin_v1_message_proto_rawDesc = "" +
 	"\fgoal_started\x183 \x01(\v2\x17.penguin.v1.GoalStartedH\x00R\vgoalStarted\x126\n" +
 	"\n" +
 	"goal_round\x184 \x01(\v2\x15.penguin.v1.GoalRoundH\x00R\tgoalRound\x12?\n" +
-	"\rgoal_finished\x185 \x01(\v2\x18.penguin.v1.GoalFinishedH\x00R\fgoalFinishedB\t\n" +
+	"\rgoal_finished\x185 \x01(\v2\x18.penguin.v1.GoalFinishedH\x00R\fgoalFinished\x12H\n" +
+	"\x10workspace_change\x186 \x01(\v2\x1b.penguin.v1.WorkspaceChangeH\x00R\x0fworkspaceChangeB\t\n" +
 	"\apayload\"\x91\x02\n" +
 	"\vSessionMeta\x12\x1d\n" +
 	"\n" +
@@ -3119,7 +3474,28 @@ const file_penguin_v1_message_proto_rawDesc = "" +
 	"\x05error\x18\x06 \x01(\tR\x05error\"\x83\x01\n" +
 	"\rMcpConnectEnd\x124\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1c.penguin.v1.McpConnectStatusR\x06status\x12<\n" +
-	"\aresults\x18\x02 \x03(\v2\".penguin.v1.McpServerConnectResultR\aresults*\xbf\x01\n" +
+	"\aresults\x18\x02 \x03(\v2\".penguin.v1.McpServerConnectResultR\aresults\"\xf3\x01\n" +
+	"\n" +
+	"FileChange\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12.\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1a.penguin.v1.FileChangeKindR\x04kind\x12\x1f\n" +
+	"\vadded_lines\x18\x03 \x01(\x05R\n" +
+	"addedLines\x12#\n" +
+	"\rremoved_lines\x18\x04 \x01(\x05R\fremovedLines\x12\x16\n" +
+	"\x06binary\x18\x05 \x01(\bR\x06binary\x12\x1b\n" +
+	"\ttoo_large\x18\x06 \x01(\bR\btooLarge\x12\x12\n" +
+	"\x04diff\x18\a \x01(\tR\x04diff\x12\x12\n" +
+	"\x04link\x18\b \x01(\bR\x04link\"\xff\x01\n" +
+	"\x0fWorkspaceChange\x123\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1f.penguin.v1.WorkspaceChangeKindR\x04kind\x12\x16\n" +
+	"\x06before\x18\x02 \x01(\tR\x06before\x12\x14\n" +
+	"\x05after\x18\x03 \x01(\tR\x05after\x12,\n" +
+	"\x05files\x18\x04 \x03(\v2\x16.penguin.v1.FileChangeR\x05files\x12#\n" +
+	"\rturn_sequence\x18\x05 \x01(\x03R\fturnSequence\x12\x1e\n" +
+	"\n" +
+	"incomplete\x18\x06 \x01(\tR\n" +
+	"incomplete\x12\x16\n" +
+	"\x06forced\x18\a \x01(\bR\x06forced*\xbf\x01\n" +
 	"\n" +
 	"StopReason\x12\x1b\n" +
 	"\x17STOP_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
@@ -3162,7 +3538,17 @@ const file_penguin_v1_message_proto_rawDesc = "" +
 	"\x1eMCP_CONNECT_STATUS_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cMCP_CONNECT_STATUS_COMPLETED\x10\x01\x12\x1d\n" +
 	"\x19MCP_CONNECT_STATUS_FAILED\x10\x02\x12\x1e\n" +
-	"\x1aMCP_CONNECT_STATUS_ABORTED\x10\x03B\xa2\x01\n" +
+	"\x1aMCP_CONNECT_STATUS_ABORTED\x10\x03*\x9c\x01\n" +
+	"\x13WorkspaceChangeKind\x12%\n" +
+	"!WORKSPACE_CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aWORKSPACE_CHANGE_KIND_TURN\x10\x01\x12\x1e\n" +
+	"\x1aWORKSPACE_CHANGE_KIND_UNDO\x10\x02\x12\x1e\n" +
+	"\x1aWORKSPACE_CHANGE_KIND_REDO\x10\x03*\x8b\x01\n" +
+	"\x0eFileChangeKind\x12 \n" +
+	"\x1cFILE_CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16FILE_CHANGE_KIND_ADDED\x10\x01\x12\x1d\n" +
+	"\x19FILE_CHANGE_KIND_MODIFIED\x10\x02\x12\x1c\n" +
+	"\x18FILE_CHANGE_KIND_DELETED\x10\x03B\xa2\x01\n" +
 	"\x0ecom.penguin.v1B\fMessageProtoP\x01Z9github.com/penguin-agent/penguin/gen/penguin/v1;penguinv1\xa2\x02\x03PXX\xaa\x02\n" +
 	"Penguin.V1\xca\x02\n" +
 	"Penguin\\V1\xe2\x02\x16Penguin\\V1\\GPBMetadata\xea\x02\vPenguin::V1b\x06proto3"
@@ -3179,8 +3565,8 @@ func file_penguin_v1_message_proto_rawDescGZIP() []byte {
 	return file_penguin_v1_message_proto_rawDescData
 }
 
-var file_penguin_v1_message_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_penguin_v1_message_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_penguin_v1_message_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_penguin_v1_message_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_penguin_v1_message_proto_goTypes = []any{
 	(StopReason)(0),                // 0: penguin.v1.StopReason
 	(Role)(0),                      // 1: penguin.v1.Role
@@ -3190,111 +3576,119 @@ var file_penguin_v1_message_proto_goTypes = []any{
 	(CompactionReason)(0),          // 5: penguin.v1.CompactionReason
 	(CompactionMode)(0),            // 6: penguin.v1.CompactionMode
 	(McpConnectStatus)(0),          // 7: penguin.v1.McpConnectStatus
-	(*OmniMessage)(nil),            // 8: penguin.v1.OmniMessage
-	(*SessionMeta)(nil),            // 9: penguin.v1.SessionMeta
-	(*Text)(nil),                   // 10: penguin.v1.Text
-	(*ImageUrl)(nil),               // 11: penguin.v1.ImageUrl
-	(*InlineData)(nil),             // 12: penguin.v1.InlineData
-	(*Thinking)(nil),               // 13: penguin.v1.Thinking
-	(*InlineThinking)(nil),         // 14: penguin.v1.InlineThinking
-	(*ToolCall)(nil),               // 15: penguin.v1.ToolCall
-	(*ToolCallOutput)(nil),         // 16: penguin.v1.ToolCallOutput
-	(*PartialText)(nil),            // 17: penguin.v1.PartialText
-	(*PartialThinking)(nil),        // 18: penguin.v1.PartialThinking
-	(*PartialToolCall)(nil),        // 19: penguin.v1.PartialToolCall
-	(*PartialToolCallOutput)(nil),  // 20: penguin.v1.PartialToolCallOutput
-	(*ApprovalDecision)(nil),       // 21: penguin.v1.ApprovalDecision
-	(*Abort)(nil),                  // 22: penguin.v1.Abort
-	(*TokenCounts)(nil),            // 23: penguin.v1.TokenCounts
-	(*TokenUsage)(nil),             // 24: penguin.v1.TokenUsage
-	(*RequestBegin)(nil),           // 25: penguin.v1.RequestBegin
-	(*RequestEnd)(nil),             // 26: penguin.v1.RequestEnd
-	(*CompactionBegin)(nil),        // 27: penguin.v1.CompactionBegin
-	(*CompactionEnd)(nil),          // 28: penguin.v1.CompactionEnd
-	(*Subagent)(nil),               // 29: penguin.v1.Subagent
-	(*ToolDefinition)(nil),         // 30: penguin.v1.ToolDefinition
-	(*ToolListReady)(nil),          // 31: penguin.v1.ToolListReady
-	(*McpConnectBegin)(nil),        // 32: penguin.v1.McpConnectBegin
-	(*McpServerConnectResult)(nil), // 33: penguin.v1.McpServerConnectResult
-	(*McpConnectEnd)(nil),          // 34: penguin.v1.McpConnectEnd
-	(*timestamppb.Timestamp)(nil),  // 35: google.protobuf.Timestamp
-	(*GoalStarted)(nil),            // 36: penguin.v1.GoalStarted
-	(*GoalRound)(nil),              // 37: penguin.v1.GoalRound
-	(*GoalFinished)(nil),           // 38: penguin.v1.GoalFinished
+	(WorkspaceChangeKind)(0),       // 8: penguin.v1.WorkspaceChangeKind
+	(FileChangeKind)(0),            // 9: penguin.v1.FileChangeKind
+	(*OmniMessage)(nil),            // 10: penguin.v1.OmniMessage
+	(*SessionMeta)(nil),            // 11: penguin.v1.SessionMeta
+	(*Text)(nil),                   // 12: penguin.v1.Text
+	(*ImageUrl)(nil),               // 13: penguin.v1.ImageUrl
+	(*InlineData)(nil),             // 14: penguin.v1.InlineData
+	(*Thinking)(nil),               // 15: penguin.v1.Thinking
+	(*InlineThinking)(nil),         // 16: penguin.v1.InlineThinking
+	(*ToolCall)(nil),               // 17: penguin.v1.ToolCall
+	(*ToolCallOutput)(nil),         // 18: penguin.v1.ToolCallOutput
+	(*PartialText)(nil),            // 19: penguin.v1.PartialText
+	(*PartialThinking)(nil),        // 20: penguin.v1.PartialThinking
+	(*PartialToolCall)(nil),        // 21: penguin.v1.PartialToolCall
+	(*PartialToolCallOutput)(nil),  // 22: penguin.v1.PartialToolCallOutput
+	(*ApprovalDecision)(nil),       // 23: penguin.v1.ApprovalDecision
+	(*Abort)(nil),                  // 24: penguin.v1.Abort
+	(*TokenCounts)(nil),            // 25: penguin.v1.TokenCounts
+	(*TokenUsage)(nil),             // 26: penguin.v1.TokenUsage
+	(*RequestBegin)(nil),           // 27: penguin.v1.RequestBegin
+	(*RequestEnd)(nil),             // 28: penguin.v1.RequestEnd
+	(*CompactionBegin)(nil),        // 29: penguin.v1.CompactionBegin
+	(*CompactionEnd)(nil),          // 30: penguin.v1.CompactionEnd
+	(*Subagent)(nil),               // 31: penguin.v1.Subagent
+	(*ToolDefinition)(nil),         // 32: penguin.v1.ToolDefinition
+	(*ToolListReady)(nil),          // 33: penguin.v1.ToolListReady
+	(*McpConnectBegin)(nil),        // 34: penguin.v1.McpConnectBegin
+	(*McpServerConnectResult)(nil), // 35: penguin.v1.McpServerConnectResult
+	(*McpConnectEnd)(nil),          // 36: penguin.v1.McpConnectEnd
+	(*FileChange)(nil),             // 37: penguin.v1.FileChange
+	(*WorkspaceChange)(nil),        // 38: penguin.v1.WorkspaceChange
+	(*timestamppb.Timestamp)(nil),  // 39: google.protobuf.Timestamp
+	(*GoalStarted)(nil),            // 40: penguin.v1.GoalStarted
+	(*GoalRound)(nil),              // 41: penguin.v1.GoalRound
+	(*GoalFinished)(nil),           // 42: penguin.v1.GoalFinished
 }
 var file_penguin_v1_message_proto_depIdxs = []int32{
-	35, // 0: penguin.v1.OmniMessage.timestamp:type_name -> google.protobuf.Timestamp
-	9,  // 1: penguin.v1.OmniMessage.session_meta:type_name -> penguin.v1.SessionMeta
-	10, // 2: penguin.v1.OmniMessage.text:type_name -> penguin.v1.Text
-	11, // 3: penguin.v1.OmniMessage.image_url:type_name -> penguin.v1.ImageUrl
-	12, // 4: penguin.v1.OmniMessage.inline_data:type_name -> penguin.v1.InlineData
-	13, // 5: penguin.v1.OmniMessage.thinking:type_name -> penguin.v1.Thinking
-	14, // 6: penguin.v1.OmniMessage.inline_thinking:type_name -> penguin.v1.InlineThinking
-	15, // 7: penguin.v1.OmniMessage.tool_call:type_name -> penguin.v1.ToolCall
-	16, // 8: penguin.v1.OmniMessage.tool_call_output:type_name -> penguin.v1.ToolCallOutput
-	17, // 9: penguin.v1.OmniMessage.partial_text:type_name -> penguin.v1.PartialText
-	18, // 10: penguin.v1.OmniMessage.partial_thinking:type_name -> penguin.v1.PartialThinking
-	19, // 11: penguin.v1.OmniMessage.partial_tool_call:type_name -> penguin.v1.PartialToolCall
-	20, // 12: penguin.v1.OmniMessage.partial_tool_call_output:type_name -> penguin.v1.PartialToolCallOutput
-	21, // 13: penguin.v1.OmniMessage.approval_decision:type_name -> penguin.v1.ApprovalDecision
-	22, // 14: penguin.v1.OmniMessage.abort:type_name -> penguin.v1.Abort
-	24, // 15: penguin.v1.OmniMessage.token_usage:type_name -> penguin.v1.TokenUsage
-	25, // 16: penguin.v1.OmniMessage.request_begin:type_name -> penguin.v1.RequestBegin
-	26, // 17: penguin.v1.OmniMessage.request_end:type_name -> penguin.v1.RequestEnd
-	27, // 18: penguin.v1.OmniMessage.compaction_begin:type_name -> penguin.v1.CompactionBegin
-	28, // 19: penguin.v1.OmniMessage.compaction_end:type_name -> penguin.v1.CompactionEnd
-	29, // 20: penguin.v1.OmniMessage.subagent:type_name -> penguin.v1.Subagent
-	31, // 21: penguin.v1.OmniMessage.tool_list_ready:type_name -> penguin.v1.ToolListReady
-	32, // 22: penguin.v1.OmniMessage.mcp_connect_begin:type_name -> penguin.v1.McpConnectBegin
-	34, // 23: penguin.v1.OmniMessage.mcp_connect_end:type_name -> penguin.v1.McpConnectEnd
-	36, // 24: penguin.v1.OmniMessage.goal_started:type_name -> penguin.v1.GoalStarted
-	37, // 25: penguin.v1.OmniMessage.goal_round:type_name -> penguin.v1.GoalRound
-	38, // 26: penguin.v1.OmniMessage.goal_finished:type_name -> penguin.v1.GoalFinished
-	1,  // 27: penguin.v1.Text.role:type_name -> penguin.v1.Role
-	2,  // 28: penguin.v1.Text.sender:type_name -> penguin.v1.Sender
-	0,  // 29: penguin.v1.Text.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 30: penguin.v1.ImageUrl.role:type_name -> penguin.v1.Role
-	0,  // 31: penguin.v1.ImageUrl.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 32: penguin.v1.InlineData.role:type_name -> penguin.v1.Role
-	0,  // 33: penguin.v1.InlineData.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 34: penguin.v1.Thinking.role:type_name -> penguin.v1.Role
-	0,  // 35: penguin.v1.Thinking.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 36: penguin.v1.InlineThinking.role:type_name -> penguin.v1.Role
-	0,  // 37: penguin.v1.InlineThinking.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 38: penguin.v1.ToolCall.role:type_name -> penguin.v1.Role
-	0,  // 39: penguin.v1.ToolCall.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 40: penguin.v1.ToolCallOutput.role:type_name -> penguin.v1.Role
-	0,  // 41: penguin.v1.ToolCallOutput.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 42: penguin.v1.PartialText.role:type_name -> penguin.v1.Role
-	3,  // 43: penguin.v1.PartialText.event_type:type_name -> penguin.v1.StreamEventType
-	0,  // 44: penguin.v1.PartialText.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 45: penguin.v1.PartialThinking.role:type_name -> penguin.v1.Role
-	3,  // 46: penguin.v1.PartialThinking.event_type:type_name -> penguin.v1.StreamEventType
-	0,  // 47: penguin.v1.PartialThinking.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 48: penguin.v1.PartialToolCall.role:type_name -> penguin.v1.Role
-	3,  // 49: penguin.v1.PartialToolCall.event_type:type_name -> penguin.v1.StreamEventType
-	0,  // 50: penguin.v1.PartialToolCall.stop_reason:type_name -> penguin.v1.StopReason
-	1,  // 51: penguin.v1.PartialToolCallOutput.role:type_name -> penguin.v1.Role
-	3,  // 52: penguin.v1.PartialToolCallOutput.event_type:type_name -> penguin.v1.StreamEventType
-	0,  // 53: penguin.v1.PartialToolCallOutput.stop_reason:type_name -> penguin.v1.StopReason
-	4,  // 54: penguin.v1.ApprovalDecision.decision:type_name -> penguin.v1.Decision
-	23, // 55: penguin.v1.TokenUsage.session:type_name -> penguin.v1.TokenCounts
-	23, // 56: penguin.v1.TokenUsage.request:type_name -> penguin.v1.TokenCounts
-	0,  // 57: penguin.v1.RequestEnd.status:type_name -> penguin.v1.StopReason
-	5,  // 58: penguin.v1.CompactionBegin.reason:type_name -> penguin.v1.CompactionReason
-	6,  // 59: penguin.v1.CompactionBegin.mode:type_name -> penguin.v1.CompactionMode
-	5,  // 60: penguin.v1.CompactionEnd.reason:type_name -> penguin.v1.CompactionReason
-	6,  // 61: penguin.v1.CompactionEnd.mode:type_name -> penguin.v1.CompactionMode
-	0,  // 62: penguin.v1.CompactionEnd.status:type_name -> penguin.v1.StopReason
-	30, // 63: penguin.v1.ToolListReady.tools:type_name -> penguin.v1.ToolDefinition
-	7,  // 64: penguin.v1.McpServerConnectResult.status:type_name -> penguin.v1.McpConnectStatus
-	7,  // 65: penguin.v1.McpConnectEnd.status:type_name -> penguin.v1.McpConnectStatus
-	33, // 66: penguin.v1.McpConnectEnd.results:type_name -> penguin.v1.McpServerConnectResult
-	67, // [67:67] is the sub-list for method output_type
-	67, // [67:67] is the sub-list for method input_type
-	67, // [67:67] is the sub-list for extension type_name
-	67, // [67:67] is the sub-list for extension extendee
-	0,  // [0:67] is the sub-list for field type_name
+	39, // 0: penguin.v1.OmniMessage.timestamp:type_name -> google.protobuf.Timestamp
+	11, // 1: penguin.v1.OmniMessage.session_meta:type_name -> penguin.v1.SessionMeta
+	12, // 2: penguin.v1.OmniMessage.text:type_name -> penguin.v1.Text
+	13, // 3: penguin.v1.OmniMessage.image_url:type_name -> penguin.v1.ImageUrl
+	14, // 4: penguin.v1.OmniMessage.inline_data:type_name -> penguin.v1.InlineData
+	15, // 5: penguin.v1.OmniMessage.thinking:type_name -> penguin.v1.Thinking
+	16, // 6: penguin.v1.OmniMessage.inline_thinking:type_name -> penguin.v1.InlineThinking
+	17, // 7: penguin.v1.OmniMessage.tool_call:type_name -> penguin.v1.ToolCall
+	18, // 8: penguin.v1.OmniMessage.tool_call_output:type_name -> penguin.v1.ToolCallOutput
+	19, // 9: penguin.v1.OmniMessage.partial_text:type_name -> penguin.v1.PartialText
+	20, // 10: penguin.v1.OmniMessage.partial_thinking:type_name -> penguin.v1.PartialThinking
+	21, // 11: penguin.v1.OmniMessage.partial_tool_call:type_name -> penguin.v1.PartialToolCall
+	22, // 12: penguin.v1.OmniMessage.partial_tool_call_output:type_name -> penguin.v1.PartialToolCallOutput
+	23, // 13: penguin.v1.OmniMessage.approval_decision:type_name -> penguin.v1.ApprovalDecision
+	24, // 14: penguin.v1.OmniMessage.abort:type_name -> penguin.v1.Abort
+	26, // 15: penguin.v1.OmniMessage.token_usage:type_name -> penguin.v1.TokenUsage
+	27, // 16: penguin.v1.OmniMessage.request_begin:type_name -> penguin.v1.RequestBegin
+	28, // 17: penguin.v1.OmniMessage.request_end:type_name -> penguin.v1.RequestEnd
+	29, // 18: penguin.v1.OmniMessage.compaction_begin:type_name -> penguin.v1.CompactionBegin
+	30, // 19: penguin.v1.OmniMessage.compaction_end:type_name -> penguin.v1.CompactionEnd
+	31, // 20: penguin.v1.OmniMessage.subagent:type_name -> penguin.v1.Subagent
+	33, // 21: penguin.v1.OmniMessage.tool_list_ready:type_name -> penguin.v1.ToolListReady
+	34, // 22: penguin.v1.OmniMessage.mcp_connect_begin:type_name -> penguin.v1.McpConnectBegin
+	36, // 23: penguin.v1.OmniMessage.mcp_connect_end:type_name -> penguin.v1.McpConnectEnd
+	40, // 24: penguin.v1.OmniMessage.goal_started:type_name -> penguin.v1.GoalStarted
+	41, // 25: penguin.v1.OmniMessage.goal_round:type_name -> penguin.v1.GoalRound
+	42, // 26: penguin.v1.OmniMessage.goal_finished:type_name -> penguin.v1.GoalFinished
+	38, // 27: penguin.v1.OmniMessage.workspace_change:type_name -> penguin.v1.WorkspaceChange
+	1,  // 28: penguin.v1.Text.role:type_name -> penguin.v1.Role
+	2,  // 29: penguin.v1.Text.sender:type_name -> penguin.v1.Sender
+	0,  // 30: penguin.v1.Text.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 31: penguin.v1.ImageUrl.role:type_name -> penguin.v1.Role
+	0,  // 32: penguin.v1.ImageUrl.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 33: penguin.v1.InlineData.role:type_name -> penguin.v1.Role
+	0,  // 34: penguin.v1.InlineData.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 35: penguin.v1.Thinking.role:type_name -> penguin.v1.Role
+	0,  // 36: penguin.v1.Thinking.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 37: penguin.v1.InlineThinking.role:type_name -> penguin.v1.Role
+	0,  // 38: penguin.v1.InlineThinking.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 39: penguin.v1.ToolCall.role:type_name -> penguin.v1.Role
+	0,  // 40: penguin.v1.ToolCall.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 41: penguin.v1.ToolCallOutput.role:type_name -> penguin.v1.Role
+	0,  // 42: penguin.v1.ToolCallOutput.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 43: penguin.v1.PartialText.role:type_name -> penguin.v1.Role
+	3,  // 44: penguin.v1.PartialText.event_type:type_name -> penguin.v1.StreamEventType
+	0,  // 45: penguin.v1.PartialText.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 46: penguin.v1.PartialThinking.role:type_name -> penguin.v1.Role
+	3,  // 47: penguin.v1.PartialThinking.event_type:type_name -> penguin.v1.StreamEventType
+	0,  // 48: penguin.v1.PartialThinking.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 49: penguin.v1.PartialToolCall.role:type_name -> penguin.v1.Role
+	3,  // 50: penguin.v1.PartialToolCall.event_type:type_name -> penguin.v1.StreamEventType
+	0,  // 51: penguin.v1.PartialToolCall.stop_reason:type_name -> penguin.v1.StopReason
+	1,  // 52: penguin.v1.PartialToolCallOutput.role:type_name -> penguin.v1.Role
+	3,  // 53: penguin.v1.PartialToolCallOutput.event_type:type_name -> penguin.v1.StreamEventType
+	0,  // 54: penguin.v1.PartialToolCallOutput.stop_reason:type_name -> penguin.v1.StopReason
+	4,  // 55: penguin.v1.ApprovalDecision.decision:type_name -> penguin.v1.Decision
+	25, // 56: penguin.v1.TokenUsage.session:type_name -> penguin.v1.TokenCounts
+	25, // 57: penguin.v1.TokenUsage.request:type_name -> penguin.v1.TokenCounts
+	0,  // 58: penguin.v1.RequestEnd.status:type_name -> penguin.v1.StopReason
+	5,  // 59: penguin.v1.CompactionBegin.reason:type_name -> penguin.v1.CompactionReason
+	6,  // 60: penguin.v1.CompactionBegin.mode:type_name -> penguin.v1.CompactionMode
+	5,  // 61: penguin.v1.CompactionEnd.reason:type_name -> penguin.v1.CompactionReason
+	6,  // 62: penguin.v1.CompactionEnd.mode:type_name -> penguin.v1.CompactionMode
+	0,  // 63: penguin.v1.CompactionEnd.status:type_name -> penguin.v1.StopReason
+	32, // 64: penguin.v1.ToolListReady.tools:type_name -> penguin.v1.ToolDefinition
+	7,  // 65: penguin.v1.McpServerConnectResult.status:type_name -> penguin.v1.McpConnectStatus
+	7,  // 66: penguin.v1.McpConnectEnd.status:type_name -> penguin.v1.McpConnectStatus
+	35, // 67: penguin.v1.McpConnectEnd.results:type_name -> penguin.v1.McpServerConnectResult
+	9,  // 68: penguin.v1.FileChange.kind:type_name -> penguin.v1.FileChangeKind
+	8,  // 69: penguin.v1.WorkspaceChange.kind:type_name -> penguin.v1.WorkspaceChangeKind
+	37, // 70: penguin.v1.WorkspaceChange.files:type_name -> penguin.v1.FileChange
+	71, // [71:71] is the sub-list for method output_type
+	71, // [71:71] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_message_proto_init() }
@@ -3330,6 +3724,7 @@ func file_penguin_v1_message_proto_init() {
 		(*OmniMessage_GoalStarted)(nil),
 		(*OmniMessage_GoalRound)(nil),
 		(*OmniMessage_GoalFinished)(nil),
+		(*OmniMessage_WorkspaceChange)(nil),
 	}
 	file_penguin_v1_message_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
@@ -3337,8 +3732,8 @@ func file_penguin_v1_message_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_penguin_v1_message_proto_rawDesc), len(file_penguin_v1_message_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   27,
+			NumEnums:      10,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -595,6 +595,310 @@ func (*SignOutResponse) Descriptor() ([]byte, []int) {
 	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{6}
 }
 
+// GetSignInOptionsRequest is empty.
+type GetSignInOptionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSignInOptionsRequest) Reset() {
+	*x = GetSignInOptionsRequest{}
+	mi := &file_penguin_v1_teams_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSignInOptionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSignInOptionsRequest) ProtoMessage() {}
+
+func (x *GetSignInOptionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_teams_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSignInOptionsRequest.ProtoReflect.Descriptor instead.
+func (*GetSignInOptionsRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{7}
+}
+
+// GetSignInOptionsResponse says how one may sign in.
+type GetSignInOptionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The identity provider's name for a "Sign in with" button; empty when
+	// none is configured.
+	OidcName      string `protobuf:"bytes,1,opt,name=oidc_name,json=oidcName,proto3" json:"oidc_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSignInOptionsResponse) Reset() {
+	*x = GetSignInOptionsResponse{}
+	mi := &file_penguin_v1_teams_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSignInOptionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSignInOptionsResponse) ProtoMessage() {}
+
+func (x *GetSignInOptionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_teams_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSignInOptionsResponse.ProtoReflect.Descriptor instead.
+func (*GetSignInOptionsResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GetSignInOptionsResponse) GetOidcName() string {
+	if x != nil {
+		return x.OidcName
+	}
+	return ""
+}
+
+// BeginOIDCSignInRequest starts a sign-in with the identity provider.
+type BeginOIDCSignInRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A secret of at least 32 characters that the starting browser keeps
+	// (the gateway's HttpOnly cookie); only its digest is stored.
+	BrowserBinding string `protobuf:"bytes,1,opt,name=browser_binding,json=browserBinding,proto3" json:"browser_binding,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *BeginOIDCSignInRequest) Reset() {
+	*x = BeginOIDCSignInRequest{}
+	mi := &file_penguin_v1_teams_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeginOIDCSignInRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeginOIDCSignInRequest) ProtoMessage() {}
+
+func (x *BeginOIDCSignInRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_teams_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeginOIDCSignInRequest.ProtoReflect.Descriptor instead.
+func (*BeginOIDCSignInRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *BeginOIDCSignInRequest) GetBrowserBinding() string {
+	if x != nil {
+		return x.BrowserBinding
+	}
+	return ""
+}
+
+// BeginOIDCSignInResponse says where to send the browser.
+type BeginOIDCSignInResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The provider's authorization URL.
+	AuthorizationUrl string `protobuf:"bytes,1,opt,name=authorization_url,json=authorizationUrl,proto3" json:"authorization_url,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *BeginOIDCSignInResponse) Reset() {
+	*x = BeginOIDCSignInResponse{}
+	mi := &file_penguin_v1_teams_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeginOIDCSignInResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeginOIDCSignInResponse) ProtoMessage() {}
+
+func (x *BeginOIDCSignInResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_teams_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeginOIDCSignInResponse.ProtoReflect.Descriptor instead.
+func (*BeginOIDCSignInResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *BeginOIDCSignInResponse) GetAuthorizationUrl() string {
+	if x != nil {
+		return x.AuthorizationUrl
+	}
+	return ""
+}
+
+// CompleteOIDCSignInRequest carries the provider's answer.
+type CompleteOIDCSignInRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The state and code of the provider's redirect.
+	State string `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	Code  string `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	// The starting browser's secret, as given to BeginOIDCSignIn.
+	BrowserBinding string `protobuf:"bytes,3,opt,name=browser_binding,json=browserBinding,proto3" json:"browser_binding,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CompleteOIDCSignInRequest) Reset() {
+	*x = CompleteOIDCSignInRequest{}
+	mi := &file_penguin_v1_teams_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteOIDCSignInRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteOIDCSignInRequest) ProtoMessage() {}
+
+func (x *CompleteOIDCSignInRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_teams_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteOIDCSignInRequest.ProtoReflect.Descriptor instead.
+func (*CompleteOIDCSignInRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CompleteOIDCSignInRequest) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *CompleteOIDCSignInRequest) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *CompleteOIDCSignInRequest) GetBrowserBinding() string {
+	if x != nil {
+		return x.BrowserBinding
+	}
+	return ""
+}
+
+// CompleteOIDCSignInResponse carries the new login session.
+type CompleteOIDCSignInResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The login session's secret, a bearer credential; shown once.
+	SessionToken string `protobuf:"bytes,1,opt,name=session_token,json=sessionToken,proto3" json:"session_token,omitempty"`
+	// When it ends.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// Who signed in.
+	User          *User `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteOIDCSignInResponse) Reset() {
+	*x = CompleteOIDCSignInResponse{}
+	mi := &file_penguin_v1_teams_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteOIDCSignInResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteOIDCSignInResponse) ProtoMessage() {}
+
+func (x *CompleteOIDCSignInResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_teams_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteOIDCSignInResponse.ProtoReflect.Descriptor instead.
+func (*CompleteOIDCSignInResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CompleteOIDCSignInResponse) GetSessionToken() string {
+	if x != nil {
+		return x.SessionToken
+	}
+	return ""
+}
+
+func (x *CompleteOIDCSignInResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *CompleteOIDCSignInResponse) GetUser() *User {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
 // ChangePasswordRequest changes the caller's password.
 type ChangePasswordRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -608,7 +912,7 @@ type ChangePasswordRequest struct {
 
 func (x *ChangePasswordRequest) Reset() {
 	*x = ChangePasswordRequest{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[7]
+	mi := &file_penguin_v1_teams_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -620,7 +924,7 @@ func (x *ChangePasswordRequest) String() string {
 func (*ChangePasswordRequest) ProtoMessage() {}
 
 func (x *ChangePasswordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[7]
+	mi := &file_penguin_v1_teams_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -633,7 +937,7 @@ func (x *ChangePasswordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangePasswordRequest.ProtoReflect.Descriptor instead.
 func (*ChangePasswordRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{7}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ChangePasswordRequest) GetOldPassword() string {
@@ -659,7 +963,7 @@ type ChangePasswordResponse struct {
 
 func (x *ChangePasswordResponse) Reset() {
 	*x = ChangePasswordResponse{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[8]
+	mi := &file_penguin_v1_teams_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -671,7 +975,7 @@ func (x *ChangePasswordResponse) String() string {
 func (*ChangePasswordResponse) ProtoMessage() {}
 
 func (x *ChangePasswordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[8]
+	mi := &file_penguin_v1_teams_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -684,7 +988,7 @@ func (x *ChangePasswordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangePasswordResponse.ProtoReflect.Descriptor instead.
 func (*ChangePasswordResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{8}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{14}
 }
 
 // ListUsersRequest is empty.
@@ -696,7 +1000,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[9]
+	mi := &file_penguin_v1_teams_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +1012,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[9]
+	mi := &file_penguin_v1_teams_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +1025,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{9}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{15}
 }
 
 // ListUsersResponse lists every account.
@@ -735,7 +1039,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[10]
+	mi := &file_penguin_v1_teams_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +1051,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[10]
+	mi := &file_penguin_v1_teams_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +1064,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{10}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListUsersResponse) GetUsers() []*User {
@@ -788,7 +1092,7 @@ type CreateUserRequest struct {
 
 func (x *CreateUserRequest) Reset() {
 	*x = CreateUserRequest{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[11]
+	mi := &file_penguin_v1_teams_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -800,7 +1104,7 @@ func (x *CreateUserRequest) String() string {
 func (*CreateUserRequest) ProtoMessage() {}
 
 func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[11]
+	mi := &file_penguin_v1_teams_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -813,7 +1117,7 @@ func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{11}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateUserRequest) GetUserId() string {
@@ -855,7 +1159,7 @@ type CreateUserResponse struct {
 
 func (x *CreateUserResponse) Reset() {
 	*x = CreateUserResponse{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[12]
+	mi := &file_penguin_v1_teams_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +1171,7 @@ func (x *CreateUserResponse) String() string {
 func (*CreateUserResponse) ProtoMessage() {}
 
 func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[12]
+	mi := &file_penguin_v1_teams_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +1184,7 @@ func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{12}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateUserResponse) GetUser() *User {
@@ -905,7 +1209,7 @@ type UpdateUserRequest struct {
 
 func (x *UpdateUserRequest) Reset() {
 	*x = UpdateUserRequest{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[13]
+	mi := &file_penguin_v1_teams_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1221,7 @@ func (x *UpdateUserRequest) String() string {
 func (*UpdateUserRequest) ProtoMessage() {}
 
 func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[13]
+	mi := &file_penguin_v1_teams_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1234,7 @@ func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserRequest.ProtoReflect.Descriptor instead.
 func (*UpdateUserRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{13}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UpdateUserRequest) GetUserId() string {
@@ -965,7 +1269,7 @@ type UpdateUserResponse struct {
 
 func (x *UpdateUserResponse) Reset() {
 	*x = UpdateUserResponse{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[14]
+	mi := &file_penguin_v1_teams_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1281,7 @@ func (x *UpdateUserResponse) String() string {
 func (*UpdateUserResponse) ProtoMessage() {}
 
 func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[14]
+	mi := &file_penguin_v1_teams_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1294,7 @@ func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserResponse.ProtoReflect.Descriptor instead.
 func (*UpdateUserResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{14}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateUserResponse) GetUser() *User {
@@ -1014,7 +1318,7 @@ type ResetPasswordRequest struct {
 
 func (x *ResetPasswordRequest) Reset() {
 	*x = ResetPasswordRequest{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[15]
+	mi := &file_penguin_v1_teams_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1330,7 @@ func (x *ResetPasswordRequest) String() string {
 func (*ResetPasswordRequest) ProtoMessage() {}
 
 func (x *ResetPasswordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[15]
+	mi := &file_penguin_v1_teams_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1343,7 @@ func (x *ResetPasswordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetPasswordRequest.ProtoReflect.Descriptor instead.
 func (*ResetPasswordRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{15}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ResetPasswordRequest) GetUserId() string {
@@ -1065,7 +1369,7 @@ type ResetPasswordResponse struct {
 
 func (x *ResetPasswordResponse) Reset() {
 	*x = ResetPasswordResponse{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[16]
+	mi := &file_penguin_v1_teams_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1381,7 @@ func (x *ResetPasswordResponse) String() string {
 func (*ResetPasswordResponse) ProtoMessage() {}
 
 func (x *ResetPasswordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[16]
+	mi := &file_penguin_v1_teams_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1394,7 @@ func (x *ResetPasswordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetPasswordResponse.ProtoReflect.Descriptor instead.
 func (*ResetPasswordResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{16}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{22}
 }
 
 // DeleteUserRequest names an account.
@@ -1104,7 +1408,7 @@ type DeleteUserRequest struct {
 
 func (x *DeleteUserRequest) Reset() {
 	*x = DeleteUserRequest{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[17]
+	mi := &file_penguin_v1_teams_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1420,7 @@ func (x *DeleteUserRequest) String() string {
 func (*DeleteUserRequest) ProtoMessage() {}
 
 func (x *DeleteUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[17]
+	mi := &file_penguin_v1_teams_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1433,7 @@ func (x *DeleteUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserRequest.ProtoReflect.Descriptor instead.
 func (*DeleteUserRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{17}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteUserRequest) GetUserId() string {
@@ -1148,7 +1452,7 @@ type DeleteUserResponse struct {
 
 func (x *DeleteUserResponse) Reset() {
 	*x = DeleteUserResponse{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[18]
+	mi := &file_penguin_v1_teams_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1464,7 @@ func (x *DeleteUserResponse) String() string {
 func (*DeleteUserResponse) ProtoMessage() {}
 
 func (x *DeleteUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[18]
+	mi := &file_penguin_v1_teams_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1477,7 @@ func (x *DeleteUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserResponse.ProtoReflect.Descriptor instead.
 func (*DeleteUserResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{18}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{24}
 }
 
 // Project is a project as one caller sees it.
@@ -1193,7 +1497,7 @@ type Project struct {
 
 func (x *Project) Reset() {
 	*x = Project{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[19]
+	mi := &file_penguin_v1_teams_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1205,7 +1509,7 @@ func (x *Project) String() string {
 func (*Project) ProtoMessage() {}
 
 func (x *Project) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[19]
+	mi := &file_penguin_v1_teams_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1218,7 +1522,7 @@ func (x *Project) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Project.ProtoReflect.Descriptor instead.
 func (*Project) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{19}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Project) GetProjectId() string {
@@ -1258,7 +1562,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[20]
+	mi := &file_penguin_v1_teams_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +1574,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[20]
+	mi := &file_penguin_v1_teams_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +1587,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{20}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{26}
 }
 
 // ListProjectsResponse lists the caller's projects.
@@ -1297,7 +1601,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[21]
+	mi := &file_penguin_v1_teams_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1613,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[21]
+	mi := &file_penguin_v1_teams_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1626,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{21}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*Project {
@@ -1345,7 +1649,7 @@ type CreateProjectRequest struct {
 
 func (x *CreateProjectRequest) Reset() {
 	*x = CreateProjectRequest{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[22]
+	mi := &file_penguin_v1_teams_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1661,7 @@ func (x *CreateProjectRequest) String() string {
 func (*CreateProjectRequest) ProtoMessage() {}
 
 func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[22]
+	mi := &file_penguin_v1_teams_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1674,7 @@ func (x *CreateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectRequest.ProtoReflect.Descriptor instead.
 func (*CreateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{22}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateProjectRequest) GetProjectId() string {
@@ -1398,7 +1702,7 @@ type CreateProjectResponse struct {
 
 func (x *CreateProjectResponse) Reset() {
 	*x = CreateProjectResponse{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[23]
+	mi := &file_penguin_v1_teams_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1714,7 @@ func (x *CreateProjectResponse) String() string {
 func (*CreateProjectResponse) ProtoMessage() {}
 
 func (x *CreateProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[23]
+	mi := &file_penguin_v1_teams_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1727,7 @@ func (x *CreateProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProjectResponse.ProtoReflect.Descriptor instead.
 func (*CreateProjectResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{23}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateProjectResponse) GetProject() *Project {
@@ -1444,7 +1748,7 @@ type DeleteProjectRequest struct {
 
 func (x *DeleteProjectRequest) Reset() {
 	*x = DeleteProjectRequest{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[24]
+	mi := &file_penguin_v1_teams_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1760,7 @@ func (x *DeleteProjectRequest) String() string {
 func (*DeleteProjectRequest) ProtoMessage() {}
 
 func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[24]
+	mi := &file_penguin_v1_teams_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1773,7 @@ func (x *DeleteProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProjectRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{24}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteProjectRequest) GetProjectId() string {
@@ -1488,7 +1792,7 @@ type DeleteProjectResponse struct {
 
 func (x *DeleteProjectResponse) Reset() {
 	*x = DeleteProjectResponse{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[25]
+	mi := &file_penguin_v1_teams_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1804,7 @@ func (x *DeleteProjectResponse) String() string {
 func (*DeleteProjectResponse) ProtoMessage() {}
 
 func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[25]
+	mi := &file_penguin_v1_teams_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1817,7 @@ func (x *DeleteProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProjectResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProjectResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{25}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{31}
 }
 
 // Member is one user's membership.
@@ -1531,7 +1835,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[26]
+	mi := &file_penguin_v1_teams_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1847,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[26]
+	mi := &file_penguin_v1_teams_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1860,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{26}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Member) GetUserId() string {
@@ -1591,7 +1895,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[27]
+	mi := &file_penguin_v1_teams_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1907,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[27]
+	mi := &file_penguin_v1_teams_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1920,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{27}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListMembersRequest) GetProjectId() string {
@@ -1637,7 +1941,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[28]
+	mi := &file_penguin_v1_teams_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1953,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[28]
+	mi := &file_penguin_v1_teams_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1966,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{28}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -1687,7 +1991,7 @@ type SetMemberRequest struct {
 
 func (x *SetMemberRequest) Reset() {
 	*x = SetMemberRequest{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[29]
+	mi := &file_penguin_v1_teams_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1699,7 +2003,7 @@ func (x *SetMemberRequest) String() string {
 func (*SetMemberRequest) ProtoMessage() {}
 
 func (x *SetMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[29]
+	mi := &file_penguin_v1_teams_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1712,7 +2016,7 @@ func (x *SetMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMemberRequest.ProtoReflect.Descriptor instead.
 func (*SetMemberRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{29}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetMemberRequest) GetProjectId() string {
@@ -1745,7 +2049,7 @@ type SetMemberResponse struct {
 
 func (x *SetMemberResponse) Reset() {
 	*x = SetMemberResponse{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[30]
+	mi := &file_penguin_v1_teams_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +2061,7 @@ func (x *SetMemberResponse) String() string {
 func (*SetMemberResponse) ProtoMessage() {}
 
 func (x *SetMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[30]
+	mi := &file_penguin_v1_teams_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +2074,7 @@ func (x *SetMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetMemberResponse.ProtoReflect.Descriptor instead.
 func (*SetMemberResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{30}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{36}
 }
 
 // RemoveMemberRequest ends a membership.
@@ -1786,7 +2090,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[31]
+	mi := &file_penguin_v1_teams_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +2102,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[31]
+	mi := &file_penguin_v1_teams_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +2115,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{31}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RemoveMemberRequest) GetProjectId() string {
@@ -1837,7 +2141,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[32]
+	mi := &file_penguin_v1_teams_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +2153,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[32]
+	mi := &file_penguin_v1_teams_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +2166,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{32}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{38}
 }
 
 // AuditRecord is one line of the audit log.
@@ -1872,7 +2176,8 @@ type AuditRecord struct {
 	Id int64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	// When.
 	At *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
-	// Who: a user id, or empty for the operator's service token.
+	// Who: a user id, "(operator)" for the operator's service token, or
+	// empty when nobody signed in (a refused sign-in).
 	Actor string `protobuf:"bytes,3,opt,name=actor,proto3" json:"actor,omitempty"`
 	// What happened, such as "session.delete" or "member.set".
 	Action string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
@@ -1886,7 +2191,7 @@ type AuditRecord struct {
 
 func (x *AuditRecord) Reset() {
 	*x = AuditRecord{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[33]
+	mi := &file_penguin_v1_teams_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2203,7 @@ func (x *AuditRecord) String() string {
 func (*AuditRecord) ProtoMessage() {}
 
 func (x *AuditRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[33]
+	mi := &file_penguin_v1_teams_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2216,7 @@ func (x *AuditRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
 func (*AuditRecord) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{33}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AuditRecord) GetId() int64 {
@@ -1956,10 +2261,10 @@ func (x *AuditRecord) GetDetail() string {
 	return ""
 }
 
-// ListAuditRequest pages through a project's audit log.
+// ListAuditRequest pages through a project's audit log, or the global one.
 type ListAuditRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The project.
+	// The project; empty for the global log.
 	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
 	// Only records with an id below this one; zero starts at the newest.
 	BeforeId int64 `protobuf:"varint,2,opt,name=before_id,json=beforeId,proto3" json:"before_id,omitempty"`
@@ -1971,7 +2276,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[34]
+	mi := &file_penguin_v1_teams_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1983,7 +2288,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[34]
+	mi := &file_penguin_v1_teams_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1996,7 +2301,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{34}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListAuditRequest) GetProjectId() string {
@@ -2031,7 +2336,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[35]
+	mi := &file_penguin_v1_teams_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2348,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[35]
+	mi := &file_penguin_v1_teams_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2361,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{35}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListAuditResponse) GetRecords() []*AuditRecord {
@@ -2087,7 +2392,7 @@ type Token struct {
 
 func (x *Token) Reset() {
 	*x = Token{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[36]
+	mi := &file_penguin_v1_teams_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2404,7 @@ func (x *Token) String() string {
 func (*Token) ProtoMessage() {}
 
 func (x *Token) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[36]
+	mi := &file_penguin_v1_teams_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2417,7 @@ func (x *Token) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Token.ProtoReflect.Descriptor instead.
 func (*Token) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{36}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Token) GetTokenId() string {
@@ -2166,7 +2471,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[37]
+	mi := &file_penguin_v1_teams_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2178,7 +2483,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[37]
+	mi := &file_penguin_v1_teams_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2191,7 +2496,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{37}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{43}
 }
 
 // ListTokensResponse lists the caller's tokens.
@@ -2205,7 +2510,7 @@ type ListTokensResponse struct {
 
 func (x *ListTokensResponse) Reset() {
 	*x = ListTokensResponse{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[38]
+	mi := &file_penguin_v1_teams_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2522,7 @@ func (x *ListTokensResponse) String() string {
 func (*ListTokensResponse) ProtoMessage() {}
 
 func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[38]
+	mi := &file_penguin_v1_teams_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2535,7 @@ func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListTokensResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{38}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListTokensResponse) GetTokens() []*Token {
@@ -2255,7 +2560,7 @@ type CreateTokenRequest struct {
 
 func (x *CreateTokenRequest) Reset() {
 	*x = CreateTokenRequest{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[39]
+	mi := &file_penguin_v1_teams_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2267,7 +2572,7 @@ func (x *CreateTokenRequest) String() string {
 func (*CreateTokenRequest) ProtoMessage() {}
 
 func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[39]
+	mi := &file_penguin_v1_teams_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2280,7 +2585,7 @@ func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{39}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreateTokenRequest) GetName() string {
@@ -2317,7 +2622,7 @@ type CreateTokenResponse struct {
 
 func (x *CreateTokenResponse) Reset() {
 	*x = CreateTokenResponse{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[40]
+	mi := &file_penguin_v1_teams_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2329,7 +2634,7 @@ func (x *CreateTokenResponse) String() string {
 func (*CreateTokenResponse) ProtoMessage() {}
 
 func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[40]
+	mi := &file_penguin_v1_teams_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2647,7 @@ func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{40}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CreateTokenResponse) GetToken() *Token {
@@ -2370,7 +2675,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[41]
+	mi := &file_penguin_v1_teams_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2382,7 +2687,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[41]
+	mi := &file_penguin_v1_teams_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2395,7 +2700,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{41}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RevokeTokenRequest) GetTokenId() string {
@@ -2414,7 +2719,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_penguin_v1_teams_proto_msgTypes[42]
+	mi := &file_penguin_v1_teams_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2731,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_teams_proto_msgTypes[42]
+	mi := &file_penguin_v1_teams_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2744,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{42}
+	return file_penguin_v1_teams_proto_rawDescGZIP(), []int{48}
 }
 
 var File_penguin_v1_teams_proto protoreflect.FileDescriptor
@@ -2473,7 +2778,23 @@ const file_penguin_v1_teams_proto_rawDesc = "" +
 	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12$\n" +
 	"\x04user\x18\x03 \x01(\v2\x10.penguin.v1.UserR\x04user\"\x10\n" +
 	"\x0eSignOutRequest\"\x11\n" +
-	"\x0fSignOutResponse\"]\n" +
+	"\x0fSignOutResponse\"\x19\n" +
+	"\x17GetSignInOptionsRequest\"7\n" +
+	"\x18GetSignInOptionsResponse\x12\x1b\n" +
+	"\toidc_name\x18\x01 \x01(\tR\boidcName\"A\n" +
+	"\x16BeginOIDCSignInRequest\x12'\n" +
+	"\x0fbrowser_binding\x18\x01 \x01(\tR\x0ebrowserBinding\"F\n" +
+	"\x17BeginOIDCSignInResponse\x12+\n" +
+	"\x11authorization_url\x18\x01 \x01(\tR\x10authorizationUrl\"n\n" +
+	"\x19CompleteOIDCSignInRequest\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\x12'\n" +
+	"\x0fbrowser_binding\x18\x03 \x01(\tR\x0ebrowserBinding\"\xa2\x01\n" +
+	"\x1aCompleteOIDCSignInResponse\x12#\n" +
+	"\rsession_token\x18\x01 \x01(\tR\fsessionToken\x129\n" +
+	"\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12$\n" +
+	"\x04user\x18\x03 \x01(\v2\x10.penguin.v1.UserR\x04user\"]\n" +
 	"\x15ChangePasswordRequest\x12!\n" +
 	"\fold_password\x18\x01 \x01(\tR\voldPassword\x12!\n" +
 	"\fnew_password\x18\x02 \x01(\tR\vnewPassword\"\x18\n" +
@@ -2595,12 +2916,15 @@ const file_penguin_v1_teams_proto_rawDesc = "" +
 	"ServerMode\x12\x1b\n" +
 	"\x17SERVER_MODE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11SERVER_MODE_LOCAL\x10\x01\x12\x14\n" +
-	"\x10SERVER_MODE_TEAM\x10\x022\xac\x02\n" +
+	"\x10SERVER_MODE_TEAM\x10\x022\xcc\x04\n" +
 	"\vAuthService\x12?\n" +
 	"\x06WhoAmI\x12\x19.penguin.v1.WhoAmIRequest\x1a\x1a.penguin.v1.WhoAmIResponse\x12?\n" +
 	"\x06SignIn\x12\x19.penguin.v1.SignInRequest\x1a\x1a.penguin.v1.SignInResponse\x12B\n" +
 	"\aSignOut\x12\x1a.penguin.v1.SignOutRequest\x1a\x1b.penguin.v1.SignOutResponse\x12W\n" +
-	"\x0eChangePassword\x12!.penguin.v1.ChangePasswordRequest\x1a\".penguin.v1.ChangePasswordResponse2\x94\x03\n" +
+	"\x0eChangePassword\x12!.penguin.v1.ChangePasswordRequest\x1a\".penguin.v1.ChangePasswordResponse\x12]\n" +
+	"\x10GetSignInOptions\x12#.penguin.v1.GetSignInOptionsRequest\x1a$.penguin.v1.GetSignInOptionsResponse\x12Z\n" +
+	"\x0fBeginOIDCSignIn\x12\".penguin.v1.BeginOIDCSignInRequest\x1a#.penguin.v1.BeginOIDCSignInResponse\x12c\n" +
+	"\x12CompleteOIDCSignIn\x12%.penguin.v1.CompleteOIDCSignInRequest\x1a&.penguin.v1.CompleteOIDCSignInResponse2\x94\x03\n" +
 	"\vUserService\x12H\n" +
 	"\tListUsers\x12\x1c.penguin.v1.ListUsersRequest\x1a\x1d.penguin.v1.ListUsersResponse\x12K\n" +
 	"\n" +
@@ -2641,126 +2965,140 @@ func file_penguin_v1_teams_proto_rawDescGZIP() []byte {
 }
 
 var file_penguin_v1_teams_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_penguin_v1_teams_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_penguin_v1_teams_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_penguin_v1_teams_proto_goTypes = []any{
-	(TokenScope)(0),                // 0: penguin.v1.TokenScope
-	(ProjectRole)(0),               // 1: penguin.v1.ProjectRole
-	(ServerMode)(0),                // 2: penguin.v1.ServerMode
-	(*User)(nil),                   // 3: penguin.v1.User
-	(*WhoAmIRequest)(nil),          // 4: penguin.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),         // 5: penguin.v1.WhoAmIResponse
-	(*SignInRequest)(nil),          // 6: penguin.v1.SignInRequest
-	(*SignInResponse)(nil),         // 7: penguin.v1.SignInResponse
-	(*SignOutRequest)(nil),         // 8: penguin.v1.SignOutRequest
-	(*SignOutResponse)(nil),        // 9: penguin.v1.SignOutResponse
-	(*ChangePasswordRequest)(nil),  // 10: penguin.v1.ChangePasswordRequest
-	(*ChangePasswordResponse)(nil), // 11: penguin.v1.ChangePasswordResponse
-	(*ListUsersRequest)(nil),       // 12: penguin.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),      // 13: penguin.v1.ListUsersResponse
-	(*CreateUserRequest)(nil),      // 14: penguin.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),     // 15: penguin.v1.CreateUserResponse
-	(*UpdateUserRequest)(nil),      // 16: penguin.v1.UpdateUserRequest
-	(*UpdateUserResponse)(nil),     // 17: penguin.v1.UpdateUserResponse
-	(*ResetPasswordRequest)(nil),   // 18: penguin.v1.ResetPasswordRequest
-	(*ResetPasswordResponse)(nil),  // 19: penguin.v1.ResetPasswordResponse
-	(*DeleteUserRequest)(nil),      // 20: penguin.v1.DeleteUserRequest
-	(*DeleteUserResponse)(nil),     // 21: penguin.v1.DeleteUserResponse
-	(*Project)(nil),                // 22: penguin.v1.Project
-	(*ListProjectsRequest)(nil),    // 23: penguin.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),   // 24: penguin.v1.ListProjectsResponse
-	(*CreateProjectRequest)(nil),   // 25: penguin.v1.CreateProjectRequest
-	(*CreateProjectResponse)(nil),  // 26: penguin.v1.CreateProjectResponse
-	(*DeleteProjectRequest)(nil),   // 27: penguin.v1.DeleteProjectRequest
-	(*DeleteProjectResponse)(nil),  // 28: penguin.v1.DeleteProjectResponse
-	(*Member)(nil),                 // 29: penguin.v1.Member
-	(*ListMembersRequest)(nil),     // 30: penguin.v1.ListMembersRequest
-	(*ListMembersResponse)(nil),    // 31: penguin.v1.ListMembersResponse
-	(*SetMemberRequest)(nil),       // 32: penguin.v1.SetMemberRequest
-	(*SetMemberResponse)(nil),      // 33: penguin.v1.SetMemberResponse
-	(*RemoveMemberRequest)(nil),    // 34: penguin.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),   // 35: penguin.v1.RemoveMemberResponse
-	(*AuditRecord)(nil),            // 36: penguin.v1.AuditRecord
-	(*ListAuditRequest)(nil),       // 37: penguin.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),      // 38: penguin.v1.ListAuditResponse
-	(*Token)(nil),                  // 39: penguin.v1.Token
-	(*ListTokensRequest)(nil),      // 40: penguin.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),     // 41: penguin.v1.ListTokensResponse
-	(*CreateTokenRequest)(nil),     // 42: penguin.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil),    // 43: penguin.v1.CreateTokenResponse
-	(*RevokeTokenRequest)(nil),     // 44: penguin.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),    // 45: penguin.v1.RevokeTokenResponse
-	(*timestamppb.Timestamp)(nil),  // 46: google.protobuf.Timestamp
+	(TokenScope)(0),                    // 0: penguin.v1.TokenScope
+	(ProjectRole)(0),                   // 1: penguin.v1.ProjectRole
+	(ServerMode)(0),                    // 2: penguin.v1.ServerMode
+	(*User)(nil),                       // 3: penguin.v1.User
+	(*WhoAmIRequest)(nil),              // 4: penguin.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),             // 5: penguin.v1.WhoAmIResponse
+	(*SignInRequest)(nil),              // 6: penguin.v1.SignInRequest
+	(*SignInResponse)(nil),             // 7: penguin.v1.SignInResponse
+	(*SignOutRequest)(nil),             // 8: penguin.v1.SignOutRequest
+	(*SignOutResponse)(nil),            // 9: penguin.v1.SignOutResponse
+	(*GetSignInOptionsRequest)(nil),    // 10: penguin.v1.GetSignInOptionsRequest
+	(*GetSignInOptionsResponse)(nil),   // 11: penguin.v1.GetSignInOptionsResponse
+	(*BeginOIDCSignInRequest)(nil),     // 12: penguin.v1.BeginOIDCSignInRequest
+	(*BeginOIDCSignInResponse)(nil),    // 13: penguin.v1.BeginOIDCSignInResponse
+	(*CompleteOIDCSignInRequest)(nil),  // 14: penguin.v1.CompleteOIDCSignInRequest
+	(*CompleteOIDCSignInResponse)(nil), // 15: penguin.v1.CompleteOIDCSignInResponse
+	(*ChangePasswordRequest)(nil),      // 16: penguin.v1.ChangePasswordRequest
+	(*ChangePasswordResponse)(nil),     // 17: penguin.v1.ChangePasswordResponse
+	(*ListUsersRequest)(nil),           // 18: penguin.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),          // 19: penguin.v1.ListUsersResponse
+	(*CreateUserRequest)(nil),          // 20: penguin.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),         // 21: penguin.v1.CreateUserResponse
+	(*UpdateUserRequest)(nil),          // 22: penguin.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),         // 23: penguin.v1.UpdateUserResponse
+	(*ResetPasswordRequest)(nil),       // 24: penguin.v1.ResetPasswordRequest
+	(*ResetPasswordResponse)(nil),      // 25: penguin.v1.ResetPasswordResponse
+	(*DeleteUserRequest)(nil),          // 26: penguin.v1.DeleteUserRequest
+	(*DeleteUserResponse)(nil),         // 27: penguin.v1.DeleteUserResponse
+	(*Project)(nil),                    // 28: penguin.v1.Project
+	(*ListProjectsRequest)(nil),        // 29: penguin.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),       // 30: penguin.v1.ListProjectsResponse
+	(*CreateProjectRequest)(nil),       // 31: penguin.v1.CreateProjectRequest
+	(*CreateProjectResponse)(nil),      // 32: penguin.v1.CreateProjectResponse
+	(*DeleteProjectRequest)(nil),       // 33: penguin.v1.DeleteProjectRequest
+	(*DeleteProjectResponse)(nil),      // 34: penguin.v1.DeleteProjectResponse
+	(*Member)(nil),                     // 35: penguin.v1.Member
+	(*ListMembersRequest)(nil),         // 36: penguin.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),        // 37: penguin.v1.ListMembersResponse
+	(*SetMemberRequest)(nil),           // 38: penguin.v1.SetMemberRequest
+	(*SetMemberResponse)(nil),          // 39: penguin.v1.SetMemberResponse
+	(*RemoveMemberRequest)(nil),        // 40: penguin.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 41: penguin.v1.RemoveMemberResponse
+	(*AuditRecord)(nil),                // 42: penguin.v1.AuditRecord
+	(*ListAuditRequest)(nil),           // 43: penguin.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),          // 44: penguin.v1.ListAuditResponse
+	(*Token)(nil),                      // 45: penguin.v1.Token
+	(*ListTokensRequest)(nil),          // 46: penguin.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),         // 47: penguin.v1.ListTokensResponse
+	(*CreateTokenRequest)(nil),         // 48: penguin.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),        // 49: penguin.v1.CreateTokenResponse
+	(*RevokeTokenRequest)(nil),         // 50: penguin.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 51: penguin.v1.RevokeTokenResponse
+	(*timestamppb.Timestamp)(nil),      // 52: google.protobuf.Timestamp
 }
 var file_penguin_v1_teams_proto_depIdxs = []int32{
-	46, // 0: penguin.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	52, // 0: penguin.v1.User.created_at:type_name -> google.protobuf.Timestamp
 	3,  // 1: penguin.v1.WhoAmIResponse.user:type_name -> penguin.v1.User
 	0,  // 2: penguin.v1.WhoAmIResponse.scope:type_name -> penguin.v1.TokenScope
 	2,  // 3: penguin.v1.WhoAmIResponse.mode:type_name -> penguin.v1.ServerMode
-	46, // 4: penguin.v1.SignInResponse.expires_at:type_name -> google.protobuf.Timestamp
+	52, // 4: penguin.v1.SignInResponse.expires_at:type_name -> google.protobuf.Timestamp
 	3,  // 5: penguin.v1.SignInResponse.user:type_name -> penguin.v1.User
-	3,  // 6: penguin.v1.ListUsersResponse.users:type_name -> penguin.v1.User
-	3,  // 7: penguin.v1.CreateUserResponse.user:type_name -> penguin.v1.User
-	3,  // 8: penguin.v1.UpdateUserResponse.user:type_name -> penguin.v1.User
-	1,  // 9: penguin.v1.Project.role:type_name -> penguin.v1.ProjectRole
-	46, // 10: penguin.v1.Project.created_at:type_name -> google.protobuf.Timestamp
-	22, // 11: penguin.v1.ListProjectsResponse.projects:type_name -> penguin.v1.Project
-	22, // 12: penguin.v1.CreateProjectResponse.project:type_name -> penguin.v1.Project
-	1,  // 13: penguin.v1.Member.role:type_name -> penguin.v1.ProjectRole
-	46, // 14: penguin.v1.Member.created_at:type_name -> google.protobuf.Timestamp
-	29, // 15: penguin.v1.ListMembersResponse.members:type_name -> penguin.v1.Member
-	1,  // 16: penguin.v1.SetMemberRequest.role:type_name -> penguin.v1.ProjectRole
-	46, // 17: penguin.v1.AuditRecord.at:type_name -> google.protobuf.Timestamp
-	36, // 18: penguin.v1.ListAuditResponse.records:type_name -> penguin.v1.AuditRecord
-	0,  // 19: penguin.v1.Token.scope:type_name -> penguin.v1.TokenScope
-	46, // 20: penguin.v1.Token.created_at:type_name -> google.protobuf.Timestamp
-	46, // 21: penguin.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
-	46, // 22: penguin.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
-	39, // 23: penguin.v1.ListTokensResponse.tokens:type_name -> penguin.v1.Token
-	0,  // 24: penguin.v1.CreateTokenRequest.scope:type_name -> penguin.v1.TokenScope
-	39, // 25: penguin.v1.CreateTokenResponse.token:type_name -> penguin.v1.Token
-	4,  // 26: penguin.v1.AuthService.WhoAmI:input_type -> penguin.v1.WhoAmIRequest
-	6,  // 27: penguin.v1.AuthService.SignIn:input_type -> penguin.v1.SignInRequest
-	8,  // 28: penguin.v1.AuthService.SignOut:input_type -> penguin.v1.SignOutRequest
-	10, // 29: penguin.v1.AuthService.ChangePassword:input_type -> penguin.v1.ChangePasswordRequest
-	12, // 30: penguin.v1.UserService.ListUsers:input_type -> penguin.v1.ListUsersRequest
-	14, // 31: penguin.v1.UserService.CreateUser:input_type -> penguin.v1.CreateUserRequest
-	16, // 32: penguin.v1.UserService.UpdateUser:input_type -> penguin.v1.UpdateUserRequest
-	18, // 33: penguin.v1.UserService.ResetPassword:input_type -> penguin.v1.ResetPasswordRequest
-	20, // 34: penguin.v1.UserService.DeleteUser:input_type -> penguin.v1.DeleteUserRequest
-	23, // 35: penguin.v1.ProjectService.ListProjects:input_type -> penguin.v1.ListProjectsRequest
-	25, // 36: penguin.v1.ProjectService.CreateProject:input_type -> penguin.v1.CreateProjectRequest
-	27, // 37: penguin.v1.ProjectService.DeleteProject:input_type -> penguin.v1.DeleteProjectRequest
-	30, // 38: penguin.v1.ProjectService.ListMembers:input_type -> penguin.v1.ListMembersRequest
-	32, // 39: penguin.v1.ProjectService.SetMember:input_type -> penguin.v1.SetMemberRequest
-	34, // 40: penguin.v1.ProjectService.RemoveMember:input_type -> penguin.v1.RemoveMemberRequest
-	37, // 41: penguin.v1.ProjectService.ListAudit:input_type -> penguin.v1.ListAuditRequest
-	40, // 42: penguin.v1.TokenService.ListTokens:input_type -> penguin.v1.ListTokensRequest
-	42, // 43: penguin.v1.TokenService.CreateToken:input_type -> penguin.v1.CreateTokenRequest
-	44, // 44: penguin.v1.TokenService.RevokeToken:input_type -> penguin.v1.RevokeTokenRequest
-	5,  // 45: penguin.v1.AuthService.WhoAmI:output_type -> penguin.v1.WhoAmIResponse
-	7,  // 46: penguin.v1.AuthService.SignIn:output_type -> penguin.v1.SignInResponse
-	9,  // 47: penguin.v1.AuthService.SignOut:output_type -> penguin.v1.SignOutResponse
-	11, // 48: penguin.v1.AuthService.ChangePassword:output_type -> penguin.v1.ChangePasswordResponse
-	13, // 49: penguin.v1.UserService.ListUsers:output_type -> penguin.v1.ListUsersResponse
-	15, // 50: penguin.v1.UserService.CreateUser:output_type -> penguin.v1.CreateUserResponse
-	17, // 51: penguin.v1.UserService.UpdateUser:output_type -> penguin.v1.UpdateUserResponse
-	19, // 52: penguin.v1.UserService.ResetPassword:output_type -> penguin.v1.ResetPasswordResponse
-	21, // 53: penguin.v1.UserService.DeleteUser:output_type -> penguin.v1.DeleteUserResponse
-	24, // 54: penguin.v1.ProjectService.ListProjects:output_type -> penguin.v1.ListProjectsResponse
-	26, // 55: penguin.v1.ProjectService.CreateProject:output_type -> penguin.v1.CreateProjectResponse
-	28, // 56: penguin.v1.ProjectService.DeleteProject:output_type -> penguin.v1.DeleteProjectResponse
-	31, // 57: penguin.v1.ProjectService.ListMembers:output_type -> penguin.v1.ListMembersResponse
-	33, // 58: penguin.v1.ProjectService.SetMember:output_type -> penguin.v1.SetMemberResponse
-	35, // 59: penguin.v1.ProjectService.RemoveMember:output_type -> penguin.v1.RemoveMemberResponse
-	38, // 60: penguin.v1.ProjectService.ListAudit:output_type -> penguin.v1.ListAuditResponse
-	41, // 61: penguin.v1.TokenService.ListTokens:output_type -> penguin.v1.ListTokensResponse
-	43, // 62: penguin.v1.TokenService.CreateToken:output_type -> penguin.v1.CreateTokenResponse
-	45, // 63: penguin.v1.TokenService.RevokeToken:output_type -> penguin.v1.RevokeTokenResponse
-	45, // [45:64] is the sub-list for method output_type
-	26, // [26:45] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	52, // 6: penguin.v1.CompleteOIDCSignInResponse.expires_at:type_name -> google.protobuf.Timestamp
+	3,  // 7: penguin.v1.CompleteOIDCSignInResponse.user:type_name -> penguin.v1.User
+	3,  // 8: penguin.v1.ListUsersResponse.users:type_name -> penguin.v1.User
+	3,  // 9: penguin.v1.CreateUserResponse.user:type_name -> penguin.v1.User
+	3,  // 10: penguin.v1.UpdateUserResponse.user:type_name -> penguin.v1.User
+	1,  // 11: penguin.v1.Project.role:type_name -> penguin.v1.ProjectRole
+	52, // 12: penguin.v1.Project.created_at:type_name -> google.protobuf.Timestamp
+	28, // 13: penguin.v1.ListProjectsResponse.projects:type_name -> penguin.v1.Project
+	28, // 14: penguin.v1.CreateProjectResponse.project:type_name -> penguin.v1.Project
+	1,  // 15: penguin.v1.Member.role:type_name -> penguin.v1.ProjectRole
+	52, // 16: penguin.v1.Member.created_at:type_name -> google.protobuf.Timestamp
+	35, // 17: penguin.v1.ListMembersResponse.members:type_name -> penguin.v1.Member
+	1,  // 18: penguin.v1.SetMemberRequest.role:type_name -> penguin.v1.ProjectRole
+	52, // 19: penguin.v1.AuditRecord.at:type_name -> google.protobuf.Timestamp
+	42, // 20: penguin.v1.ListAuditResponse.records:type_name -> penguin.v1.AuditRecord
+	0,  // 21: penguin.v1.Token.scope:type_name -> penguin.v1.TokenScope
+	52, // 22: penguin.v1.Token.created_at:type_name -> google.protobuf.Timestamp
+	52, // 23: penguin.v1.Token.expires_at:type_name -> google.protobuf.Timestamp
+	52, // 24: penguin.v1.Token.last_used_at:type_name -> google.protobuf.Timestamp
+	45, // 25: penguin.v1.ListTokensResponse.tokens:type_name -> penguin.v1.Token
+	0,  // 26: penguin.v1.CreateTokenRequest.scope:type_name -> penguin.v1.TokenScope
+	45, // 27: penguin.v1.CreateTokenResponse.token:type_name -> penguin.v1.Token
+	4,  // 28: penguin.v1.AuthService.WhoAmI:input_type -> penguin.v1.WhoAmIRequest
+	6,  // 29: penguin.v1.AuthService.SignIn:input_type -> penguin.v1.SignInRequest
+	8,  // 30: penguin.v1.AuthService.SignOut:input_type -> penguin.v1.SignOutRequest
+	16, // 31: penguin.v1.AuthService.ChangePassword:input_type -> penguin.v1.ChangePasswordRequest
+	10, // 32: penguin.v1.AuthService.GetSignInOptions:input_type -> penguin.v1.GetSignInOptionsRequest
+	12, // 33: penguin.v1.AuthService.BeginOIDCSignIn:input_type -> penguin.v1.BeginOIDCSignInRequest
+	14, // 34: penguin.v1.AuthService.CompleteOIDCSignIn:input_type -> penguin.v1.CompleteOIDCSignInRequest
+	18, // 35: penguin.v1.UserService.ListUsers:input_type -> penguin.v1.ListUsersRequest
+	20, // 36: penguin.v1.UserService.CreateUser:input_type -> penguin.v1.CreateUserRequest
+	22, // 37: penguin.v1.UserService.UpdateUser:input_type -> penguin.v1.UpdateUserRequest
+	24, // 38: penguin.v1.UserService.ResetPassword:input_type -> penguin.v1.ResetPasswordRequest
+	26, // 39: penguin.v1.UserService.DeleteUser:input_type -> penguin.v1.DeleteUserRequest
+	29, // 40: penguin.v1.ProjectService.ListProjects:input_type -> penguin.v1.ListProjectsRequest
+	31, // 41: penguin.v1.ProjectService.CreateProject:input_type -> penguin.v1.CreateProjectRequest
+	33, // 42: penguin.v1.ProjectService.DeleteProject:input_type -> penguin.v1.DeleteProjectRequest
+	36, // 43: penguin.v1.ProjectService.ListMembers:input_type -> penguin.v1.ListMembersRequest
+	38, // 44: penguin.v1.ProjectService.SetMember:input_type -> penguin.v1.SetMemberRequest
+	40, // 45: penguin.v1.ProjectService.RemoveMember:input_type -> penguin.v1.RemoveMemberRequest
+	43, // 46: penguin.v1.ProjectService.ListAudit:input_type -> penguin.v1.ListAuditRequest
+	46, // 47: penguin.v1.TokenService.ListTokens:input_type -> penguin.v1.ListTokensRequest
+	48, // 48: penguin.v1.TokenService.CreateToken:input_type -> penguin.v1.CreateTokenRequest
+	50, // 49: penguin.v1.TokenService.RevokeToken:input_type -> penguin.v1.RevokeTokenRequest
+	5,  // 50: penguin.v1.AuthService.WhoAmI:output_type -> penguin.v1.WhoAmIResponse
+	7,  // 51: penguin.v1.AuthService.SignIn:output_type -> penguin.v1.SignInResponse
+	9,  // 52: penguin.v1.AuthService.SignOut:output_type -> penguin.v1.SignOutResponse
+	17, // 53: penguin.v1.AuthService.ChangePassword:output_type -> penguin.v1.ChangePasswordResponse
+	11, // 54: penguin.v1.AuthService.GetSignInOptions:output_type -> penguin.v1.GetSignInOptionsResponse
+	13, // 55: penguin.v1.AuthService.BeginOIDCSignIn:output_type -> penguin.v1.BeginOIDCSignInResponse
+	15, // 56: penguin.v1.AuthService.CompleteOIDCSignIn:output_type -> penguin.v1.CompleteOIDCSignInResponse
+	19, // 57: penguin.v1.UserService.ListUsers:output_type -> penguin.v1.ListUsersResponse
+	21, // 58: penguin.v1.UserService.CreateUser:output_type -> penguin.v1.CreateUserResponse
+	23, // 59: penguin.v1.UserService.UpdateUser:output_type -> penguin.v1.UpdateUserResponse
+	25, // 60: penguin.v1.UserService.ResetPassword:output_type -> penguin.v1.ResetPasswordResponse
+	27, // 61: penguin.v1.UserService.DeleteUser:output_type -> penguin.v1.DeleteUserResponse
+	30, // 62: penguin.v1.ProjectService.ListProjects:output_type -> penguin.v1.ListProjectsResponse
+	32, // 63: penguin.v1.ProjectService.CreateProject:output_type -> penguin.v1.CreateProjectResponse
+	34, // 64: penguin.v1.ProjectService.DeleteProject:output_type -> penguin.v1.DeleteProjectResponse
+	37, // 65: penguin.v1.ProjectService.ListMembers:output_type -> penguin.v1.ListMembersResponse
+	39, // 66: penguin.v1.ProjectService.SetMember:output_type -> penguin.v1.SetMemberResponse
+	41, // 67: penguin.v1.ProjectService.RemoveMember:output_type -> penguin.v1.RemoveMemberResponse
+	44, // 68: penguin.v1.ProjectService.ListAudit:output_type -> penguin.v1.ListAuditResponse
+	47, // 69: penguin.v1.TokenService.ListTokens:output_type -> penguin.v1.ListTokensResponse
+	49, // 70: penguin.v1.TokenService.CreateToken:output_type -> penguin.v1.CreateTokenResponse
+	51, // 71: penguin.v1.TokenService.RevokeToken:output_type -> penguin.v1.RevokeTokenResponse
+	50, // [50:72] is the sub-list for method output_type
+	28, // [28:50] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_teams_proto_init() }
@@ -2768,14 +3106,14 @@ func file_penguin_v1_teams_proto_init() {
 	if File_penguin_v1_teams_proto != nil {
 		return
 	}
-	file_penguin_v1_teams_proto_msgTypes[13].OneofWrappers = []any{}
+	file_penguin_v1_teams_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_penguin_v1_teams_proto_rawDesc), len(file_penguin_v1_teams_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   43,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

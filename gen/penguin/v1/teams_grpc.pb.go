@@ -19,10 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AuthService_WhoAmI_FullMethodName         = "/penguin.v1.AuthService/WhoAmI"
-	AuthService_SignIn_FullMethodName         = "/penguin.v1.AuthService/SignIn"
-	AuthService_SignOut_FullMethodName        = "/penguin.v1.AuthService/SignOut"
-	AuthService_ChangePassword_FullMethodName = "/penguin.v1.AuthService/ChangePassword"
+	AuthService_WhoAmI_FullMethodName             = "/penguin.v1.AuthService/WhoAmI"
+	AuthService_SignIn_FullMethodName             = "/penguin.v1.AuthService/SignIn"
+	AuthService_SignOut_FullMethodName            = "/penguin.v1.AuthService/SignOut"
+	AuthService_ChangePassword_FullMethodName     = "/penguin.v1.AuthService/ChangePassword"
+	AuthService_GetSignInOptions_FullMethodName   = "/penguin.v1.AuthService/GetSignInOptions"
+	AuthService_BeginOIDCSignIn_FullMethodName    = "/penguin.v1.AuthService/BeginOIDCSignIn"
+	AuthService_CompleteOIDCSignIn_FullMethodName = "/penguin.v1.AuthService/CompleteOIDCSignIn"
 )
 
 // AuthServiceClient is the client API for AuthService service.
@@ -44,6 +47,23 @@ type AuthServiceClient interface {
 	// ChangePassword changes the caller's own password; the old one is
 	// required. Other login sessions of the caller end.
 	ChangePassword(ctx context.Context, in *ChangePasswordRequest, opts ...grpc.CallOption) (*ChangePasswordResponse, error)
+	// GetSignInOptions says, to anyone, how one may sign in here: whether
+	// an identity provider is configured, and its name.
+	GetSignInOptions(ctx context.Context, in *GetSignInOptionsRequest, opts ...grpc.CallOption) (*GetSignInOptionsResponse, error)
+	// BeginOIDCSignIn starts a sign-in with the identity provider, for
+	// anyone: it returns the provider's authorization URL (authorization
+	// code flow with PKCE). The browser_binding is a secret the starting
+	// browser keeps; only a CompleteOIDCSignIn with the same one completes
+	// the sign-in. FAILED_PRECONDITION when no provider is configured.
+	BeginOIDCSignIn(ctx context.Context, in *BeginOIDCSignInRequest, opts ...grpc.CallOption) (*BeginOIDCSignInResponse, error)
+	// CompleteOIDCSignIn finishes a sign-in with the provider's answer: the
+	// state (single use) and code, and the starting browser's binding. The
+	// ID token is verified (signature, issuer, audience, expiry, nonce), the
+	// email must be verified and the allow-lists must admit the person; the
+	// account linked to the provider's subject signs in, or a new one is
+	// created. UNAUTHENTICATED when the answer proves nothing,
+	// PERMISSION_DENIED when the person may not sign in here.
+	CompleteOIDCSignIn(ctx context.Context, in *CompleteOIDCSignInRequest, opts ...grpc.CallOption) (*CompleteOIDCSignInResponse, error)
 }
 
 type authServiceClient struct {
@@ -94,6 +114,36 @@ func (c *authServiceClient) ChangePassword(ctx context.Context, in *ChangePasswo
 	return out, nil
 }
 
+func (c *authServiceClient) GetSignInOptions(ctx context.Context, in *GetSignInOptionsRequest, opts ...grpc.CallOption) (*GetSignInOptionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetSignInOptionsResponse)
+	err := c.cc.Invoke(ctx, AuthService_GetSignInOptions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authServiceClient) BeginOIDCSignIn(ctx context.Context, in *BeginOIDCSignInRequest, opts ...grpc.CallOption) (*BeginOIDCSignInResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BeginOIDCSignInResponse)
+	err := c.cc.Invoke(ctx, AuthService_BeginOIDCSignIn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authServiceClient) CompleteOIDCSignIn(ctx context.Context, in *CompleteOIDCSignInRequest, opts ...grpc.CallOption) (*CompleteOIDCSignInResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompleteOIDCSignInResponse)
+	err := c.cc.Invoke(ctx, AuthService_CompleteOIDCSignIn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AuthServiceServer is the server API for AuthService service.
 // All implementations must embed UnimplementedAuthServiceServer
 // for forward compatibility.
@@ -113,6 +163,23 @@ type AuthServiceServer interface {
 	// ChangePassword changes the caller's own password; the old one is
 	// required. Other login sessions of the caller end.
 	ChangePassword(context.Context, *ChangePasswordRequest) (*ChangePasswordResponse, error)
+	// GetSignInOptions says, to anyone, how one may sign in here: whether
+	// an identity provider is configured, and its name.
+	GetSignInOptions(context.Context, *GetSignInOptionsRequest) (*GetSignInOptionsResponse, error)
+	// BeginOIDCSignIn starts a sign-in with the identity provider, for
+	// anyone: it returns the provider's authorization URL (authorization
+	// code flow with PKCE). The browser_binding is a secret the starting
+	// browser keeps; only a CompleteOIDCSignIn with the same one completes
+	// the sign-in. FAILED_PRECONDITION when no provider is configured.
+	BeginOIDCSignIn(context.Context, *BeginOIDCSignInRequest) (*BeginOIDCSignInResponse, error)
+	// CompleteOIDCSignIn finishes a sign-in with the provider's answer: the
+	// state (single use) and code, and the starting browser's binding. The
+	// ID token is verified (signature, issuer, audience, expiry, nonce), the
+	// email must be verified and the allow-lists must admit the person; the
+	// account linked to the provider's subject signs in, or a new one is
+	// created. UNAUTHENTICATED when the answer proves nothing,
+	// PERMISSION_DENIED when the person may not sign in here.
+	CompleteOIDCSignIn(context.Context, *CompleteOIDCSignInRequest) (*CompleteOIDCSignInResponse, error)
 	mustEmbedUnimplementedAuthServiceServer()
 }
 
@@ -134,6 +201,15 @@ func (UnimplementedAuthServiceServer) SignOut(context.Context, *SignOutRequest) 
 }
 func (UnimplementedAuthServiceServer) ChangePassword(context.Context, *ChangePasswordRequest) (*ChangePasswordResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ChangePassword not implemented")
+}
+func (UnimplementedAuthServiceServer) GetSignInOptions(context.Context, *GetSignInOptionsRequest) (*GetSignInOptionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSignInOptions not implemented")
+}
+func (UnimplementedAuthServiceServer) BeginOIDCSignIn(context.Context, *BeginOIDCSignInRequest) (*BeginOIDCSignInResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BeginOIDCSignIn not implemented")
+}
+func (UnimplementedAuthServiceServer) CompleteOIDCSignIn(context.Context, *CompleteOIDCSignInRequest) (*CompleteOIDCSignInResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CompleteOIDCSignIn not implemented")
 }
 func (UnimplementedAuthServiceServer) mustEmbedUnimplementedAuthServiceServer() {}
 func (UnimplementedAuthServiceServer) testEmbeddedByValue()                     {}
@@ -228,6 +304,60 @@ func _AuthService_ChangePassword_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AuthService_GetSignInOptions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSignInOptionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServiceServer).GetSignInOptions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthService_GetSignInOptions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServiceServer).GetSignInOptions(ctx, req.(*GetSignInOptionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AuthService_BeginOIDCSignIn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BeginOIDCSignInRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServiceServer).BeginOIDCSignIn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthService_BeginOIDCSignIn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServiceServer).BeginOIDCSignIn(ctx, req.(*BeginOIDCSignInRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AuthService_CompleteOIDCSignIn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompleteOIDCSignInRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServiceServer).CompleteOIDCSignIn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthService_CompleteOIDCSignIn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServiceServer).CompleteOIDCSignIn(ctx, req.(*CompleteOIDCSignInRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AuthService_ServiceDesc is the grpc.ServiceDesc for AuthService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -250,6 +380,18 @@ var AuthService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ChangePassword",
 			Handler:    _AuthService_ChangePassword_Handler,
+		},
+		{
+			MethodName: "GetSignInOptions",
+			Handler:    _AuthService_GetSignInOptions_Handler,
+		},
+		{
+			MethodName: "BeginOIDCSignIn",
+			Handler:    _AuthService_BeginOIDCSignIn_Handler,
+		},
+		{
+			MethodName: "CompleteOIDCSignIn",
+			Handler:    _AuthService_CompleteOIDCSignIn_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
@@ -557,8 +699,9 @@ type ProjectServiceClient interface {
 	SetMember(ctx context.Context, in *SetMemberRequest, opts ...grpc.CallOption) (*SetMemberResponse, error)
 	// RemoveMember removes a member. Owners only; the last owner stays.
 	RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*RemoveMemberResponse, error)
-	// ListAudit pages through the audit log of a project, newest first.
-	// Owners only.
+	// ListAudit pages through the audit log of a project, newest first, for
+	// its owners; with project_id empty, through the global log (sign-ins,
+	// accounts, tokens, global provider routes), for admins.
 	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error)
 }
 
@@ -659,8 +802,9 @@ type ProjectServiceServer interface {
 	SetMember(context.Context, *SetMemberRequest) (*SetMemberResponse, error)
 	// RemoveMember removes a member. Owners only; the last owner stays.
 	RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error)
-	// ListAudit pages through the audit log of a project, newest first.
-	// Owners only.
+	// ListAudit pages through the audit log of a project, newest first, for
+	// its owners; with project_id empty, through the global log (sign-ins,
+	// accounts, tokens, global provider routes), for admins.
 	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
 	mustEmbedUnimplementedProjectServiceServer()
 }

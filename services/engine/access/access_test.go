@@ -242,6 +242,26 @@ func testGuard(t *testing.T, st store.Store) {
 			t.Fatalf("audit record holds a secret: %+v", r)
 		}
 	}
+	// The global log (sign-ins, accounts) is the admins': alice is
+	// refused it; the admin reads her sign-ins and bob's refused one.
+	_, err = g.ListAudit(alice2(t, g), "", 0, 0)
+	wantCode(t, "alice reads the global audit log", err, codes.PermissionDenied)
+	global, err := g.ListAudit(admin, "", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range global {
+		seen[r.Actor+" "+r.Action] = true
+		if r.ProjectID != "" || strings.Contains(r.Detail+r.Target, "pgn_") || strings.Contains(r.Detail, "bob-password") {
+			t.Fatalf("global audit record %+v: another project's, or a secret", r)
+		}
+	}
+	for _, want := range []string{"alice sign_in", "bob sign_in.failed", "admin user.create", "bob token.create"} {
+		if !seen[want] {
+			t.Errorf("the global audit log lacks %q: %v", want, seen)
+		}
+	}
 }
 
 // alice2 signs alice in again (her first sign-in ended).

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/penguin-agent/penguin/internal/logger"
+	"github.com/penguin-agent/penguin/services/engine/audit"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
 
@@ -52,6 +53,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Audit bounds the audit log (its Logger and Now default to the
+	// Guard's).
+	Audit audit.Options
 }
 
 // Guard resolves callers and checks their access. Create it with [New].
@@ -62,6 +66,7 @@ type Guard struct {
 	hasSvc  bool
 	log     *slog.Logger
 	now     func() time.Time
+	rec     *audit.Recorder
 }
 
 // New returns a Guard over the store's users, tokens and memberships.
@@ -70,6 +75,14 @@ func New(st store.Store, opts Options) *Guard {
 	if g.now == nil {
 		g.now = time.Now
 	}
+	ao := opts.Audit
+	if ao.Logger == nil {
+		ao.Logger = g.log
+	}
+	if ao.Now == nil {
+		ao.Now = g.now
+	}
+	g.rec = audit.New(st, ao)
 	if opts.ServiceToken != "" {
 		g.service, g.hasSvc = sha256.Sum256([]byte(opts.ServiceToken)), true
 	}
@@ -102,7 +115,10 @@ var userMethods = []string{
 
 // publicMethods may be called without credentials.
 var publicMethods = map[string]bool{
-	"/penguin.v1.AuthService/SignIn": true,
+	"/penguin.v1.AuthService/SignIn":             true,
+	"/penguin.v1.AuthService/GetSignInOptions":   true,
+	"/penguin.v1.AuthService/BeginOIDCSignIn":    true,
+	"/penguin.v1.AuthService/CompleteOIDCSignIn": true,
 }
 
 // UserMayCall reports whether a user may call the gRPC method fullMethod
@@ -269,13 +285,14 @@ func (g *Guard) lookupFailed(ctx context.Context, err error) error {
 	return status.Error(codes.Unavailable, "credentials cannot be checked right now; try again")
 }
 
-// audit appends to the audit log; a failure is logged, not returned: the
-// action it records has happened.
+// audit appends to the audit log.
 func (g *Guard) audit(ctx context.Context, r store.AuditRecord) {
-	if err := g.st.AppendAudit(context.WithoutCancel(ctx), r); err != nil {
-		g.log.WarnContext(ctx, "could not write the audit log", "action", r.Action, "error", err)
-	}
+	g.rec.Record(ctx, r)
 }
+
+// Recorder returns the audit log's recorder, for records whose actor is
+// not a call's caller.
+func (g *Guard) Recorder() *audit.Recorder { return g.rec }
 
 // Audit records an action of the caller of ctx on project (empty for
 // an account event) in the audit log: approvals, deletions and the like.

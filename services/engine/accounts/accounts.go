@@ -6,13 +6,17 @@ package accounts
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/engine/access"
+	"github.com/penguin-agent/penguin/services/engine/oidclogin"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
 
@@ -20,6 +24,12 @@ import (
 // TokenService.
 type Server struct {
 	g *access.Guard
+	// oidc signs users in through the identity provider; nil when none
+	// is configured.
+	oidc *oidclogin.Login
+	// llm is the llm service, asked whether a project to delete still
+	// has provider routes.
+	llm penguinv1.LLMServiceClient
 	// The services' handlers, each with its own Unimplemented type.
 	auth     authServer
 	users    userServer
@@ -27,9 +37,11 @@ type Server struct {
 	tokens   tokenServer
 }
 
-// New returns the handlers over g.
-func New(g *access.Guard) *Server {
-	s := &Server{g: g}
+// New returns the handlers over g; llm is the llm service the engine
+// calls, and login signs users in through the identity provider when it
+// is not nil.
+func New(g *access.Guard, llm penguinv1.LLMServiceClient, login *oidclogin.Login) *Server {
+	s := &Server{g: g, llm: llm, oidc: login}
 	s.auth, s.users, s.projects, s.tokens = authServer{s: s}, userServer{s: s}, projectServer{s: s}, tokenServer{s: s}
 	return s
 }
@@ -116,6 +128,48 @@ func (a *authServer) ChangePassword(ctx context.Context, req *penguinv1.ChangePa
 	return &penguinv1.ChangePasswordResponse{}, a.s.g.ChangePassword(ctx, req.GetOldPassword(), req.GetNewPassword())
 }
 
+// GetSignInOptions implements AuthService.
+func (a *authServer) GetSignInOptions(context.Context, *penguinv1.GetSignInOptionsRequest) (*penguinv1.GetSignInOptionsResponse, error) {
+	out := &penguinv1.GetSignInOptionsResponse{}
+	if a.s.oidc != nil {
+		out.OidcName = a.s.oidc.Name()
+	}
+	return out, nil
+}
+
+// errNoOIDC answers the OIDC calls of a server without a provider.
+var errNoOIDC = status.Error(codes.FailedPrecondition, "this server has no identity provider configured; sign in with a password")
+
+// BeginOIDCSignIn implements AuthService.
+func (a *authServer) BeginOIDCSignIn(ctx context.Context, req *penguinv1.BeginOIDCSignInRequest) (*penguinv1.BeginOIDCSignInResponse, error) {
+	if a.s.oidc == nil {
+		return nil, errNoOIDC
+	}
+	u, err := a.s.oidc.Begin(ctx, req.GetBrowserBinding())
+	if err != nil {
+		return nil, err
+	}
+	return &penguinv1.BeginOIDCSignInResponse{AuthorizationUrl: u}, nil
+}
+
+// CompleteOIDCSignIn implements AuthService. A refusal is recorded in
+// the audit log with its reason.
+func (a *authServer) CompleteOIDCSignIn(ctx context.Context, req *penguinv1.CompleteOIDCSignInRequest) (*penguinv1.CompleteOIDCSignInResponse, error) {
+	if a.s.oidc == nil {
+		return nil, errNoOIDC
+	}
+	id, err := a.s.oidc.Complete(ctx, req.GetState(), req.GetCode(), req.GetBrowserBinding())
+	if err != nil {
+		a.s.g.Audit(ctx, "", "sign_in.failed", "", "oidc: "+status.Convert(err).Message())
+		return nil, err
+	}
+	secret, expires, u, err := a.s.g.SignInExternal(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &penguinv1.CompleteOIDCSignInResponse{SessionToken: secret, ExpiresAt: ts(expires), User: userOf(u)}, nil
+}
+
 type userServer struct {
 	penguinv1.UnimplementedUserServiceServer
 	s *Server
@@ -193,9 +247,43 @@ func (p *projectServer) CreateProject(ctx context.Context, req *penguinv1.Create
 	return &penguinv1.CreateProjectResponse{Project: projectOf(x)}, nil
 }
 
-// DeleteProject implements ProjectService.
+// DeleteProject implements ProjectService. A project whose provider
+// routes are still stored is not deleted, as one with sessions is not:
+// its owners remove them first (penguin providers remove --project, or the
+// Models page), so that no API key outlives its project unseen, nor
+// passes to a later project of the same id.
 func (p *projectServer) DeleteProject(ctx context.Context, req *penguinv1.DeleteProjectRequest) (*penguinv1.DeleteProjectResponse, error) {
-	return &penguinv1.DeleteProjectResponse{}, p.s.g.DeleteProject(ctx, req.GetProjectId())
+	id := req.GetProjectId()
+	if err := p.s.g.Check(ctx, id, access.Own, "project", id); err != nil {
+		return nil, err
+	}
+	if err := p.s.noRoutes(ctx, id); err != nil {
+		return nil, err
+	}
+	return &penguinv1.DeleteProjectResponse{}, p.s.g.DeleteProject(ctx, id)
+}
+
+// noRoutes fails when the llm service stores provider routes of project,
+// naming them, or cannot say. An llm service that is not there
+// (Unimplemented: a client command's server without one) stores none.
+func (s *Server) noRoutes(ctx context.Context, project string) error {
+	resp, err := s.llm.ListProviders(ctx, &penguinv1.ListProvidersRequest{Project: project})
+	switch {
+	case status.Code(err) == codes.Unimplemented:
+		return nil
+	case err != nil:
+		return status.Errorf(codes.Unavailable, "project %s: its provider routes could not be checked (%v); try again", project, status.Convert(err).Message())
+	}
+	var names []string
+	for _, r := range resp.GetProviders() {
+		if r.GetProject() == project {
+			names = append(names, r.GetName())
+		}
+	}
+	if len(names) > 0 {
+		return status.Errorf(codes.FailedPrecondition, "project %s still has %d provider routes (%s); remove them first", project, len(names), strings.Join(names, ", "))
+	}
+	return nil
 }
 
 // ListMembers implements ProjectService.

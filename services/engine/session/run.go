@@ -296,7 +296,11 @@ func (rt *Runtime) launch(t *task, p *prepared, spec RunSpec, unasked []*penguin
 	t.durable = p.st.Config.DurableTasks && p.row.ParentID == ""
 	rt.mu.Unlock()
 	go func() {
+		// The workspace as the turn found it, for its undo; a resumed
+		// turn starts from where the cut-off one left the files.
+		before := rt.turnCheckpoint(p)
 		if res, stop := rt.startTools(t, p); stop {
+			rt.recordTurnChange(t, p, before)
 			rt.finish(t, p, res)
 			return
 		}
@@ -309,6 +313,7 @@ func (rt *Runtime) launch(t *task, p *prepared, spec RunSpec, unasked []*penguin
 		if t.goal {
 			res = rt.runGoal(t, p, deps, res)
 		}
+		rt.recordTurnChange(t, p, before)
 		rt.finish(t, p, res)
 	}()
 }

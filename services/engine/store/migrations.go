@@ -106,6 +106,8 @@ func sqliteMigrations() []migration {
 			`CAST(strftime('%s', 'now') AS INTEGER) * 1000000`)},
 		// Schedules and their runs (see ScheduleStore).
 		{version: 5, stmts: schedulesMigration("BLOB")},
+		// Sign-ins with an identity provider under way (see SignInState).
+		{version: 6, stmts: signInStatesMigration("BLOB")},
 	}
 }
 
@@ -191,6 +193,8 @@ func postgresMigrations() []migration {
 			`(extract(epoch FROM now()) * 1000000)::bigint`)},
 		// As SQLite's version 5.
 		{version: 5, stmts: schedulesMigration("bytea")},
+		// As SQLite's version 6.
+		{version: 6, stmts: signInStatesMigration("bytea")},
 	}
 }
 
@@ -300,5 +304,19 @@ func schedulesMigration(bytes string) []string {
 		)`,
 		`CREATE INDEX schedule_runs_pending ON schedule_runs (due_at) WHERE state = 'pending'`,
 		`CREATE INDEX schedule_runs_schedule ON schedule_runs (project, agent, name, due_at DESC)`,
+	}
+}
+
+// signInStatesMigration is the table of sign-ins with an identity
+// provider under way, in a dialect whose byte-string type is bytes.
+func signInStatesMigration(bytes string) []string {
+	return []string{
+		`CREATE TABLE sign_in_states (
+			state_digest   ` + bytes + ` PRIMARY KEY,
+			binding_digest ` + bytes + ` NOT NULL,
+			nonce          TEXT   NOT NULL,
+			verifier       TEXT   NOT NULL,
+			expires_at     BIGINT NOT NULL
+		)`,
 	}
 }

@@ -34,13 +34,13 @@ type pgEnv struct {
 	schemas map[store.Store]string
 }
 
-// newPGEnv connects to the test PostgreSQL. When it is unreachable the test
-// fails, because CI provides PostgreSQL and a skip would hide a broken
-// store; PENGUIN_SKIP_POSTGRES=1 turns the failure into a skip for
-// machines without it.
+// newPGEnv connects to the test PostgreSQL (pgtest.BaseURL: the local one,
+// or a private one it starts). When there is none the test fails, because
+// a skip would hide a broken store; PENGUIN_SKIP_POSTGRES=1 turns the
+// failure into a skip for machines without it.
 func newPGEnv(tb testing.TB) *pgEnv {
 	tb.Helper()
-	base := pgtest.BaseURL()
+	base := pgtest.BaseURL(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	admin, err := pgxpool.New(ctx, base)

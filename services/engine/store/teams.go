@@ -140,6 +140,21 @@ type AuditRecord struct {
 	Action, Target, Detail string
 }
 
+// SignInState is a sign-in with an identity provider between its start
+// and the provider's answer: what the answer is checked against. It is
+// single use (TakeSignInState deletes it) and short-lived.
+type SignInState struct {
+	// StateDigest is the SHA-256 of the "state" parameter; unique.
+	StateDigest []byte
+	// BindingDigest is the SHA-256 of the secret kept in the browser
+	// that started the sign-in, so that only that browser completes it.
+	BindingDigest []byte
+	// Nonce goes into the ID token; Verifier is the PKCE code verifier.
+	Nonce, Verifier string
+	// ExpiresAt is when the sign-in can no longer complete.
+	ExpiresAt time.Time
+}
+
 // Teams keeps the ownership model's records. Errors wrap the store's
 // sentinels: ErrNotFound for an unknown id, ErrConflict for an id (or
 // token digest, or OIDC subject) that exists already, ErrInvalid for an
@@ -205,6 +220,14 @@ type Teams interface {
 	// DeleteLoginSessionsOf ends every sign-in of a user.
 	DeleteLoginSessionsOf(ctx context.Context, userID string) error
 
+	// CreateSignInState stores a started sign-in, after deleting the
+	// expired ones; ErrConflict when pending of them are open already.
+	CreateSignInState(ctx context.Context, s *SignInState, pending int) error
+	// TakeSignInState returns and deletes the started sign-in whose state
+	// has the given digest; ErrNotFound when there is none (or another
+	// call took it first).
+	TakeSignInState(ctx context.Context, stateDigest []byte) (*SignInState, error)
+
 	// AppendAudit adds a record to the audit log.
 	AppendAudit(ctx context.Context, r AuditRecord) error
 	// ListAudit returns the newest records about a project (or, for the
@@ -212,6 +235,10 @@ type Teams interface {
 	// (DefaultPageSize when zero or less, capped at MaxPageSize), with an
 	// ID below before when before is positive.
 	ListAudit(ctx context.Context, projectID string, before int64, limit int) ([]AuditRecord, error)
+	// PruneAudit deletes the records older than before (when not zero)
+	// and all but the newest keep (when positive), and returns how many
+	// it deleted.
+	PruneAudit(ctx context.Context, keep int, before time.Time) (int64, error)
 }
 
 // nameRE is what user and project ids may be: short, lower-case, safe in

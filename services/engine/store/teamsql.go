@@ -466,6 +466,54 @@ func (t *teamSQL) DeleteLoginSessionsOf(ctx context.Context, userID string) erro
 	return nil
 }
 
+// CreateSignInState implements Teams.
+func (t *teamSQL) CreateSignInState(ctx context.Context, s *SignInState, pending int) error {
+	const op = "create sign-in state"
+	if s == nil || len(s.StateDigest) == 0 || len(s.BindingDigest) == 0 || s.ExpiresAt.IsZero() {
+		return fmt.Errorf("%s: %w: a state, a binding and an expiry are required", op, ErrInvalid)
+	}
+	if err := t.begin(op); err != nil {
+		return err
+	}
+	if _, err := t.exec(ctx, `DELETE FROM sign_in_states WHERE expires_at < ?`, time.Now().UnixMicro()); err != nil {
+		return t.classify(ctx, op, err)
+	}
+	var open int
+	if err := t.queryRow(ctx, `SELECT count(*) FROM sign_in_states`).Scan(&open); err != nil {
+		return t.classify(ctx, op, err)
+	}
+	if open >= pending {
+		return fmt.Errorf("%s: %w: %d sign-ins are under way", op, ErrConflict, open)
+	}
+	if _, err := t.exec(ctx, `INSERT INTO sign_in_states (state_digest, binding_digest, nonce, verifier, expires_at) VALUES (?, ?, ?, ?, ?)`,
+		s.StateDigest, s.BindingDigest, s.Nonce, s.Verifier, micros(s.ExpiresAt)); err != nil {
+		return t.classify(ctx, op, err)
+	}
+	return nil
+}
+
+// TakeSignInState implements Teams. The row is read, then deleted: of
+// two calls with the same state, only the one whose DELETE removed it
+// gets it.
+func (t *teamSQL) TakeSignInState(ctx context.Context, stateDigest []byte) (*SignInState, error) {
+	const op = "take sign-in state"
+	var (
+		s       SignInState
+		expires int64
+	)
+	err := t.get(ctx, op, "no such sign-in", func(sc scanner) error {
+		return sc.Scan(&s.StateDigest, &s.BindingDigest, &s.Nonce, &s.Verifier, &expires)
+	}, `SELECT state_digest, binding_digest, nonce, verifier, expires_at FROM sign_in_states WHERE state_digest = ?`, stateDigest)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.one(ctx, op, "no such sign-in", `DELETE FROM sign_in_states WHERE state_digest = ?`, stateDigest); err != nil {
+		return nil, err
+	}
+	s.ExpiresAt = fromMicros(expires)
+	return &s, nil
+}
+
 // AppendAudit implements Teams.
 func (t *teamSQL) AppendAudit(ctx context.Context, r AuditRecord) error {
 	const op = "append audit"
@@ -501,4 +549,30 @@ func (t *teamSQL) ListAudit(ctx context.Context, projectID string, before int64,
 		return r, err
 	}, `SELECT id, at, actor, project_id, action, target, detail FROM audit_log
 		WHERE project_id = ? AND id < ? ORDER BY id DESC LIMIT ?`, projectID, before, normalizePageSize(limit))
+}
+
+// PruneAudit implements Teams.
+func (t *teamSQL) PruneAudit(ctx context.Context, keep int, before time.Time) (int64, error) {
+	const op = "prune audit"
+	if err := t.begin(op); err != nil {
+		return 0, err
+	}
+	var n int64
+	if !before.IsZero() {
+		d, err := t.exec(ctx, `DELETE FROM audit_log WHERE at < ?`, before.UnixMicro())
+		if err != nil {
+			return 0, t.classify(ctx, op, err)
+		}
+		n += d
+	}
+	if keep > 0 {
+		// The subquery is NULL, and nothing goes, while there are no more
+		// than keep records.
+		d, err := t.exec(ctx, `DELETE FROM audit_log WHERE id <= (SELECT id FROM audit_log ORDER BY id DESC LIMIT 1 OFFSET ?)`, keep)
+		if err != nil {
+			return n, t.classify(ctx, op, err)
+		}
+		n += d
+	}
+	return n, nil
 }

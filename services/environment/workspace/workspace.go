@@ -392,3 +392,38 @@ func (r *Root) Locate(p string, forWrite bool) (*Tree, string, error) {
 	}
 	return nil, "", fmt.Errorf("%w: %q is not inside the workspace %s", ErrOutside, p, r.ws.dir)
 }
+
+// Lstat describes name without following a final symbolic link.
+func (t *Tree) Lstat(name string) (fs.FileInfo, error) {
+	info, err := t.root.Lstat(name)
+	return info, t.explain(name, err)
+}
+
+// Readlink returns the target of the symbolic link name.
+func (t *Tree) Readlink(name string) (string, error) {
+	target, err := t.root.Readlink(name)
+	return target, t.explain(name, err)
+}
+
+// Symlink makes name a symbolic link to target, creating its missing
+// parent directories. The target is not checked: reads through the link
+// are, whenever they follow it.
+func (t *Tree) Symlink(target, name string) error {
+	if dir := path.Dir(name); dir != "." {
+		if err := t.mkdirAll(dir); err != nil {
+			return t.explain(dir, err)
+		}
+	}
+	return t.explain(name, t.root.Symlink(target, name))
+}
+
+// Remove removes the file, link or empty directory name.
+func (t *Tree) Remove(name string) error {
+	return t.explain(name, t.root.Remove(name))
+}
+
+// Mkdir makes the directory name and its missing parents, given to the
+// tree's owner as the file tools' directories are.
+func (t *Tree) Mkdir(name string) error {
+	return t.explain(name, t.mkdirAll(name))
+}

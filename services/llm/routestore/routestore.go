@@ -21,12 +21,15 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	// The database/sql drivers of the two databases: pgx's for
-	// PostgreSQL, modernc's (pure Go) for SQLite.
-	_ "github.com/jackc/pgx/v5/stdlib"
+	// PostgreSQL through a pgx pool, which reads the pool settings of the
+	// URL (pool_max_conns, as the engine's store does) that pgx's plain
+	// database/sql driver would send to the server as unknown parameters;
+	// SQLite through modernc's pure-Go driver.
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
-	"github.com/penguin-agent/penguin/services/llm/providers"
+	"github.com/penguin-agent/penguin/services/llm/routing"
 )
 
 // Errors of the store's writes, for the handlers to turn into codes.
@@ -42,7 +45,7 @@ type Route struct {
 	// Project owns the route; empty for a global route.
 	Project string
 	// Provider is the route; its APIKey is the opened key.
-	Provider providers.Provider
+	Provider routing.Provider
 	// Err is why the route cannot be used (its key does not open), nil
 	// when it can.
 	Err error
@@ -52,7 +55,10 @@ type Route struct {
 
 // Store is the route table. Create it with [Open].
 type Store struct {
-	db     *sql.DB
+	db *sql.DB
+	// pool is the PostgreSQL pool behind db (nil for SQLite), which
+	// closing db leaves open.
+	pool   *pgxpool.Pool
 	pg     bool
 	sealer *Sealer
 }
@@ -69,7 +75,9 @@ func Open(ctx context.Context, url string, sealer *Sealer) (*Store, error) {
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		s.pg = true
-		s.db, err = sql.Open("pgx", url)
+		if s.pool, err = pgxpool.New(ctx, url); err == nil {
+			s.db = stdlib.OpenDBFromPool(s.pool)
+		}
 	case url == "":
 		return nil, errors.New("routestore: empty store URL")
 	default:
@@ -92,14 +100,20 @@ func Open(ctx context.Context, url string, sealer *Sealer) (*Store, error) {
 		return nil, fmt.Errorf("routestore: %w", err)
 	}
 	if err := s.migrate(ctx); err != nil {
-		s.db.Close()
+		s.Close()
 		return nil, fmt.Errorf("routestore: %w", err)
 	}
 	return s, nil
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	err := s.db.Close()
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	return err
+}
 
 // q writes the query for the database: PostgreSQL's $1 placeholders are
 // SQLite's ?1.
@@ -110,10 +124,26 @@ func (s *Store) q(query string) string {
 	return strings.ReplaceAll(query, "$", "?")
 }
 
+// migrateLock is the PostgreSQL advisory lock key the migration holds:
+// replicas that start together would otherwise race on CREATE TABLE IF
+// NOT EXISTS, which PostgreSQL lets fail with a unique violation.
+const migrateLock = 0x70656e67_726f7574 // "pengrout"
+
+// migrate creates the tables, in one transaction that, on PostgreSQL,
+// first takes migrateLock, so that the second replica waits for the
+// first to commit and then finds them there.
 func (s *Store) migrate(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
 	blob := "BLOB"
 	if s.pg {
 		blob = "BYTEA"
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLock)); err != nil {
+			return err
+		}
 	}
 	for _, stmt := range []string{
 		`CREATE TABLE IF NOT EXISTS llm_provider_routes (
@@ -129,11 +159,11 @@ func (s *Store) migrate(ctx context.Context) error {
 			version BIGINT NOT NULL)`,
 		`INSERT INTO llm_provider_routes_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING`,
 	} {
-		if _, err := s.db.ExecContext(ctx, stmt); err != nil {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return err
 		}
 	}
-	return nil
+	return tx.Commit()
 }
 
 // Version is the table's version: it changes with every write, so a
@@ -195,7 +225,7 @@ func (s *Store) List(ctx context.Context) ([]Route, int64, error) {
 
 // Add stores a new route of project (empty: global) with key (empty:
 // none); ErrExists when one of that name is there.
-func (s *Store) Add(ctx context.Context, project string, p providers.Provider, key string) error {
+func (s *Store) Add(ctx context.Context, project string, p routing.Provider, key string) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		spec, err := specOf(p)
 		if err != nil {
@@ -210,7 +240,7 @@ func (s *Store) Add(ctx context.Context, project string, p providers.Provider, k
 
 // Update replaces the stored route of project named p.Name; key nil keeps
 // its key, "" removes it. ErrNotFound when there is none.
-func (s *Store) Update(ctx context.Context, project string, p providers.Provider, key *string) error {
+func (s *Store) Update(ctx context.Context, project string, p routing.Provider, key *string) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		spec, err := specOf(p)
 		if err != nil {
@@ -236,6 +266,64 @@ func (s *Store) Remove(ctx context.Context, project, name string) error {
 		res, err := tx.ExecContext(ctx, s.q(`DELETE FROM llm_provider_routes WHERE project = $1 AND name = $2`), project, name)
 		return affected(res, err, ErrNotFound)
 	})
+}
+
+// Reseal moves every stored key that an earlier secret sealed onto the
+// sealer's current one (a key rotation's last step), in one transaction,
+// and returns how many it moved. When some key opens under none of the
+// sealer's secrets it moves none and names them all: nothing is lost, and
+// the operator can add the missing secret and try again.
+func (s *Store) Reseal(ctx context.Context) (int, error) {
+	moved := 0
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		type row struct {
+			project, name, keyID string
+			sealed               []byte
+		}
+		rows, err := tx.QueryContext(ctx, s.q(`SELECT project, name, key_id, sealed_key FROM llm_provider_routes
+			WHERE sealed_key IS NOT NULL AND key_id <> $1 ORDER BY project, name`), s.sealer.id)
+		if err != nil {
+			return err
+		}
+		var old []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.project, &r.name, &r.keyID, &r.sealed); err != nil {
+				rows.Close()
+				return err
+			}
+			old = append(old, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		var stuck []error
+		resealed := make([][]byte, len(old))
+		for i, r := range old {
+			key, err := s.sealer.open(r.project, r.name, r.keyID, r.sealed)
+			if err != nil {
+				stuck = append(stuck, fmt.Errorf("route %q of project %q: %w", r.name, r.project, err))
+				continue
+			}
+			resealed[i] = s.sealer.seal(r.project, r.name, key)
+		}
+		if len(stuck) > 0 {
+			return fmt.Errorf("%d stored keys open under none of the given secrets; nothing was re-sealed: %w", len(stuck), errors.Join(stuck...))
+		}
+		for i, r := range old {
+			if _, err := tx.ExecContext(ctx, s.q(`UPDATE llm_provider_routes SET sealed_key = $1, key_id = $2 WHERE project = $3 AND name = $4`),
+				resealed[i], s.sealer.id, r.project, r.name); err != nil {
+				return err
+			}
+		}
+		moved = len(old)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return moved, nil
 }
 
 // write runs f in a transaction that also bumps the version, so that a
@@ -273,7 +361,7 @@ func (s *Store) keyID(key string) string {
 
 // specOf is the stored form of p: its providers file YAML, which never
 // holds the key (Provider.APIKey is not serialised).
-func specOf(p providers.Provider) (string, error) {
+func specOf(p routing.Provider) (string, error) {
 	p.APIKey = ""
 	b, err := yaml.Marshal(p)
 	return string(b), err

@@ -5,14 +5,15 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/penguin-agent/penguin/internal/testkit/pgtest"
-	"github.com/penguin-agent/penguin/services/llm/providers"
 	"github.com/penguin-agent/penguin/services/llm/routestore"
+	"github.com/penguin-agent/penguin/services/llm/routing"
 )
 
 const secret = "0123456789abcdef0123456789abcdef-test-secret"
@@ -26,11 +27,13 @@ func sealer(t *testing.T, s string) *routestore.Sealer {
 	return sl
 }
 
-// stores are the two databases the table lives in.
+// stores are the two databases the table lives in. The PostgreSQL URL
+// caps its pool as a deployment's store URL does (pool_max_conns), which
+// a server refuses as an unknown parameter unless the store reads it.
 func stores(t *testing.T) map[string]string {
 	return map[string]string{
 		"sqlite":     filepath.Join(t.TempDir(), "routes.db"),
-		"postgresql": pgtest.URL(t, "routestore"),
+		"postgresql": pgtest.URL(t, "routestore") + "&pool_max_conns=2",
 	}
 }
 
@@ -53,7 +56,7 @@ func TestStore(t *testing.T) {
 				t.Fatal(err)
 			}
 			const key = "sk-live-abcdefghijklmnopqrstuvwxyz0123"
-			p := providers.Provider{Name: "team", Type: "openai", BaseURL: "http://127.0.0.1:9/v1", Models: []providers.Model{{ID: "m1"}}}
+			p := routing.Provider{Name: "team", Type: "openai", BaseURL: "http://127.0.0.1:9/v1", Models: []routing.Model{{ID: "m1"}}}
 			if err := st.Add(ctx, "apollo", p, key); err != nil {
 				t.Fatal(err)
 			}
@@ -128,11 +131,14 @@ func TestStore(t *testing.T) {
 	}
 }
 
+// openRaw opens the store's database directly, with pgx's plain driver
+// (which takes no pool settings) for PostgreSQL.
 func openRaw(t *testing.T, url string) *sql.DB {
 	t.Helper()
 	driver := "sqlite"
 	if strings.HasPrefix(url, "postgres") {
 		driver = "pgx"
+		url = strings.Replace(url, "&pool_max_conns=2", "", 1)
 	}
 	db, err := sql.Open(driver, url)
 	if err != nil {
@@ -149,11 +155,110 @@ func rebind(url, q string) string {
 	return strings.ReplaceAll(q, "$", "?")
 }
 
+// TestKeyRotation: with a new secret first and the old one after it,
+// keys sealed under the old one still open and new ones are sealed under
+// the new one; Reseal moves every old key onto the new secret, after
+// which the old one can go. A key that opens under none of the secrets
+// stops Reseal before it moves anything, and is named.
+func TestKeyRotation(t *testing.T) {
+	const (
+		oldSecret = "old-0123456789abcdef0123456789abcdef"
+		newSecret = "new-0123456789abcdef0123456789abcdef"
+		stranger  = "stranger-0123456789abcdef0123456789abcdef"
+	)
+	for name, url := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			open := func(secrets string) *routestore.Store {
+				st, err := routestore.Open(ctx, url, sealer(t, secrets))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { st.Close() })
+				return st
+			}
+			keys := func(st *routestore.Store) map[string]string {
+				routes, _, err := st.List(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out := map[string]string{}
+				for _, r := range routes {
+					out[r.Project+"/"+r.Provider.Name] = r.Provider.APIKey
+					if r.Err != nil {
+						out[r.Project+"/"+r.Provider.Name] = "error: " + r.Err.Error()
+					}
+				}
+				return out
+			}
+			route := func(n string) routing.Provider {
+				return routing.Provider{Name: n, Type: "openai", BaseURL: "http://127.0.0.1:9/v1"}
+			}
+			old := open(oldSecret)
+			for _, r := range []struct{ project, name, key string }{
+				{"", "global", "sk-global-0123456789abcdef"}, {"apollo", "team", "sk-team-0123456789abcdef"}, {"apollo", "keyless", ""},
+			} {
+				if err := old.Add(ctx, r.project, route(r.name), r.key); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := open(stranger).Add(ctx, "bravo", route("lost"), "sk-lost-0123456789abcdef"); err != nil {
+				t.Fatal(err)
+			}
+
+			rotated := open(newSecret + "\n" + oldSecret + "\n")
+			if got := keys(rotated); got["/global"] != "sk-global-0123456789abcdef" || got["apollo/team"] != "sk-team-0123456789abcdef" {
+				t.Fatalf("the old secret, second, opens nothing: %v", got)
+			}
+			if err := rotated.Add(ctx, "apollo", route("fresh"), "sk-fresh-0123456789abcdef"); err != nil {
+				t.Fatal(err)
+			}
+			if got := keys(old)["apollo/fresh"]; !strings.Contains(got, "another route key secret") {
+				t.Fatalf("a key added after the rotation is sealed under the old secret: %q", got)
+			}
+
+			v0, _ := rotated.Version(ctx)
+			n, err := rotated.Reseal(ctx)
+			if err == nil || n != 0 || !strings.Contains(err.Error(), `route "lost" of project "bravo"`) || !strings.Contains(err.Error(), "nothing was re-sealed") {
+				t.Fatalf("reseal with a key no secret opens: %d, %v", n, err)
+			}
+			if got := keys(old); got["/global"] != "sk-global-0123456789abcdef" || got["apollo/team"] != "sk-team-0123456789abcdef" {
+				t.Fatalf("a failed reseal moved keys: %v", got)
+			}
+			if v, _ := rotated.Version(ctx); v != v0 {
+				t.Fatalf("a failed reseal moved the version from %d to %d", v0, v)
+			}
+
+			if err := rotated.Remove(ctx, "bravo", "lost"); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := rotated.Reseal(ctx); n != 2 || err != nil {
+				t.Fatalf("reseal: moved %d, %v; want the two old keys", n, err)
+			}
+			if n, err := rotated.Reseal(ctx); n != 0 || err != nil {
+				t.Fatalf("a second reseal: moved %d, %v", n, err)
+			}
+			want := map[string]string{"/global": "sk-global-0123456789abcdef", "apollo/team": "sk-team-0123456789abcdef",
+				"apollo/keyless": "", "apollo/fresh": "sk-fresh-0123456789abcdef"}
+			if got := keys(open(newSecret)); !maps.Equal(got, want) {
+				t.Fatalf("under the new secret alone after the reseal: %v, want %v", got, want)
+			}
+		})
+	}
+}
+
 // TestSealer: a secret too short is refused; a masked key shows its
 // vendor prefix and last four characters, never the rest.
 func TestSealer(t *testing.T) {
 	if _, err := routestore.NewSealer([]byte("short")); err == nil || !strings.Contains(err.Error(), "at least 32") {
 		t.Fatalf("short secret: %v", err)
+	}
+	if _, err := routestore.NewSealer([]byte(secret + "\nshort")); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("a short earlier secret: %v", err)
+	}
+	if _, err := routestore.NewSealer([]byte("\n \n")); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Fatalf("no secret: %v", err)
 	}
 	for key, want := range map[string]string{
 		"":                                     "",
@@ -183,4 +288,33 @@ func TestLoadSecret(t *testing.T) {
 		t.Fatalf("read back %q, made %q (%v)", b, a, err)
 	}
 	sealer(t, string(a))
+}
+
+// TestOpenTogether: replicas that start together each open the store on
+// an empty database at once; every one succeeds (on PostgreSQL,
+// concurrent CREATE TABLE IF NOT EXISTS can fail without the migration's
+// lock).
+func TestOpenTogether(t *testing.T) {
+	for name, url := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			const n = 8
+			errs := make(chan error, n)
+			for range n {
+				go func() {
+					st, err := routestore.Open(ctx, url, sealer(t, secret))
+					if err == nil {
+						err = st.Close()
+					}
+					errs <- err
+				}()
+			}
+			for range n {
+				if err := <-errs; err != nil {
+					t.Errorf("open: %v", err)
+				}
+			}
+		})
+	}
 }

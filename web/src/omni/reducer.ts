@@ -89,6 +89,9 @@ export interface Conversation {
   sessionUsage?: TokenCounts;
   model?: { provider?: string; id?: string };
   workspace?: string;
+  /** Counts the workspace_change events seen, so that a panel of the
+   * workspace knows when to read it again. */
+  workspaceChanges?: number;
   nextKey: number;
 }
 
@@ -370,6 +373,16 @@ function applyMessage(c: Conversation, m: OmniMessage, now: number) {
     case "mcp_connect_end": {
       const failed = (p.results ?? []).filter((r) => r.status !== "completed").map((r) => r.server);
       th.items.push({ key: key(c), type: "notice", text: `MCP servers ${p.status}` + (failed.length ? ` (unavailable: ${failed.join(", ")})` : "") });
+      return;
+    }
+    case "workspace_change": {
+      c.workspaceChanges = (c.workspaceChanges ?? 0) + 1;
+      const files = (p.files ?? []).map((f) => f.path);
+      const list = files.slice(0, 6).join(", ") + (files.length > 6 ? `, and ${files.length - 6} more` : "");
+      const text = p.kind === "undo" ? `Undid change #${p.turn_sequence}: ${list}`
+        : p.kind === "redo" ? `Redid change #${p.turn_sequence}: ${list}`
+        : `${files.length} file(s) changed: ${list}` + (p.incomplete ? " (too large to undo)" : "");
+      th.items.push({ key: key(c), type: "notice", text });
       return;
     }
     default:

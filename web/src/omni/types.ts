@@ -66,6 +66,24 @@ export interface Payload {
   rounds?: number;
   tokens?: number;
   message?: string;
+  // workspace_change: kind is turn, undo or redo.
+  kind?: string;
+  files?: WorkspaceFile[];
+  turn_sequence?: number;
+  incomplete?: string;
+}
+
+/** One file of a workspace_change (and of the changes API). */
+export interface WorkspaceFile {
+  path: string;
+  /** added, modified or deleted in the trace format; FILE_CHANGE_KIND_… in the API. */
+  kind?: string;
+  added_lines?: number;
+  removed_lines?: number;
+  binary?: boolean;
+  too_large?: boolean;
+  link?: boolean;
+  diff?: string;
 }
 
 /** One event of a session's stream, with its sequence number. */

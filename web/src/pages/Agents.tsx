@@ -1,9 +1,10 @@
 import { useEffect, useState } from "preact/hooks";
-import { agents, toBase64, type AgentInfo, type MCPServer, type MemoryFile, type MemoryScope, type SkillInfo, type TestResult } from "../agents";
+import { agents, toBase64, type AgentInfo, type AgentTool, type MCPServer, type MemoryFile, type MemoryScope, type SkillInfo, type TestResult } from "../agents";
+import { api, currentProject, type ModelInfo } from "../api";
 import { navigate, onLink } from "../router";
 import { SchedulesTab } from "./Schedules";
 
-const TABS = ["General", "Instructions", "MCP", "Skills", "Memory", "Vault", "Models", "Schedules"] as const;
+const TABS = ["General", "Instructions", "Tools", "MCP", "Skills", "Memory", "Vault", "Models", "Schedules"] as const;
 type Tab = (typeof TABS)[number];
 
 /** useLoad runs load now and whenever reload is called; errors land in
@@ -18,34 +19,64 @@ function useLoad<T>(load: () => Promise<T>, deps: unknown[]): [T | undefined, ()
   return [value, () => setTick((t) => t + 1), error];
 }
 
-/** Agents lists the agents; with a name, it is that agent's settings. */
+/** Agents lists the project's agents, creates one (from the template or
+ * as a copy of another) and imports one from a snapshot; with a name, it
+ * is that agent's settings. */
 export function Agents({ name }: { name?: string }) {
   const [list, reload, error] = useLoad(() => agents.list(), []);
   const [newName, setNewName] = useState("");
-  const [msg, setMsg] = useState("");
+  const [from, setFrom] = useState("");
+  const [importName, setImportName] = useState("");
+  const [archive, setArchive] = useState<File>();
+  const [replace, setReplace] = useState(false);
+  const [msg, setMsg] = useState<{ ok: boolean; text: string }>();
   if (name) return <AgentSettings agent={name} />;
   const create = async (e: Event) => {
     e.preventDefault();
     try {
-      await agents.create(newName.trim());
+      await agents.create(newName.trim(), from);
+      setMsg({ ok: true, text: `Created ${newName.trim()}.` });
       setNewName("");
       reload();
-    } catch (err) { setMsg((err as Error).message); }
+    } catch (err) { setMsg({ ok: false, text: (err as Error).message }); }
   };
+  const importAgent = async (e: Event) => {
+    e.preventDefault();
+    if (!archive) return;
+    try {
+      const r = await agents.importAgent(importName.trim(), await toBase64(archive), replace);
+      setMsg({ ok: true, text: `Imported ${r.files ?? 0} files into ${importName.trim()}.` });
+      reload();
+    } catch (err) { setMsg({ ok: false, text: (err as Error).message }); }
+  };
+  const names = (list?.agents ?? []).map((a: AgentInfo) => a.name);
   return (
     <section class="page" aria-label="Agents">
-      <h1>Agents</h1>
-      {(error || msg) && <p class="banner error" role="alert">{error || msg}</p>}
+      <h1>Agents <span class="muted small">project {currentProject()}</span></h1>
+      {(error || msg) && <p class={`banner ${msg?.ok && !error ? "" : "error"}`} role={msg?.ok && !error ? "status" : "alert"}>{error || msg?.text}</p>}
       <table class="table">
-        <thead><tr><th>Name</th><th>Version</th><th /></tr></thead>
+        <thead><tr><th>Name</th><th>Version</th><th>Updated</th><th /></tr></thead>
         <tbody>{(list?.agents ?? []).map((a: AgentInfo) => (
           <tr><td><a href={`/agents/${encodeURIComponent(a.name)}`} onClick={onLink}>{a.name}</a></td><td>{a.version}</td>
-            <td><a href={agents.exportURL(a.name)} download>Export</a></td></tr>
+            <td class="small">{a.updated_at ? new Date(a.updated_at).toLocaleString() : ""}</td>
+            <td><a href={agents.exportURL(a.name)} download aria-label={`Export ${a.name}`}>Export</a></td></tr>
         ))}</tbody>
       </table>
-      <form class="form inline" onSubmit={create}>
+      <h2>New agent</h2>
+      <form class="form inline" onSubmit={create} aria-label="New agent">
         <input aria-label="New agent name" value={newName} placeholder="new agent name" onInput={(e) => setNewName(e.currentTarget.value)} required />
+        <label>From <select aria-label="Create from" value={from} onChange={(e) => setFrom(e.currentTarget.value)}>
+          <option value="">the default template</option>
+          {names.map((n) => <option value={n}>a copy of {n} (without its memory)</option>)}
+        </select></label>
         <button type="submit">Create</button>
+      </form>
+      <h2>Import a snapshot</h2>
+      <form class="form inline" onSubmit={importAgent} aria-label="Import agent">
+        <input aria-label="Imported agent name" value={importName} placeholder="agent name" onInput={(e) => setImportName(e.currentTarget.value)} required />
+        <input type="file" aria-label="Agent archive" accept=".tar.gz,.tgz,application/gzip" required onChange={(e) => setArchive(e.currentTarget.files?.[0])} />
+        <label><input type="checkbox" checked={replace} onChange={(e) => setReplace(e.currentTarget.checked)} /> replace an existing agent's files</label>
+        <button type="submit">Import</button>
       </form>
     </section>
   );
@@ -53,15 +84,28 @@ export function Agents({ name }: { name?: string }) {
 
 function AgentSettings({ agent }: { agent: string }) {
   const [tab, setTab] = useState<Tab>("General");
+  const [newName, setNewName] = useState(agent);
+  const [error, setError] = useState("");
+  const rename = async (e: Event) => {
+    e.preventDefault();
+    try { await agents.rename(agent, newName.trim()); navigate(`/agents/${encodeURIComponent(newName.trim())}`); } catch (err) { setError((err as Error).message); }
+  };
   return (
     <section class="page" aria-label={`Agent ${agent}`}>
       <h1><a href="/agents" onClick={onLink}>Agents</a> / {agent}</h1>
+      <form class="form inline" onSubmit={rename} aria-label="Rename agent">
+        <input aria-label="Agent name" value={newName} onInput={(e) => setNewName(e.currentTarget.value)} required />
+        <button type="submit" disabled={newName.trim() === agent}>Rename</button>
+        <a href={agents.exportURL(agent)} download>Export</a>
+      </form>
+      {error && <p class="banner error" role="alert">{error}</p>}
       <div role="tablist" class="tabs">
         {TABS.map((t) => <button role="tab" aria-selected={t === tab} class={t === tab ? "primary" : ""} onClick={() => setTab(t)}>{t}</button>)}
       </div>
       <div role="tabpanel" aria-label={tab}>
         {tab === "General" && <ConfigFile agent={agent} file="system_config.yaml" />}
         {tab === "Instructions" && <ConfigFile agent={agent} file="AGENTS.md" />}
+        {tab === "Tools" && <ToolsTab agent={agent} />}
         {tab === "MCP" && <MCPTab agent={agent} />}
         {tab === "Skills" && <SkillsTab agent={agent} />}
         {tab === "Memory" && <MemoryTab agent={agent} />}
@@ -97,6 +141,30 @@ function ConfigFile({ agent, file }: { agent: string; file: string }) {
       <label>{file}<textarea aria-label={file} rows={22} spellcheck={false} class="mono" value={text} onInput={(e) => setText(e.currentTarget.value)} /></label>
       {note && <p class={`banner ${note.ok ? "" : "error"}`} role={note.ok ? "status" : "alert"}>{note.text}</p>}
       <div><button class="primary" onClick={save}>Save</button> <button onClick={() => { setNote(undefined); void load(); }}>Reload</button></div>
+    </div>
+  );
+}
+
+/** ToolsTab lists the tools the agent's configuration offers: the
+ * builtin ones switch on and off (the engine rewrites tools.builtin), a
+ * custom one is changed in the configuration. */
+function ToolsTab({ agent }: { agent: string }) {
+  const [list, reload, error] = useLoad(() => agents.tools(agent), [agent]);
+  const [note, setNote] = useState("");
+  const toggle = async (t: AgentTool, on: boolean) => {
+    try { await agents.enableTool(agent, t.name, on); setNote(""); } catch (err) { setNote((err as Error).message); }
+    reload();
+  };
+  return (
+    <div>
+      {(error || note) && <p class="banner error" role="alert">{error || note}</p>}
+      <table class="table"><thead><tr><th>Tool</th><th>Kind</th><th>Permission</th><th>Models</th><th>Enabled</th><th>Description</th></tr></thead>
+        <tbody>{(list?.tools ?? []).map((t: AgentTool) => (
+          <tr data-testid={`tool-${t.name}`}><td class="mono nowrap">{t.name}</td><td>{t.kind}</td><td>{t.permission}</td><td>{t.for_model || "all"}</td>
+            <td><input type="checkbox" aria-label={`enable tool ${t.name}`} checked={!!t.enabled} disabled={t.kind === "custom"}
+              title={t.kind === "custom" ? "a custom tool is changed in system_config.yaml" : ""} onChange={(e) => toggle(t, e.currentTarget.checked)} /></td>
+            <td class="small">{(t.description ?? "").split("\n")[0]}</td></tr>
+        ))}</tbody></table>
     </div>
   );
 }
@@ -164,6 +232,7 @@ function MemoryTab({ agent }: { agent: string }) {
   const [note, setNote] = useState("");
   const [doc, setDoc] = useState("");
   const [mode, setMode] = useState("skip");
+  const [newFile, setNewFile] = useState("");
   const act = async (f: () => Promise<unknown>) => { try { await f(); setNote(""); reloadFiles(); } catch (e) { setNote((e as Error).message); } };
   return (
     <div>
@@ -176,6 +245,10 @@ function MemoryTab({ agent }: { agent: string }) {
             <td>{f.front_matter?.description}</td>
             <td><button onClick={() => act(() => agents.deleteMemoryFile(agent, scope, f.name))}>Delete</button></td></tr>
         ))}</tbody></table>
+      <form class="form inline" aria-label="New memory file" onSubmit={(e) => { e.preventDefault(); setOpen({ name: newFile.trim(), content: "", version: "0" }); setNewFile(""); }}>
+        <input aria-label="New memory file name" placeholder="topic.md" value={newFile} onInput={(e) => setNewFile(e.currentTarget.value)} required />
+        <button type="submit">New file</button>
+      </form>
       {open && <div class="form">
         <label>{open.name}<textarea aria-label={`memory ${open.name}`} rows={10} value={open.content} onInput={(e) => setOpen({ ...open, content: e.currentTarget.value })} /></label>
         <button class="primary" onClick={() => act(async () => { await agents.putMemoryFile(agent, scope, open.name, open.content, open.version); setOpen(undefined); })}>Save</button>
@@ -215,16 +288,22 @@ function VaultTab({ agent }: { agent: string }) {
   );
 }
 
+/** ModelTab sets the agent's default model, the one a session created
+ * without a model runs on; the engine accepts only a provider route of
+ * the project. */
 function ModelTab({ agent }: { agent: string }) {
   const [model, setModel] = useState("");
+  const [known, setKnown] = useState<ModelInfo[]>([]);
   const [note, setNote] = useState<{ ok: boolean; text: string }>();
   useEffect(() => {
     agents.model(agent).then((r) => setModel(r.model?.provider ? `${r.model.provider}/${r.model.model_id}` : "")).catch((e) => setNote({ ok: false, text: e.message }));
+    api.models().then((r) => setKnown((r.models ?? []).filter((m) => m.tools))).catch(() => setKnown([]));
   }, [agent]);
   const split = () => { const i = model.indexOf("/"); return [model.slice(0, i), model.slice(i + 1)] as const; };
   return (
     <div class="form">
-      <label>Default model <input aria-label="Default model" placeholder="provider/model-id" value={model} onInput={(e) => setModel(e.currentTarget.value)} /></label>
+      <label>Default model <input aria-label="Default model" list="agent-models" placeholder="provider/model-id" value={model} onInput={(e) => setModel(e.currentTarget.value)} /></label>
+      <datalist id="agent-models">{known.map((m) => <option value={`${m.model.provider}/${m.model.model_id}`} />)}</datalist>
       {note && <p class={`banner ${note.ok ? "" : "error"}`} role={note.ok ? "status" : "alert"}>{note.text}</p>}
       <div>
         <button class="primary" onClick={async () => { try { await agents.setModel(agent, ...split()); setNote({ ok: true, text: "Saved." }); } catch (e) { setNote({ ok: false, text: (e as Error).message }); } }}>Save</button>{" "}

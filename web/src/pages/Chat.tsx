@@ -9,6 +9,7 @@ import { apply, mainItems, newConversation, thread, type Conversation, type Item
 import { parseSSE } from "../omni/types";
 import { navigate } from "../router";
 import { RenameBox } from "../components/SessionList";
+import { Workspace } from "../components/Workspace";
 
 type Link = "connecting" | "live" | "reconnecting" | "gone";
 
@@ -82,6 +83,7 @@ export function Chat({ id, session: listed, lastStatus, onChanged }: { id: strin
   const session = listed ?? fetched;
   const [renaming, setRenaming] = useState(false);
   const [showProcs, setShowProcs] = useState(false);
+  const [showWorkspace, setShowWorkspace] = useState(false);
   const update = (body: Parameters<typeof api.updateSession>[1]) => act(async () => {
     const s = await api.updateSession(id, body);
     setFetched(s);
@@ -155,6 +157,7 @@ export function Chat({ id, session: listed, lastStatus, onChanged }: { id: strin
           {usage && <div class="muted small" title="Tokens and cost of the whole session" data-testid="session-usage" {...usageData(usage)}>Session: {usageLine(usage)}</div>}
         </div>
         <nav class="chat-actions">
+          <button aria-expanded={showWorkspace} aria-controls="workspace" onClick={() => setShowWorkspace(!showWorkspace)}>Workspace</button>
           <button aria-expanded={showProcs} aria-controls="processes" onClick={() => setShowProcs(!showProcs)}>Processes</button>
           <a class="button" href={`/sessions/${encodeURIComponent(id)}/trace`} onClick={(e) => { e.preventDefault(); navigate(`/sessions/${encodeURIComponent(id)}/trace`); }}>Trace</a>
           <button disabled={running} title={running ? "Wait until the task ends" : "Copy this conversation into a new session"}
@@ -165,6 +168,7 @@ export function Chat({ id, session: listed, lastStatus, onChanged }: { id: strin
           <button class="danger" onClick={() => confirm("Delete this session and its log?") && act(async () => { await api.deleteSession(id); navigate("/"); })}>Delete</button>
         </nav>
       </header>
+      {showWorkspace && <Workspace id={id} running={running} version={conv.workspaceChanges ?? 0} />}
       {showProcs && <Processes id={id} running={running} />}
       {link !== "live" && link !== "connecting" && <div class="banner warn" role="status">{problem || (link === "gone" ? "The stream closed." : "Reconnecting…")}</div>}
       <div class="messages" onScroll={onScroll} data-testid="messages" ref={box}>
@@ -317,7 +321,7 @@ function ItemView({ it, conv, sessionId, depth }: { it: Item; conv: Conversation
     case "subagent":
       return <Subagent conv={conv} threadKey={it.thread} sessionId={sessionId} depth={depth} />;
     case "notice":
-      return <div class="muted small">{it.text}</div>;
+      return <div class="muted small" data-testid="notice">{it.text}</div>;
   }
 }
 

@@ -1,4 +1,4 @@
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { agents } from "../agents";
 import { api, num, type ModelInfo, type SessionDefaults } from "../api";
 import { price, tokens } from "../format";
@@ -62,6 +62,13 @@ export function NewSession({ models, project }: { models: ModelInfo[]; project?:
   const [agent, setAgent] = useState<string>(last.agent ?? "default");
   const [agentNames, setAgentNames] = useState<string[]>(["default"]);
   useEffect(() => { agents.list().then((r) => setAgentNames((r.agents ?? []).map((a) => a.name))).catch(() => undefined); }, []);
+  // The agent's default model is the choice until the field is touched.
+  const touched = useRef(false);
+  useEffect(() => {
+    agents.model(agent).then((r) => {
+      if (!touched.current && r.model?.provider && r.model.model_id) setModel(`${r.model.provider}/${r.model.model_id}`);
+    }).catch(() => undefined);
+  }, [agent]);
   const [prompt, setPrompt] = useState("");
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
@@ -107,7 +114,7 @@ export function NewSession({ models, project }: { models: ModelInfo[]; project?:
         <label>Workspace <input required value={workspace} placeholder="/path/to/project" name="workspace"
           onInput={(e) => setWorkspace(e.currentTarget.value)} onChange={(e) => setChoices(read<Choices>(wsKey(e.currentTarget.value)))} /></label>
         <label>Model
-          <input list="models" aria-label="Model" required value={model} placeholder="provider/model-id" onInput={(e) => setModel(e.currentTarget.value)} name="model" />
+          <input list="models" aria-label="Model" required value={model} placeholder="provider/model-id" onInput={(e) => { touched.current = true; setModel(e.currentTarget.value); }} name="model" />
           <datalist id="models">{usable.map((m) => <option value={ref(m)}>{[m.name, price(m.price)].filter(Boolean).join(" · ")}</option>)}</datalist>
           {chosen && <span class="muted small" data-testid="model-facts">{[chosen.name, num(chosen.context_window) ? `${tokens(num(chosen.context_window))} context` : "",
             chosen.reasoning ? "reasons" : "", price(chosen.price) || "price unknown"].filter(Boolean).join(" · ")}</span>}

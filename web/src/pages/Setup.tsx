@@ -1,5 +1,5 @@
 import { useEffect, useState } from "preact/hooks";
-import { api, num, type CatalogProvider, type ModelInfo, type ProviderRouteInfo, type SetupResult } from "../api";
+import { api, num, type CatalogProvider, type ModelInfo, type Project, type ProviderRouteInfo, type SetupResult } from "../api";
 import { onLink } from "../router";
 
 /** OTHER is the choice of a server that is not a catalog provider: a
@@ -27,8 +27,25 @@ function ordered(ps: CatalogProvider[]): CatalogProvider[] {
 /** Setup is the first-run page (and the Models page later): it says why
  * no model is available, lists the configured providers, and offers the
  * form that adds a provider route through the llm service, which keeps it
- * (its key encrypted) and uses it at once, on every replica. */
-export function Setup({ notice, models, onDone }: { notice?: string; models: ModelInfo[]; onDone: () => void }) {
+ * (its key encrypted) and uses it at once, on every replica.
+ *
+ * With a project chosen in the switcher, it lists what that project's
+ * sessions see (the global routes and the project's own), and the
+ * project's owners add and remove the project's routes; administrators
+ * manage the global ones. The server decides either way: the page only
+ * leaves out what the caller may not do. */
+export function Setup({ notice, models, onDone, project = "", projects = [], admin = true }: {
+  notice?: string; models: ModelInfo[]; onDone: () => void;
+  /** The switcher's project, empty for none. */
+  project?: string; projects?: Project[];
+  /** The caller administers the server (always so in local mode). */
+  admin?: boolean;
+}) {
+  /** mayManage says whether the caller may change the routes of p (empty: the global ones). */
+  const mayManage = (p: string) => p ? admin || projects.some((x) => x.project_id === p && x.role === "PROJECT_ROLE_OWNER") : admin;
+  const scopes = [...(admin ? [""] : []), ...(project && mayManage(project) ? [project] : [])];
+  const [scope, setScope] = useState(project && mayManage(project) ? project : "");
+  useEffect(() => setScope(project && mayManage(project) ? project : ""), [project, projects.length]);
   const [catalog, setCatalog] = useState<CatalogProvider[]>([]);
   const [choice, setChoice] = useState("openai");
   const [other, setOther] = useState({ name: "local", type: "openai", model: "" });
@@ -39,20 +56,20 @@ export function Setup({ notice, models, onDone }: { notice?: string; models: Mod
   const [error, setError] = useState("");
   const [routes, setRoutes] = useState<ProviderRouteInfo[]>([]);
   const [tested, setTested] = useState<Record<string, string>>({});
-  const loadRoutes = () => api.providers().then((r) => setRoutes(r.providers ?? [])).catch((e) => setError(e.message));
-  useEffect(() => { loadRoutes(); }, [done]);
-  const test = async (name: string) => {
+  const loadRoutes = () => api.providers(project).then((r) => setRoutes(r.providers ?? [])).catch((e) => setError(e.message));
+  useEffect(() => { loadRoutes(); }, [done, project]);
+  const test = async (name: string, owner = "") => {
     setTested({ ...tested, [name]: "testing…" });
     try {
-      const r = await api.testProvider(name);
+      const r = await api.testProvider(name, owner || project);
       setTested((t) => ({ ...t, [name]: r.ok ? `${r.model_id} answered in ${num(r.latency_ms)} ms` : `${r.model_id} failed: ${r.outcome?.message ?? "no answer"}` }));
     } catch (err) {
       setTested((t) => ({ ...t, [name]: (err as Error).message }));
     }
   };
-  const remove = async (name: string) => {
+  const remove = async (name: string, owner = "") => {
     try {
-      await api.removeProvider(name);
+      await api.removeProvider(name, owner);
       await loadRoutes();
       onDone();
     } catch (err) {
@@ -72,8 +89,8 @@ export function Setup({ notice, models, onDone }: { notice?: string; models: Mod
     setBusy(true);
     try {
       const form = picked
-        ? { name: picked.id, type: picked.type, base_url: baseURL.trim(), api_key: key.trim(), models: [] }
-        : { name: other.name.trim(), type: other.type, base_url: baseURL.trim(), api_key: key.trim(), models: other.model.trim() ? other.model.trim().split(/[\s,]+/) : [] };
+        ? { project: scope, name: picked.id, type: picked.type, base_url: baseURL.trim(), api_key: key.trim(), models: [] }
+        : { project: scope, name: other.name.trim(), type: other.type, base_url: baseURL.trim(), api_key: key.trim(), models: other.model.trim() ? other.model.trim().split(/[\s,]+/) : [] };
       const r = await api.addProvider(form);
       setDone(r);
       setKey("");
@@ -99,19 +116,27 @@ export function Setup({ notice, models, onDone }: { notice?: string; models: Mod
           {" "}<a href="/new" onClick={onLink}>New session</a></p>
       )}
       {routes.length > 0 && <table class="routes" data-testid="routes">
-        <thead><tr><th>Route</th><th>API</th><th>Key</th><th>From</th><th></th></tr></thead>
+        <thead><tr><th>Route</th><th>API</th><th>Key</th><th>For</th><th>From</th><th></th></tr></thead>
         <tbody>{routes.map((r) => <tr data-testid={`route-${r.name}`}>
           <td><code>{r.name}</code></td><td>{r.type}</td><td><code>{r.key_hint || "—"}</code></td>
+          <td>{r.project ? <>project <code>{r.project}</code></> : "every project"}</td>
           <td>{r.origin === "store" ? "added here" : r.origin === "file" ? "providers file" : "environment"}</td>
           <td>
-            <button type="button" onClick={() => test(r.name)}>Test</button>
-            {r.origin === "store" && <button type="button" onClick={() => remove(r.name)}>Remove</button>}
+            <button type="button" onClick={() => test(r.name, r.project)}>Test</button>
+            {r.origin === "store" && mayManage(r.project ?? "") && <button type="button" aria-label={`Remove ${r.name}`} onClick={() => remove(r.name, r.project)}>Remove</button>}
             {tested[r.name] && <span class="muted small" role="status" data-testid={`tested-${r.name}`}> {tested[r.name]}</span>}
           </td>
         </tr>)}</tbody>
       </table>}
       {!first && <h2>Add a provider</h2>}
-      <form class="form" onSubmit={submit}>
+      {!scopes.length && <p class="muted" data-testid="no-scope">Administrators add the routes of every project, and a project's owners its own:
+        {project ? <> you do not own <code>{project}</code>.</> : " choose a project you own in the switcher."}</p>}
+      {scopes.length > 0 && <form class="form" onSubmit={submit}>
+        {(scopes.length > 1 || scope) && <label>For
+          <select value={scope} onChange={(e) => setScope(e.currentTarget.value)} name="project">
+            {scopes.map((p) => <option value={p}>{p ? `Project ${p} only` : "Every project"}</option>)}
+          </select>
+        </label>}
         <label>Provider
           <select value={choice} onChange={(e) => { setChoice(e.currentTarget.value); setDone(undefined); }} name="provider">
             {catalog.map((p) => <option value={p.id}>{p.name}</option>)}
@@ -141,7 +166,7 @@ export function Setup({ notice, models, onDone }: { notice?: string; models: Mod
           <a href="/new" onClick={onLink}>Start a session</a></p>}
         <button class="primary" type="submit" disabled={busy}>{busy ? "Saving…" : "Save"}</button>
         <p class="muted small">The server keeps the route in its route store, the key encrypted, and shows only its first and last characters again.</p>
-      </form>
+      </form>}
       {first && <p class="muted small">Or restart <code>penguin serve</code> with a key in its environment
         ({picked?.key_var ? <code>{picked.key_var}</code> : <><code>OPENAI_API_KEY</code>, <code>ANTHROPIC_API_KEY</code>, …</>}).
         {notice && <> The server says: <span data-testid="setup-notice">{notice}</span></>}</p>}

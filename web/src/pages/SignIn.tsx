@@ -1,13 +1,30 @@
 import { useState } from "preact/hooks";
 import { signIn } from "../api";
 
+/** providerError takes the reason of a refused sign-in with the identity
+ * provider, which the gateway's callback puts in ?signin_error=, out of
+ * the address, so that a reload does not show it again. */
+function providerError(): string {
+  const params = new URLSearchParams(location.search);
+  const e = params.get("signin_error") ?? "";
+  if (e) {
+    params.delete("signin_error");
+    const q = params.toString();
+    history.replaceState(history.state, "", location.pathname + (q ? "?" + q : "") + location.hash);
+  }
+  return e;
+}
+
 /** SignIn trades a user's id and password (team mode), or the server's
- * token, for a session cookie. */
-export function SignIn({ onSignedIn, team }: { onSignedIn: () => void; team: boolean }) {
+ * token, for a session cookie; with an identity provider configured
+ * (oidcName), it also offers the provider's sign-in, a navigation through
+ * the gateway's /api/auth/oidc/start that comes back with the same
+ * cookie. */
+export function SignIn({ onSignedIn, team, oidcName }: { onSignedIn: () => void; team: boolean; oidcName?: string }) {
   const [withToken, setWithToken] = useState(!team);
   const [user, setUser] = useState("");
   const [secret, setSecret] = useState("");
-  const [error, setError] = useState("");
+  const [error, setError] = useState(providerError);
   return (
     <main class="signin">
       <form class="form" onSubmit={async (e) => {
@@ -21,6 +38,7 @@ export function SignIn({ onSignedIn, team }: { onSignedIn: () => void; team: boo
         }
       }}>
         <h1>Penguin</h1>
+        {oidcName && <a class="button primary" href="/api/auth/oidc/start">Sign in with {oidcName}</a>}
         {withToken
           ? <p>Sign in with the server's token (<code>PENGUIN_AUTH_TOKEN</code>). It is exchanged for a cookie that this browser keeps for a week.</p>
           : <label>User <input autofocus required autocomplete="username" value={user} onInput={(e) => setUser(e.currentTarget.value)} name="user" /></label>}

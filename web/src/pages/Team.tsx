@@ -1,5 +1,5 @@
 import { useEffect, useState } from "preact/hooks";
-import { api, type AuthState, type Member, type Project, type Token, type User } from "../api";
+import { api, type AuditRecord, type AuthState, type Member, type Project, type Token, type User } from "../api";
 
 /** useLoad runs load now and whenever reload is called, keeping its
  * answer and its error. */
@@ -128,11 +128,33 @@ function Projects({ onChanged }: { onChanged: () => void }) {
         <details key={p.project_id} data-testid={`project-${p.project_id}`}>
           <summary>{p.project_id}{p.name ? ` — ${p.name}` : ""} <span class="muted">{roleWord(p.role)}</span></summary>
           <Members project={p} onChanged={onChanged} />
+          {p.role === "PROJECT_ROLE_OWNER" && <Audit project={p.project_id} />}
           {p.role === "PROJECT_ROLE_OWNER" && p.project_id !== "default" &&
             <button onClick={() => void act(() => api.deleteProject(p.project_id), () => { reload(); onChanged(); })}>Delete project {p.project_id}</button>}
         </details>
       ))}
     </section>
+  );
+}
+
+/** Audit shows, on demand, the newest records of a project's audit log
+ * (project set, for its owners) or of the global one (admins). */
+function Audit({ project }: { project: string }) {
+  const [records, setRecords] = useState<AuditRecord[]>();
+  const [error, act] = useAct();
+  const what = project ? `the audit log of ${project}` : "the global audit log";
+  return (
+    <div aria-label={`Audit log${project ? ` of ${project}` : ""}`} role="group">
+      <button onClick={() => void act(async () => setRecords((await api.audit(project)).records ?? []))}>{records ? "Reload" : "Show"} {what}</button>
+      {error && <p class="banner error" role="alert">{error}</p>}
+      {records && (records.length === 0 ? <p class="muted">Nothing recorded yet.</p> :
+        <table>
+          <thead><tr><th>When</th><th>Who</th><th>What</th><th>Target</th><th>Detail</th></tr></thead>
+          <tbody>{records.map((r) => (
+            <tr key={r.id}><td>{r.at ? new Date(r.at).toLocaleString() : ""}</td><td>{r.actor || "—"}</td><td>{r.action}</td><td>{r.target}</td><td>{r.detail}</td></tr>
+          ))}</tbody>
+        </table>)}
+    </div>
   );
 }
 
@@ -181,6 +203,7 @@ export function Team({ auth, onProjectsChanged }: { auth: AuthState; onProjectsC
       {auth.user && <Account auth={auth} />}
       <Projects onChanged={onProjectsChanged} />
       {(auth.user?.admin || auth.operator) && <Users />}
+      {(auth.user?.admin || auth.operator) && <section aria-label="Global audit log"><h2>Audit log</h2><Audit project="" /></section>}
     </div>
   );
 }

@@ -103,6 +103,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		{"LoginSessions", s.testLoginSessions},
 		{"DeleteUserCascades", s.testDeleteUserCascades},
 		{"Audit", s.testAudit},
+		{"SignInStates", s.testSignInStates},
 		{"Agents", testAgents},
 		{"AgentConcurrentChanges", testAgentConcurrentChanges},
 	}

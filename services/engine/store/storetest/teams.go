@@ -314,4 +314,50 @@ func (s *suite) testAudit(t *testing.T, ctx context.Context, st store.Store) {
 	if err != nil || len(account) != 1 || account[0].Action != "sign_in" {
 		t.Fatalf("ListAudit(accounts) = %+v, %v", account, err)
 	}
+
+	// Retention: by age, then by count.
+	if err := st.AppendAudit(ctx, store.AuditRecord{Actor: "alice", ProjectID: "p", Action: "old", At: time.Now().Add(-48 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.PruneAudit(ctx, 0, time.Now().Add(-24*time.Hour)); err != nil || n != 1 {
+		t.Fatalf("PruneAudit(older than a day) = %d, %v; want the one old record", n, err)
+	}
+	if n, err := st.PruneAudit(ctx, 10, time.Time{}); err != nil || n != 0 {
+		t.Fatalf("PruneAudit(keep 10 of 4) = %d, %v; want none", n, err)
+	}
+	if n, err := st.PruneAudit(ctx, 2, time.Time{}); err != nil || n != 2 {
+		t.Fatalf("PruneAudit(keep 2 of 4) = %d, %v", n, err)
+	}
+	left, err := st.ListAudit(ctx, "p", 0, 0)
+	if err != nil || len(left) != 1 || left[0].Action != "member.add" {
+		t.Fatalf("after pruning, project p's log = %+v, %v; want the newest of it", left, err)
+	}
+}
+
+func (s *suite) testSignInStates(t *testing.T, ctx context.Context, st store.Store) {
+	future := time.Now().Add(10 * time.Minute)
+	in := &store.SignInState{StateDigest: digest("state-1"), BindingDigest: digest("browser-1"), Nonce: "n1", Verifier: "v1", ExpiresAt: future}
+	if err := st.CreateSignInState(ctx, in, 2); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "CreateSignInState(same state)", st.CreateSignInState(ctx, in, 10), store.ErrConflict)
+	wantErr(t, "CreateSignInState(no binding)", st.CreateSignInState(ctx, &store.SignInState{StateDigest: digest("x"), ExpiresAt: future}, 10), store.ErrInvalid)
+	// An expired one is deleted by the next start, and does not count.
+	old := &store.SignInState{StateDigest: digest("state-old"), BindingDigest: digest("b"), ExpiresAt: time.Now().Add(-time.Minute)}
+	if err := st.CreateSignInState(ctx, old, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateSignInState(ctx, &store.SignInState{StateDigest: digest("state-2"), BindingDigest: digest("b"), ExpiresAt: future}, 2); err != nil {
+		t.Fatalf("a start beside one open and one expired, two allowed: %v", err)
+	}
+	_, err := st.TakeSignInState(ctx, digest("state-old"))
+	wantErr(t, "TakeSignInState(expired, deleted)", err, store.ErrNotFound)
+	wantErr(t, "CreateSignInState(over the bound)", st.CreateSignInState(ctx, &store.SignInState{StateDigest: digest("state-3"), BindingDigest: digest("b"), ExpiresAt: future}, 2), store.ErrConflict)
+
+	got, err := st.TakeSignInState(ctx, digest("state-1"))
+	if err != nil || !bytes.Equal(got.BindingDigest, digest("browser-1")) || got.Nonce != "n1" || got.Verifier != "v1" || !got.ExpiresAt.Equal(future.Truncate(time.Microsecond)) {
+		t.Fatalf("TakeSignInState = %+v, %v", got, err)
+	}
+	_, err = st.TakeSignInState(ctx, digest("state-1"))
+	wantErr(t, "TakeSignInState(taken already)", err, store.ErrNotFound)
 }

@@ -1,4 +1,4 @@
-package providers_test
+package routing_test
 
 import (
 	"errors"
@@ -11,8 +11,8 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/catalog"
 	"github.com/penguin-agent/penguin/internal/config"
-	"github.com/penguin-agent/penguin/services/llm/providers"
 	"github.com/penguin-agent/penguin/services/llm/registry"
+	"github.com/penguin-agent/penguin/services/llm/routing"
 )
 
 const file = `
@@ -45,12 +45,12 @@ func TestParseAndBuild(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte("sk-ant-from-file\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f, err := providers.Parse([]byte(strings.Replace(file, "KEYFILE", keyFile, 1)))
+	f, err := routing.Parse([]byte(strings.Replace(file, "KEYFILE", keyFile, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := registry.New()
-	if err := providers.Build(f, reg, providers.Deps{Lookup: config.MapLookup(map[string]string{"DEEPSEEK_API_KEY": "sk-ds"})}); err != nil {
+	if err := routing.Build(f, reg, routing.Deps{Lookup: config.MapLookup(map[string]string{"DEEPSEEK_API_KEY": "sk-ds"})}); err != nil {
 		t.Fatal(err)
 	}
 	routes := reg.Routes()
@@ -84,7 +84,7 @@ func TestParseErrors(t *testing.T) {
 		{"providers:\n  - name: a\n    type: openai\n    models: [{id: m}, {id: m}]\n", "listed twice"},
 		{"providers:\n  - name: a\n    type: anthropic\n    max_tokens_param: max_tokens\n", "type openai only"},
 	} {
-		_, err := providers.Parse([]byte(tc.yaml))
+		_, err := routing.Parse([]byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Parse(%q) = %v, want %q", tc.yaml, err, tc.want)
 		}
@@ -99,11 +99,11 @@ func TestFromEnv(t *testing.T) {
 		"OPENROUTER_API_KEY": "r", "DASHSCOPE_API_KEY": "d", "MOONSHOT_API_KEY": "k", "ZHIPU_API_KEY": "z",
 		"OLLAMA_HOST": "127.0.0.1:11434", "VLLM_BASE_URL": "http://127.0.0.1:8001/v1",
 	}
-	f, err := providers.FromEnv(config.MapLookup(env), cat)
+	f, err := routing.FromEnv(config.MapLookup(env), cat)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]providers.Provider{}
+	got := map[string]routing.Provider{}
 	for _, p := range f.Providers {
 		got[p.Name] = p
 	}
@@ -118,14 +118,14 @@ func TestFromEnv(t *testing.T) {
 	if o := got["openai"]; o.BaseURL != "http://127.0.0.1:8000/v1" || o.APIKeyEnv != "OPENAI_API_KEY" || o.Catalog != "openai" {
 		t.Errorf("openai preset = %+v", o)
 	}
-	if a := got["anthropic"]; a.Type != providers.TypeAnthropic || a.BaseURL != "https://api.anthropic.com" {
+	if a := got["anthropic"]; a.Type != routing.TypeAnthropic || a.BaseURL != "https://api.anthropic.com" {
 		t.Errorf("anthropic preset = %+v", a)
 	}
-	if o := got["ollama"]; o.BaseURL != "http://127.0.0.1:11434/v1" || o.APIKeyEnv != "" || o.Catalog != providers.CatalogNone {
+	if o := got["ollama"]; o.BaseURL != "http://127.0.0.1:11434/v1" || o.APIKeyEnv != "" || o.Catalog != routing.CatalogNone {
 		t.Errorf("ollama preset = %+v", o)
 	}
 	reg := registry.New()
-	if err := providers.Build(f, reg, providers.Deps{Lookup: config.MapLookup(env)}); err != nil {
+	if err := routing.Build(f, reg, routing.Deps{Lookup: config.MapLookup(env)}); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(reg.Names()); n != 13 {
@@ -135,10 +135,10 @@ func TestFromEnv(t *testing.T) {
 	if m := ds.Model("deepseek-reasoner"); !m.Known || m.MaxTokens == 0 || m.Cost == nil {
 		t.Errorf("the deepseek preset's models come from the catalog: %+v", m)
 	}
-	if f, _ := providers.FromEnv(config.MapLookup(nil), cat); len(f.Providers) != 0 {
+	if f, _ := routing.FromEnv(config.MapLookup(nil), cat); len(f.Providers) != 0 {
 		t.Errorf("no keys, routes %v", f.Providers)
 	}
-	if _, err := providers.FromEnv(config.MapLookup(map[string]string{"VLLM_BASE_URL": "ftp://x"}), cat); err == nil || !strings.Contains(err.Error(), "VLLM_BASE_URL") {
+	if _, err := routing.FromEnv(config.MapLookup(map[string]string{"VLLM_BASE_URL": "ftp://x"}), cat); err == nil || !strings.Contains(err.Error(), "VLLM_BASE_URL") {
 		t.Errorf("a bad local URL = %v", err)
 	}
 }
@@ -147,14 +147,14 @@ func TestFromEnv(t *testing.T) {
 // variable that is not set builds (the route has no credential) and says
 // so in the log, naming the variable.
 func TestUnsetKeyVariableWarns(t *testing.T) {
-	f, err := providers.Parse([]byte("providers:\n  - name: deepseek\n    type: openai\n    api_key_env: DEEPSEEK_API_KEY\n"))
+	f, err := routing.Parse([]byte("providers:\n  - name: deepseek\n    type: openai\n    api_key_env: DEEPSEEK_API_KEY\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var logged strings.Builder
 	reg := registry.New()
 	log := slog.New(slog.NewTextHandler(&logged, nil))
-	if err := providers.Build(f, reg, providers.Deps{Lookup: config.MapLookup(nil), Logger: log}); err != nil {
+	if err := routing.Build(f, reg, routing.Deps{Lookup: config.MapLookup(nil), Logger: log}); err != nil {
 		t.Fatal(err)
 	}
 	if _, rt, _ := reg.Lookup("deepseek"); rt.HasCredential || rt.CredentialSource != "env DEEPSEEK_API_KEY" {
@@ -168,7 +168,7 @@ func TestUnsetKeyVariableWarns(t *testing.T) {
 // TestCatalogAndFileOverrides checks that a route follows its catalog
 // provider and that the file's fields win per model.
 func TestCatalogAndFileOverrides(t *testing.T) {
-	f, err := providers.Parse([]byte(`
+	f, err := routing.Parse([]byte(`
 providers:
   - name: oai
     type: openai
@@ -189,7 +189,7 @@ providers:
 		t.Fatal(err)
 	}
 	reg := registry.New()
-	if err := providers.Build(f, reg, providers.Deps{Lookup: config.MapLookup(nil)}); err != nil {
+	if err := routing.Build(f, reg, routing.Deps{Lookup: config.MapLookup(nil)}); err != nil {
 		t.Fatal(err)
 	}
 	_, oai, _ := reg.Lookup("oai")
@@ -210,12 +210,12 @@ providers:
 }
 
 func TestBuildIsAllOrNothingAndKeepsKeysOut(t *testing.T) {
-	f, err := providers.Parse([]byte("providers:\n  - name: a\n    type: openai\n  - name: b\n    type: openai\n    api_key_env: BAD\n"))
+	f, err := routing.Parse([]byte("providers:\n  - name: a\n    type: openai\n  - name: b\n    type: openai\n    api_key_env: BAD\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := registry.New()
-	err = providers.Build(f, reg, providers.Deps{Lookup: config.MapLookup(map[string]string{"BAD": "sk-has space\x01"})})
+	err = routing.Build(f, reg, routing.Deps{Lookup: config.MapLookup(map[string]string{"BAD": "sk-has space\x01"})})
 	if err == nil || strings.Contains(err.Error(), "sk-has") || !strings.Contains(err.Error(), "BAD") {
 		t.Fatalf("err = %v", err)
 	}
@@ -223,21 +223,21 @@ func TestBuildIsAllOrNothingAndKeepsKeysOut(t *testing.T) {
 		t.Errorf("routes registered after a failed build: %v", reg.Names())
 	}
 
-	ok, err := providers.Parse([]byte("providers:\n  - name: a\n    type: openai\n"))
+	ok, err := routing.Parse([]byte("providers:\n  - name: a\n    type: openai\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := providers.Build(ok, reg, providers.Deps{Lookup: config.MapLookup(nil)}); err != nil {
+	if err := routing.Build(ok, reg, routing.Deps{Lookup: config.MapLookup(nil)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := providers.Build(ok, reg, providers.Deps{Lookup: config.MapLookup(nil)}); !errors.Is(err, registry.ErrDuplicateRoute) {
+	if err := routing.Build(ok, reg, routing.Deps{Lookup: config.MapLookup(nil)}); !errors.Is(err, registry.ErrDuplicateRoute) {
 		t.Errorf("second build = %v", err)
 	}
 	if _, rt, _ := reg.Lookup("a"); rt.HasCredential {
 		t.Error("a route without a key claims a credential")
 	}
-	missing, _ := providers.Parse([]byte("providers:\n  - name: c\n    type: openai\n    api_key_file: /nonexistent/key\n"))
-	if err := providers.Build(missing, reg, providers.Deps{Lookup: config.MapLookup(nil)}); err == nil {
+	missing, _ := routing.Parse([]byte("providers:\n  - name: c\n    type: openai\n    api_key_file: /nonexistent/key\n"))
+	if err := routing.Build(missing, reg, routing.Deps{Lookup: config.MapLookup(nil)}); err == nil {
 		t.Error("a missing key file was accepted")
 	}
 }

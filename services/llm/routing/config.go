@@ -1,15 +1,17 @@
-// Package providers reads the llm service's provider routes: a YAML file
+// Package routing reads the llm service's provider routes: a YAML file
 // listing each route (name, type, base URL, where its key comes from, extra
 // headers, the catalog provider it follows, its models' overrides), and the
 // presets that one environment variable turns on (OPENAI_API_KEY,
 // DEEPSEEK_API_KEY, OLLAMA_HOST, …). It then lays each route's models from
 // the catalog under the file's overrides, builds the adapters and registers
-// them, so the command that serves the gateway only wires.
+// them, so the command that serves the gateway only wires. (The adapters,
+// one package per wire protocol, are its siblings: openai, anthropic,
+// gemini, responses.)
 //
 // Keys come from an environment variable or a file, never from the YAML
 // itself; the parsed file holds only where a key is, so it can be logged,
 // and the key goes straight into its adapter.
-package providers
+package routing
 
 import (
 	"bytes"

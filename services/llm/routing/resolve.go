@@ -1,4 +1,4 @@
-package providers
+package routing
 
 import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"

@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/penguin-agent/penguin/e2e/e2etest"
+	"github.com/penguin-agent/penguin/e2e/netns"
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/testkit"
+)
+
+// TestWorkspaceUndo runs a scripted turn that changes a workspace with the
+// file tools and a command on a real server, then shows its diff, undoes
+// it to the exact bytes, refuses an undo over a file edited since, redoes
+// it, and does all that again after the server restarted.
+func TestWorkspaceUndo(t *testing.T) {
+	t.Parallel()
+	ctx := testkit.Context(t, 4*time.Minute)
+	mock := startMock(t, "workspace", filepath.Join("testdata", "workspace.yaml"))
+	providers := writeProviders(t, route{"scripted", mock})
+	root, home, state := t.TempDir(), t.TempDir(), t.TempDir()
+	// The same home (scratch area, where checkpoints are) and the same
+	// store, for the server after its restart.
+	env := []string{"MOCK_API_KEY=unused", "PENGUIN_HOME=" + state, "HOME=" + home, "XDG_CACHE_HOME=" + filepath.Join(home, ".cache")}
+	serve := func() (*netns.Proc, string) {
+		srv := start(t, "penguin serve", env, "serve", "--listen", "127.0.0.1:0", "--providers", providers, "--root", root)
+		return srv, grpcAddr(srv, "penguin")
+	}
+	srv, addr := serve()
+
+	ws := filepath.Join(root, "ws")
+	files := map[string]string{"keep.txt": "v1\n", "old.txt": "old\n", ".gitignore": "ignored/\n"}
+	for name, content := range files {
+		writeFile(t, filepath.Join(ws, name), content)
+	}
+	run := start(t, "penguin run", nil, "run", "--engine", addr, "--provider", "scripted", "--model", "m",
+		"--workspace", ws, "--approval", "allow-all", "change some files")
+	if code := run.Wait(90 * time.Second); code != 0 {
+		t.Fatalf("penguin run exited %d:\n%s", code, run.Output())
+	}
+	out := run.Output()
+	if !strings.Contains(out, "✎ 4 file(s) changed") {
+		t.Errorf("the run does not show the turn's change:\n%s", out)
+	}
+	id := sessionIDFrom(t, out)
+	engine := e2etest.DialEngine(t, addr, "")
+	after := map[string]string{"keep.txt": "v2\n", "old.txt": "<missing>", "new.txt": "written by a tool\n", "cmd.txt": "made by a command\n", "ignored/x": "x\n"}
+	expect(t, ws, after)
+
+	list, err := engine.ListWorkspaceChanges(ctx, &penguinv1.ListWorkspaceChangesRequest{SessionId: id})
+	if err != nil || len(list.GetChanges()) != 1 {
+		t.Fatalf("changes: %v, %v", list, err)
+	}
+	change := list.GetChanges()[0]
+	var got []string
+	for _, f := range change.GetChange().GetFiles() {
+		got = append(got, changeMark(f)+f.GetPath())
+	}
+	if strings.Join(got, " ") != "Acmd.txt Mkeep.txt Anew.txt Dold.txt" || change.GetPrompt() != "change some files" {
+		t.Fatalf("the turn's change = %v (prompt %q); want cmd.txt, keep.txt, new.txt, old.txt and not the ignored file", got, change.GetPrompt())
+	}
+
+	// The CLI's diff and undo.
+	diff := start(t, "penguin sessions diff", nil, "sessions", "--engine", addr, "diff", id)
+	if code := diff.Wait(30 * time.Second); code != 0 || !strings.Contains(diff.Stdout(), "-v1\n+v2") || !strings.Contains(diff.Stdout(), "+made by a command") {
+		t.Fatalf("penguin sessions diff exited %d:\n%s", code, diff.Output())
+	}
+	undo := start(t, "penguin sessions undo", nil, "sessions", "--engine", addr, "undo", id)
+	if code := undo.Wait(30 * time.Second); code != 0 || !strings.Contains(undo.Stdout(), "undid change") {
+		t.Fatalf("penguin sessions undo exited %d:\n%s", code, undo.Output())
+	}
+	before := map[string]string{"keep.txt": "v1\n", "old.txt": "old\n", "new.txt": "<missing>", "cmd.txt": "<missing>", "ignored/x": "x\n"}
+	expect(t, ws, before)
+
+	// The model hears of it: the log has the undo and a note naming the files.
+	var undone, note bool
+	for _, ev := range e2etest.History(ctx, t, engine, id) {
+		m := ev.GetMessage()
+		if c := m.GetWorkspaceChange(); c.GetKind() == penguinv1.WorkspaceChangeKind_WORKSPACE_CHANGE_KIND_UNDO && c.GetTurnSequence() == change.GetSequence() {
+			undone = true
+		}
+		if x := m.GetText(); x.GetSender() == penguinv1.Sender_SENDER_HARNESS && strings.Contains(x.GetText(), "keep.txt") {
+			note = true
+		}
+	}
+	if !undone || !note {
+		t.Fatalf("the log lacks the undo (%v) or the note to the model (%v)", undone, note)
+	}
+
+	// Redo, then an edit by the user, which an undo refuses to overwrite.
+	if _, err := engine.UndoWorkspaceChange(ctx, &penguinv1.UndoWorkspaceChangeRequest{SessionId: id, Redo: true}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, ws, after)
+	writeFile(t, filepath.Join(ws, "keep.txt"), "mine\n")
+
+	// After a restart, the change is still there to undo.
+	srv.Stop(30 * time.Second)
+	_, addr = serve()
+	engine = e2etest.DialEngine(t, addr, "")
+	_, err = engine.UndoWorkspaceChange(ctx, &penguinv1.UndoWorkspaceChangeRequest{SessionId: id})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "keep.txt") {
+		t.Fatalf("undo over an edited file: %v; want FAILED_PRECONDITION naming keep.txt", err)
+	}
+	expect(t, ws, map[string]string{"keep.txt": "mine\n", "new.txt": "written by a tool\n", "cmd.txt": "made by a command\n"})
+	forced, err := engine.UndoWorkspaceChange(ctx, &penguinv1.UndoWorkspaceChangeRequest{SessionId: id, Force: true})
+	if err != nil || strings.Join(forced.GetOverwritten(), ",") != "keep.txt" {
+		t.Fatalf("forced undo: %v, %v", forced, err)
+	}
+	expect(t, ws, before)
+	// The forced undo is a change of its own: what it overwrote is kept.
+	if _, err := engine.UndoWorkspaceChange(ctx, &penguinv1.UndoWorkspaceChangeRequest{SessionId: id, Redo: true, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, ws, after)
+}
+
+func changeMark(f *penguinv1.FileChange) string {
+	switch f.GetKind() {
+	case penguinv1.FileChangeKind_FILE_CHANGE_KIND_ADDED:
+		return "A"
+	case penguinv1.FileChangeKind_FILE_CHANGE_KIND_DELETED:
+		return "D"
+	}
+	return "M"
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// expect checks the workspace's files, "<missing>" for one that must not
+// exist.
+func expect(t *testing.T, ws string, want map[string]string) {
+	t.Helper()
+	for name, content := range want {
+		b, err := os.ReadFile(filepath.Join(ws, name))
+		got := string(b)
+		if os.IsNotExist(err) {
+			got = "<missing>"
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if got != content {
+			t.Errorf("%s = %q, want %q", name, got, content)
+		}
+	}
+}

@@ -1,0 +1,182 @@
+package checkpoint
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/penguin-agent/penguin/services/environment/workspace"
+)
+
+// fixture is a workspace and a store beside it.
+type fixture struct {
+	t     *testing.T
+	dir   string
+	tree  *workspace.Tree
+	store *Store
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	root, err := workspace.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	scratch, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { scratch.Close() })
+	st, err := Open(scratch, root.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return &fixture{t: t, dir: root.Dir(), tree: root.Workspace(), store: st}
+}
+
+func (f *fixture) write(name, content string) {
+	f.t.Helper()
+	p := filepath.Join(f.dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) read(name string) string {
+	f.t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.dir, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return "<missing>"
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return string(b)
+}
+
+func (f *fixture) snap(lim Limits) (string, *Manifest) {
+	f.t.Helper()
+	id, m, err := f.store.Snapshot(f.t.Context(), f.tree, lim)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return id, m
+}
+
+func paths(cs []Change) string {
+	var out []string
+	for _, c := range cs {
+		if !c.IsDir() {
+			out = append(out, c.Path)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// TestUndoRedo records a change of edited, created, deleted and ignored
+// files, undoes it to the exact bytes, and redoes it.
+func TestUndoRedo(t *testing.T) {
+	f := newFixture(t)
+	f.write(".gitignore", "build/\n")
+	f.write("a.txt", "one\ntwo\n")
+	f.write("gone.txt", "bye\n")
+	f.write("build/out.bin", "ignored before")
+	beforeID, before := f.snap(DefaultLimits)
+	if again, _ := f.snap(DefaultLimits); again != beforeID {
+		t.Fatalf("same files, new id: %s then %s", beforeID, again)
+	}
+
+	f.write("a.txt", "one\nTWO\n")
+	f.write("src/new.go", "package x\n\x00binary-ish")
+	if err := os.Remove(filepath.Join(f.dir, "gone.txt")); err != nil {
+		t.Fatal(err)
+	}
+	f.write("build/out.bin", "ignored after")
+	_, after := f.snap(DefaultLimits)
+	if got := paths(Changes(before, after)); got != "a.txt gone.txt src/new.go" {
+		t.Fatalf("changes = %q", got)
+	}
+
+	if _, err := f.store.Restore(f.tree, after, before, false, DefaultLimits); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"a.txt": "one\ntwo\n", "gone.txt": "bye\n", "src/new.go": "<missing>", "build/out.bin": "ignored after"} {
+		if got := f.read(name); got != want {
+			t.Errorf("after undo %s = %q, want %q", name, got, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "src")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the directory the change made is still there: %v", err)
+	}
+	if _, err := f.store.Restore(f.tree, before, after, false, DefaultLimits); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"a.txt": "one\nTWO\n", "gone.txt": "<missing>", "src/new.go": "package x\n\x00binary-ish"} {
+		if got := f.read(name); got != want {
+			t.Errorf("after redo %s = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// TestConflict refuses to undo over a file changed since, changing
+// nothing, and overwrites it when forced.
+func TestConflict(t *testing.T) {
+	f := newFixture(t)
+	f.write("a.txt", "v1\n")
+	f.write("b.txt", "b1\n")
+	_, before := f.snap(DefaultLimits)
+	f.write("a.txt", "v2\n")
+	f.write("b.txt", "b2\n")
+	_, after := f.snap(DefaultLimits)
+	f.write("a.txt", "edited by the user\n")
+
+	_, err := f.store.Restore(f.tree, after, before, false, DefaultLimits)
+	var conflict *ConflictError
+	if !errors.As(err, &conflict) || strings.Join(conflict.Paths, ",") != "a.txt" {
+		t.Fatalf("undo over a changed file: %v", err)
+	}
+	if f.read("a.txt") != "edited by the user\n" || f.read("b.txt") != "b2\n" {
+		t.Fatalf("a refused undo changed files: a=%q b=%q", f.read("a.txt"), f.read("b.txt"))
+	}
+	over, err := f.store.Restore(f.tree, after, before, true, DefaultLimits)
+	if err != nil || strings.Join(over, ",") != "a.txt" {
+		t.Fatalf("forced undo: %v, %v", over, err)
+	}
+	if f.read("a.txt") != "v1\n" || f.read("b.txt") != "b1\n" {
+		t.Fatalf("forced undo left a=%q b=%q", f.read("a.txt"), f.read("b.txt"))
+	}
+}
+
+// TestBounds marks a checkpoint past its bounds incomplete, and a large
+// file's change as one that cannot be undone.
+func TestBounds(t *testing.T) {
+	f := newFixture(t)
+	f.write("a.txt", "a")
+	f.write("b.txt", "b")
+	f.write("c.txt", "c")
+	if _, m := f.snap(Limits{MaxEntries: 2, MaxBytes: 1 << 20, MaxFileBytes: 1 << 20}); !strings.Contains(m.Incomplete, "more than 2 files") {
+		t.Errorf("incomplete = %q", m.Incomplete)
+	}
+	lim := Limits{MaxEntries: 100, MaxBytes: 1 << 20, MaxFileBytes: 4}
+	f.write("big.txt", "0123456789")
+	_, before := f.snap(lim)
+	f.write("big.txt", "9876543210!")
+	_, after := f.snap(lim)
+	if got := paths(Changes(before, after)); got != "big.txt" {
+		t.Fatalf("changes = %q", got)
+	}
+	if _, err := f.store.Restore(f.tree, after, before, true, lim); !errors.Is(err, ErrCannotRestore) {
+		t.Fatalf("undo of a large file: %v", err)
+	}
+	if f.read("big.txt") != "9876543210!" {
+		t.Fatal("a refused undo changed the file")
+	}
+}
