@@ -1,5 +1,3 @@
-//go:build linux
-
 // Package e2e tests Penguin as people use it: the real penguin binary, run
 // as separate processes on real loopback ports (the three services apart,
 // and all in one), driven by the CLI, grpcurl, a Node.js client, the

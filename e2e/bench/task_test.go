@@ -1,5 +1,3 @@
-//go:build linux
-
 // Package bench measures Penguin end to end as a user runs it: the real
 // penguin binary as a process (`penguin serve`, all in one, SQLite), a
 // zero-delay model (`penguin mockllm`, another process), and a client on

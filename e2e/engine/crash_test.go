@@ -1,5 +1,3 @@
-//go:build linux
-
 // Package engine_test tests the engine service as a process: a real
 // `penguin serve engine` is killed and restarted on its store, with the
 // real llm service (in front of the provider emulator) and the real

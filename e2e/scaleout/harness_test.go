@@ -1,5 +1,3 @@
-//go:build linux
-
 // Package scaleout tests Penguin deployed apart, as issue 7 describes:
 // the three services as separate processes that find each other over a
 // network, engine replicas sharing PostgreSQL, environment replicas on
