@@ -84,6 +84,12 @@ func TestAgentCommands(t *testing.T) {
 	if out := ok("", nil, "config", "show", "--agent", "rev"); out != "# mine\nmax_turns: 9\n" {
 		t.Fatalf("config show: %q", out)
 	}
+	agentsMD := filepath.Join(t.TempDir(), "agents-md.sh")
+	os.WriteFile(agentsMD, []byte("#!/bin/sh\nprintf 'Review only.\\n' > \"$1\"\n"), 0o755)
+	ok("", []string{"EDITOR=" + agentsMD}, "config", "edit", "--file", "AGENTS.md", "--agent", "rev")
+	if out := ok("", nil, "config", "show", "--file", "AGENTS.md", "--agent", "rev"); out != "Review only.\n" {
+		t.Fatalf("config show --file AGENTS.md: %q", out)
+	}
 	// Skills from a directory; a link in it is refused.
 	skill := filepath.Join(t.TempDir(), "pdf")
 	os.MkdirAll(skill, 0o755)
@@ -98,6 +104,15 @@ func TestAgentCommands(t *testing.T) {
 		t.Fatalf("skills list after enable:\n%s", out)
 	}
 	ok("", nil, "skills", "uninstall", "pdf", "--agent", "rev")
+	// From the engine's skill library (skills/ in the data directory).
+	os.MkdirAll(filepath.Join(home, "skills", "lint"), 0o755)
+	os.WriteFile(filepath.Join(home, "skills", "lint", "SKILL.md"), []byte("---\nname: lint\ndescription: Lint the code.\n---\n"), 0o644)
+	ok("", nil, "skills", "install", "--server-dir", "lint", "--agent", "rev")
+	if out := ok("", nil, "skills", "list", "--agent", "rev"); !strings.Contains(out, "Lint the code.") {
+		t.Fatalf("skills list after a library install:\n%s", out)
+	}
+	fails("", "server_dir", "skills", "install", "--server-dir", "/etc", "--agent", "rev")
+	ok("", nil, "skills", "uninstall", "lint", "--agent", "rev")
 	os.Symlink("/etc/passwd", filepath.Join(skill, "passwd"))
 	fails("", "not a regular file", "skills", "install", skill, "--agent", "rev")
 	// Memory: import, list, show, export, delete; a malformed document

@@ -271,6 +271,54 @@ func TestChatApprovesSteersAbortsAndQuits(t *testing.T) {
 	}
 }
 
+// TestChatSetsTheApprovalMode changes the approval mode with /approval:
+// before the first message it goes with the first run; once the session
+// exists it is the session's at once (UpdateSession) and every later run's;
+// a wrong mode is refused with the choices.
+func TestChatSetsTheApprovalMode(t *testing.T) {
+	t.Parallel()
+	ce := newChatEngine()
+	var updates []*penguinv1.UpdateSessionRequest
+	fake := ce.fake()
+	fake.UpdateSessionFunc = func(_ context.Context, r *penguinv1.UpdateSessionRequest) (*penguinv1.UpdateSessionResponse, error) {
+		ce.mu.Lock()
+		defer ce.mu.Unlock()
+		updates = append(updates, proto.Clone(r).(*penguinv1.UpdateSessionRequest))
+		return &penguinv1.UpdateSessionResponse{Session: &penguinv1.Session{SessionId: r.GetSessionId(), ApprovalMode: r.GetApprovalMode()}}, nil
+	}
+	c := startChat(t, fakeengine.Start(t, fake), cli.ChatOptions{})
+	c.typeKeys("/approval sometimes", keyEnter)
+	c.waitOutput("want allow-all, deny-all, read-only or always-ask")
+	c.typeKeys("/approval read-only", keyEnter)
+	c.waitOutput("approval mode set to read-only for the new session")
+	c.typeKeys("first", keyEnter)
+	c.waitOutput("? allow exec_command?")
+	c.typeKeys("y")
+	ce.finish <- struct{}{}
+	c.waitOutput("finished first")
+	c.typeKeys("/approval allow-all", keyEnter)
+	c.waitOutput("approval mode set to allow-all")
+	c.typeKeys("/approval", keyEnter)
+	c.waitOutput("approval mode: allow-all")
+	c.typeKeys("second", keyEnter)
+	c.waitCount("? allow exec_command?", 2)
+	c.typeKeys("y")
+	ce.finish <- struct{}{}
+	c.waitOutput("finished second")
+	if err := c.quit(); err != nil {
+		t.Fatal(err)
+	}
+	ce.mu.Lock()
+	defer ce.mu.Unlock()
+	if len(ce.runs) != 2 || ce.runs[0].GetApprovalMode() != penguinv1.ApprovalMode_APPROVAL_MODE_READ_ONLY ||
+		ce.runs[1].GetApprovalMode() != penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL {
+		t.Errorf("runs: %v", ce.runs)
+	}
+	if len(updates) != 1 || updates[0].GetSessionId() != "s-new" || updates[0].GetApprovalMode() != penguinv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL {
+		t.Errorf("UpdateSession calls: %v", updates)
+	}
+}
+
 // TestChatEditsPastesAndClears: arrows edit the line, a paste of three
 // lines is one message, Ctrl-C clears a half-typed line.
 func TestChatEditsPastesAndClears(t *testing.T) {

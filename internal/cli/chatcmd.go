@@ -16,6 +16,7 @@ const chatHelp = `Commands:
   /help               this help
   /model              pick the model (a new session, if this one has begun)
   /thinking [LEVEL]   show or set the thinking level: none, low, medium, high, xhigh, max
+  /approval [MODE]    show or set the session's approval mode: allow-all, read-only, always-ask, deny-all
   /status             the session, model, workspace, settings and usage
   /cost               tokens, cost and context use so far
   /compact            compact the context now
@@ -57,6 +58,8 @@ func (m *chatModel) command(line string) tea.Cmd {
 		}
 	case "/thinking":
 		return m.thinkingCmd(arg)
+	case "/approval":
+		return m.approvalCmd(arg)
 	case "/status":
 		m.say(m.statusReport()...)
 	case "/cost":
@@ -185,12 +188,7 @@ func (m *chatModel) statusReport() []string {
 	if m.thinking != penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED {
 		thinking = enumword.Word(m.thinking) + " (set for this chat)"
 	}
-	approval := m.info.GetApprovalMode()
-	if m.opts.ApprovalMode != penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED {
-		approval = m.opts.ApprovalMode
-	} else if m.info == nil {
-		approval = m.opts.NewSession.GetApprovalMode()
-	}
+	approval := m.approvalMode()
 	lines := []string{
 		"session:   " + session,
 		"model:     " + modelName(m.model),
@@ -302,5 +300,45 @@ func (m *chatModel) workspaceCmd(verb, arg string) tea.Cmd {
 			return notice{err: err}
 		}
 		return notice{text: text}
+	}
+}
+
+// approvalMode is the approval mode the session runs at: what this chat
+// set, else the session's, else what the new session is to get.
+func (m *chatModel) approvalMode() penguinv1.ApprovalMode {
+	mode := m.info.GetApprovalMode()
+	if m.opts.ApprovalMode != penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED {
+		mode = m.opts.ApprovalMode
+	} else if m.info == nil {
+		mode = m.opts.NewSession.GetApprovalMode()
+	}
+	return mode
+}
+
+// approvalCmd shows or sets the approval mode. Set, it is the session's
+// from now on (UpdateSession), and every later task of this chat runs
+// at it.
+func (m *chatModel) approvalCmd(arg string) tea.Cmd {
+	if arg == "" {
+		m.say("approval mode: " + strings.ReplaceAll(enumword.Word(m.approvalMode()), "_", "-"))
+		return nil
+	}
+	mode, err := ParseApprovalMode(arg)
+	if err != nil {
+		m.say(m.style(styleRed, err.Error()))
+		return nil
+	}
+	m.opts.ApprovalMode = mode
+	done := "approval mode set to " + arg
+	if m.session == "" {
+		m.say(done + " for the new session")
+		return nil
+	}
+	id := m.session
+	return func() tea.Msg {
+		if _, err := m.engine.UpdateSession(m.ctx, &penguinv1.UpdateSessionRequest{SessionId: id, ApprovalMode: &mode}); err != nil {
+			return notice{err: err}
+		}
+		return notice{text: done}
 	}
 }

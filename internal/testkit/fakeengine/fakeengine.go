@@ -32,6 +32,7 @@ type Engine struct {
 	RetryNowFunc      func(context.Context, *penguinv1.RetryNowRequest) (*penguinv1.RetryNowResponse, error)
 	CompactFunc       func(context.Context, *penguinv1.CompactRequest) (*penguinv1.CompactResponse, error)
 	WatchSessionsFunc func(*penguinv1.WatchSessionsRequest, grpc.ServerStreamingServer[penguinv1.WatchSessionsResponse]) error
+	UpdateSessionFunc func(context.Context, *penguinv1.UpdateSessionRequest) (*penguinv1.UpdateSessionResponse, error)
 }
 
 // CreateSession calls CreateSessionFunc.
@@ -174,4 +175,12 @@ func Start(t testing.TB, e *Engine) penguinv1.EngineServiceClient {
 		srv.Stop()
 	})
 	return penguinv1.NewEngineServiceClient(conn)
+}
+
+// UpdateSession calls UpdateSessionFunc.
+func (e *Engine) UpdateSession(ctx context.Context, r *penguinv1.UpdateSessionRequest) (*penguinv1.UpdateSessionResponse, error) {
+	if e.UpdateSessionFunc == nil {
+		return e.UnimplementedEngineServiceServer.UpdateSession(ctx, r)
+	}
+	return e.UpdateSessionFunc(ctx, r)
 }
