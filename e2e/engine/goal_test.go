@@ -107,48 +107,8 @@ func runGoal(t *testing.T, turns []emulator.Turn, budget int64, during func(ctx 
 	if g.finished == nil {
 		t.Fatalf("no goal_finished in the log; kinds %v (run error %v)", enginetest.Kinds(hist), g.runErr)
 	}
-	checkGoalLog(ctx, t, client, hist, g.finished)
+	e2etest.CheckGoalLog(ctx, t, client, hist, g.finished)
 	return g
-}
-
-// checkGoalLog checks what every goal's log must hold: one goal_started,
-// one goal_round per round numbered 1..rounds each followed by exactly one
-// round prompt, and a goal_finished whose tokens are the log's own spend.
-func checkGoalLog(ctx context.Context, t *testing.T, client penguinv1.EngineServiceClient, hist []*penguinv1.OmniMessage, fin *penguinv1.GoalFinished) {
-	t.Helper()
-	started, rounds, prompts, tokens := 0, 0, 0, int64(0)
-	for _, m := range hist {
-		switch {
-		case m.GetGoalStarted() != nil:
-			started++
-		case m.GetGoalRound() != nil:
-			rounds++
-			if int(m.GetGoalRound().GetRound()) != rounds {
-				t.Fatalf("goal_round %d where round %d was due", m.GetGoalRound().GetRound(), rounds)
-			}
-		case m.GetText().GetRole() == penguinv1.Role_ROLE_USER && strings.HasPrefix(m.GetText().GetText(), "[goal]\n"):
-			prompts++
-			if !strings.Contains(m.GetText().GetText(), fmt.Sprintf("this is round %d.", rounds)) || prompts != rounds {
-				t.Fatalf("round prompt %d follows goal_round %d: %q", prompts, rounds, m.GetText().GetText())
-			}
-		case m.GetTokenUsage() != nil:
-			r := m.GetTokenUsage().GetRequest()
-			tokens += r.GetTotal() - r.GetCacheRead()
-		case m.GetSubagent() != nil:
-			// A subagent's requests count as the goal's: its log has them.
-			for _, c := range enginetest.Messages(e2etest.History(ctx, t, client, m.GetSubagent().GetSessionId())) {
-				if r := c.GetTokenUsage().GetRequest(); r != nil {
-					tokens += r.GetTotal() - r.GetCacheRead()
-				}
-			}
-		}
-	}
-	if started != 1 || rounds != int(fin.GetRounds()) || prompts != rounds {
-		t.Fatalf("log has %d goal_started, %d goal_round, %d round prompts; goal_finished says %d rounds", started, rounds, prompts, fin.GetRounds())
-	}
-	if fin.GetTokens() != tokens {
-		t.Fatalf("goal_finished counts %d tokens, the log's token_usage events %d", fin.GetTokens(), tokens)
-	}
 }
 
 func (g *goalRun) want(t *testing.T, outcome penguinv1.GoalOutcome, rounds int32, tokens int64) {
@@ -522,7 +482,7 @@ func TestGoalSurvivesKills(t *testing.T) {
 	if fin == nil {
 		t.Fatalf("no goal_finished; log kinds %v", enginetest.Kinds(hist))
 	}
-	checkGoalLog(ctx, t, client, hist, fin)
+	e2etest.CheckGoalLog(ctx, t, client, hist, fin)
 	model.mu.Lock()
 	answered := fmt.Sprint(model.answered)
 	full := 0
@@ -609,6 +569,6 @@ func TestGoalMovesToAnotherReplica(t *testing.T) {
 	if fin == nil || fin.GetOutcome() != penguinv1.GoalOutcome_GOAL_OUTCOME_COMPLETE || fin.GetRounds() != 3 {
 		t.Fatalf("goal_finished %v; log kinds %v", fin, enginetest.Kinds(hist))
 	}
-	checkGoalLog(ctx, t, clientB, hist, fin)
+	e2etest.CheckGoalLog(ctx, t, clientB, hist, fin)
 	t.Logf("goal finished on the second replica: %d rounds, %d tokens of a budget of 10000", fin.GetRounds(), fin.GetTokens())
 }

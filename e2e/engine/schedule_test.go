@@ -2,10 +2,12 @@ package engine_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 )
 
 // replyModel answers every request with a short text.
@@ -62,33 +65,37 @@ func dialSchedules(t *testing.T, addr string) penguinv1.ScheduleServiceClient {
 	return penguinv1.NewScheduleServiceClient(conn)
 }
 
-// TestSchedulesExactlyOnceAcrossReplicas runs schedules every two seconds
-// on two engine replicas sharing PostgreSQL, SIGKILLs one of them right
-// after it claimed a due run and restarts it: every due time from the
-// first to the last has exactly one run, each started run's session holds
-// the prompt exactly once, a disabled schedule never fires, and the runs
-// and the sessions agree.
+// TestSchedulesExactlyOnceAcrossReplicas is the kill test of the issue's
+// load shape: 50 schedules due every 5 s for a minute on two engine
+// replicas sharing PostgreSQL, one of which is SIGKILLed twice right after
+// it claimed a due run and restarted: every due time from the first to the
+// last has exactly one run (no duplicate, none missing), each started
+// run's session holds the prompt exactly once, a disabled schedule never
+// fires, and the runs and the sessions agree. It logs the figures: due
+// times, runs started, duplicates, misses.
 func TestSchedulesExactlyOnceAcrossReplicas(t *testing.T) {
 	const (
-		schedules = 8
-		period    = 2 * time.Second
+		schedules = 50
+		period    = 5 * time.Second
+		span      = time.Minute
 	)
 	b := enginetest.NewBackendsWithModel(t, replyModel{})
 	if err := os.MkdirAll(filepath.Join(b.Root, "ws"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	url := postgresURL(t)
-	ctx := testkit.Context(t, 3*time.Minute)
+	ctx := testkit.Context(t, 5*time.Minute)
 	// A due time that comes late (a loaded machine, a replica killed after
 	// its claim) still runs: only a late start within missedAfter keeps
 	// every due time's own run, which is what this test counts.
 	const missedAfter = 2 * time.Minute
-	procA, addrA := startReplica(t, "127.0.0.1:0", b, url, agentHome(t), missedAfter)
+	_, addrA := startReplica(t, "127.0.0.1:0", b, url, agentHome(t), missedAfter)
 	procB, addrB := startReplica(t, "127.0.0.1:0", b, url, agentHome(t), missedAfter)
-	_ = procA
 	api := dialSchedules(t, addrA)
 
-	start := time.Now().Add(3 * time.Second).Truncate(time.Second)
+	// Far enough ahead that the 51 creates are done before it, on a busy
+	// machine too.
+	start := time.Now().Add(15 * time.Second).Truncate(time.Second)
 	for i := range schedules {
 		if _, err := api.CreateSchedule(ctx, &penguinv1.CreateScheduleRequest{Agent: "default", Name: fmt.Sprintf("tick-%d", i), Schedule: &penguinv1.Schedule{
 			Prompt: fmt.Sprintf("scheduled prompt %d", i), Enabled: true, StartAt: timestamppb.New(start), Period: period.String(),
@@ -110,17 +117,21 @@ func TestSchedulesExactlyOnceAcrossReplicas(t *testing.T) {
 		t.Fatalf("a second tick-0: %v, want ALREADY_EXISTS", err)
 	}
 
-	// Kill B right after it claims a due run, twice, restarting it on the
-	// same address each time.
+	// Kill B right after it claims a due run, at a third and at two thirds
+	// of the span, restarting it on the same address each time.
 	for k := range 2 {
-		procB.WaitOutput("schedule due", 30*time.Second)
+		time.Sleep(time.Until(start.Add(span * time.Duration(k+1) / 3)))
+		claimed := strings.Count(procB.Output(), "schedule due")
+		eventually.Within(t, 30*time.Second, "replica B to claim a due run", func() bool {
+			return strings.Count(procB.Output(), "schedule due") > claimed
+		})
 		procB.Kill()
 		procB.Wait(30 * time.Second)
-		t.Logf("kill %d: replica B killed after claiming a run", k+1)
+		t.Logf("kill %d: replica B killed after claiming a run, %v into the span", k+1, time.Since(start).Round(time.Second))
 		time.Sleep(period)
 		procB, _ = startReplica(t, addrB, b, url, agentHome(t), missedAfter)
 	}
-	time.Sleep(2 * period)
+	time.Sleep(time.Until(start.Add(span)))
 
 	// Stop the cadence, then let pending runs settle (a killed replica's
 	// claims lapse after the 3 s lease).
@@ -140,8 +151,8 @@ func TestSchedulesExactlyOnceAcrossReplicas(t *testing.T) {
 		}
 	}
 	engine := e2etest.DialEngine(t, addrA, "")
-	var dueTimes, started, sessions int
-	deadline := time.Now().Add(30 * time.Second)
+	var expected, dueTimes, started, sessions, dups, misses int
+	deadline := time.Now().Add(2 * time.Minute)
 	for i := range schedules {
 		name := fmt.Sprintf("tick-%d", i)
 		var runs []*penguinv1.ScheduleRun
@@ -171,6 +182,7 @@ func TestSchedulesExactlyOnceAcrossReplicas(t *testing.T) {
 		for _, r := range runs {
 			at := r.GetDueAt().AsTime()
 			if due[at] {
+				dups++
 				t.Errorf("%s: due time %v ran twice", name, at)
 			}
 			due[at] = true
@@ -201,7 +213,9 @@ func TestSchedulesExactlyOnceAcrossReplicas(t *testing.T) {
 			sessions++
 		}
 		for at := start; !at.After(stopAt.Add(-period)); at = at.Add(period) {
+			expected++
 			if !due[at.UTC()] {
+				misses++
 				t.Errorf("%s: due time %v has no run (lost)", name, at.UTC())
 			}
 		}
@@ -228,11 +242,13 @@ func TestSchedulesExactlyOnceAcrossReplicas(t *testing.T) {
 	if made != sessions {
 		t.Errorf("%d sessions made by schedules, %d runs started", made, sessions)
 	}
-	t.Logf("%d schedules: %d due times recorded, %d runs started, %d sessions, 0 duplicates by construction checked, 2 SIGKILLs of a claiming replica", schedules, dueTimes, started, made)
+	t.Logf("%d schedules every %v for %v, 2 SIGKILLs of a claiming replica: %d due times passed, %d recorded, %d runs started, %d sessions, %d duplicates, %d misses",
+		schedules, period, span, expected, dueTimes, started, made, dups, misses)
 }
 
 // TestScheduleBadDefinitions: invalid definitions are refused with the line
-// and field, and nothing is stored.
+// and field, and nothing is stored; so is a model the project cannot call
+// (an unknown route, or a model its route does not list).
 func TestScheduleBadDefinitions(t *testing.T) {
 	b := enginetest.NewBackendsWithModel(t, replyModel{})
 	ctx := testkit.Context(t, time.Minute)
@@ -246,6 +262,8 @@ func TestScheduleBadDefinitions(t *testing.T) {
 		{"prompt: hi\nperiod: 1h\nstart_at: 2026-01-01T00:00:00Z\nworkspace: ws\nmodel_id: m\n", "schedule/bad.yaml:5: model_id: give provider and model_id together"},
 		{"prompt: hi\nperiod: 1h\nstart_at: 2026-01-01T00:00:00Z\nsession_id: nope\n", "session_id: the project has no session nope"},
 		{"prompt: hi\nperiod: 1h\nstart_at: 2026-01-01T00:00:00Z\nworkspace: ws\ncolour: red\n", "schedule/bad.yaml:5: colour: unknown field"},
+		{"prompt: hi\nperiod: 1h\nstart_at: 2026-01-01T00:00:00Z\nworkspace: ws\nprovider: nope\nmodel_id: m\n", "schedule/bad.yaml: model_id: unknown provider \"nope\""},
+		{"prompt: hi\nperiod: 1h\nstart_at: 2026-01-01T00:00:00Z\nworkspace: ws\nprovider: emu\nmodel_id: zzz\n", "schedule/bad.yaml: model_id: provider \"emu\" has no model \"zzz\"; its models: m"},
 		{"prompt: " + strings.Repeat("x", 40<<10) + "\nperiod: 1h\nstart_at: 2026-01-01T00:00:00Z\nworkspace: ws\n", "prompt: is 40960 bytes; at most 32768"},
 	} {
 		_, err := api.CreateSchedule(ctx, &penguinv1.CreateScheduleRequest{Agent: "default", Name: "bad", Yaml: c.yaml})
@@ -308,6 +326,15 @@ func TestScheduleWrittenByTheModelFires(t *testing.T) {
 	}
 	if !run.GetDueAt().AsTime().Equal(start) {
 		t.Errorf("the run was due at %v, want %v", run.GetDueAt().AsTime(), start)
+	}
+	// The run's session says where it came from: the schedule, by name,
+	// of the agent it is listed under.
+	sess, err := engine.GetSession(ctx, &penguinv1.GetSessionRequest{SessionId: run.GetSessionId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := sess.GetSession(); s.GetSource() != "schedule" || s.GetTitle() != "ping" || s.GetAgent() != "default" {
+		t.Errorf("the run's session: source %q, title %q, agent %q; want schedule, ping, default", s.GetSource(), s.GetTitle(), s.GetAgent())
 	}
 	// The run's prompt and the model's answer reach its session, once.
 	for {
@@ -384,5 +411,143 @@ func TestScheduleMissedWhileAllReplicasWereDown(t *testing.T) {
 		case missed == "run_once" && first.GetState() == "skipped":
 			t.Errorf("run_once: the missed run was skipped: %q", first.GetReason())
 		}
+	}
+}
+
+// slowModel answers every request after a pause, and counts, per schedule
+// (by the marker its prompt holds), the requests it got and the most it
+// answered at once.
+type slowModel struct {
+	pause   time.Duration
+	markers []string
+	mu      sync.Mutex
+	now     map[string]int
+	most    map[string]int
+	total   map[string]int
+}
+
+func (m *slowModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	key := ""
+	for _, k := range m.markers {
+		if strings.Contains(string(body), k) {
+			key = k
+		}
+	}
+	m.mu.Lock()
+	m.now[key]++
+	m.total[key]++
+	m.most[key] = max(m.most[key], m.now[key])
+	m.mu.Unlock()
+	time.Sleep(m.pause)
+	streamChat(w, "Done.", "", "")
+	m.mu.Lock()
+	m.now[key]--
+	m.mu.Unlock()
+}
+
+// TestScheduleOverlapPolicies: two schedules due every 2 s whose runs take
+// the model 3 s to answer. With overlap: skip, a due time that comes while
+// the previous run still runs is recorded skipped and runs nothing; with
+// overlap: queue, it runs once the previous one has ended. Either way no
+// two runs of a schedule run at once, every due time has exactly one
+// record, and the model got one request per started run.
+func TestScheduleOverlapPolicies(t *testing.T) {
+	const (
+		period = 2 * time.Second
+		pause  = 3 * time.Second
+	)
+	policies := []string{"skip", "queue"}
+	model := &slowModel{pause: pause, now: map[string]int{}, most: map[string]int{}, total: map[string]int{}}
+	for _, p := range policies {
+		model.markers = append(model.markers, "OVERLAP-"+p)
+	}
+	b := enginetest.NewBackendsWithModel(t, model)
+	if err := os.MkdirAll(filepath.Join(b.Root, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testkit.Context(t, 3*time.Minute)
+	_, addr := startReplica(t, "127.0.0.1:0", b, postgresURL(t), agentHome(t), 2*time.Minute)
+	api := dialSchedules(t, addr)
+	start := time.Now().Add(3 * time.Second).UTC().Truncate(time.Second)
+	def := func(p string, enabled bool) *penguinv1.Schedule {
+		return &penguinv1.Schedule{Prompt: "OVERLAP-" + p + " run", Enabled: enabled, StartAt: timestamppb.New(start), Period: period.String(),
+			Workspace: "ws", Model: enginetest.Model, Overlap: p}
+	}
+	for _, p := range policies {
+		if _, err := api.CreateSchedule(ctx, &penguinv1.CreateScheduleRequest{Agent: "default", Name: "overlap-" + p, Schedule: def(p, true)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Six due times, then the cadence stops; the queue drains after.
+	time.Sleep(time.Until(start.Add(6*period - period/2)))
+	stopAt := time.Now()
+	for _, p := range policies {
+		if _, err := api.UpdateSchedule(ctx, &penguinv1.UpdateScheduleRequest{Agent: "default", Name: "overlap-" + p, Schedule: def(p, false)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	engine := e2etest.DialEngine(t, addr, "")
+	for _, p := range policies {
+		name := "overlap-" + p
+		var runs []*penguinv1.ScheduleRun
+		eventually.Within(t, time.Minute, name+": every run to leave pending and its task to end", func() bool {
+			resp, err := api.ListScheduleRuns(ctx, &penguinv1.ListScheduleRunsRequest{Agent: "default", Name: name, Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs = resp.GetRuns()
+			for _, r := range runs {
+				if r.GetState() == "pending" {
+					return false
+				}
+				if r.GetState() == "started" {
+					s, err := engine.GetSession(ctx, &penguinv1.GetSessionRequest{SessionId: r.GetSessionId()})
+					if err != nil || s.GetSession().GetState() != penguinv1.SessionState_SESSION_STATE_IDLE {
+						return false
+					}
+				}
+			}
+			return true
+		})
+		due := map[time.Time]int{}
+		started, skipped := 0, 0
+		for _, r := range runs {
+			due[r.GetDueAt().AsTime()]++
+			switch r.GetState() {
+			case "started":
+				started++
+			case "skipped":
+				skipped++
+				if !strings.Contains(r.GetReason(), "overlap") {
+					t.Errorf("%s: run due %v skipped for %q, not for an overlap", name, r.GetDueAt().AsTime(), r.GetReason())
+				}
+			default:
+				t.Errorf("%s: run due %v is %s (%s)", name, r.GetDueAt().AsTime(), r.GetState(), r.GetReason())
+			}
+		}
+		periods := 0
+		for at := start; at.Before(stopAt); at = at.Add(period) {
+			periods++
+			if due[at] != 1 {
+				t.Errorf("%s: due time %v has %d records, want one", name, at, due[at])
+			}
+		}
+		if len(due) != periods {
+			t.Errorf("%s: %d due times recorded, %d passed", name, len(due), periods)
+		}
+		model.mu.Lock()
+		most, total := model.most["OVERLAP-"+p], model.total["OVERLAP-"+p]
+		model.mu.Unlock()
+		if most != 1 || total != started {
+			t.Errorf("%s: the model answered %d of its requests at once at most, %d in all, for %d started runs; want 1 at once, one each", name, most, total, started)
+		}
+		switch {
+		case p == "skip" && (skipped == 0 || started < 2):
+			t.Errorf("skip: %d started, %d skipped; want runs every other due time or so, the rest skipped", started, skipped)
+		case p == "queue" && (skipped != 0 || started != periods):
+			t.Errorf("queue: %d started, %d skipped of %d due times; want every one started", started, skipped, periods)
+		}
+		t.Logf("%s: %d due times, %d started, %d skipped, at most %d at once", name, periods, started, skipped, most)
 	}
 }

@@ -481,15 +481,8 @@ func TestDeployment(t *testing.T) {
 			id := c.newSession(ctx, t, fmt.Sprintf("rollout-%d", i))
 			r := c.start(ctx, t, id, "ROLLOUT: work a while")
 			r.waitOutput(t, "RO-STARTED", time.Minute)
-			old := c.podNames(t, engineDeploy)
 			started := time.Now()
-			c.kubectl(t, "rollout", "restart", "deployment/"+engineDeploy)
-			c.kubectl(t, "rollout", "status", "deployment/"+engineDeploy, "--timeout=240s")
-			for _, p := range c.podNames(t, engineDeploy) {
-				if slices.Contains(old, p) {
-					t.Fatalf("engine pod %s outlived the rollout", p)
-				}
-			}
+			c.rolloutRestart(t, engineDeploy)
 			res := c.followToEnd(ctx, t, id, r.wait(t, 4*time.Minute))
 			c.requireMoved(ctx, t, id, res)
 			t.Logf("the task ended on a new replica %v after the rollout began", time.Since(started).Round(time.Second))
@@ -562,6 +555,21 @@ func TestDeployment(t *testing.T) {
 			}
 		}
 	})
+}
+
+// rolloutRestart restarts a Deployment's pods (kubectl rollout restart),
+// waits for the rollout to finish and requires that no pod of before is
+// left.
+func (c *cluster) rolloutRestart(t *testing.T, deploy string) {
+	t.Helper()
+	old := c.podNames(t, deploy)
+	c.kubectl(t, "rollout", "restart", "deployment/"+deploy)
+	c.kubectl(t, "rollout", "status", "deployment/"+deploy, "--timeout=240s")
+	for _, p := range c.podNames(t, deploy) {
+		if slices.Contains(old, p) {
+			t.Fatalf("%s pod %s outlived the rollout", deploy, p)
+		}
+	}
 }
 
 // repeats returns how often each engine-loss scenario runs.

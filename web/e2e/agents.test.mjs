@@ -5,8 +5,9 @@
 // create an agent; edit its configuration, a stale save refused with the
 // current version and a broken one naming its line; switch a builtin tool
 // off and on; install, disable and uninstall a skill (an archive with a
-// link refused); write, edit, delete, export and import memory; set a vault
-// value, shown masked and used by a command of a session; add the stdio MCP
+// link refused), and one from the server's library; write, edit, delete,
+// export and import memory; set a vault value, shown masked and used by a
+// command of a session; add the stdio MCP
 // server the Go tests use and test it (a command that does not exist
 // refused); refuse a model of no route, test one and make it the default,
 // which New session then offers; export the agent and import the archive
@@ -64,6 +65,10 @@ before(async () => {
     if (link) symlinkSync("/etc/passwd", join(work, dir, "pdf/passwd"));
     run("tar", ["-czf", join(work, `${dir}.tar.gz`), "-C", join(work, dir), "pdf"]);
   }
+  // A skill of the server's library: skills/ in its data directory.
+  const library = join(home, ".local/share/penguin/skills/lint");
+  mkdirSync(library, { recursive: true });
+  writeFileSync(join(library, "SKILL.md"), "---\nname: lint\ndescription: Lint the code before a review.\n---\n");
   runner = new Runner(penguin, work, home);
   const mock = await runner.start("mockllm", ["mockllm", "--listen", "127.0.0.1:0", "--script", join(here, "agents.yaml"), "--api-key-env", "MOCK_KEY"],
     "mockllm listening", "url", { MOCK_KEY: modelKey });
@@ -173,6 +178,15 @@ test("an agent's configuration, tools, skills, memory, vault, MCP servers and mo
     await page.getByRole("row", { name: /pdf/ }).getByRole("button", { name: "Remove" }).click();
     await page.getByRole("cell", { name: "Read PDF files page by page." }).waitFor({ state: "detached" });
     assert.deepEqual((await call(page, "GET", `${api}/reviewer/skills`)).body.skills ?? [], []);
+    // From the server's library; a path out of it is refused.
+    await page.getByLabel("Library skill").fill("/etc");
+    await page.getByRole("button", { name: "Install from the library" }).click();
+    await alert("server_dir");
+    await page.getByLabel("Library skill").fill("lint");
+    await page.getByRole("button", { name: "Install from the library" }).click();
+    await page.getByRole("cell", { name: "Lint the code before a review." }).waitFor();
+    await page.getByRole("row", { name: /lint/ }).getByRole("button", { name: "Remove" }).click();
+    await page.getByRole("cell", { name: "Lint the code before a review." }).waitFor({ state: "detached" });
   });
 
   await step("Memory: write a file, edit it, delete it; export the scope and import it back with replace", async () => {

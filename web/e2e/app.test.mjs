@@ -334,7 +334,7 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
     await phoneLight.close();
   });
 
-  await step("schedules: a bad definition names its line; create one in the agent's tab, see its next run, run it now, open its session", async () => {
+  await step("schedules: a bad definition names its line; create one in the agent's tab, see its next run, run it now, open its session, find it under its agent", async () => {
     await page.goto(base + "/agents/default");
     await page.getByRole("tab", { name: "Schedules" }).click();
     await page.getByRole("button", { name: "New schedule" }).click();
@@ -357,6 +357,14 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
     await last.getByRole("link", { name: "session" }).click();
     await page.locator(".msg.user").filter({ hasText: "Summarize the workspace." }).waitFor();
     await shot(page, "20-scheduled-session");
+    // Grouped by agent, the scheduled session is under its agent, marked.
+    await page.getByRole("button", { name: "By agent" }).click();
+    const list = page.getByTestId("session-list");
+    await list.getByRole("heading", { name: "default", exact: true }).waitFor();
+    await list.getByRole("listitem").filter({ hasText: "digest" }).getByLabel("scheduled").waitFor();
+    await shot(page, "20a-sessions-by-agent");
+    await page.getByRole("button", { name: "By agent" }).click();
+    await list.getByRole("heading").first().waitFor({ state: "detached" });
   });
 
   await step("the Models page: the stored route, its key masked; its test answers; removed, no model is left", async () => {

@@ -318,6 +318,36 @@ test("the chat: rendered answers, safe defaults, sessions and controls", { timeo
     assert.match(again.body.message, /no command session has process_id/);
   });
 
+  await step("goal mode: the Goal switch and its budget chip start a goal; its rounds arrive as notices until it completes", async () => {
+    const composer = page.getByTestId("composer");
+    await page.getByTestId("goal-mode").check();
+    await page.getByTestId("goal-budget").fill("lots");
+    await composer.fill("BROWSER-GOAL: tidy the notes, then check them.");
+    await composer.press("Enter");
+    await page.getByTestId("goal-error").filter({ hasText: '"lots" is not a token budget' }).waitFor();
+    assert.equal(await composer.inputValue(), "BROWSER-GOAL: tidy the notes, then check them.", "a refused budget keeps the objective in the box");
+    await page.getByTestId("goal-budget").fill("50k");
+    const started = page.waitForRequest((r) => r.method() === "POST" && r.url().endsWith("/tasks"));
+    await page.getByRole("button", { name: "Start goal" }).click();
+    const body = (await started).postDataJSON();
+    assert.equal(body.prompt, "BROWSER-GOAL: tidy the notes, then check them.");
+    assert.equal(body.goal.budget, "50000");
+    await page.getByText("Goal started · budget 50000 tokens").waitFor();
+    await page.getByText(/^Goal · round 1 · 0 of 50000 tokens used$/).waitFor();
+    await page.locator(".msg.assistant").filter({ hasText: "Round one: the notes are tidy." }).waitFor();
+    await page.getByText(/^Goal · round 2 · 330 of 50000 tokens used$/).waitFor();
+    const done = page.getByText(/^Goal complete after 2 round\(s\), 990 tokens/);
+    await done.waitFor();
+    await shot(page, "10a-goal");
+    assert.deepEqual(await axe(page), [], "axe-core: a goal's rounds");
+    // The log says the same: one goal_started, rounds 1 and 2, the outcome.
+    const id = sessionURL.split("/").pop();
+    const hist = await call(page, "GET", `/api/sessions/${id}/messages?after=0`);
+    const kinds = JSON.stringify(hist).match(/"goal_(started|round|finished)"/g) ?? [];
+    assert.deepEqual(kinds.map((k) => k.replaceAll('"', "")), ["goal_started", "goal_round", "goal_round", "goal_finished"]);
+    await page.getByTestId("goal-mode").uncheck();
+  });
+
   await step("the workspace panel: a turn's change shown, undone and redone to the byte, and a refused undo", async () => {
     await page.getByTestId("composer").fill("Change the workspace.");
     await page.getByTestId("composer").press("Enter");

@@ -34,6 +34,7 @@ export const agents = {
   putConfig: (a: string, file: string, content: string, version: string) => request<{ version?: string }>("PUT", `${base(a)}/config/${e(file)}`, { content, version }),
   skills: (a: string) => request<{ skills?: SkillInfo[] }>("GET", `${base(a)}/skills`),
   installSkill: (a: string, archive: string) => request<unknown>("POST", `${base(a)}/skills`, { archive, replace: true }),
+  installLibrarySkill: (a: string, server_dir: string) => request<unknown>("POST", `${base(a)}/skills`, { server_dir, replace: true }),
   enableSkill: (a: string, name: string, enabled: boolean) => request<unknown>("PUT", `${base(a)}/skills/${e(name)}/enabled`, { enabled }),
   removeSkill: (a: string, name: string) => request<unknown>("DELETE", `${base(a)}/skills/${e(name)}`),
   scopes: (a: string) => request<{ enabled?: boolean; scopes?: MemoryScope[] }>("GET", `${base(a)}/memory`),

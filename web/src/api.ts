@@ -24,6 +24,8 @@ export interface Session {
   pinned?: boolean;
   archived?: boolean;
   project_id?: string;
+  /** The agent it runs, by name; empty outside the engine's agents. */
+  agent?: string;
 }
 
 /** What a new session gets by default (GET /api/defaults). */

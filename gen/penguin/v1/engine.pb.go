@@ -181,8 +181,9 @@ type Session struct {
 	Title string `protobuf:"bytes,10,opt,name=title,proto3" json:"title,omitempty"`
 	// The parent session, for a subagent.
 	ParentSessionId string `protobuf:"bytes,11,opt,name=parent_session_id,json=parentSessionId,proto3" json:"parent_session_id,omitempty"`
-	// Where it came from: empty for a user-created session, else "subagent"
-	// or "fork".
+	// Where it came from: empty for a user-created session, else
+	// "subagent", "fork" or "schedule" (its title is then the schedule's
+	// name).
 	Source string `protobuf:"bytes,12,opt,name=source,proto3" json:"source,omitempty"`
 	// Cumulative token counts.
 	Usage *TokenCounts `protobuf:"bytes,13,opt,name=usage,proto3" json:"usage,omitempty"`
@@ -191,7 +192,10 @@ type Session struct {
 	// Pinned sessions are listed first.
 	Pinned bool `protobuf:"varint,21,opt,name=pinned,proto3" json:"pinned,omitempty"`
 	// Archived sessions are kept but listed apart.
-	Archived      bool `protobuf:"varint,22,opt,name=archived,proto3" json:"archived,omitempty"`
+	Archived bool `protobuf:"varint,22,opt,name=archived,proto3" json:"archived,omitempty"`
+	// The name of the agent it runs, within its project; empty for an agent
+	// directory outside the engine's agents. Lists group sessions by it.
+	Agent         string `protobuf:"bytes,23,opt,name=agent,proto3" json:"agent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -336,6 +340,13 @@ func (x *Session) GetArchived() bool {
 		return x.Archived
 	}
 	return false
+}
+
+func (x *Session) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
 }
 
 // CreateSessionRequest describes a new session.
@@ -3610,7 +3621,7 @@ var File_penguin_v1_engine_proto protoreflect.FileDescriptor
 const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\n" +
 	"\x17penguin/v1/engine.proto\x12\n" +
-	"penguin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cpenguin/v1/environment.proto\x1a\x15penguin/v1/goal.proto\x1a\x14penguin/v1/llm.proto\x1a\x18penguin/v1/message.proto\"\x9a\x05\n" +
+	"penguin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cpenguin/v1/environment.proto\x1a\x15penguin/v1/goal.proto\x1a\x14penguin/v1/llm.proto\x1a\x18penguin/v1/message.proto\"\xb0\x05\n" +
 	"\aSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
@@ -3632,7 +3643,8 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\n" +
 	"project_id\x18\x14 \x01(\tR\tprojectId\x12\x16\n" +
 	"\x06pinned\x18\x15 \x01(\bR\x06pinned\x12\x1a\n" +
-	"\barchived\x18\x16 \x01(\bR\barchived\"\x9f\x03\n" +
+	"\barchived\x18\x16 \x01(\bR\barchived\x12\x14\n" +
+	"\x05agent\x18\x17 \x01(\tR\x05agent\"\x9f\x03\n" +
 	"\x14CreateSessionRequest\x12*\n" +
 	"\x05model\x18\x01 \x01(\v2\x14.penguin.v1.ModelRefR\x05model\x12\x1c\n" +
 	"\tworkspace\x18\x02 \x01(\tR\tworkspace\x12=\n" +

@@ -71,11 +71,23 @@ type Files struct {
 	// workspace is the session's workspace; empty when it has no
 	// workspace memory (a temporary workspace).
 	workspace string
+	// checkModel, when set, refuses a schedule's model the session's
+	// project cannot call (see WithModelCheck).
+	checkModel func(provider, modelID string) error
 }
 
 // Files returns the agent files of a session in workspace; an empty
 // workspace has no workspace memory.
 func (s *State) Files(workspace string) *Files { return &Files{st: s, workspace: workspace} }
+
+// WithModelCheck makes a schedule written through f name a model that
+// check accepts, so that the model's own schedules are refused at the
+// write, as people's are through ScheduleService, rather than failing
+// when they fire.
+func (f *Files) WithModelCheck(check func(provider, modelID string) error) *Files {
+	f.checkModel = check
+	return f
+}
 
 // Read returns the text of the file at p, or, for a directory, a listing
 // of it. A file longer than MaxAgentFileRead is cut, with a note.

@@ -1,6 +1,7 @@
 package agentstate
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -413,5 +414,40 @@ func TestScheduleFiles(t *testing.T) {
 	}
 	if got, _ := files.Read("schedule"); got != "(no schedules yet)" {
 		t.Errorf("after delete: %q", got)
+	}
+}
+
+// A schedule the model writes names a model its session's project can
+// call: one the check refuses is not written, and the refusal says why.
+func TestScheduleFileModelChecked(t *testing.T) {
+	st, err := Init(filepath.Join(t.TempDir(), "agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	files := st.Files("").WithModelCheck(func(provider, modelID string) error {
+		asked = append(asked, provider+"/"+modelID)
+		if modelID != "good" {
+			return errors.New(`provider "p" has no model "bad"`)
+		}
+		return nil
+	})
+	const def = "prompt: p\nstart_at: 2030-01-01T00:00:00Z\nworkspace: w\nprovider: p\nmodel_id: %s\n"
+	err = files.Write("schedule/bad.yaml", fmt.Sprintf(def, "bad"))
+	if err == nil || !strings.Contains(err.Error(), `schedule/bad.yaml: model_id: provider "p" has no model "bad"`) {
+		t.Fatalf("a schedule of an unknown model: %v", err)
+	}
+	if _, err := files.Read("schedule/bad.yaml"); err == nil {
+		t.Error("a schedule of an unknown model was written")
+	}
+	if err := files.Write("schedule/good.yaml", fmt.Sprintf(def, "good")); err != nil {
+		t.Fatal(err)
+	}
+	// The agent's default model (no provider) is not asked about.
+	if err := files.Write("schedule/default.yaml", "prompt: p\nstart_at: 2030-01-01T00:00:00Z\nworkspace: w\n"); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(asked, " ") != "p/bad p/good" {
+		t.Errorf("models checked: %v", asked)
 	}
 }

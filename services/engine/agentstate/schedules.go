@@ -37,8 +37,14 @@ func (f *Files) writeSchedule(p, content string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := schedule.Parse(name, []byte(content)); err != nil {
+	d, err := schedule.Parse(name, []byte(content))
+	if err != nil {
 		return refuse("the schedule was not saved: %v", err)
+	}
+	if d.Provider != "" && f.checkModel != nil {
+		if err := f.checkModel(d.Provider, d.ModelID); err != nil {
+			return refuse("the schedule was not saved: %s: model_id: %v", schedule.FileName(name), err)
+		}
 	}
 	root, err := f.scheduleRoot()
 	if err != nil {

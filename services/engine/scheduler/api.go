@@ -13,6 +13,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/engine/agentmirror"
 	"github.com/penguin-agent/penguin/services/engine/schedule"
+	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
 
@@ -147,12 +148,23 @@ func definition(yaml string, pb *penguinv1.Schedule) ([]byte, error) {
 	return b, nil
 }
 
-// check validates a definition for project: the file, and its target
-// session, which must be of the project.
+// check validates a definition for project: the file, its model, which
+// the project must be able to call, and its target session, which must be
+// of the project.
 func (a *API) check(ctx context.Context, project, name string, data []byte) error {
 	d, err := schedule.Parse(name, data)
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if d.Provider != "" {
+		err := a.s.opts.Sessions.CheckModel(ctx, project, &penguinv1.ModelRef{Provider: d.Provider, ModelId: d.ModelID})
+		var bad *session.ModelError
+		if errors.As(err, &bad) {
+			return status.Errorf(codes.InvalidArgument, "%s: model_id: %s", schedule.FileName(name), bad.Reason)
+		}
+		if err != nil {
+			return status.Errorf(codes.Unavailable, "%s: the model could not be checked, so the schedule was not saved: %v", schedule.FileName(name), err)
+		}
 	}
 	if d.SessionID != "" {
 		row, err := a.s.opts.Store.GetSession(ctx, d.SessionID)

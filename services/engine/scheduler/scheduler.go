@@ -57,6 +57,10 @@ const (
 	maxStarting = 8
 	// batch is how many due schedules or pending runs one tick takes.
 	batch = 100
+	// overlapLook is how many earlier runs the overlap policy looks at:
+	// the policies keep them from overlapping, so only the latest few can
+	// still run (a run now, or one a killed replica left pending).
+	overlapLook = 5
 )
 
 // Source is the source of the sessions a schedule creates.
@@ -396,27 +400,33 @@ func (s *Scheduler) launch(ctx context.Context, r *store.ScheduleRun) (string, s
 
 // overlaps applies the overlap policy of a new-session schedule whose
 // previous run still runs: a state to record (skipped), or wait to leave
-// the run queued.
+// the run queued. An earlier run still pending counts as running: it is
+// being started, or queued itself, and a queued run starts only after
+// every earlier one (two queued runs freed at once by the end of the run
+// before them would otherwise start side by side).
 func (s *Scheduler) overlaps(ctx context.Context, r *store.ScheduleRun, d *schedule.Definition) (state, reason string, wait bool) {
-	runs, err := s.opts.Store.ListRuns(ctx, r.Project, r.Agent, r.Name, 10)
+	earlier, err := s.opts.Store.EarlierRuns(ctx, r.ScheduleID, r.DueAt, overlapLook)
 	if err != nil {
 		return store.RunPending, "", true
 	}
-	for _, prev := range runs {
-		if prev.ID == r.ID || prev.State != store.RunStarted || !prev.DueAt.Before(r.DueAt) {
-			continue
-		}
-		running, err := s.opts.Sessions.Running(ctx, prev.SessionID)
-		if err != nil {
-			return store.RunPending, "", true
+	for _, prev := range earlier {
+		running := prev.State == store.RunPending
+		if !running {
+			if running, err = s.opts.Sessions.Running(ctx, prev.SessionID); err != nil {
+				return store.RunPending, "", true
+			}
 		}
 		if !running {
-			return "", "", false
+			continue
 		}
 		if d.OverlapPolicy() == schedule.OverlapQueue {
 			return store.RunPending, "", true
 		}
-		return store.RunSkipped, "overlap: the previous run (session " + prev.SessionID + ") was still running", false
+		what := "the previous run (session " + prev.SessionID + ") was still running"
+		if prev.State == store.RunPending {
+			what = "an earlier run (due " + prev.DueAt.Format(time.RFC3339) + ") was still to start"
+		}
+		return store.RunSkipped, "overlap: " + what, false
 	}
 	return "", "", false
 }

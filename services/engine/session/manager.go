@@ -364,7 +364,20 @@ func (m *Manager) toProto(row *store.Session, state penguinv1.SessionState) *pen
 		Source:          row.Source,
 		Usage:           row.Usage,
 		ProjectId:       row.ProjectID,
+		Agent:           m.agentName(row.AgentState),
 	}
+}
+
+// agentName is the name of the agent a session's agent directory holds a
+// working copy of; empty for a directory outside the agents.
+func (m *Manager) agentName(dir string) string {
+	if m.opts.Agents == nil {
+		return ""
+	}
+	if _, agent, ok := m.opts.Agents.Resolve(dir); ok {
+		return agent
+	}
+	return ""
 }
 
 // stateOf returns what a session is doing now.

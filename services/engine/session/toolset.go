@@ -219,7 +219,7 @@ func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg 
 		// nothing the prompt points to. Writing serves memory.
 		var own enginetool.Tool
 		if st.Config.Memory.Enabled || (name == agentconfig.ToolReadAgentFile && st.Config.Skills.Enabled) {
-			own = agentfiles.For(name, st.Files(row.Workspace))
+			own = agentfiles.For(name, st.Files(row.Workspace).WithModelCheck(rt.m.modelCheck(row.ProjectID)))
 		}
 		if goal {
 			own = agentfiles.WithScratchpad(name, own, scratchpad.For(st.Dir, row.ID))

@@ -63,6 +63,10 @@ type ScheduleStore interface {
 	// ListRuns returns a schedule's latest runs, newest due time first, at
 	// most limit of them.
 	ListRuns(ctx context.Context, project, agent, name string, limit int) ([]*ScheduleRun, error)
+	// EarlierRuns returns the runs of schedule id due before due that are
+	// pending or started, newest due time first, at most limit of them:
+	// what a run's overlap policy looks at.
+	EarlierRuns(ctx context.Context, id string, due time.Time, limit int) ([]*ScheduleRun, error)
 }
 
 // AgentFileRef is one agent file with the agent it belongs to.
@@ -317,4 +321,11 @@ func (t *teamSQL) ListRuns(ctx context.Context, project, agent, name string, lim
 		}
 	}
 	return list(ctx, t, "list schedule runs", scanRun, q+` ORDER BY due_at DESC, id DESC LIMIT ?`, append(args, min(limit, MaxPageSize))...)
+}
+
+// EarlierRuns implements ScheduleStore.
+func (t *teamSQL) EarlierRuns(ctx context.Context, id string, due time.Time, limit int) ([]*ScheduleRun, error) {
+	return list(ctx, t, "earlier schedule runs", scanRun, `SELECT `+runColumns+` FROM schedule_runs
+		WHERE schedule_id = ? AND due_at < ? AND state IN ('pending', 'started') ORDER BY due_at DESC LIMIT ?`,
+		id, micros(due), min(max(limit, 1), MaxPageSize))
 }

@@ -116,4 +116,20 @@ func scheduleClaims(t *testing.T, st store.Store) {
 	if err := st.AddRun(ctx, &store.ScheduleRun{ID: store.NewRunID(), ScheduleID: got[0].ID, Project: "default", Agent: "a", Name: "n", DueAt: due, State: store.RunPending}); err == nil {
 		t.Fatal("a second run of one due time was added")
 	}
+	// The runs an overlap policy looks at: pending or started, due before
+	// the run, newest first; skipped and failed ones are not.
+	for i, state := range []string{store.RunSkipped, store.RunPending, store.RunFailed} {
+		if err := st.AddRun(ctx, &store.ScheduleRun{ID: store.NewRunID(), ScheduleID: got[0].ID, Project: "default", Agent: "a", Name: "n",
+			DueAt: due.Add(time.Duration(i+1) * time.Minute), State: state}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	earlier, err := st.EarlierRuns(ctx, got[0].ID, due.Add(10*time.Minute), 10)
+	if err != nil || len(earlier) != 2 || earlier[0].State != store.RunPending || !earlier[0].DueAt.Equal(due.Add(2*time.Minute)) ||
+		earlier[1].State != store.RunStarted || !earlier[1].DueAt.Equal(due) {
+		t.Fatalf("earlier runs: %v %v", earlier, err)
+	}
+	if earlier, err := st.EarlierRuns(ctx, got[0].ID, due, 10); err != nil || len(earlier) != 0 {
+		t.Fatalf("runs earlier than the first: %v %v", earlier, err)
+	}
 }

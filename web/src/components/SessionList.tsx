@@ -1,5 +1,7 @@
 // The sidebar's session list: pinned first, then newest; active or
-// archived; searched by title, id, workspace and last message; rename, pin
+// archived; as one list or grouped under each session's agent (the
+// sessions a schedule started marked so); searched by title, id,
+// workspace and last message; rename, pin
 // and archive from a row's menu (its ⋯ button, a right click, or
 // Shift+F10 on the row). It renders only the rows in view (fixed-height
 // rows in a scrolled box), so ten thousand sessions cost as much as
@@ -16,6 +18,36 @@ const ROW = 34;
 const OVERSCAN = 8;
 
 export type Shelf = "active" | "archived";
+
+/** Grouping of the list: none, or under each session's agent. */
+export type Grouping = "none" | "agent";
+
+/** NO_AGENT heads the sessions of an agent directory outside the
+ * engine's agents. */
+export const NO_AGENT = "other agents";
+
+/** Entry is one fixed-height line of the list: a session, or the heading
+ * of an agent's group. */
+export type Entry = { kind: "row"; row: SessionChange } | { kind: "group"; agent: string; count: number };
+
+/** entries lays ordered rows out as the list's lines: as they are, or
+ * grouped under their agents (agents by name, each group in the rows'
+ * order). */
+export function entries(rows: SessionChange[], grouping: Grouping): Entry[] {
+  if (grouping === "none") return rows.map((row) => ({ kind: "row", row }));
+  const groups = new Map<string, SessionChange[]>();
+  for (const r of rows) {
+    const agent = r.session.agent || NO_AGENT;
+    groups.set(agent, [...(groups.get(agent) ?? []), r]);
+  }
+  const out: Entry[] = [];
+  for (const agent of [...groups.keys()].sort((a, b) => Number(a === NO_AGENT) - Number(b === NO_AGENT) || a.localeCompare(b))) {
+    const rs = groups.get(agent)!;
+    out.push({ kind: "group", agent, count: rs.length });
+    for (const row of rs) out.push({ kind: "row", row });
+  }
+  return out;
+}
 
 /** order sorts pinned sessions first, then the newest. */
 export function order(rows: SessionChange[]): SessionChange[] {
@@ -37,15 +69,17 @@ interface Props {
   current: string;
   query: string;
   shelf: Shelf;
+  grouping: Grouping;
   /** more pages in older sessions; undefined when there are none. */
   more?: () => Promise<void>;
   /** changed reports a session as the server now has it. */
   changed: (s: Session) => void;
 }
 
-export function SessionList({ rows, loaded, current, query, shelf, more, changed }: Props) {
+export function SessionList({ rows, loaded, current, query, shelf, grouping, more, changed }: Props) {
   const q = query.trim().toLowerCase();
   const shown = useMemo(() => order(rows.filter((r) => !!r.session.archived === (shelf === "archived") && matches(r, q))), [rows, q, shelf]);
+  const lines = useMemo(() => entries(shown, grouping), [shown, grouping]);
   const box = useRef<HTMLDivElement>(null);
   const [view, setView] = useState({ top: 0, height: 800 });
   useEffect(() => {
@@ -69,7 +103,7 @@ export function SessionList({ rows, loaded, current, query, shelf, more, changed
     }
   };
   const first = Math.max(0, Math.floor(view.top / ROW) - OVERSCAN);
-  const last = Math.min(shown.length, Math.ceil((view.top + view.height) / ROW) + OVERSCAN);
+  const last = Math.min(lines.length, Math.ceil((view.top + view.height) / ROW) + OVERSCAN);
   const open = (id: string, el: HTMLElement) => {
     const r = el.getBoundingClientRect();
     setMenu({ id, x: r.left + 24, y: r.bottom });
@@ -82,8 +116,17 @@ export function SessionList({ rows, loaded, current, query, shelf, more, changed
         onScroll={(e) => { setView({ top: e.currentTarget.scrollTop, height: e.currentTarget.clientHeight }); setMenu(undefined); }}>
         {!loaded && <div class="muted small">Loading…</div>}
         {loaded && !shown.length && <div class="muted small">{q ? "No session matches" : shelf === "archived" ? "No archived sessions" : "No sessions"}</div>}
-        <div role="list" aria-label={shelf === "archived" ? "Archived sessions" : "Sessions"} style={{ height: `${shown.length * ROW}px`, position: "relative" }}>
-          {shown.slice(first, last).map((r, i) => {
+        <div role="list" aria-label={shelf === "archived" ? "Archived sessions" : "Sessions"} style={{ height: `${lines.length * ROW}px`, position: "relative" }}>
+          {lines.slice(first, last).map((line, i) => {
+            if (line.kind === "group") {
+              return (
+                <div role="listitem" key={`group:${line.agent}`} class="session-group" style={{ top: `${(first + i) * ROW}px` }} data-testid="session-group">
+                  <span role="heading" aria-level={3} class="name">{line.agent}</span>
+                  <span class="muted small">{line.count}</span>
+                </div>
+              );
+            }
+            const r = line.row;
             const s = r.session;
             const id = s.session_id;
             const word = stateWord(s.state, r.last_status);
@@ -99,6 +142,7 @@ export function SessionList({ rows, loaded, current, query, shelf, more, changed
                       aria-current={id === current ? "page" : undefined}>
                       <span class={`dot state-${word.replace(" ", "-")}`} aria-hidden="true" />
                       {s.pinned && <span class="pin" aria-label="pinned" title="Pinned">📌</span>}
+                      {s.source === "schedule" && <span class="scheduled" aria-label="scheduled" title="Started by a schedule">↻</span>}
                       <span class="title">{s.title || id}</span>
                       <span class="muted small state-word" data-testid="session-state">{word === "idle" ? ago(s.updated_at) : word}</span>
                     </a>

@@ -205,6 +205,7 @@ function MCPTab({ agent }: { agent: string }) {
 function SkillsTab({ agent }: { agent: string }) {
   const [list, reload, error] = useLoad(() => agents.skills(agent), [agent]);
   const [note, setNote] = useState("");
+  const [library, setLibrary] = useState("");
   const install = async (e: Event) => {
     const f = (e.currentTarget as HTMLInputElement).files?.[0];
     if (!f) return;
@@ -220,6 +221,13 @@ function SkillsTab({ agent }: { agent: string }) {
             <td><button onClick={async () => { await agents.removeSkill(agent, s.name); reload(); }}>Remove</button></td></tr>
         ))}</tbody></table>
       <label>Install from a .tar.gz <input type="file" aria-label="Skill archive" accept=".tar.gz,.tgz,application/gzip" onChange={install} /></label>
+      <form class="form inline" aria-label="Install from the server's library" onSubmit={async (e) => {
+        e.preventDefault();
+        try { await agents.installLibrarySkill(agent, library.trim()); setLibrary(""); setNote(""); reload(); } catch (err) { setNote((err as Error).message); }
+      }}>
+        <input aria-label="Library skill" placeholder="a skill of the server's skills/ directory" value={library} onInput={(e) => setLibrary(e.currentTarget.value)} required />
+        <button type="submit">Install from the library</button>
+      </form>
     </div>
   );
 }
