@@ -38,8 +38,11 @@ for arch in amd64 arm64; do
 	[[ "$got" == *"$version"* ]] || { echo "dist: linux-$arch penguin version printed \"$got\", want $version" >&2; exit 1; }
 	echo "dist: linux-$arch: $got"
 done
+# The listing is read whole first: grep -q stopping early would make
+# unzip fail on a closed pipe, and pipefail report it.
+listing="$(unzip -l "$work/a/penguin-$version-windows-amd64.zip")"
 for f in penguin.exe README.md LICENSE; do
-	unzip -l "$work/a/penguin-$version-windows-amd64.zip" | grep -q "penguin-$version-windows-amd64/$f" ||
+	grep -q "penguin-$version-windows-amd64/$f" <<<"$listing" ||
 		{ echo "dist: the windows-amd64 archive lacks $f" >&2; exit 1; }
 done
 echo "dist: reproducible, $count archives"
