@@ -352,6 +352,16 @@ func TestChatTerminalEditing(t *testing.T) {
 	term.waitScreen("redid change #", 1)
 	notes("alpha\nBETA\ngamma\n")
 
+	// /image attaches a picture to the next message, and only to it.
+	png := filepath.Join(dir, "dot.png")
+	if err := os.WriteFile(png, []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	term.keys("/image "+png, "Enter")
+	term.waitScreen("attached dot.png; they go with your next message", 1)
+	term.keys("what is this", "Enter")
+	term.waitScreen("I see your PNG.", 1)
+
 	// A six-line output is shown whole.
 	term.keys("six lines", "Enter")
 	term.waitScreen("? allow exec_command?", 1)

@@ -19,9 +19,21 @@ import (
 // TestWorkspaceUndo runs a scripted turn that changes a workspace with the
 // file tools and a command on a real server, then shows its diff, undoes
 // it to the exact bytes, refuses an undo over a file edited since, redoes
-// it, and does all that again after the server restarted.
+// it, and does all that again after the server restarted: with the
+// server's default sandbox (confined where the host can) and with none.
 func TestWorkspaceUndo(t *testing.T) {
 	t.Parallel()
+	for _, sandbox := range []string{"", "none"} {
+		t.Run("sandbox="+sandbox, func(t *testing.T) {
+			t.Parallel()
+			workspaceUndo(t, sandbox)
+		})
+	}
+}
+
+// workspaceUndo is TestWorkspaceUndo in one sandbox mode ("" for the
+// server's default).
+func workspaceUndo(t *testing.T, sandbox string) {
 	ctx := testkit.Context(t, 4*time.Minute)
 	mock := startMock(t, "workspace", filepath.Join("testdata", "workspace.yaml"))
 	providers := writeProviders(t, route{"scripted", mock})
@@ -30,7 +42,7 @@ func TestWorkspaceUndo(t *testing.T) {
 	// store, for the server after its restart.
 	env := []string{"MOCK_API_KEY=unused", "PENGUIN_HOME=" + state, "HOME=" + home, "XDG_CACHE_HOME=" + filepath.Join(home, ".cache")}
 	serve := func() (*netns.Proc, string) {
-		srv := start(t, "penguin serve", env, "serve", "--listen", "127.0.0.1:0", "--providers", providers, "--root", root)
+		srv := start(t, "penguin serve", env, "serve", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--providers", providers, "--root", root)
 		return srv, grpcAddr(srv, "penguin")
 	}
 	srv, addr := serve()
@@ -40,8 +52,11 @@ func TestWorkspaceUndo(t *testing.T) {
 	for name, content := range files {
 		writeFile(t, filepath.Join(ws, name), content)
 	}
-	run := start(t, "penguin run", nil, "run", "--engine", addr, "--provider", "scripted", "--model", "m",
-		"--workspace", ws, "--approval", "allow-all", "change some files")
+	args := []string{"run", "--engine", addr, "--provider", "scripted", "--model", "m", "--workspace", ws, "--approval", "allow-all"}
+	if sandbox != "" {
+		args = append(args, "--sandbox", sandbox)
+	}
+	run := start(t, "penguin run", nil, append(args, "change some files")...)
 	if code := run.Wait(90 * time.Second); code != 0 {
 		t.Fatalf("penguin run exited %d:\n%s", code, run.Output())
 	}

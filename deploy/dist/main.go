@@ -1,7 +1,6 @@
 // Command dist builds Penguin's release archives: penguin for linux,
 // darwin and windows on amd64 and arm64, each stamped with the version,
-// packed with the README (and the licence, once the repository has one)
-// as a .tar.gz (linux, darwin) or a .zip (windows), plus SHA256SUMS.
+// packed with the README and the licence as a .tar.gz (linux, darwin) or a .zip (windows), plus SHA256SUMS.
 //
 // The archives are reproducible: the same source and Go give the same
 // bytes. The binaries are built with -trimpath and an empty build id; the
@@ -36,7 +35,8 @@ var targets = []struct{ goos, goarch string }{
 	{"windows", "amd64"}, {"windows", "arm64"},
 }
 
-// docs are the files beside the binary in every archive, when present.
+// docs are the files beside the binary in every archive; a release
+// without one of them is not built.
 var docs = []string{"README.md", "LICENSE"}
 
 // stamp is the time every archive entry carries: the archives must not
@@ -83,9 +83,10 @@ func run(goCmd, version, out string) error {
 		dir := fmt.Sprintf("penguin-%s-%s-%s", version, t.goos, t.goarch)
 		files := []file{{name: dir + "/" + exe, path: bin, mode: 0o755}}
 		for _, d := range docs {
-			if _, err := os.Stat(d); err == nil {
-				files = append(files, file{name: dir + "/" + d, path: d, mode: 0o644})
+			if _, err := os.Stat(d); err != nil {
+				return fmt.Errorf("%s belongs in every archive: %w", d, err)
 			}
+			files = append(files, file{name: dir + "/" + d, path: d, mode: 0o644})
 		}
 		name := dir + ".tar.gz"
 		write := writeTarGz

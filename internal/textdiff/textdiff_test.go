@@ -60,3 +60,34 @@ func TestUnifiedRendering(t *testing.T) {
 		t.Fatal("a diff beyond maxEdits must give up")
 	}
 }
+
+func TestLineEndings(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		crlf bool
+	}{
+		{"a\r\nb\r\n", true},
+		{"a\r\nb", true},
+		{"a\nb\n", false},
+		{"a\r\nb\n", false}, // mixed
+		{"no newline", false},
+		{"", false},
+	} {
+		if got := CRLF(c.text); got != c.crlf {
+			t.Errorf("CRLF(%q) = %v, want %v", c.text, got, c.crlf)
+		}
+	}
+	for in, want := range map[string]string{
+		"a\nb\n":   "a\r\nb\r\n",
+		"a\r\nb\n": "a\r\nb\r\n",
+		"\n":       "\r\n",
+		"x":        "x",
+	} {
+		if got := ToCRLF(in); got != want {
+			t.Errorf("ToCRLF(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := ToLF("a\r\nb\r\nc\r"); got != "a\nb\nc\r" {
+		t.Errorf("ToLF = %q", got)
+	}
+}

@@ -450,20 +450,6 @@ func TestFillUnderSQLiteFailsWrites(t *testing.T) {
 	}
 }
 
-// smallTmpfs mounts an 8 MiB tmpfs of the test's own, for a disk to fill.
-func smallTmpfs(t *testing.T) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "fs")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=8m"); err != nil {
-		t.Skipf("cannot mount a small tmpfs to fill (needs root or CAP_SYS_ADMIN): %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
-}
-
 // fillUnderSQLite fills the filesystem of the SQLite database db with the
 // file filler so that the store's next write fails. A full filesystem
 // alone does not make it fail: once the store's background checkpoint has

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -162,9 +161,7 @@ func TestRealServicesToolUse(t *testing.T) {
 	)
 	id := s.create(t, allowAll)
 	gate := filepath.Join(s.root, "ws", "gate.fifo")
-	if err := syscall.Mkfifo(gate, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	mkfifo(t, gate)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stream, err := s.client.Run(ctx, &penguinv1.RunRequest{SessionId: id, Prompt: "write hello.txt"})

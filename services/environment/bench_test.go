@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/creack/pty"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -188,25 +187,6 @@ func compareP50(b *testing.B, direct, viaService, floor func() time.Duration) {
 	}
 }
 
-// cpuTime is the CPU time (user and system) of this process and of its
-// reaped descendants so far.
-func cpuTime(b *testing.B) time.Duration {
-	return rusageTime(b, unix.RUSAGE_SELF, unix.RUSAGE_CHILDREN)
-}
-
-// rusageTime is the CPU time (user and system) so far of each of who.
-func rusageTime(b *testing.B, who ...int) time.Duration {
-	var total time.Duration
-	for _, who := range who {
-		var ru unix.Rusage
-		if err := unix.Getrusage(who, &ru); err != nil {
-			b.Fatal(err)
-		}
-		total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	return total
-}
-
 func p50(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
@@ -366,13 +346,13 @@ func benchOutputBandwidth(b *testing.B, terminal, capped, unconfined bool) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		dn += devNull()
-		c0, s0 := cpuTime(b), rusageTime(b, unix.RUSAGE_SELF)
+		c0, s0 := cpuTime(b), selfCPU(b)
 		rw += raw()
-		c1, s1 := cpuTime(b), rusageTime(b, unix.RUSAGE_SELF)
+		c1, s1 := cpuTime(b), selfCPU(b)
 		s, c := viaService()
 		st, cm = st+s, cm+c
 		rawCPU, svcCPU = rawCPU+c1-c0, svcCPU+cpuTime(b)-c1
-		rawSelf, svcSelf = rawSelf+s1-s0, svcSelf+rusageTime(b, unix.RUSAGE_SELF)-s1
+		rawSelf, svcSelf = rawSelf+s1-s0, svcSelf+selfCPU(b)-s1
 	}
 	b.StopTimer()
 	mbps := func(d time.Duration) float64 { return float64(n) * float64(b.N) / 1e6 / d.Seconds() }

@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -67,7 +66,7 @@ var probes = map[string]func(args []string) int{
 	// probe-ptrace PID: try to attach to PID.
 	"probe-ptrace": func(args []string) int {
 		pid, _ := strconv.Atoi(args[0])
-		if err := unix.PtraceAttach(pid); err != nil {
+		if err := ptraceAttach(pid); err != nil {
 			fmt.Printf("ptrace %d: %v\n", pid, err)
 			return 3
 		}
@@ -232,9 +231,8 @@ func TestAttack5CommandsRunWithLessPower(t *testing.T) {
 	if info, err := os.Stat(victim); err != nil || info.Mode().Perm() != 0o644 {
 		t.Errorf("the file outside changed: %v %v", info.Mode(), err)
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(victim, &st); err != nil || st.Uid != 0 {
-		t.Errorf("the file outside changed owner: %d %v", st.Uid, err)
+	if uid, err := fileUID(victim); err != nil || uid != 0 {
+		t.Errorf("the file outside changed owner: %d %v", uid, err)
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 
 // InstructionsFile is the name of a workspace's instruction files, the
@@ -68,7 +67,7 @@ func (s *Service) DescribeWorkspace(ctx context.Context, req *penguinv1.Describe
 			break
 		}
 	}
-	resp := &penguinv1.DescribeWorkspaceResponse{Workspace: real, ProjectRoot: filepath.Join(s.root, dirs[top]), HostLimitations: sandbox.Unavailable()}
+	resp := &penguinv1.DescribeWorkspaceResponse{Workspace: real, ProjectRoot: filepath.Join(s.root, dirs[top]), HostLimitations: s.opts.HostLimitations}
 	budget := MaxInstructionsBytes
 	for _, d := range dirs[top:] {
 		name := filepath.Join(d, InstructionsFile)

@@ -1,9 +1,11 @@
 package environment_test
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -14,6 +16,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/services/environment"
+	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 
 func writeFile(t *testing.T, path, content string) {
@@ -165,5 +168,64 @@ func TestDescribeWorkspaceBound(t *testing.T) {
 	resp, err = other.client.DescribeWorkspace(ctx, &penguinv1.DescribeWorkspaceRequest{Workspace: "bad"})
 	if err != nil || len(resp.GetAgentsFiles()) != 1 || resp.GetAgentsFiles()[0].GetContent() != "ok \uFFFD bytes" {
 		t.Errorf("invalid UTF-8: %v, %v", files(resp), err)
+	}
+}
+
+// lockedBuffer is a log destination that goroutines may share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestHostLimitationsAreSaid proves how a system other than Linux says
+// what it lacks (sandbox.Unavailable; macOS's and Windows' lists are
+// tested in the sandbox package): each sentence once among the service's
+// first log lines, before it serves, and in every DescribeWorkspace
+// answer. Linux lacks nothing, so its answers carry no list.
+func TestHostLimitationsAreSaid(t *testing.T) {
+	missing := []string{"resource limits are not enforced here", "commands cannot be confined here"}
+	var log lockedBuffer
+	h := start(t, environment.Options{HostLimitations: missing, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	first := log.String()
+	for _, m := range missing {
+		if n := strings.Count(first, "not available on this system: "+m); n != 1 {
+			t.Errorf("the service's first lines say %q %d times, want once:\n%s", m, n, first)
+		}
+	}
+	ctx := testkit.Context(t, 30*time.Second)
+	writeFile(t, filepath.Join(h.root, "ws", "x"), "")
+	for range 2 {
+		resp, err := h.client.DescribeWorkspace(ctx, &penguinv1.DescribeWorkspaceRequest{Workspace: "ws"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.GetHostLimitations(); strings.Join(got, "|") != strings.Join(missing, "|") {
+			t.Errorf("host_limitations %q, want %q", got, missing)
+		}
+	}
+	if n := strings.Count(log.String(), "not available on this system"); n != len(missing) {
+		t.Errorf("the limitations were logged %d times in all, want once each", n)
+	}
+
+	plain := start(t, environment.Options{})
+	writeFile(t, filepath.Join(plain.root, "ws", "x"), "")
+	resp, err := plain.client.DescribeWorkspace(ctx, &penguinv1.DescribeWorkspaceRequest{Workspace: "ws"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := resp.GetHostLimitations(), sandbox.Unavailable(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("host_limitations %q, want this system's %q", got, want)
 	}
 }

@@ -157,6 +157,12 @@ type Options struct {
 	// CheckSandbox tells whether the host can enforce a sandbox policy;
 	// nil means sandbox.Check.
 	CheckSandbox func(sandbox.Policy) error
+	// HostLimitations are what this system lacks that the sandbox does on
+	// Linux, one sentence each: logged once on the service's first lines
+	// and returned by every DescribeWorkspace. nil means
+	// sandbox.Unavailable() (nothing on Linux; tests set it to see the
+	// reporting there).
+	HostLimitations []string
 	// Logger receives the service's events; nil discards them.
 	Logger *slog.Logger
 	// Version identifies penguin to MCP servers.

@@ -22,11 +22,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -132,6 +130,7 @@ func TestAttack3SwapRaceFindsNoEscape(t *testing.T) {
 	// The swapper exchanges "sub" and a link to the outside atomically
 	// (renameat2 RENAME_EXCHANGE), so "sub" always exists and is, at any
 	// moment, either the real directory or the link.
+	exchange := exchangeNames(t)
 	sub, door := filepath.Join(ws, "sub"), filepath.Join(ws, ".door")
 	if err := os.Symlink(outside, door); err != nil {
 		t.Fatal(err)
@@ -146,12 +145,12 @@ func TestAttack3SwapRaceFindsNoEscape(t *testing.T) {
 			select {
 			case <-stop:
 				if swaps.Load()%2 == 1 { // leave the real directory in place
-					unix.Renameat2(unix.AT_FDCWD, sub, unix.AT_FDCWD, door, unix.RENAME_EXCHANGE)
+					_ = exchange(sub, door)
 				}
 				return
 			default:
 			}
-			if err := unix.Renameat2(unix.AT_FDCWD, sub, unix.AT_FDCWD, door, unix.RENAME_EXCHANGE); err != nil {
+			if err := exchange(sub, door); err != nil {
 				t.Errorf("the swapper failed: %v", err)
 				return
 			}
@@ -377,21 +376,17 @@ func TestAttackSpecialFilesInTheWorkspace(t *testing.T) {
 		t.Fatalf("the calls took %v: something blocked on a pipe", d)
 	}
 	// Device nodes, where this process may make them.
-	if err := syscall.Mknod(filepath.Join(ws, "null"), syscall.S_IFCHR|0o666, int(mkdev(1, 3))); err != nil {
+	if err := mknodChar(filepath.Join(ws, "null"), 1, 3); err != nil {
 		t.Logf("no device node test: %v", err)
 		return
 	}
-	if err := syscall.Mknod(filepath.Join(ws, "zero"), syscall.S_IFCHR|0o666, int(mkdev(1, 5))); err != nil {
+	if err := mknodChar(filepath.Join(ws, "zero"), 1, 5); err != nil {
 		t.Fatal(err)
 	}
 	wantStop(t, h.exec(env, "read_file", `{"file_path":"zero"}`), failed, "device")
 	wantStop(t, h.exec(env, "write_file", `{"file_path":"null","content":"x"}`), failed, "device")
 	wantStop(t, h.exec(env, "edit_file", `{"file_path":"null","old_string":"a","new_string":"b"}`), failed, "device")
 	wantStop(t, h.exec(env, "read_image", `{"source":"zero"}`), failed, "device")
-}
-
-func mkdev(major, minor uint32) uint64 {
-	return uint64(major)<<8 | uint64(minor)
 }
 
 // Links that lead out in other ways: through /proc/self/root, through an

@@ -89,7 +89,10 @@ func New(opts Options) (*Service, error) {
 	log := logger.OrDiscard(opts.Logger)
 	// What this system cannot do that Linux does is said once, on the
 	// service's first lines (and in every DescribeWorkspace answer).
-	for _, missing := range sandbox.Unavailable() {
+	if opts.HostLimitations == nil {
+		opts.HostLimitations = sandbox.Unavailable()
+	}
+	for _, missing := range opts.HostLimitations {
 		log.Warn("not available on this system: " + missing)
 	}
 	if opts.Self == "" {

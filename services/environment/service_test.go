@@ -243,6 +243,38 @@ func TestFileTools(t *testing.T) {
 		t.Fatalf("edited file %q", data)
 	}
 
+	// CRLF files, as Windows editors write them: the model edits and
+	// rewrites them with "\n" (read_file shows lines without "\r"), and
+	// the file keeps its endings; the diffs show no "\r".
+	if err := os.WriteFile(filepath.Join(ws, "win.txt"), []byte("alpha\r\nbeta\r\ngamma\r\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantStop(t, h.exec(env, "read_file", `{"file_path":"win.txt"}`), ok, "     2\tbeta\n")
+	r = h.exec(env, "edit_file", args(map[string]any{"file_path": "win.txt", "old_string": "alpha\nbeta\n", "new_string": "alpha\nBETA\nbeta2\n"}))
+	wantStop(t, r, ok, "Replaced 1 occurrence in win.txt", "-beta\n+BETA\n+beta2\n")
+	if strings.Contains(r.text(), "\r") {
+		t.Errorf("the diff of a CRLF file shows \\r:\n%q", r.text())
+	}
+	wantFile := func(want string) {
+		t.Helper()
+		if data, _ := os.ReadFile(filepath.Join(ws, "win.txt")); string(data) != want {
+			t.Fatalf("win.txt is %q, want %q", data, want)
+		}
+	}
+	wantFile("alpha\r\nBETA\r\nbeta2\r\ngamma\r\n")
+	r = h.exec(env, "write_file", args(map[string]any{"file_path": "win.txt", "content": "alpha\nBETA\ngamma\n"}))
+	wantStop(t, r, ok, "Overwrote win.txt (3 lines, 20 bytes, its CRLF line endings kept)", "-beta2\n")
+	wantFile("alpha\r\nBETA\r\ngamma\r\n")
+	// Content that brings its own "\r" is written as given, and a change
+	// of endings alone is said in words.
+	r = h.exec(env, "write_file", args(map[string]any{"file_path": "win.txt", "content": "alpha\nBETA\ngamma\n\r"}))
+	wantStop(t, r, ok, "(the line endings changed from CRLF to LF)")
+	if err := os.WriteFile(filepath.Join(ws, "unix.txt"), []byte("a\nb\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = h.exec(env, "write_file", args(map[string]any{"file_path": "unix.txt", "content": "a\r\nb\r\n"}))
+	wantStop(t, r, ok, "Overwrote unix.txt (2 lines, 6 bytes)\n(the line endings changed from LF to CRLF)")
+
 	// read_image: a real PNG, a text file, and a file too large.
 	img := image.NewRGBA(image.Rect(0, 0, 2, 2))
 	img.Set(0, 0, color.RGBA{255, 0, 0, 255})

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -288,15 +287,6 @@ func BenchmarkTimeToFirstToken(b *testing.B) {
 	b.ReportMetric(micros(percentile(g, 0.5)-percentile(d, 0.5)), "added-p50-µs")
 	b.ReportMetric(micros(percentile(g, 0.99)-percentile(d, 0.99)), "added-p99-µs")
 	b.ReportMetric(float64(percentile(g, 0.5))/float64(percentile(d, 0.5)), "ttft-ratio")
-}
-
-// cpuTime is the process's user plus system CPU time so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 type relayRun struct {

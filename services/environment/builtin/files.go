@@ -209,6 +209,14 @@ func (t *writeFile) Run(ctx context.Context, raw string, out tool.Output) (tool.
 			return tool.Result{}, fileError(a.FilePath, err)
 		}
 	}
+	// A file that ended its lines with CRLF keeps doing so when the new
+	// content ends them with "\n" alone, as a model that read the file
+	// (read_file shows lines without their "\r") writes them.
+	kept := ""
+	if textdiff.CRLF(string(old)) && !strings.Contains(a.Content, "\r") && strings.Contains(a.Content, "\n") {
+		a.Content = textdiff.ToCRLF(a.Content)
+		kept = ", its CRLF line endings kept"
+	}
 	if err := workspace.Replace(f, []byte(a.Content)); err != nil {
 		return tool.Result{}, fileError(a.FilePath, err)
 	}
@@ -218,7 +226,7 @@ func (t *writeFile) Run(ctx context.Context, raw string, out tool.Output) (tool.
 		fmt.Fprintf(out, "Created %s (%d lines, %d bytes)", rel, lines, len(a.Content))
 		return tool.Result{}, nil
 	}
-	fmt.Fprintf(out, "Overwrote %s (%d lines, %d bytes)", rel, lines, len(a.Content))
+	fmt.Fprintf(out, "Overwrote %s (%d lines, %d bytes%s)", rel, lines, len(a.Content), kept)
 	if old == nil {
 		return tool.Result{}, nil
 	}
@@ -232,7 +240,30 @@ func (t *writeFile) Run(ctx context.Context, raw string, out tool.Output) (tool.
 
 // diffSummary renders a unified diff of a change, or a +X/-Y line count
 // when it is too large to be useful. maxHunks > 0 caps the hunks shown.
+// Line endings are compared apart from the lines: a diff of CRLF text
+// shows its lines without "\r", and a change of endings alone is said in
+// words rather than shown as every line removed and added again.
 func diffSummary(name, before, after string, maxHunks int) string {
+	eol := ""
+	if b, a := textdiff.CRLF(before), textdiff.CRLF(after); b != a {
+		eol = "(the line endings changed from LF to CRLF)"
+		if b {
+			eol = "(the line endings changed from CRLF to LF)"
+		}
+	}
+	before, after = textdiff.ToLF(before), textdiff.ToLF(after)
+	if before == after && eol != "" {
+		return eol
+	}
+	s := diffLines(name, before, after, maxHunks)
+	if eol != "" {
+		s = eol + "\n" + s
+	}
+	return s
+}
+
+// diffLines renders the diff of two texts with "\n" line ends.
+func diffLines(name, before, after string, maxHunks int) string {
 	ops, ok := textdiff.Diff(textdiff.Lines(before), textdiff.Lines(after), diffEditCap)
 	if !ok {
 		return "(the change is too large to show as a diff)"
@@ -316,6 +347,13 @@ func (t *editFile) Run(ctx context.Context, raw string, out tool.Output) (tool.R
 		return tool.Result{}, fmt.Errorf("%s is larger than %d bytes; edit it with exec_command", a.FilePath, maxEditBytes)
 	}
 	content := string(data)
+	if textdiff.CRLF(content) {
+		// In a file that ends its lines with CRLF, the line ends of
+		// old_string and new_string are CRLF too: the model saw the
+		// lines without their "\r" (read_file strips it), and a "\n"
+		// alone written into the file would mix the endings.
+		a.OldString, a.NewString = textdiff.ToCRLF(a.OldString), textdiff.ToCRLF(a.NewString)
+	}
 	count := strings.Count(content, a.OldString)
 	switch {
 	case count == 0:

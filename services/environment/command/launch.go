@@ -54,14 +54,24 @@ type Starter interface {
 }
 
 // start starts cmd with l: from a Starter's own starter, else prepared
-// by Launch and started here.
-func start(l Launcher, cmd *exec.Cmd) (Process, Tracker, error) {
-	if s, ok := l.(Starter); ok {
+// by Launch and started here, by spawn when it is set (a pseudo console
+// on Windows, where no environment has a starter of its own) or by
+// cmd.Start.
+func start(l Launcher, cmd *exec.Cmd, spawn func(*exec.Cmd) (Process, error)) (Process, Tracker, error) {
+	if s, ok := l.(Starter); ok && spawn == nil {
 		return s.Start(cmd)
 	}
 	tracker, err := l.Launch(cmd)
 	if err != nil {
 		return nil, nil, fmt.Errorf("applying the sandbox: %w", err)
+	}
+	if spawn != nil {
+		proc, err := spawn(cmd)
+		if err != nil {
+			_ = tracker.Release()
+			return nil, nil, fmt.Errorf("starting the command: %w", err)
+		}
+		return proc, tracker, nil
 	}
 	if err := cmd.Start(); err != nil {
 		_ = tracker.Release()
@@ -157,7 +167,7 @@ func (l sandboxed) Launch(cmd *exec.Cmd) (Tracker, error) {
 // Start implements Starter.
 func (l sandboxed) Start(cmd *exec.Cmd) (Process, Tracker, error) {
 	if !l.env.CanStart() {
-		return start(LauncherFunc(l.Launch), cmd)
+		return start(LauncherFunc(l.Launch), cmd, nil)
 	}
 	p, g, err := l.env.Start(cmd, l.cgroups)
 	if err != nil {

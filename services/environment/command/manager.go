@@ -334,7 +334,7 @@ func (m *Manager) start(id string, o StartOptions, notice string) (*Session, err
 	if err != nil {
 		return nil, err
 	}
-	proc, tracker, err := start(m.opts.Launcher, cmd)
+	proc, tracker, err := start(m.opts.Launcher, cmd, files.spawn)
 	if err != nil {
 		files.closeAll()
 		return nil, err

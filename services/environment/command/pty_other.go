@@ -1,4 +1,4 @@
-//go:build !linux && !darwin
+//go:build !linux && !darwin && !windows
 
 package command
 
@@ -8,8 +8,8 @@ import (
 	"runtime"
 )
 
-// openPTY refuses: pseudo-terminals are offered on Linux and macOS only,
-// so a command that asks for one is told to run with pipes instead.
+// openPTY refuses: pseudo-terminals are offered on Linux, macOS and
+// Windows only, so a command that asks for one runs with pipes instead.
 func openPTY(uint16, uint16) (controller, terminal *os.File, err error) {
 	return nil, nil, fmt.Errorf("pseudo-terminals are not available on %s: run the command without a terminal (pipes)", runtime.GOOS)
 }

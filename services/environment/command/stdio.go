@@ -2,6 +2,7 @@ package command
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 )
@@ -12,6 +13,13 @@ import (
 type commandIO struct {
 	output, input *os.File
 	child         []*os.File
+	// spawn, when set, starts the command in place of cmd.Start: on
+	// Windows, a command attached to a pseudo console is created by the
+	// ConPTY library, which os/exec cannot do.
+	spawn func(cmd *exec.Cmd) (Process, error)
+	// console is what else the files need released when the command does
+	// not start (Windows' pseudo console).
+	console io.Closer
 }
 
 // closeChildEnds closes the command's ends in the environment, so that the
@@ -26,6 +34,9 @@ func (c commandIO) closeChildEnds() {
 func (c commandIO) closeAll() {
 	c.closeChildEnds()
 	c.closeOwnEnds()
+	if c.console != nil {
+		_ = c.console.Close()
+	}
 }
 
 // closeOwnEnds closes the environment's ends, once the command is done.
@@ -34,20 +45,6 @@ func (c commandIO) closeOwnEnds() {
 	if c.input != c.output {
 		_ = c.input.Close()
 	}
-}
-
-// openTerminal gives cmd a new pseudo-terminal as its stdin, stdout,
-// stderr and controlling terminal.
-func openTerminal(cmd *exec.Cmd) (commandIO, error) {
-	controller, terminal, err := openPTY(50, 200)
-	if err != nil {
-		return commandIO{}, err
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = terminal, terminal, terminal
-	// The terminal becomes the controlling terminal of the command's new
-	// session (the launcher makes it a session leader).
-	newSession(cmd, true)
-	return commandIO{output: controller, input: controller, child: []*os.File{terminal}}, nil
 }
 
 // openPipes gives cmd a stdin pipe and one pipe for both stdout and

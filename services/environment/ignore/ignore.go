@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io/fs"
 	"path"
+	"runtime"
 	"strings"
 )
 
@@ -25,12 +26,19 @@ type ruleSet struct {
 	rules []rule
 }
 
-// parseRules reads gitignore syntax.
-func parseRules(base string, data []byte) ruleSet {
+// parseRules reads gitignore syntax; with fold, the rules and base are
+// kept in lower case, for a Matcher that compares without case.
+func parseRules(base string, data []byte, fold bool) ruleSet {
+	if fold {
+		base = strings.ToLower(base)
+	}
 	rs := ruleSet{base: base}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		line := strings.TrimSuffix(sc.Text(), "\r")
+		if fold {
+			line = strings.ToLower(line)
+		}
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
@@ -81,11 +89,22 @@ func (r rule) match(rel string, isDir bool) bool {
 // far on the way down from the root.
 type Matcher struct {
 	sets []ruleSet
+	// fold compares names without case, as git does where
+	// core.ignorecase is set: on Windows always, on macOS wherever the
+	// file system ignores case, as its default one does.
+	fold bool
 }
+
+// foldCase is whether this system's matchers compare without case (see
+// Matcher.fold).
+var foldCase = runtime.GOOS == "windows" || runtime.GOOS == "darwin"
 
 // Ignored reports whether rel (slash-separated, from the walk root) is
 // ignored. The last matching rule wins, and deeper ignore files come later.
 func (m *Matcher) Ignored(rel string, isDir bool) bool {
+	if m.fold {
+		rel = strings.ToLower(rel)
+	}
 	ignored := false
 	for _, rs := range m.sets {
 		sub := rel
@@ -124,8 +143,8 @@ func (m *Matcher) with(fsys FS, dir string) *Matcher {
 	if err != nil || len(data) == 0 {
 		return m
 	}
-	sets := append(append([]ruleSet(nil), m.sets...), parseRules(dir, data))
-	return &Matcher{sets: sets}
+	sets := append(append([]ruleSet(nil), m.sets...), parseRules(dir, data, m.fold))
+	return &Matcher{sets: sets, fold: m.fold}
 }
 
 // join appends name to the slash-separated directory dir ("" is the root).
@@ -153,9 +172,14 @@ type Entry struct {
 // itself excluded). Ignore files from the root down to start apply. fn may
 // return fs.SkipDir for a directory, or ErrStop to end the walk.
 func Walk(ctx context.Context, fsys FS, start string, fn func(Entry) error) error {
-	m := &Matcher{}
+	return walk(ctx, fsys, start, foldCase, fn)
+}
+
+// walk is Walk, comparing names without case when fold is set.
+func walk(ctx context.Context, fsys FS, start string, fold bool, fn func(Entry) error) error {
+	m := &Matcher{fold: fold}
 	if data, err := fsys.ReadFile(".git/info/exclude", maxIgnoreFile); err == nil {
-		m.sets = append(m.sets, parseRules("", data))
+		m.sets = append(m.sets, parseRules("", data, fold))
 	}
 	m = m.with(fsys, "")
 	rel := path.Clean(start)

@@ -99,3 +99,54 @@ func TestWalkRespectsGitignore(t *testing.T) {
 		t.Fatalf("walk from src found %v", got)
 	}
 }
+
+// TestWalkFoldsCase checks the matching git does with core.ignorecase,
+// as on Windows and macOS: rules and names compare without case, in the
+// root's ignore file and a deeper one alike. Without it (Linux) case
+// matters.
+func TestWalkFoldsCase(t *testing.T) {
+	root := t.TempDir()
+	for p, c := range map[string]string{
+		".gitignore":          "node_modules/\n*.LOG\r\n",
+		"Node_Modules/m/i.js": "",
+		"a.log":               "",
+		"B.Log":               "",
+		"keep.txt":            "",
+		"Src/.gitignore":      "Gen/\n",
+		"Src/gen/z.go":        "",
+		"Src/GEN/y.go":        "",
+		"src2/gen/x.go":       "",
+	} {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ws, err := workspace.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	files := func(fold bool) string {
+		var got []string
+		err := walk(context.Background(), ws.Workspace(), ".", fold, func(e Entry) error {
+			if !e.Entry.IsDir() {
+				got = append(got, e.Rel)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(got, " ")
+	}
+	if got, want := files(true), ".gitignore Src/.gitignore keep.txt src2/gen/x.go"; got != want {
+		t.Errorf("folding case, the walk found\n%s\nwant\n%s", got, want)
+	}
+	if got, want := files(false), ".gitignore B.Log Node_Modules/m/i.js Src/.gitignore Src/GEN/y.go Src/gen/z.go a.log keep.txt src2/gen/x.go"; got != want {
+		t.Errorf("with case, the walk found\n%s\nwant\n%s", got, want)
+	}
+}

@@ -196,8 +196,3 @@ func loopbackUp() error {
 	}
 	return nil
 }
-
-// Unavailable lists what the sandbox does on Linux that this system does
-// not: nothing, on Linux. What a particular Linux host lacks (Landlock, a
-// cgroup controller, root) Check says, for the policy that needs it.
-func Unavailable() []string { return nil }

@@ -19,18 +19,6 @@ import (
 // profile.
 const sandboxExecPath = "/usr/bin/sandbox-exec"
 
-// Unavailable lists, one sentence each, what the Linux sandbox does that
-// this system does not: macOS confines commands with Seatbelt, which
-// covers writes, reads of hidden paths and the network, and nothing else.
-func Unavailable() []string {
-	return []string{
-		"resource limits (processes, memory, CPU weight, file size) are not enforced on macOS: they need Linux cgroups",
-		"confined commands run as the service's own user on macOS, not as a separate sandbox user",
-		"commands are tracked by process group on macOS: a daemon that leaves its group outlives its command and its environment",
-		"confined commands on macOS cannot reach servers they start on the loopback (Seatbelt cannot tell them from the service's own ports); on Linux each environment has a loopback of its own",
-	}
-}
-
 // check says whether macOS can enforce p: a mode other than None, or no
 // network, needs sandbox-exec, and a profile of this package that it
 // accepts.

@@ -78,10 +78,7 @@ func (t *Tree) Show(name string) string {
 	if t.relative {
 		return name
 	}
-	if name == "." || name == "" {
-		return t.dir
-	}
-	return t.dir + "/" + name
+	return hostSyntax.join(t.dir, name)
 }
 
 // Stat describes name, following symbolic links that stay inside the tree.
@@ -374,8 +371,11 @@ func (r *Root) Locate(p string, forWrite bool) (*Tree, string, error) {
 		return nil, "", errors.New("the path contains a NUL byte")
 	}
 	if !filepath.IsAbs(p) {
-		name := filepath.ToSlash(filepath.Clean(p))
-		if name == ".." || strings.HasPrefix(name, "../") {
+		name, ok, err := hostSyntax.relativeName(filepath.Clean(p))
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: %q %w", ErrOutside, p, err)
+		}
+		if !ok {
 			return nil, "", fmt.Errorf("%w: %q leads out of the workspace, so it is not inside the workspace %s", ErrOutside, p, r.ws.dir)
 		}
 		return r.ws, name, nil
@@ -386,23 +386,11 @@ func (r *Root) Locate(p string, forWrite bool) (*Tree, string, error) {
 		trees = append(trees, r.readable...)
 	}
 	for _, t := range trees {
-		if name, ok := inside(clean, t.dir); ok {
+		if name, ok := hostSyntax.inside(clean, t.dir); ok {
 			return t, name, nil
 		}
 	}
 	return nil, "", fmt.Errorf("%w: %q is not inside the workspace %s", ErrOutside, p, r.ws.dir)
-}
-
-// inside returns p's name relative to dir when p is dir or lies beneath it.
-func inside(p, dir string) (string, bool) {
-	if p == dir {
-		return ".", true
-	}
-	prefix := strings.TrimSuffix(dir, "/") + "/"
-	if rest, ok := strings.CutPrefix(p, prefix); ok {
-		return filepath.ToSlash(rest), true
-	}
-	return "", false
 }
 
 // Lstat describes name without following a final symbolic link.
