@@ -56,13 +56,8 @@ var trampolineDir string
 // once per test binary without the race detector, which makes a process
 // start many times slower and the tests' thousands of trampolines with it.
 // (The sandbox package's tests run the trampoline code under the race
-// detector; TestServeEnvironment runs the penguin binary's.) Where there is
-// no Go toolchain, as in the environment pod that the Kubernetes suite runs
-// the attack suite in, PENGUIN_TEST_TRAMPOLINE names a built one instead.
+// detector; TestServeEnvironment runs the penguin binary's.)
 var trampoline = sync.OnceValues(func() (string, error) {
-	if bin := os.Getenv("PENGUIN_TEST_TRAMPOLINE"); bin != "" {
-		return bin, nil
-	}
 	dir, err := os.MkdirTemp("", "penguin-trampoline-")
 	if err != nil {
 		return "", err
