@@ -13,7 +13,6 @@ import (
 
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/services/engine"
-	"github.com/penguin-agent/penguin/services/engine/oidclogin"
 )
 
 // newServeEngineCmd is `penguin serve engine --listen ADDR --llm ADDR
@@ -66,7 +65,7 @@ type engineFlags struct {
 }
 
 // oidcFlags configure sign-in through an identity provider
-// (oidclogin.Config); the client secret comes from
+// (engine.OIDCConfig); the client secret comes from
 // PENGUIN_OIDC_CLIENT_SECRET or the file --oidc-client-secret-file.
 type oidcFlags struct {
 	issuer, clientID, secretFile, redirectURL, name string
@@ -98,7 +97,7 @@ func (f *engineFlags) addReplicaFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.name, "oidc-name", "", "the provider's name on the sign-in page's button (default: the issuer's host name)")
 	fs.StringSliceVar(&o.domains, "oidc-allowed-domains", nil, "email domains that may sign in (default: any)")
 	fs.StringSliceVar(&o.groups, "oidc-allowed-groups", nil, "groups of which a user must be in one to sign in (default: any)")
-	fs.StringVar(&o.groupsClaim, "oidc-groups-claim", oidclogin.DefaultGroupsClaim, "the claim that lists a user's groups")
+	fs.StringVar(&o.groupsClaim, "oidc-groups-claim", engine.DefaultOIDCGroupsClaim, "the claim that lists a user's groups")
 	fs.StringVar(&o.adminGroup, "oidc-admin-group", "", "members of this group are admins, others not, decided at each sign-in (default: the provider decides no role)")
 	fs.DurationVar(&f.idleEnv, "environment-idle-timeout", engine.DefaultEnvironmentIdleTimeout, "how long a session's environment outlives its last use: it is then disposed of, ending its commands and terminals (the workspace stays), and the next tool call gets a fresh one")
 }
@@ -147,15 +146,15 @@ func (f *engineFlags) config() (*engine.Config, error) {
 
 // config turns the flags into the provider's configuration, reading the
 // client secret; the zero Config when no issuer is given.
-func (o *oidcFlags) config() (oidclogin.Config, error) {
+func (o *oidcFlags) config() (engine.OIDCConfig, error) {
 	if o.issuer == "" {
-		return oidclogin.Config{}, nil
+		return engine.OIDCConfig{}, nil
 	}
 	secret, err := config.Secret(os.LookupEnv, "PENGUIN_OIDC_CLIENT_SECRET", o.secretFile)
 	if err != nil {
-		return oidclogin.Config{}, fmt.Errorf("oidc client secret: %w", err)
+		return engine.OIDCConfig{}, fmt.Errorf("oidc client secret: %w", err)
 	}
-	return oidclogin.Config{
+	return engine.OIDCConfig{
 		Issuer: o.issuer, ClientID: o.clientID, ClientSecret: secret, RedirectURL: o.redirectURL, Name: o.name,
 		AllowedDomains: o.domains, AllowedGroups: o.groups, GroupsClaim: o.groupsClaim, AdminGroup: o.adminGroup,
 	}, nil

@@ -27,6 +27,15 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
 
+// OIDCConfig configures sign-in through an identity provider. It is the
+// oidclogin package's, named here so that the command that builds an
+// engine reads it from the service's root package, not from inside it.
+type OIDCConfig = oidclogin.Config
+
+// DefaultOIDCGroupsClaim is the claim that lists a user's groups when
+// none is configured.
+const DefaultOIDCGroupsClaim = oidclogin.DefaultGroupsClaim
+
 // DefaultLeaseTTL is how long a run's lease outlives its replica when
 // [Config] sets none: after a crash, the session can run elsewhere once
 // it has passed.
@@ -96,7 +105,7 @@ type Config struct {
 	AdminPasswordFile, SeedAdminPassword string
 	// OIDC configures sign-in through an identity provider; its zero
 	// value configures none. It needs team mode.
-	OIDC oidclogin.Config
+	OIDC OIDCConfig
 	// ScheduleMissedAfter is how late a schedule's due time may be
 	// claimed and still count as on time, not missed (see package
 	// scheduler); zero means scheduler.DefaultMissedAfter.
