@@ -67,8 +67,8 @@ func dialSchedules(t *testing.T, addr string) penguinv1.ScheduleServiceClient {
 
 // TestSchedulesExactlyOnceAcrossReplicas is the kill test of the issue's
 // load shape: 50 schedules due every 5 s for a minute on two engine
-// replicas sharing PostgreSQL, one of which is SIGKILLed twice right after
-// it claimed a due run and restarted: every due time from the first to the
+// replicas sharing PostgreSQL, a replica SIGKILLed twice right after it
+// claimed a due run and restarted: every due time from the first to the
 // last has exactly one run (no duplicate, none missing), each started
 // run's session holds the prompt exactly once, a disabled schedule never
 // fires, and the runs and the sessions agree. It logs the figures: due
@@ -89,7 +89,7 @@ func TestSchedulesExactlyOnceAcrossReplicas(t *testing.T) {
 	// its claim) still runs: only a late start within missedAfter keeps
 	// every due time's own run, which is what this test counts.
 	const missedAfter = 2 * time.Minute
-	_, addrA := startReplica(t, "127.0.0.1:0", b, url, agentHome(t), missedAfter)
+	procA, addrA := startReplica(t, "127.0.0.1:0", b, url, agentHome(t), missedAfter)
 	procB, addrB := startReplica(t, "127.0.0.1:0", b, url, agentHome(t), missedAfter)
 	api := dialSchedules(t, addrA)
 
@@ -117,19 +117,32 @@ func TestSchedulesExactlyOnceAcrossReplicas(t *testing.T) {
 		t.Fatalf("a second tick-0: %v, want ALREADY_EXISTS", err)
 	}
 
-	// Kill B right after it claims a due run, at a third and at two thirds
-	// of the span, restarting it on the same address each time.
+	// Kill a replica right after it claims a due run, at a third and at
+	// two thirds of the span, restarting it on the same address each time.
+	// Whichever replica claims first is killed: which one wins a due time
+	// is a race, and one can lose every race for long stretches.
+	procs, addrs := []*netns.Proc{procA, procB}, []string{addrA, addrB}
 	for k := range 2 {
 		time.Sleep(time.Until(start.Add(span * time.Duration(k+1) / 3)))
-		claimed := strings.Count(procB.Output(), "schedule due")
-		eventually.Within(t, 30*time.Second, "replica B to claim a due run", func() bool {
-			return strings.Count(procB.Output(), "schedule due") > claimed
+		claimed := make([]int, len(procs))
+		for i, p := range procs {
+			claimed[i] = strings.Count(p.Output(), "schedule due")
+		}
+		victim := -1
+		eventually.Within(t, 30*time.Second, "a replica to claim a due run", func() bool {
+			for i, p := range procs {
+				if strings.Count(p.Output(), "schedule due") > claimed[i] {
+					victim = i
+					return true
+				}
+			}
+			return false
 		})
-		procB.Kill()
-		procB.Wait(30 * time.Second)
-		t.Logf("kill %d: replica B killed after claiming a run, %v into the span", k+1, time.Since(start).Round(time.Second))
+		procs[victim].Kill()
+		procs[victim].Wait(30 * time.Second)
+		t.Logf("kill %d: replica %c killed after claiming a run, %v into the span", k+1, 'A'+victim, time.Since(start).Round(time.Second))
 		time.Sleep(period)
-		procB, _ = startReplica(t, addrB, b, url, agentHome(t), missedAfter)
+		procs[victim], _ = startReplica(t, addrs[victim], b, url, agentHome(t), missedAfter)
 	}
 	time.Sleep(time.Until(start.Add(span)))
 
