@@ -67,8 +67,10 @@ func TestScheduleAndGoalThroughARollout(t *testing.T) {
 	}
 	r := follow[*penguinv1.RunResponse](s)
 	r.waitOutput(t, "GK-STARTED", 2*time.Minute)
-	// A few due times before the rollout, on the replicas as they were.
-	time.Sleep(2 * schedPeriod)
+	// A few due times before the rollout, on the replicas as they were:
+	// counted from the first due time, not from now (seen: a rollout one
+	// period after the first due time, when the goal started quickly).
+	time.Sleep(time.Until(start.Add(2*schedPeriod + schedPeriod/4)))
 
 	rolled := time.Now()
 	c.rolloutRestart(t, engineDeploy)
