@@ -572,6 +572,7 @@ function Composer({ running, mode, recalled, skills, onSend, onAbort }: {
   // Skills pinned to the next message (RunRequest.skills): the engine
   // sends them as a [use_skills] block; with skills the text may be empty.
   const [pinned, setPinned] = useState<string[]>([]);
+  const skillsMenu = useRef<HTMLDetailsElement>(null);
   const toggleSkill = (name: string, on: boolean) => setPinned((p) => (on ? [...p.filter((n) => n !== name), name] : p.filter((n) => n !== name)));
   const [text, setText] = useState("");
   useEffect(() => {
@@ -630,6 +631,7 @@ function Composer({ running, mode, recalled, skills, onSend, onAbort }: {
     setAtt([]);
     const sentSkills = withSkills ? pinned : [];
     if (withSkills) setPinned([]);
+    if (skillsMenu.current) skillsMenu.current.open = false;
     await onSend(t, g, sent, sentSkills);
   };
   return (
@@ -692,7 +694,7 @@ function Composer({ running, mode, recalled, skills, onSend, onAbort }: {
         <button type="button" onClick={() => picker.current?.click()} disabled={running}
           title={running ? "Attachments go with a new task" : "Attach images or text files (or paste or drop them)"}>Attach</button>
         {!running && skills.length > 0 && (
-          <details class="skills-picker" data-testid="skills-picker">
+          <details class="skills-picker" data-testid="skills-picker" ref={skillsMenu}>
             <summary title="Pin skills of this session's agent to your next message">Skills{pinned.length ? ` (${pinned.length})` : ""}</summary>
             <ul class="skills-menu" aria-label="Skills for the next message">
               {skills.map((sk) => (
