@@ -282,7 +282,12 @@ type StreamGenerateRequest struct {
 	Temperature *float32 `protobuf:"fixed32,10,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
 	// The project of the session the request is for: its routes are reachable
 	// beside the global ones. Empty for the global routes alone.
-	Project       string `protobuf:"bytes,11,opt,name=project,proto3" json:"project,omitempty"`
+	Project string `protobuf:"bytes,11,opt,name=project,proto3" json:"project,omitempty"`
+	// The model's price, when the caller knows better than the gateway's
+	// model table (a project's price for a local model); unset means use the
+	// table. Token usage costs are computed with it. Each price must be a
+	// finite number, zero or more.
+	Price         *ModelPrice `protobuf:"bytes,12,opt,name=price,proto3" json:"price,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -392,6 +397,13 @@ func (x *StreamGenerateRequest) GetProject() string {
 		return x.Project
 	}
 	return ""
+}
+
+func (x *StreamGenerateRequest) GetPrice() *ModelPrice {
+	if x != nil {
+		return x.Price
+	}
+	return nil
 }
 
 // StreamGenerateResponse is one frame of a StreamGenerate stream: a message,
@@ -1710,7 +1722,7 @@ const file_penguin_v1_llm_proto_rawDesc = "" +
 	"penguin.v1\x1a\x18penguin/v1/message.proto\"A\n" +
 	"\bModelRef\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x19\n" +
-	"\bmodel_id\x18\x02 \x01(\tR\amodelId\"\xac\x04\n" +
+	"\bmodel_id\x18\x02 \x01(\tR\amodelId\"\xda\x04\n" +
 	"\x15StreamGenerateRequest\x12*\n" +
 	"\x05model\x18\x01 \x01(\v2\x14.penguin.v1.ModelRefR\x05model\x121\n" +
 	"\ahistory\x18\x02 \x03(\v2\x17.penguin.v1.OmniMessageR\ahistory\x12:\n" +
@@ -1724,7 +1736,8 @@ const file_penguin_v1_llm_proto_rawDesc = "" +
 	"\x0econtext_window\x18\t \x01(\x03R\rcontextWindow\x12%\n" +
 	"\vtemperature\x18\n" +
 	" \x01(\x02H\x01R\vtemperature\x88\x01\x01\x12\x18\n" +
-	"\aproject\x18\v \x01(\tR\aprojectB\x15\n" +
+	"\aproject\x18\v \x01(\tR\aproject\x12,\n" +
+	"\x05price\x18\f \x01(\v2\x16.penguin.v1.ModelPriceR\x05priceB\x15\n" +
 	"\x13_request_timeout_msB\x0e\n" +
 	"\f_temperature\"\x8a\x01\n" +
 	"\x16StreamGenerateResponse\x123\n" +
@@ -1919,41 +1932,42 @@ var file_penguin_v1_llm_proto_depIdxs = []int32{
 	24, // 2: penguin.v1.StreamGenerateRequest.new_messages:type_name -> penguin.v1.OmniMessage
 	25, // 3: penguin.v1.StreamGenerateRequest.tools:type_name -> penguin.v1.ToolDefinition
 	0,  // 4: penguin.v1.StreamGenerateRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
-	24, // 5: penguin.v1.StreamGenerateResponse.message:type_name -> penguin.v1.OmniMessage
-	5,  // 6: penguin.v1.StreamGenerateResponse.outcome:type_name -> penguin.v1.LLMOutcome
-	26, // 7: penguin.v1.LLMOutcome.status:type_name -> penguin.v1.StopReason
-	1,  // 8: penguin.v1.LLMOutcome.code:type_name -> penguin.v1.FailureCode
-	22, // 9: penguin.v1.ProviderRoute.headers:type_name -> penguin.v1.ProviderRoute.HeadersEntry
-	8,  // 10: penguin.v1.AddProviderRequest.route:type_name -> penguin.v1.ProviderRoute
-	7,  // 11: penguin.v1.AddProviderResponse.provider:type_name -> penguin.v1.ProviderInfo
-	8,  // 12: penguin.v1.UpdateProviderRequest.route:type_name -> penguin.v1.ProviderRoute
-	7,  // 13: penguin.v1.UpdateProviderResponse.provider:type_name -> penguin.v1.ProviderInfo
-	5,  // 14: penguin.v1.TestProviderResponse.outcome:type_name -> penguin.v1.LLMOutcome
-	7,  // 15: penguin.v1.ListProvidersResponse.providers:type_name -> penguin.v1.ProviderInfo
-	2,  // 16: penguin.v1.ModelInfo.model:type_name -> penguin.v1.ModelRef
-	0,  // 17: penguin.v1.ModelInfo.thinking_levels:type_name -> penguin.v1.ThinkingLevel
-	20, // 18: penguin.v1.ModelInfo.price:type_name -> penguin.v1.ModelPrice
-	23, // 19: penguin.v1.ModelInfo.thinking_wire:type_name -> penguin.v1.ModelInfo.ThinkingWireEntry
-	19, // 20: penguin.v1.ListModelsResponse.models:type_name -> penguin.v1.ModelInfo
-	3,  // 21: penguin.v1.LLMService.StreamGenerate:input_type -> penguin.v1.StreamGenerateRequest
-	6,  // 22: penguin.v1.LLMService.ListProviders:input_type -> penguin.v1.ListProvidersRequest
-	9,  // 23: penguin.v1.LLMService.AddProvider:input_type -> penguin.v1.AddProviderRequest
-	11, // 24: penguin.v1.LLMService.UpdateProvider:input_type -> penguin.v1.UpdateProviderRequest
-	13, // 25: penguin.v1.LLMService.RemoveProvider:input_type -> penguin.v1.RemoveProviderRequest
-	15, // 26: penguin.v1.LLMService.TestProvider:input_type -> penguin.v1.TestProviderRequest
-	18, // 27: penguin.v1.LLMService.ListModels:input_type -> penguin.v1.ListModelsRequest
-	4,  // 28: penguin.v1.LLMService.StreamGenerate:output_type -> penguin.v1.StreamGenerateResponse
-	17, // 29: penguin.v1.LLMService.ListProviders:output_type -> penguin.v1.ListProvidersResponse
-	10, // 30: penguin.v1.LLMService.AddProvider:output_type -> penguin.v1.AddProviderResponse
-	12, // 31: penguin.v1.LLMService.UpdateProvider:output_type -> penguin.v1.UpdateProviderResponse
-	14, // 32: penguin.v1.LLMService.RemoveProvider:output_type -> penguin.v1.RemoveProviderResponse
-	16, // 33: penguin.v1.LLMService.TestProvider:output_type -> penguin.v1.TestProviderResponse
-	21, // 34: penguin.v1.LLMService.ListModels:output_type -> penguin.v1.ListModelsResponse
-	28, // [28:35] is the sub-list for method output_type
-	21, // [21:28] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	20, // 5: penguin.v1.StreamGenerateRequest.price:type_name -> penguin.v1.ModelPrice
+	24, // 6: penguin.v1.StreamGenerateResponse.message:type_name -> penguin.v1.OmniMessage
+	5,  // 7: penguin.v1.StreamGenerateResponse.outcome:type_name -> penguin.v1.LLMOutcome
+	26, // 8: penguin.v1.LLMOutcome.status:type_name -> penguin.v1.StopReason
+	1,  // 9: penguin.v1.LLMOutcome.code:type_name -> penguin.v1.FailureCode
+	22, // 10: penguin.v1.ProviderRoute.headers:type_name -> penguin.v1.ProviderRoute.HeadersEntry
+	8,  // 11: penguin.v1.AddProviderRequest.route:type_name -> penguin.v1.ProviderRoute
+	7,  // 12: penguin.v1.AddProviderResponse.provider:type_name -> penguin.v1.ProviderInfo
+	8,  // 13: penguin.v1.UpdateProviderRequest.route:type_name -> penguin.v1.ProviderRoute
+	7,  // 14: penguin.v1.UpdateProviderResponse.provider:type_name -> penguin.v1.ProviderInfo
+	5,  // 15: penguin.v1.TestProviderResponse.outcome:type_name -> penguin.v1.LLMOutcome
+	7,  // 16: penguin.v1.ListProvidersResponse.providers:type_name -> penguin.v1.ProviderInfo
+	2,  // 17: penguin.v1.ModelInfo.model:type_name -> penguin.v1.ModelRef
+	0,  // 18: penguin.v1.ModelInfo.thinking_levels:type_name -> penguin.v1.ThinkingLevel
+	20, // 19: penguin.v1.ModelInfo.price:type_name -> penguin.v1.ModelPrice
+	23, // 20: penguin.v1.ModelInfo.thinking_wire:type_name -> penguin.v1.ModelInfo.ThinkingWireEntry
+	19, // 21: penguin.v1.ListModelsResponse.models:type_name -> penguin.v1.ModelInfo
+	3,  // 22: penguin.v1.LLMService.StreamGenerate:input_type -> penguin.v1.StreamGenerateRequest
+	6,  // 23: penguin.v1.LLMService.ListProviders:input_type -> penguin.v1.ListProvidersRequest
+	9,  // 24: penguin.v1.LLMService.AddProvider:input_type -> penguin.v1.AddProviderRequest
+	11, // 25: penguin.v1.LLMService.UpdateProvider:input_type -> penguin.v1.UpdateProviderRequest
+	13, // 26: penguin.v1.LLMService.RemoveProvider:input_type -> penguin.v1.RemoveProviderRequest
+	15, // 27: penguin.v1.LLMService.TestProvider:input_type -> penguin.v1.TestProviderRequest
+	18, // 28: penguin.v1.LLMService.ListModels:input_type -> penguin.v1.ListModelsRequest
+	4,  // 29: penguin.v1.LLMService.StreamGenerate:output_type -> penguin.v1.StreamGenerateResponse
+	17, // 30: penguin.v1.LLMService.ListProviders:output_type -> penguin.v1.ListProvidersResponse
+	10, // 31: penguin.v1.LLMService.AddProvider:output_type -> penguin.v1.AddProviderResponse
+	12, // 32: penguin.v1.LLMService.UpdateProvider:output_type -> penguin.v1.UpdateProviderResponse
+	14, // 33: penguin.v1.LLMService.RemoveProvider:output_type -> penguin.v1.RemoveProviderResponse
+	16, // 34: penguin.v1.LLMService.TestProvider:output_type -> penguin.v1.TestProviderResponse
+	21, // 35: penguin.v1.LLMService.ListModels:output_type -> penguin.v1.ListModelsResponse
+	29, // [29:36] is the sub-list for method output_type
+	22, // [22:29] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_llm_proto_init() }

@@ -108,6 +108,8 @@ func sqliteMigrations() []migration {
 		{version: 5, stmts: schedulesMigration("BLOB")},
 		// Sign-ins with an identity provider under way (see SignInState).
 		{version: 6, stmts: signInStatesMigration("BLOB")},
+		// Projects' settings of models (see ModelSettingsStore).
+		{version: 7, stmts: modelSettingsMigration()},
 	}
 }
 
@@ -195,6 +197,8 @@ func postgresMigrations() []migration {
 		{version: 5, stmts: schedulesMigration("bytea")},
 		// As SQLite's version 6.
 		{version: 6, stmts: signInStatesMigration("bytea")},
+		// As SQLite's version 7.
+		{version: 7, stmts: modelSettingsMigration()},
 	}
 }
 
