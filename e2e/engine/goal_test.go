@@ -572,3 +572,45 @@ func TestGoalMovesToAnotherReplica(t *testing.T) {
 	e2etest.CheckGoalLog(ctx, t, clientB, hist, fin)
 	t.Logf("goal finished on the second replica: %d rounds, %d tokens of a budget of 10000", fin.GetRounds(), fin.GetTokens())
 }
+
+// TestRunGoalExitStatus runs `penguin run --goal` against the engine as a
+// script would: its exit status is 0 only when the goal completes (here
+// in round one), and 1 when it ends otherwise (blocked: the model deleted
+// the goal file), with the outcome said on the terminal.
+func TestRunGoalExitStatus(t *testing.T) {
+	b := enginetest.NewBackends(t,
+		setStatus(objective, "complete"),
+		answer("All tests pass; the goal is complete."),
+		agentTool("delete_agent_file", map[string]string{"file_path": "scratchpad/GOAL.yaml"}),
+		answer("I removed the goal file."),
+	)
+	ws := filepath.Join(b.Root, "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	agentDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(agentDir, "system_config.yaml"), []byte(agentConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := startEngine(t, "127.0.0.1:0", b, filepath.Join(t.TempDir(), "engine.db"), agentDir)
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		say  string
+	}{
+		{"complete", []string{"--goal=5000", "-m", objective}, 0, "complete"},
+		{"blocked", []string{"--goal", objective}, 1, "blocked"},
+	} {
+		cmd := exec.Command(penguinBin, append([]string{"run", "--engine", addr, "--provider", enginetest.Model.GetProvider(), "--model", enginetest.Model.GetModelId(),
+			"--workspace", ws, "--approval", "allow-all"}, c.args...)...)
+		cmd.Env = append(e2etest.BaseEnv(t), "PENGUIN_AUTH_TOKEN=", "TERM=dumb")
+		p := netns.Start(t, "penguin run --goal ("+c.name+")", cmd)
+		if code := p.Wait(90 * time.Second); code != c.code || !strings.Contains(strings.ToLower(p.Output()), c.say) {
+			t.Fatalf("penguin run --goal (%s) exited %d, want %d with %q said:\n%s", c.name, code, c.code, c.say, p.Output())
+		}
+	}
+	if n := len(b.Emulator.Requests()); n != 4 {
+		t.Fatalf("%d model requests, want 4", n)
+	}
+}
