@@ -326,6 +326,19 @@ func TestChatTerminalEditing(t *testing.T) {
 	// Debug logging on: the embedded server's lines must still stay off
 	// the chat.
 	env := proctest.Env(t, "HOME="+dir, "TERM=xterm-256color", "NO_COLOR=1", "PENGUIN_HOME="+home, "MOCK_API_KEY=unused", "PENGUIN_LOG_LEVEL=debug")
+	// A skill of the default agent, for /skill.
+	skill := filepath.Join(dir, "lint")
+	if err := os.MkdirAll(skill, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(skill, "SKILL.md"), []byte("---\nname: lint\ndescription: Lint the notes.\n---\nCount the lines.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	install := exec.CommandContext(testkit.Context(t, 30*time.Second), bin.penguin, "skills", "install", skill)
+	install.Env = env
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("penguin skills install: %v\n%s", err, out)
+	}
 	command := "env -i " + strings.Join(env, " ") + " " + bin.penguin + " chat --providers " + providers +
 		" --provider chat --model scripted --workspace " + ws + " --approval always-ask; echo penguin exited with status $?"
 	term := newTerminal(t, env, "first", command)
@@ -387,6 +400,17 @@ func TestChatTerminalEditing(t *testing.T) {
 	term.waitScreen("attached dot.png; they go with your next message", 1)
 	term.keys("what is this", "Enter")
 	term.waitScreen("I see your PNG.", 1)
+
+	// /skill pins a skill for the next message, which the model gets
+	// behind the [use_skills] block; a skill the agent lacks is refused.
+	term.keys("/skill lint", "Enter")
+	term.waitScreen("pinned lint; they go with your next message", 1)
+	term.keys("tidy the notes", "Enter")
+	term.waitScreen("Tidied with the lint skill.", 1)
+	term.keys("/skill nope", "Enter")
+	term.waitScreen("pinned nope; they go with your next message", 1)
+	term.keys("tidy again", "Enter")
+	term.waitScreen(`no skill "nope" is installed`, 1)
 
 	// A six-line output is shown whole.
 	term.keys("six lines", "Enter")

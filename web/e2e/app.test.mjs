@@ -376,7 +376,7 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
     await folder.click();
     const row = list.getByRole("listitem").filter({ hasText: "digest" });
     await row.getByLabel("scheduled").waitFor();
-    // A scheduled row offers no pinning, as the reference's folders do not.
+    // A scheduled row offers no pinning: the folder is not the person's own list.
     await row.getByTestId("row-menu").click();
     await page.getByRole("menuitem", { name: "Rename" }).waitFor();
     assert.equal(await page.getByRole("menuitem", { name: "Pin" }).count(), 0, "no Pin in the Scheduled folder");
