@@ -108,8 +108,10 @@ func sqliteMigrations() []migration {
 		{version: 5, stmts: schedulesMigration("BLOB")},
 		// Sign-ins with an identity provider under way (see SignInState).
 		{version: 6, stmts: signInStatesMigration("BLOB")},
+		// Sign-ins started by a command-line client (SignInState.Loopback).
+		{version: 7, stmts: []string{signInLoopbackMigration}},
 		// Projects' settings of models (see ModelSettingsStore).
-		{version: 7, stmts: modelSettingsMigration()},
+		{version: 8, stmts: modelSettingsMigration()},
 	}
 }
 
@@ -198,7 +200,9 @@ func postgresMigrations() []migration {
 		// As SQLite's version 6.
 		{version: 6, stmts: signInStatesMigration("bytea")},
 		// As SQLite's version 7.
-		{version: 7, stmts: modelSettingsMigration()},
+		{version: 7, stmts: []string{signInLoopbackMigration}},
+		// As SQLite's version 8.
+		{version: 8, stmts: modelSettingsMigration()},
 	}
 }
 
@@ -310,6 +314,10 @@ func schedulesMigration(bytes string) []string {
 		`CREATE INDEX schedule_runs_schedule ON schedule_runs (project, agent, name, due_at DESC)`,
 	}
 }
+
+// signInLoopbackMigration adds where a command-line client that started
+// a sign-in listens, in both dialects.
+const signInLoopbackMigration = `ALTER TABLE sign_in_states ADD COLUMN loopback TEXT NOT NULL DEFAULT ''`
 
 // signInStatesMigration is the table of sign-ins with an identity
 // provider under way, in a dialect whose byte-string type is bytes.
