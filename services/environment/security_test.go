@@ -69,7 +69,7 @@ func TestAttack2ArchivesLieOutsideTheRootWorkspace(t *testing.T) {
 // directory, then prints more than the cap. The archive must not land
 // outside.
 func TestAttack2ArchiveDirectoryReplacedByALink(t *testing.T) {
-	root := t.TempDir()
+	root := testRoot(t)
 	h := start(t, environment.Options{Root: root, ScratchDir: filepath.Join(root, "scratch")})
 	env := h.create(&penguinv1.CreateEnvironmentRequest{Workspace: "ws", Label: "swap", SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_NONE}).GetEnvironmentId()
 	first := archivePath(t, h.exec(env, "exec_command", `{"cmd":"seq 1 20000"}`))
@@ -88,7 +88,7 @@ func TestAttack2ArchiveDirectoryReplacedByALink(t *testing.T) {
 // Attack 2, configured: a scratch directory inside the workspace is
 // refused, so commands never reach the archives.
 func TestAttack2ScratchInsideTheWorkspaceIsRefused(t *testing.T) {
-	root := t.TempDir()
+	root := testRoot(t)
 	h := start(t, environment.Options{Root: root, ScratchDir: filepath.Join(root, "ws", ".scratch")})
 	_, err := h.client.CreateEnvironment(testkit.Context(t, 30*time.Second), &penguinv1.CreateEnvironmentRequest{Workspace: "ws"})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "scratch") {
