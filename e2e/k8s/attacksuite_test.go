@@ -45,7 +45,7 @@ func TestAttackSuiteInPod(t *testing.T) {
 	}
 	defer bin.Close()
 	if _, err := c.podExec(t, pod, bin, 2*time.Minute, "sh", "-c",
-		`rm -rf "$1" && mkdir -p "$1/tmp" "$1/home" && cat > "$1/environment.test" && chmod 0755 "$1/environment.test"`, "sh", dir); err != nil {
+		`rm -rf "$1" && mkdir -p "$1/home" && cat > "$1/environment.test" && chmod 0755 "$1/environment.test"`, "sh", dir); err != nil {
 		t.Fatalf("copying the suite into %s: %v", pod, err)
 	}
 	t.Cleanup(func() { _, _ = c.podExec(t, pod, nil, time.Minute, "rm", "-rf", dir) })
@@ -61,7 +61,7 @@ func TestAttackSuiteInPod(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = c.podExec(t, pod, nil, time.Minute, "rm", "-rf", roots) })
 	env := []string{"env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME=" + dir + "/home", "SHELL=/bin/bash", "TMPDIR=" + dir + "/tmp",
+		"HOME=" + dir + "/home", "SHELL=/bin/bash", "TMPDIR=/tmp",
 		"PENGUIN_TEST_TRAMPOLINE=/usr/local/bin/penguin-sandbox",
 		"PENGUIN_TEST_SANDBOX_USER=65532:65532", "PENGUIN_TEST_ROOTS=" + roots}
 	inDir := func(args ...string) []string {

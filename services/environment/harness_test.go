@@ -107,6 +107,13 @@ func testRoot(t testing.TB) string {
 	if base == "" {
 		return t.TempDir()
 	}
+	return rootUnder(t, base)
+}
+
+// rootUnder makes a directory for a service's workspaces under base, given
+// to the sandbox user of PENGUIN_TEST_SANDBOX_USER when that is set.
+func rootUnder(t testing.TB, base string) string {
+	t.Helper()
 	dir, err := os.MkdirTemp(base, "root-")
 	if err != nil {
 		t.Fatal(err)
