@@ -334,7 +334,7 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
     await phoneLight.close();
   });
 
-  await step("schedules: a bad definition names its line; create one in the agent's tab, see its next run, run it now, open its session, find it in the Scheduled folder and under its agent there, the choices remembered", async () => {
+  await step("schedules: a bad definition names its line; create one in the agent's tab, see its next run, run it now, open its session (its cost on the usage page), find it in the Scheduled folder and under its agent there, the choices remembered", async () => {
     await page.goto(base + "/agents/default");
     await page.getByRole("tab", { name: "Schedules" }).click();
     await page.getByRole("button", { name: "New schedule" }).click();
@@ -356,7 +356,16 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
     await shot(page, "19-schedules");
     await last.getByRole("link", { name: "session" }).click();
     await page.locator(".msg.user").filter({ hasText: "Summarize the workspace." }).waitFor();
+    await page.locator(".msg.assistant").filter({ hasText: "The digest is ready" }).waitFor();
     await shot(page, "20-scheduled-session");
+    const scheduledURL = page.url();
+    // Its tokens and cost are in the usage page, under the schedule's name.
+    await page.goto(base + "/usage");
+    const used = page.getByTestId("usage-session").filter({ hasText: "digest" });
+    await used.waitFor();
+    const figures = await usageOf(used);
+    assert.ok(figures.total === 550 && figures.cost > 0, `the scheduled session's usage: ${JSON.stringify(figures)}`);
+    await page.goto(scheduledURL);
     // The scheduled session is not in the main list but in the Scheduled
     // folder at its end, closed at first; opened, it holds the session.
     const list = page.getByTestId("session-list");
@@ -367,7 +376,7 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
     await folder.click();
     const row = list.getByRole("listitem").filter({ hasText: "digest" });
     await row.getByLabel("scheduled").waitFor();
-    // A scheduled row offers no pinning, as the reference's folders do not.
+    // A scheduled row offers no pinning: the folder is not the person's own list.
     await row.getByTestId("row-menu").click();
     await page.getByRole("menuitem", { name: "Rename" }).waitFor();
     assert.equal(await page.getByRole("menuitem", { name: "Pin" }).count(), 0, "no Pin in the Scheduled folder");

@@ -82,7 +82,7 @@ function App() {
   const [menu, setMenu] = useState(false);
   const [shelf, setShelf] = useState<Shelf>("active");
   // The grouping and the Scheduled folder's state are remembered in the
-  // browser per project, as the reference does: projects differ in how
+  // browser per project: projects differ in how
   // many agents and schedules they have.
   const [options, setOptionsState] = useState<ListOptions>(() => loadListOptions(projects.current));
   useEffect(() => setOptionsState(loadListOptions(projects.current)), [projects.current]);

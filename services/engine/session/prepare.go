@@ -164,8 +164,8 @@ func (rt *Runtime) begin(t *task, p *prepared, resumed bool) error {
 // list, and adds them to the first request's input.
 func (rt *Runtime) recordPrompt(p *prepared, spec RunSpec) error {
 	var msgs []*penguinv1.OmniMessage
-	if strings.TrimSpace(spec.Prompt) != "" {
-		msgs = append(msgs, omni.SenderText(spec.Sender, spec.Prompt))
+	if text := withSkills(spec.Skills, spec.Prompt); strings.TrimSpace(text) != "" {
+		msgs = append(msgs, omni.SenderText(spec.Sender, text))
 	}
 	for i, img := range spec.Images {
 		if p.cfg.Vision {

@@ -1,7 +1,7 @@
 // The sidebar's session list: pinned first, then newest; active or
 // archived; as one list or grouped under each session's agent; the active
 // sessions a schedule started kept apart in a Scheduled folder at the end
-// (the reference's scheduled folder: they are not the person's own
+// (they are not the person's own
 // conversations, and a frequent schedule would bury those); searched by
 // title, id, workspace and last message; rename, pin and archive from a
 // row's menu (its ⋯ button, a right click, or Shift+F10 on the row). It
