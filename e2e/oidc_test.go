@@ -31,7 +31,9 @@ import (
 // name; a good sign-in ends with the gateway's login-session cookie and
 // the user it created, a second with the same user; a person of a domain
 // not admitted comes back to the sign-in page with the reason and no
-// cookie; and the client secret shows up in no log.
+// cookie; a flood of sign-in starts from one address is refused without
+// keeping another address from signing in; and the client secret shows
+// up in no log.
 func TestOIDCSignIn(t *testing.T) {
 	t.Parallel()
 	op := oidcop.Start(t,
@@ -163,6 +165,27 @@ func TestOIDCSignIn(t *testing.T) {
 	_ = resp.Body.Close()
 	if !strings.Contains(resp.Request.URL.Query().Get("signin_error"), "another browser") || authState(stranger).SignedIn {
 		t.Fatalf("another browser's callback ended at %s", resp.Request.URL)
+	}
+
+	// A flood of starts from one address is cut off (429) long before
+	// the engine's bound on pending sign-ins; a person at another
+	// address still signs in.
+	flooded := false
+	for i := 0; i < 60 && !flooded; i++ {
+		resp, err := noFollow.Get(base + "/api/auth/oidc/start")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		flooded = resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") != ""
+	}
+	if !flooded {
+		t.Fatal("60 sign-in starts from one address in a row were all let through")
+	}
+	elsewhere := browser()
+	elsewhere.Transport = &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}
+	if end := signIn(elsewhere, "sub-alice"); end.Path != "/" || end.Query().Get("signin_error") != "" || !authState(elsewhere).SignedIn {
+		t.Fatalf("a sign-in from another address during the flood ended at %s", end)
 	}
 
 	if strings.Contains(srv.Output(), secret) {
