@@ -42,6 +42,7 @@ type rendered struct {
 	pdbs        map[string]*policyv1.PodDisruptionBudget
 	hpas        map[string]*autoscalingv2.HorizontalPodAutoscaler
 	policies    map[string]*networkingv1.NetworkPolicy
+	claims      map[string]*corev1.PersistentVolumeClaim
 }
 
 var overlays = []string{"overlays/dev", "overlays/production"}
@@ -86,6 +87,7 @@ func render(t *testing.T, dir string) *rendered {
 		services: map[string]*corev1.Service{}, configMaps: map[string]*corev1.ConfigMap{},
 		secrets: map[string]*corev1.Secret{}, pdbs: map[string]*policyv1.PodDisruptionBudget{},
 		hpas: map[string]*autoscalingv2.HorizontalPodAutoscaler{}, policies: map[string]*networkingv1.NetworkPolicy{},
+		claims: map[string]*corev1.PersistentVolumeClaim{},
 	}
 	for i, doc := range bytes.Split(kustomizeBuild(t, dir), []byte("\n---\n")) {
 		var head struct {
@@ -121,7 +123,7 @@ func render(t *testing.T, dir string) *rendered {
 		case "Namespace":
 			obj = &corev1.Namespace{}
 		case "PersistentVolumeClaim":
-			obj = &corev1.PersistentVolumeClaim{}
+			obj = keep(r.claims, name)
 		case "PersistentVolume":
 			obj = &corev1.PersistentVolume{}
 		default:
@@ -166,6 +168,49 @@ func TestOverlaysRenderAndDecodeStrictly(t *testing.T) {
 			}
 			if r.policies["penguin-default-deny"] == nil {
 				t.Error("no default-deny NetworkPolicy")
+			}
+		})
+	}
+}
+
+// Agent state needs no shared volume: the engine keeps agents in its
+// database and works on a copy in an emptyDir, so neither the engine nor
+// the llm pods mount a PersistentVolumeClaim, and the only ReadWriteMany
+// claim is the environment pods' workspaces (which a cluster without such
+// storage replaces, see deploy/base/environment.yaml).
+func TestAgentStateNeedsNoSharedVolume(t *testing.T) {
+	for _, dir := range overlays {
+		t.Run(dir, func(t *testing.T) {
+			r := render(t, dir)
+			for _, name := range []string{"penguin-engine", "penguin-llm"} {
+				for _, v := range r.deployment(t, name).Spec.Template.Spec.Volumes {
+					if v.PersistentVolumeClaim != nil || v.HostPath != nil || v.NFS != nil || v.Ephemeral != nil {
+						t.Errorf("%s mounts volume %s from outside the pod (%+v); agent state belongs in the database", name, v.Name, v.VolumeSource)
+					}
+				}
+			}
+			for claim, c := range r.claims {
+				if !slices.Contains(c.Spec.AccessModes, corev1.ReadWriteMany) {
+					continue
+				}
+				for _, d := range r.deployments {
+					for _, v := range d.Spec.Template.Spec.Volumes {
+						if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claim && d.Name != "penguin-environment" {
+							t.Errorf("%s mounts the ReadWriteMany claim %s; only the environment pods' workspaces may need one", d.Name, claim)
+						}
+					}
+				}
+			}
+			if dir == "overlays/production" {
+				var rwx []string
+				for claim, c := range r.claims {
+					if slices.Contains(c.Spec.AccessModes, corev1.ReadWriteMany) {
+						rwx = append(rwx, claim)
+					}
+				}
+				if !slices.Equal(rwx, []string{"penguin-workspaces"}) {
+					t.Errorf("production's ReadWriteMany claims are %v, want only penguin-workspaces", rwx)
+				}
 			}
 		})
 	}

@@ -16,17 +16,19 @@ type allInOne struct {
 }
 
 // TestAllInOne starts the emulators and one all-in-one server, then drives
-// it with the CLI, grpcurl, a Node.js client and the HTTP/SSE gateway.
+// it with the CLI, grpcurl, a Node.js client and the HTTP/SSE gateway
+// (tasks over SSE, and the schedule routes).
 func TestAllInOne(t *testing.T) {
 	t.Parallel()
 	scripts := map[string]string{
-		"coding":  demoScript(),
-		"grpcurl": filepath.Join("testdata", "grpcurl.yaml"),
-		"node":    filepath.Join("testdata", "node.yaml"),
-		"sse":     filepath.Join("testdata", "sse.yaml"),
+		"coding":    demoScript(),
+		"grpcurl":   filepath.Join("testdata", "grpcurl.yaml"),
+		"node":      filepath.Join("testdata", "node.yaml"),
+		"sse":       filepath.Join("testdata", "sse.yaml"),
+		"schedules": filepath.Join("testdata", "schedules-http.yaml"),
 	}
 	var routes []route
-	for _, name := range []string{"coding", "grpcurl", "node", "sse"} {
+	for _, name := range []string{"coding", "grpcurl", "node", "sse", "schedules"} {
 		routes = append(routes, route{name, startMock(t, name, scripts[name])})
 	}
 	providers := writeProviders(t, routes...)
@@ -55,5 +57,9 @@ func TestAllInOne(t *testing.T) {
 	t.Run("sse", func(t *testing.T) {
 		t.Parallel()
 		sseResume(t, s)
+	})
+	t.Run("schedules", func(t *testing.T) {
+		t.Parallel()
+		schedulesHTTP(t, s)
 	})
 }

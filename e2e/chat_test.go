@@ -282,6 +282,32 @@ func TestChatInTerminal(t *testing.T) {
 	}
 }
 
+// TestChatGoalInTerminal drives /goal in `penguin chat` in tmux against
+// its embedded server and the scripted model: a budget that is not a
+// number is refused at the prompt; /goal:50k OBJECTIVE runs rounds, each
+// shown as "Goal · round N" with the tokens used, until the model claims
+// the goal complete in round two.
+func TestChatGoalInTerminal(t *testing.T) {
+	t.Parallel()
+	mock := startMock(t, "goal", filepath.Join("testdata", "goal.yaml"))
+	providers := writeProviders(t, route{"goal", mock})
+	home, ws, dir := t.TempDir(), t.TempDir(), t.TempDir()
+	env := proctest.Env(t, "HOME="+dir, "TERM=xterm-256color", "NO_COLOR=1", "PENGUIN_HOME="+home, "MOCK_API_KEY=unused")
+	term := newTerminal(t, env, "goal", "env -i "+strings.Join(env, " ")+" "+bin.penguin+" chat --providers "+providers+
+		" --provider goal --model scripted --workspace "+ws+" --approval allow-all; echo penguin exited with status $?")
+	term.waitScreen("penguin chat · goal/scripted · ", 1)
+
+	term.keys("/goal:lots TERMINAL-GOAL: make the tests pass", "Enter")
+	term.waitScreen("is not a token count", 1)
+	term.keys("/goal:50k TERMINAL-GOAL: make the tests pass", "Enter")
+	term.waitScreen("◎ Goal · round 1 (0 of 50000 tokens used)", 1)
+	term.waitScreen("Round one: two tests still fail.", 1)
+	term.waitScreen("◎ Goal · round 2 (330 of 50000 tokens used)", 1)
+	term.waitScreen("◎ Goal complete after 2 round(s), 990 tokens", 1)
+	term.keys("/exit", "Enter")
+	term.waitScreen("penguin exited with status 0", 1)
+}
+
 // TestChatTerminalEditing drives `penguin chat` in tmux as a person edits
 // and pastes, with NO_COLOR set: a line edited with the arrow keys, a
 // half-typed line cleared with Ctrl-C, a three-line paste sent as one
@@ -300,6 +326,19 @@ func TestChatTerminalEditing(t *testing.T) {
 	// Debug logging on: the embedded server's lines must still stay off
 	// the chat.
 	env := proctest.Env(t, "HOME="+dir, "TERM=xterm-256color", "NO_COLOR=1", "PENGUIN_HOME="+home, "MOCK_API_KEY=unused", "PENGUIN_LOG_LEVEL=debug")
+	// A skill of the default agent, for /skill.
+	skill := filepath.Join(dir, "lint")
+	if err := os.MkdirAll(skill, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(skill, "SKILL.md"), []byte("---\nname: lint\ndescription: Lint the notes.\n---\nCount the lines.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	install := exec.CommandContext(testkit.Context(t, 30*time.Second), bin.penguin, "skills", "install", skill)
+	install.Env = env
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("penguin skills install: %v\n%s", err, out)
+	}
 	command := "env -i " + strings.Join(env, " ") + " " + bin.penguin + " chat --providers " + providers +
 		" --provider chat --model scripted --workspace " + ws + " --approval always-ask; echo penguin exited with status $?"
 	term := newTerminal(t, env, "first", command)
@@ -388,6 +427,17 @@ func TestChatTerminalEditing(t *testing.T) {
 	term.waitScreen("Steered with the PNG and the recalled line.", 1)
 	term.waitScreen("Answered the follow-up.", 1)
 	term.waitGone("⏵ queued:")
+
+	// /skill pins a skill for the next message, which the model gets
+	// behind the [use_skills] block; a skill the agent lacks is refused.
+	term.keys("/skill lint", "Enter")
+	term.waitScreen("pinned lint; they go with your next message", 1)
+	term.keys("tidy the notes", "Enter")
+	term.waitScreen("Tidied with the lint skill.", 1)
+	term.keys("/skill nope", "Enter")
+	term.waitScreen("pinned nope; they go with your next message", 1)
+	term.keys("tidy again", "Enter")
+	term.waitScreen(`no skill "nope" is installed`, 1)
 
 	// A six-line output is shown whole.
 	term.keys("six lines", "Enter")

@@ -258,3 +258,43 @@ func lineOf(out, word string) string {
 	}
 	return ""
 }
+
+// TestRunWithSkill: `penguin run --skill` sends the message behind the
+// [use_skills] block (the mock answers only a request whose last message
+// holds it), and a skill the agent does not have is refused, named.
+func TestRunWithSkill(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	script := filepath.Join(t.TempDir(), "skills.yaml")
+	os.WriteFile(script, []byte("turns:\n  - match: \"[use_skills]\\nskills: pdf, lint\\n[/use_skills]\\n\\nread report.pdf\"\n    text: \"Read it with both skills.\"\n"), 0o644)
+	_, url, _ := startMockLLM(t, ctx, []string{"MOCK_KEY=sk-mock"}, "--script", script, "--api-key-env", "MOCK_KEY")
+	home := t.TempDir()
+	routes := []string{"OPENAI_API_KEY=sk-mock", "OPENAI_BASE_URL=" + url + "/v1"}
+	for _, name := range []string{"pdf", "lint"} {
+		dir := filepath.Join(t.TempDir(), name)
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: "+name+"\ndescription: The "+name+" skill.\n---\n"), 0o644)
+		if r := agentCLI(t, home, "", routes, "skills", "install", dir); r.code != 0 {
+			t.Fatalf("skills install %s: %d %s", name, r.code, r.stderr)
+		}
+	}
+	run := []string{"run", "--provider", "openai", "--model", "gpt-5-mini", "--approval", "deny-all"}
+	r := agentCLI(t, home, "", routes, append(run, "--skill", "pdf", "--skill", "lint", "read report.pdf")...)
+	if r.code != 0 || !strings.Contains(r.stdout, "Read it with both skills.") {
+		t.Fatalf("run --skill: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	if r := agentCLI(t, home, "", routes, "skills", "disable", "lint"); r.code != 0 {
+		t.Fatalf("skills disable: %s", r.stderr)
+	}
+	for skill, want := range map[string]string{
+		"nope": `skills[0]: no skill "nope" is installed`,
+		"lint": `skills[0]: skill "lint" is disabled`,
+		"../x": `skills[0]: "../x" is not a skill name`,
+	} {
+		r := agentCLI(t, home, "", routes, append(run, "--skill", skill, "read report.pdf")...)
+		if r.code == 0 || !strings.Contains(r.stderr, want) {
+			t.Errorf("run --skill %s: exit %d, stderr %q; want %q", skill, r.code, r.stderr, want)
+		}
+	}
+}

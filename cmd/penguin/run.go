@@ -40,6 +40,7 @@ The message is the arguments (flags may come before or after them), or
   penguin run "Fix it" --approval always-ask
   penguin run --image screenshot.png "Why is the button cut off?"
   penguin run --goal 500k -m "make all tests pass"
+  penguin run --skill code-review "review the last commit"
   go test ./... 2>&1 | penguin run --provider anthropic --model claude-sonnet-4-5`,
 	}
 	fs := cmd.Flags()
@@ -52,6 +53,7 @@ The message is the arguments (flags may come before or after them), or
 	goalFlag := fs.String("goal", "", "run the message as a goal's objective, in rounds until the model claims it complete or blocked; an optional token budget (--goal=500k, 2m; none: unlimited). Exit status 0 only when the goal completes")
 	fs.Lookup("goal").NoOptDefVal = goalUnlimited
 	imagePaths := fs.StringArray("image", nil, "attach an image to the message: a PNG, JPEG, GIF or WebP file of at most 5 MiB (repeatable, at most 8)")
+	skills := fs.StringArray("skill", nil, "pin an installed, enabled skill of the session's agent for this task: the message starts with a [use_skills] block naming it, and the model reads it first (repeatable)")
 	filePaths := fs.StringArray("file", nil, "put a text file of at most 256 KiB into the message, named and fenced (repeatable)")
 	mustComplete(cmd, "image", cobra.FixedCompletions([]string{"png", "jpg", "jpeg", "gif", "webp"}, cobra.ShellCompDirectiveFilterFileExt))
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -115,6 +117,7 @@ The message is the arguments (flags may come before or after them), or
 			Approver:      approver,
 			Reattach:      3,
 			Goal:          goalOpts,
+			Skills:        *skills,
 		}
 		if *sessionID == "" || cmd.Flags().Changed("approval") {
 			opts.ApprovalMode = ps.approval

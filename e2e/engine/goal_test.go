@@ -64,6 +64,13 @@ type goalRun struct {
 
 func runGoal(t *testing.T, turns []emulator.Turn, budget int64, during func(ctx context.Context, client penguinv1.EngineServiceClient, id string, ev *penguinv1.RunEvent)) *goalRun {
 	t.Helper()
+	return runGoalRequest(t, turns, &penguinv1.RunRequest{Prompt: objective, Goal: &penguinv1.GoalOptions{Budget: budget}}, during)
+}
+
+// runGoalRequest is runGoal with the Run request given (its session id
+// set here).
+func runGoalRequest(t *testing.T, turns []emulator.Turn, req *penguinv1.RunRequest, during func(ctx context.Context, client penguinv1.EngineServiceClient, id string, ev *penguinv1.RunEvent)) *goalRun {
+	t.Helper()
 	g := &goalRun{b: enginetest.NewBackends(t, turns...), agentDir: t.TempDir()}
 	if err := os.MkdirAll(filepath.Join(g.b.Root, "ws"), 0o755); err != nil {
 		t.Fatal(err)
@@ -79,7 +86,8 @@ func runGoal(t *testing.T, turns []emulator.Turn, budget int64, during func(ctx 
 		t.Fatal(err)
 	}
 	g.id = created.GetSession().GetSessionId()
-	run, err := client.Run(ctx, &penguinv1.RunRequest{SessionId: g.id, Prompt: objective, Goal: &penguinv1.GoalOptions{Budget: budget}})
+	req.SessionId = g.id
+	run, err := client.Run(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,6 +293,37 @@ func TestGoalFileDeletedReadsAsBlocked(t *testing.T) {
 	g.want(t, penguinv1.GoalOutcome_GOAL_OUTCOME_BLOCKED, 1, 2*spend)
 	if _, ok := g.goalFile(t); ok {
 		t.Fatal("GOAL.yaml is still there")
+	}
+}
+
+// TestGoalImageInObjective: an image sent with an objective is saved to
+// the session's scratchpad and named by its path in the objective, so
+// every round's block states it as text (round two's as much as round
+// one's), and no request carries it as an image.
+func TestGoalImageInObjective(t *testing.T) {
+	png := "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+	g := runGoalRequest(t, []emulator.Turn{
+		answer("Round one: the page differs from the mockup."),
+		setStatus(objective, "complete"),
+		answer("The page matches the mockup."),
+	}, &penguinv1.RunRequest{Prompt: objective, Images: []string{png}, Goal: &penguinv1.GoalOptions{}}, nil)
+	g.want(t, penguinv1.GoalOutcome_GOAL_OUTCOME_COMPLETE, 2, 3*spend)
+	saved, err := os.ReadFile(filepath.Join(g.agentDir, "scratchpad", g.id, "goal-image-1.png"))
+	if err != nil || !strings.HasPrefix(string(saved), "\x89PNG") {
+		t.Fatalf("the image in the scratchpad: %v (%d bytes)", err, len(saved))
+	}
+	ref := "[attached image: scratchpad/goal-image-1.png]"
+	reqs := g.b.Emulator.Requests()
+	for i, want := range map[int]string{0: "this is round 1.", 1: "this is round 2."} {
+		u := lastUserText(reqs[i])
+		if !strings.Contains(u, want) || !strings.Contains(u, ref) {
+			t.Fatalf("request %d's prompt lacks %q or %q: %q", i+1, want, ref, u)
+		}
+	}
+	for i, r := range reqs {
+		if b, _ := json.Marshal(r.Body); strings.Contains(string(b), "iVBORw0KGgo") {
+			t.Fatalf("request %d carries the image itself", i+1)
+		}
 	}
 }
 
@@ -571,4 +610,46 @@ func TestGoalMovesToAnotherReplica(t *testing.T) {
 	}
 	e2etest.CheckGoalLog(ctx, t, clientB, hist, fin)
 	t.Logf("goal finished on the second replica: %d rounds, %d tokens of a budget of 10000", fin.GetRounds(), fin.GetTokens())
+}
+
+// TestRunGoalExitStatus runs `penguin run --goal` against the engine as a
+// script would: its exit status is 0 only when the goal completes (here
+// in round one), and 1 when it ends otherwise (blocked: the model deleted
+// the goal file), with the outcome said on the terminal.
+func TestRunGoalExitStatus(t *testing.T) {
+	b := enginetest.NewBackends(t,
+		setStatus(objective, "complete"),
+		answer("All tests pass; the goal is complete."),
+		agentTool("delete_agent_file", map[string]string{"file_path": "scratchpad/GOAL.yaml"}),
+		answer("I removed the goal file."),
+	)
+	ws := filepath.Join(b.Root, "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	agentDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(agentDir, "system_config.yaml"), []byte(agentConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := startEngine(t, "127.0.0.1:0", b, filepath.Join(t.TempDir(), "engine.db"), agentDir)
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		say  string
+	}{
+		{"complete", []string{"--goal=5000", "-m", objective}, 0, "complete"},
+		{"blocked", []string{"--goal", objective}, 1, "blocked"},
+	} {
+		cmd := exec.Command(penguinBin, append([]string{"run", "--engine", addr, "--provider", enginetest.Model.GetProvider(), "--model", enginetest.Model.GetModelId(),
+			"--workspace", ws, "--approval", "allow-all"}, c.args...)...)
+		cmd.Env = append(e2etest.BaseEnv(t), "PENGUIN_AUTH_TOKEN=", "TERM=dumb")
+		p := netns.Start(t, "penguin run --goal ("+c.name+")", cmd)
+		if code := p.Wait(90 * time.Second); code != c.code || !strings.Contains(strings.ToLower(p.Output()), c.say) {
+			t.Fatalf("penguin run --goal (%s) exited %d, want %d with %q said:\n%s", c.name, code, c.code, c.say, p.Output())
+		}
+	}
+	if n := len(b.Emulator.Requests()); n != 4 {
+		t.Fatalf("%d model requests, want 4", n)
+	}
 }

@@ -358,6 +358,10 @@ func TestDeployment(t *testing.T) {
 		c.routeAddedOnOneReplicaServesOnEach(ctx, t)
 	})
 
+	t.Run("an agent edited through the HTTP API on one engine pod is used by a task on the other", func(t *testing.T) {
+		c.agentEditedOnOneEngineUsedOnTheOther(ctx, t)
+	})
+
 	// Probe sessions by the pod that ran their command, for the scenarios
 	// that need a session on a given pod.
 	onPod := map[string][]string{}

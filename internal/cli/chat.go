@@ -127,6 +127,8 @@ type chatModel struct {
 	workspace string
 	// goal, set by /goal, makes the next run a goal loop.
 	goal *penguinv1.GoalOptions
+	// skills are the skills /skill pinned for the next message.
+	skills []string
 	// att holds what /image and /file attached for the next message.
 	att Attachments
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	tea "charm.land/bubbletea/v2"
@@ -27,6 +28,7 @@ const chatHelp = `Commands:
   /image PATH         attach an image (PNG, JPEG, GIF, WebP; at most 5 MiB) to your next message (a model
                       without vision gets it as a file in the session's scratchpad)
   /file PATH          put a text file (at most 256 KiB) into your next message
+  /skill [NAME...]    pin skills of the agent for your next message ([use_skills]); no name lists them, /skill - drops them
   /goal[:BUDGET] TEXT run TEXT as a goal, in rounds until it is complete or blocked (BUDGET: 500k, 2m; none: unlimited)
   /clear              start a fresh session (this one can be resumed)
   /resume [ID]        pick a session of this workspace, or resume ID
@@ -92,6 +94,8 @@ func (m *chatModel) command(line string) tea.Cmd {
 		}
 	case "/image", "/file":
 		m.attach(name, arg)
+	case "/skill":
+		m.skillCmd(arg)
 	case "/changes", "/diff", "/undo", "/redo":
 		return m.workspaceCmd(strings.TrimPrefix(name, "/"), arg)
 	case "/model":
@@ -122,6 +126,28 @@ func (m *chatModel) attach(cmd, path string) {
 		return
 	}
 	m.say(m.style(styleDim, "attached "+strings.Join(m.att.Names(), ", ")+"; they go with your next message"))
+}
+
+// skillCmd pins skills for the next message, or shows or drops those
+// pinned. The engine checks the names when the message is sent: an
+// unknown or disabled skill is refused there, naming it.
+func (m *chatModel) skillCmd(arg string) {
+	switch names := strings.Fields(arg); {
+	case len(names) == 0 && len(m.skills) == 0:
+		m.say("no skills pinned; /skill NAME pins one for your next message")
+	case len(names) == 0:
+		m.say("pinned for your next message: " + strings.Join(m.skills, ", "))
+	case arg == "-":
+		m.skills = nil
+		m.say("no skills pinned")
+	default:
+		for _, n := range names {
+			if !slices.Contains(m.skills, n) {
+				m.skills = append(m.skills, n)
+			}
+		}
+		m.say(m.style(styleDim, "pinned "+strings.Join(m.skills, ", ")+"; they go with your next message"))
+	}
 }
 
 // goalCmd starts a goal loop with objective, within budget (empty:

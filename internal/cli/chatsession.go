@@ -94,8 +94,9 @@ func (m *chatModel) run(prompt string) tea.Cmd {
 	req := &penguinv1.RunRequest{
 		SessionId: m.session, Prompt: m.att.Prompt(prompt), Images: m.att.Images,
 		ThinkingLevel: m.thinking, ApprovalMode: m.opts.ApprovalMode, Goal: m.goal,
+		Skills: m.skills,
 	}
-	m.goal, m.att = nil, Attachments{}
+	m.goal, m.att, m.skills = nil, Attachments{}, nil
 	return func() tea.Msg {
 		// The stream outlives a cancelled chat context long enough to
 		// show an abort; it ends when the task does.

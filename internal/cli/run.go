@@ -96,6 +96,8 @@ type TaskOptions struct {
 	// Goal, when set, makes the prompt a goal loop's objective; the exit
 	// status is then ExitCompleted only when the goal completes.
 	Goal *penguinv1.GoalOptions
+	// Skills are the skills the task pins (RunRequest.skills).
+	Skills []string
 }
 
 // eventStream is what Run and Attach streams have in common.
@@ -136,6 +138,7 @@ func RunTask(ctx context.Context, engine penguinv1.EngineServiceClient, opts Tas
 	run, err := engine.Run(streamCtx, &penguinv1.RunRequest{
 		SessionId: opts.SessionID, Prompt: opts.Prompt, Images: opts.Images,
 		ThinkingLevel: opts.ThinkingLevel, ApprovalMode: opts.ApprovalMode, Goal: opts.Goal,
+		Skills: opts.Skills,
 	})
 	if err != nil {
 		return ExitFailed, err

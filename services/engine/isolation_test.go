@@ -153,6 +153,22 @@ func TestIsolation(t *testing.T) {
 	if status.Code(err) != codes.InvalidArgument || strings.Contains(err.Error(), secret) {
 		t.Errorf("Bob's schedule aimed at Alice's session: %v; want INVALID_ARGUMENT", err)
 	}
+	// A schedule may name a model of its own project's routes, not of
+	// another's: Alice's names her apollo-llm route, Bob's the same is
+	// refused as an unknown route, saying nothing of Alice's, and nothing
+	// of his is stored.
+	modelOf := "prompt: hi\nperiod: 1h\nstart_at: 2030-01-01T00:00:00Z\nworkspace: ws\nprovider: apollo-llm\nmodel_id: " + secret + "\n"
+	if _, err := schedules.CreateSchedule(ctx, &penguinv1.CreateScheduleRequest{Project: "apollo", Agent: "default", Name: "routed", Yaml: modelOf}); err != nil {
+		t.Fatalf("Alice's schedule on her project's route: %v", err)
+	}
+	bobSchedules := penguinv1.NewScheduleServiceClient(dial(bob))
+	_, err = bobSchedules.CreateSchedule(ctx, &penguinv1.CreateScheduleRequest{Project: "bravo", Agent: "default", Name: "borrow", Yaml: modelOf})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `unknown provider "apollo-llm"`) || strings.Contains(err.Error(), "its models") {
+		t.Errorf("Bob's schedule on Alice's route: %v; want INVALID_ARGUMENT naming the route unknown", err)
+	}
+	if got, err := bobSchedules.ListSchedules(ctx, &penguinv1.ListSchedulesRequest{Project: "bravo"}); err != nil || len(got.GetSchedules()) != 0 {
+		t.Errorf("Bob's schedules after refused creates: %v, %v", got, err)
+	}
 
 	t.Run("gRPC", func(t *testing.T) { attackGRPC(ctx, t, dial(bob), aliceToken) })
 	t.Run("HTTP", func(t *testing.T) {

@@ -314,6 +314,7 @@ func (s *Server) Run(req *penguinv1.RunRequest, stream grpc.ServerStreamingServe
 	}
 	spec := session.RunSpec{
 		Prompt: req.GetPrompt(), Images: req.GetImages(), Thinking: req.GetThinkingLevel(), Mode: req.GetApprovalMode(),
+		Skills: req.GetSkills(),
 	}
 	if g := req.GetGoal(); g != nil {
 		spec.Goal = &session.GoalSpec{Budget: g.GetBudget()}

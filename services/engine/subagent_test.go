@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
@@ -254,7 +255,13 @@ func TestSubagentYieldPollAndKill(t *testing.T) {
 			}
 			return fake.NewReply().ToolCall("p2", "input_subagent", `{"description":"d","subagent_id":"`+childID+`","yield_time_ms":20}`).Done().Send(s)
 		case 3:
-			release.open()
+			// The child may end only once the poll of p3 waits for it:
+			// released before, it would finish first and the poll would
+			// find it idle, its result delivered as a message instead
+			// (seen under load: 3 runs in 40). The poll starts as soon
+			// as this reply ends; two seconds cover a loaded machine,
+			// and the poll waits ten.
+			time.AfterFunc(2*time.Second, release.open)
 			return fake.NewReply().ToolCall("p3", "input_subagent", `{"description":"d","subagent_id":"`+childID+`","yield_time_ms":10000}`).Done().Send(s)
 		case 4:
 			return fake.NewReply().ToolCall("p4", "kill_subagent", `{"description":"d","subagent_id":"`+childID+`"}`).Done().Send(s)

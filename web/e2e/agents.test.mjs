@@ -7,7 +7,8 @@
 // off and on; install, disable and uninstall a skill (an archive with a
 // link refused), and one from the server's library; write, edit, delete,
 // export and import memory; set a vault value, shown masked and used by a
-// command of a session; add the stdio MCP
+// command of a session; pin a skill in the composer (one disabled
+// meanwhile refused); add the stdio MCP
 // server the Go tests use and test it (a command that does not exist
 // refused); refuse a model of no route, test one and make it the default,
 // which New session then offers; export the agent and import the archive
@@ -296,6 +297,30 @@ test("an agent's configuration, tools, skills, memory, vault, MCP servers and mo
     await page.locator(".msg.assistant").filter({ hasText: "many characters" }).waitFor();
     assert.ok(!(await page.content()).includes(secret), "the value is not on the page");
     await shot(page, "09-session-vault");
+  });
+
+  await step("Skills in the composer: a pinned skill reaches the model behind [use_skills]; a skill disabled meanwhile is refused, named", async () => {
+    await call(page, "POST", `${api}/reviewer/skills`, { server_dir: "lint", replace: true });
+    await page.reload();
+    await page.getByTestId("skills-picker").locator("summary").click();
+    await page.getByTestId("skill-lint").check();
+    await page.getByTestId("pinned-skills").filter({ hasText: "lint" }).waitFor();
+    // Disabled between the pick and the send: the engine refuses it.
+    await call(page, "PUT", `${api}/reviewer/skills/lint/enabled`, { enabled: false });
+    await page.getByTestId("composer").fill("Review the diff.");
+    await page.getByTestId("composer").press("Enter");
+    await alert('skill "lint" is disabled');
+    await call(page, "PUT", `${api}/reviewer/skills/lint/enabled`, { enabled: true });
+    await page.getByTestId("skills-picker").locator("summary").click();
+    await page.getByTestId("skill-lint").check();
+    await page.getByTestId("composer").fill("Review the diff.");
+    await shot(page, "09b-skill-pinned");
+    await page.getByTestId("composer").press("Enter");
+    await page.locator(".msg.assistant").filter({ hasText: "Reviewed with the lint skill." }).waitFor({ timeout: 60000 });
+    const used = page.locator(".msg.user").filter({ has: page.getByTestId("used-skills") });
+    assert.match(await used.innerText(), /Skills:\s*lint\s*Review the diff\./);
+    assert.equal(await page.getByTestId("pinned-skills").count(), 0, "the pin went with the message");
+    await shot(page, "09c-skill-used");
   });
 
   await step("export the agent and import the archive as another; its files came along", async () => {

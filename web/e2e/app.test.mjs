@@ -334,7 +334,7 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
     await phoneLight.close();
   });
 
-  await step("schedules: a bad definition names its line; create one in the agent's tab, see its next run, run it now, open its session, find it under its agent", async () => {
+  await step("schedules: a bad definition names its line; create one in the agent's tab, see its next run, run it now, open its session (its cost on the usage page), find it in the Scheduled folder and under its agent there, the choices remembered", async () => {
     await page.goto(base + "/agents/default");
     await page.getByRole("tab", { name: "Schedules" }).click();
     await page.getByRole("button", { name: "New schedule" }).click();
@@ -356,15 +356,44 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
     await shot(page, "19-schedules");
     await last.getByRole("link", { name: "session" }).click();
     await page.locator(".msg.user").filter({ hasText: "Summarize the workspace." }).waitFor();
+    await page.locator(".msg.assistant").filter({ hasText: "The digest is ready" }).waitFor();
     await shot(page, "20-scheduled-session");
-    // Grouped by agent, the scheduled session is under its agent, marked.
-    await page.getByRole("button", { name: "By agent" }).click();
+    const scheduledURL = page.url();
+    // Its tokens and cost are in the usage page, under the schedule's name.
+    await page.goto(base + "/usage");
+    const used = page.getByTestId("usage-session").filter({ hasText: "digest" });
+    await used.waitFor();
+    const figures = await usageOf(used);
+    assert.ok(figures.total === 550 && figures.cost > 0, `the scheduled session's usage: ${JSON.stringify(figures)}`);
+    await page.goto(scheduledURL);
+    // The scheduled session is not in the main list but in the Scheduled
+    // folder at its end, closed at first; opened, it holds the session.
     const list = page.getByTestId("session-list");
-    await list.getByRole("heading", { name: "default", exact: true }).waitFor();
+    const folder = list.getByTestId("scheduled-folder");
+    await folder.waitFor();
+    assert.equal(await folder.getAttribute("aria-expanded"), "false", "the folder starts closed");
+    assert.equal(await list.getByRole("listitem").filter({ hasText: "digest" }).count(), 0, "a closed folder shows no scheduled session");
+    await folder.click();
+    const row = list.getByRole("listitem").filter({ hasText: "digest" });
+    await row.getByLabel("scheduled").waitFor();
+    // A scheduled row offers no pinning: the folder is not the person's own list.
+    await row.getByTestId("row-menu").click();
+    await page.getByRole("menuitem", { name: "Rename" }).waitFor();
+    assert.equal(await page.getByRole("menuitem", { name: "Pin" }).count(), 0, "no Pin in the Scheduled folder");
+    await page.keyboard.press("Escape");
+    // Grouped by agent, the folder's session is under its agent there too.
+    await page.getByRole("button", { name: "By agent" }).click();
+    await list.locator(".session-group.in-folder").getByRole("heading", { name: "default", exact: true }).waitFor();
+    await shot(page, "20a-sessions-by-agent-scheduled-folder");
+    // The grouping and the folder are remembered (per project) across a reload.
+    await page.reload();
+    await list.getByTestId("scheduled-folder").and(page.locator("[aria-expanded=true]")).waitFor();
+    assert.equal(await page.getByRole("button", { name: "By agent" }).getAttribute("aria-pressed"), "true", "the grouping is remembered");
     await list.getByRole("listitem").filter({ hasText: "digest" }).getByLabel("scheduled").waitFor();
-    await shot(page, "20a-sessions-by-agent");
     await page.getByRole("button", { name: "By agent" }).click();
     await list.getByRole("heading").first().waitFor({ state: "detached" });
+    await list.getByTestId("scheduled-folder").click();
+    await list.getByRole("listitem").filter({ hasText: "digest" }).waitFor({ state: "detached" });
   });
 
   await step("the Models page: the stored route, its key masked; its test answers; removed, no model is left", async () => {

@@ -152,6 +152,27 @@ test("team mode: users, projects, members, tokens and who sees what", { timeout:
     await list.getByText("admin-only session").waitFor({ state: "detached" });
     await list.getByText("apollo session").waitFor();
     await shot(page, "03-switcher");
+    // The list's grouping is remembered per project: by agent in apollo,
+    // not in default, each kept across a reload.
+    const byAgent = page.getByRole("button", { name: "By agent" });
+    const pressed = async (want, why) => {
+      for (let i = 0; (await byAgent.getAttribute("aria-pressed")) !== want; i++) {
+        assert.ok(i < 50, why);
+        await page.waitForTimeout(100);
+      }
+    };
+    await pressed("false", "apollo starts ungrouped");
+    await byAgent.click();
+    await list.getByRole("heading").first().waitFor();
+    await page.getByLabel("Project", { exact: true }).selectOption("default");
+    await pressed("false", "the default project keeps its own grouping");
+    await page.getByLabel("Project", { exact: true }).selectOption("apollo");
+    await pressed("true", "apollo's grouping is remembered");
+    await page.reload();
+    await list.getByText("apollo session").waitFor();
+    await pressed("true", "apollo's grouping is remembered across a reload");
+    await list.getByRole("heading").first().waitFor();
+    await shot(page, "03a-grouping-per-project");
   });
 
   await step("the Models page: the project's owner adds a route for the project alone", async () => {

@@ -33,6 +33,9 @@ export const agents = {
   getConfig: (a: string, file: string) => request<{ content?: string; version?: string }>("GET", `${base(a)}/config/${e(file)}`),
   putConfig: (a: string, file: string, content: string, version: string) => request<{ version?: string }>("PUT", `${base(a)}/config/${e(file)}`, { content, version }),
   skills: (a: string) => request<{ skills?: SkillInfo[] }>("GET", `${base(a)}/skills`),
+  /** The skills of a session's agent, in the session's project (which
+   * need not be the switcher's). */
+  skillsOf: (project: string, a: string) => request<{ skills?: SkillInfo[] }>("GET", `/api/projects/${e(project)}/agents/${e(a)}/skills`),
   installSkill: (a: string, archive: string) => request<unknown>("POST", `${base(a)}/skills`, { archive, replace: true }),
   installLibrarySkill: (a: string, server_dir: string) => request<unknown>("POST", `${base(a)}/skills`, { server_dir, replace: true }),
   enableSkill: (a: string, name: string, enabled: boolean) => request<unknown>("PUT", `${base(a)}/skills/${e(name)}/enabled`, { enabled }),

@@ -283,9 +283,9 @@ export const api = {
     request<Session>("PATCH", `/api/sessions/${encodeURIComponent(id)}`, body),
   deleteSession: (id: string) => request<void>("DELETE", `/api/sessions/${encodeURIComponent(id)}`),
   forkSession: (id: string, upTo = 0) => request<Session>("POST", `/api/sessions/${encodeURIComponent(id)}/fork`, { up_to_sequence: String(upTo) }),
-  startTask: (id: string, prompt: string, thinking?: string, goal?: { budget: number }, images?: string[]) =>
+  startTask: (id: string, prompt: string, thinking?: string, goal?: { budget: number }, images?: string[], skills?: string[]) =>
     request<{ first_sequence: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/tasks`,
-      { prompt, ...(thinking ? { thinking_level: thinking } : {}), ...(goal ? { goal: { budget: String(goal.budget) } } : {}), ...(images?.length ? { images } : {}) }),
+      { prompt, ...(thinking ? { thinking_level: thinking } : {}), ...(goal ? { goal: { budget: String(goal.budget) } } : {}), ...(images?.length ? { images } : {}), ...(skills?.length ? { skills } : {}) }),
   changes: (id: string) => request<{ changes?: TurnChange[] }>("GET", `/api/sessions/${encodeURIComponent(id)}/changes`),
   changeDiff: (id: string, seq: string) => request<TurnChange>("GET", `/api/sessions/${encodeURIComponent(id)}/changes/${encodeURIComponent(seq)}`),
   undoChange: (id: string, seq: string, redo: boolean, force = false) =>

@@ -1,7 +1,7 @@
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, authState, projectKey, signOut, type AuthState, type ModelInfo, type Project } from "./api";
-import { SessionList, type Grouping, type Shelf } from "./components/SessionList";
+import { loadListOptions, saveListOptions, SessionList, type ListOptions, type Shelf } from "./components/SessionList";
 import { Agents } from "./pages/Agents";
 import { Chat } from "./pages/Chat";
 import { NewSession } from "./pages/NewSession";
@@ -13,9 +13,6 @@ import { Usage } from "./pages/Usage";
 import { navigate, onLink, usePath } from "./router";
 import { useSessionList } from "./sessions";
 import "./styles.css";
-
-/** GROUPING_KEY keeps the sidebar's grouping in the browser. */
-const GROUPING_KEY = "penguin.grouping";
 
 type Theme = "light" | "dark" | "system";
 
@@ -84,9 +81,17 @@ function App() {
   const [query, setQuery] = useState("");
   const [menu, setMenu] = useState(false);
   const [shelf, setShelf] = useState<Shelf>("active");
-  // Grouping by agent is remembered in the browser.
-  const [grouping, setGroupingState] = useState<Grouping>(() => (localStorage.getItem(GROUPING_KEY) === "agent" ? "agent" : "none"));
-  const setGrouping = (g: Grouping) => { localStorage.setItem(GROUPING_KEY, g); setGroupingState(g); };
+  // The grouping and the Scheduled folder's state are remembered in the
+  // browser per project: projects differ in how
+  // many agents and schedules they have.
+  const [options, setOptionsState] = useState<ListOptions>(() => loadListOptions(projects.current));
+  useEffect(() => setOptionsState(loadListOptions(projects.current)), [projects.current]);
+  const setOptions = (o: Partial<ListOptions>) => {
+    const next = { ...options, ...o };
+    saveListOptions(projects.current, next);
+    setOptionsState(next);
+  };
+  const grouping = options.grouping;
   const search = useRef<HTMLInputElement>(null);
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
@@ -140,7 +145,7 @@ function App() {
         <div class="shelves" role="group" aria-label="Which sessions">
           <button aria-pressed={shelf === "active"} onClick={() => setShelf("active")}>Active</button>
           <button aria-pressed={shelf === "archived"} onClick={() => setShelf("archived")}>Archived</button>
-          <button aria-pressed={grouping === "agent"} title="Group the sessions under their agents" onClick={() => setGrouping(grouping === "agent" ? "none" : "agent")}>By agent</button>
+          <button aria-pressed={grouping === "agent"} title="Group the sessions under their agents" onClick={() => setOptions({ grouping: grouping === "agent" ? "none" : "agent" })}>By agent</button>
         </div>
         {projects.list.length > 0 && (
           <label class="project-switcher">Project <select aria-label="Project" value={projects.current} onChange={(e) => projects.choose(e.currentTarget.value)}>
@@ -148,7 +153,8 @@ function App() {
             {projects.list.map((p) => <option key={p.project_id} value={p.project_id}>{p.name || p.project_id}</option>)}
           </select></label>
         )}
-        <SessionList rows={rows} loaded={list.loaded} current={current} query={query} shelf={shelf} grouping={grouping} more={list.more} changed={list.changed} />
+        <SessionList rows={rows} loaded={list.loaded} current={current} query={query} shelf={shelf} grouping={grouping}
+          scheduledOpen={options.scheduledOpen} toggleScheduled={() => setOptions({ scheduledOpen: !options.scheduledOpen })} more={list.more} changed={list.changed} />
         <nav class="side-nav">
           <a href="/usage" onClick={onLink}>Usage</a>
           <a href="/agents" onClick={onLink}>Agents</a>

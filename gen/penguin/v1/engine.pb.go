@@ -936,7 +936,15 @@ type RunRequest struct {
 	// When set, the prompt starts a goal loop (goal.proto): its text is the
 	// objective, which must not be empty; its images are saved for the model
 	// to open and named in the objective.
-	Goal          *GoalOptions `protobuf:"bytes,6,opt,name=goal,proto3" json:"goal,omitempty"`
+	Goal *GoalOptions `protobuf:"bytes,6,opt,name=goal,proto3" json:"goal,omitempty"`
+	// Skills the task must use, by their directory names under the agent's
+	// skills/: the task's message starts with a [use_skills] block naming
+	// them (the reference's format), and the model reads each one's SKILL.md
+	// before it starts. Each must be installed and enabled on the session's
+	// agent: an unknown, disabled, malformed or repeated name answers
+	// INVALID_ARGUMENT naming it, and nothing is recorded. With skills the
+	// prompt may be empty; the model then asks what the skills are for.
+	Skills        []string `protobuf:"bytes,7,rep,name=skills,proto3" json:"skills,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1009,6 +1017,13 @@ func (x *RunRequest) GetApprovalMode() ApprovalMode {
 func (x *RunRequest) GetGoal() *GoalOptions {
 	if x != nil {
 		return x.Goal
+	}
+	return nil
+}
+
+func (x *RunRequest) GetSkills() []string {
+	if x != nil {
+		return x.Skills
 	}
 	return nil
 }
@@ -3693,7 +3708,7 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12$\n" +
 	"\x0eup_to_sequence\x18\x02 \x01(\x03R\fupToSequence\"D\n" +
 	"\x13ForkSessionResponse\x12-\n" +
-	"\asession\x18\x01 \x01(\v2\x13.penguin.v1.SessionR\asession\"\x89\x02\n" +
+	"\asession\x18\x01 \x01(\v2\x13.penguin.v1.SessionR\asession\"\xa1\x02\n" +
 	"\n" +
 	"RunRequest\x12\x1d\n" +
 	"\n" +
@@ -3702,7 +3717,8 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\x06images\x18\x03 \x03(\tR\x06images\x12@\n" +
 	"\x0ethinking_level\x18\x04 \x01(\x0e2\x19.penguin.v1.ThinkingLevelR\rthinkingLevel\x12=\n" +
 	"\rapproval_mode\x18\x05 \x01(\x0e2\x18.penguin.v1.ApprovalModeR\fapprovalMode\x12+\n" +
-	"\x04goal\x18\x06 \x01(\v2\x17.penguin.v1.GoalOptionsR\x04goal\"9\n" +
+	"\x04goal\x18\x06 \x01(\v2\x17.penguin.v1.GoalOptionsR\x04goal\x12\x16\n" +
+	"\x06skills\x18\a \x03(\tR\x06skills\"9\n" +
 	"\vRunResponse\x12*\n" +
 	"\x05event\x18\x01 \x01(\v2\x14.penguin.v1.RunEventR\x05event\"\x94\x01\n" +
 	"\x0fApprovalRequest\x121\n" +

@@ -18,17 +18,12 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
 
-// disabledDir holds disabled skills, under skills/: loading an agent
-// skips hidden directories, so a disabled skill keeps its files and
-// reaches no prompt.
-const disabledDir = ".disabled"
-
 // skillDir is where a skill's files live.
 func skillDir(name string, enabled bool) string {
 	if enabled {
 		return agentstate.SkillsDir + "/" + name
 	}
-	return agentstate.SkillsDir + "/" + disabledDir + "/" + name
+	return agentstate.SkillsDir + "/" + agentstate.DisabledSkillsDir + "/" + name
 }
 
 // ListSkills implements AgentService.

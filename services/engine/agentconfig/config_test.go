@@ -375,13 +375,15 @@ func TestModelSettingsProto(t *testing.T) {
 // an edited section is kept.
 func TestLegacySectionsUpgraded(t *testing.T) {
 	t.Parallel()
-	yaml := "skills:\n  prompt: |\n" + indent(legacySkillsPrompt, "    ") + "memory:\n  prompt: |\n" + indent(legacyMemoryPrompt, "    ")
-	c, err := Parse("system_config.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Skills.Prompt != DefaultSkillsPrompt || c.Memory.Prompt != DefaultMemoryPrompt {
-		t.Errorf("legacy sections kept:\n%s\n%s", c.Skills.Prompt, c.Memory.Prompt)
+	for _, legacySkills := range legacySkillsPrompts {
+		yaml := "skills:\n  prompt: |\n" + indent(legacySkills, "    ") + "memory:\n  prompt: |\n" + indent(legacyMemoryPrompt, "    ")
+		c, err := Parse("system_config.yaml", []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Skills.Prompt != DefaultSkillsPrompt || c.Memory.Prompt != DefaultMemoryPrompt {
+			t.Errorf("legacy sections kept:\n%s\n%s", c.Skills.Prompt, c.Memory.Prompt)
+		}
 	}
 	edited := "skills:\n  prompt: |\n    # My skills\n    {{SKILL_METADATA}}\n"
 	if c, err := Parse("system_config.yaml", []byte(edited)); err != nil || c.Skills.Prompt != "# My skills\n{{SKILL_METADATA}}\n" {

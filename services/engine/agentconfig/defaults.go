@@ -51,7 +51,7 @@ These environment variables are set in every command you run. Their values are s
 
 // DefaultSkillsPrompt is the {{SKILLS}} section.
 const DefaultSkillsPrompt = `# Skills
-A skill is a set of instructions for one kind of task, kept in a SKILL.md file. When a task matches a skill's description, read that SKILL.md with read_agent_file (its path follows the description) before you start, and follow it; files it refers to are read the same way, by their path within the skill's directory.
+A skill is a set of instructions for one kind of task, kept in a SKILL.md file. When a task matches a skill's description, read that SKILL.md with read_agent_file (its path follows the description) before you start, and follow it; files it refers to are read the same way, by their path within the skill's directory. A user message that starts with a [use_skills] block names skills to use for it: read each named skill's SKILL.md before anything else and follow it; if the message names skills but no task, ask what is needed before you start.
 {{SKILL_METADATA}}
 `
 

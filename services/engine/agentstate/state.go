@@ -20,7 +20,11 @@ const (
 	AgentsFile = "AGENTS.md"
 	SkillsDir  = "skills"
 	SkillFile  = "SKILL.md"
-	VaultFile  = ".vault.yaml"
+	// DisabledSkillsDir, under skills/, holds disabled skills: loading an
+	// agent skips hidden directories, so a disabled skill keeps its files
+	// and reaches no prompt.
+	DisabledSkillsDir = ".disabled"
+	VaultFile         = ".vault.yaml"
 	// referenceVaultFile is PenguinHarness's vault, read and
 	// written in place when an agent directory has it (see loadVault).
 	referenceVaultFile = ".vault.toml"

@@ -95,7 +95,7 @@ func (rt *Runtime) startGoal(t *task, p *prepared, spec RunSpec) error {
 	if err := rt.emitRound(t, round); err != nil {
 		return err
 	}
-	return rt.recordPrompt(p, RunSpec{Prompt: round.Prompt(spec.Prompt), Sender: spec.Sender}, nil)
+	return rt.recordPrompt(p, RunSpec{Prompt: round.Prompt(spec.Prompt), Sender: spec.Sender, Skills: spec.Skills}, nil)
 }
 
 // nextRound is the round after the state's last.

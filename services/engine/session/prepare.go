@@ -165,8 +165,8 @@ func (rt *Runtime) begin(t *task, p *prepared, resumed bool) error {
 // request's input.
 func (rt *Runtime) recordPrompt(p *prepared, spec RunSpec, images []*penguinv1.OmniMessage) error {
 	var msgs []*penguinv1.OmniMessage
-	if strings.TrimSpace(spec.Prompt) != "" {
-		msgs = append(msgs, omni.SenderText(spec.Sender, spec.Prompt))
+	if text := withSkills(spec.Skills, spec.Prompt); strings.TrimSpace(text) != "" {
+		msgs = append(msgs, omni.SenderText(spec.Sender, text))
 	}
 	msgs = append(msgs, images...)
 	for _, m := range msgs {

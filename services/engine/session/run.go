@@ -99,13 +99,19 @@ type RunSpec struct {
 	ModeFunc func() penguinv1.ApprovalMode
 	// Goal, when set, makes the task a goal loop (goal.go).
 	Goal *GoalSpec
+	// Skills are skills the message pins (skills.go): the recorded
+	// message starts with a [use_skills] block naming them.
+	Skills []string
 }
 
 // Run starts a task on an idle session and sends its events until it ends
 // or ctx ends; the task itself goes on when ctx ends.
 func (m *Manager) Run(ctx context.Context, id string, spec RunSpec, send func(*penguinv1.RunEvent) error) error {
-	if strings.TrimSpace(spec.Prompt) == "" && len(spec.Images) == 0 {
+	if strings.TrimSpace(spec.Prompt) == "" && len(spec.Images) == 0 && len(spec.Skills) == 0 {
 		return fmt.Errorf("%w: the prompt is empty", ErrInvalid)
+	}
+	if err := checkSkillNames(spec.Skills); err != nil {
+		return err
 	}
 	if spec.Goal != nil {
 		if err := checkGoal(spec); err != nil {
@@ -226,6 +232,9 @@ func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, er
 // records the prompt, and starts the loop.
 func (rt *Runtime) startClaimed(ctx context.Context, t *task, spec RunSpec) (int64, error) {
 	p, err := rt.prepare(ctx, spec.Thinking, spec.Goal != nil)
+	if err == nil {
+		err = checkSkillsInstalled(p.st, spec.Skills)
+	}
 	if err != nil {
 		rt.abandon(t, err)
 		return 0, err

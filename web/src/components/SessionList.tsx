@@ -1,11 +1,13 @@
 // The sidebar's session list: pinned first, then newest; active or
-// archived; as one list or grouped under each session's agent (the
-// sessions a schedule started marked so); searched by title, id,
-// workspace and last message; rename, pin
-// and archive from a row's menu (its ⋯ button, a right click, or
-// Shift+F10 on the row). It renders only the rows in view (fixed-height
-// rows in a scrolled box), so ten thousand sessions cost as much as
-// thirty, and it pages older sessions in on demand.
+// archived; as one list or grouped under each session's agent; the active
+// sessions a schedule started kept apart in a Scheduled folder at the end
+// (they are not the person's own
+// conversations, and a frequent schedule would bury those); searched by
+// title, id, workspace and last message; rename, pin and archive from a
+// row's menu (its ⋯ button, a right click, or Shift+F10 on the row). It
+// renders only the rows in view (fixed-height rows in a scrolled box), so
+// ten thousand sessions cost as much as thirty, and it pages older
+// sessions in on demand.
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, type Session, type SessionChange } from "../api";
 import { ago, stateWord } from "../format";
@@ -22,19 +24,58 @@ export type Shelf = "active" | "archived";
 /** Grouping of the list: none, or under each session's agent. */
 export type Grouping = "none" | "agent";
 
+/** ListOptions are the sidebar's choices remembered per project: the
+ * grouping, and whether the Scheduled folder is open. */
+export interface ListOptions {
+  grouping: Grouping;
+  scheduledOpen: boolean;
+}
+
+/** listOptionsKey is where the browser keeps a project's list options
+ * ("" is the switcher's every-project view). */
+export const listOptionsKey = (project: string) => `penguin.list.${project || "*"}`;
+
+/** loadListOptions reads a project's list options; anything unreadable
+ * reads as the defaults (one list, the folder closed). */
+export function loadListOptions(project: string): ListOptions {
+  let o: Partial<ListOptions> = {};
+  try {
+    o = JSON.parse(localStorage.getItem(listOptionsKey(project)) ?? "{}") ?? {};
+  } catch {
+    // A value another version wrote: the defaults.
+  }
+  return { grouping: o.grouping === "agent" ? "agent" : "none", scheduledOpen: o.scheduledOpen === true };
+}
+
+/** saveListOptions remembers a project's list options. */
+export function saveListOptions(project: string, o: ListOptions) {
+  localStorage.setItem(listOptionsKey(project), JSON.stringify(o));
+}
+
 /** NO_AGENT heads the sessions of an agent directory outside the
  * engine's agents. */
 export const NO_AGENT = "other agents";
 
-/** Entry is one fixed-height line of the list: a session, or the heading
- * of an agent's group. */
-export type Entry = { kind: "row"; row: SessionChange } | { kind: "group"; agent: string; count: number };
+/** SCHEDULED names the folder of the sessions schedules started. */
+export const SCHEDULED = "Scheduled";
 
-/** entries lays ordered rows out as the list's lines: as they are, or
- * grouped under their agents (agents by name, each group in the rows'
- * order). */
-export function entries(rows: SessionChange[], grouping: Grouping): Entry[] {
-  if (grouping === "none") return rows.map((row) => ({ kind: "row", row }));
+/** Entry is one fixed-height line of the list: a session, the heading of
+ * an agent's group, or the Scheduled folder's header. A row or group in
+ * the folder says so (folder), which keeps their keys apart from the
+ * main list's and leaves pinning out of the folder's rows. */
+export type Entry =
+  | { kind: "row"; row: SessionChange; folder?: boolean }
+  | { kind: "group"; agent: string; count: number; folder?: boolean }
+  | { kind: "folder"; count: number; open: boolean };
+
+/** scheduled says whether a schedule started the session. */
+export const scheduled = (r: SessionChange) => r.session.source === "schedule";
+
+/** lay lays ordered rows out as lines: as they are, or grouped under
+ * their agents (agents by name, each group in the rows' order). */
+function lay(rows: SessionChange[], grouping: Grouping, folder: boolean): Entry[] {
+  const mark = folder ? { folder: true } : {};
+  if (grouping === "none") return rows.map((row) => ({ kind: "row", row, ...mark }));
   const groups = new Map<string, SessionChange[]>();
   for (const r of rows) {
     const agent = r.session.agent || NO_AGENT;
@@ -43,9 +84,24 @@ export function entries(rows: SessionChange[], grouping: Grouping): Entry[] {
   const out: Entry[] = [];
   for (const agent of [...groups.keys()].sort((a, b) => Number(a === NO_AGENT) - Number(b === NO_AGENT) || a.localeCompare(b))) {
     const rs = groups.get(agent)!;
-    out.push({ kind: "group", agent, count: rs.length });
-    for (const row of rs) out.push({ kind: "row", row });
+    out.push({ kind: "group", agent, count: rs.length, ...mark });
+    for (const row of rs) out.push({ kind: "row", row, ...mark });
   }
+  return out;
+}
+
+/** entries lays ordered rows out as the list's lines. With a folder
+ * (the active shelf), the scheduled sessions leave the main list for the
+ * Scheduled folder at its end, grouped the same way inside it, its rows
+ * shown only while it is open; without one (the archived shelf) every
+ * row is in the one list. */
+export function entries(rows: SessionChange[], grouping: Grouping, folder?: { open: boolean }): Entry[] {
+  if (!folder) return lay(rows, grouping, false);
+  const inFolder = rows.filter(scheduled);
+  const out = lay(rows.filter((r) => !scheduled(r)), grouping, false);
+  if (!inFolder.length) return out;
+  out.push({ kind: "folder", count: inFolder.length, open: folder.open });
+  if (folder.open) out.push(...lay(inFolder, grouping, true));
   return out;
 }
 
@@ -70,16 +126,22 @@ interface Props {
   query: string;
   shelf: Shelf;
   grouping: Grouping;
+  /** scheduledOpen shows the Scheduled folder's rows. */
+  scheduledOpen: boolean;
+  /** toggleScheduled opens or closes the Scheduled folder. */
+  toggleScheduled: () => void;
   /** more pages in older sessions; undefined when there are none. */
   more?: () => Promise<void>;
   /** changed reports a session as the server now has it. */
   changed: (s: Session) => void;
 }
 
-export function SessionList({ rows, loaded, current, query, shelf, grouping, more, changed }: Props) {
+export function SessionList({ rows, loaded, current, query, shelf, grouping, scheduledOpen, toggleScheduled, more, changed }: Props) {
   const q = query.trim().toLowerCase();
   const shown = useMemo(() => order(rows.filter((r) => !!r.session.archived === (shelf === "archived") && matches(r, q))), [rows, q, shelf]);
-  const lines = useMemo(() => entries(shown, grouping), [shown, grouping]);
+  // A search looks in the folder too, so it opens while one is typed.
+  const lines = useMemo(() => entries(shown, grouping, shelf === "active" ? { open: scheduledOpen || !!q } : undefined),
+    [shown, grouping, shelf, scheduledOpen, q]);
   const box = useRef<HTMLDivElement>(null);
   const [view, setView] = useState({ top: 0, height: 800 });
   useEffect(() => {
@@ -108,7 +170,7 @@ export function SessionList({ rows, loaded, current, query, shelf, grouping, mor
     const r = el.getBoundingClientRect();
     setMenu({ id, x: r.left + 24, y: r.bottom });
   };
-  const target = menu && shown.find((r) => r.session.session_id === menu.id)?.session;
+  const target = menu && shown.find((r) => r.session.session_id === menu.id);
   return (
     <>
       {error && <div class="banner error small" role="alert">{error}</div>}
@@ -118,9 +180,21 @@ export function SessionList({ rows, loaded, current, query, shelf, grouping, mor
         {loaded && !shown.length && <div class="muted small">{q ? "No session matches" : shelf === "archived" ? "No archived sessions" : "No sessions"}</div>}
         <div role="list" aria-label={shelf === "archived" ? "Archived sessions" : "Sessions"} style={{ height: `${lines.length * ROW}px`, position: "relative" }}>
           {lines.slice(first, last).map((line, i) => {
+            if (line.kind === "folder") {
+              return (
+                <div role="listitem" key="folder" class="session-group session-folder" style={{ top: `${(first + i) * ROW}px` }}>
+                  <button class="link" aria-expanded={line.open} data-testid="scheduled-folder" onClick={toggleScheduled}
+                    title="Sessions your schedules started">
+                    <span aria-hidden="true">{line.open ? "▾" : "▸"}</span> {SCHEDULED}
+                  </button>
+                  <span class="muted small">{line.count}</span>
+                </div>
+              );
+            }
             if (line.kind === "group") {
               return (
-                <div role="listitem" key={`group:${line.agent}`} class="session-group" style={{ top: `${(first + i) * ROW}px` }} data-testid="session-group">
+                <div role="listitem" key={`group:${line.folder ? "scheduled:" : ""}${line.agent}`} class={`session-group ${line.folder ? "in-folder" : ""}`}
+                  style={{ top: `${(first + i) * ROW}px` }} data-testid="session-group">
                   <span role="heading" aria-level={3} class="name">{line.agent}</span>
                   <span class="muted small">{line.count}</span>
                 </div>
@@ -131,7 +205,7 @@ export function SessionList({ rows, loaded, current, query, shelf, grouping, mor
             const id = s.session_id;
             const word = stateWord(s.state, r.last_status);
             return (
-              <div role="listitem" key={id} class={`session-row ${id === current ? "active" : ""}`} style={{ top: `${(first + i) * ROW}px` }}
+              <div role="listitem" key={id} class={`session-row ${id === current ? "active" : ""} ${line.folder ? "in-folder" : ""}`} style={{ top: `${(first + i) * ROW}px` }}
                 onContextMenu={(e) => { e.preventDefault(); setMenu({ id, x: e.clientX, y: e.clientY }); }}
                 onKeyDown={(e) => { if (e.key === "F10" && e.shiftKey) { e.preventDefault(); open(id, e.currentTarget as HTMLElement); } }}>
                 {renaming === id ? (
@@ -157,16 +231,19 @@ export function SessionList({ rows, loaded, current, query, shelf, grouping, mor
         {more && <button class="link small more" onClick={() => void more().catch((e) => setError(e.message))}>Load older sessions</button>}
       </div>
       {menu && target && (
-        <RowMenu x={menu.x} y={menu.y} session={target} onClose={() => setMenu(undefined)}
-          onRename={() => { setRenaming(target.session_id); setMenu(undefined); }}
-          onUpdate={(body) => { setMenu(undefined); void update(target.session_id, body); }} />
+        <RowMenu x={menu.x} y={menu.y} session={target.session} pinnable={!target.session.archived && (!scheduled(target) || !!target.session.pinned)} onClose={() => setMenu(undefined)}
+          onRename={() => { setRenaming(target.session.session_id); setMenu(undefined); }}
+          onUpdate={(body) => { setMenu(undefined); void update(target.session.session_id, body); }} />
       )}
     </>
   );
 }
 
-function RowMenu({ x, y, session, onClose, onRename, onUpdate }: {
-  x: number; y: number; session: Session; onClose: () => void; onRename: () => void;
+/** RowMenu is a row's actions; pinning only in the active list, as the
+ * archived and scheduled sessions sort in folders of their own (a
+ * scheduled session pinned through the API can still be unpinned). */
+function RowMenu({ x, y, session, pinnable, onClose, onRename, onUpdate }: {
+  x: number; y: number; session: Session; pinnable: boolean; onClose: () => void; onRename: () => void;
   onUpdate: (b: { pinned?: boolean; archived?: boolean }) => void;
 }) {
   const ref = useRef<HTMLDivElement>(null);
@@ -187,7 +264,7 @@ function RowMenu({ x, y, session, onClose, onRename, onUpdate }: {
   };
   return (
     <div class="menu" role="menu" ref={ref} style={{ left: `${Math.min(x, innerWidth - 180)}px`, top: `${Math.min(y, innerHeight - 140)}px` }} onKeyDown={keys}>
-      {!session.archived && <button role="menuitem" onClick={() => onUpdate({ pinned: !session.pinned })}>{session.pinned ? "Unpin" : "Pin"}</button>}
+      {pinnable && <button role="menuitem" onClick={() => onUpdate({ pinned: !session.pinned })}>{session.pinned ? "Unpin" : "Pin"}</button>}
       <button role="menuitem" onClick={onRename}>Rename</button>
       <button role="menuitem" onClick={() => onUpdate({ archived: !session.archived, ...(session.archived ? {} : { pinned: false }) })}>{session.archived ? "Unarchive" : "Archive"}</button>
     </div>

@@ -2,6 +2,8 @@ import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/ho
 import { api, ApiError, type ProcessInfo, type Session } from "../api";
 import { read, size, withFiles, type Attachment, type AttachmentLimits } from "../attach";
 import { goalCommand, parseBudget } from "../goal";
+import { agents, type SkillInfo } from "../agents";
+import { parseSkillsBlock } from "../skills";
 import { stateWord, tokens, usageData, usageLine } from "../format";
 import { highlight, onCodeCopy, renderMarkdown } from "../markdown";
 import { fileChange } from "../omni/diff";
@@ -81,6 +83,17 @@ export function Chat({ id, session: listed, lastStatus, onChanged }: { id: strin
     if (!listed) api.getSession(id).then(setFetched).catch(() => undefined);
   }, [id, !listed]);
   const session = listed ?? fetched;
+  // The enabled skills of the session's agent, which the composer can pin
+  // to a message; none when they cannot be read (the composer then has no
+  // Skills control).
+  const [agentSkills, setAgentSkills] = useState<SkillInfo[]>([]);
+  const agentName = session ? session.agent || "default" : "";
+  const projectID = session?.project_id || "default";
+  useEffect(() => {
+    setAgentSkills([]);
+    if (!agentName) return;
+    agents.skillsOf(projectID, agentName).then((r) => setAgentSkills((r?.skills ?? []).filter((sk) => sk.enabled))).catch(() => undefined);
+  }, [projectID, agentName]);
   const [renaming, setRenaming] = useState(false);
   const [showProcs, setShowProcs] = useState(false);
   const [showWorkspace, setShowWorkspace] = useState(false);
@@ -209,8 +222,8 @@ export function Chat({ id, session: listed, lastStatus, onChanged }: { id: strin
           onChanged?.(s);
           if (note) throw new Error(`The compaction did not finish (${note}); the thinking level changed anyway.`);
         })} sendMode={sendMode} onSendMode={setSendMode} />
-      <Composer running={running} mode={sendMode} recalled={recalled} onSend={(text, goal, att) => act(async () => {
-        if (!running) return api.startTask(id, withFiles(text, att), undefined, goal, att.filter((a) => a.kind === "image").map((a) => a.content));
+      <Composer running={running} mode={sendMode} recalled={recalled} skills={agentSkills} onSend={(text, goal, att, skills) => act(async () => {
+        if (!running) return api.startTask(id, withFiles(text, att), undefined, goal, att.filter((a) => a.kind === "image").map((a) => a.content), skills);
         if (sendMode === "queue") {
           setFollowUps([...followUps, text]);
           return;
@@ -285,6 +298,19 @@ function steering(conv: Conversation, queued: string[], running: boolean): strin
   });
 }
 
+/** UserText is a person's message; skills pinned to it show as chips
+ * rather than as the raw [use_skills] block. */
+function UserText({ text }: { text: string }) {
+  const pinned = parseSkillsBlock(text);
+  if (!pinned) return <p class="pre">{text}</p>;
+  return (
+    <>
+      <p class="row small" data-testid="used-skills">Skills: {pinned.skills.map((n) => <span class="badge">{n}</span>)}</p>
+      {pinned.rest && <p class="pre">{pinned.rest}</p>}
+    </>
+  );
+}
+
 function Thread({ conv, items, sessionId, depth }: { conv: Conversation; items: Item[]; sessionId: string; depth: number }) {
   return <>{items.map((it) => <ItemView key={it.key} it={it} conv={conv} sessionId={sessionId} depth={depth} />)}</>;
 }
@@ -295,7 +321,7 @@ function ItemView({ it, conv, sessionId, depth }: { it: Item; conv: Conversation
       return (
         <div class={`msg user ${it.sender && it.sender !== "user" ? "from-" + it.sender : ""}`}>
           {it.sender === "steering" && <span class="muted small">Steering </span>}
-          {it.sender === "harness" ? <details><summary>Note from the harness</summary><pre>{it.text}</pre></details> : <p class="pre">{it.text}</p>}
+          {it.sender === "harness" ? <details><summary>Note from the harness</summary><pre>{it.text}</pre></details> : <UserText text={it.text} />}
           {it.images?.map((src) => <img src={src} alt="" class="thumb" />)}
         </div>
       );
@@ -539,10 +565,15 @@ function useLimits(): AttachmentLimits | undefined {
   return limits;
 }
 
-function Composer({ running, mode, recalled, onSend, onAbort }: {
-  running: boolean; mode: "steer" | "queue"; recalled?: string;
-  onSend: (text: string, goal: { budget: number } | undefined, att: Attachment[]) => Promise<void>; onAbort: () => void;
+function Composer({ running, mode, recalled, skills, onSend, onAbort }: {
+  running: boolean; mode: "steer" | "queue"; recalled?: string; skills: SkillInfo[];
+  onSend: (text: string, goal: { budget: number } | undefined, att: Attachment[], skills: string[]) => Promise<void>; onAbort: () => void;
 }) {
+  // Skills pinned to the next message (RunRequest.skills): the engine
+  // sends them as a [use_skills] block; with skills the text may be empty.
+  const [pinned, setPinned] = useState<string[]>([]);
+  const skillsMenu = useRef<HTMLDetailsElement>(null);
+  const toggleSkill = (name: string, on: boolean) => setPinned((p) => (on ? [...p.filter((n) => n !== name), name] : p.filter((n) => n !== name)));
   const [text, setText] = useState("");
   useEffect(() => {
     if (recalled) setText((t) => (t ? t + "\n" : "") + recalled);
@@ -574,7 +605,8 @@ function Composer({ running, mode, recalled, onSend, onAbort }: {
   };
   const send = async () => {
     let t = text.trim();
-    if (!t && !att.some((a) => a.kind === "image")) return;
+    const withSkills = !running && pinned.length > 0;
+    if (!t && !att.some((a) => a.kind === "image") && !withSkills) return;
     if (running && att.length) {
       setAttError("Attachments go with a new task: send them when this one ends, or remove them to steer.");
       return;
@@ -597,7 +629,10 @@ function Composer({ running, mode, recalled, onSend, onAbort }: {
     setText("");
     const sent = att;
     setAtt([]);
-    await onSend(t, g, sent);
+    const sentSkills = withSkills ? pinned : [];
+    if (withSkills) setPinned([]);
+    if (skillsMenu.current) skillsMenu.current.open = false;
+    await onSend(t, g, sent, sentSkills);
   };
   return (
     <form class={`composer ${dragging ? "dragging" : ""}`} onSubmit={(e) => { e.preventDefault(); void send(); }}
@@ -610,6 +645,14 @@ function Composer({ running, mode, recalled, onSend, onAbort }: {
         e.preventDefault();
         void attachAll(files);
       }}>
+      {!running && pinned.length > 0 && (
+        <ul class="attachments row" aria-label="Pinned skills" data-testid="pinned-skills">
+          {pinned.map((n) => (
+            <li class="attachment"><span class="badge">skill</span> <span class="small">{n}</span>
+              <button type="button" class="link small" aria-label={`Unpin ${n}`} onClick={() => toggleSkill(n, false)}>✕</button></li>
+          ))}
+        </ul>
+      )}
       {att.length > 0 && (
         <ul class="attachments row" aria-label="Attachments" data-testid="attachments">
           {att.map((a, i) => (
@@ -650,6 +693,18 @@ function Composer({ running, mode, recalled, onSend, onAbort }: {
           }} />
         <button type="button" onClick={() => picker.current?.click()} disabled={running}
           title={running ? "Attachments go with a new task" : "Attach images or text files (or paste or drop them)"}>Attach</button>
+        {!running && skills.length > 0 && (
+          <details class="skills-picker" data-testid="skills-picker" ref={skillsMenu}>
+            <summary title="Pin skills of this session's agent to your next message">Skills{pinned.length ? ` (${pinned.length})` : ""}</summary>
+            <ul class="skills-menu" aria-label="Skills for the next message">
+              {skills.map((sk) => (
+                <li><label title={sk.description}><input type="checkbox" checked={pinned.includes(sk.name)} data-testid={`skill-${sk.name}`}
+                  onChange={(e) => toggleSkill(sk.name, (e.currentTarget as HTMLInputElement).checked)} /> {sk.name}
+                  {sk.description && <span class="muted small"> {sk.description}</span>}</label></li>
+              ))}
+            </ul>
+          </details>
+        )}
         {!running && (
           <span class="goal-chip row" data-testid="goal-chip">
             <label><input type="checkbox" checked={goal} data-testid="goal-mode"
@@ -658,7 +713,7 @@ function Composer({ running, mode, recalled, onSend, onAbort }: {
               value={budget} data-testid="goal-budget" onInput={(e) => setBudget((e.currentTarget as HTMLInputElement).value)} />}
           </span>
         )}
-        <button type="submit" class="primary" disabled={!text.trim() && !att.some((a) => a.kind === "image")}>{running ? (mode === "queue" ? "Queue" : "Steer") : goal ? "Start goal" : "Send"}</button>
+        <button type="submit" class="primary" disabled={!text.trim() && !att.some((a) => a.kind === "image") && (running || !pinned.length)}>{running ? (mode === "queue" ? "Queue" : "Steer") : goal ? "Start goal" : "Send"}</button>
         {running && <button type="button" class="danger" onClick={onAbort} title="Abort the task (Esc in the message box)">Abort</button>}
       </div>
       {goalError && <div class="banner error" role="alert" data-testid="goal-error">{goalError}</div>}
