@@ -30,7 +30,8 @@ import (
 // database in the clear; and its removal reaches B as fast. Then a route
 // added through the web app's form on the engine's HTTP gateway (penguin
 // serve engine --http-listen, as the engine pods of a deployment run) is
-// listed by B as well.
+// listed by B as well. Each of those changes is in the engine's audit
+// log of the project, without the key.
 func TestProviderRoutesAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	const key = "sk-e2e-route-0123456789abcdef"
@@ -149,6 +150,31 @@ func TestProviderRoutesAcrossReplicas(t *testing.T) {
 			t.Fatal("replica B did not list the route added through the engine's web form within 5 s")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+
+	// The engine, which owns the audit log, recorded each change made
+	// through it (the gRPC calls and the web form), with no key.
+	engineConn, err := grpcclient.New(grpcAddr(engine, "engine"), grpcclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer engineConn.Close()
+	log, err := penguinv1.NewProjectServiceClient(engineConn).ListAudit(ctx, &penguinv1.ListAuditRequest{ProjectId: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range log.GetRecords() {
+		if strings.Contains(r.String(), key) || strings.Contains(r.String(), "0123456789abcdef") {
+			t.Fatalf("an audit record holds the key: %v", r)
+		}
+		if strings.HasPrefix(r.GetAction(), "provider_route.") {
+			got = append(got, r.GetAction()+" "+r.GetTarget()+" "+r.GetDetail())
+		}
+	}
+	want := []string{"provider_route.add web api key set", "provider_route.remove team ", "provider_route.add team api key set"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("the engine's audit log of default, newest first, has %q; want %q", got, want)
 	}
 }
 

@@ -91,13 +91,16 @@ func withTeamConn(cf *clientFlags, use string, cmds ...*cobra.Command) {
 // newLoginCmd builds `penguin login`.
 func newLoginCmd() *cobra.Command {
 	var engine, user string
-	var withToken bool
+	var withToken, withOIDC, noBrowser bool
 	cmd := &cobra.Command{
 		Use:   "login",
 		Short: "sign in to a server and keep the sign-in for the other commands",
 		Long: `Sign in to the server at --engine with a user id and password (asked for
 on the terminal, without echo, or read from stdin), or with --token a
-personal access token (read the same way; never an argument). The
+personal access token (read the same way; never an argument), or with
+--oidc through the server's identity provider in a browser: penguin
+listens on a random port of 127.0.0.1 for the browser's return and
+prints the URL to open (and opens it, unless --no-browser). The
 credential is kept in the credentials file of your configuration
 directory (readable by you alone), under the address given to --engine;
 every command given the same --engine presents it.`,
@@ -110,10 +113,18 @@ every command given the same --engine presents it.`,
 			if err != nil {
 				return err
 			}
-			if withToken && user != "" {
-				return usageErrorf("login: give --user or --token, not both")
+			if (withToken && user != "") || (withOIDC && (withToken || user != "")) {
+				return usageErrorf("login: give one of --user, --token and --oidc")
 			}
-			entry, mustChange, err := signIn(c.Context(), engine, user, withToken, os.Stdin, c.ErrOrStderr())
+			var (
+				entry      credentials.Entry
+				mustChange bool
+			)
+			if withOIDC {
+				entry, err = signInOIDC(c.Context(), engine, !noBrowser, c.ErrOrStderr())
+			} else {
+				entry, mustChange, err = signIn(c.Context(), engine, user, withToken, os.Stdin, c.ErrOrStderr())
+			}
 			if err != nil {
 				return fmt.Errorf("login: %w", err)
 			}
@@ -134,6 +145,8 @@ every command given the same --engine presents it.`,
 	cmd.Flags().StringVar(&engine, "engine", "", "address of the server to sign in to")
 	cmd.Flags().StringVar(&user, "user", "", "your user id (asked for when not given)")
 	cmd.Flags().BoolVar(&withToken, "token", false, "sign in with a personal access token, read from stdin or a hidden prompt")
+	cmd.Flags().BoolVar(&withOIDC, "oidc", false, "sign in through the server's identity provider, in a browser")
+	cmd.Flags().BoolVar(&noBrowser, "no-browser", false, "with --oidc: print the URL to open, do not open a browser")
 	return cmd
 }
 

@@ -84,6 +84,9 @@ type Gateway struct {
 	// apiRoutes lists the patterns of the API routes, every one behind
 	// authenticated (see Routes).
 	apiRoutes []string
+	// oidcStarts limits how often each client starts a sign-in with the
+	// identity provider.
+	oidcStarts *clientLimiter
 }
 
 var jsonOut = protojson.MarshalOptions{UseProtoNames: true}
@@ -97,6 +100,7 @@ func New(engine penguinv1.EngineServiceClient, opts Options) *Gateway {
 	g := &Gateway{
 		engine: engine, accounts: opts.Accounts, opts: opts, mux: http.NewServeMux(),
 		auth: newAuth(opts.AuthToken, opts.Team, time.Now), cop: http.NewCrossOriginProtection(),
+		oidcStarts: newClientLimiter(oidcStartEvery, oidcStartBurst, oidcStartClients),
 	}
 	g.routes()
 	return g
@@ -107,7 +111,7 @@ func (g *Gateway) routes() {
 	m.HandleFunc("GET /api/auth", g.authStatus)
 	m.HandleFunc("POST /api/auth/login", g.login)
 	m.HandleFunc("POST /api/auth/logout", g.logout)
-	m.HandleFunc("GET /api/auth/oidc/start", g.oidcStart)
+	m.HandleFunc("GET /api/auth/oidc/start", g.oidcStarts.limit(g.oidcStart))
 	m.HandleFunc("GET /api/auth/oidc/callback", g.oidcCallback)
 
 	api := func(pattern string, h http.HandlerFunc) {

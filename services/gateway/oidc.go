@@ -25,7 +25,9 @@ import (
 //     with the cookie's secret, to CompleteOIDCSignIn, drops the cookie,
 //     and sets the same login-session cookie a password sign-in gets; it
 //     then redirects to the web app, with ?signin_error= when the sign-in
-//     was refused.
+//     was refused. When the sign-in was started by `penguin login --oidc`,
+//     the engine answers with the command-line client's loopback address
+//     instead, and the browser goes there with the state and the code.
 
 const (
 	oidcCookie     = "penguin_oidc"
@@ -33,6 +35,14 @@ const (
 	// oidcCookieTTL matches the engine's time for a sign-in at the
 	// provider.
 	oidcCookieTTL = 10 * time.Minute
+	// A client may start oidcStartBurst sign-ins at once and one more
+	// every oidcStartEvery: far more than a person needs, and, kept up
+	// for the ten minutes a sign-in is pending, a few hundred of the
+	// engine's 10,000. The buckets of at most oidcStartClients clients
+	// are kept.
+	oidcStartEvery   = 2 * time.Second
+	oidcStartBurst   = 30
+	oidcStartClients = 10000
 )
 
 // oidcStart serves GET /api/auth/oidc/start.
@@ -84,6 +94,10 @@ func (g *Gateway) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		g.signInFailed(w, r, err)
+		return
+	}
+	if to := resp.GetRedirectUrl(); to != "" {
+		http.Redirect(w, r, to, http.StatusSeeOther)
 		return
 	}
 	g.setSessionCookie(w, r, resp.GetSessionToken(), resp.GetExpiresAt().AsTime())

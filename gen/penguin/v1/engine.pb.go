@@ -939,7 +939,7 @@ type RunRequest struct {
 	Goal *GoalOptions `protobuf:"bytes,6,opt,name=goal,proto3" json:"goal,omitempty"`
 	// Skills the task must use, by their directory names under the agent's
 	// skills/: the task's message starts with a [use_skills] block naming
-	// them (the reference's format), and the model reads each one's SKILL.md
+	// them ("skills: a, b"), and the model reads each one's SKILL.md
 	// before it starts. Each must be installed and enabled on the session's
 	// agent: an unknown, disabled, malformed or repeated name answers
 	// INVALID_ARGUMENT naming it, and nothing is recorded. With skills the

@@ -683,10 +683,15 @@ func (x *GetSignInOptionsResponse) GetOidcName() string {
 type BeginOIDCSignInRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A secret of at least 32 characters that the starting browser keeps
-	// (the gateway's HttpOnly cookie); only its digest is stored.
+	// (the gateway's HttpOnly cookie), or the command-line client that
+	// started the sign-in keeps; only its digest is stored.
 	BrowserBinding string `protobuf:"bytes,1,opt,name=browser_binding,json=browserBinding,proto3" json:"browser_binding,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// For a command-line client: the URL where it listens for the
+	// provider's answer, http://127.0.0.1:PORT/... or http://[::1]:PORT/...
+	// with no query. Empty for a browser.
+	LoopbackRedirect string `protobuf:"bytes,2,opt,name=loopback_redirect,json=loopbackRedirect,proto3" json:"loopback_redirect,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *BeginOIDCSignInRequest) Reset() {
@@ -722,6 +727,13 @@ func (*BeginOIDCSignInRequest) Descriptor() ([]byte, []int) {
 func (x *BeginOIDCSignInRequest) GetBrowserBinding() string {
 	if x != nil {
 		return x.BrowserBinding
+	}
+	return ""
+}
+
+func (x *BeginOIDCSignInRequest) GetLoopbackRedirect() string {
+	if x != nil {
+		return x.LoopbackRedirect
 	}
 	return ""
 }
@@ -780,8 +792,11 @@ type CompleteOIDCSignInRequest struct {
 	Code  string `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
 	// The starting browser's secret, as given to BeginOIDCSignIn.
 	BrowserBinding string `protobuf:"bytes,3,opt,name=browser_binding,json=browserBinding,proto3" json:"browser_binding,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The command-line client's loopback_redirect, as given to
+	// BeginOIDCSignIn; empty for a browser.
+	LoopbackRedirect string `protobuf:"bytes,4,opt,name=loopback_redirect,json=loopbackRedirect,proto3" json:"loopback_redirect,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CompleteOIDCSignInRequest) Reset() {
@@ -835,6 +850,13 @@ func (x *CompleteOIDCSignInRequest) GetBrowserBinding() string {
 	return ""
 }
 
+func (x *CompleteOIDCSignInRequest) GetLoopbackRedirect() string {
+	if x != nil {
+		return x.LoopbackRedirect
+	}
+	return ""
+}
+
 // CompleteOIDCSignInResponse carries the new login session.
 type CompleteOIDCSignInResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -843,7 +865,11 @@ type CompleteOIDCSignInResponse struct {
 	// When it ends.
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// Who signed in.
-	User          *User `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	User *User `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	// Set, alone, when the sign-in is a command-line client's and the
+	// request did not come from it: the client's loopback address with the
+	// provider's state and code, where the browser goes next.
+	RedirectUrl   string `protobuf:"bytes,4,opt,name=redirect_url,json=redirectUrl,proto3" json:"redirect_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -897,6 +923,13 @@ func (x *CompleteOIDCSignInResponse) GetUser() *User {
 		return x.User
 	}
 	return nil
+}
+
+func (x *CompleteOIDCSignInResponse) GetRedirectUrl() string {
+	if x != nil {
+		return x.RedirectUrl
+	}
+	return ""
 }
 
 // ChangePasswordRequest changes the caller's password.
@@ -2781,20 +2814,23 @@ const file_penguin_v1_teams_proto_rawDesc = "" +
 	"\x0fSignOutResponse\"\x19\n" +
 	"\x17GetSignInOptionsRequest\"7\n" +
 	"\x18GetSignInOptionsResponse\x12\x1b\n" +
-	"\toidc_name\x18\x01 \x01(\tR\boidcName\"A\n" +
+	"\toidc_name\x18\x01 \x01(\tR\boidcName\"n\n" +
 	"\x16BeginOIDCSignInRequest\x12'\n" +
-	"\x0fbrowser_binding\x18\x01 \x01(\tR\x0ebrowserBinding\"F\n" +
+	"\x0fbrowser_binding\x18\x01 \x01(\tR\x0ebrowserBinding\x12+\n" +
+	"\x11loopback_redirect\x18\x02 \x01(\tR\x10loopbackRedirect\"F\n" +
 	"\x17BeginOIDCSignInResponse\x12+\n" +
-	"\x11authorization_url\x18\x01 \x01(\tR\x10authorizationUrl\"n\n" +
+	"\x11authorization_url\x18\x01 \x01(\tR\x10authorizationUrl\"\x9b\x01\n" +
 	"\x19CompleteOIDCSignInRequest\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12'\n" +
-	"\x0fbrowser_binding\x18\x03 \x01(\tR\x0ebrowserBinding\"\xa2\x01\n" +
+	"\x0fbrowser_binding\x18\x03 \x01(\tR\x0ebrowserBinding\x12+\n" +
+	"\x11loopback_redirect\x18\x04 \x01(\tR\x10loopbackRedirect\"\xc5\x01\n" +
 	"\x1aCompleteOIDCSignInResponse\x12#\n" +
 	"\rsession_token\x18\x01 \x01(\tR\fsessionToken\x129\n" +
 	"\n" +
 	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12$\n" +
-	"\x04user\x18\x03 \x01(\v2\x10.penguin.v1.UserR\x04user\"]\n" +
+	"\x04user\x18\x03 \x01(\v2\x10.penguin.v1.UserR\x04user\x12!\n" +
+	"\fredirect_url\x18\x04 \x01(\tR\vredirectUrl\"]\n" +
 	"\x15ChangePasswordRequest\x12!\n" +
 	"\fold_password\x18\x01 \x01(\tR\voldPassword\x12!\n" +
 	"\fnew_password\x18\x02 \x01(\tR\vnewPassword\"\x18\n" +

@@ -54,14 +54,19 @@ type AuthServiceClient interface {
 	// anyone: it returns the provider's authorization URL (authorization
 	// code flow with PKCE). The browser_binding is a secret the starting
 	// browser keeps; only a CompleteOIDCSignIn with the same one completes
-	// the sign-in. FAILED_PRECONDITION when no provider is configured.
+	// the sign-in. A command-line client gives its loopback_redirect too
+	// (docs/decisions.md, "penguin login through the identity provider").
+	// FAILED_PRECONDITION when no provider is configured.
 	BeginOIDCSignIn(ctx context.Context, in *BeginOIDCSignInRequest, opts ...grpc.CallOption) (*BeginOIDCSignInResponse, error)
 	// CompleteOIDCSignIn finishes a sign-in with the provider's answer: the
 	// state (single use) and code, and the starting browser's binding. The
 	// ID token is verified (signature, issuer, audience, expiry, nonce), the
 	// email must be verified and the allow-lists must admit the person; the
 	// account linked to the provider's subject signs in, or a new one is
-	// created. UNAUTHENTICATED when the answer proves nothing,
+	// created. An answer to a command-line client's sign-in, given without
+	// its loopback_redirect (as the gateway's callback does), is not
+	// completed: the response's redirect_url says where the browser takes
+	// it. UNAUTHENTICATED when the answer proves nothing,
 	// PERMISSION_DENIED when the person may not sign in here.
 	CompleteOIDCSignIn(ctx context.Context, in *CompleteOIDCSignInRequest, opts ...grpc.CallOption) (*CompleteOIDCSignInResponse, error)
 }
@@ -170,14 +175,19 @@ type AuthServiceServer interface {
 	// anyone: it returns the provider's authorization URL (authorization
 	// code flow with PKCE). The browser_binding is a secret the starting
 	// browser keeps; only a CompleteOIDCSignIn with the same one completes
-	// the sign-in. FAILED_PRECONDITION when no provider is configured.
+	// the sign-in. A command-line client gives its loopback_redirect too
+	// (docs/decisions.md, "penguin login through the identity provider").
+	// FAILED_PRECONDITION when no provider is configured.
 	BeginOIDCSignIn(context.Context, *BeginOIDCSignInRequest) (*BeginOIDCSignInResponse, error)
 	// CompleteOIDCSignIn finishes a sign-in with the provider's answer: the
 	// state (single use) and code, and the starting browser's binding. The
 	// ID token is verified (signature, issuer, audience, expiry, nonce), the
 	// email must be verified and the allow-lists must admit the person; the
 	// account linked to the provider's subject signs in, or a new one is
-	// created. UNAUTHENTICATED when the answer proves nothing,
+	// created. An answer to a command-line client's sign-in, given without
+	// its loopback_redirect (as the gateway's callback does), is not
+	// completed: the response's redirect_url says where the browser takes
+	// it. UNAUTHENTICATED when the answer proves nothing,
 	// PERMISSION_DENIED when the person may not sign in here.
 	CompleteOIDCSignIn(context.Context, *CompleteOIDCSignInRequest) (*CompleteOIDCSignInResponse, error)
 	mustEmbedUnimplementedAuthServiceServer()

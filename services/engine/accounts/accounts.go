@@ -145,7 +145,7 @@ func (a *authServer) BeginOIDCSignIn(ctx context.Context, req *penguinv1.BeginOI
 	if a.s.oidc == nil {
 		return nil, errNoOIDC
 	}
-	u, err := a.s.oidc.Begin(ctx, req.GetBrowserBinding())
+	u, err := a.s.oidc.Begin(ctx, req.GetBrowserBinding(), req.GetLoopbackRedirect())
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,19 @@ func (a *authServer) CompleteOIDCSignIn(ctx context.Context, req *penguinv1.Comp
 	if a.s.oidc == nil {
 		return nil, errNoOIDC
 	}
-	id, err := a.s.oidc.Complete(ctx, req.GetState(), req.GetCode(), req.GetBrowserBinding())
+	if req.GetLoopbackRedirect() == "" {
+		// The gateway's callback: a command-line client's sign-in goes
+		// on to that client, which completes it.
+		to, err := a.s.oidc.Loopback(ctx, req.GetState(), req.GetCode())
+		if err != nil {
+			a.s.g.Audit(ctx, "", "sign_in.failed", "", "oidc: "+status.Convert(err).Message())
+			return nil, err
+		}
+		if to != "" {
+			return &penguinv1.CompleteOIDCSignInResponse{RedirectUrl: to}, nil
+		}
+	}
+	id, err := a.s.oidc.Complete(ctx, req.GetState(), req.GetCode(), req.GetBrowserBinding(), req.GetLoopbackRedirect())
 	if err != nil {
 		a.s.g.Audit(ctx, "", "sign_in.failed", "", "oidc: "+status.Convert(err).Message())
 		return nil, err

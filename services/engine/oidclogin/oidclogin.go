@@ -20,6 +20,19 @@
 //     email, an allowed domain, an allowed group. It returns who signed
 //     in; package access matches them to an account by issuer and subject.
 //
+// A command-line client (`penguin login --oidc`) signs in the same way,
+// as native apps do under RFC 8252: it listens on a loopback address,
+// passes that address to Begin with a binding secret that only it knows,
+// and opens the authorization URL in a browser. The provider sends the
+// browser to the gateway's callback, as for any sign-in; there
+// [Login.Loopback] finds the sign-in was started by a command-line client
+// and the gateway sends the browser on, with the state and the code, to
+// the client's loopback address. The client then completes the sign-in
+// itself with its binding secret, so the login session's secret goes to
+// no one else: not the browser, not another process that catches the
+// loopback request (it lacks the binding), not a client on another
+// machine (the address must be loopback).
+//
 // The states live in the store, not in one process, so that a sign-in
 // begun through one engine replica completes through another.
 package oidclogin
@@ -32,6 +45,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -123,6 +137,7 @@ func (c Config) check() error {
 type States interface {
 	CreateSignInState(ctx context.Context, s *store.SignInState, pending int) error
 	TakeSignInState(ctx context.Context, stateDigest []byte) (*store.SignInState, error)
+	PeekSignInState(ctx context.Context, stateDigest []byte) (*store.SignInState, error)
 }
 
 // Login runs OIDC sign-ins. Create it with [New].
@@ -203,11 +218,33 @@ func random() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// Begin starts a sign-in for the browser that keeps binding, and returns
-// the URL to send it to.
-func (l *Login) Begin(ctx context.Context, binding string) (string, error) {
+// CheckLoopback reports whether raw may be where a command-line client
+// listens for the provider's answer: an http URL on the loopback address
+// 127.0.0.1 or [::1] with a port, and no user, query or fragment. A name
+// such as localhost is refused, since it may resolve elsewhere.
+func CheckLoopback(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "loopback_redirect %q is not a URL", raw)
+	}
+	ip := net.ParseIP(u.Hostname())
+	if u.Scheme != "http" || ip == nil || !ip.IsLoopback() || u.Port() == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return status.Errorf(codes.InvalidArgument, "loopback_redirect %q must be http://127.0.0.1:PORT/... or http://[::1]:PORT/..., with no query", raw)
+	}
+	return nil
+}
+
+// Begin starts a sign-in for the browser (or, when loopback is not
+// empty, the command-line client listening there) that keeps binding,
+// and returns the URL to send the browser to.
+func (l *Login) Begin(ctx context.Context, binding, loopback string) (string, error) {
 	if len(binding) < minBinding {
 		return "", status.Errorf(codes.InvalidArgument, "the browser binding must have at least %d characters", minBinding)
+	}
+	if loopback != "" {
+		if err := CheckLoopback(loopback); err != nil {
+			return "", err
+		}
 	}
 	p, err := l.discover(ctx)
 	if err != nil {
@@ -216,7 +253,7 @@ func (l *Login) Begin(ctx context.Context, binding string) (string, error) {
 	state, nonce, verifier := random(), random(), oauth2.GenerateVerifier()
 	err = l.states.CreateSignInState(ctx, &store.SignInState{
 		StateDigest: digest(state), BindingDigest: digest(binding), Nonce: nonce, Verifier: verifier,
-		ExpiresAt: l.now().Add(stateTTL),
+		Loopback: loopback, ExpiresAt: l.now().Add(stateTTL),
 	}, maxPending)
 	switch {
 	case errors.Is(err, store.ErrConflict):
@@ -240,21 +277,50 @@ func denied(format string, args ...any) error {
 	return status.Errorf(codes.PermissionDenied, "sign-in refused: "+format, args...)
 }
 
+// errUnknownState is the answer for a state that is not (or no longer)
+// one of a sign-in under way.
+var errUnknownState = refused("this sign-in is unknown or was completed already; start again")
+
+// Loopback returns, for the provider's answer to a sign-in that a
+// command-line client started, where to send the browser on with it: the
+// client's loopback address with the state and the code. It returns ""
+// for a browser's sign-in, which the gateway completes itself. The
+// sign-in stays under way for the client to complete.
+func (l *Login) Loopback(ctx context.Context, state, code string) (string, error) {
+	if state == "" || code == "" {
+		return "", refused("the identity provider's answer has no state or no code")
+	}
+	st, err := l.states.PeekSignInState(ctx, digest(state))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", errUnknownState
+	case err != nil:
+		return "", status.Error(codes.Unavailable, "the store cannot be reached; try again")
+	case st.Loopback == "":
+		return "", nil
+	}
+	return st.Loopback + "?" + url.Values{"state": {state}, "code": {code}}.Encode(), nil
+}
+
 // Complete finishes the sign-in of state with the provider's code, for
-// the browser that keeps binding, and returns who signed in.
-func (l *Login) Complete(ctx context.Context, state, code, binding string) (*access.ExternalIdentity, error) {
+// the browser that keeps binding (or the command-line client that keeps
+// it and listens at loopback), and returns who signed in.
+func (l *Login) Complete(ctx context.Context, state, code, binding, loopback string) (*access.ExternalIdentity, error) {
 	if state == "" || code == "" {
 		return nil, refused("the identity provider's answer has no state or no code")
 	}
 	st, err := l.states.TakeSignInState(ctx, digest(state))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return nil, refused("this sign-in is unknown or was completed already; start again")
+		return nil, errUnknownState
 	case err != nil:
 		return nil, status.Error(codes.Unavailable, "the store cannot be reached; try again")
 	}
 	if subtle.ConstantTimeCompare(digest(binding), st.BindingDigest) != 1 {
 		return nil, refused("this sign-in was started in another browser; start again")
+	}
+	if loopback != st.Loopback {
+		return nil, refused("this sign-in was started by another client; start again")
 	}
 	if !l.now().Before(st.ExpiresAt) {
 		return nil, refused("this sign-in took too long; start again")

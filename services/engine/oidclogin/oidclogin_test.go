@@ -68,8 +68,15 @@ func setup(t *testing.T, cfg oidclogin.Config) *fixture {
 // the state and code of that redirect.
 func (f *fixture) authorize(t *testing.T, ctx context.Context, sub, browser string) (state, code string) {
 	t.Helper()
+	return f.authorizeFor(t, ctx, sub, browser, "")
+}
+
+// authorizeFor is authorize for a sign-in begun with the loopback address
+// of a command-line client (none when empty).
+func (f *fixture) authorizeFor(t *testing.T, ctx context.Context, sub, browser, loopback string) (state, code string) {
+	t.Helper()
 	f.op.SignInAs(sub)
-	u, err := f.login.Begin(ctx, browser)
+	u, err := f.login.Begin(ctx, browser, loopback)
 	if err != nil {
 		t.Fatalf("Begin: %v", err)
 	}
@@ -99,7 +106,7 @@ func (f *fixture) authorize(t *testing.T, ctx context.Context, sub, browser stri
 func (f *fixture) signIn(t *testing.T, ctx context.Context, sub string) (*store.User, error) {
 	t.Helper()
 	state, code := f.authorize(t, ctx, sub, binding)
-	id, err := f.login.Complete(ctx, state, code, binding)
+	id, err := f.login.Complete(ctx, state, code, binding, "")
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +167,7 @@ func TestSignInCreatesThenMatchesTheUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	state, code := f.authorize(t, ctx, "sub-alice", binding)
-	id, err := f.login.Complete(ctx, state, code, binding)
+	id, err := f.login.Complete(ctx, state, code, binding, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,25 +250,94 @@ func TestStateIsBoundAndSingleUse(t *testing.T) {
 	f := setup(t, oidclogin.Config{})
 	// Another browser's answer, or an answer without the browser's secret.
 	state, code := f.authorize(t, ctx, "sub-alice", binding)
-	_, err := f.login.Complete(ctx, state, code, "another-browser-0123456789abcdefghijklmnop")
+	_, err := f.login.Complete(ctx, state, code, "another-browser-0123456789abcdefghijklmnop", "")
 	wantRefused(t, "another browser", err, codes.Unauthenticated, "another browser")
 	// The state was used up by that attempt.
-	_, err = f.login.Complete(ctx, state, code, binding)
+	_, err = f.login.Complete(ctx, state, code, binding, "")
 	wantRefused(t, "a used state", err, codes.Unauthenticated, "unknown or was completed")
 	// A state this server never issued.
 	_, code = f.authorize(t, ctx, "sub-alice", binding)
-	_, err = f.login.Complete(ctx, "forged-state", code, binding)
+	_, err = f.login.Complete(ctx, "forged-state", code, binding, "")
 	wantRefused(t, "a forged state", err, codes.Unauthenticated, "unknown")
 	// A good answer completes once.
 	state, code = f.authorize(t, ctx, "sub-alice", binding)
-	if _, err := f.login.Complete(ctx, state, code, binding); err != nil {
+	if _, err := f.login.Complete(ctx, state, code, binding, ""); err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.login.Complete(ctx, state, code, binding)
+	_, err = f.login.Complete(ctx, state, code, binding, "")
 	wantRefused(t, "the same answer again", err, codes.Unauthenticated, "unknown or was completed")
 	// A short browser secret is refused before anything is stored.
-	_, err = f.login.Begin(ctx, "short")
+	_, err = f.login.Begin(ctx, "short", "")
 	wantRefused(t, "a short binding", err, codes.InvalidArgument, "binding")
+}
+
+// TestLoopbackSignIn covers a sign-in that a command-line client started:
+// the provider's answer reaching the gateway is sent on to the client's
+// loopback address and stays under way; only a completion with the
+// client's binding and loopback address signs in, once; and an address
+// that is not loopback is refused before anything is stored.
+func TestLoopbackSignIn(t *testing.T) {
+	ctx := testkit.Context(t, time.Minute)
+	f := setup(t, oidclogin.Config{})
+	const loopback = "http://127.0.0.1:4711/callback"
+
+	// A browser's sign-in is the gateway's to complete.
+	state, code := f.authorize(t, ctx, "sub-alice", binding)
+	if to, err := f.login.Loopback(ctx, state, code); err != nil || to != "" {
+		t.Fatalf("Loopback(a browser's sign-in) = %q, %v; want none", to, err)
+	}
+
+	state, code = f.authorizeFor(t, ctx, "sub-alice", binding, loopback)
+	to, err := f.login.Loopback(ctx, state, code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(to)
+	if err != nil || u.Scheme+"://"+u.Host+u.Path != loopback || u.Query().Get("state") != state || u.Query().Get("code") != code {
+		t.Fatalf("Loopback = %q, %v; want %s with the state and the code", to, err, loopback)
+	}
+	// Asked twice (a reload of the callback page), the same answer: the
+	// sign-in is still under way.
+	if again, err := f.login.Loopback(ctx, state, code); err != nil || again != to {
+		t.Fatalf("Loopback again = %q, %v", again, err)
+	}
+	id, err := f.login.Complete(ctx, state, code, binding, loopback)
+	if err != nil || id.Email != "alice@example.com" {
+		t.Fatalf("the client's completion: %+v, %v", id, err)
+	}
+	// The code and the state are used up.
+	_, err = f.login.Complete(ctx, state, code, binding, loopback)
+	wantRefused(t, "the same answer again", err, codes.Unauthenticated, "unknown or was completed")
+	_, err = f.login.Loopback(ctx, state, code)
+	wantRefused(t, "the callback of a completed sign-in", err, codes.Unauthenticated, "unknown or was completed")
+
+	// Completed by anyone but the client that started it: without its
+	// binding (a process that caught the loopback request), or by a
+	// browser-like call with the binding but not the address; either
+	// attempt ends the sign-in.
+	state, code = f.authorizeFor(t, ctx, "sub-alice", binding, loopback)
+	_, err = f.login.Complete(ctx, state, code, "another-client-0123456789abcdefghijklmnop", loopback)
+	wantRefused(t, "another client's binding", err, codes.Unauthenticated, "another browser")
+	_, err = f.login.Complete(ctx, state, code, binding, loopback)
+	wantRefused(t, "after a refused attempt", err, codes.Unauthenticated, "unknown or was completed")
+	state, code = f.authorizeFor(t, ctx, "sub-alice", binding, loopback)
+	_, err = f.login.Complete(ctx, state, code, binding, "")
+	wantRefused(t, "without the loopback address", err, codes.Unauthenticated, "another client")
+	state, code = f.authorizeFor(t, ctx, "sub-alice", binding, "")
+	_, err = f.login.Complete(ctx, state, code, binding, loopback)
+	wantRefused(t, "a browser's sign-in completed as a client's", err, codes.Unauthenticated, "another client")
+
+	for _, bad := range []string{
+		"http://evil.example:4711/callback", "http://localhost:4711/callback", "https://127.0.0.1:4711/callback",
+		"http://127.0.0.1/callback", "http://10.0.0.1:4711/callback", "http://127.0.0.1:4711/callback?next=x",
+		"http://me@127.0.0.1:4711/callback", "http://127.0.0.1:4711/callback#x", "127.0.0.1:4711",
+	} {
+		_, err := f.login.Begin(ctx, binding, bad)
+		wantRefused(t, "Begin(loopback "+bad+")", err, codes.InvalidArgument, "loopback_redirect")
+	}
+	if err := oidclogin.CheckLoopback("http://[::1]:4711/callback"); err != nil {
+		t.Fatalf("CheckLoopback(IPv6 loopback) = %v", err)
+	}
 }
 
 func TestConfigChecks(t *testing.T) {

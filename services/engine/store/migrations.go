@@ -108,6 +108,8 @@ func sqliteMigrations() []migration {
 		{version: 5, stmts: schedulesMigration("BLOB")},
 		// Sign-ins with an identity provider under way (see SignInState).
 		{version: 6, stmts: signInStatesMigration("BLOB")},
+		// Sign-ins started by a command-line client (SignInState.Loopback).
+		{version: 7, stmts: []string{signInLoopbackMigration}},
 	}
 }
 
@@ -195,6 +197,8 @@ func postgresMigrations() []migration {
 		{version: 5, stmts: schedulesMigration("bytea")},
 		// As SQLite's version 6.
 		{version: 6, stmts: signInStatesMigration("bytea")},
+		// As SQLite's version 7.
+		{version: 7, stmts: []string{signInLoopbackMigration}},
 	}
 }
 
@@ -306,6 +310,10 @@ func schedulesMigration(bytes string) []string {
 		`CREATE INDEX schedule_runs_schedule ON schedule_runs (project, agent, name, due_at DESC)`,
 	}
 }
+
+// signInLoopbackMigration adds where a command-line client that started
+// a sign-in listens, in both dialects.
+const signInLoopbackMigration = `ALTER TABLE sign_in_states ADD COLUMN loopback TEXT NOT NULL DEFAULT ''`
 
 // signInStatesMigration is the table of sign-ins with an identity
 // provider under way, in a dialect whose byte-string type is bytes.

@@ -151,6 +151,10 @@ type SignInState struct {
 	BindingDigest []byte
 	// Nonce goes into the ID token; Verifier is the PKCE code verifier.
 	Nonce, Verifier string
+	// Loopback, for a sign-in started by a command-line client, is the
+	// http://127.0.0.1:PORT/... URL where that client listens for the
+	// provider's answer; empty for a browser's sign-in.
+	Loopback string
 	// ExpiresAt is when the sign-in can no longer complete.
 	ExpiresAt time.Time
 }
@@ -227,6 +231,9 @@ type Teams interface {
 	// has the given digest; ErrNotFound when there is none (or another
 	// call took it first).
 	TakeSignInState(ctx context.Context, stateDigest []byte) (*SignInState, error)
+	// PeekSignInState returns the started sign-in whose state has the
+	// given digest without taking it; ErrNotFound when there is none.
+	PeekSignInState(ctx context.Context, stateDigest []byte) (*SignInState, error)
 
 	// AppendAudit adds a record to the audit log.
 	AppendAudit(ctx context.Context, r AuditRecord) error

@@ -485,8 +485,8 @@ func (t *teamSQL) CreateSignInState(ctx context.Context, s *SignInState, pending
 	if open >= pending {
 		return fmt.Errorf("%s: %w: %d sign-ins are under way", op, ErrConflict, open)
 	}
-	if _, err := t.exec(ctx, `INSERT INTO sign_in_states (state_digest, binding_digest, nonce, verifier, expires_at) VALUES (?, ?, ?, ?, ?)`,
-		s.StateDigest, s.BindingDigest, s.Nonce, s.Verifier, micros(s.ExpiresAt)); err != nil {
+	if _, err := t.exec(ctx, `INSERT INTO sign_in_states (state_digest, binding_digest, nonce, verifier, loopback, expires_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		s.StateDigest, s.BindingDigest, s.Nonce, s.Verifier, s.Loopback, micros(s.ExpiresAt)); err != nil {
 		return t.classify(ctx, op, err)
 	}
 	return nil
@@ -497,17 +497,31 @@ func (t *teamSQL) CreateSignInState(ctx context.Context, s *SignInState, pending
 // gets it.
 func (t *teamSQL) TakeSignInState(ctx context.Context, stateDigest []byte) (*SignInState, error) {
 	const op = "take sign-in state"
+	s, err := t.signInState(ctx, op, stateDigest)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.one(ctx, op, "no such sign-in", `DELETE FROM sign_in_states WHERE state_digest = ?`, stateDigest); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// PeekSignInState implements Teams.
+func (t *teamSQL) PeekSignInState(ctx context.Context, stateDigest []byte) (*SignInState, error) {
+	return t.signInState(ctx, "peek sign-in state", stateDigest)
+}
+
+// signInState reads the started sign-in whose state has the given digest.
+func (t *teamSQL) signInState(ctx context.Context, op string, stateDigest []byte) (*SignInState, error) {
 	var (
 		s       SignInState
 		expires int64
 	)
 	err := t.get(ctx, op, "no such sign-in", func(sc scanner) error {
-		return sc.Scan(&s.StateDigest, &s.BindingDigest, &s.Nonce, &s.Verifier, &expires)
-	}, `SELECT state_digest, binding_digest, nonce, verifier, expires_at FROM sign_in_states WHERE state_digest = ?`, stateDigest)
+		return sc.Scan(&s.StateDigest, &s.BindingDigest, &s.Nonce, &s.Verifier, &s.Loopback, &expires)
+	}, `SELECT state_digest, binding_digest, nonce, verifier, loopback, expires_at FROM sign_in_states WHERE state_digest = ?`, stateDigest)
 	if err != nil {
-		return nil, err
-	}
-	if err := t.one(ctx, op, "no such sign-in", `DELETE FROM sign_in_states WHERE state_digest = ?`, stateDigest); err != nil {
 		return nil, err
 	}
 	s.ExpiresAt = fromMicros(expires)

@@ -360,4 +360,22 @@ func (s *suite) testSignInStates(t *testing.T, ctx context.Context, st store.Sto
 	}
 	_, err = st.TakeSignInState(ctx, digest("state-1"))
 	wantErr(t, "TakeSignInState(taken already)", err, store.ErrNotFound)
+
+	// A command-line client's sign-in keeps where it listens; peeking
+	// leaves it to be taken.
+	cli := &store.SignInState{StateDigest: digest("state-cli"), BindingDigest: digest("cli"), Loopback: "http://127.0.0.1:4711/callback", ExpiresAt: future}
+	if err := st.CreateSignInState(ctx, cli, 10); err != nil {
+		t.Fatal(err)
+	}
+	for _, what := range []string{"PeekSignInState", "TakeSignInState"} {
+		get := st.PeekSignInState
+		if what == "TakeSignInState" {
+			get = st.TakeSignInState
+		}
+		if got, err := get(ctx, digest("state-cli")); err != nil || got.Loopback != cli.Loopback || !bytes.Equal(got.BindingDigest, digest("cli")) {
+			t.Fatalf("%s = %+v, %v; want the loopback sign-in", what, got, err)
+		}
+	}
+	_, err = st.PeekSignInState(ctx, digest("state-cli"))
+	wantErr(t, "PeekSignInState(taken already)", err, store.ErrNotFound)
 }
