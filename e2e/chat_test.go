@@ -99,7 +99,7 @@ func (term *terminal) open(name, command string) {
 }
 
 // keyNames are the tmux key names keys sends as keys, not text.
-var keyNames = map[string]bool{"Enter": true, "Escape": true, "Left": true, "Right": true, "Up": true, "Down": true, "BSpace": true}
+var keyNames = map[string]bool{"Enter": true, "Escape": true, "Left": true, "Right": true, "Up": true, "Down": true, "BSpace": true, "Tab": true, "M-Up": true}
 
 // keys types into the pane, as tmux send-keys does: "Enter", "Left",
 // "C-c" and the other key names are keys, anything else is typed
@@ -401,6 +401,33 @@ func TestChatTerminalEditing(t *testing.T) {
 	term.keys("what is this", "Enter")
 	term.waitScreen("I see your PNG.", 1)
 
+	// While a task runs, /image attaches to the steering line typed next;
+	// Tab queues a follow-up, shown under the status line, and Alt-Up
+	// takes the last queued one back to edit (here sent as steering). The
+	// model's next request carries the image and the recalled line (the
+	// script answers nothing else), and the follow-up left in the queue
+	// is the next task's prompt.
+	term.keys("wait a bit", "Enter")
+	term.waitScreen("? allow exec_command?", 1)
+	term.keys("y")
+	term.waitScreen("running exec_command · ", 1)
+	term.keys("/image "+png, "Enter")
+	term.waitScreen("attached dot.png; they go with your next message", 2)
+	term.keys("steer with it", "Enter")
+	term.waitScreen("» steer with it (with dot.png)", 1)
+	term.keys("follow-up one", "Tab")
+	term.waitScreen("⏵ queued: follow-up one (Alt-Up edits)", 1)
+	term.keys("recalled one", "Tab")
+	term.waitScreen("⏵ queued: recalled one (Alt-Up edits)", 1)
+	term.keys("M-Up")
+	term.waitInput("› recalled one")
+	term.waitGone("⏵ queued: recalled one")
+	term.keys(" now", "Enter")
+	term.waitScreen("» recalled one now", 1)
+	term.waitScreen("Steered with the PNG and the recalled line.", 1)
+	term.waitScreen("Answered the follow-up.", 1)
+	term.waitGone("⏵ queued:")
+
 	// /skill pins a skill for the next message, which the model gets
 	// behind the [use_skills] block; a skill the agent lacks is refused.
 	term.keys("/skill lint", "Enter")
@@ -414,7 +441,7 @@ func TestChatTerminalEditing(t *testing.T) {
 
 	// A six-line output is shown whole.
 	term.keys("six lines", "Enter")
-	term.waitScreen("? allow exec_command?", 1)
+	term.waitScreen("? allow exec_command?", 2)
 	term.keys("y")
 	screen = term.waitScreen("Six lines printed.", 1)
 	for i := 1; i <= 6; i++ {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -401,12 +402,27 @@ func TestScheduleMissedWhileAllReplicasWereDown(t *testing.T) {
 	time.Sleep(time.Until(start.Add(7 * time.Second)))
 	_, addr = startReplica(t, addr, b, url, agentHome(t), missedAfterShort)
 	api = dialSchedules(t, addr)
-	time.Sleep(1500 * time.Millisecond) // a tick or so: the missed due time is claimed
-	for _, missed := range []string{"run_once", "skip"} {
-		resp, err := api.ListScheduleRuns(ctx, &penguinv1.ListScheduleRunsRequest{Agent: "default", Name: missed})
+	// The restarted replica claims the missed due times at its first tick
+	// or so; on a loaded machine its start and that tick (which reads the
+	// definitions first) can take seconds, so the test waits for the
+	// record of the first due time rather than for a fixed while.
+	runsOf := func(name string) []*penguinv1.ScheduleRun {
+		resp, err := api.ListScheduleRuns(ctx, &penguinv1.ListScheduleRunsRequest{Agent: "default", Name: name})
 		if err != nil {
 			t.Fatal(err)
 		}
+		return resp.GetRuns()
+	}
+	eventually.Within(t, 30*time.Second, "the restarted replica to record the missed due times", func() bool {
+		for _, missed := range []string{"run_once", "skip"} {
+			if !slices.ContainsFunc(runsOf(missed), func(r *penguinv1.ScheduleRun) bool { return r.GetDueAt().AsTime().Equal(start) }) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, missed := range []string{"run_once", "skip"} {
+		resp := &penguinv1.ListScheduleRunsResponse{Runs: runsOf(missed)}
 		var first *penguinv1.ScheduleRun
 		for _, r := range resp.GetRuns() {
 			if r.GetDueAt().AsTime().Equal(start) {

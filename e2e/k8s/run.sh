@@ -97,8 +97,11 @@ echo "pods Ready $(($(date +%s) - t_apply)) s after the apply"
 
 ts "the suite"
 go test -c -o "$H/k8s.test" ./e2e/k8s
+# The host's attack suite, static (the pod has no C library to spare), for
+# TestAttackSuiteInPod to run inside an environment pod.
+CGO_ENABLED=0 go test -c -o "$H/environment.test" ./services/environment
 echo "$token" >"$H/token"
 inns env -i PATH="$BIN:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" HOME="$H" SHELL=/bin/bash \
-	KUBECONFIG="$KUBECONFIG" PENGUIN_K8S_NAMESPACE="$NSP" PENGUIN_K8S_TOKEN_FILE="$H/token" \
+	KUBECONFIG="$KUBECONFIG" PENGUIN_K8S_NAMESPACE="$NSP" PENGUIN_K8S_TOKEN_FILE="$H/token" PENGUIN_K8S_ATTACK_SUITE="$H/environment.test" \
 	PENGUIN_K8S_REPEAT="${PENGUIN_K8S_REPEAT:-5}" "$H/k8s.test" -test.v -test.run "${PENGUIN_K8S_RUN:-.}" -test.timeout "${PENGUIN_K8S_TIMEOUT:-40m}"
 ts "suite passed"

@@ -58,6 +58,13 @@ func (a *Attachments) AddFile(path string) error {
 // Empty says nothing is attached.
 func (a *Attachments) Empty() bool { return len(a.names) == 0 }
 
+// add appends what o holds.
+func (a *Attachments) add(o Attachments) {
+	a.Images = append(a.Images, o.Images...)
+	a.files = append(a.files, o.files...)
+	a.names = append(a.names, o.names...)
+}
+
 // Names are the attached files' names, in the order they were added.
 func (a *Attachments) Names() []string { return a.names }
 

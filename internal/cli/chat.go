@@ -149,8 +149,9 @@ type chatModel struct {
 	cancel  context.CancelFunc
 	pending *penguinv1.ApprovalRequest
 	// later holds lines to run when the task ends: commands typed during
-	// it, and messages that came too late to steer it.
-	later    []string
+	// it, follow-ups queued with Tab, and messages that came too late to
+	// steer it, each with what was attached to it.
+	later    []laterLine
 	aborting bool
 
 	lastInterrupt time.Time
@@ -323,16 +324,18 @@ func (m *chatModel) update(msg tea.Msg) tea.Cmd {
 			m.spin, cmd = m.spin.Update(msg)
 			return cmd
 		}
-	case lateLine:
+	case laterLine:
 		// The task ended before the steering line reached it: it is the
 		// next message, joined to one typed just before it.
 		if m.state == stateIdle {
-			return m.handle(string(msg))
+			m.att.add(msg.att)
+			return m.handle(msg.text)
 		}
-		if n := len(m.later); n > 0 && !strings.HasPrefix(m.later[n-1], "/") {
-			m.later[n-1] += "\n" + string(msg)
+		if n := len(m.later); n > 0 && !strings.HasPrefix(m.later[n-1].text, "/") {
+			m.later[n-1].text += "\n" + msg.text
+			m.later[n-1].att.add(msg.att)
 		} else {
-			m.later = append(m.later, string(msg))
+			m.later = append(m.later, msg)
 		}
 	case tea.PasteMsg:
 		if m.state == stateIdle || m.state == stateRunning {
@@ -377,6 +380,15 @@ func (m *chatModel) key(k tea.KeyPressMsg) tea.Cmd {
 		}
 	case "enter":
 		return m.submit()
+	case "tab":
+		if m.state == stateRunning {
+			return m.queue()
+		}
+	case "alt+up":
+		if m.state == stateRunning && m.input.Value() == "" {
+			m.recall()
+			return nil
+		}
 	case "up":
 		if m.input.Line() == 0 {
 			if s, ok := m.hist.prev(m.input.Value()); ok {
@@ -462,14 +474,58 @@ func (m *chatModel) submit() tea.Cmd {
 		m.say(m.style(styleDim, "warning: chat history: "+err.Error()))
 	}
 	if m.state == stateRunning {
+		if name, arg, _ := strings.Cut(text, " "); name == "/image" || name == "/file" {
+			// Attaching sends nothing: it acts now, for the steering
+			// message or follow-up typed next.
+			m.attach(name, strings.TrimSpace(arg))
+			return nil
+		}
 		if strings.HasPrefix(text, "/") {
-			m.later = append(m.later, text)
+			m.later = append(m.later, laterLine{text: text})
 			m.say(m.style(styleDim, "("+text+" runs when the task ends)"))
 			return nil
 		}
 		return m.steer(text)
 	}
 	return m.handle(text)
+}
+
+// laterLine is a line that waits for the running task to end, with what
+// was attached to it.
+type laterLine struct {
+	text string
+	att  Attachments
+	// queued marks a follow-up queued with Tab, which Alt-Up recalls.
+	queued bool
+}
+
+// queue keeps the input line, with the attachments, as a follow-up sent
+// when the task ends; Alt-Up recalls it before that.
+func (m *chatModel) queue() tea.Cmd {
+	text := strings.TrimRight(m.input.Value(), " \t\n")
+	if strings.TrimSpace(text) == "" {
+		return nil
+	}
+	m.setInput("")
+	if err := m.hist.add(text); err != nil {
+		m.say(m.style(styleDim, "warning: chat history: "+err.Error()))
+	}
+	m.later = append(m.later, laterLine{text: text, att: m.att, queued: true})
+	m.att = Attachments{}
+	return nil
+}
+
+// recall takes the last queued follow-up back into the input line (and
+// its attachments back to the next message), to edit or send as steering.
+func (m *chatModel) recall() {
+	for i := len(m.later) - 1; i >= 0; i-- {
+		if l := m.later[i]; l.queued {
+			m.later = append(m.later[:i], m.later[i+1:]...)
+			m.att.add(l.att)
+			m.setInput(l.text)
+			return
+		}
+	}
 }
 
 // handle acts on one line at an idle prompt.
@@ -497,6 +553,15 @@ func (m *chatModel) View() tea.View {
 			b.WriteString(strings.Join(lines, "\n") + "\n")
 		}
 		b.WriteString(m.statusLine() + "\n")
+		for _, l := range m.later {
+			if l.queued {
+				first, _, more := strings.Cut(l.text, "\n")
+				if more || len(l.att.Names()) > 0 {
+					first += " …"
+				}
+				b.WriteString(m.style(styleDim, "⏵ queued: "+first+" (Alt-Up edits)") + "\n")
+			}
+		}
 	}
 	switch m.state {
 	case stateApproving:

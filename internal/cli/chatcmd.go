@@ -25,7 +25,8 @@ const chatHelp = `Commands:
   /diff [SEQ]         show the last turn's change of the workspace (or change SEQ) as a diff
   /undo [SEQ] [--force] restore the files the last turn changed (or change SEQ); --force overwrites later edits
   /redo [SEQ]         redo the last undone change
-  /image PATH         attach an image (PNG, JPEG, GIF, WebP; at most 5 MiB) to your next message
+  /image PATH         attach an image (PNG, JPEG, GIF, WebP; at most 5 MiB) to your next message (a model
+                      without vision gets it as a file in the session's scratchpad)
   /file PATH          put a text file (at most 256 KiB) into your next message
   /skill [NAME...]    pin skills of the agent for your next message ([use_skills]); no name lists them, /skill - drops them
   /goal[:BUDGET] TEXT run TEXT as a goal, in rounds until it is complete or blocked (BUDGET: 500k, 2m; none: unlimited)
@@ -35,7 +36,10 @@ const chatHelp = `Commands:
   /exit, /quit        quit (so does Ctrl-D on an empty line)
 Keys:
   Enter sends; Alt-Enter, Ctrl-J or a trailing \ starts a new line; a paste is one message.
-  Up and Down recall earlier messages. While a task runs, a message steers it.
+  Up and Down recall earlier messages.
+  While a task runs: Enter steers it; Tab queues the message as a follow-up sent when the
+  task ends, and Alt-Up takes the last queued one back to edit; /image and /file attach to
+  the steering message or follow-up typed next.
   Ctrl-C denies an approval, aborts a task, clears the line, and quits when pressed twice.`
 
 // command runs a slash command at an idle prompt.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -177,7 +178,8 @@ func (m *chatModel) taskEnded() tea.Cmd {
 	m.later = nil
 	var cmds []tea.Cmd
 	for i, line := range later {
-		cmds = append(cmds, m.handle(line))
+		m.att.add(line.att)
+		cmds = append(cmds, m.handle(line.text))
 		if m.state != stateIdle {
 			// A task started: the rest waits for its end.
 			m.later = append(m.later, later[i+1:]...)
@@ -209,24 +211,26 @@ func (m *chatModel) answer(d penguinv1.Decision) tea.Cmd {
 	}
 }
 
-// steer sends text to the running task; when the task ended first, the
-// text becomes the next message.
+// steer sends text, with what is attached, to the running task; when the
+// task ended first, the text and the attachments become the next message.
 func (m *chatModel) steer(text string) tea.Cmd {
-	id := m.session
+	id, att := m.session, m.att
+	m.att = Attachments{}
 	return func() tea.Msg {
-		_, err := m.engine.Steer(m.ctx, &penguinv1.SteerRequest{SessionId: id, Text: text})
+		_, err := m.engine.Steer(m.ctx, &penguinv1.SteerRequest{SessionId: id, Text: att.Prompt(text), Images: att.Images})
 		switch {
 		case status.Code(err) == codes.FailedPrecondition:
-			return lateLine(text)
+			return laterLine{text: text, att: att}
 		case err != nil:
 			return notice{err: err}
 		}
-		return notice{text: m.style(styleDim, "» "+text)}
+		line := "» " + text
+		if names := att.Names(); len(names) > 0 {
+			line += " (with " + strings.Join(names, ", ") + ")"
+		}
+		return notice{text: m.style(styleDim, line)}
 	}
 }
-
-// lateLine is a steering line that came after its task ended.
-type lateLine string
 
 // contextWindow looks up the model's context window for the usage line.
 func (m *chatModel) contextWindow() tea.Cmd {

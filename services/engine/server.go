@@ -31,7 +31,7 @@ type Sessions interface {
 	Run(ctx context.Context, id string, spec session.RunSpec, send func(*penguinv1.RunEvent) error) error
 	Attach(ctx context.Context, id string, after int64, untilIdle bool, send func(*penguinv1.RunEvent) error) error
 	Approve(ctx context.Context, id, toolCallID string, origin []string, d penguinv1.Decision) error
-	Steer(ctx context.Context, id, text string) error
+	Steer(ctx context.Context, id, text string, images []string) error
 	Abort(ctx context.Context, id, reason string) (bool, error)
 	RetryNow(ctx context.Context, id string) (bool, error)
 	Compact(ctx context.Context, id string, mode penguinv1.CompactionMode) (penguinv1.StopReason, string, error)
@@ -352,15 +352,18 @@ func (s *Server) Approve(ctx context.Context, req *penguinv1.ApproveRequest) (*p
 	return &penguinv1.ApproveResponse{}, nil
 }
 
-// Steer queues text for the running task.
+// Steer queues a message, text and images, for the running task.
 func (s *Server) Steer(ctx context.Context, req *penguinv1.SteerRequest) (*penguinv1.SteerResponse, error) {
 	if err := s.allow(ctx, req.GetSessionId(), access.Write); err != nil {
 		return nil, err
 	}
+	if err := attach.CheckImages(req.GetImages()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	if resp, ok, err := forward(ctx, s, "Steer", req.GetSessionId(), req, penguinv1.EngineServiceClient.Steer); ok {
 		return resp, err
 	}
-	if err := s.sessions.Steer(ctx, req.GetSessionId(), req.GetText()); err != nil {
+	if err := s.sessions.Steer(ctx, req.GetSessionId(), req.GetText(), req.GetImages()); err != nil {
 		return nil, s.status(ctx, err)
 	}
 	return &penguinv1.SteerResponse{}, nil

@@ -15,7 +15,7 @@ import (
 )
 
 // A task that names skills sends the model its message behind a
-// [use_skills] block, as the reference writes it; a name that is not an
+// [use_skills] block ("skills: a, b"); a name that is not an
 // enabled skill of the session's agent is refused, naming it, before
 // anything is recorded or asked of the model.
 func TestRunWithSkills(t *testing.T) {

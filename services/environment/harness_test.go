@@ -57,7 +57,13 @@ var trampolineDir string
 // start many times slower and the tests' thousands of trampolines with it.
 // (The sandbox package's tests run the trampoline code under the race
 // detector; TestServeEnvironment runs the penguin binary's.)
+// Where there is no Go toolchain, as in the environment pod that the
+// Kubernetes suite runs the attack suite in, PENGUIN_TEST_TRAMPOLINE names a
+// built one instead.
 var trampoline = sync.OnceValues(func() (string, error) {
+	if bin := os.Getenv("PENGUIN_TEST_TRAMPOLINE"); bin != "" {
+		return bin, nil
+	}
 	dir, err := os.MkdirTemp("", "penguin-trampoline-")
 	if err != nil {
 		return "", err
@@ -70,6 +76,56 @@ var trampoline = sync.OnceValues(func() (string, error) {
 	}
 	return bin, nil
 })
+
+// podSandboxUser is the sandbox user of PENGUIN_TEST_SANDBOX_USER ("UID" or
+// "UID:GID"), or the zero Identity (the service's default) when it is unset.
+// The Kubernetes suite sets it to run this suite as an environment pod's
+// service runs: commands as the workspaces' owner, since the pod's user
+// namespace maps the workspaces volume already and the sandbox cannot map
+// it once more.
+func podSandboxUser(t testing.TB) sandbox.Identity {
+	t.Helper()
+	v := os.Getenv("PENGUIN_TEST_SANDBOX_USER")
+	if v == "" {
+		return sandbox.Identity{}
+	}
+	id, err := sandbox.ParseIdentity(v)
+	if err != nil {
+		t.Fatalf("PENGUIN_TEST_SANDBOX_USER: %v", err)
+	}
+	return id
+}
+
+// testRoot makes a directory for a service's workspaces. Under
+// PENGUIN_TEST_ROOTS (the pod's workspaces volume, in the Kubernetes suite)
+// it is made there and given to the sandbox user of PENGUIN_TEST_SANDBOX_USER,
+// as the volume's directories belong to it; otherwise it is a test temporary
+// directory, owned by the service as on a host.
+func testRoot(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv("PENGUIN_TEST_ROOTS")
+	if base == "" {
+		return t.TempDir()
+	}
+	return rootUnder(t, base)
+}
+
+// rootUnder makes a directory for a service's workspaces under base, given
+// to the sandbox user of PENGUIN_TEST_SANDBOX_USER when that is set.
+func rootUnder(t testing.TB, base string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(base, "root-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if id := podSandboxUser(t); id != (sandbox.Identity{}) {
+		if err := os.Chown(dir, int(id.UID), int(id.GID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
 
 // harness is an environment service on a real loopback port with a client.
 type harness struct {
@@ -90,7 +146,10 @@ func (h *harness) port() int { return h.addr.(*net.TCPAddr).Port }
 func start(t testing.TB, opts environment.Options) *harness {
 	t.Helper()
 	if opts.Root == "" {
-		opts.Root = t.TempDir()
+		opts.Root = testRoot(t)
+	}
+	if opts.SandboxUser == (sandbox.Identity{}) {
+		opts.SandboxUser = podSandboxUser(t)
 	}
 	if opts.ScratchDir == "" {
 		opts.ScratchDir = t.TempDir()

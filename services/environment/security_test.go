@@ -69,7 +69,7 @@ func TestAttack2ArchivesLieOutsideTheRootWorkspace(t *testing.T) {
 // directory, then prints more than the cap. The archive must not land
 // outside.
 func TestAttack2ArchiveDirectoryReplacedByALink(t *testing.T) {
-	root := t.TempDir()
+	root := testRoot(t)
 	h := start(t, environment.Options{Root: root, ScratchDir: filepath.Join(root, "scratch")})
 	env := h.create(&penguinv1.CreateEnvironmentRequest{Workspace: "ws", Label: "swap", SandboxMode: penguinv1.SandboxMode_SANDBOX_MODE_NONE}).GetEnvironmentId()
 	first := archivePath(t, h.exec(env, "exec_command", `{"cmd":"seq 1 20000"}`))
@@ -88,7 +88,7 @@ func TestAttack2ArchiveDirectoryReplacedByALink(t *testing.T) {
 // Attack 2, configured: a scratch directory inside the workspace is
 // refused, so commands never reach the archives.
 func TestAttack2ScratchInsideTheWorkspaceIsRefused(t *testing.T) {
-	root := t.TempDir()
+	root := testRoot(t)
 	h := start(t, environment.Options{Root: root, ScratchDir: filepath.Join(root, "ws", ".scratch")})
 	_, err := h.client.CreateEnvironment(testkit.Context(t, 30*time.Second), &penguinv1.CreateEnvironmentRequest{Workspace: "ws"})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "scratch") {
@@ -297,6 +297,8 @@ func TestAttack7CaseVariantKeysAreRefused(t *testing.T) {
 
 // Attack 8: a vault value printed encoded, or in pieces across output
 // deltas. Every form the everyday encoders make is replaced by its name.
+// The encoders are coreutils' (base64, basenc, od; od -w30 wraps hex as
+// xxd -p does), so that the suite runs unchanged in the environment image.
 func TestAttack8VaultValuesEncodedOrSplit(t *testing.T) {
 	h := start(t, environment.Options{})
 	const token = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
@@ -310,14 +312,14 @@ func TestAttack8VaultValuesEncodedOrSplit(t *testing.T) {
 		"base64 offset 2":   `printf 'xxtoken=%s' "$API_TOKEN" | base64 -w0; echo`,
 		"base64 wrapped":    `printf '%s%s' "$API_TOKEN" "$API_TOKEN" | base64 -w 16`,
 		"base64url":         `printf '?%s' "$API_TOKEN" | basenc --base64url -w0; echo`,
-		"hex xxd":           `printf %s "$API_TOKEN" | xxd -p`,
-		"hex upper":         `printf %s "$API_TOKEN" | xxd -p -c 1000 | tr a-f A-F`,
+		"hex wrapped":       `printf %s "$API_TOKEN" | od -An -v -tx1 -w30 | tr -d ' '`,
+		"hex upper":         `printf %s "$API_TOKEN" | od -An -v -tx1 | tr -d ' \n' | tr a-f A-F; echo`,
 		"hex od":            `printf %s "$API_TOKEN" | od -An -tx1 | tr -d ' \n'; echo`,
 		"url-encoded":       urlEncode,
 		"base64 password":   `printf %s "$PASSWORD" | base64`,
 		"hex password":      `printf %s "$PASSWORD" | od -An -tx1 | tr -d ' \n'; echo`,
 		"split over deltas": `v=$(printf %s "$API_TOKEN" | base64 -w0); printf %s "${v:0:21}"; sleep 0.3; printf '%s\n' "${v:21}"`,
-		"split hex":         `v=$(printf %s "$API_TOKEN" | xxd -p -c 1000); printf %s "${v:0:33}"; sleep 0.3; printf '%s\n' "${v:33}"`,
+		"split hex":         `v=$(printf %s "$API_TOKEN" | od -An -v -tx1 | tr -d ' \n'); printf %s "${v:0:33}"; sleep 0.3; printf '%s\n' "${v:33}"`,
 	}
 	for name, cmd := range commands {
 		for _, tty := range []bool{true, false} {

@@ -334,7 +334,7 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
     await phoneLight.close();
   });
 
-  await step("schedules: a bad definition names its line; create one in the agent's tab, see its next run, run it now, open its session (its cost on the usage page), find it in the Scheduled folder and under its agent there, the choices remembered", async () => {
+  await step("schedules: a bad definition names its line; create one in the agent's tab, see its next run, run it now, see it in the history, open its session (its cost on the usage page), find it in the Scheduled folder and under its agent there, the choices remembered", async () => {
     await page.goto(base + "/agents/default");
     await page.getByRole("tab", { name: "Schedules" }).click();
     await page.getByRole("button", { name: "New schedule" }).click();
@@ -353,6 +353,12 @@ test("the web app, from the first run to the trace", { timeout: 240000 }, async 
       await page.waitForTimeout(200);
       await page.getByRole("button", { name: "Refresh" }).click();
     }
+    // The history lists the run, started, linking the same session.
+    await page.getByRole("button", { name: "History" }).click();
+    const pastRun = page.getByLabel("History of digest").getByRole("row").filter({ hasText: "started" });
+    await pastRun.waitFor();
+    assert.equal(await pastRun.getByRole("link").getAttribute("href"), await last.getByRole("link", { name: "session" }).getAttribute("href"),
+      "the history's run links the last run's session");
     await shot(page, "19-schedules");
     await last.getByRole("link", { name: "session" }).click();
     await page.locator(".msg.user").filter({ hasText: "Summarize the workspace." }).waitFor();

@@ -939,7 +939,7 @@ type RunRequest struct {
 	Goal *GoalOptions `protobuf:"bytes,6,opt,name=goal,proto3" json:"goal,omitempty"`
 	// Skills the task must use, by their directory names under the agent's
 	// skills/: the task's message starts with a [use_skills] block naming
-	// them (the reference's format), and the model reads each one's SKILL.md
+	// them ("skills: a, b"), and the model reads each one's SKILL.md
 	// before it starts. Each must be installed and enabled on the session's
 	// agent: an unknown, disabled, malformed or repeated name answers
 	// INVALID_ARGUMENT naming it, and nothing is recorded. With skills the
@@ -1580,13 +1580,17 @@ func (*ApproveResponse) Descriptor() ([]byte, []int) {
 	return file_penguin_v1_engine_proto_rawDescGZIP(), []int{19}
 }
 
-// SteerRequest queues text for the running task.
+// SteerRequest queues a message for the running task.
 type SteerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session's id.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// The text.
-	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// The text; it must not be empty unless images are given.
+	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// Images for the model, as in RunRequest.images and within the same
+	// limits. A model without vision gets each data URL saved to the
+	// session's scratchpad and its path instead.
+	Images        []string `protobuf:"bytes,3,rep,name=images,proto3" json:"images,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1633,6 +1637,13 @@ func (x *SteerRequest) GetText() string {
 		return x.Text
 	}
 	return ""
+}
+
+func (x *SteerRequest) GetImages() []string {
+	if x != nil {
+		return x.Images
+	}
+	return nil
 }
 
 // SteerResponse confirms the text is queued.
@@ -3743,11 +3754,12 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"toolCallId\x120\n" +
 	"\bdecision\x18\x03 \x01(\x0e2\x14.penguin.v1.DecisionR\bdecision\x12\x16\n" +
 	"\x06origin\x18\x04 \x03(\tR\x06origin\"\x11\n" +
-	"\x0fApproveResponse\"A\n" +
+	"\x0fApproveResponse\"Y\n" +
 	"\fSteerRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\x0f\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x16\n" +
+	"\x06images\x18\x03 \x03(\tR\x06images\"\x0f\n" +
 	"\rSteerResponse\"E\n" +
 	"\fAbortRequest\x12\x1d\n" +
 	"\n" +

@@ -119,9 +119,10 @@ func DefaultEngineTools() []ToolSpec {
 		{
 			Name: ToolDescribeImage,
 			Description: "Have a vision model look at an image and answer in text. " +
-				"The source is an http(s) URL or a file in the workspace (png, jpeg, gif or webp, up to 5 MB).",
+				"The source is an http(s) URL, a file in the workspace (png, jpeg, gif or webp, up to 5 MB), " +
+				"or an image attached to a message, which the message names as scratchpad/<name>.",
 			Parameters: `{"type":"object","properties":{` +
-				`"source":{"type":"string","description":"An http(s) URL, or a path inside the workspace."},` +
+				`"source":{"type":"string","description":"An http(s) URL, a path inside the workspace, or scratchpad/<name> for an attached image."},` +
 				`"prompt":{"type":"string","description":"What to ask about the image; by default a detailed description."}` +
 				`},"required":["source"]}`,
 			Permission: "r",

@@ -24,9 +24,11 @@ func (m *Manager) loadedHere(ctx context.Context, id string) (*Runtime, error) {
 	return nil, m.elsewhere(ctx, id)
 }
 
-// Steer queues text for the session's running task.
-func (m *Manager) Steer(ctx context.Context, id, text string) error {
-	if strings.TrimSpace(text) == "" {
+// Steer queues a steering message, its text and its images, for the
+// session's running task. The images go to the model as a prompt's do
+// (imageMessages).
+func (m *Manager) Steer(ctx context.Context, id, text string, images []string) error {
+	if strings.TrimSpace(text) == "" && len(images) == 0 {
 		return fmt.Errorf("%w: the steering text is empty", ErrInvalid)
 	}
 	rt, err := m.loadedHere(ctx, id)
@@ -37,13 +39,45 @@ func (m *Manager) Steer(ctx context.Context, id, text string) error {
 		return fmt.Errorf("%w: session %s is idle; start a Run instead", ErrNotRunning, id)
 	}
 	defer m.release(rt)
+	steerable := func() (*task, error) {
+		t := rt.task
+		if t == nil || t.closed || t.compaction {
+			return nil, fmt.Errorf("%w: session %s has no task to steer; start a Run instead", ErrNotRunning, id)
+		}
+		return t, nil
+	}
+	rt.mu.Lock()
+	t, err := steerable()
+	var p *prepared
+	if t != nil {
+		p = t.prep
+	}
+	rt.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(text) == "" {
+		text = "(see the attached images)"
+	}
+	msgs := []*penguinv1.OmniMessage{loop.SteeringMessage(text)}
+	if len(images) > 0 {
+		if p == nil {
+			return fmt.Errorf("%w: session %s's task is still starting; send the images again in a moment", ErrNotRunning, id)
+		}
+		// Saving an image for a text-only model writes files; the
+		// runtime is not held meanwhile.
+		imgs, err := rt.imageMessages(ctx, p, images)
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, imgs...)
+	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	t := rt.task
-	if t == nil || t.closed || t.compaction {
-		return fmt.Errorf("%w: session %s has no task to steer; start a Run instead", ErrNotRunning, id)
+	if now, err := steerable(); err != nil || now != t {
+		return fmt.Errorf("%w: session %s's task ended before the steering message was queued; start a Run instead", ErrNotRunning, id)
 	}
-	t.steering = append(t.steering, text)
+	t.steering = append(t.steering, msgs)
 	return nil
 }
 

@@ -145,6 +145,9 @@ func (m *Manager) resume(ctx context.Context, id string) (bool, error) {
 		rt.abandon(t, nil)
 		return false, nil
 	}
+	rt.mu.Lock()
+	t.prep = p
+	rt.mu.Unlock()
 	rt.setState(penguinv1.SessionState_SESSION_STATE_RUNNING, 0)
 	err = rt.begin(t, p, true)
 	if err == nil && gs.Active {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -94,7 +95,7 @@ func (rt *Runtime) startGoal(t *task, p *prepared, spec RunSpec) error {
 	if err := rt.emitRound(t, round); err != nil {
 		return err
 	}
-	return rt.recordPrompt(p, RunSpec{Prompt: round.Prompt(spec.Prompt), Sender: spec.Sender, Skills: spec.Skills})
+	return rt.recordPrompt(p, RunSpec{Prompt: round.Prompt(spec.Prompt), Sender: spec.Sender, Skills: spec.Skills}, nil)
 }
 
 // nextRound is the round after the state's last.
@@ -222,8 +223,7 @@ func (rt *Runtime) takeLateSteering(t *task) []*penguinv1.OmniMessage {
 	t.steering = nil
 	rt.mu.Unlock()
 	var out []*penguinv1.OmniMessage
-	for _, s := range left {
-		m := loop.SteeringMessage(s)
+	for _, m := range slices.Concat(left...) {
 		if err := rt.Emit(t.ctx, m); err != nil {
 			rt.m.log.Error("lost steering text: the log could not be written", "session", rt.id, "error", err)
 			continue

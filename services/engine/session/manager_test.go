@@ -141,7 +141,7 @@ func TestASessionLeasedElsewhere(t *testing.T) {
 	if err != nil || !elsewhere || addr != "10.0.0.2:7423" {
 		t.Fatalf("Owner = %q, %v, %v", addr, elsewhere, err)
 	}
-	if err := r.mgr.Steer(t.Context(), s.GetSessionId(), "faster"); !errors.Is(err, session.ErrPrecondition) || !strings.Contains(err.Error(), "10.0.0.2:7423") {
+	if err := r.mgr.Steer(t.Context(), s.GetSessionId(), "faster", nil); !errors.Is(err, session.ErrPrecondition) || !strings.Contains(err.Error(), "10.0.0.2:7423") {
 		t.Fatalf("Steer = %v, want a precondition error with the owner's address", err)
 	}
 }

@@ -160,21 +160,15 @@ func (rt *Runtime) begin(t *task, p *prepared, resumed bool) error {
 	return nil
 }
 
-// recordPrompt records the prompt and, when the tools changed, the tool
-// list, and adds them to the first request's input.
-func (rt *Runtime) recordPrompt(p *prepared, spec RunSpec) error {
+// recordPrompt records the prompt with its image messages (imageMessages)
+// and, when the tools changed, the tool list, and adds them to the first
+// request's input.
+func (rt *Runtime) recordPrompt(p *prepared, spec RunSpec, images []*penguinv1.OmniMessage) error {
 	var msgs []*penguinv1.OmniMessage
 	if text := withSkills(spec.Skills, spec.Prompt); strings.TrimSpace(text) != "" {
 		msgs = append(msgs, omni.SenderText(spec.Sender, text))
 	}
-	for i, img := range spec.Images {
-		if p.cfg.Vision {
-			msgs = append(msgs, omni.ImageURL(img))
-			continue
-		}
-		// A text-only model cannot take the image; it learns there was one.
-		msgs = append(msgs, omni.UserText(fmt.Sprintf("[attached image %d: %s]", i+1, describeURL(img))))
-	}
+	msgs = append(msgs, images...)
 	for _, m := range msgs {
 		if err := rt.Emit(context.Background(), m); err != nil {
 			return err
@@ -187,14 +181,6 @@ func (rt *Runtime) recordPrompt(p *prepared, spec RunSpec) error {
 		}
 	}
 	return nil
-}
-
-func describeURL(u string) string {
-	if strings.HasPrefix(u, "data:") {
-		mime, _, _ := strings.Cut(strings.TrimPrefix(u, "data:"), ";")
-		return "an inline " + mime + " image this model cannot view; describe_image needs a URL or a workspace path"
-	}
-	return u
 }
 
 // settings assembles a task's loop settings from the agent state, the

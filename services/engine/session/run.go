@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,9 +32,15 @@ type task struct {
 	compaction bool // a manual compaction, which takes no steering
 	closed     bool // the task is ending: steering is refused
 	waiting    bool // in a reconnect wait
-	steering   []string
+	// steering holds the steering messages not yet given to the model,
+	// each as its text block and its images (steerMessages).
+	steering   [][]*penguinv1.OmniMessage
 	notices    []*penguinv1.OmniMessage
 	contextSeq int64 // session_meta of a context started by this task
+
+	// prep is the run's preparation, once made: steering with images
+	// needs its model and scratchpad. Guarded by the runtime's mu.
+	prep *prepared
 
 	// result is a manual compaction's outcome, set before done closes.
 	result loop.Result
@@ -232,6 +239,18 @@ func (rt *Runtime) startClaimed(ctx context.Context, t *task, spec RunSpec) (int
 		rt.abandon(t, err)
 		return 0, err
 	}
+	var images []*penguinv1.OmniMessage
+	if spec.Goal == nil {
+		// A goal keeps its images with its objective (startGoal).
+		if images, err = rt.imageMessages(ctx, p, spec.Images); err != nil {
+			p.releaseEnvironment(rt.m, rt.id)
+			rt.abandon(t, err)
+			return 0, err
+		}
+	}
+	rt.mu.Lock()
+	t.prep = p
+	rt.mu.Unlock()
 	from := rt.journal.Last()
 	rt.mu.Lock()
 	if spec.Mode != penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED {
@@ -245,7 +264,7 @@ func (rt *Runtime) startClaimed(ctx context.Context, t *task, spec RunSpec) (int
 	case spec.Goal != nil:
 		err = rt.startGoal(t, p, spec)
 	default:
-		err = rt.recordPrompt(p, spec)
+		err = rt.recordPrompt(p, spec, images)
 	}
 	if err == nil {
 		// The prompt is on record before the task goes on: a Run that
@@ -364,8 +383,8 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	}
 
 	msg := res.Message
-	for _, s := range left {
-		if err := rt.Emit(context.Background(), loop.SteeringMessage(s)); err != nil {
+	for _, msg := range slices.Concat(left...) {
+		if err := rt.Emit(context.Background(), msg); err != nil {
 			m.log.Error("lost steering text: the log could not be written", "session", rt.id, "error", err)
 			res.Err = errors.Join(res.Err, err)
 		}
@@ -485,10 +504,7 @@ type host struct {
 func (h *host) TakeInput() []*penguinv1.OmniMessage {
 	h.rt.mu.Lock()
 	defer h.rt.mu.Unlock()
-	var out []*penguinv1.OmniMessage
-	for _, s := range h.t.steering {
-		out = append(out, loop.SteeringMessage(s))
-	}
+	out := slices.Concat(h.t.steering...)
 	out = append(out, h.t.notices...)
 	h.t.steering, h.t.notices = nil, nil
 	return out

@@ -13,8 +13,8 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/loop"
 )
 
-// skillName is what a skill's directory name may be (the reference's rule,
-// and the only names the agent API installs).
+// skillName is what a skill's directory name may be (the only names the
+// agent API installs, and those of imported agent directories).
 var skillName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // checkSkillNames checks the names a task asks for before anything is
@@ -72,7 +72,7 @@ func installedSkill(st *agentstate.State, n string) bool {
 }
 
 // withSkills prefixes text with the [use_skills] block naming the skills,
-// as the reference writes it: "skills: a, b" inside the block, a blank
+// in the format imported agent directories use: "skills: a, b" inside the block, a blank
 // line, then the message; the block alone when there is no message.
 func withSkills(names []string, text string) string {
 	if len(names) == 0 {

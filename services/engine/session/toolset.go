@@ -235,7 +235,7 @@ func (rt *Runtime) engineTool(name string, ts *toolset, row *store.Session, cfg 
 	if name == agentconfig.ToolDescribeImage {
 		return &describeimage.Tool{
 			LLM: rt.m.opts.LLM, Vision: st.Config.Model.VisionModel.Proto(), TimeoutMs: st.Config.Model.RequestTimeoutMS, Project: row.ProjectID,
-			Environment: enginetool.Func(ts.runInEnvironment),
+			Environment: enginetool.Func(ts.runInEnvironment), Scratchpad: scratchpad.For(st.Dir, row.ID),
 		}
 	}
 	if cfg.Depth > 0 {

@@ -21,6 +21,7 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 	"github.com/penguin-agent/penguin/services/engine/enginetool"
 	"github.com/penguin-agent/penguin/services/engine/loop"
+	"github.com/penguin-agent/penguin/services/engine/scratchpad"
 	"google.golang.org/grpc/status"
 )
 
@@ -41,6 +42,9 @@ type Tool struct {
 	Project string
 	// Environment runs the session's environment tools, for read_image.
 	Environment enginetool.Tool
+	// Scratchpad is the session's scratchpad, where the images attached
+	// for a text-only model are kept (a source scratchpad/<name>).
+	Scratchpad *scratchpad.Pad
 }
 
 // Execute implements enginetool.Tool.
@@ -54,7 +58,7 @@ func (d *Tool) Execute(ctx context.Context, call *penguinv1.ToolCall, _ func(*pe
 		Prompt string `json:"prompt"`
 	}
 	if err := json.Unmarshal([]byte(call.GetArguments()), &args); err != nil || strings.TrimSpace(args.Source) == "" {
-		return fail(`describe_image takes {"source": "<http(s) URL or workspace path>", "prompt": "<question>"}; the source is missing or the arguments are not valid JSON.`)
+		return fail(`describe_image takes {"source": "<http(s) URL, workspace path or scratchpad/<name>>", "prompt": "<question>"}; the source is missing or the arguments are not valid JSON.`)
 	}
 	url, failed := d.imageURL(ctx, call, args.Source)
 	if failed != "" {
@@ -67,12 +71,22 @@ func (d *Tool) Execute(ctx context.Context, call *penguinv1.ToolCall, _ func(*pe
 	return d.ask(ctx, call, prompt, url)
 }
 
-// imageURL returns the URL the vision model gets: a URL as given, or a
-// workspace file read by the environment as a data URL. failed says why
-// there is none.
+// imageURL returns the URL the vision model gets: a URL as given, a
+// scratchpad image, or a workspace file read by the environment as a data
+// URL. failed says why there is none.
 func (d *Tool) imageURL(ctx context.Context, call *penguinv1.ToolCall, source string) (url, failed string) {
 	if strings.HasPrefix(source, "http://") || strings.HasPrefix(source, "https://") || strings.HasPrefix(source, "data:") {
 		return source, ""
+	}
+	if name, ok := scratchpad.Name(source); ok && d.Scratchpad != nil {
+		_, img, err := d.Scratchpad.Read(name)
+		switch {
+		case err != nil:
+			return "", "describe_image could not read the image: " + strings.TrimPrefix(err.Error(), scratchpad.ErrRefused.Error()+": ")
+		case img == "":
+			return "", "describe_image could not read the image: " + source + " is not an image"
+		}
+		return img, ""
 	}
 	readArgs, _ := json.Marshal(map[string]string{"source": source})
 	out := d.Environment.Execute(ctx, &penguinv1.ToolCall{
