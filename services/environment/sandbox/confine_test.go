@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -386,6 +387,10 @@ func TestNetwork(t *testing.T) {
 func TestPrivileges(t *testing.T) { eachWay(t, privilegesAreDropped) }
 
 func privilegesAreDropped(t *testing.T) {
+	// As for a service started under nohup: a hang-up ignored by the
+	// service must not stay ignored in its commands.
+	signal.Ignore(syscall.SIGHUP)
+	t.Cleanup(func() { signal.Reset(syscall.SIGHUP) })
 	p := confined(t)
 	e := newEnv(t, p)
 	probe := visibleSelf(t, outsideDir(t))

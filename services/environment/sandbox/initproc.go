@@ -120,16 +120,8 @@ func runInit(args []string) error {
 		return fmt.Errorf("%s init: %w", SubcommandName, err)
 	}
 	// Signals from inside the namespace must not end it; the service
-	// ends it with SIGKILL. They are caught and dropped rather than
-	// ignored: an ignored signal stays ignored in the commands the
-	// starter runs (a Ctrl-C would then never reach them), a caught one
-	// is reset to its default.
-	dropped := make(chan os.Signal, 8)
-	signal.Notify(dropped, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGPIPE, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
-	go func() {
-		for range dropped {
-		}
-	}()
+	// ends it with SIGKILL.
+	dropJobSignals()
 	children := make(chan os.Signal, 1)
 	signal.Notify(children, unix.SIGCHLD)
 
@@ -429,4 +421,20 @@ func forwardProxy(l net.Listener, proxyFD int) {
 			splice.Conns(c, c, up)
 		}()
 	}
+}
+
+// dropJobSignals catches the signals of a terminal and of a job's end and
+// drops them, so that this process (an environment's init or spawner)
+// outlives them. They are caught rather than ignored: an ignored signal
+// stays ignored in the commands the process starts, also when it was
+// ignored when the service started (under nohup, say), and a Ctrl-C or a
+// hang-up would then never reach them; a caught one is reset to its
+// default in every child.
+func dropJobSignals() {
+	dropped := make(chan os.Signal, 8)
+	signal.Notify(dropped, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGPIPE, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
+	go func() {
+		for range dropped {
+		}
+	}()
 }

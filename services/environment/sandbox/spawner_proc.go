@@ -28,6 +28,7 @@ func runSpawner() error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("%s spawn: %w", SubcommandName, err)
 	}
+	dropJobSignals()
 	unix.Close(1)
 	self, err := unix.PidfdOpen(os.Getpid(), 0)
 	if err != nil {
