@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,9 +16,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/penguin-agent/penguin/e2e/e2etest"
+	"github.com/penguin-agent/penguin/e2e/netns"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/internal/testkit/pgtest"
 )
 
@@ -226,4 +230,79 @@ func generateOn(ctx context.Context, t *testing.T, c penguinv1.LLMServiceClient,
 		t.Fatal(err)
 	}
 	return text, out
+}
+
+// TestProviderKeyRotationThroughEngine rotates the route key secret of
+// a running `penguin serve` with `penguin providers rotate-key --engine`:
+// a key sealed under the old secret opens under the new one alone
+// afterwards, and the engine's global audit log records the rotation
+// (who, no key).
+func TestProviderKeyRotationThroughEngine(t *testing.T) {
+	t.Parallel()
+	const (
+		key = "sk-rot-0123456789abcdefghij"
+		s1  = "first-0123456789abcdef0123456789abcdef"
+		s2  = "second-0123456789abcdef0123456789abcdef"
+	)
+	home := t.TempDir()
+	setKey := func(secrets ...string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(home, "routes.key"), []byte(strings.Join(secrets, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serve := func() (*netns.Proc, string) {
+		t.Helper()
+		p := start(t, "penguin serve", []string{"PENGUIN_HOME=" + home}, "serve", "--listen", "127.0.0.1:0", "--root", "/")
+		return p, grpcAddr(p, "penguin")
+	}
+	penguin := func(stdin string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(testkit.Context(t, time.Minute), bin.penguin, args...)
+		cmd.Env = e2etest.BaseEnv(t)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("penguin %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	const hint = "sk-r…ghij"
+
+	setKey(s1)
+	srv, addr := serve()
+	penguin(key+"\n", "providers", "add", "team", "--base-url", "http://127.0.0.1:9/v1", "--engine", addr)
+	srv.Stop(10 * time.Second)
+
+	setKey(s2, s1)
+	srv, addr = serve()
+	if out := penguin("", "providers", "rotate-key", "--engine", addr); !strings.Contains(out, "re-sealed 1 stored API keys") {
+		t.Fatalf("rotate-key --engine: %q", out)
+	}
+	conn, err := grpcclient.New(addr, grpcclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := penguinv1.NewProjectServiceClient(conn).ListAudit(testkit.Context(t, time.Minute), &penguinv1.ListAuditRequest{})
+	_ = conn.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range log.GetRecords() {
+		if strings.Contains(r.String(), key) || strings.Contains(r.String(), s1) || strings.Contains(r.String(), s2) {
+			t.Fatalf("an audit record holds a secret: %v", r)
+		}
+		found = found || (r.GetAction() == "provider_keys.reseal" && r.GetActor() == "admin")
+	}
+	if !found {
+		t.Fatalf("the global audit log has no provider_keys.reseal by admin: %v", log.GetRecords())
+	}
+	srv.Stop(10 * time.Second)
+
+	setKey(s2)
+	_, addr = serve()
+	if out := penguin("", "providers", "list", "--engine", addr); !strings.Contains(out, hint) {
+		t.Fatalf("after the rotation, the new secret alone does not open the key:\n%s", out)
+	}
 }

@@ -142,18 +142,22 @@ func newProvidersCmd() *cobra.Command {
 		test,
 	)
 	cmd.PersistentFlags().Lookup("project").Usage = "the project whose routes to manage (default: the global routes)"
-	cmd.AddCommand(newRotateKeyCmd(cf.embedded))
+	cmd.AddCommand(newRotateKeyCmd(cf))
 	return cmd
 }
 
 // newRotateKeyCmd is `penguin providers rotate-key`, a key rotation's last
 // step: it re-seals every stored route's API key under the first secret
-// of the route key secret. It works on the route store directly, not
-// through a server, so it takes the store flags its group shares with
-// penguin serve (--routes-store, --routes-key-file, --store, --home) and
-// runs where those reach the store: beside a local server, or in an llm
-// pod, whose environment names the store.
-func newRotateKeyCmd(af *allInOneFlags) *cobra.Command {
+// of the route key secret. With --engine it asks that server
+// (LLMService.ResealProviderKeys, an administrator's call, recorded in the
+// engine's audit log); without, it works on the route store directly, so
+// it takes the store flags its group shares with penguin serve
+// (--routes-store, --routes-key-file, --store, --home) and runs where
+// those reach the store: beside a local server, or in an llm pod, whose
+// environment names the store. No engine sees that, so it is in no audit
+// log.
+func newRotateKeyCmd(cf *clientFlags) *cobra.Command {
+	af := cf.embedded
 	return &cobra.Command{
 		Use:   "rotate-key",
 		Short: "re-seal every stored route's API key under the first secret of the route key secret",
@@ -164,12 +168,28 @@ func newRotateKeyCmd(af *allInOneFlags) *cobra.Command {
      directory) and keep the old one on the line after it. Restart the
      servers: they seal new keys under the new secret and still open the
      old ones.
-  2. Run penguin providers rotate-key: it re-seals every stored key under
-     the new secret, in one transaction. A key that opens under none of
-     the secrets stops it before it changes anything, and is named.
+  2. Run penguin providers rotate-key --engine ADDR as an administrator:
+     the server re-seals every stored key under the new secret, in one
+     transaction, and records it in the audit log. A key that opens under
+     none of the secrets stops it before it changes anything, and is
+     named. Without --engine the command opens the route store itself
+     (the store flags below), which no audit log records.
   3. Remove the old secret's line and restart the servers again.`,
-		Args: nArgs("penguin providers rotate-key [--routes-store URL] [--routes-key-file FILE]", 0, 0),
+		Args: nArgs("penguin providers rotate-key [--engine ADDR | --routes-store URL --routes-key-file FILE]", 0, 0),
 		RunE: func(c *cobra.Command, _ []string) error {
+			if cf.engine != "" {
+				conn, err := cf.connect(c.Context())
+				if err != nil {
+					return fmt.Errorf("providers rotate-key: %w", err)
+				}
+				defer conn.Close()
+				resp, err := conn.llm.ResealProviderKeys(c.Context(), &penguinv1.ResealProviderKeysRequest{})
+				if err != nil {
+					return fmt.Errorf("providers rotate-key: %w", statusError(err))
+				}
+				fmt.Fprintf(c.OutOrStdout(), "re-sealed %d stored API keys under the first route key secret\n", resp.GetResealed())
+				return nil
+			}
 			cfg, err := af.llm.config()
 			if err != nil {
 				return fmt.Errorf("providers rotate-key: %w", err)

@@ -51,6 +51,23 @@ func (c *cluster) agentHTTP(ctx context.Context, t *testing.T, ip, method, path 
 	return out
 }
 
+// twoEngines waits for the two engine pods to be Ready and returns their
+// addresses.
+func (c *cluster) twoEngines(t *testing.T) (string, string) {
+	t.Helper()
+	c.waitReady(t, engineDeploy, 2)
+	var ips []string
+	for _, p := range c.pods(t, engineDeploy) {
+		if p.DeletionTimestamp == nil && isReady(p) {
+			ips = append(ips, p.Status.PodIP)
+		}
+	}
+	if len(ips) != 2 {
+		t.Fatalf("want two Ready engine pods, have %v", ips)
+	}
+	return ips[0], ips[1]
+}
+
 // skillArchive packs one skill directory, name/SKILL.md, as a tar.gz.
 func skillArchive(t *testing.T, name, skillMD string) []byte {
 	t.Helper()
@@ -87,18 +104,7 @@ func skillArchive(t *testing.T, name, skillMD string) []byte {
 // must find installed. Then the same file edited on B is in the prompt of
 // a session on A. Nothing is shared between the pods but PostgreSQL.
 func (c *cluster) agentEditedOnOneEngineUsedOnTheOther(ctx context.Context, t *testing.T) {
-	c.waitReady(t, engineDeploy, 2)
-	pods := c.pods(t, engineDeploy)
-	var ips []string
-	for _, p := range pods {
-		if p.DeletionTimestamp == nil && isReady(p) {
-			ips = append(ips, p.Status.PodIP)
-		}
-	}
-	if len(ips) != 2 {
-		t.Fatalf("want two Ready engine pods, have %v", ips)
-	}
-	a, b := ips[0], ips[1]
+	a, b := c.twoEngines(t)
 	const agent = "k8s-agent"
 	secret := fmt.Sprintf("k8s-vault-%d", time.Now().UnixNano())
 

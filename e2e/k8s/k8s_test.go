@@ -362,6 +362,10 @@ func TestDeployment(t *testing.T) {
 		c.agentEditedOnOneEngineUsedOnTheOther(ctx, t)
 	})
 
+	t.Run("a session of user A is invisible to user B through either engine pod", func(t *testing.T) {
+		c.sessionOfAInvisibleToB(ctx, t)
+	})
+
 	// Probe sessions by the pod that ran their command, for the scenarios
 	// that need a session on a given pod.
 	onPod := map[string][]string{}

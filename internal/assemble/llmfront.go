@@ -41,3 +41,7 @@ func (f *llmFront) RemoveProvider(ctx context.Context, req *penguinv1.RemoveProv
 func (f *llmFront) TestProvider(ctx context.Context, req *penguinv1.TestProviderRequest) (*penguinv1.TestProviderResponse, error) {
 	return f.llm.TestProvider(ctx, req)
 }
+
+func (f *llmFront) ResealProviderKeys(ctx context.Context, req *penguinv1.ResealProviderKeysRequest) (*penguinv1.ResealProviderKeysResponse, error) {
+	return f.llm.ResealProviderKeys(ctx, req)
+}

@@ -178,6 +178,19 @@ func (s *Service) RemoveProvider(ctx context.Context, req *penguinv1.RemoveProvi
 	return &penguinv1.RemoveProviderResponse{}, nil
 }
 
+// ResealProviderKeys implements the RPC.
+func (s *Service) ResealProviderKeys(ctx context.Context, _ *penguinv1.ResealProviderKeysRequest) (*penguinv1.ResealProviderKeysResponse, error) {
+	st, err := s.routeStore()
+	if err != nil {
+		return nil, err
+	}
+	n, err := st.Reseal(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "re-seal the stored keys: %v", err)
+	}
+	return &penguinv1.ResealProviderKeysResponse{Resealed: int32(n)}, nil
+}
+
 // storeStatus turns a route store error into the RPC's answer.
 func storeStatus(err error, project, name string) error {
 	where := "global route"

@@ -197,6 +197,89 @@ func (FailureCode) EnumDescriptor() ([]byte, []int) {
 	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{1}
 }
 
+// ResealProviderKeysRequest is empty: every stored key is re-sealed.
+type ResealProviderKeysRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResealProviderKeysRequest) Reset() {
+	*x = ResealProviderKeysRequest{}
+	mi := &file_penguin_v1_llm_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResealProviderKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResealProviderKeysRequest) ProtoMessage() {}
+
+func (x *ResealProviderKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_llm_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResealProviderKeysRequest.ProtoReflect.Descriptor instead.
+func (*ResealProviderKeysRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{0}
+}
+
+// ResealProviderKeysResponse says how many keys moved.
+type ResealProviderKeysResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stored keys sealed again under the first secret.
+	Resealed      int32 `protobuf:"varint,1,opt,name=resealed,proto3" json:"resealed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResealProviderKeysResponse) Reset() {
+	*x = ResealProviderKeysResponse{}
+	mi := &file_penguin_v1_llm_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResealProviderKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResealProviderKeysResponse) ProtoMessage() {}
+
+func (x *ResealProviderKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_llm_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResealProviderKeysResponse.ProtoReflect.Descriptor instead.
+func (*ResealProviderKeysResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ResealProviderKeysResponse) GetResealed() int32 {
+	if x != nil {
+		return x.Resealed
+	}
+	return 0
+}
+
 // ModelRef names a model: the provider route and the model id sent upstream.
 type ModelRef struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -210,7 +293,7 @@ type ModelRef struct {
 
 func (x *ModelRef) Reset() {
 	*x = ModelRef{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[0]
+	mi := &file_penguin_v1_llm_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -222,7 +305,7 @@ func (x *ModelRef) String() string {
 func (*ModelRef) ProtoMessage() {}
 
 func (x *ModelRef) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[0]
+	mi := &file_penguin_v1_llm_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -235,7 +318,7 @@ func (x *ModelRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelRef.ProtoReflect.Descriptor instead.
 func (*ModelRef) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{0}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ModelRef) GetProvider() string {
@@ -289,7 +372,7 @@ type StreamGenerateRequest struct {
 
 func (x *StreamGenerateRequest) Reset() {
 	*x = StreamGenerateRequest{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[1]
+	mi := &file_penguin_v1_llm_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -301,7 +384,7 @@ func (x *StreamGenerateRequest) String() string {
 func (*StreamGenerateRequest) ProtoMessage() {}
 
 func (x *StreamGenerateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[1]
+	mi := &file_penguin_v1_llm_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -314,7 +397,7 @@ func (x *StreamGenerateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamGenerateRequest.ProtoReflect.Descriptor instead.
 func (*StreamGenerateRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{1}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StreamGenerateRequest) GetModel() *ModelRef {
@@ -411,7 +494,7 @@ type StreamGenerateResponse struct {
 
 func (x *StreamGenerateResponse) Reset() {
 	*x = StreamGenerateResponse{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[2]
+	mi := &file_penguin_v1_llm_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -423,7 +506,7 @@ func (x *StreamGenerateResponse) String() string {
 func (*StreamGenerateResponse) ProtoMessage() {}
 
 func (x *StreamGenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[2]
+	mi := &file_penguin_v1_llm_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -436,7 +519,7 @@ func (x *StreamGenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamGenerateResponse.ProtoReflect.Descriptor instead.
 func (*StreamGenerateResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{2}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StreamGenerateResponse) GetFrame() isStreamGenerateResponse_Frame {
@@ -510,7 +593,7 @@ type LLMOutcome struct {
 
 func (x *LLMOutcome) Reset() {
 	*x = LLMOutcome{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[3]
+	mi := &file_penguin_v1_llm_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -522,7 +605,7 @@ func (x *LLMOutcome) String() string {
 func (*LLMOutcome) ProtoMessage() {}
 
 func (x *LLMOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[3]
+	mi := &file_penguin_v1_llm_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -535,7 +618,7 @@ func (x *LLMOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LLMOutcome.ProtoReflect.Descriptor instead.
 func (*LLMOutcome) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{3}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LLMOutcome) GetStatus() StopReason {
@@ -599,7 +682,7 @@ type ListProvidersRequest struct {
 
 func (x *ListProvidersRequest) Reset() {
 	*x = ListProvidersRequest{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[4]
+	mi := &file_penguin_v1_llm_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +694,7 @@ func (x *ListProvidersRequest) String() string {
 func (*ListProvidersRequest) ProtoMessage() {}
 
 func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[4]
+	mi := &file_penguin_v1_llm_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +707,7 @@ func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersRequest.ProtoReflect.Descriptor instead.
 func (*ListProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{4}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListProvidersRequest) GetProject() string {
@@ -669,7 +752,7 @@ type ProviderInfo struct {
 
 func (x *ProviderInfo) Reset() {
 	*x = ProviderInfo{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[5]
+	mi := &file_penguin_v1_llm_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -681,7 +764,7 @@ func (x *ProviderInfo) String() string {
 func (*ProviderInfo) ProtoMessage() {}
 
 func (x *ProviderInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[5]
+	mi := &file_penguin_v1_llm_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -694,7 +777,7 @@ func (x *ProviderInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderInfo.ProtoReflect.Descriptor instead.
 func (*ProviderInfo) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{5}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProviderInfo) GetName() string {
@@ -793,7 +876,7 @@ type ProviderRoute struct {
 
 func (x *ProviderRoute) Reset() {
 	*x = ProviderRoute{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[6]
+	mi := &file_penguin_v1_llm_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +888,7 @@ func (x *ProviderRoute) String() string {
 func (*ProviderRoute) ProtoMessage() {}
 
 func (x *ProviderRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[6]
+	mi := &file_penguin_v1_llm_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +901,7 @@ func (x *ProviderRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderRoute.ProtoReflect.Descriptor instead.
 func (*ProviderRoute) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{6}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ProviderRoute) GetName() string {
@@ -879,7 +962,7 @@ type AddProviderRequest struct {
 
 func (x *AddProviderRequest) Reset() {
 	*x = AddProviderRequest{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[7]
+	mi := &file_penguin_v1_llm_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +974,7 @@ func (x *AddProviderRequest) String() string {
 func (*AddProviderRequest) ProtoMessage() {}
 
 func (x *AddProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[7]
+	mi := &file_penguin_v1_llm_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +987,7 @@ func (x *AddProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddProviderRequest.ProtoReflect.Descriptor instead.
 func (*AddProviderRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{7}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AddProviderRequest) GetProject() string {
@@ -939,7 +1022,7 @@ type AddProviderResponse struct {
 
 func (x *AddProviderResponse) Reset() {
 	*x = AddProviderResponse{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[8]
+	mi := &file_penguin_v1_llm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1034,7 @@ func (x *AddProviderResponse) String() string {
 func (*AddProviderResponse) ProtoMessage() {}
 
 func (x *AddProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[8]
+	mi := &file_penguin_v1_llm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1047,7 @@ func (x *AddProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddProviderResponse.ProtoReflect.Descriptor instead.
 func (*AddProviderResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{8}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AddProviderResponse) GetProvider() *ProviderInfo {
@@ -989,7 +1072,7 @@ type UpdateProviderRequest struct {
 
 func (x *UpdateProviderRequest) Reset() {
 	*x = UpdateProviderRequest{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[9]
+	mi := &file_penguin_v1_llm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1001,7 +1084,7 @@ func (x *UpdateProviderRequest) String() string {
 func (*UpdateProviderRequest) ProtoMessage() {}
 
 func (x *UpdateProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[9]
+	mi := &file_penguin_v1_llm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1014,7 +1097,7 @@ func (x *UpdateProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProviderRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProviderRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{9}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateProviderRequest) GetProject() string {
@@ -1049,7 +1132,7 @@ type UpdateProviderResponse struct {
 
 func (x *UpdateProviderResponse) Reset() {
 	*x = UpdateProviderResponse{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[10]
+	mi := &file_penguin_v1_llm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1144,7 @@ func (x *UpdateProviderResponse) String() string {
 func (*UpdateProviderResponse) ProtoMessage() {}
 
 func (x *UpdateProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[10]
+	mi := &file_penguin_v1_llm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1157,7 @@ func (x *UpdateProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProviderResponse.ProtoReflect.Descriptor instead.
 func (*UpdateProviderResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{10}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UpdateProviderResponse) GetProvider() *ProviderInfo {
@@ -1097,7 +1180,7 @@ type RemoveProviderRequest struct {
 
 func (x *RemoveProviderRequest) Reset() {
 	*x = RemoveProviderRequest{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[11]
+	mi := &file_penguin_v1_llm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1192,7 @@ func (x *RemoveProviderRequest) String() string {
 func (*RemoveProviderRequest) ProtoMessage() {}
 
 func (x *RemoveProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[11]
+	mi := &file_penguin_v1_llm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1205,7 @@ func (x *RemoveProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveProviderRequest.ProtoReflect.Descriptor instead.
 func (*RemoveProviderRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{11}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RemoveProviderRequest) GetProject() string {
@@ -1148,7 +1231,7 @@ type RemoveProviderResponse struct {
 
 func (x *RemoveProviderResponse) Reset() {
 	*x = RemoveProviderResponse{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[12]
+	mi := &file_penguin_v1_llm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1243,7 @@ func (x *RemoveProviderResponse) String() string {
 func (*RemoveProviderResponse) ProtoMessage() {}
 
 func (x *RemoveProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[12]
+	mi := &file_penguin_v1_llm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1256,7 @@ func (x *RemoveProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveProviderResponse.ProtoReflect.Descriptor instead.
 func (*RemoveProviderResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{12}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{14}
 }
 
 // TestProviderRequest asks for one real request on a route.
@@ -1191,7 +1274,7 @@ type TestProviderRequest struct {
 
 func (x *TestProviderRequest) Reset() {
 	*x = TestProviderRequest{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[13]
+	mi := &file_penguin_v1_llm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1286,7 @@ func (x *TestProviderRequest) String() string {
 func (*TestProviderRequest) ProtoMessage() {}
 
 func (x *TestProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[13]
+	mi := &file_penguin_v1_llm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1299,7 @@ func (x *TestProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestProviderRequest.ProtoReflect.Descriptor instead.
 func (*TestProviderRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{13}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TestProviderRequest) GetProject() string {
@@ -1257,7 +1340,7 @@ type TestProviderResponse struct {
 
 func (x *TestProviderResponse) Reset() {
 	*x = TestProviderResponse{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[14]
+	mi := &file_penguin_v1_llm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1352,7 @@ func (x *TestProviderResponse) String() string {
 func (*TestProviderResponse) ProtoMessage() {}
 
 func (x *TestProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[14]
+	mi := &file_penguin_v1_llm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1365,7 @@ func (x *TestProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestProviderResponse.ProtoReflect.Descriptor instead.
 func (*TestProviderResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{14}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TestProviderResponse) GetOk() bool {
@@ -1327,7 +1410,7 @@ type ListProvidersResponse struct {
 
 func (x *ListProvidersResponse) Reset() {
 	*x = ListProvidersResponse{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[15]
+	mi := &file_penguin_v1_llm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1422,7 @@ func (x *ListProvidersResponse) String() string {
 func (*ListProvidersResponse) ProtoMessage() {}
 
 func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[15]
+	mi := &file_penguin_v1_llm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1435,7 @@ func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersResponse.ProtoReflect.Descriptor instead.
 func (*ListProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{15}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListProvidersResponse) GetProviders() []*ProviderInfo {
@@ -1383,7 +1466,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[16]
+	mi := &file_penguin_v1_llm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1478,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[16]
+	mi := &file_penguin_v1_llm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1491,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{16}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListModelsRequest) GetProvider() string {
@@ -1462,7 +1545,7 @@ type ModelInfo struct {
 
 func (x *ModelInfo) Reset() {
 	*x = ModelInfo{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[17]
+	mi := &file_penguin_v1_llm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1557,7 @@ func (x *ModelInfo) String() string {
 func (*ModelInfo) ProtoMessage() {}
 
 func (x *ModelInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[17]
+	mi := &file_penguin_v1_llm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1570,7 @@ func (x *ModelInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelInfo.ProtoReflect.Descriptor instead.
 func (*ModelInfo) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{17}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ModelInfo) GetModel() *ModelRef {
@@ -1591,7 +1674,7 @@ type ModelPrice struct {
 
 func (x *ModelPrice) Reset() {
 	*x = ModelPrice{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[18]
+	mi := &file_penguin_v1_llm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1686,7 @@ func (x *ModelPrice) String() string {
 func (*ModelPrice) ProtoMessage() {}
 
 func (x *ModelPrice) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[18]
+	mi := &file_penguin_v1_llm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1699,7 @@ func (x *ModelPrice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelPrice.ProtoReflect.Descriptor instead.
 func (*ModelPrice) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{18}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ModelPrice) GetInput() float64 {
@@ -1660,7 +1743,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_penguin_v1_llm_proto_msgTypes[19]
+	mi := &file_penguin_v1_llm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +1755,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_penguin_v1_llm_proto_msgTypes[19]
+	mi := &file_penguin_v1_llm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +1768,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{19}
+	return file_penguin_v1_llm_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListModelsResponse) GetModels() []*ModelInfo {
@@ -1707,7 +1790,10 @@ var File_penguin_v1_llm_proto protoreflect.FileDescriptor
 const file_penguin_v1_llm_proto_rawDesc = "" +
 	"\n" +
 	"\x14penguin/v1/llm.proto\x12\n" +
-	"penguin.v1\x1a\x18penguin/v1/message.proto\"A\n" +
+	"penguin.v1\x1a\x18penguin/v1/message.proto\"\x1b\n" +
+	"\x19ResealProviderKeysRequest\"8\n" +
+	"\x1aResealProviderKeysResponse\x12\x1a\n" +
+	"\bresealed\x18\x01 \x01(\x05R\bresealed\"A\n" +
 	"\bModelRef\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x19\n" +
 	"\bmodel_id\x18\x02 \x01(\tR\amodelId\"\xac\x04\n" +
@@ -1855,7 +1941,7 @@ const file_penguin_v1_llm_proto_rawDesc = "" +
 	"\x1fFAILURE_CODE_MALFORMED_RESPONSE\x10\f\x12\x18\n" +
 	"\x14FAILURE_CODE_ABORTED\x10\r\x12\x1c\n" +
 	"\x18FAILURE_CODE_UNSUPPORTED\x10\x0e\x12\x18\n" +
-	"\x14FAILURE_CODE_UNKNOWN\x10\x0f2\xdf\x04\n" +
+	"\x14FAILURE_CODE_UNKNOWN\x10\x0f2\xc4\x05\n" +
 	"\n" +
 	"LLMService\x12Y\n" +
 	"\x0eStreamGenerate\x12!.penguin.v1.StreamGenerateRequest\x1a\".penguin.v1.StreamGenerateResponse0\x01\x12T\n" +
@@ -1865,7 +1951,8 @@ const file_penguin_v1_llm_proto_rawDesc = "" +
 	"\x0eRemoveProvider\x12!.penguin.v1.RemoveProviderRequest\x1a\".penguin.v1.RemoveProviderResponse\x12Q\n" +
 	"\fTestProvider\x12\x1f.penguin.v1.TestProviderRequest\x1a .penguin.v1.TestProviderResponse\x12K\n" +
 	"\n" +
-	"ListModels\x12\x1d.penguin.v1.ListModelsRequest\x1a\x1e.penguin.v1.ListModelsResponseB\x9e\x01\n" +
+	"ListModels\x12\x1d.penguin.v1.ListModelsRequest\x1a\x1e.penguin.v1.ListModelsResponse\x12c\n" +
+	"\x12ResealProviderKeys\x12%.penguin.v1.ResealProviderKeysRequest\x1a&.penguin.v1.ResealProviderKeysResponseB\x9e\x01\n" +
 	"\x0ecom.penguin.v1B\bLlmProtoP\x01Z9github.com/penguin-agent/penguin/gen/penguin/v1;penguinv1\xa2\x02\x03PXX\xaa\x02\n" +
 	"Penguin.V1\xca\x02\n" +
 	"Penguin\\V1\xe2\x02\x16Penguin\\V1\\GPBMetadata\xea\x02\vPenguin::V1b\x06proto3"
@@ -1883,74 +1970,78 @@ func file_penguin_v1_llm_proto_rawDescGZIP() []byte {
 }
 
 var file_penguin_v1_llm_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_penguin_v1_llm_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_penguin_v1_llm_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_penguin_v1_llm_proto_goTypes = []any{
-	(ThinkingLevel)(0),             // 0: penguin.v1.ThinkingLevel
-	(FailureCode)(0),               // 1: penguin.v1.FailureCode
-	(*ModelRef)(nil),               // 2: penguin.v1.ModelRef
-	(*StreamGenerateRequest)(nil),  // 3: penguin.v1.StreamGenerateRequest
-	(*StreamGenerateResponse)(nil), // 4: penguin.v1.StreamGenerateResponse
-	(*LLMOutcome)(nil),             // 5: penguin.v1.LLMOutcome
-	(*ListProvidersRequest)(nil),   // 6: penguin.v1.ListProvidersRequest
-	(*ProviderInfo)(nil),           // 7: penguin.v1.ProviderInfo
-	(*ProviderRoute)(nil),          // 8: penguin.v1.ProviderRoute
-	(*AddProviderRequest)(nil),     // 9: penguin.v1.AddProviderRequest
-	(*AddProviderResponse)(nil),    // 10: penguin.v1.AddProviderResponse
-	(*UpdateProviderRequest)(nil),  // 11: penguin.v1.UpdateProviderRequest
-	(*UpdateProviderResponse)(nil), // 12: penguin.v1.UpdateProviderResponse
-	(*RemoveProviderRequest)(nil),  // 13: penguin.v1.RemoveProviderRequest
-	(*RemoveProviderResponse)(nil), // 14: penguin.v1.RemoveProviderResponse
-	(*TestProviderRequest)(nil),    // 15: penguin.v1.TestProviderRequest
-	(*TestProviderResponse)(nil),   // 16: penguin.v1.TestProviderResponse
-	(*ListProvidersResponse)(nil),  // 17: penguin.v1.ListProvidersResponse
-	(*ListModelsRequest)(nil),      // 18: penguin.v1.ListModelsRequest
-	(*ModelInfo)(nil),              // 19: penguin.v1.ModelInfo
-	(*ModelPrice)(nil),             // 20: penguin.v1.ModelPrice
-	(*ListModelsResponse)(nil),     // 21: penguin.v1.ListModelsResponse
-	nil,                            // 22: penguin.v1.ProviderRoute.HeadersEntry
-	nil,                            // 23: penguin.v1.ModelInfo.ThinkingWireEntry
-	(*OmniMessage)(nil),            // 24: penguin.v1.OmniMessage
-	(*ToolDefinition)(nil),         // 25: penguin.v1.ToolDefinition
-	(StopReason)(0),                // 26: penguin.v1.StopReason
+	(ThinkingLevel)(0),                 // 0: penguin.v1.ThinkingLevel
+	(FailureCode)(0),                   // 1: penguin.v1.FailureCode
+	(*ResealProviderKeysRequest)(nil),  // 2: penguin.v1.ResealProviderKeysRequest
+	(*ResealProviderKeysResponse)(nil), // 3: penguin.v1.ResealProviderKeysResponse
+	(*ModelRef)(nil),                   // 4: penguin.v1.ModelRef
+	(*StreamGenerateRequest)(nil),      // 5: penguin.v1.StreamGenerateRequest
+	(*StreamGenerateResponse)(nil),     // 6: penguin.v1.StreamGenerateResponse
+	(*LLMOutcome)(nil),                 // 7: penguin.v1.LLMOutcome
+	(*ListProvidersRequest)(nil),       // 8: penguin.v1.ListProvidersRequest
+	(*ProviderInfo)(nil),               // 9: penguin.v1.ProviderInfo
+	(*ProviderRoute)(nil),              // 10: penguin.v1.ProviderRoute
+	(*AddProviderRequest)(nil),         // 11: penguin.v1.AddProviderRequest
+	(*AddProviderResponse)(nil),        // 12: penguin.v1.AddProviderResponse
+	(*UpdateProviderRequest)(nil),      // 13: penguin.v1.UpdateProviderRequest
+	(*UpdateProviderResponse)(nil),     // 14: penguin.v1.UpdateProviderResponse
+	(*RemoveProviderRequest)(nil),      // 15: penguin.v1.RemoveProviderRequest
+	(*RemoveProviderResponse)(nil),     // 16: penguin.v1.RemoveProviderResponse
+	(*TestProviderRequest)(nil),        // 17: penguin.v1.TestProviderRequest
+	(*TestProviderResponse)(nil),       // 18: penguin.v1.TestProviderResponse
+	(*ListProvidersResponse)(nil),      // 19: penguin.v1.ListProvidersResponse
+	(*ListModelsRequest)(nil),          // 20: penguin.v1.ListModelsRequest
+	(*ModelInfo)(nil),                  // 21: penguin.v1.ModelInfo
+	(*ModelPrice)(nil),                 // 22: penguin.v1.ModelPrice
+	(*ListModelsResponse)(nil),         // 23: penguin.v1.ListModelsResponse
+	nil,                                // 24: penguin.v1.ProviderRoute.HeadersEntry
+	nil,                                // 25: penguin.v1.ModelInfo.ThinkingWireEntry
+	(*OmniMessage)(nil),                // 26: penguin.v1.OmniMessage
+	(*ToolDefinition)(nil),             // 27: penguin.v1.ToolDefinition
+	(StopReason)(0),                    // 28: penguin.v1.StopReason
 }
 var file_penguin_v1_llm_proto_depIdxs = []int32{
-	2,  // 0: penguin.v1.StreamGenerateRequest.model:type_name -> penguin.v1.ModelRef
-	24, // 1: penguin.v1.StreamGenerateRequest.history:type_name -> penguin.v1.OmniMessage
-	24, // 2: penguin.v1.StreamGenerateRequest.new_messages:type_name -> penguin.v1.OmniMessage
-	25, // 3: penguin.v1.StreamGenerateRequest.tools:type_name -> penguin.v1.ToolDefinition
+	4,  // 0: penguin.v1.StreamGenerateRequest.model:type_name -> penguin.v1.ModelRef
+	26, // 1: penguin.v1.StreamGenerateRequest.history:type_name -> penguin.v1.OmniMessage
+	26, // 2: penguin.v1.StreamGenerateRequest.new_messages:type_name -> penguin.v1.OmniMessage
+	27, // 3: penguin.v1.StreamGenerateRequest.tools:type_name -> penguin.v1.ToolDefinition
 	0,  // 4: penguin.v1.StreamGenerateRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
-	24, // 5: penguin.v1.StreamGenerateResponse.message:type_name -> penguin.v1.OmniMessage
-	5,  // 6: penguin.v1.StreamGenerateResponse.outcome:type_name -> penguin.v1.LLMOutcome
-	26, // 7: penguin.v1.LLMOutcome.status:type_name -> penguin.v1.StopReason
+	26, // 5: penguin.v1.StreamGenerateResponse.message:type_name -> penguin.v1.OmniMessage
+	7,  // 6: penguin.v1.StreamGenerateResponse.outcome:type_name -> penguin.v1.LLMOutcome
+	28, // 7: penguin.v1.LLMOutcome.status:type_name -> penguin.v1.StopReason
 	1,  // 8: penguin.v1.LLMOutcome.code:type_name -> penguin.v1.FailureCode
-	22, // 9: penguin.v1.ProviderRoute.headers:type_name -> penguin.v1.ProviderRoute.HeadersEntry
-	8,  // 10: penguin.v1.AddProviderRequest.route:type_name -> penguin.v1.ProviderRoute
-	7,  // 11: penguin.v1.AddProviderResponse.provider:type_name -> penguin.v1.ProviderInfo
-	8,  // 12: penguin.v1.UpdateProviderRequest.route:type_name -> penguin.v1.ProviderRoute
-	7,  // 13: penguin.v1.UpdateProviderResponse.provider:type_name -> penguin.v1.ProviderInfo
-	5,  // 14: penguin.v1.TestProviderResponse.outcome:type_name -> penguin.v1.LLMOutcome
-	7,  // 15: penguin.v1.ListProvidersResponse.providers:type_name -> penguin.v1.ProviderInfo
-	2,  // 16: penguin.v1.ModelInfo.model:type_name -> penguin.v1.ModelRef
+	24, // 9: penguin.v1.ProviderRoute.headers:type_name -> penguin.v1.ProviderRoute.HeadersEntry
+	10, // 10: penguin.v1.AddProviderRequest.route:type_name -> penguin.v1.ProviderRoute
+	9,  // 11: penguin.v1.AddProviderResponse.provider:type_name -> penguin.v1.ProviderInfo
+	10, // 12: penguin.v1.UpdateProviderRequest.route:type_name -> penguin.v1.ProviderRoute
+	9,  // 13: penguin.v1.UpdateProviderResponse.provider:type_name -> penguin.v1.ProviderInfo
+	7,  // 14: penguin.v1.TestProviderResponse.outcome:type_name -> penguin.v1.LLMOutcome
+	9,  // 15: penguin.v1.ListProvidersResponse.providers:type_name -> penguin.v1.ProviderInfo
+	4,  // 16: penguin.v1.ModelInfo.model:type_name -> penguin.v1.ModelRef
 	0,  // 17: penguin.v1.ModelInfo.thinking_levels:type_name -> penguin.v1.ThinkingLevel
-	20, // 18: penguin.v1.ModelInfo.price:type_name -> penguin.v1.ModelPrice
-	23, // 19: penguin.v1.ModelInfo.thinking_wire:type_name -> penguin.v1.ModelInfo.ThinkingWireEntry
-	19, // 20: penguin.v1.ListModelsResponse.models:type_name -> penguin.v1.ModelInfo
-	3,  // 21: penguin.v1.LLMService.StreamGenerate:input_type -> penguin.v1.StreamGenerateRequest
-	6,  // 22: penguin.v1.LLMService.ListProviders:input_type -> penguin.v1.ListProvidersRequest
-	9,  // 23: penguin.v1.LLMService.AddProvider:input_type -> penguin.v1.AddProviderRequest
-	11, // 24: penguin.v1.LLMService.UpdateProvider:input_type -> penguin.v1.UpdateProviderRequest
-	13, // 25: penguin.v1.LLMService.RemoveProvider:input_type -> penguin.v1.RemoveProviderRequest
-	15, // 26: penguin.v1.LLMService.TestProvider:input_type -> penguin.v1.TestProviderRequest
-	18, // 27: penguin.v1.LLMService.ListModels:input_type -> penguin.v1.ListModelsRequest
-	4,  // 28: penguin.v1.LLMService.StreamGenerate:output_type -> penguin.v1.StreamGenerateResponse
-	17, // 29: penguin.v1.LLMService.ListProviders:output_type -> penguin.v1.ListProvidersResponse
-	10, // 30: penguin.v1.LLMService.AddProvider:output_type -> penguin.v1.AddProviderResponse
-	12, // 31: penguin.v1.LLMService.UpdateProvider:output_type -> penguin.v1.UpdateProviderResponse
-	14, // 32: penguin.v1.LLMService.RemoveProvider:output_type -> penguin.v1.RemoveProviderResponse
-	16, // 33: penguin.v1.LLMService.TestProvider:output_type -> penguin.v1.TestProviderResponse
-	21, // 34: penguin.v1.LLMService.ListModels:output_type -> penguin.v1.ListModelsResponse
-	28, // [28:35] is the sub-list for method output_type
-	21, // [21:28] is the sub-list for method input_type
+	22, // 18: penguin.v1.ModelInfo.price:type_name -> penguin.v1.ModelPrice
+	25, // 19: penguin.v1.ModelInfo.thinking_wire:type_name -> penguin.v1.ModelInfo.ThinkingWireEntry
+	21, // 20: penguin.v1.ListModelsResponse.models:type_name -> penguin.v1.ModelInfo
+	5,  // 21: penguin.v1.LLMService.StreamGenerate:input_type -> penguin.v1.StreamGenerateRequest
+	8,  // 22: penguin.v1.LLMService.ListProviders:input_type -> penguin.v1.ListProvidersRequest
+	11, // 23: penguin.v1.LLMService.AddProvider:input_type -> penguin.v1.AddProviderRequest
+	13, // 24: penguin.v1.LLMService.UpdateProvider:input_type -> penguin.v1.UpdateProviderRequest
+	15, // 25: penguin.v1.LLMService.RemoveProvider:input_type -> penguin.v1.RemoveProviderRequest
+	17, // 26: penguin.v1.LLMService.TestProvider:input_type -> penguin.v1.TestProviderRequest
+	20, // 27: penguin.v1.LLMService.ListModels:input_type -> penguin.v1.ListModelsRequest
+	2,  // 28: penguin.v1.LLMService.ResealProviderKeys:input_type -> penguin.v1.ResealProviderKeysRequest
+	6,  // 29: penguin.v1.LLMService.StreamGenerate:output_type -> penguin.v1.StreamGenerateResponse
+	19, // 30: penguin.v1.LLMService.ListProviders:output_type -> penguin.v1.ListProvidersResponse
+	12, // 31: penguin.v1.LLMService.AddProvider:output_type -> penguin.v1.AddProviderResponse
+	14, // 32: penguin.v1.LLMService.UpdateProvider:output_type -> penguin.v1.UpdateProviderResponse
+	16, // 33: penguin.v1.LLMService.RemoveProvider:output_type -> penguin.v1.RemoveProviderResponse
+	18, // 34: penguin.v1.LLMService.TestProvider:output_type -> penguin.v1.TestProviderResponse
+	23, // 35: penguin.v1.LLMService.ListModels:output_type -> penguin.v1.ListModelsResponse
+	3,  // 36: penguin.v1.LLMService.ResealProviderKeys:output_type -> penguin.v1.ResealProviderKeysResponse
+	29, // [29:37] is the sub-list for method output_type
+	21, // [21:29] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -1962,20 +2053,20 @@ func file_penguin_v1_llm_proto_init() {
 		return
 	}
 	file_penguin_v1_message_proto_init()
-	file_penguin_v1_llm_proto_msgTypes[1].OneofWrappers = []any{}
-	file_penguin_v1_llm_proto_msgTypes[2].OneofWrappers = []any{
+	file_penguin_v1_llm_proto_msgTypes[3].OneofWrappers = []any{}
+	file_penguin_v1_llm_proto_msgTypes[4].OneofWrappers = []any{
 		(*StreamGenerateResponse_Message)(nil),
 		(*StreamGenerateResponse_Outcome)(nil),
 	}
-	file_penguin_v1_llm_proto_msgTypes[9].OneofWrappers = []any{}
-	file_penguin_v1_llm_proto_msgTypes[18].OneofWrappers = []any{}
+	file_penguin_v1_llm_proto_msgTypes[11].OneofWrappers = []any{}
+	file_penguin_v1_llm_proto_msgTypes[20].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_penguin_v1_llm_proto_rawDesc), len(file_penguin_v1_llm_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,13 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	LLMService_StreamGenerate_FullMethodName = "/penguin.v1.LLMService/StreamGenerate"
-	LLMService_ListProviders_FullMethodName  = "/penguin.v1.LLMService/ListProviders"
-	LLMService_AddProvider_FullMethodName    = "/penguin.v1.LLMService/AddProvider"
-	LLMService_UpdateProvider_FullMethodName = "/penguin.v1.LLMService/UpdateProvider"
-	LLMService_RemoveProvider_FullMethodName = "/penguin.v1.LLMService/RemoveProvider"
-	LLMService_TestProvider_FullMethodName   = "/penguin.v1.LLMService/TestProvider"
-	LLMService_ListModels_FullMethodName     = "/penguin.v1.LLMService/ListModels"
+	LLMService_StreamGenerate_FullMethodName     = "/penguin.v1.LLMService/StreamGenerate"
+	LLMService_ListProviders_FullMethodName      = "/penguin.v1.LLMService/ListProviders"
+	LLMService_AddProvider_FullMethodName        = "/penguin.v1.LLMService/AddProvider"
+	LLMService_UpdateProvider_FullMethodName     = "/penguin.v1.LLMService/UpdateProvider"
+	LLMService_RemoveProvider_FullMethodName     = "/penguin.v1.LLMService/RemoveProvider"
+	LLMService_TestProvider_FullMethodName       = "/penguin.v1.LLMService/TestProvider"
+	LLMService_ListModels_FullMethodName         = "/penguin.v1.LLMService/ListModels"
+	LLMService_ResealProviderKeys_FullMethodName = "/penguin.v1.LLMService/ResealProviderKeys"
 )
 
 // LLMServiceClient is the client API for LLMService service.
@@ -60,6 +61,12 @@ type LLMServiceClient interface {
 	// ListModels lists the models known to the gateway, for discovery. A model
 	// that is not listed may still be requested.
 	ListModels(ctx context.Context, in *ListModelsRequest, opts ...grpc.CallOption) (*ListModelsResponse, error)
+	// ResealProviderKeys is a key rotation's last step: it seals every stored
+	// route's API key again under the first secret of the route key secret,
+	// in one transaction (a key that opens under none of the secrets stops
+	// it before anything changes, and is named). Through an engine it is an
+	// administrator's, and recorded in the audit log.
+	ResealProviderKeys(ctx context.Context, in *ResealProviderKeysRequest, opts ...grpc.CallOption) (*ResealProviderKeysResponse, error)
 }
 
 type lLMServiceClient struct {
@@ -149,6 +156,16 @@ func (c *lLMServiceClient) ListModels(ctx context.Context, in *ListModelsRequest
 	return out, nil
 }
 
+func (c *lLMServiceClient) ResealProviderKeys(ctx context.Context, in *ResealProviderKeysRequest, opts ...grpc.CallOption) (*ResealProviderKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResealProviderKeysResponse)
+	err := c.cc.Invoke(ctx, LLMService_ResealProviderKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LLMServiceServer is the server API for LLMService service.
 // All implementations must embed UnimplementedLLMServiceServer
 // for forward compatibility.
@@ -181,6 +198,12 @@ type LLMServiceServer interface {
 	// ListModels lists the models known to the gateway, for discovery. A model
 	// that is not listed may still be requested.
 	ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error)
+	// ResealProviderKeys is a key rotation's last step: it seals every stored
+	// route's API key again under the first secret of the route key secret,
+	// in one transaction (a key that opens under none of the secrets stops
+	// it before anything changes, and is named). Through an engine it is an
+	// administrator's, and recorded in the audit log.
+	ResealProviderKeys(context.Context, *ResealProviderKeysRequest) (*ResealProviderKeysResponse, error)
 	mustEmbedUnimplementedLLMServiceServer()
 }
 
@@ -211,6 +234,9 @@ func (UnimplementedLLMServiceServer) TestProvider(context.Context, *TestProvider
 }
 func (UnimplementedLLMServiceServer) ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListModels not implemented")
+}
+func (UnimplementedLLMServiceServer) ResealProviderKeys(context.Context, *ResealProviderKeysRequest) (*ResealProviderKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResealProviderKeys not implemented")
 }
 func (UnimplementedLLMServiceServer) mustEmbedUnimplementedLLMServiceServer() {}
 func (UnimplementedLLMServiceServer) testEmbeddedByValue()                    {}
@@ -352,6 +378,24 @@ func _LLMService_ListModels_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LLMService_ResealProviderKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResealProviderKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LLMServiceServer).ResealProviderKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LLMService_ResealProviderKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LLMServiceServer).ResealProviderKeys(ctx, req.(*ResealProviderKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LLMService_ServiceDesc is the grpc.ServiceDesc for LLMService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -382,6 +426,10 @@ var LLMService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListModels",
 			Handler:    _LLMService_ListModels_Handler,
+		},
+		{
+			MethodName: "ResealProviderKeys",
+			Handler:    _LLMService_ResealProviderKeys_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

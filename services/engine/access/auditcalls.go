@@ -19,6 +19,7 @@ var auditedCalls = map[string]string{
 	llmService + "AddProvider":                   "provider_route.add",
 	llmService + "UpdateProvider":                "provider_route.update",
 	llmService + "RemoveProvider":                "provider_route.remove",
+	llmService + "ResealProviderKeys":            "provider_keys.reseal",
 }
 
 // AuditCall records a call of auditedCalls that succeeded (err is nil)
