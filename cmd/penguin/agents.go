@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -260,11 +261,10 @@ func (a *agentCmd) editInEditor(ctx context.Context, file, original string, save
 func (a *agentCmd) model(ctx context.Context, args []string, test bool) error {
 	var ref *penguinv1.ModelRef
 	if len(args) == 1 {
-		provider, id, ok := strings.Cut(args[0], "/")
-		if !ok || provider == "" || id == "" {
-			return usageErrorf("the model is PROVIDER/MODEL, such as openai/gpt-5-mini: %q", args[0])
+		var err error
+		if ref, err = parseModelRef(args[0]); err != nil {
+			return err
 		}
-		ref = &penguinv1.ModelRef{Provider: provider, ModelId: id}
 	} else {
 		resp, err := a.agents.GetAgentModel(ctx, &penguinv1.GetAgentModelRequest{Project: a.project, Agent: a.agent})
 		if err != nil {
@@ -661,3 +661,88 @@ func keyValues(flag string, list []string) (map[string]string, error) {
 	}
 	return m, nil
 }
+
+// parseModelRef reads PROVIDER/MODEL.
+func parseModelRef(s string) (*penguinv1.ModelRef, error) {
+	provider, id, ok := strings.Cut(s, "/")
+	if !ok || provider == "" || id == "" {
+		return nil, usageErrorf("the model is PROVIDER/MODEL, such as openai/gpt-5-mini: %q", s)
+	}
+	return &penguinv1.ModelRef{Provider: provider, ModelId: id}, nil
+}
+
+// newModelSettingsCmd is `penguin model-settings list|set|clear`: a
+// project's context window and price of a model the catalog lacks (a
+// local one) or that the project runs otherwise.
+func newModelSettingsCmd() *cobra.Command {
+	list := &cobra.Command{Use: "list", Short: "list the project's model settings", Args: noArgs, RunE: func(c *cobra.Command, _ []string) error {
+		a := ac(c)
+		resp, err := a.agents.ListModelSettings(c.Context(), &penguinv1.ListModelSettingsRequest{Project: a.project})
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "MODEL\tCONTEXT WINDOW\tINPUT $/M\tOUTPUT $/M\tCACHE READ $/M\tCACHE WRITE $/M")
+		for _, m := range resp.GetSettings() {
+			window, in, out, read, write := "catalog", "catalog", "catalog", "catalog", "catalog"
+			if m.GetContextWindow() > 0 {
+				window = strconv.FormatInt(m.GetContextWindow(), 10)
+			}
+			if p := m.GetPrice(); p != nil {
+				in, out, read, write = fmtPrice(p.Input), fmtPrice(p.Output), "input", "input"
+				if p.CacheRead != nil {
+					read = fmtPrice(*p.CacheRead)
+				}
+				if p.CacheWrite != nil {
+					write = fmtPrice(*p.CacheWrite)
+				}
+			}
+			fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%s\t%s\n", m.GetModel().GetProvider(), m.GetModel().GetModelId(), window, in, out, read, write)
+		}
+		return tw.Flush()
+	}}
+	set := &cobra.Command{Use: "set PROVIDER/MODEL", Short: "set a model's context window and/or price in the project (USD per million tokens)",
+		Args: nArgs("penguin model-settings set PROVIDER/MODEL [--context-window N] [--input USD --output USD [--cache-read USD] [--cache-write USD]]", 1, 1)}
+	window := set.Flags().Int64("context-window", 0, "the context window in tokens (0: the catalog's)")
+	in := set.Flags().Float64("input", 0, "the price of uncached input, USD per million tokens")
+	out := set.Flags().Float64("output", 0, "the price of output, USD per million tokens")
+	read := set.Flags().Float64("cache-read", 0, "the price of input read from the cache (default: the input price)")
+	write := set.Flags().Float64("cache-write", 0, "the price of input written to the cache (default: the input price)")
+	set.RunE = func(c *cobra.Command, args []string) error {
+		a := ac(c)
+		ref, err := parseModelRef(args[0])
+		if err != nil {
+			return err
+		}
+		f := c.Flags()
+		settings := &penguinv1.ModelSettings{Model: ref, ContextWindow: *window}
+		if f.Changed("input") || f.Changed("output") || f.Changed("cache-read") || f.Changed("cache-write") {
+			settings.Price = &penguinv1.ModelPrice{Input: *in, Output: *out}
+			if f.Changed("cache-read") {
+				settings.Price.CacheRead = read
+			}
+			if f.Changed("cache-write") {
+				settings.Price.CacheWrite = write
+			}
+		}
+		if settings.ContextWindow == 0 && settings.Price == nil {
+			return usageErrorf("give --context-window or a price (--input, --output); penguin model-settings clear removes a model's settings")
+		}
+		_, err = a.agents.SetModelSettings(c.Context(), &penguinv1.SetModelSettingsRequest{Project: a.project, Settings: settings})
+		return err
+	}
+	unset := &cobra.Command{Use: "clear PROVIDER/MODEL", Short: "remove a model's settings from the project (the catalog's apply again)",
+		Args: nArgs("penguin model-settings clear PROVIDER/MODEL", 1, 1), RunE: func(c *cobra.Command, args []string) error {
+			a := ac(c)
+			ref, err := parseModelRef(args[0])
+			if err != nil {
+				return err
+			}
+			_, err = a.agents.SetModelSettings(c.Context(), &penguinv1.SetModelSettingsRequest{Project: a.project, Settings: &penguinv1.ModelSettings{Model: ref}})
+			return err
+		}}
+	return agentGroup("model-settings", "a project's context window and price of a model (a local one the catalog lacks)", false, list, set, unset)
+}
+
+// fmtPrice prints a price without trailing zeros.
+func fmtPrice(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

@@ -247,6 +247,22 @@ func TestAgentEditAndModelCommands(t *testing.T) {
 	if out := ok(nil, "config", "model"); out != "openai/gpt-5-mini\n" {
 		t.Fatalf("config model after set: %q", out)
 	}
+
+	// model-settings: a local model's window and price in the project; a
+	// route the project lacks, a negative price and no setting at all
+	// refused; cleared.
+	ok(nil, "model-settings", "set", "openai/local-7b", "--context-window", "32768", "--input", "0.1", "--output", "0.2", "--cache-read", "0.05")
+	if line := lineOf(ok(nil, "model-settings", "list"), "openai/local-7b"); !strings.Contains(line, "32768") || !strings.Contains(line, "0.2") || !strings.Contains(line, "0.05") {
+		t.Fatalf("model-settings list: %q", line)
+	}
+	fails("settings.model.provider", "model-settings", "set", "nowhere/x", "--context-window", "8192")
+	fails("settings.price.input", "model-settings", "set", "openai/local-7b", "--input", "-1")
+	fails("settings.context_window", "model-settings", "set", "openai/local-7b", "--context-window", "10")
+	fails("give --context-window", "model-settings", "set", "openai/local-7b")
+	ok(nil, "model-settings", "clear", "openai/local-7b")
+	if out := ok(nil, "model-settings", "list"); strings.Contains(out, "local-7b") {
+		t.Fatalf("model-settings list after clear: %q", out)
+	}
 }
 
 // lineOf returns the first line of out that holds word.

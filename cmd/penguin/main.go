@@ -116,7 +116,7 @@ after it: --auth-token-file through PENGUIN_AUTH_TOKEN_FILE, and so on.`,
 	}
 	root.SetVersionTemplate("penguin {{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
-	root.AddCommand(newServeCmd(), newRunCmd(), newChatCmd(), newSessionsCmd(), newModelsCmd(), newProvidersCmd(), newAgentsCmd(), newConfigCmd(), newSkillsCmd(), newMemoryCmd(), newVaultCmd(), newToolsCmd(), newMCPCmd(), newSchedulesCmd(), newMockLLMCmd(), newVersionCmd(),
+	root.AddCommand(newServeCmd(), newRunCmd(), newChatCmd(), newSessionsCmd(), newModelsCmd(), newProvidersCmd(), newAgentsCmd(), newConfigCmd(), newSkillsCmd(), newMemoryCmd(), newVaultCmd(), newToolsCmd(), newModelSettingsCmd(), newMCPCmd(), newSchedulesCmd(), newMockLLMCmd(), newVersionCmd(),
 		newLoginCmd(), newLogoutCmd(), newUsersCmd(), newProjectsCmd(), newTokensCmd(), newAuditCmd())
 	root.AddCommand(newWhoAmICmd()...)
 	root.InitDefaultHelpCmd()

@@ -130,6 +130,17 @@ func TestIsolation(t *testing.T) {
 		t.Fatalf("Alice's own session: %v, %v", got, err)
 	}
 	providerRoutes(ctx, t, dial(alice), dial(tokenOf("carol")))
+	// A model setting of Alice's project, its model named after the
+	// secret, which she lists.
+	agentsA := penguinv1.NewAgentServiceClient(dial(alice))
+	if _, err := agentsA.SetModelSettings(ctx, &penguinv1.SetModelSettingsRequest{Project: "apollo", Settings: &penguinv1.ModelSettings{
+		Model: &penguinv1.ModelRef{Provider: "apollo-llm", ModelId: secret}, ContextWindow: 32768,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := agentsA.ListModelSettings(ctx, &penguinv1.ListModelSettingsRequest{Project: "apollo"}); err != nil || !strings.Contains(got.String(), secret) {
+		t.Fatalf("Alice's own model settings: %v, %v", got, err)
+	}
 
 	// Alice's agent and schedule in her project, which sends the secret to
 	// her session.

@@ -206,12 +206,13 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		return nil, err
 	}
 	e.agentAPI = agentapi.New(agentapi.Options{
-		Store:        e.agents.Store(),
-		LLM:          penguinv1.NewLLMServiceClient(cfg.LLM),
-		Environment:  penguinv1.NewEnvironmentServiceClient(cfg.Environment),
-		SkillLibrary: filepath.Join(filepath.Dir(e.agents.Root()), "skills"),
-		Guard:        e.guard,
-		Logger:       log,
+		Store:         e.agents.Store(),
+		LLM:           penguinv1.NewLLMServiceClient(cfg.LLM),
+		Environment:   penguinv1.NewEnvironmentServiceClient(cfg.Environment),
+		SkillLibrary:  filepath.Join(filepath.Dir(e.agents.Root()), "skills"),
+		ModelSettings: st,
+		Guard:         e.guard,
+		Logger:        log,
 	})
 	e.schedules = scheduler.New(scheduler.Options{
 		Store: st, Sessions: e.sessions, Agents: e.agents, MissedAfter: cfg.ScheduleMissedAfter, Logger: log,

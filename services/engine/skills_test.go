@@ -12,6 +12,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
+	"github.com/penguin-agent/penguin/services/engine/store"
 )
 
 // A task that names skills sends the model its message behind a
@@ -113,5 +114,29 @@ func TestRunWithSkills(t *testing.T) {
 	}
 	if n := len(e.llm.Requests()); n != asked {
 		t.Fatalf("refused tasks asked the model %d times", n-asked)
+	}
+}
+
+// A project's settings of a model reach its sessions: the context window
+// in the session's meta and in every request to the model, and the price
+// with the request, for the gateway to compute the cost with.
+func TestProjectModelSettingsReachTheModel(t *testing.T) {
+	e := newEnv(t)
+	ctx := e.ctx()
+	if err := e.store.PutModelSetting(ctx, &store.ModelSetting{Project: store.DefaultProject, Provider: "fake", ModelID: "m1",
+		ContextWindow: 32768, Price: &store.Price{Input: 2, Output: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	e.llm.Generate = fake.Script(fake.NewReply().Text("ok").Done())
+	id := e.create(allowAll)
+	if w := history(t, e, id)[0].GetMessage().GetSessionMeta().GetModelContextWindow(); w != 32768 {
+		t.Fatalf("the session's window is %d, not the project's", w)
+	}
+	if st := end(t, e.run(id, "hi")); st.GetStatus() != completedS {
+		t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
+	}
+	req := e.llm.Requests()[0]
+	if req.GetContextWindow() != 32768 || req.GetPrice().GetInput() != 2 || req.GetPrice().GetOutput() != 4 {
+		t.Fatalf("the request carries window %d and price %v, not the project's", req.GetContextWindow(), req.GetPrice())
 	}
 }

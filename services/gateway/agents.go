@@ -52,6 +52,8 @@ func (g *Gateway) agentRoutes(api func(string, http.HandlerFunc)) {
 	api("GET "+p+"/{agent}/model", agentCall(g, a.GetAgentModel, http.StatusOK))
 	api("PUT "+p+"/{agent}/model", agentCall(g, a.SetAgentModel, http.StatusOK))
 	api("POST /api/projects/{project}/models/test", agentCall(g, a.TestModel, http.StatusOK))
+	api("GET /api/projects/{project}/models/settings", agentCall(g, a.ListModelSettings, http.StatusOK))
+	api("PUT /api/projects/{project}/models/settings", agentCall(g, a.SetModelSettings, http.StatusOK))
 }
 
 // pathFields are the path values a route copies into its request: into

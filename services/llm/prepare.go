@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/catalog"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/services/llm/limits"
 	"github.com/penguin-agent/penguin/services/llm/stream"
@@ -70,6 +71,15 @@ func (s *Service) prepare(req *penguinv1.StreamGenerateRequest) (*stream.Request
 	spec := route.Model(ref.GetModelId())
 	if !spec.Known {
 		s.unknownModel(route.Name, spec.ID)
+	}
+	if req.GetPrice() != nil {
+		// The caller's price (a project's, for a model the table does not
+		// price or prices otherwise) is what usage costs are computed with.
+		cost, err := catalog.FromPrice("price", req.GetPrice())
+		if err != nil {
+			return nil, invalid("%v", err)
+		}
+		spec.Cost = cost
 	}
 
 	msgs, err := messages(req, spec)

@@ -11,7 +11,8 @@
 // meanwhile refused); add the stdio MCP
 // server the Go tests use and test it (a command that does not exist
 // refused); refuse a model of no route, test one and make it the default,
-// which New session then offers; export the agent and import the archive
+// which New session then offers; set, refuse and remove a local model's
+// settings on the Models page; export the agent and import the archive
 // as another; copy it without its memory, rename the copy and delete it. Screenshots of each tab go to web/artifacts/agents/, each
 // checked by axe-core.
 //
@@ -280,6 +281,31 @@ test("an agent's configuration, tools, skills, memory, vault, MCP servers and mo
     await shot(page, "08-models");
     const m = (await call(page, "GET", `${api}/reviewer/model`)).body.model;
     assert.deepEqual([m.provider, m.model_id], ["openai", "gpt-5-mini"]);
+  });
+
+  await step("Models page: a local model's settings; a window too small and a route the project lacks refused; set, listed, removed", async () => {
+    await page.getByRole("link", { name: "Models", exact: true }).click();
+    const form = page.getByRole("form", { name: "Model settings" });
+    await form.getByLabel("Model", { exact: true }).fill("openai/local-7b");
+    await form.getByLabel("Context window (tokens)").fill("100");
+    await form.getByRole("button", { name: "Save settings" }).click();
+    await form.getByRole("alert").filter({ hasText: "settings.context_window" }).waitFor();
+    await form.getByLabel("Model", { exact: true }).fill("nowhere/local-7b");
+    await form.getByLabel("Context window (tokens)").fill("32768");
+    await form.getByRole("button", { name: "Save settings" }).click();
+    await form.getByRole("alert").filter({ hasText: "settings.model.provider" }).waitFor();
+    await form.getByLabel("Model", { exact: true }).fill("openai/local-7b");
+    await form.getByLabel("Input price (USD per million tokens)").fill("0.1");
+    await form.getByLabel("Output price (USD per million tokens)").fill("0.2");
+    await form.getByRole("button", { name: "Save settings" }).click();
+    const row = page.getByTestId("model-setting-openai/local-7b");
+    await row.filter({ hasText: "32,768" }).filter({ hasText: "$0.2" }).waitFor();
+    await shot(page, "08b-model-settings");
+    const listed = (await call(page, "GET", "/api/projects/default/models/settings")).body.settings;
+    assert.deepEqual(listed.map((s) => [s.model.model_id, s.context_window, s.price.input, s.price.output]), [["local-7b", "32768", 0.1, 0.2]]);
+    await page.getByLabel("Remove the settings of openai/local-7b").click();
+    await row.waitFor({ state: "detached" });
+    assert.deepEqual((await call(page, "GET", "/api/projects/default/models/settings")).body.settings ?? [], []);
   });
 
   await step("a session on the agent: its default model is offered; a command reads the vault value, which the page never shows", async () => {

@@ -13,6 +13,8 @@ export interface MemoryScope { key: string; workspace?: string; files?: number }
 export interface MemoryFile { name: string; front_matter?: Record<string, string>; bytes?: string; version?: string }
 export interface MCPServer { name: string; transport?: string; command?: string; args?: string[]; url?: string; permission?: string; env?: Record<string, string>; headers?: Record<string, string> }
 export interface AgentTool { name: string; description?: string; kind?: string; permission?: string; enabled?: boolean; for_model?: string }
+export interface ModelPrice { input?: number; output?: number; cache_read?: number; cache_write?: number }
+export interface ModelSettings { model: { provider: string; model_id: string }; context_window?: string | number; price?: ModelPrice }
 export interface TestResult { ok?: boolean; tools?: string[]; latency_ms?: string; message?: string }
 
 /** toBase64 encodes an uploaded file for a JSON body (proto bytes). */
@@ -58,5 +60,9 @@ export const agents = {
   testMCP: (a: string, name: string) => request<TestResult>("POST", `${base(a)}/mcp/${e(name)}/test`),
   model: (a: string) => request<{ model?: { provider?: string; model_id?: string } }>("GET", `${base(a)}/model`),
   setModel: (a: string, provider: string, model_id: string) => request<unknown>("PUT", `${base(a)}/model`, { model: { provider, model_id } }),
+  /** A project's settings of models (an empty project: the default one). */
+  modelSettings: (project: string) => request<{ settings?: ModelSettings[] }>("GET", `/api/projects/${e(project || "default")}/models/settings`),
+  setModelSettings: (project: string, settings: ModelSettings) =>
+    request<{ settings?: ModelSettings }>("PUT", `/api/projects/${e(project || "default")}/models/settings`, { settings }),
   testModel: (provider: string, model_id: string) => request<TestResult>("POST", `${projectBase()}/models/test`, { model: { provider, model_id } }),
 };

@@ -3882,6 +3882,263 @@ func (x *TestModelResponse) GetMessage() string {
 	return ""
 }
 
+// ModelSettings are a project's settings of one model.
+type ModelSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The model: a provider route the project reaches and a model id.
+	Model *ModelRef `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// The context window in tokens; zero keeps the catalog's. Sessions use
+	// it unless their agent's model.context_window says otherwise.
+	ContextWindow int64 `protobuf:"varint,2,opt,name=context_window,json=contextWindow,proto3" json:"context_window,omitempty"`
+	// The price, in USD per million tokens; unset keeps the catalog's. The
+	// cost of the project's model requests is computed with it.
+	Price         *ModelPrice `protobuf:"bytes,3,opt,name=price,proto3" json:"price,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelSettings) Reset() {
+	*x = ModelSettings{}
+	mi := &file_penguin_v1_agents_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelSettings) ProtoMessage() {}
+
+func (x *ModelSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_agents_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelSettings.ProtoReflect.Descriptor instead.
+func (*ModelSettings) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *ModelSettings) GetModel() *ModelRef {
+	if x != nil {
+		return x.Model
+	}
+	return nil
+}
+
+func (x *ModelSettings) GetContextWindow() int64 {
+	if x != nil {
+		return x.ContextWindow
+	}
+	return 0
+}
+
+func (x *ModelSettings) GetPrice() *ModelPrice {
+	if x != nil {
+		return x.Price
+	}
+	return nil
+}
+
+type ListModelSettingsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project; empty means the default project.
+	Project       string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListModelSettingsRequest) Reset() {
+	*x = ListModelSettingsRequest{}
+	mi := &file_penguin_v1_agents_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListModelSettingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListModelSettingsRequest) ProtoMessage() {}
+
+func (x *ListModelSettingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_agents_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListModelSettingsRequest.ProtoReflect.Descriptor instead.
+func (*ListModelSettingsRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *ListModelSettingsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+type ListModelSettingsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By provider, then model id.
+	Settings      []*ModelSettings `protobuf:"bytes,1,rep,name=settings,proto3" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListModelSettingsResponse) Reset() {
+	*x = ListModelSettingsResponse{}
+	mi := &file_penguin_v1_agents_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListModelSettingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListModelSettingsResponse) ProtoMessage() {}
+
+func (x *ListModelSettingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_agents_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListModelSettingsResponse.ProtoReflect.Descriptor instead.
+func (*ListModelSettingsResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *ListModelSettingsResponse) GetSettings() []*ModelSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+type SetModelSettingsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project; empty means the default project. The caller must be able
+	// to write it.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// The settings. The context window must be 0 (none) or from 1,024 to
+	// 100,000,000 tokens; each price must be a finite number, zero or more.
+	Settings      *ModelSettings `protobuf:"bytes,2,opt,name=settings,proto3" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetModelSettingsRequest) Reset() {
+	*x = SetModelSettingsRequest{}
+	mi := &file_penguin_v1_agents_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetModelSettingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetModelSettingsRequest) ProtoMessage() {}
+
+func (x *SetModelSettingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_agents_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetModelSettingsRequest.ProtoReflect.Descriptor instead.
+func (*SetModelSettingsRequest) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *SetModelSettingsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *SetModelSettingsRequest) GetSettings() *ModelSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+type SetModelSettingsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The settings as stored; unset when they were removed.
+	Settings      *ModelSettings `protobuf:"bytes,1,opt,name=settings,proto3" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetModelSettingsResponse) Reset() {
+	*x = SetModelSettingsResponse{}
+	mi := &file_penguin_v1_agents_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetModelSettingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetModelSettingsResponse) ProtoMessage() {}
+
+func (x *SetModelSettingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_penguin_v1_agents_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetModelSettingsResponse.ProtoReflect.Descriptor instead.
+func (*SetModelSettingsResponse) Descriptor() ([]byte, []int) {
+	return file_penguin_v1_agents_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *SetModelSettingsResponse) GetSettings() *ModelSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
 var File_penguin_v1_agents_proto protoreflect.FileDescriptor
 
 const file_penguin_v1_agents_proto_rawDesc = "" +
@@ -4141,7 +4398,20 @@ const file_penguin_v1_agents_proto_rawDesc = "" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x1d\n" +
 	"\n" +
 	"latency_ms\x18\x02 \x01(\x03R\tlatencyMs\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage2\xe6\x14\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\x90\x01\n" +
+	"\rModelSettings\x12*\n" +
+	"\x05model\x18\x01 \x01(\v2\x14.penguin.v1.ModelRefR\x05model\x12%\n" +
+	"\x0econtext_window\x18\x02 \x01(\x03R\rcontextWindow\x12,\n" +
+	"\x05price\x18\x03 \x01(\v2\x16.penguin.v1.ModelPriceR\x05price\"4\n" +
+	"\x18ListModelSettingsRequest\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\"R\n" +
+	"\x19ListModelSettingsResponse\x125\n" +
+	"\bsettings\x18\x01 \x03(\v2\x19.penguin.v1.ModelSettingsR\bsettings\"j\n" +
+	"\x17SetModelSettingsRequest\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x125\n" +
+	"\bsettings\x18\x02 \x01(\v2\x19.penguin.v1.ModelSettingsR\bsettings\"Q\n" +
+	"\x18SetModelSettingsResponse\x125\n" +
+	"\bsettings\x18\x01 \x01(\v2\x19.penguin.v1.ModelSettingsR\bsettings2\xa7\x16\n" +
 	"\fAgentService\x12K\n" +
 	"\n" +
 	"ListAgents\x12\x1d.penguin.v1.ListAgentsRequest\x1a\x1e.penguin.v1.ListAgentsResponse\x12N\n" +
@@ -4175,7 +4445,9 @@ const file_penguin_v1_agents_proto_rawDesc = "" +
 	"\rTestMCPServer\x12 .penguin.v1.TestMCPServerRequest\x1a!.penguin.v1.TestMCPServerResponse\x12T\n" +
 	"\rGetAgentModel\x12 .penguin.v1.GetAgentModelRequest\x1a!.penguin.v1.GetAgentModelResponse\x12T\n" +
 	"\rSetAgentModel\x12 .penguin.v1.SetAgentModelRequest\x1a!.penguin.v1.SetAgentModelResponse\x12H\n" +
-	"\tTestModel\x12\x1c.penguin.v1.TestModelRequest\x1a\x1d.penguin.v1.TestModelResponseB\xa1\x01\n" +
+	"\tTestModel\x12\x1c.penguin.v1.TestModelRequest\x1a\x1d.penguin.v1.TestModelResponse\x12`\n" +
+	"\x11ListModelSettings\x12$.penguin.v1.ListModelSettingsRequest\x1a%.penguin.v1.ListModelSettingsResponse\x12]\n" +
+	"\x10SetModelSettings\x12#.penguin.v1.SetModelSettingsRequest\x1a$.penguin.v1.SetModelSettingsResponseB\xa1\x01\n" +
 	"\x0ecom.penguin.v1B\vAgentsProtoP\x01Z9github.com/penguin-agent/penguin/gen/penguin/v1;penguinv1\xa2\x02\x03PXX\xaa\x02\n" +
 	"Penguin.V1\xca\x02\n" +
 	"Penguin\\V1\xe2\x02\x16Penguin\\V1\\GPBMetadata\xea\x02\vPenguin::V1b\x06proto3"
@@ -4192,7 +4464,7 @@ func file_penguin_v1_agents_proto_rawDescGZIP() []byte {
 	return file_penguin_v1_agents_proto_rawDescData
 }
 
-var file_penguin_v1_agents_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_penguin_v1_agents_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_penguin_v1_agents_proto_goTypes = []any{
 	(*AgentInfo)(nil),                   // 0: penguin.v1.AgentInfo
 	(*ListAgentsRequest)(nil),           // 1: penguin.v1.ListAgentsRequest
@@ -4262,14 +4534,20 @@ var file_penguin_v1_agents_proto_goTypes = []any{
 	(*SetAgentModelResponse)(nil),       // 65: penguin.v1.SetAgentModelResponse
 	(*TestModelRequest)(nil),            // 66: penguin.v1.TestModelRequest
 	(*TestModelResponse)(nil),           // 67: penguin.v1.TestModelResponse
-	nil,                                 // 68: penguin.v1.MemoryFile.FrontMatterEntry
-	nil,                                 // 69: penguin.v1.MCPServerSpec.EnvEntry
-	nil,                                 // 70: penguin.v1.MCPServerSpec.HeadersEntry
-	(*timestamppb.Timestamp)(nil),       // 71: google.protobuf.Timestamp
-	(*ModelRef)(nil),                    // 72: penguin.v1.ModelRef
+	(*ModelSettings)(nil),               // 68: penguin.v1.ModelSettings
+	(*ListModelSettingsRequest)(nil),    // 69: penguin.v1.ListModelSettingsRequest
+	(*ListModelSettingsResponse)(nil),   // 70: penguin.v1.ListModelSettingsResponse
+	(*SetModelSettingsRequest)(nil),     // 71: penguin.v1.SetModelSettingsRequest
+	(*SetModelSettingsResponse)(nil),    // 72: penguin.v1.SetModelSettingsResponse
+	nil,                                 // 73: penguin.v1.MemoryFile.FrontMatterEntry
+	nil,                                 // 74: penguin.v1.MCPServerSpec.EnvEntry
+	nil,                                 // 75: penguin.v1.MCPServerSpec.HeadersEntry
+	(*timestamppb.Timestamp)(nil),       // 76: google.protobuf.Timestamp
+	(*ModelRef)(nil),                    // 77: penguin.v1.ModelRef
+	(*ModelPrice)(nil),                  // 78: penguin.v1.ModelPrice
 }
 var file_penguin_v1_agents_proto_depIdxs = []int32{
-	71, // 0: penguin.v1.AgentInfo.updated_at:type_name -> google.protobuf.Timestamp
+	76, // 0: penguin.v1.AgentInfo.updated_at:type_name -> google.protobuf.Timestamp
 	0,  // 1: penguin.v1.ListAgentsResponse.agents:type_name -> penguin.v1.AgentInfo
 	0,  // 2: penguin.v1.CreateAgentResponse.agent:type_name -> penguin.v1.AgentInfo
 	0,  // 3: penguin.v1.RenameAgentResponse.agent:type_name -> penguin.v1.AgentInfo
@@ -4277,83 +4555,92 @@ var file_penguin_v1_agents_proto_depIdxs = []int32{
 	17, // 5: penguin.v1.ListSkillsResponse.skills:type_name -> penguin.v1.SkillInfo
 	17, // 6: penguin.v1.InstallSkillResponse.skill:type_name -> penguin.v1.SkillInfo
 	26, // 7: penguin.v1.ListMemoryScopesResponse.scopes:type_name -> penguin.v1.MemoryScope
-	68, // 8: penguin.v1.MemoryFile.front_matter:type_name -> penguin.v1.MemoryFile.FrontMatterEntry
+	73, // 8: penguin.v1.MemoryFile.front_matter:type_name -> penguin.v1.MemoryFile.FrontMatterEntry
 	29, // 9: penguin.v1.ListMemoryFilesResponse.files:type_name -> penguin.v1.MemoryFile
 	48, // 10: penguin.v1.ListAgentToolsResponse.tools:type_name -> penguin.v1.AgentTool
-	69, // 11: penguin.v1.MCPServerSpec.env:type_name -> penguin.v1.MCPServerSpec.EnvEntry
-	70, // 12: penguin.v1.MCPServerSpec.headers:type_name -> penguin.v1.MCPServerSpec.HeadersEntry
+	74, // 11: penguin.v1.MCPServerSpec.env:type_name -> penguin.v1.MCPServerSpec.EnvEntry
+	75, // 12: penguin.v1.MCPServerSpec.headers:type_name -> penguin.v1.MCPServerSpec.HeadersEntry
 	53, // 13: penguin.v1.ListMCPServersResponse.servers:type_name -> penguin.v1.MCPServerSpec
 	53, // 14: penguin.v1.PutMCPServerRequest.server:type_name -> penguin.v1.MCPServerSpec
-	72, // 15: penguin.v1.GetAgentModelResponse.model:type_name -> penguin.v1.ModelRef
-	72, // 16: penguin.v1.SetAgentModelRequest.model:type_name -> penguin.v1.ModelRef
-	72, // 17: penguin.v1.TestModelRequest.model:type_name -> penguin.v1.ModelRef
-	1,  // 18: penguin.v1.AgentService.ListAgents:input_type -> penguin.v1.ListAgentsRequest
-	3,  // 19: penguin.v1.AgentService.CreateAgent:input_type -> penguin.v1.CreateAgentRequest
-	5,  // 20: penguin.v1.AgentService.RenameAgent:input_type -> penguin.v1.RenameAgentRequest
-	7,  // 21: penguin.v1.AgentService.DeleteAgent:input_type -> penguin.v1.DeleteAgentRequest
-	9,  // 22: penguin.v1.AgentService.ExportAgent:input_type -> penguin.v1.ExportAgentRequest
-	11, // 23: penguin.v1.AgentService.ImportAgent:input_type -> penguin.v1.ImportAgentRequest
-	13, // 24: penguin.v1.AgentService.GetAgentConfig:input_type -> penguin.v1.GetAgentConfigRequest
-	15, // 25: penguin.v1.AgentService.UpdateAgentConfig:input_type -> penguin.v1.UpdateAgentConfigRequest
-	18, // 26: penguin.v1.AgentService.ListSkills:input_type -> penguin.v1.ListSkillsRequest
-	20, // 27: penguin.v1.AgentService.InstallSkill:input_type -> penguin.v1.InstallSkillRequest
-	22, // 28: penguin.v1.AgentService.SetSkillEnabled:input_type -> penguin.v1.SetSkillEnabledRequest
-	24, // 29: penguin.v1.AgentService.UninstallSkill:input_type -> penguin.v1.UninstallSkillRequest
-	27, // 30: penguin.v1.AgentService.ListMemoryScopes:input_type -> penguin.v1.ListMemoryScopesRequest
-	30, // 31: penguin.v1.AgentService.ListMemoryFiles:input_type -> penguin.v1.ListMemoryFilesRequest
-	32, // 32: penguin.v1.AgentService.GetMemoryFile:input_type -> penguin.v1.GetMemoryFileRequest
-	34, // 33: penguin.v1.AgentService.UpdateMemoryFile:input_type -> penguin.v1.UpdateMemoryFileRequest
-	36, // 34: penguin.v1.AgentService.DeleteMemoryFile:input_type -> penguin.v1.DeleteMemoryFileRequest
-	38, // 35: penguin.v1.AgentService.ExportMemory:input_type -> penguin.v1.ExportMemoryRequest
-	40, // 36: penguin.v1.AgentService.ImportMemory:input_type -> penguin.v1.ImportMemoryRequest
-	42, // 37: penguin.v1.AgentService.ListVault:input_type -> penguin.v1.ListVaultRequest
-	44, // 38: penguin.v1.AgentService.SetVault:input_type -> penguin.v1.SetVaultRequest
-	46, // 39: penguin.v1.AgentService.DeleteVault:input_type -> penguin.v1.DeleteVaultRequest
-	49, // 40: penguin.v1.AgentService.ListAgentTools:input_type -> penguin.v1.ListAgentToolsRequest
-	51, // 41: penguin.v1.AgentService.SetAgentToolEnabled:input_type -> penguin.v1.SetAgentToolEnabledRequest
-	54, // 42: penguin.v1.AgentService.ListMCPServers:input_type -> penguin.v1.ListMCPServersRequest
-	56, // 43: penguin.v1.AgentService.PutMCPServer:input_type -> penguin.v1.PutMCPServerRequest
-	58, // 44: penguin.v1.AgentService.DeleteMCPServer:input_type -> penguin.v1.DeleteMCPServerRequest
-	60, // 45: penguin.v1.AgentService.TestMCPServer:input_type -> penguin.v1.TestMCPServerRequest
-	62, // 46: penguin.v1.AgentService.GetAgentModel:input_type -> penguin.v1.GetAgentModelRequest
-	64, // 47: penguin.v1.AgentService.SetAgentModel:input_type -> penguin.v1.SetAgentModelRequest
-	66, // 48: penguin.v1.AgentService.TestModel:input_type -> penguin.v1.TestModelRequest
-	2,  // 49: penguin.v1.AgentService.ListAgents:output_type -> penguin.v1.ListAgentsResponse
-	4,  // 50: penguin.v1.AgentService.CreateAgent:output_type -> penguin.v1.CreateAgentResponse
-	6,  // 51: penguin.v1.AgentService.RenameAgent:output_type -> penguin.v1.RenameAgentResponse
-	8,  // 52: penguin.v1.AgentService.DeleteAgent:output_type -> penguin.v1.DeleteAgentResponse
-	10, // 53: penguin.v1.AgentService.ExportAgent:output_type -> penguin.v1.ExportAgentResponse
-	12, // 54: penguin.v1.AgentService.ImportAgent:output_type -> penguin.v1.ImportAgentResponse
-	14, // 55: penguin.v1.AgentService.GetAgentConfig:output_type -> penguin.v1.GetAgentConfigResponse
-	16, // 56: penguin.v1.AgentService.UpdateAgentConfig:output_type -> penguin.v1.UpdateAgentConfigResponse
-	19, // 57: penguin.v1.AgentService.ListSkills:output_type -> penguin.v1.ListSkillsResponse
-	21, // 58: penguin.v1.AgentService.InstallSkill:output_type -> penguin.v1.InstallSkillResponse
-	23, // 59: penguin.v1.AgentService.SetSkillEnabled:output_type -> penguin.v1.SetSkillEnabledResponse
-	25, // 60: penguin.v1.AgentService.UninstallSkill:output_type -> penguin.v1.UninstallSkillResponse
-	28, // 61: penguin.v1.AgentService.ListMemoryScopes:output_type -> penguin.v1.ListMemoryScopesResponse
-	31, // 62: penguin.v1.AgentService.ListMemoryFiles:output_type -> penguin.v1.ListMemoryFilesResponse
-	33, // 63: penguin.v1.AgentService.GetMemoryFile:output_type -> penguin.v1.GetMemoryFileResponse
-	35, // 64: penguin.v1.AgentService.UpdateMemoryFile:output_type -> penguin.v1.UpdateMemoryFileResponse
-	37, // 65: penguin.v1.AgentService.DeleteMemoryFile:output_type -> penguin.v1.DeleteMemoryFileResponse
-	39, // 66: penguin.v1.AgentService.ExportMemory:output_type -> penguin.v1.ExportMemoryResponse
-	41, // 67: penguin.v1.AgentService.ImportMemory:output_type -> penguin.v1.ImportMemoryResponse
-	43, // 68: penguin.v1.AgentService.ListVault:output_type -> penguin.v1.ListVaultResponse
-	45, // 69: penguin.v1.AgentService.SetVault:output_type -> penguin.v1.SetVaultResponse
-	47, // 70: penguin.v1.AgentService.DeleteVault:output_type -> penguin.v1.DeleteVaultResponse
-	50, // 71: penguin.v1.AgentService.ListAgentTools:output_type -> penguin.v1.ListAgentToolsResponse
-	52, // 72: penguin.v1.AgentService.SetAgentToolEnabled:output_type -> penguin.v1.SetAgentToolEnabledResponse
-	55, // 73: penguin.v1.AgentService.ListMCPServers:output_type -> penguin.v1.ListMCPServersResponse
-	57, // 74: penguin.v1.AgentService.PutMCPServer:output_type -> penguin.v1.PutMCPServerResponse
-	59, // 75: penguin.v1.AgentService.DeleteMCPServer:output_type -> penguin.v1.DeleteMCPServerResponse
-	61, // 76: penguin.v1.AgentService.TestMCPServer:output_type -> penguin.v1.TestMCPServerResponse
-	63, // 77: penguin.v1.AgentService.GetAgentModel:output_type -> penguin.v1.GetAgentModelResponse
-	65, // 78: penguin.v1.AgentService.SetAgentModel:output_type -> penguin.v1.SetAgentModelResponse
-	67, // 79: penguin.v1.AgentService.TestModel:output_type -> penguin.v1.TestModelResponse
-	49, // [49:80] is the sub-list for method output_type
-	18, // [18:49] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	77, // 15: penguin.v1.GetAgentModelResponse.model:type_name -> penguin.v1.ModelRef
+	77, // 16: penguin.v1.SetAgentModelRequest.model:type_name -> penguin.v1.ModelRef
+	77, // 17: penguin.v1.TestModelRequest.model:type_name -> penguin.v1.ModelRef
+	77, // 18: penguin.v1.ModelSettings.model:type_name -> penguin.v1.ModelRef
+	78, // 19: penguin.v1.ModelSettings.price:type_name -> penguin.v1.ModelPrice
+	68, // 20: penguin.v1.ListModelSettingsResponse.settings:type_name -> penguin.v1.ModelSettings
+	68, // 21: penguin.v1.SetModelSettingsRequest.settings:type_name -> penguin.v1.ModelSettings
+	68, // 22: penguin.v1.SetModelSettingsResponse.settings:type_name -> penguin.v1.ModelSettings
+	1,  // 23: penguin.v1.AgentService.ListAgents:input_type -> penguin.v1.ListAgentsRequest
+	3,  // 24: penguin.v1.AgentService.CreateAgent:input_type -> penguin.v1.CreateAgentRequest
+	5,  // 25: penguin.v1.AgentService.RenameAgent:input_type -> penguin.v1.RenameAgentRequest
+	7,  // 26: penguin.v1.AgentService.DeleteAgent:input_type -> penguin.v1.DeleteAgentRequest
+	9,  // 27: penguin.v1.AgentService.ExportAgent:input_type -> penguin.v1.ExportAgentRequest
+	11, // 28: penguin.v1.AgentService.ImportAgent:input_type -> penguin.v1.ImportAgentRequest
+	13, // 29: penguin.v1.AgentService.GetAgentConfig:input_type -> penguin.v1.GetAgentConfigRequest
+	15, // 30: penguin.v1.AgentService.UpdateAgentConfig:input_type -> penguin.v1.UpdateAgentConfigRequest
+	18, // 31: penguin.v1.AgentService.ListSkills:input_type -> penguin.v1.ListSkillsRequest
+	20, // 32: penguin.v1.AgentService.InstallSkill:input_type -> penguin.v1.InstallSkillRequest
+	22, // 33: penguin.v1.AgentService.SetSkillEnabled:input_type -> penguin.v1.SetSkillEnabledRequest
+	24, // 34: penguin.v1.AgentService.UninstallSkill:input_type -> penguin.v1.UninstallSkillRequest
+	27, // 35: penguin.v1.AgentService.ListMemoryScopes:input_type -> penguin.v1.ListMemoryScopesRequest
+	30, // 36: penguin.v1.AgentService.ListMemoryFiles:input_type -> penguin.v1.ListMemoryFilesRequest
+	32, // 37: penguin.v1.AgentService.GetMemoryFile:input_type -> penguin.v1.GetMemoryFileRequest
+	34, // 38: penguin.v1.AgentService.UpdateMemoryFile:input_type -> penguin.v1.UpdateMemoryFileRequest
+	36, // 39: penguin.v1.AgentService.DeleteMemoryFile:input_type -> penguin.v1.DeleteMemoryFileRequest
+	38, // 40: penguin.v1.AgentService.ExportMemory:input_type -> penguin.v1.ExportMemoryRequest
+	40, // 41: penguin.v1.AgentService.ImportMemory:input_type -> penguin.v1.ImportMemoryRequest
+	42, // 42: penguin.v1.AgentService.ListVault:input_type -> penguin.v1.ListVaultRequest
+	44, // 43: penguin.v1.AgentService.SetVault:input_type -> penguin.v1.SetVaultRequest
+	46, // 44: penguin.v1.AgentService.DeleteVault:input_type -> penguin.v1.DeleteVaultRequest
+	49, // 45: penguin.v1.AgentService.ListAgentTools:input_type -> penguin.v1.ListAgentToolsRequest
+	51, // 46: penguin.v1.AgentService.SetAgentToolEnabled:input_type -> penguin.v1.SetAgentToolEnabledRequest
+	54, // 47: penguin.v1.AgentService.ListMCPServers:input_type -> penguin.v1.ListMCPServersRequest
+	56, // 48: penguin.v1.AgentService.PutMCPServer:input_type -> penguin.v1.PutMCPServerRequest
+	58, // 49: penguin.v1.AgentService.DeleteMCPServer:input_type -> penguin.v1.DeleteMCPServerRequest
+	60, // 50: penguin.v1.AgentService.TestMCPServer:input_type -> penguin.v1.TestMCPServerRequest
+	62, // 51: penguin.v1.AgentService.GetAgentModel:input_type -> penguin.v1.GetAgentModelRequest
+	64, // 52: penguin.v1.AgentService.SetAgentModel:input_type -> penguin.v1.SetAgentModelRequest
+	66, // 53: penguin.v1.AgentService.TestModel:input_type -> penguin.v1.TestModelRequest
+	69, // 54: penguin.v1.AgentService.ListModelSettings:input_type -> penguin.v1.ListModelSettingsRequest
+	71, // 55: penguin.v1.AgentService.SetModelSettings:input_type -> penguin.v1.SetModelSettingsRequest
+	2,  // 56: penguin.v1.AgentService.ListAgents:output_type -> penguin.v1.ListAgentsResponse
+	4,  // 57: penguin.v1.AgentService.CreateAgent:output_type -> penguin.v1.CreateAgentResponse
+	6,  // 58: penguin.v1.AgentService.RenameAgent:output_type -> penguin.v1.RenameAgentResponse
+	8,  // 59: penguin.v1.AgentService.DeleteAgent:output_type -> penguin.v1.DeleteAgentResponse
+	10, // 60: penguin.v1.AgentService.ExportAgent:output_type -> penguin.v1.ExportAgentResponse
+	12, // 61: penguin.v1.AgentService.ImportAgent:output_type -> penguin.v1.ImportAgentResponse
+	14, // 62: penguin.v1.AgentService.GetAgentConfig:output_type -> penguin.v1.GetAgentConfigResponse
+	16, // 63: penguin.v1.AgentService.UpdateAgentConfig:output_type -> penguin.v1.UpdateAgentConfigResponse
+	19, // 64: penguin.v1.AgentService.ListSkills:output_type -> penguin.v1.ListSkillsResponse
+	21, // 65: penguin.v1.AgentService.InstallSkill:output_type -> penguin.v1.InstallSkillResponse
+	23, // 66: penguin.v1.AgentService.SetSkillEnabled:output_type -> penguin.v1.SetSkillEnabledResponse
+	25, // 67: penguin.v1.AgentService.UninstallSkill:output_type -> penguin.v1.UninstallSkillResponse
+	28, // 68: penguin.v1.AgentService.ListMemoryScopes:output_type -> penguin.v1.ListMemoryScopesResponse
+	31, // 69: penguin.v1.AgentService.ListMemoryFiles:output_type -> penguin.v1.ListMemoryFilesResponse
+	33, // 70: penguin.v1.AgentService.GetMemoryFile:output_type -> penguin.v1.GetMemoryFileResponse
+	35, // 71: penguin.v1.AgentService.UpdateMemoryFile:output_type -> penguin.v1.UpdateMemoryFileResponse
+	37, // 72: penguin.v1.AgentService.DeleteMemoryFile:output_type -> penguin.v1.DeleteMemoryFileResponse
+	39, // 73: penguin.v1.AgentService.ExportMemory:output_type -> penguin.v1.ExportMemoryResponse
+	41, // 74: penguin.v1.AgentService.ImportMemory:output_type -> penguin.v1.ImportMemoryResponse
+	43, // 75: penguin.v1.AgentService.ListVault:output_type -> penguin.v1.ListVaultResponse
+	45, // 76: penguin.v1.AgentService.SetVault:output_type -> penguin.v1.SetVaultResponse
+	47, // 77: penguin.v1.AgentService.DeleteVault:output_type -> penguin.v1.DeleteVaultResponse
+	50, // 78: penguin.v1.AgentService.ListAgentTools:output_type -> penguin.v1.ListAgentToolsResponse
+	52, // 79: penguin.v1.AgentService.SetAgentToolEnabled:output_type -> penguin.v1.SetAgentToolEnabledResponse
+	55, // 80: penguin.v1.AgentService.ListMCPServers:output_type -> penguin.v1.ListMCPServersResponse
+	57, // 81: penguin.v1.AgentService.PutMCPServer:output_type -> penguin.v1.PutMCPServerResponse
+	59, // 82: penguin.v1.AgentService.DeleteMCPServer:output_type -> penguin.v1.DeleteMCPServerResponse
+	61, // 83: penguin.v1.AgentService.TestMCPServer:output_type -> penguin.v1.TestMCPServerResponse
+	63, // 84: penguin.v1.AgentService.GetAgentModel:output_type -> penguin.v1.GetAgentModelResponse
+	65, // 85: penguin.v1.AgentService.SetAgentModel:output_type -> penguin.v1.SetAgentModelResponse
+	67, // 86: penguin.v1.AgentService.TestModel:output_type -> penguin.v1.TestModelResponse
+	70, // 87: penguin.v1.AgentService.ListModelSettings:output_type -> penguin.v1.ListModelSettingsResponse
+	72, // 88: penguin.v1.AgentService.SetModelSettings:output_type -> penguin.v1.SetModelSettingsResponse
+	56, // [56:89] is the sub-list for method output_type
+	23, // [23:56] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_agents_proto_init() }
@@ -4372,7 +4659,7 @@ func file_penguin_v1_agents_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_penguin_v1_agents_proto_rawDesc), len(file_penguin_v1_agents_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   71,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

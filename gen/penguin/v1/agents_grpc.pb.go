@@ -50,6 +50,8 @@ const (
 	AgentService_GetAgentModel_FullMethodName       = "/penguin.v1.AgentService/GetAgentModel"
 	AgentService_SetAgentModel_FullMethodName       = "/penguin.v1.AgentService/SetAgentModel"
 	AgentService_TestModel_FullMethodName           = "/penguin.v1.AgentService/TestModel"
+	AgentService_ListModelSettings_FullMethodName   = "/penguin.v1.AgentService/ListModelSettings"
+	AgentService_SetModelSettings_FullMethodName    = "/penguin.v1.AgentService/SetModelSettings"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -147,6 +149,15 @@ type AgentServiceClient interface {
 	// TestModel sends a one-word request to a model and reports the
 	// latency or the failure.
 	TestModel(ctx context.Context, in *TestModelRequest, opts ...grpc.CallOption) (*TestModelResponse, error)
+	// ListModelSettings returns a project's settings of models that the
+	// catalog lacks or that the project runs differently (a local model's
+	// context window and price): every session of the project uses them
+	// before the catalog's.
+	ListModelSettings(ctx context.Context, in *ListModelSettingsRequest, opts ...grpc.CallOption) (*ListModelSettingsResponse, error)
+	// SetModelSettings sets one model's settings in a project; settings with
+	// neither a context window nor a price remove the model's. The model's
+	// provider must be a route the project reaches.
+	SetModelSettings(ctx context.Context, in *SetModelSettingsRequest, opts ...grpc.CallOption) (*SetModelSettingsResponse, error)
 }
 
 type agentServiceClient struct {
@@ -467,6 +478,26 @@ func (c *agentServiceClient) TestModel(ctx context.Context, in *TestModelRequest
 	return out, nil
 }
 
+func (c *agentServiceClient) ListModelSettings(ctx context.Context, in *ListModelSettingsRequest, opts ...grpc.CallOption) (*ListModelSettingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListModelSettingsResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListModelSettings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) SetModelSettings(ctx context.Context, in *SetModelSettingsRequest, opts ...grpc.CallOption) (*SetModelSettingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetModelSettingsResponse)
+	err := c.cc.Invoke(ctx, AgentService_SetModelSettings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -562,6 +593,15 @@ type AgentServiceServer interface {
 	// TestModel sends a one-word request to a model and reports the
 	// latency or the failure.
 	TestModel(context.Context, *TestModelRequest) (*TestModelResponse, error)
+	// ListModelSettings returns a project's settings of models that the
+	// catalog lacks or that the project runs differently (a local model's
+	// context window and price): every session of the project uses them
+	// before the catalog's.
+	ListModelSettings(context.Context, *ListModelSettingsRequest) (*ListModelSettingsResponse, error)
+	// SetModelSettings sets one model's settings in a project; settings with
+	// neither a context window nor a price remove the model's. The model's
+	// provider must be a route the project reaches.
+	SetModelSettings(context.Context, *SetModelSettingsRequest) (*SetModelSettingsResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -664,6 +704,12 @@ func (UnimplementedAgentServiceServer) SetAgentModel(context.Context, *SetAgentM
 }
 func (UnimplementedAgentServiceServer) TestModel(context.Context, *TestModelRequest) (*TestModelResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TestModel not implemented")
+}
+func (UnimplementedAgentServiceServer) ListModelSettings(context.Context, *ListModelSettingsRequest) (*ListModelSettingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListModelSettings not implemented")
+}
+func (UnimplementedAgentServiceServer) SetModelSettings(context.Context, *SetModelSettingsRequest) (*SetModelSettingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetModelSettings not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -1244,6 +1290,42 @@ func _AgentService_TestModel_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_ListModelSettings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListModelSettingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListModelSettings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListModelSettings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListModelSettings(ctx, req.(*ListModelSettingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_SetModelSettings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetModelSettingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).SetModelSettings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_SetModelSettings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).SetModelSettings(ctx, req.(*SetModelSettingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1374,6 +1456,14 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TestModel",
 			Handler:    _AgentService_TestModel_Handler,
+		},
+		{
+			MethodName: "ListModelSettings",
+			Handler:    _AgentService_ListModelSettings_Handler,
+		},
+		{
+			MethodName: "SetModelSettings",
+			Handler:    _AgentService_SetModelSettings_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

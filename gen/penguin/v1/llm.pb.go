@@ -365,7 +365,12 @@ type StreamGenerateRequest struct {
 	Temperature *float32 `protobuf:"fixed32,10,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
 	// The project of the session the request is for: its routes are reachable
 	// beside the global ones. Empty for the global routes alone.
-	Project       string `protobuf:"bytes,11,opt,name=project,proto3" json:"project,omitempty"`
+	Project string `protobuf:"bytes,11,opt,name=project,proto3" json:"project,omitempty"`
+	// The model's price, when the caller knows better than the gateway's
+	// model table (a project's price for a local model); unset means use the
+	// table. Token usage costs are computed with it. Each price must be a
+	// finite number, zero or more.
+	Price         *ModelPrice `protobuf:"bytes,12,opt,name=price,proto3" json:"price,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -475,6 +480,13 @@ func (x *StreamGenerateRequest) GetProject() string {
 		return x.Project
 	}
 	return ""
+}
+
+func (x *StreamGenerateRequest) GetPrice() *ModelPrice {
+	if x != nil {
+		return x.Price
+	}
+	return nil
 }
 
 // StreamGenerateResponse is one frame of a StreamGenerate stream: a message,
@@ -1796,7 +1808,7 @@ const file_penguin_v1_llm_proto_rawDesc = "" +
 	"\bresealed\x18\x01 \x01(\x05R\bresealed\"A\n" +
 	"\bModelRef\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x19\n" +
-	"\bmodel_id\x18\x02 \x01(\tR\amodelId\"\xac\x04\n" +
+	"\bmodel_id\x18\x02 \x01(\tR\amodelId\"\xda\x04\n" +
 	"\x15StreamGenerateRequest\x12*\n" +
 	"\x05model\x18\x01 \x01(\v2\x14.penguin.v1.ModelRefR\x05model\x121\n" +
 	"\ahistory\x18\x02 \x03(\v2\x17.penguin.v1.OmniMessageR\ahistory\x12:\n" +
@@ -1810,7 +1822,8 @@ const file_penguin_v1_llm_proto_rawDesc = "" +
 	"\x0econtext_window\x18\t \x01(\x03R\rcontextWindow\x12%\n" +
 	"\vtemperature\x18\n" +
 	" \x01(\x02H\x01R\vtemperature\x88\x01\x01\x12\x18\n" +
-	"\aproject\x18\v \x01(\tR\aprojectB\x15\n" +
+	"\aproject\x18\v \x01(\tR\aproject\x12,\n" +
+	"\x05price\x18\f \x01(\v2\x16.penguin.v1.ModelPriceR\x05priceB\x15\n" +
 	"\x13_request_timeout_msB\x0e\n" +
 	"\f_temperature\"\x8a\x01\n" +
 	"\x16StreamGenerateResponse\x123\n" +
@@ -2008,43 +2021,44 @@ var file_penguin_v1_llm_proto_depIdxs = []int32{
 	26, // 2: penguin.v1.StreamGenerateRequest.new_messages:type_name -> penguin.v1.OmniMessage
 	27, // 3: penguin.v1.StreamGenerateRequest.tools:type_name -> penguin.v1.ToolDefinition
 	0,  // 4: penguin.v1.StreamGenerateRequest.thinking_level:type_name -> penguin.v1.ThinkingLevel
-	26, // 5: penguin.v1.StreamGenerateResponse.message:type_name -> penguin.v1.OmniMessage
-	7,  // 6: penguin.v1.StreamGenerateResponse.outcome:type_name -> penguin.v1.LLMOutcome
-	28, // 7: penguin.v1.LLMOutcome.status:type_name -> penguin.v1.StopReason
-	1,  // 8: penguin.v1.LLMOutcome.code:type_name -> penguin.v1.FailureCode
-	24, // 9: penguin.v1.ProviderRoute.headers:type_name -> penguin.v1.ProviderRoute.HeadersEntry
-	10, // 10: penguin.v1.AddProviderRequest.route:type_name -> penguin.v1.ProviderRoute
-	9,  // 11: penguin.v1.AddProviderResponse.provider:type_name -> penguin.v1.ProviderInfo
-	10, // 12: penguin.v1.UpdateProviderRequest.route:type_name -> penguin.v1.ProviderRoute
-	9,  // 13: penguin.v1.UpdateProviderResponse.provider:type_name -> penguin.v1.ProviderInfo
-	7,  // 14: penguin.v1.TestProviderResponse.outcome:type_name -> penguin.v1.LLMOutcome
-	9,  // 15: penguin.v1.ListProvidersResponse.providers:type_name -> penguin.v1.ProviderInfo
-	4,  // 16: penguin.v1.ModelInfo.model:type_name -> penguin.v1.ModelRef
-	0,  // 17: penguin.v1.ModelInfo.thinking_levels:type_name -> penguin.v1.ThinkingLevel
-	22, // 18: penguin.v1.ModelInfo.price:type_name -> penguin.v1.ModelPrice
-	25, // 19: penguin.v1.ModelInfo.thinking_wire:type_name -> penguin.v1.ModelInfo.ThinkingWireEntry
-	21, // 20: penguin.v1.ListModelsResponse.models:type_name -> penguin.v1.ModelInfo
-	5,  // 21: penguin.v1.LLMService.StreamGenerate:input_type -> penguin.v1.StreamGenerateRequest
-	8,  // 22: penguin.v1.LLMService.ListProviders:input_type -> penguin.v1.ListProvidersRequest
-	11, // 23: penguin.v1.LLMService.AddProvider:input_type -> penguin.v1.AddProviderRequest
-	13, // 24: penguin.v1.LLMService.UpdateProvider:input_type -> penguin.v1.UpdateProviderRequest
-	15, // 25: penguin.v1.LLMService.RemoveProvider:input_type -> penguin.v1.RemoveProviderRequest
-	17, // 26: penguin.v1.LLMService.TestProvider:input_type -> penguin.v1.TestProviderRequest
-	20, // 27: penguin.v1.LLMService.ListModels:input_type -> penguin.v1.ListModelsRequest
-	2,  // 28: penguin.v1.LLMService.ResealProviderKeys:input_type -> penguin.v1.ResealProviderKeysRequest
-	6,  // 29: penguin.v1.LLMService.StreamGenerate:output_type -> penguin.v1.StreamGenerateResponse
-	19, // 30: penguin.v1.LLMService.ListProviders:output_type -> penguin.v1.ListProvidersResponse
-	12, // 31: penguin.v1.LLMService.AddProvider:output_type -> penguin.v1.AddProviderResponse
-	14, // 32: penguin.v1.LLMService.UpdateProvider:output_type -> penguin.v1.UpdateProviderResponse
-	16, // 33: penguin.v1.LLMService.RemoveProvider:output_type -> penguin.v1.RemoveProviderResponse
-	18, // 34: penguin.v1.LLMService.TestProvider:output_type -> penguin.v1.TestProviderResponse
-	23, // 35: penguin.v1.LLMService.ListModels:output_type -> penguin.v1.ListModelsResponse
-	3,  // 36: penguin.v1.LLMService.ResealProviderKeys:output_type -> penguin.v1.ResealProviderKeysResponse
-	29, // [29:37] is the sub-list for method output_type
-	21, // [21:29] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	22, // 5: penguin.v1.StreamGenerateRequest.price:type_name -> penguin.v1.ModelPrice
+	26, // 6: penguin.v1.StreamGenerateResponse.message:type_name -> penguin.v1.OmniMessage
+	7,  // 7: penguin.v1.StreamGenerateResponse.outcome:type_name -> penguin.v1.LLMOutcome
+	28, // 8: penguin.v1.LLMOutcome.status:type_name -> penguin.v1.StopReason
+	1,  // 9: penguin.v1.LLMOutcome.code:type_name -> penguin.v1.FailureCode
+	24, // 10: penguin.v1.ProviderRoute.headers:type_name -> penguin.v1.ProviderRoute.HeadersEntry
+	10, // 11: penguin.v1.AddProviderRequest.route:type_name -> penguin.v1.ProviderRoute
+	9,  // 12: penguin.v1.AddProviderResponse.provider:type_name -> penguin.v1.ProviderInfo
+	10, // 13: penguin.v1.UpdateProviderRequest.route:type_name -> penguin.v1.ProviderRoute
+	9,  // 14: penguin.v1.UpdateProviderResponse.provider:type_name -> penguin.v1.ProviderInfo
+	7,  // 15: penguin.v1.TestProviderResponse.outcome:type_name -> penguin.v1.LLMOutcome
+	9,  // 16: penguin.v1.ListProvidersResponse.providers:type_name -> penguin.v1.ProviderInfo
+	4,  // 17: penguin.v1.ModelInfo.model:type_name -> penguin.v1.ModelRef
+	0,  // 18: penguin.v1.ModelInfo.thinking_levels:type_name -> penguin.v1.ThinkingLevel
+	22, // 19: penguin.v1.ModelInfo.price:type_name -> penguin.v1.ModelPrice
+	25, // 20: penguin.v1.ModelInfo.thinking_wire:type_name -> penguin.v1.ModelInfo.ThinkingWireEntry
+	21, // 21: penguin.v1.ListModelsResponse.models:type_name -> penguin.v1.ModelInfo
+	5,  // 22: penguin.v1.LLMService.StreamGenerate:input_type -> penguin.v1.StreamGenerateRequest
+	8,  // 23: penguin.v1.LLMService.ListProviders:input_type -> penguin.v1.ListProvidersRequest
+	11, // 24: penguin.v1.LLMService.AddProvider:input_type -> penguin.v1.AddProviderRequest
+	13, // 25: penguin.v1.LLMService.UpdateProvider:input_type -> penguin.v1.UpdateProviderRequest
+	15, // 26: penguin.v1.LLMService.RemoveProvider:input_type -> penguin.v1.RemoveProviderRequest
+	17, // 27: penguin.v1.LLMService.TestProvider:input_type -> penguin.v1.TestProviderRequest
+	20, // 28: penguin.v1.LLMService.ListModels:input_type -> penguin.v1.ListModelsRequest
+	2,  // 29: penguin.v1.LLMService.ResealProviderKeys:input_type -> penguin.v1.ResealProviderKeysRequest
+	6,  // 30: penguin.v1.LLMService.StreamGenerate:output_type -> penguin.v1.StreamGenerateResponse
+	19, // 31: penguin.v1.LLMService.ListProviders:output_type -> penguin.v1.ListProvidersResponse
+	12, // 32: penguin.v1.LLMService.AddProvider:output_type -> penguin.v1.AddProviderResponse
+	14, // 33: penguin.v1.LLMService.UpdateProvider:output_type -> penguin.v1.UpdateProviderResponse
+	16, // 34: penguin.v1.LLMService.RemoveProvider:output_type -> penguin.v1.RemoveProviderResponse
+	18, // 35: penguin.v1.LLMService.TestProvider:output_type -> penguin.v1.TestProviderResponse
+	23, // 36: penguin.v1.LLMService.ListModels:output_type -> penguin.v1.ListModelsResponse
+	3,  // 37: penguin.v1.LLMService.ResealProviderKeys:output_type -> penguin.v1.ResealProviderKeysResponse
+	30, // [30:38] is the sub-list for method output_type
+	22, // [22:30] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_penguin_v1_llm_proto_init() }

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +19,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/testkit/emulator"
@@ -57,6 +60,7 @@ func newServer(t *testing.T, turns ...emulator.Turn) *server {
 	srv := agentapi.New(agentapi.Options{
 		Store: st.(store.AgentStore), LLM: penguinv1.NewLLMServiceClient(dial(b.LLM)),
 		Environment: penguinv1.NewEnvironmentServiceClient(dial(b.Environment)), SkillLibrary: lib,
+		ModelSettings: st,
 	})
 	addr := enginetest.Serve(t, "engine", func(g *grpc.Server) { penguinv1.RegisterAgentServiceServer(g, srv) })
 	client := penguinv1.NewAgentServiceClient(dial(addr))
@@ -391,6 +395,83 @@ func TestModelTest(t *testing.T) {
 	code, out = s.do(t, "POST", "/api/projects/other/models/test", map[string]any{"model": map[string]string{"provider": "emu", "model_id": "m"}})
 	if code != 404 || !strings.Contains(string(out), "other") {
 		t.Fatalf("HTTP model test in a project that does not exist: %d %s", code, out)
+	}
+}
+
+// TestModelSettings: a project's settings of a local model, set and
+// listed through gRPC and HTTP, replaced and removed; every bad input
+// refused naming its field, with nothing written.
+func TestModelSettings(t *testing.T) {
+	s := newServer(t)
+	ctx := t.Context()
+	c := s.client
+	local := &penguinv1.ModelRef{Provider: "emu", ModelId: "local-7b"}
+	set, err := c.SetModelSettings(ctx, &penguinv1.SetModelSettingsRequest{Settings: &penguinv1.ModelSettings{
+		Model: local, ContextWindow: 32768, Price: &penguinv1.ModelPrice{Input: 0.1, Output: 0.2},
+	}})
+	if err != nil || set.GetSettings().GetContextWindow() != 32768 || set.GetSettings().GetPrice().GetOutput() != 0.2 {
+		t.Fatalf("SetModelSettings: %v, %v", set, err)
+	}
+	list := func() string {
+		t.Helper()
+		got, err := c.ListModelSettings(ctx, &penguinv1.ListModelSettingsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return protojson.Format(got)
+	}
+	want := list()
+	if !strings.Contains(want, `"local-7b"`) || !strings.Contains(want, `"32768"`) {
+		t.Fatalf("ListModelSettings: %s", want)
+	}
+	code, out := s.do(t, "GET", "/api/projects/default/models/settings", nil)
+	if code != 200 || !strings.Contains(string(out), `"local-7b"`) || !strings.Contains(string(out), `"contextWindow":"32768"`) && !strings.Contains(string(out), `"context_window":"32768"`) {
+		t.Fatalf("GET models/settings: %d %s", code, out)
+	}
+	for _, bad := range []struct {
+		set   *penguinv1.ModelSettings
+		field string
+	}{
+		{&penguinv1.ModelSettings{Model: local, ContextWindow: 100}, "settings.context_window"},
+		{&penguinv1.ModelSettings{Model: local, ContextWindow: -1}, "settings.context_window"},
+		{&penguinv1.ModelSettings{Model: local, Price: &penguinv1.ModelPrice{Input: -1}}, "settings.price.input"},
+		{&penguinv1.ModelSettings{Model: local, Price: &penguinv1.ModelPrice{Output: math.Inf(1)}}, "settings.price.output"},
+		{&penguinv1.ModelSettings{Model: local, Price: &penguinv1.ModelPrice{CacheRead: proto.Float64(math.NaN())}}, "settings.price.cache_read"},
+		{&penguinv1.ModelSettings{Model: &penguinv1.ModelRef{Provider: "nowhere", ModelId: "x"}, ContextWindow: 8192}, "settings.model.provider"},
+		{&penguinv1.ModelSettings{Model: &penguinv1.ModelRef{Provider: "emu"}, ContextWindow: 8192}, "settings.model"},
+		{nil, "settings.model"},
+	} {
+		_, err := c.SetModelSettings(ctx, &penguinv1.SetModelSettingsRequest{Settings: bad.set})
+		wantCode(t, err, codes.InvalidArgument, bad.field)
+	}
+	code, out = s.do(t, "PUT", "/api/projects/default/models/settings", map[string]any{
+		"settings": map[string]any{"model": map[string]string{"provider": "emu", "model_id": "local-7b"}, "context_window": 10},
+	})
+	if code != 400 || !strings.Contains(string(out), "settings.context_window") {
+		t.Fatalf("PUT a window too small: %d %s", code, out)
+	}
+	if got := list(); got != want {
+		t.Fatalf("a refused change was written:\n%s\nwant\n%s", got, want)
+	}
+	// Replaced through HTTP (no window now, a cache price), then removed.
+	code, out = s.do(t, "PUT", "/api/projects/default/models/settings", map[string]any{
+		"settings": map[string]any{"model": map[string]string{"provider": "emu", "model_id": "local-7b"}, "price": map[string]any{"input": 1, "output": 2, "cache_read": 0.5}},
+	})
+	if code != 200 {
+		t.Fatalf("PUT models/settings: %d %s", code, out)
+	}
+	if got := list(); strings.Contains(got, "32768") || !strings.Contains(got, "0.5") {
+		t.Fatalf("after the replacement: %s", got)
+	}
+	if _, err := c.SetModelSettings(ctx, &penguinv1.SetModelSettingsRequest{Settings: &penguinv1.ModelSettings{Model: local}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); strings.Contains(got, "local-7b") {
+		t.Fatalf("after the removal: %s", got)
+	}
+	code, out = s.do(t, "GET", "/api/projects/other/models/settings", nil)
+	if code != 404 {
+		t.Fatalf("the settings of a project that does not exist: %d %s", code, out)
 	}
 }
 

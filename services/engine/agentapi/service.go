@@ -45,6 +45,9 @@ type Options struct {
 	// InstallSkill's server_dir may name skills in; empty refuses
 	// server_dir.
 	SkillLibrary string
+	// ModelSettings keeps projects' model settings; nil answers their
+	// RPCs UNAVAILABLE.
+	ModelSettings store.ModelSettingsStore
 	// Guard checks the caller's access to a request's project; nil
 	// knows only the default project and checks nothing.
 	Guard *access.Guard

@@ -151,6 +151,9 @@ type Settings struct {
 	MaxTokens        int64
 	RequestTimeoutMs *int64
 	ContextWindow    int64
+	// Price is the model's price the gateway computes costs with (a
+	// project's setting); nil leaves it to the gateway's table.
+	Price *penguinv1.ModelPrice
 	// MaxTurns caps the requests of one task; zero or less is unlimited.
 	MaxTurns   int
 	Retry      Retry
@@ -385,6 +388,7 @@ func (r *runner) request(newMessages []*penguinv1.OmniMessage, thinking penguinv
 		MaxTokens:        r.set.MaxTokens,
 		RequestTimeoutMs: r.set.RequestTimeoutMs,
 		ContextWindow:    r.set.ContextWindow,
+		Price:            r.set.Price,
 	}
 }
 

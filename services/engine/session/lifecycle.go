@@ -260,11 +260,15 @@ func (m *Manager) record(ctx context.Context, row *store.Session, meta *penguinv
 }
 
 // modelInfo returns the model's context window and whether it takes
-// images, from the agent's settings and the gateway's model table. An
+// images, from the agent's settings, the project's settings of the model
+// and the gateway's model table, in that order. An
 // unknown model gets no window (the default is assumed) and vision. The
 // session's project's routes are asked about beside the global ones.
 func (m *Manager) modelInfo(ctx context.Context, ref *penguinv1.ModelRef, project string, st *agentstate.State) (int64, bool) {
 	window, vision := st.Config.Model.ContextWindow, true
+	if pm := m.projectModel(ctx, project, ref.GetProvider(), ref.GetModelId()); window == 0 && pm != nil {
+		window = pm.ContextWindow
+	}
 	resp, err := m.opts.LLM.ListModels(ctx, &penguinv1.ListModelsRequest{Provider: ref.GetProvider(), Project: project})
 	if err != nil {
 		m.log.Warn("could not list the gateway's models; assuming a vision model with the default window", "model", ref.GetModelId(), "error", err)
@@ -475,3 +479,20 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 
 // abortShutdown is the cause given to tasks aborted by a shutdown.
 var abortShutdown = loop.Aborted{Reason: "the engine is shutting down"}
+
+// projectModel returns the project's settings of a model, nil when it has
+// none or they cannot be read (the catalog's then apply, and the failure
+// is logged).
+func (m *Manager) projectModel(ctx context.Context, project, provider, modelID string) *store.ModelSetting {
+	if project == "" {
+		project = store.DefaultProject
+	}
+	pm, err := m.store.GetModelSetting(ctx, project, provider, modelID)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			m.log.Warn("could not read the project's model settings; using the catalog's", "project", project, "model", provider+"/"+modelID, "error", err)
+		}
+		return nil
+	}
+	return pm
+}

@@ -87,7 +87,7 @@ func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel
 		return nil, err
 	}
 	p := &prepared{row: row, cfg: cfg, st: st, rs: rs, tools: ts, users: users}
-	p.settings = settings(st, row, cfg, rs.Meta, thinking, ts.defs)
+	p.settings = settings(st, row, cfg, rs.Meta, thinking, ts.defs, rt.m.projectModel(ctx, row.ProjectID, row.Provider, row.ModelID))
 	usage := row.Usage
 	if usage == nil {
 		usage = rs.Usage
@@ -185,7 +185,12 @@ func (rt *Runtime) recordPrompt(p *prepared, spec RunSpec, images []*penguinv1.O
 
 // settings assembles a task's loop settings from the agent state, the
 // session row and the context's session_meta.
-func settings(st *agentstate.State, row *store.Session, cfg config, meta *penguinv1.SessionMeta, thinking penguinv1.ThinkingLevel, defs []*penguinv1.ToolDefinition) loop.Settings {
+//
+// The project's settings of the model (pm, nil for none) come after the
+// agent's: the agent's model.context_window wins over the project's, which
+// wins over the catalog's (the window in meta, or the gateway's table); the
+// project's price is what the gateway computes the request's cost with.
+func settings(st *agentstate.State, row *store.Session, cfg config, meta *penguinv1.SessionMeta, thinking penguinv1.ThinkingLevel, defs []*penguinv1.ToolDefinition, pm *store.ModelSetting) loop.Settings {
 	c := st.Config
 	maxTurns := c.MaxTurns
 	switch {
@@ -195,8 +200,16 @@ func settings(st *agentstate.State, row *store.Session, cfg config, meta *pengui
 		maxTurns = -1
 	}
 	window := meta.GetModelContextWindow()
-	if c.Model.ContextWindow > 0 {
-		window = c.Model.ContextWindow
+	given := c.Model.ContextWindow
+	if given == 0 && pm != nil {
+		given = pm.ContextWindow
+	}
+	if given > 0 {
+		window = given
+	}
+	var price *penguinv1.ModelPrice
+	if pm != nil && pm.Price != nil {
+		price = &penguinv1.ModelPrice{Input: pm.Price.Input, Output: pm.Price.Output, CacheRead: pm.Price.CacheRead, CacheWrite: pm.Price.CacheWrite}
 	}
 	sessionThinking := row.ThinkingLevel
 	if sessionThinking == penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED {
@@ -218,7 +231,8 @@ func settings(st *agentstate.State, row *store.Session, cfg config, meta *pengui
 		ThinkingLevel:    thinking,
 		MaxTokens:        c.Model.MaxTokensProto(),
 		RequestTimeoutMs: &timeout,
-		ContextWindow:    c.Model.ContextWindow,
+		ContextWindow:    given,
+		Price:            price,
 		MaxTurns:         maxTurns,
 		Retry:            loop.Retry{MaxRetries: c.Retry.MaxAttempts, Base: c.Retry.BaseDelay, Cap: c.Retry.MaxDelay},
 		Compaction: loop.Compaction{

@@ -17,7 +17,7 @@ func TestSettingsCarryTheAgentDefaults(t *testing.T) {
 	st := &agentstate.State{Config: agentconfig.Default()}
 	row := &store.Session{Provider: "p", ModelID: "m"}
 	meta := &penguinv1.SessionMeta{SystemPrompt: "sys", ModelContextWindow: 100000}
-	set := settings(st, row, config{}, meta, penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED, nil)
+	set := settings(st, row, config{}, meta, penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED, nil, nil)
 
 	want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}
 	for i, w := range want {
@@ -49,7 +49,7 @@ func TestSettingsOverrides(t *testing.T) {
 	cfg.Compaction.TurnsThreshold = 12
 	st := &agentstate.State{Config: cfg}
 	row := &store.Session{ThinkingLevel: penguinv1.ThinkingLevel_THINKING_LEVEL_LOW}
-	set := settings(st, row, config{MaxTurns: 7}, &penguinv1.SessionMeta{}, penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH, nil)
+	set := settings(st, row, config{MaxTurns: 7}, &penguinv1.SessionMeta{}, penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH, nil, nil)
 	// The task's level wins for the task; compaction keeps the session's.
 	if set.ThinkingLevel != penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH || set.Compaction.ThinkingLevel != penguinv1.ThinkingLevel_THINKING_LEVEL_LOW {
 		t.Errorf("thinking = %v, compaction %v", set.ThinkingLevel, set.Compaction.ThinkingLevel)
@@ -61,7 +61,7 @@ func TestSettingsOverrides(t *testing.T) {
 	if set.Compaction.ContextThreshold != agentconfig.DefaultContextWindow-2048 {
 		t.Errorf("ContextThreshold = %d", set.Compaction.ContextThreshold)
 	}
-	if s := settings(st, row, config{MaxTurns: -3}, &penguinv1.SessionMeta{}, 0, nil); s.MaxTurns != -1 {
+	if s := settings(st, row, config{MaxTurns: -3}, &penguinv1.SessionMeta{}, 0, nil, nil); s.MaxTurns != -1 {
 		t.Errorf("a negative session max_turns gives MaxTurns %d, want no limit", s.MaxTurns)
 	}
 }

@@ -110,6 +110,8 @@ func sqliteMigrations() []migration {
 		{version: 6, stmts: signInStatesMigration("BLOB")},
 		// Sign-ins started by a command-line client (SignInState.Loopback).
 		{version: 7, stmts: []string{signInLoopbackMigration}},
+		// Projects' settings of models (see ModelSettingsStore).
+		{version: 8, stmts: modelSettingsMigration()},
 	}
 }
 
@@ -199,6 +201,8 @@ func postgresMigrations() []migration {
 		{version: 6, stmts: signInStatesMigration("bytea")},
 		// As SQLite's version 7.
 		{version: 7, stmts: []string{signInLoopbackMigration}},
+		// As SQLite's version 8.
+		{version: 8, stmts: modelSettingsMigration()},
 	}
 }
 

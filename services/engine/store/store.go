@@ -159,6 +159,9 @@ type Store interface {
 	// ScheduleStore keeps the schedules' due times and runs
 	// (schedules.go).
 	ScheduleStore
+	// ModelSettingsStore keeps projects' settings of models
+	// (modelsettings.go).
+	ModelSettingsStore
 
 	// CreateSession creates a session from s. The id must be new
 	// (ErrConflict otherwise) and non-empty. LastSequence and UpdatedAt in s

@@ -1,6 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { api, num, type CatalogProvider, type ModelInfo, type Project, type ProviderRouteInfo, type SetupResult } from "../api";
 import { onLink } from "../router";
+import { ModelSettings } from "./ModelSettings";
 
 /** OTHER is the choice of a server that is not a catalog provider: a
  * local model server, a proxy, a gateway. */
@@ -167,6 +168,7 @@ export function Setup({ notice, models, onDone, project = "", projects = [], adm
         <button class="primary" type="submit" disabled={busy}>{busy ? "Saving…" : "Save"}</button>
         <p class="muted small">The server keeps the route in its route store, the key encrypted, and shows only its first and last characters again.</p>
       </form>}
+      {!first && <ModelSettings project={project} />}
       {first && <p class="muted small">Or restart <code>penguin serve</code> with a key in its environment
         ({picked?.key_var ? <code>{picked.key_var}</code> : <><code>OPENAI_API_KEY</code>, <code>ANTHROPIC_API_KEY</code>, …</>}).
         {notice && <> The server says: <span data-testid="setup-notice">{notice}</span></>}</p>}
