@@ -141,6 +141,17 @@ func (ce *chatEngine) prompts() []string {
 	})
 }
 
+// answer types key at the approval prompt and waits until the engine has
+// the decision: the key and the run's next event reach the chat by
+// different goroutines, so a run the test ends at once could end first and
+// the key land in the input instead (seen under load).
+func (ce *chatEngine) answer(t *testing.T, c *chatRun, key string) {
+	t.Helper()
+	n := read(ce, func() int { return len(ce.decisions) })
+	c.typeKeys(key)
+	eventually.True(t, "the answer to reach the engine", func() bool { return read(ce, func() int { return len(ce.decisions) }) > n })
+}
+
 // chatRun is a chat running in a goroutine, typed into through a pipe.
 type chatRun struct {
 	t    *testing.T
@@ -238,8 +249,7 @@ func TestChatApprovesSteersAbortsAndQuits(t *testing.T) {
 	c.typeKeys("make it", keyEnter)
 	c.waitOutput("? allow exec_command?")
 	c.waitOutput("$ make")
-	c.typeKeys("y")
-	eventually.True(t, "the approval", func() bool { return read(ce, func() int { return len(ce.decisions) }) == 1 })
+	ce.answer(t, c, "y")
 	c.typeKeys("also this", keyEnter)
 	eventually.True(t, "the steering", func() bool { return read(ce, func() int { return len(ce.steers) }) == 1 })
 	c.typeKeys(keyCtrlC)
@@ -247,8 +257,7 @@ func TestChatApprovesSteersAbortsAndQuits(t *testing.T) {
 
 	c.typeKeys("/thinking low", keyEnter, "again", keyEnter)
 	c.waitCount("? allow exec_command?", 2)
-	c.typeKeys("n")
-	eventually.True(t, "the denial", func() bool { return read(ce, func() int { return len(ce.decisions) }) == 2 })
+	ce.answer(t, c, "n")
 	ce.finish <- struct{}{}
 	c.waitOutput("finished again")
 	if err := c.quit(); err != nil {
@@ -293,7 +302,7 @@ func TestChatSetsTheApprovalMode(t *testing.T) {
 	c.waitOutput("approval mode set to read-only for the new session")
 	c.typeKeys("first", keyEnter)
 	c.waitOutput("? allow exec_command?")
-	c.typeKeys("y")
+	ce.answer(t, c, "y")
 	ce.finish <- struct{}{}
 	c.waitOutput("finished first")
 	c.typeKeys("/approval allow-all", keyEnter)
@@ -302,7 +311,7 @@ func TestChatSetsTheApprovalMode(t *testing.T) {
 	c.waitOutput("approval mode: allow-all")
 	c.typeKeys("second", keyEnter)
 	c.waitCount("? allow exec_command?", 2)
-	c.typeKeys("y")
+	ce.answer(t, c, "y")
 	ce.finish <- struct{}{}
 	c.waitOutput("finished second")
 	if err := c.quit(); err != nil {
@@ -328,14 +337,14 @@ func TestChatEditsPastesAndClears(t *testing.T) {
 	c.typeKeys("helo", keyLeft, "l", keyEnter)
 	eventually.True(t, "the first run", func() bool { return len(ce.prompts()) == 1 })
 	c.waitOutput("? allow exec_command?")
-	c.typeKeys("n")
+	ce.answer(t, c, "n")
 	ce.finish <- struct{}{}
 	c.waitOutput("finished hello")
 
 	c.typeKeys("half-typed", keyCtrlC, paste("error: one\n  at two\n  at three"), keyEnter)
 	eventually.True(t, "the second run", func() bool { return len(ce.prompts()) == 2 })
 	c.waitCount("? allow exec_command?", 2)
-	c.typeKeys("n")
+	ce.answer(t, c, "n")
 	ce.finish <- struct{}{}
 	c.waitOutput("finished error")
 	c.typeKeys("/exit", keyEnter)
@@ -361,7 +370,7 @@ func TestChatRecallsHistoryAcrossRuns(t *testing.T) {
 		c.typeKeys(typed...)
 		eventually.True(t, "a run", func() bool { return len(ce.prompts()) == n+1 })
 		c.waitOutput("? allow exec_command?")
-		c.typeKeys("n")
+		ce.answer(t, c, "n")
 		ce.finish <- struct{}{}
 		c.waitOutput("finished first message")
 		if err := c.quit(); err != nil {
@@ -406,8 +415,7 @@ func TestChatRunsCommandsTypedDuringATaskAfterIt(t *testing.T) {
 	}
 	ce.finish <- struct{}{}
 	c.waitOutput("thinking level for the next turn")
-	c.typeKeys(keyCtrlD)
-	if err := c.wait(); err != nil {
+	if err := c.quit(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -440,16 +448,15 @@ func TestChatGoalCommand(t *testing.T) {
 	c.waitOutput("/goal needs an objective")
 	c.typeKeys("/goal:500k make all tests pass", keyEnter)
 	c.waitOutput("? allow exec_command?")
-	c.typeKeys("y")
+	ce.answer(t, c, "y")
 	ce.finish <- struct{}{}
 	c.waitOutput("finished make all tests pass")
 	c.typeKeys("again", keyEnter)
 	c.waitCount("? allow exec_command?", 2)
-	c.typeKeys("y")
+	ce.answer(t, c, "y")
 	ce.finish <- struct{}{}
 	c.waitOutput("finished again")
-	c.typeKeys(keyCtrlD)
-	if err := c.wait(); err != nil {
+	if err := c.quit(); err != nil {
 		t.Fatal(err)
 	}
 	runs := read(ce, func() []*penguinv1.RunRequest { return ce.runs })
