@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/penguin-agent/penguin/internal/termtext"
 	"io"
 	"regexp"
 	"strings"
@@ -595,4 +596,6 @@ func modelName(m *penguinv1.ModelRef) string {
 var rpcWrapping = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`rpc error: code = \w+ desc = `) })
 
 // errorText is an error as a person reads it: without gRPC's wrapping.
-func errorText(err error) string { return clean(rpcWrapping().ReplaceAllString(err.Error(), "")) }
+func errorText(err error) string {
+	return termtext.Clean(rpcWrapping().ReplaceAllString(err.Error(), ""))
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/penguin-agent/penguin/internal/termtext"
 	"slices"
 	"strings"
 
@@ -301,7 +302,7 @@ func (m *chatModel) pickSession() tea.Cmd {
 				if s.GetWorkspace() != ws || s.GetParentSessionId() != "" || s.GetSource() == "subagent" {
 					continue
 				}
-				label := clean(fmt.Sprintf("%s  %s  %s  %s", s.GetUpdatedAt().AsTime().Local().Format("2006-01-02 15:04"),
+				label := termtext.Clean(fmt.Sprintf("%s  %s  %s  %s", s.GetUpdatedAt().AsTime().Local().Format("2006-01-02 15:04"),
 					s.GetSessionId(), s.GetWorkspace(), clip(firstLine(s.GetTitle()), 50)))
 				p.items = append(p.items, pickItem{label: label, value: s.GetSessionId()})
 			}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/penguin-agent/penguin/internal/termtext"
 	"strings"
 
 	"github.com/penguin-agent/penguin/internal/goal"
@@ -39,7 +40,7 @@ func harnessBlock(text string) (tag, body string, ok bool) {
 // background job's report). It returns "" for notes meant for the model
 // only.
 func UserLine(text string) string {
-	text = clean(text)
+	text = termtext.Clean(text)
 	if goal.IsRoundPrompt(text) {
 		// A goal round: the block is the engine's, the body the person's
 		// (round one) or the engine's call to go on.

@@ -17,6 +17,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/penguin-agent/penguin/internal/termtext"
 	"io"
 	"strings"
 	"time"
@@ -274,9 +275,9 @@ func (r *Renderer) Answered(allowed bool) {
 // do, then the question.
 func (r *Renderer) ApprovalPrompt(req *penguinv1.ApprovalRequest) []string {
 	call := req.GetToolCall()
-	lines := []string{r.style(styleBold+styleYellow, prefix(req.GetOrigin())+"? allow "+clean(call.GetName())+"?")}
+	lines := []string{r.style(styleBold+styleYellow, prefix(req.GetOrigin())+"? allow "+termtext.Clean(call.GetName())+"?")}
 	for _, l := range approvalPreview(call.GetName(), call.GetArguments()) {
-		l = clean(l)
+		l = termtext.Clean(l)
 		if s := diffStyle(l); s != "" && diffTools[call.GetName()] {
 			l = r.style(s, l)
 		}
@@ -347,7 +348,7 @@ func (r *Renderer) failed(st penguinv1.StopReason, msg string) {
 	if msg == "" {
 		msg = "the task did not complete"
 	}
-	r.println(r.style(styleRed, "✗ "+sentence(enumword.Word(st)+": "+clean(msg))))
+	r.println(r.style(styleRed, "✗ "+sentence(enumword.Word(st)+": "+termtext.Clean(msg))))
 	if fix := failureFix(st, msg); fix != "" {
 		r.println(r.style(styleYellow, "  "+fix))
 	}
@@ -420,7 +421,7 @@ func (r *Renderer) message(m *penguinv1.OmniMessage) {
 		r.tools[call.GetToolCallId()] = &toolState{name: call.GetName()}
 		r.toolActivity = "running " + call.GetName()
 		r.activity.What = r.toolActivity
-		r.println(p + r.style(styleCyan, "⏺ "+clean(callTitle(call.GetName(), call.GetArguments()))))
+		r.println(p + r.style(styleCyan, "⏺ "+termtext.Clean(callTitle(call.GetName(), call.GetArguments()))))
 	case *penguinv1.OmniMessage_PartialToolCallOutput:
 		r.toolDelta(p, x.PartialToolCallOutput)
 	case *penguinv1.OmniMessage_ToolCallOutput:
@@ -451,7 +452,7 @@ func (r *Renderer) message(m *penguinv1.OmniMessage) {
 		r.closeSegment()
 		msg := "⏹ Aborted."
 		if reason := x.Abort.GetReason(); reason != "" {
-			msg = "⏹ Aborted: " + sentence(clean(reason))
+			msg = "⏹ Aborted: " + sentence(termtext.Clean(reason))
 		}
 		r.println(p + r.style(styleRed, msg))
 	case *penguinv1.OmniMessage_CompactionEnd:
@@ -462,7 +463,7 @@ func (r *Renderer) message(m *penguinv1.OmniMessage) {
 		if p == "" {
 			r.activity.What = "connecting to MCP servers"
 		}
-		r.println(p + r.style(styleDim, "… connecting to MCP servers: "+clean(strings.Join(x.McpConnectBegin.GetServers(), ", "))))
+		r.println(p + r.style(styleDim, "… connecting to MCP servers: "+termtext.Clean(strings.Join(x.McpConnectBegin.GetServers(), ", "))))
 	case *penguinv1.OmniMessage_McpConnectEnd:
 		r.closeSegment()
 		if p == "" && r.activity.What == "connecting to MCP servers" {
@@ -483,10 +484,10 @@ func (r *Renderer) message(m *penguinv1.OmniMessage) {
 			color = styleGreen
 		}
 		r.println(p + r.style(color, fmt.Sprintf("◎ Goal %s after %d round(s), %d tokens: %s", strings.ReplaceAll(enumword.Word(g.GetOutcome()), "_", " "),
-			g.GetRounds(), g.GetTokens(), sentence(clean(g.GetMessage())))))
+			g.GetRounds(), g.GetTokens(), sentence(termtext.Clean(g.GetMessage())))))
 	case *penguinv1.OmniMessage_WorkspaceChange:
 		r.closeSegment()
-		r.println(p + r.style(styleDim, clean(WorkspaceChangeLine(x.WorkspaceChange))))
+		r.println(p + r.style(styleDim, termtext.Clean(WorkspaceChangeLine(x.WorkspaceChange))))
 	}
 }
 
@@ -537,7 +538,7 @@ func (r *Renderer) mcpConnectEnd(p string, end *penguinv1.McpConnectEnd) {
 	var connected []string
 	for _, res := range end.GetResults() {
 		if res.GetStatus() == penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_COMPLETED {
-			connected = append(connected, fmt.Sprintf("%s (%d tools)", clean(res.GetServer()), res.GetTools()))
+			connected = append(connected, fmt.Sprintf("%s (%d tools)", termtext.Clean(res.GetServer()), res.GetTools()))
 		}
 	}
 	if len(connected) > 0 {
@@ -545,7 +546,7 @@ func (r *Renderer) mcpConnectEnd(p string, end *penguinv1.McpConnectEnd) {
 	}
 	for _, res := range end.GetResults() {
 		if res.GetStatus() != penguinv1.McpConnectStatus_MCP_CONNECT_STATUS_COMPLETED {
-			r.println(p + r.style(styleRed, "  ✗ MCP server "+clean(res.GetServer())+" is unavailable: "+clean(res.GetError())))
+			r.println(p + r.style(styleRed, "  ✗ MCP server "+termtext.Clean(res.GetServer())+" is unavailable: "+termtext.Clean(res.GetError())))
 		}
 	}
 }
@@ -589,7 +590,7 @@ func (r *Renderer) thinking(p string, phase penguinv1.StreamEventType, text stri
 	if opened {
 		r.println(p + r.style(styleDim+styleItalic, "✻ thinking"))
 	}
-	r.thinkingLine.WriteString(clean(text))
+	r.thinkingLine.WriteString(termtext.Clean(text))
 	s := r.thinkingLine.String()
 	i := strings.LastIndexByte(s, '\n')
 	if i < 0 {
@@ -608,7 +609,7 @@ func (r *Renderer) text(p string, phase penguinv1.StreamEventType, text string) 
 	if ok, _ := r.segment("text", "writing", p, phase, text); !ok {
 		return
 	}
-	text = clean(text)
+	text = termtext.Clean(text)
 	if r.md != nil && p == "" {
 		if out := r.md.add(text); out != "" {
 			r.println(out)
@@ -648,7 +649,7 @@ func (r *Renderer) toolDelta(p string, d *penguinv1.PartialToolCallOutput) {
 			r.activity.What = "running " + t.name
 		}
 	case penguinv1.StreamEventType_STREAM_EVENT_TYPE_DELTA:
-		t.partial.WriteString(clean(d.GetOutput()))
+		t.partial.WriteString(termtext.Clean(d.GetOutput()))
 		s := t.partial.String()
 		i := strings.LastIndexByte(s, '\n')
 		if i < 0 {
@@ -684,7 +685,7 @@ func (r *Renderer) toolOutput(p string, o *penguinv1.ToolCallOutput) {
 	id := o.GetToolCallId()
 	t := r.tool(id)
 	delete(r.tools, id)
-	lines := strings.Split(strings.TrimRight(clean(o.GetOutput()), "\n"), "\n")
+	lines := strings.Split(strings.TrimRight(termtext.Clean(o.GetOutput()), "\n"), "\n")
 	shown, elided, marker := outputView(lines, t.printed, r.opts.Collapse, diffTools[t.name])
 	for i, l := range shown {
 		if i == marker {
@@ -716,7 +717,7 @@ func (r *Renderer) requestEnd(p string, e *penguinv1.RequestEnd) {
 	if e.GetStatus() == penguinv1.StopReason_STOP_REASON_COMPLETED {
 		if note := e.GetErrorMessage(); note != "" {
 			r.closeSegment()
-			r.println(p + r.style(styleDim, "note: "+strings.Join(strings.Fields(clean(note)), " ")))
+			r.println(p + r.style(styleDim, "note: "+strings.Join(strings.Fields(termtext.Clean(note)), " ")))
 		}
 		return
 	}
@@ -725,7 +726,7 @@ func (r *Renderer) requestEnd(p string, e *penguinv1.RequestEnd) {
 	}
 	r.closeSegment()
 	what := enumword.Word(e.GetStatus())
-	if msg := clean(e.GetErrorMessage()); msg != "" {
+	if msg := termtext.Clean(e.GetErrorMessage()); msg != "" {
 		what += ": " + msg
 	}
 	if e.GetRetryInMs() <= 0 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/penguin-agent/penguin/internal/termtext"
 	"io"
 	"io/fs"
 	"os"
@@ -129,7 +130,7 @@ func ListSessions(ctx context.Context, engine penguinv1.EngineServiceClient, pro
 		}
 		for _, s := range resp.GetSessions() {
 			fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%s\n", s.GetSessionId(), s.GetModel().GetProvider(), s.GetModel().GetModelId(),
-				enumword.Word(s.GetState()), s.GetUpdatedAt().AsTime().Local().Format("2006-01-02 15:04"), marks(s)+clean(s.GetTitle()))
+				enumword.Word(s.GetState()), s.GetUpdatedAt().AsTime().Local().Format("2006-01-02 15:04"), marks(s)+termtext.Clean(s.GetTitle()))
 		}
 		if token = resp.GetNextPageToken(); token == "" {
 			return tw.Flush()

@@ -1,6 +1,7 @@
 package environment
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/termtext"
 	"github.com/penguin-agent/penguin/services/environment/command"
 	"github.com/penguin-agent/penguin/services/environment/framing"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
@@ -168,6 +170,7 @@ func (s *Service) ListProcesses(ctx context.Context, req *penguinv1.ListProcesse
 		resp.Processes = append(resp.Processes, &penguinv1.ProcessInfo{
 			ProcessId: p.ID, Command: e.vault.String(p.Command), State: state, ExitCode: int32(p.ExitCode),
 			Pid: int32(p.Pid), StartedAtMs: p.Started.UnixMilli(), Background: p.Background,
+			OutputTail: e.vault.String(outputTail(p.Tail)),
 		})
 	}
 	return resp, nil
@@ -218,4 +221,26 @@ func (s *Service) DisposeEnvironment(ctx context.Context, req *penguinv1.Dispose
 	e.dispose()
 	s.log.Info("environment disposed", "environment", e.id)
 	return &penguinv1.DisposeEnvironmentResponse{Disposed: true}, nil
+}
+
+// outputTail is what ListProcesses shows of a command's last output: the
+// whole lines of it (a line cut by the tail's bound is left out), each as
+// a terminal leaves it (what follows its last carriage return: a progress
+// bar's last state), escape sequences and control characters removed,
+// valid UTF-8 as proto strings must be.
+func outputTail(tail []byte) string {
+	if len(tail) >= command.TailBytes {
+		if i := bytes.IndexByte(tail, '\n'); i >= 0 {
+			tail = tail[i+1:]
+		}
+	}
+	lines := strings.Split(strings.ToValidUTF8(string(tail), ""), "\n")
+	for i, l := range lines {
+		l = strings.TrimSuffix(l, "\r")
+		if j := strings.LastIndexByte(l, '\r'); j >= 0 {
+			l = l[j+1:]
+		}
+		lines[i] = termtext.Clean(l)
+	}
+	return strings.TrimRight(strings.Join(lines, "\n"), "\n")
 }

@@ -288,22 +288,27 @@ test("the chat: rendered answers, safe defaults, sessions and controls", { timeo
     await shot(page, "09-image-answered");
   });
 
-  await step("the processes panel: a background command listed, then killed from it", async () => {
+  await step("the processes panel: a background command listed with its output tail, updated live, then killed from it", async () => {
     await page.getByTestId("composer").fill("Start a server.");
     await page.getByTestId("composer").press("Enter");
     await page.locator(".msg.assistant").filter({ hasText: "It runs in the background." }).waitFor();
     await page.getByRole("button", { name: "Processes" }).click();
     const row = page.getByTestId("process").filter({ hasText: "sleep 300" });
     await row.filter({ hasText: "running" }).waitFor();
+    // The command's last output, and what it prints later, without a reload.
+    const tail = row.getByTestId("output-tail");
+    await tail.filter({ hasText: "listening on port 8080" }).waitFor();
+    await tail.filter({ hasText: "served the first request" }).waitFor({ timeout: 20000 });
     await shot(page, "10-processes");
     assert.deepEqual(await axe(page), [], "axe-core: the processes panel");
     const id = sessionURL.split("/").pop();
     const before = await call(page, "GET", `/api/sessions/${id}/processes`);
-    const proc = before.processes.find((p) => p.command === "sleep 300");
+    const proc = before.processes.find((p) => p.command.endsWith("sleep 300"));
     assert.equal(proc.state, "PROCESS_STATE_RUNNING");
     assert.ok(proc.pid > 0, "a real process");
     assert.doesNotThrow(() => process.kill(proc.pid, 0), "the command runs on this machine before the kill");
-    await row.getByRole("button", { name: "Kill sleep 300" }).click();
+    assert.match(proc.output_tail, /^listening on port 8080\nserved the first request$/);
+    await row.getByRole("button", { name: /^Kill .*sleep 300$/ }).click();
     await page.getByTestId("kill-note").filter({ hasText: `killed process_id ${proc.process_id}` }).waitFor();
     await row.waitFor({ state: "detached" });
     // The process is gone from the machine, not only from the list.

@@ -64,6 +64,8 @@ export interface ProcessInfo {
   pid?: number;
   started_at_ms?: string;
   background?: boolean;
+  /** The last lines of the command's output, cleaned by the environment. */
+  output_tail?: string;
 }
 
 export interface SessionChange {
@@ -296,7 +298,8 @@ export const api = {
   processes: (id: string) => request<{ processes?: ProcessInfo[] }>("GET", `/api/sessions/${encodeURIComponent(id)}/processes`),
   killProcess: (id: string, pid: string) =>
     request<{ message?: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/processes/${encodeURIComponent(pid)}/kill`),
-  steer: (id: string, text: string) => request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/steer`, { text }),
+  steer: (id: string, text: string, images?: string[]) =>
+    request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/steer`, images?.length ? { text, images } : { text }),
   abort: (id: string) => request<void>("POST", `/api/sessions/${encodeURIComponent(id)}/abort`, { reason: "aborted from the web app" }),
   retryNow: (id: string) => request<{ retried?: boolean }>("POST", `/api/sessions/${encodeURIComponent(id)}/retry-now`),
   compact: (id: string) => request<{ status?: string; message?: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/compact`, {}),

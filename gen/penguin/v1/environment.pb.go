@@ -1376,7 +1376,11 @@ type ProcessInfo struct {
 	// When the command started, in Unix milliseconds.
 	StartedAtMs int64 `protobuf:"varint,6,opt,name=started_at_ms,json=startedAtMs,proto3" json:"started_at_ms,omitempty"`
 	// Whether it was started with run_in_background.
-	Background    bool `protobuf:"varint,7,opt,name=background,proto3" json:"background,omitempty"`
+	Background bool `protobuf:"varint,7,opt,name=background,proto3" json:"background,omitempty"`
+	// The last lines of the command's output, read by the model or not
+	// (at most 2 KiB, terminal control sequences removed, secrets of the
+	// vault masked), for a list of running commands to show.
+	OutputTail    string `protobuf:"bytes,8,opt,name=output_tail,json=outputTail,proto3" json:"output_tail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1458,6 +1462,13 @@ func (x *ProcessInfo) GetBackground() bool {
 		return x.Background
 	}
 	return false
+}
+
+func (x *ProcessInfo) GetOutputTail() string {
+	if x != nil {
+		return x.OutputTail
+	}
+	return ""
 }
 
 // ListProcessesResponse lists the command sessions.
@@ -2892,7 +2903,7 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"permission\x18\x01 \x01(\x0e2\x16.penguin.v1.PermissionR\n" +
 	"permission\"=\n" +
 	"\x14ListProcessesRequest\x12%\n" +
-	"\x0eenvironment_id\x18\x01 \x01(\tR\renvironmentId\"\xe9\x01\n" +
+	"\x0eenvironment_id\x18\x01 \x01(\tR\renvironmentId\"\x8a\x02\n" +
 	"\vProcessInfo\x12\x1d\n" +
 	"\n" +
 	"process_id\x18\x01 \x01(\tR\tprocessId\x12\x18\n" +
@@ -2903,7 +2914,9 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\rstarted_at_ms\x18\x06 \x01(\x03R\vstartedAtMs\x12\x1e\n" +
 	"\n" +
 	"background\x18\a \x01(\bR\n" +
-	"background\"N\n" +
+	"background\x12\x1f\n" +
+	"\voutput_tail\x18\b \x01(\tR\n" +
+	"outputTail\"N\n" +
 	"\x15ListProcessesResponse\x125\n" +
 	"\tprocesses\x18\x01 \x03(\v2\x17.penguin.v1.ProcessInfoR\tprocesses\"@\n" +
 	"\x17WatchEnvironmentRequest\x12%\n" +

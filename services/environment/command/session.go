@@ -132,8 +132,12 @@ type Session struct {
 	// out. A command printing fast then reuses two buffers instead of
 	// allocating (and the collector clearing and reclaiming) a new one
 	// whenever one fills. Only kept while attached.
-	spare       []byte
-	dropped     int64
+	spare   []byte
+	dropped int64
+	// tail is the last TailBytes of the output, read or not, for the
+	// process list (ListProcesses): what the command printed last, however
+	// the model reads its output.
+	tail        []byte
 	attached    bool
 	exited      bool
 	eof         bool
@@ -180,14 +184,23 @@ type Info struct {
 	Pid        int
 	Started    time.Time
 	Background bool
+	// Tail is the last output, at most TailBytes of it.
+	Tail []byte
 }
+
+// TailBytes is how much of a command's last output Info keeps: a dozen
+// lines of a terminal, enough for a panel to show where a command is.
+const TailBytes = 2048
 
 // Info returns a snapshot of the session.
 func (s *Session) Info() Info {
 	pid := s.Pid()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Info{ID: s.id, Command: s.command, State: s.stateLocked(), ExitCode: s.exitCode, Pid: pid, Started: s.started, Background: s.background}
+	return Info{
+		ID: s.id, Command: s.command, State: s.stateLocked(), ExitCode: s.exitCode, Pid: pid, Started: s.started, Background: s.background,
+		Tail: bytes.Clone(s.tail),
+	}
 }
 
 func (s *Session) stateLocked() State {
@@ -293,6 +306,9 @@ func (s *Session) fill(read func([]byte) (int, error)) (int, error) {
 	defer s.mu.Unlock()
 	before := len(s.unread)
 	s.unread = s.unread[:before+n]
+	got := s.unread[before:]
+	got = got[max(len(got)-TailBytes, 0):]
+	s.tail = append(s.tail[max(len(s.tail)+len(got)-TailBytes, 0):], got...)
 	if over := len(s.unread) - detachedBuffer; over > 0 && !s.attached {
 		s.dropped += int64(over)
 		s.unread = s.unread[over:]

@@ -225,11 +225,13 @@ export function Chat({ id, session: listed, lastStatus, onChanged }: { id: strin
       <Composer running={running} mode={sendMode} recalled={recalled} skills={agentSkills} onSend={(text, goal, att, skills) => act(async () => {
         if (!running) return api.startTask(id, withFiles(text, att), undefined, goal, att.filter((a) => a.kind === "image").map((a) => a.content), skills);
         if (sendMode === "queue") {
-          setFollowUps([...followUps, text]);
+          setFollowUps([...followUps, withFiles(text, att)]);
           return;
         }
-        await api.steer(id, text);
-        setQueued((q) => [...q, text]);
+        const images = att.filter((a) => a.kind === "image").map((a) => a.content);
+        const steer = withFiles(text, att);
+        await api.steer(id, steer, images);
+        setQueued((q) => [...q, steer]);
       })} onAbort={() => act(() => api.abort(id))} />
     </section>
   );
@@ -260,7 +262,8 @@ function Processes({ id, running }: { id: string; running: boolean }) {
           <tbody>
             {list.map((p) => (
               <tr data-testid="process" data-process={p.process_id}>
-                <td><code>{p.command}</code>{p.background ? <span class="badge">background</span> : null}</td>
+                <td><code>{p.command}</code>{p.background ? <span class="badge">background</span> : null}
+                  {p.output_tail && <pre class="output-tail small" data-testid="output-tail" tabIndex={0} role="group" aria-label={`Last output of ${p.command}`}>{p.output_tail.split("\n").slice(-8).join("\n")}</pre>}</td>
                 <td>{(p.state ?? "").replace("PROCESS_STATE_", "").toLowerCase()}{p.state === "PROCESS_STATE_EXITED" ? ` (${p.exit_code ?? 0})` : ""}</td>
                 <td>{p.started_at_ms ? new Date(Number(p.started_at_ms)).toLocaleTimeString() : ""}</td>
                 <td>{p.state === "PROCESS_STATE_RUNNING" && (
@@ -583,7 +586,8 @@ function Composer({ running, mode, recalled, skills, onSend, onAbort }: {
   const [goal, setGoal] = useState(false);
   const [budget, setBudget] = useState("");
   const [goalError, setGoalError] = useState("");
-  // Attachments: pasted, dropped or picked; they go with a new task.
+  // Attachments: pasted, dropped or picked; they go with a new task or a
+  // steering message (a queued follow-up takes text files only).
   const limits = useLimits();
   const [att, setAtt] = useState<Attachment[]>([]);
   const [attError, setAttError] = useState("");
@@ -607,8 +611,10 @@ function Composer({ running, mode, recalled, skills, onSend, onAbort }: {
     let t = text.trim();
     const withSkills = !running && pinned.length > 0;
     if (!t && !att.some((a) => a.kind === "image") && !withSkills) return;
-    if (running && att.length) {
-      setAttError("Attachments go with a new task: send them when this one ends, or remove them to steer.");
+    if (running && mode === "queue" && att.some((a) => a.kind === "image")) {
+      // A follow-up waits in this browser's storage, which is too small
+      // for images: they go with a steering message or a new task.
+      setAttError("A queued follow-up takes text files only: steer with the images, or send them when the task ends.");
       return;
     }
     let g: { budget: number } | undefined;
@@ -691,8 +697,8 @@ function Composer({ running, mode, recalled, skills, onSend, onAbort }: {
             void attachAll([...(input.files ?? [])]);
             input.value = "";
           }} />
-        <button type="button" onClick={() => picker.current?.click()} disabled={running}
-          title={running ? "Attachments go with a new task" : "Attach images or text files (or paste or drop them)"}>Attach</button>
+        <button type="button" onClick={() => picker.current?.click()}
+          title="Attach images or text files (or paste or drop them)">Attach</button>
         {!running && skills.length > 0 && (
           <details class="skills-picker" data-testid="skills-picker" ref={skillsMenu}>
             <summary title="Pin skills of this session's agent to your next message">Skills{pinned.length ? ` (${pinned.length})` : ""}</summary>

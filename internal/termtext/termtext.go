@@ -1,4 +1,7 @@
-package cli
+// Package termtext makes text written for a terminal, or by a program
+// nobody vouches for, safe to show: in penguin chat's output, and in the
+// output tail of the process list that the web app shows.
+package termtext
 
 import (
 	"strings"
@@ -6,14 +9,13 @@ import (
 	"github.com/charmbracelet/x/ansi"
 )
 
-// clean makes untrusted text (what the model writes, what tools print,
+// Clean makes untrusted text (what the model writes, what tools print,
 // the arguments of calls, messages from servers) safe to print on a
 // terminal: escape sequences are removed (they could clear the screen,
 // retitle the window or write the clipboard), and so are control
 // characters other than newline and tab (a carriage return could hide
-// what came before it on the line). Only the renderer's own styles reach
-// the terminal.
-func clean(s string) string {
+// what came before it on the line).
+func Clean(s string) string {
 	if !strings.ContainsFunc(s, isControl) {
 		return s
 	}
