@@ -304,7 +304,10 @@ function ModelTab({ agent }: { agent: string }) {
   const [known, setKnown] = useState<ModelInfo[]>([]);
   const [note, setNote] = useState<{ ok: boolean; text: string }>();
   useEffect(() => {
-    agents.model(agent).then((r) => setModel(r.model?.provider ? `${r.model.provider}/${r.model.model_id}` : "")).catch((e) => setNote({ ok: false, text: e.message }));
+    // What was typed before the agent's model arrived is kept: the answer
+    // would otherwise overwrite it, and Save would store the old model.
+    setModel("");
+    agents.model(agent).then((r) => setModel((typed) => typed || (r.model?.provider ? `${r.model.provider}/${r.model.model_id}` : ""))).catch((e) => setNote({ ok: false, text: e.message }));
     api.models().then((r) => setKnown((r.models ?? []).filter((m) => m.tools))).catch(() => setKnown([]));
   }, [agent]);
   const split = () => { const i = model.indexOf("/"); return [model.slice(0, i), model.slice(i + 1)] as const; };
