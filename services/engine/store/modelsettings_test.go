@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 
 	"github.com/penguin-agent/penguin/services/engine/store"
@@ -13,24 +12,7 @@ import (
 // per project and deleted, the price's absent cache prices kept absent,
 // on both backends.
 func TestModelSettings(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) {
-		st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "s.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		modelSettings(t, st)
-	})
-	t.Run("postgres", func(t *testing.T) {
-		env := newPGEnv(t)
-		_, url := env.freshSchema(t)
-		st, err := store.Open(context.Background(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		modelSettings(t, st)
-	})
+	onBothBackends(t, modelSettings)
 }
 
 func modelSettings(t *testing.T, st store.Store) {

@@ -15,13 +15,19 @@ import (
 // pending run moves to another owner only once its owner's time passed;
 // and a run's update needs its owner. On both backends.
 func TestScheduleClaims(t *testing.T) {
+	onBothBackends(t, scheduleClaims)
+}
+
+// onBothBackends runs test on a fresh SQLite store and on a fresh
+// PostgreSQL schema, each in a subtest of its backend's name.
+func onBothBackends(t *testing.T, test func(t *testing.T, st store.Store)) {
 	t.Run("sqlite", func(t *testing.T) {
 		st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "s.db"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = st.Close() })
-		scheduleClaims(t, st)
+		test(t, st)
 	})
 	t.Run("postgres", func(t *testing.T) {
 		env := newPGEnv(t)
@@ -31,7 +37,7 @@ func TestScheduleClaims(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = st.Close() })
-		scheduleClaims(t, st)
+		test(t, st)
 	})
 }
 
