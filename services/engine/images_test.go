@@ -153,17 +153,7 @@ func TestSteerWithImages(t *testing.T) {
 				fake.NewReply().Text("seen").Done(),
 			)
 			id := e.create(allowAll)
-			steered := make(chan error, 1)
-			e.envSvc.Execute = func(req *penguinv1.ExecuteToolRequest, s grpc.ServerStreamingServer[penguinv1.ExecuteToolResponse]) error {
-				_, err := e.client.Steer(s.Context(), &penguinv1.SteerRequest{SessionId: id, Text: "like this one", Images: []string{pngURL(testPNG)}})
-				steered <- err
-				return fake.Echo(req, s)
-			}
-			evs := e.run(id, "go")
-			if err := <-steered; err != nil {
-				t.Fatalf("Steer: %v", err)
-			}
-			end(t, evs)
+			e.steerDuringATool(t, id, &penguinv1.SteerRequest{SessionId: id, Text: "like this one", Images: []string{pngURL(testPNG)}})
 			nm := e.llm.Requests()[1].GetNewMessages()
 			if len(nm) != 3 || nm[1].GetText().GetText() != "[user_steering]\nlike this one\n[/user_steering]" {
 				t.Fatalf("second request input = %v", nm)

@@ -163,17 +163,7 @@ func TestSteerOverGRPC(t *testing.T) {
 		fake.NewReply().Text("ok, python").Done(),
 	)
 	id := e.create(allowAll)
-	steered := make(chan error, 1)
-	e.envSvc.Execute = func(req *penguinv1.ExecuteToolRequest, s grpc.ServerStreamingServer[penguinv1.ExecuteToolResponse]) error {
-		_, err := e.client.Steer(s.Context(), &penguinv1.SteerRequest{SessionId: id, Text: "use python"})
-		steered <- err
-		return fake.Echo(req, s)
-	}
-	evs := e.run(id, "go")
-	if err := <-steered; err != nil {
-		t.Fatalf("Steer: %v", err)
-	}
-	end(t, evs)
+	evs := e.steerDuringATool(t, id, &penguinv1.SteerRequest{SessionId: id, Text: "use python"})
 	nm := e.llm.Requests()[1].GetNewMessages()
 	if len(nm) != 2 || nm[1].GetText().GetText() != "[user_steering]\nuse python\n[/user_steering]" {
 		t.Fatalf("second request input = %v", nm)
@@ -918,4 +908,22 @@ compaction:
 	if len(reqs[1].GetHistory()) != 0 || !strings.Contains(reqs[1].GetNewMessages()[0].GetText().GetText(), "[context_discarded]") {
 		t.Fatalf("second request: history %v, input %v", enginetest.Kinds(reqs[1].GetHistory()), reqs[1].GetNewMessages())
 	}
+}
+
+// steerDuringATool runs a task on session id whose tool call sends steer
+// while it runs, and returns the task's events once it ended.
+func (e *env) steerDuringATool(t *testing.T, id string, steer *penguinv1.SteerRequest) []*penguinv1.RunEvent {
+	t.Helper()
+	steered := make(chan error, 1)
+	e.envSvc.Execute = func(req *penguinv1.ExecuteToolRequest, s grpc.ServerStreamingServer[penguinv1.ExecuteToolResponse]) error {
+		_, err := e.client.Steer(s.Context(), steer)
+		steered <- err
+		return fake.Echo(req, s)
+	}
+	evs := e.run(id, "go")
+	if err := <-steered; err != nil {
+		t.Fatalf("Steer: %v", err)
+	}
+	end(t, evs)
+	return evs
 }
