@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/penguin-agent/penguin/e2e/netns"
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
 	"github.com/penguin-agent/penguin/internal/testkit"
@@ -40,21 +41,7 @@ func TestOIDCSignIn(t *testing.T) {
 		oidcop.User{ID: "sub-alice", Username: "alice", Email: "alice@example.com", EmailVerified: true},
 		oidcop.User{ID: "sub-mallory", Username: "mallory", Email: "mallory@elsewhere.org", EmailVerified: true},
 	)
-	// The gateway's address goes into the redirect URL, registered with
-	// the provider before the server starts.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	httpAddr := ln.Addr().String()
-	_ = ln.Close()
-	base := "http://" + httpAddr
-	clientID, secret := op.Client(base + "/api/auth/oidc/callback")
-	srv := start(t, "penguin serve --oidc-issuer", []string{"PENGUIN_HOME=" + t.TempDir(), "PENGUIN_OIDC_CLIENT_SECRET=" + secret},
-		"serve", "--listen", "127.0.0.1:0", "--http-listen", httpAddr, "--root", "/",
-		"--oidc-issuer", op.Issuer, "--oidc-client-id", clientID, "--oidc-redirect-url", base+"/api/auth/oidc/callback",
-		"--oidc-name", "Example SSO", "--oidc-allowed-domains", "example.com")
-	srv.WaitLog("HTTP gateway listening", nil, "addr", time.Minute)
+	srv, base, secret := serveWithOIDC(t, op, "--oidc-name", "Example SSO", "--oidc-allowed-domains", "example.com")
 
 	browser := func() *http.Client {
 		jar, _ := cookiejar.New(nil)
@@ -205,19 +192,8 @@ func TestOIDCSignIn(t *testing.T) {
 func TestOIDCLoginCLI(t *testing.T) {
 	t.Parallel()
 	op := oidcop.Start(t, oidcop.User{ID: "sub-alice", Username: "alice", Email: "alice@example.com", EmailVerified: true})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	httpAddr := ln.Addr().String()
-	_ = ln.Close()
-	base := "http://" + httpAddr
-	clientID, secret := op.Client(base + "/api/auth/oidc/callback")
-	srv := start(t, "penguin serve --oidc-issuer", []string{"PENGUIN_HOME=" + t.TempDir(), "PENGUIN_OIDC_CLIENT_SECRET=" + secret},
-		"serve", "--listen", "127.0.0.1:0", "--http-listen", httpAddr, "--root", "/",
-		"--oidc-issuer", op.Issuer, "--oidc-client-id", clientID, "--oidc-redirect-url", base+"/api/auth/oidc/callback")
+	srv, base, secret := serveWithOIDC(t, op)
 	addr := grpcAddr(srv, "penguin")
-	srv.WaitLog("HTTP gateway listening", nil, "addr", time.Minute)
 
 	home := t.TempDir()
 	env := []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config")}
@@ -360,4 +336,25 @@ func listeningAddr(t *testing.T, pid int) string {
 	}
 	t.Fatalf("process %d listens on no loopback TCP port", pid)
 	return ""
+}
+
+// serveWithOIDC starts penguin serve signing in through op, with extra
+// flags, and returns it once its gateway listens, the gateway's base URL
+// and the client secret it was given. The gateway's address goes into the redirect URL, registered with
+// the provider before the server starts.
+func serveWithOIDC(t *testing.T, op *oidcop.Provider, extra ...string) (*netns.Proc, string, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpAddr := ln.Addr().String()
+	_ = ln.Close()
+	base := "http://" + httpAddr
+	clientID, secret := op.Client(base + "/api/auth/oidc/callback")
+	srv := start(t, "penguin serve --oidc-issuer", []string{"PENGUIN_HOME=" + t.TempDir(), "PENGUIN_OIDC_CLIENT_SECRET=" + secret},
+		append([]string{"serve", "--listen", "127.0.0.1:0", "--http-listen", httpAddr, "--root", "/",
+			"--oidc-issuer", op.Issuer, "--oidc-client-id", clientID, "--oidc-redirect-url", base + "/api/auth/oidc/callback"}, extra...)...)
+	srv.WaitLog("HTTP gateway listening", nil, "addr", time.Minute)
+	return srv, base, secret
 }
