@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
@@ -16,7 +18,20 @@ import (
 func TestWatchSessionsFollowsStatesOverGRPC(t *testing.T) {
 	e := newEnv(t)
 	before := e.create(allowAll) // in the snapshot
-	e.llm.Generate = fake.Script(fake.NewReply().ToolCall("c1", "exec_command", `{"cmd":"make"}`).Done())
+	// The model answers only once the watcher has seen the session
+	// running: the hub reads a changed session once per burst of changes,
+	// so a run that reached its approval before the refresher read the
+	// session would show only "awaiting approval".
+	seenRunning := make(chan struct{})
+	script := fake.Script(fake.NewReply().ToolCall("c1", "exec_command", `{"cmd":"make"}`).Done())
+	e.llm.Generate = func(req *penguinv1.StreamGenerateRequest, s grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]) error {
+		select {
+		case <-seenRunning:
+		case <-s.Context().Done():
+			return s.Context().Err()
+		}
+		return script(req, s)
+	}
 
 	watch, err := e.client.WatchSessions(e.ctx(), &penguinv1.WatchSessionsRequest{})
 	if err != nil {
@@ -73,6 +88,7 @@ func TestWatchSessionsFollowsStatesOverGRPC(t *testing.T) {
 	}
 	go func() { _, _ = enginetest.Collect(run) }()
 	next("running", state(id, penguinv1.SessionState_SESSION_STATE_RUNNING))
+	close(seenRunning)
 	next("awaiting approval", state(id, penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL))
 
 	if _, err := e.client.Abort(e.ctx(), &penguinv1.AbortRequest{SessionId: id, Reason: "enough"}); err != nil {
