@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -302,6 +303,64 @@ func TestOIDCLoginCLI(t *testing.T) {
 	}
 	if strings.Contains(srv.Output(), secret) {
 		t.Fatalf("the client secret is in the server's log")
+	}
+}
+
+// TestOIDCStartLimitOverGRPC floods AuthService.BeginOIDCSignIn over
+// gRPC from one address: it is cut off with RESOURCE_EXHAUSTED long
+// before the engine's bound on pending sign-ins, while a client at
+// another address still begins a sign-in, and so does a browser through
+// the gateway (which reaches the engine in-process and limits each of its
+// clients itself, so the gRPC flood does not count against it).
+func TestOIDCStartLimitOverGRPC(t *testing.T) {
+	t.Parallel()
+	op := oidcop.Start(t, oidcop.User{ID: "sub-alice", Username: "alice", Email: "alice@example.com", EmailVerified: true})
+	srv, base, _ := serveWithOIDC(t, op)
+	addr := grpcAddr(srv, "penguin")
+	ctx := testkit.Context(t, time.Minute)
+	dialFrom := func(ip net.IP) penguinv1.AuthServiceClient {
+		t.Helper()
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
+		conn, err := grpcclient.New(addr, grpcclient.Options{Dialer: func(ctx context.Context, target string) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", target)
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		return penguinv1.NewAuthServiceClient(conn)
+	}
+	begin := func(c penguinv1.AuthServiceClient) error {
+		_, err := c.BeginOIDCSignIn(ctx, &penguinv1.BeginOIDCSignInRequest{BrowserBinding: strings.Repeat("x", 43)})
+		return err
+	}
+
+	flooder := dialFrom(net.IPv4(127, 0, 0, 1))
+	var refused error
+	for i := 0; i < 60 && refused == nil; i++ {
+		if err := begin(flooder); status.Code(err) == codes.ResourceExhausted {
+			refused = err
+		} else if err != nil {
+			t.Fatalf("start %d: %v", i+1, err)
+		}
+	}
+	if refused == nil {
+		t.Fatal("60 sign-in starts over gRPC from one address in a row were all let through")
+	}
+	if !strings.Contains(refused.Error(), "too many sign-ins") {
+		t.Fatalf("the refusal says %q", refused)
+	}
+	if err := begin(dialFrom(net.IPv4(127, 0, 0, 2))); err != nil {
+		t.Fatalf("a start from another address during the flood: %v", err)
+	}
+	noFollow := &http.Client{Timeout: 20 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(base + "/api/auth/oidc/start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), op.Issuer) {
+		t.Fatalf("a browser's start through the gateway during the flood: %s to %q; want a redirect to the provider", resp.Status, resp.Header.Get("Location"))
 	}
 }
 

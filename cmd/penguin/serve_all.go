@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,7 +56,9 @@ one service alone.`,
 		if cfg, err = af.config(cfg); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
-		cfg.Gateway = gw.config()
+		if cfg.Gateway, err = gw.config(); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
 		cfg.Engine.Team = af.engine.teamMode(common.listen, gw.listen)
 		p, err := assemble.New(ctx, cfg)
 		if err != nil {
@@ -144,6 +147,7 @@ type gatewayFlags struct {
 	listen    string
 	heartbeat time.Duration
 	open      bool
+	proxies   []string
 }
 
 func addGatewayFlags(fs *pflag.FlagSet, listen string) *gatewayFlags {
@@ -151,15 +155,23 @@ func addGatewayFlags(fs *pflag.FlagSet, listen string) *gatewayFlags {
 	fs.StringVar(&f.listen, "http-listen", listen, "address of the HTTP/SSE gateway and the web app; empty turns it off")
 	fs.DurationVar(&f.heartbeat, "sse-heartbeat", 20*time.Second, "interval of the SSE heartbeat comments")
 	fs.BoolVar(&f.open, "open", false, "open the web app in the browser once the gateway listens")
+	fs.StringSliceVar(&f.proxies, "http-trusted-proxies", nil, "CIDRs of the reverse proxies whose X-Forwarded-For the gateway believes when it limits each client (none: it counts the connection's address)")
 	return f
 }
 
 // config is the gateway's Config, or nil when it is off.
-func (f *gatewayFlags) config() *assemble.GatewayConfig {
+func (f *gatewayFlags) config() (*assemble.GatewayConfig, error) {
 	if f.listen == "" {
-		return nil
+		return nil, nil
 	}
 	gc := &assemble.GatewayConfig{Listen: f.listen, Heartbeat: f.heartbeat, App: web.App()}
+	for _, c := range f.proxies {
+		p, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return nil, fmt.Errorf("--http-trusted-proxies: %q is not a CIDR such as 10.0.0.0/8", c)
+		}
+		gc.TrustedProxies = append(gc.TrustedProxies, p.Masked())
+	}
 	if f.open {
 		gc.Listening = func(addr net.Addr) {
 			u := appURL(addr)
@@ -168,7 +180,7 @@ func (f *gatewayFlags) config() *assemble.GatewayConfig {
 			}
 		}
 	}
-	return gc
+	return gc, nil
 }
 
 // appURL is the web app's address on the gateway's listener: on the

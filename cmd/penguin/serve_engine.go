@@ -41,7 +41,9 @@ func newServeEngineCmd() *cobra.Command {
 			return fmt.Errorf("serve engine: %w", err)
 		}
 		cfg.LLMAddr, cfg.EnvironmentAddr = *llmAddr, *envAddr
-		cfg.Gateway = gw.config()
+		if cfg.Gateway, err = gw.config(); err != nil {
+			return fmt.Errorf("serve engine: %w", err)
+		}
 		cfg.Engine.Team = ef.teamMode(common.listen, gw.listen)
 		return serveProcess(cmd.Context(), "serve engine", cfg)
 	}

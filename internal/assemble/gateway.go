@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -23,6 +24,8 @@ type GatewayConfig struct {
 	Heartbeat time.Duration
 	// App is the web app's built files; nil serves the API alone.
 	App fs.FS
+	// TrustedProxies is gateway.Options.TrustedProxies.
+	TrustedProxies []netip.Prefix
 	// Listening, when set, is called with the listener's address once it
 	// is open (penguin serve --open opens the browser there).
 	Listening func(net.Addr)
@@ -46,7 +49,7 @@ func (p *Process) setupGateway(context.Context) error {
 		gc.Listening(lis.Addr())
 	}
 	opts := gateway.Options{
-		AuthToken: p.cfg.AuthToken, Heartbeat: gc.Heartbeat, Logger: p.log, App: gc.App,
+		AuthToken: p.cfg.AuthToken, Heartbeat: gc.Heartbeat, Logger: p.log, App: gc.App, TrustedProxies: gc.TrustedProxies,
 		Agents: penguinv1.NewAgentServiceClient(p.local), Schedules: penguinv1.NewScheduleServiceClient(p.local),
 		Accounts: penguinv1.NewAuthServiceClient(p.local), Team: p.cfg.Engine.Team,
 		Users: penguinv1.NewUserServiceClient(p.local), Projects: penguinv1.NewProjectServiceClient(p.local),

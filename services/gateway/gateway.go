@@ -22,10 +22,12 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/clientlimit"
 	"github.com/penguin-agent/penguin/internal/logger"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -40,6 +42,11 @@ type Options struct {
 	// open, and only requests addressed to localhost or an IP address are
 	// answered.
 	AuthToken string
+	// TrustedProxies are the reverse proxies in front of the gateway whose
+	// X-Forwarded-For it believes when it limits each client (clientKey);
+	// none means the address of the connection is the client's. Never
+	// trusted by default: any client can send the header.
+	TrustedProxies []netip.Prefix
 	// Heartbeat is the interval of SSE comment lines that keep proxies from
 	// closing an idle stream; zero means 20 seconds.
 	Heartbeat time.Duration
@@ -86,7 +93,7 @@ type Gateway struct {
 	apiRoutes []string
 	// oidcStarts limits how often each client starts a sign-in with the
 	// identity provider.
-	oidcStarts *clientLimiter
+	oidcStarts *clientlimit.Limiter
 }
 
 var jsonOut = protojson.MarshalOptions{UseProtoNames: true}
@@ -100,7 +107,7 @@ func New(engine penguinv1.EngineServiceClient, opts Options) *Gateway {
 	g := &Gateway{
 		engine: engine, accounts: opts.Accounts, opts: opts, mux: http.NewServeMux(),
 		auth: newAuth(opts.AuthToken, opts.Team, time.Now), cop: http.NewCrossOriginProtection(),
-		oidcStarts: newClientLimiter(oidcStartEvery, oidcStartBurst, oidcStartClients),
+		oidcStarts: clientlimit.OIDCStarts(),
 	}
 	g.routes()
 	return g
@@ -111,7 +118,7 @@ func (g *Gateway) routes() {
 	m.HandleFunc("GET /api/auth", g.authStatus)
 	m.HandleFunc("POST /api/auth/login", g.login)
 	m.HandleFunc("POST /api/auth/logout", g.logout)
-	m.HandleFunc("GET /api/auth/oidc/start", g.oidcStarts.limit(g.oidcStart))
+	m.HandleFunc("GET /api/auth/oidc/start", g.limitOIDCStarts(g.oidcStart))
 	m.HandleFunc("GET /api/auth/oidc/callback", g.oidcCallback)
 
 	api := func(pattern string, h http.HandlerFunc) {

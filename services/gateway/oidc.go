@@ -35,14 +35,6 @@ const (
 	// oidcCookieTTL matches the engine's time for a sign-in at the
 	// provider.
 	oidcCookieTTL = 10 * time.Minute
-	// A client may start oidcStartBurst sign-ins at once and one more
-	// every oidcStartEvery: far more than a person needs, and, kept up
-	// for the ten minutes a sign-in is pending, a few hundred of the
-	// engine's 10,000. The buckets of at most oidcStartClients clients
-	// are kept.
-	oidcStartEvery   = 2 * time.Second
-	oidcStartBurst   = 30
-	oidcStartClients = 10000
 )
 
 // oidcStart serves GET /api/auth/oidc/start.

@@ -3,97 +3,81 @@ package gateway
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
-	"sync"
+	"strings"
 	"time"
 
-	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
+
+	"github.com/penguin-agent/penguin/internal/clientlimit"
 )
 
-// clientLimiter limits, per client, how often a route anyone may call
-// runs: one token bucket (golang.org/x/time/rate) per remote address.
-// GET /api/auth/oidc/start uses it, since each start keeps a sign-in in
-// the engine's store for ten minutes and the store keeps at most 10,000:
-// without a per-client limit one client could fill them and keep everyone
-// else from signing in. An IPv6 client is keyed by its /64, which one
-// host commonly holds whole.
-//
-// Memory is bounded: at most max buckets. When a new client would exceed
-// it, the buckets that have refilled (their client has been quiet long
-// enough to be back at a full burst, so forgetting them changes nothing)
-// are dropped; if none has, every bucket is, which at worst gives each
-// client one more burst.
-type clientLimiter struct {
-	every time.Duration
-	burst int
-	max   int
-
-	mu      sync.Mutex
-	buckets map[string]*rate.Limiter
-}
-
-// newClientLimiter allows each client burst calls at once and one more
-// every every, keeping at most max clients' buckets.
-func newClientLimiter(every time.Duration, burst, max int) *clientLimiter {
-	return &clientLimiter{every: every, burst: burst, max: max, buckets: map[string]*rate.Limiter{}}
-}
-
-// clientKey is what r's client is counted under.
-func clientKey(r *http.Request) string {
+// clientKey is what r's client is counted under by a per-client limit
+// (package clientlimit): the key of the address the request came from.
+// When that address is one of the trusted proxies, the client is the
+// nearest address in X-Forwarded-For that is not: each proxy appends the
+// address it was called from, so read from the right, the addresses up to
+// and including the first untrusted one were written by trusted proxies,
+// and those further left by whoever sent the request, which could be
+// anything. Without trusted proxies the header is never read.
+func (g *Gateway) clientKey(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
-	ip := net.ParseIP(host)
-	if ip == nil {
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
 		return host
 	}
-	if ip.To4() == nil {
-		return ip.Mask(net.CIDRMask(64, 128)).String()
-	}
-	return ip.String()
-}
-
-// allow reports whether key may make a call now, and if not, how long
-// until it may.
-func (l *clientLimiter) allow(key string, now time.Time) (bool, time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, ok := l.buckets[key]
-	if !ok {
-		if len(l.buckets) >= l.max {
-			l.sweep(now)
-		}
-		b = rate.NewLimiter(rate.Every(l.every), l.burst)
-		l.buckets[key] = b
-	}
-	if b.AllowN(now, 1) {
-		return true, 0
-	}
-	return false, time.Duration((1 - b.TokensAt(now)) * float64(l.every))
-}
-
-// sweep drops the buckets that are full again, or all of them when none
-// is.
-func (l *clientLimiter) sweep(now time.Time) {
-	for k, b := range l.buckets {
-		if b.TokensAt(now) >= float64(l.burst) {
-			delete(l.buckets, k)
+	ip = ip.Unmap()
+	if g.trustedProxy(ip) {
+		hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+		for i := len(hops) - 1; i >= 0; i-- {
+			hop, ok := forwardedAddr(hops[i])
+			if !ok {
+				break
+			}
+			ip = hop
+			if !g.trustedProxy(ip) {
+				break
+			}
 		}
 	}
-	if len(l.buckets) >= l.max {
-		clear(l.buckets)
-	}
+	return clientlimit.Key(ip)
 }
 
-// limit wraps h so that a client over l's rate is answered 429 Too Many
-// Requests with Retry-After.
-func (l *clientLimiter) limit(h http.HandlerFunc) http.HandlerFunc {
+// forwardedAddr parses one entry of X-Forwarded-For: an address, or an
+// address with a port as some proxies write it.
+func forwardedAddr(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	if ip, err := netip.ParseAddr(s); err == nil {
+		return ip.Unmap(), true
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap(), true
+	}
+	return netip.Addr{}, false
+}
+
+// trustedProxy reports whether ip is one of Options.TrustedProxies.
+func (g *Gateway) trustedProxy(ip netip.Addr) bool {
+	for _, p := range g.opts.TrustedProxies {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// limitOIDCStarts wraps h so that a client over the limit of sign-in
+// starts (clientlimit.OIDCStarts) is answered 429 Too Many Requests with
+// Retry-After.
+func (g *Gateway) limitOIDCStarts(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if ok, wait := l.allow(clientKey(r), time.Now()); !ok {
+		if ok, wait := g.oidcStarts.Allow(g.clientKey(r), time.Now()); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
-			writeError(w, codes.ResourceExhausted, "too many sign-ins started from this address; try again in a minute")
+			writeError(w, codes.ResourceExhausted, clientlimit.OIDCStartsRefused)
 			return
 		}
 		h(w, r)

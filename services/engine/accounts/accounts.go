@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/clientlimit"
 	"github.com/penguin-agent/penguin/services/engine/access"
 	"github.com/penguin-agent/penguin/services/engine/oidclogin"
 	"github.com/penguin-agent/penguin/services/engine/store"
@@ -27,6 +28,9 @@ type Server struct {
 	// oidc signs users in through the identity provider; nil when none
 	// is configured.
 	oidc *oidclogin.Login
+	// oidcStarts limits how often each client starts a sign-in with the
+	// identity provider.
+	oidcStarts *clientlimit.Limiter
 	// llm is the llm service, asked whether a project to delete still
 	// has provider routes.
 	llm penguinv1.LLMServiceClient
@@ -41,7 +45,7 @@ type Server struct {
 // calls, and login signs users in through the identity provider when it
 // is not nil.
 func New(g *access.Guard, llm penguinv1.LLMServiceClient, login *oidclogin.Login) *Server {
-	s := &Server{g: g, llm: llm, oidc: login}
+	s := &Server{g: g, llm: llm, oidc: login, oidcStarts: clientlimit.OIDCStarts()}
 	s.auth, s.users, s.projects, s.tokens = authServer{s: s}, userServer{s: s}, projectServer{s: s}, tokenServer{s: s}
 	return s
 }
@@ -140,10 +144,18 @@ func (a *authServer) GetSignInOptions(context.Context, *penguinv1.GetSignInOptio
 // errNoOIDC answers the OIDC calls of a server without a provider.
 var errNoOIDC = status.Error(codes.FailedPrecondition, "this server has no identity provider configured; sign in with a password")
 
-// BeginOIDCSignIn implements AuthService.
+// BeginOIDCSignIn implements AuthService. A client over the limit of
+// sign-in starts (clientlimit.OIDCStarts) is RESOURCE_EXHAUSTED; the
+// gateway, calling through the in-process transport for its browsers,
+// limits each of them itself.
 func (a *authServer) BeginOIDCSignIn(ctx context.Context, req *penguinv1.BeginOIDCSignInRequest) (*penguinv1.BeginOIDCSignInResponse, error) {
 	if a.s.oidc == nil {
 		return nil, errNoOIDC
+	}
+	if key, ok := clientlimit.PeerKey(ctx); ok {
+		if ok, _ := a.s.oidcStarts.Allow(key, time.Now()); !ok {
+			return nil, status.Error(codes.ResourceExhausted, clientlimit.OIDCStartsRefused)
+		}
 	}
 	u, err := a.s.oidc.Begin(ctx, req.GetBrowserBinding(), req.GetLoopbackRedirect())
 	if err != nil {
