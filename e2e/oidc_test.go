@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -321,9 +322,9 @@ func TestOIDCStartLimitOverGRPC(t *testing.T) {
 	dialFrom := func(ip net.IP) penguinv1.AuthServiceClient {
 		t.Helper()
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}
-		conn, err := grpcclient.New(addr, grpcclient.Options{Dialer: func(ctx context.Context, target string) (net.Conn, error) {
+		conn, err := grpcclient.New(addr, grpcclient.Options{DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, target string) (net.Conn, error) {
 			return d.DialContext(ctx, "tcp", target)
-		}})
+		})}})
 		if err != nil {
 			t.Fatal(err)
 		}

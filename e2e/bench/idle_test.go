@@ -77,7 +77,7 @@ func idleRun(b *testing.B, bin string, n int) {
 		extra = append(extra, "--environment-idle-timeout", idleTimeout.String())
 	}
 	var res runResult
-	srv := startServer(b, bin, dir, root, providers, &res, extra...)
+	srv := startServer(b, bin, filepath.Join(dir, "home"), root, providers, &res, extra...)
 	defer srv.proc.Stop(30 * time.Second)
 	pid := srv.proc.Pid()
 
@@ -159,6 +159,17 @@ func settle(b *testing.B, addr string, lazy bool) {
 // metric reads one unlabelled sample from the server's /metrics.
 func metric(b *testing.B, addr, name string) float64 {
 	b.Helper()
+	v, ok := lookupMetric(b, addr, name)
+	if !ok {
+		b.Fatalf("/metrics has no %s", name)
+	}
+	return v
+}
+
+// lookupMetric reads one unlabelled sample from the server's /metrics,
+// and whether it is there.
+func lookupMetric(b *testing.B, addr, name string) (float64, bool) {
+	b.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		b.Fatal(err)
@@ -172,14 +183,13 @@ func metric(b *testing.B, addr, name string) float64 {
 			if err != nil {
 				b.Fatalf("%s: %v", name, err)
 			}
-			return f
+			return f, true
 		}
 	}
 	if err := sc.Err(); err != nil {
 		b.Fatal(err)
 	}
-	b.Fatalf("/metrics has no %s", name)
-	return 0
+	return 0, false
 }
 
 // hasFlag reports whether `penguin serve` takes flag.

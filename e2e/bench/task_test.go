@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -59,6 +60,7 @@ const (
 	targetIdleRSS   = 16 << 10
 	targetColdStart = 30 * time.Millisecond
 	targetFixedRSS  = 30 << 20
+	targetWritten   = 26 << 10
 )
 
 // The shape of a run.
@@ -67,6 +69,10 @@ const (
 	defaultRuns      = 3
 	warmupTasks      = 5
 	serverStartLimit = time.Minute
+	// diskSettle is how long the disk figures wait, before the first
+	// measured task and after the last, for the store's background
+	// checkpoint (every 250 ms) to run.
+	diskSettle = time.Second
 )
 
 // PenguinHarness's figures for the same task (the TypeScript harness
@@ -75,7 +81,7 @@ const (
 var referenceFigures = map[string]string{
 	"wall overhead p50": "19.1 ms", "wall overhead p99": "32.2 ms", "CPU overhead": "16.0 ms",
 	"CreateSession p50": "9.85 ms", "idle session RSS": "85 KiB", "cold start to ready": "382 ms",
-	"fixed RSS at ready": "99 MiB",
+	"fixed RSS at ready": "99 MiB", "disk written": "26 KiB",
 }
 
 var (
@@ -176,12 +182,16 @@ type runResult struct {
 	fixedRSS, fixedAnon  int64           // resident bytes at ready, and of them the process's own
 	fixedHuge            int64           // and of them the binary's pages mapped in 2 MiB folios
 	mockRSS, mockAnon    int64           // the same of the mockllm process at ready
+	commits              float64         // the store's write transactions over all measured tasks; NaN when the binary does not count them
+	written              int64           // bytes the server wrote to storage over all measured tasks (write_bytes of /proc/PID/io)
+	storeGrowth          int64           // growth of the store's files (the database and its WAL) over all measured tasks
 }
 
 // rig is one run's setup: a workspace with hello.txt, the model, the
 // server, and the direct baseline calibrated against it.
 type rig struct {
 	ws     string
+	home   string // the server's home, which holds its SQLite store
 	mock   *mock
 	srv    *server
 	direct *directTask
@@ -194,7 +204,7 @@ func setup(ctx context.Context, b *testing.B, bin string, tasks int, res *runRes
 	b.Helper()
 	dir := b.TempDir()
 	root := filepath.Join(dir, "root")
-	r := &rig{ws: filepath.Join(root, "ws")}
+	r := &rig{ws: filepath.Join(root, "ws"), home: filepath.Join(dir, "home")}
 	if err := os.MkdirAll(r.ws, 0o755); err != nil {
 		b.Fatal(err)
 	}
@@ -212,7 +222,7 @@ func setup(ctx context.Context, b *testing.B, bin string, tasks int, res *runRes
 		benchRoute, r.mock.url, recordRoute, rec.URL))
 
 	res.startFloor = execFloor(b, bin)
-	r.srv = startServer(b, bin, dir, root, providers, res, extra...)
+	r.srv = startServer(b, bin, r.home, root, providers, res, extra...)
 	res.mockRSS, res.mockAnon = rss(b, r.mock.proc.Pid()), anonRSS(b, r.mock.proc.Pid())
 
 	r.direct = calibrate(ctx, b, r.srv, rec, r.mock.url, r.ws)
@@ -235,9 +245,14 @@ func runOnce(b *testing.B, bin string, run, tasks int) runResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	var res runResult
-	r := setup(ctx, b, bin, tasks, &res)
+	r := setup(ctx, b, bin, tasks, &res, "--metrics-listen", "127.0.0.1:0")
 	defer r.stop()
 	pid := r.srv.proc.Pid()
+	metrics := r.srv.proc.WaitLog("metrics listening", nil, "addr", serverStartLimit)
+	// The store's background checkpoint of what the warm-up wrote is
+	// let run first, and the last tasks' is waited for at the end.
+	time.Sleep(diskSettle)
+	commits0, written0, store0 := storeCommits(b, metrics), procCount(b, pid, "io", "write_bytes"), storeSize(b, r.home)
 	rss0, cpu0 := rss(b, pid), procCPU(b, pid)
 	var rssMid int64
 	for i := range tasks {
@@ -267,13 +282,18 @@ func runOnce(b *testing.B, bin string, run, tasks int) runResult {
 	}
 	res.serverCPU = procCPU(b, pid) - cpu0
 	rssEnd := rss(b, pid)
+	time.Sleep(diskSettle)
+	res.commits = storeCommits(b, metrics) - commits0
+	res.written = procCount(b, pid, "io", "write_bytes") - written0
+	res.storeGrowth = storeSize(b, r.home) - store0
 	// The second half's growth: by then the bounded caches (SQLite's
 	// page caches, the runtime's pools) have filled, and what is left is
 	// what each idle session holds.
 	res.idleRSS = (rssEnd - rssMid) / int64(tasks-tasks/2)
-	b.Logf("run %d: %d tasks; server CPU %.2f ms/task, direct CPU %.2f ms/task; resident growth %.1f KiB/task over the whole run, %.1f over its second half; %d threads at the end",
+	b.Logf("run %d: %d tasks; server CPU %.2f ms/task, direct CPU %.2f ms/task; resident growth %.1f KiB/task over the whole run, %.1f over its second half; %d threads at the end; %.1f store transactions, %.1f KiB written, store files grew %.1f KiB per task",
 		run+1, tasks, ms(res.serverCPU)/float64(tasks), ms(res.directCPU)/float64(tasks),
-		float64(rssEnd-rss0)/1024/float64(tasks), float64(res.idleRSS)/1024, procStatusCount(b, pid, "Threads"))
+		float64(rssEnd-rss0)/1024/float64(tasks), float64(res.idleRSS)/1024, procStatusCount(b, pid, "Threads"),
+		res.commits/float64(tasks), float64(res.written)/1024/float64(tasks), float64(res.storeGrowth)/1024/float64(tasks))
 	return res
 }
 
@@ -415,9 +435,8 @@ type server struct {
 // startServer starts `penguin serve` as a user would (default log level,
 // the gateway on) and measures its cold start (to the first SERVING
 // health answer, on a new connection) and its resident memory then.
-func startServer(b *testing.B, bin, dir, root, providers string, res *runResult, extra ...string) *server {
+func startServer(b *testing.B, bin, home, root, providers string, res *runResult, extra ...string) *server {
 	b.Helper()
-	home := filepath.Join(dir, "home")
 	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
 		"--providers", providers, "--root", root, "--home", home}, extra...)...)
 	cmd.Env = append(e2etest.BaseEnv(b), "BENCH_KEY=unused")
@@ -628,7 +647,7 @@ func procStatusCount(b *testing.B, pid int, field string) int64 {
 }
 
 // procCount reads one number of /proc/PID/file, a file of "Field: N"
-// lines (sizes are in KiB).
+// lines (sizes are in KiB in status and smaps_rollup, in bytes in io).
 func procCount(b *testing.B, pid int, file, field string) int64 {
 	b.Helper()
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/" + file)
@@ -660,7 +679,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // each run, and how to print them.
 type row struct {
 	name     string
-	unit     string // "ms", "KiB" or "MiB"
+	unit     string // "ms", "KiB", "MiB", or "" for a count
 	ours     []float64
 	baseline []float64 // in the same unit; nil when there is none
 	baseName string
@@ -702,6 +721,12 @@ func report(b *testing.B, results []runResult, tasks int) {
 		{name: "  of it anonymous", unit: "MiB", metric: "fixed-anon-rss-MiB",
 			ours:     per(func(r runResult) float64 { return mib(r.fixedAnon) }),
 			baseline: per(func(r runResult) float64 { return mib(r.mockAnon) }), baseName: "mockllm at ready"},
+		{name: "store transactions", unit: "", metric: "store-transactions",
+			ours: per(func(r runResult) float64 { return r.commits / float64(tasks) })},
+		{name: "disk written", unit: "KiB", metric: "disk-written-KiB", target: kib(targetWritten),
+			ours: per(func(r runResult) float64 { return kib(r.written) / float64(tasks) })},
+		{name: "store files growth", unit: "KiB", metric: "store-growth-KiB",
+			ours: per(func(r runResult) float64 { return kib(r.storeGrowth) / float64(tasks) })},
 		// A binary the linker has just written is in the page cache in 2
 		// MiB folios, each mapped whole (docs/performance.md): this row
 		// says how much of the RSS that is.
@@ -713,6 +738,9 @@ func report(b *testing.B, results []runResult, tasks int) {
 	fmt.Fprintf(&t, "%-20s %-26s %-9s %-7s %-52s %s\n", "per task", "Penguin", "target", "met", "baseline, same run", "PenguinHarness")
 	for _, r := range rows {
 		med := median(r.ours)
+		if math.IsNaN(med) { // a binary that does not report the figure
+			continue
+		}
 		b.ReportMetric(med, r.metric)
 		target, met := "—", "—"
 		if r.target > 0 {
@@ -745,4 +773,33 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// storeCommits reads the store's write transactions so far from the
+// server's /metrics at addr; NaN when the binary does not export them.
+func storeCommits(b *testing.B, addr string) float64 {
+	b.Helper()
+	if n, ok := lookupMetric(b, addr, "penguin_engine_store_commits_total"); ok {
+		return n
+	}
+	return math.NaN()
+}
+
+// storeSize is the size of the SQLite store's files in home: the
+// database, its WAL and the WAL's index.
+func storeSize(b *testing.B, home string) int64 {
+	b.Helper()
+	files, err := filepath.Glob(filepath.Join(home, "penguin.db*"))
+	if err != nil || len(files) == 0 {
+		b.Fatalf("no store in %s: %v", home, err)
+	}
+	var n int64
+	for _, f := range files {
+		info, err := os.Stat(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += info.Size()
+	}
+	return n
 }

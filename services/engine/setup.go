@@ -75,7 +75,7 @@ type Config struct {
 	// replica at the address it advertised, or another engine replica
 	// that owns a run. Connections are kept, one per address, until
 	// [Engine.Close]. Required.
-	Dial func(target string) (*grpc.ClientConn, error)
+	Dial func(target string) (grpcclient.Conn, error)
 	// Advertise is the address other engine replicas reach this one at,
 	// recorded in run leases. Required.
 	Advertise string
@@ -155,6 +155,9 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 	st, err := store.Open(ctx, cfg.StoreURL, store.WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("open the session store: %w", err)
+	}
+	if err := registerCommits(st, cfg.Registerer); err != nil {
+		return nil, errors.Join(err, st.Close())
 	}
 	e := &Engine{store: st, replicas: grpcclient.NewPool(cfg.Dial)}
 	e.guard = access.New(st, access.Options{Mode: cfg.mode(), ServiceToken: cfg.ServiceToken, Logger: log})
@@ -343,4 +346,21 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 // once the server has stopped.
 func (e *Engine) Close() error {
 	return errors.Join(e.replicas.Close(), e.store.Close())
+}
+
+// registerCommits exports, when the store counts them, the write
+// transactions it committed: with the tasks run, it says how many
+// transactions a task costs (docs/performance.md).
+func registerCommits(st store.Store, reg prometheus.Registerer) error {
+	c, ok := st.(store.CommitCounter)
+	if !ok || reg == nil {
+		return nil
+	}
+	if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: "penguin", Subsystem: "engine", Name: "store_commits_total",
+		Help: "Write transactions the session store committed (SQLite only).",
+	}, func() float64 { return float64(c.Commits()) })); err != nil {
+		return fmt.Errorf("register the store's metrics: %w", err)
+	}
+	return nil
 }

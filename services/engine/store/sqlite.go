@@ -60,6 +60,8 @@ type sqliteStore struct {
 	ws, rs *stmtCache // the statements prepared on w and r
 	log    *slog.Logger
 	closed atomic.Bool
+	// commits counts the write transactions committed (Commits).
+	commits atomic.Int64
 
 	// The checkpointer of a database file: its connection, whether there
 	// were writes since its last checkpoint, and how to stop it.
@@ -150,7 +152,7 @@ func (c *stmtCache) close() error {
 func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, error) {
 	s := &sqliteStore{log: o.logger}
 	if path == "" {
-		db, err := sql.Open("sqlite", ":memory:?"+sqliteMemoryParams)
+		db, err := openCountedSQLite(":memory:?"+sqliteMemoryParams, &s.commits)
 		if err != nil {
 			return nil, fmt.Errorf("open sqlite: %w", err)
 		}
@@ -170,7 +172,7 @@ func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, erro
 		if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 			return nil, fmt.Errorf("open sqlite %s: %w: %w", abs, ErrUnavailable, err)
 		}
-		w, err := sql.Open("sqlite", abs+"?"+sqliteWriterParams)
+		w, err := openCountedSQLite(abs+"?"+sqliteWriterParams, &s.commits)
 		if err != nil {
 			return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
 		}

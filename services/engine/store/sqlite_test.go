@@ -402,3 +402,48 @@ func TestSQLiteCloseLeavesNoWAL(t *testing.T) {
 		t.Fatalf("after reopening: %d events, %v", len(evs), err)
 	}
 }
+
+// The SQLite store counts the write transactions it commits: one for an
+// autocommit statement, one for a batch, none for a read.
+func TestSQLiteCountsCommits(t *testing.T) {
+	ctx := testkit.Context(t, time.Minute)
+	for _, url := range []string{filepath.Join(t.TempDir(), "commits.db"), ":memory:"} {
+		s, err := store.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		c, ok := s.(store.CommitCounter)
+		if !ok {
+			t.Fatalf("%s: the SQLite store does not count its commits", url)
+		}
+		base := c.Commits() // the schema's migration
+		text := func(s string) *penguinv1.OmniMessage {
+			return &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_Text{Text: &penguinv1.Text{Role: penguinv1.Role_ROLE_USER, Text: s}}}
+		}
+		steps := []struct {
+			what string
+			do   func() error
+			want int64
+		}{
+			{"create", func() error { return s.CreateSession(ctx, &store.Session{ID: "c"}) }, 1},
+			{"one event", func() error { return s.AppendEvents(ctx, "c", store.Event{Sequence: 1, Message: text("a")}) }, 1},
+			{"a batch", func() error {
+				return s.AppendEvents(ctx, "c", store.Event{Sequence: 2, Message: text("b")}, store.Event{Sequence: 3, Message: text("c")})
+			}, 1},
+			{"a read", func() error { _, err := s.ReadEvents(ctx, "c", 0, 0); return err }, 0},
+		}
+		for _, st := range steps {
+			before := c.Commits()
+			if err := st.do(); err != nil {
+				t.Fatalf("%s: %s: %v", url, st.what, err)
+			}
+			if got := c.Commits() - before; got != st.want {
+				t.Errorf("%s: %s committed %d transactions, want %d", url, st.what, got, st.want)
+			}
+		}
+		if base < 1 {
+			t.Errorf("%s: opening committed %d transactions, want the migration's", url, base)
+		}
+	}
+}
