@@ -4,8 +4,10 @@
 // the user signs in in a second browser context and sees only that
 // project's sessions; on the Models page the project's owner adds a
 // provider route for the project alone, which the member sees but cannot
-// remove, and the owner removes it; tokens are shown once and revoked; a state change
-// without the CSRF header is refused; sign-out ends the sign-in.
+// remove, and the owner removes it; tokens are shown once and revoked; an
+// admin's reset of the member's password ends his sign-in, and his own change
+// of it ends his other sign-ins; a state change without the CSRF header is
+// refused; sign-out ends the sign-in.
 // Screenshots go to web/artifacts/teams/.
 //
 // PENGUIN names the binary (default ../bin/penguin: `make build`);
@@ -242,6 +244,39 @@ test("team mode: users, projects, members, tokens and who sees what", { timeout:
     await acct.getByRole("button", { name: "Revoke ci" }).waitFor({ state: "detached" });
     const after = await fetch(base + "/api/sessions", { headers: { Authorization: "Bearer " + secret } });
     assert.equal(after.status, 401);
+  });
+
+  await step("the admin resets the member's password and his sign-in ends; he changes it and his other sign-in ends", async () => {
+    await page.getByRole("link", { name: "Team" }).click();
+    page.once("dialog", (d) => d.accept("bob-reset-password"));
+    await page.getByRole("button", { name: "Reset password of bob" }).click();
+    await bob.page.waitForFunction(async () => (await fetch("/api/sessions")).status === 401);
+    await bob.page.reload();
+    await bob.page.getByLabel("Password", { exact: true }).waitFor();
+    await signIn(bob.page, "bob", "bob-first-password");
+    await bob.page.getByRole("alert").filter({ hasText: "wrong user id or password" }).waitFor();
+    await signIn(bob.page, "bob", "bob-reset-password");
+    await bob.page.getByRole("link", { name: "Team" }).click();
+    await bob.page.getByText("Your password was set for you").waitFor();
+    // A second sign-in of his, in another browser, which his own change
+    // of password ends.
+    const other = await newPage();
+    await signIn(other.page, "bob", "bob-reset-password");
+    await other.page.getByRole("complementary", { name: "Sessions" }).getByText("apollo session").waitFor();
+    const form = bob.page.getByRole("form", { name: "Change password" });
+    await form.getByLabel("Current password").fill("bob-reset-password");
+    await form.getByLabel("New password").fill("bob-own-password");
+    await form.getByRole("button", { name: "Change password" }).click();
+    await form.getByText("Password changed; your other sign-ins have ended.").waitFor();
+    await bob.page.getByText("Your password was set for you").waitFor({ state: "detached" });
+    assert.equal((await call(other.page, "GET", "/api/sessions")).status, 401, "his other sign-in ended");
+    assert.equal((await call(bob.page, "GET", "/api/sessions")).status, 200, "the sign-in that changed it goes on");
+    await other.page.reload();
+    await other.page.getByLabel("Password", { exact: true }).waitFor();
+    await signIn(other.page, "bob", "bob-reset-password");
+    await other.page.getByRole("alert").filter({ hasText: "wrong user id or password" }).waitFor();
+    await shot(bob.page, "07-password-changed");
+    await other.ctx.close();
   });
 
   await step("sign-out ends the sign-in on the server", async () => {

@@ -127,7 +127,7 @@ function App() {
   else if (m) page = <Chat key={current} id={current} session={row?.session} lastStatus={row?.last_status} onChanged={list.changed} />;
   else if (path === "/usage") page = <Usage />;
   else if (path === "/agents" || path.startsWith("/agents/")) page = <Agents key={projects.current} name={decodeURIComponent(path.slice("/agents/".length))} />;
-  else if (path === "/team") page = <Team auth={who} onProjectsChanged={projects.reload} />;
+  else if (path === "/team") page = <Team auth={who} onProjectsChanged={projects.reload} onAuthChanged={() => void check()} />;
   else if (path === "/setup") page = <Setup notice={models.notice} models={models.list} onDone={models.reload}
     project={projects.current} projects={projects.list} admin={who.mode !== "team" || !!who.user?.admin || !!who.operator} />;
   else if (firstRun && path === "/") page = null;

@@ -27,8 +27,10 @@ function useAct(): [string, (f: () => Promise<unknown>, then?: () => void) => Pr
 
 const roleWord = (r?: string) => (r ?? "").replace("PROJECT_ROLE_", "").toLowerCase();
 
-/** Account: the signed-in user's password and personal access tokens. */
-function Account({ auth }: { auth: AuthState }) {
+/** Account: the signed-in user's password and personal access tokens.
+ * onAuthChanged reloads the sign-in state after a change of password,
+ * which ends the "set for you" warning. */
+function Account({ auth, onAuthChanged }: { auth: AuthState; onAuthChanged: () => void }) {
   const [old, setOld] = useState("");
   const [next, setNext] = useState("");
   const [done, setDone] = useState("");
@@ -45,7 +47,7 @@ function Account({ auth }: { auth: AuthState }) {
       {auth.must_change_password && <p class="banner warn" role="status">Your password was set for you; choose your own.</p>}
       <form class="form" aria-label="Change password" onSubmit={(e) => {
         e.preventDefault();
-        void act(() => api.changePassword(old, next), () => { setOld(""); setNext(""); setDone("Password changed; your other sign-ins have ended."); });
+        void act(() => api.changePassword(old, next), () => { setOld(""); setNext(""); setDone("Password changed; your other sign-ins have ended."); onAuthChanged(); });
       }}>
         <label>Current password <input type="password" autocomplete="current-password" value={old} onInput={(e) => setOld(e.currentTarget.value)} /></label>
         <label>New password <input type="password" autocomplete="new-password" required minLength={10} value={next} onInput={(e) => setNext(e.currentTarget.value)} /></label>
@@ -196,11 +198,11 @@ function Users() {
 }
 
 /** Team is the page of the account, the projects and, for admins, the users. */
-export function Team({ auth, onProjectsChanged }: { auth: AuthState; onProjectsChanged: () => void }) {
+export function Team({ auth, onProjectsChanged, onAuthChanged }: { auth: AuthState; onProjectsChanged: () => void; onAuthChanged: () => void }) {
   return (
     <div class="page team">
       <h1>Team</h1>
-      {auth.user && <Account auth={auth} />}
+      {auth.user && <Account auth={auth} onAuthChanged={onAuthChanged} />}
       <Projects onChanged={onProjectsChanged} />
       {(auth.user?.admin || auth.operator) && <Users />}
       {(auth.user?.admin || auth.operator) && <section aria-label="Global audit log"><h2>Audit log</h2><Audit project="" /></section>}
