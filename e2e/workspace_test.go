@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,6 +136,58 @@ func workspaceUndo(t *testing.T, sandbox string) {
 		t.Fatal(err)
 	}
 	expect(t, ws, after)
+}
+
+// TestWorkspaceUndoCollected keeps two checkpoints per workspace
+// (--checkpoint-keep 2), lets a later turn's checkpoint collect the first
+// turn's start, and checks that undoing the first turn then fails over
+// gRPC with FAILED_PRECONDITION and a message that names the change and
+// says why, in the API and in `penguin sessions undo`, changing nothing.
+func TestWorkspaceUndoCollected(t *testing.T) {
+	t.Parallel()
+	ctx := testkit.Context(t, 3*time.Minute)
+	mock := startMock(t, "workspace", filepath.Join("testdata", "workspace.yaml"))
+	providers := writeProviders(t, route{"scripted", mock})
+	root, home := t.TempDir(), t.TempDir()
+	env := []string{"MOCK_API_KEY=unused", "PENGUIN_HOME=" + t.TempDir(), "HOME=" + home, "XDG_CACHE_HOME=" + filepath.Join(home, ".cache")}
+	srv := start(t, "penguin serve", env, "serve", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--providers", providers, "--root", root, "--checkpoint-keep", "2")
+	addr := grpcAddr(srv, "penguin")
+	ws := filepath.Join(root, "ws")
+	for name, content := range map[string]string{"keep.txt": "v1\n", "old.txt": "old\n"} {
+		writeFile(t, filepath.Join(ws, name), content)
+	}
+	run := func(prompt string) string {
+		t.Helper()
+		p := start(t, "penguin run", nil, "run", "--engine", addr, "--provider", "scripted", "--model", "m", "--workspace", ws, "--approval", "allow-all", "--sandbox", "none", prompt)
+		if code := p.Wait(90 * time.Second); code != 0 {
+			t.Fatalf("penguin run exited %d:\n%s", code, p.Output())
+		}
+		return sessionIDFrom(t, p.Output())
+	}
+	first := run("change some files")
+	// An edit of the user's between the turns makes the second turn's
+	// start a third checkpoint, which collects the first turn's start.
+	writeFile(t, filepath.Join(ws, "mine.txt"), "the user's\n")
+	run("nothing to change")
+	now := map[string]string{"keep.txt": "v2\n", "old.txt": "<missing>", "new.txt": "written by a tool\n", "mine.txt": "the user's\n"}
+	expect(t, ws, now)
+
+	engine := e2etest.DialEngine(t, addr, "")
+	list, err := engine.ListWorkspaceChanges(ctx, &penguinv1.ListWorkspaceChangesRequest{SessionId: first})
+	if err != nil || len(list.GetChanges()) != 1 {
+		t.Fatalf("changes: %v, %v", list, err)
+	}
+	seq := list.GetChanges()[0].GetSequence()
+	_, err = engine.UndoWorkspaceChange(ctx, &penguinv1.UndoWorkspaceChangeRequest{SessionId: first})
+	msg := status.Convert(err).Message()
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(msg, fmt.Sprintf("undo change #%d: its checkpoint was collected (this service keeps a workspace's last 2 checkpoints", seq)) || !strings.Contains(msg, "undo and redo are no longer possible") {
+		t.Fatalf("undo of a collected change: %v; want FAILED_PRECONDITION saying change #%d's checkpoint was collected", err, seq)
+	}
+	expect(t, ws, now)
+	undo := start(t, "penguin sessions undo", nil, "sessions", "--engine", addr, "undo", first)
+	if code := undo.Wait(30 * time.Second); code == 0 || !strings.Contains(undo.Output(), "its checkpoint was collected") || strings.Contains(undo.Output(), "rpc error") {
+		t.Fatalf("penguin sessions undo of a collected change exited %d:\n%s", code, undo.Output())
+	}
 }
 
 func changeMark(f *penguinv1.FileChange) string {

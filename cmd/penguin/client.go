@@ -68,7 +68,7 @@ type engineConn struct {
 func (c *engineConn) Close() error { return c.close() }
 
 // connect dials --engine, or starts an embedded server and calls it
-// through its in-process transport. An embedded server lives until Close, not until ctx ends:
+// through its in-process channel. An embedded server lives until Close, not until ctx ends:
 // a task interrupted by Ctrl-C must still be aborted and shown to its end.
 func (f *clientFlags) connect(ctx context.Context) (*engineConn, error) {
 	if f.engine != "" {

@@ -27,6 +27,10 @@ func addEnvironmentFlags(fs *pflag.FlagSet, env *environment.Config) {
 	fs.Var(&count{&env.Limits.CPUWeight}, "limit-cpu-weight", fmt.Sprintf("CPU weight of one environment under contention, 1 to 10000 (default %d, what any other process gets)", d.CPUWeight))
 	fs.Var(&byteSize{&env.Limits.FileSize}, "limit-file-size", fmt.Sprintf("largest file a confined command may write; -1 for no limit (default %d)", d.FileSize))
 	fs.Var(&byteSize{&env.Limits.Tmp}, "limit-tmp", fmt.Sprintf("size of each environment's private /tmp (default %d)", d.Tmp))
+	r := environment.DefaultCheckpointRetention()
+	fs.IntVar(&env.CheckpointRetention.MaxCheckpoints, "checkpoint-keep", 0, fmt.Sprintf("checkpoints kept per workspace for undo, two per turn at most; older ones are collected first (default %d)", r.MaxCheckpoints))
+	fs.Var(&byteSize{&env.CheckpointRetention.MaxBytes}, "checkpoint-max-size", fmt.Sprintf("disk the checkpoints of one workspace may take, such as 512M (default %dM)", r.MaxBytes>>20))
+	fs.DurationVar(&env.CheckpointRetention.MaxAge, "checkpoint-max-age", 0, fmt.Sprintf("how long a checkpoint is kept, such as 72h (default %v)", r.MaxAge))
 	fs.StringArrayVar(&env.WritablePaths, "sandbox-writable", nil, "a further directory confined commands may write (repeatable; it must be writable by the sandbox user)")
 }
 

@@ -26,7 +26,7 @@ import (
 // with embedded defaults (SQLite in Penguin's data directory, the current
 // directory as the environment's root). It is assembled by the same code
 // as the services run apart; the engine reaches the other two through the
-// server's in-process transport instead of the network. Its subcommands
+// server's in-process channel instead of the network. Its subcommands
 // run one service each.
 func newServeCmd() *cobra.Command {
 	cmd := &cobra.Command{

@@ -9,10 +9,11 @@
 // they advertise, wherever it runs.
 //
 // A service that runs in the same process is reached through the gRPC
-// server's in-process transport (grpcserver.Server.DialInProcess) instead
-// of TCP loopback; one that runs elsewhere, over the network. Either way
-// the engine's calls go through the same grpcclient connection code, so
-// the token, the interceptors and the trace context are the same.
+// server's in-process channel (grpcserver.Server.InProcess), which hands
+// messages across without encoding them; one that runs elsewhere, over
+// the network. Either way the engine calls through the same generated
+// clients over a grpcclient connection, so the token, the server's
+// interceptors and the trace context are the same.
 //
 // The package sits between cmd/penguin and the services: cmd/penguin only
 // turns flags into Configs, each service package stands itself up with its
@@ -147,8 +148,8 @@ type Process struct {
 	addr                         string
 	srv                          *grpcserver.Server
 	// local is this process's own connection to its server, through the
-	// in-process transport.
-	local *grpc.ClientConn
+	// in-process channel.
+	local grpcclient.Conn
 	// services lists the services it runs, and describe what they were
 	// configured with, for the log.
 	services []string
@@ -300,16 +301,16 @@ func (p *Process) serveGRPC(context.Context) error {
 const inProcessTarget = "in-process"
 
 // dial opens a connection with the process's token and tracing: to its
-// own server through the in-process transport when target is
+// own server through the in-process channel when target is
 // inProcessTarget, over the network otherwise.
-func (p *Process) dial(target string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+func (p *Process) dial(target string, opts ...grpc.DialOption) (grpcclient.Conn, error) {
 	o := grpcclient.Options{
 		Token: p.cfg.AuthToken, TracerProvider: p.tracer, Propagator: p.propagator,
 		DialOptions: append([]grpc.DialOption{grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage))}, opts...),
 	}
 	if target == inProcessTarget {
-		o.Dialer = p.srv.DialInProcess
+		return grpcclient.NewInProcess(p.srv.InProcess(), o), nil
 	}
 	return grpcclient.New(target, o)
 }
@@ -335,7 +336,7 @@ func (p *Process) setupLLM(ctx context.Context) error {
 	watched := make(chan struct{})
 	go func() { defer close(watched); svc.Watch(wctx, 0) }()
 	p.release = append(p.release, func() error { stopWatch(); <-watched; return nil })
-	penguinv1.RegisterLLMServiceServer(p.srv.GRPC(), svc)
+	penguinv1.RegisterLLMServiceServer(p.srv, svc)
 	p.services = append(p.services, "llm")
 	return nil
 }
@@ -358,7 +359,7 @@ func (p *Process) setupEnvironment(context.Context) error {
 		return err
 	}
 	p.release = append(p.release, closeEnv)
-	penguinv1.RegisterEnvironmentServiceServer(p.srv.GRPC(), svc)
+	penguinv1.RegisterEnvironmentServiceServer(p.srv, svc)
 	p.services = append(p.services, "environment")
 	p.stop = append(p.stop, func(context.Context) {
 		if err := closeEnv(); err != nil {
@@ -392,7 +393,7 @@ func (p *Process) setupEngine(ctx context.Context) error {
 	if cfg.Environment, err = p.peer(p.cfg.Environment != nil, p.cfg.EnvironmentAddr); err != nil {
 		return fmt.Errorf("environment: %w", err)
 	}
-	cfg.Dial = func(target string) (*grpc.ClientConn, error) {
+	cfg.Dial = func(target string) (grpcclient.Conn, error) {
 		// This replica's own environments, when it advertises them at its
 		// own address, are in the process.
 		if target == cfg.Advertise && p.cfg.Environment != nil {
@@ -409,9 +410,9 @@ func (p *Process) setupEngine(ctx context.Context) error {
 	// this process.
 	p.srv.SetAuthenticator(eng.Guard())
 	p.release = append(p.release, eng.Close)
-	eng.Register(p.srv.GRPC())
+	eng.Register(p.srv)
 	if p.cfg.LLM == nil {
-		penguinv1.RegisterLLMServiceServer(p.srv.GRPC(), &llmFront{llm: penguinv1.NewLLMServiceClient(cfg.LLM)})
+		penguinv1.RegisterLLMServiceServer(p.srv, &llmFront{llm: penguinv1.NewLLMServiceClient(cfg.LLM)})
 	}
 	p.serving = append(p.serving, eng.StartResuming)
 	p.services = append(p.services, "engine")
@@ -487,7 +488,7 @@ func (p *Process) Addr() string { return p.addr }
 func (p *Process) Metrics() prometheus.Gatherer { return p.metrics }
 
 // Local returns the process's own connection to its services, through the
-// in-process transport, with its token and tracing: the HTTP gateway and
+// in-process channel, with its token and tracing: the HTTP gateway and
 // a client command's embedded server call the engine through it. The
 // process closes it.
 func (p *Process) Local() grpc.ClientConnInterface { return p.local }

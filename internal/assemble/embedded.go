@@ -14,7 +14,7 @@ import (
 // Embedded is an all-in-one server inside a client command (`penguin run`,
 // `chat`, `sessions` without --engine): on a loopback port with a random
 // token, so other users of the machine cannot use it, and called through
-// the in-process transport. Its tasks end with it, since nothing would
+// the in-process channel. Its tasks end with it, since nothing would
 // take them over.
 type Embedded struct {
 	// Engine, LLM, Agents and Schedules call the server's services. The

@@ -4,19 +4,20 @@
 // expects, an otelgrpc stats handler so a trace continues across the hop,
 // round-robin balancing over every address the target resolves to, and a
 // new environment asked of the next replica when one refuses. The plumbing
-// is the same whether the connection crosses the network or stays inside
-// the process ([Options.Dialer]), so the all-in-one server and a split
-// deployment run one client code path.
+// is the same whether the connection crosses the network ([New]) or stays
+// inside the process ([NewInProcess]), so the all-in-one server and a
+// split deployment run one client code path: the generated clients over a
+// [Conn], the token, the server's interceptors and the trace.
 package grpcclient
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
+	"github.com/fullstorydev/grpchan"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -49,13 +50,16 @@ type Options struct {
 	// means OpenTelemetry's global ones.
 	TracerProvider trace.TracerProvider
 	Propagator     propagation.TextMapPropagator
-	// Dialer, when set, opens the connection instead of the network: the
-	// in-process transport of a server in the same process (see
-	// grpcserver.Server.DialInProcess). The target then only names the
-	// peer, in traces and the :authority header, and is not resolved.
-	Dialer func(ctx context.Context, target string) (net.Conn, error)
-	// DialOptions are appended to the options set here.
+	// DialOptions are appended to the options set here. A connection in
+	// the process has none: it has no transport to set up.
 	DialOptions []grpc.DialOption
+}
+
+// Conn is a connection the generated clients call through, which its
+// owner closes: a *grpc.ClientConn, or a connection in the process.
+type Conn interface {
+	grpc.ClientConnInterface
+	Close() error
 }
 
 // New returns a client connection to target, a host:port or any gRPC
@@ -86,18 +90,39 @@ func New(target string, opts Options) (*grpc.ClientConn, error) {
 	if opts.Token != "" {
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(bearer(opts.Token)))
 	}
-	if opts.Dialer != nil {
-		dialOpts = append(dialOpts, grpc.WithContextDialer(opts.Dialer))
-		// The passthrough resolver hands the name to the dialer as it is,
-		// where the default (dns) one would try to look it up.
-		target = "passthrough:///" + target
-	}
 	conn, err := grpc.NewClient(target, append(dialOpts, opts.DialOptions...)...)
 	if err != nil {
 		return nil, fmt.Errorf("grpcclient: dial %s: %w", target, err)
 	}
 	return conn, nil
 }
+
+// NewInProcess returns a connection through ch, a server's in-process
+// channel (grpcserver.Server.InProcess), that sends opts.Token with every
+// call as New's connections do. Its messages are never encoded. The
+// trace continues through the server's own stats handlers, which see both
+// ends of each call, so opts' tracer and propagator are not used;
+// balancing and retries have nothing to choose between. Close does
+// nothing: the channel lives as long as its server.
+func NewInProcess(ch grpc.ClientConnInterface, opts Options) Conn {
+	conn := inProcess{ClientConnInterface: ch}
+	if opts.Token != "" {
+		creds := grpc.PerRPCCredentials(bearer(opts.Token))
+		conn.ClientConnInterface = grpchan.InterceptClientConn(ch,
+			func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				return invoker(ctx, method, req, reply, cc, append(opts, creds)...)
+			},
+			func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				return streamer(ctx, desc, cc, method, append(opts, creds)...)
+			})
+	}
+	return conn
+}
+
+// inProcess is a connection in the process.
+type inProcess struct{ grpc.ClientConnInterface }
+
+func (inProcess) Close() error { return nil }
 
 // serviceConfig is the default service config of every connection.
 //

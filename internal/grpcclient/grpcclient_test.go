@@ -39,7 +39,7 @@ func serve(t *testing.T, opts grpcserver.Options) []transport {
 	if err != nil {
 		t.Fatal(err)
 	}
-	penguinv1.RegisterLLMServiceServer(srv.GRPC(), llm{})
+	penguinv1.RegisterLLMServiceServer(srv, llm{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -56,22 +56,24 @@ func serve(t *testing.T, opts grpcserver.Options) []transport {
 	})
 	return []transport{
 		{name: "tcp", target: lis.Addr().String()},
-		{name: "in-process", target: "in-process", dialer: srv.DialInProcess},
+		{name: "in-process", inProcess: srv.InProcess()},
 	}
 }
 
-// transport is one way of reaching a server: a target, with the dialer
-// of the in-process transport or none for the network.
+// transport is one way of reaching a server: a target over the network,
+// or the server's in-process channel.
 type transport struct {
-	name   string
-	target string
-	dialer func(context.Context, string) (net.Conn, error)
+	name      string
+	target    string
+	inProcess grpc.ClientConnInterface
 }
 
 // dial connects through tr with opts.
-func (tr transport) dial(t *testing.T, opts grpcclient.Options) *grpc.ClientConn {
+func (tr transport) dial(t *testing.T, opts grpcclient.Options) grpcclient.Conn {
 	t.Helper()
-	opts.Dialer = tr.dialer
+	if tr.inProcess != nil {
+		return grpcclient.NewInProcess(tr.inProcess, opts)
+	}
 	conn, err := grpcclient.New(tr.target, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -116,8 +118,8 @@ func TestTokenIsSentWithEveryCall(t *testing.T) {
 }
 
 // TestTraceContinuesAcrossTheCall checks both transports: the trace
-// context travels in the call's metadata over the in-process transport
-// too.
+// context travels in the call's metadata over the in-process channel
+// too, where the server's stats handlers trace both ends.
 func TestTraceContinuesAcrossTheCall(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
@@ -150,22 +152,16 @@ func TestTraceContinuesAcrossTheCall(t *testing.T) {
 	}
 }
 
-func TestDialerBeforeServeWaitsAndAfterStopFails(t *testing.T) {
+func TestInProcessBeforeServeWaitsAndAfterStopFails(t *testing.T) {
 	t.Parallel()
 	srv, err := grpcserver.New(grpcserver.Options{Name: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	penguinv1.RegisterLLMServiceServer(srv.GRPC(), llm{})
-	conn, err := grpcclient.New("in-process", grpcclient.Options{Dialer: srv.DialInProcess})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := penguinv1.NewLLMServiceClient(conn)
+	penguinv1.RegisterLLMServiceServer(srv, llm{})
+	client := penguinv1.NewLLMServiceClient(grpcclient.NewInProcess(srv.InProcess(), grpcclient.Options{}))
 
-	// A call made before Serve waits for it (WaitForReady) and then
-	// succeeds.
+	// A call made before Serve waits for it and then succeeds.
 	ctx := testkit.Context(t, 30*time.Second)
 	answered := make(chan error, 1)
 	go func() {
@@ -186,9 +182,6 @@ func TestDialerBeforeServeWaitsAndAfterStopFails(t *testing.T) {
 	stop()
 	if err := <-served; err != nil {
 		t.Fatal(err)
-	}
-	if _, err := srv.DialInProcess(ctx, "in-process"); err == nil {
-		t.Fatal("DialInProcess after the server stopped succeeded")
 	}
 	if _, err := client.ListProviders(ctx, &penguinv1.ListProvidersRequest{}); status.Code(err) != codes.Unavailable {
 		t.Fatalf("call after the server stopped: %v, want Unavailable", err)

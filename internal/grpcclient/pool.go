@@ -3,8 +3,6 @@ package grpcclient
 import (
 	"errors"
 	"sync"
-
-	"google.golang.org/grpc"
 )
 
 // Pool keeps one connection per target, opened on first use. The engine
@@ -12,16 +10,16 @@ import (
 // replicas at the addresses they advertise, and other engine replicas it
 // forwards calls to. It is safe for concurrent use.
 type Pool struct {
-	dial func(target string) (*grpc.ClientConn, error)
+	dial func(target string) (Conn, error)
 
 	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
+	conns  map[string]Conn
 	closed bool
 }
 
 // NewPool returns a pool that opens its connections with dial.
-func NewPool(dial func(target string) (*grpc.ClientConn, error)) *Pool {
-	return &Pool{dial: dial, conns: map[string]*grpc.ClientConn{}}
+func NewPool(dial func(target string) (Conn, error)) *Pool {
+	return &Pool{dial: dial, conns: map[string]Conn{}}
 }
 
 // errPoolClosed is returned by Get after Close.
@@ -30,7 +28,7 @@ var errPoolClosed = errors.New("grpcclient: pool closed")
 // Get returns the connection to target, opening it when there is none
 // yet. Like [New] it does not wait for the peer: a replica that is down
 // fails the first call, not Get.
-func (p *Pool) Get(target string) (*grpc.ClientConn, error) {
+func (p *Pool) Get(target string) (Conn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {

@@ -14,7 +14,7 @@ func TestPoolKeepsOneConnectionPerTarget(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	dialed := map[string]int{}
-	pool := grpcclient.NewPool(func(target string) (*grpc.ClientConn, error) {
+	pool := grpcclient.NewPool(func(target string) (grpcclient.Conn, error) {
 		mu.Lock()
 		dialed[target]++
 		mu.Unlock()
@@ -22,7 +22,7 @@ func TestPoolKeepsOneConnectionPerTarget(t *testing.T) {
 	})
 	// Many callers at once get one connection per target.
 	var wg sync.WaitGroup
-	conns := make([]*grpc.ClientConn, 16)
+	conns := make([]grpcclient.Conn, 16)
 	for i := range conns {
 		wg.Add(1)
 		go func() {
@@ -51,6 +51,7 @@ func TestPoolKeepsOneConnectionPerTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range conns[:2] {
+		c := c.(*grpc.ClientConn)
 		if s := c.GetState(); s != connectivity.Shutdown {
 			t.Errorf("connection to %s is %v after Close, want Shutdown", c.Target(), s)
 		}

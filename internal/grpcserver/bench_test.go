@@ -18,7 +18,7 @@ import (
 // BenchmarkRoundTrip measures a trivial unary call (ListProviders, empty
 // answer) through the whole plumbing, token and interceptors included,
 // over TCP loopback (the baseline: how the all-in-one engine reached its
-// own services before) and over the in-process transport, alternating
+// own services before) and over the in-process channel, alternating
 // the two so that both see the same machine. A unix socket is measured
 // too, as the other way to avoid TCP. It reports each one's mean in µs
 // and in-process/tcp.
@@ -27,7 +27,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	penguinv1.RegisterLLMServiceServer(srv.GRPC(), &fakeLLM{})
+	penguinv1.RegisterLLMServiceServer(srv, &fakeLLM{})
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -51,8 +51,8 @@ func BenchmarkRoundTrip(b *testing.B) {
 	}
 	go func() { _ = srv.GRPC().Serve(unix) }()
 
-	client := func(target string, dialer func(context.Context, string) (net.Conn, error)) penguinv1.LLMServiceClient {
-		conn, err := grpcclient.New(target, grpcclient.Options{Token: "t", Dialer: dialer})
+	client := func(target string) penguinv1.LLMServiceClient {
+		conn, err := grpcclient.New(target, grpcclient.Options{Token: "t"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -64,9 +64,9 @@ func BenchmarkRoundTrip(b *testing.B) {
 		client penguinv1.LLMServiceClient
 		total  time.Duration
 	}{
-		{name: "tcp", client: client(tcp.Addr().String(), nil)},
-		{name: "in-process", client: client("in-process", srv.DialInProcess)},
-		{name: "unix", client: client("unix://"+sock, nil)},
+		{name: "tcp", client: client(tcp.Addr().String())},
+		{name: "in-process", client: penguinv1.NewLLMServiceClient(grpcclient.NewInProcess(srv.InProcess(), grpcclient.Options{Token: "t"}))},
+		{name: "unix", client: client("unix://" + sock)},
 	}
 	callCtx, stop := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer stop()

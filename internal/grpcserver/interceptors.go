@@ -29,9 +29,8 @@ import (
 //  5. recovery, innermost, so a panicking handler becomes codes.Internal
 //     that logging and metrics then see like any other failure.
 func (s *Server) interceptors(authToken string, slowCall time.Duration) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
-	// A body that does not parse is refused before anything else sees it.
-	unary := []grpc.UnaryServerInterceptor{badBodyUnary}
-	stream := []grpc.StreamServerInterceptor{badBodyStream}
+	var unary []grpc.UnaryServerInterceptor
+	var stream []grpc.StreamServerInterceptor
 
 	if s.metrics != nil {
 		unary = append(unary, s.metrics.UnaryServerInterceptor())

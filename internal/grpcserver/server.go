@@ -13,19 +13,19 @@
 //     v2, and one slog line per finished call (logging.go, which says why
 //     it is written here);
 //   - graceful shutdown when the context given to [Server.Serve] ends;
-//   - an in-process transport ([Server.DialInProcess]), served beside the
+//   - an in-process channel ([Server.InProcess]), served beside the
 //     listener, through which another service of the same process calls
-//     this one with the same client, interceptors and tracing as over the
-//     network, without crossing TCP loopback. It is grpc-go's bufconn, an
-//     in-memory net.Listener with fixed buffers (grpc-go has no in-process
-//     channel of its own); BenchmarkRoundTrip measures it against TCP
-//     loopback and a unix socket.
+//     this one with the same client interfaces, interceptors and tracing
+//     as over the network, but without encoding its messages: they are
+//     handed across as Go values (inprocess.go says how, and what it does
+//     that the network transport would). BenchmarkRoundTrip measures it
+//     against TCP loopback and a unix socket.
 //
-// A service registers its handlers on [Server.GRPC] and hands the server a
-// listener:
+// A service registers its handlers on the [Server] itself, which puts them
+// on both, and hands the server a listener:
 //
 //	srv, err := grpcserver.New(grpcserver.Options{Name: "llm", AuthToken: tok, Logger: log})
-//	penguinv1.RegisterLLMServiceServer(srv.GRPC(), handler)
+//	penguinv1.RegisterLLMServiceServer(srv, handler)
 //	srv.OnShutdown(func(ctx context.Context) { handler.Close(ctx) })
 //	err = srv.Serve(ctx, lis)
 package grpcserver
@@ -54,7 +54,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/penguin-agent/penguin/internal/logger"
 )
@@ -116,8 +115,8 @@ type Server struct {
 	grpc    *grpc.Server
 	health  *health.Server
 	metrics *grpcprom.ServerMetrics
-	// inProcess is the listener of DialInProcess's connections.
-	inProcess *bufconn.Listener
+	// inProcess serves the calls made through InProcess.
+	inProcess *inProcess
 
 	started atomic.Bool
 	// authn, when set, decides who may call (see SetAuthenticator).
@@ -135,12 +134,11 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("grpcserver: Options.Name is required")
 	}
 	s := &Server{
-		name:      opts.Name,
-		log:       opts.Logger,
-		timeout:   opts.ShutdownTimeout,
-		health:    health.NewServer(),
-		explicit:  make(map[string]bool),
-		inProcess: bufconn.Listen(inProcessBuffer),
+		name:     opts.Name,
+		log:      opts.Logger,
+		timeout:  opts.ShutdownTimeout,
+		health:   health.NewServer(),
+		explicit: make(map[string]bool),
 	}
 	s.log = logger.OrDiscard(s.log).With("server", s.name)
 	if s.timeout <= 0 {
@@ -166,14 +164,18 @@ func New(opts Options) (*Server, error) {
 	if opts.Propagator != nil {
 		otelOpts = append(otelOpts, otelgrpc.WithPropagators(opts.Propagator))
 	}
+	serverStats := otelgrpc.NewServerHandler(otelOpts...)
+	s.inProcess = newInProcess(unary, stream, serverStats, otelgrpc.NewClientHandler(otelOpts...))
 	serverOpts := []grpc.ServerOption{
 		// A fixed pool of stream workers instead of a goroutine per
 		// stream takes tens of microseconds off every call's start.
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
-		grpc.StatsHandler(otelgrpc.NewServerHandler(otelOpts...)),
+		grpc.StatsHandler(serverStats),
 		badBodyCodec(),
-		grpc.ChainUnaryInterceptor(unary...),
-		grpc.ChainStreamInterceptor(stream...),
+		// A body that does not parse is refused before anything else
+		// sees it; the in-process channel parses no body.
+		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{badBodyUnary}, unary...)...),
+		grpc.ChainStreamInterceptor(append([]grpc.StreamServerInterceptor{badBodyStream}, stream...)...),
 	}
 	if opts.MaxConnectionAge > 0 {
 		// MaxConnectionAgeGrace stays at its default, infinity: see
@@ -181,15 +183,24 @@ func New(opts Options) (*Server, error) {
 		serverOpts = append(serverOpts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: opts.MaxConnectionAge}))
 	}
 	s.grpc = grpc.NewServer(append(serverOpts, opts.ServerOptions...)...)
-	healthpb.RegisterHealthServer(s.grpc, s.health)
+	healthpb.RegisterHealthServer(s, s.health)
 	reflection.Register(s.grpc)
 	// Until Serve runs, nothing is served.
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	return s, nil
 }
 
-// GRPC returns the underlying server, to register services on.
+// GRPC returns the underlying gRPC server, for a listener of its own
+// (Serve serves one); register services on the Server itself.
 func (s *Server) GRPC() *grpc.Server { return s.grpc }
+
+// RegisterService registers a service's handlers on the gRPC server and on
+// the in-process channel, so that it is served to both: Server is a
+// grpc.ServiceRegistrar, which the generated Register functions take.
+func (s *Server) RegisterService(desc *grpc.ServiceDesc, impl any) {
+	s.grpc.RegisterService(desc, impl)
+	s.inProcess.reg.RegisterService(desc, impl)
+}
 
 // Health returns the health service, for callers that need more than
 // [Server.SetServing], such as a test that checks a status directly.
@@ -228,8 +239,7 @@ func (s *Server) OnShutdown(f func(ctx context.Context)) {
 // every health status turns NOT_SERVING, the shutdown hooks run, in-flight
 // RPCs are drained with GracefulStop, and whatever is still running when
 // the shutdown timeout ends is stopped hard. Serve closes lis. It also
-// serves the connections of [Server.DialInProcess] until the shutdown
-// ends. It returns nil after a shutdown asked for through ctx, and an
+// serves the calls of [Server.InProcess] until the shutdown ends. It returns nil after a shutdown asked for through ctx, and an
 // error when the listener fails (after shutting down the same way). A
 // Server serves once.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
@@ -244,13 +254,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 
 	served := make(chan error, 1)
 	go func() { served <- s.grpc.Serve(lis) }()
-	// grpc.Server serves several listeners at once and closes them all
-	// when it stops, so the in-process one ends with the network one.
-	inProcessServed := make(chan struct{})
-	go func() {
-		defer close(inProcessServed)
-		_ = s.grpc.Serve(s.inProcess)
-	}()
+	s.inProcess.serve()
 	s.log.Info("gRPC server listening", "addr", lis.Addr().String())
 
 	var serveErr error
@@ -268,7 +272,6 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	if served != nil {
 		<-served
 	}
-	<-inProcessServed
 	return serveErr
 }
 
@@ -277,24 +280,18 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 // New on), and does nothing more after Serve has returned.
 func (s *Server) Close() {
 	s.grpc.Stop()
-	_ = s.inProcess.Close()
+	s.inProcess.close()
 }
 
-// inProcessBuffer is the size of each direction's buffer of an in-process
-// connection: HTTP/2 writes frames of at most 16 KiB, so a few of them in
-// flight keep both sides busy, and the memory stays fixed per connection.
-const inProcessBuffer = 256 << 10
-
-// DialInProcess opens a connection to this server that never leaves the
-// process: an in-memory pipe served by the same gRPC server, with the
-// same interceptors (auth, logging, metrics, recovery) and tracing as a
-// connection from the network. Use it as grpcclient.Options.Dialer for a
-// service that calls another one in the same process. A dial before
-// [Server.Serve] waits until Serve starts or ctx ends; after the server
-// has stopped it fails.
-func (s *Server) DialInProcess(ctx context.Context, _ string) (net.Conn, error) {
-	return s.inProcess.DialContext(ctx)
-}
+// InProcess returns the server's in-process channel: calls through it
+// reach this server's services, through the same interceptors (auth,
+// logging, metrics, recovery) and tracing as calls from the network, with
+// their messages handed across as Go values instead of encoded. Wrap it
+// with grpcclient.NewInProcess for the token and call it like any
+// connection. A call before [Server.Serve] waits until Serve starts or its
+// context ends; once the graceful stop has begun a call is refused as
+// Unavailable.
+func (s *Server) InProcess() grpc.ClientConnInterface { return s.inProcess.ch }
 
 // markServing reports every registered service, and the server as a whole,
 // serving, except those whose status a caller has set.
@@ -333,6 +330,13 @@ func (s *Server) shutdown(parent context.Context) {
 		s.grpc.GracefulStop()
 		close(stopped)
 	}()
+	// The in-process calls drain beside the network's, and are cancelled
+	// when the timeout ends.
+	drained := make(chan struct{})
+	go func() {
+		s.inProcess.drain(ctx)
+		close(drained)
+	}()
 	select {
 	case <-stopped:
 		s.log.Info("gRPC server stopped")
@@ -341,4 +345,5 @@ func (s *Server) shutdown(parent context.Context) {
 		s.grpc.Stop()
 		<-stopped
 	}
+	<-drained
 }

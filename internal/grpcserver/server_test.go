@@ -135,7 +135,7 @@ func start(t *testing.T, opts grpcserver.Options, setup func(*grpcserver.Server)
 }
 
 func registerLLM(f *fakeLLM) func(*grpcserver.Server) {
-	return func(s *grpcserver.Server) { penguinv1.RegisterLLMServiceServer(s.GRPC(), f) }
+	return func(s *grpcserver.Server) { penguinv1.RegisterLLMServiceServer(s, f) }
 }
 
 // waitStatus polls the health service until service reports want.
@@ -201,7 +201,7 @@ func TestSetServingBeforeServeIsKept(t *testing.T) {
 	t.Parallel()
 	ctx := testkit.Context(t, 30*time.Second)
 	r := start(t, grpcserver.Options{}, func(s *grpcserver.Server) {
-		penguinv1.RegisterLLMServiceServer(s.GRPC(), &fakeLLM{})
+		penguinv1.RegisterLLMServiceServer(s, &fakeLLM{})
 		s.SetServing(llmService, false) // say, still connecting to its store
 	})
 	waitStatus(ctx, t, r.conn, "", healthpb.HealthCheckResponse_SERVING)
@@ -571,8 +571,29 @@ func TestTracingRecordsServerSpans(t *testing.T) {
 	}
 }
 
+// transports are the two ways to reach a running server: over TCP, and
+// through its in-process channel.
+var transports = []string{"tcp", "in-process"}
+
+// via returns a connection to r through the transport named tr.
+func (r *running) via(tr string) grpc.ClientConnInterface {
+	if tr == "in-process" {
+		return r.srv.InProcess()
+	}
+	return r.conn
+}
+
 func TestGracefulShutdownDrainsInFlightCalls(t *testing.T) {
 	t.Parallel()
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			t.Parallel()
+			gracefulShutdownDrainsInFlightCalls(t, tr)
+		})
+	}
+}
+
+func gracefulShutdownDrainsInFlightCalls(t *testing.T, tr string) {
 	ctx := testkit.Context(t, 30*time.Second)
 	entered := make(chan struct{})
 	release := make(chan struct{})
@@ -590,7 +611,7 @@ func TestGracefulShutdownDrainsInFlightCalls(t *testing.T) {
 		events = append(events, e)
 	}
 	r := start(t, grpcserver.Options{ShutdownTimeout: 20 * time.Second}, func(s *grpcserver.Server) {
-		penguinv1.RegisterLLMServiceServer(s.GRPC(), f)
+		penguinv1.RegisterLLMServiceServer(s, f)
 		s.OnShutdown(func(hookCtx context.Context) {
 			resp, err := s.Health().Check(hookCtx, &healthpb.HealthCheckRequest{Service: llmService})
 			if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
@@ -613,7 +634,7 @@ func TestGracefulShutdownDrainsInFlightCalls(t *testing.T) {
 	}
 	inflight := make(chan result, 1)
 	go func() {
-		resp, err := penguinv1.NewLLMServiceClient(r.conn).ListProviders(ctx, &penguinv1.ListProvidersRequest{})
+		resp, err := penguinv1.NewLLMServiceClient(r.via(tr)).ListProviders(ctx, &penguinv1.ListProvidersRequest{})
 		inflight <- result{resp, err}
 	}()
 	select {
@@ -624,6 +645,9 @@ func TestGracefulShutdownDrainsInFlightCalls(t *testing.T) {
 
 	if err := r.stop(t); err != nil {
 		t.Fatalf("Serve after shutdown: %v", err)
+	}
+	if _, err := penguinv1.NewLLMServiceClient(r.via(tr)).ListProviders(ctx, &penguinv1.ListProvidersRequest{}); status.Code(err) != codes.Unavailable {
+		t.Errorf("call after the shutdown: %v, want Unavailable", err)
 	}
 	res := <-inflight
 	if res.err != nil || res.resp.GetProviders()[0].GetName() != "drained" {
@@ -638,6 +662,15 @@ func TestGracefulShutdownDrainsInFlightCalls(t *testing.T) {
 
 func TestShutdownStopsHardAfterTimeout(t *testing.T) {
 	t.Parallel()
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			t.Parallel()
+			shutdownStopsHardAfterTimeout(t, tr)
+		})
+	}
+}
+
+func shutdownStopsHardAfterTimeout(t *testing.T, tr string) {
 	ctx := testkit.Context(t, 30*time.Second)
 	entered := make(chan struct{})
 	f := &fakeLLM{streamGenerate: func(s grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]) error {
@@ -648,7 +681,7 @@ func TestShutdownStopsHardAfterTimeout(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	r := start(t, grpcserver.Options{ShutdownTimeout: timeout}, registerLLM(f))
 
-	stream, err := penguinv1.NewLLMServiceClient(r.conn).StreamGenerate(ctx, &penguinv1.StreamGenerateRequest{})
+	stream, err := penguinv1.NewLLMServiceClient(r.via(tr)).StreamGenerate(ctx, &penguinv1.StreamGenerateRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/grpcclient"
 	"github.com/penguin-agent/penguin/internal/grpcserver"
 	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
@@ -32,7 +33,7 @@ type agentReplica struct {
 
 func startAgentReplica(t *testing.T, storeURL string, b *enginetest.Backends) *agentReplica {
 	t.Helper()
-	dial := func(addr string) (*grpc.ClientConn, error) {
+	dial := func(addr string) (grpcclient.Conn, error) {
 		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
 	llmConn, err := dial(b.LLM)

@@ -75,7 +75,7 @@ type Config struct {
 	// replica at the address it advertised, or another engine replica
 	// that owns a run. Connections are kept, one per address, until
 	// [Engine.Close]. Required.
-	Dial func(target string) (*grpc.ClientConn, error)
+	Dial func(target string) (grpcclient.Conn, error)
 	// Advertise is the address other engine replicas reach this one at,
 	// recorded in run leases. Required.
 	Advertise string

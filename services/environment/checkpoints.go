@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -85,6 +86,8 @@ func (s *Service) checkpointStatus(err error) error {
 	switch {
 	case errors.As(err, &conflict), errors.Is(err, checkpoint.ErrCannotRestore):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, checkpoint.ErrCollected):
+		return collectedStatus(s.opts.CheckpointRetention)
 	case errors.Is(err, checkpoint.ErrUnknown):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -92,6 +95,23 @@ func (s *Service) checkpointStatus(err error) error {
 	}
 	s.log.Error("a checkpoint operation failed", "error", err)
 	return status.Errorf(codes.Internal, "checkpoint: %v", err)
+}
+
+// collectedStatus is the status of a checkpoint that retention removed:
+// what a person reads when they undo a turn too old.
+func collectedStatus(r checkpoint.Retention) error {
+	return status.Errorf(codes.FailedPrecondition, "its checkpoint was collected (this service keeps %s; see --checkpoint-keep, --checkpoint-max-size and --checkpoint-max-age), so undo and redo are no longer possible for it", r)
+}
+
+// collect applies the service's retention to a store after a checkpoint
+// was taken. A failure costs disk, not the call: it is logged.
+func (s *Service) collect(st *checkpoint.Store, dir string) {
+	n, err := st.Collect(s.opts.CheckpointRetention, time.Now())
+	if err != nil {
+		s.log.Warn("collecting old checkpoints failed", "workspace", dir, "error", err)
+	} else if n > 0 {
+		s.log.Info("old checkpoints collected", "workspace", dir, "count", n, "retention", s.opts.CheckpointRetention.String())
+	}
 }
 
 // CheckpointWorkspace implements penguinv1.EnvironmentServiceServer.
@@ -102,6 +122,7 @@ func (s *Service) CheckpointWorkspace(ctx context.Context, req *penguinv1.Checkp
 		if err != nil {
 			return s.checkpointStatus(err)
 		}
+		s.collect(st, root.Dir())
 		resp = &penguinv1.CheckpointWorkspaceResponse{Checkpoint: id, Incomplete: m.Incomplete}
 		return nil
 	})
@@ -123,22 +144,23 @@ func (s *Service) withStore(requested string, fn func(*workspace.Root, *checkpoi
 	return fn(root, st)
 }
 
-// DiffCheckpoints implements penguinv1.EnvironmentServiceServer.
+// DiffCheckpoints implements penguinv1.EnvironmentServiceServer. It holds
+// the stores like a checkpoint does, so that no collection removes a
+// content it is reading.
 func (s *Service) DiffCheckpoints(_ context.Context, req *penguinv1.DiffCheckpointsRequest) (*penguinv1.DiffCheckpointsResponse, error) {
-	root, st, err := s.openCheckpoints(req.GetWorkspace())
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	defer st.Close()
-	from, to, err := s.loadPair(st, req.GetFrom(), req.GetTo())
-	if err != nil {
-		return nil, err
-	}
-	return &penguinv1.DiffCheckpointsResponse{
-		Files:      describeChanges(st, checkpoint.Changes(from, to), req.GetWithDiff()),
-		Incomplete: strings.TrimSpace(from.Incomplete + " " + to.Incomplete),
-	}, nil
+	var resp *penguinv1.DiffCheckpointsResponse
+	err := s.withStore(req.GetWorkspace(), func(_ *workspace.Root, st *checkpoint.Store) error {
+		from, to, err := s.loadPair(st, req.GetFrom(), req.GetTo())
+		if err != nil {
+			return err
+		}
+		resp = &penguinv1.DiffCheckpointsResponse{
+			Files:      describeChanges(st, checkpoint.Changes(from, to), req.GetWithDiff()),
+			Incomplete: strings.TrimSpace(from.Incomplete + " " + to.Incomplete),
+		}
+		return nil
+	})
+	return resp, err
 }
 
 // RestoreCheckpoint implements penguinv1.EnvironmentServiceServer. The
@@ -168,6 +190,7 @@ func (s *Service) RestoreCheckpoint(ctx context.Context, req *penguinv1.RestoreC
 		if err != nil {
 			return s.checkpointStatus(err)
 		}
+		s.collect(st, root.Dir())
 		s.log.Info("workspace restored", "workspace", root.Dir(), "from", req.GetFrom(), "to", req.GetTo(), "overwritten", len(overwritten))
 		resp = &penguinv1.RestoreCheckpointResponse{
 			Before: beforeID, After: afterID, Overwritten: overwritten,

@@ -85,6 +85,15 @@ func openScratch(dir string) (*os.Root, error) {
 	return os.OpenRoot(real)
 }
 
+// CheckpointRetention bounds what each workspace's checkpoint store keeps,
+// named here for the service's clients (flags, configuration), which see
+// only this package.
+type CheckpointRetention = checkpoint.Retention
+
+// DefaultCheckpointRetention is the retention of a service told none,
+// for the flags that show it.
+func DefaultCheckpointRetention() CheckpointRetention { return checkpoint.DefaultRetention }
+
 // Options configure a Service.
 type Options struct {
 	// Root is the directory every workspace must lie under. It is
@@ -102,6 +111,10 @@ type Options struct {
 	// Checkpoints bounds the workspace checkpoints that turns' undo rests
 	// on (CheckpointWorkspace); zero means checkpoint.DefaultLimits.
 	Checkpoints checkpoint.Limits
+	// CheckpointRetention bounds what each workspace's checkpoint store
+	// keeps, oldest collected first; zero fields mean
+	// checkpoint.DefaultRetention's.
+	CheckpointRetention checkpoint.Retention
 	// Env is the base environment of commands; nil means this process's.
 	// Penguin's own variables and provider credentials are removed from
 	// it (see CommandEnv).

@@ -78,6 +78,9 @@ func New(opts Options) (*Service, error) {
 	if opts.ScratchLimit < 0 {
 		return nil, fmt.Errorf("scratch limit %d is negative", opts.ScratchLimit)
 	}
+	if opts.CheckpointRetention, err = opts.CheckpointRetention.WithDefaults(); err != nil {
+		return nil, err
+	}
 	scratch, err := openScratch(opts.ScratchDir)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/penguin-agent/penguin/internal/logger"
+	"github.com/penguin-agent/penguin/services/environment/checkpoint"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 
@@ -43,6 +44,10 @@ type Config struct {
 	// Limits bound each environment; zero fields mean
 	// sandbox.DefaultLimits.
 	Limits sandbox.Limits
+	// CheckpointRetention bounds each workspace's checkpoints (see
+	// [Options.CheckpointRetention]); zero fields mean
+	// checkpoint.DefaultRetention's.
+	CheckpointRetention checkpoint.Retention
 	// HidePaths are files confined commands see empty: the auth token
 	// file belongs here.
 	HidePaths []string
@@ -85,20 +90,21 @@ func Setup(cfg Config) (*Service, func() error, error) {
 		log.Info(why)
 	}
 	svc, err := New(Options{
-		Root:            root,
-		ScratchDir:      cfg.ScratchDir,
-		NoCgroups:       cfg.NoCgroups,
-		DefaultSandbox:  cfg.DefaultSandbox,
-		DefaultNetwork:  cfg.DefaultNetwork,
-		SandboxRequired: cfg.SandboxRequired,
-		SandboxUser:     user,
-		Limits:          cfg.Limits,
-		HidePaths:       cfg.HidePaths,
-		WritablePaths:   cfg.WritablePaths,
-		Advertise:       cfg.Advertise,
-		Logger:          log,
-		Version:         cfg.Version,
-		Registerer:      cfg.Registerer,
+		Root:                root,
+		ScratchDir:          cfg.ScratchDir,
+		NoCgroups:           cfg.NoCgroups,
+		DefaultSandbox:      cfg.DefaultSandbox,
+		DefaultNetwork:      cfg.DefaultNetwork,
+		SandboxRequired:     cfg.SandboxRequired,
+		SandboxUser:         user,
+		Limits:              cfg.Limits,
+		CheckpointRetention: cfg.CheckpointRetention,
+		HidePaths:           cfg.HidePaths,
+		WritablePaths:       cfg.WritablePaths,
+		Advertise:           cfg.Advertise,
+		Logger:              log,
+		Version:             cfg.Version,
+		Registerer:          cfg.Registerer,
 	})
 	if err != nil {
 		return nil, nil, err

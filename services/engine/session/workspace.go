@@ -162,7 +162,7 @@ func (m *Manager) WorkspaceDiff(ctx context.Context, id string, seq int64) (*pen
 	c := tc.GetChange()
 	diff, err := m.opts.Environment.DiffCheckpoints(ctx, &penguinv1.DiffCheckpointsRequest{Workspace: row.Workspace, From: c.GetBefore(), To: c.GetAfter(), WithDiff: true})
 	if err != nil {
-		return nil, downstream("diff the turn's checkpoints", err)
+		return nil, downstream(fmt.Sprintf("the diff of change #%d", tc.GetSequence()), err)
 	}
 	full := &penguinv1.WorkspaceChange{Kind: c.GetKind(), Before: c.GetBefore(), After: c.GetAfter(), Files: diff.GetFiles(), Incomplete: c.GetIncomplete()}
 	return &penguinv1.TurnChange{Sequence: tc.GetSequence(), Time: tc.GetTime(), Change: full, Undone: tc.GetUndone(), Prompt: tc.GetPrompt()}, nil
@@ -218,13 +218,13 @@ func (m *Manager) undoClaimed(ctx context.Context, rt *Runtime, seq int64, redo,
 	if err != nil {
 		return nil, err
 	}
-	from, to, kind, verb := c.GetAfter(), c.GetBefore(), penguinv1.WorkspaceChangeKind_WORKSPACE_CHANGE_KIND_UNDO, "undid"
+	from, to, kind, action, verb := c.GetAfter(), c.GetBefore(), penguinv1.WorkspaceChangeKind_WORKSPACE_CHANGE_KIND_UNDO, "undo", "undid"
 	if redo {
-		from, to, kind, verb = c.GetBefore(), c.GetAfter(), penguinv1.WorkspaceChangeKind_WORKSPACE_CHANGE_KIND_REDO, "redid"
+		from, to, kind, action, verb = c.GetBefore(), c.GetAfter(), penguinv1.WorkspaceChangeKind_WORKSPACE_CHANGE_KIND_REDO, "redo", "redid"
 	}
 	resp, err := m.opts.Environment.RestoreCheckpoint(ctx, &penguinv1.RestoreCheckpointRequest{Workspace: row.Workspace, From: from, To: to, Force: force})
 	if err != nil {
-		return nil, downstream("restore the workspace", err)
+		return nil, downstream(fmt.Sprintf("%s change #%d", action, tc.GetSequence()), err)
 	}
 	rec := &penguinv1.WorkspaceChange{
 		Kind: kind, Before: resp.GetBefore(), After: resp.GetAfter(), Files: resp.GetFiles(),

@@ -112,6 +112,9 @@ type Manifest struct {
 // Store is the checkpoints of one workspace.
 type Store struct {
 	root *os.Root
+	// added counts the bytes this handle wrote to the store, which
+	// Collect adds to the usage it last recorded.
+	added int64
 }
 
 // Open opens (creating it if needed) the store of the workspace dir inside
@@ -261,7 +264,11 @@ func (s *Store) put(data []byte) (string, error) {
 	if s.has(hash) {
 		return hash, nil
 	}
-	return hash, s.write(objectName(hash), data)
+	if err := s.write(objectName(hash), data); err != nil {
+		return "", err
+	}
+	s.added += int64(len(data))
+	return hash, nil
 }
 
 // write writes a file of the store whole, or not at all.
@@ -296,9 +303,12 @@ func (s *Store) save(m *Manifest) (string, error) {
 	}
 	sum := sha256.Sum256(text)
 	id := hex.EncodeToString(sum[:])
-	name := "manifests/" + id + ".json.gz"
+	name := manifestName(id)
 	if _, err := s.root.Stat(name); err == nil {
-		return id, nil
+		// The same files again: the checkpoint is new as far as
+		// collection goes, oldest first by modification time.
+		now := time.Now()
+		return id, s.root.Chtimes(name, now, now)
 	}
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
@@ -306,16 +316,25 @@ func (s *Store) save(m *Manifest) (string, error) {
 	if err := zw.Close(); err != nil {
 		return "", err
 	}
-	return id, s.write(name, buf.Bytes())
+	if err := s.write(name, buf.Bytes()); err != nil {
+		return "", err
+	}
+	s.added += int64(buf.Len())
+	return id, nil
 }
+
+func manifestName(id string) string { return "manifests/" + id + ".json.gz" }
 
 // Load reads the checkpoint id.
 func (s *Store) Load(id string) (*Manifest, error) {
 	if !idPattern.MatchString(id) {
 		return nil, fmt.Errorf("%w: %q", ErrUnknown, id)
 	}
-	f, err := s.root.Open("manifests/" + id + ".json.gz")
+	f, err := s.root.Open(manifestName(id))
 	if errors.Is(err, fs.ErrNotExist) {
+		if s.wasCollected(id) {
+			return nil, fmt.Errorf("%w: %s", ErrCollected, id)
+		}
 		return nil, fmt.Errorf("%w: %s (the service's scratch area may have been cleared)", ErrUnknown, id)
 	}
 	if err != nil {
