@@ -168,6 +168,7 @@ func (s *Service) prepareCommands(e *Environment, spec createSpec) {
 				Launcher:         launcher,
 				Limits:           sb,
 				Max:              s.opts.MaxSessions,
+				TailSlack:        e.vault.MaxHeld(),
 				OnBackgroundDone: e.backgroundDone,
 			})
 		},

@@ -1,7 +1,6 @@
 package environment
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/termtext"
 	"github.com/penguin-agent/penguin/services/environment/command"
 	"github.com/penguin-agent/penguin/services/environment/framing"
+	"github.com/penguin-agent/penguin/services/environment/redact"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 
@@ -170,7 +170,7 @@ func (s *Service) ListProcesses(ctx context.Context, req *penguinv1.ListProcesse
 		resp.Processes = append(resp.Processes, &penguinv1.ProcessInfo{
 			ProcessId: p.ID, Command: e.vault.String(p.Command), State: state, ExitCode: int32(p.ExitCode),
 			Pid: int32(p.Pid), StartedAtMs: p.Started.UnixMilli(), Background: p.Background,
-			OutputTail: e.vault.String(outputTail(p.Tail)),
+			OutputTail: outputTail(e.vault, p.Tail, p.TailCut),
 		})
 	}
 	return resp, nil
@@ -227,14 +227,25 @@ func (s *Service) DisposeEnvironment(ctx context.Context, req *penguinv1.Dispose
 // whole lines of it (a line cut by the tail's bound is left out), each as
 // a terminal leaves it (what follows its last carriage return: a progress
 // bar's last state), escape sequences and control characters removed,
-// valid UTF-8 as proto strings must be.
-func outputTail(tail []byte) string {
-	if len(tail) >= command.TailBytes {
-		if i := bytes.IndexByte(tail, '\n'); i >= 0 {
-			tail = tail[i+1:]
+// valid UTF-8 as proto strings must be, and no vault value in it: values
+// are replaced before the cut and again once the lines are clean.
+func outputTail(v *redact.Vault, tail []byte, cut bool) string {
+	text := v.String(string(tail))
+	if cut {
+		// The tail may start inside a value, whose end no matcher can
+		// recognise: as much as a value's longest form spans goes.
+		text = text[min(v.MaxHeld(), len(text)):]
+	}
+	if len(text) > command.TailBytes {
+		text = text[len(text)-command.TailBytes:]
+		cut = true
+	}
+	if cut {
+		if i := strings.IndexByte(text, '\n'); i >= 0 {
+			text = text[i+1:]
 		}
 	}
-	lines := strings.Split(strings.ToValidUTF8(string(tail), ""), "\n")
+	lines := strings.Split(strings.ToValidUTF8(text, ""), "\n")
 	for i, l := range lines {
 		l = strings.TrimSuffix(l, "\r")
 		if j := strings.LastIndexByte(l, '\r'); j >= 0 {
@@ -242,5 +253,6 @@ func outputTail(tail []byte) string {
 		}
 		lines[i] = termtext.Clean(l)
 	}
-	return strings.TrimRight(strings.Join(lines, "\n"), "\n")
+	// Again once clean: escape sequences may have split a value.
+	return v.String(strings.TrimRight(strings.Join(lines, "\n"), "\n"))
 }

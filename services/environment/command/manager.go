@@ -51,6 +51,11 @@ type Options struct {
 	Launcher Launcher
 	// Max caps the number of sessions; zero means MaxSessions.
 	Max int
+	// TailSlack is how many bytes of output each session's tail keeps
+	// beyond TailBytes. The environment makes it the longest span of a
+	// vault value, so that a value whose start the tail cut off can be
+	// dropped whole before the tail is shown (see Info.Tail).
+	TailSlack int
 	// OnBackgroundDone is called, on its own goroutine, when a command
 	// started in the background finishes by itself.
 	OnBackgroundDone func(*Session)
@@ -343,6 +348,7 @@ func (m *Manager) start(id string, o StartOptions, notice string) (*Session, err
 	now := time.Now()
 	s := &Session{
 		id:         id,
+		tailKeep:   TailBytes + max(m.opts.TailSlack, 0),
 		command:    o.Command,
 		background: o.Background,
 		started:    now,

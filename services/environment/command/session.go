@@ -134,10 +134,12 @@ type Session struct {
 	// whenever one fills. Only kept while attached.
 	spare   []byte
 	dropped int64
-	// tail is the last TailBytes of the output, read or not, for the
-	// process list (ListProcesses): what the command printed last, however
-	// the model reads its output.
+	// tail is the last tailKeep bytes of the output, read or not, for
+	// the process list (ListProcesses): what the command printed last,
+	// however the model reads its output.
 	tail        []byte
+	tailKeep    int
+	tailCut     bool
 	attached    bool
 	exited      bool
 	eof         bool
@@ -184,8 +186,13 @@ type Info struct {
 	Pid        int
 	Started    time.Time
 	Background bool
-	// Tail is the last output, at most TailBytes of it.
+	// Tail is the last output, at most TailBytes plus Options.TailSlack
+	// of it, as the command wrote it: a caller that shows it replaces
+	// vault values first, and cuts it to TailBytes after.
 	Tail []byte
+	// TailCut tells whether output before Tail was dropped, so that Tail
+	// may start in the middle of a line, or of a vault value.
+	TailCut bool
 }
 
 // TailBytes is how much of a command's last output Info keeps: a dozen
@@ -199,7 +206,7 @@ func (s *Session) Info() Info {
 	defer s.mu.Unlock()
 	return Info{
 		ID: s.id, Command: s.command, State: s.stateLocked(), ExitCode: s.exitCode, Pid: pid, Started: s.started, Background: s.background,
-		Tail: bytes.Clone(s.tail),
+		Tail: bytes.Clone(s.tail), TailCut: s.tailCut,
 	}
 }
 
@@ -307,8 +314,12 @@ func (s *Session) fill(read func([]byte) (int, error)) (int, error) {
 	before := len(s.unread)
 	s.unread = s.unread[:before+n]
 	got := s.unread[before:]
-	got = got[max(len(got)-TailBytes, 0):]
-	s.tail = append(s.tail[max(len(s.tail)+len(got)-TailBytes, 0):], got...)
+	if over := len(s.tail) + len(got) - s.tailKeep; over > 0 {
+		s.tailCut = true
+		got = got[max(len(got)-s.tailKeep, 0):]
+		s.tail = s.tail[max(len(s.tail)+len(got)-s.tailKeep, 0):]
+	}
+	s.tail = append(s.tail, got...)
 	if over := len(s.unread) - detachedBuffer; over > 0 && !s.attached {
 		s.dropped += int64(over)
 		s.unread = s.unread[over:]
