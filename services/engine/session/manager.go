@@ -53,6 +53,13 @@ import (
 // must still be recorded), only by this.
 const storeTimeout = 30 * time.Second
 
+// logLinger is how long an event of the log that is no durability point
+// (a prompt, the start of a model request) may wait to be recorded
+// together with the next one (package journal). With a model that
+// answers at once the prompt goes in the same transaction as the answer;
+// with a slow one, the client sees its prompt this much later.
+const logLinger = 5 * time.Millisecond
+
 // Options configure a Manager.
 type Options struct {
 	// Store keeps sessions and their logs.
