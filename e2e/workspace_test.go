@@ -190,6 +190,74 @@ func TestWorkspaceUndoCollected(t *testing.T) {
 	}
 }
 
+// TestWorkspaceLargeChange runs a turn whose command creates 5,000 files:
+// the list of changes carries the first 100 with the count, the diff
+// pages through all of them in path order, and `penguin sessions diff`
+// lists them all.
+func TestWorkspaceLargeChange(t *testing.T) {
+	t.Parallel()
+	const count = 5000
+	ctx := testkit.Context(t, 3*time.Minute)
+	mock := startMock(t, "workspace-many", filepath.Join("testdata", "workspace-many.yaml"))
+	providers := writeProviders(t, route{"scripted", mock})
+	root, home := t.TempDir(), t.TempDir()
+	env := []string{"MOCK_API_KEY=unused", "PENGUIN_HOME=" + t.TempDir(), "HOME=" + home, "XDG_CACHE_HOME=" + filepath.Join(home, ".cache")}
+	srv := start(t, "penguin serve", env, "serve", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--providers", providers, "--root", root)
+	addr := grpcAddr(srv, "penguin")
+	ws := filepath.Join(root, "ws")
+	writeFile(t, filepath.Join(ws, "README"), "a workspace\n")
+	run := start(t, "penguin run", nil, "run", "--engine", addr, "--provider", "scripted", "--model", "m", "--workspace", ws, "--approval", "allow-all", "--sandbox", "none", "make many files")
+	if code := run.Wait(90 * time.Second); code != 0 {
+		t.Fatalf("penguin run exited %d:\n%s", code, run.Output())
+	}
+	id := sessionIDFrom(t, run.Output())
+	engine := e2etest.DialEngine(t, addr, "")
+	list, err := engine.ListWorkspaceChanges(ctx, &penguinv1.ListWorkspaceChangesRequest{SessionId: id})
+	if err != nil || len(list.GetChanges()) != 1 {
+		t.Fatalf("changes: %v, %v", list, err)
+	}
+	c := list.GetChanges()[0]
+	if n := len(c.GetChange().GetFiles()); n != 100 || c.GetFileCount() != count {
+		t.Fatalf("the list carries %d files of a change counted %d; want 100 of %d", n, c.GetFileCount(), count)
+	}
+	var paths []string
+	token := ""
+	for page := 0; ; page++ {
+		if page > count/1000 {
+			t.Fatalf("more than %d pages of 1000 for %d files", page, count)
+		}
+		resp, err := engine.GetWorkspaceDiff(ctx, &penguinv1.GetWorkspaceDiffRequest{SessionId: id, Sequence: c.GetSequence(), PageSize: 1000, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := resp.GetChange().GetChange().GetFiles()
+		if len(files) > 1000 || resp.GetChange().GetFileCount() != count {
+			t.Fatalf("page %d: %d files, count %d", page, len(files), resp.GetChange().GetFileCount())
+		}
+		for _, f := range files {
+			paths = append(paths, changeMark(f)+f.GetPath())
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	if len(paths) != count || paths[0] != "Amany/f00001.txt" || paths[count-1] != fmt.Sprintf("Amany/f%05d.txt", count) {
+		t.Fatalf("the pages hold %d files, from %v to %v; want %d, f00001 to f%05d", len(paths), paths[:1], paths[len(paths)-1:], count, count)
+	}
+	for i := 1; i < len(paths); i++ {
+		if paths[i] <= paths[i-1] {
+			t.Fatalf("pages out of order or repeating at %d: %s after %s", i, paths[i], paths[i-1])
+		}
+	}
+	if _, err := engine.GetWorkspaceDiff(ctx, &penguinv1.GetWorkspaceDiffRequest{SessionId: id, Sequence: c.GetSequence(), PageToken: "not-a-token"}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a made-up page token: %v, want INVALID_ARGUMENT", err)
+	}
+	diff := start(t, "penguin sessions diff", nil, "sessions", "--engine", addr, "diff", id)
+	if code := diff.Wait(60 * time.Second); code != 0 || strings.Count(diff.Stdout(), "\n  A many/f") != count {
+		t.Fatalf("penguin sessions diff exited %d with %d files listed, want %d", code, strings.Count(diff.Stdout(), "\n  A many/f"), count)
+	}
+}
+
 func changeMark(f *penguinv1.FileChange) string {
 	switch f.GetKind() {
 	case penguinv1.FileChangeKind_FILE_CHANGE_KIND_ADDED:

@@ -60,11 +60,7 @@ one service alone.`,
 			return fmt.Errorf("serve: %w", err)
 		}
 		cfg.Engine.Team = af.engine.teamMode(common.listen, gw.listen)
-		p, err := assemble.New(ctx, cfg)
-		if err != nil {
-			return fmt.Errorf("serve: %w", err)
-		}
-		return p.Serve(ctx)
+		return serveProcess(ctx, "serve", cfg)
 	}
 	cmd.AddCommand(newServeLLMCmd(), newServeEnvironmentCmd(), newServeEngineCmd())
 	return cmd

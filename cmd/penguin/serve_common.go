@@ -76,8 +76,12 @@ func (f *serverFlags) secretFiles() []string {
 }
 
 // serveProcess builds the process cfg describes and serves it until ctx
-// ends; command names the command in errors.
+// ends; command names the command in errors. A server gives back the
+// memory its start-up used before it reports ready
+// (assemble.Config.ReleaseStartup); a client command's embedded server,
+// which lives as long as one task, does not.
 func serveProcess(ctx context.Context, command string, cfg assemble.Config) error {
+	cfg.ReleaseStartup = true
 	p, err := assemble.New(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("%s: %w", command, err)

@@ -46,6 +46,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/grpcclient"
 	"github.com/penguin-agent/penguin/internal/grpcserver"
 	"github.com/penguin-agent/penguin/internal/logger"
+	"github.com/penguin-agent/penguin/internal/resident"
 	"github.com/penguin-agent/penguin/internal/telemetry"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/store"
@@ -113,6 +114,10 @@ type Config struct {
 	// Gateway, when set, serves the HTTP/SSE gateway and the web app in
 	// front of this process's engine, which it then requires.
 	Gateway *GatewayConfig
+	// ReleaseStartup gives back, once the servers have started and before
+	// the process reports itself serving, the memory its start-up used
+	// and serving does not (resident.Release), for a long-running server.
+	ReleaseStartup bool
 }
 
 // check reports what makes cfg unusable.
@@ -504,6 +509,10 @@ func (p *Process) Serve(ctx context.Context) error {
 	if lis == nil {
 		return errors.New("assemble: Serve called twice, or after Close")
 	}
+	if p.cfg.ReleaseStartup {
+		// Not serving until the start-up memory is given back below.
+		p.srv.SetServing("", false)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return p.srv.Serve(gctx, lis) })
 	if metricsLis != nil {
@@ -517,6 +526,12 @@ func (p *Process) Serve(ctx context.Context) error {
 	}
 	for _, f := range p.serving {
 		f()
+	}
+	if p.cfg.ReleaseStartup {
+		if err := resident.Release(); err != nil {
+			p.log.Debug("start-up memory kept", "error", err)
+		}
+		p.srv.SetServing("", true)
 	}
 	p.log.Info(p.cfg.Name+" listening", append([]any{"addr", p.addr, "services", strings.Join(p.services, ","),
 		"auth", p.cfg.AuthToken != ""}, p.describe...)...)

@@ -74,8 +74,37 @@ func changesText(changes []*penguinv1.TurnChange) string {
 		for _, f := range c.GetChange().GetFiles() {
 			b.WriteString(fileLine(f) + "\n")
 		}
+		if more := int(c.GetFileCount()) - len(c.GetChange().GetFiles()); more > 0 {
+			fmt.Fprintf(&b, "  ... and %d more file(s) (penguin sessions diff ID %d lists them all)\n", more, c.GetSequence())
+		}
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// maxDiffPages bounds the pages `diff` reads: a change holds at most a
+// checkpoint's 20,000 paths twice, 40 pages of 1,000.
+const maxDiffPages = 100
+
+// turnDiff reads a turn's change page by page, its files and diffs
+// together.
+func turnDiff(ctx context.Context, engine penguinv1.EngineServiceClient, id string, seq int64) (*penguinv1.TurnChange, error) {
+	var whole *penguinv1.TurnChange
+	token := ""
+	for range maxDiffPages {
+		resp, err := engine.GetWorkspaceDiff(ctx, &penguinv1.GetWorkspaceDiffRequest{SessionId: id, Sequence: seq, PageSize: 1000, PageToken: token})
+		if err != nil {
+			return nil, err
+		}
+		if whole == nil {
+			whole = resp.GetChange()
+		} else {
+			whole.Change.Files = append(whole.Change.Files, resp.GetChange().GetChange().GetFiles()...)
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			return whole, nil
+		}
+	}
+	return nil, fmt.Errorf("change #%d has more than %d pages of files", seq, maxDiffPages)
 }
 
 // diffText is one turn's change with its diffs.
@@ -128,11 +157,11 @@ func workspaceVerb(ctx context.Context, engine penguinv1.EngineServiceClient, ve
 		}
 		return changesText(resp.GetChanges()), nil
 	case "diff":
-		resp, err := engine.GetWorkspaceDiff(ctx, &penguinv1.GetWorkspaceDiffRequest{SessionId: id, Sequence: seq})
+		change, err := turnDiff(ctx, engine, id, seq)
 		if err != nil {
 			return "", err
 		}
-		return diffText(resp.GetChange()), nil
+		return diffText(change), nil
 	}
 	redo := verb == "redo"
 	resp, err := engine.UndoWorkspaceChange(ctx, &penguinv1.UndoWorkspaceChangeRequest{SessionId: id, Sequence: seq, Redo: redo, Force: force})

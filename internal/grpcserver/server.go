@@ -239,16 +239,14 @@ func (s *Server) OnShutdown(f func(ctx context.Context)) {
 // every health status turns NOT_SERVING, the shutdown hooks run, in-flight
 // RPCs are drained with GracefulStop, and whatever is still running when
 // the shutdown timeout ends is stopped hard. Serve closes lis. It also
-// serves the calls of [Server.InProcess] until the shutdown ends. It returns nil after a shutdown asked for through ctx, and an
-// error when the listener fails (after shutting down the same way). A
-// Server serves once.
+// serves the calls of [Server.InProcess] until the shutdown ends. It
+// returns nil after a shutdown asked for through ctx, and an error when
+// the listener fails (after shutting down the same way). A Server serves
+// once.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	if !s.started.CompareAndSwap(false, true) {
 		_ = lis.Close()
 		return errors.New("grpcserver: Serve called more than once")
-	}
-	if s.metrics != nil {
-		s.metrics.InitializeMetrics(s.grpc)
 	}
 	s.markServing()
 

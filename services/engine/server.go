@@ -42,7 +42,7 @@ type Sessions interface {
 	Processes(ctx context.Context, id string) ([]*penguinv1.ProcessInfo, error)
 	KillProcess(ctx context.Context, id, processID string) (string, error)
 	WorkspaceChanges(ctx context.Context, id string) ([]*penguinv1.TurnChange, error)
-	WorkspaceDiff(ctx context.Context, id string, seq int64) (*penguinv1.TurnChange, error)
+	WorkspaceDiff(ctx context.Context, id string, seq int64, pageSize int, token string) (*penguinv1.TurnChange, string, error)
 	UndoChange(ctx context.Context, id string, seq int64, redo, force bool) (*session.UndoResult, error)
 	WorkspaceFiles(ctx context.Context, id, dir string) (*penguinv1.ListWorkspaceFilesResponse, error)
 	WorkspaceFile(ctx context.Context, id, name string) (*penguinv1.ReadWorkspaceFileResponse, error)
@@ -175,6 +175,14 @@ func (s *Server) ListWorkspaceChanges(ctx context.Context, req *penguinv1.ListWo
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
+	for i, c := range cs {
+		if ch := c.GetChange(); len(ch.GetFiles()) > session.ListedFiles {
+			// A new message: the change may be the log's own.
+			cut := &penguinv1.WorkspaceChange{Kind: ch.GetKind(), Before: ch.GetBefore(), After: ch.GetAfter(), Files: ch.GetFiles()[:session.ListedFiles],
+				TurnSequence: ch.GetTurnSequence(), Incomplete: ch.GetIncomplete(), Forced: ch.GetForced()}
+			cs[i] = &penguinv1.TurnChange{Sequence: c.GetSequence(), Time: c.GetTime(), Change: cut, Undone: c.GetUndone(), Prompt: c.GetPrompt(), FileCount: c.GetFileCount()}
+		}
+	}
 	return &penguinv1.ListWorkspaceChangesResponse{Changes: cs}, nil
 }
 
@@ -186,11 +194,11 @@ func (s *Server) GetWorkspaceDiff(ctx context.Context, req *penguinv1.GetWorkspa
 	if req.GetSequence() < 0 {
 		return nil, status.Error(codes.InvalidArgument, "sequence must be a change's sequence number (0: the last change)")
 	}
-	c, err := s.sessions.WorkspaceDiff(ctx, req.GetSessionId(), req.GetSequence())
+	c, next, err := s.sessions.WorkspaceDiff(ctx, req.GetSessionId(), req.GetSequence(), int(req.GetPageSize()), req.GetPageToken())
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
-	return &penguinv1.GetWorkspaceDiffResponse{Change: c}, nil
+	return &penguinv1.GetWorkspaceDiffResponse{Change: c, NextPageToken: next}, nil
 }
 
 // UndoWorkspaceChange undoes or redoes one turn's change of the

@@ -154,13 +154,32 @@ func (s *Service) DiffCheckpoints(_ context.Context, req *penguinv1.DiffCheckpoi
 		if err != nil {
 			return err
 		}
+		changes := checkpoint.Changes(from, to)
+		if only := req.GetPaths(); len(only) > 0 {
+			changes = onlyPaths(changes, only)
+		}
 		resp = &penguinv1.DiffCheckpointsResponse{
-			Files:      describeChanges(st, checkpoint.Changes(from, to), req.GetWithDiff()),
+			Files:      describeChanges(st, changes, req.GetWithDiff()),
 			Incomplete: strings.TrimSpace(from.Incomplete + " " + to.Incomplete),
 		}
 		return nil
 	})
 	return resp, err
+}
+
+// onlyPaths keeps the changes of the paths named.
+func onlyPaths(changes []checkpoint.Change, paths []string) []checkpoint.Change {
+	want := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		want[p] = true
+	}
+	var out []checkpoint.Change
+	for _, c := range changes {
+		if want[c.Path] {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // RestoreCheckpoint implements penguinv1.EnvironmentServiceServer. The

@@ -40,12 +40,19 @@ func (g *Gateway) changes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) changeDiff(w http.ResponseWriter, r *http.Request) {
-	resp, err := g.engine.GetWorkspaceDiff(r.Context(), &penguinv1.GetWorkspaceDiffRequest{SessionId: r.PathValue("id"), Sequence: sequence(r)})
+	size, err := queryInt32(r, "page_size")
+	if err != nil {
+		badRequest(w, err.Error())
+		return
+	}
+	resp, err := g.engine.GetWorkspaceDiff(r.Context(), &penguinv1.GetWorkspaceDiffRequest{
+		SessionId: r.PathValue("id"), Sequence: sequence(r), PageSize: size, PageToken: r.URL.Query().Get("page_token"),
+	})
 	if err != nil {
 		g.fail(w, r, err)
 		return
 	}
-	writeProto(w, http.StatusOK, resp.GetChange())
+	writeProto(w, http.StatusOK, resp)
 }
 
 // undoChange undoes, or redoes, a change; the body may set force.

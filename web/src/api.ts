@@ -36,6 +36,11 @@ export interface SessionDefaults {
   attachments?: AttachmentLimits;
 }
 
+/** changePage is how many of a change's files (with their diffs) the
+ * workspace panel loads at a time: a turn that changed 50,000 files is
+ * shown a page at a time, never rendered whole. */
+export const changePage = 500;
+
 /** One turn's change of the workspace (GET /api/sessions/{id}/changes). */
 export interface TurnChange {
   /** The sequence of the turn's workspace_change event (an int64, as a string). */
@@ -43,6 +48,8 @@ export interface TurnChange {
   time?: string;
   prompt?: string;
   undone?: boolean;
+  /** How many files the change has; change.files may list fewer (a list's first 100, or a page). */
+  file_count?: number;
   change?: { files?: WorkspaceFile[]; incomplete?: string };
 }
 
@@ -289,7 +296,10 @@ export const api = {
     request<{ first_sequence: string }>("POST", `/api/sessions/${encodeURIComponent(id)}/tasks`,
       { prompt, ...(thinking ? { thinking_level: thinking } : {}), ...(goal ? { goal: { budget: String(goal.budget) } } : {}), ...(images?.length ? { images } : {}), ...(skills?.length ? { skills } : {}) }),
   changes: (id: string) => request<{ changes?: TurnChange[] }>("GET", `/api/sessions/${encodeURIComponent(id)}/changes`),
-  changeDiff: (id: string, seq: string) => request<TurnChange>("GET", `/api/sessions/${encodeURIComponent(id)}/changes/${encodeURIComponent(seq)}`),
+  /** A page of a change's files with their diffs; pageToken is the last page's next_page_token. */
+  changeDiff: (id: string, seq: string, pageToken = "") =>
+    request<{ change?: TurnChange; next_page_token?: string }>("GET", `/api/sessions/${encodeURIComponent(id)}/changes/${encodeURIComponent(seq)}?page_size=${changePage}`
+      + (pageToken ? `&page_token=${encodeURIComponent(pageToken)}` : "")),
   undoChange: (id: string, seq: string, redo: boolean, force = false) =>
     request<{ overwritten?: string[] }>("POST", `/api/sessions/${encodeURIComponent(id)}/changes/${encodeURIComponent(seq)}/${redo ? "redo" : "undo"}`, force ? { force } : {}),
   files: (id: string, dir: string) => request<{ entries?: WorkspaceEntry[]; truncated?: boolean }>("GET", `/api/sessions/${encodeURIComponent(id)}/files?dir=${encodeURIComponent(dir)}`),

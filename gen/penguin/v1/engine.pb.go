@@ -3064,7 +3064,10 @@ type TurnChange struct {
 	// redo).
 	Undone bool `protobuf:"varint,4,opt,name=undone,proto3" json:"undone,omitempty"`
 	// The prompt of the turn, cut to a line, to tell turns apart.
-	Prompt        string `protobuf:"bytes,5,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	Prompt string `protobuf:"bytes,5,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	// How many files the change has in all; change.files may hold fewer
+	// (a list's first ones, or a page).
+	FileCount     int32 `protobuf:"varint,6,opt,name=file_count,json=fileCount,proto3" json:"file_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3134,6 +3137,13 @@ func (x *TurnChange) GetPrompt() string {
 	return ""
 }
 
+func (x *TurnChange) GetFileCount() int32 {
+	if x != nil {
+		return x.FileCount
+	}
+	return 0
+}
+
 // ListWorkspaceChangesResponse lists the changes.
 type ListWorkspaceChangesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3186,7 +3196,12 @@ type GetWorkspaceDiffRequest struct {
 	// The session's id.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// The sequence number of the turn's workspace_change event.
-	Sequence      int64 `protobuf:"varint,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Sequence int64 `protobuf:"varint,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// The most files (with their diffs) to return; zero means 100, and
+	// more than 1000 means 1000.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of a previous response.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3235,11 +3250,28 @@ func (x *GetWorkspaceDiffRequest) GetSequence() int64 {
 	return 0
 }
 
+func (x *GetWorkspaceDiffRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetWorkspaceDiffRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 // GetWorkspaceDiffResponse has the change with its diffs.
 type GetWorkspaceDiffResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The turn's change; each text file's diff is set.
-	Change        *TurnChange `protobuf:"bytes,1,opt,name=change,proto3" json:"change,omitempty"`
+	// The turn's change; its files are one page, by path, each text
+	// file's diff set.
+	Change *TurnChange `protobuf:"bytes,1,opt,name=change,proto3" json:"change,omitempty"`
+	// The token of the next page; empty on the last one.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3279,6 +3311,13 @@ func (x *GetWorkspaceDiffResponse) GetChange() *TurnChange {
 		return x.Change
 	}
 	return nil
+}
+
+func (x *GetWorkspaceDiffResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // UndoWorkspaceChangeRequest names a turn's change to undo or redo.
@@ -3849,22 +3888,28 @@ const file_penguin_v1_engine_proto_rawDesc = "" +
 	"\amessage\x18\x01 \x01(\tR\amessage\"<\n" +
 	"\x1bListWorkspaceChangesRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\xbd\x01\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\xdc\x01\n" +
 	"\n" +
 	"TurnChange\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x123\n" +
 	"\x06change\x18\x03 \x01(\v2\x1b.penguin.v1.WorkspaceChangeR\x06change\x12\x16\n" +
 	"\x06undone\x18\x04 \x01(\bR\x06undone\x12\x16\n" +
-	"\x06prompt\x18\x05 \x01(\tR\x06prompt\"P\n" +
+	"\x06prompt\x18\x05 \x01(\tR\x06prompt\x12\x1d\n" +
+	"\n" +
+	"file_count\x18\x06 \x01(\x05R\tfileCount\"P\n" +
 	"\x1cListWorkspaceChangesResponse\x120\n" +
-	"\achanges\x18\x01 \x03(\v2\x16.penguin.v1.TurnChangeR\achanges\"T\n" +
+	"\achanges\x18\x01 \x03(\v2\x16.penguin.v1.TurnChangeR\achanges\"\x90\x01\n" +
 	"\x17GetWorkspaceDiffRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +
-	"\bsequence\x18\x02 \x01(\x03R\bsequence\"J\n" +
+	"\bsequence\x18\x02 \x01(\x03R\bsequence\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"r\n" +
 	"\x18GetWorkspaceDiffResponse\x12.\n" +
-	"\x06change\x18\x01 \x01(\v2\x16.penguin.v1.TurnChangeR\x06change\"\x81\x01\n" +
+	"\x06change\x18\x01 \x01(\v2\x16.penguin.v1.TurnChangeR\x06change\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x81\x01\n" +
 	"\x1aUndoWorkspaceChangeRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1a\n" +

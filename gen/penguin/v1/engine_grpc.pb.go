@@ -123,10 +123,11 @@ type EngineServiceClient interface {
 	KillSessionProcess(ctx context.Context, in *KillSessionProcessRequest, opts ...grpc.CallOption) (*KillSessionProcessResponse, error)
 	// ListWorkspaceChanges lists what the session's turns changed in the
 	// workspace (one entry per turn that changed a file), oldest first, each
-	// with whether it is undone now.
+	// with whether it is undone now and its first 100 files (file_count
+	// says how many it has; GetWorkspaceDiff pages through them all).
 	ListWorkspaceChanges(ctx context.Context, in *ListWorkspaceChangesRequest, opts ...grpc.CallOption) (*ListWorkspaceChangesResponse, error)
 	// GetWorkspaceDiff returns one turn's change with a unified diff of each
-	// text file.
+	// text file, a page of its files at a time.
 	GetWorkspaceDiff(ctx context.Context, in *GetWorkspaceDiffRequest, opts ...grpc.CallOption) (*GetWorkspaceDiffResponse, error)
 	// UndoWorkspaceChange restores the files a turn changed to what they
 	// were before it (or, with redo, after it), on an idle session, and
@@ -504,10 +505,11 @@ type EngineServiceServer interface {
 	KillSessionProcess(context.Context, *KillSessionProcessRequest) (*KillSessionProcessResponse, error)
 	// ListWorkspaceChanges lists what the session's turns changed in the
 	// workspace (one entry per turn that changed a file), oldest first, each
-	// with whether it is undone now.
+	// with whether it is undone now and its first 100 files (file_count
+	// says how many it has; GetWorkspaceDiff pages through them all).
 	ListWorkspaceChanges(context.Context, *ListWorkspaceChangesRequest) (*ListWorkspaceChangesResponse, error)
 	// GetWorkspaceDiff returns one turn's change with a unified diff of each
-	// text file.
+	// text file, a page of its files at a time.
 	GetWorkspaceDiff(context.Context, *GetWorkspaceDiffRequest) (*GetWorkspaceDiffResponse, error)
 	// UndoWorkspaceChange restores the files a turn changed to what they
 	// were before it (or, with redo, after it), on an idle session, and

@@ -2206,7 +2206,10 @@ type DiffCheckpointsRequest struct {
 	// The checkpoint after.
 	To string `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
 	// Whether to render a unified diff of each text file.
-	WithDiff      bool `protobuf:"varint,4,opt,name=with_diff,json=withDiff,proto3" json:"with_diff,omitempty"`
+	WithDiff bool `protobuf:"varint,4,opt,name=with_diff,json=withDiff,proto3" json:"with_diff,omitempty"`
+	// Only these paths, when set: a page of a large change, whose diffs
+	// are computed for the page alone.
+	Paths         []string `protobuf:"bytes,5,rep,name=paths,proto3" json:"paths,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2267,6 +2270,13 @@ func (x *DiffCheckpointsRequest) GetWithDiff() bool {
 		return x.WithDiff
 	}
 	return false
+}
+
+func (x *DiffCheckpointsRequest) GetPaths() []string {
+	if x != nil {
+		return x.Paths
+	}
+	return nil
 }
 
 // DiffCheckpointsResponse lists what differs.
@@ -2959,12 +2969,13 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"checkpoint\x12\x1e\n" +
 	"\n" +
 	"incomplete\x18\x02 \x01(\tR\n" +
-	"incomplete\"w\n" +
+	"incomplete\"\x8d\x01\n" +
 	"\x16DiffCheckpointsRequest\x12\x1c\n" +
 	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\tR\x02to\x12\x1b\n" +
-	"\twith_diff\x18\x04 \x01(\bR\bwithDiff\"g\n" +
+	"\twith_diff\x18\x04 \x01(\bR\bwithDiff\x12\x14\n" +
+	"\x05paths\x18\x05 \x03(\tR\x05paths\"g\n" +
 	"\x17DiffCheckpointsResponse\x12,\n" +
 	"\x05files\x18\x01 \x03(\v2\x16.penguin.v1.FileChangeR\x05files\x12\x1e\n" +
 	"\n" +

@@ -9,6 +9,14 @@
 // live order, the log order and the numbering agree, and the agent loop
 // never waits for the database on its way to the next request.
 //
+// The writer commits at durability points: the end of a model request, a
+// tool's output, an approval decision, a state change, or a Flush. An
+// event to record that is none of these (the start of a request, the
+// model's message before its request ends, a steering message) waits for
+// the next durability point, at most Options.Linger, so that a task's events
+// take a few transactions instead of one each. Waiting delays what
+// clients see by as much, never what is recorded before they see it.
+//
 // When a write fails, the journal refuses everything after it: an event
 // that cannot be recorded must not be seen, and nothing after a gap in the
 // log may be. The events of the failed batch and those queued behind it
@@ -48,6 +56,9 @@ type Options struct {
 	LastPersisted int64
 	// Buffer receives the events once they are recorded.
 	Buffer *live.Buffer
+	// Linger is how long an event to record may wait for a durability
+	// point to be recorded with; zero records every batch at once.
+	Linger time.Duration
 	// Timeout bounds one write of the log. A write is never cut short by
 	// whoever published the events going away (an abort must still be
 	// recorded), only by this.
@@ -65,9 +76,13 @@ type Journal struct {
 	store   Appender
 	id      string
 	buf     *live.Buffer
+	linger  time.Duration
 	timeout time.Duration
 	log     *slog.Logger
 	onFail  func(error)
+	// kick wakes a writer that holds a batch back, when a durability
+	// point or a Flush arrives.
+	kick chan struct{}
 
 	mu            sync.Mutex
 	drained       *sync.Cond // signalled when the writer empties the queue
@@ -76,6 +91,12 @@ type Journal struct {
 	writerActive  bool
 	writeErr      error // the log failed: nothing more is published
 	lastPersisted int64
+	// urgent says the queue holds a durability point, or someone waits in
+	// Flush: the writer takes it at once.
+	urgent bool
+	// held is when the oldest event to record in the queue was queued;
+	// zero when there is none.
+	held time.Time
 }
 
 // queued is an event waiting for the writer.
@@ -92,6 +113,8 @@ func New(o Options) *Journal {
 		store:         o.Store,
 		id:            o.Session,
 		buf:           o.Buffer,
+		linger:        o.Linger,
+		kick:          make(chan struct{}, 1),
 		timeout:       o.Timeout,
 		log:           o.Logger,
 		onFail:        o.OnFail,
@@ -131,6 +154,12 @@ func (j *Journal) enqueueLocked(q queued) int64 {
 	j.next++
 	q.ev.Sequence = seq
 	j.queue = append(j.queue, q)
+	if q.persist && j.held.IsZero() && j.linger > 0 {
+		j.held = time.Now()
+	}
+	if durabilityPoint(q) {
+		j.hurryLocked()
+	}
 	if !j.writerActive {
 		j.writerActive = true
 		go j.write()
@@ -138,19 +167,72 @@ func (j *Journal) enqueueLocked(q queued) int64 {
 	return seq
 }
 
+// durabilityPoint reports whether q is an event whose publication must
+// not wait: a state change, the end of a model request, a tool's output
+// or an approval decision. A client acts on these (shows the answer,
+// runs the next step, learns that its decision holds), so each is
+// recorded, with everything queued before it, as soon as it comes.
+func durabilityPoint(q queued) bool {
+	if q.always {
+		return true
+	}
+	switch q.ev.GetMessage().GetPayload().(type) {
+	case *penguinv1.OmniMessage_RequestEnd, *penguinv1.OmniMessage_ToolCallOutput, *penguinv1.OmniMessage_ApprovalDecision:
+		return true
+	}
+	return false
+}
+
+// hurryLocked makes the writer take the queue at once.
+func (j *Journal) hurryLocked() {
+	j.urgent = true
+	select {
+	case j.kick <- struct{}{}:
+	default: // a kick is already pending
+	}
+}
+
+// holdLocked returns how much longer the writer should hold the queue
+// back, waiting for a durability point: zero when it is to be written
+// now.
+func (j *Journal) holdLocked() time.Duration {
+	if j.urgent || j.held.IsZero() || j.writeErr != nil {
+		return 0
+	}
+	return max(time.Until(j.held.Add(j.linger)), 0)
+}
+
 // write drains the queue: each round appends what belongs in the log in
 // one transaction and publishes the round in order. Once the log failed,
 // a round publishes its announcements only.
 func (j *Journal) write() {
+	var timer *time.Timer
 	for {
 		j.mu.Lock()
+		if wait := j.holdLocked(); wait > 0 {
+			j.mu.Unlock()
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			select {
+			case <-j.kick:
+			case <-timer.C:
+			}
+			continue
+		}
 		batch := j.queue
 		j.queue = nil
+		j.urgent, j.held = false, time.Time{}
 		failed := j.writeErr != nil
 		if len(batch) == 0 {
 			j.writerActive = false
 			j.drained.Broadcast()
 			j.mu.Unlock()
+			if timer != nil {
+				timer.Stop()
+			}
 			return
 		}
 		j.mu.Unlock()
@@ -189,11 +271,14 @@ func (j *Journal) write() {
 	}
 }
 
-// Flush waits until every queued event is recorded and published, and
-// returns the log's error if it failed.
+// Flush has every queued event recorded and published at once, waits
+// until they are, and returns the log's error if it failed.
 func (j *Journal) Flush() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.writerActive {
+		j.hurryLocked()
+	}
 	for j.writerActive {
 		j.drained.Wait()
 	}
@@ -205,6 +290,9 @@ func (j *Journal) Flush() error {
 func (j *Journal) Reset() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.writerActive {
+		j.hurryLocked()
+	}
 	for j.writerActive {
 		j.drained.Wait()
 	}

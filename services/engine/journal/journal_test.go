@@ -11,6 +11,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 	"github.com/penguin-agent/penguin/services/engine/journal"
 	"github.com/penguin-agent/penguin/services/engine/live"
 	"github.com/penguin-agent/penguin/services/engine/store"
@@ -50,6 +51,13 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	return newLingeringRig(t, 0)
+}
+
+// newLingeringRig is newRig with events that are no durability point held
+// back for up to linger.
+func newLingeringRig(t *testing.T, linger time.Duration) *rig {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "engine.db"))
@@ -61,7 +69,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{st: &gatedStore{Store: st, entered: make(chan struct{}, 16)}, buf: live.New(0, 0, 0)}
-	r.j = journal.New(journal.Options{Store: r.st, Session: "s", Next: 1, Buffer: r.buf, Timeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	r.j = journal.New(journal.Options{Store: r.st, Session: "s", Next: 1, Buffer: r.buf, Linger: linger, Timeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(func() { _ = r.j.Flush() })
 	return r
 }
@@ -211,5 +219,78 @@ func TestAFailedWriteStopsTheJournal(t *testing.T) {
 	}
 	if got := r.logged(t); !equal(got, []int64{1, seq}) || seq != 3 {
 		t.Fatalf("log after Reset holds %v (new event %d)", got, seq)
+	}
+}
+
+func event(m *penguinv1.OmniMessage) *penguinv1.RunEvent {
+	return &penguinv1.RunEvent{Event: &penguinv1.RunEvent_Message{Message: m}}
+}
+
+// appendCount reads how many appends the store was asked for.
+func (r *rig) appendCount() int {
+	r.st.mu.Lock()
+	defer r.st.mu.Unlock()
+	return r.st.appends
+}
+
+// A model request's events wait for its end and go to the log in one
+// append; nothing of them is seen before.
+func TestEventsWaitForADurabilityPoint(t *testing.T) {
+	r := newLingeringRig(t, time.Minute)
+	r.publish(t, event(omni.UserText("read hello.txt")), true)
+	r.publish(t, event(omni.RequestBegin()), true)
+	r.publish(t, msg("partial"), false)
+	r.publish(t, event(omni.AssistantText("it says hello")), true)
+	// The writer holds all four, waiting for the request's end.
+	time.Sleep(50 * time.Millisecond)
+	if got := r.buffered(t); len(got) != 0 || r.appendCount() != 0 {
+		t.Fatalf("before the durability point: published %v, %d appends", got, r.appendCount())
+	}
+	r.publish(t, event(omni.RequestEnd(penguinv1.StopReason_STOP_REASON_COMPLETED, "", 0, 0)), true)
+	eventually.True(t, "the request's events published", func() bool { return len(r.buffered(t)) == 5 })
+	if got := r.logged(t); !equal(got, []int64{1, 2, 4, 5}) {
+		t.Fatalf("log holds %v", got)
+	}
+	if n := r.appendCount(); n != 1 {
+		t.Fatalf("%d appends for a model request, want 1", n)
+	}
+	// Each durability point is recorded at once: a tool's output, an
+	// approval decision, a state change.
+	for i, ev := range []*penguinv1.RunEvent{
+		event(omni.ApprovalDecision("call-1", penguinv1.Decision_DECISION_ALLOW)),
+		event(omni.ToolCallOutput("call-1", "hello", penguinv1.StopReason_STOP_REASON_COMPLETED)),
+	} {
+		r.publish(t, ev, true)
+		eventually.True(t, "a durability point published", func() bool { return len(r.buffered(t)) == 6+i })
+	}
+	r.publish(t, event(omni.UserText("steer")), true)
+	r.j.Announce(state(penguinv1.SessionState_SESSION_STATE_IDLE))
+	eventually.True(t, "the state change published", func() bool { return len(r.buffered(t)) == 9 })
+	if n := r.appendCount(); n != 4 {
+		t.Fatalf("%d appends, want 4", n)
+	}
+}
+
+// An event with no durability point after it is recorded once the linger
+// is over, and at once on Flush.
+func TestLingerIsBounded(t *testing.T) {
+	r := newLingeringRig(t, 20*time.Millisecond)
+	r.publish(t, event(omni.UserText("alone")), true)
+	eventually.True(t, "the lone event published after the linger", func() bool { return len(r.buffered(t)) == 1 })
+
+	r = newLingeringRig(t, time.Minute)
+	r.publish(t, event(omni.UserText("flushed")), true)
+	done := make(chan error, 1)
+	go func() { done <- r.j.Flush() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Flush waited for the linger of a minute")
+	}
+	if got := r.logged(t); !equal(got, []int64{1}) {
+		t.Fatalf("log after Flush holds %v", got)
 	}
 }

@@ -53,6 +53,14 @@ import (
 // must still be recorded), only by this.
 const storeTimeout = 30 * time.Second
 
+// logLinger is how long an event of the log that is no durability point
+// (the start of a model request, the model's message before its request
+// ends) may wait to be recorded together with the next one (package
+// journal). With a model that answers at once a request's events go in
+// one transaction; with a slow one, clients see its start this much
+// later.
+const logLinger = 5 * time.Millisecond
+
 // Options configure a Manager.
 type Options struct {
 	// Store keeps sessions and their logs.

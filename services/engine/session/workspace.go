@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -101,7 +102,7 @@ func (m *Manager) WorkspaceChanges(ctx context.Context, id string) ([]*penguinv1
 			c := e.Message.GetWorkspaceChange()
 			switch c.GetKind() {
 			case penguinv1.WorkspaceChangeKind_WORKSPACE_CHANGE_KIND_TURN:
-				tc := &penguinv1.TurnChange{Sequence: e.Sequence, Time: e.Message.GetTimestamp(), Change: c, Prompt: prompt}
+				tc := &penguinv1.TurnChange{Sequence: e.Sequence, Time: e.Message.GetTimestamp(), Change: c, Prompt: prompt, FileCount: int32(len(c.GetFiles()))}
 				out = append(out, tc)
 				bySeq[e.Sequence] = tc
 			case penguinv1.WorkspaceChangeKind_WORKSPACE_CHANGE_KIND_UNDO, penguinv1.WorkspaceChangeKind_WORKSPACE_CHANGE_KIND_REDO:
@@ -149,23 +150,63 @@ func (m *Manager) findChange(ctx context.Context, id string, seq int64, redo boo
 	return nil, fmt.Errorf("%w: no turn's workspace change at sequence %d", ErrNotFound, seq)
 }
 
-// WorkspaceDiff returns a turn's change with the diff of each text file.
-func (m *Manager) WorkspaceDiff(ctx context.Context, id string, seq int64) (*penguinv1.TurnChange, error) {
+// Bounds of a change's files per answer.
+const (
+	// ListedFiles is how many of each change's files WorkspaceChanges'
+	// callers list; a change's file count says how many there are.
+	ListedFiles = 100
+	// DefaultDiffPage and MaxDiffPage bound a page of WorkspaceDiff.
+	DefaultDiffPage, MaxDiffPage = 100, 1000
+)
+
+// WorkspaceDiff returns a page of a turn's change: pageSize files from
+// the token's on (by path), each text file with its diff, and the token
+// of the next page, "" on the last. The page is cut from the files the
+// log recorded, so only its own diffs are computed.
+func (m *Manager) WorkspaceDiff(ctx context.Context, id string, seq int64, pageSize int, token string) (*penguinv1.TurnChange, string, error) {
+	switch {
+	case pageSize <= 0:
+		pageSize = DefaultDiffPage
+	case pageSize > MaxDiffPage:
+		pageSize = MaxDiffPage
+	}
+	start := 0
+	if token != "" {
+		n, err := strconv.Atoi(token)
+		if err != nil || n < 0 {
+			return nil, "", fmt.Errorf("%w: page token %q is not one this service gave", ErrInvalid, token)
+		}
+		start = n
+	}
 	tc, err := m.findChange(ctx, id, seq, false)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	row, err := m.store.GetSession(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	c := tc.GetChange()
-	diff, err := m.opts.Environment.DiffCheckpoints(ctx, &penguinv1.DiffCheckpointsRequest{Workspace: row.Workspace, From: c.GetBefore(), To: c.GetAfter(), WithDiff: true})
-	if err != nil {
-		return nil, downstream(fmt.Sprintf("the diff of change #%d", tc.GetSequence()), err)
+	all := c.GetFiles()
+	end := min(start+pageSize, len(all))
+	next := ""
+	if end < len(all) {
+		next = strconv.Itoa(end)
 	}
-	full := &penguinv1.WorkspaceChange{Kind: c.GetKind(), Before: c.GetBefore(), After: c.GetAfter(), Files: diff.GetFiles(), Incomplete: c.GetIncomplete()}
-	return &penguinv1.TurnChange{Sequence: tc.GetSequence(), Time: tc.GetTime(), Change: full, Undone: tc.GetUndone(), Prompt: tc.GetPrompt()}, nil
+	var files []*penguinv1.FileChange
+	if start < len(all) {
+		paths := make([]string, 0, end-start)
+		for _, f := range all[start:end] {
+			paths = append(paths, f.GetPath())
+		}
+		diff, err := m.opts.Environment.DiffCheckpoints(ctx, &penguinv1.DiffCheckpointsRequest{Workspace: row.Workspace, From: c.GetBefore(), To: c.GetAfter(), WithDiff: true, Paths: paths})
+		if err != nil {
+			return nil, "", downstream(fmt.Sprintf("the diff of change #%d", tc.GetSequence()), err)
+		}
+		files = diff.GetFiles()
+	}
+	full := &penguinv1.WorkspaceChange{Kind: c.GetKind(), Before: c.GetBefore(), After: c.GetAfter(), Files: files, Incomplete: c.GetIncomplete()}
+	return &penguinv1.TurnChange{Sequence: tc.GetSequence(), Time: tc.GetTime(), Change: full, Undone: tc.GetUndone(), Prompt: tc.GetPrompt(), FileCount: int32(len(all))}, next, nil
 }
 
 // UndoResult is what an undo or a redo did.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,21 +27,28 @@ import (
 // price of possibly losing the last transactions on a power failure.
 //
 // Checkpoints (copying the WAL into the database file, with an fsync of
-// each) are run by a goroutine of their own (see checkpoints), not by the
-// commit that happens to fill the WAL past SQLite's threshold: that commit
-// would otherwise stall a task's event for the whole checkpoint, every
-// thousand pages or so. The writer's own automatic checkpoint stays as a
-// backstop at ten times the usual size, for a WAL the goroutine cannot
-// keep up with.
+// each) are run a few times a second by a goroutine of their own (see
+// checkpoints), not by the commit that happens to fill the WAL past
+// SQLite's threshold: that commit would otherwise stall a task's event for
+// the whole checkpoint, every thousand pages or so. The writer's own
+// automatic checkpoint stays as a backstop at ten times the usual size,
+// for a WAL the goroutine cannot keep up with. A WAL that grew in a burst
+// is cut back to journal_size_limit when it starts over.
 const (
-	sqliteReaders      = 4
-	sqliteWriterParams = "_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_synchronous=NORMAL&_txlock=immediate&_pragma=wal_autocheckpoint(10000)"
+	sqliteReaders = 4
+	// sqliteBusyTimeout is how long, in milliseconds, a connection waits
+	// for a lock another connection (or process) holds: the _busy_timeout
+	// of the parameters below.
+	sqliteBusyTimeout  = 10000
+	sqliteWriterParams = "_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_synchronous=NORMAL&_txlock=immediate&_pragma=wal_autocheckpoint(10000)&_pragma=journal_size_limit(1048576)"
 	sqliteReaderParams = "_busy_timeout=10000&_foreign_keys=1&_query_only=1"
-	sqliteCkptParams   = "_busy_timeout=10000"
 	sqliteMemoryParams = "_busy_timeout=10000&_foreign_keys=1&_txlock=immediate"
 	// checkpointEvery is how often the checkpointer looks for writes to
 	// checkpoint.
 	checkpointEvery = 250 * time.Millisecond
+	// checkpointBusyTimeout is how long, in milliseconds, a checkpoint
+	// waits for readers of the WAL's older pages (see checkpoints).
+	checkpointBusyTimeout = 50
 )
 
 // sqliteStore is the SQLite implementation of Store.
@@ -63,9 +71,8 @@ type sqliteStore struct {
 	// commits counts the write transactions committed (Commits).
 	commits atomic.Int64
 
-	// The checkpointer of a database file: its connection, whether there
-	// were writes since its last checkpoint, and how to stop it.
-	ckpt      *sql.DB
+	// The checkpointer of a database file: whether there were writes
+	// since its last checkpoint, and how to stop it.
 	dirty     atomic.Bool
 	stopCkpt  context.CancelFunc
 	ckptEnded chan struct{}
@@ -187,15 +194,7 @@ func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, erro
 		}
 		r.SetMaxOpenConns(sqliteReaders)
 		r.SetMaxIdleConns(sqliteReaders)
-		ckpt, err := sql.Open("sqlite", abs+"?"+sqliteCkptParams)
-		if err != nil {
-			_ = w.Close()
-			_ = r.Close()
-			return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
-		}
-		ckpt.SetMaxOpenConns(1)
-		ckpt.SetMaxIdleConns(1)
-		s.w, s.r, s.ckpt = w, r, ckpt
+		s.w, s.r = w, r
 	}
 	s.ws, s.rs = newStmtCache(s.w, s.wrote), newStmtCache(s.r, nil)
 	s.teamSQL = sqliteTeams(s)
@@ -203,7 +202,7 @@ func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, erro
 		_ = s.Close()
 		return nil, err
 	}
-	if s.ckpt != nil {
+	if path != "" {
 		cctx, cancel := context.WithCancel(context.Background())
 		s.stopCkpt, s.ckptEnded = cancel, make(chan struct{})
 		go s.checkpoints(cctx)
@@ -212,9 +211,7 @@ func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, erro
 }
 
 // checkpoints checkpoints the WAL in the background, a few times a second
-// while there are writes, until ctx ends. A PASSIVE checkpoint waits for
-// no reader or writer: it copies what it can, and the commits that run
-// meanwhile only append to the WAL.
+// while there are writes, until ctx ends.
 func (s *sqliteStore) checkpoints(ctx context.Context) {
 	defer close(s.ckptEnded)
 	tick := time.NewTicker(checkpointEvery)
@@ -229,13 +226,45 @@ func (s *sqliteStore) checkpoints(ctx context.Context) {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
-		_, err := s.ckpt.ExecContext(cctx, `PRAGMA wal_checkpoint(PASSIVE)`)
+		err := s.checkpoint(cctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			// The writer's automatic checkpoint is the backstop.
 			s.log.Warn("background checkpoint of the SQLite WAL failed", "error", err)
 		}
 	}
+}
+
+// checkpoint copies the WAL into the database file and starts it over.
+//
+// It runs on the writer's connection, between two write transactions, so
+// no commit appends to the WAL while it copies (writes wait their turn in
+// Go meanwhile, as they wait for each other). A RESTART checkpoint then
+// waits for the readers of the WAL's older pages to finish, so that the
+// next commit writes the WAL from its beginning again. A PASSIVE
+// checkpoint on a connection of its own, as before, almost never caught
+// the WAL whole while tasks ran, and the WAL grew by every page written:
+// 186 KiB a task in the end-to-end benchmark (docs/performance.md). The
+// wait for readers is bounded by a short busy timeout: a checkpoint that
+// cannot outwait a long reader copies what it can, and the next one tries
+// again.
+func (s *sqliteStore) checkpoint(ctx context.Context) (err error) {
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", checkpointBusyTimeout)); err != nil {
+		return err
+	}
+	_, err = conn.ExecContext(ctx, `PRAGMA wal_checkpoint(RESTART)`)
+	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", sqliteBusyTimeout)); rerr != nil {
+		// A writer that gave up on locks after the checkpoint's short
+		// wait must not stay in the pool.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		return errors.Join(err, fmt.Errorf("restore the writer's busy timeout: %w", rerr))
+	}
+	return err
 }
 
 // wrote notes a write for the checkpointer.
@@ -331,14 +360,26 @@ func scanSQLiteSession(sc scanner) (*Session, error) {
 	return scanSession(sc, func(us int64) time.Time { return time.UnixMicro(us).UTC() })
 }
 
-// CreateSession implements Store.
-func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session) error {
+// sqliteInsertSession inserts a new session's row unless its id is taken.
+const sqliteInsertSession = `INSERT INTO sessions (` + sessionColumns + `)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
+	ON CONFLICT (id) DO NOTHING`
+
+// CreateSession implements Store. With first events, the row and the
+// events are one IMMEDIATE transaction.
+func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session, first ...Event) (err error) {
 	const op = "create session"
 	if sess == nil {
 		return fmt.Errorf("%s: %w: nil session", op, ErrInvalid)
 	}
 	if err := checkID("session id", sess.ID); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
+	}
+	var enc []encodedEvent
+	if len(first) > 0 {
+		if enc, err = encodeEvents(sess.ID, first); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
 	}
 	if s.closed.Load() {
 		return closedError(op)
@@ -352,15 +393,35 @@ func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session) error {
 	if u == nil {
 		u = &penguinv1.TokenCounts{}
 	}
-	res, err := s.ws.exec(ctx, `INSERT INTO sessions (`+sessionColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
-		ON CONFLICT (id) DO NOTHING`,
-		sess.ID, sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState,
+	args := []any{sess.ID, sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState,
 		int32(sess.ApprovalMode), int32(sess.ThinkingLevel),
 		sess.Title, sess.ParentID, sess.Source, sess.EnvironmentID, sess.EnvironmentAddr, nilIfEmpty(sess.Config),
 		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal(),
 		created.UnixMicro(), created.UnixMicro(),
-		u.GetReasoning(), costOf(u), u.GetUnreported(), projectOf(sess))
+		u.GetReasoning(), costOf(u), u.GetUnreported(), projectOf(sess)}
+	// Prepared before the transaction takes the one write connection,
+	// which preparing needs too.
+	ins, err := s.ws.stmt(ctx, sqliteInsertSession)
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	var tx *sql.Tx
+	var insEvent *sql.Stmt
+	if len(enc) > 0 {
+		if insEvent, err = s.ws.stmt(ctx, sqliteInsertEvent); err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		if tx, err = s.w.BeginTx(ctx, nil); err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		defer func() {
+			if err != nil {
+				_ = tx.Rollback()
+			}
+		}()
+		ins = tx.StmtContext(ctx, ins)
+	}
+	res, err := ins.ExecContext(ctx, args...)
 	if err != nil {
 		return s.wrap(ctx, op, err)
 	}
@@ -369,7 +430,20 @@ func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session) error {
 	} else if n == 0 {
 		return fmt.Errorf("%s: %w: session %s already exists", op, ErrConflict, sess.ID)
 	}
-	sess.CreatedAt, sess.UpdatedAt, sess.LastSequence, sess.ProjectID = created, created, 0, projectOf(sess)
+	updated, last := created, int64(0)
+	if tx != nil {
+		now := time.Now().UnixMicro()
+		for _, e := range enc {
+			if err := s.insertEvent(ctx, insEvent, tx, sess.ID, e, now); err != nil {
+				return err
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		updated, last = time.UnixMicro(now).UTC(), enc[len(enc)-1].seq
+	}
+	sess.CreatedAt, sess.UpdatedAt, sess.LastSequence, sess.ProjectID = created, updated, last, projectOf(sess)
 	return nil
 }
 
@@ -822,15 +896,11 @@ func (s *sqliteStore) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	var err error
-	if s.ckpt != nil {
-		if s.stopCkpt != nil {
-			s.stopCkpt()
-			<-s.ckptEnded
-		}
-		err = s.ckpt.Close()
+	if s.stopCkpt != nil {
+		s.stopCkpt()
+		<-s.ckptEnded
 	}
-	err = errors.Join(err, s.ws.close(), s.rs.close())
+	err := errors.Join(s.ws.close(), s.rs.close())
 	if s.r != s.w {
 		err = errors.Join(err, s.r.Close())
 	}

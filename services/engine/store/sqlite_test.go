@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -446,4 +448,69 @@ func TestSQLiteCountsCommits(t *testing.T) {
 			t.Errorf("%s: opening committed %d transactions, want the migration's", url, base)
 		}
 	}
+}
+
+// While appends run back to back and readers read every millisecond, the
+// WAL starts over from its beginning after the background checkpoints,
+// instead of growing by every page written.
+func TestSQLiteWALStartsOverUnderLoad(t *testing.T) {
+	ctx := testkit.Context(t, time.Minute)
+	path := filepath.Join(t.TempDir(), "wal.db")
+	s, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CreateSession(ctx, &store.Session{ID: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for range 2 {
+		readers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+				}
+				if _, err := s.GetSession(ctx, "w"); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	// Three seconds of appends: a dozen background checkpoints.
+	text := strings.Repeat("y", 1<<10)
+	start := time.Now()
+	seq := int64(0)
+	for time.Since(start) < 3*time.Second {
+		seq++
+		msg := &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_Text{Text: &penguinv1.Text{Role: penguinv1.Role_ROLE_USER, Text: text}}}
+		if err := s.AppendEvents(ctx, "w", store.Event{Sequence: seq, Message: msg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	readers.Wait()
+	// The WAL's header counts the times it started over (its checkpoint
+	// sequence number, a big-endian 32-bit integer at offset 12).
+	f, err := os.Open(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	hdr := make([]byte, 16)
+	if _, err := io.ReadFull(f, hdr); err != nil {
+		t.Fatal(err)
+	}
+	restarts := binary.BigEndian.Uint32(hdr[12:])
+	// A checkpoint every 250 ms makes a dozen; the checkpoint on a
+	// connection of its own, which waited for nobody, started the WAL
+	// over about three times here.
+	if restarts < 8 {
+		t.Fatalf("in %d appends over three seconds the WAL started over %d times, want one after most of the dozen checkpoints", seq, restarts)
+	}
+	t.Logf("%d appends, the WAL started over %d times", seq, restarts)
 }

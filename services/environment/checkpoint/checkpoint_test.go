@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -178,5 +179,26 @@ func TestBounds(t *testing.T) {
 	}
 	if f.read("big.txt") != "9876543210!" {
 		t.Fatal("a refused undo changed the file")
+	}
+}
+
+// TestLoadReusesItsDecompressor checks that loading a small checkpoint
+// allocates about what the manifest needs, not a new gzip decompressor
+// (some 70 KiB) each time.
+func TestLoadReusesItsDecompressor(t *testing.T) {
+	f := newFixture(t)
+	f.write("a.txt", "one\n")
+	id, _ := f.snap(DefaultLimits)
+	const loads = 200
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range loads {
+		if _, err := f.store.Load(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / loads; per > 16<<10 {
+		t.Errorf("Load allocated %d bytes per call, want under 16 KiB", per)
 	}
 }

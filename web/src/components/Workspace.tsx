@@ -1,5 +1,5 @@
 import { useEffect, useState } from "preact/hooks";
-import { api, ApiError, type TurnChange, type WorkspaceEntry } from "../api";
+import { api, ApiError, changePage, type TurnChange, type WorkspaceEntry } from "../api";
 import type { WorkspaceFile } from "../omni/types";
 
 /** Workspace is the session's workspace panel: the turns' changes of its
@@ -54,22 +54,38 @@ export function Workspace({ id, running, version }: { id: string; running: boole
 }
 
 /** Change is one turn's change: its files, its diff on demand, Undo or
- * Redo. */
+ * Redo. The list shows the first files the changes' list carries; more
+ * come a page at a time (with their diffs), so that a change of tens of
+ * thousands of files never renders whole. */
 function Change({ id, c, running, onRestore }: { id: string; c: TurnChange; running: boolean; onRestore: (seq: string, redo: boolean) => void }) {
-  const [diff, setDiff] = useState<WorkspaceFile[]>();
+  const [loaded, setLoaded] = useState<WorkspaceFile[]>();
+  const [next, setNext] = useState("");
   const [open, setOpen] = useState(false);
+  const [busy, setBusy] = useState(false);
   const [error, setError] = useState("");
-  useEffect(() => { setDiff(undefined); setOpen(false); }, [c.undone]);
-  const toggle = async () => {
-    setOpen(!open);
-    if (!open && !diff) {
-      try {
-        setDiff((await api.changeDiff(id, c.sequence)).change?.files ?? []);
-      } catch (e) {
-        setError((e as Error).message);
-      }
+  useEffect(() => { setLoaded(undefined); setNext(""); setOpen(false); }, [c.undone]);
+  const listed = c.change?.files ?? [];
+  const total = c.file_count ?? listed.length;
+  /** more loads the next page of files with their diffs. */
+  const more = async () => {
+    setBusy(true);
+    try {
+      const r = await api.changeDiff(id, c.sequence, loaded ? next : "");
+      setLoaded([...(loaded ?? []), ...(r.change?.change?.files ?? [])]);
+      setNext(r.next_page_token ?? "");
+      setError("");
+    } catch (e) {
+      setError((e as Error).message);
+    } finally {
+      setBusy(false);
     }
   };
+  const toggle = async () => {
+    setOpen(!open);
+    if (!open && !loaded) await more();
+  };
+  const files = loaded ?? listed;
+  const left = loaded ? (next ? Math.max(total - loaded.length, 0) : 0) : total - listed.length;
   const incomplete = c.change?.incomplete;
   return (
     <article class={`change${c.undone ? " undone" : ""}`} data-testid="change" data-seq={c.sequence}>
@@ -80,15 +96,21 @@ function Change({ id, c, running, onRestore }: { id: string; c: TurnChange; runn
         <button class="small" disabled={running || !!incomplete} title={running ? "Wait until the task ends" : incomplete ? `Too large to undo: ${incomplete}` : undefined}
           onClick={() => onRestore(c.sequence, !!c.undone)}>{c.undone ? "Redo" : "Undo"}</button>
       </div>
-      <ul class="change-files small">
-        {(c.change?.files ?? []).map((f) => (
+      <ul class="change-files small" data-testid="change-files">
+        {files.map((f) => (
           <li><span class={`mark mark-${mark(f.kind)}`} title={kindWord(f.kind)}>{mark(f.kind)}</span> <code>{f.path}</code>{" "}
             {f.too_large ? <span class="muted">too large to undo</span> : f.binary ? <span class="muted">binary</span>
               : <span class="muted">+{f.added_lines ?? 0} −{f.removed_lines ?? 0}</span>}</li>
         ))}
       </ul>
+      {left > 0 && (
+        <div class="row small">
+          <span class="muted" data-testid="files-left">{left} more file{left === 1 ? "" : "s"} of {total}</span>{" "}
+          <button class="link small" disabled={busy} onClick={more} data-testid="more-files">Show {Math.min(left, changePage)} more</button>
+        </div>
+      )}
       {error && <div class="banner error" role="alert">{error}</div>}
-      {open && diff && diff.map((f) => f.diff ? <UnifiedDiff text={f.diff} /> : null)}
+      {open && loaded && loaded.map((f) => f.diff ? <UnifiedDiff text={f.diff} /> : null)}
     </article>
   );
 }

@@ -1,0 +1,28 @@
+// Package resident gives back, once a server is built and before it
+// serves, the memory its start-up used and no longer needs, so that what
+// stays resident at rest is what serving uses.
+//
+// What is resident after start-up and unused by serving is mostly pages
+// of the binary that ran or were read once: package init, flag parsing,
+// the set-up of each service. The kernel maps a file 64 KiB around each
+// page a process touches (and a large folio of the page cache whole), so
+// code spread over many packages brings in most of the binary's text and
+// read-only data, and those mappings stay until the process ends. On
+// Linux, [Release] unmaps the binary's read-only segments (madvise
+// MADV_DONTNEED): the pages stay in the page cache, shared with every
+// process of the binary, and a page the server touches again is mapped
+// again on its first use, from memory. Writable segments are left alone
+// (their pages may have been written).
+//
+// The heap start-up dropped is not collected here: a forced collection
+// and scavenge (debug.FreeOSMemory) took about 10 ms of CPU at start for
+// 0.5 MiB, against the 30 ms budget of a cold start; the runtime returns
+// it in the background.
+package resident
+
+// Release drops the process's mappings of its binary's read-only pages
+// where the system allows it. It costs about 2 ms of CPU (the page tables
+// of some 40 MiB) and the page faults of the code that runs afterwards.
+func Release() error {
+	return dropBinaryPages()
+}
