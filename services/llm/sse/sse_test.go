@@ -3,6 +3,7 @@ package sse_test
 import (
 	"errors"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -65,4 +66,21 @@ func TestReadErrorsPassThrough(t *testing.T) {
 	if _, err := r.Next(); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("cut stream = %v", err)
 	}
+}
+
+// TestReaderIsSmall checks what a stream's reader costs before it reads
+// anything: its buffer, 16 KiB, not the 64 KiB it used to be.
+func TestReaderIsSmall(t *testing.T) {
+	const readers = 100
+	keep := make([]*sse.Reader, 0, readers)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range readers {
+		keep = append(keep, sse.NewReader(strings.NewReader("")))
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / readers; per > 20<<10 {
+		t.Errorf("NewReader allocated %d bytes, want about 16 KiB", per)
+	}
+	runtime.KeepAlive(keep)
 }
