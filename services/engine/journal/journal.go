@@ -11,9 +11,9 @@
 //
 // The writer commits at durability points: the end of a model request, a
 // tool's output, an approval decision, a state change, or a Flush. An
-// event to record that is none of these (the prompt, the start of a
-// request, the model's message before its request ends) waits for the
-// next durability point, at most Options.Linger, so that a task's events
+// event to record that is none of these (the start of a request, the
+// model's message before its request ends, a steering message) waits for
+// the next durability point, at most Options.Linger, so that a task's events
 // take a few transactions instead of one each. Waiting delays what
 // clients see by as much, never what is recorded before they see it.
 //

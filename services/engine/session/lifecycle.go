@@ -244,19 +244,11 @@ func sessionMeta(id string, spec CreateSpec, st *agentstate.State, workspace str
 	}
 }
 
-// record writes a new session's row and its first event; a row whose
-// event cannot be written is deleted again.
+// record writes a new session's row and its first event, in one
+// transaction.
 func (m *Manager) record(ctx context.Context, row *store.Session, meta *penguinv1.SessionMeta) error {
-	if err := m.store.CreateSession(ctx, row); err != nil {
-		return err
-	}
 	first := store.Event{Sequence: 1, Message: &penguinv1.OmniMessage{Timestamp: timestamppb.Now(), Payload: &penguinv1.OmniMessage_SessionMeta{SessionMeta: meta}}}
-	if err := m.store.AppendEvents(ctx, row.ID, first); err != nil {
-		_ = m.store.DeleteSession(context.WithoutCancel(ctx), row.ID)
-		return err
-	}
-	row.LastSequence = 1
-	return nil
+	return m.store.CreateSession(ctx, row, first)
 }
 
 // modelInfo returns the model's context window and whether it takes

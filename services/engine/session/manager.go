@@ -54,10 +54,11 @@ import (
 const storeTimeout = 30 * time.Second
 
 // logLinger is how long an event of the log that is no durability point
-// (a prompt, the start of a model request) may wait to be recorded
-// together with the next one (package journal). With a model that
-// answers at once the prompt goes in the same transaction as the answer;
-// with a slow one, the client sees its prompt this much later.
+// (the start of a model request, the model's message before its request
+// ends) may wait to be recorded together with the next one (package
+// journal). With a model that answers at once a request's events go in
+// one transaction; with a slow one, clients see its start this much
+// later.
 const logLinger = 5 * time.Millisecond
 
 // Options configure a Manager.

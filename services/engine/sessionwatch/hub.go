@@ -321,8 +321,8 @@ type observed struct {
 	hub *Hub
 }
 
-func (o *observed) CreateSession(ctx context.Context, s *store.Session) error {
-	err := o.Store.CreateSession(ctx, s)
+func (o *observed) CreateSession(ctx context.Context, s *store.Session, first ...store.Event) error {
+	err := o.Store.CreateSession(ctx, s, first...)
 	if err == nil {
 		o.hub.Changed(s.ID)
 	}

@@ -153,8 +153,17 @@ func scanPGSession(row scanner) (*Session, error) {
 	return scanSession(row, time.Time.UTC)
 }
 
-// CreateSession implements Store.
-func (s *pgStore) CreateSession(ctx context.Context, sess *Session) error {
+// pgConn is what the pool and a transaction both run: the session
+// statements that CreateSession runs in a transaction and the others
+// alone.
+type pgConn interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// CreateSession implements Store. With first events, the row and the
+// events are one transaction.
+func (s *pgStore) CreateSession(ctx context.Context, sess *Session, first ...Event) error {
 	const op = "create session"
 	if sess == nil {
 		return fmt.Errorf("%s: %w: nil session", op, ErrInvalid)
@@ -162,9 +171,42 @@ func (s *pgStore) CreateSession(ctx context.Context, sess *Session) error {
 	if err := checkID("session id", sess.ID); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	var enc []encodedEvent
+	if len(first) > 0 {
+		var err error
+		if enc, err = encodeEvents(sess.ID, first); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	}
 	if s.closed.Load() {
 		return closedError(op)
 	}
+	if len(enc) == 0 {
+		return s.insertSession(ctx, s.pool, sess)
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := s.insertSession(ctx, tx, sess); err != nil {
+			return err
+		}
+		if err := s.appendEvents(ctx, tx, sess.ID, enc); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT updated_at, last_sequence FROM sessions WHERE id = $1`, sess.ID).Scan(&sess.UpdatedAt, &sess.LastSequence)
+	})
+	if err != nil {
+		if errors.Is(err, ErrConflict) || errors.Is(err, ErrInvalid) || errors.Is(err, ErrUnavailable) {
+			return err
+		}
+		return s.wrap(ctx, op, err)
+	}
+	sess.UpdatedAt = sess.UpdatedAt.UTC()
+	return nil
+}
+
+// insertSession inserts sess's row on c, and writes what the database
+// filled in back into sess.
+func (s *pgStore) insertSession(ctx context.Context, c pgConn, sess *Session) error {
+	const op = "create session"
 	var created *time.Time
 	if !sess.CreatedAt.IsZero() {
 		t := toMicros(sess.CreatedAt)
@@ -172,7 +214,7 @@ func (s *pgStore) CreateSession(ctx context.Context, sess *Session) error {
 	}
 	u := sess.Usage
 	var stored time.Time
-	err := s.pool.QueryRow(ctx, `INSERT INTO sessions (`+sessionColumns+`)
+	err := c.QueryRow(ctx, `INSERT INTO sessions (`+sessionColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
 			COALESCE($18::timestamptz, now()), COALESCE($18::timestamptz, now()), 0, $19, $20, $21, $22)
 		ON CONFLICT (id) DO NOTHING
@@ -376,6 +418,12 @@ func (s *pgStore) AppendEvents(ctx context.Context, sessionID string, events ...
 	if s.closed.Load() {
 		return closedError(op)
 	}
+	return s.appendEvents(ctx, s.pool, sessionID, enc)
+}
+
+// appendEvents appends encoded events on c (AppendEvents).
+func (s *pgStore) appendEvents(ctx context.Context, c pgConn, sessionID string, enc []encodedEvent) error {
+	const op = "append events"
 	seqs := make([]int64, len(enc))
 	kinds := make([]string, len(enc))
 	payloads := make([][]byte, len(enc))
@@ -383,7 +431,7 @@ func (s *pgStore) AppendEvents(ctx context.Context, sessionID string, events ...
 		seqs[i], kinds[i], payloads[i] = e.seq, e.kind, e.payload
 	}
 	first, last := seqs[0], seqs[len(seqs)-1]
-	tag, err := s.pool.Exec(ctx, `WITH s AS (
+	tag, err := c.Exec(ctx, `WITH s AS (
 			UPDATE sessions SET last_sequence = $3, updated_at = now()
 			WHERE id = $1 AND last_sequence < $2
 			RETURNING id
@@ -399,7 +447,7 @@ func (s *pgStore) AppendEvents(ctx context.Context, sessionID string, events ...
 		return nil
 	}
 	var have int64
-	err = s.pool.QueryRow(ctx, `SELECT last_sequence FROM sessions WHERE id = $1`, sessionID).Scan(&have)
+	err = c.QueryRow(ctx, `SELECT last_sequence FROM sessions WHERE id = $1`, sessionID).Scan(&have)
 	return refusedAppend(ctx, sessionID, first, have, err, pgx.ErrNoRows, s.wrap)
 }
 

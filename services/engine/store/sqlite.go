@@ -360,14 +360,26 @@ func scanSQLiteSession(sc scanner) (*Session, error) {
 	return scanSession(sc, func(us int64) time.Time { return time.UnixMicro(us).UTC() })
 }
 
-// CreateSession implements Store.
-func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session) error {
+// sqliteInsertSession inserts a new session's row unless its id is taken.
+const sqliteInsertSession = `INSERT INTO sessions (` + sessionColumns + `)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
+	ON CONFLICT (id) DO NOTHING`
+
+// CreateSession implements Store. With first events, the row and the
+// events are one IMMEDIATE transaction.
+func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session, first ...Event) (err error) {
 	const op = "create session"
 	if sess == nil {
 		return fmt.Errorf("%s: %w: nil session", op, ErrInvalid)
 	}
 	if err := checkID("session id", sess.ID); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
+	}
+	var enc []encodedEvent
+	if len(first) > 0 {
+		if enc, err = encodeEvents(sess.ID, first); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
 	}
 	if s.closed.Load() {
 		return closedError(op)
@@ -381,15 +393,35 @@ func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session) error {
 	if u == nil {
 		u = &penguinv1.TokenCounts{}
 	}
-	res, err := s.ws.exec(ctx, `INSERT INTO sessions (`+sessionColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
-		ON CONFLICT (id) DO NOTHING`,
-		sess.ID, sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState,
+	args := []any{sess.ID, sess.Provider, sess.ModelID, sess.Workspace, sess.AgentState,
 		int32(sess.ApprovalMode), int32(sess.ThinkingLevel),
 		sess.Title, sess.ParentID, sess.Source, sess.EnvironmentID, sess.EnvironmentAddr, nilIfEmpty(sess.Config),
 		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal(),
 		created.UnixMicro(), created.UnixMicro(),
-		u.GetReasoning(), costOf(u), u.GetUnreported(), projectOf(sess))
+		u.GetReasoning(), costOf(u), u.GetUnreported(), projectOf(sess)}
+	// Prepared before the transaction takes the one write connection,
+	// which preparing needs too.
+	ins, err := s.ws.stmt(ctx, sqliteInsertSession)
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	var tx *sql.Tx
+	var insEvent *sql.Stmt
+	if len(enc) > 0 {
+		if insEvent, err = s.ws.stmt(ctx, sqliteInsertEvent); err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		if tx, err = s.w.BeginTx(ctx, nil); err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		defer func() {
+			if err != nil {
+				_ = tx.Rollback()
+			}
+		}()
+		ins = tx.StmtContext(ctx, ins)
+	}
+	res, err := ins.ExecContext(ctx, args...)
 	if err != nil {
 		return s.wrap(ctx, op, err)
 	}
@@ -398,7 +430,20 @@ func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session) error {
 	} else if n == 0 {
 		return fmt.Errorf("%s: %w: session %s already exists", op, ErrConflict, sess.ID)
 	}
-	sess.CreatedAt, sess.UpdatedAt, sess.LastSequence, sess.ProjectID = created, created, 0, projectOf(sess)
+	updated, last := created, int64(0)
+	if tx != nil {
+		now := time.Now().UnixMicro()
+		for _, e := range enc {
+			if err := s.insertEvent(ctx, insEvent, tx, sess.ID, e, now); err != nil {
+				return err
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		updated, last = time.UnixMicro(now).UTC(), enc[len(enc)-1].seq
+	}
+	sess.CreatedAt, sess.UpdatedAt, sess.LastSequence, sess.ProjectID = created, updated, last, projectOf(sess)
 	return nil
 }
 

@@ -167,8 +167,10 @@ type Store interface {
 	// (ErrConflict otherwise) and non-empty. LastSequence and UpdatedAt in s
 	// are ignored: a new session has an empty log. A zero CreatedAt is
 	// filled in from the database's clock. On success the store writes the
-	// stored CreatedAt, UpdatedAt and LastSequence back into s.
-	CreateSession(ctx context.Context, s *Session) error
+	// stored CreatedAt, UpdatedAt and LastSequence back into s. first, when
+	// given, opens the session's log in the same transaction, as
+	// AppendEvents would: the session is created with them or not at all.
+	CreateSession(ctx context.Context, s *Session, first ...Event) error
 
 	// GetSession returns the session with the given id, or ErrNotFound.
 	GetSession(ctx context.Context, id string) (*Session, error)

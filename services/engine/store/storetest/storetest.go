@@ -75,6 +75,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		{"CreateAndGet", s.testCreateAndGet},
 		{"CreateFillsCreatedAt", s.testCreateFillsCreatedAt},
 		{"CreateRejects", s.testCreateRejects},
+		{"CreateWithFirstEvents", s.testCreateWithFirstEvents},
 		{"GetUnknown", s.testGetUnknown},
 		{"Update", s.testUpdate},
 		{"Modify", s.testModify},
@@ -302,6 +303,41 @@ func (s *suite) testCreateRejects(t *testing.T, ctx context.Context, st store.St
 	wantErr(t, "empty id", st.CreateSession(ctx, &store.Session{}), store.ErrInvalid)
 	wantErr(t, "nil session", st.CreateSession(ctx, nil), store.ErrInvalid)
 	wantErr(t, "long id", st.CreateSession(ctx, &store.Session{ID: strings.Repeat("x", store.MaxIDLength+1)}), store.ErrInvalid)
+}
+
+// testCreateWithFirstEvents: a session created with its first events has
+// them in its log, and a session whose events are refused is not created.
+func (s *suite) testCreateWithFirstEvents(t *testing.T, ctx context.Context, st store.Store) {
+	sess := &store.Session{ID: "first"}
+	first := eventsOf(1, text("one"), text("two"))
+	if err := st.CreateSession(ctx, sess, first...); err != nil {
+		t.Fatalf("CreateSession with events: %v", err)
+	}
+	got, err := st.GetSession(ctx, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.LastSequence != 2 || got.LastSequence != 2 || !got.UpdatedAt.Equal(sess.UpdatedAt) {
+		t.Fatalf("LastSequence written back %d, stored %d; UpdatedAt written back %v, stored %v", sess.LastSequence, got.LastSequence, sess.UpdatedAt, got.UpdatedAt)
+	}
+	evs, err := st.ReadEvents(ctx, "first", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEvents(t, first, evs)
+	if err := st.AppendEvents(ctx, "first", eventsOf(3, text("three"))...); err != nil {
+		t.Fatalf("AppendEvents after the first events: %v", err)
+	}
+
+	// Refused events leave no session behind.
+	bad := []store.Event{{Sequence: 1, Message: text("ok")}, {Sequence: 2, Message: &penguinv1.OmniMessage{}}}
+	wantErr(t, "create with an empty event", st.CreateSession(ctx, &store.Session{ID: "refused"}, bad...), store.ErrInvalid)
+	wantErr(t, "get the refused session", func() error { _, err := st.GetSession(ctx, "refused"); return err }(), store.ErrNotFound)
+	// A taken id stores none of the events.
+	wantErr(t, "create a taken id with events", st.CreateSession(ctx, &store.Session{ID: "first"}, eventsOf(4, text("four"))...), store.ErrConflict)
+	if evs, err := st.ReadEvents(ctx, "first", 0, 0); err != nil || !slices.Equal(seqsOf(evs), []int64{1, 2, 3}) {
+		t.Fatalf("log after the refused create = %v, %v; want [1 2 3]", seqsOf(evs), err)
+	}
 }
 
 func (s *suite) testGetUnknown(t *testing.T, ctx context.Context, st store.Store) {
