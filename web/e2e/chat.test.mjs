@@ -368,6 +368,9 @@ test("the chat: rendered answers, safe defaults, sessions and controls", { timeo
     await tree.getByRole("button", { name: "notes/" }).click();
     await tree.getByRole("button", { name: "plan.md" }).click();
     await page.getByTestId("file-view").filter({ hasText: "- undo me" }).waitFor();
+    // The preview is highlighted by the file's extension, with the
+    // highlighter answers' code blocks load.
+    await page.getByTestId("file-preview").locator("code.hljs .hljs-section").filter({ hasText: "# Plan" }).waitFor();
     await shot(page, "11-workspace");
     assert.deepEqual(await axe(page), [], "axe-core: the workspace panel");
 

@@ -1,5 +1,6 @@
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, changePage, type TurnChange, type WorkspaceEntry } from "../api";
+import { highlight } from "../markdown";
 import type { WorkspaceFile } from "../omni/types";
 
 /** Workspace is the session's workspace panel: the turns' changes of its
@@ -159,10 +160,32 @@ function Tree({ id, version }: { id: string; version: number }) {
       {view && (
         <div class="file-view" data-testid="file-view">
           <div class="row small"><code>{view.path}</code><span class="spacer" /><button class="link small" onClick={() => setView(undefined)}>Close</button></div>
-          <pre class="pre">{view.text}</pre>
+          <Preview path={view.path} text={view.text} />
         </div>
       )}
     </div>
+  );
+}
+
+/** languages maps a file's extension to highlight.js's language for it
+ * (one of those its common build carries). */
+const languages: Record<string, string> = {
+  go: "go", ts: "typescript", tsx: "typescript", js: "javascript", mjs: "javascript", jsx: "javascript", py: "python",
+  sh: "bash", bash: "bash", json: "json", yaml: "yaml", yml: "yaml", md: "markdown", css: "css", html: "xml", xml: "xml",
+  rs: "rust", c: "c", h: "c", cc: "cpp", cpp: "cpp", java: "java", rb: "ruby", toml: "ini", sql: "sql", proto: "protobuf",
+};
+
+/** Preview shows a file's text, highlighted by its extension with the
+ * highlighter that answers' code blocks load on demand. Keyed by path
+ * and text, so the highlighted nodes are made anew for every file. */
+function Preview({ path, text }: { path: string; text: string }) {
+  const ref = useRef<HTMLPreElement>(null);
+  const lang = languages[path.split(".").pop()?.toLowerCase() ?? ""];
+  useEffect(() => { if (ref.current && lang) void highlight(ref.current.parentElement!); }, [path, text, lang]);
+  return (
+    <pre class="pre" ref={ref} key={path + "\0" + text} data-testid="file-preview">
+      <code class={lang ? `language-${lang}` : undefined}>{text}</code>
+    </pre>
   );
 }
 
