@@ -92,6 +92,11 @@ type Config struct {
 	// end; the workspace stays) and the next tool call gets a fresh one.
 	// Zero means DefaultEnvironmentIdleTimeout; it must not be negative.
 	EnvironmentIdleTimeout time.Duration
+	// LogLinger is session.Options.LogLinger: how long an event of a
+	// session's log that is no durability point may wait to be committed
+	// with the next. Zero, the default, commits at once; it must not be
+	// negative.
+	LogLinger time.Duration
 	// Team is team mode (users sign in or present tokens); false is local
 	// mode (a laptop: no sign-in, one implicit user). The process decides
 	// it from where it listens and whether sign-in is configured.
@@ -204,6 +209,7 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		Registerer:        cfg.Registerer,
 
 		EnvironmentIdleTimeout: cfg.EnvironmentIdleTimeout,
+		LogLinger:              cfg.LogLinger,
 	})
 	if err != nil {
 		return nil, err
@@ -281,6 +287,8 @@ func (cfg *Config) check() error {
 		return errors.New("engine: sign-in through an identity provider needs team mode")
 	case cfg.Team && cfg.ServiceToken == "":
 		return errors.New("engine: team mode needs a service token, which the services present to each other")
+	case cfg.LogLinger < 0:
+		return fmt.Errorf("engine: log linger %s is negative; give a duration such as 2ms, or 0 to commit at once", cfg.LogLinger)
 	case cfg.EnvironmentIdleTimeout < 0:
 		return fmt.Errorf("engine: environment idle timeout %s is negative; give a duration such as 15m", cfg.EnvironmentIdleTimeout)
 	}

@@ -64,7 +64,7 @@ func newRuntime(m *Manager, row *store.Session, cfg config) *Runtime {
 	}
 	rt.journal = journal.New(journal.Options{
 		Store: m.store, Session: row.ID, Next: next, LastPersisted: row.LastSequence,
-		Buffer: rt.buf, Linger: logLinger, Timeout: storeTimeout, Logger: m.log, OnFail: rt.logFailed,
+		Buffer: rt.buf, Linger: m.opts.LogLinger, Timeout: storeTimeout, Logger: m.log, OnFail: rt.logFailed,
 	})
 	rt.board = approval.NewBoard(func(ev *penguinv1.RunEvent) (int64, error) { return rt.journal.Publish(ev, false) }, rt.awaiting)
 	rt.watcher = envwatch.New(watchedSession{rt}, row.ID, storeTimeout, m.log)
