@@ -477,3 +477,72 @@ test("the sidebar with 10,000 sessions", { timeout: 120000 }, async () => {
   await shotIn(page, artifacts, "15-sidebar-10k");
   await ctx.close();
 });
+
+// A long session: 2,000 messages and 200 tool calls, delivered by the
+// session's stream (intercepted, so that the figure is the page's own
+// work: parsing, the conversation's reducer, rendering Markdown). It
+// prints the time from the navigation's start to the last answer on the
+// screen, the time to scroll back to the first message and the slowest
+// key typed in the composer, and asserts that every message is there.
+// The issue's budgets (open within 1 s; typing never waits on rendering)
+// are not asserted: the first measurement missed both (about 3 s to open,
+// and 440-570 ms per key with the whole page laid out again), and the
+// fix is not made yet (docs/performance.md).
+test("a session of 2,000 messages and 200 tool calls", { timeout: 120000 }, async () => {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 820 } });
+  const page = await ctx.newPage();
+  const id = "session-long-2000";
+  const at = new Date().toISOString();
+  let body = "", seq = 0;
+  const send = (payload, type = "model_msg") => { body += `event: message\nid: ${++seq}\ndata: ${JSON.stringify({ timestamp: at, type, payload })}\n\n`; };
+  for (let i = 0; i < 1000; i++) {
+    send({ type: "text", role: "user", text: `Question ${i}: what changed in part ${i}?` });
+    if (i % 5 === 0) {
+      send({ type: "tool_call", name: "read_file", arguments: JSON.stringify({ path: `notes/part-${i}.md` }), tool_call_id: `call-${i}` });
+      send({ type: "tool_call_output", tool_call_id: `call-${i}`, output: `# Part ${i}\n` + "a line of the file\n".repeat(20) });
+    }
+    send({ type: "text", role: "assistant", text: `## Part ${i}\n\nAnswer ${i}: **three** things changed:\n\n- the first\n- the second\n- the third\n\n` + (i % 10 === 0 ? "```go\nfunc main() { println(\"part\") }\n```\n" : ""), stop_reason: "end_turn" });
+  }
+  await page.route(`**/api/sessions/${id}/stream**`, (route) => route.fulfill({ status: 200, headers: { "Content-Type": "text/event-stream" }, body }));
+  await page.route(`**/api/sessions/${id}`, (route) => route.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify({ session_id: id, title: "A long session", state: "SESSION_STATE_IDLE", updated_at: at, model: { provider: "openai", model_id: "gpt-5-mini" } }) }));
+  await page.goto(base + "/");
+  await page.getByLabel("Token").fill(token);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.locator(".session-list").waitFor();
+  await page.goto(base + "/sessions/" + id);
+  await page.waitForFunction(() => {
+    const answers = document.querySelectorAll(".msg.assistant");
+    const ok = answers.length === 1000 && answers[999].textContent.includes("Answer 999");
+    if (ok) window.__shown ??= performance.now();
+    return ok;
+  }, null, { polling: "raf", timeout: 60000 });
+  const openMs = await page.evaluate(() => window.__shown);
+  assert.equal(await page.locator(".msg.user").count(), 1000, "every question is shown");
+  assert.equal(await page.getByTestId("tool-card").count(), 200, "every tool call is shown");
+  const scrollMs = await page.evaluate(async () => {
+    const first = [...document.querySelectorAll(".msg.user")][0];
+    const t = performance.now();
+    first.scrollIntoView();
+    await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+    return performance.now() - t;
+  });
+  // Typing while the long conversation is on the screen: each key's
+  // input event to the next frame.
+  const composer = page.getByTestId("composer");
+  await composer.click();
+  const typeMs = await page.evaluate(async () => {
+    const box = document.querySelector("[data-testid=composer]");
+    let worst = 0;
+    for (const ch of "typing stays quick") {
+      const t = performance.now();
+      box.value += ch;
+      box.dispatchEvent(new Event("input", { bubbles: true }));
+      await new Promise((r) => requestAnimationFrame(r));
+      worst = Math.max(worst, performance.now() - t);
+    }
+    return worst;
+  });
+  console.log(`long session: 2000 messages and 200 tool calls on the screen ${openMs.toFixed(0)} ms after the navigation started; scrolled to the first message in ${scrollMs.toFixed(1)} ms; the slowest key took ${typeMs.toFixed(1)} ms to the next frame`);
+  await shotIn(page, artifacts, "16-long-session");
+  await ctx.close();
+});
