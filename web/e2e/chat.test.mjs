@@ -484,15 +484,16 @@ test("the sidebar with 10,000 sessions", { timeout: 120000 }, async () => {
 // prints the time from the navigation's start to the last answer on the
 // screen, the time to scroll back to the first message and the slowest
 // key typed in the composer. It asserts that every message is there and
-// that the median key reaches the screen within 100 ms (about 20-50 ms
-// here, with an odd key at 450-580 ms, not explained yet). The issue's budget of 1 s to open is not asserted: it takes
+// that no key waits 200 ms for the screen (about 20-50 ms each here). The issue's budget of 1 s to open is not asserted: it takes
 // about 3 s here and the fix is not made yet (docs/performance.md).
 test("a session of 2,000 messages and 200 tool calls", { timeout: 120000 }, async () => {
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 820 } });
   const page = await ctx.newPage();
   const id = "session-long-2000";
   const at = new Date().toISOString();
-  let body = "", seq = 0;
+  // The intercepted stream ends where a live one would stay open: a long
+  // retry keeps the page from reading it all again while it is measured.
+  let body = "retry: 600000\n\n", seq = 0;
   const send = (payload, type = "model_msg") => { body += `event: message\nid: ${++seq}\ndata: ${JSON.stringify({ timestamp: at, type, payload })}\n\n`; };
   for (let i = 0; i < 1000; i++) {
     send({ type: "text", role: "user", text: `Question ${i}: what changed in part ${i}?` });
@@ -542,8 +543,7 @@ test("a session of 2,000 messages and 200 tool calls", { timeout: 120000 }, asyn
     return took;
   });
   console.log(`long session: 2000 messages and 200 tool calls on the screen ${openMs.toFixed(0)} ms after the navigation started; scrolled to the first message in ${scrollMs.toFixed(1)} ms; keys took ${typeMs.map((x) => x.toFixed(0)).join(", ")} ms to the next frame`);
-  const median = [...typeMs].sort((a, b) => a - b)[typeMs.length >> 1];
-  assert.ok(median < 100, `the median key took ${median} ms to reach the screen`);
+  assert.ok(Math.max(...typeMs) < 200, `a key took ${Math.max(...typeMs)} ms to reach the screen`);
   await shotIn(page, artifacts, "16-long-session");
   await ctx.close();
 });
