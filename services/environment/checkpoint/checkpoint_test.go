@@ -198,7 +198,11 @@ func TestLoadReusesItsDecompressor(t *testing.T) {
 		}
 	}
 	runtime.ReadMemStats(&after)
-	if per := (after.TotalAlloc - before.TotalAlloc) / loads; per > 16<<10 {
-		t.Errorf("Load allocated %d bytes per call, want under 16 KiB", per)
+	// A new decompressor per load costs some 47 KiB of allocations. The
+	// bound leaves room for what the race detector adds and for the pool
+	// emptied by a collection during the loop (seen: 17 KiB a load under
+	// make test's load).
+	if per := (after.TotalAlloc - before.TotalAlloc) / loads; per > 32<<10 {
+		t.Errorf("Load allocated %d bytes per call, want under 32 KiB", per)
 	}
 }
