@@ -154,11 +154,14 @@ func (j *Journal) enqueueLocked(q queued) int64 {
 	j.next++
 	q.ev.Sequence = seq
 	j.queue = append(j.queue, q)
-	if q.persist && j.held.IsZero() && j.linger > 0 {
-		j.held = time.Now()
-	}
-	if durabilityPoint(q) {
-		j.hurryLocked()
+	// Without a linger nothing is held back, so there is no one to hurry.
+	if j.linger > 0 {
+		if q.persist && j.held.IsZero() {
+			j.held = time.Now()
+		}
+		if durabilityPoint(q) {
+			j.hurryLocked()
+		}
 	}
 	if !j.writerActive {
 		j.writerActive = true
