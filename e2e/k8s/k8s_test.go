@@ -366,6 +366,10 @@ func TestDeployment(t *testing.T) {
 		c.sessionOfAInvisibleToB(ctx, t)
 	})
 
+	t.Run("a user signed in through the identity provider sees their project, not user A's session, through either engine pod", func(t *testing.T) {
+		c.oidcUserSeesOwnProjectNotOthers(ctx, t)
+	})
+
 	// Probe sessions by the pod that ran their command, for the scenarios
 	// that need a session on a given pod.
 	onPod := map[string][]string{}

@@ -90,6 +90,8 @@ token=$(secret) pw=$(secret) key=$(secret)
 	--from-literal=url="postgres://penguin:$pw@penguin-postgres:5432/penguin?pool_max_conns=8" >/dev/null
 "$C/kc" -n "$NSP" create secret generic penguin-providers --from-literal=mock-api-key="$key" >/dev/null
 "$C/kc" -n "$NSP" create secret generic penguin-routes-key --from-literal=key="$(openssl rand -base64 32)" >/dev/null
+# The web client's secret at the suite's identity provider (overlay/oidcop.yaml).
+"$C/kc" -n "$NSP" create secret generic penguin-oidc --from-literal=client-secret="$(secret)" >/dev/null
 "$C/kc" apply --server-side -k e2e/k8s/overlay >/dev/null
 "$C/kc" -n "$NSP" wait --for=condition=Available deploy --all --timeout=300s
 "$C/kc" -n "$NSP" get pods -o wide

@@ -87,7 +87,7 @@ type Provider struct {
 // ends.
 func Start(t testing.TB, users ...User) *Provider {
 	t.Helper()
-	p, stop, err := Run("127.0.0.1:0", users...)
+	p, stop, err := Run("127.0.0.1:0", "", users...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,13 +97,19 @@ func Start(t testing.TB, users ...User) *Provider {
 
 // Run runs a provider with the given users at addr until stop is called:
 // for a test of another process (the web app's browser test runs it
-// through cmd/oidcop).
-func Run(addr string, users ...User) (_ *Provider, stop func(), err error) {
+// through cmd/oidcop, the Kubernetes suite in a pod). Its issuer URL is
+// issuer, or "http://" and the address it listens at when issuer is
+// empty; a provider behind a name (a Kubernetes Service) gives the URL
+// its clients reach it at, which the tokens it issues must name.
+func Run(addr, issuer string, users ...User) (_ *Provider, stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, err
 	}
-	p := &Provider{Issuer: "http://" + ln.Addr().String(), clients: map[string]*storage.Client{}}
+	if issuer == "" {
+		issuer = "http://" + ln.Addr().String()
+	}
+	p := &Provider{Issuer: issuer, clients: map[string]*storage.Client{}}
 	us := userStore{users: map[string]*storage.User{}, groups: map[string][]string{}}
 	for _, u := range users {
 		us.users[u.ID] = &storage.User{
