@@ -9,7 +9,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { apiCall, axe, launchChromium, Runner, shot as shotIn, stepper } from "./harness.mjs";
@@ -21,8 +21,10 @@ const artifacts = join(repo, "web/artifacts/chat");
 const token = "e2e-token-" + Math.random().toString(36).slice(2);
 const modelKey = "sk-e2e-" + Math.random().toString(36).slice(2);
 const model = "openai/gpt-5-mini";
-// A 1×1 PNG, the image the attachment step pastes.
+// A 1×1 PNG, the image the attachment step pastes, and a 2×2 one that a
+// steering message carries (chat.yaml answers each by its own bytes).
 const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+const STEER_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR4nGP438AARAwQCgAt7gX9iz9uhAAAAABJRU5ErkJggg==";
 
 let work, runner, browser, base, mock;
 const shot = (page, name) => shotIn(page, artifacts, name);
@@ -48,6 +50,19 @@ after(async () => {
   await runner?.stop();
   if (process.env.KEEP !== "1") rmSync(work, { recursive: true, force: true });
 });
+
+/** pastePNG pastes a PNG (base64) named name into the composer, as a
+ * screenshot tool's clipboard would, and waits for its attachment. */
+async function pastePNG(page, name, png) {
+  await page.getByTestId("composer").focus();
+  await page.evaluate(([name, b64]) => {
+    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+    const dt = new DataTransfer();
+    dt.items.add(new File([bytes], name, { type: "image/png" }));
+    document.querySelector("[data-testid=composer]").dispatchEvent(new ClipboardEvent("paste", { clipboardData: dt, bubbles: true, cancelable: true }));
+  }, [name, png]);
+  await page.getByTestId("attachment").filter({ hasText: name }).waitFor();
+}
 
 /** call makes an API request from the page, with its CSRF token, and
  * returns the parsed body; a refusal fails the test. */
@@ -251,14 +266,7 @@ test("the chat: rendered answers, safe defaults, sessions and controls", { timeo
     assert.match(await problem.innerText(), /huge\.png is 6 MiB; an image may be at most 5 MiB\./);
     assert.equal(await page.getByTestId("attachment").count(), 0, "nothing refused is attached");
     // An image pasted into the box, as from a screenshot tool.
-    await composer.focus();
-    await page.evaluate((b64) => {
-      const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
-      const dt = new DataTransfer();
-      dt.items.add(new File([bytes], "screenshot.png", { type: "image/png" }));
-      document.querySelector("[data-testid=composer]").dispatchEvent(new ClipboardEvent("paste", { clipboardData: dt, bubbles: true, cancelable: true }));
-    }, PNG);
-    await page.getByTestId("attachment").filter({ hasText: "screenshot.png" }).waitFor();
+    await pastePNG(page, "screenshot.png", PNG);
     // A text file from the picker goes into the prompt.
     await page.getByTestId("attach-input").setInputFiles({ name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("remember the milk\n") });
     await page.getByTestId("attachment").filter({ hasText: "notes.txt" }).waitFor();
@@ -286,6 +294,27 @@ test("the chat: rendered answers, safe defaults, sessions and controls", { timeo
     assert.equal(bad.status, 400);
     assert.match(bad.body.message, /image 1: "image\/svg\+xml" is not an image type the models take/);
     await shot(page, "09-image-answered");
+  });
+
+  await step("a steering message with an image: pasted while a task runs, it reaches the model", async () => {
+    const composer = page.getByTestId("composer");
+    await composer.fill("STEER-TASK: wait a moment.");
+    await composer.press("Enter");
+    await page.getByTestId("tool-card").filter({ hasText: "sleep 6" }).getByText("running").waitFor();
+    await pastePNG(page, "steer.png", STEER_PNG);
+    await composer.fill("Look at this one too.");
+    const sent = page.waitForRequest((r) => r.method() === "POST" && r.url().endsWith("/steer"));
+    await page.getByRole("button", { name: "Steer", exact: true }).click();
+    const body = (await sent).postDataJSON();
+    assert.equal(body.text, "Look at this one too.");
+    assert.deepEqual(body.images, [`data:image/png;base64,${STEER_PNG}`]);
+    // The mock answers this only when the request after the steering
+    // ends with that PNG: the steering carried it to the model.
+    await page.locator(".msg.user.from-steering:not(.queued)").filter({ hasText: "Look at this one too." }).waitFor({ timeout: 30000 });
+    await page.locator(".msg.assistant").filter({ hasText: "I see the PNG you steered with." }).waitFor({ timeout: 30000 });
+    await page.getByTestId("chat-state").filter({ hasText: "idle" }).waitFor();
+    assert.equal(await page.getByTestId("attachment").count(), 0, "the steered image left the box");
+    await shot(page, "09b-steer-image");
   });
 
   await step("the processes panel: a background command listed with its output tail, updated live, then killed from it", async () => {
@@ -480,12 +509,15 @@ test("the sidebar with 10,000 sessions", { timeout: 120000 }, async () => {
 
 // A long session: 2,000 messages and 200 tool calls, delivered by the
 // session's stream (intercepted, so that the figure is the page's own
-// work: parsing, the conversation's reducer, rendering Markdown). It
-// prints the time from the navigation's start to the last answer on the
-// screen, the time to scroll back to the first message and the slowest
-// key typed in the composer. It asserts that every message is there and
-// that no key waits 200 ms for the screen (about 20-50 ms each here). The issue's budget of 1 s to open is not asserted: it takes
-// about 3 s here and the fix is not made yet (docs/performance.md).
+// work: parsing, the conversation's reducer, rendering what is in view).
+// It prints the time from the navigation's start to the last answer on
+// the screen, the time to scroll back to the first message and each key's
+// time typed in the composer, and asserts the issue's budget: open within
+// 1 s (less the intercepted stream's delivery; on a machine not loaded
+// past its cores), and no key waiting 200 ms for the screen. The conversation is
+// virtualized: the page holds a window of it, the feed says it has 2,200
+// entries (1,000 questions, 1,000 answers, 200 tool calls), and the first
+// and the last are reached by scrolling, also from the keyboard.
 test("a session of 2,000 messages and 200 tool calls", { timeout: 120000 }, async () => {
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 820 } });
   const page = await ctx.newPage();
@@ -505,27 +537,56 @@ test("a session of 2,000 messages and 200 tool calls", { timeout: 120000 }, asyn
   }
   await page.route(`**/api/sessions/${id}/stream**`, (route) => route.fulfill({ status: 200, headers: { "Content-Type": "text/event-stream" }, body }));
   await page.route(`**/api/sessions/${id}`, (route) => route.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify({ session_id: id, title: "A long session", state: "SESSION_STATE_IDLE", updated_at: at, model: { provider: "openai", model_id: "gpt-5-mini" } }) }));
+  // On the screen: a message with the text rendered inside the box's
+  // viewport.
+  await page.addInitScript(() => {
+    window.__inView = (text) => {
+      const box = document.querySelector("[data-testid=messages]")?.getBoundingClientRect();
+      return !!box && [...document.querySelectorAll(".msg")].some((m) => {
+        const r = m.getBoundingClientRect();
+        return m.textContent.includes(text) && r.bottom > box.top && r.top < box.bottom;
+      });
+    };
+  });
   await page.goto(base + "/");
   await page.getByLabel("Token").fill(token);
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.locator(".session-list").waitFor();
   await page.goto(base + "/sessions/" + id);
-  await page.waitForFunction(() => {
-    const answers = document.querySelectorAll(".msg.assistant");
-    const ok = answers.length === 1000 && answers[999].textContent.includes("Answer 999");
-    if (ok) window.__shown ??= performance.now();
-    return ok;
-  }, null, { polling: "raf", timeout: 60000 });
-  const openMs = await page.evaluate(() => window.__shown);
-  assert.equal(await page.locator(".msg.user").count(), 1000, "every question is shown");
-  assert.equal(await page.getByTestId("tool-card").count(), 200, "every tool call is shown");
-  const scrollMs = await page.evaluate(async () => {
-    const first = [...document.querySelectorAll(".msg.user")][0];
-    const t = performance.now();
-    first.scrollIntoView();
-    await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
-    return performance.now() - t;
+  await page.waitForFunction((t) => window.__inView(t) && (window.__shown ??= performance.now()), "Answer 999", { polling: "raf", timeout: 60000 });
+  // The intercepted stream is handed to the page whole, through the
+  // browser's debugging protocol: 1.1 MB that take 100-1,500 ms here to
+  // arrive, which a server streams while the page renders; the page's own
+  // time is without that delivery.
+  const { openMs, deliveryMs } = await page.evaluate(() => {
+    const s = performance.getEntriesByType("resource").find((r) => r.name.includes("/stream?"));
+    return { openMs: window.__shown, deliveryMs: s.responseEnd - s.requestStart };
   });
+  const ownMs = openMs - deliveryMs;
+  const entries = page.locator("[role=feed] > [role=article]");
+  assert.equal(await entries.first().getAttribute("aria-setsize"), "2200", "the feed has every question, answer and tool call");
+  const inDOM = await page.locator(".msg, [data-testid=tool-card]").count();
+  assert.ok(inDOM > 0 && inDOM < 100, `the conversation is virtualized (${inDOM} entries in the page)`);
+  // Back to the first message: its entry is made on the next frames.
+  const scrollMs = await page.evaluate(async () => {
+    const seen = window.__inView;
+    const box = document.querySelector("[data-testid=messages]");
+    const t = performance.now();
+    box.scrollTop = 0;
+    for (let i = 0; i < 120 && !seen("Question 0:"); i++) await new Promise((r) => requestAnimationFrame(r));
+    return seen("Question 0:") ? performance.now() - t : Infinity;
+  });
+  assert.ok(scrollMs < 1000, `the first message came into view in ${scrollMs} ms`);
+  assert.equal(await entries.first().getAttribute("aria-posinset"), "1", "the first entry is in the page");
+  // And from the keyboard: End reaches the last answer again, Home the first question.
+  await page.getByTestId("messages").focus();
+  await page.keyboard.press("End");
+  await page.waitForFunction((t) => window.__inView(t), "Answer 999", { polling: "raf", timeout: 5000 });
+  await page.keyboard.press("Home");
+  await page.waitForFunction((t) => window.__inView(t), "Question 0:", { polling: "raf", timeout: 5000 });
+  await page.keyboard.press("End");
+  await page.waitForFunction((t) => window.__inView(t), "Answer 999", { polling: "raf", timeout: 5000 });
+  assert.deepEqual(await axe(page), [], "axe-core: the long, virtualized conversation");
   // Typing while the long conversation is on the screen: each key's
   // input event to the next frame.
   const composer = page.getByTestId("composer");
@@ -542,8 +603,15 @@ test("a session of 2,000 messages and 200 tool calls", { timeout: 120000 }, asyn
     }
     return took;
   });
-  console.log(`long session: 2000 messages and 200 tool calls on the screen ${openMs.toFixed(0)} ms after the navigation started; scrolled to the first message in ${scrollMs.toFixed(1)} ms; keys took ${typeMs.map((x) => x.toFixed(0)).join(", ")} ms to the next frame`);
+  const load = loadavg()[0] / availableParallelism();
+  console.log(`long session: 2000 messages and 200 tool calls on the screen ${openMs.toFixed(0)} ms after the navigation started, ${ownMs.toFixed(0)} ms without the intercepted stream's delivery (${deliveryMs.toFixed(0)} ms) at a load of ${load.toFixed(1)} a core; ${inDOM} entries in the page; scrolled to the first message in ${scrollMs.toFixed(1)} ms; keys took ${typeMs.map((x) => x.toFixed(0)).join(", ")} ms to the next frame`);
   assert.ok(Math.max(...typeMs) < 200, `a key took ${Math.max(...typeMs)} ms to reach the screen`);
+  // The budget of 1 s holds on this machine when it is not shared by more
+  // than it has cores for: at a load of 10 to 14 a core (other builds and
+  // tests) the same page took 1 to 6 s on the clock, and the browser's
+  // own busy time grew alike, so there it is printed, not asserted.
+  if (load <= 1) assert.ok(ownMs <= 1000, `the long session took ${ownMs.toFixed(0)} ms of the page's own to open, over the budget of 1 s`);
+  else console.log(`long session: the budget of 1 s to open is not asserted at a load of ${load.toFixed(1)} a core`);
   await shotIn(page, artifacts, "16-long-session");
   await ctx.close();
 });

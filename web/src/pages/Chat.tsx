@@ -1,4 +1,6 @@
-import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
+import type { ComponentChildren } from "preact";
+import { useEffect, useLayoutEffect, useMemo, useReducer, useRef, useState } from "preact/hooks";
+import { elementScroll, observeElementOffset, observeElementRect, Virtualizer } from "@tanstack/virtual-core";
 import { api, ApiError, type ProcessInfo, type Session } from "../api";
 import { read, size, withFiles, type Attachment, type AttachmentLimits } from "../attach";
 import { goalCommand, parseBudget } from "../goal";
@@ -133,25 +135,6 @@ export function Chat({ id, session: listed, lastStatus, onChanged }: { id: strin
     }
   };
   const items = mainItems(conv);
-  // The conversation follows its end while the reader is there: after
-  // each render, and when the box itself shrinks (an approval card or the
-  // reconnect countdown appears below it). Scrolling up stops that.
-  const box = useRef<HTMLDivElement>(null);
-  const follow = useRef(true);
-  const toEnd = () => {
-    if (follow.current && box.current) box.current.scrollTop = box.current.scrollHeight;
-  };
-  useLayoutEffect(toEnd);
-  useEffect(() => {
-    if (!box.current) return;
-    const ro = new ResizeObserver(toEnd);
-    ro.observe(box.current);
-    return () => ro.disconnect();
-  }, []);
-  const onScroll = (e: Event) => {
-    const el = e.currentTarget as HTMLElement;
-    follow.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
-  };
   const usage = conv.sessionUsage ?? session?.usage;
   // How the last task ended comes with its idle state on the stream; a
   // page opened later learns it from the session list.
@@ -184,15 +167,16 @@ export function Chat({ id, session: listed, lastStatus, onChanged }: { id: strin
       {showWorkspace && <Workspace id={id} running={running} version={conv.workspaceChanges ?? 0} />}
       {showProcs && <Processes id={id} running={running} />}
       {link !== "live" && link !== "connecting" && <div class="banner warn" role="status">{problem || (link === "gone" ? "The stream closed." : "Reconnecting…")}</div>}
-      <div class="messages" onScroll={onScroll} data-testid="messages" ref={box}>
-        <Thread conv={conv} items={items} sessionId={id} depth={0} />
-        {conv.status && conv.state === "idle" && conv.status !== "completed" && conv.status !== "aborted" && (
-          <div class="banner error" role="status">
-            Task {conv.status}{conv.statusMessage ? `: ${conv.statusMessage}` : ""}
-          </div>
-        )}
-        {steering(conv, queued, running).map((t) => <div class="msg user from-steering queued" data-testid="queued-steer"><span class="muted small">Steering · queued for the next model request</span><p class="pre">{t}</p></div>)}
-      </div>
+      <Messages key={id} conv={conv} items={items} sessionId={id} busy={running} tail={[
+        ...(conv.status && conv.state === "idle" && conv.status !== "completed" && conv.status !== "aborted" ? [{
+          key: "status",
+          node: <div class="banner error" role="status">Task {conv.status}{conv.statusMessage ? `: ${conv.statusMessage}` : ""}</div>,
+        }] : []),
+        ...steering(conv, queued, running).map((t, i) => ({
+          key: `queued-${i}`,
+          node: <div class="msg user from-steering queued" data-testid="queued-steer"><span class="muted small">Steering · queued for the next model request</span><p class="pre">{t}</p></div>,
+        })),
+      ]} />
       {[...conv.pending.values()].map((p) => <ApprovalCard key={p.thread + p.toolCallId} p={p} onAnswer={(allow) => act(() => api.approve(id, p.toolCallId, allow, p.origin))} />)}
       {conv.retry && <RetryCountdown at={conv.retry.at} waiting={conv.state === "retry_wait"} onRetry={() => act(async () => {
         // The engine cuts short only a wait it is in; a wait that ended
@@ -311,6 +295,136 @@ function UserText({ text }: { text: string }) {
       <p class="row small" data-testid="used-skills">Skills: {pinned.skills.map((n) => <span class="badge">{n}</span>)}</p>
       {pinned.rest && <p class="pre">{pinned.rest}</p>}
     </>
+  );
+}
+
+/** The gap between two entries of the conversation, in pixels (the
+ * stylesheet's .entry spacing, which the virtualizer adds between rows). */
+const GAP = 8;
+
+/** A reader this near the end of the conversation, in pixels, is at its
+ * end: new output scrolls into view. */
+const NEAR_END = 80;
+
+/** estimate guesses an entry's height before it is measured, so that the
+ * scrollbar is about right for a long session; each entry is measured
+ * once it is rendered. The virtualizer asks again for every entry each
+ * time it lays them out anew, so a guess is kept while its text keeps its
+ * length (a streaming text grows). */
+const guesses = new WeakMap<Item, [number, number]>();
+function estimate(it: Item | undefined): number {
+  if (!it) return 40;
+  const text = it.type === "user" || it.type === "text" ? it.text : "";
+  const kept = guesses.get(it);
+  if (kept && kept[0] === text.length) return kept[1];
+  const h = guess(it);
+  guesses.set(it, [text.length, h]);
+  return h;
+}
+
+function guess(it: Item): number {
+  switch (it.type) {
+    case "user":
+      return 16 + 22 * lines(it.text);
+    case "text":
+      return 22 * lines(it.text) + 12 * (it.text.match(/\n\n/g)?.length ?? 0);
+    case "tool":
+    case "thinking":
+      return 38;
+    case "usage":
+    case "notice":
+      return 22;
+    default:
+      return 44;
+  }
+}
+
+/** lines counts a text's lines as they wrap at about 100 characters. */
+function lines(text: string): number {
+  let n = 0;
+  for (const l of text.split("\n")) n += 1 + Math.floor(l.length / 100);
+  return n;
+}
+
+/** Messages is the conversation's scrolling list. Only the entries near
+ * the viewport are in the page (with a few more on either side): a
+ * session of 2,000 messages rendered whole, Markdown and all, took 2.4 to
+ * 4 seconds to open, and a Markdown text is now parsed only when its
+ * entry comes into view. The windowing is @tanstack/virtual-core's (a
+ * small, framework-free core; its React adapter is a dozen lines, which
+ * this does for Preact): it measures each rendered entry, keeps the
+ * reader's place when entries above change height, and, anchored to the
+ * end, follows new output while the reader is at the bottom. The list is
+ * an ARIA feed of articles that say their position (aria-posinset of
+ * aria-setsize), since most are not in the page; the box is focusable,
+ * so the keyboard scrolls it (Home and End reach the first and the last
+ * entry). Find in page sees only the rendered entries.
+ *
+ * tail holds what follows the conversation (a failed task's banner, the
+ * steering not yet read by the model): entries of the list too, so that
+ * following the end shows them. */
+function Messages({ conv, items, tail, sessionId, busy }: {
+  conv: Conversation; items: Item[]; tail: { key: string; node: ComponentChildren }[]; sessionId: string; busy: boolean;
+}) {
+  const box = useRef<HTMLDivElement>(null);
+  const [, rerender] = useReducer((n: number) => n + 1, 0);
+  const count = items.length + tail.length;
+  const options = {
+    count,
+    getScrollElement: () => box.current,
+    estimateSize: (i: number) => estimate(items[i]),
+    getItemKey: (i: number) => (i < items.length ? items[i].key : tail[i - items.length].key),
+    scrollToFn: elementScroll,
+    observeElementRect,
+    observeElementOffset,
+    onChange: () => rerender(0),
+    overscan: 6,
+    gap: GAP,
+    paddingStart: 12,
+    paddingEnd: 12,
+    anchorTo: "end" as const,
+    followOnAppend: true,
+    scrollEndThreshold: NEAR_END,
+  };
+  const [v] = useState(() => new Virtualizer<HTMLDivElement, HTMLElement>(options));
+  v.setOptions(options);
+  useLayoutEffect(() => v._didMount(), []);
+  useLayoutEffect(() => v._willUpdate());
+  // The box shrinks when an approval card or the reconnect countdown
+  // appears below it: a reader at the end stays there.
+  const follow = useRef(true);
+  useEffect(() => {
+    if (!box.current) return;
+    const ro = new ResizeObserver(() => follow.current && v.scrollToEnd());
+    ro.observe(box.current);
+    return () => ro.disconnect();
+  }, []);
+  const rows = v.getVirtualItems();
+  return (
+    <div class="messages" data-testid="messages" ref={box} tabIndex={0}
+      onScroll={(e) => {
+        // The element's own figures: this runs before the virtualizer
+        // reads the new offset.
+        const el = e.currentTarget;
+        follow.current = el.scrollHeight - el.scrollTop - el.clientHeight < NEAR_END;
+      }}
+      onKeyDown={(e) => {
+        // Home and End go by entries: the browser's own smooth scroll
+        // would stop wherever an entry it passes is measured.
+        if (e.target !== box.current || (e.key !== "Home" && e.key !== "End")) return;
+        e.preventDefault();
+        if (e.key === "Home") v.scrollToIndex(0, { align: "start" });
+        else v.scrollToEnd();
+      }}>
+      <div role="feed" aria-label="Messages" aria-busy={busy} class="thread" style={{ height: `${v.getTotalSize()}px` }}>
+        {rows.map((r) => (
+          <div role="article" key={r.key} class="entry" data-index={r.index} ref={v.measureElement}
+            aria-posinset={r.index + 1} aria-setsize={count} style={{ transform: `translateY(${r.start}px)` }}>
+            {r.index < items.length ? <ItemView it={items[r.index]} conv={conv} sessionId={sessionId} depth={0} /> : tail[r.index - items.length]?.node}
+          </div>
+        ))}
+      </div>
+    </div>
   );
 }
 
