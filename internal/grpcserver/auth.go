@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"sync/atomic"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"google.golang.org/grpc"
@@ -30,6 +31,18 @@ type Authorizer interface {
 // log.
 type Auditor interface {
 	AuditCall(ctx context.Context, fullMethod string, req any, err error)
+}
+
+// StreamWatcher, when an Authenticator is one too, keeps the access of
+// an open stream under watch once its first request was authorized: a
+// stream outlives the check made when it opened, and a caller who loses
+// access (removed from the project, account disabled, token revoked,
+// signed out) must not go on receiving it. WatchStream blocks until the
+// caller's access to the call ends, returning the error the stream is to
+// end with, or until ctx ends (or there is nothing that could end, such
+// as the service token's access), returning nil.
+type StreamWatcher interface {
+	WatchStream(ctx context.Context, fullMethod string, req any) error
 }
 
 // SetAuthenticator makes a decide who may call, instead of the bare token
@@ -95,21 +108,53 @@ func (s *Server) authorizeInterceptors() (grpc.UnaryServerInterceptor, grpc.Stre
 		return resp, err
 	}
 	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if z := authorizer(); z != nil {
-			ss = &authorizedStream{ServerStream: ss, z: z, method: info.FullMethod}
+		z := authorizer()
+		if z == nil {
+			return handler(srv, ss)
 		}
-		return handler(srv, ss)
+		ctx, cancel := context.WithCancelCause(ss.Context())
+		defer cancel(nil)
+		as := &authorizedStream{ServerStream: ss, ctx: ctx, z: z, method: info.FullMethod}
+		if w, ok := z.(StreamWatcher); ok && info.IsServerStream {
+			as.watch = func(req any) {
+				go func() {
+					if err := w.WatchStream(ctx, info.FullMethod, req); err != nil {
+						as.ended.Store(&err)
+						cancel(err)
+					}
+				}()
+			}
+		}
+		err := handler(srv, as)
+		if ended := as.ended.Load(); ended != nil {
+			// The handler returned because its context ended (or
+			// raced it to the end); the caller is told why.
+			return *ended
+		}
+		return err
 	}
 	return unary, stream
 }
 
-// authorizedStream authorizes the first message a stream receives.
+// authorizedStream authorizes the first message a stream receives and,
+// when its authorizer watches streams, has the access of the caller
+// watched from then on: the handler's context ends when it does.
 type authorizedStream struct {
 	grpc.ServerStream
+	ctx    context.Context
 	z      Authorizer
 	method string
 	done   bool
+	// watch starts watching the stream's access to the request it is
+	// given; nil when nothing watches.
+	watch func(req any)
+	// ended is the error the watch ended the stream with.
+	ended atomic.Pointer[error]
 }
+
+// Context implements grpc.ServerStream: the stream's context, which ends
+// too when the caller's access does.
+func (a *authorizedStream) Context() context.Context { return a.ctx }
 
 // RecvMsg implements grpc.ServerStream.
 func (a *authorizedStream) RecvMsg(m any) error {
@@ -120,5 +165,11 @@ func (a *authorizedStream) RecvMsg(m any) error {
 		return nil
 	}
 	a.done = true
-	return a.z.Authorize(a.Context(), a.method, m)
+	if err := a.z.Authorize(a.Context(), a.method, m); err != nil {
+		return err
+	}
+	if a.watch != nil {
+		a.watch(m)
+	}
+	return nil
 }

@@ -111,6 +111,12 @@ type Config struct {
 	// OIDC configures sign-in through an identity provider; its zero
 	// value configures none. It needs team mode.
 	OIDC OIDCConfig
+	// AccessRecheck is how often the access of an open stream (Attach,
+	// WatchSessions, Run) is checked again, so that a caller who lost it
+	// through another replica is cut off; zero means
+	// access.DefaultRecheck. Changes made through this replica are
+	// checked at once.
+	AccessRecheck time.Duration
 	// ScheduleMissedAfter is how late a schedule's due time may be
 	// claimed and still count as on time, not missed (see package
 	// scheduler); zero means scheduler.DefaultMissedAfter.
@@ -165,7 +171,7 @@ func Setup(ctx context.Context, cfg Config) (_ *Engine, err error) {
 		return nil, errors.Join(err, st.Close())
 	}
 	e := &Engine{store: st, replicas: grpcclient.NewPool(cfg.Dial)}
-	e.guard = access.New(st, access.Options{Mode: cfg.mode(), ServiceToken: cfg.ServiceToken, Logger: log})
+	e.guard = access.New(st, access.Options{Mode: cfg.mode(), ServiceToken: cfg.ServiceToken, Logger: log, Recheck: cfg.AccessRecheck})
 	var login *oidclogin.Login
 	if cfg.OIDC.Enabled() {
 		if login, err = oidclogin.New(cfg.OIDC, st); err != nil {

@@ -56,6 +56,9 @@ type Options struct {
 	// Audit bounds the audit log (its Logger and Now default to the
 	// Guard's).
 	Audit audit.Options
+	// Recheck is how often an open stream's access is checked again
+	// (WatchStream); zero means DefaultRecheck.
+	Recheck time.Duration
 }
 
 // Guard resolves callers and checks their access. Create it with [New].
@@ -67,13 +70,19 @@ type Guard struct {
 	log     *slog.Logger
 	now     func() time.Time
 	rec     *audit.Recorder
+	// recheckEvery and changes drive WatchStream.
+	recheckEvery time.Duration
+	changes      changes
 }
 
 // New returns a Guard over the store's users, tokens and memberships.
 func New(st store.Store, opts Options) *Guard {
-	g := &Guard{st: st, mode: opts.Mode, log: logger.OrDiscard(opts.Logger), now: opts.Now}
+	g := &Guard{st: st, mode: opts.Mode, log: logger.OrDiscard(opts.Logger), now: opts.Now, recheckEvery: opts.Recheck}
 	if g.now == nil {
 		g.now = time.Now
+	}
+	if g.recheckEvery <= 0 {
+		g.recheckEvery = DefaultRecheck
 	}
 	ao := opts.Audit
 	if ao.Logger == nil {
@@ -285,9 +294,13 @@ func (g *Guard) lookupFailed(ctx context.Context, err error) error {
 	return status.Error(codes.Unavailable, "credentials cannot be checked right now; try again")
 }
 
-// audit appends to the audit log.
+// audit appends to the audit log and, after a change that can end
+// someone's access, has the open streams checked again.
 func (g *Guard) audit(ctx context.Context, r store.AuditRecord) {
 	g.rec.Record(ctx, r)
+	if endsAccess[r.Action] {
+		g.changes.changed()
+	}
 }
 
 // Recorder returns the audit log's recorder, for records whose actor is

@@ -171,7 +171,7 @@ func (s *Store) manifests() ([]manifestFile, error) {
 	for _, e := range entries {
 		id, ok := strings.CutSuffix(e.Name(), ".json.gz")
 		info, err := e.Info()
-		if !ok || !idPattern.MatchString(id) || err != nil {
+		if !ok || !idPattern().MatchString(id) || err != nil {
 			continue
 		}
 		out = append(out, manifestFile{id: id, mtime: info.ModTime(), size: info.Size()})
