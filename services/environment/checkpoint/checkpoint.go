@@ -156,7 +156,8 @@ var idPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile
 
 // Snapshot records the workspace tree as a checkpoint and returns its id.
 func (s *Store) Snapshot(ctx context.Context, tree *workspace.Tree, lim Limits) (string, *Manifest, error) {
-	prev, _ := s.Load(s.head())
+	head := s.head()
+	prev, _ := s.Load(head)
 	start := time.Now()
 	m := &Manifest{Entries: map[string]*Entry{}}
 	var total int64
@@ -186,7 +187,11 @@ func (s *Store) Snapshot(ctx context.Context, tree *workspace.Tree, lim Limits) 
 	if err != nil {
 		return "", nil, err
 	}
-	_ = s.root.WriteFile("head", []byte(id), 0o600)
+	if id != head {
+		// A workspace as the last checkpoint found it (most turns of a
+		// session that reads) leaves the head as it is.
+		_ = s.root.WriteFile("head", []byte(id), 0o600)
+	}
 	return id, m, nil
 }
 
