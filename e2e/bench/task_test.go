@@ -302,7 +302,9 @@ func runOnce(b *testing.B, bin string, run, tasks int) runResult {
 // with --pprof-listen, and writes to the directory PENGUIN_BENCH_PROFILE
 // names its CPU profile, the allocations of those seconds, and the heap
 // and goroutines the idle sessions then hold (read them with `go tool
-// pprof`). Without PENGUIN_BENCH_PROFILE it is skipped: a profiled server
+// pprof`); with PENGUIN_BENCH_TRACE set, an execution trace of the same
+// seconds too (trace.out, for `go tool trace`; see docs/performance.md
+// for the binary it needs). Without PENGUIN_BENCH_PROFILE it is skipped: a profiled server
 // is not the one users run.
 func BenchmarkTaskProfile(b *testing.B) {
 	out := os.Getenv("PENGUIN_BENCH_PROFILE")
@@ -320,11 +322,15 @@ func BenchmarkTaskProfile(b *testing.B) {
 		r := setup(ctx, b, bin, seconds*1000/2, &res, "--pprof-listen", "127.0.0.1:0")
 		addr := r.srv.proc.WaitLog("profiles listening", nil, "addr", serverStartLimit)
 		var wg sync.WaitGroup
-		done := make(chan struct{}, 2)
-		for _, p := range []string{"profile", "allocs"} {
+		fetch := map[string]string{"profile": "profile.pb.gz", "allocs": "allocs.pb.gz"}
+		if os.Getenv("PENGUIN_BENCH_TRACE") != "" {
+			fetch["trace"] = "trace.out"
+		}
+		done := make(chan struct{}, len(fetch))
+		for p, file := range fetch {
 			wg.Go(func() {
 				defer func() { done <- struct{}{} }()
-				fetchProfile(ctx, b, fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", addr, p, seconds), filepath.Join(out, p+".pb.gz"))
+				fetchProfile(ctx, b, fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", addr, p, seconds), filepath.Join(out, file))
 			})
 		}
 		n := 0

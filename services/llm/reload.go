@@ -63,9 +63,18 @@ type routeSource struct {
 	store  *routestore.Store // nil: no route store
 	log    *slog.Logger
 
-	mu          sync.Mutex // one build at a time; guards seen and seenVersion
+	mu          sync.Mutex // one build at a time; guards seen, seenVersion and keyFiles
 	seen        string     // the fingerprint taken before the last build read the files
 	seenVersion int64      // the store's version the last build read
+	keyFiles    keyFiles   // the key files the providers file names, by its stamp
+}
+
+// keyFiles are the key files a version of the providers file names: the
+// file is parsed again only when its stamp (size, modification time)
+// changes, not at each check of the watch, which runs every second.
+type keyFiles struct {
+	of    string // the providers file's stamp when it was parsed
+	paths []string
 }
 
 // build reads the file (absent: none), the environment and the store, and
@@ -190,6 +199,7 @@ func register(reg *registry.Registry, regs []registry.Registration) error {
 
 // fingerprint is what a change of the providers file or of one of its key
 // files alters: each file's size and modification time, or its absence.
+// The caller holds src.mu.
 func (src *routeSource) fingerprint() string {
 	if src.file == "" {
 		return ""
@@ -202,12 +212,18 @@ func (src *routeSource) fingerprint() string {
 		return fmt.Sprintf("%s:%d:%d;", path, st.Size(), st.ModTime().UnixNano())
 	}
 	fp := stamp(src.file)
-	if f, err := routing.Load(src.file); err == nil {
-		for _, p := range f.Providers {
-			if p.APIKeyFile != "" {
-				fp += stamp(p.APIKeyFile)
+	if src.keyFiles.of != fp {
+		src.keyFiles = keyFiles{of: fp}
+		if f, err := routing.Load(src.file); err == nil {
+			for _, p := range f.Providers {
+				if p.APIKeyFile != "" {
+					src.keyFiles.paths = append(src.keyFiles.paths, p.APIKeyFile)
+				}
 			}
 		}
+	}
+	for _, path := range src.keyFiles.paths {
+		fp += stamp(path)
 	}
 	return fp
 }

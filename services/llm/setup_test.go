@@ -139,6 +139,40 @@ func TestFirstRun(t *testing.T) {
 	}
 }
 
+// TestWatchFollowsTheKeyFile: a key file written again (a key rotated)
+// is picked up by the watch while the providers file that names it stays
+// as it was, since the watch stamps the key files the file names as well
+// as the file (and parses the file again only when it changes).
+func TestWatchFollowsTheKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	emu := emulator.NewServer(emulator.Script{Turns: []emulator.Turn{{Text: "hello"}}}, emulator.WithAPIKey("sk-new"))
+	t.Cleanup(emu.Close)
+	keyFile := filepath.Join(dir, "deepseek.key")
+	if err := os.WriteFile(keyFile, []byte("sk-expired\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "providers.yaml")
+	if err := os.WriteFile(path, []byte("providers:\n  - name: deepseek\n    type: openai\n    base_url: "+emu.OpenAIBaseURL()+"\n    api_key_file: "+keyFile+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := llm.Setup(llm.Config{ProvidersFile: path, Lookup: config.MapLookup(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := generate(t, svc, "deepseek", "deepseek-chat"); r.Outcome.GetStatus() != penguinv1.StopReason_STOP_REASON_AUTH {
+		t.Fatalf("with the old key: %v", r.Outcome)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); svc.Watch(ctx, 20*time.Millisecond) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	writeAtomically(t, keyFile, "sk-new\n")
+	eventually.Within(t, 10*time.Second, "the rotated key is used", func() bool {
+		return generate(t, svc, "deepseek", "deepseek-chat").Texts() == "hello"
+	})
+}
+
 func writeAtomically(t *testing.T, path, content string) {
 	t.Helper()
 	tmp := path + ".tmp"

@@ -582,10 +582,17 @@ test("a session of 2,000 messages and 200 tool calls", { timeout: 120000 }, asyn
   await page.getByTestId("messages").focus();
   await page.keyboard.press("End");
   await page.waitForFunction((t) => window.__inView(t), "Answer 999", { polling: "raf", timeout: 5000 });
+  // A tool card opened there stays open after it left the page and came back.
+  const card = page.getByTestId("tool-card").last();
+  const path = (await card.locator("summary").innerText()).match(/notes\/part-\d+\.md/)[0];
+  await card.locator("summary").click();
+  await page.getByTestId("messages").focus();
   await page.keyboard.press("Home");
   await page.waitForFunction((t) => window.__inView(t), "Question 0:", { polling: "raf", timeout: 5000 });
+  assert.equal(await page.getByTestId("tool-card").filter({ hasText: path }).count(), 0, `the card of ${path} left the page`);
   await page.keyboard.press("End");
   await page.waitForFunction((t) => window.__inView(t), "Answer 999", { polling: "raf", timeout: 5000 });
+  assert.equal(await page.getByTestId("tool-card").filter({ hasText: path }).getAttribute("open"), "", `the card of ${path} is open again`);
   assert.deepEqual(await axe(page), [], "axe-core: the long, virtualized conversation");
   // Typing while the long conversation is on the screen: each key's
   // input event to the next frame.

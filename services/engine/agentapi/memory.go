@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -31,7 +32,7 @@ const (
 
 // scopeRe is what a scope key may be: "user", or a workspace key
 // (agentstate.MemoryKey: a safe base name, a hyphen, eight hex digits).
-var scopeRe = regexp.MustCompile(`^(user|[A-Za-z0-9_.-]{1,40}-[0-9a-f]{8})$`)
+var scopeRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(user|[A-Za-z0-9_.-]{1,40}-[0-9a-f]{8})$`) })
 
 func scopePrefix(scope string) string { return agentstate.MemoryDir + "/" + scope + "/" }
 
@@ -44,7 +45,7 @@ func (s *Server) memoryTarget(ctx context.Context, req interface {
 	if err != nil {
 		return t, "", err
 	}
-	if !scopeRe.MatchString(req.GetScope()) {
+	if !scopeRe().MatchString(req.GetScope()) {
 		return t, "", invalid("scope", "%q is neither \"user\" nor a workspace key", req.GetScope())
 	}
 	return t, req.GetScope(), nil
@@ -71,7 +72,7 @@ func (s *Server) ListMemoryScopes(ctx context.Context, req *penguinv1.ListMemory
 	scopes := map[string]*penguinv1.MemoryScope{userScope: {Key: userScope}}
 	for _, p := range underPrefix(files, agentstate.MemoryDir+"/") {
 		key, name, ok := strings.Cut(strings.TrimPrefix(p, agentstate.MemoryDir+"/"), "/")
-		if !ok || !scopeRe.MatchString(key) || strings.Contains(name, "/") {
+		if !ok || !scopeRe().MatchString(key) || strings.Contains(name, "/") {
 			continue
 		}
 		sc := scopes[key]

@@ -4,15 +4,16 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // nameRe is what an agent may be called: a plain directory name on any
 // filesystem, never hidden.
-var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+var nameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
 
 // ValidName reports whether name can name an agent.
 func ValidName(name string) error {
-	if !nameRe.MatchString(name) {
+	if !nameRe().MatchString(name) {
 		return fmt.Errorf("invalid agent name %q: use 1 to 64 letters, digits, \".\", \"_\" and \"-\", starting with a letter or digit", name)
 	}
 	return nil

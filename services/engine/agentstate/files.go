@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/penguin-agent/penguin/services/engine/agentconfig"
@@ -55,10 +56,10 @@ func refuse(format string, args ...any) error {
 // memoryFileName is what a memory file may be called: a Markdown file
 // directly in its scope, its name plain enough for any filesystem. Hidden
 // names (the scope's .workspace marker, temporary files) never match.
-var memoryFileName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}\.md$`)
+var memoryFileName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}\.md$`) })
 
 // ValidMemoryFileName reports whether name can name a memory file.
-func ValidMemoryFileName(name string) bool { return memoryFileName.MatchString(name) }
+func ValidMemoryFileName(name string) bool { return memoryFileName().MatchString(name) }
 
 // Files is the part of an agent's state one session's model may reach:
 // AGENTS.md and the skills to read, and the user's and the workspace's
@@ -187,7 +188,7 @@ func (f *Files) memoryFile(p string) (*os.Root, string, error) {
 	if len(parts) != 3 || parts[0] != MemoryDir {
 		return nil, "", refuse("only memory and schedule files can be written or deleted: %s/<name>.md, %s/<name>.md or %s/<name>%s", UserMemoryPath, WorkspaceMemoryPath, schedule.Dir, schedule.Ext)
 	}
-	if !memoryFileName.MatchString(parts[2]) {
+	if !memoryFileName().MatchString(parts[2]) {
 		return nil, "", refuse("%q is not a memory file name: a Markdown file (.md) named with letters, digits, '.', '_' and '-'", parts[2])
 	}
 	root, err := f.memoryRoot(parts[1], true)

@@ -25,6 +25,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -130,11 +131,11 @@ func (e *Error) Error() string {
 
 // nameRule is what a schedule may be called: its file name, plain enough
 // for any filesystem and a URL path.
-var nameRule = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+var nameRule = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`) })
 
 // CheckName refuses a name that cannot name a schedule.
 func CheckName(name string) error {
-	if !nameRule.MatchString(name) {
+	if !nameRule().MatchString(name) {
 		return fmt.Errorf("schedule name %q: use 1 to 64 letters, digits, '-' or '_', starting with a letter or digit", name)
 	}
 	return nil

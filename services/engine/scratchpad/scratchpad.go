@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -46,7 +47,7 @@ func refuse(format string, args ...any) error {
 
 // fileName is what a scratchpad file may be called: plain, flat, not
 // hidden (temporary files are).
-var fileName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$`)
+var fileName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$`) })
 
 // imageTypes are the extensions read back as images.
 var imageTypes = map[string]string{".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp"}
@@ -90,7 +91,7 @@ func (p *Pad) root(create bool) (*os.Root, error) {
 }
 
 func checkName(name string) error {
-	if !fileName.MatchString(name) {
+	if !fileName().MatchString(name) {
 		return refuse("%q is not a scratchpad file name: use a plain name such as PLAN.md, directly in scratchpad/", name)
 	}
 	return nil

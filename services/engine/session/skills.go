@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/loop"
@@ -15,7 +16,7 @@ import (
 
 // skillName is what a skill's directory name may be (the only names the
 // agent API installs, and those of imported agent directories).
-var skillName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+var skillName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]+$`) })
 
 // checkSkillNames checks the names a task asks for before anything is
 // claimed: each must be a skill directory name, given once.
@@ -23,7 +24,7 @@ func checkSkillNames(names []string) error {
 	seen := make(map[string]bool, len(names))
 	for i, n := range names {
 		switch {
-		case !skillName.MatchString(n):
+		case !skillName().MatchString(n):
 			return fmt.Errorf("%w: skills[%d]: %q is not a skill name (letters, digits, '-' and '_')", ErrInvalid, i, n)
 		case seen[n]:
 			return fmt.Errorf("%w: skills[%d]: %q is named twice", ErrInvalid, i, n)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"sync"
 	"time"
 )
 
@@ -250,12 +251,12 @@ type Teams interface {
 
 // nameRE is what user and project ids may be: short, lower-case, safe in
 // a URL path and a log line.
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`) })
 
 // CheckName reports whether id may name a user or a project (what says
 // which), with an error that says what is allowed.
 func CheckName(what, id string) error {
-	if !nameRE.MatchString(id) {
+	if !nameRE().MatchString(id) {
 		return fmt.Errorf("%w: %s %q: use 1 to 63 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit", ErrInvalid, what, id)
 	}
 	return nil

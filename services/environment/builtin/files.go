@@ -103,7 +103,11 @@ func (t *readFile) Run(ctx context.Context, raw string, out tool.Output) (tool.R
 		return tool.Result{}, fileError(a.FilePath, err)
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(io.LimitReader(f, readScanCap), 64<<10)
+	// The buffer is the file's size, up to 64 KiB: most files read are
+	// far smaller, and a buffer of 64 KiB for each was most of what a
+	// task's read_file allocated. A line longer than the buffer is
+	// gathered piece by piece (ReadString) all the same.
+	br := bufio.NewReaderSize(io.LimitReader(f, readScanCap), int(min(max(info.Size()+1, sniffBytes), 64<<10)))
 	head, _ := br.Peek(sniffBytes)
 	if bytes.IndexByte(head, 0) >= 0 {
 		return tool.Result{}, fmt.Errorf("%s is a binary file (it contains NUL bytes): inspect it with exec_command (file, xxd, ...), or use read_image for an image", a.FilePath)

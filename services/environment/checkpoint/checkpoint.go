@@ -152,11 +152,12 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("%d file(s) changed since: %s; nothing was restored (force overwrites them)", len(e.Paths), strings.Join(e.Paths, ", "))
 }
 
-var idPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var idPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })
 
 // Snapshot records the workspace tree as a checkpoint and returns its id.
 func (s *Store) Snapshot(ctx context.Context, tree *workspace.Tree, lim Limits) (string, *Manifest, error) {
-	prev, _ := s.Load(s.head())
+	head := s.head()
+	prev, _ := s.Load(head)
 	start := time.Now()
 	m := &Manifest{Entries: map[string]*Entry{}}
 	var total int64
@@ -186,7 +187,11 @@ func (s *Store) Snapshot(ctx context.Context, tree *workspace.Tree, lim Limits) 
 	if err != nil {
 		return "", nil, err
 	}
-	_ = s.root.WriteFile("head", []byte(id), 0o600)
+	if id != head {
+		// A workspace as the last checkpoint found it (most turns of a
+		// session that reads) leaves the head as it is.
+		_ = s.root.WriteFile("head", []byte(id), 0o600)
+	}
 	return id, m, nil
 }
 
@@ -251,7 +256,7 @@ func objectName(hash string) string { return "objects/" + hash[:2] + "/" + hash[
 
 // has reports whether the content hash is stored.
 func (s *Store) has(hash string) bool {
-	if !idPattern.MatchString(hash) {
+	if !idPattern().MatchString(hash) {
 		return false
 	}
 	_, err := s.root.Stat(objectName(hash))
@@ -290,7 +295,7 @@ func (s *Store) write(name string, data []byte) error {
 
 // Content returns a file's stored content.
 func (s *Store) Content(hash string) ([]byte, error) {
-	if !idPattern.MatchString(hash) {
+	if !idPattern().MatchString(hash) {
 		return nil, fmt.Errorf("%w: content %q", ErrUnknown, hash)
 	}
 	return s.root.ReadFile(objectName(hash))
@@ -335,7 +340,7 @@ var gzipReaders sync.Pool
 
 // Load reads the checkpoint id.
 func (s *Store) Load(id string) (*Manifest, error) {
-	if !idPattern.MatchString(id) {
+	if !idPattern().MatchString(id) {
 		return nil, fmt.Errorf("%w: %q", ErrUnknown, id)
 	}
 	f, err := s.root.Open(manifestName(id))

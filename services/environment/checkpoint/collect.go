@@ -90,11 +90,16 @@ func (s *Store) Collect(r Retention, now time.Time) (int, error) {
 		return 0, err
 	}
 	usage, known := s.usage()
-	usage += s.added
+	added := s.added
+	usage += added
 	s.added = 0
 	over := !known || usage > r.MaxBytes || len(list) > r.MaxCheckpoints ||
 		(len(list) > 0 && now.Sub(list[len(list)-1].mtime) > r.MaxAge)
-	if !over {
+	switch {
+	case over:
+	case added == 0:
+		return 0, nil // the usage on record holds
+	default:
 		return 0, s.setUsage(usage)
 	}
 	maxCount, maxBytes := r.MaxCheckpoints-r.MaxCheckpoints/4, r.MaxBytes-r.MaxBytes/4
@@ -171,7 +176,7 @@ func (s *Store) manifests() ([]manifestFile, error) {
 	for _, e := range entries {
 		id, ok := strings.CutSuffix(e.Name(), ".json.gz")
 		info, err := e.Info()
-		if !ok || !idPattern.MatchString(id) || err != nil {
+		if !ok || !idPattern().MatchString(id) || err != nil {
 			continue
 		}
 		out = append(out, manifestFile{id: id, mtime: info.ModTime(), size: info.Size()})

@@ -432,13 +432,27 @@ function Thread({ conv, items, sessionId, depth }: { conv: Conversation; items: 
   return <>{items.map((it) => <ItemView key={it.key} it={it} conv={conv} sessionId={sessionId} depth={depth} />)}</>;
 }
 
+/** What the reader opened stays open: an entry scrolled out of view
+ * leaves the page (see Messages) and is made anew when it comes back, so
+ * the choice is kept with its item rather than in the element. A fold
+ * the reader has not touched follows its default (a tool card opens
+ * while it waits for approval, and closes after). */
+const opened = new WeakMap<object, boolean>();
+const shownAll = new WeakSet<ToolItem>();
+const isOpen = (item: object, byDefault: boolean) => opened.get(item) ?? byDefault;
+/** keepOpen handles a click on a fold's summary (the keyboard's Enter and
+ * Space click it too), before the fold toggles. */
+const keepOpen = (item: object) => (e: MouseEvent) => {
+  opened.set(item, !((e.currentTarget as HTMLElement).parentElement as HTMLDetailsElement).open);
+};
+
 function ItemView({ it, conv, sessionId, depth }: { it: Item; conv: Conversation; sessionId: string; depth: number }) {
   switch (it.type) {
     case "user":
       return (
         <div class={`msg user ${it.sender && it.sender !== "user" ? "from-" + it.sender : ""}`}>
           {it.sender === "steering" && <span class="muted small">Steering </span>}
-          {it.sender === "harness" ? <details><summary>Note from the harness</summary><pre>{it.text}</pre></details> : <UserText text={it.text} />}
+          {it.sender === "harness" ? <details open={isOpen(it, false)}><summary onClick={keepOpen(it)}>Note from the harness</summary><pre>{it.text}</pre></details> : <UserText text={it.text} />}
           {it.images?.map((src) => <img src={src} alt="" class="thumb" />)}
         </div>
       );
@@ -446,8 +460,8 @@ function ItemView({ it, conv, sessionId, depth }: { it: Item; conv: Conversation
       return <div class={`msg assistant ${it.streaming ? "streaming" : ""}`}><Markdown text={it.text} />{it.stopReason && <span class="badge">{it.stopReason}</span>}</div>;
     case "thinking":
       return (
-        <details class="thinking">
-          <summary>{it.streaming ? "Thinking…" : "Thought"} <span class="muted small">{it.text.length} chars</span></summary>
+        <details class="thinking" open={isOpen(it, false)}>
+          <summary onClick={keepOpen(it)}>{it.streaming ? "Thinking…" : "Thought"} <span class="muted small">{it.text.length} chars</span></summary>
           <p class="pre muted">{it.text}</p>
         </details>
       );
@@ -472,8 +486,8 @@ function Subagent({ conv, threadKey, sessionId, depth }: { conv: Conversation; t
   const th = thread(conv, threadKey);
   if (!th) return null;
   return (
-    <details class="subagent" open={depth < 1}>
-      <summary>Subagent <code>{th.sessionId.slice(-8)}</code> <span class="muted small">{th.items.length} steps</span></summary>
+    <details class="subagent" open={isOpen(th, depth < 1)}>
+      <summary onClick={keepOpen(th)}>Subagent <code>{th.sessionId.slice(-8)}</code> <span class="muted small">{th.items.length} steps</span></summary>
       <div class="nested"><Thread conv={conv} items={th.items} sessionId={sessionId} depth={depth + 1} /></div>
     </details>
   );
@@ -519,14 +533,14 @@ function toolStatus(t: ToolItem): string {
 function ToolCard({ t, conv, sessionId, depth }: { t: ToolItem; conv: Conversation; sessionId: string; depth: number }) {
   const status = toolStatus(t);
   return (
-    <details class={`tool ${t.awaiting ? "awaiting" : ""}`} open={!!t.awaiting || !!t.thread} data-testid="tool-card" data-tool={t.name}>
-      <summary>
+    <details class={`tool ${t.awaiting ? "awaiting" : ""}`} open={isOpen(t, !!t.awaiting || !!t.thread)} data-testid="tool-card" data-tool={t.name}>
+      <summary onClick={keepOpen(t)}>
         <code class="tool-name">{t.name}</code> <span class="muted">{argsSummary(t)}</span>
         <span class={`badge ${t.stopReason === "failed" || t.stopReason === "aborted" || status === "denied" ? "error" : ""}`}>{status}</span>
       </summary>
       <DiffView name={t.name} args={t.args} />
       {t.thread && <Subagent conv={conv} threadKey={t.thread} sessionId={sessionId} depth={depth} />}
-      {t.output !== undefined && <ToolOutput text={t.output} streaming={!!t.outputStreaming} />}
+      {t.output !== undefined && <ToolOutput t={t} text={t.output} streaming={!!t.outputStreaming} />}
       {t.images?.map((src) => <img src={src} alt="tool output" class="thumb" />)}
     </details>
   );
@@ -536,14 +550,14 @@ function ToolCard({ t, conv, sessionId, depth }: { t: ToolItem; conv: Conversati
  * for all: the end of a command's output is where its verdict is. */
 const FOLD_LINES = 40;
 
-function ToolOutput({ text, streaming }: { text: string; streaming: boolean }) {
-  const [all, setAll] = useState(false);
+function ToolOutput({ t, text, streaming }: { t: ToolItem; text: string; streaming: boolean }) {
+  const [all, setAll] = useState(() => shownAll.has(t));
   const lines = text.split("\n");
   const folded = !all && lines.length > FOLD_LINES;
   return (
     <div class="output-wrap">
-      {folded && <button type="button" class="link small" data-testid="show-all" onClick={() => setAll(true)}>Show all {lines.length} lines</button>}
-      <pre class={`output ${streaming ? "streaming" : ""}`} data-testid="tool-output">{folded ? lines.slice(-FOLD_LINES).join("\n") : text}</pre>
+      {folded && <button type="button" class="link small" data-testid="show-all" onClick={() => { shownAll.add(t); setAll(true); }}>Show all {lines.length} lines</button>}
+      <pre class={`output ${streaming ? "streaming" : ""}`} data-testid="tool-output" tabIndex={0} role="group" aria-label={`Output of ${t.name}`}>{folded ? lines.slice(-FOLD_LINES).join("\n") : text}</pre>
     </div>
   );
 }
