@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/prototext"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
@@ -620,10 +621,48 @@ func (c *cluster) followToEnd(ctx context.Context, t *testing.T, id string, res 
 		if err != nil {
 			t.Fatalf("Attach: %v", err)
 		}
-		res = follow[*penguinv1.AttachResponse](a).wait(t, 3*time.Minute)
+		res = c.waitOrExplain(ctx, t, follow[*penguinv1.AttachResponse](a), id, 3*time.Minute)
 		all.events, all.final, all.err = append(all.events, res.events...), res.final, res.err
 	}
 	return all
+}
+
+// waitOrExplain is wait for a stream that follows session id which, when
+// the stream does not end in time, says what there is to find out why
+// before failing: the events the stream carried, the session as the
+// engine reports it and each live engine pod's log lines about it. (A
+// resumed run that never ended was seen once in some fifty forced deletes,
+// with nothing in the output to go on.)
+func (c *cluster) waitOrExplain(ctx context.Context, t *testing.T, r *run, id string, d time.Duration) result {
+	t.Helper()
+	select {
+	case res := <-r.done:
+		return res
+	case <-time.After(d):
+	}
+	for len(r.events) > 0 {
+		ev := <-r.events
+		t.Logf("the stream carried: %.300s", prototext.MarshalOptions{}.Format(ev))
+	}
+	if s, err := c.engine.GetSession(ctx, &penguinv1.GetSessionRequest{SessionId: id}); err != nil {
+		t.Logf("GetSession: %v", err)
+	} else {
+		t.Logf("the session now: %.600s", prototext.MarshalOptions{}.Format(s.GetSession()))
+	}
+	for _, pod := range c.podNames(t, engineDeploy) {
+		out, err := c.kubectlErr("logs", pod)
+		if err != nil {
+			t.Logf("logs of %s: %v", pod, err)
+			continue
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, id) {
+				t.Logf("%s: %.400s", pod, line)
+			}
+		}
+	}
+	t.Fatalf("the run did not end within %s", d)
+	return result{}
 }
 
 // lastState returns the last session state a stream carried.
