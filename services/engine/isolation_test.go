@@ -26,13 +26,9 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/assemble"
-	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
-	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/store"
-	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/gateway"
-	"github.com/penguin-agent/penguin/services/llm"
 )
 
 // secret is in Alice's session and nowhere Bob may look.
@@ -54,14 +50,7 @@ func TestIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := lis.Addr().String()
-	p, err := assemble.New(t.Context(), assemble.Config{
-		Name: "penguin", Listener: lis, AuthToken: svc, ShutdownTimeout: 5 * time.Second,
-		LLM: &llm.Config{ProvidersFile: filepath.Join(dir, "providers.yaml"), Lookup: config.MapLookup(nil),
-			RouteStore: filepath.Join(dir, "routes.db"), RouteSecret: []byte("isolation-route-key-secret-0123456789")},
-		Environment: &environment.Config{Root: dir, ScratchDir: t.TempDir(), NoCgroups: true, DefaultSandbox: "none", Advertise: addr},
-		Engine: &engine.Config{StoreURL: storeURL, AgentState: filepath.Join(dir, "agent"), Advertise: addr, Team: true,
-			AdminPasswordFile: filepath.Join(dir, "initial-admin-password")},
-	})
+	p, err := assemble.New(t.Context(), teamConfig(t, dir, lis, svc, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

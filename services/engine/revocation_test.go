@@ -53,14 +53,7 @@ func startTeamServer(t *testing.T, recheck time.Duration) *teamServer {
 		t.Fatal(err)
 	}
 	ts.addr = lis.Addr().String()
-	p, err := assemble.New(t.Context(), assemble.Config{
-		Name: "penguin", Listener: lis, AuthToken: ts.svc, ShutdownTimeout: 5 * time.Second,
-		LLM: &llm.Config{ProvidersFile: filepath.Join(dir, "providers.yaml"), Lookup: config.MapLookup(nil),
-			RouteStore: filepath.Join(dir, "routes.db"), RouteSecret: []byte("revocation-route-key-secret-0123456789")},
-		Environment: &environment.Config{Root: dir, ScratchDir: t.TempDir(), NoCgroups: true, DefaultSandbox: "none", Advertise: ts.addr},
-		Engine: &engine.Config{StoreURL: ts.storeURL, AgentState: filepath.Join(dir, "agent"), Advertise: ts.addr, Team: true,
-			AdminPasswordFile: filepath.Join(dir, "initial-admin-password"), AccessRecheck: recheck},
-	})
+	p, err := assemble.New(t.Context(), teamConfig(t, dir, lis, ts.svc, recheck))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +92,22 @@ func startTeamServer(t *testing.T, recheck time.Duration) *teamServer {
 		t.Fatal(err)
 	}
 	return ts
+}
+
+// teamConfig is a team server's configuration as the tests here start
+// it: the three services in one process on lis, with the service token
+// svc, the store and the workspaces in dir, no sandbox, and open streams
+// checked again every recheck (zero: the server's default).
+func teamConfig(t *testing.T, dir string, lis net.Listener, svc string, recheck time.Duration) assemble.Config {
+	addr := lis.Addr().String()
+	return assemble.Config{
+		Name: "penguin", Listener: lis, AuthToken: svc, ShutdownTimeout: 5 * time.Second,
+		LLM: &llm.Config{ProvidersFile: filepath.Join(dir, "providers.yaml"), Lookup: config.MapLookup(nil),
+			RouteStore: filepath.Join(dir, "routes.db"), RouteSecret: []byte("team-test-route-key-secret-0123456789")},
+		Environment: &environment.Config{Root: dir, ScratchDir: t.TempDir(), NoCgroups: true, DefaultSandbox: "none", Advertise: addr},
+		Engine: &engine.Config{StoreURL: filepath.Join(dir, "penguin.db"), AgentState: filepath.Join(dir, "agent"), Advertise: addr, Team: true,
+			AdminPasswordFile: filepath.Join(dir, "initial-admin-password"), AccessRecheck: recheck},
+	}
 }
 
 func (ts *teamServer) dial(t *testing.T, token string) *grpc.ClientConn {
