@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/dirstamp"
 	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 )
 
@@ -92,11 +95,80 @@ func defaultDir(getenv func(string) string, home, config func() (string, error))
 // (no system_config.yaml means Default(), no AGENTS.md means no
 // instructions, and so on); a file that is present but malformed is an
 // error that names the file and, where it can, the line.
+//
+// The engine loads its agent at every session's creation and every run,
+// so a directory whose stamp (see package dirstamp) is the one it had at
+// its last load is not read again: its State is copied from that load.
+// Any change to the directory, by this process or another, or by hand,
+// changes the stamp, and the next Load reads the files.
 func Load(dir string) (*State, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("agent state %s: %w", dir, err)
 	}
+	// The stamp is taken before the files are read: a change made while
+	// they are read makes the next stamp differ.
+	stamp, trusted := dirstamp.Take(abs)
+	if trusted {
+		if s, ok := loadedStates.get(abs, stamp); ok {
+			return s, nil
+		}
+	}
+	s, err := load(abs)
+	if err != nil {
+		return nil, err
+	}
+	if trusted {
+		loadedStates.put(abs, stamp, s)
+	}
+	return s, nil
+}
+
+// loadedStates keeps the last State loaded from each directory with the
+// directory's stamp at the time: one entry per agent directory in use.
+var loadedStates = &stateCache{m: map[string]loadedState{}}
+
+type stateCache struct {
+	mu sync.Mutex
+	m  map[string]loadedState
+}
+
+type loadedState struct {
+	stamp dirstamp.Stamp
+	state *State
+}
+
+// get returns a copy of the State loaded from dir when dir still has the
+// stamp it had then.
+func (c *stateCache) get(dir string, stamp dirstamp.Stamp) (*State, bool) {
+	c.mu.Lock()
+	e, ok := c.m[dir]
+	c.mu.Unlock()
+	if !ok || !e.stamp.Equal(stamp) {
+		return nil, false
+	}
+	return e.state.clone(), true
+}
+
+func (c *stateCache) put(dir string, stamp dirstamp.Stamp, s *State) {
+	c.mu.Lock()
+	c.m[dir] = loadedState{stamp: stamp, state: s.clone()}
+	c.mu.Unlock()
+}
+
+// clone copies s deeply enough that changing the copy (its configuration
+// for one session, its vault) leaves s as it is.
+func (s *State) clone() *State {
+	c := *s
+	c.Config = s.Config.Clone()
+	c.Skills = slices.Clone(s.Skills)
+	c.Vault = maps.Clone(s.Vault)
+	return &c
+}
+
+// load reads the agent state directory abs.
+func load(abs string) (*State, error) {
+	var err error
 	s := &State{Dir: abs}
 	if s.Config, err = loadConfig(filepath.Join(abs, ConfigFile)); err != nil {
 		return nil, err
