@@ -126,35 +126,7 @@ func Load(dir string) (*State, error) {
 
 // loadedStates keeps the last State loaded from each directory with the
 // directory's stamp at the time: one entry per agent directory in use.
-var loadedStates = &stateCache{m: map[string]loadedState{}}
-
-type stateCache struct {
-	mu sync.Mutex
-	m  map[string]loadedState
-}
-
-type loadedState struct {
-	stamp dirstamp.Stamp
-	state *State
-}
-
-// get returns a copy of the State loaded from dir when dir still has the
-// stamp it had then.
-func (c *stateCache) get(dir string, stamp dirstamp.Stamp) (*State, bool) {
-	c.mu.Lock()
-	e, ok := c.m[dir]
-	c.mu.Unlock()
-	if !ok || !e.stamp.Equal(stamp) {
-		return nil, false
-	}
-	return e.state.clone(), true
-}
-
-func (c *stateCache) put(dir string, stamp dirstamp.Stamp, s *State) {
-	c.mu.Lock()
-	c.m[dir] = loadedState{stamp: stamp, state: s.clone()}
-	c.mu.Unlock()
-}
+var loadedStates = &lastByPath[dirstamp.Stamp, *State]{equal: dirstamp.Stamp.Equal, clone: (*State).clone}
 
 // clone copies s deeply enough that changing the copy (its configuration
 // for one session, its vault) leaves s as it is.
@@ -265,35 +237,46 @@ func loadConfig(path string) (agentconfig.Config, error) {
 // the bytes it was parsed from. Every session loads its agent's state, and
 // parsing the YAML was most of a session's creation (about 140 KB of
 // garbage and 0.7 ms of CPU each); comparing the bytes read against the
-// cached ones is far cheaper, and still notices every edit. It holds one
-// entry per agent directory in use.
-var parsedConfigs = &configCache{m: map[string]cachedConfig{}}
+// cached ones is far cheaper, and still notices every edit. It serves
+// where loadedStates cannot (a directory whose stamp is not trusted). It
+// holds one entry per agent directory in use.
+var parsedConfigs = &lastByPath[[]byte, agentconfig.Config]{equal: bytes.Equal, clone: agentconfig.Config.Clone}
 
-type configCache struct {
-	mu sync.Mutex
-	m  map[string]cachedConfig
+// lastByPath keeps, for each path, the last value derived from it and
+// what it was derived from (its source: the bytes read, a stamp), and
+// hands out copies of the value while the source is the same. The copies
+// are clone's, so that a caller may change its own.
+type lastByPath[S, V any] struct {
+	equal func(S, S) bool
+	clone func(V) V
+	mu    sync.Mutex
+	m     map[string]derived[S, V]
 }
 
-type cachedConfig struct {
-	data []byte
-	cfg  agentconfig.Config
+type derived[S, V any] struct {
+	source S
+	value  V
 }
 
-// get returns a copy of the configuration parsed from exactly data at
-// path, if it is cached.
-func (c *configCache) get(path string, data []byte) (agentconfig.Config, bool) {
+// get returns a copy of the value derived from source at path, if it is
+// kept.
+func (c *lastByPath[S, V]) get(path string, source S) (V, bool) {
 	c.mu.Lock()
 	e, ok := c.m[path]
 	c.mu.Unlock()
-	if !ok || !bytes.Equal(e.data, data) {
-		return agentconfig.Config{}, false
+	if !ok || !c.equal(e.source, source) {
+		var zero V
+		return zero, false
 	}
-	return e.cfg.Clone(), true
+	return c.clone(e.value), true
 }
 
-func (c *configCache) put(path string, data []byte, cfg agentconfig.Config) {
+func (c *lastByPath[S, V]) put(path string, source S, value V) {
 	c.mu.Lock()
-	c.m[path] = cachedConfig{data: data, cfg: cfg.Clone()}
+	if c.m == nil {
+		c.m = map[string]derived[S, V]{}
+	}
+	c.m[path] = derived[S, V]{source: source, value: c.clone(value)}
 	c.mu.Unlock()
 }
 
