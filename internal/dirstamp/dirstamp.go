@@ -1,8 +1,8 @@
 // Package dirstamp tells cheaply whether a directory tree changed since
 // it was last looked at: a [Stamp] is what lstat says of every file and
 // directory under it (size, modification and change times, inode, mode),
-// and two equal stamps mean nothing in the tree was written, created,
-// removed, renamed or replaced in between. Taking one reads the
+// and a stamp that still holds means nothing in the tree was written,
+// created, removed, renamed or replaced since it was taken. Taking one reads the
 // directories and stats their entries, but opens and reads no file, which
 // is what lets a caller keep what it derived from the files (a parsed
 // agent state, a sync record) and read them again only when they change,
@@ -38,7 +38,7 @@ const (
 )
 
 // Stamp is what a directory tree's entries looked like at one moment.
-// Its zero value matches no tree.
+// Its zero value holds for no tree.
 type Stamp struct {
 	entries []entry
 }
@@ -109,9 +109,8 @@ func (s *Stamp) add(rel string, info fs.FileInfo, now int64) bool {
 	if info.Mode()&fs.ModeSymlink != 0 {
 		return false
 	}
-	e := entry{path: rel, size: info.Size(), mtime: info.ModTime().UnixNano(), mode: info.Mode()}
-	var ok bool
-	if e.ctime, e.ino, ok = changeTime(info); !ok {
+	e, ok := describe(rel, info)
+	if !ok {
 		return false
 	}
 	window := racyWindow.Nanoseconds()
@@ -125,8 +124,37 @@ func (s *Stamp) add(rel string, info fs.FileInfo, now int64) bool {
 	return true
 }
 
-// Equal reports whether two stamps describe the same tree, unchanged.
-// A zero stamp equals none.
-func (s Stamp) Equal(o Stamp) bool {
-	return len(s.entries) > 0 && slices.Equal(s.entries, o.entries)
+// describe is what a stamp records of the entry rel; false where lstat
+// does not say enough.
+func describe(rel string, info fs.FileInfo) (entry, bool) {
+	e := entry{path: rel, size: info.Size(), mtime: info.ModTime().UnixNano(), mode: info.Mode()}
+	var ok bool
+	e.ctime, e.ino, ok = changeTime(info)
+	return e, ok
+}
+
+// Holds reports whether the tree under dir is still as s describes it,
+// what a new stamp of it would say, found at less cost: each entry s
+// holds is stated again, but no directory is opened and listed. That is
+// enough because an entry added to a directory, removed or renamed
+// changes the directory's modification and change times, which s holds
+// too. A zero stamp holds for no tree.
+func (s Stamp) Holds(dir string) bool {
+	if len(s.entries) == 0 {
+		return false
+	}
+	for _, e := range s.entries {
+		p := dir
+		if e.path != "" {
+			p = filepath.Join(dir, filepath.FromSlash(e.path))
+		}
+		info, err := os.Lstat(p)
+		if err != nil {
+			return false
+		}
+		if now, ok := describe(e.path, info); !ok || now != e {
+			return false
+		}
+	}
+	return true
 }
