@@ -18,7 +18,6 @@
 package dirstamp
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,14 +43,21 @@ type Stamp struct {
 }
 
 // entry is one file or directory of the tree, by its path relative to
-// the root.
+// the root: what lstat says of it.
 type entry struct {
 	path         string
 	size         int64
 	mtime, ctime int64 // nanoseconds since the epoch
 	ino          uint64
-	mode         fs.FileMode
+	mode         uint32 // st_mode: the type and the permissions
 }
+
+// The type bits of st_mode, the same on every Unix.
+const (
+	modeType    = 0o170000
+	modeDir     = 0o040000
+	modeSymlink = 0o120000
+)
 
 // Take stamps the tree under dir. ok is false when the stamp cannot be
 // trusted to notice every change (see the package comment) or dir cannot
@@ -59,11 +65,11 @@ type entry struct {
 func Take(dir string) (_ Stamp, ok bool) {
 	now := time.Now().UnixNano()
 	var s Stamp
-	root, err := os.Lstat(dir)
-	if err != nil || !root.IsDir() {
+	root, ok := lstat(dir, "")
+	if !ok || root.mode&modeType != modeDir {
 		return Stamp{}, false
 	}
-	if !s.add("", root, now) || !s.walk(dir, "", now) {
+	if !s.add(root, now) || !s.walk(dir, "", now) {
 		return Stamp{}, false
 	}
 	return s, true
@@ -81,23 +87,20 @@ func (s *Stamp) walk(dir, rel string, now int64) bool {
 	if err != nil {
 		return false
 	}
-	// Readdir's order is the file system's; sorted, two stamps of one
-	// tree compare entry by entry.
+	// Readdir's order is the file system's; sorted, a stamp's entries
+	// come in one order whatever the file system's.
 	slices.Sort(names)
 	for _, name := range names {
 		p := filepath.Join(dir, name)
-		info, err := os.Lstat(p)
-		if err != nil {
-			return false // removed while we looked: changing, not stamped
-		}
 		r := name
 		if rel != "" {
 			r = rel + "/" + name
 		}
-		if !s.add(r, info, now) {
-			return false
+		e, ok := lstat(p, r)
+		if !ok || !s.add(e, now) {
+			return false // removed while we looked (changing), or not trusted
 		}
-		if info.IsDir() && !s.walk(p, r, now) {
+		if e.mode&modeType == modeDir && !s.walk(p, r, now) {
 			return false
 		}
 	}
@@ -105,12 +108,8 @@ func (s *Stamp) walk(dir, rel string, now int64) bool {
 }
 
 // add records one entry; false when it makes the stamp untrustworthy.
-func (s *Stamp) add(rel string, info fs.FileInfo, now int64) bool {
-	if info.Mode()&fs.ModeSymlink != 0 {
-		return false
-	}
-	e, ok := describe(rel, info)
-	if !ok {
+func (s *Stamp) add(e entry, now int64) bool {
+	if e.mode&modeType == modeSymlink {
 		return false
 	}
 	window := racyWindow.Nanoseconds()
@@ -122,15 +121,6 @@ func (s *Stamp) add(rel string, info fs.FileInfo, now int64) bool {
 	}
 	s.entries = append(s.entries, e)
 	return true
-}
-
-// describe is what a stamp records of the entry rel; false where lstat
-// does not say enough.
-func describe(rel string, info fs.FileInfo) (entry, bool) {
-	e := entry{path: rel, size: info.Size(), mtime: info.ModTime().UnixNano(), mode: info.Mode()}
-	var ok bool
-	e.ctime, e.ino, ok = changeTime(info)
-	return e, ok
 }
 
 // Holds reports whether the tree under dir is still as s describes it,
@@ -148,11 +138,7 @@ func (s Stamp) Holds(dir string) bool {
 		if e.path != "" {
 			p = filepath.Join(dir, filepath.FromSlash(e.path))
 		}
-		info, err := os.Lstat(p)
-		if err != nil {
-			return false
-		}
-		if now, ok := describe(e.path, info); !ok || now != e {
+		if now, ok := lstat(p, e.path); !ok || now != e {
 			return false
 		}
 	}
