@@ -98,16 +98,10 @@ func Setup(cfg Config) (*Service, error) {
 		hc = NewHTTPClient()
 	}
 	log := logger.OrDiscard(cfg.Logger)
-	cat := catalog.Builtin()
-	if cfg.Catalog != "" {
-		raw, err := catalog.ReadOverride(context.Background(), cfg.Catalog, hc)
-		if err != nil {
-			return nil, fmt.Errorf("llm: %w", err)
-		}
-		if cat, err = catalog.Merge(cat, raw); err != nil {
-			return nil, fmt.Errorf("llm: %s: %w", cfg.Catalog, err)
-		}
-	}
+	// The built-in catalog is decoded on another core while the route
+	// store opens (the first SQLite connection of the process and its
+	// migrations): the two are the largest parts of a server's start.
+	go catalog.Builtin()
 	var mw []stream.Middleware
 	if cfg.TracerProvider != nil {
 		mw = append(mw, middleware.Tracing(cfg.TracerProvider))
@@ -122,7 +116,7 @@ func Setup(cfg Config) (*Service, error) {
 	}
 	mw = append(mw, cfg.Middleware...)
 	src := &routeSource{file: cfg.ProvidersFile, lookup: cfg.Lookup, log: log, deps: routing.Deps{
-		Lookup: cfg.Lookup, Catalog: cat, HTTPClient: hc, IdleTimeout: idle, TracerProvider: cfg.TracerProvider, Logger: log,
+		Lookup: cfg.Lookup, HTTPClient: hc, IdleTimeout: idle, TracerProvider: cfg.TracerProvider, Logger: log,
 	}}
 	if cfg.RouteStore != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -133,6 +127,11 @@ func Setup(cfg Config) (*Service, error) {
 			return nil, err
 		}
 	}
+	cat, err := setupCatalog(cfg.Catalog, hc)
+	if err != nil {
+		return nil, errors.Join(err, src.close())
+	}
+	src.deps.Catalog = cat
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	rs, err := src.build(ctx)
 	cancel()
@@ -152,6 +151,23 @@ func Setup(cfg Config) (*Service, error) {
 		log.Warn("no model provider is configured: the llm service answers every request with how to add one", "how", svc.notice)
 	}
 	return svc, nil
+}
+
+// setupCatalog returns the built-in catalog, merged with the override
+// catalog at ref (a file or a URL) when ref is set.
+func setupCatalog(ref string, hc *http.Client) (*catalog.Catalog, error) {
+	cat := catalog.Builtin()
+	if ref == "" {
+		return cat, nil
+	}
+	raw, err := catalog.ReadOverride(context.Background(), ref, hc)
+	if err != nil {
+		return nil, fmt.Errorf("llm: %w", err)
+	}
+	if cat, err = catalog.Merge(cat, raw); err != nil {
+		return nil, fmt.Errorf("llm: %s: %w", ref, err)
+	}
+	return cat, nil
 }
 
 // Close releases what Setup opened: the route store.
