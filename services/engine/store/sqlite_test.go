@@ -364,6 +364,56 @@ func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
 	}
 }
 
+// TestSQLiteSettleCheckpointsAtOnce checks that Settle copies what was
+// written into the database file before it returns, as a server needs
+// before it reports ready, without waiting for the background
+// checkpointer; and that an in-memory store has nothing to settle.
+func TestSQLiteSettleCheckpointsAtOnce(t *testing.T) {
+	ctx := testkit.Context(t, time.Minute)
+	path := filepath.Join(t.TempDir(), "settle.db")
+	s, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CreateSession(ctx, &store.Session{ID: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.(store.Settler).Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := info.Size()
+	big := strings.Repeat("x", 8<<10)
+	const events = 20
+	for i := 1; i <= events; i++ {
+		msg := &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_Text{Text: &penguinv1.Text{Role: penguinv1.Role_ROLE_USER, Text: big}}}
+		if err := s.AppendEvents(ctx, "c", store.Event{Sequence: int64(i), Message: msg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.(store.Settler).Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info, err = os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(events * len(big)); info.Size()-before < want {
+		t.Fatalf("the database file grew by %d bytes once settled, want the %d bytes of events checkpointed into it", info.Size()-before, want)
+	}
+	mem, err := store.Open(ctx, ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	if err := mem.(store.Settler).Settle(ctx); err != nil {
+		t.Fatalf("an in-memory store's Settle: %v", err)
+	}
+}
+
 // A clean Close leaves the database in one file: the WAL is checkpointed
 // and truncated (or removed), and everything written reads back.
 func TestSQLiteCloseLeavesNoWAL(t *testing.T) {
