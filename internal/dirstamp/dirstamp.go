@@ -1,8 +1,8 @@
 // Package dirstamp tells cheaply whether a directory tree changed since
 // it was last looked at: a [Stamp] is what lstat says of every file and
 // directory under it (size, modification and change times, inode, mode),
-// and two equal stamps mean nothing in the tree was written, created,
-// removed, renamed or replaced in between. Taking one reads the
+// and a stamp that still holds means nothing in the tree was written,
+// created, removed, renamed or replaced since it was taken. Taking one reads the
 // directories and stats their entries, but opens and reads no file, which
 // is what lets a caller keep what it derived from the files (a parsed
 // agent state, a sync record) and read them again only when they change,
@@ -18,7 +18,6 @@
 package dirstamp
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,20 +37,27 @@ const (
 )
 
 // Stamp is what a directory tree's entries looked like at one moment.
-// Its zero value matches no tree.
+// Its zero value holds for no tree.
 type Stamp struct {
 	entries []entry
 }
 
 // entry is one file or directory of the tree, by its path relative to
-// the root.
+// the root: what lstat says of it.
 type entry struct {
 	path         string
 	size         int64
 	mtime, ctime int64 // nanoseconds since the epoch
 	ino          uint64
-	mode         fs.FileMode
+	mode         uint32 // st_mode: the type and the permissions
 }
+
+// The type bits of st_mode, the same on every Unix.
+const (
+	modeType    = 0o170000
+	modeDir     = 0o040000
+	modeSymlink = 0o120000
+)
 
 // Take stamps the tree under dir. ok is false when the stamp cannot be
 // trusted to notice every change (see the package comment) or dir cannot
@@ -59,11 +65,11 @@ type entry struct {
 func Take(dir string) (_ Stamp, ok bool) {
 	now := time.Now().UnixNano()
 	var s Stamp
-	root, err := os.Lstat(dir)
-	if err != nil || !root.IsDir() {
+	root, ok := lstat(dir, "")
+	if !ok || root.mode&modeType != modeDir {
 		return Stamp{}, false
 	}
-	if !s.add("", root, now) || !s.walk(dir, "", now) {
+	if !s.add(root, now) || !s.walk(dir, "", now) {
 		return Stamp{}, false
 	}
 	return s, true
@@ -81,23 +87,20 @@ func (s *Stamp) walk(dir, rel string, now int64) bool {
 	if err != nil {
 		return false
 	}
-	// Readdir's order is the file system's; sorted, two stamps of one
-	// tree compare entry by entry.
+	// Readdir's order is the file system's; sorted, a stamp's entries
+	// come in one order whatever the file system's.
 	slices.Sort(names)
 	for _, name := range names {
 		p := filepath.Join(dir, name)
-		info, err := os.Lstat(p)
-		if err != nil {
-			return false // removed while we looked: changing, not stamped
-		}
 		r := name
 		if rel != "" {
 			r = rel + "/" + name
 		}
-		if !s.add(r, info, now) {
-			return false
+		e, ok := lstat(p, r)
+		if !ok || !s.add(e, now) {
+			return false // removed while we looked (changing), or not trusted
 		}
-		if info.IsDir() && !s.walk(p, r, now) {
+		if e.mode&modeType == modeDir && !s.walk(p, r, now) {
 			return false
 		}
 	}
@@ -105,13 +108,8 @@ func (s *Stamp) walk(dir, rel string, now int64) bool {
 }
 
 // add records one entry; false when it makes the stamp untrustworthy.
-func (s *Stamp) add(rel string, info fs.FileInfo, now int64) bool {
-	if info.Mode()&fs.ModeSymlink != 0 {
-		return false
-	}
-	e := entry{path: rel, size: info.Size(), mtime: info.ModTime().UnixNano(), mode: info.Mode()}
-	var ok bool
-	if e.ctime, e.ino, ok = changeTime(info); !ok {
+func (s *Stamp) add(e entry, now int64) bool {
+	if e.mode&modeType == modeSymlink {
 		return false
 	}
 	window := racyWindow.Nanoseconds()
@@ -125,8 +123,24 @@ func (s *Stamp) add(rel string, info fs.FileInfo, now int64) bool {
 	return true
 }
 
-// Equal reports whether two stamps describe the same tree, unchanged.
-// A zero stamp equals none.
-func (s Stamp) Equal(o Stamp) bool {
-	return len(s.entries) > 0 && slices.Equal(s.entries, o.entries)
+// Holds reports whether the tree under dir is still as s describes it,
+// what a new stamp of it would say, found at less cost: each entry s
+// holds is stated again, but no directory is opened and listed. That is
+// enough because an entry added to a directory, removed or renamed
+// changes the directory's modification and change times, which s holds
+// too. A zero stamp holds for no tree.
+func (s Stamp) Holds(dir string) bool {
+	if len(s.entries) == 0 {
+		return false
+	}
+	for _, e := range s.entries {
+		p := dir
+		if e.path != "" {
+			p = filepath.Join(dir, filepath.FromSlash(e.path))
+		}
+		if now, ok := lstat(p, e.path); !ok || now != e {
+			return false
+		}
+	}
+	return true
 }

@@ -169,8 +169,8 @@ func hashOf(data []byte) string {
 // store does not hold.
 //
 // Sync runs at every session's creation and every run. A copy whose
-// stamp (see package dirstamp) is the one it had after a Sync that wrote
-// nothing was not changed since: its files are not read and hashed again
+// stamp (see package dirstamp), taken by a Sync that wrote nothing, still
+// holds was not changed since: its files are not read and hashed again
 // for changes to push, and its sync record is the one kept from then. The
 // store is asked for the agent's version every time, which is how an
 // edit through another replica is seen.
@@ -178,18 +178,19 @@ func (m *Mirror) Sync(ctx context.Context, project, agent string) (string, error
 	key := copyKey(project, agent)
 	defer m.lock(project, agent)()
 	dir := m.Dir(project, agent)
-	// The stamp is taken before the copy is read: a change made while it
-	// is read makes the next stamp differ.
-	stamp, trusted := dirstamp.Take(dir)
 	var base *syncState
 	pushed := false
 	// The entry is put back only by a Sync that ends with the copy as it
 	// found it.
 	c, ok := m.clean[key]
 	delete(m.clean, key)
-	if ok && trusted && c.stamp.Equal(stamp) {
+	stamp, trusted := c.stamp, true
+	if ok && c.stamp.Holds(dir) {
 		base = c.base
 	} else {
+		// The stamp is taken before the copy is read: a change made
+		// while it is read makes it not hold.
+		stamp, trusted = dirstamp.Take(dir)
 		var err error
 		if base, err = readSyncState(dir); err != nil {
 			return "", err

@@ -97,23 +97,21 @@ func defaultDir(getenv func(string) string, home, config func() (string, error))
 // error that names the file and, where it can, the line.
 //
 // The engine loads its agent at every session's creation and every run,
-// so a directory whose stamp (see package dirstamp) is the one it had at
-// its last load is not read again: its State is copied from that load.
-// Any change to the directory, by this process or another, or by hand,
-// changes the stamp, and the next Load reads the files.
+// so a directory whose stamp (see package dirstamp), taken at its last
+// load, still holds is not read again: its State is copied from that
+// load. Any change to the directory, by this process or another, or by
+// hand, makes the stamp not hold, and the next Load reads the files.
 func Load(dir string) (*State, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("agent state %s: %w", dir, err)
 	}
-	// The stamp is taken before the files are read: a change made while
-	// they are read makes the next stamp differ.
-	stamp, trusted := dirstamp.Take(abs)
-	if trusted {
-		if s, ok := loadedStates.get(abs, stamp); ok {
-			return s, nil
-		}
+	if s, ok := loadedStates.get(abs, func(kept dirstamp.Stamp) bool { return kept.Holds(abs) }); ok {
+		return s, nil
 	}
+	// The stamp is taken before the files are read: a change made while
+	// they are read makes it not hold.
+	stamp, trusted := dirstamp.Take(abs)
 	s, err := load(abs)
 	if err != nil {
 		return nil, err
@@ -126,7 +124,7 @@ func Load(dir string) (*State, error) {
 
 // loadedStates keeps the last State loaded from each directory with the
 // directory's stamp at the time: one entry per agent directory in use.
-var loadedStates = &lastByPath[dirstamp.Stamp, *State]{equal: dirstamp.Stamp.Equal, clone: (*State).clone}
+var loadedStates = &lastByPath[dirstamp.Stamp, *State]{clone: (*State).clone}
 
 // clone copies s deeply enough that changing the copy (its configuration
 // for one session, its vault) leaves s as it is.
@@ -222,7 +220,7 @@ func loadConfig(path string) (agentconfig.Config, error) {
 	if err != nil {
 		return c, fmt.Errorf("agent state: %w", err)
 	}
-	if cached, ok := parsedConfigs.get(path, data); ok {
+	if cached, ok := parsedConfigs.get(path, func(kept []byte) bool { return bytes.Equal(kept, data) }); ok {
 		return cached, nil
 	}
 	c, err = agentconfig.Parse(path, data)
@@ -240,14 +238,13 @@ func loadConfig(path string) (agentconfig.Config, error) {
 // cached ones is far cheaper, and still notices every edit. It serves
 // where loadedStates cannot (a directory whose stamp is not trusted). It
 // holds one entry per agent directory in use.
-var parsedConfigs = &lastByPath[[]byte, agentconfig.Config]{equal: bytes.Equal, clone: agentconfig.Config.Clone}
+var parsedConfigs = &lastByPath[[]byte, agentconfig.Config]{clone: agentconfig.Config.Clone}
 
 // lastByPath keeps, for each path, the last value derived from it and
 // what it was derived from (its source: the bytes read, a stamp), and
-// hands out copies of the value while the source is the same. The copies
+// hands out copies of the value while the source still holds. The copies
 // are clone's, so that a caller may change its own.
 type lastByPath[S, V any] struct {
-	equal func(S, S) bool
 	clone func(V) V
 	mu    sync.Mutex
 	m     map[string]derived[S, V]
@@ -258,13 +255,13 @@ type derived[S, V any] struct {
 	value  V
 }
 
-// get returns a copy of the value derived from source at path, if it is
-// kept.
-func (c *lastByPath[S, V]) get(path string, source S) (V, bool) {
+// get returns a copy of the value kept for path, if holds says its
+// source still holds.
+func (c *lastByPath[S, V]) get(path string, holds func(S) bool) (V, bool) {
 	c.mu.Lock()
 	e, ok := c.m[path]
 	c.mu.Unlock()
-	if !ok || !c.equal(e.source, source) {
+	if !ok || !holds(e.source) {
 		var zero V
 		return zero, false
 	}
