@@ -128,12 +128,12 @@ func TestReleaseMapsNoLargeFolioWhole(t *testing.T) {
 	t.Logf("%d areas", len(areas))
 }
 
-// TestSplitFollowsTheFile checks that split places the areas' bounds at
-// multiples of the granule in the file, where the page cache's folios
-// are aligned, for a mapping that starts between two.
-func TestSplitFollowsTheFile(t *testing.T) {
+// mapFile writes a file of fileSize zeros and maps size bytes of it from
+// off, privately, with prot; the mapping goes when the test ends.
+func mapFile(t *testing.T, fileSize, off, size, prot int) (string, []byte) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(path, make([]byte, 512<<10), 0o600); err != nil {
+	if err := os.WriteFile(path, make([]byte, fileSize), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(path)
@@ -141,12 +141,20 @@ func TestSplitFollowsTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	const off, size = 12 << 10, 400 << 10
-	mem, err := unix.Mmap(int(f.Fd()), off, size, unix.PROT_READ, unix.MAP_PRIVATE)
+	mem, err := unix.Mmap(int(f.Fd()), int64(off), size, prot, unix.MAP_PRIVATE)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Munmap(mem)
+	t.Cleanup(func() { _ = unix.Munmap(mem) })
+	return path, mem
+}
+
+// TestSplitFollowsTheFile checks that split places the areas' bounds at
+// multiples of the granule in the file, where the page cache's folios
+// are aligned, for a mapping that starts between two.
+func TestSplitFollowsTheFile(t *testing.T) {
+	const off, size = 12 << 10, 400 << 10
+	path, mem := mapFile(t, 512<<10, off, size, unix.PROT_READ)
 	m := mapping{start: uintptr(unsafe.Pointer(&mem[0])), offset: off, perms: "r--p"}
 	m.end = m.start + size
 	if err := split([]mapping{m}); err != nil {
@@ -179,20 +187,7 @@ func TestSplitFollowsTheFile(t *testing.T) {
 // does with a binary's GOT) keeps them: dropped, they would read as the
 // file again. It fails without the check of the areas' own pages.
 func TestReleaseKeepsWrittenPages(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(path, make([]byte, 3<<12), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	mem, err := unix.Mmap(int(f.Fd()), 0, 3<<12, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(mem)
+	path, mem := mapFile(t, 3<<12, 0, 3<<12, unix.PROT_READ|unix.PROT_WRITE)
 	mem[1<<12] = 42 // a relocation, say
 	if err := unix.Mprotect(mem, unix.PROT_READ); err != nil {
 		t.Fatal(err)
