@@ -312,37 +312,30 @@ func TestLingerIsBounded(t *testing.T) {
 // release in one transaction; after a failure of the log it writes
 // nothing and returns the failure.
 func TestFlushWithIsOneCommit(t *testing.T) {
-	r := newRig(t)
+	// A linger holds the events (none is a durability point) until the
+	// FlushWith, so that they are queued when it comes.
+	r := newLingeringRig(t, time.Minute)
 	ctx := t.Context()
 	if ok, err := r.st.AcquireLease(ctx, "s", "me", "addr", time.Minute); err != nil || !ok {
 		t.Fatalf("AcquireLease: %v, %v", ok, err)
 	}
-	gate := make(chan struct{})
-	r.st.mu.Lock()
-	r.st.gate = gate
-	r.st.mu.Unlock()
-	r.publish(t, msg("first"), true)
-	<-r.st.entered // the writer holds the first event at the store
-	r.publish(t, msg("second"), true)
-	r.publish(t, msg("third"), true)
 	commits := r.st.Store.(store.CommitCounter).Commits()
+	for _, text := range []string{"first", "second", "third"} {
+		r.publish(t, msg(text), true)
+	}
+	if got := r.buffered(t); len(got) != 0 || r.appendCount() != 0 {
+		t.Fatalf("before FlushWith: published %v, %d appends", got, r.appendCount())
+	}
 	var sawLast int64
-	done := make(chan error, 1)
-	go func() {
-		done <- r.j.FlushWith(func(s *store.Session) error {
-			sawLast, s.Title = s.LastSequence, "ended"
-			return nil
-		}, "me")
-	}()
-	r.st.mu.Lock()
-	r.st.gate = nil
-	r.st.mu.Unlock()
-	close(gate)
-	if err := <-done; err != nil {
+	err := r.j.FlushWith(func(s *store.Session) error {
+		sawLast, s.Title = s.LastSequence, "ended"
+		return nil
+	}, "me")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if n := r.st.Store.(store.CommitCounter).Commits() - commits; n != 2 {
-		t.Fatalf("%d commits for the first event and then the rest with the row, want 2", n)
+	if n := r.st.Store.(store.CommitCounter).Commits() - commits; n != 1 {
+		t.Fatalf("%d commits for three events, the row and the lease, want 1", n)
 	}
 	if got := r.logged(t); !equal(got, []int64{1, 2, 3}) || sawLast != 3 {
 		t.Fatalf("log holds %v; the row change saw last sequence %d, want 3", got, sawLast)
@@ -369,7 +362,7 @@ func TestFlushWithIsOneCommit(t *testing.T) {
 	r.st.fail = nil
 	r.st.mu.Unlock()
 	called := false
-	err := r.j.FlushWith(func(*store.Session) error { called = true; return nil }, "")
+	err = r.j.FlushWith(func(*store.Session) error { called = true; return nil }, "")
 	if !errors.Is(err, cut) || called {
 		t.Fatalf("FlushWith after a failure = %v (row changed: %v), want the failure and no write", err, called)
 	}
