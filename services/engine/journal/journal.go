@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -218,8 +219,8 @@ func (j *Journal) holdLocked() time.Duration {
 // a round publishes its announcements only.
 func (j *Journal) write() {
 	var timer *time.Timer
+	j.mu.Lock()
 	for {
-		j.mu.Lock()
 		if wait := j.holdLocked(); wait > 0 {
 			j.mu.Unlock()
 			if timer == nil {
@@ -231,6 +232,7 @@ func (j *Journal) write() {
 			case <-j.kick:
 			case <-timer.C:
 			}
+			j.mu.Lock()
 			continue
 		}
 		batch, with := j.queue, j.with
@@ -238,6 +240,10 @@ func (j *Journal) write() {
 		j.urgent, j.held = false, time.Time{}
 		failed := j.writeErr != nil
 		if len(batch) == 0 && with == nil {
+			// The writer goes idle under the same hold of the lock as
+			// its last publication (below): a reader that saw the last
+			// event in the buffer finds nothing pending, as nothing
+			// would wake it again to ask once more.
 			j.writerActive = false
 			j.drained.Broadcast()
 			j.mu.Unlock()
@@ -284,13 +290,22 @@ func (j *Journal) write() {
 				}
 			}
 		}
+		j.mu.Lock()
 		for _, q := range batch {
 			if !failed || q.always {
 				j.buf.Publish(q.ev)
 			}
 		}
+		if f := afterPublish.Load(); f != nil {
+			(*f)()
+		}
 	}
 }
+
+// afterPublish, when set (by tests only), runs right after the writer
+// hands a batch to the live buffer, to widen the moment in which a reader
+// of the buffer has seen the batch and asks the journal what is pending.
+var afterPublish atomic.Pointer[func()]
 
 // Flush has every queued event recorded and published at once, waits
 // until they are, and returns the log's error if it failed.

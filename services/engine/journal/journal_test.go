@@ -367,3 +367,33 @@ func TestFlushWithIsOneCommit(t *testing.T) {
 		t.Fatalf("FlushWith after a failure = %v (row changed: %v), want the failure and no write", err, called)
 	}
 }
+
+// A reader that has seen the last queued event in the live buffer finds
+// nothing pending any more, however late the writer is to go idle after
+// it: nothing wakes a reader of the buffer once the last event is there,
+// so a reader that saw it and still found the journal pending would wait
+// for ever. That is how a stream following a task until it is idle (Attach
+// until_idle) hung right after the task's idle event under load.
+func TestNothingIsPendingOnceTheLastEventIsSeen(t *testing.T) {
+	r := newRig(t)
+	defer journal.DelayAfterPublish(50 * time.Millisecond)()
+	var cursor int64
+	for i := range 3 {
+		r.publish(t, msg("an answer"), true)
+		last := r.j.Announce(state(penguinv1.SessionState_SESSION_STATE_IDLE))
+		for cursor < last {
+			evs, wake, err := r.buf.Read(cursor, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(evs) == 0 {
+				<-wake
+				continue
+			}
+			cursor = evs[len(evs)-1].GetSequence()
+		}
+		if r.j.Pending() {
+			t.Fatalf("round %d: the journal is pending after its last event %d was published", i, last)
+		}
+	}
+}
