@@ -99,8 +99,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// penguinBinary builds cmd/penguin once per test process, with the sandbox
-// trampoline beside it as `make build` installs them, and returns its
+// penguinBinary builds cmd/penguin once per test process as `make build`
+// does (e2etest.GoBuildShipped), with the sandbox trampoline beside it as
+// `make build` installs them, and returns its
 // path; PENGUIN_BENCH_BINARY names a binary to measure instead (another
 // build, to compare two versions on the same machine).
 func penguinBinary(b *testing.B) string {
@@ -123,9 +124,9 @@ func penguinBinary(b *testing.B) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		binPath = filepath.Join(dir, "penguin")
-		buildErr = e2etest.GoBuild(ctx, repo, "-o", binPath, "./cmd/penguin")
+		buildErr = e2etest.GoBuildShipped(ctx, repo, binPath, "./cmd/penguin")
 		if buildErr == nil {
-			buildErr = e2etest.GoBuild(ctx, repo, "-o", filepath.Join(dir, sandbox.TrampolineName), "./cmd/penguin-sandbox")
+			buildErr = e2etest.GoBuildShipped(ctx, repo, filepath.Join(dir, sandbox.TrampolineName), "./cmd/penguin-sandbox")
 		}
 	})
 	if buildErr != nil {
@@ -254,10 +255,10 @@ func runOnce(b *testing.B, bin string, run, tasks int) runResult {
 	time.Sleep(diskSettle)
 	commits0, written0, store0 := storeCommits(b, metrics), procCount(b, pid, "io", "write_bytes"), storeSize(b, r.home)
 	rss0, cpu0 := rss(b, pid), procCPU(b, pid)
-	var rssMid int64
+	var rssMid, anonMid int64
 	for i := range tasks {
 		if i == tasks/2 {
-			rssMid = rss(b, pid)
+			rssMid, anonMid = rss(b, pid), anonRSS(b, pid)
 		}
 		task := func() {
 			t0 := time.Now()
@@ -281,7 +282,7 @@ func runOnce(b *testing.B, bin string, run, tasks int) runResult {
 		res.unaryFloor = append(res.unaryFloor, r.srv.healthRTT(ctx, b))
 	}
 	res.serverCPU = procCPU(b, pid) - cpu0
-	rssEnd := rss(b, pid)
+	rssEnd, anonEnd := rss(b, pid), anonRSS(b, pid)
 	time.Sleep(diskSettle)
 	res.commits = storeCommits(b, metrics) - commits0
 	res.written = procCount(b, pid, "io", "write_bytes") - written0
@@ -290,9 +291,9 @@ func runOnce(b *testing.B, bin string, run, tasks int) runResult {
 	// page caches, the runtime's pools) have filled, and what is left is
 	// what each idle session holds.
 	res.idleRSS = (rssEnd - rssMid) / int64(tasks-tasks/2)
-	b.Logf("run %d: %d tasks; server CPU %.2f ms/task, direct CPU %.2f ms/task; resident growth %.1f KiB/task over the whole run, %.1f over its second half; %d threads at the end; %.1f store transactions, %.1f KiB written, store files grew %.1f KiB per task",
+	b.Logf("run %d: %d tasks; server CPU %.2f ms/task, direct CPU %.2f ms/task; resident growth %.1f KiB/task over the whole run, %.1f over its second half (anonymous %.1f); %d threads at the end; %.1f store transactions, %.1f KiB written, store files grew %.1f KiB per task",
 		run+1, tasks, ms(res.serverCPU)/float64(tasks), ms(res.directCPU)/float64(tasks),
-		float64(rssEnd-rss0)/1024/float64(tasks), float64(res.idleRSS)/1024, procStatusCount(b, pid, "Threads"),
+		float64(rssEnd-rss0)/1024/float64(tasks), float64(res.idleRSS)/1024, float64(anonEnd-anonMid)/1024/float64(tasks-tasks/2), procStatusCount(b, pid, "Threads"),
 		res.commits/float64(tasks), float64(res.written)/1024/float64(tasks), float64(res.storeGrowth)/1024/float64(tasks))
 	return res
 }

@@ -7,6 +7,7 @@ package e2etest
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -19,8 +20,26 @@ import (
 // GoBuild runs `go build ARGS...` in the repository root repo and reports
 // the compiler's output when it fails.
 func GoBuild(ctx context.Context, repo string, args ...string) error {
+	return goBuild(ctx, repo, nil, args...)
+}
+
+// GoBuildShipped builds the package pkg of the repository root repo into
+// out as `make build` and the releases build it: without cgo (a static
+// binary) and with -trimpath; only the version stamped with -ldflags is
+// left out. The benchmarks measure that binary: a cgo build is
+// dynamically linked, larger, and starts otherwise.
+func GoBuildShipped(ctx context.Context, repo, out, pkg string) error {
+	return goBuild(ctx, repo, []string{"CGO_ENABLED=0"}, "-trimpath", "-o", out, pkg)
+}
+
+// goBuild runs `go build ARGS...` in repo with env added to the
+// environment.
+func goBuild(ctx context.Context, repo string, env []string, args ...string) error {
 	cmd := exec.CommandContext(ctx, "go", append([]string{"build"}, args...)...)
 	cmd.Dir = repo
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %w\n%s", strings.Join(args, " "), err, out)
 	}

@@ -59,9 +59,14 @@ func loggingInterceptors(log *slog.Logger, slow time.Duration) (grpc.UnaryServer
 // slow success, and go-grpc-middleware's server table for the errors
 // (client mistakes at info, trouble at warn or error). Only unary calls
 // can be slow: a stream lasts as long as its caller wants (an agent run, a
-// watch), so its length says nothing about the server.
+// watch), so its length says nothing about the server. For the same
+// reason a stream its client cancelled is debug: cancelling is how a
+// watch ends (the engine ends its watch of each environment so, once per
+// task), and a line for each would bury the ones an operator needs.
 func (l *callLogger) level(code codes.Code, took time.Duration, unary bool) slog.Level {
 	switch {
+	case code == codes.Canceled && !unary:
+		return slog.LevelDebug
 	case code != codes.OK:
 		return slog.Level(logging.DefaultServerCodeToLevel(code))
 	case unary && l.slow > 0 && took >= l.slow:

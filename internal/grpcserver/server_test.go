@@ -408,7 +408,8 @@ func callLines(t *testing.T, logs string) []map[string]any {
 // logger at info, the level servers run at: a fast success writes
 // nothing, a failure writes one line at the level its code deserves, and
 // a unary success slower than the threshold writes one "slow call" line at
-// info, while a stream never counts as slow.
+// info, while a stream never counts as slow, nor is one its client
+// cancelled worth a line at info.
 func TestCallLogLevels(t *testing.T) {
 	t.Parallel()
 	failing := &fakeLLM{listProviders: func(context.Context) (*penguinv1.ListProvidersResponse, error) {
@@ -417,17 +418,28 @@ func TestCallLogLevels(t *testing.T) {
 	crashing := &fakeLLM{listProviders: func(context.Context) (*penguinv1.ListProvidersResponse, error) {
 		return nil, status.Error(codes.Internal, "disk on fire")
 	}}
+	// watching answers once, then waits for its client to hang up, as a
+	// watch does.
+	watching := &fakeLLM{streamGenerate: func(s grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]) error {
+		if err := s.Send(&penguinv1.StreamGenerateResponse{}); err != nil {
+			return err
+		}
+		<-s.Context().Done()
+		return status.FromContextError(s.Context().Err()).Err()
+	}}
 	for _, c := range []struct {
 		name     string
 		slow     time.Duration
 		llm      *fakeLLM
 		stream   bool
+		hangUp   bool // the client cancels the stream after its first answer
 		wantMsg  string
 		wantLvl  string
 		wantCode string
 	}{
 		{name: "fast success", llm: &fakeLLM{}},
 		{name: "fast stream", llm: &fakeLLM{}, stream: true, slow: time.Nanosecond},
+		{name: "stream the client hangs up", llm: watching, stream: true, hangUp: true, slow: time.Nanosecond},
 		{name: "slow success", llm: &fakeLLM{}, slow: time.Nanosecond, wantMsg: "slow call", wantLvl: "INFO", wantCode: "OK"},
 		{name: "slow calls off", llm: &fakeLLM{}, slow: -1},
 		{name: "client error", llm: failing, wantMsg: "finished call", wantLvl: "INFO", wantCode: "NotFound"},
@@ -439,7 +451,21 @@ func TestCallLogLevels(t *testing.T) {
 			r := start(t, grpcserver.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), SlowCall: c.slow}, registerLLM(c.llm))
 			ctx := testkit.Context(t, 30*time.Second)
 			llm := penguinv1.NewLLMServiceClient(r.conn)
-			if c.stream {
+			switch {
+			case c.hangUp:
+				sctx, cancel := context.WithCancel(ctx)
+				s, err := llm.StreamGenerate(sctx, &penguinv1.StreamGenerateRequest{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Recv(); err != nil {
+					t.Fatalf("first answer: %v", err)
+				}
+				cancel()
+				if _, err := s.Recv(); status.Code(err) != codes.Canceled {
+					t.Fatalf("stream ended with %v, want Canceled", err)
+				}
+			case c.stream:
 				s, err := llm.StreamGenerate(ctx, &penguinv1.StreamGenerateRequest{})
 				if err != nil {
 					t.Fatal(err)
@@ -447,7 +473,7 @@ func TestCallLogLevels(t *testing.T) {
 				if _, err := s.Recv(); err != io.EOF {
 					t.Fatalf("stream ended with %v, want EOF", err)
 				}
-			} else {
+			default:
 				_, _ = llm.ListProviders(ctx, &penguinv1.ListProvidersRequest{})
 			}
 			// The line is written before the answer leaves the handler

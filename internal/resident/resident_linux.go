@@ -11,35 +11,102 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// dropBinaryPages unmaps the pages of the binary's read-only mappings
-// (its text and read-only data), found in /proc/self/maps by the path of
-// the executable.
+// granule is the largest span of the binary that one page fault maps:
+// the kernel's fault-around window (64 KiB), which is what a page cache
+// of small pages gives.
+const granule = 64 << 10
+
+// mapping is one mapping of the binary's read-only segments: its
+// addresses and the offset in the file of its first byte.
+type mapping struct {
+	start, end uintptr
+	offset     uint64
+	perms      string
+}
+
+// dropBinaryPages splits the binary's read-only mappings (its text and
+// read-only data, found in /proc/self/maps by the path of the executable)
+// so that no large folio of the page cache is mapped whole, then unmaps
+// their pages.
 func dropBinaryPages() error {
-	exe, err := os.Executable()
+	ms, err := binaryMappings()
 	if err != nil {
 		return err
 	}
-	maps, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
+	if err := split(ms); err != nil {
 		return err
 	}
-	ranges, err := readOnlyRanges(maps, exe)
-	if err != nil {
-		return err
-	}
-	for _, r := range ranges {
-		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, r[0], r[1]-r[0], unix.MADV_DONTNEED); errno != 0 {
-			return fmt.Errorf("resident: madvise %#x-%#x: %w", r[0], r[1], errno)
+	for _, m := range ms {
+		if err := madvise(m.start, m.end, unix.MADV_DONTNEED); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// readOnlyRanges returns the address ranges of the mappings of path in
-// maps (the format of /proc/PID/maps) that are neither writable nor
-// shared: the binary's text and read-only data.
-func readOnlyRanges(maps []byte, path string) ([][2]uintptr, error) {
-	var out [][2]uintptr
+// split marks every other granule of ms (by file offset) MADV_NOHUGEPAGE,
+// which splits each mapping into areas of one granule, alternately
+// flagged so that the kernel never merges them back.
+//
+// Why: a file's page cache may hold large folios, up to 2 MiB (ext4 and
+// XFS allocate them for a file written in large blocks, as the Go linker
+// writes a binary), and a page fault in a mapping maps the whole folio
+// around the page (with a PMD when the folio is 2 MiB and aligned, with
+// PTEs otherwise) whenever the folio lies within one area of the mapping.
+// MADV_NOHUGEPAGE over the whole mapping, or prctl(PR_SET_THP_DISABLE)
+// (which every child would inherit, user commands included), refuses the
+// PMD but not the PTEs: measured on Linux 6.18, one read in a 2 MiB folio
+// made 2 MiB resident either way. An area of one granule holds no larger
+// folio whole, so a fault maps at most a granule, as fault-around does
+// with small pages. Which flag tells the areas apart does not matter;
+// no-huge-page says what is wanted and changes nothing else (not the
+// readahead, as MADV_RANDOM would, nor core dumps).
+func split(ms []mapping) error {
+	for _, m := range ms {
+		// at is the address of the byte at offset off of the file.
+		at := func(off uint64) uintptr { return m.start + uintptr(off-m.offset) }
+		end := m.offset + uint64(m.end-m.start)
+		for g := m.offset / granule; g*granule < end; g++ {
+			if g%2 == 0 {
+				continue
+			}
+			lo, hi := at(max(g*granule, m.offset)), at(min((g+1)*granule, end))
+			if err := madvise(lo, hi, unix.MADV_NOHUGEPAGE); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// madvise gives advice on the addresses from lo to hi.
+func madvise(lo, hi uintptr, advice int) error {
+	if _, _, errno := unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, uintptr(advice)); errno != 0 {
+		return fmt.Errorf("resident: madvise %#x-%#x: %w", lo, hi, errno)
+	}
+	return nil
+}
+
+// binaryMappings reads the mappings of the executable's read-only
+// segments from /proc/self/maps.
+func binaryMappings() ([]mapping, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return nil, err
+	}
+	return readOnlyMappings(maps, exe)
+}
+
+// readOnlyMappings returns the mappings of path in maps (the format of
+// /proc/PID/maps) that are neither writable nor shared: the binary's text
+// and read-only data. The areas of one segment that split made are
+// joined into one mapping again.
+func readOnlyMappings(maps []byte, path string) ([]mapping, error) {
+	var out []mapping
 	sc := bufio.NewScanner(bytes.NewReader(maps))
 	for sc.Scan() {
 		// address perms offset dev inode path
@@ -56,10 +123,17 @@ func readOnlyRanges(maps []byte, path string) ([][2]uintptr, error) {
 		}
 		start, err1 := strconv.ParseUint(lo, 16, 64)
 		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 != nil || err2 != nil || end <= start {
+		off, err3 := strconv.ParseUint(f[2], 16, 64)
+		if err1 != nil || err2 != nil || err3 != nil || end <= start {
 			return nil, fmt.Errorf("resident: bad maps line %q", sc.Text())
 		}
-		out = append(out, [2]uintptr{uintptr(start), uintptr(end)})
+		m := mapping{start: uintptr(start), end: uintptr(end), offset: off, perms: f[1]}
+		if n := len(out); n > 0 && out[n-1].end == m.start && out[n-1].perms == m.perms &&
+			out[n-1].offset+uint64(out[n-1].end-out[n-1].start) == m.offset {
+			out[n-1].end = m.end
+			continue
+		}
+		out = append(out, m)
 	}
 	return out, sc.Err()
 }

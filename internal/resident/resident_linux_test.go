@@ -2,38 +2,82 @@ package resident
 
 import (
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
-// binaryRSS sums, in KiB, the resident pages of this process's mappings
-// of its binary's read-only segments, from /proc/self/smaps.
-func binaryRSS(t *testing.T) int {
+// area is one area of /proc/self/smaps.
+type area struct {
+	start, end uint64
+	offset     uint64
+	perms      string
+	path       string
+	rss        int  // KiB
+	pmd        int  // KiB mapped by PMDs (FilePmdMapped)
+	nohuge     bool // VmFlags has nh
+}
+
+// smapsAreas reads this process's areas from /proc/self/smaps.
+func smapsAreas(t *testing.T) []area {
+	t.Helper()
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []area
+	num := func(s string, base int) uint64 {
+		n, err := strconv.ParseUint(s, base, 64)
+		if err != nil {
+			t.Fatalf("smaps: %v", err)
+		}
+		return n
+	}
+	for _, line := range strings.Split(string(smaps), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if lo, hi, ok := strings.Cut(f[0], "-"); ok && !strings.HasSuffix(f[0], ":") && len(f) >= 5 {
+			a := area{start: num(lo, 16), end: num(hi, 16), offset: num(f[2], 16), perms: f[1]}
+			if len(f) >= 6 {
+				a.path = strings.TrimSuffix(strings.Join(f[5:], " "), " (deleted)")
+			}
+			out = append(out, a)
+			continue
+		}
+		if len(out) == 0 {
+			continue
+		}
+		a := &out[len(out)-1]
+		switch f[0] {
+		case "Rss:":
+			a.rss = int(num(f[1], 10))
+		case "FilePmdMapped:":
+			a.pmd = int(num(f[1], 10))
+		case "VmFlags:":
+			a.nohuge = slices.Contains(f[1:], "nh")
+		}
+	}
+	return out
+}
+
+// binaryAreas returns the areas of this process's binary's read-only
+// segments.
+func binaryAreas(t *testing.T) []area {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	smaps, err := os.ReadFile("/proc/self/smaps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, ours := 0, false
-	for _, line := range strings.Split(string(smaps), "\n") {
-		f := strings.Fields(line)
-		switch {
-		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
-			ours = len(f) >= 6 && f[5] == exe && (f[1] == "r-xp" || f[1] == "r--p")
-		case ours && len(f) == 3 && f[0] == "Rss:":
-			n, err := strconv.Atoi(f[1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			sum += n
-		}
-	}
-	return sum
+	return slices.DeleteFunc(smapsAreas(t), func(a area) bool {
+		return a.path != exe || (a.perms != "r-xp" && a.perms != "r--p")
+	})
 }
 
 // TestReleaseDropsTheBinarysPages checks on this test binary that Release
@@ -43,41 +87,119 @@ func binaryRSS(t *testing.T) int {
 // comes back, 64 KiB around each page, so in so small a binary a good
 // part does.
 func TestReleaseDropsTheBinarysPages(t *testing.T) {
-	before := binaryRSS(t)
+	rss := func() (sum int) {
+		for _, a := range binaryAreas(t) {
+			sum += a.rss
+		}
+		return sum
+	}
+	before := rss()
 	if err := Release(); err != nil {
 		t.Fatal(err)
 	}
-	after := binaryRSS(t)
+	after := rss()
 	t.Logf("the binary's read-only pages: %d KiB resident before Release, %d KiB after", before, after)
 	if before == 0 || after > before*3/4 {
 		t.Errorf("%d KiB of the binary resident after Release, from %d KiB: want a quarter less at least", after, before)
 	}
 }
 
-func TestReadOnlyRanges(t *testing.T) {
+// TestReleaseMapsNoLargeFolioWhole checks that after Release no area of
+// the binary's read-only mappings is larger than a granule, so that no
+// fault maps more than a granule whatever the page cache's folios, and
+// that the areas alternate, so that the kernel does not merge them.
+func TestReleaseMapsNoLargeFolioWhole(t *testing.T) {
+	if err := Release(); err != nil {
+		t.Fatal(err)
+	}
+	areas := binaryAreas(t)
+	if len(areas) == 0 {
+		t.Fatal("no read-only area of the binary in /proc/self/smaps")
+	}
+	for _, a := range areas {
+		if a.end-a.start > granule || a.pmd != 0 {
+			t.Fatalf("area %#x-%#x (%s, file offset %#x) of %d KiB, %d KiB of it mapped by PMDs: want at most %d KiB, none by PMDs",
+				a.start, a.end, a.perms, a.offset, (a.end-a.start)>>10, a.pmd, granule>>10)
+		}
+		if odd := a.offset/granule%2 == 1; a.nohuge != odd {
+			t.Fatalf("area %#x-%#x (file offset %#x): nh %v, want %v", a.start, a.end, a.offset, a.nohuge, odd)
+		}
+	}
+	t.Logf("%d areas", len(areas))
+}
+
+// TestSplitFollowsTheFile checks that split places the areas' bounds at
+// multiples of the granule in the file, where the page cache's folios
+// are aligned, for a mapping that starts between two.
+func TestSplitFollowsTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(path, make([]byte, 512<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const off, size = 12 << 10, 400 << 10
+	mem, err := unix.Mmap(int(f.Fd()), off, size, unix.PROT_READ, unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	m := mapping{start: uintptr(unsafe.Pointer(&mem[0])), offset: off, perms: "r--p"}
+	m.end = m.start + size
+	if err := split([]mapping{m}); err != nil {
+		t.Fatal(err)
+	}
+	var got []area
+	for _, a := range smapsAreas(t) {
+		if a.path == path {
+			got = append(got, a)
+		}
+	}
+	// File offsets 12-64 KiB, 64-128 (nh), 128-192, 192-256 (nh),
+	// 256-320, 320-384 (nh), 384-412.
+	want := []uint64{12 << 10, 64 << 10, 128 << 10, 192 << 10, 256 << 10, 320 << 10, 384 << 10}
+	if len(got) != len(want) {
+		t.Fatalf("%d areas, want %d: %+v", len(got), len(want), got)
+	}
+	for i, a := range got {
+		if a.offset != want[i] || a.nohuge != (i%2 == 1) || a.start != uint64(m.start)+a.offset-off {
+			t.Fatalf("area %d: %+v, want file offset %#x, nh %v", i, a, want[i], i%2 == 1)
+		}
+	}
+	if last := got[len(got)-1]; last.end != uint64(m.end) {
+		t.Fatalf("the last area ends at %#x, want %#x", last.end, m.end)
+	}
+}
+
+func TestReadOnlyMappings(t *testing.T) {
 	maps := `00400000-00402000 r--p 00000000 fd:01 123 /usr/bin/penguin
 00402000-01cfe000 r-xp 00002000 fd:01 123 /usr/bin/penguin
-01cfe000-03e4c000 r--p 018fe000 fd:01 123 /usr/bin/penguin
+01cfe000-01d00000 r--p 018fe000 fd:01 123 /usr/bin/penguin
+01d00000-03e4c000 r--p 01900000 fd:01 123 /usr/bin/penguin
 03e4d000-03fbd000 rw-p 03a4d000 fd:01 123 /usr/bin/penguin
 03fbd000-06232000 rw-p 00000000 00:00 0
 7f0000000000-7f0000001000 r-xp 00000000 fd:01 456 /usr/lib/libc.so.6
 7f0000002000-7f0000003000 r--p 00000000 fd:01 789 /usr/bin/penguin old (deleted)
 `
-	got, err := readOnlyRanges([]byte(maps), "/usr/bin/penguin")
+	got, err := readOnlyMappings([]byte(maps), "/usr/bin/penguin")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := [][2]uintptr{{0x400000, 0x402000}, {0x402000, 0x1cfe000}, {0x1cfe000, 0x3e4c000}}
-	if len(got) != len(want) {
-		t.Fatalf("ranges %x, want %x", got, want)
+	// The two areas of the read-only data (as split leaves them) are one
+	// mapping.
+	want := []mapping{
+		{0x400000, 0x402000, 0, "r--p"},
+		{0x402000, 0x1cfe000, 0x2000, "r-xp"},
+		{0x1cfe000, 0x3e4c000, 0x18fe000, "r--p"},
 	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("ranges %x, want %x", got, want)
-		}
+	if !slices.Equal(got, want) {
+		t.Fatalf("mappings %x, want %x", got, want)
 	}
-	deleted, err := readOnlyRanges([]byte(maps), "/usr/bin/penguin old")
-	if err != nil || len(deleted) != 1 || deleted[0] != [2]uintptr{0x7f0000002000, 0x7f0000003000} {
-		t.Fatalf("a deleted binary's ranges: %x, %v", deleted, err)
+	deleted, err := readOnlyMappings([]byte(maps), "/usr/bin/penguin old")
+	if err != nil || !slices.Equal(deleted, []mapping{{0x7f0000002000, 0x7f0000003000, 0, "r--p"}}) {
+		t.Fatalf("a deleted binary's mappings: %x, %v", deleted, err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sync"
 
@@ -101,20 +103,13 @@ func (s *Service) checkRequest(req *penguinv1.CreateEnvironmentRequest) (createS
 	return spec, nil
 }
 
-// newEnvironment makes the environment's own state: its archive
-// directory, its workspace handle and its output framing.
+// newEnvironment makes the environment's own state: its workspace
+// handle, its output framing, and how its archive directory is made.
 func (s *Service) newEnvironment(spec createSpec) (*Environment, error) {
-	archiveName := spec.scratchName + "/truncated-tool-output"
-	if err := s.scratch.MkdirAll(archiveName, 0o700); err != nil {
-		return nil, fmt.Errorf("archive directory: %w", err)
-	}
-	archive, err := s.scratch.OpenRoot(archiveName)
+	archive := &archiveDir{scratch: s.scratch, name: spec.scratchName + "/truncated-tool-output"}
+	archivePath := filepath.Join(s.scratch.Name(), filepath.FromSlash(archive.name))
+	root, err := workspace.New(spec.workspace, workspace.Readable{Dir: archivePath, Open: func() (*os.Root, error) { return archive.open(false) }})
 	if err != nil {
-		return nil, fmt.Errorf("archive directory: %w", err)
-	}
-	root, err := workspace.New(spec.workspace, archive)
-	if err != nil {
-		archive.Close()
 		return nil, err
 	}
 	envCtx, cancel := context.WithCancel(context.Background())
@@ -136,8 +131,60 @@ func (s *Service) newEnvironment(spec createSpec) (*Environment, error) {
 		disposed:  make(chan struct{}),
 	}
 	ceiling := max(s.opts.OutputCeiling, 0)
-	e.framing = framing.Options{Ceiling: ceiling, Vault: e.vault, Archives: framing.NewArchives(archive, s.opts.ScratchLimit), Grace: s.opts.Grace, Logger: e.log}
+	archives := framing.NewArchives(archivePath, func() (*os.Root, error) { return archive.open(true) }, s.opts.ScratchLimit)
+	e.framing = framing.Options{Ceiling: ceiling, Vault: e.vault, Archives: archives, Grace: s.opts.Grace, Logger: e.log}
 	return e, nil
+}
+
+// archiveDir is an environment's directory of truncated outputs,
+// <scratch>/<label or id>/truncated-tool-output. It is made at the first
+// output archived, not with the environment: most environments never
+// truncate one, and making it was a quarter of CreateEnvironment's time
+// (and left an empty directory per environment behind). It is made and
+// opened beneath the scratch directory's handle, so no link planted on
+// its path since the service started can move it.
+type archiveDir struct {
+	scratch *os.Root
+	name    string // slash-separated, beneath scratch
+
+	mu     sync.Mutex
+	root   *os.Root // once opened
+	closed bool
+}
+
+// open returns the directory's handle, making the directory first when
+// create is set. Without it, a directory not made yet is an error that
+// wraps fs.ErrNotExist.
+func (a *archiveDir) open(create bool) (*os.Root, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.closed:
+		return nil, os.ErrClosed
+	case a.root != nil:
+		return a.root, nil
+	}
+	if create {
+		if err := a.scratch.MkdirAll(a.name, 0o700); err != nil {
+			return nil, fmt.Errorf("archive directory: %w", err)
+		}
+	}
+	root, err := a.scratch.OpenRoot(a.name)
+	if err != nil {
+		return nil, fmt.Errorf("archive directory: %w", err)
+	}
+	a.root = root
+	return root, nil
+}
+
+// close closes the handle, if it was opened; later opens fail.
+func (a *archiveDir) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closed = true
+	if a.root != nil {
+		a.root.Close()
+	}
 }
 
 // prepareCommands readies what runs the environment's commands without

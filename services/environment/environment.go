@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -48,7 +47,7 @@ type Environment struct {
 	id        string
 	label     string
 	workspace string
-	archive   *os.Root // the directory of truncated outputs
+	archive   *archiveDir // the directory of truncated outputs
 	root      *workspace.Root
 	policy    *cmdpolicy.Policy
 	vault     *redact.Vault
@@ -332,7 +331,7 @@ func (e *Environment) dispose() {
 			e.root.Close()
 		}
 		if e.archive != nil {
-			e.archive.Close()
+			e.archive.close()
 		}
 		close(e.disposed)
 	})

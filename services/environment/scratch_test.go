@@ -52,6 +52,24 @@ func TestScratchIsBounded(t *testing.T) {
 	wantStop(t, h.exec(env, "grep", `{"pattern":"^9999$","path":"`+dir+`"}`), ok, ":9999:9999")
 }
 
+// TestArchiveDirectoryMadeAtFirstTruncation checks that an environment
+// makes its archive directory at its first truncated output, not at its
+// creation: until then a read there finds nothing, and after it the
+// archive is readable.
+func TestArchiveDirectoryMadeAtFirstTruncation(t *testing.T) {
+	h := start(t, environment.Options{})
+	env := h.create(&penguinv1.CreateEnvironmentRequest{Label: "lazy"}).GetEnvironmentId()
+	dir := filepath.Join(h.scratch, "lazy", "truncated-tool-output")
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the archive directory exists before any output was truncated: %v", err)
+	}
+	early := filepath.Join(dir, "early.txt")
+	wantStop(t, h.exec(env, "read_file", args(map[string]any{"file_path": early})), failed, early+" does not exist")
+	wantStop(t, h.exec(env, "read_file", args(map[string]any{"file_path": "/etc/hostname"})), failed, "not inside the workspace")
+	r := h.exec(env, "exec_command", `{"cmd":"seq 1 10000","tty":false}`)
+	wantStop(t, h.exec(env, "read_file", args(map[string]any{"file_path": archivePath(t, r), "offset": 10000})), ok, "10000\t10000")
+}
+
 // TestScratchDirectoryMustBePrivate refuses a scratch directory others
 // may write to.
 func TestScratchDirectoryMustBePrivate(t *testing.T) {

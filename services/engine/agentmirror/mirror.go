@@ -36,6 +36,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/penguin-agent/penguin/internal/dirstamp"
 	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
@@ -65,6 +66,16 @@ type Mirror struct {
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
+	// clean holds, for each working copy whose last Sync found nothing to
+	// write either way, the copy's stamp then and its sync record (see
+	// Sync). Guarded by the copy's lock.
+	clean map[string]cleanCopy
+}
+
+// cleanCopy is a working copy as its last Sync left it, unchanged.
+type cleanCopy struct {
+	stamp dirstamp.Stamp
+	base  *syncState
 }
 
 // New returns a mirror of st's agents under root, which is created when
@@ -77,7 +88,7 @@ func New(st store.AgentStore, root string, log *slog.Logger) (*Mirror, error) {
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("agent mirror: %w", err)
 	}
-	return &Mirror{store: st, root: abs, log: logger.OrDiscard(log), locks: map[string]*sync.Mutex{}}, nil
+	return &Mirror{store: st, root: abs, log: logger.OrDiscard(log), locks: map[string]*sync.Mutex{}, clean: map[string]cleanCopy{}}, nil
 }
 
 // Root returns the directory the working copies are kept under.
@@ -119,9 +130,12 @@ func (m *Mirror) Resolve(ref string) (project, agent string, ok bool) {
 	return "", "", false
 }
 
+// copyKey names a working copy in the mirror's maps.
+func copyKey(project, agent string) string { return project + "\x00" + agent }
+
 // lock serialises syncs of one working copy within this process.
 func (m *Mirror) lock(project, agent string) func() {
-	key := project + "\x00" + agent
+	key := copyKey(project, agent)
 	m.mu.Lock()
 	l := m.locks[key]
 	if l == nil {
@@ -153,16 +167,38 @@ func hashOf(data []byte) string {
 // writing to the store what changed in the copy since it was last synced,
 // and returns the copy's directory. ErrNotFound (wrapped) for an agent the
 // store does not hold.
+//
+// Sync runs at every session's creation and every run. A copy whose
+// stamp (see package dirstamp), taken by a Sync that wrote nothing, still
+// holds was not changed since: its files are not read and hashed again
+// for changes to push, and its sync record is the one kept from then. The
+// store is asked for the agent's version every time, which is how an
+// edit through another replica is seen.
 func (m *Mirror) Sync(ctx context.Context, project, agent string) (string, error) {
+	key := copyKey(project, agent)
 	defer m.lock(project, agent)()
 	dir := m.Dir(project, agent)
-	base, err := readSyncState(dir)
-	if err != nil {
-		return "", err
-	}
-	if base != nil {
-		if err := m.push(ctx, project, agent, dir, base); err != nil {
+	var base *syncState
+	pushed := false
+	// The entry is put back only by a Sync that ends with the copy as it
+	// found it.
+	c, ok := m.clean[key]
+	delete(m.clean, key)
+	stamp, trusted := c.stamp, true
+	if ok && c.stamp.Holds(dir) {
+		base = c.base
+	} else {
+		// The stamp is taken before the copy is read: a change made
+		// while it is read makes it not hold.
+		stamp, trusted = dirstamp.Take(dir)
+		var err error
+		if base, err = readSyncState(dir); err != nil {
 			return "", err
+		}
+		if base != nil {
+			if pushed, err = m.push(ctx, project, agent, dir, base); err != nil {
+				return "", err
+			}
 		}
 	}
 	a, err := m.store.GetAgent(ctx, project, agent)
@@ -177,6 +213,9 @@ func (m *Mirror) Sync(ctx context.Context, project, agent string) (string, error
 		return "", err
 	}
 	if base != nil && a.Version == base.Version {
+		if trusted && !pushed {
+			m.clean[key] = cleanCopy{stamp: stamp, base: base}
+		}
 		return dir, nil
 	}
 	a, files, err := m.store.ReadAgent(ctx, project, agent)
@@ -190,13 +229,13 @@ func (m *Mirror) Sync(ctx context.Context, project, agent string) (string, error
 }
 
 // push writes the copy's changes since base to the store and records
-// them in base. A change whose file changed in the store meanwhile is
-// dropped (the store's file wins, the next pull writes it), with a
-// warning.
-func (m *Mirror) push(ctx context.Context, project, agent, dir string, base *syncState) error {
+// them in base, and reports whether there were any. A change whose file
+// changed in the store meanwhile is dropped (the store's file wins, the
+// next pull writes it), with a warning.
+func (m *Mirror) push(ctx context.Context, project, agent, dir string, base *syncState) (bool, error) {
 	local, err := scan(dir)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var changes []store.AgentChange
 	for p, data := range local {
@@ -212,6 +251,9 @@ func (m *Mirror) push(ctx context.Context, project, agent, dir string, base *syn
 		if _, ok := local[p]; !ok {
 			changes = append(changes, store.AgentChange{Path: p, Delete: true, IfVersion: was.Version})
 		}
+	}
+	if len(changes) == 0 {
+		return false, nil
 	}
 	for len(changes) > 0 {
 		a, err := m.store.ChangeAgent(ctx, project, agent, changes)
@@ -230,7 +272,7 @@ func (m *Mirror) push(ctx context.Context, project, agent, dir string, base *syn
 			if base.Version == a.Version-1 {
 				base.Version = a.Version
 			}
-			return writeSyncState(dir, base)
+			return true, writeSyncState(dir, base)
 		}
 		var conflicts []*store.AgentConflict
 		for e := range allConflicts(err) {
@@ -238,9 +280,9 @@ func (m *Mirror) push(ctx context.Context, project, agent, dir string, base *syn
 		}
 		if len(conflicts) == 0 {
 			if errors.Is(err, store.ErrNotFound) {
-				return nil // the agent was deleted: nothing to keep it in
+				return true, nil // the agent was deleted: nothing to keep it in
 			}
-			return err
+			return false, err
 		}
 		for _, c := range conflicts {
 			m.log.Warn("a change of an agent's working copy lost to a newer change in the store; the store's file is kept",
@@ -255,7 +297,7 @@ func (m *Mirror) push(ctx context.Context, project, agent, dir string, base *syn
 		// The pull will replace these files with the store's.
 		base.Version = -1
 	}
-	return nil
+	return true, nil
 }
 
 // allConflicts yields every *store.AgentConflict joined into err.

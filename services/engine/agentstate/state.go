@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/dirstamp"
 	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 )
 
@@ -92,11 +95,50 @@ func defaultDir(getenv func(string) string, home, config func() (string, error))
 // (no system_config.yaml means Default(), no AGENTS.md means no
 // instructions, and so on); a file that is present but malformed is an
 // error that names the file and, where it can, the line.
+//
+// The engine loads its agent at every session's creation and every run,
+// so a directory whose stamp (see package dirstamp), taken at its last
+// load, still holds is not read again: its State is copied from that
+// load. Any change to the directory, by this process or another, or by
+// hand, makes the stamp not hold, and the next Load reads the files.
 func Load(dir string) (*State, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("agent state %s: %w", dir, err)
 	}
+	if s, ok := loadedStates.get(abs, func(kept dirstamp.Stamp) bool { return kept.Holds(abs) }); ok {
+		return s, nil
+	}
+	// The stamp is taken before the files are read: a change made while
+	// they are read makes it not hold.
+	stamp, trusted := dirstamp.Take(abs)
+	s, err := load(abs)
+	if err != nil {
+		return nil, err
+	}
+	if trusted {
+		loadedStates.put(abs, stamp, s)
+	}
+	return s, nil
+}
+
+// loadedStates keeps the last State loaded from each directory with the
+// directory's stamp at the time: one entry per agent directory in use.
+var loadedStates = &lastByPath[dirstamp.Stamp, *State]{clone: (*State).clone}
+
+// clone copies s deeply enough that changing the copy (its configuration
+// for one session, its vault) leaves s as it is.
+func (s *State) clone() *State {
+	c := *s
+	c.Config = s.Config.Clone()
+	c.Skills = slices.Clone(s.Skills)
+	c.Vault = maps.Clone(s.Vault)
+	return &c
+}
+
+// load reads the agent state directory abs.
+func load(abs string) (*State, error) {
+	var err error
 	s := &State{Dir: abs}
 	if s.Config, err = loadConfig(filepath.Join(abs, ConfigFile)); err != nil {
 		return nil, err
@@ -178,7 +220,7 @@ func loadConfig(path string) (agentconfig.Config, error) {
 	if err != nil {
 		return c, fmt.Errorf("agent state: %w", err)
 	}
-	if cached, ok := parsedConfigs.get(path, data); ok {
+	if cached, ok := parsedConfigs.get(path, func(kept []byte) bool { return bytes.Equal(kept, data) }); ok {
 		return cached, nil
 	}
 	c, err = agentconfig.Parse(path, data)
@@ -193,35 +235,45 @@ func loadConfig(path string) (agentconfig.Config, error) {
 // the bytes it was parsed from. Every session loads its agent's state, and
 // parsing the YAML was most of a session's creation (about 140 KB of
 // garbage and 0.7 ms of CPU each); comparing the bytes read against the
-// cached ones is far cheaper, and still notices every edit. It holds one
-// entry per agent directory in use.
-var parsedConfigs = &configCache{m: map[string]cachedConfig{}}
+// cached ones is far cheaper, and still notices every edit. It serves
+// where loadedStates cannot (a directory whose stamp is not trusted). It
+// holds one entry per agent directory in use.
+var parsedConfigs = &lastByPath[[]byte, agentconfig.Config]{clone: agentconfig.Config.Clone}
 
-type configCache struct {
-	mu sync.Mutex
-	m  map[string]cachedConfig
+// lastByPath keeps, for each path, the last value derived from it and
+// what it was derived from (its source: the bytes read, a stamp), and
+// hands out copies of the value while the source still holds. The copies
+// are clone's, so that a caller may change its own.
+type lastByPath[S, V any] struct {
+	clone func(V) V
+	mu    sync.Mutex
+	m     map[string]derived[S, V]
 }
 
-type cachedConfig struct {
-	data []byte
-	cfg  agentconfig.Config
+type derived[S, V any] struct {
+	source S
+	value  V
 }
 
-// get returns a copy of the configuration parsed from exactly data at
-// path, if it is cached.
-func (c *configCache) get(path string, data []byte) (agentconfig.Config, bool) {
+// get returns a copy of the value kept for path, if holds says its
+// source still holds.
+func (c *lastByPath[S, V]) get(path string, holds func(S) bool) (V, bool) {
 	c.mu.Lock()
 	e, ok := c.m[path]
 	c.mu.Unlock()
-	if !ok || !bytes.Equal(e.data, data) {
-		return agentconfig.Config{}, false
+	if !ok || !holds(e.source) {
+		var zero V
+		return zero, false
 	}
-	return e.cfg.Clone(), true
+	return c.clone(e.value), true
 }
 
-func (c *configCache) put(path string, data []byte, cfg agentconfig.Config) {
+func (c *lastByPath[S, V]) put(path string, source S, value V) {
 	c.mu.Lock()
-	c.m[path] = cachedConfig{data: data, cfg: cfg.Clone()}
+	if c.m == nil {
+		c.m = map[string]derived[S, V]{}
+	}
+	c.m[path] = derived[S, V]{source: source, value: c.clone(value)}
 	c.mu.Unlock()
 }
 

@@ -8,7 +8,9 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/penguin-agent/penguin/internal/dirstamp"
 	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 )
 
@@ -321,5 +323,78 @@ func TestWriteConfigValidates(t *testing.T) {
 	}
 	if _, statErr := os.Stat(filepath.Join(dir, ConfigFile)); !os.IsNotExist(statErr) {
 		t.Error("an invalid config was written")
+	}
+}
+
+// TestLoadCachedUntilChanged checks that Load keeps what it read while the
+// directory's stamp holds, hands out copies of it, and still sees every
+// edit at the next call: one made right before it, in place and of the
+// same size, and one made after the directory had settled.
+func TestLoadCachedUntilChanged(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("directory stamps are trusted on Linux only")
+	}
+	dir := filepath.Join(t.TempDir(), "agent")
+	if _, err := Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	writeFile := func(path, data string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agents := filepath.Join(dir, AgentsFile)
+	writeFile(agents, "one")
+	settle := func() { time.Sleep(50 * time.Millisecond) }
+	load := func() *State {
+		t.Helper()
+		st, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	settle()
+	first := load()
+	if _, cached := loadedStates.get(dir, func(kept dirstamp.Stamp) bool { return kept.Holds(dir) }); !cached {
+		t.Fatal("an unchanged directory is not kept: every Load reads it again")
+	}
+	first.Vault["TOKEN"] = "x"
+	first.Config.Tools.Builtin = append(first.Config.Tools.Builtin[:0], agentconfig.ToolSpec{Name: "changed"})
+	if again := load(); again.Vault["TOKEN"] != "" || reflect.DeepEqual(again.Config.Tools.Builtin, first.Config.Tools.Builtin) {
+		t.Error("a change to one loaded State shows in the next")
+	}
+	// In place, the same size, right away: the stamp cannot be trusted
+	// yet, and the file is read.
+	overwrite := func(data string) {
+		t.Helper()
+		f, err := os.OpenFile(agents, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte(data), 0); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	overwrite("two")
+	if got := load().AgentsMD; got != "two" {
+		t.Errorf("right after an edit, AGENTS.md = %q, want two", got)
+	}
+	settle()
+	load()
+	overwrite("six")
+	settle()
+	if got := load().AgentsMD; got != "six" {
+		t.Errorf("after a settled edit, AGENTS.md = %q, want six", got)
+	}
+	writeFile(filepath.Join(dir, SkillsDir, "review", SkillFile), "---\nname: review\ndescription: Reviews.\n---\n")
+	settle()
+	if got := load().Skills; len(got) != 1 || got[0].Name != "review" {
+		t.Errorf("a skill added is not seen: %+v", got)
 	}
 }

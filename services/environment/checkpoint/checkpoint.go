@@ -123,7 +123,16 @@ type Store struct {
 func Open(parent *os.Root, dir string) (*Store, error) {
 	sum := sha256.Sum256([]byte(dir))
 	name := "workspace-checkpoints/" + hex.EncodeToString(sum[:12])
-	for _, sub := range []string{"objects", "manifests"} {
+	// The store is opened at every checkpoint: one that has its
+	// directories is opened without making them again (MkdirAll walks
+	// the whole path, twice).
+	if r, err := parent.OpenRoot(name); err == nil {
+		if hasStoreDirs(r) {
+			return &Store{root: r}, nil
+		}
+		r.Close()
+	}
+	for _, sub := range storeDirs {
 		if err := parent.MkdirAll(name+"/"+sub, 0o700); err != nil {
 			return nil, fmt.Errorf("checkpoint store: %w", err)
 		}
@@ -133,6 +142,19 @@ func Open(parent *os.Root, dir string) (*Store, error) {
 		return nil, fmt.Errorf("checkpoint store: %w", err)
 	}
 	return &Store{root: r}, nil
+}
+
+// storeDirs are the directories of a store.
+var storeDirs = []string{"objects", "manifests"}
+
+// hasStoreDirs reports whether the store r has its directories.
+func hasStoreDirs(r *os.Root) bool {
+	for _, sub := range storeDirs {
+		if info, err := r.Lstat(sub); err != nil || !info.IsDir() {
+			return false
+		}
+	}
+	return true
 }
 
 // Close releases the store.
@@ -155,9 +177,13 @@ func (e *ConflictError) Error() string {
 var idPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })
 
 // Snapshot records the workspace tree as a checkpoint and returns its id.
+// The Manifest returned is shared: it must not be changed.
 func (s *Store) Snapshot(ctx context.Context, tree *workspace.Tree, lim Limits) (string, *Manifest, error) {
 	head := s.head()
-	prev, _ := s.Load(head)
+	prev := lastManifests.get(s.root.Name(), head)
+	if prev == nil {
+		prev, _ = s.Load(head)
+	}
 	start := time.Now()
 	m := &Manifest{Entries: map[string]*Entry{}}
 	var total int64
@@ -187,12 +213,72 @@ func (s *Store) Snapshot(ctx context.Context, tree *workspace.Tree, lim Limits) 
 	if err != nil {
 		return "", nil, err
 	}
+	lastManifests.put(s.root.Name(), id, m)
 	if id != head {
 		// A workspace as the last checkpoint found it (most turns of a
 		// session that reads) leaves the head as it is.
 		_ = s.root.WriteFile("head", []byte(id), 0o600)
 	}
 	return id, m, nil
+}
+
+// lastManifests keeps, for each store, the newest checkpoint Snapshot
+// made, so that the next Snapshot compares the workspace with it without
+// reading and decompressing its file again (that was most of the
+// checkpoint of an unchanged workspace, taken at every turn). A
+// manifest's id is the hash of its text, so a kept one is what the file
+// holds whoever wrote it; which checkpoint is the head is still read from
+// the store every time, since another process may have moved it. Bounded
+// to maxKeptEntries entries in all: a workspace too large for it is read
+// from its file, as before.
+var lastManifests = &keptManifests{m: map[string]keptManifest{}}
+
+// maxKeptEntries bounds the entries of the manifests kept in memory, some
+// 10 MiB at most.
+const maxKeptEntries = 1 << 16
+
+type keptManifest struct {
+	id string
+	m  *Manifest
+}
+
+type keptManifests struct {
+	mu      sync.Mutex
+	m       map[string]keptManifest // by the store's directory
+	entries int                     // in all the manifests kept
+}
+
+// get returns the manifest id of the store at dir, if it is kept.
+func (k *keptManifests) get(dir, id string) *Manifest {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if e, ok := k.m[dir]; ok && e.id == id {
+		return e.m
+	}
+	return nil
+}
+
+// put keeps m, the checkpoint id of the store at dir, in place of the
+// store's last one, making room by dropping other stores' if need be.
+func (k *keptManifests) put(dir, id string, m *Manifest) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if old, ok := k.m[dir]; ok {
+		k.entries -= len(old.m.Entries)
+		delete(k.m, dir)
+	}
+	if len(m.Entries) > maxKeptEntries {
+		return
+	}
+	for other, e := range k.m {
+		if k.entries+len(m.Entries) <= maxKeptEntries {
+			break
+		}
+		k.entries -= len(e.m.Entries)
+		delete(k.m, other)
+	}
+	k.m[dir] = keptManifest{id: id, m: m}
+	k.entries += len(m.Entries)
 }
 
 // record describes one path as it is now, storing a file's content; nil

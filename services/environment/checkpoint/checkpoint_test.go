@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -204,5 +205,94 @@ func TestLoadReusesItsDecompressor(t *testing.T) {
 	// make test's load).
 	if per := (after.TotalAlloc - before.TotalAlloc) / loads; per > 32<<10 {
 		t.Errorf("Load allocated %d bytes per call, want under 32 KiB", per)
+	}
+}
+
+// TestSnapshotKeepsItsLastManifest checks that the checkpoint Snapshot
+// made is kept for the next one to compare with (not read from its file
+// again), that a change is recorded all the same, that a store whose
+// manifest is not the head kept reads the head's file, and that what is
+// kept stays within its bound.
+func TestSnapshotKeepsItsLastManifest(t *testing.T) {
+	f := newFixture(t)
+	f.write("a.txt", "one\n")
+	id, m := f.snap(DefaultLimits)
+	if kept := lastManifests.get(f.store.root.Name(), id); kept != m {
+		t.Fatal("the checkpoint just made is not kept: the next Snapshot reads its file again")
+	}
+	if again, _ := f.snap(DefaultLimits); again != id {
+		t.Errorf("an unchanged workspace's checkpoint is %s, then %s", id, again)
+	}
+	f.write("a.txt", "two\n")
+	changed, _ := f.snap(DefaultLimits)
+	if changed == id {
+		t.Fatal("a file edited between two checkpoints is not recorded")
+	}
+	old, err := f.store.Load(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := f.store.Load(changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := paths(Changes(old, now)); got != "a.txt" {
+		t.Errorf("changes between the two checkpoints: %q", got)
+	}
+	// Another process moved the head back: the head's file is read.
+	if err := f.store.root.WriteFile("head", []byte(id), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if lastManifests.get(f.store.root.Name(), id) != nil {
+		t.Fatal("a manifest that is not the one kept is found")
+	}
+	if again, _ := f.snap(DefaultLimits); again != changed {
+		t.Errorf("the workspace as it is checkpointed as %s, want %s", again, changed)
+	}
+
+	k := &keptManifests{m: map[string]keptManifest{}}
+	big := &Manifest{Entries: map[string]*Entry{}}
+	for i := range maxKeptEntries / 2 {
+		big.Entries[strconv.Itoa(i)] = &Entry{Kind: kindDir}
+	}
+	for _, dir := range []string{"a", "b", "c", "d"} {
+		k.put(dir, "id", big)
+		if k.entries > maxKeptEntries {
+			t.Fatalf("after %s, %d entries kept, over the bound of %d", dir, k.entries, maxKeptEntries)
+		}
+		if k.get(dir, "id") == nil {
+			t.Fatalf("the manifest just put for %s is not kept", dir)
+		}
+	}
+}
+
+// TestOpenRemakesAMissingDirectory: a store is opened without making its
+// directories when it has them, and one that lost a directory (a scratch
+// area cleared in part) gets it back.
+func TestOpenRemakesAMissingDirectory(t *testing.T) {
+	f := newFixture(t)
+	f.write("a.txt", "one\n")
+	f.snap(DefaultLimits)
+	if err := f.store.root.RemoveAll("manifests"); err != nil {
+		t.Fatal(err)
+	}
+	parent, err := os.OpenRoot(filepath.Dir(filepath.Dir(f.store.root.Name())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer parent.Close()
+	st, err := Open(parent, f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if st.root.Name() != f.store.root.Name() {
+		t.Fatalf("opened %s, want %s", st.root.Name(), f.store.root.Name())
+	}
+	if !hasStoreDirs(st.root) {
+		t.Fatal("the store's manifests directory is not made again")
+	}
+	if _, _, err := st.Snapshot(t.Context(), f.tree, DefaultLimits); err != nil {
+		t.Fatal(err)
 	}
 }

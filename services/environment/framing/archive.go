@@ -139,24 +139,28 @@ func (r *blocks) release() {
 }
 
 // Archives is where an environment keeps the full text of its truncated
-// outputs: one directory, held open as a handle (os.Root) from the
-// environment's creation on, so that nothing done to the directory's path
-// later (replacing it, or a directory on its way, with a symbolic link)
-// makes a save land elsewhere. It keeps the directory within a byte
-// budget: after each save, the oldest archives are removed until the rest
-// fits. Environments that share the directory (the same label) share the
+// outputs: one directory, reached through a handle (os.Root) that its
+// opener makes beneath a handle of its own (the scratch directory's), so
+// that nothing done to the directory's path (replacing it, or a directory
+// on its way, with a symbolic link) makes a save land elsewhere. The
+// directory is made and opened at the first save: most environments never
+// truncate an output. It keeps the directory within a byte budget: after
+// each save, the oldest archives are removed until the rest fits.
+// Environments that share the directory (the same label) share the
 // budget. It is safe for concurrent use.
 type Archives struct {
-	dir   string // the handle's absolute path, for the paths shown
-	root  *os.Root
+	dir   string // the directory's absolute path, for the paths shown
+	open  func() (*os.Root, error)
 	limit int64
 	mu    sync.Mutex
 }
 
-// NewArchives keeps archives beneath root, whose name must be absolute,
-// within limit bytes. The caller keeps owning root.
-func NewArchives(root *os.Root, limit int64) *Archives {
-	return &Archives{dir: filepath.Clean(root.Name()), root: root, limit: limit}
+// NewArchives keeps archives in the directory dir (an absolute path),
+// within limit bytes. open makes the directory if need be and returns a
+// handle of it; it is called at each save, and the caller keeps owning
+// the handle.
+func NewArchives(dir string, open func() (*os.Root, error), limit int64) *Archives {
+	return &Archives{dir: filepath.Clean(dir), open: open, limit: limit}
 }
 
 // budget is the most one archive may hold.
@@ -168,8 +172,12 @@ func (s *Archives) budget() int {
 func (s *Archives) save(a *archive, callID string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	root, err := s.open()
+	if err != nil {
+		return "", err
+	}
 	name := fmt.Sprintf("%s-%s.txt", time.Now().UTC().Format("20060102T150405.000000000"), safeName(callID))
-	f, err := s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return "", err
 	}
@@ -199,19 +207,20 @@ func (s *Archives) save(a *archive, callID string) (string, error) {
 		werr = err
 	}
 	if werr != nil {
-		_ = s.root.Remove(name)
+		_ = root.Remove(name)
 		return "", werr
 	}
-	if err := s.prune(name); err != nil {
+	if err := s.prune(root, name); err != nil {
 		return "", err
 	}
 	return filepath.ToSlash(filepath.Join(s.dir, name)), nil
 }
 
 // prune removes the oldest archives (by name, which starts with the time
-// of the save) until the directory fits the limit; keep is never removed.
-func (s *Archives) prune(keep string) error {
-	d, err := s.root.Open(".")
+// of the save) until the directory root fits the limit; keep is never
+// removed.
+func (s *Archives) prune(root *os.Root, keep string) error {
+	d, err := root.Open(".")
 	if err != nil {
 		return err
 	}
@@ -245,7 +254,7 @@ func (s *Archives) prune(keep string) error {
 		if f.name == keep {
 			continue
 		}
-		if err := s.root.Remove(f.name); err == nil || errors.Is(err, fs.ErrNotExist) {
+		if err := root.Remove(f.name); err == nil || errors.Is(err, fs.ErrNotExist) {
 			total -= f.size
 		}
 	}

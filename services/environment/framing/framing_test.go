@@ -172,7 +172,7 @@ func testArchives(t *testing.T, dir string, limit int64) *Archives {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { root.Close() })
-	return NewArchives(root, limit)
+	return NewArchives(dir, func() (*os.Root, error) { return root, nil }, limit)
 }
 
 // TestArchivesRemoveTheOldestBeyondTheLimit saves more than the limit

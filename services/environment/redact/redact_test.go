@@ -175,3 +175,17 @@ func TestStreamHoldsBackABoundedTail(t *testing.T) {
 		t.Fatalf("MaxHeld %d is beyond the longest form's bound", v.MaxHeld())
 	}
 }
+
+// TestNewWithoutSecretsAllocatesNothing: every environment makes a Vault,
+// and most have no secrets; the Vault's tables (14 KiB) are made only for
+// one that has.
+func TestNewWithoutSecretsAllocatesNothing(t *testing.T) {
+	empty := map[string]string{"UNSET": ""}
+	if n := testing.AllocsPerRun(100, func() {
+		if New(empty) != nil {
+			t.Fatal("a vault without values is not nil")
+		}
+	}); n != 0 {
+		t.Errorf("New without secrets allocates %v times", n)
+	}
+}

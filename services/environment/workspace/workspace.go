@@ -36,6 +36,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -260,13 +261,45 @@ func isEscape(err error) bool {
 // truncated outputs).
 type Root struct {
 	ws       *Tree
-	readable []*Tree
+	readable []*readableTree
+}
+
+// Readable is a further tree that reads may reach: a directory's absolute
+// path, and how to open it as a handle. It is opened at the first read
+// that reaches it, so that a directory that is seldom needed (the archive
+// of truncated outputs) need not be made before then: until it is, Open
+// returns an error that wraps fs.ErrNotExist, and a read finds nothing
+// there. The handle stays the opener's to close.
+type Readable struct {
+	Dir  string
+	Open func() (*os.Root, error)
+}
+
+// readableTree is a Readable and, once opened, its Tree.
+type readableTree struct {
+	Readable
+	mu   sync.Mutex
+	tree *Tree
+}
+
+// get returns the tree, opening it at the first call that finds it.
+func (r *readableTree) get() (*Tree, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tree == nil {
+		h, err := r.Open()
+		if err != nil {
+			return nil, err
+		}
+		r.tree = &Tree{dir: r.Dir, root: h}
+	}
+	return r.tree, nil
 }
 
 // New opens the workspace directory dir, which must exist, as a handle.
-// readable are further trees that reads may reach; their names (as given
-// to os.OpenRoot) must be absolute. The caller keeps owning them.
-func New(dir string, readable ...*os.Root) (*Root, error) {
+// readable are further trees that reads may reach; their paths must be
+// absolute.
+func New(dir string, readable ...Readable) (*Root, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("workspace %q: %w", dir, err)
@@ -281,11 +314,12 @@ func New(dir string, readable ...*os.Root) (*Root, error) {
 	}
 	r := &Root{ws: &Tree{dir: real, root: h, relative: true, owner: ownerOf(h)}}
 	for _, x := range readable {
-		if !filepath.IsAbs(x.Name()) {
+		if !filepath.IsAbs(x.Dir) {
 			h.Close()
-			return nil, fmt.Errorf("readable directory %q is not absolute", x.Name())
+			return nil, fmt.Errorf("readable directory %q is not absolute", x.Dir)
 		}
-		r.readable = append(r.readable, &Tree{dir: filepath.Clean(x.Name()), root: x})
+		x.Dir = filepath.Clean(x.Dir)
+		r.readable = append(r.readable, &readableTree{Readable: x})
 	}
 	return r, nil
 }
@@ -381,14 +415,22 @@ func (r *Root) Locate(p string, forWrite bool) (*Tree, string, error) {
 		return r.ws, name, nil
 	}
 	clean := filepath.Clean(p)
-	trees := []*Tree{r.ws}
-	if !forWrite {
-		trees = append(trees, r.readable...)
+	if name, ok := hostSyntax.inside(clean, r.ws.dir); ok {
+		return r.ws, name, nil
 	}
-	for _, t := range trees {
-		if name, ok := hostSyntax.inside(clean, t.dir); ok {
-			return t, name, nil
+	for _, x := range r.readable {
+		name, ok := hostSyntax.inside(clean, x.Dir)
+		if !ok || forWrite {
+			continue
 		}
+		t, err := x.get()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, "", fmt.Errorf("%s does not exist", p)
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: %w", p, err)
+		}
+		return t, name, nil
 	}
 	return nil, "", fmt.Errorf("%w: %q is not inside the workspace %s", ErrOutside, p, r.ws.dir)
 }

@@ -35,7 +35,7 @@ func newFixture(t *testing.T) fixture {
 	archive, err := os.OpenRoot(f.archive)
 	must(t, err)
 	t.Cleanup(func() { archive.Close() })
-	f.root, err = New(f.ws, archive)
+	f.root, err = New(f.ws, Readable{Dir: f.archive, Open: func() (*os.Root, error) { return archive, nil }})
 	must(t, err)
 	t.Cleanup(func() { f.root.Close() })
 	return f
