@@ -108,3 +108,16 @@ func TestReleasedReaderIsReused(t *testing.T) {
 		t.Errorf("a Reader got after a Release allocates %v times", n)
 	}
 }
+
+// TestNextAllocatesNothing: an event's Data is the Reader's buffer, valid
+// until the next call, not a copy per event.
+func TestNextAllocatesNothing(t *testing.T) {
+	r := sse.NewReader(strings.NewReader(strings.Repeat("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n", 200)))
+	if n := testing.AllocsPerRun(100, func() {
+		if ev, err := r.Next(); err != nil || len(ev.Data) == 0 {
+			t.Fatalf("Next = %q, %v", ev.Data, err)
+		}
+	}); n != 0 {
+		t.Errorf("Next allocates %v times per event", n)
+	}
+}
