@@ -270,6 +270,20 @@ func (s *sqliteStore) checkpoint(ctx context.Context) (err error) {
 // wrote notes a write for the checkpointer.
 func (s *sqliteStore) wrote() { s.dirty.Store(true) }
 
+// Settle implements Settler: it checkpoints now what the writes so far
+// left in the WAL, which the background checkpointer would do within
+// checkpointEvery. A failed checkpoint is left to the checkpointer.
+func (s *sqliteStore) Settle(ctx context.Context) error {
+	if s.stopCkpt == nil || !s.dirty.Swap(false) {
+		return nil // in memory, or nothing written since the last checkpoint
+	}
+	err := s.checkpoint(ctx)
+	if err != nil {
+		s.dirty.Store(true)
+	}
+	return err
+}
+
 // migrate brings the schema up to date inside one IMMEDIATE transaction,
 // which also serializes two processes opening the same file.
 func (s *sqliteStore) migrate(ctx context.Context) (err error) {
