@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -28,57 +29,145 @@ import (
 
 // Check returns an error naming the first enum field of m, at any depth,
 // whose value is not declared by its enum, or nil.
+//
+// Every request of every service passes here, the model requests with
+// their whole history included: the walk skips the messages that cannot
+// hold an enum (see holdsEnums), and the path of a field is spelled out
+// only for the error, on the way back up.
 func Check(m proto.Message) error {
 	if m == nil {
 		return nil
 	}
-	return check(m.ProtoReflect(), "")
-}
-
-func check(m protoreflect.Message, path string) error {
-	var err error
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		name := join(path, string(fd.Name()))
-		switch {
-		case fd.IsList():
-			l := v.List()
-			for i := range l.Len() {
-				if err = value(fd, l.Get(i), fmt.Sprintf("%s[%d]", name, i)); err != nil {
-					return false
-				}
-			}
-		case fd.IsMap():
-			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-				err = value(fd.MapValue(), mv, fmt.Sprintf("%s[%q]", name, k.String()))
-				return err == nil
-			})
-		default:
-			err = value(fd, v, name)
-		}
-		return err == nil
-	})
-	return err
-}
-
-// value checks one value of field fd (an element, for a list or map).
-func value(fd protoreflect.FieldDescriptor, v protoreflect.Value, path string) error {
-	switch fd.Kind() {
-	case protoreflect.EnumKind:
-		ed := fd.Enum()
-		if ed.Values().ByNumber(v.Enum()) == nil {
-			return fmt.Errorf("%s: %d is not a value of %s (want one of %s)", path, v.Enum(), ed.FullName(), names(ed))
-		}
-	case protoreflect.MessageKind, protoreflect.GroupKind:
-		return check(v.Message(), path)
+	if bad := check(m.ProtoReflect()); bad != nil {
+		return bad
 	}
 	return nil
 }
 
-func join(path, name string) string {
-	if path == "" {
-		return name
+// badEnum is an undeclared enum value, and where it was found.
+type badEnum struct {
+	fd    protoreflect.FieldDescriptor // the enum field (a map's value, for a map)
+	value protoreflect.EnumNumber
+	// where is the path's parts, innermost first: ".name", "[i]".
+	where []string
+}
+
+func (e *badEnum) Error() string {
+	var b strings.Builder
+	for i := len(e.where) - 1; i >= 0; i-- {
+		b.WriteString(e.where[i])
 	}
-	return path + "." + name
+	ed := e.fd.Enum()
+	path := strings.TrimPrefix(b.String(), ".")
+	return fmt.Sprintf("%s: %d is not a value of %s (want one of %s)", path, e.value, ed.FullName(), names(ed))
+}
+
+func check(m protoreflect.Message) *badEnum {
+	md := m.Descriptor()
+	if !holdsEnums(md) {
+		return nil
+	}
+	// The fields are gone through by their descriptors, not with Range,
+	// whose callback would be an allocation per message.
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if !m.Has(fd) {
+			continue
+		}
+		bad := field(fd, m.Get(fd))
+		if bad != nil {
+			bad.where = append(bad.where, "."+string(fd.Name()))
+			return bad
+		}
+	}
+	return nil
+}
+
+// field checks the value v of the field fd, a list's or a map's elements
+// each.
+func field(fd protoreflect.FieldDescriptor, v protoreflect.Value) *badEnum {
+	switch {
+	case fd.IsList():
+		l := v.List()
+		for i := range l.Len() {
+			if bad := value(fd, l.Get(i)); bad != nil {
+				bad.where = append(bad.where, fmt.Sprintf("[%d]", i))
+				return bad
+			}
+		}
+		return nil
+	case fd.IsMap():
+		return mapField(fd, v.Map())
+	}
+	return value(fd, v)
+}
+
+// mapField checks the values of the map field fd. (Apart from field, so
+// that the variable its callback sets is not an allocation for every
+// field.)
+func mapField(fd protoreflect.FieldDescriptor, m protoreflect.Map) *badEnum {
+	var bad *badEnum
+	m.Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+		if bad = value(fd.MapValue(), mv); bad != nil {
+			bad.where = append(bad.where, fmt.Sprintf("[%q]", k.String()))
+		}
+		return bad == nil
+	})
+	return bad
+}
+
+// value checks one value of field fd (an element, for a list or map).
+func value(fd protoreflect.FieldDescriptor, v protoreflect.Value) *badEnum {
+	switch fd.Kind() {
+	case protoreflect.EnumKind:
+		if fd.Enum().Values().ByNumber(v.Enum()) == nil {
+			return &badEnum{fd: fd, value: v.Enum()}
+		}
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return check(v.Message())
+	}
+	return nil
+}
+
+// enumHolders caches holdsEnums by message descriptor.
+var enumHolders sync.Map // protoreflect.MessageDescriptor → bool
+
+// holdsEnums reports whether a message of descriptor md can hold an enum
+// value: in a field of its own, or of a message it can hold, at any
+// depth. Most of a model request (its history's text and tool calls)
+// cannot, and is not walked.
+func holdsEnums(md protoreflect.MessageDescriptor) bool {
+	if v, ok := enumHolders.Load(md); ok {
+		return v.(bool)
+	}
+	seen := map[protoreflect.FullName]bool{}
+	var reach func(protoreflect.MessageDescriptor) bool
+	reach = func(md protoreflect.MessageDescriptor) bool {
+		if seen[md.FullName()] {
+			return false
+		}
+		seen[md.FullName()] = true
+		fields := md.Fields()
+		for i := range fields.Len() {
+			fd := fields.Get(i)
+			if fd.IsMap() {
+				fd = fd.MapValue()
+			}
+			switch fd.Kind() {
+			case protoreflect.EnumKind:
+				return true
+			case protoreflect.MessageKind, protoreflect.GroupKind:
+				if reach(fd.Message()) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	holds := reach(md)
+	enumHolders.Store(md, holds)
+	return holds
 }
 
 func names(ed protoreflect.EnumDescriptor) string {

@@ -7,6 +7,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/enumcheck"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Check names the path of the first undeclared value, at any depth and in
@@ -23,6 +24,9 @@ func TestCheckNamesTheFieldPath(t *testing.T) {
 			{Name: "read_file", Permission: penguinv1.Permission_PERMISSION_R},
 			{Name: "write_file", Permission: 77},
 		}}}, "tools.builtin[1].permission: 77 is not a value of penguin.v1.Permission"},
+		{"in a map, through a recursive type", &structpb.Struct{Fields: map[string]*structpb.Value{
+			"k": structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{{Kind: &structpb.Value_NullValue{NullValue: 5}}}}),
+		}}, `fields["k"].list_value.values[0].null_value: 5 is not a value of google.protobuf.NullValue`},
 		{"nil message", nil, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -34,5 +38,22 @@ func TestCheckNamesTheFieldPath(t *testing.T) {
 				t.Fatalf("Check = %v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestCheckAllocatesNothing: a request whose values are all declared is
+// walked without spelling out a field path (the history of a model
+// request would cost a string per element).
+func TestCheckAllocatesNothing(t *testing.T) {
+	req := &penguinv1.CreateEnvironmentRequest{Tools: &penguinv1.ToolConfig{}}
+	for range 50 {
+		req.Tools.Builtin = append(req.Tools.Builtin, &penguinv1.ToolSpec{Name: "read_file", Permission: penguinv1.Permission_PERMISSION_R})
+	}
+	if err := enumcheck.Check(req); err != nil {
+		t.Fatal(err)
+	}
+	// The one allocation is the protobuf runtime's view of the list.
+	if n := testing.AllocsPerRun(100, func() { _ = enumcheck.Check(req) }); n > 1 {
+		t.Errorf("Check of a valid request allocates %v times", n)
 	}
 }

@@ -255,7 +255,14 @@ func (m *Manager) Loaded() int {
 // back, in one transaction of the store, so that no other update of the
 // row, from this replica or another, comes between the read and the write.
 func (m *Manager) updateRow(ctx context.Context, id string, f func(*store.Session, *config)) error {
-	return m.store.ModifySession(ctx, id, func(row *store.Session) error {
+	return m.store.ModifySession(ctx, id, rowChange(f))
+}
+
+// rowChange turns f, a change of a session's row and config, into a
+// change of the row as the store makes it (ModifySession, or a
+// journal's FlushWith).
+func rowChange(f func(*store.Session, *config)) func(*store.Session) error {
+	return func(row *store.Session) error {
 		cfg, err := parseConfig(row.Config)
 		if err != nil {
 			return err
@@ -263,7 +270,7 @@ func (m *Manager) updateRow(ctx context.Context, id string, f func(*store.Sessio
 		f(row, &cfg)
 		row.Config = cfg.bytes()
 		return nil
-	})
+	}
 }
 
 // AgentCopies keeps working copies of the agents a store holds; see

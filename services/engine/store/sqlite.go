@@ -574,20 +574,41 @@ func (s *sqliteStore) updated(ctx context.Context, op, id string, res sql.Result
 // ModifySession implements Store. The read and the write are one
 // transaction on the writer's connection, which holds SQLite's write lock
 // from its start (IMMEDIATE), so no other write comes between them.
-func (s *sqliteStore) ModifySession(ctx context.Context, id string, f func(*Session) error) (err error) {
-	const op = "modify session"
+func (s *sqliteStore) ModifySession(ctx context.Context, id string, f func(*Session) error) error {
+	return s.WriteSession(ctx, id, SessionWrite{Modify: f})
+}
+
+// WriteSession implements Store: one IMMEDIATE transaction on the
+// writer's connection.
+func (s *sqliteStore) WriteSession(ctx context.Context, id string, w SessionWrite) (err error) {
+	op := "write session"
+	if len(w.Events) == 0 && w.ReleaseLease == "" {
+		op = "modify session"
+	}
+	var enc []encodedEvent
+	if len(w.Events) > 0 {
+		if enc, err = encodeEvents(id, w.Events); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	}
 	if s.closed.Load() {
 		return closedError(op)
 	}
 	// Prepared before the transaction takes the one write connection,
 	// which preparing needs too.
-	get, err := s.ws.stmt(ctx, sqliteGetSession)
-	if err != nil {
-		return s.wrap(ctx, op, err)
+	var ins, get, upd *sql.Stmt
+	if len(enc) > 0 {
+		if ins, err = s.ws.stmt(ctx, sqliteInsertEvent); err != nil {
+			return s.wrap(ctx, op, err)
+		}
 	}
-	upd, err := s.ws.stmt(ctx, sqliteUpdateSession)
-	if err != nil {
-		return s.wrap(ctx, op, err)
+	if w.Modify != nil {
+		if get, err = s.ws.stmt(ctx, sqliteGetSession); err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		if upd, err = s.ws.stmt(ctx, sqliteUpdateSession); err != nil {
+			return s.wrap(ctx, op, err)
+		}
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -598,20 +619,33 @@ func (s *sqliteStore) ModifySession(ctx context.Context, id string, f func(*Sess
 			_ = tx.Rollback()
 		}
 	}()
-	sess, err := scanSQLiteSession(tx.StmtContext(ctx, get).QueryRowContext(ctx, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+	now := time.Now().UnixMicro()
+	for _, e := range enc {
+		if err := s.insertEvent(ctx, ins, tx, id, e, now); err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		return s.wrap(ctx, op, err)
+	if w.Modify != nil {
+		sess, err := scanSQLiteSession(tx.StmtContext(ctx, get).QueryRowContext(ctx, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+		}
+		if err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		if err := w.Modify(sess); err != nil {
+			return err
+		}
+		sess.ID = id
+		res, err := tx.StmtContext(ctx, upd).ExecContext(ctx, sqliteUpdateArgs(sess)...)
+		if err := s.updated(ctx, op, id, res, err); err != nil {
+			return err
+		}
 	}
-	if err := f(sess); err != nil {
-		return err
-	}
-	sess.ID = id
-	res, err := tx.StmtContext(ctx, upd).ExecContext(ctx, sqliteUpdateArgs(sess)...)
-	if err := s.updated(ctx, op, id, res, err); err != nil {
-		return err
+	if w.ReleaseLease != "" {
+		if _, err := tx.ExecContext(ctx, sqliteReleaseLease, id, w.ReleaseLease); err != nil {
+			return s.wrap(ctx, op, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return s.wrap(ctx, op, err)
@@ -834,9 +868,12 @@ func (s *sqliteStore) ReleaseLease(ctx context.Context, sessionID, owner string)
 	if s.closed.Load() {
 		return closedError(op)
 	}
-	_, err := s.ws.exec(ctx, `DELETE FROM leases WHERE session_id = ? AND owner = ?`, sessionID, owner)
+	_, err := s.ws.exec(ctx, sqliteReleaseLease, sessionID, owner)
 	return s.wrap(ctx, op, err)
 }
+
+// sqliteReleaseLease gives up an owner's lease on a session.
+const sqliteReleaseLease = `DELETE FROM leases WHERE session_id = ? AND owner = ?`
 
 // LeaseHolder implements Store.
 func (s *sqliteStore) LeaseHolder(ctx context.Context, sessionID string) (string, string, time.Time, error) {
