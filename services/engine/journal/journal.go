@@ -219,6 +219,9 @@ func (j *Journal) holdLocked() time.Duration {
 // a round publishes its announcements only.
 func (j *Journal) write() {
 	var timer *time.Timer
+	// published says the last round handed an event to the live buffer,
+	// which woke its readers.
+	published := false
 	j.mu.Lock()
 	for {
 		if wait := j.holdLocked(); wait > 0 {
@@ -243,9 +246,16 @@ func (j *Journal) write() {
 			// The writer goes idle under the same hold of the lock as
 			// its last publication (below): a reader that saw the last
 			// event in the buffer finds nothing pending, as nothing
-			// would wake it again to ask once more.
+			// would wake it again to ask once more. A last round that
+			// published nothing (a row written on its own, a batch
+			// dropped because the log failed) woke no one, so the
+			// readers that found the journal pending are woken here,
+			// to find it pending no more.
 			j.writerActive = false
 			j.drained.Broadcast()
+			if !published {
+				j.buf.Wake()
+			}
 			j.mu.Unlock()
 			if timer != nil {
 				timer.Stop()
@@ -291,9 +301,11 @@ func (j *Journal) write() {
 			}
 		}
 		j.mu.Lock()
+		published = false
 		for _, q := range batch {
 			if !failed || q.always {
 				j.buf.Publish(q.ev)
+				published = true
 			}
 		}
 		if f := afterPublish.Load(); f != nil {
@@ -382,7 +394,10 @@ func (j *Journal) LastPersisted() int64 {
 	return j.lastPersisted
 }
 
-// Pending reports whether events are queued and not yet published.
+// Pending reports whether events are queued and not yet published. When
+// it turns false, the live buffer's readers are woken (by the writer's
+// last publication, or without one), so that a reader may check Pending
+// after reading the buffer and then wait on the buffer's channel.
 func (j *Journal) Pending() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -397,3 +397,59 @@ func TestNothingIsPendingOnceTheLastEventIsSeen(t *testing.T) {
 		}
 	}
 }
+
+// A reader that found the journal pending and waits on the live buffer is
+// woken when the journal stops being pending, even by a round that
+// published nothing: a row written on its own, or a batch dropped because
+// the log failed. Without that wake a stream following a task until it is
+// idle would wait for ever after a task whose end published no event.
+func TestReadersAreWokenWhenNothingIsPendingAnyMore(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		fail  error
+		write func(r *rig) error
+	}{
+		{"a row written on its own", nil, func(r *rig) error {
+			return r.j.FlushWith(func(s *store.Session) error { s.Title = "row only"; return nil }, "")
+		}},
+		{"a batch dropped by a failed log", errors.New("connection cut"), func(r *rig) error {
+			if _, err := r.j.Publish(msg("lost"), true); err != nil {
+				return err
+			}
+			return r.j.Flush()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t)
+			gate := make(chan struct{})
+			r.st.mu.Lock()
+			r.st.gate, r.st.fail = gate, c.fail
+			r.st.mu.Unlock()
+			done := make(chan error, 1)
+			go func() { done <- c.write(r) }()
+			<-r.st.entered // the writer holds the round at the store
+			evs, wake, err := r.buf.Read(0, 0)
+			if err != nil || len(evs) != 0 {
+				t.Fatalf("buffer before the write: %v, %v", evs, err)
+			}
+			if !r.j.Pending() {
+				t.Fatal("Pending is false while the writer holds a round")
+			}
+			close(gate)
+			select {
+			case <-wake:
+			case <-time.After(10 * time.Second):
+				t.Fatal("a reader waiting on the buffer was not woken when the journal stopped being pending")
+			}
+			if err := <-done; !errors.Is(err, c.fail) {
+				t.Fatalf("write = %v, want %v", err, c.fail)
+			}
+			if r.j.Pending() {
+				t.Fatal("the journal is pending after its round")
+			}
+			if got := r.buffered(t); len(got) != 0 {
+				t.Fatalf("buffer holds %v, want nothing", got)
+			}
+		})
+	}
+}
