@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -201,4 +202,58 @@ func BenchmarkModifySession(b *testing.B) {
 		defer st.Close()
 		runModifyBench(b, st)
 	})
+}
+
+// BenchmarkAppendEventBatches measures AppendEvents of a batch of events
+// per call, as the session's journal commits what queued up before a
+// durability point, on SQLite and PostgreSQL; it reports the cost per
+// event.
+func BenchmarkAppendEventBatches(b *testing.B) {
+	for _, n := range []int{1, 2, 4, 8} {
+		b.Run(fmt.Sprintf("sqlite/%d", n), func(b *testing.B) {
+			st, err := store.Open(testkit.Context(b, time.Minute), filepath.Join(b.TempDir(), "bench.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			runBatchBench(b, st, n)
+		})
+	}
+	for _, n := range []int{1, 4} {
+		b.Run(fmt.Sprintf("postgres/%d", n), func(b *testing.B) {
+			env := newPGEnv(b)
+			_, u := env.freshSchema(b)
+			st, err := store.Open(testkit.Context(b, time.Minute), u)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			runBatchBench(b, st, n)
+		})
+	}
+}
+
+// runBatchBench appends batches of n events to one session.
+func runBatchBench(b *testing.B, st store.Store, n int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	id := "bench-" + time.Now().Format("150405.000000000")
+	if err := st.CreateSession(ctx, &store.Session{ID: id}); err != nil {
+		b.Fatal(err)
+	}
+	m := benchMessage()
+	batch := make([]store.Event, n)
+	var seq int64
+	b.ResetTimer()
+	for range b.N {
+		for i := range batch {
+			seq++
+			batch[i] = store.Event{Sequence: seq, Message: m}
+		}
+		if err := st.AppendEvents(ctx, id, batch...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
 }
