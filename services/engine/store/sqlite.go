@@ -595,7 +595,7 @@ func (s *sqliteStore) WriteSession(ctx context.Context, id string, w SessionWrit
 	// Prepared before the transaction takes the one write connection,
 	// which preparing needs too.
 	var ins eventInserts
-	var get, upd *sql.Stmt
+	var get, upd, rel *sql.Stmt
 	if len(enc) > 0 {
 		if ins, err = s.prepareEventInserts(ctx, len(enc)); err != nil {
 			return s.wrap(ctx, op, err)
@@ -606,6 +606,11 @@ func (s *sqliteStore) WriteSession(ctx context.Context, id string, w SessionWrit
 			return s.wrap(ctx, op, err)
 		}
 		if upd, err = s.ws.stmt(ctx, sqliteUpdateSession); err != nil {
+			return s.wrap(ctx, op, err)
+		}
+	}
+	if w.ReleaseLease != "" {
+		if rel, err = s.ws.stmt(ctx, sqliteReleaseLease); err != nil {
 			return s.wrap(ctx, op, err)
 		}
 	}
@@ -640,7 +645,7 @@ func (s *sqliteStore) WriteSession(ctx context.Context, id string, w SessionWrit
 		}
 	}
 	if w.ReleaseLease != "" {
-		if _, err := tx.ExecContext(ctx, sqliteReleaseLease, id, w.ReleaseLease); err != nil {
+		if _, err := tx.StmtContext(ctx, rel).ExecContext(ctx, id, w.ReleaseLease); err != nil {
 			return s.wrap(ctx, op, err)
 		}
 	}
