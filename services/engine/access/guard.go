@@ -383,16 +383,18 @@ func (g *Guard) ProjectForNew(ctx context.Context, requested string) (string, er
 	if err != nil {
 		return "", storeStatus(err)
 	}
+	// The memberships just read say what the caller may do in the
+	// project chosen; reading that one again would only cost a query.
 	for _, m := range ms {
 		if m.ProjectID == DefaultProject {
-			return DefaultProject, check(ctx, g.st, c, DefaultProject, Write, "project", DefaultProject)
+			return DefaultProject, checkMember(c, DefaultProject, m, Write)
 		}
 	}
 	switch len(ms) {
 	case 0:
 		return "", status.Error(codes.PermissionDenied, "you are a member of no project; ask a project owner to add you")
 	case 1:
-		return ms[0].ProjectID, check(ctx, g.st, c, ms[0].ProjectID, Write, "project", ms[0].ProjectID)
+		return ms[0].ProjectID, checkMember(c, ms[0].ProjectID, ms[0], Write)
 	}
 	return "", status.Error(codes.InvalidArgument, "you are a member of several projects; name one in project_id")
 }
