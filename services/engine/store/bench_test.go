@@ -184,24 +184,31 @@ func runModifyBench(b *testing.B, st store.Store) {
 // WAL file, where the read goes to a reader connection whose cache every
 // write invalidates) and PostgreSQL (loopback).
 func BenchmarkModifySession(b *testing.B) {
-	b.Run("sqlite", func(b *testing.B) {
-		st, err := store.Open(testkit.Context(b, time.Minute), filepath.Join(b.TempDir(), "bench.db"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer st.Close()
-		runModifyBench(b, st)
-	})
-	b.Run("postgres", func(b *testing.B) {
-		env := newPGEnv(b)
-		_, u := env.freshSchema(b)
-		st, err := store.Open(testkit.Context(b, time.Minute), u)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer st.Close()
-		runModifyBench(b, st)
-	})
+	b.Run("sqlite", func(b *testing.B) { runModifyBench(b, openSQLiteBench(b)) })
+	b.Run("postgres", func(b *testing.B) { runModifyBench(b, openPGBench(b)) })
+}
+
+// openSQLiteBench opens a store in a new SQLite file, closed when b ends.
+func openSQLiteBench(b *testing.B) store.Store {
+	st, err := store.Open(testkit.Context(b, time.Minute), filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// openPGBench opens a store in a new schema of the test PostgreSQL,
+// closed when b ends.
+func openPGBench(b *testing.B) store.Store {
+	env := newPGEnv(b)
+	_, u := env.freshSchema(b)
+	st, err := store.Open(testkit.Context(b, time.Minute), u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	return st
 }
 
 // BenchmarkAppendEventBatches measures AppendEvents of a batch of events
@@ -210,26 +217,10 @@ func BenchmarkModifySession(b *testing.B) {
 // event.
 func BenchmarkAppendEventBatches(b *testing.B) {
 	for _, n := range []int{1, 2, 4, 8} {
-		b.Run(fmt.Sprintf("sqlite/%d", n), func(b *testing.B) {
-			st, err := store.Open(testkit.Context(b, time.Minute), filepath.Join(b.TempDir(), "bench.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
-			runBatchBench(b, st, n)
-		})
+		b.Run(fmt.Sprintf("sqlite/%d", n), func(b *testing.B) { runBatchBench(b, openSQLiteBench(b), n) })
 	}
 	for _, n := range []int{1, 4} {
-		b.Run(fmt.Sprintf("postgres/%d", n), func(b *testing.B) {
-			env := newPGEnv(b)
-			_, u := env.freshSchema(b)
-			st, err := store.Open(testkit.Context(b, time.Minute), u)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
-			runBatchBench(b, st, n)
-		})
+		b.Run(fmt.Sprintf("postgres/%d", n), func(b *testing.B) { runBatchBench(b, openPGBench(b), n) })
 	}
 }
 
