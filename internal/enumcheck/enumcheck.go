@@ -38,7 +38,8 @@ func Check(m proto.Message) error {
 	if m == nil {
 		return nil
 	}
-	if bad := check(m.ProtoReflect()); bad != nil {
+	r := m.ProtoReflect()
+	if bad := check(r, planOf(r.Descriptor())); bad != nil {
 		return bad
 	}
 	return nil
@@ -62,54 +63,156 @@ func (e *badEnum) Error() string {
 	return fmt.Sprintf("%s: %d is not a value of %s (want one of %s)", path, e.value, ed.FullName(), names(ed))
 }
 
-func check(m protoreflect.Message) *badEnum {
-	md := m.Descriptor()
+// plan is what check walks in a message of one descriptor: the fields
+// that can hold an enum value, each with the plan of its messages, so
+// that a walk neither looks at the other fields nor looks a nested
+// message's descriptor up. A nil plan is a message that cannot hold an
+// enum (see holdsEnums): most of a model request, its history's text and
+// tool calls, is not walked. The members of a oneof are found by asking
+// which is set, once, instead of asking each whether it is (a history's
+// message is a oneof of some thirty kinds).
+type plan struct {
+	fields []planField
+	oneofs []planOneof
+}
+
+// planOneof is a oneof with members that can hold an enum value.
+type planOneof struct {
+	od      protoreflect.OneofDescriptor
+	members []planField
+}
+
+// add adds pf to p, as a member of its oneof if it has one.
+func (p *plan) add(pf planField) {
+	od := pf.fd.ContainingOneof()
+	if od == nil || od.IsSynthetic() {
+		p.fields = append(p.fields, pf)
+		return
+	}
+	for i := range p.oneofs {
+		if p.oneofs[i].od == od {
+			p.oneofs[i].members = append(p.oneofs[i].members, pf)
+			return
+		}
+	}
+	p.oneofs = append(p.oneofs, planOneof{od: od, members: []planField{pf}})
+}
+
+type planField struct {
+	fd protoreflect.FieldDescriptor
+	// elem is fd, or the descriptor of its values for a map.
+	elem protoreflect.FieldDescriptor
+	// msg is the plan of elem's messages; nil for an enum.
+	msg *plan
+}
+
+// plans caches planOf by message descriptor.
+var plans sync.Map // protoreflect.MessageDescriptor → *plan
+
+// planOf returns the plan of messages of descriptor md, made once.
+func planOf(md protoreflect.MessageDescriptor) *plan {
+	if v, ok := plans.Load(md); ok {
+		return v.(*plan)
+	}
+	p := makePlan(md, map[protoreflect.FullName]*plan{})
+	v, _ := plans.LoadOrStore(md, p)
+	return v.(*plan)
+}
+
+// makePlan makes the plan of md; made holds the plans begun, by name, so
+// that a recursive type's plan refers to itself.
+func makePlan(md protoreflect.MessageDescriptor, made map[protoreflect.FullName]*plan) *plan {
 	if !holdsEnums(md) {
 		return nil
 	}
-	// The fields are gone through by their descriptors, not with Range,
-	// whose callback would be an allocation per message.
+	if p, ok := made[md.FullName()]; ok {
+		return p
+	}
+	p := &plan{}
+	made[md.FullName()] = p
 	fields := md.Fields()
 	for i := range fields.Len() {
 		fd := fields.Get(i)
-		if !m.Has(fd) {
+		elem := fd
+		if fd.IsMap() {
+			elem = fd.MapValue()
+		}
+		switch elem.Kind() {
+		case protoreflect.EnumKind:
+			p.add(planField{fd: fd, elem: elem})
+		case protoreflect.MessageKind, protoreflect.GroupKind:
+			if mp := makePlan(elem.Message(), made); mp != nil {
+				p.add(planField{fd: fd, elem: elem, msg: mp})
+			}
+		}
+	}
+	return p
+}
+
+func check(m protoreflect.Message, p *plan) *badEnum {
+	if p == nil {
+		return nil
+	}
+	for _, pf := range p.fields {
+		if bad := present(m, pf); bad != nil {
+			return bad
+		}
+	}
+	for _, o := range p.oneofs {
+		set := m.WhichOneof(o.od)
+		if set == nil {
 			continue
 		}
-		bad := field(fd, m.Get(fd))
-		if bad != nil {
-			bad.where = append(bad.where, "."+string(fd.Name()))
-			return bad
+		for _, pf := range o.members {
+			if pf.fd.Number() == set.Number() {
+				if bad := present(m, pf); bad != nil {
+					return bad
+				}
+				break
+			}
 		}
 	}
 	return nil
 }
 
-// field checks the value v of the field fd, a list's or a map's elements
+// present checks the field pf of m, when m has it.
+func present(m protoreflect.Message, pf planField) *badEnum {
+	if !m.Has(pf.fd) {
+		return nil
+	}
+	bad := field(pf, m.Get(pf.fd))
+	if bad != nil {
+		bad.where = append(bad.where, "."+string(pf.fd.Name()))
+	}
+	return bad
+}
+
+// field checks the value v of the field pf, a list's or a map's elements
 // each.
-func field(fd protoreflect.FieldDescriptor, v protoreflect.Value) *badEnum {
+func field(pf planField, v protoreflect.Value) *badEnum {
 	switch {
-	case fd.IsList():
+	case pf.fd.IsList():
 		l := v.List()
 		for i := range l.Len() {
-			if bad := value(fd, l.Get(i)); bad != nil {
+			if bad := value(pf, l.Get(i)); bad != nil {
 				bad.where = append(bad.where, fmt.Sprintf("[%d]", i))
 				return bad
 			}
 		}
 		return nil
-	case fd.IsMap():
-		return mapField(fd, v.Map())
+	case pf.fd.IsMap():
+		return mapField(pf, v.Map())
 	}
-	return value(fd, v)
+	return value(pf, v)
 }
 
-// mapField checks the values of the map field fd. (Apart from field, so
+// mapField checks the values of the map field pf. (Apart from field, so
 // that the variable its callback sets is not an allocation for every
 // field.)
-func mapField(fd protoreflect.FieldDescriptor, m protoreflect.Map) *badEnum {
+func mapField(pf planField, m protoreflect.Map) *badEnum {
 	var bad *badEnum
 	m.Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-		if bad = value(fd.MapValue(), mv); bad != nil {
+		if bad = value(pf, mv); bad != nil {
 			bad.where = append(bad.where, fmt.Sprintf("[%q]", k.String()))
 		}
 		return bad == nil
@@ -117,30 +220,21 @@ func mapField(fd protoreflect.FieldDescriptor, m protoreflect.Map) *badEnum {
 	return bad
 }
 
-// value checks one value of field fd (an element, for a list or map).
-func value(fd protoreflect.FieldDescriptor, v protoreflect.Value) *badEnum {
-	switch fd.Kind() {
-	case protoreflect.EnumKind:
-		if fd.Enum().Values().ByNumber(v.Enum()) == nil {
-			return &badEnum{fd: fd, value: v.Enum()}
-		}
-	case protoreflect.MessageKind, protoreflect.GroupKind:
-		return check(v.Message())
+// value checks one value of field pf (an element, for a list or map).
+func value(pf planField, v protoreflect.Value) *badEnum {
+	if pf.msg != nil {
+		return check(v.Message(), pf.msg)
+	}
+	if pf.elem.Enum().Values().ByNumber(v.Enum()) == nil {
+		return &badEnum{fd: pf.elem, value: v.Enum()}
 	}
 	return nil
 }
 
-// enumHolders caches holdsEnums by message descriptor.
-var enumHolders sync.Map // protoreflect.MessageDescriptor → bool
-
 // holdsEnums reports whether a message of descriptor md can hold an enum
 // value: in a field of its own, or of a message it can hold, at any
-// depth. Most of a model request (its history's text and tool calls)
-// cannot, and is not walked.
+// depth. It is asked only while a plan is made.
 func holdsEnums(md protoreflect.MessageDescriptor) bool {
-	if v, ok := enumHolders.Load(md); ok {
-		return v.(bool)
-	}
 	seen := map[protoreflect.FullName]bool{}
 	var reach func(protoreflect.MessageDescriptor) bool
 	reach = func(md protoreflect.MessageDescriptor) bool {
@@ -165,9 +259,7 @@ func holdsEnums(md protoreflect.MessageDescriptor) bool {
 		}
 		return false
 	}
-	holds := reach(md)
-	enumHolders.Store(md, holds)
-	return holds
+	return reach(md)
 }
 
 func names(ed protoreflect.EnumDescriptor) string {
