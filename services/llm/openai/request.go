@@ -1,12 +1,10 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/catalog"
@@ -40,8 +38,8 @@ type chatRequest struct {
 	// reasoning: OpenRouter.
 	Reasoning *reasoningObject `json:"reasoning,omitempty"`
 
-	// The tools are not a field: body appends their encodings, kept by
-	// encodedTools, after the rest (see body).
+	// The tools are not a field: body appends their JSON, kept by
+	// encodedTools, after the rest (see translate.ToolEncodings.Body).
 }
 
 type streamOptions struct {
@@ -99,13 +97,8 @@ type function struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
-// body translates req into the JSON of a Chat Completions request. The
-// request's other fields are encoded into a pooled buffer, and the
-// "tools" array is appended from encodedTools: encoding/json compacts a
-// json.RawMessage again at every Marshal, which was most of the body's
-// CPU (the tool schemas are most of a first request's bytes), and the
-// same tools are sent at every request of a session. The one allocation
-// left is the body itself, of its final size.
+// body translates req into the JSON of a Chat Completions request, its
+// tools' JSON kept by encodedTools.
 func (a *Adapter) body(req *stream.Request, ids *translate.IDs) ([]byte, error) {
 	msgs, err := messages(req, ids)
 	if err != nil {
@@ -126,105 +119,21 @@ func (a *Adapter) body(req *stream.Request, ids *translate.IDs) ([]byte, error) 
 		}
 	}
 	a.reasoning(&cr, translate.Thinking(req), req.Spec.Toggle)
-	tools := make([][]byte, 0, len(req.Tools))
-	size := 0
-	for _, t := range req.Tools {
-		enc, err := encodedTools.get(t)
-		if err != nil {
-			return nil, err
-		}
-		tools = append(tools, enc)
-		size += len(enc) + 1
-	}
-	scratch := scratchPool.Get().(*bytes.Buffer)
-	defer putScratch(scratch)
-	scratch.Reset()
-	if err := json.NewEncoder(scratch).Encode(cr); err != nil {
-		return nil, err
-	}
-	// Encode ends the object with "}\n".
-	head := bytes.TrimSuffix(scratch.Bytes(), []byte("}\n"))
-	out := append(make([]byte, 0, len(head)+len(`,"tools":[]}`)+size), head...)
-	if len(tools) == 0 {
-		return append(out, '}'), nil
-	}
-	out = append(out, `,"tools":[`...)
-	for i, enc := range tools {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, enc...)
-	}
-	return append(out, "]}"...), nil
+	return encodedTools.Body(cr, "tools", req.Tools)
 }
 
-// scratchPool holds the buffers bodies are encoded into before their
-// tools are appended.
-var scratchPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// maxScratch is the largest buffer put back in scratchPool: a session's
-// long history must not stay pinned by the pool.
-const maxScratch = 256 << 10
-
-func putScratch(b *bytes.Buffer) {
-	if b.Cap() <= maxScratch {
-		scratchPool.Put(b)
-	}
-}
-
-// encodedTools is the JSON of the tools sent, by definition, within
-// maxEncodedToolBytes in all; when full it starts over.
-var encodedTools = &toolEncodings{m: map[toolKey][]byte{}}
-
-// maxEncodedToolBytes bounds what encodedTools holds: the tools of many
-// agents and MCP servers.
-const maxEncodedToolBytes = 1 << 20
-
-// toolKey is a tool definition's fields; a map keyed by it hashes the
-// strings without copying them.
-type toolKey struct{ name, description, parameters string }
-
-type toolEncodings struct {
-	mu    sync.Mutex
-	m     map[toolKey][]byte
-	bytes int
-}
-
-// get returns the JSON of t as an element of the "tools" array: a
-// function whose parameters are its schema, or an empty object schema
-// when it declares none (Chat Completions wants a schema object). The
-// slice returned is shared and must not be changed.
-func (e *toolEncodings) get(t *penguinv1.ToolDefinition) ([]byte, error) {
-	k := toolKey{t.GetName(), t.GetDescription(), t.GetParameters()}
-	e.mu.Lock()
-	enc, ok := e.m[k]
-	e.mu.Unlock()
-	if ok {
-		return enc, nil
-	}
-	params := json.RawMessage(k.parameters)
-	if p := strings.TrimSpace(k.parameters); p == "" || p == "null" {
+// encodedTools is the JSON of the tools sent: a function whose parameters
+// are its schema, or an empty object schema when it declares none (Chat
+// Completions wants a schema object).
+var encodedTools = translate.NewToolEncodings(func(t *penguinv1.ToolDefinition) ([]byte, error) {
+	params := json.RawMessage(t.GetParameters())
+	if p := strings.TrimSpace(t.GetParameters()); p == "" || p == "null" {
 		params = emptyObjectSchema
 	}
-	enc, err := json.Marshal(tool{Type: "function", Function: function{
-		Name: k.name, Description: k.description, Parameters: params,
+	return json.Marshal(tool{Type: "function", Function: function{
+		Name: t.GetName(), Description: t.GetDescription(), Parameters: params,
 	}})
-	if err != nil {
-		return nil, err
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(enc) > maxEncodedToolBytes/16 {
-		return enc, nil
-	}
-	if e.bytes+len(enc) > maxEncodedToolBytes {
-		clear(e.m)
-		e.bytes = 0
-	}
-	e.m[k] = enc
-	e.bytes += len(enc)
-	return enc, nil
-}
+})
 
 // reasoning sets the reasoning parameters of wire, the level's wire value
 // (empty: none at all), in the route's dialect. toggle says whether the

@@ -44,11 +44,11 @@ func TestBodyToolsEncodedOnce(t *testing.T) {
 		string(got.Tools[1].Function.Parameters) != string(emptyObjectSchema) {
 		t.Fatalf("body %s", body)
 	}
-	first, err := encodedTools.get(req.Tools[0])
+	first, err := encodedTools.Get(req.Tools[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := encodedTools.get(&penguinv1.ToolDefinition{Name: "read_file", Description: "reads <a> file", Parameters: req.Tools[0].GetParameters()})
+	again, err := encodedTools.Get(&penguinv1.ToolDefinition{Name: "read_file", Description: "reads <a> file", Parameters: req.Tools[0].GetParameters()})
 	if err != nil {
 		t.Fatal(err)
 	}
