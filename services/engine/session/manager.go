@@ -195,12 +195,20 @@ func newSessionID() string {
 // acquire returns the session's runtime, loading it when needed, and holds
 // a reference on it until release.
 func (m *Manager) acquire(ctx context.Context, id string) (*Runtime, error) {
+	return m.acquireFrom(ctx, id, nil)
+}
+
+// acquireFrom is acquire that loads the runtime from row, the session's
+// row as the caller just read it, unless row is nil.
+func (m *Manager) acquireFrom(ctx context.Context, id string, row *store.Session) (*Runtime, error) {
 	if rt := m.loaded(id); rt != nil {
 		return rt, nil
 	}
-	row, err := m.store.GetSession(ctx, id)
-	if err != nil {
-		return nil, err
+	if row == nil || row.ID != id {
+		var err error
+		if row, err = m.store.GetSession(ctx, id); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := parseConfig(row.Config)
 	if err != nil {

@@ -102,6 +102,11 @@ type RunSpec struct {
 	// Skills are skills the message pins (skills.go): the recorded
 	// message starts with a [use_skills] block naming them.
 	Skills []string
+	// Row, when set, is the session's row as the call read it a moment
+	// ago (to authorize it): a session not loaded yet is loaded from it
+	// instead of reading it again. The task itself reads the row anew
+	// once it holds the session's lease.
+	Row *store.Session
 }
 
 // Run starts a task on an idle session and sends its events until it ends
@@ -118,7 +123,7 @@ func (m *Manager) Run(ctx context.Context, id string, spec RunSpec, send func(*p
 			return err
 		}
 	}
-	rt, err := m.acquire(ctx, id)
+	rt, err := m.acquireFrom(ctx, id, spec.Row)
 	if err != nil {
 		return err
 	}

@@ -846,6 +846,29 @@ func (s *suite) testAppendAtomic(t *testing.T, ctx context.Context, st store.Sto
 	if err := st.AppendEvents(ctx, "atomic", eventsOf(3, text("3"), text("4"))...); err != nil {
 		t.Fatalf("AppendEvents(3, 4) after the rejected batches: %v", err)
 	}
+	// A batch longer than one statement takes (SQLite's inserts carry
+	// at most 16 events) goes in whole, or, overlapping the log in its
+	// first part while the rest is new, not at all.
+	long := func(first int64, n int) []store.Event {
+		msgs := make([]*penguinv1.OmniMessage, n)
+		for i := range msgs {
+			msgs[i] = text(fmt.Sprintf("long %d", first+int64(i)))
+		}
+		return eventsOf(first, msgs...)
+	}
+	wantErr(t, "long overlapping batch", st.AppendEvents(ctx, "atomic", long(3, 40)...), store.ErrConflict)
+	batch := long(5, 40)
+	if err := st.AppendEvents(ctx, "atomic", batch...); err != nil {
+		t.Fatalf("AppendEvents of 40 events: %v", err)
+	}
+	got, err = st.ReadEvents(ctx, "atomic", 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEvents(t, batch, got)
+	if sess, err := st.GetSession(ctx, "atomic"); err != nil || sess.LastSequence != 44 {
+		t.Fatalf("LastSequence after a batch of 40 = %v, %v; want 44", sess, err)
+	}
 }
 
 func (s *suite) testConcurrentAppends(t *testing.T, ctx context.Context, st store.Store) {
