@@ -166,6 +166,11 @@ type Process struct {
 	// serving are called once Serve has started the servers: the work a
 	// service does on its own (the engine resuming cut-off tasks).
 	serving []func()
+	// settle are called, when the process gives its start-up memory back,
+	// just before: the work a service would do in the background moments
+	// after start-up (the engine's store checkpointing start-up's writes),
+	// done within the start-up instead.
+	settle []func(context.Context) error
 	// front are the servers in front of the gRPC one (the HTTP gateway),
 	// which Serve runs beside it.
 	front []func(context.Context) error
@@ -420,6 +425,7 @@ func (p *Process) setupEngine(ctx context.Context) error {
 		penguinv1.RegisterLLMServiceServer(p.srv, &llmFront{llm: penguinv1.NewLLMServiceClient(cfg.LLM)})
 	}
 	p.serving = append(p.serving, eng.StartResuming)
+	p.settle = append(p.settle, eng.Settle)
 	p.services = append(p.services, "engine")
 	// The engine stops first: its tasks abort and each records how it
 	// ended while the environments and their processes are still there.
@@ -528,6 +534,13 @@ func (p *Process) Serve(ctx context.Context) error {
 		f()
 	}
 	if p.cfg.ReleaseStartup {
+		for _, f := range p.settle {
+			sctx, cancel := context.WithTimeout(ctx, time.Minute)
+			if err := f(sctx); err != nil {
+				p.log.Debug("start-up's writes left to the background", "error", err)
+			}
+			cancel()
+		}
 		if err := resident.Release(); err != nil {
 			p.log.Debug("start-up memory kept", "error", err)
 		}

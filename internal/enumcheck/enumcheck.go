@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -28,57 +29,237 @@ import (
 
 // Check returns an error naming the first enum field of m, at any depth,
 // whose value is not declared by its enum, or nil.
+//
+// Every request of every service passes here, the model requests with
+// their whole history included: the walk skips the messages that cannot
+// hold an enum (see holdsEnums), and the path of a field is spelled out
+// only for the error, on the way back up.
 func Check(m proto.Message) error {
 	if m == nil {
 		return nil
 	}
-	return check(m.ProtoReflect(), "")
-}
-
-func check(m protoreflect.Message, path string) error {
-	var err error
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		name := join(path, string(fd.Name()))
-		switch {
-		case fd.IsList():
-			l := v.List()
-			for i := range l.Len() {
-				if err = value(fd, l.Get(i), fmt.Sprintf("%s[%d]", name, i)); err != nil {
-					return false
-				}
-			}
-		case fd.IsMap():
-			v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
-				err = value(fd.MapValue(), mv, fmt.Sprintf("%s[%q]", name, k.String()))
-				return err == nil
-			})
-		default:
-			err = value(fd, v, name)
-		}
-		return err == nil
-	})
-	return err
-}
-
-// value checks one value of field fd (an element, for a list or map).
-func value(fd protoreflect.FieldDescriptor, v protoreflect.Value, path string) error {
-	switch fd.Kind() {
-	case protoreflect.EnumKind:
-		ed := fd.Enum()
-		if ed.Values().ByNumber(v.Enum()) == nil {
-			return fmt.Errorf("%s: %d is not a value of %s (want one of %s)", path, v.Enum(), ed.FullName(), names(ed))
-		}
-	case protoreflect.MessageKind, protoreflect.GroupKind:
-		return check(v.Message(), path)
+	r := m.ProtoReflect()
+	if bad := check(r, planOf(r.Descriptor())); bad != nil {
+		return bad
 	}
 	return nil
 }
 
-func join(path, name string) string {
-	if path == "" {
-		return name
+// badEnum is an undeclared enum value, and where it was found.
+type badEnum struct {
+	fd    protoreflect.FieldDescriptor // the enum field (a map's value, for a map)
+	value protoreflect.EnumNumber
+	// where is the path's parts, innermost first: ".name", "[i]".
+	where []string
+}
+
+func (e *badEnum) Error() string {
+	var b strings.Builder
+	for i := len(e.where) - 1; i >= 0; i-- {
+		b.WriteString(e.where[i])
 	}
-	return path + "." + name
+	ed := e.fd.Enum()
+	path := strings.TrimPrefix(b.String(), ".")
+	return fmt.Sprintf("%s: %d is not a value of %s (want one of %s)", path, e.value, ed.FullName(), names(ed))
+}
+
+// plan is what check walks in a message of one descriptor: the fields
+// that can hold an enum value, each with the plan of its messages, so
+// that a walk neither looks at the other fields nor looks a nested
+// message's descriptor up. A nil plan is a message that cannot hold an
+// enum (see holdsEnums): most of a model request, its history's text and
+// tool calls, is not walked. The members of a oneof are found by asking
+// which is set, once, instead of asking each whether it is (a history's
+// message is a oneof of some thirty kinds).
+type plan struct {
+	fields []planField
+	oneofs []planOneof
+}
+
+// planOneof is a oneof with members that can hold an enum value.
+type planOneof struct {
+	od      protoreflect.OneofDescriptor
+	members []planField
+}
+
+// add adds pf to p, as a member of its oneof if it has one.
+func (p *plan) add(pf planField) {
+	od := pf.fd.ContainingOneof()
+	if od == nil || od.IsSynthetic() {
+		p.fields = append(p.fields, pf)
+		return
+	}
+	for i := range p.oneofs {
+		if p.oneofs[i].od == od {
+			p.oneofs[i].members = append(p.oneofs[i].members, pf)
+			return
+		}
+	}
+	p.oneofs = append(p.oneofs, planOneof{od: od, members: []planField{pf}})
+}
+
+type planField struct {
+	fd protoreflect.FieldDescriptor
+	// elem is fd, or the descriptor of its values for a map.
+	elem protoreflect.FieldDescriptor
+	// msg is the plan of elem's messages; nil for an enum.
+	msg *plan
+}
+
+// plans caches planOf by message descriptor.
+var plans sync.Map // protoreflect.MessageDescriptor → *plan
+
+// planOf returns the plan of messages of descriptor md, made once.
+func planOf(md protoreflect.MessageDescriptor) *plan {
+	if v, ok := plans.Load(md); ok {
+		return v.(*plan)
+	}
+	p := makePlan(md, map[protoreflect.FullName]*plan{})
+	v, _ := plans.LoadOrStore(md, p)
+	return v.(*plan)
+}
+
+// makePlan makes the plan of md; made holds the plans begun, by name, so
+// that a recursive type's plan refers to itself.
+func makePlan(md protoreflect.MessageDescriptor, made map[protoreflect.FullName]*plan) *plan {
+	if !holdsEnums(md) {
+		return nil
+	}
+	if p, ok := made[md.FullName()]; ok {
+		return p
+	}
+	p := &plan{}
+	made[md.FullName()] = p
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		elem := fd
+		if fd.IsMap() {
+			elem = fd.MapValue()
+		}
+		switch elem.Kind() {
+		case protoreflect.EnumKind:
+			p.add(planField{fd: fd, elem: elem})
+		case protoreflect.MessageKind, protoreflect.GroupKind:
+			if mp := makePlan(elem.Message(), made); mp != nil {
+				p.add(planField{fd: fd, elem: elem, msg: mp})
+			}
+		}
+	}
+	return p
+}
+
+func check(m protoreflect.Message, p *plan) *badEnum {
+	if p == nil {
+		return nil
+	}
+	for _, pf := range p.fields {
+		if bad := present(m, pf); bad != nil {
+			return bad
+		}
+	}
+	for _, o := range p.oneofs {
+		set := m.WhichOneof(o.od)
+		if set == nil {
+			continue
+		}
+		for _, pf := range o.members {
+			if pf.fd.Number() == set.Number() {
+				if bad := present(m, pf); bad != nil {
+					return bad
+				}
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// present checks the field pf of m, when m has it.
+func present(m protoreflect.Message, pf planField) *badEnum {
+	if !m.Has(pf.fd) {
+		return nil
+	}
+	bad := field(pf, m.Get(pf.fd))
+	if bad != nil {
+		bad.where = append(bad.where, "."+string(pf.fd.Name()))
+	}
+	return bad
+}
+
+// field checks the value v of the field pf, a list's or a map's elements
+// each.
+func field(pf planField, v protoreflect.Value) *badEnum {
+	switch {
+	case pf.fd.IsList():
+		l := v.List()
+		for i := range l.Len() {
+			if bad := value(pf, l.Get(i)); bad != nil {
+				bad.where = append(bad.where, fmt.Sprintf("[%d]", i))
+				return bad
+			}
+		}
+		return nil
+	case pf.fd.IsMap():
+		return mapField(pf, v.Map())
+	}
+	return value(pf, v)
+}
+
+// mapField checks the values of the map field pf. (Apart from field, so
+// that the variable its callback sets is not an allocation for every
+// field.)
+func mapField(pf planField, m protoreflect.Map) *badEnum {
+	var bad *badEnum
+	m.Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
+		if bad = value(pf, mv); bad != nil {
+			bad.where = append(bad.where, fmt.Sprintf("[%q]", k.String()))
+		}
+		return bad == nil
+	})
+	return bad
+}
+
+// value checks one value of field pf (an element, for a list or map).
+func value(pf planField, v protoreflect.Value) *badEnum {
+	if pf.msg != nil {
+		return check(v.Message(), pf.msg)
+	}
+	if pf.elem.Enum().Values().ByNumber(v.Enum()) == nil {
+		return &badEnum{fd: pf.elem, value: v.Enum()}
+	}
+	return nil
+}
+
+// holdsEnums reports whether a message of descriptor md can hold an enum
+// value: in a field of its own, or of a message it can hold, at any
+// depth. It is asked only while a plan is made.
+func holdsEnums(md protoreflect.MessageDescriptor) bool {
+	seen := map[protoreflect.FullName]bool{}
+	var reach func(protoreflect.MessageDescriptor) bool
+	reach = func(md protoreflect.MessageDescriptor) bool {
+		if seen[md.FullName()] {
+			return false
+		}
+		seen[md.FullName()] = true
+		fields := md.Fields()
+		for i := range fields.Len() {
+			fd := fields.Get(i)
+			if fd.IsMap() {
+				fd = fd.MapValue()
+			}
+			switch fd.Kind() {
+			case protoreflect.EnumKind:
+				return true
+			case protoreflect.MessageKind, protoreflect.GroupKind:
+				if reach(fd.Message()) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return reach(md)
 }
 
 func names(ed protoreflect.EnumDescriptor) string {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -23,7 +24,9 @@ import (
 // too, as the other way to avoid TCP. It reports each one's mean in µs
 // and in-process/tcp.
 func BenchmarkRoundTrip(b *testing.B) {
-	srv, err := grpcserver.New(grpcserver.Options{Name: "bench", AuthToken: "t"})
+	// A no-op tracer provider, as a process without a trace exporter
+	// has (telemetry.Setup).
+	srv, err := grpcserver.New(grpcserver.Options{Name: "bench", AuthToken: "t", TracerProvider: noop.NewTracerProvider()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fullstorydev/grpchan"
 	"github.com/fullstorydev/grpchan/inprocgrpc"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/stats"
@@ -44,6 +45,12 @@ type inProcess struct {
 	hard     context.Context
 	stopHard context.CancelFunc
 
+	// carrySpan is set when no stats handler continues the caller's
+	// trace: the gate puts the caller's span context in the handler's
+	// context, where the network's server handler would have put it, so
+	// that what the handler logs or starts is still of the caller's trace.
+	carrySpan bool
+
 	mu     sync.Mutex
 	closed bool
 	calls  sync.WaitGroup
@@ -51,11 +58,17 @@ type inProcess struct {
 
 // newInProcess builds the channel, its handlers behind the interceptor
 // chains unary and stream, both ends of each call seen by the stats
-// handlers (so that a trace continues across it as across the network).
+// handlers (so that a trace continues across it as across the network),
+// or by none when server is nil (tracing is off).
 func newInProcess(unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor, server, client stats.Handler) *inProcess {
 	in := &inProcess{ch: new(inprocgrpc.Channel), served: make(chan struct{})}
 	in.hard, in.stopHard = context.WithCancel(context.Background())
-	in.ch.WithCloner(protoCopier{}).WithServerStatsHandler(server).WithClientStatsHandler(client)
+	in.ch.WithCloner(protoCopier{})
+	if server != nil {
+		in.ch.WithServerStatsHandler(server).WithClientStatsHandler(client)
+	} else {
+		in.carrySpan = true
+	}
 	in.reg = grpchan.WithStreamInterceptors(
 		grpchan.WithUnaryInterceptors(in.ch, append([]grpc.UnaryServerInterceptor{in.gateUnary}, unary...)...),
 		append([]grpc.StreamServerInterceptor{in.gateStream}, stream...)...)
@@ -123,7 +136,7 @@ func (in *inProcess) gateUnary(ctx context.Context, req any, _ *grpc.UnaryServer
 		return nil, err
 	}
 	defer in.calls.Done()
-	ctx, release := in.withHardStop(ctx)
+	ctx, release := in.withHardStop(in.span(ctx))
 	defer release()
 	resp, err := handler(ctx, req)
 	return resp, wireError(err)
@@ -134,9 +147,21 @@ func (in *inProcess) gateStream(srv any, ss grpc.ServerStream, _ *grpc.StreamSer
 		return err
 	}
 	defer in.calls.Done()
-	ctx, release := in.withHardStop(ss.Context())
+	ctx, release := in.withHardStop(in.span(ss.Context()))
 	defer release()
 	return wireError(handler(srv, contextStream{ServerStream: ss, ctx: ctx}))
+}
+
+// span returns the handler's context ctx with the caller's span context,
+// when the channel carries it (see carrySpan) and the caller has one.
+func (in *inProcess) span(ctx context.Context) context.Context {
+	if !in.carrySpan {
+		return ctx
+	}
+	if sc := trace.SpanContextFromContext(inprocgrpc.ClientContext(ctx)); sc.IsValid() {
+		return trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
+	return ctx
 }
 
 // contextStream is a server stream with another context.

@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -210,10 +212,24 @@ func TestSetServingBeforeServeIsKept(t *testing.T) {
 	waitStatus(ctx, t, r.conn, llmService, healthpb.HealthCheckResponse_SERVING)
 }
 
+// TestAuth checks the token over the network and through the in-process
+// channel alike: an in-process call runs the same auth interceptor, so a
+// caller inside the process without the token is refused too.
 func TestAuth(t *testing.T) {
 	t.Parallel()
-	r := start(t, grpcserver.Options{AuthToken: "s3cret"}, registerLLM(&fakeLLM{}))
-	llm := penguinv1.NewLLMServiceClient(r.conn)
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			t.Parallel()
+			testAuth(t, tr)
+		})
+	}
+}
+
+func testAuth(t *testing.T, tr string) {
+	// Tracing off, as in a process without an exporter: the in-process
+	// channel then runs without stats handlers, and auth must not care.
+	r := start(t, grpcserver.Options{AuthToken: "s3cret", TracerProvider: noop.NewTracerProvider()}, registerLLM(&fakeLLM{}))
+	llm := penguinv1.NewLLMServiceClient(r.via(tr))
 
 	tests := []struct {
 		name string
@@ -594,6 +610,28 @@ func TestTracingRecordsServerSpans(t *testing.T) {
 	}
 	if len(names) != 1 || names[0] != "penguin.v1.LLMService/ListProviders" {
 		t.Errorf("spans = %v, want exactly [penguin.v1.LLMService/ListProviders] (health checks untraced)", names)
+	}
+}
+
+// TestInProcessCarriesTheTraceWithTracingOff checks that with tracing off
+// (a no-op tracer provider, the in-process channel without stats
+// handlers) a handler reached in process still finds its caller's span
+// context, as the network's stats handler would have put it there.
+func TestInProcessCarriesTheTraceWithTracingOff(t *testing.T) {
+	t.Parallel()
+	seen := make(chan trace.SpanContext, 1)
+	f := &fakeLLM{listProviders: func(ctx context.Context) (*penguinv1.ListProvidersResponse, error) {
+		seen <- trace.SpanContextFromContext(ctx)
+		return &penguinv1.ListProvidersResponse{}, nil
+	}}
+	r := start(t, grpcserver.Options{TracerProvider: noop.NewTracerProvider(), Propagator: propagation.TraceContext{}}, registerLLM(f))
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
+	ctx := trace.ContextWithSpanContext(testkit.Context(t, 30*time.Second), sc)
+	if _, err := penguinv1.NewLLMServiceClient(r.srv.InProcess()).ListProviders(ctx, &penguinv1.ListProvidersRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-seen; got.TraceID() != sc.TraceID() || got.SpanID() != sc.SpanID() || !got.IsRemote() {
+		t.Errorf("the handler saw span context %v, want the caller's %v, remote", got, sc)
 	}
 }
 

@@ -15,7 +15,9 @@
 // pages (madvise MADV_DONTNEED): the pages stay in the page cache,
 // shared with every process of the binary, and a page the server touches
 // again is mapped again on its first use, from memory. Writable segments
-// are left alone (their pages may have been written).
+// are left alone (their pages may have been written), and so is a
+// read-only area with pages the process wrote before it protected them
+// (a dynamically linked binary's relocations: its GOT).
 //
 // The heap start-up dropped is not collected here: a forced collection
 // and scavenge (debug.FreeOSMemory) took about 10 ms of CPU at start for

@@ -24,12 +24,25 @@ type mapping struct {
 	perms      string
 }
 
-// dropBinaryPages splits the binary's read-only mappings (its text and
-// read-only data, found in /proc/self/maps by the path of the executable)
+// dropBinaryPages drops the pages of the executable's read-only mappings.
+func dropBinaryPages() error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	return dropPages(exe)
+}
+
+// dropPages splits the read-only mappings of the file at path (for the
+// executable, its text and read-only data, found in /proc/self/smaps)
 // so that no large folio of the page cache is mapped whole, then unmaps
 // their pages.
-func dropBinaryPages() error {
-	ms, err := binaryMappings()
+func dropPages(path string) error {
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return err
+	}
+	ms, err := readOnlyMappings(smaps, path)
 	if err != nil {
 		return err
 	}
@@ -87,30 +100,49 @@ func madvise(lo, hi uintptr, advice int) error {
 	return nil
 }
 
-// binaryMappings reads the mappings of the executable's read-only
-// segments from /proc/self/maps.
-func binaryMappings() ([]mapping, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	maps, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		return nil, err
-	}
-	return readOnlyMappings(maps, exe)
-}
-
-// readOnlyMappings returns the mappings of path in maps (the format of
-// /proc/PID/maps) that are neither writable nor shared: the binary's text
-// and read-only data. The areas of one segment that split made are
-// joined into one mapping again.
-func readOnlyMappings(maps []byte, path string) ([]mapping, error) {
+// readOnlyMappings returns the mappings of path in smaps (the format of
+// /proc/PID/smaps) that are neither writable nor shared, and hold only
+// pages of the file: the binary's text and read-only data. The areas of
+// one segment that split made are joined into one mapping again.
+//
+// An area that holds pages of its own (anonymous or swapped out) is
+// left out: the process wrote them before it made them read-only. In a
+// dynamically linked binary that is the relocation read-only segment
+// (PT_GNU_RELRO: the GOT, the dynamic section), which the loader fills
+// in and then protects; dropping it brought back the file's zeros, and
+// the first call through the PLT of a C function not bound yet (munmap,
+// which the execution tracer is the first to call) jumped to address 0.
+func readOnlyMappings(smaps []byte, path string) ([]mapping, error) {
 	var out []mapping
-	sc := bufio.NewScanner(bytes.NewReader(maps))
+	var cur *mapping // the area being read, if one of path's read-only ones
+	var own bool     // whether cur holds pages of its own
+	end := func() {
+		if cur == nil || own {
+			return
+		}
+		if n := len(out); n > 0 && out[n-1].end == cur.start && out[n-1].perms == cur.perms &&
+			out[n-1].offset+uint64(out[n-1].end-out[n-1].start) == cur.offset {
+			out[n-1].end = cur.end
+			return
+		}
+		out = append(out, *cur)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(smaps))
 	for sc.Scan() {
-		// address perms offset dev inode path
 		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		if strings.HasSuffix(f[0], ":") {
+			// A field of the area: "Anonymous:   4 kB".
+			if cur != nil && len(f) == 3 && (f[0] == "Anonymous:" || f[0] == "Swap:") && f[1] != "0" {
+				own = true
+			}
+			continue
+		}
+		// An area: address perms offset dev inode path
+		end()
+		cur, own = nil, false
 		if len(f) < 6 || strings.TrimSuffix(strings.Join(f[5:], " "), " (deleted)") != path {
 			continue
 		}
@@ -119,21 +151,16 @@ func readOnlyMappings(maps []byte, path string) ([]mapping, error) {
 		}
 		lo, hi, ok := strings.Cut(f[0], "-")
 		if !ok {
-			return nil, fmt.Errorf("resident: bad maps line %q", sc.Text())
+			return nil, fmt.Errorf("resident: bad smaps line %q", sc.Text())
 		}
 		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
+		stop, err2 := strconv.ParseUint(hi, 16, 64)
 		off, err3 := strconv.ParseUint(f[2], 16, 64)
-		if err1 != nil || err2 != nil || err3 != nil || end <= start {
-			return nil, fmt.Errorf("resident: bad maps line %q", sc.Text())
+		if err1 != nil || err2 != nil || err3 != nil || stop <= start {
+			return nil, fmt.Errorf("resident: bad smaps line %q", sc.Text())
 		}
-		m := mapping{start: uintptr(start), end: uintptr(end), offset: off, perms: f[1]}
-		if n := len(out); n > 0 && out[n-1].end == m.start && out[n-1].perms == m.perms &&
-			out[n-1].offset+uint64(out[n-1].end-out[n-1].start) == m.offset {
-			out[n-1].end = m.end
-			continue
-		}
-		out = append(out, m)
+		cur = &mapping{start: uintptr(start), end: uintptr(stop), offset: off, perms: f[1]}
 	}
+	end()
 	return out, sc.Err()
 }

@@ -128,12 +128,12 @@ func TestReleaseMapsNoLargeFolioWhole(t *testing.T) {
 	t.Logf("%d areas", len(areas))
 }
 
-// TestSplitFollowsTheFile checks that split places the areas' bounds at
-// multiples of the granule in the file, where the page cache's folios
-// are aligned, for a mapping that starts between two.
-func TestSplitFollowsTheFile(t *testing.T) {
+// mapFile writes a file of fileSize zeros and maps size bytes of it from
+// off, privately, with prot; the mapping goes when the test ends.
+func mapFile(t *testing.T, fileSize, off, size, prot int) (string, []byte) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(path, make([]byte, 512<<10), 0o600); err != nil {
+	if err := os.WriteFile(path, make([]byte, fileSize), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(path)
@@ -141,12 +141,20 @@ func TestSplitFollowsTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	const off, size = 12 << 10, 400 << 10
-	mem, err := unix.Mmap(int(f.Fd()), off, size, unix.PROT_READ, unix.MAP_PRIVATE)
+	mem, err := unix.Mmap(int(f.Fd()), int64(off), size, prot, unix.MAP_PRIVATE)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Munmap(mem)
+	t.Cleanup(func() { _ = unix.Munmap(mem) })
+	return path, mem
+}
+
+// TestSplitFollowsTheFile checks that split places the areas' bounds at
+// multiples of the granule in the file, where the page cache's folios
+// are aligned, for a mapping that starts between two.
+func TestSplitFollowsTheFile(t *testing.T) {
+	const off, size = 12 << 10, 400 << 10
+	path, mem := mapFile(t, 512<<10, off, size, unix.PROT_READ)
 	m := mapping{start: uintptr(unsafe.Pointer(&mem[0])), offset: off, perms: "r--p"}
 	m.end = m.start + size
 	if err := split([]mapping{m}); err != nil {
@@ -174,22 +182,52 @@ func TestSplitFollowsTheFile(t *testing.T) {
 	}
 }
 
+// TestReleaseKeepsWrittenPages checks that a read-only mapping holding
+// pages the process wrote before it protected it (as the dynamic loader
+// does with a binary's GOT) keeps them: dropped, they would read as the
+// file again. It fails without the check of the areas' own pages.
+func TestReleaseKeepsWrittenPages(t *testing.T) {
+	path, mem := mapFile(t, 3<<12, 0, 3<<12, unix.PROT_READ|unix.PROT_WRITE)
+	mem[1<<12] = 42 // a relocation, say
+	if err := unix.Mprotect(mem, unix.PROT_READ); err != nil {
+		t.Fatal(err)
+	}
+	if err := dropPages(path); err != nil {
+		t.Fatal(err)
+	}
+	if mem[1<<12] != 42 {
+		t.Fatalf("the written byte reads %d after the release, want 42", mem[1<<12])
+	}
+}
+
 func TestReadOnlyMappings(t *testing.T) {
-	maps := `00400000-00402000 r--p 00000000 fd:01 123 /usr/bin/penguin
+	// The fields of an area are left out but for the one that matters.
+	smaps := `00400000-00402000 r--p 00000000 fd:01 123 /usr/bin/penguin
+Anonymous:             0 kB
 00402000-01cfe000 r-xp 00002000 fd:01 123 /usr/bin/penguin
+Rss:                4800 kB
+Anonymous:             0 kB
+VmFlags: rd ex mr mw me dw
 01cfe000-01d00000 r--p 018fe000 fd:01 123 /usr/bin/penguin
+Anonymous:             0 kB
 01d00000-03e4c000 r--p 01900000 fd:01 123 /usr/bin/penguin
+Anonymous:             0 kB
+03e4c000-03e4d000 r--p 03a4c000 fd:01 123 /usr/bin/penguin
+Anonymous:             4 kB
 03e4d000-03fbd000 rw-p 03a4d000 fd:01 123 /usr/bin/penguin
+Anonymous:           292 kB
 03fbd000-06232000 rw-p 00000000 00:00 0
 7f0000000000-7f0000001000 r-xp 00000000 fd:01 456 /usr/lib/libc.so.6
 7f0000002000-7f0000003000 r--p 00000000 fd:01 789 /usr/bin/penguin old (deleted)
+7f0000003000-7f0000004000 r--p 00001000 fd:01 789 /usr/bin/penguin old (deleted)
+Swap:                  4 kB
 `
-	got, err := readOnlyMappings([]byte(maps), "/usr/bin/penguin")
+	got, err := readOnlyMappings([]byte(smaps), "/usr/bin/penguin")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The two areas of the read-only data (as split leaves them) are one
-	// mapping.
+	// mapping; the relocated one (with a page of its own) is left out.
 	want := []mapping{
 		{0x400000, 0x402000, 0, "r--p"},
 		{0x402000, 0x1cfe000, 0x2000, "r-xp"},
@@ -198,7 +236,7 @@ func TestReadOnlyMappings(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("mappings %x, want %x", got, want)
 	}
-	deleted, err := readOnlyMappings([]byte(maps), "/usr/bin/penguin old")
+	deleted, err := readOnlyMappings([]byte(smaps), "/usr/bin/penguin old")
 	if err != nil || !slices.Equal(deleted, []mapping{{0x7f0000002000, 0x7f0000003000, 0, "r--p"}}) {
 		t.Fatalf("a deleted binary's mappings: %x, %v", deleted, err)
 	}

@@ -745,14 +745,19 @@ func TestAResumedTaskAsksAPendingApprovalAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
+	// The engine stops once the call waits for approval and the model's
+	// request has ended on record. The approval is asked while the model
+	// still streams: a stop before the request's end leaves a request cut
+	// off, which the next engine sends again instead of asking (seen under
+	// load once the journal published without delay).
+	askedFirst, ended := false, false
+	for !askedFirst || !ended {
 		r, err := stream.Recv()
 		if err != nil {
 			t.Fatalf("the run ended before asking: %v", err)
 		}
-		if r.GetEvent().GetApprovalRequest() != nil {
-			break
-		}
+		askedFirst = askedFirst || r.GetEvent().GetApprovalRequest() != nil
+		ended = ended || r.GetEvent().GetMessage().GetRequestEnd() != nil
 	}
 	e.stop()
 	e.start()

@@ -82,13 +82,20 @@ func need(id string) error {
 // on it at lvl: a session of a project the caller may not read is
 // NotFound, exactly as one that does not exist.
 func (s *Server) allow(ctx context.Context, id string, lvl access.Level) error {
+	_, err := s.allowed(ctx, id, lvl)
+	return err
+}
+
+// allowed is allow that also returns the session's row the check read,
+// or nil when there is no check.
+func (s *Server) allowed(ctx context.Context, id string, lvl access.Level) (*store.Session, error) {
 	if err := need(id); err != nil {
-		return err
+		return nil, err
 	}
 	if s.guard == nil {
-		return nil
+		return nil, nil
 	}
-	return s.guard.CheckSession(ctx, id, lvl)
+	return s.guard.Session(ctx, id, lvl)
 }
 
 // audit records an action on a session in the audit log.
@@ -314,7 +321,8 @@ func (s *Server) ForkSession(ctx context.Context, req *penguinv1.ForkSessionRequ
 // Run starts a task and streams its events.
 func (s *Server) Run(req *penguinv1.RunRequest, stream grpc.ServerStreamingServer[penguinv1.RunResponse]) error {
 	ctx := stream.Context()
-	if err := s.allow(ctx, req.GetSessionId(), access.Write); err != nil {
+	row, err := s.allowed(ctx, req.GetSessionId(), access.Write)
+	if err != nil {
 		return err
 	}
 	if err := attach.CheckImages(req.GetImages()); err != nil {
@@ -322,12 +330,12 @@ func (s *Server) Run(req *penguinv1.RunRequest, stream grpc.ServerStreamingServe
 	}
 	spec := session.RunSpec{
 		Prompt: req.GetPrompt(), Images: req.GetImages(), Thinking: req.GetThinkingLevel(), Mode: req.GetApprovalMode(),
-		Skills: req.GetSkills(),
+		Skills: req.GetSkills(), Row: row,
 	}
 	if g := req.GetGoal(); g != nil {
 		spec.Goal = &session.GoalSpec{Budget: g.GetBudget()}
 	}
-	err := s.sessions.Run(ctx, req.GetSessionId(), spec, func(ev *penguinv1.RunEvent) error { return stream.Send(&penguinv1.RunResponse{Event: ev}) })
+	err = s.sessions.Run(ctx, req.GetSessionId(), spec, func(ev *penguinv1.RunEvent) error { return stream.Send(&penguinv1.RunResponse{Event: ev}) })
 	if err != nil {
 		return s.status(ctx, err)
 	}

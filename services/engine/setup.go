@@ -347,6 +347,16 @@ func (e *Engine) StartResuming() {
 	}
 }
 
+// Settle does now what the store would do in the background after
+// start-up's writes (store.Settler): a server calls it just before it
+// gives back its start-up memory and reports ready.
+func (e *Engine) Settle(ctx context.Context) error {
+	if st, ok := e.store.(store.Settler); ok {
+		return st.Settle(ctx)
+	}
+	return nil
+}
+
 // Shutdown hands durable tasks over (their leases expire at once, and the
 // next replica resumes them), aborts the other running tasks, so that each
 // records in the store how it ended, and ends every watcher's stream. Call

@@ -53,11 +53,13 @@ func (s *Service) openWorkspace(requested string) (*workspace.Root, error) {
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-		return nil, status.Errorf(codes.NotFound, "workspace %q does not exist", requested)
-	}
 	real, err := s.realWorkspace(requested, p)
 	if err != nil {
+		// Only a workspace that cannot be resolved is looked up again,
+		// to tell a missing one (most calls find theirs).
+		if _, serr := os.Stat(p); errors.Is(serr, fs.ErrNotExist) {
+			return nil, status.Errorf(codes.NotFound, "workspace %q does not exist", requested)
+		}
 		return nil, toStatus(err)
 	}
 	root, err := workspace.New(real)

@@ -32,14 +32,20 @@ var removedEnv = map[string]bool{
 // forced variables. It returns the whole of it, in which the login shell
 // of the shell snapshot starts, and the part that a login profile cannot
 // override: the vault, extra and the forced variables.
+//
+// The entries taken from base are base's own strings, not copies: every
+// environment keeps its env for as long as it lives (the environment idle
+// timeout after its session's last task), and with a usual environment of
+// a few KiB, a copy of it each was the largest part of an idle
+// environment's memory.
 func CommandEnv(base []string, vault, extra map[string]string) (env, fixed []string) {
-	vars := map[string]string{}
+	pairs := map[string]string{} // name: its "NAME=value" entry
 	for _, kv := range base {
-		k, v, ok := strings.Cut(kv, "=")
+		k, _, ok := strings.Cut(kv, "=")
 		if !ok || strings.HasPrefix(k, "PENGUIN_") || removedEnv[k] {
 			continue
 		}
-		vars[k] = v
+		pairs[k] = kv
 	}
 	over := map[string]string{}
 	for _, layer := range []map[string]string{vault, extra, forcedEnv} {
@@ -48,9 +54,14 @@ func CommandEnv(base []string, vault, extra map[string]string) (env, fixed []str
 		}
 	}
 	for k, v := range over {
-		vars[k] = v
+		pairs[k] = k + "=" + v
 	}
-	return sortedPairs(vars), sortedPairs(over)
+	env = make([]string, 0, len(pairs))
+	for _, kv := range pairs {
+		env = append(env, kv)
+	}
+	sort.Strings(env)
+	return env, sortedPairs(over)
 }
 
 // sortedPairs spells vars as sorted "NAME=value" entries.

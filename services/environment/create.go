@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,7 +17,6 @@ import (
 	"github.com/penguin-agent/penguin/services/environment/builtin"
 	"github.com/penguin-agent/penguin/services/environment/command"
 	"github.com/penguin-agent/penguin/services/environment/custom"
-	"github.com/penguin-agent/penguin/services/environment/egress"
 	"github.com/penguin-agent/penguin/services/environment/framing"
 	"github.com/penguin-agent/penguin/services/environment/mcp"
 	"github.com/penguin-agent/penguin/services/environment/redact"
@@ -245,7 +245,7 @@ func (s *Service) assembleTools(ctx context.Context, e *Environment, spec create
 	if !tools.GetNoBuiltins() {
 		if err := e.assembleBuiltins(tools.GetBuiltin(), builtin.Tools(builtin.Deps{
 			Root: e.root, Commands: e.commands, ReadOnly: spec.sandbox.Mode == sandbox.ReadOnly,
-			HTTP: egress.NewClient(egress.Options{NoNetwork: spec.sandbox.Network == sandbox.NetworkNone, Allow: s.opts.FetchAllow}),
+			HTTP: s.fetchClient(spec.sandbox.Network == sandbox.NetworkNone),
 		})); err != nil {
 			return err
 		}
@@ -270,6 +270,15 @@ func (s *Service) assembleTools(ctx context.Context, e *Environment, spec create
 		}
 	}
 	return nil
+}
+
+// fetchClient is the shared HTTP client of read_image's URL fetches, the
+// one without network access when noNetwork.
+func (s *Service) fetchClient(noNetwork bool) *http.Client {
+	if noNetwork {
+		return s.fetchClients[1]()
+	}
+	return s.fetchClients[0]()
 }
 
 var vaultName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })

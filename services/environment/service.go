@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/environment/checkpoint"
+	"github.com/penguin-agent/penguin/services/environment/egress"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
 
@@ -34,6 +36,13 @@ type Service struct {
 	// proxy serves the environments with proxied network access; it
 	// starts with the first of them.
 	proxy *egressProxy
+	// fetchClients are the HTTP clients of read_image's URL fetches,
+	// with the network and without, made on first use and shared by
+	// every environment: they differ in nothing else, and a client per
+	// environment (its transport, dialer and closures) was kept for as
+	// long as the environment, which outlives its session's task by
+	// the environment idle timeout.
+	fetchClients [2]func() *http.Client
 
 	metrics *metrics
 
@@ -116,6 +125,12 @@ func New(opts Options) (*Service, error) {
 		opts.Version = "dev"
 	}
 	s := &Service{opts: opts, root: root, scratch: scratch, log: log, envs: map[string]*Environment{}, proxy: &egressProxy{allow: opts.FetchAllow}}
+	for i := range s.fetchClients {
+		noNetwork := i == 1
+		s.fetchClients[i] = sync.OnceValue(func() *http.Client {
+			return egress.NewClient(egress.Options{NoNetwork: noNetwork, Allow: opts.FetchAllow})
+		})
+	}
 	if err := s.resolveDefaults(); err != nil {
 		scratch.Close()
 		return nil, err

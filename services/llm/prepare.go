@@ -252,16 +252,14 @@ func checkImage(where, url string, spec stream.ModelSpec) error {
 }
 
 func checkTools(tools []*penguinv1.ToolDefinition) error {
-	seen := map[string]bool{}
 	for i, t := range tools {
 		where := position{"tools", i}
 		if !toolName().MatchString(t.GetName()) {
 			return invalid("%s: name %q must be 1-64 letters, digits, '_' or '-'", where, t.GetName())
 		}
-		if seen[t.GetName()] {
+		if definedBefore(tools, i) {
 			return invalid("%s: tool %q is defined twice", where, t.GetName())
 		}
-		seen[t.GetName()] = true
 		if p := strings.TrimSpace(t.GetParameters()); p != "" && !objectOrNull(p) {
 			// Decoding says precisely what is wrong; it runs only for
 			// the error, since it costs several times the check.
@@ -276,13 +274,79 @@ func checkTools(tools []*penguinv1.ToolDefinition) error {
 	return nil
 }
 
+// definedBefore reports whether a tool before tools[i] has its name. A
+// request's few tools are compared with each other, which allocates
+// nothing; a map serves the long lists some MCP servers make.
+func definedBefore(tools []*penguinv1.ToolDefinition, i int) bool {
+	name := tools[i].GetName()
+	if len(tools) <= 64 {
+		for _, t := range tools[:i] {
+			if t.GetName() == name {
+				return true
+			}
+		}
+		return false
+	}
+	seen := make(map[string]bool, i)
+	for _, t := range tools[:i] {
+		seen[t.GetName()] = true
+	}
+	return seen[name]
+}
+
 // objectOrNull reports whether p (trimmed, not empty) is valid JSON that
 // decodes into a map: an object, or null. It is what decoding into a map
 // accepts, checked without decoding, because every request carries every
 // tool's schema and decoding them all would cost tens of microseconds per
-// request before the provider is even called.
+// request before the provider is even called. The texts found valid are
+// remembered (see validSchemas): a session sends the same tools at every
+// request, and checking them again was most of preparing one.
 func objectOrNull(p string) bool {
-	return (p[0] == '{' || p == "null") && json.Valid([]byte(p))
+	if validSchemas.has(p) {
+		return true
+	}
+	if (p[0] == '{' || p == "null") && json.Valid([]byte(p)) {
+		validSchemas.add(p)
+		return true
+	}
+	return false
+}
+
+// validSchemas is the tool parameter texts found to be JSON objects,
+// within maxValidSchemaBytes in all; when full it starts over.
+var validSchemas = &schemaSet{m: map[string]struct{}{}}
+
+// maxValidSchemaBytes bounds the texts validSchemas holds: the tools of
+// many agents and MCP servers.
+const maxValidSchemaBytes = 1 << 20
+
+type schemaSet struct {
+	mu    sync.Mutex
+	m     map[string]struct{}
+	bytes int
+}
+
+func (s *schemaSet) has(p string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[p]
+	return ok
+}
+
+func (s *schemaSet) add(p string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(p) > maxValidSchemaBytes/16 {
+		return
+	}
+	if s.bytes+len(p) > maxValidSchemaBytes {
+		clear(s.m)
+		s.bytes = 0
+	}
+	// A copy, so that the set does not hold the request the text came in.
+	p = strings.Clone(p)
+	s.m[p] = struct{}{}
+	s.bytes += len(p)
 }
 
 // position names a message of the request in errors ("history[3]"). It is

@@ -170,6 +170,12 @@ func check(ctx context.Context, m Memberships, c *Caller, project string, lvl Le
 		}
 		return storeStatus(err)
 	}
+	return checkMember(c, project, mem, lvl)
+}
+
+// checkMember is check for a caller who is not the operator, once their
+// membership mem of project is read.
+func checkMember(c *Caller, project string, mem store.Member, lvl Level) error {
 	if lvl > Read && c.Scope == store.ScopeRead {
 		return denied(c, project, lvl)
 	}

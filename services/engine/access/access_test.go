@@ -161,6 +161,13 @@ func testGuard(t *testing.T, st store.Store) {
 		t.Fatal(err)
 	}
 	wantCode(t, "read-only token writes", g.CheckSession(ro, "s-alice", access.Write), codes.PermissionDenied)
+	// A new session goes in the one project of its caller, who must be
+	// able to write it.
+	if p, err := g.ProjectForNew(bob, ""); err != nil || p != "apollo" {
+		t.Fatalf("ProjectForNew(bob) = %q, %v; want apollo", p, err)
+	}
+	_, err = g.ProjectForNew(ro, "")
+	wantCode(t, "read-only token creates in its project", err, codes.PermissionDenied)
 	_, _, err = g.CreateToken(ro, "more", store.ScopeFull, 0)
 	wantCode(t, "read-only token creates a token", err, codes.PermissionDenied)
 	// The token is stored as its digest only.

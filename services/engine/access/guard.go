@@ -383,16 +383,18 @@ func (g *Guard) ProjectForNew(ctx context.Context, requested string) (string, er
 	if err != nil {
 		return "", storeStatus(err)
 	}
+	// The memberships just read say what the caller may do in the
+	// project chosen; reading that one again would only cost a query.
 	for _, m := range ms {
 		if m.ProjectID == DefaultProject {
-			return DefaultProject, check(ctx, g.st, c, DefaultProject, Write, "project", DefaultProject)
+			return DefaultProject, checkMember(c, DefaultProject, m, Write)
 		}
 	}
 	switch len(ms) {
 	case 0:
 		return "", status.Error(codes.PermissionDenied, "you are a member of no project; ask a project owner to add you")
 	case 1:
-		return ms[0].ProjectID, check(ctx, g.st, c, ms[0].ProjectID, Write, "project", ms[0].ProjectID)
+		return ms[0].ProjectID, checkMember(c, ms[0].ProjectID, ms[0], Write)
 	}
 	return "", status.Error(codes.InvalidArgument, "you are a member of several projects; name one in project_id")
 }
@@ -413,14 +415,24 @@ func isErr(err, target error) bool { return errors.Is(err, target) }
 // CheckSession is Check for the project of session id: an unknown session
 // and one the caller may not read get the same NotFound.
 func (g *Guard) CheckSession(ctx context.Context, id string, lvl Level) error {
+	_, err := g.Session(ctx, id, lvl)
+	return err
+}
+
+// Session is CheckSession that also returns the session's row it read,
+// for a call that needs the row too and so need not read it again.
+func (g *Guard) Session(ctx context.Context, id string, lvl Level) (*store.Session, error) {
 	sess, err := g.st.GetSession(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return Hidden("session", id)
+		return nil, Hidden("session", id)
 	}
 	if err != nil {
-		return storeStatus(err)
+		return nil, storeStatus(err)
 	}
-	return g.Check(ctx, sess.ProjectID, lvl, "session", id)
+	if err := g.Check(ctx, sess.ProjectID, lvl, "session", id); err != nil {
+		return nil, err
+	}
+	return sess, nil
 }
 
 // AuditSession records an action of the caller of ctx on session id in

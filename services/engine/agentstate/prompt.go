@@ -236,18 +236,23 @@ func expand(tmpl string, lookup func(string) (string, bool)) string {
 		if line == "" {
 			continue
 		}
-		if m := wholeLineRe().FindStringSubmatch(line); m != nil {
-			if val, ok := lookup(m[1]); ok && val == "" {
-				dropped = true
-				continue
+		// Most lines hold no placeholder: the expressions, which were
+		// most of building a session's prompt, run only where one may be.
+		out := line
+		if strings.Contains(line, "{{") {
+			if m := wholeLineRe().FindStringSubmatch(line); m != nil {
+				if val, ok := lookup(m[1]); ok && val == "" {
+					dropped = true
+					continue
+				}
 			}
+			out = placeholderRe().ReplaceAllStringFunc(line, func(m string) string {
+				if val, ok := lookup(m[2 : len(m)-2]); ok {
+					return val
+				}
+				return m
+			})
 		}
-		out := placeholderRe().ReplaceAllStringFunc(line, func(m string) string {
-			if val, ok := lookup(m[2 : len(m)-2]); ok {
-				return val
-			}
-			return m
-		})
 		blank := strings.TrimSpace(out) == ""
 		if blank && dropped && lastBlank {
 			continue

@@ -25,6 +25,10 @@
 // recorded anyway, above all the state change that tells every watcher
 // the task ended, so that no stream waits for an event that cannot come.
 // Reset clears the failure when a new task starts from the log.
+//
+// FlushWith commits a change of the session's row, and the release of its
+// run lease, in the transaction of the queued events: a task's prompt and
+// its title, or its last events, its end and its lease, are one commit.
 package journal
 
 import (
@@ -32,6 +36,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -42,6 +47,7 @@ import (
 // Appender is the part of the session store a journal writes to.
 type Appender interface {
 	AppendEvents(ctx context.Context, sessionID string, events ...store.Event) error
+	WriteSession(ctx context.Context, sessionID string, w store.SessionWrite) error
 }
 
 // Options describe the journal of one session.
@@ -97,6 +103,9 @@ type Journal struct {
 	// held is when the oldest event to record in the queue was queued;
 	// zero when there is none.
 	held time.Time
+	// with is the row change and lease release a FlushWith has the
+	// writer commit with the queue; nil when there is none.
+	with *store.SessionWrite
 }
 
 // queued is an event waiting for the writer.
@@ -210,8 +219,11 @@ func (j *Journal) holdLocked() time.Duration {
 // a round publishes its announcements only.
 func (j *Journal) write() {
 	var timer *time.Timer
+	// published says the last round handed an event to the live buffer,
+	// which woke its readers.
+	published := false
+	j.mu.Lock()
 	for {
-		j.mu.Lock()
 		if wait := j.holdLocked(); wait > 0 {
 			j.mu.Unlock()
 			if timer == nil {
@@ -223,15 +235,27 @@ func (j *Journal) write() {
 			case <-j.kick:
 			case <-timer.C:
 			}
+			j.mu.Lock()
 			continue
 		}
-		batch := j.queue
-		j.queue = nil
+		batch, with := j.queue, j.with
+		j.queue, j.with = nil, nil
 		j.urgent, j.held = false, time.Time{}
 		failed := j.writeErr != nil
-		if len(batch) == 0 {
+		if len(batch) == 0 && with == nil {
+			// The writer goes idle under the same hold of the lock as
+			// its last publication (below): a reader that saw the last
+			// event in the buffer finds nothing pending, as nothing
+			// would wake it again to ask once more. A last round that
+			// published nothing (a row written on its own, a batch
+			// dropped because the log failed) woke no one, so the
+			// readers that found the journal pending are woken here,
+			// to find it pending no more.
 			j.writerActive = false
 			j.drained.Broadcast()
+			if !published {
+				j.buf.Wake()
+			}
 			j.mu.Unlock()
 			if timer != nil {
 				timer.Stop()
@@ -246,15 +270,25 @@ func (j *Journal) write() {
 				events = append(events, store.Event{Sequence: q.ev.GetSequence(), Message: q.ev.GetMessage()})
 			}
 		}
-		if len(events) > 0 && !failed {
+		if (len(events) > 0 || with != nil) && !failed {
 			ctx, cancel := context.WithTimeout(context.Background(), j.timeout)
-			err := j.store.AppendEvents(ctx, j.id, events...)
+			var err error
+			if with == nil {
+				err = j.store.AppendEvents(ctx, j.id, events...)
+			} else {
+				with.Events = events
+				err = j.store.WriteSession(ctx, j.id, *with)
+			}
 			cancel()
 			j.mu.Lock()
-			if err != nil {
+			switch {
+			case err != nil && len(events) == 0:
+				j.writeErr = fmt.Errorf("record the row of session %s: %w", j.id, err)
+				failed = true
+			case err != nil:
 				j.writeErr = fmt.Errorf("record events %d to %d of session %s: %w", events[0].Sequence, events[len(events)-1].Sequence, j.id, err)
 				failed = true
-			} else {
+			case len(events) > 0:
 				j.lastPersisted = events[len(events)-1].Sequence
 			}
 			werr := j.writeErr
@@ -266,19 +300,63 @@ func (j *Journal) write() {
 				}
 			}
 		}
+		j.mu.Lock()
+		published = false
 		for _, q := range batch {
 			if !failed || q.always {
 				j.buf.Publish(q.ev)
+				published = true
 			}
+		}
+		if f := afterPublish.Load(); f != nil {
+			(*f)()
 		}
 	}
 }
+
+// afterPublish, when set (by tests only), runs right after the writer
+// hands a batch to the live buffer, to widen the moment in which a reader
+// of the buffer has seen the batch and asks the journal what is pending.
+var afterPublish atomic.Pointer[func()]
 
 // Flush has every queued event recorded and published at once, waits
 // until they are, and returns the log's error if it failed.
 func (j *Journal) Flush() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.writerActive {
+		j.hurryLocked()
+	}
+	for j.writerActive {
+		j.drained.Wait()
+	}
+	return j.writeErr
+}
+
+// FlushWith is Flush with a change of the session's row (modify, as
+// store.ModifySession's f: it sees the row with the queued events
+// appended) and, unless release is empty, the release of that owner's
+// run lease, committed in the same transaction as the queued events, or
+// in one of their own when none is queued. So a task's end (its last
+// events, its row, its lease) is one commit. When the log failed before,
+// it writes nothing and returns the failure, for the caller to write the
+// row and release the lease on their own; when the commit fails, the log
+// has failed as it would with events alone.
+func (j *Journal) FlushWith(modify func(*store.Session) error, release string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for j.with != nil && j.writeErr == nil {
+		// Another FlushWith's write is still to be taken.
+		j.hurryLocked()
+		j.drained.Wait()
+	}
+	if j.writeErr == nil {
+		j.with = &store.SessionWrite{Modify: modify, ReleaseLease: release}
+		if !j.writerActive {
+			j.writerActive = true
+			go j.write()
+		}
+	}
 	if j.writerActive {
 		j.hurryLocked()
 	}
@@ -316,7 +394,10 @@ func (j *Journal) LastPersisted() int64 {
 	return j.lastPersisted
 }
 
-// Pending reports whether events are queued and not yet published.
+// Pending reports whether events are queued and not yet published. When
+// it turns false, the live buffer's readers are woken (by the writer's
+// last publication, or without one), so that a reader may check Pending
+// after reading the buffer and then wait on the buffer's channel.
 func (j *Journal) Pending() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()

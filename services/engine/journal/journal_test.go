@@ -29,6 +29,22 @@ type gatedStore struct {
 }
 
 func (g *gatedStore) AppendEvents(ctx context.Context, id string, events ...store.Event) error {
+	if err := g.pass(); err != nil {
+		return err
+	}
+	return g.Store.AppendEvents(ctx, id, events...)
+}
+
+func (g *gatedStore) WriteSession(ctx context.Context, id string, w store.SessionWrite) error {
+	if err := g.pass(); err != nil {
+		return err
+	}
+	return g.Store.WriteSession(ctx, id, w)
+}
+
+// pass counts a write, holds it at the gate, and returns the failure to
+// report, if any.
+func (g *gatedStore) pass() error {
 	g.mu.Lock()
 	gate, fail := g.gate, g.fail
 	g.appends++
@@ -37,10 +53,7 @@ func (g *gatedStore) AppendEvents(ctx context.Context, id string, events ...stor
 		g.entered <- struct{}{}
 		<-gate
 	}
-	if fail != nil {
-		return fail
-	}
-	return g.Store.AppendEvents(ctx, id, events...)
+	return fail
 }
 
 type rig struct {
@@ -292,5 +305,151 @@ func TestLingerIsBounded(t *testing.T) {
 	}
 	if got := r.logged(t); !equal(got, []int64{1}) {
 		t.Fatalf("log after Flush holds %v", got)
+	}
+}
+
+// FlushWith commits the queued events, the row change and the lease's
+// release in one transaction; after a failure of the log it writes
+// nothing and returns the failure.
+func TestFlushWithIsOneCommit(t *testing.T) {
+	// A linger holds the events (none is a durability point) until the
+	// FlushWith, so that they are queued when it comes.
+	r := newLingeringRig(t, time.Minute)
+	ctx := t.Context()
+	if ok, err := r.st.AcquireLease(ctx, "s", "me", "addr", time.Minute); err != nil || !ok {
+		t.Fatalf("AcquireLease: %v, %v", ok, err)
+	}
+	commits := r.st.Store.(store.CommitCounter).Commits()
+	for _, text := range []string{"first", "second", "third"} {
+		r.publish(t, msg(text), true)
+	}
+	if got := r.buffered(t); len(got) != 0 || r.appendCount() != 0 {
+		t.Fatalf("before FlushWith: published %v, %d appends", got, r.appendCount())
+	}
+	var sawLast int64
+	err := r.j.FlushWith(func(s *store.Session) error {
+		sawLast, s.Title = s.LastSequence, "ended"
+		return nil
+	}, "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := r.st.Store.(store.CommitCounter).Commits() - commits; n != 1 {
+		t.Fatalf("%d commits for three events, the row and the lease, want 1", n)
+	}
+	if got := r.logged(t); !equal(got, []int64{1, 2, 3}) || sawLast != 3 {
+		t.Fatalf("log holds %v; the row change saw last sequence %d, want 3", got, sawLast)
+	}
+	if row, err := r.st.GetSession(ctx, "s"); err != nil || row.Title != "ended" {
+		t.Fatalf("row after FlushWith: %+v, %v", row, err)
+	}
+	if _, _, _, err := r.st.LeaseHolder(ctx, "s"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("lease after FlushWith released it: %v, want ErrNotFound", err)
+	}
+	if got := r.buffered(t); !equal(got, []int64{1, 2, 3}) {
+		t.Fatalf("buffer holds %v", got)
+	}
+
+	cut := errors.New("connection cut")
+	r.st.mu.Lock()
+	r.st.fail = cut
+	r.st.mu.Unlock()
+	r.publish(t, msg("lost"), true)
+	if err := r.j.Flush(); !errors.Is(err, cut) {
+		t.Fatalf("Flush = %v, want the store's error", err)
+	}
+	r.st.mu.Lock()
+	r.st.fail = nil
+	r.st.mu.Unlock()
+	called := false
+	err = r.j.FlushWith(func(*store.Session) error { called = true; return nil }, "")
+	if !errors.Is(err, cut) || called {
+		t.Fatalf("FlushWith after a failure = %v (row changed: %v), want the failure and no write", err, called)
+	}
+}
+
+// A reader that has seen the last queued event in the live buffer finds
+// nothing pending any more, however late the writer is to go idle after
+// it: nothing wakes a reader of the buffer once the last event is there,
+// so a reader that saw it and still found the journal pending would wait
+// for ever. That is how a stream following a task until it is idle (Attach
+// until_idle) hung right after the task's idle event under load.
+func TestNothingIsPendingOnceTheLastEventIsSeen(t *testing.T) {
+	r := newRig(t)
+	defer journal.DelayAfterPublish(50 * time.Millisecond)()
+	var cursor int64
+	for i := range 3 {
+		r.publish(t, msg("an answer"), true)
+		last := r.j.Announce(state(penguinv1.SessionState_SESSION_STATE_IDLE))
+		for cursor < last {
+			evs, wake, err := r.buf.Read(cursor, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(evs) == 0 {
+				<-wake
+				continue
+			}
+			cursor = evs[len(evs)-1].GetSequence()
+		}
+		if r.j.Pending() {
+			t.Fatalf("round %d: the journal is pending after its last event %d was published", i, last)
+		}
+	}
+}
+
+// A reader that found the journal pending and waits on the live buffer is
+// woken when the journal stops being pending, even by a round that
+// published nothing: a row written on its own, or a batch dropped because
+// the log failed. Without that wake a stream following a task until it is
+// idle would wait for ever after a task whose end published no event.
+func TestReadersAreWokenWhenNothingIsPendingAnyMore(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		fail  error
+		write func(r *rig) error
+	}{
+		{"a row written on its own", nil, func(r *rig) error {
+			return r.j.FlushWith(func(s *store.Session) error { s.Title = "row only"; return nil }, "")
+		}},
+		{"a batch dropped by a failed log", errors.New("connection cut"), func(r *rig) error {
+			if _, err := r.j.Publish(msg("lost"), true); err != nil {
+				return err
+			}
+			return r.j.Flush()
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t)
+			gate := make(chan struct{})
+			r.st.mu.Lock()
+			r.st.gate, r.st.fail = gate, c.fail
+			r.st.mu.Unlock()
+			done := make(chan error, 1)
+			go func() { done <- c.write(r) }()
+			<-r.st.entered // the writer holds the round at the store
+			evs, wake, err := r.buf.Read(0, 0)
+			if err != nil || len(evs) != 0 {
+				t.Fatalf("buffer before the write: %v, %v", evs, err)
+			}
+			if !r.j.Pending() {
+				t.Fatal("Pending is false while the writer holds a round")
+			}
+			close(gate)
+			select {
+			case <-wake:
+			case <-time.After(10 * time.Second):
+				t.Fatal("a reader waiting on the buffer was not woken when the journal stopped being pending")
+			}
+			if err := <-done; !errors.Is(err, c.fail) {
+				t.Fatalf("write = %v, want %v", err, c.fail)
+			}
+			if r.j.Pending() {
+				t.Fatal("the journal is pending after its round")
+			}
+			if got := r.buffered(t); len(got) != 0 {
+				t.Fatalf("buffer holds %v, want nothing", got)
+			}
+		})
 	}
 }

@@ -224,6 +224,16 @@ func (l *Lease) stopRenewals() {
 	}
 }
 
+// ReleaseWith stops the renewals, waits for a renewal in flight, and has
+// release give the lease up, handing it the owner to give it up for: for
+// a caller that releases the lease in a transaction with other writes
+// (store.SessionWrite). A renewal after the release would take the lease
+// again, so none may be in flight by then.
+func (l *Lease) ReleaseWith(release func(owner string) error) error {
+	l.stopRenewals()
+	return release(l.k.owner)
+}
+
 // Release stops the renewals, waits for a renewal in flight, and gives
 // the lease up. Releasing twice is harmless.
 func (l *Lease) Release(ctx context.Context) error {

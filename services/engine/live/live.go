@@ -120,6 +120,17 @@ func (b *Buffer) evictOldest() {
 	b.n--
 }
 
+// Wake wakes every waiting reader without publishing anything, for a
+// reader that waits on the buffer until something else it checks (the
+// journal's pending events) changes: that change may come with no event.
+func (b *Buffer) Wake() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed {
+		b.broadcast()
+	}
+}
+
 func (b *Buffer) broadcast() {
 	close(b.wake)
 	b.wake = make(chan struct{})

@@ -97,7 +97,18 @@ func TestWakeAndClose(t *testing.T) {
 		t.Fatal("publish did not wake the reader")
 	}
 	_, wake, _ = b.Read(1, 0)
+	b.Wake()
+	select {
+	case <-wake:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wake did not wake the reader")
+	}
+	if evs, _, _ := b.Read(1, 0); len(evs) != 0 {
+		t.Fatalf("Wake published %d events", len(evs))
+	}
+	_, wake, _ = b.Read(1, 0)
 	b.Close()
+	b.Wake() // after Close: no effect, and no panic
 	select {
 	case <-wake:
 	case <-time.After(5 * time.Second):

@@ -195,12 +195,20 @@ func newSessionID() string {
 // acquire returns the session's runtime, loading it when needed, and holds
 // a reference on it until release.
 func (m *Manager) acquire(ctx context.Context, id string) (*Runtime, error) {
+	return m.acquireFrom(ctx, id, nil)
+}
+
+// acquireFrom is acquire that loads the runtime from row, the session's
+// row as the caller just read it, unless row is nil.
+func (m *Manager) acquireFrom(ctx context.Context, id string, row *store.Session) (*Runtime, error) {
 	if rt := m.loaded(id); rt != nil {
 		return rt, nil
 	}
-	row, err := m.store.GetSession(ctx, id)
-	if err != nil {
-		return nil, err
+	if row == nil || row.ID != id {
+		var err error
+		if row, err = m.store.GetSession(ctx, id); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := parseConfig(row.Config)
 	if err != nil {
@@ -255,7 +263,14 @@ func (m *Manager) Loaded() int {
 // back, in one transaction of the store, so that no other update of the
 // row, from this replica or another, comes between the read and the write.
 func (m *Manager) updateRow(ctx context.Context, id string, f func(*store.Session, *config)) error {
-	return m.store.ModifySession(ctx, id, func(row *store.Session) error {
+	return m.store.ModifySession(ctx, id, rowChange(f))
+}
+
+// rowChange turns f, a change of a session's row and config, into a
+// change of the row as the store makes it (ModifySession, or a
+// journal's FlushWith).
+func rowChange(f func(*store.Session, *config)) func(*store.Session) error {
+	return func(row *store.Session) error {
 		cfg, err := parseConfig(row.Config)
 		if err != nil {
 			return err
@@ -263,7 +278,7 @@ func (m *Manager) updateRow(ctx context.Context, id string, f func(*store.Sessio
 		f(row, &cfg)
 		row.Config = cfg.bytes()
 		return nil
-	})
+	}
 }
 
 // AgentCopies keeps working copies of the agents a store holds; see

@@ -102,6 +102,11 @@ type RunSpec struct {
 	// Skills are skills the message pins (skills.go): the recorded
 	// message starts with a [use_skills] block naming them.
 	Skills []string
+	// Row, when set, is the session's row as the call read it a moment
+	// ago (to authorize it): a session not loaded yet is loaded from it
+	// instead of reading it again. The task itself reads the row anew
+	// once it holds the session's lease.
+	Row *store.Session
 }
 
 // Run starts a task on an idle session and sends its events until it ends
@@ -118,7 +123,7 @@ func (m *Manager) Run(ctx context.Context, id string, spec RunSpec, send func(*p
 			return err
 		}
 	}
-	rt, err := m.acquire(ctx, id)
+	rt, err := m.acquireFrom(ctx, id, spec.Row)
 	if err != nil {
 		return err
 	}
@@ -266,26 +271,27 @@ func (rt *Runtime) startClaimed(ctx context.Context, t *task, spec RunSpec) (int
 	default:
 		err = rt.recordPrompt(p, spec, images)
 	}
-	if err == nil {
+	switch {
+	case err != nil:
+	case spec.Mode != penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED || p.row.Title == "":
 		// The prompt is on record before the task goes on: a Run that
-		// returns without error has its input in the log.
-		err = rt.journal.Flush()
-	}
-	if err != nil {
-		rt.finish(t, p, loop.Result{Status: penguinv1.StopReason_STOP_REASON_FAILED, Err: err})
-		return 0, fmt.Errorf("%w; the prompt was not recorded, run it again once the store is back: %v", ErrNotRecorded, err)
-	}
-	if spec.Mode != penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED || p.row.Title == "" {
-		if err := rt.m.updateRow(ctx, rt.id, func(r *store.Session, _ *config) {
+		// returns without error has its input in the log. The row's
+		// approval mode and title go in the same commit.
+		err = rt.journal.FlushWith(func(r *store.Session) error {
 			if spec.Mode != penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED {
 				r.ApprovalMode = spec.Mode
 			}
 			if r.Title == "" {
 				r.Title = title(spec.Prompt)
 			}
-		}); err != nil {
-			rt.m.log.Warn("could not update the session row", "session", rt.id, "error", err)
-		}
+			return nil
+		}, "")
+	default:
+		err = rt.journal.Flush()
+	}
+	if err != nil {
+		rt.finish(t, p, loop.Result{Status: penguinv1.StopReason_STOP_REASON_FAILED, Err: err})
+		return 0, fmt.Errorf("%w; the prompt was not recorded, run it again once the store is back: %v", ErrNotRecorded, err)
 	}
 	rt.launch(t, p, spec, nil)
 	return from, nil
@@ -392,44 +398,58 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	if len(left) > 0 {
 		msg = strings.TrimSpace(msg + fmt.Sprintf(" %d steering message(s) arrived after the task's last request; they were recorded and go to the model with the next run.", len(left)))
 	}
-	if err := rt.journal.Flush(); err != nil && res.Err == nil {
-		res.Err = err
-	}
-	if res.Err != nil {
-		// However the loop ended (an abort, a failure, a completion whose
-		// last events were lost), what the watchers must hear is that the
-		// task's work after the log's last event is not recorded.
-		m.log.Error("task stopped: the session log could not be written", "session", rt.id, "error", res.Err)
-		res.Status = penguinv1.StopReason_STOP_REASON_FAILED
-		msg = fmt.Sprintf("the session log could not be written, so the task stopped; events after sequence %d were not recorded (%v)", rt.journal.LastPersisted(), res.Err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	last := rt.journal.LastPersisted()
 	// The sequence mark covers the idle event published below too. It is
 	// saved with the row here, where every task ends, and not only when
 	// the runtime unloads: an unload may come after the store is gone (a
 	// watcher letting go after the engine closed it), and a mark behind
 	// the log reads, at the next load, as a crash and leaves a gap.
 	high := rt.journal.Last() + 1
-	end := &taskEnd{Sequence: high, Status: res.Status, Message: msg, NotRecorded: res.Err != nil}
-	if err := m.updateRow(ctx, rt.id, func(r *store.Session, c *config) {
+	var end *taskEnd
+	ended := rowChange(func(r *store.Session, c *config) {
 		if p != nil && p.mctx.Usage != nil {
 			r.Usage = proto.Clone(p.mctx.Usage).(*penguinv1.TokenCounts)
 		}
 		c.SeqHigh = max(c.SeqHigh, high)
 		c.LastEnd = end
-		c.Note, c.NoteSeq = res.Note, last
+		// r is the row with the log's last events appended.
+		c.Note, c.NoteSeq = res.Note, r.LastSequence
 		if contextSeq > 0 {
 			c.ContextSeq = contextSeq
 		}
-	}); err != nil {
-		m.log.Warn("could not update the session row after a task", "session", rt.id, "error", err)
+	})
+	saved := false
+	if res.Err == nil {
+		// The task's last events, its row and its lease are one commit.
+		end = &taskEnd{Sequence: high, Status: res.Status, Message: msg}
+		res.Err = t.lease.ReleaseWith(func(owner string) error { return rt.journal.FlushWith(ended, owner) })
+		saved = res.Err == nil
 	} else {
+		// The failed log publishes what it still can (the announcements
+		// queued) before the end is announced.
+		_ = rt.journal.Flush()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	if !saved {
+		// However the loop ended (an abort, a failure, a completion whose
+		// last events were lost), what the watchers must hear is that the
+		// task's work after the log's last event is not recorded. The row
+		// and the lease are written on their own.
+		m.log.Error("task stopped: the session log could not be written", "session", rt.id, "error", res.Err)
+		res.Status = penguinv1.StopReason_STOP_REASON_FAILED
+		msg = fmt.Sprintf("the session log could not be written, so the task stopped; events after sequence %d were not recorded (%v)", rt.journal.LastPersisted(), res.Err)
+		end = &taskEnd{Sequence: high, Status: res.Status, Message: msg, NotRecorded: true}
+		if err := m.store.ModifySession(ctx, rt.id, ended); err != nil {
+			m.log.Warn("could not update the session row after a task", "session", rt.id, "error", err)
+		} else {
+			saved = true
+		}
+		if err := t.lease.Release(ctx); err != nil {
+			m.log.Warn("could not release a run lease", "session", rt.id, "error", err)
+		}
+	}
+	if saved {
 		// The mark is saved: unloading need not write the row again.
 		rt.seqSaved = max(rt.seqSaved, high)
-	}
-	if err := t.lease.Release(ctx); err != nil {
-		m.log.Warn("could not release a run lease", "session", rt.id, "error", err)
 	}
 	cancel()
 	t.cancel(nil)

@@ -56,3 +56,50 @@ func TestUnloadAfterATaskWritesNoRow(t *testing.T) {
 	}
 	run("second")
 }
+
+// rowReads is a store that counts the reads of session rows.
+type rowReads struct {
+	store.Store
+	n atomic.Int64
+}
+
+func (r *rowReads) GetSession(ctx context.Context, id string) (*store.Session, error) {
+	r.n.Add(1)
+	return r.Store.GetSession(ctx, id)
+}
+
+// A Run given the row its caller just read (to authorize it) loads the
+// session from that row, and reads the row once more only when it holds
+// the session's lease, to prepare the task; without the row it reads it
+// to load the session as well.
+func TestRunLoadsFromTheRowItIsGiven(t *testing.T) {
+	var reads *rowReads
+	r := newRig(t, func(o *session.Options) {
+		reads = &rowReads{Store: o.Store}
+		o.Store = reads
+	})
+	r.llm.Generate = fake.Script(fake.NewReply().Text("one").Done(), fake.NewReply().Text("two").Done())
+	id := r.create(t, session.CreateSpec{Model: model, Workspace: "ws"}).GetSessionId()
+	for _, given := range []bool{true, false} {
+		eventually.True(t, "the session unloaded", func() bool { return r.mgr.Loaded() == 0 })
+		spec := session.RunSpec{Prompt: "go"}
+		if given {
+			row, err := reads.Store.GetSession(t.Context(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec.Row = row
+		}
+		before := reads.n.Load()
+		if err := r.mgr.Run(t.Context(), id, spec, func(*penguinv1.RunEvent) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		want := int64(2)
+		if given {
+			want = 1
+		}
+		if n := reads.n.Load() - before; n != want {
+			t.Fatalf("a Run (row given: %v) read the row %d times, want %d", given, n, want)
+		}
+	}
+}

@@ -345,6 +345,14 @@ func (o *observed) ModifySession(ctx context.Context, id string, f func(*store.S
 	return err
 }
 
+func (o *observed) WriteSession(ctx context.Context, id string, w store.SessionWrite) error {
+	err := o.Store.WriteSession(ctx, id, w)
+	if err == nil && w.Modify != nil {
+		o.hub.Changed(id)
+	}
+	return err
+}
+
 func (o *observed) DeleteSession(ctx context.Context, id string) error {
 	err := o.Store.DeleteSession(ctx, id)
 	if err == nil {

@@ -41,18 +41,25 @@ func (s *sqliteStore) GetAgent(ctx context.Context, project, name string) (Agent
 	if err := s.agentOp(op, project, name); err != nil {
 		return Agent{}, err
 	}
-	return s.getAgent(ctx, op, s.r, project, name)
+	// Prepared once on the readers, as a session's task asks for its
+	// agent twice (when it is created and when it runs): preparing the
+	// statement anew cost more than running it.
+	return s.scanAgent(ctx, op, s.rs.queryRow(ctx, sqliteGetAgent, project, name), project, name)
 }
 
-type sqlQueryer interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+// sqliteGetAgent reads an agent's version and time of change.
+const sqliteGetAgent = `SELECT version, updated_at FROM agents WHERE project = ? AND name = ?`
+
+// getAgent reads an agent in tx.
+func (s *sqliteStore) getAgent(ctx context.Context, op string, tx *sql.Tx, project, name string) (Agent, error) {
+	return s.scanAgent(ctx, op, tx.QueryRowContext(ctx, sqliteGetAgent, project, name), project, name)
 }
 
-func (s *sqliteStore) getAgent(ctx context.Context, op string, q sqlQueryer, project, name string) (Agent, error) {
+// scanAgent reads the agent that row (sqliteGetAgent's) holds.
+func (s *sqliteStore) scanAgent(ctx context.Context, op string, row *sql.Row, project, name string) (Agent, error) {
 	a := Agent{Project: project, Name: name}
 	var us int64
-	err := q.QueryRowContext(ctx, `SELECT version, updated_at FROM agents WHERE project = ? AND name = ?`, project, name).Scan(&a.Version, &us)
+	err := row.Scan(&a.Version, &us)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Agent{}, errAgentNotFound(op, project, name)
 	}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -183,22 +184,67 @@ func runModifyBench(b *testing.B, st store.Store) {
 // WAL file, where the read goes to a reader connection whose cache every
 // write invalidates) and PostgreSQL (loopback).
 func BenchmarkModifySession(b *testing.B) {
-	b.Run("sqlite", func(b *testing.B) {
-		st, err := store.Open(testkit.Context(b, time.Minute), filepath.Join(b.TempDir(), "bench.db"))
-		if err != nil {
+	b.Run("sqlite", func(b *testing.B) { runModifyBench(b, openSQLiteBench(b)) })
+	b.Run("postgres", func(b *testing.B) { runModifyBench(b, openPGBench(b)) })
+}
+
+// openSQLiteBench opens a store in a new SQLite file, closed when b ends.
+func openSQLiteBench(b *testing.B) store.Store {
+	st, err := store.Open(testkit.Context(b, time.Minute), filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// openPGBench opens a store in a new schema of the test PostgreSQL,
+// closed when b ends.
+func openPGBench(b *testing.B) store.Store {
+	env := newPGEnv(b)
+	_, u := env.freshSchema(b)
+	st, err := store.Open(testkit.Context(b, time.Minute), u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// BenchmarkAppendEventBatches measures AppendEvents of a batch of events
+// per call, as the session's journal commits what queued up before a
+// durability point, on SQLite and PostgreSQL; it reports the cost per
+// event.
+func BenchmarkAppendEventBatches(b *testing.B) {
+	for _, n := range []int{1, 2, 4, 8} {
+		b.Run(fmt.Sprintf("sqlite/%d", n), func(b *testing.B) { runBatchBench(b, openSQLiteBench(b), n) })
+	}
+	for _, n := range []int{1, 4} {
+		b.Run(fmt.Sprintf("postgres/%d", n), func(b *testing.B) { runBatchBench(b, openPGBench(b), n) })
+	}
+}
+
+// runBatchBench appends batches of n events to one session.
+func runBatchBench(b *testing.B, st store.Store, n int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	id := "bench-" + time.Now().Format("150405.000000000")
+	if err := st.CreateSession(ctx, &store.Session{ID: id}); err != nil {
+		b.Fatal(err)
+	}
+	m := benchMessage()
+	batch := make([]store.Event, n)
+	var seq int64
+	b.ResetTimer()
+	for range b.N {
+		for i := range batch {
+			seq++
+			batch[i] = store.Event{Sequence: seq, Message: m}
+		}
+		if err := st.AppendEvents(ctx, id, batch...); err != nil {
 			b.Fatal(err)
 		}
-		defer st.Close()
-		runModifyBench(b, st)
-	})
-	b.Run("postgres", func(b *testing.B) {
-		env := newPGEnv(b)
-		_, u := env.freshSchema(b)
-		st, err := store.Open(testkit.Context(b, time.Minute), u)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer st.Close()
-		runModifyBench(b, st)
-	})
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
 }

@@ -9,6 +9,16 @@ import (
 	"modernc.org/sqlite"
 )
 
+// Settler is a store that does in the background, moments after writes,
+// work that can also be done at once: the SQLite store checkpoints its
+// WAL. A server calls Settle before it reports ready, so that what its
+// start-up wrote is settled within the start-up, whose memory it then
+// gives back (internal/resident), instead of by a background checkpoint
+// moments later that would map SQLite's checkpoint code again at rest.
+type Settler interface {
+	Settle(ctx context.Context) error
+}
+
 // CommitCounter is a store that counts the write transactions it commits:
 // the figure that says what the session log's group commit saves (see
 // docs/performance.md). The SQLite store is one; the engine exports the

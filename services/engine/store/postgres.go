@@ -372,6 +372,70 @@ func (s *pgStore) ModifySession(ctx context.Context, id string, f func(*Session)
 	}
 }
 
+// WriteSession implements Store: one transaction, in which the row is
+// read FOR UPDATE, so that no other update comes between its read and
+// its write.
+func (s *pgStore) WriteSession(ctx context.Context, id string, w SessionWrite) error {
+	const op = "write session"
+	if len(w.Events) == 0 && w.ReleaseLease == "" {
+		if w.Modify == nil {
+			return nil
+		}
+		return s.ModifySession(ctx, id, w.Modify)
+	}
+	var enc []encodedEvent
+	if len(w.Events) > 0 {
+		var err error
+		if enc, err = encodeEvents(id, w.Events); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	if s.closed.Load() {
+		return closedError(op)
+	}
+	var modifyErr error
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if len(enc) > 0 {
+			if err := s.appendEvents(ctx, tx, id, enc); err != nil {
+				return err
+			}
+		}
+		if w.Modify != nil {
+			sess, err := scanPGSession(tx.QueryRow(ctx, pgGetSession+` FOR UPDATE`, id))
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+			}
+			if err != nil {
+				return s.wrap(ctx, op, err)
+			}
+			if err := w.Modify(sess); err != nil {
+				modifyErr = err
+				return err
+			}
+			sess.ID = id
+			tag, err := tx.Exec(ctx, pgUpdateSession, pgUpdateArgs(sess)...)
+			if err := s.updated(ctx, op, id, tag, err); err != nil {
+				return err
+			}
+		}
+		if w.ReleaseLease != "" {
+			if _, err := tx.Exec(ctx, pgReleaseLease, id, w.ReleaseLease); err != nil {
+				return s.wrap(ctx, op, err)
+			}
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case modifyErr != nil:
+		return modifyErr
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrConflict), errors.Is(err, ErrInvalid), errors.Is(err, ErrUnavailable):
+		return err
+	}
+	return s.wrap(ctx, op, err)
+}
+
 // prefixScanner scans a row whose first column is first's, followed by
 // what the wrapped scanner's caller reads.
 type prefixScanner struct {
@@ -557,9 +621,12 @@ func (s *pgStore) ReleaseLease(ctx context.Context, sessionID, owner string) err
 	if s.closed.Load() {
 		return closedError(op)
 	}
-	_, err := s.pool.Exec(ctx, `DELETE FROM leases WHERE session_id = $1 AND owner = $2`, sessionID, owner)
+	_, err := s.pool.Exec(ctx, pgReleaseLease, sessionID, owner)
 	return s.wrap(ctx, op, err)
 }
+
+// pgReleaseLease gives up an owner's lease on a session.
+const pgReleaseLease = `DELETE FROM leases WHERE session_id = $1 AND owner = $2`
 
 // LeaseHolder implements Store.
 func (s *pgStore) LeaseHolder(ctx context.Context, sessionID string) (string, string, time.Time, error) {

@@ -270,6 +270,20 @@ func (s *sqliteStore) checkpoint(ctx context.Context) (err error) {
 // wrote notes a write for the checkpointer.
 func (s *sqliteStore) wrote() { s.dirty.Store(true) }
 
+// Settle implements Settler: it checkpoints now what the writes so far
+// left in the WAL, which the background checkpointer would do within
+// checkpointEvery. A failed checkpoint is left to the checkpointer.
+func (s *sqliteStore) Settle(ctx context.Context) error {
+	if s.stopCkpt == nil || !s.dirty.Swap(false) {
+		return nil // in memory, or nothing written since the last checkpoint
+	}
+	err := s.checkpoint(ctx)
+	if err != nil {
+		s.dirty.Store(true)
+	}
+	return err
+}
+
 // migrate brings the schema up to date inside one IMMEDIATE transaction,
 // which also serializes two processes opening the same file.
 func (s *sqliteStore) migrate(ctx context.Context) (err error) {
@@ -406,9 +420,9 @@ func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session, first ..
 		return s.wrap(ctx, op, err)
 	}
 	var tx *sql.Tx
-	var insEvent *sql.Stmt
+	var insEvents eventInserts
 	if len(enc) > 0 {
-		if insEvent, err = s.ws.stmt(ctx, sqliteInsertEvent); err != nil {
+		if insEvents, err = s.prepareEventInserts(ctx, len(enc)); err != nil {
 			return s.wrap(ctx, op, err)
 		}
 		if tx, err = s.w.BeginTx(ctx, nil); err != nil {
@@ -433,10 +447,8 @@ func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session, first ..
 	updated, last := created, int64(0)
 	if tx != nil {
 		now := time.Now().UnixMicro()
-		for _, e := range enc {
-			if err := s.insertEvent(ctx, insEvent, tx, sess.ID, e, now); err != nil {
-				return err
-			}
+		if err := s.insertEvents(ctx, insEvents, tx, sess.ID, enc, now); err != nil {
+			return err
 		}
 		if err := tx.Commit(); err != nil {
 			return s.wrap(ctx, op, err)
@@ -560,20 +572,47 @@ func (s *sqliteStore) updated(ctx context.Context, op, id string, res sql.Result
 // ModifySession implements Store. The read and the write are one
 // transaction on the writer's connection, which holds SQLite's write lock
 // from its start (IMMEDIATE), so no other write comes between them.
-func (s *sqliteStore) ModifySession(ctx context.Context, id string, f func(*Session) error) (err error) {
-	const op = "modify session"
+func (s *sqliteStore) ModifySession(ctx context.Context, id string, f func(*Session) error) error {
+	return s.WriteSession(ctx, id, SessionWrite{Modify: f})
+}
+
+// WriteSession implements Store: one IMMEDIATE transaction on the
+// writer's connection.
+func (s *sqliteStore) WriteSession(ctx context.Context, id string, w SessionWrite) (err error) {
+	op := "write session"
+	if len(w.Events) == 0 && w.ReleaseLease == "" {
+		op = "modify session"
+	}
+	var enc []encodedEvent
+	if len(w.Events) > 0 {
+		if enc, err = encodeEvents(id, w.Events); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	}
 	if s.closed.Load() {
 		return closedError(op)
 	}
 	// Prepared before the transaction takes the one write connection,
 	// which preparing needs too.
-	get, err := s.ws.stmt(ctx, sqliteGetSession)
-	if err != nil {
-		return s.wrap(ctx, op, err)
+	var ins eventInserts
+	var get, upd, rel *sql.Stmt
+	if len(enc) > 0 {
+		if ins, err = s.prepareEventInserts(ctx, len(enc)); err != nil {
+			return s.wrap(ctx, op, err)
+		}
 	}
-	upd, err := s.ws.stmt(ctx, sqliteUpdateSession)
-	if err != nil {
-		return s.wrap(ctx, op, err)
+	if w.Modify != nil {
+		if get, err = s.ws.stmt(ctx, sqliteGetSession); err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		if upd, err = s.ws.stmt(ctx, sqliteUpdateSession); err != nil {
+			return s.wrap(ctx, op, err)
+		}
+	}
+	if w.ReleaseLease != "" {
+		if rel, err = s.ws.stmt(ctx, sqliteReleaseLease); err != nil {
+			return s.wrap(ctx, op, err)
+		}
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -584,20 +623,31 @@ func (s *sqliteStore) ModifySession(ctx context.Context, id string, f func(*Sess
 			_ = tx.Rollback()
 		}
 	}()
-	sess, err := scanSQLiteSession(tx.StmtContext(ctx, get).QueryRowContext(ctx, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
-	}
-	if err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	if err := f(sess); err != nil {
+	now := time.Now().UnixMicro()
+	if err := s.insertEvents(ctx, ins, tx, id, enc, now); err != nil {
 		return err
 	}
-	sess.ID = id
-	res, err := tx.StmtContext(ctx, upd).ExecContext(ctx, sqliteUpdateArgs(sess)...)
-	if err := s.updated(ctx, op, id, res, err); err != nil {
-		return err
+	if w.Modify != nil {
+		sess, err := scanSQLiteSession(tx.StmtContext(ctx, get).QueryRowContext(ctx, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+		}
+		if err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		if err := w.Modify(sess); err != nil {
+			return err
+		}
+		sess.ID = id
+		res, err := tx.StmtContext(ctx, upd).ExecContext(ctx, sqliteUpdateArgs(sess)...)
+		if err := s.updated(ctx, op, id, res, err); err != nil {
+			return err
+		}
+	}
+	if w.ReleaseLease != "" {
+		if _, err := tx.StmtContext(ctx, rel).ExecContext(ctx, id, w.ReleaseLease); err != nil {
+			return s.wrap(ctx, op, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return s.wrap(ctx, op, err)
@@ -624,19 +674,67 @@ func (s *sqliteStore) DeleteSession(ctx context.Context, id string) error {
 	return nil
 }
 
-// sqliteInsertEvent inserts one event if, and only if, its sequence is
-// above the session's last one; the events_advance_session trigger then
-// moves the session's last_sequence and updated_at in the same statement.
-// The guard and the insert are one statement, and SQLite runs one write at
-// a time, so of two appends of the same sequence exactly one inserts a row.
-const sqliteInsertEvent = `INSERT INTO events (session_id, seq, kind, payload, appended_at)
-	SELECT ?1, ?2, ?3, ?4, ?5
-	WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1 AND last_sequence < ?2)`
+// sqliteInsertEventsMax bounds the events one INSERT carries: three
+// variables each, far below SQLite's limit on a statement's variables, and
+// few statements to prepare and keep.
+const sqliteInsertEventsMax = 16
 
-// AppendEvents implements Store. A single event, what the loop appends
-// each time, is one autocommit statement; a batch runs the same statement
-// per event inside one IMMEDIATE transaction and rolls back if any of them
-// is refused.
+// sqliteInsertEvents holds, at index n, the statement that inserts n
+// events (?1 is the session, ?2 the time, then each event's sequence,
+// kind and payload). Each event is inserted if, and only if, its sequence
+// is above the session's last one; the events_advance_session trigger
+// then moves the session's last_sequence and updated_at in the same
+// statement. The guard and the insert are one statement, and SQLite runs
+// one write at a time, so of two appends of the same sequence exactly one
+// inserts a row. Sequences increase strictly within an append, so the
+// events refused are those at or below the last sequence before it, the
+// first of them among them: an append whose first event is above the
+// last is inserted whole.
+var sqliteInsertEvents = func() []string {
+	out := make([]string, sqliteInsertEventsMax+1)
+	out[1] = `INSERT INTO events (session_id, seq, kind, payload, appended_at)
+	SELECT ?1, ?3, ?4, ?5, ?2
+	WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1 AND last_sequence < ?3)`
+	for n := 2; n <= sqliteInsertEventsMax; n++ {
+		var b strings.Builder
+		b.WriteString(`INSERT INTO events (session_id, seq, kind, payload, appended_at)
+	SELECT ?1, e.column1, e.column2, e.column3, ?2 FROM (VALUES `)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "(?%d, ?%d, ?%d)", 3+3*i, 4+3*i, 5+3*i)
+		}
+		b.WriteString(`) AS e
+	WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1 AND last_sequence < e.column1)`)
+		out[n] = b.String()
+	}
+	return out
+}()
+
+// eventInserts are the prepared statements that insert one append's
+// events: full inserts sqliteInsertEventsMax of them, rest the remainder.
+type eventInserts struct{ full, rest *sql.Stmt }
+
+// prepareEventInserts prepares the statements that insert n events. It
+// runs before a transaction takes the one write connection, which
+// preparing needs too.
+func (s *sqliteStore) prepareEventInserts(ctx context.Context, n int) (p eventInserts, err error) {
+	if n >= sqliteInsertEventsMax {
+		if p.full, err = s.ws.stmt(ctx, sqliteInsertEvents[sqliteInsertEventsMax]); err != nil {
+			return p, err
+		}
+	}
+	if r := n % sqliteInsertEventsMax; r > 0 {
+		p.rest, err = s.ws.stmt(ctx, sqliteInsertEvents[r])
+	}
+	return p, err
+}
+
+// AppendEvents implements Store. An append that fits one statement and
+// needs no transaction, a single event, is one autocommit statement; a
+// batch runs its statements inside one IMMEDIATE transaction and rolls
+// back if any of its events is refused.
 func (s *sqliteStore) AppendEvents(ctx context.Context, sessionID string, events ...Event) (err error) {
 	const op = "append events"
 	if len(events) == 0 {
@@ -650,14 +748,12 @@ func (s *sqliteStore) AppendEvents(ctx context.Context, sessionID string, events
 		return closedError(op)
 	}
 	now := time.Now().UnixMicro()
-	// Prepared before the transaction takes the one write connection,
-	// which preparing needs too.
-	ins, err := s.ws.stmt(ctx, sqliteInsertEvent)
+	ins, err := s.prepareEventInserts(ctx, len(enc))
 	if err != nil {
 		return s.wrap(ctx, op, err)
 	}
 	if len(enc) == 1 {
-		return s.insertEvent(ctx, ins, nil, sessionID, enc[0], now)
+		return s.insertEvents(ctx, ins, nil, sessionID, enc, now)
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -668,10 +764,8 @@ func (s *sqliteStore) AppendEvents(ctx context.Context, sessionID string, events
 			_ = tx.Rollback()
 		}
 	}()
-	for _, e := range enc {
-		if err := s.insertEvent(ctx, ins, tx, sessionID, e, now); err != nil {
-			return err
-		}
+	if err := s.insertEvents(ctx, ins, tx, sessionID, enc, now); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return s.wrap(ctx, op, err)
@@ -679,32 +773,53 @@ func (s *sqliteStore) AppendEvents(ctx context.Context, sessionID string, events
 	return nil
 }
 
-// insertEvent runs ins (sqliteInsertEvent prepared), inside tx unless it
-// is nil, and explains a refusal.
-func (s *sqliteStore) insertEvent(ctx context.Context, ins *sql.Stmt, tx *sql.Tx, sessionID string, e encodedEvent, now int64) error {
+// insertEvents inserts enc with ins (prepareEventInserts(len(enc))),
+// inside tx unless it is nil (then enc is one event), and explains a
+// refusal.
+func (s *sqliteStore) insertEvents(ctx context.Context, ins eventInserts, tx *sql.Tx, sessionID string, enc []encodedEvent, now int64) error {
 	const op = "append events"
-	if tx != nil {
-		ins = tx.StmtContext(ctx, ins)
+	args := make([]any, 0, 2+3*min(len(enc), sqliteInsertEventsMax))
+	for len(enc) > 0 {
+		chunk, st := enc, ins.rest
+		if len(enc) >= sqliteInsertEventsMax {
+			chunk, st = enc[:sqliteInsertEventsMax], ins.full
+		}
+		enc = enc[len(chunk):]
+		if tx != nil {
+			st = tx.StmtContext(ctx, st)
+		}
+		args = append(args[:0], sessionID, now)
+		for _, e := range chunk {
+			args = append(args, e.seq, e.kind, e.payload)
+		}
+		res, err := st.ExecContext(ctx, args...)
+		if err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		if n == int64(len(chunk)) {
+			continue
+		}
+		if n > 0 {
+			// The chunk's first events were refused and the rest
+			// inserted (and rolled back with tx): the session's last
+			// sequence was the last refused one or above it, below the
+			// first inserted one.
+			return fmt.Errorf("%s: %w: session %s: sequences %d to %d are not above the last sequence", op, ErrConflict, sessionID, chunk[0].seq, chunk[len(chunk)-int(n)-1].seq)
+		}
+		var have int64
+		const last = `SELECT last_sequence FROM sessions WHERE id = ?`
+		if tx != nil {
+			err = tx.QueryRowContext(ctx, last, sessionID).Scan(&have)
+		} else {
+			err = s.ws.queryRow(ctx, last, sessionID).Scan(&have)
+		}
+		return refusedAppend(ctx, sessionID, chunk[0].seq, have, err, sql.ErrNoRows, s.wrap)
 	}
-	res, err := ins.ExecContext(ctx, sessionID, e.seq, e.kind, e.payload, now)
-	if err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	if n == 1 {
-		return nil
-	}
-	var have int64
-	const last = `SELECT last_sequence FROM sessions WHERE id = ?`
-	if tx != nil {
-		err = tx.QueryRowContext(ctx, last, sessionID).Scan(&have)
-	} else {
-		err = s.ws.queryRow(ctx, last, sessionID).Scan(&have)
-	}
-	return refusedAppend(ctx, sessionID, e.seq, have, err, sql.ErrNoRows, s.wrap)
+	return nil
 }
 
 // ReadEvents implements Store.
@@ -820,9 +935,12 @@ func (s *sqliteStore) ReleaseLease(ctx context.Context, sessionID, owner string)
 	if s.closed.Load() {
 		return closedError(op)
 	}
-	_, err := s.ws.exec(ctx, `DELETE FROM leases WHERE session_id = ? AND owner = ?`, sessionID, owner)
+	_, err := s.ws.exec(ctx, sqliteReleaseLease, sessionID, owner)
 	return s.wrap(ctx, op, err)
 }
+
+// sqliteReleaseLease gives up an owner's lease on a session.
+const sqliteReleaseLease = `DELETE FROM leases WHERE session_id = ? AND owner = ?`
 
 // LeaseHolder implements Store.
 func (s *sqliteStore) LeaseHolder(ctx context.Context, sessionID string) (string, string, time.Time, error) {

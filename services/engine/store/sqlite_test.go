@@ -315,6 +315,38 @@ func TestPayloadKind(t *testing.T) {
 	}
 }
 
+// bigEvents opens a store in a file of its own with one session, calls
+// before (when not nil) on it, then appends events events of 8 KiB to the
+// session. It returns the store, the path of its file, the file's size
+// when the events were not appended yet, and their bytes.
+func bigEvents(ctx context.Context, t *testing.T, events int, before func(store.Store)) (s store.Store, path string, size, bytes int64) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "big.db")
+	s, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.CreateSession(ctx, &store.Session{ID: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if before != nil {
+		before(s)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 8<<10)
+	for i := 1; i <= events; i++ {
+		msg := &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_Text{Text: &penguinv1.Text{Role: penguinv1.Role_ROLE_USER, Text: big}}}
+		if err := s.AppendEvents(ctx, "c", store.Event{Sequence: int64(i), Message: msg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, path, info.Size(), int64(events * len(big))
+}
+
 // TestSQLiteCheckpointsInTheBackground checks that the WAL is copied into
 // the database file by the store's own checkpointer, not left for the
 // commit that fills it: a few hundred pages of events reach the database
@@ -322,29 +354,7 @@ func TestPayloadKind(t *testing.T) {
 // pages) would checkpoint them.
 func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
 	ctx := testkit.Context(t, time.Minute)
-	path := filepath.Join(t.TempDir(), "ckpt.db")
-	s, err := store.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.CreateSession(ctx, &store.Session{ID: "c"}); err != nil {
-		t.Fatal(err)
-	}
-	info, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := info.Size()
-	big := strings.Repeat("x", 8<<10)
-	const events = 200 // about 1.6 MB, some 400 pages
-	for i := 1; i <= events; i++ {
-		msg := &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_Text{Text: &penguinv1.Text{Role: penguinv1.Role_ROLE_USER, Text: big}}}
-		if err := s.AppendEvents(ctx, "c", store.Event{Sequence: int64(i), Message: msg}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := int64(events * len(big))
+	_, path, before, want := bigEvents(ctx, t, 200, nil) // about 1.6 MB, some 400 pages
 	deadline := time.After(20 * time.Second)
 	poll := time.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
@@ -362,6 +372,36 @@ func TestSQLiteCheckpointsInTheBackground(t *testing.T) {
 		case <-poll.C:
 		}
 	}
+}
+
+// TestSQLiteSettleCheckpointsAtOnce checks that Settle copies what was
+// written into the database file before it returns, as a server needs
+// before it reports ready, without waiting for the background
+// checkpointer; and that an in-memory store has nothing to settle.
+func TestSQLiteSettleCheckpointsAtOnce(t *testing.T) {
+	ctx := testkit.Context(t, time.Minute)
+	settle := func(s store.Store) {
+		if err := s.(store.Settler).Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The session's row is settled first, so that the file's growth is
+	// the events'.
+	s, path, before, want := bigEvents(ctx, t, 20, settle)
+	settle(s)
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Size()-before < want {
+		t.Fatalf("the database file grew by %d bytes once settled, want the %d bytes of events checkpointed into it", info.Size()-before, want)
+	}
+	mem, err := store.Open(ctx, ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	settle(mem)
 }
 
 // A clean Close leaves the database in one file: the WAL is checkpointed

@@ -218,6 +218,15 @@ type Store interface {
 	// events is a no-op. ErrNotFound for an unknown session.
 	AppendEvents(ctx context.Context, sessionID string, events ...Event) error
 
+	// WriteSession does in one transaction what AppendEvents(w.Events),
+	// then ModifySession(w.Modify) when Modify is set, then
+	// ReleaseLease(w.ReleaseLease) when it is not empty would do one
+	// after the other: all of it is stored, or none. Modify sees the row
+	// with the events appended (its LastSequence is the last event's).
+	// A task's last events, its row and its lease are one commit this way
+	// where they were three. Errors are those of the three methods.
+	WriteSession(ctx context.Context, sessionID string, w SessionWrite) error
+
 	// ReadEvents returns the session's events with a sequence above
 	// afterSequence, in ascending order, at most limit of them (all of them
 	// when limit is zero or less). A torn last record is skipped and
@@ -269,6 +278,17 @@ type Store interface {
 	// Close releases the store's connections. Calls after Close fail with
 	// ErrUnavailable; closing twice is harmless.
 	Close() error
+}
+
+// SessionWrite is what one WriteSession commits.
+type SessionWrite struct {
+	// Events are appended to the session's log, as AppendEvents would.
+	Events []Event
+	// Modify, when set, changes the session's row, as ModifySession's f.
+	Modify func(*Session) error
+	// ReleaseLease, when set, is the owner whose lease on the session is
+	// given up, as ReleaseLease would.
+	ReleaseLease string
 }
 
 // Option configures a store opened with [Open].

@@ -123,7 +123,16 @@ type Store struct {
 func Open(parent *os.Root, dir string) (*Store, error) {
 	sum := sha256.Sum256([]byte(dir))
 	name := "workspace-checkpoints/" + hex.EncodeToString(sum[:12])
-	for _, sub := range []string{"objects", "manifests"} {
+	// The store is opened at every checkpoint: one that has its
+	// directories is opened without making them again (MkdirAll walks
+	// the whole path, twice).
+	if r, err := parent.OpenRoot(name); err == nil {
+		if hasStoreDirs(r) {
+			return &Store{root: r}, nil
+		}
+		r.Close()
+	}
+	for _, sub := range storeDirs {
 		if err := parent.MkdirAll(name+"/"+sub, 0o700); err != nil {
 			return nil, fmt.Errorf("checkpoint store: %w", err)
 		}
@@ -133,6 +142,19 @@ func Open(parent *os.Root, dir string) (*Store, error) {
 		return nil, fmt.Errorf("checkpoint store: %w", err)
 	}
 	return &Store{root: r}, nil
+}
+
+// storeDirs are the directories of a store.
+var storeDirs = []string{"objects", "manifests"}
+
+// hasStoreDirs reports whether the store r has its directories.
+func hasStoreDirs(r *os.Root) bool {
+	for _, sub := range storeDirs {
+		if info, err := r.Lstat(sub); err != nil || !info.IsDir() {
+			return false
+		}
+	}
+	return true
 }
 
 // Close releases the store.

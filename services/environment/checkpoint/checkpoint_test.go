@@ -265,3 +265,34 @@ func TestSnapshotKeepsItsLastManifest(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenRemakesAMissingDirectory: a store is opened without making its
+// directories when it has them, and one that lost a directory (a scratch
+// area cleared in part) gets it back.
+func TestOpenRemakesAMissingDirectory(t *testing.T) {
+	f := newFixture(t)
+	f.write("a.txt", "one\n")
+	f.snap(DefaultLimits)
+	if err := f.store.root.RemoveAll("manifests"); err != nil {
+		t.Fatal(err)
+	}
+	parent, err := os.OpenRoot(filepath.Dir(filepath.Dir(f.store.root.Name())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer parent.Close()
+	st, err := Open(parent, f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if st.root.Name() != f.store.root.Name() {
+		t.Fatalf("opened %s, want %s", st.root.Name(), f.store.root.Name())
+	}
+	if !hasStoreDirs(st.root) {
+		t.Fatal("the store's manifests directory is not made again")
+	}
+	if _, _, err := st.Snapshot(t.Context(), f.tree, DefaultLimits); err != nil {
+		t.Fatal(err)
+	}
+}

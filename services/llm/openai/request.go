@@ -27,7 +27,6 @@ type chatRequest struct {
 	MaxTokens           int64          `json:"max_tokens,omitempty"`
 	MaxCompletionTokens int64          `json:"max_completion_tokens,omitempty"`
 	Temperature         *float32       `json:"temperature,omitempty"`
-	Tools               []tool         `json:"tools,omitempty"`
 
 	// reasoning_effort: OpenAI, DeepSeek, xAI, Groq, Mistral, ….
 	ReasoningEffort string `json:"reasoning_effort,omitempty"`
@@ -38,6 +37,9 @@ type chatRequest struct {
 	ThinkingBudget int64 `json:"thinking_budget,omitempty"`
 	// reasoning: OpenRouter.
 	Reasoning *reasoningObject `json:"reasoning,omitempty"`
+
+	// The tools are not a field: body appends their JSON, kept by
+	// encodedTools, after the rest (see translate.ToolEncodings.Body).
 }
 
 type streamOptions struct {
@@ -95,7 +97,8 @@ type function struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
-// body translates req into the JSON of a Chat Completions request.
+// body translates req into the JSON of a Chat Completions request, its
+// tools' JSON kept by encodedTools.
 func (a *Adapter) body(req *stream.Request, ids *translate.IDs) ([]byte, error) {
 	msgs, err := messages(req, ids)
 	if err != nil {
@@ -116,17 +119,21 @@ func (a *Adapter) body(req *stream.Request, ids *translate.IDs) ([]byte, error) 
 		}
 	}
 	a.reasoning(&cr, translate.Thinking(req), req.Spec.Toggle)
-	for _, t := range req.Tools {
-		params := json.RawMessage(t.GetParameters())
-		if strings.TrimSpace(t.GetParameters()) == "" || strings.TrimSpace(t.GetParameters()) == "null" {
-			params = emptyObjectSchema
-		}
-		cr.Tools = append(cr.Tools, tool{Type: "function", Function: function{
-			Name: t.GetName(), Description: t.GetDescription(), Parameters: params,
-		}})
-	}
-	return json.Marshal(cr)
+	return encodedTools.Body(cr, "tools", req.Tools)
 }
+
+// encodedTools is the JSON of the tools sent: a function whose parameters
+// are its schema, or an empty object schema when it declares none (Chat
+// Completions wants a schema object).
+var encodedTools = translate.NewToolEncodings(func(t *penguinv1.ToolDefinition) ([]byte, error) {
+	params := json.RawMessage(t.GetParameters())
+	if p := strings.TrimSpace(t.GetParameters()); p == "" || p == "null" {
+		params = emptyObjectSchema
+	}
+	return json.Marshal(tool{Type: "function", Function: function{
+		Name: t.GetName(), Description: t.GetDescription(), Parameters: params,
+	}})
+})
 
 // reasoning sets the reasoning parameters of wire, the level's wire value
 // (empty: none at all), in the route's dialect. toggle says whether the

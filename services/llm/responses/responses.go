@@ -271,7 +271,8 @@ type request struct {
 	MaxOutputTokens int64           `json:"max_output_tokens,omitempty"`
 	Reasoning       *reasoningParam `json:"reasoning,omitempty"`
 	Temperature     *float32        `json:"temperature,omitempty"`
-	Tools           []tool          `json:"tools,omitempty"`
+	// The tools are not a field: buildBody appends their JSON, kept by
+	// encodedTools, after the rest (see translate.ToolEncodings.Body).
 }
 
 type reasoningParam struct {
@@ -326,13 +327,6 @@ func buildBody(req *stream.Request, ids *translate.IDs) ([]byte, error) {
 			}
 		}
 	}
-	for _, t := range req.Tools {
-		params := json.RawMessage(t.GetParameters())
-		if p := strings.TrimSpace(t.GetParameters()); p == "" || p == "null" {
-			params = json.RawMessage(`{"type":"object","properties":{}}`)
-		}
-		r.Tools = append(r.Tools, tool{Type: "function", Name: t.GetName(), Description: t.GetDescription(), Parameters: params})
-	}
 	for _, turn := range translate.Turns(req.Messages) {
 		if turn.Role == penguinv1.Role_ROLE_ASSISTANT {
 			r.Input = append(r.Input, assistant(turn.Messages, ids)...)
@@ -344,8 +338,18 @@ func buildBody(req *stream.Request, ids *translate.IDs) ([]byte, error) {
 		}
 		r.Input = append(r.Input, items...)
 	}
-	return json.Marshal(r)
+	return encodedTools.Body(r, "tools", req.Tools)
 }
+
+// encodedTools is the JSON of the tools sent: a function whose parameters
+// are its schema, or an empty object schema when it declares none.
+var encodedTools = translate.NewToolEncodings(func(t *penguinv1.ToolDefinition) ([]byte, error) {
+	params := json.RawMessage(t.GetParameters())
+	if p := strings.TrimSpace(t.GetParameters()); p == "" || p == "null" {
+		params = json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	return json.Marshal(tool{Type: "function", Name: t.GetName(), Description: t.GetDescription(), Parameters: params})
+})
 
 // assistant translates an assistant turn into output items: reasoning
 // items as they came (only those this API issued), text as an assistant

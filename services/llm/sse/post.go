@@ -54,10 +54,15 @@ type Stream struct {
 	stop func()
 }
 
-// Close ends the request and releases its watchdog.
+// Close ends the request and releases its watchdog and its Events,
+// which must not be used after.
 func (s *Stream) Close() {
 	if s.resp != nil {
 		_ = s.resp.Body.Close()
+	}
+	if s.Events != nil {
+		s.Events.Release()
+		s.Events = nil
 	}
 	s.stop()
 }

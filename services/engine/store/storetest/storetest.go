@@ -80,6 +80,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		{"Update", s.testUpdate},
 		{"Modify", s.testModify},
 		{"ConcurrentModifiesLoseNothing", s.testConcurrentModifies},
+		{"WriteSessionIsOneCommit", s.testWriteSession},
 		{"Delete", s.testDelete},
 		{"ListPaging", s.testListPaging},
 		{"ListBadToken", s.testListBadToken},
@@ -497,6 +498,73 @@ func (s *suite) testConcurrentModifies(t *testing.T, ctx context.Context, st sto
 	}
 }
 
+// testWriteSession checks that WriteSession's events, row change and
+// lease release are stored together or not at all.
+func (s *suite) testWriteSession(t *testing.T, ctx context.Context, st store.Store) {
+	mustCreate(t, ctx, st, fullSession("w"))
+	if ok, err := st.AcquireLease(ctx, "w", "me", "addr", time.Minute); err != nil || !ok {
+		t.Fatalf("AcquireLease: %v, %v", ok, err)
+	}
+	written := eventsOf(1, text("one"), text("two"))
+	err := st.WriteSession(ctx, "w", store.SessionWrite{
+		Events: written,
+		Modify: func(got *store.Session) error {
+			// Modify sees the events appended.
+			if got.LastSequence != 2 {
+				t.Errorf("Modify saw LastSequence %d, want 2", got.LastSequence)
+			}
+			got.Title = "written"
+			return nil
+		},
+		ReleaseLease: "me",
+	})
+	if err != nil {
+		t.Fatalf("WriteSession: %v", err)
+	}
+	got, err := st.GetSession(ctx, "w")
+	if err != nil || got.Title != "written" || got.LastSequence != 2 {
+		t.Fatalf("after WriteSession: %+v, %v", got, err)
+	}
+	evs, err := st.ReadEvents(ctx, "w", 0, 0)
+	if err != nil {
+		t.Fatalf("ReadEvents: %v", err)
+	}
+	checkEvents(t, written, evs)
+	if _, _, _, err := st.LeaseHolder(ctx, "w"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("lease after WriteSession released it: %v, want ErrNotFound", err)
+	}
+
+	// Any part refused stores no part: a failing Modify, and an append
+	// below the log's end.
+	if ok, err := st.AcquireLease(ctx, "w", "me", "addr", time.Minute); err != nil || !ok {
+		t.Fatalf("AcquireLease: %v, %v", ok, err)
+	}
+	refusal := errors.New("refused")
+	err = st.WriteSession(ctx, "w", store.SessionWrite{
+		Events:       eventsOf(3, text("three")),
+		Modify:       func(s *store.Session) error { s.Title = "never stored"; return refusal },
+		ReleaseLease: "me",
+	})
+	if !errors.Is(err, refusal) {
+		t.Fatalf("WriteSession with Modify failing: %v, want its error", err)
+	}
+	err = st.WriteSession(ctx, "w", store.SessionWrite{
+		Events:       eventsOf(2, text("again")),
+		Modify:       func(s *store.Session) error { s.Title = "never stored"; return nil },
+		ReleaseLease: "me",
+	})
+	wantErr(t, "WriteSession(stale sequence)", err, store.ErrConflict)
+	got, err = st.GetSession(ctx, "w")
+	if err != nil || got.Title != "written" || got.LastSequence != 2 {
+		t.Fatalf("after refused writes: %+v, %v", got, err)
+	}
+	if owner, _, _, err := st.LeaseHolder(ctx, "w"); err != nil || owner != "me" {
+		t.Fatalf("lease after refused writes: %q, %v; want it still held", owner, err)
+	}
+	wantErr(t, "WriteSession(unknown)", st.WriteSession(ctx, "nope", store.SessionWrite{
+		Modify: func(*store.Session) error { return nil }, ReleaseLease: "me"}), store.ErrNotFound)
+}
+
 func (s *suite) testDelete(t *testing.T, ctx context.Context, st store.Store) {
 	mustCreate(t, ctx, st, fullSession("del"))
 	mustCreate(t, ctx, st, fullSession("keep"))
@@ -777,6 +845,29 @@ func (s *suite) testAppendAtomic(t *testing.T, ctx context.Context, st store.Sto
 	}
 	if err := st.AppendEvents(ctx, "atomic", eventsOf(3, text("3"), text("4"))...); err != nil {
 		t.Fatalf("AppendEvents(3, 4) after the rejected batches: %v", err)
+	}
+	// A batch longer than one statement takes (SQLite's inserts carry
+	// at most 16 events) goes in whole, or, overlapping the log in its
+	// first part while the rest is new, not at all.
+	long := func(first int64, n int) []store.Event {
+		msgs := make([]*penguinv1.OmniMessage, n)
+		for i := range msgs {
+			msgs[i] = text(fmt.Sprintf("long %d", first+int64(i)))
+		}
+		return eventsOf(first, msgs...)
+	}
+	wantErr(t, "long overlapping batch", st.AppendEvents(ctx, "atomic", long(3, 40)...), store.ErrConflict)
+	batch := long(5, 40)
+	if err := st.AppendEvents(ctx, "atomic", batch...); err != nil {
+		t.Fatalf("AppendEvents of 40 events: %v", err)
+	}
+	got, err = st.ReadEvents(ctx, "atomic", 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEvents(t, batch, got)
+	if sess, err := st.GetSession(ctx, "atomic"); err != nil || sess.LastSequence != 44 {
+		t.Fatalf("LastSequence after a batch of 40 = %v, %v; want 44", sess, err)
 	}
 }
 

@@ -1,0 +1,51 @@
+package translate_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/llm/translate"
+)
+
+// TestToolEncodingsBody checks the bodies a ToolEncodings builds: the
+// object's members with the tools' array appended (to an empty object
+// too), no array without tools, each tool encoded once, and an encoding
+// error returned.
+func TestToolEncodingsBody(t *testing.T) {
+	calls := 0
+	e := translate.NewToolEncodings(func(d *penguinv1.ToolDefinition) ([]byte, error) {
+		calls++
+		if d.GetName() == "bad" {
+			return nil, errors.New("bad tool")
+		}
+		return json.Marshal(map[string]string{"name": d.GetName()})
+	})
+	tools := []*penguinv1.ToolDefinition{{Name: "a", Parameters: "{}"}, {Name: "b"}}
+	cases := []struct {
+		v     any
+		tools []*penguinv1.ToolDefinition
+		want  string
+	}{
+		{struct {
+			Model string `json:"model"`
+		}{"m"}, tools, `{"model":"m","tools":[{"name":"a"},{"name":"b"}]}`},
+		{struct{}{}, tools, `{"tools":[{"name":"a"},{"name":"b"}]}`},
+		{struct {
+			Model string `json:"model"`
+		}{"m<"}, nil, `{"model":"m\u003c"}`},
+	}
+	for _, c := range cases {
+		got, err := e.Body(c.v, "tools", c.tools)
+		if err != nil || string(got) != c.want {
+			t.Errorf("Body(%v) = %s, %v; want %s", c.v, got, err, c.want)
+		}
+	}
+	if calls != 2 {
+		t.Errorf("the tools were encoded %d times, want once each", calls)
+	}
+	if _, err := e.Body(struct{}{}, "tools", []*penguinv1.ToolDefinition{{Name: "bad"}}); err == nil {
+		t.Error("a tool that does not encode made a body")
+	}
+}
