@@ -12,27 +12,41 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
 
-// rowWrites is a store that counts the writes of session rows.
-type rowWrites struct {
+// rowCounts is a store that counts the reads and the writes of session
+// rows.
+type rowCounts struct {
 	store.Store
-	n atomic.Int64
+	reads, writes atomic.Int64
 }
 
-func (w *rowWrites) UpdateSession(ctx context.Context, s *store.Session) error {
-	w.n.Add(1)
-	return w.Store.UpdateSession(ctx, s)
+func (c *rowCounts) GetSession(ctx context.Context, id string) (*store.Session, error) {
+	c.reads.Add(1)
+	return c.Store.GetSession(ctx, id)
+}
+
+func (c *rowCounts) UpdateSession(ctx context.Context, s *store.Session) error {
+	c.writes.Add(1)
+	return c.Store.UpdateSession(ctx, s)
+}
+
+// countingRig is a rig whose store counts row reads and writes, with a
+// model that answers two prompts.
+func countingRig(t *testing.T) (*rig, *rowCounts) {
+	t.Helper()
+	var c *rowCounts
+	r := newRig(t, func(o *session.Options) {
+		c = &rowCounts{Store: o.Store}
+		o.Store = c
+	})
+	r.llm.Generate = fake.Script(fake.NewReply().Text("one").Done(), fake.NewReply().Text("two").Done())
+	return r, c
 }
 
 // A task's end saves the session's sequence mark with its row; the unload
 // that follows writes nothing more, and the next load still numbers above
 // everything the first task numbered.
 func TestUnloadAfterATaskWritesNoRow(t *testing.T) {
-	var w *rowWrites
-	r := newRig(t, func(o *session.Options) {
-		w = &rowWrites{Store: o.Store}
-		o.Store = w
-	})
-	r.llm.Generate = fake.Script(fake.NewReply().Text("one").Done(), fake.NewReply().Text("two").Done())
+	r, w := countingRig(t)
 	id := r.create(t, session.CreateSpec{Model: model, Workspace: "ws"}).GetSessionId()
 	var last int64
 	run := func(prompt string) {
@@ -49,23 +63,12 @@ func TestUnloadAfterATaskWritesNoRow(t *testing.T) {
 		}
 	}
 	run("first")
-	ended := w.n.Load()
+	ended := w.writes.Load()
 	eventually.True(t, "the session unloaded", func() bool { return r.mgr.Loaded() == 0 })
-	if n := w.n.Load() - ended; n != 0 {
+	if n := w.writes.Load() - ended; n != 0 {
 		t.Fatalf("the unload after the task wrote the row %d times, want 0", n)
 	}
 	run("second")
-}
-
-// rowReads is a store that counts the reads of session rows.
-type rowReads struct {
-	store.Store
-	n atomic.Int64
-}
-
-func (r *rowReads) GetSession(ctx context.Context, id string) (*store.Session, error) {
-	r.n.Add(1)
-	return r.Store.GetSession(ctx, id)
 }
 
 // A Run given the row its caller just read (to authorize it) loads the
@@ -73,12 +76,7 @@ func (r *rowReads) GetSession(ctx context.Context, id string) (*store.Session, e
 // the session's lease, to prepare the task; without the row it reads it
 // to load the session as well.
 func TestRunLoadsFromTheRowItIsGiven(t *testing.T) {
-	var reads *rowReads
-	r := newRig(t, func(o *session.Options) {
-		reads = &rowReads{Store: o.Store}
-		o.Store = reads
-	})
-	r.llm.Generate = fake.Script(fake.NewReply().Text("one").Done(), fake.NewReply().Text("two").Done())
+	r, reads := countingRig(t)
 	id := r.create(t, session.CreateSpec{Model: model, Workspace: "ws"}).GetSessionId()
 	for _, given := range []bool{true, false} {
 		eventually.True(t, "the session unloaded", func() bool { return r.mgr.Loaded() == 0 })
@@ -90,7 +88,7 @@ func TestRunLoadsFromTheRowItIsGiven(t *testing.T) {
 			}
 			spec.Row = row
 		}
-		before := reads.n.Load()
+		before := reads.reads.Load()
 		if err := r.mgr.Run(t.Context(), id, spec, func(*penguinv1.RunEvent) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +96,7 @@ func TestRunLoadsFromTheRowItIsGiven(t *testing.T) {
 		if given {
 			want = 1
 		}
-		if n := reads.n.Load() - before; n != want {
+		if n := reads.reads.Load() - before; n != want {
 			t.Fatalf("a Run (row given: %v) read the row %d times, want %d", given, n, want)
 		}
 	}
