@@ -603,8 +603,10 @@ func repeats(t *testing.T) int {
 // engine replica stopped or vanished) to its end, as a client of the
 // protocol does: it attaches again, through the engine Service, after the
 // last event it saw, only when the stream said the run awaits a new owner
-// or the connection to its replica was lost (UNAVAILABLE either way), and
-// at most a few times (a rollout can move a run twice).
+// or the connection to its replica was lost (UNAVAILABLE either way), a
+// moment later each time (the stream says to attach again shortly: the
+// run's next owner may not have taken it yet), and at most a few times (a
+// rollout can move a run twice).
 func (c *cluster) followToEnd(ctx context.Context, t *testing.T, id string, res result) result {
 	t.Helper()
 	all := res
@@ -617,6 +619,7 @@ func (c *cluster) followToEnd(ctx context.Context, t *testing.T, id string, res 
 			after = max(after, ev.GetSequence())
 		}
 		t.Logf("attempt %d: the stream ended with %v (last state %v); attaching after %d", attempt, res.err, lastState(res), after)
+		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
 		a, err := c.engine.Attach(ctx, &penguinv1.AttachRequest{SessionId: id, AfterSequence: after, UntilIdle: true}, grpc.WaitForReady(true))
 		if err != nil {
 			t.Fatalf("Attach: %v", err)

@@ -236,8 +236,8 @@ func (s *Server) SetServing(service string, serving bool) {
 }
 
 // OnShutdown registers f to run when the server begins to stop, after the
-// health status has turned NOT_SERVING and before in-flight RPCs are
-// drained. A hook is the place to end long-lived streams (for example, to
+// health status has turned NOT_SERVING and new RPCs are refused, and
+// before in-flight RPCs are drained. A hook is the place to end long-lived streams (for example, to
 // abort active runs) so that draining can finish. Hooks run one after the
 // other in registration order, with a context that ends when the shutdown
 // timeout does.
@@ -248,8 +248,9 @@ func (s *Server) OnShutdown(f func(ctx context.Context)) {
 }
 
 // Serve serves gRPC on lis until ctx ends, then shuts down gracefully:
-// every health status turns NOT_SERVING, the shutdown hooks run, in-flight
-// RPCs are drained with GracefulStop, and whatever is still running when
+// every health status turns NOT_SERVING, new RPCs are refused
+// (GracefulStop begins), the shutdown hooks run, in-flight RPCs are
+// drained, and whatever is still running when
 // the shutdown timeout ends is stopped hard. Serve closes lis. It also
 // serves the calls of [Server.InProcess] until the shutdown ends. It
 // returns nil after a shutdown asked for through ctx, and an error when
@@ -328,6 +329,19 @@ func (s *Server) shutdown(parent context.Context) {
 
 	s.health.Shutdown()
 
+	// The graceful stop begins before the hooks: from here on a new call
+	// is refused (the clients' connections are told to go away), while
+	// the calls in flight go on until the hooks end them or they finish.
+	// A client whose stream a hook ends (an engine's run handed over to
+	// another replica, "attach again") then attaches again on a new
+	// connection, which reaches a replica that is not stopping, instead
+	// of this one, which could only answer that it is.
+	stopped := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(stopped)
+	}()
+
 	s.mu.Lock()
 	hooks := slices.Clone(s.hooks)
 	s.mu.Unlock()
@@ -335,11 +349,6 @@ func (s *Server) shutdown(parent context.Context) {
 		h(ctx)
 	}
 
-	stopped := make(chan struct{})
-	go func() {
-		s.grpc.GracefulStop()
-		close(stopped)
-	}()
 	// The in-process calls drain beside the network's, and are cancelled
 	// when the timeout ends.
 	drained := make(chan struct{})

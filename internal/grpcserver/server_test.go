@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -721,6 +722,44 @@ func gracefulShutdownDrainsInFlightCalls(t *testing.T, tr string) {
 	defer mu.Unlock()
 	if strings.Join(events, ",") != "hook 1,hook 2" {
 		t.Errorf("hooks ran as %v, want in registration order", events)
+	}
+}
+
+// TestShutdownRefusesNewCallsWhileTheHooksRun checks that a client's new
+// call on a connection it already has is refused once the shutdown has
+// begun, while the hooks still run: a hook ends an engine's run streams
+// with "attach again", and the client's next call must go to another
+// replica, not back to this one.
+func TestShutdownRefusesNewCallsWhileTheHooksRun(t *testing.T) {
+	t.Parallel()
+	ctx := testkit.Context(t, 30*time.Second)
+	var r *running
+	refused := make(chan error, 1)
+	r = start(t, grpcserver.Options{ShutdownTimeout: 20 * time.Second}, func(s *grpcserver.Server) {
+		penguinv1.RegisterLLMServiceServer(s, &fakeLLM{})
+		s.OnShutdown(func(hookCtx context.Context) {
+			wctx, cancel := context.WithTimeout(hookCtx, 5*time.Second)
+			defer cancel()
+			var last error
+			err := eventually.Wait(wctx, func() bool {
+				_, last = penguinv1.NewLLMServiceClient(r.conn).ListProviders(wctx, &penguinv1.ListProvidersRequest{})
+				return status.Code(last) == codes.Unavailable
+			})
+			if err != nil {
+				err = fmt.Errorf("a new call while the hooks ran still got %v", last)
+			}
+			refused <- err
+		})
+	})
+	// The connection is up before the shutdown begins.
+	if _, err := penguinv1.NewLLMServiceClient(r.conn).ListProviders(ctx, &penguinv1.ListProvidersRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-refused; err != nil {
+		t.Fatal(err)
 	}
 }
 
