@@ -232,6 +232,9 @@ test("the chat: rendered answers, safe defaults, sessions and controls", { timeo
     await queued.nth(1).waitFor();
     await shot(page, "06-queued-follow-ups");
     await queued.filter({ hasText: "Second follow-up, to recall." }).getByRole("button", { name: /Recall/ }).click();
+    // The box takes the recalled text in an effect after the next render,
+    // not within the click: wait for it (a read at once saw it empty once).
+    await page.waitForFunction(() => document.querySelector("[data-testid=composer]")?.value !== "", null, { timeout: 5000 }).catch(() => {});
     assert.equal(await page.getByTestId("composer").inputValue(), "Second follow-up, to recall.", "recalled into the box");
     await page.getByTestId("composer").fill("");
     await page.locator(".msg.user").filter({ hasText: "First follow-up." }).waitFor({ timeout: 30000 });
