@@ -146,8 +146,8 @@ func TestRendererCollapsesLongToolOutput(t *testing.T) {
 
 // TestRunTaskAnswersApprovalsAndReattaches drives RunTask against a fake
 // engine whose Run stream asks for an approval and then drops; RunTask must
-// answer the approval, attach again from the last sequence, and render every
-// event exactly once.
+// answer the approval, attach again from the last sequence, no sooner
+// than ReattachPause after the drop, and render every event exactly once.
 func TestRunTaskAnswersApprovalsAndReattaches(t *testing.T) {
 	t.Parallel()
 	approved := make(chan *penguinv1.ApproveRequest, 1)
@@ -158,6 +158,7 @@ func TestRunTaskAnswersApprovalsAndReattaches(t *testing.T) {
 	evs[2] = ask
 	var mu sync.Mutex
 	var attachedAfter int64
+	var dropped, attached time.Time
 	fake := &fakeengine.Engine{
 		RunFunc: func(r *penguinv1.RunRequest, s grpc.ServerStreamingServer[penguinv1.RunResponse]) error {
 			for _, ev := range evs[:5] {
@@ -172,11 +173,14 @@ func TestRunTaskAnswersApprovalsAndReattaches(t *testing.T) {
 					}
 				}
 			}
+			mu.Lock()
+			dropped = time.Now()
+			mu.Unlock()
 			return status.Error(codes.Unavailable, "connection reset")
 		},
 		AttachFunc: func(r *penguinv1.AttachRequest, s grpc.ServerStreamingServer[penguinv1.AttachResponse]) error {
 			mu.Lock()
-			attachedAfter = r.GetAfterSequence()
+			attachedAfter, attached = r.GetAfterSequence(), time.Now()
 			mu.Unlock()
 			for _, ev := range evs[r.GetAfterSequence():] {
 				if err := s.Send(&penguinv1.AttachResponse{Event: ev}); err != nil {
@@ -208,6 +212,9 @@ func TestRunTaskAnswersApprovalsAndReattaches(t *testing.T) {
 	defer mu.Unlock()
 	if attachedAfter != 5 {
 		t.Fatalf("attached after %d, want 5", attachedAfter)
+	}
+	if gap := attached.Sub(dropped); gap < cli.ReattachPause {
+		t.Fatalf("attached again %v after the drop, want at least %v", gap, cli.ReattachPause)
 	}
 	if got := out.String(); strings.Count(got, "ok  pkg") != 1 || !strings.Contains(got, "? allow exec_command?\n  $ go test\nAllow? [Y/n] ") {
 		t.Fatalf("output:\n%s", got)

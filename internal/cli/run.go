@@ -23,6 +23,26 @@ const (
 	ExitAborted   = 130
 )
 
+// ReattachPause is how long RunTask waits before its first attach to a
+// stream that dropped, and the step by which each later one waits more:
+// a run a stopping engine replica handed over has a new owner within a
+// moment, and attaching again at once can only reach the replica that
+// is stopping.
+const ReattachPause = 250 * time.Millisecond
+
+// pause waits d, or less when ctx ends first; it reports whether the
+// whole wait passed.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // Approver answers approval requests that reach a person.
 type Approver interface {
 	// Decide returns allow or deny for the call; prompt is what the call
@@ -87,7 +107,8 @@ type TaskOptions struct {
 	// Approver answers approval requests; nil denies them.
 	Approver Approver
 	// Reattach bounds how many times a dropped stream is attached again
-	// from the last event seen before RunTask gives up.
+	// from the last event seen before RunTask gives up; the nth attach
+	// waits n × ReattachPause first.
 	Reattach int
 	// Status, when set, is the status line under the output (which the
 	// renderer then writes through): a spinner, the activity, the elapsed
@@ -185,6 +206,11 @@ func RunTask(ctx context.Context, engine penguinv1.EngineServiceClient, opts Tas
 			}
 			if st, ok := status.FromError(err); ok && (st.Code() == codes.Unavailable || st.Code() == codes.Internal) && reattach > 0 && last > 0 {
 				reattach--
+				// The stream asks to attach again shortly: a run handed
+				// over by a stopping replica waits for its next owner.
+				if !pause(streamCtx, time.Duration(opts.Reattach-reattach)*ReattachPause) {
+					return ExitFailed, err
+				}
 				att, aerr := engine.Attach(streamCtx, &penguinv1.AttachRequest{SessionId: opts.SessionID, AfterSequence: last, UntilIdle: true})
 				if aerr == nil {
 					stream = attachStream{att}
