@@ -237,10 +237,10 @@ func (s *Server) SetServing(service string, serving bool) {
 
 // OnShutdown registers f to run when the server begins to stop, after the
 // health status has turned NOT_SERVING and new RPCs are refused, and
-// before in-flight RPCs are drained. A hook is the place to end long-lived streams (for example, to
-// abort active runs) so that draining can finish. Hooks run one after the
-// other in registration order, with a context that ends when the shutdown
-// timeout does.
+// before in-flight RPCs are drained. A hook is the place to end
+// long-lived streams (for example, to abort active runs) so that draining
+// can finish. Hooks run one after the other in registration order, with
+// a context that ends when the shutdown timeout does.
 func (s *Server) OnShutdown(f func(ctx context.Context)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -250,8 +250,8 @@ func (s *Server) OnShutdown(f func(ctx context.Context)) {
 // Serve serves gRPC on lis until ctx ends, then shuts down gracefully:
 // every health status turns NOT_SERVING, new RPCs are refused
 // (GracefulStop begins), the shutdown hooks run, in-flight RPCs are
-// drained, and whatever is still running when
-// the shutdown timeout ends is stopped hard. Serve closes lis. It also
+// drained, and whatever is still running when the shutdown timeout ends
+// is stopped hard. Serve closes lis. It also
 // serves the calls of [Server.InProcess] until the shutdown ends. It
 // returns nil after a shutdown asked for through ctx, and an error when
 // the listener fails (after shutting down the same way). A Server serves

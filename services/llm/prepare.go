@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/bytecache"
 	"github.com/penguin-agent/penguin/internal/catalog"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/services/llm/limits"
@@ -302,11 +303,13 @@ func definedBefore(tools []*penguinv1.ToolDefinition, i int) bool {
 // remembered (see validSchemas): a session sends the same tools at every
 // request, and checking them again was most of preparing one.
 func objectOrNull(p string) bool {
-	if validSchemas.has(p) {
+	if _, ok := validSchemas.Get(p); ok {
 		return true
 	}
 	if (p[0] == '{' || p == "null") && json.Valid([]byte(p)) {
-		validSchemas.add(p)
+		// A copy, so that the set does not hold the request the text
+		// came in.
+		validSchemas.Put(strings.Clone(p), struct{}{}, len(p))
 		return true
 	}
 	return false
@@ -314,40 +317,11 @@ func objectOrNull(p string) bool {
 
 // validSchemas is the tool parameter texts found to be JSON objects,
 // within maxValidSchemaBytes in all; when full it starts over.
-var validSchemas = &schemaSet{m: map[string]struct{}{}}
+var validSchemas = bytecache.New[string, struct{}](maxValidSchemaBytes)
 
 // maxValidSchemaBytes bounds the texts validSchemas holds: the tools of
 // many agents and MCP servers.
 const maxValidSchemaBytes = 1 << 20
-
-type schemaSet struct {
-	mu    sync.Mutex
-	m     map[string]struct{}
-	bytes int
-}
-
-func (s *schemaSet) has(p string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.m[p]
-	return ok
-}
-
-func (s *schemaSet) add(p string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(p) > maxValidSchemaBytes/16 {
-		return
-	}
-	if s.bytes+len(p) > maxValidSchemaBytes {
-		clear(s.m)
-		s.bytes = 0
-	}
-	// A copy, so that the set does not hold the request the text came in.
-	p = strings.Clone(p)
-	s.m[p] = struct{}{}
-	s.bytes += len(p)
-}
 
 // position names a message of the request in errors ("history[3]"). It is
 // formatted only when an error is reported, since every request checks

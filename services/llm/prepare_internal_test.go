@@ -31,18 +31,19 @@ func TestObjectOrNullMatchesDecoding(t *testing.T) {
 // refused in a short list and in a long one alike.
 func TestToolsCheckedOnce(t *testing.T) {
 	valid := `{"type":"object","properties":{"remembered":{}}}`
-	if !objectOrNull(valid) || !validSchemas.has(valid) {
+	if !objectOrNull(valid) || !hasSchema(valid) {
 		t.Fatal("a valid schema is not remembered: every request checks it again")
 	}
-	if objectOrNull(`{"type":`) || validSchemas.has(`{"type":`) {
+	if objectOrNull(`{"type":`) || hasSchema(`{"type":`) {
 		t.Fatal("an invalid schema is accepted or remembered")
 	}
-	s := &schemaSet{m: map[string]struct{}{}}
-	big := `{"description":"` + strings.Repeat("x", maxValidSchemaBytes/32) + `"}`
+	big := `{"description":"` + strings.Repeat("x", maxValidSchemaBytes/32)
 	for i := range 40 {
-		s.add(big + strconv.Itoa(i))
-		if s.bytes > maxValidSchemaBytes {
-			t.Fatalf("%d bytes held, over the bound of %d", s.bytes, maxValidSchemaBytes)
+		if !objectOrNull(big + strconv.Itoa(i) + `"}`) {
+			t.Fatal("a large valid schema is refused")
+		}
+		if n := validSchemas.Bytes(); n > maxValidSchemaBytes {
+			t.Fatalf("%d bytes held, over the bound of %d", n, maxValidSchemaBytes)
 		}
 	}
 	for _, n := range []int{3, 100} {
@@ -58,4 +59,10 @@ func TestToolsCheckedOnce(t *testing.T) {
 			t.Errorf("%d tools, one twice: %v", n+1, err)
 		}
 	}
+}
+
+// hasSchema reports whether validSchemas holds p.
+func hasSchema(p string) bool {
+	_, ok := validSchemas.Get(p)
+	return ok
 }

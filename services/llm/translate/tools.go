@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/bytecache"
 )
 
 // ToolEncodings keeps the JSON of the tools an adapter sends, by
@@ -16,10 +17,7 @@ import (
 // them once took most of the CPU of building a body away.
 type ToolEncodings struct {
 	encode func(*penguinv1.ToolDefinition) ([]byte, error)
-
-	mu    sync.Mutex
-	m     map[toolKey][]byte
-	bytes int
+	kept   *bytecache.Map[toolKey, []byte]
 }
 
 // maxToolEncodingBytes bounds what a ToolEncodings holds: the tools of
@@ -34,34 +32,21 @@ type toolKey struct{ name, description, parameters string }
 // encode, in the adapter's wire format: the JSON of one element of the
 // request's tools array.
 func NewToolEncodings(encode func(*penguinv1.ToolDefinition) ([]byte, error)) *ToolEncodings {
-	return &ToolEncodings{encode: encode, m: map[toolKey][]byte{}}
+	return &ToolEncodings{encode: encode, kept: bytecache.New[toolKey, []byte](maxToolEncodingBytes)}
 }
 
 // Get returns the JSON of t. The slice returned is shared and must not be
 // changed.
 func (e *ToolEncodings) Get(t *penguinv1.ToolDefinition) ([]byte, error) {
 	k := toolKey{t.GetName(), t.GetDescription(), t.GetParameters()}
-	e.mu.Lock()
-	enc, ok := e.m[k]
-	e.mu.Unlock()
-	if ok {
+	if enc, ok := e.kept.Get(k); ok {
 		return enc, nil
 	}
 	enc, err := e.encode(t)
 	if err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(enc) > maxToolEncodingBytes/16 {
-		return enc, nil
-	}
-	if e.bytes+len(enc) > maxToolEncodingBytes {
-		clear(e.m)
-		e.bytes = 0
-	}
-	e.m[k] = enc
-	e.bytes += len(enc)
+	e.kept.Put(k, enc, len(enc))
 	return enc, nil
 }
 
