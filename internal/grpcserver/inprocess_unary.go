@@ -3,6 +3,7 @@ package grpcserver
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"sync"
 
@@ -40,7 +41,29 @@ func (in *inProcess) register(desc *grpc.ServiceDesc, impl any) {
 // NewStream opens a stream through inprocgrpc, whose handler runs in a
 // goroutine of its own.
 func (in *inProcess) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	return in.ch.NewStream(ctx, desc, method, opts...)
+	cs, err := in.ch.NewStream(ctx, desc, method, opts...)
+	if err != nil || desc.ClientStreams {
+		return cs, err
+	}
+	return requestStream{cs}, nil
+}
+
+// requestStream is the client end of a stream whose caller sends one
+// request (a server-streaming call): the generated client sends it right
+// after opening the stream and returns SendMsg's error as the call's.
+// inprocgrpc's SendMsg returns io.EOF when the handler has already ended,
+// which it has when an interceptor refused the call (auth) before the
+// request was sent: the caller then got io.EOF, a clean end, instead of
+// the refusal. Over the network the request goes out with the call's
+// headers, before the server can answer. Here that io.EOF is dropped, as
+// grpc-go's SendMsg says to do: the call's status is what RecvMsg returns.
+type requestStream struct{ grpc.ClientStream }
+
+func (s requestStream) SendMsg(m any) error {
+	if err := s.ClientStream.SendMsg(m); !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
 }
 
 // Invoke makes a unary call. Without stats handlers it runs the handler

@@ -113,3 +113,35 @@ func testInProcessUnaryEnds(t *testing.T, opts grpcserver.Options) {
 		t.Errorf("Serve: %v", err)
 	}
 }
+
+// TestInProcessStreamRefusedBeforeItsRequest checks that a
+// server-streaming call refused by an interceptor (here auth) before its
+// caller sent the request ends with the refusal, not with a clean end:
+// the handler's goroutine has ended by the time the request is sent,
+// which the caller must not see as io.EOF. The request is sent once the
+// refusal is surely done, many times, since the old code returned io.EOF
+// at random then (a select between the ended call and room for the
+// request).
+func TestInProcessStreamRefusedBeforeItsRequest(t *testing.T) {
+	t.Parallel()
+	r := start(t, grpcserver.Options{AuthToken: "s3cret"}, registerLLM(&fakeLLM{}))
+	ctx := testkit.Context(t, 30*time.Second)
+	desc := &penguinv1.LLMService_ServiceDesc.Streams[0]
+	for i := range 20 {
+		cs, err := r.via("in-process").NewStream(ctx, desc, "/penguin.v1.LLMService/"+desc.StreamName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond) // the refusal ends the handler's goroutine meanwhile
+		err = cs.SendMsg(&penguinv1.StreamGenerateRequest{})
+		if err == nil {
+			err = cs.CloseSend()
+		}
+		if err == nil {
+			err = cs.RecvMsg(new(penguinv1.StreamGenerateResponse))
+		}
+		if status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("call %d: %v, want Unauthenticated", i, err)
+		}
+	}
+}
