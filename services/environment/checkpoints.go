@@ -62,7 +62,7 @@ func (s *Service) openWorkspace(requested string) (*workspace.Root, error) {
 		}
 		return nil, toStatus(err)
 	}
-	root, err := workspace.New(real)
+	root, err := workspace.NewResolved(real)
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "%v", err)
 	}
