@@ -146,6 +146,14 @@ func (s Stamp) Holds(dir string) bool {
 	return true
 }
 
+// Equal reports whether s and o describe the tree alike, entry for
+// entry; a zero stamp equals none. Of two stamps of one tree, the later
+// equal to the earlier means nothing changed between them: a caller that
+// has just found o to hold need not check s.
+func (s Stamp) Equal(o Stamp) bool {
+	return len(s.entries) > 0 && slices.Equal(s.entries, o.entries)
+}
+
 // File is what lstat said of one file, as a stamp records it; two Files
 // of the same path are equal only when nothing wrote, replaced or
 // renamed the file between the two lstats. Its zero value equals no
