@@ -20,6 +20,12 @@ func (s *Service) resolveWorkspace(requested string, mustExist bool) (string, er
 	if err != nil {
 		return "", err
 	}
+	// Most sessions name a workspace that exists: it is resolved, and
+	// checked, without a walk to make its directories. One that cannot
+	// be resolved yet is made, then resolved, as before.
+	if real, err := s.realWorkspace(requested, p); err == nil {
+		return real, nil
+	}
 	if mustExist {
 		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
 			return "", invalid("workspace %q does not exist; create the directory first, or check the path", requested)

@@ -218,15 +218,23 @@ func (s *Store) Snapshot(ctx context.Context, tree *workspace.Tree, lim Limits) 
 	if err != nil {
 		return "", nil, err
 	}
-	text, id, err := manifestText(m)
-	if err != nil {
-		return "", nil, err
+	var text []byte
+	id := kept.id
+	if kept.m == nil || !sameManifest(m, kept.m) {
+		if text, id, err = manifestText(m); err != nil {
+			return "", nil, err
+		}
 	}
 	touched := kept.touched
 	if now := time.Now(); id != head || kept.m == nil || now.Sub(touched) >= touchEvery {
 		// The head kept in memory, touched a moment ago, is on disk as
 		// it was: the store and its files are only written when that
 		// changes.
+		if text == nil {
+			if text, _, err = manifestText(m); err != nil {
+				return "", nil, err
+			}
+		}
 		if err := s.save(id, text, now); err != nil {
 			return "", nil, err
 		}
@@ -244,6 +252,21 @@ func (s *Store) Snapshot(ctx context.Context, tree *workspace.Tree, lim Limits) 
 		_ = s.root.WriteFile("head", []byte(id), 0o600)
 	}
 	return id, m, nil
+}
+
+// sameManifest reports whether a and b record the same entries, and so
+// have the same text and id: a workspace found as the kept checkpoint
+// recorded it is not encoded and hashed again to learn its id.
+func sameManifest(a, b *Manifest) bool {
+	if a.Incomplete != b.Incomplete || len(a.Entries) != len(b.Entries) {
+		return false
+	}
+	for name, e := range a.Entries {
+		if o, ok := b.Entries[name]; !ok || *o != *e {
+			return false
+		}
+	}
+	return true
 }
 
 // touchEvery is how stale the modification time of the head's manifest
