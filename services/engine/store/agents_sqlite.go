@@ -44,7 +44,7 @@ func (s *sqliteStore) GetAgent(ctx context.Context, project, name string) (Agent
 	// Prepared once on the readers, as a session's task asks for its
 	// agent twice (when it is created and when it runs): preparing the
 	// statement anew cost more than running it.
-	return s.scanAgent(ctx, op, s.rs.queryRow(ctx, sqliteGetAgent, project, name), project, name)
+	return s.scanAgent(ctx, op, s.rs.lookup(ctx, sqliteGetAgent, project, name), project, name)
 }
 
 // sqliteGetAgent reads an agent's version and time of change.

@@ -154,6 +154,18 @@ func (c *stmtCache) queryRow(ctx context.Context, query string, args ...any) *sq
 	return st.QueryRowContext(ctx, args...)
 }
 
+// lookup runs a query that finds at most one row through a key, which
+// takes SQLite a few microseconds, without the context's cancellation: a
+// context that can end costs the driver a goroutine that watches it for
+// every statement, far more than the lookup. A context already ended
+// still fails it.
+func (c *stmtCache) lookup(ctx context.Context, query string, args ...any) *sql.Row {
+	if ctx.Err() == nil {
+		ctx = context.WithoutCancel(ctx)
+	}
+	return c.queryRow(ctx, query, args...)
+}
+
 // close closes the prepared statements.
 func (c *stmtCache) close() error {
 	c.mu.Lock()
@@ -480,7 +492,7 @@ func (s *sqliteStore) GetSession(ctx context.Context, id string) (*Session, erro
 	if s.closed.Load() {
 		return nil, closedError(op)
 	}
-	sess, err := scanSQLiteSession(s.rs.queryRow(ctx, sqliteGetSession, id))
+	sess, err := scanSQLiteSession(s.rs.lookup(ctx, sqliteGetSession, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
 	}
@@ -825,7 +837,7 @@ func (s *sqliteStore) ReadEvents(ctx context.Context, sessionID string, afterSeq
 	}
 	if len(raw) == 0 {
 		var one int
-		err := s.rs.queryRow(ctx, `SELECT 1 FROM sessions WHERE id = ?`, sessionID).Scan(&one)
+		err := s.rs.lookup(ctx, `SELECT 1 FROM sessions WHERE id = ?`, sessionID).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
 		}
@@ -937,7 +949,7 @@ func (s *sqliteStore) LeaseHolder(ctx context.Context, sessionID string) (string
 		owner, addr string
 		expires     int64
 	)
-	err := s.rs.queryRow(ctx, `SELECT owner, owner_addr, expires_at FROM leases
+	err := s.rs.lookup(ctx, `SELECT owner, owner_addr, expires_at FROM leases
 		WHERE session_id = ? AND expires_at > ?`, sessionID, time.Now().UnixMicro()).Scan(&owner, &addr, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", "", time.Time{}, fmt.Errorf("%s: %w: no live lease on session %s", op, ErrNotFound, sessionID)
@@ -978,7 +990,7 @@ func (s *sqliteStore) LeaseCutOff(ctx context.Context, sessionID, owner string) 
 		return false, closedError(op)
 	}
 	var cut bool
-	err := s.rs.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM leases
+	err := s.rs.lookup(ctx, `SELECT EXISTS (SELECT 1 FROM leases
 		WHERE session_id = ? AND (owner = ? OR expires_at <= ?))`, sessionID, owner, time.Now().UnixMicro()).Scan(&cut)
 	return cut, s.wrap(ctx, op, err)
 }
