@@ -60,10 +60,10 @@ const (
 
 // sqliteStore is the SQLite implementation of Store.
 //
-// Writes go through a pool of exactly one connection, so the engine's own
-// writers queue in Go instead of contending for SQLite's write lock, and
-// every write transaction begins IMMEDIATE so it never has to upgrade a read
-// lock. Reads use a separate pool of read-only connections, which WAL lets
+// Writes go through exactly one connection, which a file store keeps for
+// its life (sqlitewriter.go), so the engine's own writers queue in Go
+// instead of contending for SQLite's write lock, and every write
+// transaction begins IMMEDIATE so it never has to upgrade a read lock. Reads use a separate pool of read-only connections, which WAL lets
 // proceed while a write is in progress. An in-memory database has a single
 // connection for both, because every connection to ":memory:" would
 // otherwise see its own empty database.
