@@ -590,7 +590,8 @@ func (s *sqliteStore) UpdateSession(ctx context.Context, sess *Session) error {
 	})
 }
 
-// updated explains the outcome of sqliteUpdateSession.
+// updated explains the outcome of a statement on one session's row
+// (sqliteUpdateSession, a delete): ErrNotFound when there was none.
 func (s *sqliteStore) updated(ctx context.Context, op, id string, res sql.Result, err error) error {
 	if err != nil {
 		return s.wrap(ctx, op, err)
@@ -687,15 +688,7 @@ func (s *sqliteStore) DeleteSession(ctx context.Context, id string) error {
 	}
 	return s.write(ctx, op, false, func(t *writeTx) error {
 		res, err := t.exec(`DELETE FROM sessions WHERE id = ?`, id)
-		if err != nil {
-			return s.wrap(ctx, op, err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return s.wrap(ctx, op, err)
-		} else if n == 0 {
-			return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
-		}
-		return nil
+		return s.updated(ctx, op, id, res, err)
 	})
 }
 

@@ -104,34 +104,32 @@ func (t *writeTx) release() {
 // Commit commits the write's transaction, if it has one, and ends the
 // write. A COMMIT that failed is rolled back, so that the connection is
 // left outside any transaction, as the driver's own Commit leaves it.
-func (t *writeTx) Commit() error {
+func (t *writeTx) Commit() error { return t.end(true) }
+
+// Rollback rolls the write's transaction back, if it has one still open,
+// and ends the write.
+func (t *writeTx) Rollback() error { return t.end(false) }
+
+// end commits or rolls back, and gives the turn back.
+func (t *writeTx) end(commit bool) error {
 	defer t.release()
-	if t.tx != nil {
+	switch {
+	case t.tx != nil && commit:
 		return t.tx.Commit()
-	}
-	if !t.open {
+	case t.tx != nil:
+		return t.tx.Rollback()
+	case !t.open:
 		return nil
 	}
 	t.open = false
+	if !commit {
+		_, err := t.exec(`ROLLBACK`)
+		return err
+	}
 	_, err := t.exec(`COMMIT`)
 	if err != nil {
 		_, _ = t.exec(`ROLLBACK`)
 	}
-	return err
-}
-
-// Rollback rolls the write's transaction back, if it has one still open,
-// and ends the write.
-func (t *writeTx) Rollback() error {
-	defer t.release()
-	if t.tx != nil {
-		return t.tx.Rollback()
-	}
-	if !t.open {
-		return nil
-	}
-	t.open = false
-	_, err := t.exec(`ROLLBACK`)
 	return err
 }
 
