@@ -32,6 +32,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/catalog"
@@ -200,6 +201,7 @@ func (a *Adapter) Stream(ctx context.Context, req *stream.Request, emit stream.E
 func (a *Adapter) read(ctx context.Context, s *sse.Reader, tr *translate.Translator, ex *httpwatch.Exchange) *penguinv1.LLMOutcome {
 	var finish string // the finish_reason, once the provider sent one
 	synthetic := 0    // tool calls from servers that send no index
+	var c chunk       // reused by every chunk: see [chunk.reset]
 	for {
 		ev, err := s.Next()
 		if fe := failure.Cancelled(ctx); fe != nil {
@@ -222,7 +224,7 @@ func (a *Adapter) read(ctx context.Context, s *sse.Reader, tr *translate.Transla
 			}
 			return tr.Finish(nil)
 		}
-		var c chunk
+		c.reset()
 		if err := json.Unmarshal(ev.Data, &c); err != nil {
 			return tr.Finish(failure.Malformed(err, "the provider sent a chunk that is not valid JSON: %v", err))
 		}
@@ -278,18 +280,39 @@ func (a *Adapter) read(ctx context.Context, s *sse.Reader, tr *translate.Transla
 // reads: the compatible servers' reasoning fields and cache counters
 // included.
 type chunk struct {
-	Choices []struct {
-		Index int `json:"index"`
-		Delta struct {
-			Content          content         `json:"content"`
-			ReasoningContent string          `json:"reasoning_content"`
-			Reasoning        flexText        `json:"reasoning"`
-			ToolCalls        []toolCallDelta `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *usage      `json:"usage"`
-	Error *chunkError `json:"error"`
+	Choices []choice    `json:"choices"`
+	Usage   *usage      `json:"usage"`
+	Error   *chunkError `json:"error"`
+}
+
+type choice struct {
+	Index int `json:"index"`
+	Delta struct {
+		Content          content         `json:"content"`
+		ReasoningContent string          `json:"reasoning_content"`
+		Reasoning        flexText        `json:"reasoning"`
+		ToolCalls        []toolCallDelta `json:"tool_calls"`
+	} `json:"delta"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+// reset empties c for the next chunk but keeps the arrays of its choices,
+// tool calls and content parts, which encoding/json decodes into again
+// instead of growing new ones at every chunk. Everything up to their
+// capacity is zeroed: encoding/json merges an array element into what is
+// already there.
+func (c *chunk) reset() {
+	choices := c.Choices[:cap(c.Choices)]
+	for i := range choices {
+		d := &choices[i].Delta
+		calls := d.ToolCalls[:cap(d.ToolCalls)]
+		clear(calls)
+		parts := d.Content.parts[:0]
+		choices[i] = choice{}
+		choices[i].Delta.ToolCalls = calls[:0]
+		choices[i].Delta.Content.parts = parts
+	}
+	*c = chunk{Choices: choices[:0]}
 }
 
 type toolCallDelta struct {
@@ -309,7 +332,7 @@ type flexText struct{ s string }
 // UnmarshalJSON keeps a string and ignores any other JSON value.
 func (f *flexText) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '"' {
-		return json.Unmarshal(b, &f.s)
+		return unquote(b, &f.s)
 	}
 	return nil
 }
@@ -370,14 +393,14 @@ type contentPart struct {
 
 // UnmarshalJSON reads a string or a list of parts.
 func (c *content) UnmarshalJSON(b []byte) error {
-	c.parts = nil
+	c.parts = c.parts[:0]
 	switch {
 	case len(b) > 0 && b[0] == '"':
 		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
+		if err := unquote(b, &s); err != nil {
 			return err
 		}
-		c.parts = []contentPart{{text: s}}
+		c.parts = append(c.parts, contentPart{text: s})
 	case len(b) > 0 && b[0] == '[':
 		var raw []struct {
 			Type     string          `json:"type"`
@@ -397,6 +420,22 @@ func (c *content) UnmarshalJSON(b []byte) error {
 		}
 	}
 	return nil
+}
+
+// unquote decodes the JSON string b into s as encoding/json does. A
+// string with no escape and valid UTF-8, nearly every delta, is its bytes
+// as they are: copying them spares a second validation of b and a decoder
+// state at every chunk. Any other string goes to encoding/json, which
+// decodes the escapes and replaces invalid UTF-8. b comes from the
+// decoding of the whole chunk, which already checked it is valid JSON.
+func unquote(b []byte, s *string) error {
+	if n := len(b); n >= 2 && b[n-1] == '"' {
+		if in := b[1 : n-1]; bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
+			*s = string(in)
+			return nil
+		}
+	}
+	return json.Unmarshal(b, s)
 }
 
 // partsText is the text of a thinking part's "thinking": a string or a
