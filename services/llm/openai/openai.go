@@ -202,6 +202,7 @@ func (a *Adapter) read(ctx context.Context, s *sse.Reader, tr *translate.Transla
 	var finish string // the finish_reason, once the provider sent one
 	synthetic := 0    // tool calls from servers that send no index
 	var c chunk       // reused by every chunk: see [chunk.reset]
+	var dec sse.DataDecoder
 	for {
 		ev, err := s.Next()
 		if fe := failure.Cancelled(ctx); fe != nil {
@@ -225,7 +226,7 @@ func (a *Adapter) read(ctx context.Context, s *sse.Reader, tr *translate.Transla
 			return tr.Finish(nil)
 		}
 		c.reset()
-		if err := json.Unmarshal(ev.Data, &c); err != nil {
+		if err := dec.Decode(ev.Data, &c); err != nil {
 			return tr.Finish(failure.Malformed(err, "the provider sent a chunk that is not valid JSON: %v", err))
 		}
 		if c.Error != nil {
