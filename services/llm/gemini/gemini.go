@@ -192,6 +192,7 @@ func (u *usage) counts() *penguinv1.TokenCounts {
 func read(ctx context.Context, s *sse.Reader, tr *translate.Translator, ex *httpwatch.Exchange) *penguinv1.LLMOutcome {
 	finish := ""
 	calls := 0
+	var dec sse.DataDecoder
 	for {
 		ev, err := s.Next()
 		if fe := failure.Cancelled(ctx); fe != nil {
@@ -205,7 +206,7 @@ func read(ctx context.Context, s *sse.Reader, tr *translate.Translator, ex *http
 			return tr.Finish(failure.Transport(ctx, err))
 		}
 		var c chunk
-		if err := json.Unmarshal(ev.Data, &c); err != nil {
+		if err := dec.Decode(ev.Data, &c); err != nil {
 			return tr.Finish(failure.Malformed(err, "the provider sent a chunk that is not valid JSON: %v", err))
 		}
 		if c.Error != nil {

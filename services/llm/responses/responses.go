@@ -171,6 +171,7 @@ func (u *usage) counts() *penguinv1.TokenCounts {
 
 // read relays the events of an open stream until it ends.
 func read(ctx context.Context, s *sse.Reader, tr *translate.Translator, ex *httpwatch.Exchange) *penguinv1.LLMOutcome {
+	var dec sse.DataDecoder
 	for {
 		ev, err := s.Next()
 		if fe := failure.Cancelled(ctx); fe != nil {
@@ -183,7 +184,7 @@ func read(ctx context.Context, s *sse.Reader, tr *translate.Translator, ex *http
 			return tr.Finish(failure.Transport(ctx, err))
 		}
 		var e event
-		if err := json.Unmarshal(ev.Data, &e); err != nil {
+		if err := dec.Decode(ev.Data, &e); err != nil {
 			return tr.Finish(failure.Malformed(err, "the provider sent an event that is not valid JSON: %v", err))
 		}
 		if e.Type == "" {
@@ -192,7 +193,7 @@ func read(ctx context.Context, s *sse.Reader, tr *translate.Translator, ex *http
 		switch e.Type {
 		case "response.output_item.added":
 			var it item
-			if json.Unmarshal(e.Item, &it) == nil && it.Type == "function_call" {
+			if dec.Decode(e.Item, &it) == nil && it.Type == "function_call" {
 				tr.ToolCallDelta(e.OutputIndex, it.CallID, it.Name, "")
 			}
 		case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
@@ -208,7 +209,7 @@ func read(ctx context.Context, s *sse.Reader, tr *translate.Translator, ex *http
 			tr.ToolCallDelta(e.OutputIndex, "", "", e.Delta)
 		case "response.output_item.done":
 			var it item
-			if err := json.Unmarshal(e.Item, &it); err != nil {
+			if err := dec.Decode(e.Item, &it); err != nil {
 				return tr.Finish(failure.Malformed(err, "the provider sent an output item that is not valid JSON: %v", err))
 			}
 			switch it.Type {
