@@ -91,7 +91,11 @@ func Open(ctx context.Context, url string, sealer *Sealer) (*Store, error) {
 		if i := strings.Index(path, "://"); i > 0 {
 			return nil, fmt.Errorf("routestore: unsupported store URL scheme %q (want postgres://, postgresql://, sqlite:, file: or a path)", path[:i])
 		}
-		s.db, err = sql.Open("sqlite", path+"?_busy_timeout=10000&_journal_mode=WAL&_txlock=immediate")
+		// synchronous=NORMAL, as the engine's store, whose file this
+		// usually is: a commit in WAL mode then costs no fsync (a
+		// checkpoint syncs), and a power failure may lose the last
+		// commits but never corrupts the file.
+		s.db, err = sql.Open("sqlite", path+"?_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL&_txlock=immediate")
 		// One writer at a time is SQLite's rule anyway; one connection
 		// keeps the busy wait in the driver rather than in errors.
 		s.db.SetMaxOpenConns(1)
@@ -131,7 +135,8 @@ const migrateLock = 0x70656e67_726f7574 // "pengrout"
 
 // migrate creates the tables, in one transaction that, on PostgreSQL,
 // first takes migrateLock, so that the second replica waits for the
-// first to commit and then finds them there.
+// first to commit and then finds them there. On SQLite the statements go
+// as one script, one call into the driver at a server's start.
 func (s *Store) migrate(ctx context.Context) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -145,7 +150,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, stmt := range []string{
+	stmts := []string{
 		`CREATE TABLE IF NOT EXISTS llm_provider_routes (
 			project TEXT NOT NULL,
 			name TEXT NOT NULL,
@@ -158,7 +163,11 @@ func (s *Store) migrate(ctx context.Context) error {
 			id INTEGER PRIMARY KEY,
 			version BIGINT NOT NULL)`,
 		`INSERT INTO llm_provider_routes_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING`,
-	} {
+	}
+	if !s.pg {
+		stmts = []string{strings.Join(stmts, ";\n")}
+	}
+	for _, stmt := range stmts {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return err
 		}
