@@ -67,6 +67,8 @@ type sqliteStore struct {
 	r      *sql.DB
 	ws, rs *stmtCache // the statements prepared on w and r
 	log    *slog.Logger
+	// path is the database file's absolute path; empty in memory.
+	path   string
 	closed atomic.Bool
 	// commits counts the write transactions committed (Commits).
 	commits atomic.Int64
@@ -194,7 +196,7 @@ func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, erro
 		}
 		r.SetMaxOpenConns(sqliteReaders)
 		r.SetMaxIdleConns(sqliteReaders)
-		s.w, s.r = w, r
+		s.w, s.r, s.path = w, r, abs
 	}
 	s.ws, s.rs = newStmtCache(s.w, s.wrote), newStmtCache(s.r, nil)
 	s.teamSQL = sqliteTeams(s)

@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
+	"github.com/penguin-agent/penguin/internal/filestamp"
 	"github.com/penguin-agent/penguin/services/llm/routing"
 )
 
@@ -61,6 +62,8 @@ type Store struct {
 	pool   *pgxpool.Pool
 	pg     bool
 	sealer *Sealer
+	// path is the SQLite database file; empty on PostgreSQL.
+	path string
 }
 
 // Open opens the route table in the database at url (a postgres:// or
@@ -91,6 +94,7 @@ func Open(ctx context.Context, url string, sealer *Sealer) (*Store, error) {
 		if i := strings.Index(path, "://"); i > 0 {
 			return nil, fmt.Errorf("routestore: unsupported store URL scheme %q (want postgres://, postgresql://, sqlite:, file: or a path)", path[:i])
 		}
+		s.path = path
 		// synchronous=NORMAL, as the engine's store, whose file this
 		// usually is: a commit in WAL mode then costs no fsync (a
 		// checkpoint syncs), and a power failure may lose the last
@@ -173,6 +177,19 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 	}
 	return tx.Commit()
+}
+
+// ChangeCheck returns a check that reports whether the table may have
+// changed since its previous call, for a poller of Version that need not
+// ask the database when nothing was written: on SQLite, a look at the
+// stamps of the database file and its write-ahead log, which every
+// commit writes, by this process or another (filestamp); nil on
+// PostgreSQL, whose writes other machines make, where the poller asks.
+func (s *Store) ChangeCheck() func() bool {
+	if s.pg {
+		return nil
+	}
+	return filestamp.New(s.path, s.path+"-wal").Changed
 }
 
 // Version is the table's version: it changes with every write, so a
