@@ -14,9 +14,8 @@
 package filestamp
 
 import (
-	"fmt"
 	"os"
-	"strings"
+	"slices"
 	"time"
 )
 
@@ -29,7 +28,17 @@ const Settle = 2 * time.Second
 // each poller its own.
 type Check struct {
 	paths []string
-	last  string // the stamps at the last look, "" when not settled
+	// last is the files' stamps at the last look; nil when some stamp
+	// was not settled then.
+	last []stamp
+}
+
+// stamp is what a look sees of one file.
+type stamp struct {
+	exists bool
+	size   int64
+	mtime  int64 // nanoseconds
+	inode  uint64
 }
 
 // New returns a Check of paths; its first look reports a change.
@@ -43,26 +52,23 @@ func New(paths ...string) *Check {
 // hold, so that a change made during the read shows at the next call.
 func (c *Check) Changed() bool {
 	now := time.Now()
-	var b strings.Builder
+	stamps := make([]stamp, len(c.paths))
 	settled := true
-	for _, p := range c.paths {
+	for i, p := range c.paths {
 		st, err := os.Stat(p)
 		if err != nil {
-			fmt.Fprintf(&b, "%s:absent;", p)
 			continue
 		}
 		mt := st.ModTime()
 		if now.Sub(mt) < Settle {
 			settled = false
 		}
-		fmt.Fprintf(&b, "%s:%d:%d:%d;", p, st.Size(), mt.UnixNano(), inode(st))
+		stamps[i] = stamp{exists: true, size: st.Size(), mtime: mt.UnixNano(), inode: inode(st)}
 	}
-	stamps := b.String()
-	changed := !settled || stamps != c.last
+	changed := !settled || !slices.Equal(stamps, c.last)
+	c.last = nil
 	if settled {
 		c.last = stamps
-	} else {
-		c.last = ""
 	}
 	return changed
 }
