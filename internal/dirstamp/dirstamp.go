@@ -18,6 +18,7 @@
 package dirstamp
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -143,4 +144,35 @@ func (s Stamp) Holds(dir string) bool {
 		}
 	}
 	return true
+}
+
+// Equal reports whether s and o describe the tree alike, entry for
+// entry; a zero stamp equals none. Of two stamps of one tree, the later
+// equal to the earlier means nothing changed between them: a caller that
+// has just found o to hold need not check s.
+func (s Stamp) Equal(o Stamp) bool {
+	return len(s.entries) > 0 && slices.Equal(s.entries, o.entries)
+}
+
+// File is what lstat said of one file, as a stamp records it; two Files
+// of the same path are equal only when nothing wrote, replaced or
+// renamed the file between the two lstats. Its zero value equals no
+// File taken.
+type File struct {
+	e entry
+}
+
+// StampFile stamps the file that info (what lstat said of it at now)
+// describes. ok is false when the stamp cannot be trusted, as for a tree:
+// a symbolic link, a time too recent, a platform without the change time.
+func StampFile(info fs.FileInfo, now time.Time) (_ File, ok bool) {
+	e, ok := entryOf(info)
+	if !ok {
+		return File{}, false
+	}
+	var s Stamp
+	if !s.add(e, now.UnixNano()) {
+		return File{}, false
+	}
+	return File{e: e}, true
 }

@@ -104,3 +104,54 @@ func TestStampNotTrusted(t *testing.T) {
 		t.Error("a zero stamp holds")
 	}
 }
+
+// TestEqualAndStampFile checks that two stamps of an unchanged tree are
+// equal and a zero one equals none, and that a file's stamp is trusted
+// once settled, differs after a rewrite of the same size, and is not
+// trusted for a link or a file just written.
+func TestEqualAndStampFile(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("stamps are trusted on Linux only")
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "head")
+	write(t, file, "one")
+	if err := os.Symlink("head", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	stampFile := func(name string) (File, bool) {
+		t.Helper()
+		info, err := os.Lstat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return StampFile(info, time.Now())
+	}
+	if _, ok := stampFile("head"); ok {
+		t.Error("a file written a moment ago has a trusted stamp")
+	}
+	settle()
+	a, ok := stampFile("head")
+	if b, _ := stampFile("head"); !ok || a != b {
+		t.Fatalf("an unchanged file's stamps: %v, %v (trusted %v)", a, b, ok)
+	}
+	if _, ok := stampFile("link"); ok {
+		t.Error("a symbolic link has a trusted stamp")
+	}
+	write(t, file, "two")
+	settle()
+	if b, _ := stampFile("head"); a == b {
+		t.Error("a file rewritten with its size kept has the same stamp")
+	}
+	if err := os.Remove(filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	s := take(t, dir)
+	if !s.Equal(take(t, dir)) {
+		t.Error("two stamps of an unchanged tree are not equal")
+	}
+	if (Stamp{}).Equal(Stamp{}) || s.Equal(Stamp{}) {
+		t.Error("a zero stamp equals a stamp")
+	}
+}

@@ -103,3 +103,39 @@ func BenchmarkRoundTrip(b *testing.B) {
 	b.ReportMetric(float64(sides[2].total)/float64(sides[0].total), "unix/tcp")
 	_ = os.Remove(sock)
 }
+
+// BenchmarkInProcessUnary measures the same call as BenchmarkRoundTrip
+// through the in-process channel alone, so that its allocations per call
+// (-benchmem) are the channel's and the interceptors', with nothing of
+// the network's in them.
+func BenchmarkInProcessUnary(b *testing.B) {
+	srv, err := grpcserver.New(grpcserver.Options{Name: "bench", AuthToken: "t", TracerProvider: noop.NewTracerProvider()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	penguinv1.RegisterLLMServiceServer(srv, &fakeLLM{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ctx, lis)
+	}()
+	b.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	client := penguinv1.NewLLMServiceClient(grpcclient.NewInProcess(srv.InProcess(), grpcclient.Options{Token: "t"}))
+	// A caller's context, as the engine's: cancellable, with a deadline.
+	callCtx, stop := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer stop()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := client.ListProviders(callCtx, &penguinv1.ListProvidersRequest{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

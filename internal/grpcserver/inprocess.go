@@ -15,13 +15,12 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// inProcess is the server's in-process channel (grpchan's inprocgrpc): a
-// call made through it runs the registered handler in a goroutine of its
-// own, as over the network, but its messages are handed across as Go
+// inProcess is the server's in-process channel: a call made through it
+// reaches the registered handler with its messages handed across as Go
 // values, copied (see protoCopier) and never encoded, with no HTTP/2
 // framing between the two ends. The handlers are those of the gRPC server,
-// behind the same interceptor chain and stats handler; what the network
-// transport does besides is done here by gate:
+// behind the same interceptor chain; what the network transport does
+// besides is done here by the gate (enter, and the hard stop's context):
 //
 //   - a call made before [Server.Serve] waits until it starts, as a dial of
 //     a server not yet serving does;
@@ -34,9 +33,21 @@ import (
 //   - a handler's error reaches the caller as the status the network would
 //     carry: a status as it is, a context error as Canceled or
 //     DeadlineExceeded, anything else as Unknown with its message.
+//
+// A unary call runs its handler on the caller's goroutine (see Invoke),
+// unless stats handlers must see it; streams, and unary calls with stats
+// handlers, go through grpchan's inprocgrpc, which runs each handler in a
+// goroutine of its own.
 type inProcess struct {
 	ch  *inprocgrpc.Channel
 	reg grpc.ServiceRegistrar
+
+	// unary holds the unary methods by full name ("/service/method"),
+	// for Invoke; it is nil when stats handlers are set, and written only
+	// while services are registered, before any call.
+	unary map[string]unaryMethod
+	// chain is the server's unary interceptor chain, as one interceptor.
+	chain grpc.UnaryServerInterceptor
 	// served is closed when Serve starts, or when the server is closed
 	// without being served.
 	served     chan struct{}
@@ -68,6 +79,8 @@ func newInProcess(unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServe
 		in.ch.WithServerStatsHandler(server).WithClientStatsHandler(client)
 	} else {
 		in.carrySpan = true
+		in.unary = map[string]unaryMethod{}
+		in.chain = chainUnary(unary)
 	}
 	in.reg = grpchan.WithStreamInterceptors(
 		grpchan.WithUnaryInterceptors(in.ch, append([]grpc.UnaryServerInterceptor{in.gateUnary}, unary...)...),
@@ -136,7 +149,7 @@ func (in *inProcess) gateUnary(ctx context.Context, req any, _ *grpc.UnaryServer
 		return nil, err
 	}
 	defer in.calls.Done()
-	ctx, release := in.withHardStop(in.span(ctx))
+	ctx, release := in.withHardStop(in.span(ctx, inprocgrpc.ClientContext(ctx)))
 	defer release()
 	resp, err := handler(ctx, req)
 	return resp, wireError(err)
@@ -147,18 +160,19 @@ func (in *inProcess) gateStream(srv any, ss grpc.ServerStream, _ *grpc.StreamSer
 		return err
 	}
 	defer in.calls.Done()
-	ctx, release := in.withHardStop(in.span(ss.Context()))
+	ctx, release := in.withHardStop(in.span(ss.Context(), inprocgrpc.ClientContext(ss.Context())))
 	defer release()
 	return wireError(handler(srv, contextStream{ServerStream: ss, ctx: ctx}))
 }
 
-// span returns the handler's context ctx with the caller's span context,
-// when the channel carries it (see carrySpan) and the caller has one.
-func (in *inProcess) span(ctx context.Context) context.Context {
+// span returns the handler's context ctx with the span context of
+// caller, the caller's context, when the channel carries it (see
+// carrySpan) and the caller has one.
+func (in *inProcess) span(ctx, caller context.Context) context.Context {
 	if !in.carrySpan {
 		return ctx
 	}
-	if sc := trace.SpanContextFromContext(inprocgrpc.ClientContext(ctx)); sc.IsValid() {
+	if sc := trace.SpanContextFromContext(caller); sc.IsValid() {
 		return trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
 	return ctx

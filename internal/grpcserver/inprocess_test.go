@@ -3,10 +3,12 @@ package grpcserver_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -43,6 +45,10 @@ func TestInProcessNeverEncodes(t *testing.T) {
 // buffers), and a unary answer the server keeps (as a cache would).
 func TestInProcessIsCopied(t *testing.T) {
 	t.Parallel()
+	forTracing(t, testInProcessIsCopied)
+}
+
+func testInProcessIsCopied(t *testing.T, opts grpcserver.Options) {
 	origin := []string{"first"}
 	sent := &penguinv1.StreamGenerateResponse{Frame: &penguinv1.StreamGenerateResponse_Message{
 		Message: &penguinv1.OmniMessage{Origin: origin}}}
@@ -57,7 +63,7 @@ func TestInProcessIsCopied(t *testing.T) {
 		},
 		listProviders: func(context.Context) (*penguinv1.ListProvidersResponse, error) { return kept, nil },
 	}
-	r := start(t, grpcserver.Options{}, registerLLM(f))
+	r := start(t, opts, registerLLM(f))
 	ctx := testkit.Context(t, 30*time.Second)
 	client := penguinv1.NewLLMServiceClient(r.via("in-process"))
 	stream, err := client.StreamGenerate(ctx, &penguinv1.StreamGenerateRequest{})
@@ -91,6 +97,10 @@ func TestInProcessIsCopied(t *testing.T) {
 // handler's error as a status.
 func TestInProcessCarriesWhatTheNetworkDoes(t *testing.T) {
 	t.Parallel()
+	forTracing(t, testInProcessCarriesWhatTheNetworkDoes)
+}
+
+func testInProcessCarriesWhatTheNetworkDoes(t *testing.T, opts grpcserver.Options) {
 	type seen struct {
 		md       metadata.MD
 		deadline bool
@@ -117,7 +127,7 @@ func TestInProcessCarriesWhatTheNetworkDoes(t *testing.T) {
 			return s.Context().Err()
 		},
 	}
-	r := start(t, grpcserver.Options{}, registerLLM(f))
+	r := start(t, opts, registerLLM(f))
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
 			ctx := testkit.Context(t, 30*time.Second)
@@ -160,6 +170,22 @@ func TestInProcessCarriesWhatTheNetworkDoes(t *testing.T) {
 			if _, err := stream.Recv(); status.Code(err) != codes.Canceled {
 				t.Errorf("Recv after cancelling: %v, want Canceled", err)
 			}
+		})
+	}
+}
+
+// forTracing runs test with tracing off (the default of a process without
+// a trace exporter) and on: the in-process channel calls unary handlers
+// itself without stats handlers, and through inprocgrpc with them.
+func forTracing(t *testing.T, test func(*testing.T, grpcserver.Options)) {
+	for _, traced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("traced=%v", traced), func(t *testing.T) {
+			t.Parallel()
+			var opts grpcserver.Options
+			if traced {
+				opts.TracerProvider = sdktrace.NewTracerProvider()
+			}
+			test(t, opts)
 		})
 	}
 }

@@ -211,7 +211,7 @@ func (s *Server) GRPC() *grpc.Server { return s.grpc }
 // grpc.ServiceRegistrar, which the generated Register functions take.
 func (s *Server) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	s.grpc.RegisterService(desc, impl)
-	s.inProcess.reg.RegisterService(desc, impl)
+	s.inProcess.register(desc, impl)
 }
 
 // Health returns the health service, for callers that need more than
@@ -302,7 +302,7 @@ func (s *Server) Close() {
 // connection. A call before [Server.Serve] waits until Serve starts or its
 // context ends; once the graceful stop has begun a call is refused as
 // Unavailable.
-func (s *Server) InProcess() grpc.ClientConnInterface { return s.inProcess.ch }
+func (s *Server) InProcess() grpc.ClientConnInterface { return s.inProcess }
 
 // markServing reports every registered service, and the server as a whole,
 // serving, except those whose status a caller has set.

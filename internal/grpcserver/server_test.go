@@ -107,6 +107,10 @@ func start(t *testing.T, opts grpcserver.Options, setup func(*grpcserver.Server)
 	if opts.Name == "" {
 		opts.Name = "test"
 	}
+	if opts.TracerProvider == nil {
+		// As a process without a trace exporter (telemetry.Setup).
+		opts.TracerProvider = noop.NewTracerProvider()
+	}
 	srv, err := grpcserver.New(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -47,22 +47,32 @@ func (s *Service) openCheckpoints(requested string) (*workspace.Root, *checkpoin
 	return root, st, nil
 }
 
-// openWorkspace opens an existing workspace directory as a handle.
-func (s *Service) openWorkspace(requested string) (*workspace.Root, error) {
+// existingWorkspace resolves an existing workspace directory, with the
+// checks of realWorkspace.
+func (s *Service) existingWorkspace(requested string) (string, error) {
 	p, err := s.workspacePath(requested)
 	if err != nil {
-		return nil, toStatus(err)
+		return "", toStatus(err)
 	}
 	real, err := s.realWorkspace(requested, p)
 	if err != nil {
 		// Only a workspace that cannot be resolved is looked up again,
 		// to tell a missing one (most calls find theirs).
 		if _, serr := os.Stat(p); errors.Is(serr, fs.ErrNotExist) {
-			return nil, status.Errorf(codes.NotFound, "workspace %q does not exist", requested)
+			return "", status.Errorf(codes.NotFound, "workspace %q does not exist", requested)
 		}
-		return nil, toStatus(err)
+		return "", toStatus(err)
 	}
-	root, err := workspace.New(real)
+	return real, nil
+}
+
+// openWorkspace opens an existing workspace directory as a handle.
+func (s *Service) openWorkspace(requested string) (*workspace.Root, error) {
+	real, err := s.existingWorkspace(requested)
+	if err != nil {
+		return nil, err
+	}
+	root, err := workspace.NewResolved(real)
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "%v", err)
 	}

@@ -108,7 +108,7 @@ func (s *Service) checkRequest(req *penguinv1.CreateEnvironmentRequest) (createS
 func (s *Service) newEnvironment(spec createSpec) (*Environment, error) {
 	archive := &archiveDir{scratch: s.scratch, name: spec.scratchName + "/truncated-tool-output"}
 	archivePath := filepath.Join(s.scratch.Name(), filepath.FromSlash(archive.name))
-	root, err := workspace.New(spec.workspace, workspace.Readable{Dir: archivePath, Open: func() (*os.Root, error) { return archive.open(false) }})
+	root, err := workspace.NewResolved(spec.workspace, workspace.Readable{Dir: archivePath, Open: func() (*os.Root, error) { return archive.open(false) }})
 	if err != nil {
 		return nil, err
 	}

@@ -30,16 +30,9 @@ const MaxInstructionsBytes = 32 << 10
 // reads beneath an os.Root handle on the service's root, so a link (or a
 // directory swapped for one meanwhile) cannot take a read outside it.
 func (s *Service) DescribeWorkspace(ctx context.Context, req *penguinv1.DescribeWorkspaceRequest) (*penguinv1.DescribeWorkspaceResponse, error) {
-	p, err := s.workspacePath(req.GetWorkspace())
+	real, err := s.existingWorkspace(req.GetWorkspace())
 	if err != nil {
-		return nil, toStatus(err)
-	}
-	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-		return nil, status.Errorf(codes.NotFound, "workspace %q does not exist", req.GetWorkspace())
-	}
-	real, err := s.realWorkspace(req.GetWorkspace(), p)
-	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	root, err := os.OpenRoot(s.root)
 	if err != nil {

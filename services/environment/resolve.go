@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/penguin-agent/penguin/services/environment/workspace"
@@ -18,6 +19,12 @@ func (s *Service) resolveWorkspace(requested string, mustExist bool) (string, er
 	p, err := s.workspacePath(requested)
 	if err != nil {
 		return "", err
+	}
+	// Most sessions name a workspace that exists: it is resolved, and
+	// checked, without a walk to make its directories. One that cannot
+	// be resolved yet is made, then resolved, as before.
+	if real, err := s.realWorkspace(requested, p); err == nil {
+		return real, nil
 	}
 	if mustExist {
 		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
@@ -55,14 +62,14 @@ func (s *Service) workspacePath(requested string) (string, error) {
 // and refuses one that leads outside the root, inside the scratch area or
 // around it.
 func (s *Service) realWorkspace(requested, p string) (string, error) {
-	real, err := filepath.EvalSymlinks(p)
+	real, info, err := resolvePath(p)
 	if err != nil {
 		return "", invalid("workspace %q: %v", requested, err)
 	}
 	if !within(real, s.root) {
 		return "", invalid("workspace %q leads through a symbolic link to %s, outside the service root %s", requested, real, s.root)
 	}
-	if info, err := os.Stat(real); err != nil || !info.IsDir() {
+	if !info.IsDir() {
 		return "", invalid("workspace %q is not a directory", requested)
 	}
 	if within(real, s.opts.ScratchDir) {
@@ -77,4 +84,37 @@ func (s *Service) realWorkspace(requested, p string) (string, error) {
 
 func within(p, dir string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// resolvePath is filepath.EvalSymlinks of the absolute, clean path p,
+// with what stat says of the file it leads to. A path without a symbolic
+// link, as a workspace's usually is, is its own resolution: each of its
+// directories is stated once (EvalSymlinks builds the path again as it
+// goes, and the workspace is resolved at every checkpoint). A path with a
+// link, or on Windows (whose volume names this does not parse), is
+// resolved by EvalSymlinks.
+func resolvePath(p string) (string, fs.FileInfo, error) {
+	if runtime.GOOS != "windows" {
+		for i := 1; i <= len(p); i++ {
+			if i < len(p) && p[i] != '/' {
+				continue
+			}
+			info, err := os.Lstat(p[:i])
+			if err != nil {
+				return "", nil, err
+			}
+			if info.Mode()&fs.ModeSymlink != 0 {
+				break
+			}
+			if i == len(p) {
+				return p, info, nil
+			}
+		}
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", nil, err
+	}
+	info, err := os.Stat(real)
+	return real, info, err
 }

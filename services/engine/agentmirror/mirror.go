@@ -175,6 +175,15 @@ func hashOf(data []byte) string {
 // store is asked for the agent's version every time, which is how an
 // edit through another replica is seen.
 func (m *Mirror) Sync(ctx context.Context, project, agent string) (string, error) {
+	dir, _, err := m.SyncHeld(ctx, project, agent)
+	return dir, err
+}
+
+// SyncHeld is Sync, also returning the copy's stamp when Sync leaves the
+// copy as it found it and the stamp can be trusted (zero otherwise): the
+// stamp held a moment ago, which agentstate.LoadHeld takes instead of
+// checking it again.
+func (m *Mirror) SyncHeld(ctx context.Context, project, agent string) (string, dirstamp.Stamp, error) {
 	key := copyKey(project, agent)
 	defer m.lock(project, agent)()
 	dir := m.Dir(project, agent)
@@ -193,11 +202,11 @@ func (m *Mirror) Sync(ctx context.Context, project, agent string) (string, error
 		stamp, trusted = dirstamp.Take(dir)
 		var err error
 		if base, err = readSyncState(dir); err != nil {
-			return "", err
+			return "", dirstamp.Stamp{}, err
 		}
 		if base != nil {
 			if pushed, err = m.push(ctx, project, agent, dir, base); err != nil {
-				return "", err
+				return "", dirstamp.Stamp{}, err
 			}
 		}
 	}
@@ -206,26 +215,27 @@ func (m *Mirror) Sync(ctx context.Context, project, agent string) (string, error
 		// The agent was deleted through another replica: its copy here
 		// goes too, so that nothing runs on a stale one.
 		if rerr := os.RemoveAll(dir); rerr != nil {
-			return "", fmt.Errorf("agent mirror: %w", rerr)
+			return "", dirstamp.Stamp{}, fmt.Errorf("agent mirror: %w", rerr)
 		}
 	}
 	if err != nil {
-		return "", err
+		return "", dirstamp.Stamp{}, err
 	}
 	if base != nil && a.Version == base.Version {
 		if trusted && !pushed {
 			m.clean[key] = cleanCopy{stamp: stamp, base: base}
+			return dir, stamp, nil
 		}
-		return dir, nil
+		return dir, dirstamp.Stamp{}, nil
 	}
 	a, files, err := m.store.ReadAgent(ctx, project, agent)
 	if err != nil {
-		return "", err
+		return "", dirstamp.Stamp{}, err
 	}
 	if err := writeCopy(dir, a, files); err != nil {
-		return "", err
+		return "", dirstamp.Stamp{}, err
 	}
-	return dir, nil
+	return dir, dirstamp.Stamp{}, nil
 }
 
 // push writes the copy's changes since base to the store and records

@@ -102,11 +102,22 @@ func defaultDir(getenv func(string) string, home, config func() (string, error))
 // load. Any change to the directory, by this process or another, or by
 // hand, makes the stamp not hold, and the next Load reads the files.
 func Load(dir string) (*State, error) {
+	return LoadHeld(dir, dirstamp.Stamp{})
+}
+
+// LoadHeld is Load for a directory whose stamp the caller has just found
+// to hold (held; zero when it has none): the agent mirror's Sync checks
+// its working copy's stamp right before the copy is loaded, and a State
+// kept with a stamp equal to it is handed out without stating the
+// directory's entries a second time. The copy is as Sync found it, or
+// changed since by a write that Load's own check could have missed as
+// well had it come a moment later.
+func LoadHeld(dir string, held dirstamp.Stamp) (*State, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("agent state %s: %w", dir, err)
 	}
-	if s, ok := loadedStates.get(abs, func(kept dirstamp.Stamp) bool { return kept.Holds(abs) }); ok {
+	if s, ok := loadedStates.get(abs, func(kept dirstamp.Stamp) bool { return kept.Equal(held) || kept.Holds(abs) }); ok {
 		return s, nil
 	}
 	// The stamp is taken before the files are read: a change made while

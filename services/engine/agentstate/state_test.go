@@ -398,3 +398,39 @@ func TestLoadCachedUntilChanged(t *testing.T) {
 		t.Errorf("a skill added is not seen: %+v", got)
 	}
 }
+
+// TestLoadHeld checks that LoadHeld hands out the kept State for a stamp
+// equal to the one it was kept with, without checking the directory
+// again (its caller just did), and checks the directory as Load does for
+// any other stamp.
+func TestLoadHeld(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("directory stamps are trusted on Linux only")
+	}
+	dir := filepath.Join(t.TempDir(), "agent")
+	if _, err := Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	agents := filepath.Join(dir, AgentsFile)
+	if err := os.WriteFile(agents, []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	held, ok := dirstamp.Take(dir)
+	if !ok {
+		t.Fatal("a settled directory's stamp is not trusted")
+	}
+	if st, err := LoadHeld(dir, held); err != nil || st.AgentsMD != "one" {
+		t.Fatalf("LoadHeld: %v, %v", st, err)
+	}
+	// Changed after the caller's check: what it found is what it gets.
+	if err := os.WriteFile(agents, []byte("two"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := LoadHeld(dir, held); err != nil || st.AgentsMD != "one" {
+		t.Errorf("LoadHeld with the stamp the State was kept with read the directory again: %v, %v", st, err)
+	}
+	if st, err := LoadHeld(dir, dirstamp.Stamp{}); err != nil || st.AgentsMD != "two" {
+		t.Errorf("LoadHeld without a stamp does not see an edit: %v, %v", st, err)
+	}
+}

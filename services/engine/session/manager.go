@@ -34,6 +34,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/cmdpolicy"
+	"github.com/penguin-agent/penguin/internal/dirstamp"
 	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/engine/agentstate"
 	"github.com/penguin-agent/penguin/services/engine/approval"
@@ -290,6 +291,9 @@ type AgentCopies interface {
 	// Sync brings an agent's working copy up to date and returns its
 	// directory; an unknown agent is an error wrapping store.ErrNotFound.
 	Sync(ctx context.Context, project, agent string) (string, error)
+	// SyncHeld is Sync, also returning the copy's stamp when it found
+	// the copy unchanged (zero when not), for agentstate.LoadHeld.
+	SyncHeld(ctx context.Context, project, agent string) (string, dirstamp.Stamp, error)
 }
 
 // loadAgent loads an agent state directory: the working copy of an agent
@@ -302,7 +306,7 @@ func (m *Manager) loadAgent(ctx context.Context, dir string) (*agentstate.State,
 			ref = m.opts.DefaultAgentState
 		}
 		if project, agent, ok := m.opts.Agents.Resolve(ref); ok {
-			copyDir, err := m.opts.Agents.Sync(ctx, project, agent)
+			copyDir, held, err := m.opts.Agents.SyncHeld(ctx, project, agent)
 			switch {
 			case errors.Is(err, store.ErrNotFound) && ref != agent:
 				// A directory beside the working copies that the store
@@ -312,7 +316,7 @@ func (m *Manager) loadAgent(ctx context.Context, dir string) (*agentstate.State,
 			case err != nil:
 				return nil, fmt.Errorf("%w: agent %q: %v", ErrUnavailable, agent, err)
 			default:
-				st, err := agentstate.Load(copyDir)
+				st, err := agentstate.LoadHeld(copyDir, held)
 				if err != nil {
 					return nil, fmt.Errorf("%w: %v", ErrPrecondition, err)
 				}

@@ -44,16 +44,11 @@ func (s *sqliteStore) GetAgent(ctx context.Context, project, name string) (Agent
 	// Prepared once on the readers, as a session's task asks for its
 	// agent twice (when it is created and when it runs): preparing the
 	// statement anew cost more than running it.
-	return s.scanAgent(ctx, op, s.rs.queryRow(ctx, sqliteGetAgent, project, name), project, name)
+	return s.scanAgent(ctx, op, s.rs.lookup(ctx, sqliteGetAgent, project, name), project, name)
 }
 
 // sqliteGetAgent reads an agent's version and time of change.
 const sqliteGetAgent = `SELECT version, updated_at FROM agents WHERE project = ? AND name = ?`
-
-// getAgent reads an agent in tx.
-func (s *sqliteStore) getAgent(ctx context.Context, op string, tx *sql.Tx, project, name string) (Agent, error) {
-	return s.scanAgent(ctx, op, tx.QueryRowContext(ctx, sqliteGetAgent, project, name), project, name)
-}
 
 // scanAgent reads the agent that row (sqliteGetAgent's) holds.
 func (s *sqliteStore) scanAgent(ctx context.Context, op string, row *sql.Row, project, name string) (Agent, error) {
@@ -82,7 +77,7 @@ func (s *sqliteStore) ReadAgent(ctx context.Context, project, name string) (_ Ag
 		return Agent{}, nil, s.wrap(ctx, op, err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	a, err := s.getAgent(ctx, op, tx, project, name)
+	a, err := s.scanAgent(ctx, op, tx.QueryRowContext(ctx, sqliteGetAgent, project, name), project, name)
 	if err != nil {
 		return Agent{}, nil, err
 	}
@@ -115,16 +110,16 @@ func (s *sqliteStore) CreateAgent(ctx context.Context, project, name string, fil
 		return Agent{}, err
 	}
 	var a Agent
-	err := s.agentTx(ctx, op, func(tx *sql.Tx) error {
+	err := s.agentTx(ctx, op, func(tx *writeTx) error {
 		now := time.Now().UTC()
-		if _, err := tx.ExecContext(ctx, `INSERT INTO agents (project, name, version, updated_at) VALUES (?, ?, 1, ?)`, project, name, now.UnixMicro()); err != nil {
+		if _, err := tx.exec(`INSERT INTO agents (project, name, version, updated_at) VALUES (?, ?, 1, ?)`, project, name, now.UnixMicro()); err != nil {
 			if isUniqueError(err) {
 				return fmt.Errorf("%s: %w: agent %s of project %s exists", op, ErrConflict, name, project)
 			}
 			return err
 		}
 		for _, f := range files {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO agent_files (project, agent, path, data, version) VALUES (?, ?, ?, ?, 1)`, project, name, f.Path, nonNil(f.Data)); err != nil {
+			if _, err := tx.exec(`INSERT INTO agent_files (project, agent, path, data, version) VALUES (?, ?, ?, ?, 1)`, project, name, f.Path, nonNil(f.Data)); err != nil {
 				return err
 			}
 		}
@@ -144,12 +139,12 @@ func (s *sqliteStore) ChangeAgent(ctx context.Context, project, name string, cha
 		return Agent{}, err
 	}
 	var a Agent
-	err := s.agentTx(ctx, op, func(tx *sql.Tx) error {
+	err := s.agentTx(ctx, op, func(tx *writeTx) error {
 		v, err := applyChanges(ctx, op, sqliteAgentTx{tx}, project, name, changes)
 		if err != nil {
 			return err
 		}
-		a, err = s.getAgent(ctx, op, tx, project, name)
+		a, err = s.scanAgent(ctx, op, tx.queryRow(sqliteGetAgent, project, name), project, name)
 		a.Version = v
 		return err
 	})
@@ -163,8 +158,8 @@ func (s *sqliteStore) RenameAgent(ctx context.Context, project, from, to string)
 	if err := s.agentOp(op, project, from, to); err != nil {
 		return err
 	}
-	return s.agentTx(ctx, op, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE agents SET name = ?, version = version + 1, updated_at = ? WHERE project = ? AND name = ?`, to, time.Now().UnixMicro(), project, from)
+	return s.agentTx(ctx, op, func(tx *writeTx) error {
+		res, err := tx.exec(`UPDATE agents SET name = ?, version = version + 1, updated_at = ? WHERE project = ? AND name = ?`, to, time.Now().UnixMicro(), project, from)
 		if isUniqueError(err) {
 			return fmt.Errorf("%s: %w: agent %s of project %s exists", op, ErrConflict, to, project)
 		}
@@ -184,8 +179,8 @@ func (s *sqliteStore) DeleteAgent(ctx context.Context, project, name string) err
 	if err := s.agentOp(op, project, name); err != nil {
 		return err
 	}
-	return s.agentTx(ctx, op, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM agents WHERE project = ? AND name = ?`, project, name)
+	return s.agentTx(ctx, op, func(tx *writeTx) error {
+		res, err := tx.exec(`DELETE FROM agents WHERE project = ? AND name = ?`, project, name)
 		if err != nil {
 			return err
 		}
@@ -208,33 +203,26 @@ func (s *sqliteStore) agentOp(op, project string, names ...string) error {
 // agentTx runs f in a write transaction, committed when f returns nil.
 // Errors of the store's vocabulary pass as they are; driver errors are
 // wrapped.
-func (s *sqliteStore) agentTx(ctx context.Context, op string, f func(*sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	if err := f(tx); err != nil {
-		_ = tx.Rollback()
-		if isStoreError(err) {
-			return err
+func (s *sqliteStore) agentTx(ctx context.Context, op string, f func(*writeTx) error) error {
+	return s.write(ctx, op, true, func(tx *writeTx) error {
+		if err := f(tx); err != nil {
+			if isStoreError(err) {
+				return err
+			}
+			return s.wrap(ctx, op, err)
 		}
-		return s.wrap(ctx, op, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	s.wrote()
-	return nil
+		return nil
+	})
 }
 
 // sqliteAgentTx implements agentTx on a SQLite transaction; the write
 // transaction (BEGIN IMMEDIATE) already holds the database's one write
 // lock, so lockAgent only reads.
-type sqliteAgentTx struct{ tx *sql.Tx }
+type sqliteAgentTx struct{ tx *writeTx }
 
 func (t sqliteAgentTx) lockAgent(ctx context.Context, project, name string) (int64, bool, error) {
 	var v int64
-	err := t.tx.QueryRowContext(ctx, `SELECT version FROM agents WHERE project = ? AND name = ?`, project, name).Scan(&v)
+	err := t.tx.queryRow(`SELECT version FROM agents WHERE project = ? AND name = ?`, project, name).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -243,7 +231,7 @@ func (t sqliteAgentTx) lockAgent(ctx context.Context, project, name string) (int
 
 func (t sqliteAgentTx) fileVersion(ctx context.Context, project, name, path string) (int64, error) {
 	var v int64
-	err := t.tx.QueryRowContext(ctx, `SELECT version FROM agent_files WHERE project = ? AND agent = ? AND path = ?`, project, name, path).Scan(&v)
+	err := t.tx.queryRow(`SELECT version FROM agent_files WHERE project = ? AND agent = ? AND path = ?`, project, name, path).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -251,18 +239,18 @@ func (t sqliteAgentTx) fileVersion(ctx context.Context, project, name, path stri
 }
 
 func (t sqliteAgentTx) putFile(ctx context.Context, project, name, path string, data []byte, version int64) error {
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO agent_files (project, agent, path, data, version) VALUES (?, ?, ?, ?, ?)
+	_, err := t.tx.exec(`INSERT INTO agent_files (project, agent, path, data, version) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (project, agent, path) DO UPDATE SET data = excluded.data, version = excluded.version`, project, name, path, nonNil(data), version)
 	return err
 }
 
 func (t sqliteAgentTx) deleteFile(ctx context.Context, project, name, path string) error {
-	_, err := t.tx.ExecContext(ctx, `DELETE FROM agent_files WHERE project = ? AND agent = ? AND path = ?`, project, name, path)
+	_, err := t.tx.exec(`DELETE FROM agent_files WHERE project = ? AND agent = ? AND path = ?`, project, name, path)
 	return err
 }
 
 func (t sqliteAgentTx) setVersion(ctx context.Context, project, name string, version int64) error {
-	_, err := t.tx.ExecContext(ctx, `UPDATE agents SET version = ?, updated_at = ? WHERE project = ? AND name = ?`, version, time.Now().UnixMicro(), project, name)
+	_, err := t.tx.exec(`UPDATE agents SET version = ?, updated_at = ? WHERE project = ? AND name = ?`, version, time.Now().UnixMicro(), project, name)
 	return err
 }
 

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,13 +33,21 @@ import (
 // automatic checkpoint stays as a backstop at ten times the usual size,
 // for a WAL the goroutine cannot keep up with. A WAL that grew in a burst
 // is cut back to journal_size_limit when it starts over.
+//
+// A database the store creates has pages of 1 KiB rather than SQLite's
+// 4 KiB. The WAL holds whole pages, and a commit of the session log
+// changes a few of them (the events' table and index, the session's row)
+// by a few hundred bytes each: with 4 KiB pages a task wrote some 134 KiB
+// to the WAL and the database file, with 1 KiB pages some 50, for the
+// same database size and no measurable CPU (docs/performance.md). The
+// page size of an existing database stays what it is.
 const (
 	sqliteReaders = 4
 	// sqliteBusyTimeout is how long, in milliseconds, a connection waits
 	// for a lock another connection (or process) holds: the _busy_timeout
 	// of the parameters below.
 	sqliteBusyTimeout  = 10000
-	sqliteWriterParams = "_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_synchronous=NORMAL&_txlock=immediate&_pragma=wal_autocheckpoint(10000)&_pragma=journal_size_limit(1048576)"
+	sqliteWriterParams = "_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_synchronous=NORMAL&_txlock=immediate&_pragma=wal_autocheckpoint(10000)&_pragma=journal_size_limit(1048576)&_pragma=page_size(1024)"
 	sqliteReaderParams = "_busy_timeout=10000&_foreign_keys=1&_query_only=1"
 	sqliteMemoryParams = "_busy_timeout=10000&_foreign_keys=1&_txlock=immediate"
 	// checkpointEvery is how often the checkpointer looks for writes to
@@ -53,19 +60,24 @@ const (
 
 // sqliteStore is the SQLite implementation of Store.
 //
-// Writes go through a pool of exactly one connection, so the engine's own
-// writers queue in Go instead of contending for SQLite's write lock, and
-// every write transaction begins IMMEDIATE so it never has to upgrade a read
-// lock. Reads use a separate pool of read-only connections, which WAL lets
+// Writes go through exactly one connection, which a file store keeps for
+// its life (sqlitewriter.go), so the engine's own writers queue in Go
+// instead of contending for SQLite's write lock, and every write
+// transaction begins IMMEDIATE so it never has to upgrade a read lock. Reads use a separate pool of read-only connections, which WAL lets
 // proceed while a write is in progress. An in-memory database has a single
 // connection for both, because every connection to ":memory:" would
 // otherwise see its own empty database.
 type sqliteStore struct {
 	// teamSQL keeps the ownership model's records (teamsql.go).
 	*teamSQL
-	w      *sql.DB
-	r      *sql.DB
-	ws, rs *stmtCache // the statements prepared on w and r
+	w *sql.DB
+	r *sql.DB
+	// wc is a file store's writer connection, taken from w for the
+	// store's life, and turn the one write that runs on it at a time
+	// (sqlitewriter.go); an in-memory store has neither.
+	wc     *sql.Conn
+	turn   chan struct{}
+	ws, rs *stmtCache // the statements prepared on the writer and on r
 	log    *slog.Logger
 	// path is the database file's absolute path; empty in memory.
 	path   string
@@ -85,10 +97,11 @@ type sqliteStore struct {
 // arguments, which was a tenth of the all-in-one server's CPU in the
 // end-to-end task benchmark; a *sql.Stmt keeps the compiled statement on
 // each connection it ran on, and these pools' connections live as long as
-// the store. Only the store's own constant queries go through it, so it
-// holds a few dozen statements at most.
+// the store (a file store's writer is one connection). Only the store's
+// own constant queries go through it, so it holds a few dozen statements
+// at most.
 type stmtCache struct {
-	db *sql.DB
+	db preparer
 	// used, when set, is called whenever a statement is taken: the
 	// writer's cache tells the checkpointer there were writes.
 	used func()
@@ -96,7 +109,14 @@ type stmtCache struct {
 	m    map[string]*sql.Stmt
 }
 
-func newStmtCache(db *sql.DB, used func()) *stmtCache {
+// preparer is where a stmtCache prepares: a pool (*sql.DB) or one
+// connection (*sql.Conn).
+type preparer interface {
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func newStmtCache(db preparer, used func()) *stmtCache {
 	return &stmtCache{db: db, used: used, m: map[string]*sql.Stmt{}}
 }
 
@@ -142,6 +162,18 @@ func (c *stmtCache) queryRow(ctx context.Context, query string, args ...any) *sq
 		return c.db.QueryRowContext(ctx, query, args...)
 	}
 	return st.QueryRowContext(ctx, args...)
+}
+
+// lookup runs a query that finds at most one row through a key, which
+// takes SQLite a few microseconds, without the context's cancellation: a
+// context that can end costs the driver a goroutine that watches it for
+// every statement, far more than the lookup. A context already ended
+// still fails it.
+func (c *stmtCache) lookup(ctx context.Context, query string, args ...any) *sql.Row {
+	if ctx.Err() == nil {
+		ctx = context.WithoutCancel(ctx)
+	}
+	return c.queryRow(ctx, query, args...)
 }
 
 // close closes the prepared statements.
@@ -205,6 +237,15 @@ func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, erro
 		return nil, err
 	}
 	if path != "" {
+		// The writer's one connection, pinned once the schema is in
+		// place (sqlitewriter.go).
+		wc, err := s.w.Conn(ctx)
+		if err != nil {
+			_ = s.Close()
+			return nil, s.openErr(ctx, "open sqlite writer", err)
+		}
+		s.wc, s.turn = wc, make(chan struct{}, 1)
+		s.ws = newStmtCache(wc, s.wrote)
 		cctx, cancel := context.WithCancel(context.Background())
 		s.stopCkpt, s.ckptEnded = cancel, make(chan struct{})
 		go s.checkpoints(cctx)
@@ -239,9 +280,9 @@ func (s *sqliteStore) checkpoints(ctx context.Context) {
 
 // checkpoint copies the WAL into the database file and starts it over.
 //
-// It runs on the writer's connection, between two write transactions, so
-// no commit appends to the WAL while it copies (writes wait their turn in
-// Go meanwhile, as they wait for each other). A RESTART checkpoint then
+// It runs on the writer's connection, in a write's turn between two
+// others, so no commit appends to the WAL while it copies (writes wait
+// their turn meanwhile, as they wait for each other). A RESTART checkpoint then
 // waits for the readers of the WAL's older pages to finish, so that the
 // next commit writes the WAL from its beginning again. A PASSIVE
 // checkpoint on a connection of its own, as before, almost never caught
@@ -251,19 +292,16 @@ func (s *sqliteStore) checkpoints(ctx context.Context) {
 // cannot outwait a long reader copies what it can, and the next one tries
 // again.
 func (s *sqliteStore) checkpoint(ctx context.Context) (err error) {
-	conn, err := s.w.Conn(ctx)
+	t, err := s.beginWrite(ctx, false)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", checkpointBusyTimeout)); err != nil {
+	defer t.release()
+	if _, err := s.wc.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", checkpointBusyTimeout)); err != nil {
 		return err
 	}
-	_, err = conn.ExecContext(ctx, `PRAGMA wal_checkpoint(RESTART)`)
-	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", sqliteBusyTimeout)); rerr != nil {
-		// A writer that gave up on locks after the checkpoint's short
-		// wait must not stay in the pool.
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_, err = s.wc.ExecContext(ctx, `PRAGMA wal_checkpoint(RESTART)`)
+	if _, rerr := s.wc.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", sqliteBusyTimeout)); rerr != nil {
 		return errors.Join(err, fmt.Errorf("restore the writer's busy timeout: %w", rerr))
 	}
 	return err
@@ -424,47 +462,41 @@ func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session, first ..
 		u.GetCacheRead(), u.GetCacheWrite(), u.GetOutput(), u.GetTotal(),
 		created.UnixMicro(), created.UnixMicro(),
 		u.GetReasoning(), costOf(u), u.GetUnreported(), projectOf(sess)}
-	// Prepared before the transaction takes the one write connection,
-	// which preparing needs too.
+	// Prepared before the transaction takes an in-memory store's one
+	// connection, which preparing needs too.
 	ins, err := s.ws.stmt(ctx, sqliteInsertSession)
 	if err != nil {
 		return s.wrap(ctx, op, err)
 	}
-	var tx *sql.Tx
 	var insEvents eventInserts
 	if len(enc) > 0 {
 		if insEvents, err = s.prepareEventInserts(ctx, len(enc)); err != nil {
 			return s.wrap(ctx, op, err)
 		}
-		if tx, err = s.w.BeginTx(ctx, nil); err != nil {
-			return s.wrap(ctx, op, err)
-		}
-		defer func() {
-			if err != nil {
-				_ = tx.Rollback()
-			}
-		}()
-		ins = tx.StmtContext(ctx, ins)
-	}
-	res, err := ins.ExecContext(ctx, args...)
-	if err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return s.wrap(ctx, op, err)
-	} else if n == 0 {
-		return fmt.Errorf("%s: %w: session %s already exists", op, ErrConflict, sess.ID)
 	}
 	updated, last := created, int64(0)
-	if tx != nil {
-		now := time.Now().UnixMicro()
-		if err := s.insertEvents(ctx, insEvents, tx, sess.ID, enc, now); err != nil {
-			return err
-		}
-		if err := tx.Commit(); err != nil {
+	err = s.write(ctx, op, len(enc) > 0, func(t *writeTx) error {
+		res, err := t.stmt(ins).ExecContext(t.ctx, args...)
+		if err != nil {
 			return s.wrap(ctx, op, err)
 		}
+		if n, err := res.RowsAffected(); err != nil {
+			return s.wrap(ctx, op, err)
+		} else if n == 0 {
+			return fmt.Errorf("%s: %w: session %s already exists", op, ErrConflict, sess.ID)
+		}
+		if len(enc) == 0 {
+			return nil
+		}
+		now := time.Now().UnixMicro()
+		if err := s.insertEvents(ctx, insEvents, t, sess.ID, enc, now); err != nil {
+			return err
+		}
 		updated, last = time.UnixMicro(now).UTC(), enc[len(enc)-1].seq
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	sess.CreatedAt, sess.UpdatedAt, sess.LastSequence, sess.ProjectID = created, updated, last, projectOf(sess)
 	return nil
@@ -479,7 +511,7 @@ func (s *sqliteStore) GetSession(ctx context.Context, id string) (*Session, erro
 	if s.closed.Load() {
 		return nil, closedError(op)
 	}
-	sess, err := scanSQLiteSession(s.rs.queryRow(ctx, sqliteGetSession, id))
+	sess, err := scanSQLiteSession(s.rs.lookup(ctx, sqliteGetSession, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
 	}
@@ -563,11 +595,14 @@ func (s *sqliteStore) UpdateSession(ctx context.Context, sess *Session) error {
 	if s.closed.Load() {
 		return closedError(op)
 	}
-	res, err := s.ws.exec(ctx, sqliteUpdateSession, sqliteUpdateArgs(sess)...)
-	return s.updated(ctx, op, sess.ID, res, err)
+	return s.write(ctx, op, false, func(t *writeTx) error {
+		res, err := t.exec(sqliteUpdateSession, sqliteUpdateArgs(sess)...)
+		return s.updated(ctx, op, sess.ID, res, err)
+	})
 }
 
-// updated explains the outcome of sqliteUpdateSession.
+// updated explains the outcome of a statement on one session's row
+// (sqliteUpdateSession, a delete): ErrNotFound when there was none.
 func (s *sqliteStore) updated(ctx context.Context, op, id string, res sql.Result, err error) error {
 	if err != nil {
 		return s.wrap(ctx, op, err)
@@ -625,45 +660,34 @@ func (s *sqliteStore) WriteSession(ctx context.Context, id string, w SessionWrit
 			return s.wrap(ctx, op, err)
 		}
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	now := time.Now().UnixMicro()
-	if err := s.insertEvents(ctx, ins, tx, id, enc, now); err != nil {
-		return err
-	}
-	if w.Modify != nil {
-		sess, err := scanSQLiteSession(tx.StmtContext(ctx, get).QueryRowContext(ctx, id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
-		}
-		if err != nil {
-			return s.wrap(ctx, op, err)
-		}
-		if err := w.Modify(sess); err != nil {
+	return s.write(ctx, op, true, func(t *writeTx) error {
+		if err := s.insertEvents(ctx, ins, t, id, enc, time.Now().UnixMicro()); err != nil {
 			return err
 		}
-		sess.ID = id
-		res, err := tx.StmtContext(ctx, upd).ExecContext(ctx, sqliteUpdateArgs(sess)...)
-		if err := s.updated(ctx, op, id, res, err); err != nil {
-			return err
+		if w.Modify != nil {
+			sess, err := scanSQLiteSession(t.stmt(get).QueryRowContext(t.ctx, id))
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+			}
+			if err != nil {
+				return s.wrap(ctx, op, err)
+			}
+			if err := w.Modify(sess); err != nil {
+				return err
+			}
+			sess.ID = id
+			res, err := t.stmt(upd).ExecContext(t.ctx, sqliteUpdateArgs(sess)...)
+			if err := s.updated(ctx, op, id, res, err); err != nil {
+				return err
+			}
 		}
-	}
-	if w.ReleaseLease != "" {
-		if _, err := tx.StmtContext(ctx, rel).ExecContext(ctx, id, w.ReleaseLease); err != nil {
-			return s.wrap(ctx, op, err)
+		if w.ReleaseLease != "" {
+			if _, err := t.stmt(rel).ExecContext(t.ctx, id, w.ReleaseLease); err != nil {
+				return s.wrap(ctx, op, err)
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // DeleteSession implements Store. The events, quarantined records and lease
@@ -673,16 +697,10 @@ func (s *sqliteStore) DeleteSession(ctx context.Context, id string) error {
 	if s.closed.Load() {
 		return closedError(op)
 	}
-	res, err := s.ws.exec(ctx, `DELETE FROM sessions WHERE id = ?`, id)
-	if err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return s.wrap(ctx, op, err)
-	} else if n == 0 {
-		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
-	}
-	return nil
+	return s.write(ctx, op, false, func(t *writeTx) error {
+		res, err := t.exec(`DELETE FROM sessions WHERE id = ?`, id)
+		return s.updated(ctx, op, id, res, err)
+	})
 }
 
 // sqliteInsertEventsMax bounds the events one INSERT carries: three
@@ -763,31 +781,15 @@ func (s *sqliteStore) AppendEvents(ctx context.Context, sessionID string, events
 	if err != nil {
 		return s.wrap(ctx, op, err)
 	}
-	if len(enc) == 1 {
-		return s.insertEvents(ctx, ins, nil, sessionID, enc, now)
-	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	if err := s.insertEvents(ctx, ins, tx, sessionID, enc, now); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	return nil
+	return s.write(ctx, op, len(enc) > 1, func(t *writeTx) error {
+		return s.insertEvents(ctx, ins, t, sessionID, enc, now)
+	})
 }
 
-// insertEvents inserts enc with ins (prepareEventInserts(len(enc))),
-// inside tx unless it is nil (then enc is one event), and explains a
+// insertEvents inserts enc with ins (prepareEventInserts(len(enc))) in
+// the write t, a transaction unless enc is one event, and explains a
 // refusal.
-func (s *sqliteStore) insertEvents(ctx context.Context, ins eventInserts, tx *sql.Tx, sessionID string, enc []encodedEvent, now int64) error {
+func (s *sqliteStore) insertEvents(ctx context.Context, ins eventInserts, t *writeTx, sessionID string, enc []encodedEvent, now int64) error {
 	const op = "append events"
 	args := make([]any, 0, 2+3*min(len(enc), sqliteInsertEventsMax))
 	for len(enc) > 0 {
@@ -796,14 +798,11 @@ func (s *sqliteStore) insertEvents(ctx context.Context, ins eventInserts, tx *sq
 			chunk, st = enc[:sqliteInsertEventsMax], ins.full
 		}
 		enc = enc[len(chunk):]
-		if tx != nil {
-			st = tx.StmtContext(ctx, st)
-		}
 		args = append(args[:0], sessionID, now)
 		for _, e := range chunk {
 			args = append(args, e.seq, e.kind, e.payload)
 		}
-		res, err := st.ExecContext(ctx, args...)
+		res, err := t.stmt(st).ExecContext(t.ctx, args...)
 		if err != nil {
 			return s.wrap(ctx, op, err)
 		}
@@ -822,12 +821,7 @@ func (s *sqliteStore) insertEvents(ctx context.Context, ins eventInserts, tx *sq
 			return fmt.Errorf("%s: %w: session %s: sequences %d to %d are not above the last sequence", op, ErrConflict, sessionID, chunk[0].seq, chunk[len(chunk)-int(n)-1].seq)
 		}
 		var have int64
-		const last = `SELECT last_sequence FROM sessions WHERE id = ?`
-		if tx != nil {
-			err = tx.QueryRowContext(ctx, last, sessionID).Scan(&have)
-		} else {
-			err = s.ws.queryRow(ctx, last, sessionID).Scan(&have)
-		}
+		err = t.queryRow(`SELECT last_sequence FROM sessions WHERE id = ?`, sessionID).Scan(&have)
 		return refusedAppend(ctx, sessionID, chunk[0].seq, have, err, sql.ErrNoRows, s.wrap)
 	}
 	return nil
@@ -855,7 +849,7 @@ func (s *sqliteStore) ReadEvents(ctx context.Context, sessionID string, afterSeq
 	}
 	if len(raw) == 0 {
 		var one int
-		err := s.rs.queryRow(ctx, `SELECT 1 FROM sessions WHERE id = ?`, sessionID).Scan(&one)
+		err := s.rs.lookup(ctx, `SELECT 1 FROM sessions WHERE id = ?`, sessionID).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
 		}
@@ -888,27 +882,24 @@ func (s *sqliteStore) tornRecord(ctx context.Context, sessionID string, seq int6
 
 // quarantine moves the session's last record seq into torn_events, only
 // if it is still the last.
-func (s *sqliteStore) quarantine(ctx context.Context, sessionID string, seq int64) (err error) {
-	tx, err := s.w.BeginTx(ctx, nil)
+func (s *sqliteStore) quarantine(ctx context.Context, sessionID string, seq int64) error {
+	t, err := s.beginWrite(ctx, true)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
 	const isLast = `NOT EXISTS (SELECT 1 FROM events AS later WHERE later.session_id = ? AND later.seq > ?)`
-	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO torn_events (session_id, seq, kind, payload, quarantined_at)
+	if _, err := t.exec(`INSERT OR REPLACE INTO torn_events (session_id, seq, kind, payload, quarantined_at)
 		SELECT session_id, seq, kind, payload, ? FROM events WHERE session_id = ? AND seq = ? AND `+isLast,
 		time.Now().UnixMicro(), sessionID, seq, sessionID, seq); err != nil {
+		_ = t.Rollback()
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE session_id = ? AND seq = ? AND `+isLast,
+	if _, err := t.exec(`DELETE FROM events WHERE session_id = ? AND seq = ? AND `+isLast,
 		sessionID, seq, sessionID, seq); err != nil {
+		_ = t.Rollback()
 		return err
 	}
-	return tx.Commit()
+	return t.Commit()
 }
 
 // AcquireLease implements Store. SQLite lives on one machine, so the
@@ -922,22 +913,27 @@ func (s *sqliteStore) AcquireLease(ctx context.Context, sessionID, owner, ownerA
 		return false, closedError(op)
 	}
 	now := time.Now()
-	var got string
-	err := s.ws.queryRow(ctx, `INSERT INTO leases (session_id, owner, owner_addr, expires_at) VALUES (?, ?, ?, ?)
+	taken := false
+	err := s.write(ctx, op, false, func(t *writeTx) error {
+		var got string
+		err := t.queryRow(`INSERT INTO leases (session_id, owner, owner_addr, expires_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (session_id) DO UPDATE SET
 			owner = excluded.owner, owner_addr = excluded.owner_addr, expires_at = excluded.expires_at
 		WHERE leases.owner = excluded.owner OR leases.expires_at <= ?
 		RETURNING owner`,
-		sessionID, owner, ownerAddr, now.Add(ttl).UnixMicro(), now.UnixMicro()).Scan(&got)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return false, nil
-	case isForeignKeyError(err):
-		return false, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
-	case err != nil:
-		return false, s.wrap(ctx, op, err)
-	}
-	return true, nil
+			sessionID, owner, ownerAddr, now.Add(ttl).UnixMicro(), now.UnixMicro()).Scan(&got)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil
+		case isForeignKeyError(err):
+			return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
+		case err != nil:
+			return s.wrap(ctx, op, err)
+		}
+		taken = true
+		return nil
+	})
+	return taken, err
 }
 
 // ReleaseLease implements Store.
@@ -946,8 +942,10 @@ func (s *sqliteStore) ReleaseLease(ctx context.Context, sessionID, owner string)
 	if s.closed.Load() {
 		return closedError(op)
 	}
-	_, err := s.ws.exec(ctx, sqliteReleaseLease, sessionID, owner)
-	return s.wrap(ctx, op, err)
+	return s.write(ctx, op, false, func(t *writeTx) error {
+		_, err := t.exec(sqliteReleaseLease, sessionID, owner)
+		return s.wrap(ctx, op, err)
+	})
 }
 
 // sqliteReleaseLease gives up an owner's lease on a session.
@@ -963,7 +961,7 @@ func (s *sqliteStore) LeaseHolder(ctx context.Context, sessionID string) (string
 		owner, addr string
 		expires     int64
 	)
-	err := s.rs.queryRow(ctx, `SELECT owner, owner_addr, expires_at FROM leases
+	err := s.rs.lookup(ctx, `SELECT owner, owner_addr, expires_at FROM leases
 		WHERE session_id = ? AND expires_at > ?`, sessionID, time.Now().UnixMicro()).Scan(&owner, &addr, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", "", time.Time{}, fmt.Errorf("%s: %w: no live lease on session %s", op, ErrNotFound, sessionID)
@@ -1004,7 +1002,7 @@ func (s *sqliteStore) LeaseCutOff(ctx context.Context, sessionID, owner string) 
 		return false, closedError(op)
 	}
 	var cut bool
-	err := s.rs.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM leases
+	err := s.rs.lookup(ctx, `SELECT EXISTS (SELECT 1 FROM leases
 		WHERE session_id = ? AND (owner = ? OR expires_at <= ?))`, sessionID, owner, time.Now().UnixMicro()).Scan(&cut)
 	return cut, s.wrap(ctx, op, err)
 }
@@ -1029,6 +1027,12 @@ func (s *sqliteStore) Close() error {
 		s.stopCkpt()
 		<-s.ckptEnded
 	}
+	if s.wc != nil {
+		// A write under way ends first; one still waiting for its turn
+		// then finds the connection closed.
+		s.turn <- struct{}{}
+		defer func() { <-s.turn }()
+	}
 	err := errors.Join(s.ws.close(), s.rs.close())
 	if s.r != s.w {
 		err = errors.Join(err, s.r.Close())
@@ -1037,7 +1041,15 @@ func (s *sqliteStore) Close() error {
 	// into the database file and truncates the WAL, so a clean stop leaves
 	// the database in one file (a read-only connection closing last cannot
 	// do that, and left a WAL of several MiB behind).
-	if _, cerr := s.w.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); cerr != nil {
+	const truncate = `PRAGMA wal_checkpoint(TRUNCATE)`
+	var cerr error
+	if s.wc != nil {
+		_, cerr = s.wc.ExecContext(context.Background(), truncate)
+		err = errors.Join(err, s.wc.Close())
+	} else {
+		_, cerr = s.w.Exec(truncate)
+	}
+	if cerr != nil {
 		err = errors.Join(err, fmt.Errorf("checkpoint the WAL at close: %w", cerr))
 	}
 	return errors.Join(err, s.w.Close())

@@ -91,7 +91,8 @@ func TestSQLiteConformance(t *testing.T) {
 
 // TestOpenSQLiteURLForms checks every accepted spelling of a SQLite store,
 // that parent directories are created, that the file is in WAL mode with
-// foreign keys on, and that data survives closing and reopening.
+// foreign keys on and 1 KiB pages, and that data survives closing and
+// reopening.
 func TestOpenSQLiteURLForms(t *testing.T) {
 	dir := t.TempDir()
 	ctx := testkit.Context(t, time.Minute)
@@ -123,6 +124,11 @@ func TestOpenSQLiteURLForms(t *testing.T) {
 			var mode string
 			if err := db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
 				t.Fatalf("journal_mode = %q, %v; want wal", mode, err)
+			}
+			// A new database has 1 KiB pages, which the WAL writes whole.
+			var page int
+			if err := db.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&page); err != nil || page != 1024 {
+				t.Fatalf("page_size = %d, %v; want 1024", page, err)
 			}
 			// Reopen: migrations are idempotent and the data is there.
 			s, err = store.Open(ctx, tc.url)

@@ -16,7 +16,12 @@ import (
 func sqliteTeams(s *sqliteStore) *teamSQL {
 	return &teamSQL{
 		exec: func(ctx context.Context, q string, args ...any) (int64, error) {
-			res, err := s.ws.exec(ctx, q, args...)
+			t, err := s.beginWrite(ctx, false)
+			if err != nil {
+				return 0, err
+			}
+			defer t.release()
+			res, err := t.exec(q, args...)
 			if err != nil {
 				return 0, err
 			}
@@ -31,13 +36,12 @@ func sqliteTeams(s *sqliteStore) *teamSQL {
 			return rows, func() { _ = rows.Close() }, nil
 		},
 		tx: func(ctx context.Context, f func(exec func(q string, args ...any) (int64, error)) error) error {
-			s.wrote()
-			tx, err := s.w.BeginTx(ctx, nil)
+			tx, err := s.beginWrite(ctx, true)
 			if err != nil {
 				return err
 			}
 			err = f(func(q string, args ...any) (int64, error) {
-				res, err := tx.ExecContext(ctx, q, args...)
+				res, err := tx.exec(q, args...)
 				if err != nil {
 					return 0, err
 				}

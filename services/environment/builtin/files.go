@@ -103,12 +103,15 @@ func (t *readFile) Run(ctx context.Context, raw string, out tool.Output) (tool.R
 		return tool.Result{}, fileError(a.FilePath, err)
 	}
 	defer f.Close()
-	// The buffer is the file's size, up to 64 KiB: most files read are
-	// far smaller, and a buffer of 64 KiB for each was most of what a
-	// task's read_file allocated. A line longer than the buffer is
-	// gathered piece by piece (ReadString) all the same.
-	br := bufio.NewReaderSize(io.LimitReader(f, readScanCap), int(min(max(info.Size()+1, sniffBytes), 64<<10)))
-	head, _ := br.Peek(sniffBytes)
+	// The buffer is the file's size, from 512 bytes up to 64 KiB: most
+	// files read are far smaller, and a buffer of 64 KiB for each (then
+	// of the 8 KiB sniffed) was most of what a task's read_file
+	// allocated. A file smaller than the sniff is sniffed whole, as it
+	// was when it was opened. A line longer than the buffer is gathered
+	// piece by piece (ReadString) all the same.
+	size := int(min(max(info.Size()+1, 512), 64<<10))
+	br := bufio.NewReaderSize(io.LimitReader(f, readScanCap), size)
+	head, _ := br.Peek(min(sniffBytes, size))
 	if bytes.IndexByte(head, 0) >= 0 {
 		return tool.Result{}, fmt.Errorf("%s is a binary file (it contains NUL bytes): inspect it with exec_command (file, xxd, ...), or use read_image for an image", a.FilePath)
 	}

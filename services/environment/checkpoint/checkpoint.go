@@ -37,6 +37,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/penguin-agent/penguin/internal/dirstamp"
 	"github.com/penguin-agent/penguin/services/environment/ignore"
 	"github.com/penguin-agent/penguin/services/environment/workspace"
 )
@@ -116,6 +117,10 @@ type Store struct {
 	// added counts the bytes this handle wrote to the store, which
 	// Collect adds to the usage it last recorded.
 	added int64
+	// intact is set when Open found the store's directories in place. A
+	// store that had lost one (a scratch area cleared in part) trusts no
+	// manifest kept in memory to have its files on disk.
+	intact bool
 }
 
 // Open opens (creating it if needed) the store of the workspace dir inside
@@ -128,7 +133,7 @@ func Open(parent *os.Root, dir string) (*Store, error) {
 	// the whole path, twice).
 	if r, err := parent.OpenRoot(name); err == nil {
 		if hasStoreDirs(r) {
-			return &Store{root: r}, nil
+			return &Store{root: r, intact: true}, nil
 		}
 		r.Close()
 	}
@@ -179,8 +184,12 @@ var idPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile
 // Snapshot records the workspace tree as a checkpoint and returns its id.
 // The Manifest returned is shared: it must not be changed.
 func (s *Store) Snapshot(ctx context.Context, tree *workspace.Tree, lim Limits) (string, *Manifest, error) {
-	head := s.head()
-	prev := lastManifests.get(s.root.Name(), head)
+	head, headStamp := s.head()
+	kept := lastManifests.get(s.root.Name(), head)
+	if !s.intact {
+		kept = keptManifest{}
+	}
+	prev := kept.m
 	if prev == nil {
 		prev, _ = s.Load(head)
 	}
@@ -192,7 +201,7 @@ func (s *Store) Snapshot(ctx context.Context, tree *workspace.Tree, lim Limits) 
 			m.Incomplete = fmt.Sprintf("the workspace has more than %d files and directories that git does not ignore", lim.MaxEntries)
 			return ignore.ErrStop
 		}
-		ent, err := s.record(tree, e.Rel, prev, start, lim)
+		ent, err := s.record(tree, e, prev, kept.m != nil, start, lim)
 		if err != nil || ent == nil {
 			return nil // vanished meanwhile, or not a file: left out
 		}
@@ -209,11 +218,34 @@ func (s *Store) Snapshot(ctx context.Context, tree *workspace.Tree, lim Limits) 
 	if err != nil {
 		return "", nil, err
 	}
-	id, err := s.save(m)
-	if err != nil {
-		return "", nil, err
+	var text []byte
+	id := kept.id
+	if kept.m == nil || !sameManifest(m, kept.m) {
+		if text, id, err = manifestText(m); err != nil {
+			return "", nil, err
+		}
 	}
-	lastManifests.put(s.root.Name(), id, m)
+	touched := kept.touched
+	if now := time.Now(); id != head || kept.m == nil || now.Sub(touched) >= touchEvery {
+		// The head kept in memory, touched a moment ago, is on disk as
+		// it was: the store and its files are only written when that
+		// changes.
+		if text == nil {
+			if text, _, err = manifestText(m); err != nil {
+				return "", nil, err
+			}
+		}
+		if err := s.save(id, text, now); err != nil {
+			return "", nil, err
+		}
+		touched = now
+	}
+	e := keptManifest{id: id, m: m, touched: touched}
+	if id == head {
+		// A head written anew is stamped when it is next read.
+		e.head = headStamp
+	}
+	lastManifests.put(s.root.Name(), e)
 	if id != head {
 		// A workspace as the last checkpoint found it (most turns of a
 		// session that reads) leaves the head as it is.
@@ -222,13 +254,37 @@ func (s *Store) Snapshot(ctx context.Context, tree *workspace.Tree, lim Limits) 
 	return id, m, nil
 }
 
+// sameManifest reports whether a and b record the same entries, and so
+// have the same text and id: a workspace found as the kept checkpoint
+// recorded it is not encoded and hashed again to learn its id.
+func sameManifest(a, b *Manifest) bool {
+	if a.Incomplete != b.Incomplete || len(a.Entries) != len(b.Entries) {
+		return false
+	}
+	for name, e := range a.Entries {
+		if o, ok := b.Entries[name]; !ok || *o != *e {
+			return false
+		}
+	}
+	return true
+}
+
+// touchEvery is how stale the modification time of the head's manifest
+// may grow while checkpoints of an unchanged workspace find it again:
+// collection orders checkpoints by that time and ages them from it (by
+// the day), and a turn that only read would otherwise write it twice.
+const touchEvery = time.Minute
+
 // lastManifests keeps, for each store, the newest checkpoint Snapshot
 // made, so that the next Snapshot compares the workspace with it without
 // reading and decompressing its file again (that was most of the
 // checkpoint of an unchanged workspace, taken at every turn). A
 // manifest's id is the hash of its text, so a kept one is what the file
 // holds whoever wrote it; which checkpoint is the head is still read from
-// the store every time, since another process may have moved it. Bounded
+// the store every time, since another process may have moved it. A kept
+// manifest's contents were stored or found in the store when it was
+// made, and collection keeps the newest checkpoint's: while it is the
+// head, an unchanged file's content is not looked for again. Bounded
 // to maxKeptEntries entries in all: a workspace too large for it is read
 // from its file, as before.
 var lastManifests = &keptManifests{m: map[string]keptManifest{}}
@@ -240,6 +296,16 @@ const maxKeptEntries = 1 << 16
 type keptManifest struct {
 	id string
 	m  *Manifest
+	// touched is when this process last set the manifest file's
+	// modification time (or wrote it).
+	touched time.Time
+	// head is the stamp of the store's head file when it last read id
+	// there; zero when unknown.
+	head dirstamp.File
+	// listed is when Collect last listed the store and found it within
+	// the retention within (zero when it did not).
+	listed time.Time
+	within Retention
 }
 
 type keptManifests struct {
@@ -248,48 +314,93 @@ type keptManifests struct {
 	entries int                     // in all the manifests kept
 }
 
-// get returns the manifest id of the store at dir, if it is kept.
-func (k *keptManifests) get(dir, id string) *Manifest {
+// get returns what is kept of the store at dir if its manifest is id,
+// else a keptManifest without a manifest.
+func (k *keptManifests) get(dir, id string) keptManifest {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if e, ok := k.m[dir]; ok && e.id == id {
-		return e.m
+		return e
 	}
-	return nil
+	return keptManifest{}
 }
 
-// put keeps m, the checkpoint id of the store at dir, in place of the
+// put keeps e, the last checkpoint of the store at dir, in place of the
 // store's last one, making room by dropping other stores' if need be.
-func (k *keptManifests) put(dir, id string, m *Manifest) {
+func (k *keptManifests) put(dir string, e keptManifest) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if old, ok := k.m[dir]; ok {
 		k.entries -= len(old.m.Entries)
 		delete(k.m, dir)
+		e.listed, e.within = old.listed, old.within
 	}
-	if len(m.Entries) > maxKeptEntries {
+	if len(e.m.Entries) > maxKeptEntries {
 		return
 	}
-	for other, e := range k.m {
-		if k.entries+len(m.Entries) <= maxKeptEntries {
+	for other, x := range k.m {
+		if k.entries+len(e.m.Entries) <= maxKeptEntries {
 			break
 		}
-		k.entries -= len(e.m.Entries)
+		k.entries -= len(x.m.Entries)
 		delete(k.m, other)
 	}
-	k.m[dir] = keptManifest{id: id, m: m}
-	k.entries += len(m.Entries)
+	k.m[dir] = e
+	k.entries += len(e.m.Entries)
 }
 
-// record describes one path as it is now, storing a file's content; nil
-// for a path that is neither a file, a link nor a directory.
-func (s *Store) record(tree *workspace.Tree, name string, prev *Manifest, start time.Time, lim Limits) (*Entry, error) {
-	e, err := describe(tree, name, lim, func(e *Entry) error {
+// headOf returns the id kept for the store at dir when its head file is
+// still as stamp says it was when that id was read from it.
+func (k *keptManifests) headOf(dir string, stamp dirstamp.File) (string, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if e, ok := k.m[dir]; ok && e.head != (dirstamp.File{}) && e.head == stamp {
+		return e.id, true
+	}
+	return "", false
+}
+
+// listedAt returns when Collect last found the store at dir within r;
+// zero when it is not known.
+func (k *keptManifests) listedAt(dir string, r Retention) time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if e := k.m[dir]; e.within == r {
+		return e.listed
+	}
+	return time.Time{}
+}
+
+// setListed records that Collect found the store at dir within r at t
+// (zero: it did not), for a store whose checkpoint is kept.
+func (k *keptManifests) setListed(dir string, r Retention, t time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if e, ok := k.m[dir]; ok {
+		e.listed, e.within = t, r
+		k.m[dir] = e
+	}
+}
+
+// record describes the path the walk found as it is now, storing a
+// file's content; nil for a path that is neither a file, a link nor a
+// directory. trusted says that prev's contents are known to be stored
+// (see lastManifests).
+func (s *Store) record(tree *workspace.Tree, w ignore.Entry, prev *Manifest, trusted bool, start time.Time, lim Limits) (*Entry, error) {
+	name := w.Rel
+	// A directory read through the workspace's handle describes its
+	// entries as it reads them (lstat beside the directory's handle), so
+	// the walk's description is as fresh as another lstat would be.
+	info, err := w.Entry.Info()
+	if err != nil {
+		return nil, err
+	}
+	e, err := describeInfo(tree, name, info, lim, func(e *Entry) error {
 		// A file whose size and time are those of the last checkpoint is
 		// not read again, unless its time is so recent that a write in
 		// the same clock tick could have left both unchanged.
 		if prev != nil && time.Unix(0, e.MTime).Before(start.Add(-2*time.Second)) {
-			if p := prev.Entries[name]; p != nil && p.Kind == kindFile && !p.Large && p.Size == e.Size && p.MTime == e.MTime && p.Exec == e.Exec && s.has(p.Hash) {
+			if p := prev.Entries[name]; p != nil && p.Kind == kindFile && !p.Large && p.Size == e.Size && p.MTime == e.MTime && p.Exec == e.Exec && (trusted || s.has(p.Hash)) {
 				e.Hash = p.Hash
 				return nil
 			}
@@ -315,6 +426,11 @@ func describe(tree *workspace.Tree, name string, lim Limits, content func(*Entry
 	if err != nil {
 		return nil, err
 	}
+	return describeInfo(tree, name, info, lim, content)
+}
+
+// describeInfo is describe, with what lstat says of name.
+func describeInfo(tree *workspace.Tree, name string, info fs.FileInfo, lim Limits, content func(*Entry) error) (*Entry, error) {
 	switch mode := info.Mode(); {
 	case mode.IsDir():
 		return &Entry{Kind: kindDir}, nil
@@ -332,10 +448,27 @@ func describe(tree *workspace.Tree, name string, lim Limits, content func(*Entry
 	return e, content(e)
 }
 
-// head is the id of the store's last checkpoint, "" when none.
-func (s *Store) head() string {
+// head is the id of the store's last checkpoint, "" when none, and the
+// stamp of the head file it was read from (zero when the stamp cannot be
+// trusted). A head file as it was when the checkpoint kept in memory was
+// read from it (see package dirstamp: lstat's size, times and inode) is
+// not read again: one lstat instead of an open, reads and a close at
+// every checkpoint.
+func (s *Store) head() (string, dirstamp.File) {
+	info, err := s.root.Lstat("head")
+	if err != nil {
+		return "", dirstamp.File{}
+	}
+	// The stamp is taken before the file is read: a write meanwhile
+	// makes it not match at the next checkpoint.
+	stamp, trusted := dirstamp.StampFile(info, time.Now())
+	if !trusted || !s.intact {
+		stamp = dirstamp.File{}
+	} else if id, ok := lastManifests.headOf(s.root.Name(), stamp); ok {
+		return id, stamp
+	}
 	b, _ := s.root.ReadFile("head")
-	return strings.TrimSpace(string(b))
+	return strings.TrimSpace(string(b)), stamp
 }
 
 func objectName(hash string) string { return "objects/" + hash[:2] + "/" + hash[2:] }
@@ -387,32 +520,35 @@ func (s *Store) Content(hash string) ([]byte, error) {
 	return s.root.ReadFile(objectName(hash))
 }
 
-// save stores a manifest and returns its id.
-func (s *Store) save(m *Manifest) (string, error) {
+// manifestText returns a manifest's text and its id, the text's hash.
+func manifestText(m *Manifest) ([]byte, string, error) {
 	text, err := json.Marshal(m) // map keys are sorted: the same files give the same text
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	sum := sha256.Sum256(text)
-	id := hex.EncodeToString(sum[:])
+	return text, hex.EncodeToString(sum[:]), nil
+}
+
+// save stores the manifest text, whose id is id, as taken at now.
+func (s *Store) save(id string, text []byte, now time.Time) error {
 	name := manifestName(id)
 	if _, err := s.root.Stat(name); err == nil {
 		// The same files again: the checkpoint is new as far as
 		// collection goes, oldest first by modification time.
-		now := time.Now()
-		return id, s.root.Chtimes(name, now, now)
+		return s.root.Chtimes(name, now, now)
 	}
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	_, _ = zw.Write(text)
 	if err := zw.Close(); err != nil {
-		return "", err
+		return err
 	}
 	if err := s.write(name, buf.Bytes()); err != nil {
-		return "", err
+		return err
 	}
 	s.added += int64(buf.Len())
-	return id, nil
+	return nil
 }
 
 func manifestName(id string) string { return "manifests/" + id + ".json.gz" }

@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/penguin-agent/penguin/internal/dirstamp"
 	"github.com/penguin-agent/penguin/services/environment/workspace"
 )
 
@@ -71,6 +73,23 @@ func (f *fixture) snap(lim Limits) (string, *Manifest) {
 		f.t.Fatal(err)
 	}
 	return id, m
+}
+
+// reopen opens the store again, as the service does at each checkpoint:
+// the fixture's had to make its directories.
+func (f *fixture) reopen() {
+	f.t.Helper()
+	parent, err := os.OpenRoot(filepath.Dir(filepath.Dir(f.store.root.Name())))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer parent.Close()
+	st, err := Open(parent, f.dir)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { st.Close() })
+	f.store = st
 }
 
 func paths(cs []Change) string {
@@ -217,7 +236,7 @@ func TestSnapshotKeepsItsLastManifest(t *testing.T) {
 	f := newFixture(t)
 	f.write("a.txt", "one\n")
 	id, m := f.snap(DefaultLimits)
-	if kept := lastManifests.get(f.store.root.Name(), id); kept != m {
+	if kept := lastManifests.get(f.store.root.Name(), id); kept.m != m {
 		t.Fatal("the checkpoint just made is not kept: the next Snapshot reads its file again")
 	}
 	if again, _ := f.snap(DefaultLimits); again != id {
@@ -243,7 +262,7 @@ func TestSnapshotKeepsItsLastManifest(t *testing.T) {
 	if err := f.store.root.WriteFile("head", []byte(id), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if lastManifests.get(f.store.root.Name(), id) != nil {
+	if lastManifests.get(f.store.root.Name(), id).m != nil {
 		t.Fatal("a manifest that is not the one kept is found")
 	}
 	if again, _ := f.snap(DefaultLimits); again != changed {
@@ -256,11 +275,11 @@ func TestSnapshotKeepsItsLastManifest(t *testing.T) {
 		big.Entries[strconv.Itoa(i)] = &Entry{Kind: kindDir}
 	}
 	for _, dir := range []string{"a", "b", "c", "d"} {
-		k.put(dir, "id", big)
+		k.put(dir, keptManifest{id: "id", m: big})
 		if k.entries > maxKeptEntries {
 			t.Fatalf("after %s, %d entries kept, over the bound of %d", dir, k.entries, maxKeptEntries)
 		}
-		if k.get(dir, "id") == nil {
+		if k.get(dir, "id").m == nil {
 			t.Fatalf("the manifest just put for %s is not kept", dir)
 		}
 	}
@@ -294,5 +313,94 @@ func TestOpenRemakesAMissingDirectory(t *testing.T) {
 	}
 	if _, _, err := st.Snapshot(t.Context(), f.tree, DefaultLimits); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUnchangedCheckpointWritesNothing checks that the checkpoint of a
+// workspace as the kept head found it, taken again within touchEvery,
+// neither touches the head's manifest nor lists the store to collect it,
+// and that a change is recorded and the store listed again.
+func TestUnchangedCheckpointWritesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.write("a.txt", "one\n")
+	hour := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(filepath.Join(f.dir, "a.txt"), hour, hour); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := f.snap(DefaultLimits)
+	if _, err := f.store.Collect(DefaultRetention, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	f.reopen()
+	// What a touch or a listing would change: the manifest's time, and
+	// the usage on record (a listing that finds none remakes it).
+	if err := f.store.root.Chtimes(manifestName(id), hour, hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.root.Remove("usage"); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := f.snap(DefaultLimits); again != id {
+		t.Fatalf("an unchanged workspace's checkpoint is %s, then %s", id, again)
+	}
+	if _, err := f.store.Collect(DefaultRetention, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := f.store.root.Stat(manifestName(id)); err != nil || !info.ModTime().Equal(hour) {
+		t.Errorf("the head's manifest was written again (%v, %v)", info, err)
+	}
+	if _, err := f.store.root.Stat("usage"); err == nil {
+		t.Error("the store was listed again though nothing was added to it")
+	}
+	// Another retention is applied whatever the last listing found.
+	if _, err := f.store.Collect(Retention{MaxCheckpoints: 2, MaxBytes: 1 << 20, MaxAge: time.Hour}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.root.Stat("usage"); err != nil {
+		t.Errorf("a new retention was not applied: %v", err)
+	}
+	f.write("b.txt", "two\n")
+	changed, m := f.snap(DefaultLimits)
+	if changed == id || m.Entries["b.txt"] == nil {
+		t.Fatal("a file added between two checkpoints is not recorded")
+	}
+	if err := f.store.root.Remove("usage"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Collect(DefaultRetention, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.root.Stat("usage"); err != nil {
+		t.Errorf("a store that was added to is not listed: %v", err)
+	}
+}
+
+// TestHeadStamped checks that a head file read once is known by its
+// stamp at the next checkpoint, and read again when another process
+// rewrites it.
+func TestHeadStamped(t *testing.T) {
+	f := newFixture(t)
+	f.reopen()
+	f.write("a.txt", "one\n")
+	first, _ := f.snap(DefaultLimits)
+	f.write("b.txt", "two\n")
+	second, _ := f.snap(DefaultLimits)
+	time.Sleep(50 * time.Millisecond) // past the racy window of the head's write
+	if again, _ := f.snap(DefaultLimits); again != second {
+		t.Fatalf("an unchanged workspace's checkpoint is %s, then %s", second, again)
+	}
+	dir := f.store.root.Name()
+	if lastManifests.m[dir].head == (dirstamp.File{}) {
+		t.Fatal("the head read is not stamped")
+	}
+	if id, _ := f.store.head(); id != second {
+		t.Fatalf("head %s, want %s", id, second)
+	}
+	// Another process moves the head back.
+	if err := f.store.root.WriteFile("head", []byte(first), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := f.store.head(); id != first {
+		t.Fatalf("a head rewritten by another process reads %s, want %s", id, first)
 	}
 }

@@ -84,7 +84,18 @@ type manifestFile struct {
 // past one, it collects down to three quarters of each bound at once, so
 // that the manifests it must read are read once in many turns rather than
 // at every turn.
+//
+// A store that this process found within r less than relistEvery ago,
+// and that nothing was added to since, is not listed again: the
+// checkpoints of a turn that only read would otherwise list it twice.
 func (s *Store) Collect(r Retention, now time.Time) (int, error) {
+	dir := s.root.Name()
+	if s.added == 0 && s.intact {
+		if t := lastManifests.listedAt(dir, r); !t.IsZero() && !now.Before(t) && now.Sub(t) < relistEvery {
+			return 0, nil
+		}
+	}
+	lastManifests.setListed(dir, r, time.Time{})
 	list, err := s.manifests()
 	if err != nil {
 		return 0, err
@@ -98,9 +109,14 @@ func (s *Store) Collect(r Retention, now time.Time) (int, error) {
 	switch {
 	case over:
 	case added == 0:
+		lastManifests.setListed(dir, r, now)
 		return 0, nil // the usage on record holds
 	default:
-		return 0, s.setUsage(usage)
+		err := s.setUsage(usage)
+		if err == nil {
+			lastManifests.setListed(dir, r, now)
+		}
+		return 0, err
 	}
 	maxCount, maxBytes := r.MaxCheckpoints-r.MaxCheckpoints/4, r.MaxBytes-r.MaxBytes/4
 	keep := map[string]bool{} // contents the kept checkpoints refer to
@@ -154,8 +170,17 @@ func (s *Store) Collect(r Retention, now time.Time) (int, error) {
 			usage += mf.size
 		}
 	}
-	return len(drop), s.setUsage(usage)
+	if err := s.setUsage(usage); err != nil {
+		return len(drop), err
+	}
+	lastManifests.setListed(dir, r, now)
+	return len(drop), nil
 }
+
+// relistEvery is how long a store found within its retention is not
+// listed again while nothing is added to it: the age bound (days) is
+// then applied that much later.
+const relistEvery = time.Minute
 
 func contains(ids []string, id string) bool {
 	for _, x := range ids {

@@ -44,21 +44,26 @@ type Probe struct {
 	Seccomp func() error
 }
 
-// HostProbe returns the probe that asks the running kernel. The answers
-// that cost more than a system call are worked out once per process.
+// HostProbe returns the probe that asks the running kernel. Each answer
+// is worked out once per process: none changes while it runs (the
+// kernel's features, this process's user), and CreateEnvironment asks
+// them all at every call.
 func HostProbe() Probe {
 	return Probe{
-		LandlockABI: ll.LandlockGetABIVersion,
+		LandlockABI: hostLandlockABI,
 		NewNetNS:    hostNetNS,
-		Privileged:  func() error { return privileged() },
+		Privileged:  hostPrivileged,
 		Limits:      hostLimits,
-		Seccomp:     func() error { return seccompAvailable() },
+		Seccomp:     hostSeccomp,
 	}
 }
 
 var (
-	hostNetNS  = sync.OnceValue(probeNetNS)
-	hostLimits = sync.OnceValue(probeLimits)
+	hostLandlockABI = sync.OnceValues(ll.LandlockGetABIVersion)
+	hostNetNS       = sync.OnceValue(probeNetNS)
+	hostPrivileged  = sync.OnceValue(privileged)
+	hostLimits      = sync.OnceValue(probeLimits)
+	hostSeccomp     = sync.OnceValue(seccompAvailable)
 )
 
 // privileged reports whether this process runs as root.

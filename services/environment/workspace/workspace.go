@@ -308,9 +308,17 @@ func New(dir string, readable ...Readable) (*Root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspace %q: %w", dir, err)
 	}
+	return NewResolved(real, readable...)
+}
+
+// NewResolved is New for a directory whose path is already absolute and
+// resolved (what filepath.EvalSymlinks returns), as the service's checks
+// of a requested workspace leave it: resolving it again would state each
+// of its parents once more, at every checkpoint.
+func NewResolved(real string, readable ...Readable) (*Root, error) {
 	h, err := os.OpenRoot(real)
 	if err != nil {
-		return nil, fmt.Errorf("workspace %q: %w", dir, err)
+		return nil, fmt.Errorf("workspace %q: %w", real, err)
 	}
 	r := &Root{ws: &Tree{dir: real, root: h, relative: true, owner: ownerOf(h)}}
 	for _, x := range readable {
@@ -331,7 +339,7 @@ func New(dir string, readable ...Readable) (*Root, error) {
 // idmapped mount, as in a pod with its own user namespace), a file the
 // service wrote stays writable to the commands.
 func ownerOf(h *os.Root) *owner {
-	if os.Geteuid() != 0 {
+	if euid() != 0 {
 		return nil
 	}
 	info, err := h.Stat(".")
@@ -344,6 +352,10 @@ func ownerOf(h *os.Root) *owner {
 	}
 	return &owner{uid: uid, gid: gid}
 }
+
+// euid is this process's effective user id, which the service does not
+// change: asked once rather than at every workspace opened.
+var euid = sync.OnceValue(os.Geteuid)
 
 // mkdirAll makes dir and its missing parents, each given to the tree's
 // owner.

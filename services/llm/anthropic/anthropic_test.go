@@ -436,6 +436,27 @@ func TestToolsSent(t *testing.T) {
 	}
 }
 
+// TestToolEditsSent checks that a tool whose schema or description
+// changes under the same name is sent as it is now: the schemas parsed
+// are kept by their text.
+func TestToolEditsSent(t *testing.T) {
+	srv, a := setup(t, emulator.Turn{Text: "one"}, emulator.Turn{Text: "two"})
+	for i, edit := range []struct{ description, schema, want string }{
+		{"Read a file.", `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`,
+			`[{"cache_control":{"type":"ephemeral"},"description":"Read a file.","input_schema":{"properties":{"path":{"type":"string"}},"required":["path"],"type":"object"},"name":"read_file"}]`},
+		{"Read one file.", `{"type":"object","properties":{"file":{"type":"string"}},"required":["file"]}`,
+			`[{"cache_control":{"type":"ephemeral"},"description":"Read one file.","input_schema":{"properties":{"file":{"type":"string"}},"required":["file"],"type":"object"},"name":"read_file"}]`},
+	} {
+		req := request()
+		req.Tools = []*penguinv1.ToolDefinition{{Name: "read_file", Description: edit.description, Parameters: edit.schema}}
+		llmtest.Run(t, t.Context(), a, req)
+		got, _ := json.Marshal(llmtest.LastBody(t, srv)["tools"])
+		if string(got) != edit.want {
+			t.Errorf("request %d: tools = %s, want %s", i, got, edit.want)
+		}
+	}
+}
+
 func TestMissingCredential(t *testing.T) {
 	srv := emulator.NewServer(emulator.Script{Turns: []emulator.Turn{{Text: "never"}}}, emulator.WithAPIKey("sk-needed"))
 	t.Cleanup(srv.Close)

@@ -8,6 +8,7 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/bytecache"
 	"github.com/penguin-agent/penguin/internal/catalog"
 	"github.com/penguin-agent/penguin/services/llm/failure"
 	"github.com/penguin-agent/penguin/services/llm/stream"
@@ -35,7 +36,7 @@ func buildParams(req *stream.Request, ids *translate.IDs, thinking string) (sdk.
 		p.System = []sdk.TextBlockParam{{Text: req.System, CacheControl: sdk.NewCacheControlEphemeralParam()}}
 	}
 	for i, t := range req.Tools {
-		schema, err := inputSchema(t.GetParameters())
+		schema, err := keptInputSchema(t.GetParameters())
 		if err != nil {
 			return p, invalid("tool %q: %v", t.GetName(), err)
 		}
@@ -249,6 +250,26 @@ func markCache(blocks []sdk.ContentBlockParamUnion) {
 		}
 		return
 	}
+}
+
+// inputSchemas keeps the input_schema of each tool schema text seen,
+// 1 MiB of texts at most: a tool's schema, the same at every request of a
+// session, is parsed once rather than at every request. What it keeps is
+// shared by the requests, which only read it (the SDK encodes it).
+var inputSchemas = bytecache.New[string, sdk.ToolInputSchemaParam](1 << 20)
+
+// keptInputSchema is inputSchema, kept in inputSchemas by the schema's
+// text.
+func keptInputSchema(params string) (sdk.ToolInputSchemaParam, error) {
+	if s, ok := inputSchemas.Get(params); ok {
+		return s, nil
+	}
+	s, err := inputSchema(params)
+	if err != nil {
+		return s, err
+	}
+	inputSchemas.Put(params, s, len(params))
+	return s, nil
 }
 
 // inputSchema turns a tool's JSON Schema text into Messages' input_schema.

@@ -285,8 +285,10 @@ func end(tr *translate.Translator, finish string) *penguinv1.LLMOutcome {
 type request struct {
 	Contents          []content         `json:"contents"`
 	SystemInstruction *content          `json:"systemInstruction,omitempty"`
-	Tools             []toolGroup       `json:"tools,omitempty"`
 	GenerationConfig  *generationConfig `json:"generationConfig,omitempty"`
+
+	// The tools are not a field: buildBody appends their JSON, kept by
+	// encodedTools, after the rest (see translate.ToolEncodings.Body).
 }
 
 type content struct {
@@ -320,10 +322,6 @@ type functionResponse struct {
 	Response map[string]any `json:"response"`
 }
 
-type toolGroup struct {
-	FunctionDeclarations []functionDeclaration `json:"functionDeclarations"`
-}
-
 type functionDeclaration struct {
 	Name                 string          `json:"name"`
 	Description          string          `json:"description,omitempty"`
@@ -350,17 +348,6 @@ func buildBody(req *stream.Request, ids *translate.IDs) ([]byte, error) {
 		r.SystemInstruction = &content{Parts: []part{{Text: req.System}}}
 	}
 	r.GenerationConfig.ThinkingConfig = thinking(translate.Thinking(req))
-	if len(req.Tools) > 0 {
-		g := toolGroup{}
-		for _, t := range req.Tools {
-			fd := functionDeclaration{Name: t.GetName(), Description: t.GetDescription()}
-			if p := strings.TrimSpace(t.GetParameters()); p != "" && p != "null" {
-				fd.ParametersJSONSchema = json.RawMessage(p)
-			}
-			g.FunctionDeclarations = append(g.FunctionDeclarations, fd)
-		}
-		r.Tools = []toolGroup{g}
-	}
 	names := map[string]string{} // call id → function name, for the responses
 	for _, turn := range translate.Turns(req.Messages) {
 		if turn.Role == penguinv1.Role_ROLE_ASSISTANT {
@@ -377,8 +364,18 @@ func buildBody(req *stream.Request, ids *translate.IDs) ([]byte, error) {
 			r.Contents = append(r.Contents, content{Role: "user", Parts: parts})
 		}
 	}
-	return json.Marshal(r)
+	return encodedTools.Body(r, "tools", req.Tools)
 }
+
+// encodedTools is the JSON of the tools sent: Gemini's tools are groups,
+// of which one holds every function declaration.
+var encodedTools = translate.NewNestedToolEncodings(func(t *penguinv1.ToolDefinition) ([]byte, error) {
+	fd := functionDeclaration{Name: t.GetName(), Description: t.GetDescription()}
+	if p := strings.TrimSpace(t.GetParameters()); p != "" && p != "null" {
+		fd.ParametersJSONSchema = json.RawMessage(p)
+	}
+	return json.Marshal(fd)
+}, `[{"functionDeclarations":[`, `]}]`)
 
 // thinking is the thinkingConfig of a wire value: a budget (0 turns
 // thinking off), a thinking level, on (thought summaries only) or off.

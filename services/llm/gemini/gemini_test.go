@@ -143,3 +143,47 @@ func TestStopsAndFailures(t *testing.T) {
 		t.Errorf("a wrong key = %v", o)
 	}
 }
+
+// TestToolsAndTheirEdits checks the tools' JSON, encoded once and kept
+// (translate.ToolEncodings): every function declaration in one group, and
+// a tool whose description or schema changes under the same name sent as
+// it is now, not as it was kept.
+func TestToolsAndTheirEdits(t *testing.T) {
+	srv, a := setup(t, emulator.Turn{Text: "one"}, emulator.Turn{Text: "two"}, emulator.Turn{Text: "three"})
+	schema := `{"type":"object","properties":{"path":{"type":"string"}}}`
+	edits := [][]*penguinv1.ToolDefinition{
+		{{Name: "read_file", Description: "Reads.", Parameters: schema}, {Name: "noop"}},
+		{{Name: "read_file", Description: "Reads a file.", Parameters: schema}, {Name: "noop"}},
+		{{Name: "read_file", Description: "Reads a file.", Parameters: `{"type":"object","properties":{"file":{"type":"string"}}}`}, {Name: "noop", Parameters: "null"}},
+	}
+	for i, tools := range edits {
+		req := request("gemini-3.1-pro-preview")
+		req.Tools = tools
+		if r := llmtest.Run(t, t.Context(), a, req); r.Outcome.GetStatus() != penguinv1.StopReason_STOP_REASON_COMPLETED {
+			t.Fatalf("request %d: outcome %v", i, r.Outcome)
+		}
+		var got any = srv.Requests()[i].Body["tools"]
+		var want []map[string][]map[string]any
+		var decls []map[string]any
+		for _, tool := range tools {
+			d := map[string]any{"name": tool.GetName()}
+			if tool.GetDescription() != "" {
+				d["description"] = tool.GetDescription()
+			}
+			if p := tool.GetParameters(); p != "" && p != "null" {
+				var s any
+				if err := json.Unmarshal([]byte(p), &s); err != nil {
+					t.Fatal(err)
+				}
+				d["parametersJsonSchema"] = s
+			}
+			decls = append(decls, d)
+		}
+		want = append(want, map[string][]map[string]any{"functionDeclarations": decls})
+		gotJSON, _ := json.Marshal(got)
+		wantJSON, _ := json.Marshal(want)
+		if string(gotJSON) != string(wantJSON) {
+			t.Errorf("request %d: tools %s, want %s", i, gotJSON, wantJSON)
+		}
+	}
+}

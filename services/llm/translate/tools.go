@@ -18,6 +18,9 @@ import (
 type ToolEncodings struct {
 	encode func(*penguinv1.ToolDefinition) ([]byte, error)
 	kept   *bytecache.Map[toolKey, []byte]
+	// open and close are written before and after the tools' JSON in a
+	// body: "[" and "]", or what an API nests its array in.
+	open, close string
 }
 
 // maxToolEncodingBytes bounds what a ToolEncodings holds: the tools of
@@ -32,7 +35,15 @@ type toolKey struct{ name, description, parameters string }
 // encode, in the adapter's wire format: the JSON of one element of the
 // request's tools array.
 func NewToolEncodings(encode func(*penguinv1.ToolDefinition) ([]byte, error)) *ToolEncodings {
-	return &ToolEncodings{encode: encode, kept: bytecache.New[toolKey, []byte](maxToolEncodingBytes)}
+	return NewNestedToolEncodings(encode, "[", "]")
+}
+
+// NewNestedToolEncodings is NewToolEncodings for an API whose body holds
+// the tools' array nested in other JSON: Body writes open before the
+// tools' elements and close after them (Gemini's
+// [{"functionDeclarations":[ and ]}]).
+func NewNestedToolEncodings(encode func(*penguinv1.ToolDefinition) ([]byte, error), open, close string) *ToolEncodings {
+	return &ToolEncodings{encode: encode, kept: bytecache.New[toolKey, []byte](maxToolEncodingBytes), open: open, close: close}
 }
 
 // Get returns the JSON of t. The slice returned is shared and must not be
@@ -51,7 +62,8 @@ func (e *ToolEncodings) Get(t *penguinv1.ToolDefinition) ([]byte, error) {
 }
 
 // Body returns the JSON of v, an object, with the array of tools' JSON
-// (from e) as its member key when there are tools: v is encoded into a
+// (from e, between its open and close) as its member key when there are
+// tools: v is encoded into a
 // pooled buffer and the tools appended after its other members (JSON does
 // not order them), so the one allocation left is the body itself, at its
 // final size.
@@ -74,21 +86,21 @@ func (e *ToolEncodings) Body(v any, key string, tools []*penguinv1.ToolDefinitio
 	}
 	// Encode ends the object with "}\n".
 	head := bytes.TrimSuffix(scratch.Bytes(), []byte("}\n"))
-	out := append(make([]byte, 0, len(head)+len(key)+len(`,"":[]}`)+size), head...)
+	out := append(make([]byte, 0, len(head)+len(key)+len(`,"":}`)+len(e.open)+len(e.close)+size), head...)
 	if len(encs) == 0 {
 		return append(out, '}'), nil
 	}
 	if out[len(out)-1] != '{' {
 		out = append(out, ',')
 	}
-	out = append(append(append(out, '"'), key...), `":[`...)
+	out = append(append(append(append(out, '"'), key...), `":`...), e.open...)
 	for i, enc := range encs {
 		if i > 0 {
 			out = append(out, ',')
 		}
 		out = append(out, enc...)
 	}
-	return append(out, "]}"...), nil
+	return append(append(out, e.close...), '}'), nil
 }
 
 // scratchPool holds the buffers bodies are encoded into before their

@@ -49,3 +49,20 @@ func TestToolEncodingsBody(t *testing.T) {
 		t.Error("a tool that does not encode made a body")
 	}
 }
+
+// TestNestedToolEncodingsBody checks a body whose tools' array is nested
+// in other JSON (Gemini's groups).
+func TestNestedToolEncodingsBody(t *testing.T) {
+	e := translate.NewNestedToolEncodings(func(d *penguinv1.ToolDefinition) ([]byte, error) {
+		return json.Marshal(map[string]string{"name": d.GetName()})
+	}, `[{"functionDeclarations":[`, `]}]`)
+	got, err := e.Body(struct {
+		Model string `json:"model"`
+	}{"m"}, "tools", []*penguinv1.ToolDefinition{{Name: "a"}, {Name: "b"}})
+	if want := `{"model":"m","tools":[{"functionDeclarations":[{"name":"a"},{"name":"b"}]}]}`; err != nil || string(got) != want {
+		t.Errorf("Body = %s, %v; want %s", got, err, want)
+	}
+	if got, err := e.Body(struct{}{}, "tools", nil); err != nil || string(got) != `{}` {
+		t.Errorf("Body without tools = %s, %v; want {}", got, err)
+	}
+}
