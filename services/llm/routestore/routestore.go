@@ -98,8 +98,11 @@ func Open(ctx context.Context, url string, sealer *Sealer) (*Store, error) {
 		// synchronous=NORMAL, as the engine's store, whose file this
 		// usually is: a commit in WAL mode then costs no fsync (a
 		// checkpoint syncs), and a power failure may lose the last
-		// commits but never corrupts the file.
-		s.db, err = sql.Open("sqlite", path+"?_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL&_txlock=immediate")
+		// commits but never corrupts the file. A server opens this store
+		// before the engine's, so a new file is made here: with the
+		// engine store's page size (1 KiB, see its package), which a
+		// database keeps from its creation on.
+		s.db, err = sql.Open("sqlite", path+"?_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL&_txlock=immediate&_pragma=page_size(1024)")
 		// One writer at a time is SQLite's rule anyway; one connection
 		// keeps the busy wait in the driver rather than in errors.
 		s.db.SetMaxOpenConns(1)
