@@ -50,8 +50,8 @@ const (
 	sqliteWriterParams = "_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_synchronous=NORMAL&_txlock=immediate&_pragma=wal_autocheckpoint(10000)&_pragma=journal_size_limit(1048576)&_pragma=page_size(1024)"
 	sqliteReaderParams = "_busy_timeout=10000&_foreign_keys=1&_query_only=1"
 	sqliteMemoryParams = "_busy_timeout=10000&_foreign_keys=1&_txlock=immediate"
-	// checkpointEvery is how often the checkpointer looks for writes to
-	// checkpoint.
+	// checkpointEvery is how long the checkpointer lets writes gather
+	// after the first one since its last checkpoint.
 	checkpointEvery = 250 * time.Millisecond
 	// checkpointBusyTimeout is how long, in milliseconds, a checkpoint
 	// waits for readers of the WAL's older pages (see checkpoints).
@@ -86,8 +86,10 @@ type sqliteStore struct {
 	commits atomic.Int64
 
 	// The checkpointer of a database file: whether there were writes
-	// since its last checkpoint, and how to stop it.
+	// since its last checkpoint, its wake at the first of them, and how
+	// to stop it.
 	dirty     atomic.Bool
+	wake      chan struct{}
 	stopCkpt  context.CancelFunc
 	ckptEnded chan struct{}
 }
@@ -191,7 +193,7 @@ func (c *stmtCache) close() error {
 // openSQLite opens the database file at path, or a private in-memory
 // database when path is empty.
 func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, error) {
-	s := &sqliteStore{log: o.logger}
+	s := &sqliteStore{log: o.logger, wake: make(chan struct{}, 1)}
 	if path == "" {
 		db, err := openCountedSQLite(":memory:?"+sqliteMemoryParams, &s.commits)
 		if err != nil {
@@ -253,20 +255,30 @@ func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, erro
 	return s, nil
 }
 
-// checkpoints checkpoints the WAL in the background, a few times a second
-// while there are writes, until ctx ends.
+// checkpoints checkpoints the WAL in the background until ctx ends:
+// checkpointEvery after the first write since its last checkpoint, so a
+// few times a second while there are writes. It waits for that first
+// write on the wake channel rather than looking at a ticker, so a server
+// at rest is not woken four times a second for nothing.
 func (s *sqliteStore) checkpoints(ctx context.Context) {
 	defer close(s.ckptEnded)
-	tick := time.NewTicker(checkpointEvery)
-	defer tick.Stop()
+	gather := time.NewTimer(checkpointEvery)
+	gather.Stop()
+	defer gather.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-s.wake:
+		}
+		gather.Reset(checkpointEvery)
+		select {
+		case <-ctx.Done():
+			return
+		case <-gather.C:
 		}
 		if !s.dirty.Swap(false) {
-			continue
+			continue // Settle checkpointed them meanwhile
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
 		err := s.checkpoint(cctx)
@@ -307,8 +319,16 @@ func (s *sqliteStore) checkpoint(ctx context.Context) (err error) {
 	return err
 }
 
-// wrote notes a write for the checkpointer.
-func (s *sqliteStore) wrote() { s.dirty.Store(true) }
+// wrote notes a write for the checkpointer, and wakes it at the first
+// write since its last checkpoint.
+func (s *sqliteStore) wrote() {
+	if !s.dirty.Swap(true) {
+		select {
+		case s.wake <- struct{}{}:
+		default: // a wake is already pending
+		}
+	}
+}
 
 // Settle implements Settler: it checkpoints now what the writes so far
 // left in the WAL, which the background checkpointer would do within
@@ -319,7 +339,7 @@ func (s *sqliteStore) Settle(ctx context.Context) error {
 	}
 	err := s.checkpoint(ctx)
 	if err != nil {
-		s.dirty.Store(true)
+		s.wrote() // still to checkpoint
 	}
 	return err
 }
