@@ -27,6 +27,8 @@ import (
 // agentReplica is an engine replica stood up as production does
 // (engine.Setup), with a home of its own: only the store is shared.
 type agentReplica struct {
+	e      *engine.Engine
+	conn   grpc.ClientConnInterface
 	engine penguinv1.EngineServiceClient
 	agents penguinv1.AgentServiceClient
 }
@@ -80,7 +82,7 @@ func startAgentReplica(t *testing.T, storeURL string, b *enginetest.Backends) *a
 		llmConn.Close()
 		envConn.Close()
 	})
-	return &agentReplica{engine: penguinv1.NewEngineServiceClient(conn), agents: penguinv1.NewAgentServiceClient(conn)}
+	return &agentReplica{e: e, conn: conn, engine: penguinv1.NewEngineServiceClient(conn), agents: penguinv1.NewAgentServiceClient(conn)}
 }
 
 // runTask creates a session on r's default agent and runs one task.

@@ -61,7 +61,11 @@ type routeSource struct {
 	lookup config.LookupFunc
 	deps   routing.Deps
 	store  *routestore.Store // nil: no route store
-	log    *slog.Logger
+	// storeChanged, when set, tells the watch whether the store may have
+	// changed since its last look without a query (routestore's
+	// ChangeCheck); nil asks the store each time.
+	storeChanged func() bool
+	log          *slog.Logger
 
 	mu          sync.Mutex // one build at a time; guards seen, seenVersion and keyFiles
 	seen        string     // the fingerprint taken before the last build read the files
@@ -263,7 +267,10 @@ func (s *Service) Reload() error {
 // files may live in other directories; a stat of a few files every two
 // seconds sees all of that with no watch to re-arm, and costs nothing
 // measurable. The store is polled for the same reason of simplicity: one
-// indexed row a second per replica, on PostgreSQL and SQLite alike.
+// indexed row a second per replica on PostgreSQL. On SQLite the row is
+// read only when the stamps of the database's files moved since the last
+// look (every commit writes them, whichever process made it): an idle
+// server runs no query, and SQLite's code stays unmapped.
 func (s *Service) Watch(ctx context.Context, interval time.Duration) {
 	if s.source == nil {
 		return
@@ -302,7 +309,7 @@ func (src *routeSource) changed(ctx context.Context) bool {
 	if src.fingerprint() != src.seen {
 		return true
 	}
-	if src.store == nil {
+	if src.store == nil || (src.storeChanged != nil && !src.storeChanged()) {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -126,6 +126,7 @@ func Setup(cfg Config) (*Service, error) {
 		if err != nil {
 			return nil, err
 		}
+		src.storeChanged = src.store.ChangeCheck()
 	}
 	cat, err := setupCatalog(cfg.Catalog, hc)
 	if err != nil {

@@ -22,6 +22,13 @@
 //     task like any other: a replica that dies while it runs hands it
 //     over through the run lease.
 //
+// On a SQLite file, which every commit writes whatever process made it,
+// a replica rests between ticks that find nothing to do: until the file's
+// stamps move (store.ChangeChecker) or the next due time, or a pending
+// run's owner's time, comes (store.ScheduleStore's NextWake), its ticks
+// run no query. An idle server then asks SQLite nothing. On PostgreSQL,
+// which other machines write, every tick looks.
+//
 // A due time that every replica missed (it is older than MissedAfter when
 // claimed) follows the schedule's missed policy: run once (only the
 // latest of several missed due times) or skip, recorded as skipped. A due
@@ -90,6 +97,19 @@ type Scheduler struct {
 	starting map[string]bool // runs being started here
 	wg       sync.WaitGroup
 	lastSync time.Time
+
+	// The tick's rest, on a store that tells when it may have changed
+	// (store.ChangeChecker: a SQLite file). changed is its check; nil on
+	// another store, whose ticks always look. A tick that found nothing
+	// to do (no schedule due, no run to start) sets quiet and wakeAt: the
+	// next schedule's due time, a pending run's owner's time, or the next
+	// Sync of a change not synced yet (zero for none). Until then a tick
+	// runs no query while the store has not changed, so an idle server
+	// with no schedule due asks SQLite nothing.
+	changed func() bool
+	quiet   bool
+	wakeAt  time.Time
+	syncDue bool
 }
 
 // New returns a Scheduler; Start sets it going.
@@ -104,8 +124,12 @@ func New(opts Options) *Scheduler {
 		opts.MissedAfter = DefaultMissedAfter
 	}
 	owner, ttl := opts.Sessions.Replica()
-	return &Scheduler{opts: opts, log: logger.OrDiscard(opts.Logger), owner: owner, ttl: ttl,
+	s := &Scheduler{opts: opts, log: logger.OrDiscard(opts.Logger), owner: owner, ttl: ttl,
 		stop: make(chan struct{}), done: make(chan struct{}), starting: map[string]bool{}}
+	if cc, ok := opts.Store.(store.ChangeChecker); ok {
+		s.changed = cc.ChangeCheck()
+	}
+	return s
 }
 
 // Start fires schedules every tick until Stop.
@@ -148,6 +172,14 @@ func (s *Scheduler) Stop() {
 }
 
 func (s *Scheduler) tick() {
+	if s.changed != nil {
+		if s.changed() {
+			s.syncDue, s.quiet = true, false
+		} else if s.quiet && (s.wakeAt.IsZero() || time.Now().Before(s.wakeAt)) {
+			return // nothing written, nothing due
+		}
+	}
+	s.quiet = false
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Tick*5)
 	defer cancel()
 	now, err := s.opts.Store.Now(ctx)
@@ -155,19 +187,48 @@ func (s *Scheduler) tick() {
 		s.log.Warn("schedules: could not read the store's clock", "error", err)
 		return
 	}
+	synced := false
 	if now.Sub(s.lastSync) >= s.opts.SyncEvery {
 		if err := s.Sync(ctx); err != nil {
 			s.log.Warn("schedules: could not read the definitions", "error", err)
 		} else {
-			s.lastSync = now
+			s.lastSync, s.syncDue, synced = now, false, true
 		}
 	}
-	if err := s.claim(ctx, now); err != nil {
+	due, err := s.claim(ctx, now)
+	if err != nil {
 		s.log.Warn("schedules: could not claim due runs", "error", err)
 	}
-	if err := s.startPending(ctx, now); err != nil {
-		s.log.Warn("schedules: could not take pending runs", "error", err)
+	taken, perr := s.startPending(ctx, now)
+	if perr != nil {
+		s.log.Warn("schedules: could not take pending runs", "error", perr)
 	}
+	if s.changed != nil && err == nil && perr == nil && due == 0 && taken == 0 && !synced {
+		s.rest(ctx)
+	}
+}
+
+// rest lets the ticks that follow run no query until the store changes or
+// the next thing comes due: a tick that claimed or took nothing, nor
+// synced (Sync's own writes are looked at once more), and starts nothing.
+func (s *Scheduler) rest(ctx context.Context) {
+	s.mu.Lock()
+	starting := len(s.starting)
+	s.mu.Unlock()
+	if starting > 0 {
+		return
+	}
+	next, err := s.opts.Store.NextWake(ctx)
+	if err != nil {
+		s.log.Warn("schedules: could not read the next due time", "error", err)
+		return
+	}
+	if s.syncDue {
+		if at := s.lastSync.Add(s.opts.SyncEvery); next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	s.quiet, s.wakeAt = true, next
 }
 
 // Sync copies every changed definition file into the schedules table and
@@ -240,11 +301,12 @@ func (s *Scheduler) firstDue(d *schedule.Definition, now time.Time) time.Time {
 	return first
 }
 
-// claim records a run for each due schedule it wins.
-func (s *Scheduler) claim(ctx context.Context, now time.Time) error {
+// claim records a run for each due schedule it wins, and returns how many
+// schedules were due.
+func (s *Scheduler) claim(ctx context.Context, now time.Time) (int, error) {
 	due, err := s.opts.Store.DueSchedules(ctx, now, batch)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, sc := range due {
 		d, err := schedule.Parse(sc.Name, sc.Definition)
@@ -268,13 +330,13 @@ func (s *Scheduler) claim(ctx context.Context, now time.Time) error {
 		}
 		won, err := s.opts.Store.ClaimDue(ctx, sc, next, run)
 		if err != nil {
-			return err
+			return len(due), err
 		}
 		if won {
 			s.log.Info("schedule due", "project", sc.Project, "agent", sc.Agent, "schedule", sc.Name, "due", sc.NextDue, "run", run.ID, "state", run.State)
 		}
 	}
-	return nil
+	return len(due), nil
 }
 
 // newRun is a pending run of sc due at due, owned by this replica.
@@ -304,14 +366,15 @@ func (s *Scheduler) target(ctx context.Context, sc *store.Schedule, d *schedule.
 	return nil
 }
 
-// startPending starts the pending runs this replica may take.
-func (s *Scheduler) startPending(ctx context.Context, now time.Time) error {
+// startPending starts the pending runs this replica may take, and returns
+// how many it took.
+func (s *Scheduler) startPending(ctx context.Context, now time.Time) (int, error) {
 	if s.opts.Sessions.Closing() {
-		return nil
+		return 0, nil
 	}
 	runs, err := s.opts.Store.TakeRuns(ctx, s.owner, now, now.Add(s.ttl), batch)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, r := range runs {
 		s.mu.Lock()
@@ -334,7 +397,7 @@ func (s *Scheduler) startPending(ctx context.Context, now time.Time) error {
 			s.start(r)
 		}()
 	}
-	return nil
+	return len(runs), nil
 }
 
 // start starts one run and records what became of it; a run left pending

@@ -1,11 +1,33 @@
 package store
 
+import (
+	"fmt"
+	"strings"
+)
+
 // A migration is one step of a database schema, applied once, in order, and
 // recorded in the schema_migrations table. Migrations are append-only: a
 // released step is never edited, a change is a new step.
 type migration struct {
 	version int
 	stmts   []string
+}
+
+// schemaScript is every statement of migrations, each followed by the
+// row that records its version as applied at appliedAt (microseconds), as
+// one script: a new SQLite database's whole schema in one Exec. It makes
+// the same schema as the migrations applied one by one
+// (TestNewSchemaAsMigrated).
+func schemaScript(migrations []migration, appliedAt int64) string {
+	var b strings.Builder
+	for _, m := range migrations {
+		for _, stmt := range m.stmts {
+			b.WriteString(stmt)
+			b.WriteString(";\n")
+		}
+		fmt.Fprintf(&b, "INSERT INTO schema_migrations (version, applied_at) VALUES (%d, %d);\n", m.version, appliedAt)
+	}
+	return b.String()
 }
 
 // sqliteMigrations returns the SQLite schema. Times are INTEGER microseconds

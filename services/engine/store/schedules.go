@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"time"
@@ -44,6 +45,12 @@ type ScheduleStore interface {
 	// DueSchedules returns up to limit enabled schedules due at now,
 	// oldest due time first.
 	DueSchedules(ctx context.Context, now time.Time, limit int) ([]*Schedule, error)
+	// NextWake returns the earliest time at which something comes due
+	// without a write to the store: an enabled schedule's next due time,
+	// or a pending run's owner's time (after which another replica may
+	// take it over); zero when there is neither. A replica that learns of
+	// writes otherwise (ChangeChecker) need not look before then.
+	NextWake(ctx context.Context) (time.Time, error)
 	// ClaimDue moves s's next due time from s.NextDue to next and records
 	// run in one transaction, and reports whether it did: false when
 	// another replica moved it first. A run of the same due time recorded
@@ -218,6 +225,21 @@ func (t *teamSQL) GetSchedule(ctx context.Context, project, agent, name string) 
 func (t *teamSQL) DueSchedules(ctx context.Context, now time.Time, limit int) ([]*Schedule, error) {
 	return list(ctx, t, "due schedules", scanSchedule, `SELECT `+scheduleColumns+` FROM schedules
 		WHERE enabled = 1 AND next_due > 0 AND next_due <= ? ORDER BY next_due LIMIT ?`, now.UnixMicro(), limit)
+}
+
+// NextWake implements ScheduleStore.
+func (t *teamSQL) NextWake(ctx context.Context) (time.Time, error) {
+	const op = "next schedule wake"
+	if err := t.begin(op); err != nil {
+		return time.Time{}, err
+	}
+	var at sql.NullInt64
+	if err := t.queryRow(ctx, `SELECT MIN(t) FROM (
+		SELECT MIN(next_due) AS t FROM schedules WHERE enabled = 1 AND next_due > 0
+		UNION ALL SELECT MIN(owner_until) FROM schedule_runs WHERE state = 'pending') AS wakes`).Scan(&at); err != nil {
+		return time.Time{}, t.classify(ctx, op, err)
+	}
+	return fromMicros(at.Int64), nil
 }
 
 // ClaimDue implements ScheduleStore.

@@ -44,6 +44,15 @@ func onBothBackends(t *testing.T, test func(t *testing.T, st store.Store)) {
 func scheduleClaims(t *testing.T, st store.Store) {
 	ctx := context.Background()
 	due := time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
+	// wake checks NextWake: the earliest of the enabled schedules' due
+	// times and the pending runs' owners' times.
+	wake := func(want time.Time) {
+		t.Helper()
+		if got, err := st.NextWake(ctx); err != nil || !got.Equal(want) {
+			t.Fatalf("next wake %v, %v; want %v", got, err, want)
+		}
+	}
+	wake(time.Time{})
 	s := &store.Schedule{Project: "default", Agent: "a", Name: "n", Definition: []byte("prompt: p\n"), Version: 1, Enabled: true, NextDue: due}
 	if changed, err := st.PutSchedule(ctx, s); err != nil || !changed || s.ID == "" {
 		t.Fatalf("put: %v %v %q", changed, err, s.ID)
@@ -51,6 +60,7 @@ func scheduleClaims(t *testing.T, st store.Store) {
 	if changed, err := st.PutSchedule(ctx, &store.Schedule{Project: "default", Agent: "a", Name: "n", Version: 1, NextDue: due.Add(time.Hour)}); err != nil || changed {
 		t.Fatalf("a put at the same version changed the row: %v %v", changed, err)
 	}
+	wake(due)
 	got, err := st.DueSchedules(ctx, due, 10)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("due: %v %v", got, err)
@@ -90,6 +100,7 @@ func scheduleClaims(t *testing.T, st store.Store) {
 	if err != nil || len(runs) != 1 || runs[0].Owner != winners[0] {
 		t.Fatalf("runs: %v %v", runs, err)
 	}
+	wake(due.Add(time.Minute)) // the pending run's owner's time, before the next due time
 	// The same due time claimed again (a definition edited back to it)
 	// moves the due time but records nothing.
 	again := *got[0]
@@ -113,9 +124,11 @@ func scheduleClaims(t *testing.T, st store.Store) {
 	if ok, err := st.UpdateRun(ctx, r, winners[0]); err != nil || ok {
 		t.Fatalf("the former owner updated the run: %v %v", ok, err)
 	}
+	wake(due.Add(3 * time.Minute))
 	if ok, err := st.UpdateRun(ctx, r, "Z"); err != nil || !ok {
 		t.Fatalf("the owner could not update the run: %v %v", ok, err)
 	}
+	wake(due.Add(2 * time.Hour)) // no run pending: the next due time
 	if pending, _ := st.TakeRuns(ctx, "Y", due.Add(time.Hour), due.Add(2*time.Hour), 10); len(pending) != 0 {
 		t.Fatalf("a started run was taken: %v", pending)
 	}

@@ -50,8 +50,8 @@ const (
 	sqliteWriterParams = "_busy_timeout=10000&_foreign_keys=1&_journal_mode=WAL&_synchronous=NORMAL&_txlock=immediate&_pragma=wal_autocheckpoint(10000)&_pragma=journal_size_limit(1048576)&_pragma=page_size(1024)"
 	sqliteReaderParams = "_busy_timeout=10000&_foreign_keys=1&_query_only=1"
 	sqliteMemoryParams = "_busy_timeout=10000&_foreign_keys=1&_txlock=immediate"
-	// checkpointEvery is how often the checkpointer looks for writes to
-	// checkpoint.
+	// checkpointEvery is how long the checkpointer lets writes gather
+	// after the first one since its last checkpoint.
 	checkpointEvery = 250 * time.Millisecond
 	// checkpointBusyTimeout is how long, in milliseconds, a checkpoint
 	// waits for readers of the WAL's older pages (see checkpoints).
@@ -79,13 +79,17 @@ type sqliteStore struct {
 	turn   chan struct{}
 	ws, rs *stmtCache // the statements prepared on the writer and on r
 	log    *slog.Logger
+	// path is the database file's absolute path; empty in memory.
+	path   string
 	closed atomic.Bool
 	// commits counts the write transactions committed (Commits).
 	commits atomic.Int64
 
 	// The checkpointer of a database file: whether there were writes
-	// since its last checkpoint, and how to stop it.
+	// since its last checkpoint, its wake at the first of them, and how
+	// to stop it.
 	dirty     atomic.Bool
+	wake      chan struct{}
 	stopCkpt  context.CancelFunc
 	ckptEnded chan struct{}
 }
@@ -189,7 +193,7 @@ func (c *stmtCache) close() error {
 // openSQLite opens the database file at path, or a private in-memory
 // database when path is empty.
 func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, error) {
-	s := &sqliteStore{log: o.logger}
+	s := &sqliteStore{log: o.logger, wake: make(chan struct{}, 1)}
 	if path == "" {
 		db, err := openCountedSQLite(":memory:?"+sqliteMemoryParams, &s.commits)
 		if err != nil {
@@ -226,7 +230,7 @@ func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, erro
 		}
 		r.SetMaxOpenConns(sqliteReaders)
 		r.SetMaxIdleConns(sqliteReaders)
-		s.w, s.r = w, r
+		s.w, s.r, s.path = w, r, abs
 	}
 	s.ws, s.rs = newStmtCache(s.w, s.wrote), newStmtCache(s.r, nil)
 	s.teamSQL = sqliteTeams(s)
@@ -251,20 +255,30 @@ func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, erro
 	return s, nil
 }
 
-// checkpoints checkpoints the WAL in the background, a few times a second
-// while there are writes, until ctx ends.
+// checkpoints checkpoints the WAL in the background until ctx ends:
+// checkpointEvery after the first write since its last checkpoint, so a
+// few times a second while there are writes. It waits for that first
+// write on the wake channel rather than looking at a ticker, so a server
+// at rest is not woken four times a second for nothing.
 func (s *sqliteStore) checkpoints(ctx context.Context) {
 	defer close(s.ckptEnded)
-	tick := time.NewTicker(checkpointEvery)
-	defer tick.Stop()
+	gather := time.NewTimer(checkpointEvery)
+	gather.Stop()
+	defer gather.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-s.wake:
+		}
+		gather.Reset(checkpointEvery)
+		select {
+		case <-ctx.Done():
+			return
+		case <-gather.C:
 		}
 		if !s.dirty.Swap(false) {
-			continue
+			continue // Settle checkpointed them meanwhile
 		}
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
 		err := s.checkpoint(cctx)
@@ -305,8 +319,16 @@ func (s *sqliteStore) checkpoint(ctx context.Context) (err error) {
 	return err
 }
 
-// wrote notes a write for the checkpointer.
-func (s *sqliteStore) wrote() { s.dirty.Store(true) }
+// wrote notes a write for the checkpointer, and wakes it at the first
+// write since its last checkpoint.
+func (s *sqliteStore) wrote() {
+	if !s.dirty.Swap(true) {
+		select {
+		case s.wake <- struct{}{}:
+		default: // a wake is already pending
+		}
+	}
+}
 
 // Settle implements Settler: it checkpoints now what the writes so far
 // left in the WAL, which the background checkpointer would do within
@@ -317,13 +339,18 @@ func (s *sqliteStore) Settle(ctx context.Context) error {
 	}
 	err := s.checkpoint(ctx)
 	if err != nil {
-		s.dirty.Store(true)
+		s.wrote() // still to checkpoint
 	}
 	return err
 }
 
 // migrate brings the schema up to date inside one IMMEDIATE transaction,
-// which also serializes two processes opening the same file.
+// which also serializes two processes opening the same file. A new
+// database (at version 0) gets its whole schema as one script
+// (schemaScript), which SQLite runs statement after statement inside the
+// driver: a new home's first start no longer pays a round trip through
+// the driver for each of some fifty statements. A database at an earlier
+// version is brought up one statement at a time, as before.
 func (s *sqliteStore) migrate(ctx context.Context) (err error) {
 	const op = "migrate sqlite schema"
 	tx, err := s.w.BeginTx(ctx, nil)
@@ -345,7 +372,11 @@ func (s *sqliteStore) migrate(ctx context.Context) (err error) {
 	if err := tx.QueryRowContext(ctx, currentVersionQuery).Scan(&current); err != nil {
 		return s.openErr(ctx, op, err)
 	}
-	if err := applyMigrations(ctx, op, current, sqliteMigrations(),
+	if current == 0 {
+		if _, err := tx.ExecContext(ctx, schemaScript(sqliteMigrations(), time.Now().UnixMicro())); err != nil {
+			return s.openErr(ctx, op, err)
+		}
+	} else if err := applyMigrations(ctx, op, current, sqliteMigrations(),
 		func(ctx context.Context, stmt string) error {
 			_, err := tx.ExecContext(ctx, stmt)
 			return err

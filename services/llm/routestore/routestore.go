@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
+	"github.com/penguin-agent/penguin/internal/filestamp"
 	"github.com/penguin-agent/penguin/services/llm/routing"
 )
 
@@ -61,6 +62,8 @@ type Store struct {
 	pool   *pgxpool.Pool
 	pg     bool
 	sealer *Sealer
+	// path is the SQLite database file; empty on PostgreSQL.
+	path string
 }
 
 // Open opens the route table in the database at url (a postgres:// or
@@ -91,7 +94,15 @@ func Open(ctx context.Context, url string, sealer *Sealer) (*Store, error) {
 		if i := strings.Index(path, "://"); i > 0 {
 			return nil, fmt.Errorf("routestore: unsupported store URL scheme %q (want postgres://, postgresql://, sqlite:, file: or a path)", path[:i])
 		}
-		s.db, err = sql.Open("sqlite", path+"?_busy_timeout=10000&_journal_mode=WAL&_txlock=immediate")
+		s.path = path
+		// synchronous=NORMAL, as the engine's store, whose file this
+		// usually is: a commit in WAL mode then costs no fsync (a
+		// checkpoint syncs), and a power failure may lose the last
+		// commits but never corrupts the file. A server opens this store
+		// before the engine's, so a new file is made here: with the
+		// engine store's page size (1 KiB, see its package), which a
+		// database keeps from its creation on.
+		s.db, err = sql.Open("sqlite", path+"?_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL&_txlock=immediate&_pragma=page_size(1024)")
 		// One writer at a time is SQLite's rule anyway; one connection
 		// keeps the busy wait in the driver rather than in errors.
 		s.db.SetMaxOpenConns(1)
@@ -131,7 +142,8 @@ const migrateLock = 0x70656e67_726f7574 // "pengrout"
 
 // migrate creates the tables, in one transaction that, on PostgreSQL,
 // first takes migrateLock, so that the second replica waits for the
-// first to commit and then finds them there.
+// first to commit and then finds them there. On SQLite the statements go
+// as one script, one call into the driver at a server's start.
 func (s *Store) migrate(ctx context.Context) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -145,7 +157,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, stmt := range []string{
+	stmts := []string{
 		`CREATE TABLE IF NOT EXISTS llm_provider_routes (
 			project TEXT NOT NULL,
 			name TEXT NOT NULL,
@@ -158,12 +170,29 @@ func (s *Store) migrate(ctx context.Context) error {
 			id INTEGER PRIMARY KEY,
 			version BIGINT NOT NULL)`,
 		`INSERT INTO llm_provider_routes_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING`,
-	} {
+	}
+	if !s.pg {
+		stmts = []string{strings.Join(stmts, ";\n")}
+	}
+	for _, stmt := range stmts {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return err
 		}
 	}
 	return tx.Commit()
+}
+
+// ChangeCheck returns a check that reports whether the table may have
+// changed since its previous call, for a poller of Version that need not
+// ask the database when nothing was written: on SQLite, a look at the
+// stamps of the database file and its write-ahead log, which every
+// commit writes, by this process or another (filestamp); nil on
+// PostgreSQL, whose writes other machines make, where the poller asks.
+func (s *Store) ChangeCheck() func() bool {
+	if s.pg {
+		return nil
+	}
+	return filestamp.New(s.path, s.path+"-wal").Changed
 }
 
 // Version is the table's version: it changes with every write, so a

@@ -318,3 +318,26 @@ func TestOpenTogether(t *testing.T) {
 		})
 	}
 }
+
+// TestNewFilePageSize checks that a SQLite file the route store makes has
+// the engine store's page size: a server opens the route store first, so
+// it makes the file the engine then shares.
+func TestNewFilePageSize(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "penguin.db")
+	st, err := routestore.Open(context.Background(), path, sealer(t, secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var size int
+	if err := db.QueryRow(`PRAGMA page_size`).Scan(&size); err != nil || size != 1024 {
+		t.Fatalf("page_size %d, %v; want 1024", size, err)
+	}
+}
