@@ -24,27 +24,7 @@ import (
 // too, as the other way to avoid TCP. It reports each one's mean in µs
 // and in-process/tcp.
 func BenchmarkRoundTrip(b *testing.B) {
-	// A no-op tracer provider, as a process without a trace exporter
-	// has (telemetry.Setup).
-	srv, err := grpcserver.New(grpcserver.Options{Name: "bench", AuthToken: "t", TracerProvider: noop.NewTracerProvider()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	penguinv1.RegisterLLMServiceServer(srv, &fakeLLM{})
-	tcp, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ctx, tcp)
-	}()
-	b.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	srv, tcp := serveBench(b)
 	// The unix socket is served by the same gRPC server, beside the other
 	// two, and stops with it.
 	sock := filepath.Join(b.TempDir(), "grpc.sock")
@@ -109,6 +89,24 @@ func BenchmarkRoundTrip(b *testing.B) {
 // (-benchmem) are the channel's and the interceptors', with nothing of
 // the network's in them.
 func BenchmarkInProcessUnary(b *testing.B) {
+	srv, _ := serveBench(b)
+	client := penguinv1.NewLLMServiceClient(grpcclient.NewInProcess(srv.InProcess(), grpcclient.Options{Token: "t"}))
+	// A caller's context, as the engine's: cancellable, with a deadline.
+	callCtx, stop := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer stop()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := client.ListProviders(callCtx, &penguinv1.ListProvidersRequest{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// serveBench serves the fake LLM service behind the whole server (token
+// and interceptors) on a TCP loopback port until the benchmark ends. Its
+// tracer provider is a no-op one, as a process without a trace exporter
+// has (telemetry.Setup).
+func serveBench(b *testing.B) (*grpcserver.Server, net.Listener) {
 	srv, err := grpcserver.New(grpcserver.Options{Name: "bench", AuthToken: "t", TracerProvider: noop.NewTracerProvider()})
 	if err != nil {
 		b.Fatal(err)
@@ -128,14 +126,5 @@ func BenchmarkInProcessUnary(b *testing.B) {
 		cancel()
 		<-done
 	})
-	client := penguinv1.NewLLMServiceClient(grpcclient.NewInProcess(srv.InProcess(), grpcclient.Options{Token: "t"}))
-	// A caller's context, as the engine's: cancellable, with a deadline.
-	callCtx, stop := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer stop()
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := client.ListProviders(callCtx, &penguinv1.ListProvidersRequest{}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	return srv, lis
 }

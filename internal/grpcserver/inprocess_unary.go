@@ -227,24 +227,20 @@ type unaryStream struct {
 
 func (s *unaryStream) Method() string { return s.method }
 
-func (s *unaryStream) SetHeader(md metadata.MD) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.headersSent {
-		return errSent
-	}
-	s.headers = join(s.headers, md)
-	return nil
-}
+func (s *unaryStream) SetHeader(md metadata.MD) error { return s.header(md, false) }
 
-func (s *unaryStream) SendHeader(md metadata.MD) error {
+func (s *unaryStream) SendHeader(md metadata.MD) error { return s.header(md, true) }
+
+// header adds md to the headers, refused once they are sent; send marks
+// them sent.
+func (s *unaryStream) header(md metadata.MD, send bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.headersSent {
 		return errSent
 	}
 	s.headers = join(s.headers, md)
-	s.headersSent = true
+	s.headersSent = send
 	return nil
 }
 

@@ -6,6 +6,7 @@ package llmtest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -302,4 +303,21 @@ func CheckCut(t testing.TB, r Result, c CutCase) {
 			t.Errorf("tool call %s arguments = %q, want %q", call.GetName(), call.GetArguments(), c.Turn.ToolCalls[i].Arguments)
 		}
 	}
+}
+
+// FirstRequest is a first request as the engine sends it, for the
+// adapters' benchmarks: a short history and twelve tools with schemas of
+// a few hundred bytes each, the size of the engine's tool set.
+func FirstRequest(model string) *stream.Request {
+	req := &stream.Request{Model: model, System: "be brief", MaxTokens: 1000,
+		Messages: []*penguinv1.OmniMessage{omni.UserText("Read hello.txt and tell me what it says")}}
+	for i := range 12 {
+		req.Tools = append(req.Tools, &penguinv1.ToolDefinition{
+			Name:        fmt.Sprintf("tool_%d", i),
+			Description: "Does one thing to the workspace, and says what it did.",
+			Parameters: `{"type": "object", "properties": {"path": {"type": "string", "description": "The file's path, relative to the workspace."},
+				"offset": {"type": "integer", "description": "The first line."}, "limit": {"type": "integer"}}, "required": ["path"]}`,
+		})
+	}
+	return req
 }
