@@ -1,6 +1,6 @@
 package store
 
-import "github.com/penguin-agent/penguin/internal/filestamp"
+import "github.com/penguin-agent/penguin/internal/dirstamp"
 
 // ChangeChecker is a store that can tell, without a query, whether its
 // database may have changed: a SQLite file, which every commit writes
@@ -17,10 +17,10 @@ type ChangeChecker interface {
 }
 
 // ChangeCheck implements ChangeChecker with the stamps of the database
-// file and its WAL (filestamp).
+// file and its WAL (dirstamp.Files).
 func (s *sqliteStore) ChangeCheck() func() bool {
 	if s.path == "" {
 		return nil
 	}
-	return filestamp.New(s.path, s.path+"-wal").Changed
+	return dirstamp.NewFiles(s.path, s.path+"-wal").Changed
 }

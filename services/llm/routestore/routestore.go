@@ -29,7 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
-	"github.com/penguin-agent/penguin/internal/filestamp"
+	"github.com/penguin-agent/penguin/internal/dirstamp"
 	"github.com/penguin-agent/penguin/services/llm/routing"
 )
 
@@ -186,13 +186,13 @@ func (s *Store) migrate(ctx context.Context) error {
 // changed since its previous call, for a poller of Version that need not
 // ask the database when nothing was written: on SQLite, a look at the
 // stamps of the database file and its write-ahead log, which every
-// commit writes, by this process or another (filestamp); nil on
+// commit writes, by this process or another (dirstamp.Files); nil on
 // PostgreSQL, whose writes other machines make, where the poller asks.
 func (s *Store) ChangeCheck() func() bool {
 	if s.pg {
 		return nil
 	}
-	return filestamp.New(s.path, s.path+"-wal").Changed
+	return dirstamp.NewFiles(s.path, s.path+"-wal").Changed
 }
 
 // Version is the table's version: it changes with every write, so a
