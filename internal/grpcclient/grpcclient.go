@@ -24,6 +24,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/resolver/dns"
+
+	"github.com/penguin-agent/penguin/internal/grpcflow"
 )
 
 // minResolutionInterval is how often, at most, a connection resolves its
@@ -87,6 +89,9 @@ func New(target string, opts Options) (*grpc.ClientConn, error) {
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOpts...)),
 		grpc.WithDefaultServiceConfig(serviceConfig),
 	}
+	// Static flow-control windows: no PING for every burst of data the
+	// server sends, such as each event of a stream (internal/grpcflow).
+	dialOpts = append(dialOpts, grpcflow.DialOptions()...)
 	if opts.Token != "" {
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(bearer(opts.Token)))
 	}

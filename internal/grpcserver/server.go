@@ -56,6 +56,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/penguin-agent/penguin/internal/grpcflow"
 	"github.com/penguin-agent/penguin/internal/logger"
 )
 
@@ -189,6 +190,9 @@ func New(opts Options) (*Server, error) {
 		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{badBodyUnary}, unary...)...),
 		grpc.ChainStreamInterceptor(append([]grpc.StreamServerInterceptor{badBodyStream}, stream...)...),
 	}
+	// Static flow-control windows: no PING for every burst of data a
+	// client sends (internal/grpcflow).
+	serverOpts = append(serverOpts, grpcflow.ServerOptions()...)
 	if opts.MaxConnectionAge > 0 {
 		// MaxConnectionAgeGrace stays at its default, infinity: see
 		// Options.MaxConnectionAge.
