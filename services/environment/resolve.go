@@ -62,14 +62,14 @@ func (s *Service) workspacePath(requested string) (string, error) {
 // and refuses one that leads outside the root, inside the scratch area or
 // around it.
 func (s *Service) realWorkspace(requested, p string) (string, error) {
-	real, info, err := resolvePath(p)
+	real, isDir, err := resolvePath(p)
 	if err != nil {
 		return "", invalid("workspace %q: %v", requested, err)
 	}
 	if !within(real, s.root) {
 		return "", invalid("workspace %q leads through a symbolic link to %s, outside the service root %s", requested, real, s.root)
 	}
-	if !info.IsDir() {
+	if !isDir {
 		return "", invalid("workspace %q is not a directory", requested)
 	}
 	if within(real, s.opts.ScratchDir) {
@@ -87,34 +87,44 @@ func within(p, dir string) bool {
 }
 
 // resolvePath is filepath.EvalSymlinks of the absolute, clean path p,
-// with what stat says of the file it leads to. A path without a symbolic
-// link, as a workspace's usually is, is its own resolution: each of its
-// directories is stated once (EvalSymlinks builds the path again as it
-// goes, and the workspace is resolved at every checkpoint). A path with a
-// link, or on Windows (whose volume names this does not parse), is
-// resolved by EvalSymlinks.
-func resolvePath(p string) (string, fs.FileInfo, error) {
+// and whether it leads to a directory. A path without a symbolic link, as
+// a workspace's usually is, is its own resolution: on Linux one openat2
+// tells that it is a directory reached through no link (linkFreeDir),
+// elsewhere each of its directories is stated once (EvalSymlinks builds
+// the path again as it goes, and the workspace is resolved at every
+// checkpoint). A path with a link, or on Windows (whose volume names this
+// does not parse), is resolved by EvalSymlinks.
+func resolvePath(p string) (string, bool, error) {
+	if linkFreeDir(p) {
+		return p, true, nil
+	}
 	if runtime.GOOS != "windows" {
 		for i := 1; i <= len(p); i++ {
 			if i < len(p) && p[i] != '/' {
 				continue
 			}
-			info, err := os.Lstat(p[:i])
+			info, err := lstat(p[:i])
 			if err != nil {
-				return "", nil, err
+				return "", false, err
 			}
 			if info.Mode()&fs.ModeSymlink != 0 {
 				break
 			}
 			if i == len(p) {
-				return p, info, nil
+				return p, info.IsDir(), nil
 			}
 		}
 	}
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
-		return "", nil, err
+		return "", false, err
 	}
 	info, err := os.Stat(real)
-	return real, info, err
+	if err != nil {
+		return "", false, err
+	}
+	return real, info.IsDir(), nil
 }
+
+// lstat is os.Lstat, which a test counts.
+var lstat = os.Lstat

@@ -1,8 +1,10 @@
 package environment
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -31,7 +33,7 @@ func TestResolvePath(t *testing.T) {
 	for _, rel := range []string{"a/b", "l/b", "a/b/up", "ll/b/up", "a/f", "missing", "a/f/x", "l/missing", "."} {
 		p := filepath.Clean(filepath.Join(dir, rel))
 		want, wantErr := filepath.EvalSymlinks(p)
-		got, info, err := resolvePath(p)
+		got, isDir, err := resolvePath(p)
 		if (err == nil) != (wantErr == nil) || got != want {
 			t.Errorf("resolvePath(%s) = %q, %v; EvalSymlinks: %q, %v", rel, got, err, want, wantErr)
 			continue
@@ -40,8 +42,43 @@ func TestResolvePath(t *testing.T) {
 			continue
 		}
 		st, err := os.Stat(want)
-		if err != nil || info.IsDir() != st.IsDir() || !os.SameFile(info, st) {
-			t.Errorf("resolvePath(%s) describes %v, not %v", rel, info, st)
+		if err != nil || isDir != st.IsDir() {
+			t.Errorf("resolvePath(%s) says directory %v, stat %v", rel, isDir, st)
 		}
+	}
+}
+
+// TestResolvePathWithoutStats checks that on Linux a directory reached
+// through no link is resolved without a stat of each of its directories
+// (one openat2 tells), and that a path through a link still is.
+func TestResolvePathWithoutStats(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("openat2 is Linux's")
+	}
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(dir, "a", "b", "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(ws, filepath.Join(dir, "l")); err != nil {
+		t.Fatal(err)
+	}
+	stats := 0
+	lstat = func(p string) (fs.FileInfo, error) {
+		stats++
+		return os.Lstat(p)
+	}
+	defer func() { lstat = os.Lstat }()
+	if got, isDir, err := resolvePath(ws); err != nil || got != ws || !isDir {
+		t.Fatalf("resolvePath(%s) = %q, %v, %v", ws, got, isDir, err)
+	}
+	if stats != 0 {
+		t.Errorf("resolving a path without links stated %d directories, want none", stats)
+	}
+	if got, _, err := resolvePath(filepath.Join(dir, "l")); err != nil || got != ws || stats == 0 {
+		t.Errorf("resolvePath through a link = %q, %v after %d stats", got, err, stats)
 	}
 }
