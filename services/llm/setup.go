@@ -194,21 +194,14 @@ const (
 	MaxIdleConnsPerProvider = 256
 	// MaxIdleConns bounds the idle connections to all hosts together.
 	MaxIdleConns = 1024
-	// WriteBufferSize is the buffer a connection writes a request
-	// through. Go's default, 4 KiB, sends a request's head and the first
-	// bytes of its body in one write and the rest of the body in
-	// another (or in 32 KiB pieces); a model request is a whole history,
-	// tens of KiB even in a short session, so with 64 KiB most go out in
-	// one write.
-	WriteBufferSize = 64 << 10
 )
 
 // NewHTTPClient returns the client Setup uses when none is given: Go's
 // default transport (proxy settings from the environment, HTTP/2 where the
 // provider offers it, the usual timeouts) with a pool that keeps up to
 // MaxIdleConnsPerProvider idle connections per host instead of Go's
-// default of two, and a buffer of WriteBufferSize to write requests
-// through. A gateway runs many streams to the same provider at once; over HTTP/1.1 (local servers such as vLLM or Ollama, most
+// default of two. A gateway runs many streams to the same provider at
+// once; over HTTP/1.1 (local servers such as vLLM or Ollama, most
 // gateways in front of them) each stream holds its own connection, and
 // with a pool of two every stream beyond the second would pay a new
 // connection (and TLS handshake) before its first token.
@@ -220,7 +213,6 @@ func NewHTTPClient() *http.Client {
 	tr := base.Clone()
 	tr.MaxIdleConns = MaxIdleConns
 	tr.MaxIdleConnsPerHost = MaxIdleConnsPerProvider
-	tr.WriteBufferSize = WriteBufferSize
 	return &http.Client{Transport: tr}
 }
 

@@ -1,9 +1,7 @@
 package llm_test
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -90,47 +88,5 @@ func TestHTTPClientReusesConnections(t *testing.T) {
 	wave()
 	if extra := opened.Load() - first; extra != 0 {
 		t.Errorf("the second wave opened %d new connections after the first opened %d; idle ones should have been reused", extra, first)
-	}
-}
-
-// countingConn counts the writes made on a connection.
-type countingConn struct {
-	net.Conn
-	writes *atomic.Int64
-}
-
-func (c countingConn) Write(p []byte) (int, error) {
-	c.writes.Add(1)
-	return c.Conn.Write(p)
-}
-
-// TestHTTPClientWritesARequestAtOnce proves the default provider client
-// sends a request of a few tens of KiB, its head and its body, in one
-// write: Go's default buffer of 4 KiB takes two, one system call more
-// for every model request.
-func TestHTTPClientWritesARequestAtOnce(t *testing.T) {
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-	}))
-	defer hs.Close()
-	hc := llm.NewHTTPClient()
-	defer hc.CloseIdleConnections()
-	var writes atomic.Int64
-	tr := hc.Transport.(*http.Transport)
-	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return countingConn{Conn: c, writes: &writes}, nil
-	}
-	body := bytes.Repeat([]byte("x"), 40<<10)
-	resp, err := hc.Post(hs.URL, "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if n := writes.Load(); n != 1 {
-		t.Errorf("a request of %d KiB took %d writes, want 1", len(body)>>10, n)
 	}
 }
