@@ -14,8 +14,11 @@
 // event to record that is none of these (the start of a request, the
 // model's message before its request ends, a steering message) waits for
 // the next durability point, at most Options.Linger, so that a task's events
-// take a few transactions instead of one each. Waiting delays what
-// clients see by as much, never what is recorded before they see it.
+// take a few transactions instead of one each. The model's messages and
+// its token usage wait at least closingHold whatever the linger: they come
+// at the end of a model stream, moments before the request's end, and are
+// recorded with it. Waiting delays what clients see by as much, never what
+// is recorded before they see it.
 //
 // When a write fails, the journal refuses everything after it: an event
 // that cannot be recorded must not be seen, and nothing after a gap in the
@@ -79,13 +82,15 @@ type Options struct {
 
 // Journal is the event writer of one session.
 type Journal struct {
-	store   Appender
-	id      string
-	buf     *live.Buffer
-	linger  time.Duration
-	timeout time.Duration
-	log     *slog.Logger
-	onFail  func(error)
+	store  Appender
+	id     string
+	buf    *live.Buffer
+	linger time.Duration
+	// closingHold is the package's closingHold when the journal was made.
+	closingHold time.Duration
+	timeout     time.Duration
+	log         *slog.Logger
+	onFail      func(error)
 	// kick wakes a writer that holds a batch back, when a durability
 	// point or a Flush arrives.
 	kick chan struct{}
@@ -97,15 +102,25 @@ type Journal struct {
 	writerActive  bool
 	writeErr      error // the log failed: nothing more is published
 	lastPersisted int64
-	// urgent says the queue holds a durability point, or someone waits in
-	// Flush: the writer takes it at once.
+	// urgent says the queue holds a durability point, an event that is
+	// not to wait, or someone waits in Flush: the writer takes it at once.
 	urgent bool
-	// held is when the oldest event to record in the queue was queued;
-	// zero when there is none.
-	held time.Time
+	// due is when the writer takes the queue at the latest, if nothing
+	// makes it urgent before: the earliest end of its events' holds; zero
+	// when none is held.
+	due time.Time
 	// with is the row change and lease release a FlushWith has the
 	// writer commit with the queue; nil when there is none.
-	with *store.SessionWrite
+	with *rowWrite
+}
+
+// rowWrite is what one FlushWith has the writer commit with the queue.
+type rowWrite struct {
+	store.SessionWrite
+	// done is set (under the journal's lock) once the round that took
+	// the write has committed it, or dropped it because the log failed,
+	// and published its events.
+	done bool
 }
 
 // queued is an event waiting for the writer.
@@ -123,6 +138,7 @@ func New(o Options) *Journal {
 		id:            o.Session,
 		buf:           o.Buffer,
 		linger:        o.Linger,
+		closingHold:   closingHold,
 		kick:          make(chan struct{}, 1),
 		timeout:       o.Timeout,
 		log:           o.Logger,
@@ -163,13 +179,15 @@ func (j *Journal) enqueueLocked(q queued) int64 {
 	j.next++
 	q.ev.Sequence = seq
 	j.queue = append(j.queue, q)
-	// Without a linger nothing is held back, so there is no one to hurry.
-	if j.linger > 0 {
-		if q.persist && j.held.IsZero() {
-			j.held = time.Now()
+	if hold := j.holdOf(q); hold > 0 {
+		if due := time.Now().Add(hold); j.due.IsZero() || due.Before(j.due) {
+			j.due = due
 		}
-		if durabilityPoint(q) {
-			j.hurryLocked()
+	} else if hold == 0 && !j.urgent {
+		j.urgent = true
+		// Only a writer holding the queue back waits for a kick.
+		if !j.due.IsZero() {
+			j.kickLocked()
 		}
 	}
 	if !j.writerActive {
@@ -195,9 +213,41 @@ func durabilityPoint(q queued) bool {
 	return false
 }
 
+// closingHold is how long the model's messages and its token usage wait
+// for their request's end at least (see the package documentation). The
+// three come from the end of one model stream, where a few hundred
+// microseconds apart is usual; the bound only matters when the stream
+// goes on after a message (a tool call after text), and then delays what
+// clients see of it by as much.
+// (A variable so that tests can make it long.)
+var closingHold = 2 * time.Millisecond
+
+// holdOf returns how long q may wait in the queue for a durability point
+// to be recorded with: zero for one that is to be recorded at once, and
+// -1 for an event that is not recorded, which waits for what is queued
+// before it and for nothing else.
+func (j *Journal) holdOf(q queued) time.Duration {
+	switch {
+	case durabilityPoint(q):
+		return 0
+	case !q.persist:
+		return -1
+	}
+	switch q.ev.GetMessage().GetPayload().(type) {
+	case *penguinv1.OmniMessage_Text, *penguinv1.OmniMessage_Thinking, *penguinv1.OmniMessage_ToolCall, *penguinv1.OmniMessage_TokenUsage:
+		return max(j.linger, j.closingHold)
+	}
+	return j.linger
+}
+
 // hurryLocked makes the writer take the queue at once.
 func (j *Journal) hurryLocked() {
 	j.urgent = true
+	j.kickLocked()
+}
+
+// kickLocked wakes a writer that holds the queue back.
+func (j *Journal) kickLocked() {
 	select {
 	case j.kick <- struct{}{}:
 	default: // a kick is already pending
@@ -208,10 +258,10 @@ func (j *Journal) hurryLocked() {
 // back, waiting for a durability point: zero when it is to be written
 // now.
 func (j *Journal) holdLocked() time.Duration {
-	if j.urgent || j.held.IsZero() || j.writeErr != nil {
+	if j.urgent || j.due.IsZero() || j.writeErr != nil {
 		return 0
 	}
-	return max(time.Until(j.held.Add(j.linger)), 0)
+	return max(time.Until(j.due), 0)
 }
 
 // write drains the queue: each round appends what belongs in the log in
@@ -240,7 +290,7 @@ func (j *Journal) write() {
 		}
 		batch, with := j.queue, j.with
 		j.queue, j.with = nil, nil
-		j.urgent, j.held = false, time.Time{}
+		j.urgent, j.due = false, time.Time{}
 		failed := j.writeErr != nil
 		if len(batch) == 0 && with == nil {
 			// The writer goes idle under the same hold of the lock as
@@ -276,8 +326,9 @@ func (j *Journal) write() {
 			if with == nil {
 				err = j.store.AppendEvents(ctx, j.id, events...)
 			} else {
-				with.Events = events
-				err = j.store.WriteSession(ctx, j.id, *with)
+				w := with.SessionWrite
+				w.Events = events
+				err = j.store.WriteSession(ctx, j.id, w)
 			}
 			cancel()
 			j.mu.Lock()
@@ -307,6 +358,10 @@ func (j *Journal) write() {
 				j.buf.Publish(q.ev)
 				published = true
 			}
+		}
+		if with != nil {
+			with.done = true
+			j.drained.Broadcast()
 		}
 		if f := afterPublish.Load(); f != nil {
 			(*f)()
@@ -338,7 +393,10 @@ func (j *Journal) Flush() error {
 // appended) and, unless release is empty, the release of that owner's
 // run lease, committed in the same transaction as the queued events, or
 // in one of their own when none is queued. So a task's end (its last
-// events, its row, its lease) is one commit. When the log failed before,
+// events, its row, its lease) is one commit, and so is an environment
+// bound during a task with the events queued meanwhile. It returns once
+// that commit is made and its events published, without waiting for
+// events queued after it. When the log failed before,
 // it writes nothing and returns the failure, for the caller to write the
 // row and release the lease on their own; when the commit fails, the log
 // has failed as it would with events alone.
@@ -351,11 +409,22 @@ func (j *Journal) FlushWith(modify func(*store.Session) error, release string) e
 		j.drained.Wait()
 	}
 	if j.writeErr == nil {
-		j.with = &store.SessionWrite{Modify: modify, ReleaseLease: release}
+		w := &rowWrite{SessionWrite: store.SessionWrite{Modify: modify, ReleaseLease: release}}
+		j.with = w
 		if !j.writerActive {
 			j.writerActive = true
 			go j.write()
 		}
+		j.hurryLocked()
+		// The round that takes w commits everything queued before it,
+		// after the rounds before it: once it is done, all of that is
+		// recorded and published. The writer may go on with events
+		// queued since (a parallel tool's output), which this call does
+		// not wait for.
+		for !w.done {
+			j.drained.Wait()
+		}
+		return j.writeErr
 	}
 	if j.writerActive {
 		j.hurryLocked()

@@ -453,3 +453,83 @@ func TestReadersAreWokenWhenNothingIsPendingAnyMore(t *testing.T) {
 		})
 	}
 }
+
+// FlushWith returns once its own commit is made and published, without
+// waiting for events queued after it: a task that records its
+// environment's binding before a tool call runs is not held up by a
+// parallel tool's output still being written.
+func TestFlushWithDoesNotWaitForLaterEvents(t *testing.T) {
+	r := newRig(t)
+	gate := make(chan struct{})
+	r.st.mu.Lock()
+	r.st.gate = gate
+	r.st.mu.Unlock()
+	release := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release) // before the rig's Flush
+	first := r.publish(t, msg("before"), true)
+	<-r.st.entered // the writer holds the first event's round at the store
+	done := make(chan error, 1)
+	go func() {
+		done <- r.j.FlushWith(func(s *store.Session) error { s.Title = "bound"; return nil }, "")
+	}()
+	eventually.True(t, "FlushWith waits", func() bool { return r.j.Pending() })
+	gate <- struct{}{} // the first round goes on
+	<-r.st.entered     // the FlushWith's round reaches the store
+	later := r.publish(t, msg("after"), true)
+	gate <- struct{}{} // the FlushWith's round goes on
+	<-r.st.entered     // the later event's round reaches the store, and stays
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("FlushWith waited for an event queued after it")
+	}
+	if got := r.buffered(t); !equal(got, []int64{first}) {
+		t.Fatalf("buffer holds %v once FlushWith returned, want [%d]", got, first)
+	}
+	if row, err := r.st.GetSession(t.Context(), "s"); err != nil || row.Title != "bound" {
+		t.Fatalf("row once FlushWith returned: %+v, %v", row, err)
+	}
+	release()
+	if err := r.j.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.logged(t); !equal(got, []int64{first, later}) {
+		t.Fatalf("log holds %v", got)
+	}
+}
+
+// The model's message and its token usage wait for their request's end,
+// even without a linger, and the three are one commit; an event that is
+// not to wait (a request's start, without a linger) takes what waits with
+// it at once; and the wait is bounded.
+func TestModelMessagesWaitForTheirRequestEnd(t *testing.T) {
+	restore := journal.HoldClosing(time.Minute)
+	r := newRig(t)
+	restore()
+	r.publish(t, msg("an answer"), true)
+	r.publish(t, event(omni.TokenUsage(&penguinv1.TokenCounts{Total: 3}, &penguinv1.TokenCounts{Total: 3})), true)
+	time.Sleep(20 * time.Millisecond)
+	if got := r.buffered(t); len(got) != 0 || r.appendCount() != 0 {
+		t.Fatalf("before the request's end: published %v, %d appends", got, r.appendCount())
+	}
+	end := r.publish(t, event(omni.RequestEnd(penguinv1.StopReason_STOP_REASON_COMPLETED, "", 1, 0)), true)
+	eventually.True(t, "the request's end published", func() bool { return len(r.buffered(t)) == int(end) })
+	if n := r.appendCount(); n != 1 {
+		t.Fatalf("%d appends for a message, its usage and its request's end, want 1", n)
+	}
+
+	r.publish(t, msg("a message"), true)
+	begin := r.publish(t, event(omni.RequestBegin()), true)
+	eventually.True(t, "the request's start published", func() bool { return len(r.buffered(t)) == int(begin) })
+	if n := r.appendCount(); n != 2 {
+		t.Fatalf("%d appends, want 2: the message held went with the request's start", n)
+	}
+
+	defer journal.HoldClosing(20 * time.Millisecond)()
+	r = newRig(t)
+	r.publish(t, msg("alone"), true)
+	eventually.True(t, "a message without its request's end published after the hold", func() bool { return len(r.buffered(t)) == 1 })
+}
