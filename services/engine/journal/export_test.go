@@ -10,10 +10,10 @@ func DelayAfterPublish(d time.Duration) (restore func()) {
 	return func() { afterPublish.Store(nil) }
 }
 
-// HoldClosing has the journals made from now on hold the model's messages
-// and token usage for up to d, until the returned function is called.
-func HoldClosing(d time.Duration) (restore func()) {
-	old := closingHold
-	closingHold = d
-	return func() { closingHold = old }
+// SetMinLinger has the journals made from now on linger at least d, until
+// the returned function is called.
+func SetMinLinger(d time.Duration) (restore func()) {
+	old := minLinger
+	minLinger = d
+	return func() { minLinger = old }
 }

@@ -9,16 +9,17 @@
 // live order, the log order and the numbering agree, and the agent loop
 // never waits for the database on its way to the next request.
 //
-// The writer commits at durability points: the end of a model request, a
-// tool's output, an approval decision, a state change, or a Flush. An
-// event to record that is none of these (the start of a request, the
-// model's message before its request ends, a steering message) waits for
-// the next durability point, at most Options.Linger, so that a task's events
-// take a few transactions instead of one each. The model's messages and
-// its token usage wait at least closingHold whatever the linger: they come
-// at the end of a model stream, moments before the request's end, and are
-// recorded with it. Waiting delays what clients see by as much, never what
-// is recorded before they see it.
+// The writer commits at durability points: a tool's output, a state
+// change, or a Flush (the prompt's, a row change's such as an environment
+// bound before a tool call runs, the task's end). An event to record that
+// is none of these (a request's start, the model's messages, its request's
+// end, an approval decision, a steering message) waits for the next
+// durability point, up to Options.Linger or minLinger if that is longer,
+// so that a task's events take a few transactions instead of one each: a
+// model request's events go with the tool output, the binding or the
+// task's end that follows them. Waiting delays what clients see by as much, never
+// what is recorded before they see it, and never the loop, which does not
+// wait for what it publishes.
 //
 // When a write fails, the journal refuses everything after it: an event
 // that cannot be recorded must not be seen, and nothing after a gap in the
@@ -66,7 +67,7 @@ type Options struct {
 	// Buffer receives the events once they are recorded.
 	Buffer *live.Buffer
 	// Linger is how long an event to record may wait for a durability
-	// point to be recorded with; zero records every batch at once.
+	// point to be recorded with; below minLinger, minLinger.
 	Linger time.Duration
 	// Timeout bounds one write of the log. A write is never cut short by
 	// whoever published the events going away (an abort must still be
@@ -82,15 +83,13 @@ type Options struct {
 
 // Journal is the event writer of one session.
 type Journal struct {
-	store  Appender
-	id     string
-	buf    *live.Buffer
-	linger time.Duration
-	// closingHold is the package's closingHold when the journal was made.
-	closingHold time.Duration
-	timeout     time.Duration
-	log         *slog.Logger
-	onFail      func(error)
+	store   Appender
+	id      string
+	buf     *live.Buffer
+	linger  time.Duration
+	timeout time.Duration
+	log     *slog.Logger
+	onFail  func(error)
 	// kick wakes a writer that holds a batch back, when a durability
 	// point or a Flush arrives.
 	kick chan struct{}
@@ -102,13 +101,12 @@ type Journal struct {
 	writerActive  bool
 	writeErr      error // the log failed: nothing more is published
 	lastPersisted int64
-	// urgent says the queue holds a durability point, an event that is
-	// not to wait, or someone waits in Flush: the writer takes it at once.
+	// urgent says the queue holds a durability point, or someone waits in
+	// Flush: the writer takes it at once.
 	urgent bool
-	// due is when the writer takes the queue at the latest, if nothing
-	// makes it urgent before: the earliest end of its events' holds; zero
-	// when none is held.
-	due time.Time
+	// held is when the oldest event to record in the queue was queued;
+	// zero when there is none.
+	held time.Time
 	// with is the row change and lease release a FlushWith has the
 	// writer commit with the queue; nil when there is none.
 	with *rowWrite
@@ -137,8 +135,7 @@ func New(o Options) *Journal {
 		store:         o.Store,
 		id:            o.Session,
 		buf:           o.Buffer,
-		linger:        o.Linger,
-		closingHold:   closingHold,
+		linger:        max(o.Linger, minLinger),
 		kick:          make(chan struct{}, 1),
 		timeout:       o.Timeout,
 		log:           o.Logger,
@@ -179,16 +176,11 @@ func (j *Journal) enqueueLocked(q queued) int64 {
 	j.next++
 	q.ev.Sequence = seq
 	j.queue = append(j.queue, q)
-	if hold := j.holdOf(q); hold > 0 {
-		if due := time.Now().Add(hold); j.due.IsZero() || due.Before(j.due) {
-			j.due = due
-		}
-	} else if hold == 0 && !j.urgent {
-		j.urgent = true
-		// Only a writer holding the queue back waits for a kick.
-		if !j.due.IsZero() {
-			j.kickLocked()
-		}
+	if q.persist && j.held.IsZero() {
+		j.held = time.Now()
+	}
+	if durabilityPoint(q) {
+		j.hurryLocked()
 	}
 	if !j.writerActive {
 		j.writerActive = true
@@ -198,56 +190,29 @@ func (j *Journal) enqueueLocked(q queued) int64 {
 }
 
 // durabilityPoint reports whether q is an event whose publication must
-// not wait: a state change, the end of a model request, a tool's output
-// or an approval decision. A client acts on these (shows the answer,
-// runs the next step, learns that its decision holds), so each is
-// recorded, with everything queued before it, as soon as it comes.
+// not wait: a state change (what the session does now, such as the task's
+// end or a wait before a reconnect) or a tool's output (the end of a step
+// that may have taken long, after which the next request starts). Each is
+// recorded, with everything queued before it, as soon as it comes. The
+// end of a model request and an approval decision are none: within a
+// task they are followed at once by a tool's output, the binding of an
+// environment, the next request or the task's end, which a commit of
+// their own would only precede by moments.
 func durabilityPoint(q queued) bool {
-	if q.always {
-		return true
-	}
-	switch q.ev.GetMessage().GetPayload().(type) {
-	case *penguinv1.OmniMessage_RequestEnd, *penguinv1.OmniMessage_ToolCallOutput, *penguinv1.OmniMessage_ApprovalDecision:
-		return true
-	}
-	return false
+	return q.always || q.ev.GetMessage().GetToolCallOutput() != nil
 }
 
-// closingHold is how long the model's messages and its token usage wait
-// for their request's end at least (see the package documentation). The
-// three come from the end of one model stream, where a few hundred
-// microseconds apart is usual; the bound only matters when the stream
-// goes on after a message (a tool call after text), and then delays what
-// clients see of it by as much.
-// (A variable so that tests can make it long.)
-var closingHold = 2 * time.Millisecond
-
-// holdOf returns how long q may wait in the queue for a durability point
-// to be recorded with: zero for one that is to be recorded at once, and
-// -1 for an event that is not recorded, which waits for what is queued
-// before it and for nothing else.
-func (j *Journal) holdOf(q queued) time.Duration {
-	switch {
-	case durabilityPoint(q):
-		return 0
-	case !q.persist:
-		return -1
-	}
-	switch q.ev.GetMessage().GetPayload().(type) {
-	case *penguinv1.OmniMessage_Text, *penguinv1.OmniMessage_Thinking, *penguinv1.OmniMessage_ToolCall, *penguinv1.OmniMessage_TokenUsage:
-		return max(j.linger, j.closingHold)
-	}
-	return j.linger
-}
+// minLinger is the shortest linger of a journal (Options.Linger): how long
+// an event to record waits at least for a durability point. A model
+// request's events come moments apart (a few hundred microseconds on a
+// local model), so they go with the tool output or the task's end that
+// follows them; a client sees the start of a request, and the partials
+// behind it, that much later.
+var minLinger = 2 * time.Millisecond
 
 // hurryLocked makes the writer take the queue at once.
 func (j *Journal) hurryLocked() {
 	j.urgent = true
-	j.kickLocked()
-}
-
-// kickLocked wakes a writer that holds the queue back.
-func (j *Journal) kickLocked() {
 	select {
 	case j.kick <- struct{}{}:
 	default: // a kick is already pending
@@ -258,10 +223,10 @@ func (j *Journal) kickLocked() {
 // back, waiting for a durability point: zero when it is to be written
 // now.
 func (j *Journal) holdLocked() time.Duration {
-	if j.urgent || j.due.IsZero() || j.writeErr != nil {
+	if j.urgent || j.held.IsZero() || j.writeErr != nil {
 		return 0
 	}
-	return max(time.Until(j.due), 0)
+	return max(time.Until(j.held.Add(j.linger)), 0)
 }
 
 // write drains the queue: each round appends what belongs in the log in
@@ -290,7 +255,7 @@ func (j *Journal) write() {
 		}
 		batch, with := j.queue, j.with
 		j.queue, j.with = nil, nil
-		j.urgent, j.due = false, time.Time{}
+		j.urgent, j.held = false, time.Time{}
 		failed := j.writeErr != nil
 		if len(batch) == 0 && with == nil {
 			// The writer goes idle under the same hold of the lock as
