@@ -2,7 +2,6 @@ package grpcserver
 
 import (
 	"context"
-	"reflect"
 	"sync"
 
 	"github.com/fullstorydev/grpchan"
@@ -35,19 +34,23 @@ import (
 //     DeadlineExceeded, anything else as Unknown with its message.
 //
 // A unary call runs its handler on the caller's goroutine (see Invoke),
-// unless stats handlers must see it; streams, and unary calls with stats
-// handlers, go through grpchan's inprocgrpc, which runs each handler in a
-// goroutine of its own.
+// and a stream's handler runs in one goroutine (see NewStream), unless
+// stats handlers must see them: then they go through grpchan's
+// inprocgrpc, which calls the stats handlers on both ends.
 type inProcess struct {
 	ch  *inprocgrpc.Channel
 	reg grpc.ServiceRegistrar
 
-	// unary holds the unary methods by full name ("/service/method"),
-	// for Invoke; it is nil when stats handlers are set, and written only
-	// while services are registered, before any call.
-	unary map[string]unaryMethod
-	// chain is the server's unary interceptor chain, as one interceptor.
-	chain grpc.UnaryServerInterceptor
+	// unary and streams hold the methods by full name
+	// ("/service/method"), for Invoke and NewStream; they are nil when
+	// stats handlers are set, and written only while services are
+	// registered, before any call.
+	unary   map[string]unaryMethod
+	streams map[string]*streamMethod
+	// chain and streamChain are the server's interceptor chains, each as
+	// one interceptor.
+	chain       grpc.UnaryServerInterceptor
+	streamChain grpc.StreamServerInterceptor
 	// served is closed when Serve starts, or when the server is closed
 	// without being served.
 	served     chan struct{}
@@ -80,7 +83,9 @@ func newInProcess(unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServe
 	} else {
 		in.carrySpan = true
 		in.unary = map[string]unaryMethod{}
+		in.streams = map[string]*streamMethod{}
 		in.chain = chainUnary(unary)
+		in.streamChain = chainStream(stream)
 	}
 	in.reg = grpchan.WithStreamInterceptors(
 		grpchan.WithUnaryInterceptors(in.ch, append([]grpc.UnaryServerInterceptor{in.gateUnary}, unary...)...),
@@ -123,6 +128,15 @@ func (in *inProcess) close() {
 // enter admits a call, once Serve has started and unless the server is
 // stopping; a call admitted must call in.calls.Done when it returns.
 func (in *inProcess) enter(ctx context.Context) error {
+	if err := in.await(ctx); err != nil {
+		return err
+	}
+	return in.admit()
+}
+
+// await waits until Serve has started, and refuses a call once the server
+// is stopping.
+func (in *inProcess) await(ctx context.Context) error {
 	select {
 	case <-in.served:
 	case <-ctx.Done():
@@ -131,11 +145,25 @@ func (in *inProcess) enter(ctx context.Context) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.closed {
-		return status.Error(codes.Unavailable, "the server is stopping")
+		return errStopping
+	}
+	return nil
+}
+
+// admit admits a call that awaited Serve, unless the server is stopping;
+// a call admitted must call in.calls.Done when it returns.
+func (in *inProcess) admit() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return errStopping
 	}
 	in.calls.Add(1)
 	return nil
 }
+
+// errStopping refuses a call once the server has begun to stop.
+var errStopping = status.Error(codes.Unavailable, "the server is stopping")
 
 // withHardStop returns ctx, cancelled as well when the server stops hard.
 func (in *inProcess) withHardStop(ctx context.Context) (context.Context, func()) {
@@ -226,12 +254,7 @@ func (protoCopier) Copy(out, in any) error {
 		return status.Errorf(codes.Internal, "in-process call: %T is not a protobuf message", out)
 	}
 	if s, ok := in.(sent); ok {
-		d, v := reflect.ValueOf(dst).Elem(), reflect.ValueOf(s.m).Elem()
-		if d.Type() != v.Type() {
-			return status.Errorf(codes.Internal, "in-process call: got %T, want %T", s.m, dst)
-		}
-		d.Set(v)
-		return nil
+		return move(dst, s.m)
 	}
 	src, ok := in.(proto.Message)
 	if !ok {
