@@ -47,10 +47,10 @@ type inProcess struct {
 	// registered, before any call.
 	unary   map[string]unaryMethod
 	streams map[string]*streamMethod
-	// chain and streamChain are the server's interceptor chains, each as
-	// one interceptor.
-	chain       grpc.UnaryServerInterceptor
-	streamChain grpc.StreamServerInterceptor
+	// chain is the server's unary interceptor chain, as one interceptor;
+	// stream holds its stream interceptors, chained for each method.
+	chain  grpc.UnaryServerInterceptor
+	stream []grpc.StreamServerInterceptor
 	// served is closed when Serve starts, or when the server is closed
 	// without being served.
 	served     chan struct{}
@@ -85,7 +85,7 @@ func newInProcess(unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServe
 		in.unary = map[string]unaryMethod{}
 		in.streams = map[string]*streamMethod{}
 		in.chain = chainUnary(unary)
-		in.streamChain = chainStream(stream)
+		in.stream = stream
 	}
 	in.reg = grpchan.WithStreamInterceptors(
 		grpchan.WithUnaryInterceptors(in.ch, append([]grpc.UnaryServerInterceptor{in.gateUnary}, unary...)...),

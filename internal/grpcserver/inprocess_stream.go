@@ -17,9 +17,13 @@ import (
 
 // streamMethod is a registered streaming method, as NewStream calls it.
 type streamMethod struct {
-	srv     any
-	handler grpc.StreamHandler
-	info    grpc.StreamServerInfo
+	srv  any
+	info grpc.StreamServerInfo
+	// call is the method's handler behind the server's stream interceptor
+	// chain, chained once when the method is registered: a stream's
+	// handler and info are the method's, so unlike a unary call's, its
+	// chain is the same for every call.
+	call grpc.StreamHandler
 	// uri is what a caller's per-call credentials are asked metadata for
 	// (see unaryMethod).
 	uri string
@@ -177,12 +181,7 @@ func (s *stream) startOnce() {
 // has returned, then its stream.
 func (s *stream) run() {
 	defer s.in.calls.Done()
-	var err error
-	if s.in.streamChain != nil {
-		err = s.in.streamChain(s.m.srv, serverStream{s}, &s.m.info, s.m.handler)
-	} else {
-		err = s.m.handler(s.m.srv, serverStream{s})
-	}
+	err := s.m.call(s.m.srv, serverStream{s})
 	s.release()
 	s.end(wireError(err))
 }
@@ -410,24 +409,14 @@ func move(dst any, src proto.Message) error {
 	return nil
 }
 
-// chainStream returns the interceptors ics as one, the first outermost, as
-// grpc-go chains a server's.
-func chainStream(ics []grpc.StreamServerInterceptor) grpc.StreamServerInterceptor {
-	if len(ics) == 0 {
-		return nil
-	}
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		return ics[0](srv, ss, info, chainedStreamHandler(ics, 1, info, handler))
-	}
-}
-
 // chainedStreamHandler returns the handler that runs ics[i:] in turn,
-// then final.
+// the first outermost as grpc-go chains a server's, then final.
 func chainedStreamHandler(ics []grpc.StreamServerInterceptor, i int, info *grpc.StreamServerInfo, final grpc.StreamHandler) grpc.StreamHandler {
 	if i == len(ics) {
 		return final
 	}
+	next := chainedStreamHandler(ics, i+1, info, final)
 	return func(srv any, ss grpc.ServerStream) error {
-		return ics[i](srv, ss, info, chainedStreamHandler(ics, i+1, info, final))
+		return ics[i](srv, ss, info, next)
 	}
 }

@@ -36,10 +36,12 @@ func (in *inProcess) register(desc *grpc.ServiceDesc, impl any) {
 		name := "/" + desc.ServiceName + "/" + m.MethodName
 		in.unary[name] = unaryMethod{srv: impl, handler: m.Handler, uri: "inproc:0" + name}
 	}
-	for _, m := range desc.Streams {
-		name := "/" + desc.ServiceName + "/" + m.StreamName
-		in.streams[name] = &streamMethod{srv: impl, handler: m.Handler, uri: "inproc:0" + name,
-			info: grpc.StreamServerInfo{FullMethod: name, IsClientStream: m.ClientStreams, IsServerStream: m.ServerStreams}}
+	for _, d := range desc.Streams {
+		name := "/" + desc.ServiceName + "/" + d.StreamName
+		m := &streamMethod{srv: impl, uri: "inproc:0" + name,
+			info: grpc.StreamServerInfo{FullMethod: name, IsClientStream: d.ClientStreams, IsServerStream: d.ServerStreams}}
+		m.call = chainedStreamHandler(in.stream, 0, &m.info, d.Handler)
+		in.streams[name] = m
 	}
 }
 
