@@ -2,7 +2,9 @@ package grpcserver
 
 import (
 	"context"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fullstorydev/grpchan"
 	"github.com/fullstorydev/grpchan/inprocgrpc"
@@ -16,10 +18,11 @@ import (
 
 // inProcess is the server's in-process channel: a call made through it
 // reaches the registered handler with its messages handed across as Go
-// values, copied (see protoCopier) and never encoded, with no HTTP/2
-// framing between the two ends. The handlers are those of the gRPC server,
-// behind the same interceptor chain; what the network transport does
-// besides is done here by the gate (enter, and the hard stop's context):
+// values, copied (see protoCopier and NewStream) and never encoded, with
+// no HTTP/2 framing between the two ends. The handlers are those of the
+// gRPC server, behind the same interceptor chain; what the network
+// transport does besides is done here by the gate (enter, and the hard
+// stop's context):
 //
 //   - a call made before [Server.Serve] waits until it starts, as a dial of
 //     a server not yet serving does;
@@ -65,17 +68,25 @@ type inProcess struct {
 	// that what the handler logs or starts is still of the caller's trace.
 	carrySpan bool
 
+	// work hands a stream to an idle stream worker (see worker); it is
+	// closed, under mu, when the server stops. idle counts the workers
+	// waiting, at most maxIdle.
+	work    chan *stream
+	idle    atomic.Int32
+	maxIdle int32
+
 	mu     sync.Mutex
 	closed bool
 	calls  sync.WaitGroup
 }
 
 // newInProcess builds the channel, its handlers behind the interceptor
-// chains unary and stream, both ends of each call seen by the stats
+// chains unary and streaming, both ends of each call seen by the stats
 // handlers (so that a trace continues across it as across the network),
 // or by none when server is nil (tracing is off).
-func newInProcess(unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor, server, client stats.Handler) *inProcess {
-	in := &inProcess{ch: new(inprocgrpc.Channel), served: make(chan struct{})}
+func newInProcess(unary []grpc.UnaryServerInterceptor, streaming []grpc.StreamServerInterceptor, server, client stats.Handler) *inProcess {
+	in := &inProcess{ch: new(inprocgrpc.Channel), served: make(chan struct{}),
+		work: make(chan *stream), maxIdle: int32(runtime.GOMAXPROCS(0))}
 	in.hard, in.stopHard = context.WithCancel(context.Background())
 	in.ch.WithCloner(protoCopier{})
 	if server != nil {
@@ -85,11 +96,11 @@ func newInProcess(unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServe
 		in.unary = map[string]unaryMethod{}
 		in.streams = map[string]*streamMethod{}
 		in.chain = chainUnary(unary)
-		in.stream = stream
+		in.stream = streaming
 	}
 	in.reg = grpchan.WithStreamInterceptors(
 		grpchan.WithUnaryInterceptors(in.ch, append([]grpc.UnaryServerInterceptor{in.gateUnary}, unary...)...),
-		append([]grpc.StreamServerInterceptor{in.gateStream}, stream...)...)
+		append([]grpc.StreamServerInterceptor{in.gateStream}, streaming...)...)
 	return in
 }
 
@@ -99,10 +110,7 @@ func (in *inProcess) serve() { in.servedOnce.Do(func() { close(in.served) }) }
 // drain refuses new calls and waits for those in flight until ctx ends;
 // then it cancels those still running and waits for them to return.
 func (in *inProcess) drain(ctx context.Context) {
-	in.serve()
-	in.mu.Lock()
-	in.closed = true
-	in.mu.Unlock()
+	in.shut()
 	done := make(chan struct{})
 	go func() {
 		in.calls.Wait()
@@ -118,11 +126,19 @@ func (in *inProcess) drain(ctx context.Context) {
 
 // close refuses every call from now on and cancels those running.
 func (in *inProcess) close() {
+	in.shut()
+	in.stopHard()
+}
+
+// shut refuses calls from now on, and lets the idle stream workers go.
+func (in *inProcess) shut() {
 	in.serve()
 	in.mu.Lock()
-	in.closed = true
-	in.mu.Unlock()
-	in.stopHard()
+	defer in.mu.Unlock()
+	if !in.closed {
+		in.closed = true
+		close(in.work)
+	}
 }
 
 // enter admits a call, once Serve has started and unless the server is
@@ -230,10 +246,11 @@ func wireError(err error) error {
 // because over the network each side has its own: a handler may change
 // its request, and a caller may reuse a message once sent (the
 // environment service recycles its output buffers once a message is
-// written out). A message sent on a stream is cloned when sent, into a
-// value nothing else holds; the receiver takes that value over as it is
-// (a shallow move, not a second copy). A unary call's request and answer
-// are copied once, into the value the other side gives.
+// written out). A message sent on a stream through inprocgrpc is cloned
+// when sent, into a value nothing else holds; the receiver takes that
+// value over as it is (see move), as the channel's own streams do. A
+// unary call's request and answer are copied once, into the value the
+// other side gives.
 type protoCopier struct{}
 
 // sent is a stream message cloned at SendMsg, which only its receiver

@@ -1,6 +1,7 @@
 package grpcserver_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -380,5 +381,54 @@ func TestInProcessStreamCostsOneGoroutine(t *testing.T) {
 	}
 	if per := float64(runtime.NumGoroutine()-before) / streams; per > 1.1 {
 		t.Errorf("%.2f goroutines per stream in flight, want 1", per)
+	}
+
+	// Once the server has stopped, no stream worker waits any more.
+	cancel()
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	var stacks []byte
+	err := eventually.Wait(ctx, func() bool {
+		stacks = make([]byte, 1<<20)
+		stacks = stacks[:runtime.Stack(stacks, true)]
+		return !bytes.Contains(stacks, []byte("grpcserver.(*inProcess).worker"))
+	})
+	if err != nil {
+		t.Errorf("stream workers left once the server stopped:\n%s", stacks)
+	}
+}
+
+// TestInProcessStreamWorkersAreReused checks that in-process streams run
+// one after the other, with tracing off, reuse the goroutine of the
+// stream before (whose stack has grown already) rather than each start
+// one.
+func TestInProcessStreamWorkersAreReused(t *testing.T) {
+	t.Parallel()
+	const streams = 20
+	ran := make(chan string, streams)
+	f := &fakeLLM{streamGenerate: func(grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]) error {
+		ran <- goroutineID()
+		return nil
+	}}
+	r := start(t, grpcserver.Options{}, registerLLM(f))
+	ctx := testkit.Context(t, 30*time.Second)
+	client := penguinv1.NewLLMServiceClient(r.via("in-process"))
+	goroutines := map[string]bool{}
+	for range streams {
+		stream, err := client.StreamGenerate(ctx, &penguinv1.StreamGenerateRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+			t.Fatal(err)
+		}
+		goroutines[<-ran] = true
+		// The stream's end reaches its caller before its worker waits
+		// for the next.
+		time.Sleep(2 * time.Millisecond)
+	}
+	if len(goroutines) > streams/2 {
+		t.Errorf("%d streams run one after the other ran on %d goroutines", streams, len(goroutines))
 	}
 }
