@@ -160,7 +160,9 @@ func (rt *Runtime) bindEnvironment(ctx context.Context, row *store.Session, cfg 
 // tool call, often the end of the model request that asked for it), and
 // on record before the call runs, so that a replica taking the session
 // over after a crash finds the environment and what the call left in it.
-// A log that failed writes nothing, and the binding fails with it.
+// A log that failed writes nothing, and the binding fails with it; a
+// commit of the binding that fails is a failure of the log, which stops
+// the task as a failed event's would.
 func (rt *Runtime) rebind(ctx context.Context, row *store.Session, cfg config, st *agentstate.State, reason string) (envBinding, []*penguinv1.ToolInfo, error) {
 	m := rt.m
 	resp, client, err := rt.createConnecting(ctx, m.environmentSpec(rt.id, row.Workspace, st, cfg.SandboxMode))
