@@ -201,43 +201,60 @@ func TestReleaseKeepsWrittenPages(t *testing.T) {
 }
 
 func TestReadOnlyMappings(t *testing.T) {
-	// The fields of an area are left out but for the one that matters.
-	smaps := `00400000-00402000 r--p 00000000 fd:01 123 /usr/bin/penguin
-Anonymous:             0 kB
+	maps := `00400000-00402000 r--p 00000000 fd:01 123 /usr/bin/penguin
 00402000-01cfe000 r-xp 00002000 fd:01 123 /usr/bin/penguin
-Rss:                4800 kB
-Anonymous:             0 kB
-VmFlags: rd ex mr mw me dw
 01cfe000-01d00000 r--p 018fe000 fd:01 123 /usr/bin/penguin
-Anonymous:             0 kB
 01d00000-03e4c000 r--p 01900000 fd:01 123 /usr/bin/penguin
-Anonymous:             0 kB
 03e4c000-03e4d000 r--p 03a4c000 fd:01 123 /usr/bin/penguin
-Anonymous:             4 kB
 03e4d000-03fbd000 rw-p 03a4d000 fd:01 123 /usr/bin/penguin
-Anonymous:           292 kB
 03fbd000-06232000 rw-p 00000000 00:00 0
 7f0000000000-7f0000001000 r-xp 00000000 fd:01 456 /usr/lib/libc.so.6
 7f0000002000-7f0000003000 r--p 00000000 fd:01 789 /usr/bin/penguin old (deleted)
-7f0000003000-7f0000004000 r--p 00001000 fd:01 789 /usr/bin/penguin old (deleted)
-Swap:                  4 kB
+7f0000003000-7f0000004000 rw-p 00001000 fd:01 789 /usr/bin/penguin old (deleted)
 `
-	got, err := readOnlyMappings([]byte(smaps), "/usr/bin/penguin")
+	got, err := readOnlyMappings([]byte(maps), "/usr/bin/penguin")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The two areas of the read-only data (as split leaves them) are one
-	// mapping; the relocated one (with a page of its own) is left out.
 	want := []mapping{
 		{0x400000, 0x402000, 0, "r--p"},
 		{0x402000, 0x1cfe000, 0x2000, "r-xp"},
-		{0x1cfe000, 0x3e4c000, 0x18fe000, "r--p"},
+		{0x1cfe000, 0x1d00000, 0x18fe000, "r--p"},
+		{0x1d00000, 0x3e4c000, 0x1900000, "r--p"},
+		{0x3e4c000, 0x3e4d000, 0x3a4c000, "r--p"},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("mappings %x, want %x", got, want)
 	}
-	deleted, err := readOnlyMappings([]byte(smaps), "/usr/bin/penguin old")
+	// The areas of the read-only data (as split leaves them) are one
+	// mapping again.
+	if j := joined(want); !slices.Equal(j, []mapping{want[0], want[1], {0x1cfe000, 0x3e4d000, 0x18fe000, "r--p"}}) {
+		t.Fatalf("joined %x", j)
+	}
+	deleted, err := readOnlyMappings([]byte(maps), "/usr/bin/penguin old")
 	if err != nil || !slices.Equal(deleted, []mapping{{0x7f0000002000, 0x7f0000003000, 0, "r--p"}}) {
 		t.Fatalf("a deleted binary's mappings: %x, %v", deleted, err)
+	}
+}
+
+// TestWithoutOwnPages checks that an area is left out when it holds a
+// page the process wrote, and kept when its pages are the file's, or
+// none is present.
+func TestWithoutOwnPages(t *testing.T) {
+	area := func(mem []byte) mapping {
+		start := uintptr(unsafe.Pointer(&mem[0]))
+		return mapping{start: start, end: start + uintptr(len(mem)), perms: "r--p"}
+	}
+	_, written := mapFile(t, 3<<12, 0, 3<<12, unix.PROT_READ|unix.PROT_WRITE)
+	written[2<<12] = 1
+	_, read := mapFile(t, 3<<12, 0, 3<<12, unix.PROT_READ)
+	_ = read[1<<12]
+	_, untouched := mapFile(t, 3<<12, 0, 3<<12, unix.PROT_READ)
+	got, err := withoutOwnPages([]mapping{area(written), area(read), area(untouched)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []mapping{area(read), area(untouched)}; !slices.Equal(got, want) {
+		t.Fatalf("areas %x, want %x", got, want)
 	}
 }
