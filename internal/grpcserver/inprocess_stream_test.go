@@ -432,7 +432,7 @@ func TestInProcessStreamWorkersAreReused(t *testing.T) {
 		goroutines[<-ran] = true
 		// The stream's end reaches its caller before its worker waits
 		// for the next.
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 	if len(goroutines) > streams/2 {
 		t.Errorf("%d streams run one after the other ran on %d goroutines", streams, len(goroutines))
