@@ -30,9 +30,10 @@ type streamMethod struct {
 }
 
 // NewStream opens a stream. Without stats handlers its handler runs in
-// one goroutine, behind the server's stream interceptor chain, and the
-// two ends hand each other messages through a channel; with them, the
-// stream goes through inprocgrpc, whose stats handlers keep spans right.
+// one goroutine (a stream worker's, see worker), behind the server's
+// stream interceptor chain, and the two ends hand each other messages
+// through a channel; with them, the stream goes through inprocgrpc, whose
+// stats handlers keep spans right.
 //
 // inprocgrpc ran the handler in a goroutine too, but its context, derived
 // from one that hides the caller's values, hid the caller's cancellation
@@ -40,9 +41,9 @@ type streamMethod struct {
 // stream to watch it; and it sent headers, messages, trailers and the
 // status as frames through the channels, a hand-off each. Here the
 // handler's context derives from the hard stop's, as a unary call's does
-// (see callContext): one goroutine per stream in flight, the handler's;
-// only messages cross the channel, and the rest is read once the channel
-// is closed.
+// (see callContext): one goroutine per stream in flight, the one that
+// runs its handler; only messages cross the channel, and the rest is read
+// once the channel is closed.
 //
 // A server-streaming call's handler starts when its request is sent (or
 // when the caller first receives, asks for headers or closes its side),

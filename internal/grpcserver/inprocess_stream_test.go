@@ -91,7 +91,7 @@ func (e *echo) join(ss grpc.ServerStream) error {
 // side's messages in order and as they were when sent (each side changes
 // what it sent and what it received; under -race, a message shared
 // between the two would be a race), headers before any message, trailers
-// at the end, the handler's status, and a caller still sending to a
+// at the end (and both through the call's options), the handler's status, and a caller still sending to a
 // handler that has returned.
 func TestInProcessStreamsBothWays(t *testing.T) {
 	t.Parallel()
@@ -112,7 +112,8 @@ func testInProcessStreamsBothWays(t *testing.T, opts grpcserver.Options) {
 			ctx := testkit.Context(t, 30*time.Second)
 			conn := r.via(tr)
 
-			cs, err := conn.NewStream(ctx, &echoDesc.Streams[0], "/test.Echo/Echo")
+			var header, trailer metadata.MD
+			cs, err := conn.NewStream(ctx, &echoDesc.Streams[0], "/test.Echo/Echo", grpc.Header(&header), grpc.Trailer(&trailer))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,6 +142,9 @@ func testInProcessStreamsBothWays(t *testing.T, opts grpcserver.Options) {
 			}
 			if got := cs.Trailer().Get("t"); len(got) != 1 || got[0] != "trailer" {
 				t.Errorf("Echo's trailers: %v", cs.Trailer())
+			}
+			if header.Get("h")[0] != "header" || trailer.Get("t")[0] != "trailer" {
+				t.Errorf("Echo's call options got header %v, trailer %v", header, trailer)
 			}
 
 			js, err := conn.NewStream(ctx, &echoDesc.Streams[1], "/test.Echo/Join")
@@ -428,7 +432,7 @@ func TestInProcessStreamWorkersAreReused(t *testing.T) {
 		goroutines[<-ran] = true
 		// The stream's end reaches its caller before its worker waits
 		// for the next.
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 	if len(goroutines) > streams/2 {
 		t.Errorf("%d streams run one after the other ran on %d goroutines", streams, len(goroutines))
