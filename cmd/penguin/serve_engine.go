@@ -103,7 +103,7 @@ func (f *engineFlags) addReplicaFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.groupsClaim, "oidc-groups-claim", engine.DefaultOIDCGroupsClaim, "the claim that lists a user's groups")
 	fs.StringVar(&o.adminGroup, "oidc-admin-group", "", "members of this group are admins, others not, decided at each sign-in (default: the provider decides no role)")
 	fs.DurationVar(&f.idleEnv, "environment-idle-timeout", engine.DefaultEnvironmentIdleTimeout, "how long a session's environment outlives its last use: it is then disposed of, ending its commands and terminals (the workspace stays), and the next tool call gets a fresh one")
-	fs.DurationVar(&f.logLinger, "log-linger", 0, "how long an event of a session's log may wait to be committed with the next durability point (the end of a model request, a tool's output, an approval, a state change); 0 commits at once, a few ms saves transactions on a store across a network")
+	fs.DurationVar(&f.logLinger, "log-linger", 0, "how long an event of a session's log may wait to be committed with the next durability point (a tool's output, a state change, the task's end); 0 means the floor of 2ms, a few ms more saves transactions on a store across a network")
 }
 
 // dataDir returns the absolute path of Penguin's data directory: --home,

@@ -255,6 +255,7 @@ func runOnce(b *testing.B, bin string, run, tasks int) runResult {
 	time.Sleep(diskSettle)
 	commits0, written0, store0 := storeCommits(b, metrics), procCount(b, pid, "io", "write_bytes"), storeSize(b, r.home)
 	rss0, cpu0 := rss(b, pid), procCPU(b, pid)
+	alloc0, gcs0 := goHeap(b, metrics)
 	var rssMid, anonMid int64
 	for i := range tasks {
 		if i == tasks/2 {
@@ -283,6 +284,8 @@ func runOnce(b *testing.B, bin string, run, tasks int) runResult {
 	}
 	res.serverCPU = procCPU(b, pid) - cpu0
 	rssEnd, anonEnd := rss(b, pid), anonRSS(b, pid)
+	alloc, gcs := goHeap(b, metrics)
+	alloc, gcs = alloc-alloc0, gcs-gcs0
 	time.Sleep(diskSettle)
 	res.commits = storeCommits(b, metrics) - commits0
 	res.written = procCount(b, pid, "io", "write_bytes") - written0
@@ -291,11 +294,21 @@ func runOnce(b *testing.B, bin string, run, tasks int) runResult {
 	// page caches, the runtime's pools) have filled, and what is left is
 	// what each idle session holds.
 	res.idleRSS = (rssEnd - rssMid) / int64(tasks-tasks/2)
-	b.Logf("run %d: %d tasks; server CPU %.2f ms/task, direct CPU %.2f ms/task; resident growth %.1f KiB/task over the whole run, %.1f over its second half (anonymous %.1f); %d threads at the end; %.1f store transactions, %.1f KiB written, store files grew %.1f KiB per task",
+	b.Logf("run %d: %d tasks; server CPU %.2f ms/task, direct CPU %.2f ms/task; resident growth %.1f KiB/task over the whole run, %.1f over its second half (anonymous %.1f); %d threads at the end; %.1f store transactions, %.1f KiB written, store files grew %.1f KiB, %.1f KiB allocated and %.3f collections per task",
 		run+1, tasks, ms(res.serverCPU)/float64(tasks), ms(res.directCPU)/float64(tasks),
 		float64(rssEnd-rss0)/1024/float64(tasks), float64(res.idleRSS)/1024, float64(anonEnd-anonMid)/1024/float64(tasks-tasks/2), procStatusCount(b, pid, "Threads"),
-		res.commits/float64(tasks), float64(res.written)/1024/float64(tasks), float64(res.storeGrowth)/1024/float64(tasks))
+		res.commits/float64(tasks), float64(res.written)/1024/float64(tasks), float64(res.storeGrowth)/1024/float64(tasks),
+		alloc/1024/float64(tasks), gcs/float64(tasks))
 	return res
+}
+
+// goHeap reads the bytes the server has allocated and the collections it
+// has run so far, from the Go runtime's metrics on its /metrics at addr.
+func goHeap(b *testing.B, addr string) (allocated, collections float64) {
+	b.Helper()
+	allocated, _ = lookupMetric(b, addr, "go_memstats_alloc_bytes_total")
+	collections, _ = lookupMetric(b, addr, "go_gc_duration_seconds_count")
+	return allocated, collections
 }
 
 // BenchmarkTaskProfile runs the benchmark task back to back for

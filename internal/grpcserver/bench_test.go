@@ -2,6 +2,8 @@ package grpcserver_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
 	"github.com/penguin-agent/penguin/internal/grpcserver"
+	"github.com/penguin-agent/penguin/internal/omni"
 )
 
 // BenchmarkRoundTrip measures a trivial unary call (ListProviders, empty
@@ -102,6 +105,56 @@ func BenchmarkInProcessUnary(b *testing.B) {
 	}
 }
 
+// BenchmarkInProcessStream measures a server-streaming call through the
+// in-process channel, token and interceptors included: the request, then
+// benchFrames messages of a model's streamed answer, received to the end.
+// Its allocations per call (-benchmem) are the channel's and the
+// interceptors'.
+func BenchmarkInProcessStream(b *testing.B) {
+	srv, _ := serveBench(b)
+	client := penguinv1.NewLLMServiceClient(grpcclient.NewInProcess(srv.InProcess(), grpcclient.Options{Token: "t"}))
+	callCtx, stop := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer stop()
+	req := &penguinv1.StreamGenerateRequest{Model: &penguinv1.ModelRef{Provider: "bench", ModelId: "bench"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		stream, err := client.StreamGenerate(callCtx, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for {
+			_, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		if n != benchFrames {
+			b.Fatalf("received %d messages, want %d", n, benchFrames)
+		}
+	}
+}
+
+// benchFrames is how many messages BenchmarkInProcessStream's handler
+// sends: a short answer's deltas, about what a model's turn streams.
+const benchFrames = 16
+
+// streamFrames sends benchFrames deltas of a text.
+func streamFrames(s grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]) error {
+	for range benchFrames {
+		if err := s.Send(&penguinv1.StreamGenerateResponse{Frame: &penguinv1.StreamGenerateResponse_Message{
+			Message: omni.PartialText(penguinv1.StreamEventType_STREAM_EVENT_TYPE_DELTA, "a few words "),
+		}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // serveBench serves the fake LLM service behind the whole server (token
 // and interceptors) on a TCP loopback port until the benchmark ends. Its
 // tracer provider is a no-op one, as a process without a trace exporter
@@ -111,7 +164,7 @@ func serveBench(b *testing.B) (*grpcserver.Server, net.Listener) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	penguinv1.RegisterLLMServiceServer(srv, &fakeLLM{})
+	penguinv1.RegisterLLMServiceServer(srv, &fakeLLM{streamGenerate: streamFrames})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

@@ -2,8 +2,9 @@ package grpcserver
 
 import (
 	"context"
-	"reflect"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fullstorydev/grpchan"
 	"github.com/fullstorydev/grpchan/inprocgrpc"
@@ -17,10 +18,11 @@ import (
 
 // inProcess is the server's in-process channel: a call made through it
 // reaches the registered handler with its messages handed across as Go
-// values, copied (see protoCopier) and never encoded, with no HTTP/2
-// framing between the two ends. The handlers are those of the gRPC server,
-// behind the same interceptor chain; what the network transport does
-// besides is done here by the gate (enter, and the hard stop's context):
+// values, copied (see protoCopier and NewStream) and never encoded, with
+// no HTTP/2 framing between the two ends. The handlers are those of the
+// gRPC server, behind the same interceptor chain; what the network
+// transport does besides is done here by the gate (enter, and the hard
+// stop's context):
 //
 //   - a call made before [Server.Serve] waits until it starts, as a dial of
 //     a server not yet serving does;
@@ -35,19 +37,23 @@ import (
 //     DeadlineExceeded, anything else as Unknown with its message.
 //
 // A unary call runs its handler on the caller's goroutine (see Invoke),
-// unless stats handlers must see it; streams, and unary calls with stats
-// handlers, go through grpchan's inprocgrpc, which runs each handler in a
-// goroutine of its own.
+// and a stream's handler runs in one goroutine (see NewStream), unless
+// stats handlers must see them: then they go through grpchan's
+// inprocgrpc, which calls the stats handlers on both ends.
 type inProcess struct {
 	ch  *inprocgrpc.Channel
 	reg grpc.ServiceRegistrar
 
-	// unary holds the unary methods by full name ("/service/method"),
-	// for Invoke; it is nil when stats handlers are set, and written only
-	// while services are registered, before any call.
-	unary map[string]unaryMethod
-	// chain is the server's unary interceptor chain, as one interceptor.
-	chain grpc.UnaryServerInterceptor
+	// unary and streams hold the methods by full name
+	// ("/service/method"), for Invoke and NewStream; they are nil when
+	// stats handlers are set, and written only while services are
+	// registered, before any call.
+	unary   map[string]unaryMethod
+	streams map[string]*streamMethod
+	// chain is the server's unary interceptor chain, as one interceptor;
+	// stream holds its stream interceptors, chained for each method.
+	chain  grpc.UnaryServerInterceptor
+	stream []grpc.StreamServerInterceptor
 	// served is closed when Serve starts, or when the server is closed
 	// without being served.
 	served     chan struct{}
@@ -62,17 +68,25 @@ type inProcess struct {
 	// that what the handler logs or starts is still of the caller's trace.
 	carrySpan bool
 
+	// work hands a stream to an idle stream worker (see worker); it is
+	// closed, under mu, when the server stops. idle counts the workers
+	// waiting, at most maxIdle.
+	work    chan *stream
+	idle    atomic.Int32
+	maxIdle int32
+
 	mu     sync.Mutex
 	closed bool
 	calls  sync.WaitGroup
 }
 
 // newInProcess builds the channel, its handlers behind the interceptor
-// chains unary and stream, both ends of each call seen by the stats
+// chains unary and streaming, both ends of each call seen by the stats
 // handlers (so that a trace continues across it as across the network),
 // or by none when server is nil (tracing is off).
-func newInProcess(unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor, server, client stats.Handler) *inProcess {
-	in := &inProcess{ch: new(inprocgrpc.Channel), served: make(chan struct{})}
+func newInProcess(unary []grpc.UnaryServerInterceptor, streaming []grpc.StreamServerInterceptor, server, client stats.Handler) *inProcess {
+	in := &inProcess{ch: new(inprocgrpc.Channel), served: make(chan struct{}),
+		work: make(chan *stream), maxIdle: int32(runtime.GOMAXPROCS(0))}
 	in.hard, in.stopHard = context.WithCancel(context.Background())
 	in.ch.WithCloner(protoCopier{})
 	if server != nil {
@@ -80,11 +94,13 @@ func newInProcess(unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServe
 	} else {
 		in.carrySpan = true
 		in.unary = map[string]unaryMethod{}
+		in.streams = map[string]*streamMethod{}
 		in.chain = chainUnary(unary)
+		in.stream = streaming
 	}
 	in.reg = grpchan.WithStreamInterceptors(
 		grpchan.WithUnaryInterceptors(in.ch, append([]grpc.UnaryServerInterceptor{in.gateUnary}, unary...)...),
-		append([]grpc.StreamServerInterceptor{in.gateStream}, stream...)...)
+		append([]grpc.StreamServerInterceptor{in.gateStream}, streaming...)...)
 	return in
 }
 
@@ -94,10 +110,7 @@ func (in *inProcess) serve() { in.servedOnce.Do(func() { close(in.served) }) }
 // drain refuses new calls and waits for those in flight until ctx ends;
 // then it cancels those still running and waits for them to return.
 func (in *inProcess) drain(ctx context.Context) {
-	in.serve()
-	in.mu.Lock()
-	in.closed = true
-	in.mu.Unlock()
+	in.shut()
 	done := make(chan struct{})
 	go func() {
 		in.calls.Wait()
@@ -113,16 +126,33 @@ func (in *inProcess) drain(ctx context.Context) {
 
 // close refuses every call from now on and cancels those running.
 func (in *inProcess) close() {
+	in.shut()
+	in.stopHard()
+}
+
+// shut refuses calls from now on, and lets the idle stream workers go.
+func (in *inProcess) shut() {
 	in.serve()
 	in.mu.Lock()
-	in.closed = true
-	in.mu.Unlock()
-	in.stopHard()
+	defer in.mu.Unlock()
+	if !in.closed {
+		in.closed = true
+		close(in.work)
+	}
 }
 
 // enter admits a call, once Serve has started and unless the server is
 // stopping; a call admitted must call in.calls.Done when it returns.
 func (in *inProcess) enter(ctx context.Context) error {
+	if err := in.await(ctx); err != nil {
+		return err
+	}
+	return in.admit()
+}
+
+// await waits until Serve has started, and refuses a call once the server
+// is stopping.
+func (in *inProcess) await(ctx context.Context) error {
 	select {
 	case <-in.served:
 	case <-ctx.Done():
@@ -131,11 +161,25 @@ func (in *inProcess) enter(ctx context.Context) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.closed {
-		return status.Error(codes.Unavailable, "the server is stopping")
+		return errStopping
+	}
+	return nil
+}
+
+// admit admits a call that awaited Serve, unless the server is stopping;
+// a call admitted must call in.calls.Done when it returns.
+func (in *inProcess) admit() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return errStopping
 	}
 	in.calls.Add(1)
 	return nil
 }
+
+// errStopping refuses a call once the server has begun to stop.
+var errStopping = status.Error(codes.Unavailable, "the server is stopping")
 
 // withHardStop returns ctx, cancelled as well when the server stops hard.
 func (in *inProcess) withHardStop(ctx context.Context) (context.Context, func()) {
@@ -202,10 +246,11 @@ func wireError(err error) error {
 // because over the network each side has its own: a handler may change
 // its request, and a caller may reuse a message once sent (the
 // environment service recycles its output buffers once a message is
-// written out). A message sent on a stream is cloned when sent, into a
-// value nothing else holds; the receiver takes that value over as it is
-// (a shallow move, not a second copy). A unary call's request and answer
-// are copied once, into the value the other side gives.
+// written out). A message sent on a stream through inprocgrpc is cloned
+// when sent, into a value nothing else holds; the receiver takes that
+// value over as it is (see move), as the channel's own streams do. A
+// unary call's request and answer are copied once, into the value the
+// other side gives.
 type protoCopier struct{}
 
 // sent is a stream message cloned at SendMsg, which only its receiver
@@ -226,12 +271,7 @@ func (protoCopier) Copy(out, in any) error {
 		return status.Errorf(codes.Internal, "in-process call: %T is not a protobuf message", out)
 	}
 	if s, ok := in.(sent); ok {
-		d, v := reflect.ValueOf(dst).Elem(), reflect.ValueOf(s.m).Elem()
-		if d.Type() != v.Type() {
-			return status.Errorf(codes.Internal, "in-process call: got %T, want %T", s.m, dst)
-		}
-		d.Set(v)
-		return nil
+		return move(dst, s.m)
 	}
 	src, ok := in.(proto.Message)
 	if !ok {

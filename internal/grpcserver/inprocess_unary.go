@@ -24,9 +24,9 @@ type unaryMethod struct {
 	uri string
 }
 
-// register registers a service's handlers on the channel: its streams,
-// and its unary methods when stats handlers must see them, on inprocgrpc;
-// its other unary methods for Invoke.
+// register registers a service's handlers on the channel: on inprocgrpc,
+// which serves them when stats handlers must see them, and for Invoke and
+// NewStream otherwise.
 func (in *inProcess) register(desc *grpc.ServiceDesc, impl any) {
 	in.reg.RegisterService(desc, impl)
 	if in.unary == nil {
@@ -36,34 +36,13 @@ func (in *inProcess) register(desc *grpc.ServiceDesc, impl any) {
 		name := "/" + desc.ServiceName + "/" + m.MethodName
 		in.unary[name] = unaryMethod{srv: impl, handler: m.Handler, uri: "inproc:0" + name}
 	}
-}
-
-// NewStream opens a stream through inprocgrpc, whose handler runs in a
-// goroutine of its own.
-func (in *inProcess) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	cs, err := in.ch.NewStream(ctx, desc, method, opts...)
-	if err != nil || desc.ClientStreams {
-		return cs, err
+	for _, d := range desc.Streams {
+		name := "/" + desc.ServiceName + "/" + d.StreamName
+		m := &streamMethod{srv: impl, uri: "inproc:0" + name,
+			info: grpc.StreamServerInfo{FullMethod: name, IsClientStream: d.ClientStreams, IsServerStream: d.ServerStreams}}
+		m.call = chainedStreamHandler(in.stream, 0, &m.info, d.Handler)
+		in.streams[name] = m
 	}
-	return requestStream{cs}, nil
-}
-
-// requestStream is the client end of a stream whose caller sends one
-// request (a server-streaming call): the generated client sends it right
-// after opening the stream and returns SendMsg's error as the call's.
-// inprocgrpc's SendMsg returns io.EOF when the handler has already ended,
-// which it has when an interceptor refused the call (auth) before the
-// request was sent: the caller then got io.EOF, a clean end, instead of
-// the refusal. Over the network the request goes out with the call's
-// headers, before the server can answer. Here that io.EOF is dropped, as
-// grpc-go's SendMsg says to do: the call's status is what RecvMsg returns.
-type requestStream struct{ grpc.ClientStream }
-
-func (s requestStream) SendMsg(m any) error {
-	if err := s.ClientStream.SendMsg(m); !errors.Is(err, io.EOF) {
-		return err
-	}
-	return nil
 }
 
 // Invoke makes a unary call. Without stats handlers it runs the handler
@@ -88,7 +67,14 @@ func (s requestStream) SendMsg(m any) error {
 func (in *inProcess) Invoke(ctx context.Context, method string, req, resp any, opts ...grpc.CallOption) error {
 	if in.unary == nil {
 		// Stats handlers see both ends of every call: inprocgrpc calls them.
-		return in.ch.Invoke(ctx, method, req, resp, opts...)
+		// Its caller gets io.EOF, neither answer nor status, when its
+		// context ends as the handler returns (the handler's status is
+		// dropped then, at random): the call's status is the context's.
+		err := in.ch.Invoke(ctx, method, req, resp, opts...)
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, io.EOF) {
+			return status.FromContextError(cerr).Err()
+		}
+		return err
 	}
 	if !isMessage(req) {
 		return status.Error(codes.Internal, "request message is nil")
@@ -107,26 +93,12 @@ func (in *inProcess) Invoke(ctx context.Context, method string, req, resp any, o
 		return err
 	}
 
-	hctx, cancel := in.callContext(ctx)
+	stream := &transportStream{method: method}
+	hctx, cancel := in.handlerContext(ctx, md, stream)
 	defer cancel()
-	stream := &unaryStream{method: method}
-	hctx = metadata.NewIncomingContext(hctx, md)
-	hctx = peer.NewContext(hctx, &inProcessPeer)
-	hctx = grpc.NewContextWithServerTransportStream(hctx, stream)
-	hctx = in.span(hctx, ctx)
 	answer, err := m.handler(m.srv, hctx, func(out any) error { return protoCopier{}.Copy(out, req) }, in.chain)
 	headers, trailers := stream.finish()
-
-	for _, o := range opts {
-		switch o := o.(type) {
-		case grpc.HeaderCallOption:
-			*o.HeaderAddr = headers
-		case grpc.TrailerCallOption:
-			*o.TrailerAddr = trailers
-		case grpc.PeerCallOption:
-			*o.PeerAddr = inProcessPeer
-		}
-	}
+	setCallOptions(opts, headers, trailers)
 	if cerr := ctx.Err(); cerr != nil {
 		return status.FromContextError(cerr).Err()
 	}
@@ -139,6 +111,33 @@ func (in *inProcess) Invoke(ctx context.Context, method string, req, resp any, o
 	return protoCopier{}.Copy(resp, answer)
 }
 
+// handlerContext returns the context of a handler called with the
+// caller's context ctx (see callContext), with what the handler finds in
+// it: md as its incoming metadata, the in-process peer, the call's
+// transport stream ts, and the caller's span context (see carrySpan).
+func (in *inProcess) handlerContext(ctx context.Context, md metadata.MD, ts *transportStream) (context.Context, context.CancelFunc) {
+	hctx, cancel := in.callContext(ctx)
+	hctx = metadata.NewIncomingContext(hctx, md)
+	hctx = peer.NewContext(hctx, &inProcessPeer)
+	hctx = grpc.NewContextWithServerTransportStream(hctx, ts)
+	return in.span(hctx, ctx), cancel
+}
+
+// setCallOptions gives the caller what its call options ask for once the
+// call has ended: the headers and trailers its handler set, and the peer.
+func setCallOptions(opts []grpc.CallOption, headers, trailers metadata.MD) {
+	for _, o := range opts {
+		switch o := o.(type) {
+		case grpc.HeaderCallOption:
+			*o.HeaderAddr = headers
+		case grpc.TrailerCallOption:
+			*o.TrailerAddr = trailers
+		case grpc.PeerCallOption:
+			*o.PeerAddr = inProcessPeer
+		}
+	}
+}
+
 // callContext returns the context of a handler called with the caller's
 // context ctx: it ends when ctx ends or when the server stops hard, has
 // ctx's deadline, and holds none of ctx's values, as over the network
@@ -148,10 +147,17 @@ func (in *inProcess) Invoke(ctx context.Context, method string, req, resp any, o
 // wrapper hides ctx's cancellation from the context package too: every
 // context derived from it, the handler's own included, would start a
 // goroutine to watch it.
+//
+// The handler's context ends at the caller's deadline by its own timer,
+// with DeadlineExceeded, as a handler's over the network; when the
+// caller's context ends for its deadline, the handler's is left to its
+// timer, which fires at the same deadline, rather than cancelled first,
+// which would end it with Canceled.
 func (in *inProcess) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	var hctx context.Context
 	var cancel context.CancelFunc
-	if d, ok := ctx.Deadline(); ok {
+	d, deadline := ctx.Deadline()
+	if deadline {
 		hctx, cancel = context.WithDeadline(in.hard, d)
 	} else {
 		hctx, cancel = context.WithCancel(in.hard)
@@ -159,7 +165,11 @@ func (in *inProcess) callContext(ctx context.Context) (context.Context, context.
 	if ctx.Done() == nil {
 		return hctx, cancel
 	}
-	stop := context.AfterFunc(ctx, cancel)
+	stop := context.AfterFunc(ctx, func() {
+		if !deadline || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel()
+		}
+	})
 	return hctx, func() {
 		stop()
 		cancel()
@@ -215,36 +225,43 @@ func (inProcessAddr) AuthType() string { return "inproc" }
 // errSent is a header or trailer set once the call has answered.
 var errSent = errors.New("the call has answered")
 
-// unaryStream is a unary call's [grpc.ServerTransportStream]: it gathers
-// the headers and trailers its handler sets, for the caller.
-type unaryStream struct {
+// transportStream is an in-process call's [grpc.ServerTransportStream]:
+// it gathers the headers and trailers its handler sets, for the caller. A
+// stream's caller may wait for the headers (see waitHeader).
+type transportStream struct {
 	method string
 
 	mu                 sync.Mutex
 	headers, trailers  metadata.MD
 	headersSent, ended bool
+	// waiting, made by the first caller to wait for the headers, is
+	// closed once they are sent or the call has ended.
+	waiting chan struct{}
 }
 
-func (s *unaryStream) Method() string { return s.method }
+func (s *transportStream) Method() string { return s.method }
 
-func (s *unaryStream) SetHeader(md metadata.MD) error { return s.header(md, false) }
+func (s *transportStream) SetHeader(md metadata.MD) error { return s.header(md, false) }
 
-func (s *unaryStream) SendHeader(md metadata.MD) error { return s.header(md, true) }
+func (s *transportStream) SendHeader(md metadata.MD) error { return s.header(md, true) }
 
 // header adds md to the headers, refused once they are sent; send marks
 // them sent.
-func (s *unaryStream) header(md metadata.MD, send bool) error {
+func (s *transportStream) header(md metadata.MD, send bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.headersSent {
 		return errSent
 	}
 	s.headers = join(s.headers, md)
-	s.headersSent = send
+	if send {
+		s.headersSent = true
+		s.wake()
+	}
 	return nil
 }
 
-func (s *unaryStream) SetTrailer(md metadata.MD) error {
+func (s *transportStream) SetTrailer(md metadata.MD) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
@@ -256,15 +273,64 @@ func (s *unaryStream) SetTrailer(md metadata.MD) error {
 
 // finish ends the call: what is set from now on is refused. It returns
 // the headers and trailers set.
-func (s *unaryStream) finish() (headers, trailers metadata.MD) {
+func (s *transportStream) finish() (headers, trailers metadata.MD) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.headersSent, s.ended = true, true
+	s.wake()
 	return s.headers, s.trailers
 }
 
-// join adds md's values to to's, making to when it is nil.
+// wake lets those waiting for the headers go on; s.mu is held.
+func (s *transportStream) wake() {
+	if s.waiting != nil {
+		close(s.waiting)
+		s.waiting = nil
+	}
+}
+
+// sent returns the headers, once sent, and the trailers, once the call
+// has ended; nil before.
+func (s *transportStream) sent() (headers, trailers metadata.MD) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.headersSent {
+		headers = s.headers
+	}
+	if s.ended {
+		trailers = s.trailers
+	}
+	return headers, trailers
+}
+
+// waitHeader returns the headers once they are sent or the call has
+// ended, or ctx's status if it ends first.
+func (s *transportStream) waitHeader(ctx context.Context) (metadata.MD, error) {
+	s.mu.Lock()
+	if s.headersSent {
+		defer s.mu.Unlock()
+		return s.headers, nil
+	}
+	if s.waiting == nil {
+		s.waiting = make(chan struct{})
+	}
+	waiting := s.waiting
+	s.mu.Unlock()
+	select {
+	case <-waiting:
+		h, _ := s.sent()
+		return h, nil
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// join adds md's values to to's, making to when it is nil and md is not
+// empty.
 func join(to, md metadata.MD) metadata.MD {
+	if len(md) == 0 {
+		return to
+	}
 	if to == nil {
 		to = metadata.MD{}
 	}

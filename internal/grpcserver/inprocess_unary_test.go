@@ -3,6 +3,7 @@ package grpcserver_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"runtime"
 	"testing"
 	"time"
@@ -66,7 +67,7 @@ func TestInProcessUnaryRunsOnTheCallersGoroutine(t *testing.T) {
 
 // TestInProcessUnaryEnds checks how an in-process unary call whose handler
 // waits for its context ends: at the caller's deadline, as
-// DeadlineExceeded; when the caller cancels, as Canceled; and when the
+// DeadlineExceeded on both sides; when the caller cancels, as Canceled; and when the
 // server stops hard, as Canceled, for a caller whose context never ends.
 func TestInProcessUnaryEnds(t *testing.T) {
 	t.Parallel()
@@ -76,9 +77,11 @@ func TestInProcessUnaryEnds(t *testing.T) {
 func testInProcessUnaryEnds(t *testing.T, opts grpcserver.Options) {
 	ctx := testkit.Context(t, 30*time.Second)
 	entered := make(chan struct{}, 1)
+	ended := make(chan error, 3)
 	f := &fakeLLM{listProviders: func(ctx context.Context) (*penguinv1.ListProvidersResponse, error) {
 		entered <- struct{}{}
 		<-ctx.Done() // ignores the graceful stop; only a hard stop ends it
+		ended <- ctx.Err()
 		return nil, ctx.Err()
 	}}
 	opts.ShutdownTimeout = 200 * time.Millisecond
@@ -91,6 +94,9 @@ func testInProcessUnaryEnds(t *testing.T, opts grpcserver.Options) {
 		t.Errorf("past the caller's deadline: %v, want DeadlineExceeded", err)
 	}
 	<-entered
+	if err := <-ended; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the handler's context ended with %v past the caller's deadline, want DeadlineExceeded", err)
+	}
 
 	cctx, cancel := context.WithCancel(ctx)
 	go func() {

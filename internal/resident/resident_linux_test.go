@@ -80,7 +80,7 @@ func binaryAreas(t *testing.T) []area {
 	})
 }
 
-// TestReleaseDropsTheBinarysPages checks on this test binary that Release
+// TestReleaseDropsTheBinarysPages checks on this test binary that a release
 // unmaps what the process had of its binary: the code that ran before
 // (the test framework, package init) is no longer counted, and the
 // process goes on running. What runs after (the runtime, reading smaps)
@@ -94,22 +94,22 @@ func TestReleaseDropsTheBinarysPages(t *testing.T) {
 		return sum
 	}
 	before := rss()
-	if err := Release(); err != nil {
+	if err := Start()(); err != nil {
 		t.Fatal(err)
 	}
 	after := rss()
-	t.Logf("the binary's read-only pages: %d KiB resident before Release, %d KiB after", before, after)
+	t.Logf("the binary's read-only pages: %d KiB resident before the release, %d KiB after", before, after)
 	if before == 0 || after > before*3/4 {
-		t.Errorf("%d KiB of the binary resident after Release, from %d KiB: want a quarter less at least", after, before)
+		t.Errorf("%d KiB of the binary resident after the release, from %d KiB: want a quarter less at least", after, before)
 	}
 }
 
-// TestReleaseMapsNoLargeFolioWhole checks that after Release no area of
+// TestReleaseMapsNoLargeFolioWhole checks that after a release no area of
 // the binary's read-only mappings is larger than a granule, so that no
 // fault maps more than a granule whatever the page cache's folios, and
 // that the areas alternate, so that the kernel does not merge them.
 func TestReleaseMapsNoLargeFolioWhole(t *testing.T) {
-	if err := Release(); err != nil {
+	if err := Start()(); err != nil {
 		t.Fatal(err)
 	}
 	areas := binaryAreas(t)
@@ -201,43 +201,60 @@ func TestReleaseKeepsWrittenPages(t *testing.T) {
 }
 
 func TestReadOnlyMappings(t *testing.T) {
-	// The fields of an area are left out but for the one that matters.
-	smaps := `00400000-00402000 r--p 00000000 fd:01 123 /usr/bin/penguin
-Anonymous:             0 kB
+	maps := `00400000-00402000 r--p 00000000 fd:01 123 /usr/bin/penguin
 00402000-01cfe000 r-xp 00002000 fd:01 123 /usr/bin/penguin
-Rss:                4800 kB
-Anonymous:             0 kB
-VmFlags: rd ex mr mw me dw
 01cfe000-01d00000 r--p 018fe000 fd:01 123 /usr/bin/penguin
-Anonymous:             0 kB
 01d00000-03e4c000 r--p 01900000 fd:01 123 /usr/bin/penguin
-Anonymous:             0 kB
 03e4c000-03e4d000 r--p 03a4c000 fd:01 123 /usr/bin/penguin
-Anonymous:             4 kB
 03e4d000-03fbd000 rw-p 03a4d000 fd:01 123 /usr/bin/penguin
-Anonymous:           292 kB
 03fbd000-06232000 rw-p 00000000 00:00 0
 7f0000000000-7f0000001000 r-xp 00000000 fd:01 456 /usr/lib/libc.so.6
 7f0000002000-7f0000003000 r--p 00000000 fd:01 789 /usr/bin/penguin old (deleted)
-7f0000003000-7f0000004000 r--p 00001000 fd:01 789 /usr/bin/penguin old (deleted)
-Swap:                  4 kB
+7f0000003000-7f0000004000 rw-p 00001000 fd:01 789 /usr/bin/penguin old (deleted)
 `
-	got, err := readOnlyMappings([]byte(smaps), "/usr/bin/penguin")
+	got, err := readOnlyMappings([]byte(maps), "/usr/bin/penguin")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The two areas of the read-only data (as split leaves them) are one
-	// mapping; the relocated one (with a page of its own) is left out.
 	want := []mapping{
 		{0x400000, 0x402000, 0, "r--p"},
 		{0x402000, 0x1cfe000, 0x2000, "r-xp"},
-		{0x1cfe000, 0x3e4c000, 0x18fe000, "r--p"},
+		{0x1cfe000, 0x1d00000, 0x18fe000, "r--p"},
+		{0x1d00000, 0x3e4c000, 0x1900000, "r--p"},
+		{0x3e4c000, 0x3e4d000, 0x3a4c000, "r--p"},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("mappings %x, want %x", got, want)
 	}
-	deleted, err := readOnlyMappings([]byte(smaps), "/usr/bin/penguin old")
+	// The areas of the read-only data (as split leaves them) are one
+	// mapping again.
+	if j := joined(want); !slices.Equal(j, []mapping{want[0], want[1], {0x1cfe000, 0x3e4d000, 0x18fe000, "r--p"}}) {
+		t.Fatalf("joined %x", j)
+	}
+	deleted, err := readOnlyMappings([]byte(maps), "/usr/bin/penguin old")
 	if err != nil || !slices.Equal(deleted, []mapping{{0x7f0000002000, 0x7f0000003000, 0, "r--p"}}) {
 		t.Fatalf("a deleted binary's mappings: %x, %v", deleted, err)
+	}
+}
+
+// TestWithoutOwnPages checks that an area is left out when it holds a
+// page the process wrote, and kept when its pages are the file's, or
+// none is present.
+func TestWithoutOwnPages(t *testing.T) {
+	area := func(mem []byte) mapping {
+		start := uintptr(unsafe.Pointer(&mem[0]))
+		return mapping{start: start, end: start + uintptr(len(mem)), perms: "r--p"}
+	}
+	_, written := mapFile(t, 3<<12, 0, 3<<12, unix.PROT_READ|unix.PROT_WRITE)
+	written[2<<12] = 1
+	_, read := mapFile(t, 3<<12, 0, 3<<12, unix.PROT_READ)
+	_ = read[1<<12]
+	_, untouched := mapFile(t, 3<<12, 0, 3<<12, unix.PROT_READ)
+	got, err := withoutOwnPages([]mapping{area(written), area(read), area(untouched)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []mapping{area(read), area(untouched)}; !slices.Equal(got, want) {
+		t.Fatalf("areas %x, want %x", got, want)
 	}
 }

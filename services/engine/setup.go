@@ -94,8 +94,8 @@ type Config struct {
 	EnvironmentIdleTimeout time.Duration
 	// LogLinger is session.Options.LogLinger: how long an event of a
 	// session's log that is no durability point may wait to be committed
-	// with the next. Zero, the default, commits at once; it must not be
-	// negative.
+	// with the next. Zero, the default, is the journal's floor of 2 ms; it
+	// must not be negative.
 	LogLinger time.Duration
 	// Team is team mode (users sign in or present tokens); false is local
 	// mode (a laptop: no sign-in, one implicit user). The process decides

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -204,7 +207,8 @@ const (
 // once; over HTTP/1.1 (local servers such as vLLM or Ollama, most
 // gateways in front of them) each stream holds its own connection, and
 // with a pool of two every stream beyond the second would pay a new
-// connection (and TLS handshake) before its first token.
+// connection (and TLS handshake) before its first token. Its connections
+// copy a request body through a pooled buffer (see [copyConn]).
 func NewHTTPClient() *http.Client {
 	base, ok := http.DefaultTransport.(*http.Transport)
 	if !ok { // replaced by something else: leave it in charge
@@ -213,8 +217,51 @@ func NewHTTPClient() *http.Client {
 	tr := base.Clone()
 	tr.MaxIdleConns = MaxIdleConns
 	tr.MaxIdleConnsPerHost = MaxIdleConnsPerProvider
+	dial := tr.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &copyConn{c}, nil
+	}
 	return &http.Client{Transport: tr}
 }
+
+// copyConn is a provider connection whose ReadFrom copies through a pooled
+// buffer. The HTTP/1.1 transport writes a request body of known length by
+// filling its 4 KiB write buffer, then handing the rest, behind an
+// io.LimitedReader, to the connection's ReadFrom; a TCP connection's
+// ReadFrom (nothing to splice or send from a file) falls back to io.Copy,
+// which allocates a buffer of the rest's size, up to 32 KiB, at every
+// request: most of a model request's body again. A connection under TLS
+// is written through the TLS connection, which has no ReadFrom, and an
+// HTTP/2 transport copies through frame buffers of its own, so this is
+// the HTTP/1.1 connection in clear: a local model server's, a gateway's.
+// A provider request's body is always in memory, so nothing is lost by
+// not splicing.
+type copyConn struct{ net.Conn }
+
+// copyBufSize is io.Copy's own buffer size, so that a body longer than it
+// goes out in the same writes as before.
+const copyBufSize = 32 << 10
+
+// copyBufs holds copyConn's buffers.
+var copyBufs = sync.Pool{New: func() any { return new([copyBufSize]byte) }}
+
+// ReadFrom writes what r reads to the connection.
+func (c *copyConn) ReadFrom(r io.Reader) (int64, error) {
+	buf := copyBufs.Get().(*[copyBufSize]byte)
+	defer copyBufs.Put(buf)
+	return io.CopyBuffer((*connWriter)(c), r, buf[:])
+}
+
+// connWriter is a copyConn without ReadFrom, for io.CopyBuffer to use
+// the buffer it is given: the connection's own ReadFrom would allocate.
+type connWriter copyConn
 
 // openRouteStore opens cfg's route store with the sealer of its key
 // secret: RouteSecret, else the file RouteKeyFile, made first when

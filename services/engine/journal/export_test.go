@@ -9,3 +9,11 @@ func DelayAfterPublish(d time.Duration) (restore func()) {
 	afterPublish.Store(&f)
 	return func() { afterPublish.Store(nil) }
 }
+
+// SetMinLinger has the journals made from now on linger at least d, until
+// the returned function is called.
+func SetMinLinger(d time.Duration) (restore func()) {
+	old := minLinger
+	minLinger = d
+	return func() { minLinger = old }
+}

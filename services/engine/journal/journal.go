@@ -9,13 +9,17 @@
 // live order, the log order and the numbering agree, and the agent loop
 // never waits for the database on its way to the next request.
 //
-// The writer commits at durability points: the end of a model request, a
-// tool's output, an approval decision, a state change, or a Flush. An
-// event to record that is none of these (the start of a request, the
-// model's message before its request ends, a steering message) waits for
-// the next durability point, at most Options.Linger, so that a task's events
-// take a few transactions instead of one each. Waiting delays what
-// clients see by as much, never what is recorded before they see it.
+// The writer commits at durability points: a tool's output, a state
+// change, or a Flush (the prompt's, a row change's such as an environment
+// bound before a tool call runs, the task's end). An event to record that
+// is none of these (a request's start, the model's messages, its request's
+// end, an approval decision, a steering message) waits for the next
+// durability point, up to Options.Linger or minLinger if that is longer,
+// so that a task's events take a few transactions instead of one each: a
+// model request's events go with the tool output, the binding or the
+// task's end that follows them. Waiting delays what clients see by as much, never
+// what is recorded before they see it, and never the loop, which does not
+// wait for what it publishes.
 //
 // When a write fails, the journal refuses everything after it: an event
 // that cannot be recorded must not be seen, and nothing after a gap in the
@@ -63,7 +67,7 @@ type Options struct {
 	// Buffer receives the events once they are recorded.
 	Buffer *live.Buffer
 	// Linger is how long an event to record may wait for a durability
-	// point to be recorded with; zero records every batch at once.
+	// point to be recorded with; below minLinger, minLinger.
 	Linger time.Duration
 	// Timeout bounds one write of the log. A write is never cut short by
 	// whoever published the events going away (an abort must still be
@@ -105,7 +109,16 @@ type Journal struct {
 	held time.Time
 	// with is the row change and lease release a FlushWith has the
 	// writer commit with the queue; nil when there is none.
-	with *store.SessionWrite
+	with *rowWrite
+}
+
+// rowWrite is what one FlushWith has the writer commit with the queue.
+type rowWrite struct {
+	store.SessionWrite
+	// done is set (under the journal's lock) once the round that took
+	// the write has committed it, or dropped it because the log failed,
+	// and published its events.
+	done bool
 }
 
 // queued is an event waiting for the writer.
@@ -122,7 +135,7 @@ func New(o Options) *Journal {
 		store:         o.Store,
 		id:            o.Session,
 		buf:           o.Buffer,
-		linger:        o.Linger,
+		linger:        max(o.Linger, minLinger),
 		kick:          make(chan struct{}, 1),
 		timeout:       o.Timeout,
 		log:           o.Logger,
@@ -163,14 +176,11 @@ func (j *Journal) enqueueLocked(q queued) int64 {
 	j.next++
 	q.ev.Sequence = seq
 	j.queue = append(j.queue, q)
-	// Without a linger nothing is held back, so there is no one to hurry.
-	if j.linger > 0 {
-		if q.persist && j.held.IsZero() {
-			j.held = time.Now()
-		}
-		if durabilityPoint(q) {
-			j.hurryLocked()
-		}
+	if q.persist && j.held.IsZero() {
+		j.held = time.Now()
+	}
+	if durabilityPoint(q) {
+		j.hurryLocked()
 	}
 	if !j.writerActive {
 		j.writerActive = true
@@ -180,20 +190,25 @@ func (j *Journal) enqueueLocked(q queued) int64 {
 }
 
 // durabilityPoint reports whether q is an event whose publication must
-// not wait: a state change, the end of a model request, a tool's output
-// or an approval decision. A client acts on these (shows the answer,
-// runs the next step, learns that its decision holds), so each is
-// recorded, with everything queued before it, as soon as it comes.
+// not wait: a state change (what the session does now, such as the task's
+// end or a wait before a reconnect) or a tool's output (the end of a step
+// that may have taken long, after which the next request starts). Each is
+// recorded, with everything queued before it, as soon as it comes. The
+// end of a model request and an approval decision are none: within a
+// task they are followed at once by a tool's output, the binding of an
+// environment, the next request or the task's end, which a commit of
+// their own would only precede by moments.
 func durabilityPoint(q queued) bool {
-	if q.always {
-		return true
-	}
-	switch q.ev.GetMessage().GetPayload().(type) {
-	case *penguinv1.OmniMessage_RequestEnd, *penguinv1.OmniMessage_ToolCallOutput, *penguinv1.OmniMessage_ApprovalDecision:
-		return true
-	}
-	return false
+	return q.always || q.ev.GetMessage().GetToolCallOutput() != nil
 }
+
+// minLinger is the shortest linger of a journal (Options.Linger): how long
+// an event to record waits at least for a durability point. A model
+// request's events come moments apart (a few hundred microseconds on a
+// local model), so they go with the tool output or the task's end that
+// follows them; a client sees the start of a request, and the partials
+// behind it, that much later.
+var minLinger = 2 * time.Millisecond
 
 // hurryLocked makes the writer take the queue at once.
 func (j *Journal) hurryLocked() {
@@ -276,8 +291,9 @@ func (j *Journal) write() {
 			if with == nil {
 				err = j.store.AppendEvents(ctx, j.id, events...)
 			} else {
-				with.Events = events
-				err = j.store.WriteSession(ctx, j.id, *with)
+				w := with.SessionWrite
+				w.Events = events
+				err = j.store.WriteSession(ctx, j.id, w)
 			}
 			cancel()
 			j.mu.Lock()
@@ -307,6 +323,10 @@ func (j *Journal) write() {
 				j.buf.Publish(q.ev)
 				published = true
 			}
+		}
+		if with != nil {
+			with.done = true
+			j.drained.Broadcast()
 		}
 		if f := afterPublish.Load(); f != nil {
 			(*f)()
@@ -338,7 +358,10 @@ func (j *Journal) Flush() error {
 // appended) and, unless release is empty, the release of that owner's
 // run lease, committed in the same transaction as the queued events, or
 // in one of their own when none is queued. So a task's end (its last
-// events, its row, its lease) is one commit. When the log failed before,
+// events, its row, its lease) is one commit, and so is an environment
+// bound during a task with the events queued meanwhile. It returns once
+// that commit is made and its events published, without waiting for
+// events queued after it. When the log failed before,
 // it writes nothing and returns the failure, for the caller to write the
 // row and release the lease on their own; when the commit fails, the log
 // has failed as it would with events alone.
@@ -351,11 +374,22 @@ func (j *Journal) FlushWith(modify func(*store.Session) error, release string) e
 		j.drained.Wait()
 	}
 	if j.writeErr == nil {
-		j.with = &store.SessionWrite{Modify: modify, ReleaseLease: release}
+		w := &rowWrite{SessionWrite: store.SessionWrite{Modify: modify, ReleaseLease: release}}
+		j.with = w
 		if !j.writerActive {
 			j.writerActive = true
 			go j.write()
 		}
+		j.hurryLocked()
+		// The round that takes w commits everything queued before it,
+		// after the rounds before it: once it is done, all of that is
+		// recorded and published. The writer may go on with events
+		// queued since (a parallel tool's output), which this call does
+		// not wait for.
+		for !w.done {
+			j.drained.Wait()
+		}
+		return j.writeErr
 	}
 	if j.writerActive {
 		j.hurryLocked()

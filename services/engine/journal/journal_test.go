@@ -246,41 +246,36 @@ func (r *rig) appendCount() int {
 	return r.st.appends
 }
 
-// A model request's events wait for its end and go to the log in one
-// append; nothing of them is seen before.
+// A model request's events wait for the next durability point (here the
+// tool's output that follows them) and go to the log with it in one
+// append; nothing of them is seen before. A state change is a durability
+// point too.
 func TestEventsWaitForADurabilityPoint(t *testing.T) {
 	r := newLingeringRig(t, time.Minute)
 	r.publish(t, event(omni.UserText("read hello.txt")), true)
 	r.publish(t, event(omni.RequestBegin()), true)
 	r.publish(t, msg("partial"), false)
 	r.publish(t, event(omni.AssistantText("it says hello")), true)
-	// The writer holds all four, waiting for the request's end.
+	r.publish(t, event(omni.RequestEnd(penguinv1.StopReason_STOP_REASON_COMPLETED, "", 0, 0)), true)
+	r.publish(t, event(omni.ApprovalDecision("call-1", penguinv1.Decision_DECISION_ALLOW)), true)
+	// The writer holds all six, waiting for a durability point.
 	time.Sleep(50 * time.Millisecond)
 	if got := r.buffered(t); len(got) != 0 || r.appendCount() != 0 {
 		t.Fatalf("before the durability point: published %v, %d appends", got, r.appendCount())
 	}
-	r.publish(t, event(omni.RequestEnd(penguinv1.StopReason_STOP_REASON_COMPLETED, "", 0, 0)), true)
-	eventually.True(t, "the request's events published", func() bool { return len(r.buffered(t)) == 5 })
-	if got := r.logged(t); !equal(got, []int64{1, 2, 4, 5}) {
+	r.publish(t, event(omni.ToolCallOutput("call-1", "hello", penguinv1.StopReason_STOP_REASON_COMPLETED)), true)
+	eventually.True(t, "the request's events published", func() bool { return len(r.buffered(t)) == 7 })
+	if got := r.logged(t); !equal(got, []int64{1, 2, 4, 5, 6, 7}) {
 		t.Fatalf("log holds %v", got)
 	}
 	if n := r.appendCount(); n != 1 {
-		t.Fatalf("%d appends for a model request, want 1", n)
-	}
-	// Each durability point is recorded at once: a tool's output, an
-	// approval decision, a state change.
-	for i, ev := range []*penguinv1.RunEvent{
-		event(omni.ApprovalDecision("call-1", penguinv1.Decision_DECISION_ALLOW)),
-		event(omni.ToolCallOutput("call-1", "hello", penguinv1.StopReason_STOP_REASON_COMPLETED)),
-	} {
-		r.publish(t, ev, true)
-		eventually.True(t, "a durability point published", func() bool { return len(r.buffered(t)) == 6+i })
+		t.Fatalf("%d appends for a model request and its tool's output, want 1", n)
 	}
 	r.publish(t, event(omni.UserText("steer")), true)
 	r.j.Announce(state(penguinv1.SessionState_SESSION_STATE_IDLE))
 	eventually.True(t, "the state change published", func() bool { return len(r.buffered(t)) == 9 })
-	if n := r.appendCount(); n != 4 {
-		t.Fatalf("%d appends, want 4", n)
+	if n := r.appendCount(); n != 2 {
+		t.Fatalf("%d appends, want 2", n)
 	}
 }
 
@@ -452,4 +447,87 @@ func TestReadersAreWokenWhenNothingIsPendingAnyMore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FlushWith returns once its own commit is made and published, without
+// waiting for events queued after it: a task that records its
+// environment's binding before a tool call runs is not held up by a
+// parallel tool's output still being written.
+func TestFlushWithDoesNotWaitForLaterEvents(t *testing.T) {
+	r := newRig(t)
+	gate := make(chan struct{})
+	r.st.mu.Lock()
+	r.st.gate = gate
+	r.st.mu.Unlock()
+	release := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release) // before the rig's Flush
+	first := r.publish(t, msg("before"), true)
+	<-r.st.entered // the writer holds the first event's round at the store
+	done := make(chan error, 1)
+	go func() {
+		done <- r.j.FlushWith(func(s *store.Session) error { s.Title = "bound"; return nil }, "")
+	}()
+	eventually.True(t, "FlushWith waits", func() bool { return r.j.Pending() })
+	gate <- struct{}{} // the first round goes on
+	<-r.st.entered     // the FlushWith's round reaches the store
+	later := r.publish(t, msg("after"), true)
+	gate <- struct{}{} // the FlushWith's round goes on
+	<-r.st.entered     // the later event's round reaches the store, and stays
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("FlushWith waited for an event queued after it")
+	}
+	if got := r.buffered(t); !equal(got, []int64{first}) {
+		t.Fatalf("buffer holds %v once FlushWith returned, want [%d]", got, first)
+	}
+	if row, err := r.st.GetSession(t.Context(), "s"); err != nil || row.Title != "bound" {
+		t.Fatalf("row once FlushWith returned: %+v, %v", row, err)
+	}
+	release()
+	if err := r.j.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.logged(t); !equal(got, []int64{first, later}) {
+		t.Fatalf("log holds %v", got)
+	}
+}
+
+// A model request's events (its start, the model's message, its usage,
+// its end, an approval decision) wait for what follows them even with no
+// linger set, and go to the log in one commit with it: here a row change
+// (the environment bound before the tool call runs); a tool's output is
+// recorded at once. The wait is bounded.
+func TestARequestsEventsWaitForWhatFollows(t *testing.T) {
+	restore := journal.SetMinLinger(time.Minute)
+	r := newRig(t)
+	restore()
+	r.publish(t, event(omni.RequestBegin()), true)
+	r.publish(t, event(omni.AssistantText("reading it")), true)
+	r.publish(t, event(omni.TokenUsage(&penguinv1.TokenCounts{Total: 3}, &penguinv1.TokenCounts{Total: 3})), true)
+	r.publish(t, event(omni.RequestEnd(penguinv1.StopReason_STOP_REASON_COMPLETED, "", 1, 0)), true)
+	decided := r.publish(t, event(omni.ApprovalDecision("call-1", penguinv1.Decision_DECISION_ALLOW)), true)
+	time.Sleep(20 * time.Millisecond)
+	if got := r.buffered(t); len(got) != 0 || r.appendCount() != 0 {
+		t.Fatalf("before what follows: published %v, %d appends", got, r.appendCount())
+	}
+	if err := r.j.FlushWith(func(s *store.Session) error { s.EnvironmentID = "env-1"; return nil }, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.buffered(t); len(got) != int(decided) || r.appendCount() != 1 {
+		t.Fatalf("after the row change: published %v, %d appends, want %d events in 1", got, r.appendCount(), decided)
+	}
+	out := r.publish(t, event(omni.ToolCallOutput("call-1", "hello", penguinv1.StopReason_STOP_REASON_COMPLETED)), true)
+	eventually.True(t, "the tool's output published", func() bool { return len(r.buffered(t)) == int(out) })
+	if got := r.logged(t); len(got) != int(out) {
+		t.Fatalf("log holds %v", got)
+	}
+
+	defer journal.SetMinLinger(20 * time.Millisecond)()
+	r = newRig(t)
+	r.publish(t, event(omni.RequestEnd(penguinv1.StopReason_STOP_REASON_COMPLETED, "", 1, 0)), true)
+	eventually.True(t, "a request's end with nothing after it published after the linger", func() bool { return len(r.buffered(t)) == 1 })
 }

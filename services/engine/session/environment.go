@@ -153,6 +153,16 @@ func (rt *Runtime) bindEnvironment(ctx context.Context, row *store.Session, cfg 
 
 // rebind creates a fresh environment for the session and records it in
 // the session's row. reason, when set, says why the old one was replaced.
+//
+// It is called by a task that holds the session (its preparation, or a
+// tool call that needs an environment), so the row is written through the
+// task's journal: in the commit of the events queued meanwhile (at a first
+// tool call, often the end of the model request that asked for it), and
+// on record before the call runs, so that a replica taking the session
+// over after a crash finds the environment and what the call left in it.
+// A log that failed writes nothing, and the binding fails with it; a
+// commit of the binding that fails is a failure of the log, which stops
+// the task as a failed event's would.
 func (rt *Runtime) rebind(ctx context.Context, row *store.Session, cfg config, st *agentstate.State, reason string) (envBinding, []*penguinv1.ToolInfo, error) {
 	m := rt.m
 	resp, client, err := rt.createConnecting(ctx, m.environmentSpec(rt.id, row.Workspace, st, cfg.SandboxMode))
@@ -160,10 +170,10 @@ func (rt *Runtime) rebind(ctx context.Context, row *store.Session, cfg config, s
 		return envBinding{}, nil, err
 	}
 	b := envBinding{client: client, id: resp.GetEnvironmentId(), addr: resp.GetAddress()}
-	if err := m.updateRow(ctx, rt.id, func(r *store.Session, c *config) {
+	if err := rt.journal.FlushWith(rowChange(func(r *store.Session, c *config) {
 		r.EnvironmentID, r.EnvironmentAddr = b.id, b.addr
 		c.SharedEnvironment = false
-	}); err != nil {
+	}), ""); err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 		m.disposeEnvironment(dctx, rt.id, b.addr, b.id)
 		cancel()

@@ -111,12 +111,13 @@ type Options struct {
 	// DefaultEnvironmentIdleTimeout.
 	EnvironmentIdleTimeout time.Duration
 	// LogLinger is how long an event of a session's log that is no
-	// durability point (the start of a model request, the model's message
-	// before its request ends) may wait to be committed with the next one
-	// (package journal). Zero commits each batch at once: measured with
-	// SQLite on a local disk, 5 ms saved two transactions of ten per task
-	// but added about 2 ms of wall time and CPU to each. A store whose
-	// transactions cost a network round trip may gain from a few ms.
+	// durability point (a model request's events, an approval decision)
+	// may wait to be committed with the next one, a tool's output, a
+	// state change or a flush (package journal). Below the journal's
+	// floor of 2 ms, which is what zero means, it is that floor: a model
+	// request's events then go in the commit of what follows them. A
+	// store whose transactions cost a network round trip may gain from a
+	// few ms more.
 	LogLinger time.Duration
 }
 

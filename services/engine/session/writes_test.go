@@ -10,6 +10,7 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"
+	"google.golang.org/grpc"
 )
 
 // rowCounts is a store that counts the reads and the writes of session
@@ -99,5 +100,60 @@ func TestRunLoadsFromTheRowItIsGiven(t *testing.T) {
 		if n := reads.reads.Load() - before; n != want {
 			t.Fatalf("a Run (row given: %v) read the row %d times, want %d", given, n, want)
 		}
+	}
+}
+
+// rowWrites is a store that counts the changes of session rows made on
+// their own (ModifySession) and those made in a commit of the log
+// (WriteSession with a row change).
+type rowWrites struct {
+	store.Store
+	alone, withLog atomic.Int64
+}
+
+func (c *rowWrites) ModifySession(ctx context.Context, id string, f func(*store.Session) error) error {
+	c.alone.Add(1)
+	return c.Store.ModifySession(ctx, id, f)
+}
+
+func (c *rowWrites) WriteSession(ctx context.Context, id string, w store.SessionWrite) error {
+	if w.Modify != nil {
+		c.withLog.Add(1)
+	}
+	return c.Store.WriteSession(ctx, id, w)
+}
+
+// The environment made at a task's first tool call is bound in the row
+// by a commit of the task's log (with whatever events are queued then),
+// not by a row write of its own, and it is on record before the call
+// runs: a replica taking the session over after a crash finds it.
+func TestEnvironmentBoundInACommitOfTheLog(t *testing.T) {
+	var w *rowWrites
+	r := newRig(t, func(o *session.Options) {
+		w = &rowWrites{Store: o.Store}
+		o.Store = w
+	})
+	r.llm.Generate = fake.Script(fake.NewReply().ToolCall("c1", "read_file", `{}`).Done(), fake.NewReply().Text("read").Done())
+	// The first session of a spec makes its environment at once, to learn
+	// the tools; the second makes one at its first tool call.
+	r.create(t, session.CreateSpec{Model: model, Workspace: "ws"})
+	id := r.create(t, session.CreateSpec{Model: model, Workspace: "ws"}).GetSessionId()
+	var recorded atomic.Bool
+	r.env.Execute = func(req *penguinv1.ExecuteToolRequest, stream grpc.ServerStreamingServer[penguinv1.ExecuteToolResponse]) error {
+		recorded.Store(r.rowEnvironment(t, id) == req.GetEnvironmentId())
+		return fake.Echo(req, stream)
+	}
+	alone, withLog := w.alone.Load(), w.withLog.Load()
+	outs, _ := r.runTask(t, id, "read a file")
+	checkEchoed(t, outs, 1)
+	if !recorded.Load() {
+		t.Fatal("the tool call ran before the row recorded its environment")
+	}
+	if n := w.alone.Load() - alone; n != 0 {
+		t.Fatalf("the task wrote the row on its own %d times, want 0", n)
+	}
+	// The prompt's (with the title), the binding's and the end's.
+	if n := w.withLog.Load() - withLog; n != 3 {
+		t.Fatalf("the task changed the row in %d commits of its log, want 3", n)
 	}
 }

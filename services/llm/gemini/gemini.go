@@ -20,6 +20,7 @@
 package gemini
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -112,8 +113,9 @@ func New(cfg Config) *Adapter {
 func (a *Adapter) Stream(ctx context.Context, req *stream.Request, emit stream.Emit) *penguinv1.LLMOutcome {
 	ids := translate.NewIDs(req.Messages)
 	tr := translate.New(emit, ids)
-	body, err := buildBody(req, ids)
-	if err != nil {
+	body := sse.NewBody()
+	if err := buildBody(body.Buffer(), req, ids); err != nil {
+		body.Release()
 		fe := failure.New(penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_INVALID_REQUEST, "%v", err)
 		fe.Permanent = true
 		return tr.Finish(fe)
@@ -341,9 +343,9 @@ type thinkingConfig struct {
 	ThinkingLevel   string `json:"thinkingLevel,omitempty"`
 }
 
-// buildBody translates req into the JSON of a streamGenerateContent
+// buildBody writes req to buf as the JSON of a streamGenerateContent
 // request.
-func buildBody(req *stream.Request, ids *translate.IDs) ([]byte, error) {
+func buildBody(buf *bytes.Buffer, req *stream.Request, ids *translate.IDs) error {
 	r := request{GenerationConfig: &generationConfig{MaxOutputTokens: req.MaxTokens, Temperature: req.Temperature}}
 	if req.System != "" {
 		r.SystemInstruction = &content{Parts: []part{{Text: req.System}}}
@@ -359,13 +361,13 @@ func buildBody(req *stream.Request, ids *translate.IDs) ([]byte, error) {
 		}
 		parts, err := user(turn.Messages, ids, names)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if len(parts) > 0 {
 			r.Contents = append(r.Contents, content{Role: "user", Parts: parts})
 		}
 	}
-	return encodedTools.Body(r, "tools", req.Tools)
+	return encodedTools.Body(buf, r, "tools", req.Tools)
 }
 
 // encodedTools is the JSON of the tools sent: Gemini's tools are groups,

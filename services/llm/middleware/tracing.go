@@ -28,6 +28,12 @@ func Tracing(tp trace.TracerProvider) stream.Middleware {
 				attribute.Int("penguin.llm.messages", len(req.Messages)),
 			))
 			defer span.End()
+			if !span.IsRecording() {
+				// Nothing keeps what is set on this span (no exporter,
+				// or not sampled): the observation and the attributes
+				// below were most of what a model call allocated here.
+				return next.Stream(ctx, req, emit)
+			}
 			o := &observation{start: time.Now()}
 			out := next.Stream(ctx, req, observe(emit, o))
 			span.SetAttributes(

@@ -177,8 +177,9 @@ func New(cfg Config) (*Adapter, error) {
 func (a *Adapter) Stream(ctx context.Context, req *stream.Request, emit stream.Emit) *penguinv1.LLMOutcome {
 	ids := translate.NewIDs(req.Messages)
 	tr := translate.New(emit, ids)
-	body, err := a.body(req, ids)
-	if err != nil {
+	body := sse.NewBody()
+	if err := a.body(body.Buffer(), req, ids); err != nil {
+		body.Release()
 		fe := failure.New(penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_INVALID_REQUEST, "%v", err)
 		fe.Permanent = true
 		return tr.Finish(fe)

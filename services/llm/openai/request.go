@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -97,12 +98,12 @@ type function struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
-// body translates req into the JSON of a Chat Completions request, its
+// body writes req to buf as the JSON of a Chat Completions request, its
 // tools' JSON kept by encodedTools.
-func (a *Adapter) body(req *stream.Request, ids *translate.IDs) ([]byte, error) {
+func (a *Adapter) body(buf *bytes.Buffer, req *stream.Request, ids *translate.IDs) error {
 	msgs, err := messages(req, ids)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cr := chatRequest{
 		Model:         req.Model,
@@ -119,7 +120,7 @@ func (a *Adapter) body(req *stream.Request, ids *translate.IDs) ([]byte, error) 
 		}
 	}
 	a.reasoning(&cr, translate.Thinking(req), req.Spec.Toggle)
-	return encodedTools.Body(cr, "tools", req.Tools)
+	return encodedTools.Body(buf, cr, "tools", req.Tools)
 }
 
 // encodedTools is the JSON of the tools sent: a function whose parameters

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/llm/internal/llmtest"
+	"github.com/penguin-agent/penguin/services/llm/sse"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 	"github.com/penguin-agent/penguin/services/llm/translate"
 )
@@ -20,10 +22,11 @@ func TestBodyToolsEncodedOnce(t *testing.T) {
 		{Name: "read_file", Description: "reads <a> file", Parameters: "{ \"type\": \"object\",\n \"properties\": {\"path\": {\"type\": \"string\"}} }"},
 		{Name: "now"},
 	}}
-	body, err := a.body(req, translate.NewIDs(nil))
-	if err != nil {
+	var buf bytes.Buffer
+	if err := a.body(&buf, req, translate.NewIDs(nil)); err != nil {
 		t.Fatal(err)
 	}
+	body := buf.Bytes()
 	var got struct {
 		Model string `json:"model"`
 		Tools []struct {
@@ -58,7 +61,23 @@ func TestBodyToolsEncodedOnce(t *testing.T) {
 	if !bytes.Contains(body, first) {
 		t.Fatalf("body %s does not hold the tool's encoding %s", body, first)
 	}
-	if _, err := a.body(&stream.Request{Model: "m", Tools: []*penguinv1.ToolDefinition{{Name: "bad", Parameters: "{"}}}, translate.NewIDs(nil)); err == nil {
+	if err := a.body(new(bytes.Buffer), &stream.Request{Model: "m", Tools: []*penguinv1.ToolDefinition{{Name: "bad", Parameters: "{"}}}, translate.NewIDs(nil)); err == nil {
 		t.Fatal("a tool whose schema is not JSON is sent")
+	}
+}
+
+// BenchmarkBody measures a first request's body: a short history and
+// twelve tools with schemas of a few hundred bytes each, as the engine's
+// tool set, written into a pooled body as Stream does.
+func BenchmarkBody(b *testing.B) {
+	a := &Adapter{}
+	req := llmtest.FirstRequest("gpt-5.4")
+	b.ReportAllocs()
+	for b.Loop() {
+		body := sse.NewBody()
+		if err := a.body(body.Buffer(), req, translate.NewIDs(req.Messages)); err != nil {
+			b.Fatal(err)
+		}
+		body.Release()
 	}
 }

@@ -16,6 +16,7 @@
 package responses
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -93,8 +94,9 @@ func New(cfg Config) *Adapter {
 func (a *Adapter) Stream(ctx context.Context, req *stream.Request, emit stream.Emit) *penguinv1.LLMOutcome {
 	ids := translate.NewIDs(req.Messages)
 	tr := translate.New(emit, ids)
-	body, err := buildBody(req, ids)
-	if err != nil {
+	body := sse.NewBody()
+	if err := buildBody(body.Buffer(), req, ids); err != nil {
+		body.Release()
 		fe := failure.New(penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_INVALID_REQUEST, "%v", err)
 		fe.Permanent = true
 		return tr.Finish(fe)
@@ -313,8 +315,8 @@ type functionOutput struct {
 	Output string `json:"output"`
 }
 
-// buildBody translates req into the JSON of a Responses request.
-func buildBody(req *stream.Request, ids *translate.IDs) ([]byte, error) {
+// buildBody writes req to buf as the JSON of a Responses request.
+func buildBody(buf *bytes.Buffer, req *stream.Request, ids *translate.IDs) error {
 	r := request{
 		Model: req.Model, Instructions: req.System, Stream: true, Store: false,
 		MaxOutputTokens: req.MaxTokens, Temperature: req.Temperature,
@@ -335,11 +337,11 @@ func buildBody(req *stream.Request, ids *translate.IDs) ([]byte, error) {
 		}
 		items, err := user(turn.Messages, ids)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.Input = append(r.Input, items...)
 	}
-	return encodedTools.Body(r, "tools", req.Tools)
+	return encodedTools.Body(buf, r, "tools", req.Tools)
 }
 
 // encodedTools is the JSON of the tools sent: a function whose parameters

@@ -1,7 +1,6 @@
 package sse
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -79,18 +78,21 @@ func (s *Stream) RequestID() string {
 // the open stream; or, when there is none to read (the connection failed,
 // the provider answered an error status, or a body that is not a stream),
 // the classified failure, with the stream (closed) for its request id.
-func (e *Endpoint) Post(ctx context.Context, url string, body []byte) (*Stream, *failure.Error) {
+// It releases body.
+func (e *Endpoint) Post(ctx context.Context, url string, body *Body) (*Stream, *failure.Error) {
+	defer body.Release()
 	ctx, wd := httpwatch.NewWatchdog(ctx, e.IdleTimeout)
 	ex := httpwatch.NewExchange(wd.Touch)
 	ctx = httpwatch.With(ctx, ex)
 	s := &Stream{Ctx: ctx, Exchange: ex, stop: wd.Stop}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 	if err != nil {
 		s.Close()
 		fe := failure.New(penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_INVALID_REQUEST, "build the request: %v", err)
 		fe.Permanent = true
 		return s, fe
 	}
+	body.attach(req)
 	for k, vs := range e.Header {
 		req.Header[k] = vs
 	}

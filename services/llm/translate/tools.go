@@ -3,7 +3,6 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
-	"sync"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/bytecache"
@@ -61,58 +60,50 @@ func (e *ToolEncodings) Get(t *penguinv1.ToolDefinition) ([]byte, error) {
 	return enc, nil
 }
 
-// Body returns the JSON of v, an object, with the array of tools' JSON
-// (from e, between its open and close) as its member key when there are
-// tools: v is encoded into a
-// pooled buffer and the tools appended after its other members (JSON does
-// not order them), so the one allocation left is the body itself, at its
-// final size.
-func (e *ToolEncodings) Body(v any, key string, tools []*penguinv1.ToolDefinition) ([]byte, error) {
+// Body writes the JSON of v, an object, to buf, with the array of tools'
+// JSON (from e, between its open and close) as its member key when there
+// are tools: v is encoded and the tools appended after its other members
+// (JSON does not order them), in room grown once to their exact size. buf
+// is the request's pooled body (see sse.Body), so a body allocates
+// nothing once the pool's buffers have grown to the requests' size. On an
+// error, buf is as it was.
+func (e *ToolEncodings) Body(buf *bytes.Buffer, v any, key string, tools []*penguinv1.ToolDefinition) error {
 	encs := make([][]byte, 0, len(tools))
 	size := 0
 	for _, t := range tools {
 		enc, err := e.Get(t)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		encs = append(encs, enc)
 		size += len(enc) + 1
 	}
-	scratch := scratchPool.Get().(*bytes.Buffer)
-	defer putScratch(scratch)
-	scratch.Reset()
-	if err := json.NewEncoder(scratch).Encode(v); err != nil {
-		return nil, err
+	start := buf.Len()
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
+		buf.Truncate(start)
+		return err
 	}
 	// Encode ends the object with "}\n".
-	head := bytes.TrimSuffix(scratch.Bytes(), []byte("}\n"))
-	out := append(make([]byte, 0, len(head)+len(key)+len(`,"":}`)+len(e.open)+len(e.close)+size), head...)
+	buf.Truncate(buf.Len() - 2)
 	if len(encs) == 0 {
-		return append(out, '}'), nil
+		buf.WriteByte('}')
+		return nil
 	}
-	if out[len(out)-1] != '{' {
-		out = append(out, ',')
+	buf.Grow(len(`,"":`) + len(key) + len(e.open) + size + len(e.close) + len(`}`))
+	if b := buf.Bytes(); b[len(b)-1] != '{' {
+		buf.WriteByte(',')
 	}
-	out = append(append(append(append(out, '"'), key...), `":`...), e.open...)
+	buf.WriteByte('"')
+	buf.WriteString(key)
+	buf.WriteString(`":`)
+	buf.WriteString(e.open)
 	for i, enc := range encs {
 		if i > 0 {
-			out = append(out, ',')
+			buf.WriteByte(',')
 		}
-		out = append(out, enc...)
+		buf.Write(enc)
 	}
-	return append(append(out, e.close...), '}'), nil
-}
-
-// scratchPool holds the buffers bodies are encoded into before their
-// tools are appended.
-var scratchPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// maxScratch is the largest buffer put back in scratchPool: a session's
-// long history must not stay pinned by the pool.
-const maxScratch = 256 << 10
-
-func putScratch(b *bytes.Buffer) {
-	if b.Cap() <= maxScratch {
-		scratchPool.Put(b)
-	}
+	buf.WriteString(e.close)
+	buf.WriteByte('}')
+	return nil
 }

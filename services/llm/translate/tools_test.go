@@ -1,6 +1,7 @@
 package translate_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -37,17 +38,28 @@ func TestToolEncodingsBody(t *testing.T) {
 		}{"m<"}, nil, `{"model":"m\u003c"}`},
 	}
 	for _, c := range cases {
-		got, err := e.Body(c.v, "tools", c.tools)
-		if err != nil || string(got) != c.want {
+		got, err := body(e, c.v, c.tools)
+		if err != nil || got != c.want {
 			t.Errorf("Body(%v) = %s, %v; want %s", c.v, got, err, c.want)
 		}
 	}
 	if calls != 2 {
 		t.Errorf("the tools were encoded %d times, want once each", calls)
 	}
-	if _, err := e.Body(struct{}{}, "tools", []*penguinv1.ToolDefinition{{Name: "bad"}}); err == nil {
-		t.Error("a tool that does not encode made a body")
+	if got, err := body(e, struct{}{}, []*penguinv1.ToolDefinition{{Name: "bad"}}); err == nil || got != "" {
+		t.Errorf("a tool that does not encode made a body %q", got)
 	}
+	buf := bytes.NewBufferString("kept")
+	if err := e.Body(buf, struct{ C chan int }{}, "tools", tools); err == nil || buf.String() != "kept" {
+		t.Errorf("a value that does not encode left %q in the buffer, error %v", buf, err)
+	}
+}
+
+// body is the body e writes for v and tools, into a new buffer.
+func body(e *translate.ToolEncodings, v any, tools []*penguinv1.ToolDefinition) (string, error) {
+	var buf bytes.Buffer
+	err := e.Body(&buf, v, "tools", tools)
+	return buf.String(), err
 }
 
 // TestNestedToolEncodingsBody checks a body whose tools' array is nested
@@ -56,13 +68,13 @@ func TestNestedToolEncodingsBody(t *testing.T) {
 	e := translate.NewNestedToolEncodings(func(d *penguinv1.ToolDefinition) ([]byte, error) {
 		return json.Marshal(map[string]string{"name": d.GetName()})
 	}, `[{"functionDeclarations":[`, `]}]`)
-	got, err := e.Body(struct {
+	got, err := body(e, struct {
 		Model string `json:"model"`
-	}{"m"}, "tools", []*penguinv1.ToolDefinition{{Name: "a"}, {Name: "b"}})
-	if want := `{"model":"m","tools":[{"functionDeclarations":[{"name":"a"},{"name":"b"}]}]}`; err != nil || string(got) != want {
+	}{"m"}, []*penguinv1.ToolDefinition{{Name: "a"}, {Name: "b"}})
+	if want := `{"model":"m","tools":[{"functionDeclarations":[{"name":"a"},{"name":"b"}]}]}`; err != nil || got != want {
 		t.Errorf("Body = %s, %v; want %s", got, err, want)
 	}
-	if got, err := e.Body(struct{}{}, "tools", nil); err != nil || string(got) != `{}` {
+	if got, err := body(e, struct{}{}, nil); err != nil || got != `{}` {
 		t.Errorf("Body without tools = %s, %v; want {}", got, err)
 	}
 }

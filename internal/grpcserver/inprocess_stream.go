@@ -1,0 +1,464 @@
+package grpcserver
+
+import (
+	"context"
+	"errors"
+	"io"
+	"reflect"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// streamMethod is a registered streaming method, as NewStream calls it.
+type streamMethod struct {
+	srv  any
+	info grpc.StreamServerInfo
+	// call is the method's handler behind the server's stream interceptor
+	// chain, chained once when the method is registered: a stream's
+	// handler and info are the method's, so unlike a unary call's, its
+	// chain is the same for every call.
+	call grpc.StreamHandler
+	// uri is what a caller's per-call credentials are asked metadata for
+	// (see unaryMethod).
+	uri string
+}
+
+// NewStream opens a stream. Without stats handlers its handler runs in
+// one goroutine (a stream worker's, see worker), behind the server's
+// stream interceptor chain, and the two ends hand each other messages
+// through a channel; with them, the stream goes through inprocgrpc, whose
+// stats handlers keep spans right.
+//
+// inprocgrpc ran the handler in a goroutine too, but its context, derived
+// from one that hides the caller's values, hid the caller's cancellation
+// from the context package, which then started a second goroutine per
+// stream to watch it; and it sent headers, messages, trailers and the
+// status as frames through the channels, a hand-off each. Here the
+// handler's context derives from the hard stop's, as a unary call's does
+// (see callContext): one goroutine per stream in flight, the one that
+// runs its handler; only messages cross the channel, and the rest is read
+// once the channel is closed.
+//
+// A server-streaming call's handler starts when its request is sent (or
+// when the caller first receives, asks for headers or closes its side),
+// with the request already in place: nothing hands the request across
+// and nothing can end the handler before it was sent, so a call refused
+// by an interceptor ends with the refusal, as over the network (see
+// requestStream). Client-streaming and bidirectional calls start at once.
+//
+// Flow control: one message at most waits in the channel, and a handler
+// sending the next waits until the caller has received it (or the call
+// ends), so a slow caller holds at most two copies of its stream's
+// messages besides those it has received: the one waiting and the one
+// being sent. The same holds for the requests of a client stream.
+//
+// Messages are copied once, by proto.Clone at SendMsg, into a value that
+// only the receiver will see, which RecvMsg then moves into the
+// receiver's message (see move). Handing the sender's own message across
+// would be a copy less, but our senders touch what they sent: the
+// environment service recycles its output buffers once a message is
+// written out, and the llm service's middlewares read the token usage of
+// the frames they passed on once the stream has ended, while the engine
+// owns what it received; over the network each side has its own, and
+// nothing would enforce a rule that a sender lets go of what it sent.
+func (in *inProcess) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if in.streams == nil {
+		cs, err := in.ch.NewStream(ctx, desc, method, opts...)
+		if err != nil || desc.ClientStreams {
+			return cs, err
+		}
+		return requestStream{cs}, nil
+	}
+	if err := in.await(ctx); err != nil {
+		return nil, err
+	}
+	// Services are registered before Serve, which await waited for.
+	m, ok := in.streams[method]
+	if !ok {
+		return nil, status.Errorf(codes.Unimplemented, "method %s not implemented", method)
+	}
+	md, err := incomingMetadata(ctx, m.uri, opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &stream{in: in, m: m, ctx: ctx, opts: opts, md: md, out: make(chan proto.Message, 1)}
+	s.ts.method = method
+	if m.info.IsClientStream {
+		s.requests = make(chan proto.Message, 1)
+		s.ended = make(chan struct{})
+		s.started.Store(true)
+		s.start()
+	}
+	return s, nil
+}
+
+// requestStream is the client end, through inprocgrpc, of a stream whose
+// caller sends one request (a server-streaming call): the generated
+// client sends it right after opening the stream and returns SendMsg's
+// error as the call's. inprocgrpc's SendMsg returns io.EOF when the
+// handler has already ended, which it has when an interceptor refused the
+// call (auth) before the request was sent: the caller then got io.EOF, a
+// clean end, instead of the refusal. Over the network the request goes
+// out with the call's headers, before the server can answer. Here that
+// io.EOF is dropped, as grpc-go's SendMsg says to do: the call's status
+// is what RecvMsg returns.
+type requestStream struct{ grpc.ClientStream }
+
+func (s requestStream) SendMsg(m any) error {
+	if err := s.ClientStream.SendMsg(m); !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+// stream is an in-process stream: its methods are the caller's end (a
+// [grpc.ClientStream]), serverStream{s} the handler's.
+type stream struct {
+	in   *inProcess
+	m    *streamMethod
+	ctx  context.Context // the caller's
+	opts []grpc.CallOption
+	md   metadata.MD // the handler's incoming metadata
+	ts   transportStream
+
+	// out carries the handler's messages to the caller; the handler's
+	// goroutine closes it when the handler has returned, under sendMu.
+	out chan proto.Message
+	// requests carries a client stream's requests to the handler; the
+	// caller closes it at CloseSend. It is nil for a server-streaming
+	// call, whose one request is req, set before the handler starts.
+	requests chan proto.Message
+	req      proto.Message
+	// ended, made for client streams, is closed when the handler has
+	// returned, so that a caller's SendMsg does not wait for it then.
+	ended chan struct{}
+
+	started atomic.Bool
+	// status is the call's status, set before out is closed.
+	status error
+
+	// The handler's side.
+	hctx      context.Context
+	release   context.CancelFunc
+	sendMu    sync.Mutex
+	closed    bool // out is closed, under sendMu
+	headersUp bool // the first message sent the headers
+	received  bool // a server-streaming call's request was received
+
+	// The caller's side: final is what RecvMsg returns once the call has
+	// ended, by the goroutine that receives; sendClosed is set by the one
+	// that sends.
+	final      error
+	sendClosed bool
+}
+
+// start starts the handler, unless the server has begun to stop since
+// the stream was opened: then the stream ends with the refusal. The
+// caller has won s.started.
+func (s *stream) start() {
+	s.hctx, s.release = s.in.handlerContext(s.ctx, s.md, &s.ts)
+	if err := s.in.dispatch(s); err != nil {
+		s.release()
+		s.end(err)
+	}
+}
+
+// dispatch admits s and has its handler run by an idle stream worker, or
+// by a new one when none waits, unless the server is stopping.
+func (in *inProcess) dispatch(s *stream) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return errStopping
+	}
+	in.calls.Add(1)
+	select {
+	case in.work <- s:
+	default:
+		go in.worker(s)
+	}
+	return nil
+}
+
+// worker runs the handler of s, then waits for the next stream's while
+// fewer than maxIdle workers wait, until the server stops. A new
+// goroutine's stack starts small and grows, copied at each step, as deep
+// as a handler goes (the llm service's HTTP client and JSON decoder, the
+// environment's tools): 0.1 ms of CPU a task, a third of all stack growth,
+// when each stream had a goroutine of its own. A worker keeps its stack
+// from one stream to the next, as grpc-go's stream workers do (the
+// garbage collector shrinks an idle one's by half at each cycle). An
+// in-flight stream still has one goroutine, the worker that runs it.
+func (in *inProcess) worker(s *stream) {
+	for {
+		s.run()
+		if in.idle.Add(1) > in.maxIdle {
+			in.idle.Add(-1)
+			return
+		}
+		next, ok := <-in.work
+		in.idle.Add(-1)
+		if !ok {
+			return
+		}
+		s = next
+	}
+}
+
+// startOnce starts the handler unless something else has.
+func (s *stream) startOnce() {
+	if !s.started.Load() && s.started.CompareAndSwap(false, true) {
+		s.start()
+	}
+}
+
+// run runs the handler behind the interceptor chain, then ends the call:
+// its context first, as grpc-go cancels a call's context once the handler
+// has returned, then its stream.
+func (s *stream) run() {
+	defer s.in.calls.Done()
+	err := s.m.call(s.m.srv, serverStream{s})
+	s.release()
+	s.end(wireError(err))
+}
+
+// end sets the call's status and closes its stream: the caller receives
+// what is left in out, then the status.
+func (s *stream) end(err error) {
+	s.status = err
+	s.ts.finish()
+	s.sendMu.Lock()
+	s.closed = true
+	close(s.out)
+	s.sendMu.Unlock()
+	if s.ended != nil {
+		close(s.ended)
+	}
+}
+
+// SendMsg sends a request: a server-streaming call's one request starts
+// its handler; a client stream's wait for room (see NewStream).
+func (s *stream) SendMsg(m any) error {
+	msg, err := message(m)
+	if err != nil {
+		return err
+	}
+	if s.requests == nil {
+		if !s.started.CompareAndSwap(false, true) {
+			return status.Error(codes.Internal, "SendMsg called after CloseSend")
+		}
+		s.req = proto.Clone(msg)
+		s.start()
+		return nil
+	}
+	if s.sendClosed {
+		return status.Error(codes.Internal, "SendMsg called after CloseSend")
+	}
+	// As grpc-go's, a SendMsg that cannot send returns io.EOF, and the
+	// call's status is what RecvMsg returns.
+	select {
+	case s.requests <- proto.Clone(msg):
+		return nil
+	case <-s.ended:
+		return io.EOF
+	case <-s.ctx.Done():
+		return io.EOF
+	}
+}
+
+// CloseSend ends the requests; a server-streaming call without its
+// request then starts, and its handler is told that it has none.
+func (s *stream) CloseSend() error {
+	if s.requests == nil {
+		s.startOnce()
+		return nil
+	}
+	if !s.sendClosed {
+		s.sendClosed = true
+		close(s.requests)
+	}
+	return nil
+}
+
+// RecvMsg receives the handler's next message into m; once the call has
+// ended, it returns io.EOF for a call that succeeded and the call's
+// status otherwise: the caller's context's, when it ended first.
+func (s *stream) RecvMsg(m any) error {
+	if s.final != nil {
+		return s.final
+	}
+	s.startOnce()
+	c, err := s.next()
+	if err != nil {
+		return err
+	}
+	if err := move(m, c); err != nil {
+		return err
+	}
+	if s.m.info.IsServerStream {
+		return nil
+	}
+	// A call with one answer: its status follows the answer.
+	if _, err := s.next(); err == nil {
+		return s.finish(status.Error(codes.Internal, "the handler sent more than one answer"))
+	} else if err != io.EOF {
+		return err
+	}
+	return nil
+}
+
+// next returns the handler's next message, or the call's end (see
+// RecvMsg).
+func (s *stream) next() (proto.Message, error) {
+	var c proto.Message
+	var ok bool
+	select {
+	case c, ok = <-s.out:
+	case <-s.ctx.Done():
+	}
+	if err := s.ctx.Err(); err != nil {
+		return nil, s.finish(status.FromContextError(err).Err())
+	}
+	if !ok {
+		if s.status != nil {
+			return nil, s.finish(s.status)
+		}
+		return nil, s.finish(io.EOF)
+	}
+	return c, nil
+}
+
+// finish ends the call on the caller's side with err, which RecvMsg
+// returns from now on, and gives the caller what its call options ask
+// for.
+func (s *stream) finish(err error) error {
+	s.final = err
+	headers, trailers := s.ts.sent()
+	setCallOptions(s.opts, headers, trailers)
+	return err
+}
+
+// Header waits for the headers, sent by the handler or by its first
+// message, or for the end of the call (nil headers and nil error, as
+// grpc-go's when the call ended without headers).
+func (s *stream) Header() (metadata.MD, error) {
+	s.startOnce()
+	return s.ts.waitHeader(s.ctx)
+}
+
+// Trailer returns the trailers once the call has ended.
+func (s *stream) Trailer() metadata.MD {
+	_, trailers := s.ts.sent()
+	return trailers
+}
+
+func (s *stream) Context() context.Context { return s.ctx }
+
+// serverStream is the handler's end of a stream.
+type serverStream struct{ s *stream }
+
+func (ss serverStream) Context() context.Context { return ss.s.hctx }
+
+func (ss serverStream) SetHeader(md metadata.MD) error { return ss.s.ts.SetHeader(md) }
+
+func (ss serverStream) SendHeader(md metadata.MD) error { return ss.s.ts.SendHeader(md) }
+
+func (ss serverStream) SetTrailer(md metadata.MD) { _ = ss.s.ts.SetTrailer(md) }
+
+// SendMsg sends a copy of m to the caller, once the caller has received
+// the message before (see NewStream), or returns the call's context's
+// status if it ends first.
+func (ss serverStream) SendMsg(m any) error {
+	s := ss.s
+	msg, err := message(m)
+	if err != nil {
+		return err
+	}
+	if !s.headersUp {
+		s.headersUp = true
+		_ = s.ts.SendHeader(nil)
+	}
+	c := proto.Clone(msg)
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if s.closed {
+		return errSent
+	}
+	select {
+	case s.out <- c:
+		return nil
+	case <-s.hctx.Done():
+		return status.FromContextError(s.hctx.Err()).Err()
+	}
+}
+
+// RecvMsg receives the caller's next request into m: io.EOF once the
+// caller has closed its side.
+func (ss serverStream) RecvMsg(m any) error {
+	s := ss.s
+	if s.requests == nil {
+		if s.received {
+			return io.EOF
+		}
+		s.received = true
+		if s.req == nil {
+			return status.Error(codes.Internal, "cardinality violation: received no request message from non-client-streaming RPC")
+		}
+		req := s.req
+		s.req = nil
+		return move(m, req)
+	}
+	select {
+	case c, ok := <-s.requests:
+		if !ok {
+			return io.EOF
+		}
+		return move(m, c)
+	case <-s.hctx.Done():
+		return status.FromContextError(s.hctx.Err()).Err()
+	}
+}
+
+// message returns m as a message to send, refused when it is none.
+func message(m any) (proto.Message, error) {
+	msg, ok := m.(proto.Message)
+	if !ok || !msg.ProtoReflect().IsValid() {
+		return nil, status.Errorf(codes.Internal, "in-process call: %T is not a message to send", m)
+	}
+	return msg, nil
+}
+
+// move makes dst, a message of src's type, what src is, without copying
+// it again: src is a copy made for its receiver, which nothing else holds
+// and nothing will use after (a shallow move of its fields, not a
+// proto.Merge, which would copy it a second time).
+func move(dst any, src proto.Message) error {
+	d, ok := dst.(proto.Message)
+	if !ok {
+		return status.Errorf(codes.Internal, "in-process call: %T is not a protobuf message", dst)
+	}
+	dv, sv := reflect.ValueOf(d).Elem(), reflect.ValueOf(src).Elem()
+	if dv.Type() != sv.Type() {
+		return status.Errorf(codes.Internal, "in-process call: got %T, want %T", src, d)
+	}
+	dv.Set(sv)
+	return nil
+}
+
+// chainedStreamHandler returns the handler that runs ics[i:] in turn,
+// the first outermost as grpc-go chains a server's, then final.
+func chainedStreamHandler(ics []grpc.StreamServerInterceptor, i int, info *grpc.StreamServerInfo, final grpc.StreamHandler) grpc.StreamHandler {
+	if i == len(ics) {
+		return final
+	}
+	next := chainedStreamHandler(ics, i+1, info, final)
+	return func(srv any, ss grpc.ServerStream) error {
+		return ics[i](srv, ss, info, next)
+	}
+}
