@@ -116,7 +116,7 @@ type Config struct {
 	Gateway *GatewayConfig
 	// ReleaseStartup gives back, once the servers have started and before
 	// the process reports itself serving, the memory its start-up used
-	// and serving does not (resident.Start), for a long-running server.
+	// and serving does not (resident.Release), for a long-running server.
 	ReleaseStartup bool
 }
 
@@ -515,12 +515,9 @@ func (p *Process) Serve(ctx context.Context) error {
 	if lis == nil {
 		return errors.New("assemble: Serve called twice, or after Close")
 	}
-	release := func() error { return nil }
 	if p.cfg.ReleaseStartup {
-		// Not serving until the start-up memory is given back below. The
-		// release's first part runs beside the rest of the start-up.
+		// Not serving until the start-up memory is given back below.
 		p.srv.SetServing("", false)
-		release = resident.Start()
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return p.srv.Serve(gctx, lis) })
@@ -544,7 +541,7 @@ func (p *Process) Serve(ctx context.Context) error {
 			}
 			cancel()
 		}
-		if err := release(); err != nil {
+		if err := resident.Release(); err != nil {
 			p.log.Debug("start-up memory kept", "error", err)
 		}
 		p.srv.SetServing("", true)

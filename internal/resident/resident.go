@@ -8,7 +8,7 @@
 // page a process touches, and a large folio of the page cache whole (up
 // to 2 MiB, with one PMD when it is aligned), so code spread over many
 // packages brings in most of the binary's text and read-only data, and
-// those mappings stay until the process ends. On Linux, a release first
+// those mappings stay until the process ends. On Linux, [Release] first
 // splits the binary's read-only segments (its text and read-only data)
 // into areas of 64 KiB, so that from then on no fault maps more than
 // 64 KiB, whatever the folios of the page cache; then it unmaps their
@@ -25,15 +25,11 @@
 // it in the background.
 package resident
 
-// Start begins a release of the memory start-up used: on another
-// goroutine, it splits the binary's read-only mappings so that no later
-// fault maps more than 64 KiB (some 500 madvise calls, about 2 ms of
-// CPU). The release it returns waits for that, then drops the process's
-// mappings of those pages where the system allows it (the page tables of
-// some 40 MiB, about 1 ms). A server starts it as soon as its servers
-// run, so that the split overlaps the rest of its start-up (on a new
-// home, the store's checkpoint, which waits on the disk), and calls the
-// release before it reports itself serving.
-func Start() (release func() error) {
-	return start()
+// Release drops the process's mappings of its binary's read-only pages
+// where the system allows it, and keeps later faults from mapping more
+// than 64 KiB each. It costs 1 to 3 ms of CPU (some 500 madvise calls to
+// split the areas, and the page tables of some 40 MiB) and the page
+// faults of the code that runs afterwards.
+func Release() error {
+	return dropBinaryPages()
 }

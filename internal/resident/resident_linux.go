@@ -23,61 +23,35 @@ type mapping struct {
 	perms      string
 }
 
-// start finds and splits the executable's read-only mappings on another
-// goroutine, and returns what waits for it and unmaps their pages.
-func start() func() error {
-	done := make(chan struct{})
-	var ms []mapping
-	var err error
-	go func() {
-		defer close(done)
-		exe, xerr := os.Executable()
-		if xerr != nil {
-			err = xerr
-			return
-		}
-		ms, err = prepare(exe)
-	}()
-	return func() error {
-		<-done
-		if err != nil {
-			return err
-		}
-		return dontNeed(ms)
-	}
-}
-
-// dropPages splits the read-only mappings of the file at path and unmaps
-// their pages.
-func dropPages(path string) error {
-	ms, err := prepare(path)
+// dropBinaryPages drops the pages of the executable's read-only mappings.
+func dropBinaryPages() error {
+	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	return dontNeed(ms)
+	return dropPages(exe)
 }
 
-// prepare returns the read-only mappings of the file at path (for the
-// executable, its text and read-only data, found in /proc/self/maps),
-// split so that no large folio of the page cache is mapped whole.
-func prepare(path string) ([]mapping, error) {
+// dropPages splits the read-only mappings of the file at path (for the
+// executable, its text and read-only data, found in /proc/self/maps)
+// so that no large folio of the page cache is mapped whole, then unmaps
+// their pages.
+func dropPages(path string) error {
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ms, err := readOnlyMappings(maps, path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if ms, err = withoutOwnPages(ms); err != nil {
-		return nil, err
+		return err
 	}
 	ms = joined(ms)
-	return ms, split(ms)
-}
-
-// dontNeed unmaps the pages of ms.
-func dontNeed(ms []mapping) error {
+	if err := split(ms); err != nil {
+		return err
+	}
 	for _, m := range ms {
 		if err := madvise(m.start, m.end, unix.MADV_DONTNEED); err != nil {
 			return err

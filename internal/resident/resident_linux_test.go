@@ -80,7 +80,7 @@ func binaryAreas(t *testing.T) []area {
 	})
 }
 
-// TestReleaseDropsTheBinarysPages checks on this test binary that a release
+// TestReleaseDropsTheBinarysPages checks on this test binary that Release
 // unmaps what the process had of its binary: the code that ran before
 // (the test framework, package init) is no longer counted, and the
 // process goes on running. What runs after (the runtime, reading smaps)
@@ -94,22 +94,22 @@ func TestReleaseDropsTheBinarysPages(t *testing.T) {
 		return sum
 	}
 	before := rss()
-	if err := Start()(); err != nil {
+	if err := Release(); err != nil {
 		t.Fatal(err)
 	}
 	after := rss()
-	t.Logf("the binary's read-only pages: %d KiB resident before the release, %d KiB after", before, after)
+	t.Logf("the binary's read-only pages: %d KiB resident before Release, %d KiB after", before, after)
 	if before == 0 || after > before*3/4 {
-		t.Errorf("%d KiB of the binary resident after the release, from %d KiB: want a quarter less at least", after, before)
+		t.Errorf("%d KiB of the binary resident after Release, from %d KiB: want a quarter less at least", after, before)
 	}
 }
 
-// TestReleaseMapsNoLargeFolioWhole checks that after a release no area of
+// TestReleaseMapsNoLargeFolioWhole checks that after Release no area of
 // the binary's read-only mappings is larger than a granule, so that no
 // fault maps more than a granule whatever the page cache's folios, and
 // that the areas alternate, so that the kernel does not merge them.
 func TestReleaseMapsNoLargeFolioWhole(t *testing.T) {
-	if err := Start()(); err != nil {
+	if err := Release(); err != nil {
 		t.Fatal(err)
 	}
 	areas := binaryAreas(t)

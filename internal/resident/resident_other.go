@@ -2,5 +2,5 @@
 
 package resident
 
-// start has nothing to do where the system has no /proc/self/maps.
-func start() func() error { return func() error { return nil } }
+// dropBinaryPages does nothing where the system has no /proc/self/maps.
+func dropBinaryPages() error { return nil }
