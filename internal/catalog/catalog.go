@@ -5,9 +5,10 @@
 // output, cache reads and writes).
 //
 // The built-in catalog is generated from a snapshot of the open models.dev
-// catalog (modelsdev/, MIT) by `go generate` and embedded in the binary
-// (catalog.json); a test fails when the committed file differs from what
-// the generator writes. At run time a file or URL in the same format can
+// catalog (modelsdev/, MIT) by `go generate` into catalog.json, and from
+// that into builtin_gen.go, the same data as a Go literal that is compiled
+// into the binary so that a start decodes nothing; a test fails when
+// either committed file differs from what the generator writes. At run time a file or URL in the same format can
 // override or extend it ([Merge]), and the providers file can override any
 // field of one model. Everything is data: the gateway shapes each request
 // from it (the output-token parameter and limit, reasoning parameters only
@@ -19,7 +20,6 @@ package catalog
 
 import (
 	"bytes"
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -228,18 +228,20 @@ func (c *Cost) Of(u Usage) float64 {
 	return math.Round(usd*1e8) / 1e8
 }
 
-//go:embed catalog.json
-var builtinJSON []byte
+// builtin sorts, indexes and checks builtinCatalog once, as Parse does a
+// decoded one.
+var builtin = sync.OnceValues(func() (*Catalog, error) {
+	c := &builtinCatalog
+	return c, c.prepare()
+})
 
-var builtin = sync.OnceValues(func() (*Catalog, error) { return Parse(builtinJSON) })
-
-// Builtin returns the embedded catalog. It is parsed once, on first use.
+// Builtin returns the built-in catalog. It is indexed once, on first use.
 func Builtin() *Catalog {
 	c, err := builtin()
 	if err != nil {
-		// The file is generated and checked by a test: a parse error is
-		// a build defect.
-		panic("catalog: the embedded catalog does not parse: " + err.Error())
+		// The literal is generated from catalog.json and checked by a
+		// test: an error is a build defect.
+		panic("catalog: the built-in catalog is not valid: " + err.Error())
 	}
 	return c
 }

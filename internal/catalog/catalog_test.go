@@ -3,6 +3,7 @@ package catalog_test
 import (
 	"bytes"
 	"os"
+	"reflect"
 	"testing"
 
 	"github.com/penguin-agent/penguin/internal/catalog"
@@ -27,6 +28,39 @@ func TestGeneratedCatalogIsCurrent(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatal("catalog.json is stale: run `go generate ./internal/catalog` and commit it")
+	}
+	wantGo, err := generate.GoSource(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotGo, err := os.ReadFile("builtin_gen.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(gotGo, wantGo) {
+		t.Fatal("builtin_gen.go is stale: run `go generate ./internal/catalog` and commit it")
+	}
+}
+
+// TestBuiltinIsCatalogJSON checks that the compiled-in catalog is exactly
+// what Parse makes of catalog.json, every field of every model.
+func TestBuiltinIsCatalogJSON(t *testing.T) {
+	data, err := os.ReadFile("catalog.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := catalog.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := catalog.Builtin()
+	if !reflect.DeepEqual(got, want) {
+		for i, p := range want.Providers {
+			if i >= len(got.Providers) || !reflect.DeepEqual(got.Providers[i], p) {
+				t.Errorf("provider %s differs", p.ID)
+			}
+		}
+		t.Fatal("the built-in catalog is not catalog.json")
 	}
 }
 

@@ -1,5 +1,6 @@
 // Command gencatalog writes catalog.json from the models.dev snapshot in
-// modelsdev/catalog.json. `go generate ./internal/catalog` runs it from
+// modelsdev/catalog.json, and builtin_gen.go, the same catalog as a Go
+// literal compiled into the binary. `go generate ./internal/catalog` runs it from
 // the catalog package's directory.
 package main
 
@@ -16,6 +17,11 @@ func main() {
 		var out []byte
 		if out, err = generate.Generate(snap); err == nil {
 			err = os.WriteFile("catalog.json", out, 0o644)
+		}
+		if err == nil {
+			if out, err = generate.GoSource(out); err == nil {
+				err = os.WriteFile("builtin_gen.go", out, 0o644)
+			}
 		}
 	}
 	if err != nil {
