@@ -29,7 +29,7 @@ import (
 	"sync"
 )
 
-//go:generate go run ./internal/gencatalog
+//go:generate go run -tags gencatalog ./internal/gencatalog
 
 // The wire protocols a provider speaks.
 const (
@@ -228,9 +228,10 @@ func (c *Cost) Of(u Usage) float64 {
 	return math.Round(usd*1e8) / 1e8
 }
 
-// builtin sorts, indexes and checks builtinCatalog once, as Parse does a
-// decoded one.
+// builtin completes builtinCatalog with its maps, then sorts, indexes and
+// checks it as Parse does a decoded catalog, once.
 var builtin = sync.OnceValues(func() (*Catalog, error) {
+	builtinMaps()
 	c := &builtinCatalog
 	return c, c.prepare()
 })
