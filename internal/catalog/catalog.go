@@ -8,9 +8,9 @@
 // catalog (modelsdev/, MIT) by `go generate` into catalog.json, and from
 // that into builtin_gen.go, the same data as a Go literal that is compiled
 // into the binary so that a start decodes nothing; a test fails when
-// either committed file differs from what the generator writes. At run time a file or URL in the same format can
-// override or extend it ([Merge]), and the providers file can override any
-// field of one model. Everything is data: the gateway shapes each request
+// either committed file differs from what the generator writes. At run
+// time a file or URL in the same format can override or extend it
+// ([Merge]), and the providers file can override any field of one model. Everything is data: the gateway shapes each request
 // from it (the output-token parameter and limit, reasoning parameters only
 // where the model reasons, temperature only where allowed) and prices
 // token usage with it. It lives outside the llm service because the

@@ -1,7 +1,8 @@
 // Command gencatalog writes catalog.json from the models.dev snapshot in
 // modelsdev/catalog.json, and builtin_gen.go, the same catalog as a Go
-// literal compiled into the binary. `go generate ./internal/catalog` runs it from
-// the catalog package's directory.
+// literal compiled into the binary. `go generate ./internal/catalog` runs
+// it from the catalog package's directory, built with the gencatalog tag
+// (see builtin_bootstrap.go).
 package main
 
 import (
