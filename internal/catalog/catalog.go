@@ -10,10 +10,11 @@
 // into the binary so that a start decodes nothing; a test fails when
 // either committed file differs from what the generator writes. At run
 // time a file or URL in the same format can override or extend it
-// ([Merge]), and the providers file can override any field of one model. Everything is data: the gateway shapes each request
-// from it (the output-token parameter and limit, reasoning parameters only
-// where the model reasons, temperature only where allowed) and prices
-// token usage with it. It lives outside the llm service because the
+// ([Merge]), and the providers file can override any field of one model.
+// Everything is data: the gateway shapes each request from it (the
+// output-token parameter and limit, reasoning parameters only where the
+// model reasons, temperature only where allowed) and prices token usage
+// with it. It lives outside the llm service because the
 // provider emulator (internal/testkit/emulator) imitates the same models
 // from the same data.
 package catalog
