@@ -1,7 +1,6 @@
 package grpcclient_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/penguin-agent/penguin/internal/grpcclient"
 	"github.com/penguin-agent/penguin/internal/grpcflow"
+	"github.com/penguin-agent/penguin/internal/grpcflow/flowtest"
 )
 
 // TestNoFlowControlPings answers a call of a connection with a bare
@@ -56,47 +56,18 @@ func TestNoFlowControlPings(t *testing.T) {
 	if err := fr.WriteSettings(); err != nil {
 		t.Fatal(err)
 	}
-	var window uint32
-	var until time.Time // the end of the wait for a late PING
-	pings := 0
-	for {
-		f, err := fr.ReadFrame()
-		if ne, ok := err.(net.Error); ok && ne.Timeout() && !until.IsZero() {
-			break
+	window, pings := flowtest.Watch(t, c, fr, func(f http2.Frame) bool {
+		d, ok := f.(*http2.DataFrame)
+		if !ok || !d.StreamEnded() {
+			return false
 		}
-		if err != nil {
+		answer(t, fr, d.StreamID)
+		if err := <-called; err != nil {
 			t.Fatal(err)
 		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if f.IsAck() {
-				continue
-			}
-			window, _ = f.Value(http2.SettingInitialWindowSize)
-			if err := fr.WriteSettingsAck(); err != nil {
-				t.Fatal(err)
-			}
-		case *http2.PingFrame:
-			if !f.IsAck() {
-				pings++
-				if err := fr.WritePing(true, f.Data); err != nil {
-					t.Fatal(err)
-				}
-			}
-		case *http2.DataFrame:
-			if f.StreamEnded() && until.IsZero() {
-				answer(t, fr, f.StreamID)
-				if err := <-called; err != nil {
-					t.Fatal(err)
-				}
-				// The client's PING would follow the answer's data.
-				until = time.Now().Add(200 * time.Millisecond)
-				if err := c.SetReadDeadline(until); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-	}
+		// The client's PING would follow the answer's data.
+		return true
+	})
 	if window != grpcflow.StreamWindow {
 		t.Errorf("the client announced a stream window of %d bytes, want %d", window, grpcflow.StreamWindow)
 	}
@@ -110,14 +81,7 @@ func TestNoFlowControlPings(t *testing.T) {
 func answer(t *testing.T, fr *http2.Framer, id uint32) {
 	t.Helper()
 	headers := func(end bool, fields ...hpack.HeaderField) {
-		var b bytes.Buffer
-		enc := hpack.NewEncoder(&b)
-		for _, f := range fields {
-			if err := enc.WriteField(f); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b.Bytes(), EndHeaders: true, EndStream: end}); err != nil {
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: flowtest.HeaderBlock(t, fields...), EndHeaders: true, EndStream: end}); err != nil {
 			t.Fatal(err)
 		}
 	}

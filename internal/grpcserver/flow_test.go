@@ -1,7 +1,6 @@
 package grpcserver_test
 
 import (
-	"bytes"
 	"net"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/penguin-agent/penguin/internal/grpcflow"
+	"github.com/penguin-agent/penguin/internal/grpcflow/flowtest"
 	"github.com/penguin-agent/penguin/internal/grpcserver"
 )
 
@@ -31,21 +31,15 @@ func TestNoFlowControlPings(t *testing.T) {
 		t.Fatal(err)
 	}
 	fr := http2.NewFramer(c, c)
-	var hdr bytes.Buffer
-	enc := hpack.NewEncoder(&hdr)
-	for _, f := range []hpack.HeaderField{
+	hdr := flowtest.HeaderBlock(t, []hpack.HeaderField{
 		{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
 		{Name: ":path", Value: "/grpc.health.v1.Health/Check"}, {Name: ":authority", Value: "test"},
 		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
-	} {
-		if err := enc.WriteField(f); err != nil {
-			t.Fatal(err)
-		}
-	}
+	}...)
 	if err := fr.WriteSettings(); err != nil {
 		t.Fatal(err)
 	}
-	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hdr.Bytes(), EndHeaders: true}); err != nil {
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hdr, EndHeaders: true}); err != nil {
 		t.Fatal(err)
 	}
 	// An empty HealthCheckRequest: not compressed, zero bytes long.
@@ -53,42 +47,10 @@ func TestNoFlowControlPings(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var window uint32
-	var until time.Time // the end of the wait for a late PING
-	pings := 0
-	for {
-		f, err := fr.ReadFrame()
-		if ne, ok := err.(net.Error); ok && ne.Timeout() && !until.IsZero() {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if f.IsAck() {
-				continue
-			}
-			window, _ = f.Value(http2.SettingInitialWindowSize)
-			if err := fr.WriteSettingsAck(); err != nil {
-				t.Fatal(err)
-			}
-		case *http2.PingFrame:
-			if !f.IsAck() {
-				pings++
-				if err := fr.WritePing(true, f.Data); err != nil {
-					t.Fatal(err)
-				}
-			}
-		case *http2.HeadersFrame:
-			if f.StreamID == 1 && f.StreamEnded() && until.IsZero() {
-				until = time.Now().Add(200 * time.Millisecond)
-				if err := c.SetReadDeadline(until); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-	}
+	window, pings := flowtest.Watch(t, c, fr, func(f http2.Frame) bool {
+		h, ok := f.(*http2.HeadersFrame)
+		return ok && h.StreamID == 1 && h.StreamEnded()
+	})
 	if window != grpcflow.StreamWindow {
 		t.Errorf("the server announced a stream window of %d bytes, want %d", window, grpcflow.StreamWindow)
 	}
