@@ -101,10 +101,6 @@ func Setup(cfg Config) (*Service, error) {
 		hc = NewHTTPClient()
 	}
 	log := logger.OrDiscard(cfg.Logger)
-	// The built-in catalog is decoded on another core while the route
-	// store opens (the first SQLite connection of the process and its
-	// migrations): the two are the largest parts of a server's start.
-	go catalog.Builtin()
 	var mw []stream.Middleware
 	if cfg.TracerProvider != nil {
 		mw = append(mw, middleware.Tracing(cfg.TracerProvider))
