@@ -314,7 +314,7 @@ func goHeap(b *testing.B, addr string) (allocated, collections float64) {
 // BenchmarkTaskProfile runs the benchmark task back to back for
 // PENGUIN_BENCH_PROFILE_SECONDS (default 10) against a server started
 // with --pprof-listen, and writes to the directory PENGUIN_BENCH_PROFILE
-// names its CPU profile, the allocations of those seconds, and the heap
+// names (made if missing) its CPU profile, the allocations of those seconds, and the heap
 // and goroutines the idle sessions then hold (read them with `go tool
 // pprof`); with PENGUIN_BENCH_TRACE set, an execution trace of the same
 // seconds too (trace.out, for `go tool trace`; see docs/performance.md
@@ -324,6 +324,10 @@ func BenchmarkTaskProfile(b *testing.B) {
 	out := os.Getenv("PENGUIN_BENCH_PROFILE")
 	if out == "" {
 		b.Skip("set PENGUIN_BENCH_PROFILE to a directory to profile the task")
+	}
+	// Made before the profiled seconds, not found missing after them.
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		b.Fatal(err)
 	}
 	bin := penguinBinary(b)
 	seconds := envInt(b, "PENGUIN_BENCH_PROFILE_SECONDS", 10)
