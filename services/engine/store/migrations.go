@@ -134,6 +134,8 @@ func sqliteMigrations() []migration {
 		{version: 7, stmts: []string{signInLoopbackMigration}},
 		// Projects' settings of models (see ModelSettingsStore).
 		{version: 8, stmts: modelSettingsMigration()},
+		// Large parts of events kept once per project (payloads.go).
+		{version: 9, stmts: sharedPayloadsMigration("BLOB", " WITHOUT ROWID")},
 	}
 }
 
@@ -225,6 +227,35 @@ func postgresMigrations() []migration {
 		{version: 7, stmts: []string{signInLoopbackMigration}},
 		// As SQLite's version 8.
 		{version: 8, stmts: modelSettingsMigration()},
+		// As SQLite's version 9.
+		{version: 9, stmts: sharedPayloadsMigration("bytea", "")},
+	}
+}
+
+// sharedPayloadsMigration keeps the large parts of events once per
+// project (payloads.go), in a dialect whose byte-string type is bytes and
+// whose tables of few, wide rows want options after their definition.
+//
+// The events' payload column becomes body, which an event row refers to
+// a shared part beside. The rename is what keeps a replica older than
+// this version from misreading a row a newer one wrote: its statements
+// name payload, so once the schema is at version 9 they fail (reads,
+// appends and the quarantine of a torn record alike) instead of
+// returning a body without its shared part, which would decode as an
+// event with no tools or no system prompt, or be quarantined as torn.
+// A replica that starts later refuses the schema as newer than it knows.
+// See docs/decisions.md, "Large event parts kept once".
+func sharedPayloadsMigration(bytes, tableOptions string) []string {
+	return []string{
+		`ALTER TABLE events RENAME COLUMN payload TO body`,
+		`ALTER TABLE events ADD COLUMN shared ` + bytes,
+		`CREATE INDEX events_shared ON events (shared) WHERE shared IS NOT NULL`,
+		`ALTER TABLE torn_events ADD COLUMN shared ` + bytes,
+		`CREATE TABLE shared_payloads (
+			digest     ` + bytes + ` PRIMARY KEY,
+			project_id TEXT NOT NULL,
+			body       ` + bytes + ` NOT NULL
+		)` + tableOptions,
 	}
 }
 

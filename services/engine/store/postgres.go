@@ -173,10 +173,14 @@ func (s *pgStore) CreateSession(ctx context.Context, sess *Session, first ...Eve
 	}
 	var enc []encodedEvent
 	if len(first) > 0 {
-		var err error
-		if enc, err = encodeEvents(sess.ID, first); err != nil {
+		var (
+			buf *[]byte
+			err error
+		)
+		if enc, buf, err = encodeEvents(sess.ID, first); err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
+		defer releaseBuffer(buf)
 	}
 	if s.closed.Load() {
 		return closedError(op)
@@ -188,7 +192,7 @@ func (s *pgStore) CreateSession(ctx context.Context, sess *Session, first ...Eve
 		if err := s.insertSession(ctx, tx, sess); err != nil {
 			return err
 		}
-		if err := s.appendEvents(ctx, tx, sess.ID, enc); err != nil {
+		if err := s.appendEvents(ctx, tx, sess.ID, projectOf(sess), enc); err != nil {
 			return err
 		}
 		return tx.QueryRow(ctx, `SELECT updated_at, last_sequence FROM sessions WHERE id = $1`, sess.ID).Scan(&sess.UpdatedAt, &sess.LastSequence)
@@ -385,10 +389,14 @@ func (s *pgStore) WriteSession(ctx context.Context, id string, w SessionWrite) e
 	}
 	var enc []encodedEvent
 	if len(w.Events) > 0 {
-		var err error
-		if enc, err = encodeEvents(id, w.Events); err != nil {
+		var (
+			buf *[]byte
+			err error
+		)
+		if enc, buf, err = encodeEvents(id, w.Events); err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
+		defer releaseBuffer(buf)
 	}
 	if s.closed.Load() {
 		return closedError(op)
@@ -396,7 +404,7 @@ func (s *pgStore) WriteSession(ctx context.Context, id string, w SessionWrite) e
 	var modifyErr error
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if len(enc) > 0 {
-			if err := s.appendEvents(ctx, tx, id, enc); err != nil {
+			if err := s.appendEvents(ctx, tx, id, "", enc); err != nil {
 				return err
 			}
 		}
@@ -448,20 +456,57 @@ func (p prefixScanner) Scan(dest ...any) error {
 }
 
 // DeleteSession implements Store. The events, quarantined records and lease
-// go with the session through ON DELETE CASCADE.
+// go with the session through ON DELETE CASCADE, and the shared parts
+// that only its records referred to in the same transaction.
 func (s *pgStore) DeleteSession(ctx context.Context, id string) error {
 	const op = "delete session"
 	if s.closed.Load() {
 		return closedError(op)
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id)
-	if err != nil {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT shared FROM events WHERE session_id = $1 AND shared IS NOT NULL
+			UNION SELECT shared FROM torn_events WHERE session_id = $1 AND shared IS NOT NULL`, id)
+		if err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		digests, err := collectDigests(rows)
+		rows.Close()
+		if err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id)
+		if err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+		}
+		if len(digests) == 0 {
+			return nil
+		}
+		return s.wrap(ctx, op, pgCollectShared(ctx, tx, digests))
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrUnavailable) {
 		return s.wrap(ctx, op, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+	return err
+}
+
+// pgCollectShared deletes those of the shared parts digests that no
+// record refers to any more. It locks them first, in a statement of its
+// own: an append that refers to one holds its lock until it commits
+// (appendEvents), so the delete, whose statement reads anew once the
+// locks are had, sees every event that committed a reference meanwhile.
+// An append that comes after the lock waits for this transaction and then
+// stores the part anew.
+func pgCollectShared(ctx context.Context, tx pgx.Tx, digests [][]byte) error {
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM shared_payloads WHERE digest = ANY($1) FOR UPDATE`, digests); err != nil {
+		return err
 	}
-	return nil
+	_, err := tx.Exec(ctx, `DELETE FROM shared_payloads AS p WHERE digest = ANY($1)
+		AND NOT EXISTS (SELECT 1 FROM events WHERE shared = p.digest)
+		AND NOT EXISTS (SELECT 1 FROM torn_events WHERE shared = p.digest)`, digests)
+	return err
 }
 
 // AppendEvents implements Store. One statement moves last_sequence and
@@ -469,30 +514,72 @@ func (s *pgStore) DeleteSession(ctx context.Context, id string) error {
 // concurrent append of the same sequence waits for it, re-checks
 // last_sequence < first against the committed row, matches nothing and so
 // inserts nothing. One round trip per append, atomic without an explicit
-// transaction.
+// transaction, unless an event has a shared part to store beside it:
+// then the part and the events are one transaction.
 func (s *pgStore) AppendEvents(ctx context.Context, sessionID string, events ...Event) error {
 	const op = "append events"
 	if len(events) == 0 {
 		return nil
 	}
-	enc, err := encodeEvents(sessionID, events)
+	enc, buf, err := encodeEvents(sessionID, events)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	defer releaseBuffer(buf)
 	if s.closed.Load() {
 		return closedError(op)
 	}
-	return s.appendEvents(ctx, s.pool, sessionID, enc)
+	if !hasShared(enc) {
+		return s.appendEvents(ctx, s.pool, sessionID, "", enc)
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return s.appendEvents(ctx, tx, sessionID, "", enc)
+	})
+	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrConflict) && !errors.Is(err, ErrUnavailable) {
+		return s.wrap(ctx, op, err)
+	}
+	return err
 }
 
-// appendEvents appends encoded events on c (AppendEvents).
-func (s *pgStore) appendEvents(ctx context.Context, c pgConn, sessionID string, enc []encodedEvent) error {
+// appendEvents appends encoded events on c (AppendEvents), which is a
+// transaction when one of them has a shared part. The shared parts go
+// first, keyed for the session's project: project, or the session's own
+// when it is empty.
+//
+// A shared part that is there already is locked (ON CONFLICT DO UPDATE
+// locks the row even where its condition updates nothing) until the
+// events that refer to it commit: a DeleteSession that would collect it
+// as unreferenced meanwhile waits for them and then sees them
+// (pgCollectShared).
+func (s *pgStore) appendEvents(ctx context.Context, c pgConn, sessionID, project string, enc []encodedEvent) error {
 	const op = "append events"
+	if hasShared(enc) {
+		if project == "" {
+			err := c.QueryRow(ctx, `SELECT project_id FROM sessions WHERE id = $1`, sessionID).Scan(&project)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
+			}
+			if err != nil {
+				return s.wrap(ctx, op, err)
+			}
+		}
+		keyShared(enc, project)
+		for _, e := range enc {
+			if e.shared == nil {
+				continue
+			}
+			if _, err := c.Exec(ctx, `INSERT INTO shared_payloads (digest, project_id, body) VALUES ($1, $2, $3)
+				ON CONFLICT (digest) DO UPDATE SET digest = EXCLUDED.digest WHERE false`, e.key, project, e.shared); err != nil {
+				return s.wrap(ctx, op, err)
+			}
+		}
+	}
 	seqs := make([]int64, len(enc))
 	kinds := make([]string, len(enc))
-	payloads := make([][]byte, len(enc))
+	bodies := make([][]byte, len(enc))
+	keys := make([][]byte, len(enc))
 	for i, e := range enc {
-		seqs[i], kinds[i], payloads[i] = e.seq, e.kind, e.payload
+		seqs[i], kinds[i], bodies[i], keys[i] = e.seq, e.kind, e.payload, e.key
 	}
 	first, last := seqs[0], seqs[len(seqs)-1]
 	tag, err := c.Exec(ctx, `WITH s AS (
@@ -500,10 +587,10 @@ func (s *pgStore) appendEvents(ctx context.Context, c pgConn, sessionID string, 
 			WHERE id = $1 AND last_sequence < $2
 			RETURNING id
 		)
-		INSERT INTO events (session_id, seq, kind, payload)
-		SELECT s.id, e.seq, e.kind, e.payload
-		FROM s, unnest($4::bigint[], $5::text[], $6::bytea[]) AS e (seq, kind, payload)`,
-		sessionID, first, last, seqs, kinds, payloads)
+		INSERT INTO events (session_id, seq, kind, body, shared)
+		SELECT s.id, e.seq, e.kind, e.body, e.shared
+		FROM s, unnest($4::bigint[], $5::text[], $6::bytea[], $7::bytea[]) AS e (seq, kind, body, shared)`,
+		sessionID, first, last, seqs, kinds, bodies, keys)
 	if err != nil {
 		return s.wrap(ctx, op, err)
 	}
@@ -526,8 +613,10 @@ func (s *pgStore) ReadEvents(ctx context.Context, sessionID string, afterSequenc
 		l := int64(limit)
 		lim = &l
 	}
-	rows, err := s.pool.Query(ctx, `SELECT seq, kind, payload FROM events
-		WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, sessionID, afterSequence, lim)
+	rows, err := s.pool.Query(ctx, `SELECT e.seq, e.kind, e.body, e.shared IS NOT NULL, p.body FROM events AS e
+		LEFT JOIN shared_payloads AS p ON p.digest = e.shared
+			AND p.project_id = (SELECT project_id FROM sessions WHERE id = $1)
+		WHERE e.session_id = $1 AND e.seq > $2 ORDER BY e.seq LIMIT $3`, sessionID, afterSequence, lim)
 	if err != nil {
 		return nil, s.wrap(ctx, op, err)
 	}
@@ -575,11 +664,12 @@ func (s *pgStore) quarantine(ctx context.Context, sessionID string, seq int64) e
 			DELETE FROM events
 			WHERE session_id = $1 AND seq = $2
 			  AND NOT EXISTS (SELECT 1 FROM events AS later WHERE later.session_id = $1 AND later.seq > $2)
-			RETURNING session_id, seq, kind, payload
+			RETURNING session_id, seq, kind, body, shared
 		)
-		INSERT INTO torn_events (session_id, seq, kind, payload)
-		SELECT session_id, seq, kind, payload FROM moved
-		ON CONFLICT (session_id, seq) DO UPDATE SET kind = EXCLUDED.kind, payload = EXCLUDED.payload, quarantined_at = now()`,
+		INSERT INTO torn_events (session_id, seq, kind, payload, shared)
+		SELECT session_id, seq, kind, body, shared FROM moved
+		ON CONFLICT (session_id, seq) DO UPDATE SET kind = EXCLUDED.kind, payload = EXCLUDED.payload,
+			shared = EXCLUDED.shared, quarantined_at = now()`,
 		sessionID, seq)
 	return err
 }

@@ -113,7 +113,7 @@ func (e *pgEnv) corrupt(t *testing.T, s store.Store, sessionID string, seq int64
 	schema := e.schemas[s]
 	e.mu.Unlock()
 	tag, err := e.admin.Exec(testkit.Context(t, time.Minute), `UPDATE `+pgx.Identifier{schema, "events"}.Sanitize()+
-		` SET payload = $1 WHERE session_id = $2 AND seq = $3`, payload, sessionID, seq)
+		` SET body = $1 WHERE session_id = $2 AND seq = $3`, payload, sessionID, seq)
 	if err != nil {
 		t.Fatalf("corrupt: %v", err)
 	}

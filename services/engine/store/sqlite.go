@@ -460,9 +460,11 @@ func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session, first ..
 	}
 	var enc []encodedEvent
 	if len(first) > 0 {
-		if enc, err = encodeEvents(sess.ID, first); err != nil {
+		var buf *[]byte
+		if enc, buf, err = encodeEvents(sess.ID, first); err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
+		defer releaseBuffer(buf)
 	}
 	if s.closed.Load() {
 		return closedError(op)
@@ -509,7 +511,7 @@ func (s *sqliteStore) CreateSession(ctx context.Context, sess *Session, first ..
 			return nil
 		}
 		now := time.Now().UnixMicro()
-		if err := s.insertEvents(ctx, insEvents, t, sess.ID, enc, now); err != nil {
+		if err := s.insertEvents(ctx, insEvents, t, sess.ID, projectOf(sess), enc, now); err != nil {
 			return err
 		}
 		updated, last = time.UnixMicro(now).UTC(), enc[len(enc)-1].seq
@@ -651,9 +653,11 @@ func (s *sqliteStore) WriteSession(ctx context.Context, id string, w SessionWrit
 	}
 	var enc []encodedEvent
 	if len(w.Events) > 0 {
-		if enc, err = encodeEvents(id, w.Events); err != nil {
+		var buf *[]byte
+		if enc, buf, err = encodeEvents(id, w.Events); err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
+		defer releaseBuffer(buf)
 	}
 	if s.closed.Load() {
 		return closedError(op)
@@ -681,7 +685,7 @@ func (s *sqliteStore) WriteSession(ctx context.Context, id string, w SessionWrit
 		}
 	}
 	return s.write(ctx, op, true, func(t *writeTx) error {
-		if err := s.insertEvents(ctx, ins, t, id, enc, time.Now().UnixMicro()); err != nil {
+		if err := s.insertEvents(ctx, ins, t, id, "", enc, time.Now().UnixMicro()); err != nil {
 			return err
 		}
 		if w.Modify != nil {
@@ -710,27 +714,51 @@ func (s *sqliteStore) WriteSession(ctx context.Context, id string, w SessionWrit
 	})
 }
 
+// sharedOfSession lists the shared parts a session's records refer to.
+const sharedOfSession = `SELECT shared FROM events WHERE session_id = ?1 AND shared IS NOT NULL
+	UNION SELECT shared FROM torn_events WHERE session_id = ?1 AND shared IS NOT NULL`
+
 // DeleteSession implements Store. The events, quarantined records and lease
-// go with the session through ON DELETE CASCADE.
+// go with the session through ON DELETE CASCADE, and the shared parts
+// that only its events referred to in the same transaction.
 func (s *sqliteStore) DeleteSession(ctx context.Context, id string) error {
 	const op = "delete session"
 	if s.closed.Load() {
 		return closedError(op)
 	}
-	return s.write(ctx, op, false, func(t *writeTx) error {
+	return s.write(ctx, op, true, func(t *writeTx) error {
+		var digests [][]byte
+		rows, err := t.query(sharedOfSession, id)
+		if err == nil {
+			digests, err = collectDigests(rows)
+			_ = rows.Close()
+		}
+		if err != nil {
+			return s.wrap(ctx, op, err)
+		}
 		res, err := t.exec(`DELETE FROM sessions WHERE id = ?`, id)
-		return s.updated(ctx, op, id, res, err)
+		if err := s.updated(ctx, op, id, res, err); err != nil {
+			return err
+		}
+		for _, d := range digests {
+			if _, err := t.exec(`DELETE FROM shared_payloads WHERE digest = ?1
+				AND NOT EXISTS (SELECT 1 FROM events WHERE shared = ?1)
+				AND NOT EXISTS (SELECT 1 FROM torn_events WHERE shared = ?1)`, d); err != nil {
+				return s.wrap(ctx, op, err)
+			}
+		}
+		return nil
 	})
 }
 
-// sqliteInsertEventsMax bounds the events one INSERT carries: three
+// sqliteInsertEventsMax bounds the events one INSERT carries: four
 // variables each, far below SQLite's limit on a statement's variables, and
 // few statements to prepare and keep.
 const sqliteInsertEventsMax = 16
 
 // sqliteInsertEvents holds, at index n, the statement that inserts n
 // events (?1 is the session, ?2 the time, then each event's sequence,
-// kind and payload). Each event is inserted if, and only if, its sequence
+// kind, body and shared part's key). Each event is inserted if, and only if, its sequence
 // is above the session's last one; the events_advance_session trigger
 // then moves the session's last_sequence and updated_at in the same
 // statement. The guard and the insert are one statement, and SQLite runs
@@ -741,18 +769,18 @@ const sqliteInsertEventsMax = 16
 // last is inserted whole.
 var sqliteInsertEvents = func() []string {
 	out := make([]string, sqliteInsertEventsMax+1)
-	out[1] = `INSERT INTO events (session_id, seq, kind, payload, appended_at)
-	SELECT ?1, ?3, ?4, ?5, ?2
+	out[1] = `INSERT INTO events (session_id, seq, kind, body, shared, appended_at)
+	SELECT ?1, ?3, ?4, ?5, ?6, ?2
 	WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1 AND last_sequence < ?3)`
 	for n := 2; n <= sqliteInsertEventsMax; n++ {
 		var b strings.Builder
-		b.WriteString(`INSERT INTO events (session_id, seq, kind, payload, appended_at)
-	SELECT ?1, e.column1, e.column2, e.column3, ?2 FROM (VALUES `)
+		b.WriteString(`INSERT INTO events (session_id, seq, kind, body, shared, appended_at)
+	SELECT ?1, e.column1, e.column2, e.column3, e.column4, ?2 FROM (VALUES `)
 		for i := range n {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			fmt.Fprintf(&b, "(?%d, ?%d, ?%d)", 3+3*i, 4+3*i, 5+3*i)
+			fmt.Fprintf(&b, "(?%d, ?%d, ?%d, ?%d)", 3+4*i, 4+4*i, 5+4*i, 6+4*i)
 		}
 		b.WriteString(`) AS e
 	WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1 AND last_sequence < e.column1)`)
@@ -781,18 +809,20 @@ func (s *sqliteStore) prepareEventInserts(ctx context.Context, n int) (p eventIn
 }
 
 // AppendEvents implements Store. An append that fits one statement and
-// needs no transaction, a single event, is one autocommit statement; a
-// batch runs its statements inside one IMMEDIATE transaction and rolls
-// back if any of its events is refused.
+// needs no transaction, a single event without a shared part, is one
+// autocommit statement; a batch, or an event with a shared part to
+// store beside it, runs its statements inside one IMMEDIATE transaction
+// and rolls back if any of its events is refused.
 func (s *sqliteStore) AppendEvents(ctx context.Context, sessionID string, events ...Event) (err error) {
 	const op = "append events"
 	if len(events) == 0 {
 		return nil
 	}
-	enc, err := encodeEvents(sessionID, events)
+	enc, buf, err := encodeEvents(sessionID, events)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	defer releaseBuffer(buf)
 	if s.closed.Load() {
 		return closedError(op)
 	}
@@ -801,17 +831,39 @@ func (s *sqliteStore) AppendEvents(ctx context.Context, sessionID string, events
 	if err != nil {
 		return s.wrap(ctx, op, err)
 	}
-	return s.write(ctx, op, len(enc) > 1, func(t *writeTx) error {
-		return s.insertEvents(ctx, ins, t, sessionID, enc, now)
+	return s.write(ctx, op, len(enc) > 1 || hasShared(enc), func(t *writeTx) error {
+		return s.insertEvents(ctx, ins, t, sessionID, "", enc, now)
 	})
 }
 
 // insertEvents inserts enc with ins (prepareEventInserts(len(enc))) in
-// the write t, a transaction unless enc is one event, and explains a
-// refusal.
-func (s *sqliteStore) insertEvents(ctx context.Context, ins eventInserts, t *writeTx, sessionID string, enc []encodedEvent, now int64) error {
+// the write t, a transaction unless enc is one event without a shared
+// part, and explains a refusal. The shared parts go first, keyed for the
+// session's project: project, or the session's own when it is empty.
+func (s *sqliteStore) insertEvents(ctx context.Context, ins eventInserts, t *writeTx, sessionID, project string, enc []encodedEvent, now int64) error {
 	const op = "append events"
-	args := make([]any, 0, 2+3*min(len(enc), sqliteInsertEventsMax))
+	if hasShared(enc) {
+		if project == "" {
+			err := t.queryRow(`SELECT project_id FROM sessions WHERE id = ?`, sessionID).Scan(&project)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
+			}
+			if err != nil {
+				return s.wrap(ctx, op, err)
+			}
+		}
+		keyShared(enc, project)
+		for _, e := range enc {
+			if e.shared == nil {
+				continue
+			}
+			if _, err := t.exec(`INSERT INTO shared_payloads (digest, project_id, body) VALUES (?, ?, ?)
+				ON CONFLICT (digest) DO NOTHING`, e.key, project, e.shared); err != nil {
+				return s.wrap(ctx, op, err)
+			}
+		}
+	}
+	args := make([]any, 0, 2+4*min(len(enc), sqliteInsertEventsMax))
 	for len(enc) > 0 {
 		chunk, st := enc, ins.rest
 		if len(enc) >= sqliteInsertEventsMax {
@@ -820,7 +872,7 @@ func (s *sqliteStore) insertEvents(ctx context.Context, ins eventInserts, t *wri
 		enc = enc[len(chunk):]
 		args = append(args[:0], sessionID, now)
 		for _, e := range chunk {
-			args = append(args, e.seq, e.kind, e.payload)
+			args = append(args, e.seq, e.kind, e.payload, e.key)
 		}
 		res, err := t.stmt(st).ExecContext(t.ctx, args...)
 		if err != nil {
@@ -847,6 +899,13 @@ func (s *sqliteStore) insertEvents(ctx context.Context, ins eventInserts, t *wri
 	return nil
 }
 
+// sqliteReadEvents reads a page of a session's log, each event with the
+// shared part it refers to, of the session's own project.
+const sqliteReadEvents = `SELECT e.seq, e.kind, e.body, e.shared IS NOT NULL, p.body FROM events AS e
+		LEFT JOIN shared_payloads AS p ON p.digest = e.shared
+			AND p.project_id = (SELECT project_id FROM sessions WHERE id = ?1)
+		WHERE e.session_id = ?1 AND e.seq > ?2 ORDER BY e.seq LIMIT ?3`
+
 // ReadEvents implements Store.
 func (s *sqliteStore) ReadEvents(ctx context.Context, sessionID string, afterSequence int64, limit int) ([]Event, error) {
 	const op = "read events"
@@ -857,8 +916,7 @@ func (s *sqliteStore) ReadEvents(ctx context.Context, sessionID string, afterSeq
 	if limit <= 0 {
 		lim = -1 // SQLite: no limit
 	}
-	rows, err := s.rs.query(ctx, `SELECT seq, kind, payload FROM events
-		WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSequence, lim)
+	rows, err := s.rs.query(ctx, sqliteReadEvents, sessionID, afterSequence, lim)
 	if err != nil {
 		return nil, s.wrap(ctx, op, err)
 	}
@@ -908,8 +966,8 @@ func (s *sqliteStore) quarantine(ctx context.Context, sessionID string, seq int6
 		return err
 	}
 	const isLast = `NOT EXISTS (SELECT 1 FROM events AS later WHERE later.session_id = ? AND later.seq > ?)`
-	if _, err := t.exec(`INSERT OR REPLACE INTO torn_events (session_id, seq, kind, payload, quarantined_at)
-		SELECT session_id, seq, kind, payload, ? FROM events WHERE session_id = ? AND seq = ? AND `+isLast,
+	if _, err := t.exec(`INSERT OR REPLACE INTO torn_events (session_id, seq, kind, payload, shared, quarantined_at)
+		SELECT session_id, seq, kind, body, shared, ? FROM events WHERE session_id = ? AND seq = ? AND `+isLast,
 		time.Now().UnixMicro(), sessionID, seq, sessionID, seq); err != nil {
 		_ = t.Rollback()
 		return err

@@ -66,7 +66,7 @@ func (f *sqliteFiles) corrupt(t *testing.T, s store.Store, sessionID string, seq
 		t.Fatal(err)
 	}
 	defer db.Close()
-	res, err := db.ExecContext(testkit.Context(t, time.Minute), `UPDATE events SET payload = ? WHERE session_id = ? AND seq = ?`, payload, sessionID, seq)
+	res, err := db.ExecContext(testkit.Context(t, time.Minute), `UPDATE events SET body = ? WHERE session_id = ? AND seq = ?`, payload, sessionID, seq)
 	if err != nil {
 		t.Fatalf("corrupt: %v", err)
 	}
@@ -270,7 +270,7 @@ func TestSQLiteTornRecordIsLoggedAndQuarantined(t *testing.T) {
 	}
 	defer db.Close()
 	garbage := []byte{0x0a, 0xff, 0x7f} // a length-delimited field cut short
-	if _, err := db.ExecContext(ctx, `UPDATE events SET payload = ? WHERE session_id = 't' AND seq = 2`, garbage); err != nil {
+	if _, err := db.ExecContext(ctx, `UPDATE events SET body = ? WHERE session_id = 't' AND seq = 2`, garbage); err != nil {
 		t.Fatal(err)
 	}
 	evs, err := s.ReadEvents(ctx, "t", 0, 0)

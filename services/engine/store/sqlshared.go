@@ -85,13 +85,24 @@ func collectSessions(rows rowIterator, scan func(scanner) (*Session, error)) ([]
 	return out, nil
 }
 
-// collectEvents reads every row of a `seq, kind, payload` result. The
-// caller closes rows and wraps the error.
-func collectEvents(rows rowIterator) ([]encodedEvent, error) {
-	var raw []encodedEvent
+// storedEvent is one row of a session's log as a read finds it: the
+// event's body and, when the row refers to a shared part (hasShared), the
+// part the join found (nil when it is missing).
+type storedEvent struct {
+	seq       int64
+	kind      string
+	body      []byte
+	hasShared bool
+	shared    []byte
+}
+
+// collectEvents reads every row of a `seq, kind, body, has shared,
+// shared body` result. The caller closes rows and wraps the error.
+func collectEvents(rows rowIterator) ([]storedEvent, error) {
+	var raw []storedEvent
 	for rows.Next() {
-		var e encodedEvent
-		if err := rows.Scan(&e.seq, &e.kind, &e.payload); err != nil {
+		var e storedEvent
+		if err := rows.Scan(&e.seq, &e.kind, &e.body, &e.hasShared, &e.shared); err != nil {
 			return nil, err
 		}
 		raw = append(raw, e)
@@ -100,6 +111,20 @@ func collectEvents(rows rowIterator) ([]encodedEvent, error) {
 		return nil, err
 	}
 	return raw, nil
+}
+
+// collectDigests reads every row of a result of shared parts' keys. The
+// caller closes rows and wraps the error.
+func collectDigests(rows rowIterator) ([][]byte, error) {
+	var out [][]byte
+	for rows.Next() {
+		var d []byte
+		if err := rows.Scan(&d); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
 }
 
 // nilIfEmpty stores an empty byte slice as NULL.

@@ -365,41 +365,58 @@ func Open(ctx context.Context, url string, opts ...Option) (Store, error) {
 
 // encodedEvent is an event ready for the database: its payload kind (the
 // trace format's payload type, such as "text" or "request_end") and its
-// protobuf bytes.
+// protobuf bytes, split into the row's body and, for an event with a
+// large part that other sessions log too, that shared part and its key
+// (payloads.go; keyShared sets the key once the project is known).
 type encodedEvent struct {
 	seq     int64
 	kind    string
 	payload []byte
+	key     []byte
+	shared  []byte
 }
 
 // encodeEvents validates a batch of events for AppendEvents and encodes it.
 // It checks everything that can be checked without the database, so that a
-// bad batch never opens a transaction.
-func encodeEvents(sessionID string, events []Event) ([]encodedEvent, error) {
+// bad batch never opens a transaction. The encodings live in buf, which
+// the caller gives back with releaseBuffer once the write that carries
+// them returned.
+func encodeEvents(sessionID string, events []Event) (out []encodedEvent, buf *[]byte, err error) {
 	if err := checkID("session id", sessionID); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make([]encodedEvent, 0, len(events))
+	buf = encodeBuffers.Get().(*[]byte)
+	defer func() {
+		if err != nil {
+			releaseBuffer(buf)
+			buf = nil
+		}
+	}()
+	out = make([]encodedEvent, 0, len(events))
+	b := (*buf)[:0]
 	var prev int64
 	for i, e := range events {
 		if e.Sequence < 1 {
-			return nil, fmt.Errorf("%w: session %s: event %d has sequence %d; sequences start at 1", ErrInvalid, sessionID, i, e.Sequence)
+			return nil, nil, fmt.Errorf("%w: session %s: event %d has sequence %d; sequences start at 1", ErrInvalid, sessionID, i, e.Sequence)
 		}
 		if i > 0 && e.Sequence <= prev {
-			return nil, fmt.Errorf("%w: session %s: sequence %d follows %d in one append; sequences must increase strictly", ErrConflict, sessionID, e.Sequence, prev)
+			return nil, nil, fmt.Errorf("%w: session %s: sequence %d follows %d in one append; sequences must increase strictly", ErrConflict, sessionID, e.Sequence, prev)
 		}
 		prev = e.Sequence
 		kind, err := persistableKind(e.Message)
 		if err != nil {
-			return nil, fmt.Errorf("session %s sequence %d: %w", sessionID, e.Sequence, err)
+			return nil, nil, fmt.Errorf("session %s sequence %d: %w", sessionID, e.Sequence, err)
 		}
-		b, err := proto.Marshal(e.Message)
-		if err != nil {
-			return nil, fmt.Errorf("%w: session %s sequence %d: encode: %v", ErrInvalid, sessionID, e.Sequence, err)
+		start := len(b)
+		if b, err = (proto.MarshalOptions{}).MarshalAppend(b, e.Message); err != nil {
+			return nil, nil, fmt.Errorf("%w: session %s sequence %d: encode: %v", ErrInvalid, sessionID, e.Sequence, err)
 		}
-		out = append(out, encodedEvent{seq: e.Sequence, kind: kind, payload: b})
+		ev := encodedEvent{seq: e.Sequence, kind: kind}
+		b, ev.payload, ev.shared = splitShared(b, b[start:len(b):len(b)])
+		out = append(out, ev)
 	}
-	return out, nil
+	*buf = b
+	return out, buf, nil
 }
 
 // persistableKind returns the payload kind of m, or ErrInvalid when m does
@@ -470,22 +487,17 @@ func normalizePageSize(n int) int {
 	return n
 }
 
-// decodeEvents turns raw rows into events. A row that does not decode is
+// decodeEvents turns raw rows into events. A row that does not decode
+// (its body, or its shared part: missing, damaged or of another kind) is
 // reported through torn: the callback decides (by asking the database
 // whether a later record exists) whether it is a torn tail to skip or a
 // corrupt record in the middle. Rows are in ascending order.
-func decodeEvents(sessionID string, rows []encodedEvent, torn func(seq int64, cause error) error) ([]Event, error) {
+func decodeEvents(sessionID string, rows []storedEvent, torn func(seq int64, cause error) error) ([]Event, error) {
 	out := make([]Event, 0, len(rows))
 	for _, r := range rows {
-		m := new(penguinv1.OmniMessage)
-		if err := proto.Unmarshal(r.payload, m); err != nil {
+		m, err := decodeStored(r.kind, r.body, r.hasShared, r.shared)
+		if err != nil {
 			if terr := torn(r.seq, err); terr != nil {
-				return nil, terr
-			}
-			continue
-		}
-		if omni.KindOf(m) == omni.KindUnknown {
-			if terr := torn(r.seq, errors.New("decoded message has no payload")); terr != nil {
 				return nil, terr
 			}
 			continue
