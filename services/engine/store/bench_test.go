@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,4 +249,76 @@ func runBatchBench(b *testing.B, st store.Store, n int) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
+}
+
+// BenchmarkTaskLog writes what one task of the end-to-end benchmark
+// logs, in its commits, to a new session of a SQLite file: the row with
+// its session_meta (a system prompt of some 5 KiB), the prompt, the tool
+// list (some 10 KiB) with the first request's events, the tool's output,
+// and the task's end. Every session of the benchmark logs the same
+// prompt and tools, as every session of an agent does. It reports the
+// bytes allocated per task (-benchmem) and the database's growth.
+func BenchmarkTaskLog(b *testing.B) {
+	ctx := testkit.Context(b, 5*time.Minute)
+	path := filepath.Join(b.TempDir(), "bench.db")
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	prompt := strings.Repeat("You are Penguin, a careful coding agent. Read before you write. ", 75)
+	tools := &penguinv1.ToolListReady{}
+	for i := range 20 {
+		tools.Tools = append(tools.Tools, &penguinv1.ToolDefinition{
+			Name:        fmt.Sprintf("tool_%d", i),
+			Description: strings.Repeat("Reads a file of the workspace and returns its lines. ", 7),
+			Parameters:  `{"type":"object","properties":{"path":{"type":"string"},"offset":{"type":"integer"}},"required":["path"]}`,
+		})
+	}
+	msg := func(p any) *penguinv1.OmniMessage {
+		m := &penguinv1.OmniMessage{Timestamp: timestamppb.Now()}
+		switch p := p.(type) {
+		case *penguinv1.SessionMeta:
+			m.Payload = &penguinv1.OmniMessage_SessionMeta{SessionMeta: p}
+		case *penguinv1.ToolListReady:
+			m.Payload = &penguinv1.OmniMessage_ToolListReady{ToolListReady: p}
+		case string:
+			m.Payload = &penguinv1.OmniMessage_Text{Text: &penguinv1.Text{Role: penguinv1.Role_ROLE_USER, Text: p}}
+		}
+		return m
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		id := fmt.Sprintf("task-%08d", i)
+		meta := &penguinv1.SessionMeta{SessionId: id, Provider: "openai", ModelId: "mock", SystemPrompt: prompt,
+			Workspace: "/work/" + id, AgentState: "/agents/default"}
+		if err := st.CreateSession(ctx, &store.Session{ID: id}, store.Event{Sequence: 1, Message: msg(meta)}); err != nil {
+			b.Fatal(err)
+		}
+		if err := st.AppendEvents(ctx, id, store.Event{Sequence: 2, Message: msg("Read hello.txt and tell me what it says")}); err != nil {
+			b.Fatal(err)
+		}
+		batches := [][]store.Event{
+			{{Sequence: 3, Message: msg(tools)}, {Sequence: 4, Message: msg("calling read_file")}},
+			{{Sequence: 5, Message: msg("hello world")}},
+			{{Sequence: 6, Message: msg("It says hello world.")}},
+		}
+		for _, batch := range batches {
+			if err := st.WriteSession(ctx, id, store.SessionWrite{Events: batch}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	if err := st.Close(); err != nil {
+		b.Fatal(err)
+	}
+	var size int64
+	for _, suffix := range []string{"", "-wal"} {
+		if fi, err := os.Stat(path + suffix); err == nil {
+			size += fi.Size()
+		}
+	}
+	b.ReportMetric(float64(size)/float64(b.N), "db-bytes/task")
 }

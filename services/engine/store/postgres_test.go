@@ -129,7 +129,37 @@ func TestPostgresConformance(t *testing.T) {
 	port := closedPort(t)
 	storetest.Run(t, env.open, storetest.WithCorrupter(env.corrupt), storetest.WithUnreachable(func(ctx context.Context) (store.Store, error) {
 		return store.Open(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/test?sslmode=disable", port))
-	}))
+	}), storetest.WithSharedPayloads(storetest.SharedPayloads{Count: env.countShared, Damage: env.damageShared}))
+}
+
+// sharedTable is the shared parts' table of the schema behind s.
+func (e *pgEnv) sharedTable(s store.Store) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return pgx.Identifier{e.schemas[s], "shared_payloads"}.Sanitize()
+}
+
+// countShared counts the shared parts of events in the schema behind s.
+func (e *pgEnv) countShared(t *testing.T, s store.Store) int {
+	t.Helper()
+	var n int
+	if err := e.admin.QueryRow(testkit.Context(t, time.Minute), `SELECT COUNT(*) FROM `+e.sharedTable(s)).Scan(&n); err != nil {
+		t.Fatalf("count shared parts: %v", err)
+	}
+	return n
+}
+
+// damageShared overwrites every shared part with body, or deletes them
+// all when body is nil.
+func (e *pgEnv) damageShared(t *testing.T, s store.Store, body []byte) {
+	t.Helper()
+	q, args := `UPDATE `+e.sharedTable(s)+` SET body = $1`, []any{body}
+	if body == nil {
+		q, args = `DELETE FROM `+e.sharedTable(s), nil
+	}
+	if _, err := e.admin.Exec(testkit.Context(t, time.Minute), q, args...); err != nil {
+		t.Fatalf("damage shared parts: %v", err)
+	}
 }
 
 // closedPort returns a loopback port nothing listens on.

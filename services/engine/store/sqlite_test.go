@@ -86,7 +86,45 @@ func TestSQLiteConformance(t *testing.T) {
 	}
 	storetest.Run(t, f.open, storetest.WithCorrupter(f.corrupt), storetest.WithUnreachable(func(ctx context.Context) (store.Store, error) {
 		return store.Open(ctx, "sqlite:"+filepath.Join(blocker, "penguin.db"))
-	}))
+	}), storetest.WithSharedPayloads(storetest.SharedPayloads{Count: f.countShared, Damage: f.damageShared}))
+}
+
+// db opens a separate connection to the file behind s, with no foreign
+// keys checked.
+func (f *sqliteFiles) db(t *testing.T, s store.Store) *sql.DB {
+	t.Helper()
+	f.mu.Lock()
+	path := f.paths[s]
+	f.mu.Unlock()
+	db, err := sql.Open("sqlite", path+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// countShared counts the shared parts of events in the file behind s.
+func (f *sqliteFiles) countShared(t *testing.T, s store.Store) int {
+	t.Helper()
+	var n int
+	if err := f.db(t, s).QueryRowContext(testkit.Context(t, time.Minute), `SELECT COUNT(*) FROM shared_payloads`).Scan(&n); err != nil {
+		t.Fatalf("count shared parts: %v", err)
+	}
+	return n
+}
+
+// damageShared overwrites every shared part with body, or deletes them
+// all when body is nil.
+func (f *sqliteFiles) damageShared(t *testing.T, s store.Store, body []byte) {
+	t.Helper()
+	q, args := `UPDATE shared_payloads SET body = ?`, []any{body}
+	if body == nil {
+		q, args = `DELETE FROM shared_payloads`, nil
+	}
+	if _, err := f.db(t, s).ExecContext(testkit.Context(t, time.Minute), q, args...); err != nil {
+		t.Fatalf("damage shared parts: %v", err)
+	}
 }
 
 // TestOpenSQLiteURLForms checks every accepted spelling of a SQLite store,

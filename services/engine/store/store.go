@@ -9,6 +9,10 @@
 // protobuf encoding of its OmniMessage, which is compact and lossless: opaque
 // provider fidelity bytes and the model's raw tool-call argument strings come
 // back byte for byte, which some providers require when history is replayed.
+// The large part of an event that every session of an agent logs alike
+// (a session_meta's system prompt, a tool_list_ready's tools) is kept once
+// per project and joined back when the log is read (payloads.go); readers
+// never see the difference.
 //
 // Two implementations share one behaviour, pinned down by the conformance
 // suite in package storetest: SQLite (modernc.org/sqlite, pure Go, the

@@ -56,13 +56,14 @@ type suite struct {
 	open        func(t *testing.T) store.Store
 	corrupt     Corrupter
 	unreachable func(ctx context.Context) (store.Store, error)
+	shared      SharedPayloads
 }
 
 // Run runs the conformance suite. open must return a new, empty store each
 // time it is called and arrange (with t.Cleanup) for it to be closed and
-// removed. Subtests run in parallel. WithCorrupter and WithUnreachable are
-// required for a complete run; the subtests that need them fail without
-// them.
+// removed. Subtests run in parallel. WithCorrupter, WithUnreachable and
+// WithSharedPayloads are required for a complete run; the subtests that
+// need them fail without them.
 func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 	s := &suite{open: open}
 	for _, o := range opts {
@@ -95,6 +96,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		{"LargePayload", s.testLargePayload},
 		{"TornLastRecord", s.testTornLastRecord},
 		{"CorruptMiddleRecord", s.testCorruptMiddleRecord},
+		{"SharedPayloads", s.testSharedPayloads},
+		{"SharedPayloadMissing", s.testSharedPayloadMissing},
 		{"CanceledContext", s.testCanceledContext},
 		{"Closed", s.testClosed},
 		{"SeededAdminAndDefaultProject", s.testSeeded},
