@@ -554,24 +554,14 @@ func (s *pgStore) AppendEvents(ctx context.Context, sessionID string, events ...
 func (s *pgStore) appendEvents(ctx context.Context, c pgConn, sessionID, project string, enc []encodedEvent) error {
 	const op = "append events"
 	if hasShared(enc) {
-		if project == "" {
-			err := c.QueryRow(ctx, `SELECT project_id FROM sessions WHERE id = $1`, sessionID).Scan(&project)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
-			}
-			if err != nil {
-				return s.wrap(ctx, op, err)
-			}
-		}
-		keyShared(enc, project)
-		for _, e := range enc {
-			if e.shared == nil {
-				continue
-			}
-			if _, err := c.Exec(ctx, `INSERT INTO shared_payloads (digest, project_id, body) VALUES ($1, $2, $3)
-				ON CONFLICT (digest) DO UPDATE SET digest = EXCLUDED.digest WHERE false`, e.key, project, e.shared); err != nil {
-				return s.wrap(ctx, op, err)
-			}
+		if err := storeShared(ctx, sessionID, project, enc, func(project *string) error {
+			return c.QueryRow(ctx, `SELECT project_id FROM sessions WHERE id = $1`, sessionID).Scan(project)
+		}, pgx.ErrNoRows, func(key []byte, project string, body []byte) error {
+			_, err := c.Exec(ctx, `INSERT INTO shared_payloads (digest, project_id, body) VALUES ($1, $2, $3)
+				ON CONFLICT (digest) DO UPDATE SET digest = EXCLUDED.digest WHERE false`, key, project, body)
+			return err
+		}, s.wrap); err != nil {
+			return err
 		}
 	}
 	seqs := make([]int64, len(enc))

@@ -843,24 +843,14 @@ func (s *sqliteStore) AppendEvents(ctx context.Context, sessionID string, events
 func (s *sqliteStore) insertEvents(ctx context.Context, ins eventInserts, t *writeTx, sessionID, project string, enc []encodedEvent, now int64) error {
 	const op = "append events"
 	if hasShared(enc) {
-		if project == "" {
-			err := t.queryRow(`SELECT project_id FROM sessions WHERE id = ?`, sessionID).Scan(&project)
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
-			}
-			if err != nil {
-				return s.wrap(ctx, op, err)
-			}
-		}
-		keyShared(enc, project)
-		for _, e := range enc {
-			if e.shared == nil {
-				continue
-			}
-			if _, err := t.exec(`INSERT INTO shared_payloads (digest, project_id, body) VALUES (?, ?, ?)
-				ON CONFLICT (digest) DO NOTHING`, e.key, project, e.shared); err != nil {
-				return s.wrap(ctx, op, err)
-			}
+		if err := storeShared(ctx, sessionID, project, enc, func(project *string) error {
+			return t.queryRow(`SELECT project_id FROM sessions WHERE id = ?`, sessionID).Scan(project)
+		}, sql.ErrNoRows, func(key []byte, project string, body []byte) error {
+			_, err := t.exec(`INSERT INTO shared_payloads (digest, project_id, body) VALUES (?, ?, ?)
+				ON CONFLICT (digest) DO NOTHING`, key, project, body)
+			return err
+		}, s.wrap); err != nil {
+			return err
 		}
 	}
 	args := make([]any, 0, 2+4*min(len(enc), sqliteInsertEventsMax))

@@ -58,15 +58,7 @@ func (f *sqliteFiles) open(t *testing.T) store.Store {
 // corrupt overwrites a payload through a separate connection to the file.
 func (f *sqliteFiles) corrupt(t *testing.T, s store.Store, sessionID string, seq int64, payload []byte) {
 	t.Helper()
-	f.mu.Lock()
-	path := f.paths[s]
-	f.mu.Unlock()
-	db, err := sql.Open("sqlite", path+"?_busy_timeout=10000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	res, err := db.ExecContext(testkit.Context(t, time.Minute), `UPDATE events SET body = ? WHERE session_id = ? AND seq = ?`, payload, sessionID, seq)
+	res, err := f.db(t, s).ExecContext(testkit.Context(t, time.Minute), `UPDATE events SET body = ? WHERE session_id = ? AND seq = ?`, payload, sessionID, seq)
 	if err != nil {
 		t.Fatalf("corrupt: %v", err)
 	}

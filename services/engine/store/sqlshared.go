@@ -113,6 +113,39 @@ func collectEvents(rows rowIterator) ([]storedEvent, error) {
 	return raw, nil
 }
 
+// storeShared stores enc's shared parts, keyed for the session's project,
+// before the events that refer to them: project is the project, or empty
+// to have lookup read it from the session's row (noRows, the driver's
+// error for a missing row, meaning an unknown session); insert stores
+// one part unless it is there. The caller calls it for a batch with
+// shared parts only, and so makes its functions only then.
+func storeShared(ctx context.Context, sessionID, project string, enc []encodedEvent,
+	lookup func(project *string) error, noRows error,
+	insert func(key []byte, project string, body []byte) error,
+	wrap func(ctx context.Context, op string, err error) error,
+) error {
+	const op = "append events"
+	if project == "" {
+		err := lookup(&project)
+		if errors.Is(err, noRows) {
+			return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
+		}
+		if err != nil {
+			return wrap(ctx, op, err)
+		}
+	}
+	keyShared(enc, project)
+	for _, e := range enc {
+		if e.shared == nil {
+			continue
+		}
+		if err := insert(e.key, project, e.shared); err != nil {
+			return wrap(ctx, op, err)
+		}
+	}
+	return nil
+}
+
 // collectDigests reads every row of a result of shared parts' keys. The
 // caller closes rows and wraps the error.
 func collectDigests(rows rowIterator) ([][]byte, error) {
