@@ -256,6 +256,7 @@ func sharedPayloadsMigration(bytes, tableOptions string) []string {
 			project_id TEXT NOT NULL,
 			body       ` + bytes + ` NOT NULL
 		)` + tableOptions,
+		`CREATE INDEX shared_payloads_project ON shared_payloads (project_id)`,
 	}
 }
 

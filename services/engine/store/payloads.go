@@ -38,10 +38,11 @@ import (
 // reads a shared part by its key: who may read the session's events may
 // read them whole, as before.
 //
-// A shared part no event refers to any more is deleted by the
+// A shared part no record refers to any more is deleted by the
 // transaction that deleted the last session referring to it
-// (collectSharedPayloads), so nothing is left behind and nothing in use
-// is taken. Quarantined records keep their reference too.
+// (DeleteSession collects its project's unreferenced parts), so nothing
+// is left behind and nothing in use is taken. Quarantined records keep
+// their reference too.
 
 // sharedMin is the smallest shared part worth a row of its own: below
 // it a part fits in the event's row, within a 1 KiB page, and a reference

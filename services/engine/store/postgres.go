@@ -456,35 +456,24 @@ func (p prefixScanner) Scan(dest ...any) error {
 }
 
 // DeleteSession implements Store. The events, quarantined records and lease
-// go with the session through ON DELETE CASCADE, and the shared parts
-// that only its records referred to in the same transaction.
+// go with the session through ON DELETE CASCADE, and in the same
+// transaction the shared parts of its project that no record refers to
+// any more (pgCollectShared).
 func (s *pgStore) DeleteSession(ctx context.Context, id string) error {
 	const op = "delete session"
 	if s.closed.Load() {
 		return closedError(op)
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT shared FROM events WHERE session_id = $1 AND shared IS NOT NULL
-			UNION SELECT shared FROM torn_events WHERE session_id = $1 AND shared IS NOT NULL`, id)
-		if err != nil {
-			return s.wrap(ctx, op, err)
-		}
-		digests, err := collectDigests(rows)
-		rows.Close()
-		if err != nil {
-			return s.wrap(ctx, op, err)
-		}
-		tag, err := tx.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id)
-		if err != nil {
-			return s.wrap(ctx, op, err)
-		}
-		if tag.RowsAffected() == 0 {
+		var project string
+		err := tx.QueryRow(ctx, `DELETE FROM sessions WHERE id = $1 RETURNING project_id`, id).Scan(&project)
+		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
 		}
-		if len(digests) == 0 {
-			return nil
+		if err != nil {
+			return s.wrap(ctx, op, err)
 		}
-		return s.wrap(ctx, op, pgCollectShared(ctx, tx, digests))
+		return s.wrap(ctx, op, pgCollectShared(ctx, tx, project))
 	})
 	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrUnavailable) {
 		return s.wrap(ctx, op, err)
@@ -492,20 +481,20 @@ func (s *pgStore) DeleteSession(ctx context.Context, id string) error {
 	return err
 }
 
-// pgCollectShared deletes those of the shared parts digests that no
-// record refers to any more. It locks them first, in a statement of its
-// own: an append that refers to one holds its lock until it commits
-// (appendEvents), so the delete, whose statement reads anew once the
-// locks are had, sees every event that committed a reference meanwhile.
-// An append that comes after the lock waits for this transaction and then
-// stores the part anew.
-func pgCollectShared(ctx context.Context, tx pgx.Tx, digests [][]byte) error {
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM shared_payloads WHERE digest = ANY($1) FOR UPDATE`, digests); err != nil {
+// pgCollectShared deletes the shared parts of a project that no record
+// refers to, all of them, as sqliteCollectShared does. It locks them
+// first, in a statement of its own: an append that refers to one holds
+// its lock until it commits (appendEvents), so the delete, whose
+// statement reads anew once the locks are had, sees every event that
+// committed a reference meanwhile. An append that comes after the lock
+// waits for this transaction and then stores its part anew.
+func pgCollectShared(ctx context.Context, tx pgx.Tx, project string) error {
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM shared_payloads WHERE project_id = $1 FOR UPDATE`, project); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, `DELETE FROM shared_payloads AS p WHERE digest = ANY($1)
+	_, err := tx.Exec(ctx, `DELETE FROM shared_payloads AS p WHERE project_id = $1
 		AND NOT EXISTS (SELECT 1 FROM events WHERE shared = p.digest)
-		AND NOT EXISTS (SELECT 1 FROM torn_events WHERE shared = p.digest)`, digests)
+		AND NOT EXISTS (SELECT 1 FROM torn_events WHERE shared = p.digest)`, project)
 	return err
 }
 

@@ -129,7 +129,8 @@ func TestPostgresConformance(t *testing.T) {
 	port := closedPort(t)
 	storetest.Run(t, env.open, storetest.WithCorrupter(env.corrupt), storetest.WithUnreachable(func(ctx context.Context) (store.Store, error) {
 		return store.Open(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/test?sslmode=disable", port))
-	}), storetest.WithSharedPayloads(storetest.SharedPayloads{Count: env.countShared, Damage: env.damageShared}))
+	}), storetest.WithSharedPayloads(storetest.SharedPayloads{
+		Count: env.countShared, Damage: env.damageShared, DeleteOld: env.deleteOld}))
 }
 
 // sharedTable is the shared parts' table of the schema behind s.
@@ -147,6 +148,18 @@ func (e *pgEnv) countShared(t *testing.T, s store.Store) int {
 		t.Fatalf("count shared parts: %v", err)
 	}
 	return n
+}
+
+// deleteOld deletes a session as a replica older than the shared parts
+// did.
+func (e *pgEnv) deleteOld(t *testing.T, s store.Store, sessionID string) {
+	t.Helper()
+	e.mu.Lock()
+	table := pgx.Identifier{e.schemas[s], "sessions"}.Sanitize()
+	e.mu.Unlock()
+	if _, err := e.admin.Exec(testkit.Context(t, time.Minute), `DELETE FROM `+table+` WHERE id = $1`, sessionID); err != nil {
+		t.Fatalf("delete session %s: %v", sessionID, err)
+	}
 }
 
 // damageShared overwrites every shared part with body, or deletes them

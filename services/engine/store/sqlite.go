@@ -714,42 +714,37 @@ func (s *sqliteStore) WriteSession(ctx context.Context, id string, w SessionWrit
 	})
 }
 
-// sharedOfSession lists the shared parts a session's records refer to.
-const sharedOfSession = `SELECT shared FROM events WHERE session_id = ?1 AND shared IS NOT NULL
-	UNION SELECT shared FROM torn_events WHERE session_id = ?1 AND shared IS NOT NULL`
-
 // DeleteSession implements Store. The events, quarantined records and lease
-// go with the session through ON DELETE CASCADE, and the shared parts
-// that only its events referred to in the same transaction.
+// go with the session through ON DELETE CASCADE, and in the same
+// transaction the shared parts of its project that no record refers to
+// any more (sqliteCollectShared).
 func (s *sqliteStore) DeleteSession(ctx context.Context, id string) error {
 	const op = "delete session"
 	if s.closed.Load() {
 		return closedError(op)
 	}
 	return s.write(ctx, op, true, func(t *writeTx) error {
-		var digests [][]byte
-		rows, err := t.query(sharedOfSession, id)
-		if err == nil {
-			digests, err = collectDigests(rows)
-			_ = rows.Close()
+		var project string
+		err := t.queryRow(`DELETE FROM sessions WHERE id = ? RETURNING project_id`, id).Scan(&project)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
 		}
 		if err != nil {
 			return s.wrap(ctx, op, err)
 		}
-		res, err := t.exec(`DELETE FROM sessions WHERE id = ?`, id)
-		if err := s.updated(ctx, op, id, res, err); err != nil {
-			return err
-		}
-		for _, d := range digests {
-			if _, err := t.exec(`DELETE FROM shared_payloads WHERE digest = ?1
-				AND NOT EXISTS (SELECT 1 FROM events WHERE shared = ?1)
-				AND NOT EXISTS (SELECT 1 FROM torn_events WHERE shared = ?1)`, d); err != nil {
-				return s.wrap(ctx, op, err)
-			}
-		}
-		return nil
+		_, err = t.exec(sqliteCollectShared, project)
+		return s.wrap(ctx, op, err)
 	})
 }
+
+// sqliteCollectShared deletes the shared parts of a project that no
+// record refers to. It looks at all of the project's parts, not only
+// those of the session deleted, so that parts left behind by a session
+// deleted without it (by a replica older than the shared parts) go at
+// the project's next deletion.
+const sqliteCollectShared = `DELETE FROM shared_payloads WHERE project_id = ?
+	AND NOT EXISTS (SELECT 1 FROM events WHERE shared = shared_payloads.digest)
+	AND NOT EXISTS (SELECT 1 FROM torn_events WHERE shared = shared_payloads.digest)`
 
 // sqliteInsertEventsMax bounds the events one INSERT carries: four
 // variables each, far below SQLite's limit on a statement's variables, and

@@ -78,7 +78,8 @@ func TestSQLiteConformance(t *testing.T) {
 	}
 	storetest.Run(t, f.open, storetest.WithCorrupter(f.corrupt), storetest.WithUnreachable(func(ctx context.Context) (store.Store, error) {
 		return store.Open(ctx, "sqlite:"+filepath.Join(blocker, "penguin.db"))
-	}), storetest.WithSharedPayloads(storetest.SharedPayloads{Count: f.countShared, Damage: f.damageShared}))
+	}), storetest.WithSharedPayloads(storetest.SharedPayloads{
+		Count: f.countShared, Damage: f.damageShared, DeleteOld: f.deleteOld}))
 }
 
 // db opens a separate connection to the file behind s, with no foreign
@@ -104,6 +105,15 @@ func (f *sqliteFiles) countShared(t *testing.T, s store.Store) int {
 		t.Fatalf("count shared parts: %v", err)
 	}
 	return n
+}
+
+// deleteOld deletes a session as a replica older than the shared parts
+// did.
+func (f *sqliteFiles) deleteOld(t *testing.T, s store.Store, sessionID string) {
+	t.Helper()
+	if _, err := f.db(t, s).ExecContext(testkit.Context(t, time.Minute), `PRAGMA foreign_keys = ON; DELETE FROM sessions WHERE id = ?`, sessionID); err != nil {
+		t.Fatalf("delete session %s: %v", sessionID, err)
+	}
 }
 
 // damageShared overwrites every shared part with body, or deletes them

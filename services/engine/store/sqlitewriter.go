@@ -150,14 +150,6 @@ func (t *writeTx) exec(query string, args ...any) (sql.Result, error) {
 	return t.s.ws.exec(t.ctx, query, args...)
 }
 
-// query runs query in this write, as exec does.
-func (t *writeTx) query(query string, args ...any) (*sql.Rows, error) {
-	if t.tx != nil {
-		return t.tx.QueryContext(t.ctx, query, args...)
-	}
-	return t.s.ws.query(t.ctx, query, args...)
-}
-
 // queryRow runs query for one row in this write, as exec does.
 func (t *writeTx) queryRow(query string, args ...any) *sql.Row {
 	if t.tx != nil {

@@ -146,20 +146,6 @@ func storeShared(ctx context.Context, sessionID, project string, enc []encodedEv
 	return nil
 }
 
-// collectDigests reads every row of a result of shared parts' keys. The
-// caller closes rows and wraps the error.
-func collectDigests(rows rowIterator) ([][]byte, error) {
-	var out [][]byte
-	for rows.Next() {
-		var d []byte
-		if err := rows.Scan(&d); err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
-}
-
 // nilIfEmpty stores an empty byte slice as NULL.
 func nilIfEmpty(b []byte) any {
 	if len(b) == 0 {

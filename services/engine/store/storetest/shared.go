@@ -21,6 +21,9 @@ type SharedPayloads struct {
 	// Damage replaces the bytes of every shared part with body, or
 	// deletes every one when body is nil.
 	Damage func(t *testing.T, s store.Store, body []byte)
+	// DeleteOld deletes a session's row, and with it its records, as a
+	// replica older than the shared parts did: with nothing else.
+	DeleteOld func(t *testing.T, s store.Store, sessionID string)
 }
 
 // WithSharedPayloads supplies what the shared parts' tests need. Without
@@ -52,7 +55,7 @@ func bigTools(n int, name string) *penguinv1.OmniMessage {
 }
 
 func (s *suite) needShared(t *testing.T) {
-	if s.shared.Count == nil || s.shared.Damage == nil {
+	if s.shared.Count == nil || s.shared.Damage == nil || s.shared.DeleteOld == nil {
 		t.Fatal("no SharedPayloads given to storetest.Run (use WithSharedPayloads); shared parts are unverified")
 	}
 }
@@ -64,10 +67,10 @@ func (s *suite) needShared(t *testing.T) {
 func (s *suite) testSharedPayloads(t *testing.T, ctx context.Context, st store.Store) {
 	s.needShared(t)
 	logs := map[string][]store.Event{}
-	write := func(id, project string) {
+	write := func(id, project string, prompt ...string) {
 		t.Helper()
 		sess := &store.Session{ID: id, ProjectID: project}
-		first := eventsOf(1, bigMeta(id, "same"))
+		first := eventsOf(1, bigMeta(id, strings.Join(append([]string{"same"}, prompt...), " ")))
 		if err := st.CreateSession(ctx, sess, first...); err != nil {
 			t.Fatalf("CreateSession(%s): %v", id, err)
 		}
@@ -77,7 +80,7 @@ func (s *suite) testSharedPayloads(t *testing.T, ctx context.Context, st store.S
 		}
 		// A new context of the same session: the same prompt again, and
 		// the same tools again, through WriteSession.
-		again := eventsOf(4, bigMeta(id, "same"), bigTools(20, "read"))
+		again := eventsOf(4, bigMeta(id, strings.Join(append([]string{"same"}, prompt...), " ")), bigTools(20, "read"))
 		if err := st.WriteSession(ctx, id, store.SessionWrite{Events: again}); err != nil {
 			t.Fatalf("WriteSession(%s): %v", id, err)
 		}
@@ -141,6 +144,21 @@ func (s *suite) testSharedPayloads(t *testing.T, ctx context.Context, st store.S
 	write("d", "")
 	check("d")
 	count(2, "a new session after the parts were collected")
+
+	// A session deleted by an older replica leaves its parts behind (here
+	// a prompt no other session has); the project's next deletion
+	// collects them.
+	write("e", "", "older")
+	s.shared.DeleteOld(t, st, "d")
+	s.shared.DeleteOld(t, st, "e")
+	count(3, "the sessions deleted by an older replica")
+	write("f", "")
+	write("g", "")
+	s.shared.DeleteOld(t, st, "f")
+	if err := st.DeleteSession(ctx, "g"); err != nil {
+		t.Fatalf("DeleteSession(g): %v", err)
+	}
+	count(0, "the project's next deletion")
 }
 
 // testSharedPayloadMissing checks that an event whose shared part is
