@@ -93,8 +93,10 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
+	for _, d := range []string{binDir, floorDir} {
+		if d != "" {
+			_ = os.RemoveAll(d)
+		}
 	}
 	os.Exit(code)
 }
@@ -468,6 +470,17 @@ func startServer(b *testing.B, bin, home, root, providers string, res *runResult
 	t0 := time.Now()
 	p := netns.Start(b, "penguin serve", cmd)
 	addr := p.WaitLog("gRPC server listening", map[string]string{"server": "penguin"}, "addr", serverStartLimit)
+	s := connect(b, p, addr)
+	res.coldStart = time.Since(t0)
+	res.fixedRSS, res.fixedAnon = rss(b, p.Pid()), anonRSS(b, p.Pid())
+	res.fixedHuge = procCount(b, p.Pid(), "smaps_rollup", "FilePmdMapped") << 10
+	return s
+}
+
+// connect is a client of the server process p at addr, on a new
+// connection, once the server answers SERVING to a health check.
+func connect(b *testing.B, p *netns.Proc, addr string) *server {
+	b.Helper()
 	conn, err := grpcclient.New(addr, grpcclient.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -482,13 +495,9 @@ func startServer(b *testing.B, bin, home, root, providers string, res *runResult
 			b.Fatalf("health check: %v", err)
 		}
 		if resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			break
+			return s
 		}
 	}
-	res.coldStart = time.Since(t0)
-	res.fixedRSS, res.fixedAnon = rss(b, p.Pid()), anonRSS(b, p.Pid())
-	res.fixedHuge = procCount(b, p.Pid(), "smaps_rollup", "FilePmdMapped") << 10
-	return s
 }
 
 // task runs the task on route and checks that it did what was asked: the
@@ -505,18 +514,25 @@ func (s *server) task(ctx context.Context, b *testing.B, route, ws string) time.
 // tryTask is task, returning what went wrong instead of failing the
 // benchmark, for goroutines other than the benchmark's own.
 func (s *server) tryTask(ctx context.Context, route, ws string) (time.Duration, error) {
+	created, _, err := s.runTask(ctx, route, ws, nil)
+	return created, err
+}
+
+// runTask is tryTask, which also returns the session's id and hands
+// every event streamed to keep, when it is not nil.
+func (s *server) runTask(ctx context.Context, route, ws string, keep func(*penguinv1.RunEvent)) (time.Duration, string, error) {
 	t0 := time.Now()
 	sess, err := s.engine.CreateSession(ctx, &penguinv1.CreateSessionRequest{
 		Model: &penguinv1.ModelRef{Provider: route, ModelId: modelID}, Workspace: ws,
 		ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_READ_ONLY,
 	})
 	if err != nil {
-		return 0, fmt.Errorf("CreateSession: %w", err)
+		return 0, "", fmt.Errorf("CreateSession: %w", err)
 	}
 	created := time.Since(t0)
 	stream, err := s.engine.Run(ctx, &penguinv1.RunRequest{SessionId: sess.GetSession().GetSessionId(), Prompt: prompt})
 	if err != nil {
-		return 0, fmt.Errorf("Run: %w", err)
+		return 0, "", fmt.Errorf("Run: %w", err)
 	}
 	var read, answered bool
 	for {
@@ -525,7 +541,10 @@ func (s *server) tryTask(ctx context.Context, route, ws string) (time.Duration, 
 			break
 		}
 		if err != nil {
-			return 0, fmt.Errorf("Run: %w", err)
+			return 0, "", fmt.Errorf("Run: %w", err)
+		}
+		if keep != nil {
+			keep(resp.GetEvent())
 		}
 		m := resp.GetEvent().GetMessage()
 		if o := m.GetToolCallOutput(); o != nil {
@@ -536,9 +555,9 @@ func (s *server) tryTask(ctx context.Context, route, ws string) (time.Duration, 
 		}
 	}
 	if !read || !answered {
-		return 0, fmt.Errorf("session %s: the task did not read the file (%v) or answer (%v)", sess.GetSession().GetSessionId(), read, answered)
+		return 0, "", fmt.Errorf("session %s: the task did not read the file (%v) or answer (%v)", sess.GetSession().GetSessionId(), read, answered)
 	}
-	return created, nil
+	return created, sess.GetSession().GetSessionId(), nil
 }
 
 // healthRTT is one unary round trip to the server on the task's
@@ -557,6 +576,7 @@ func (s *server) healthRTT(ctx context.Context, b *testing.B) time.Duration {
 type directTask struct {
 	client   *goopenai.Client
 	requests [2]goopenai.ChatCompletionRequest
+	bodies   [2][]byte // the requests as the server sent them
 	file     string
 }
 
@@ -575,6 +595,7 @@ func calibrate(ctx context.Context, b *testing.B, srv *server, rec *emulator.Ser
 	cfg.HTTPClient = &http.Client{}
 	d := &directTask{client: goopenai.NewClientWithConfig(cfg), file: filepath.Join(ws, helloFile)}
 	for i, r := range reqs {
+		d.bodies[i] = r.RawBody
 		if err := json.Unmarshal(r.RawBody, &d.requests[i]); err != nil {
 			b.Fatalf("request %d: %v", i, err)
 		}
