@@ -76,7 +76,9 @@ func floorBinary(b *testing.B) string {
 // BenchmarkTask computes them. After each run it checks that each floor
 // server did the work: its own counts (tasks, model calls, reads,
 // commits), the rows of its database, and the model's count of the
-// requests it answered.
+// requests it answered. With PENGUIN_BENCH_FLOOR_PROFILE set to a
+// directory, each floor server writes a CPU profile of its run there
+// (a profiled server is slower: take figures from runs without it).
 func BenchmarkTaskFloor(b *testing.B) {
 	bin, floorBin := penguinBinary(b), floorBinary(b)
 	tasks := envInt(b, "PENGUIN_BENCH_TASKS", defaultTasks)
@@ -146,8 +148,8 @@ func floorRunOnce(b *testing.B, bin, floorBin string, run, tasks int) floorRun {
 	writeFile(b, planPath, string(data))
 	dbPath := filepath.Join(dir, "floor.db")
 	var srvs [nServers]*server
-	srvs[srvFloor] = startFloor(b, floorBin, "floor", r.mock.url, planPath, dbPath)
-	srvs[srvBare] = startFloor(b, floorBin, "floor without SQLite", r.mock.url, planPath, "")
+	srvs[srvFloor] = startFloor(b, floorBin, "floor", r.mock.url, planPath, dbPath, profilePath(b, "floor", run))
+	srvs[srvBare] = startFloor(b, floorBin, "floor without SQLite", r.mock.url, planPath, "", profilePath(b, "floor-bare", run))
 	srvs[srvPenguin] = r.srv
 	for _, s := range srvs[:srvPenguin] {
 		for range warmupTasks {
@@ -288,11 +290,26 @@ type goopenaiRequest struct {
 	} `json:"messages"`
 }
 
-// startFloor starts a floor server recording in db (nothing when empty)
-// and connects to it as to Penguin.
-func startFloor(b *testing.B, bin, name, modelURL, plan, db string) *server {
+// profilePath is where a floor server of run writes its CPU profile:
+// name-runN.pb.gz in the directory PENGUIN_BENCH_FLOOR_PROFILE names
+// (made if missing), or nowhere when it is not set.
+func profilePath(b *testing.B, name string, run int) string {
+	dir := os.Getenv("PENGUIN_BENCH_FLOOR_PROFILE")
+	if dir == "" {
+		return ""
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	return filepath.Join(dir, fmt.Sprintf("%s-run%d.pb.gz", name, run+1))
+}
+
+// startFloor starts a floor server recording in db (nothing when empty),
+// profiled into profile when it is set, and connects to it as to
+// Penguin.
+func startFloor(b *testing.B, bin, name, modelURL, plan, db, profile string) *server {
 	b.Helper()
-	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--model-url", modelURL+"/v1", "--plan", plan, "--db", db)
+	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--model-url", modelURL+"/v1", "--plan", plan, "--db", db, "--cpu-profile", profile)
 	cmd.Env = e2etest.BaseEnv(b)
 	p := netns.Start(b, name, cmd)
 	b.Cleanup(func() { p.Stop(10 * time.Second) })

@@ -2,7 +2,7 @@
 // process of its own, so that the task benchmark measures its CPU from
 // /proc as it measures Penguin's:
 //
-//	floorserver --listen ADDR --model-url URL --plan FILE [--db FILE]
+//	floorserver --listen ADDR --model-url URL --plan FILE [--db FILE] [--cpu-profile FILE]
 //
 // Without --db it records nothing. It logs "floor listening" with the
 // address once it serves, and on SIGTERM or SIGINT stops and logs "floor
@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"syscall"
 
 	"google.golang.org/grpc"
@@ -43,9 +44,27 @@ func run(log *slog.Logger) error {
 	modelURL := flag.String("model-url", "", "the model's OpenAI-compatible base URL, such as http://host/v1")
 	planPath := flag.String("plan", "", "the plan (JSON) the benchmark took from Penguin")
 	dbPath := flag.String("db", "", "the SQLite database to record in; empty records nothing")
+	profile := flag.String("cpu-profile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if *modelURL == "" || *planPath == "" {
 		return errors.New("--model-url and --plan are required")
+	}
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		// Stopped after the last task, before the profile's file is
+		// closed, whichever way run returns.
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				log.Error("cpu profile", "error", err)
+			}
+		}()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
