@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,35 +30,12 @@ const (
 	harnessCPU  = 16.0 // ms, CPU overhead
 )
 
-var (
-	floorOnce sync.Once
-	floorDir  string // where floorBinary built the floor server; TestMain removes it
-	floorPath string
-	floorErr  error
-)
+var floorBuild build
 
 // floorBinary builds e2e/bench/floorserver once per test process, as
-// Penguin's binary is built (e2etest.GoBuildShipped).
+// Penguin's binary is built.
 func floorBinary(b *testing.B) string {
-	b.Helper()
-	floorOnce.Do(func() {
-		if floorDir, floorErr = os.MkdirTemp("", "penguin-floor-"); floorErr != nil {
-			return
-		}
-		repo, err := filepath.Abs("../..")
-		if err != nil {
-			floorErr = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		floorPath = filepath.Join(floorDir, "floorserver")
-		floorErr = e2etest.GoBuildShipped(ctx, repo, floorPath, "./e2e/bench/floorserver")
-	})
-	if floorErr != nil {
-		b.Fatal(floorErr)
-	}
-	return floorPath
+	return filepath.Join(floorBuild.do(b, "penguin-floor-", "floorserver", "./e2e/bench/floorserver"), "floorserver")
 }
 
 // BenchmarkTaskFloor measures the floor under the task's per-task
@@ -257,9 +233,9 @@ func takePlan(ctx context.Context, b *testing.B, r *rig) (*floor.Plan, int64) {
 
 	// The floor's second request from the recorded first, with the
 	// recorded call and output, must be the recorded second.
-	var second goopenaiRequest
-	if err := json.Unmarshal(r.direct.bodies[1], &second); err != nil || len(second.Messages) != 4 || len(second.Messages[2].ToolCalls) != 1 {
-		b.Fatalf("the recorded second request is not the first's with a tool call and its output (%v): %s", err, r.direct.bodies[1])
+	second := r.direct.requests[1]
+	if len(second.Messages) != 4 || len(second.Messages[2].ToolCalls) != 1 {
+		b.Fatalf("the recorded second request is not the first's with a tool call and its output: %s", r.direct.bodies[1])
 	}
 	call, output := second.Messages[2].ToolCalls[0], second.Messages[3].Content
 	head, tail, err := floor.SplitRequest(plan.Request)
@@ -273,21 +249,6 @@ func takePlan(ctx context.Context, b *testing.B, r *rig) (*floor.Plan, int64) {
 		b.Fatalf("the floor's read_file gives %q, Penguin's %q", got, output)
 	}
 	return plan, bytes
-}
-
-// goopenaiRequest is the part of a chat completion request takePlan
-// reads.
-type goopenaiRequest struct {
-	Messages []struct {
-		Content   string `json:"content"`
-		ToolCalls []struct {
-			ID       string `json:"id"`
-			Function struct {
-				Name      string `json:"name"`
-				Arguments string `json:"arguments"`
-			} `json:"function"`
-		} `json:"tool_calls"`
-	} `json:"messages"`
 }
 
 // profilePath is where a floor server of run writes its CPU profile:
@@ -337,13 +298,7 @@ func stopFloor(b *testing.B, p *netns.Proc) floor.Counts {
 // median of the runs and their range, and their ratios to
 // PenguinHarness's constants.
 func floorReport(b *testing.B, results []floorRun, tasks int) {
-	per := func(f func(r floorRun) float64) []float64 {
-		out := make([]float64, len(results))
-		for i, r := range results {
-			out[i] = f(r)
-		}
-		return out
-	}
+	per := func(f func(r floorRun) float64) []float64 { return perRun(results, f) }
 	type figure struct {
 		name, unit, metric string
 		of                 func(r floorRun, s int) float64

@@ -84,57 +84,62 @@ var referenceFigures = map[string]string{
 	"fixed RSS at ready": "99 MiB", "disk growth": "26 KiB",
 }
 
-var (
-	buildOnce sync.Once
-	binDir    string // where penguinBinary built the binary; TestMain removes it
-	binPath   string
-	buildErr  error
-)
+var penguinBuild build
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	for _, d := range []string{binDir, floorDir} {
-		if d != "" {
-			_ = os.RemoveAll(d)
+	for _, bd := range []*build{&penguinBuild, &floorBuild} {
+		if bd.dir != "" {
+			_ = os.RemoveAll(bd.dir)
 		}
 	}
 	os.Exit(code)
 }
 
 // penguinBinary builds cmd/penguin once per test process as `make build`
-// does (e2etest.GoBuildShipped), with the sandbox trampoline beside it as
-// `make build` installs them, and returns its
-// path; PENGUIN_BENCH_BINARY names a binary to measure instead (another
-// build, to compare two versions on the same machine).
+// does, with the sandbox trampoline beside it as `make build` installs
+// them, and returns its path; PENGUIN_BENCH_BINARY names a binary to
+// measure instead (another build, to compare two versions on the same
+// machine).
 func penguinBinary(b *testing.B) string {
 	b.Helper()
 	if p := os.Getenv("PENGUIN_BENCH_BINARY"); p != "" {
 		return p
 	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "penguin-bench-")
-		if err != nil {
-			buildErr = err
+	return filepath.Join(penguinBuild.do(b, "penguin-bench-", "penguin", "./cmd/penguin", sandbox.TrampolineName, "./cmd/penguin-sandbox"), "penguin")
+}
+
+// build is a directory of binaries built once per test process.
+type build struct {
+	once sync.Once
+	dir  string // TestMain removes it
+	err  error
+}
+
+// do builds each pair of names and packages of the repository into one
+// temporary directory as they ship (e2etest.GoBuildShipped), the first
+// time it is called, and returns the directory.
+func (bd *build) do(b *testing.B, prefix string, namesAndPkgs ...string) string {
+	b.Helper()
+	bd.once.Do(func() {
+		if bd.dir, bd.err = os.MkdirTemp("", prefix); bd.err != nil {
 			return
 		}
-		binDir = dir
 		repo, err := filepath.Abs("../..")
 		if err != nil {
-			buildErr = err
+			bd.err = err
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		binPath = filepath.Join(dir, "penguin")
-		buildErr = e2etest.GoBuildShipped(ctx, repo, binPath, "./cmd/penguin")
-		if buildErr == nil {
-			buildErr = e2etest.GoBuildShipped(ctx, repo, filepath.Join(dir, sandbox.TrampolineName), "./cmd/penguin-sandbox")
+		for i := 0; i+1 < len(namesAndPkgs) && bd.err == nil; i += 2 {
+			bd.err = e2etest.GoBuildShipped(ctx, repo, filepath.Join(bd.dir, namesAndPkgs[i]), namesAndPkgs[i+1])
 		}
 	})
-	if buildErr != nil {
-		b.Fatal(buildErr)
+	if bd.err != nil {
+		b.Fatal(bd.err)
 	}
-	return binPath
+	return bd.dir
 }
 
 // envInt reads a positive count from the environment, or def.
@@ -732,14 +737,17 @@ type row struct {
 	metric   string  // the ReportMetric unit of the median
 }
 
-func report(b *testing.B, results []runResult, tasks int) {
-	per := func(f func(r runResult) float64) []float64 {
-		out := make([]float64, len(results))
-		for i, r := range results {
-			out[i] = f(r)
-		}
-		return out
+// perRun is f of each run's result.
+func perRun[R any](results []R, f func(r R) float64) []float64 {
+	out := make([]float64, len(results))
+	for i, r := range results {
+		out[i] = f(r)
 	}
+	return out
+}
+
+func report(b *testing.B, results []runResult, tasks int) {
+	per := func(f func(r runResult) float64) []float64 { return perRun(results, f) }
 	kib := func(n int64) float64 { return float64(n) / 1024 }
 	mib := func(n int64) float64 { return float64(n) / (1 << 20) }
 	rows := []row{

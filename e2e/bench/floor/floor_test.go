@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	goopenai "github.com/sashabaranov/go-openai"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -42,15 +43,7 @@ func readRequests(t *testing.T) (first, second []byte) {
 // Penguin sends, given the same first request, tool call and output.
 func TestNextRequest(t *testing.T) {
 	first, second := readRequests(t)
-	var req struct {
-		Messages []struct {
-			Content   string `json:"content"`
-			ToolCalls []struct {
-				ID       string `json:"id"`
-				Function struct{ Name, Arguments string }
-			} `json:"tool_calls"`
-		} `json:"messages"`
-	}
+	var req goopenai.ChatCompletionRequest
 	if err := json.Unmarshal(second, &req); err != nil {
 		t.Fatal(err)
 	}
