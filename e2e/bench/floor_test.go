@@ -221,11 +221,28 @@ func takePlan(ctx context.Context, b *testing.B, r *rig) (*floor.Plan, int64) {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	var bytes, events int64
-	if err := db.QueryRowContext(ctx, `SELECT (SELECT payload FROM events WHERE session_id = ?1 AND kind = 'session_meta'),
-		(SELECT config FROM sessions WHERE id = ?1), (SELECT sum(length(payload)) FROM events WHERE session_id = ?1),
-		(SELECT count(*) FROM events WHERE session_id = ?1)`, id).Scan(&plan.SessionMeta, &plan.Config, &bytes, &events); err != nil {
+	// The session_meta's row keeps its body, and its system prompt is a
+	// part kept once per project (services/engine/store, payloads.go);
+	// the bytes a session adds to the log are its rows' bodies.
+	var (
+		bytes, events    int64
+		metaBody, prompt []byte
+	)
+	if err := db.QueryRowContext(ctx, `SELECT (SELECT body FROM events WHERE session_id = ?1 AND kind = 'session_meta'),
+		(SELECT p.body FROM events AS e JOIN shared_payloads AS p ON p.digest = e.shared
+			WHERE e.session_id = ?1 AND e.kind = 'session_meta'),
+		(SELECT config FROM sessions WHERE id = ?1), (SELECT sum(length(body)) FROM events WHERE session_id = ?1),
+		(SELECT count(*) FROM events WHERE session_id = ?1)`, id).Scan(&metaBody, &prompt, &plan.Config, &bytes, &events); err != nil {
 		b.Fatalf("session %s in Penguin's log: %v", id, err)
+	}
+	// Protobuf decodes a concatenation as a merge: body and part are the
+	// whole session_meta, encoded again as the engine encoded it.
+	meta := new(penguinv1.OmniMessage)
+	if err := proto.Unmarshal(append(metaBody, prompt...), meta); err != nil || meta.GetSessionMeta() == nil {
+		b.Fatalf("session %s's session_meta in Penguin's log: %v", id, err)
+	}
+	if plan.SessionMeta, err = proto.Marshal(meta); err != nil {
+		b.Fatal(err)
 	}
 	if events != 13 {
 		b.Fatalf("Penguin's log holds %d events of the plan's task; the floor records 13", events)
