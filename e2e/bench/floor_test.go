@@ -53,7 +53,9 @@ func floorBinary(b *testing.B) string {
 // server did the work: its own counts (tasks, model calls, reads,
 // commits), the rows of its database, and the model's count of the
 // requests it answered. With PENGUIN_BENCH_FLOOR_PROFILE set to a
-// directory, each floor server writes a CPU profile of its run there
+// directory, each floor server writes a CPU profile of its whole run
+// there, and Penguin's is taken over the measured tasks and the idle
+// seconds after them, PENGUIN_BENCH_PROFILE_SECONDS (default 30) in all
 // (a profiled server is slower: take figures from runs without it).
 func BenchmarkTaskFloor(b *testing.B) {
 	bin, floorBin := penguinBinary(b), floorBinary(b)
@@ -110,7 +112,12 @@ func floorRunOnce(b *testing.B, bin, floorBin string, run, tasks int) floorRun {
 	// turns for n.
 	requests := 4*warmupTasks + 2 + 2*2*warmupTasks + 8*tasks
 	var start runResult
-	r := setup(ctx, b, bin, (requests+3)/4-warmupTasks, &start, "--metrics-listen", "127.0.0.1:0")
+	flags := []string{"--metrics-listen", "127.0.0.1:0"}
+	penguinProfile := profilePath(b, "penguin", run)
+	if penguinProfile != "" {
+		flags = append(flags, "--pprof-listen", "127.0.0.1:0")
+	}
+	r := setup(ctx, b, bin, (requests+3)/4-warmupTasks, &start, flags...)
 	defer r.stop()
 	metrics := r.srv.proc.WaitLog("metrics listening", nil, "addr", serverStartLimit)
 
@@ -141,6 +148,20 @@ func floorRunOnce(b *testing.B, bin, floorBin string, run, tasks int) floorRun {
 		cpu0[i], written0[i] = procCPU(b, s.proc.Pid()), procCount(b, s.proc.Pid(), "io", "write_bytes")
 	}
 	commits0 := storeCommits(b, metrics)
+	// Penguin's profile covers the measured tasks and the idle seconds
+	// after them: PENGUIN_BENCH_PROFILE_SECONDS must outlast the tasks.
+	profiled := make(chan struct{})
+	if penguinProfile != "" {
+		addr := r.srv.proc.WaitLog("profiles listening", nil, "addr", serverStartLimit)
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, envInt(b, "PENGUIN_BENCH_PROFILE_SECONDS", 30))
+		go func() {
+			defer close(profiled)
+			fetchProfile(ctx, b, url, penguinProfile)
+		}()
+	} else {
+		close(profiled)
+	}
+	t0 := time.Now()
 	for i := range tasks {
 		// The four in turn, each first once every four iterations.
 		for k := range nServers + 1 {
@@ -162,6 +183,8 @@ func floorRunOnce(b *testing.B, bin, floorBin string, run, tasks int) floorRun {
 	for i, s := range srvs {
 		res.servers[i].cpu = procCPU(b, s.proc.Pid()) - cpu0[i]
 	}
+	took := time.Since(t0)
+	<-profiled
 	time.Sleep(diskSettle)
 	for i, s := range srvs {
 		res.servers[i].written = procCount(b, s.proc.Pid(), "io", "write_bytes") - written0[i]
@@ -190,6 +213,7 @@ func floorRunOnce(b *testing.B, bin, floorBin string, run, tasks int) floorRun {
 	if n := strings.Count(r.mock.proc.Output(), `"msg":"emulator request"`); n != requests {
 		b.Fatalf("run %d: the model answered %d requests, want %d", run+1, n, requests)
 	}
+	b.Logf("run %d: %d tasks of each in %s", run+1, tasks, took.Round(time.Millisecond))
 	for i, m := range res.servers {
 		b.Logf("run %d: %s: CPU %.2f ms/task, %.1f KiB written/task, %.2f commits/task", run+1, serverNames[i],
 			ms(m.cpu)/float64(tasks), float64(m.written)/1024/float64(tasks), m.commits/float64(tasks))
@@ -251,7 +275,7 @@ func takePlan(ctx context.Context, b *testing.B, r *rig) (*floor.Plan, int64) {
 	return plan, bytes
 }
 
-// profilePath is where a floor server of run writes its CPU profile:
+// profilePath is where a server of run writes its CPU profile:
 // name-runN.pb.gz in the directory PENGUIN_BENCH_FLOOR_PROFILE names
 // (made if missing), or nowhere when it is not set.
 func profilePath(b *testing.B, name string, run int) string {
