@@ -109,9 +109,20 @@ func (e *HeldError) Error() string {
 }
 
 // Acquire takes the session's lease for this replica. A live lease of
-// another replica is a *HeldError; the store's errors pass through.
+// another replica is a *HeldError; the store's errors pass through. A
+// store that reads the session's row with the lease
+// (store.LeaseRowReader) leaves it on the lease (Row).
 func (k *Keeper) Acquire(ctx context.Context, sessionID string) (*Lease, error) {
-	ok, err := k.store.AcquireLease(ctx, sessionID, k.owner, k.addr, k.ttl)
+	var (
+		ok  bool
+		row *store.Session
+		err error
+	)
+	if rr, can := k.store.(store.LeaseRowReader); can {
+		ok, row, err = rr.AcquireLeaseRow(ctx, sessionID, k.owner, k.addr, k.ttl)
+	} else {
+		ok, err = k.store.AcquireLease(ctx, sessionID, k.owner, k.addr, k.ttl)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +131,7 @@ func (k *Keeper) Acquire(ctx context.Context, sessionID string) (*Lease, error) 
 		held.Owner, held.Address, _, _ = k.store.LeaseHolder(ctx, sessionID)
 		return nil, held
 	}
-	return &Lease{k: k, session: sessionID}, nil
+	return &Lease{k: k, session: sessionID, row: row}, nil
 }
 
 // Holder returns the replica that holds a live lease on the session, and
@@ -154,11 +165,21 @@ func (k *Keeper) CutOff(ctx context.Context, sessionID string) (bool, error) {
 type Lease struct {
 	k       *Keeper
 	session string
+	// row is the session's row read with the lease; nil when the store
+	// does not read it so.
+	row *store.Session
 
 	mu   sync.Mutex
 	stop context.CancelFunc
 	done chan struct{}
 }
+
+// Row returns the session's row as it stood when the lease was taken, or
+// nil when the store did not read it with the lease. No other replica
+// starts a task on the session from then on, so it is what a read of the
+// row right after the lease would have returned, unless this replica
+// wrote the row since.
+func (l *Lease) Row() *store.Session { return l.row }
 
 // Keep renews the lease every TTL/3 until Release, or until ctx ends. When
 // a renewal finds the lease held by another replica, lost is called once

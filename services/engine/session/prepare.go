@@ -31,14 +31,25 @@ type prepared struct {
 	input []*penguinv1.OmniMessage
 }
 
+// leasedRow is the session's row read with its run lease (lease.Row),
+// and the mark of the environment disposals then (idleEnvs.quiet); a
+// zero leasedRow has no row.
+type leasedRow struct {
+	row       *store.Session
+	disposals uint64
+}
+
 // prepare reads what a task needs: the row, the agent state, the context
 // rebuilt from the log, and the environment with its tools (for a goal,
 // with the session's scratchpad). It writes nothing to the log.
 //
 // The environment counts as in use from here until the task's release
 // (idleEnvs); the row is read once a disposal of it in progress has
-// ended, so the task never binds an environment that is going away.
-func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel, goal bool) (_ *prepared, err error) {
+// ended, so the task never binds an environment that is going away. The
+// row read with the lease (leased) is that row too when no disposal was
+// in progress then or has begun since, and the caller has not written
+// the row since: it is not read again.
+func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel, goal bool, leased leasedRow) (_ *prepared, err error) {
 	m := rt.m
 	var users []string
 	defer func() {
@@ -48,13 +59,16 @@ func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel
 			}
 		}
 	}()
-	if _, err := m.idleEnvs.use(ctx, rt.id); err != nil {
+	waited, err := m.idleEnvs.use(ctx, rt.id)
+	if err != nil {
 		return nil, err
 	}
 	users = append(users, rt.id)
-	row, err := m.store.GetSession(ctx, rt.id)
-	if err != nil {
-		return nil, err
+	row := leased.row
+	if mark, _ := m.idleEnvs.quiet(rt.id); row == nil || waited || mark != leased.disposals {
+		if row, err = m.store.GetSession(ctx, rt.id); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := parseConfig(row.Config)
 	if err != nil {

@@ -560,3 +560,49 @@ func TestSQLiteWALStartsOverUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d appends, the WAL started over %d times", seq, restarts)
 }
+
+// AcquireLeaseRow takes the lease as AcquireLease does, and reads the row
+// with it on the writer: in one commit, and with no statement on the
+// readers. A lease another owner holds returns no row.
+func TestSQLiteAcquireLeaseRow(t *testing.T) {
+	ctx := testkit.Context(t, time.Minute)
+	for _, url := range []string{filepath.Join(t.TempDir(), "leaserow.db"), ":memory:"} {
+		s, err := store.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		lr, ok := s.(store.LeaseRowReader)
+		if !ok {
+			t.Fatalf("%s: the SQLite store does not read the row with the lease", url)
+		}
+		want := &store.Session{ID: "l", Title: "the row", ProjectID: store.DefaultProject}
+		if err := s.CreateSession(ctx, want); err != nil {
+			t.Fatal(err)
+		}
+		commits, reads := s.(store.CommitCounter).Commits(), s.(store.ReadCounter).Reads()
+		taken, row, err := lr.AcquireLeaseRow(ctx, "l", "me", "addr", time.Minute)
+		if err != nil || !taken || row == nil {
+			t.Fatalf("%s: AcquireLeaseRow = %v, %v, %v; want the lease and the row", url, taken, row, err)
+		}
+		if row.ID != "l" || row.Title != want.Title || !row.CreatedAt.Equal(want.CreatedAt) {
+			t.Fatalf("%s: AcquireLeaseRow returned %+v; want the row created", url, row)
+		}
+		if n := s.(store.CommitCounter).Commits() - commits; n != 1 {
+			t.Errorf("%s: AcquireLeaseRow committed %d transactions, want 1", url, n)
+		}
+		if n := s.(store.ReadCounter).Reads() - reads; n != 0 {
+			t.Errorf("%s: AcquireLeaseRow ran %d statements on the readers, want none", url, n)
+		}
+		if owner, _, _, err := s.LeaseHolder(ctx, "l"); err != nil || owner != "me" {
+			t.Fatalf("%s: LeaseHolder = %q, %v; want me", url, owner, err)
+		}
+		taken, row, err = lr.AcquireLeaseRow(ctx, "l", "other", "addr", time.Minute)
+		if err != nil || taken || row != nil {
+			t.Fatalf("%s: AcquireLeaseRow of a held lease = %v, %v, %v; want neither lease nor row", url, taken, row, err)
+		}
+		if _, _, err := lr.AcquireLeaseRow(ctx, "none", "me", "addr", time.Minute); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("%s: AcquireLeaseRow of an unknown session: %v; want ErrNotFound", url, err)
+		}
+	}
+}

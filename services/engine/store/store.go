@@ -175,6 +175,14 @@ type Store interface {
 	// GetSession returns the session with the given id, or ErrNotFound.
 	GetSession(ctx context.Context, id string) (*Session, error)
 
+	// GetSessionAccess returns the session with the given id, as
+	// GetSession does, and userID's membership of the session's project,
+	// nil when userID is no member of it: what a call on the session
+	// needs to be authorized, read in one statement where GetSession and
+	// GetMember are two (two read transactions, each with its locks and
+	// its pages read again on SQLite).
+	GetSessionAccess(ctx context.Context, id, userID string) (*Session, *Member, error)
+
 	// ListSessions returns one page of sessions, newest first (by
 	// CreatedAt, ties broken by id, descending), and the token of the next
 	// page, empty on the last one. Paging is stable: sessions created or
@@ -278,6 +286,29 @@ type Store interface {
 	// Close releases the store's connections. Calls after Close fail with
 	// ErrUnavailable; closing twice is harmless.
 	Close() error
+}
+
+// LeaseRowReader is a store that takes a session's run lease and reads
+// the session's row in one transaction: the SQLite store, on its
+// writer's connection, whose pages are current (a reader connection
+// reads again every page it needs after each commit of the writer). The
+// row is the one a task prepares from once it holds the lease, so it is
+// as fresh as a read after the lease would be: no other replica may
+// start a task on the session from then on.
+type LeaseRowReader interface {
+	// AcquireLeaseRow is AcquireLease that also returns, when the lease
+	// was taken, the session's row as it stood then.
+	AcquireLeaseRow(ctx context.Context, sessionID, owner, ownerAddr string, ttl time.Duration) (bool, *Session, error)
+}
+
+// ReadCounter is a store that counts the statements it runs on its
+// readers: with the tasks run, it says how many reads a task costs
+// (docs/performance.md). The SQLite store is one; the engine exports the
+// count as the metric penguin_engine_store_reads_total.
+type ReadCounter interface {
+	// Reads returns the number of statements run on the readers since
+	// the store was opened.
+	Reads() int64
 }
 
 // SessionWrite is what one WriteSession commits.
