@@ -110,16 +110,16 @@ func (e *HeldError) Error() string {
 
 // Acquire takes the session's lease for this replica. A live lease of
 // another replica is a *HeldError; the store's errors pass through. A
-// store that reads the session's row with the lease
-// (store.LeaseRowReader) leaves it on the lease (Row).
+// store that reads what a task prepares from with the lease
+// (store.LeaseReader) leaves it on the lease (TakeRead).
 func (k *Keeper) Acquire(ctx context.Context, sessionID string) (*Lease, error) {
 	var (
-		ok  bool
-		row *store.Session
-		err error
+		ok   bool
+		read *store.LeaseRead
+		err  error
 	)
-	if rr, can := k.store.(store.LeaseRowReader); can {
-		ok, row, err = rr.AcquireLeaseRow(ctx, sessionID, k.owner, k.addr, k.ttl)
+	if lr, can := k.store.(store.LeaseReader); can {
+		ok, read, err = lr.AcquireLeaseRead(ctx, sessionID, k.owner, k.addr, k.ttl)
 	} else {
 		ok, err = k.store.AcquireLease(ctx, sessionID, k.owner, k.addr, k.ttl)
 	}
@@ -131,7 +131,7 @@ func (k *Keeper) Acquire(ctx context.Context, sessionID string) (*Lease, error) 
 		held.Owner, held.Address, _, _ = k.store.LeaseHolder(ctx, sessionID)
 		return nil, held
 	}
-	return &Lease{k: k, session: sessionID, row: row}, nil
+	return &Lease{k: k, session: sessionID, read: read}, nil
 }
 
 // Holder returns the replica that holds a live lease on the session, and
@@ -165,21 +165,25 @@ func (k *Keeper) CutOff(ctx context.Context, sessionID string) (bool, error) {
 type Lease struct {
 	k       *Keeper
 	session string
-	// row is the session's row read with the lease; nil when the store
-	// does not read it so.
-	row *store.Session
+	// read is what the store read with the lease, until TakeRead; nil
+	// when the store does not read with the lease.
+	read *store.LeaseRead
 
 	mu   sync.Mutex
 	stop context.CancelFunc
 	done chan struct{}
 }
 
-// Row returns the session's row as it stood when the lease was taken, or
-// nil when the store did not read it with the lease. No other replica
-// starts a task on the session from then on, so it is what a read of the
-// row right after the lease would have returned, unless this replica
-// wrote the row since.
-func (l *Lease) Row() *store.Session { return l.row }
+// TakeRead returns what the store read with the lease (the session's
+// row, and its log when short), once: nil after the first call, or when
+// the store did not read with the lease. No other replica starts a task
+// on the session from then on, so it is what reads right after the lease
+// would have returned, unless this replica wrote the session since.
+func (l *Lease) TakeRead() *store.LeaseRead {
+	r := l.read
+	l.read = nil
+	return r
+}
 
 // Keep renews the lease every TTL/3 until Release, or until ctx ends. When
 // a renewal finds the lease held by another replica, lost is called once

@@ -51,8 +51,8 @@ type task struct {
 	// lease is the task's run lease, renewed while the task lasts; set by
 	// claim.
 	lease *lease.Lease
-	// leased is the session's row read with the lease, for prepare.
-	leased leasedRow
+	// leased is what the store read with the lease, for prepare.
+	leased leasedRead
 	// durable tasks are handed over when the engine stops instead of
 	// aborted (agentstate's durable_tasks); handover is set when that
 	// happens. Guarded by the runtime's mu.
@@ -195,8 +195,8 @@ func (rt *Runtime) claim(ctx context.Context, t *task) error {
 	// lasts and the session has moved on: the task stops, so that two
 	// replicas never write the session's log at once.
 	t.lease = l
-	if quiet {
-		t.leased = leasedRow{row: l.Row(), disposals: mark}
+	if read := l.TakeRead(); read != nil && quiet {
+		t.leased = leasedRead{read: read, disposals: mark}
 	}
 	l.Keep(t.ctx, func(owner string) {
 		t.cancel(&loop.Aborted{Reason: fmt.Sprintf("engine replica %s took the session over after this replica failed to renew its lease", owner)})
@@ -242,8 +242,9 @@ func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, er
 // startClaimed is startRun once t holds the session: it prepares and
 // records the prompt, and starts the loop.
 func (rt *Runtime) startClaimed(ctx context.Context, t *task, spec RunSpec) (int64, error) {
-	// Nothing has written the row since the lease read it.
+	// Nothing has written the session since the lease read it.
 	p, err := rt.prepare(ctx, spec.Thinking, spec.Goal != nil, t.leased)
+	t.leased = leasedRead{}
 	if err == nil {
 		err = checkSkillsInstalled(p.st, spec.Skills)
 	}

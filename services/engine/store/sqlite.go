@@ -884,8 +884,7 @@ func (s *sqliteStore) ReadEvents(ctx context.Context, sessionID string, afterSeq
 	if limit <= 0 {
 		lim = -1 // SQLite: no limit
 	}
-	rows, err := s.rs.query(ctx, `SELECT seq, kind, payload FROM events
-		WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSequence, lim)
+	rows, err := s.rs.query(ctx, sqliteReadEvents, sessionID, afterSequence, lim)
 	if err != nil {
 		return nil, s.wrap(ctx, op, err)
 	}
@@ -905,11 +904,22 @@ func (s *sqliteStore) ReadEvents(ctx context.Context, sessionID string, afterSeq
 		}
 		return []Event{}, nil
 	}
+	return s.decodeLog(ctx, sessionID, raw)
+}
+
+// sqliteReadEvents reads a session's events after a sequence, at most a
+// number of them (-1: all).
+const sqliteReadEvents = `SELECT seq, kind, payload FROM events
+		WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`
+
+// decodeLog decodes the records of a session's log read in order, a torn
+// last one handled as tornRecord describes.
+func (s *sqliteStore) decodeLog(ctx context.Context, sessionID string, raw []encodedEvent) ([]Event, error) {
 	out, err := decodeEvents(sessionID, raw, func(seq int64, cause error) error {
 		return s.tornRecord(ctx, sessionID, seq, cause)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("read events: %w", err)
 	}
 	return out, nil
 }
@@ -957,16 +967,19 @@ func (s *sqliteStore) AcquireLease(ctx context.Context, sessionID, owner, ownerA
 	return taken, err
 }
 
-// AcquireLeaseRow implements LeaseRowReader: the lease's statement and the
-// row's are one IMMEDIATE transaction on the writer's connection, which
-// takes no lock and reads no page that the lease's write does not.
-func (s *sqliteStore) AcquireLeaseRow(ctx context.Context, sessionID, owner, ownerAddr string, ttl time.Duration) (bool, *Session, error) {
+// AcquireLeaseRead implements LeaseReader: the lease's statement, the
+// row's and the log's are one IMMEDIATE transaction on the writer's
+// connection, which takes no lock that the lease's write does not, and
+// finds the pages it reads in its cache. The log's records are decoded
+// once the transaction has ended, so a torn one is handled as ReadEvents
+// handles it.
+func (s *sqliteStore) AcquireLeaseRead(ctx context.Context, sessionID, owner, ownerAddr string, ttl time.Duration) (bool, *LeaseRead, error) {
 	return s.acquireLease(ctx, sessionID, owner, ownerAddr, ttl, true)
 }
 
-// acquireLease takes the lease, and with row also reads the session's row
-// once the lease is taken.
-func (s *sqliteStore) acquireLease(ctx context.Context, sessionID, owner, ownerAddr string, ttl time.Duration, row bool) (bool, *Session, error) {
+// acquireLease takes the lease, and with read also reads the session's
+// row and its log, when short, once the lease is taken.
+func (s *sqliteStore) acquireLease(ctx context.Context, sessionID, owner, ownerAddr string, ttl time.Duration, read bool) (bool, *LeaseRead, error) {
 	const op = "acquire lease"
 	if err := checkLease(sessionID, owner, ttl); err != nil {
 		return false, nil, fmt.Errorf("%s: %w", op, err)
@@ -974,19 +987,25 @@ func (s *sqliteStore) acquireLease(ctx context.Context, sessionID, owner, ownerA
 	if s.closed.Load() {
 		return false, nil, closedError(op)
 	}
-	var get *sql.Stmt
-	if row {
+	var get, events *sql.Stmt
+	if read {
 		// Prepared before the transaction takes the one write
 		// connection, which preparing needs too.
 		var err error
 		if get, err = s.ws.stmt(ctx, sqliteGetSession); err != nil {
 			return false, nil, s.wrap(ctx, op, err)
 		}
+		if events, err = s.ws.stmt(ctx, sqliteReadEvents); err != nil {
+			return false, nil, s.wrap(ctx, op, err)
+		}
 	}
 	now := time.Now()
-	var sess *Session
+	var (
+		lr  *LeaseRead
+		raw []encodedEvent
+	)
 	taken := false
-	err := s.write(ctx, op, row, func(t *writeTx) error {
+	err := s.write(ctx, op, read, func(t *writeTx) error {
 		var got string
 		err := t.queryRow(`INSERT INTO leases (session_id, owner, owner_addr, expires_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (session_id) DO UPDATE SET
@@ -1003,17 +1022,33 @@ func (s *sqliteStore) acquireLease(ctx context.Context, sessionID, owner, ownerA
 			return s.wrap(ctx, op, err)
 		}
 		taken = true
-		if !row {
+		if !read {
 			return nil
 		}
 		// The lease's foreign key says the row is there.
-		sess, err = scanSQLiteSession(t.stmt(get).QueryRowContext(t.ctx, sessionID))
+		row, err := scanSQLiteSession(t.stmt(get).QueryRowContext(t.ctx, sessionID))
+		if err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		lr = &LeaseRead{Row: row}
+		// One event more than a whole log may hold says it is longer.
+		rows, err := t.stmt(events).QueryContext(t.ctx, sessionID, 0, LeaseReadEvents+1)
+		if err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		raw, err = collectEvents(rows)
+		_ = rows.Close()
 		return s.wrap(ctx, op, err)
 	})
-	if err != nil {
-		return false, nil, err
+	if err != nil || lr == nil || len(raw) > LeaseReadEvents {
+		return taken, lr, err
 	}
-	return taken, sess, nil
+	if lr.Log, err = s.decodeLog(ctx, sessionID, raw); err != nil {
+		// The log is left to ReadEvents, which meets the same record.
+		return taken, lr, nil
+	}
+	lr.Whole = true
+	return taken, lr, nil
 }
 
 // ReleaseLease implements Store.

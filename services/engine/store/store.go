@@ -288,17 +288,32 @@ type Store interface {
 	Close() error
 }
 
-// LeaseRowReader is a store that takes a session's run lease and reads
-// the session's row in one transaction: the SQLite store, on its
+// LeaseReader is a store that takes a session's run lease and reads what
+// a task prepares from in the same transaction: the SQLite store, on its
 // writer's connection, whose pages are current (a reader connection
-// reads again every page it needs after each commit of the writer). The
-// row is the one a task prepares from once it holds the lease, so it is
-// as fresh as a read after the lease would be: no other replica may
-// start a task on the session from then on.
-type LeaseRowReader interface {
-	// AcquireLeaseRow is AcquireLease that also returns, when the lease
-	// was taken, the session's row as it stood then.
-	AcquireLeaseRow(ctx context.Context, sessionID, owner, ownerAddr string, ttl time.Duration) (bool, *Session, error)
+// reads again every page it needs after each commit of the writer, and a
+// new session's log is some 15 of them). What it reads is as fresh as a
+// read after the lease would be: no other replica may start a task on
+// the session from then on.
+type LeaseReader interface {
+	// AcquireLeaseRead is AcquireLease that also returns, when the lease
+	// was taken, what it read with it.
+	AcquireLeaseRead(ctx context.Context, sessionID, owner, ownerAddr string, ttl time.Duration) (bool, *LeaseRead, error)
+}
+
+// LeaseReadEvents is the longest log a LeaseReader reads with the lease:
+// a longer one is left to ReadEvents, on the readers, so that the lease's
+// transaction stays short for every other session's writes.
+const LeaseReadEvents = 16
+
+// LeaseRead is what a LeaseReader read with a session's lease.
+type LeaseRead struct {
+	// Row is the session's row.
+	Row *Session
+	// Log is the session's whole log, as ReadEvents(0) returns it, when
+	// it holds at most LeaseReadEvents events; Whole says it does.
+	Log   []Event
+	Whole bool
 }
 
 // ReadCounter is a store that counts the statements it runs on its
