@@ -116,30 +116,6 @@ func writeProviders(t testing.TB, routes ...route) string {
 	return path
 }
 
-// copyDir copies the regular files of src (one level, as the demo
-// workspace has) into a new temporary directory and returns it.
-func copyDir(t testing.TB, src string) string {
-	t.Helper()
-	dst := t.TempDir()
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dst
-}
-
 // syncBuffer is a bytes.Buffer that a process writes while a test reads.
 type syncBuffer struct {
 	mu  sync.Mutex

@@ -39,14 +39,8 @@ func KindOf(m *penguinv1.OmniMessage) Kind {
 	}
 }
 
-// IsPartial reports whether m is a streaming fragment.
-func IsPartial(m *penguinv1.OmniMessage) bool { return KindOf(m) == KindPartial }
-
 // IsCompleteModelMessage reports whether m is a complete model message.
 func IsCompleteModelMessage(m *penguinv1.OmniMessage) bool { return KindOf(m) == KindModel }
-
-// IsEvent reports whether m is a runtime event.
-func IsEvent(m *penguinv1.OmniMessage) bool { return KindOf(m) == KindEvent }
 
 // Persistable reports whether m belongs in a session log: session_meta,
 // complete model messages and events of the session itself. Partials and

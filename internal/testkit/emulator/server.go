@@ -32,25 +32,15 @@ type Option func(*options)
 
 type options struct {
 	apiKey  string
-	addr    string
 	logger  *slog.Logger
 	record  bool
 	maxBody int64
-	catalog *catalog.Catalog
 }
-
-// WithCatalog sets the catalog whose providers and models the routes
-// imitate (catalog.Builtin() by default).
-func WithCatalog(c *catalog.Catalog) Option { return func(o *options) { o.catalog = c } }
 
 // WithAPIKey makes the server reject requests that do not carry key (OpenAI:
 // "Authorization: Bearer KEY"; Anthropic: "x-api-key: KEY" or the bearer
 // header) with a 401 in the provider's error format.
 func WithAPIKey(key string) Option { return func(o *options) { o.apiKey = key } }
-
-// WithAddr sets the address [Server.Start] listens on (127.0.0.1:0 by
-// default).
-func WithAddr(addr string) Option { return func(o *options) { o.addr = addr } }
 
 // WithLogger logs one line per request (never a key or a body); without
 // it, or with nil, nothing is logged.
@@ -157,15 +147,12 @@ type Server struct {
 // [Server.Handler] in-process, or call [Server.Start]. An invalid script is
 // reported by Start and by every request.
 func New(script Script, opts ...Option) *Server {
-	o := options{addr: "127.0.0.1:0", record: true, maxBody: DefaultMaxBodyBytes}
+	o := options{record: true, maxBody: DefaultMaxBodyBytes}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.catalog == nil {
-		o.catalog = catalog.Builtin()
-	}
 	s := &Server{
-		catalog: o.catalog,
+		catalog: catalog.Builtin(),
 		script:  script,
 		invalid: script.Validate(),
 		opts:    o,
@@ -226,7 +213,7 @@ func (s *Server) Start() error {
 	if s.invalid != nil {
 		return s.invalid
 	}
-	ln, err := net.Listen("tcp", s.opts.addr)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("emulator: listen: %w", err)
 	}
@@ -299,10 +286,6 @@ func (s *Server) Close() {
 
 // OpenAIBaseURL is the base URL an OpenAI client takes: URL+"/v1".
 func (s *Server) OpenAIBaseURL() string { return s.URL + "/v1" }
-
-// AnthropicBaseURL is the base URL an Anthropic client takes: URL itself,
-// since the client appends /v1/messages.
-func (s *Server) AnthropicBaseURL() string { return s.URL }
 
 // Handler returns the emulator as an http.Handler, to mount in-process.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }

@@ -180,13 +180,6 @@ func (k *idleEnvs) stop() {
 	}
 }
 
-// pending returns the number of idle timers set, for tests.
-func (k *idleEnvs) pending() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return len(k.timers)
-}
-
 // disposeIdle disposes of the environment of session id, which no task of
 // this replica uses, and reports whether to look again after another idle
 // timeout: background commands still run there, or the store could not

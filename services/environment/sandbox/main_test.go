@@ -413,13 +413,6 @@ func runApplied(t *testing.T, e *Env, release bool, name string, args ...string)
 	}
 }
 
-// bashUnder runs a bash script in a new environment under p.
-// The args become $0, $1, ...
-func bashUnder(t *testing.T, p Policy, script string, args ...string) result {
-	t.Helper()
-	return bashIn(t, newEnv(t, p), script, args...)
-}
-
 // bashIn runs a bash script in the environment e.
 func bashIn(t *testing.T, e *Env, script string, args ...string) result {
 	t.Helper()
