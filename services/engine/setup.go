@@ -380,19 +380,21 @@ func registerCommits(st store.Store, reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil
 	}
+	var counts []prometheus.Collector
 	if c, ok := st.(store.CommitCounter); ok {
-		if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		counts = append(counts, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: "penguin", Subsystem: "engine", Name: "store_commits_total",
 			Help: "Write transactions the session store committed (SQLite only).",
-		}, func() float64 { return float64(c.Commits()) })); err != nil {
-			return fmt.Errorf("register the store's metrics: %w", err)
-		}
+		}, func() float64 { return float64(c.Commits()) }))
 	}
 	if c, ok := st.(store.ReadCounter); ok {
-		if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		counts = append(counts, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: "penguin", Subsystem: "engine", Name: "store_reads_total",
 			Help: "Statements the session store ran on its reader connections (SQLite only).",
-		}, func() float64 { return float64(c.Reads()) })); err != nil {
+		}, func() float64 { return float64(c.Reads()) }))
+	}
+	for _, c := range counts {
+		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("register the store's metrics: %w", err)
 		}
 	}
