@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -166,7 +167,7 @@ func subcommands() [][]string {
 			walk(sub, p)
 		}
 	}
-	walk(newRoot(), nil)
+	walk(newRoot(nil), nil)
 	return out
 }
 
@@ -264,6 +265,41 @@ func TestCompletion(t *testing.T) {
 	for _, want := range []string{"list", "show", "export", "delete"} {
 		if !strings.Contains(r.stdout, want+"\t") {
 			t.Errorf("sessions completes to %q; want %s", r.stdout, want)
+		}
+	}
+}
+
+// TestServeBuildsItsCommandAlone checks that a server's command line
+// builds the serve command and none of the others, whose trees its cold
+// start would wait for, and that the serve commands' help is the same as
+// in the whole tree.
+func TestServeBuildsItsCommandAlone(t *testing.T) {
+	t.Parallel()
+	var names []string
+	for _, c := range newRoot([]string{serveCommand, "--listen", ":0"}).Commands() {
+		if c.Name() != "help" && c.Name() != "completion" { // cobra's own
+			names = append(names, c.Name())
+		}
+	}
+	if want := []string{serveCommand}; !slices.Equal(names, want) {
+		t.Errorf("the root of a server's command line has %q, want %q", names, want)
+	}
+	help := func(root *cobra.Command, args []string) string {
+		var out bytes.Buffer
+		root.SetArgs(append(args, "-h"))
+		root.SetOut(&out)
+		root.SetErr(&out)
+		if err := root.Execute(); err != nil {
+			t.Fatalf("%s -h: %v", args, err)
+		}
+		return out.String()
+	}
+	for _, words := range subcommands() {
+		if words[0] != serveCommand {
+			continue
+		}
+		if alone, whole := help(newRoot(words), words), help(newRoot(nil), words); alone != whole {
+			t.Errorf("%s -h differs from the whole tree's:\n%s\nwant:\n%s", words, alone, whole)
 		}
 	}
 }

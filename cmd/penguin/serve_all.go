@@ -22,6 +22,9 @@ import (
 	"github.com/penguin-agent/penguin/web"
 )
 
+// serveCommand is the name of the server's command.
+const serveCommand = "serve"
+
 // newServeCmd is `penguin serve`: the llm, environment and engine
 // services in one process on one gRPC port, plus the HTTP/SSE gateway,
 // with embedded defaults (SQLite in Penguin's data directory, the current
@@ -31,7 +34,7 @@ import (
 // run one service each.
 func newServeCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "serve",
+		Use:   serveCommand,
 		Short: "run the llm, environment and engine services in one process",
 		Long: `Runs the llm, environment and engine services in one process on one gRPC
 port, plus the HTTP/SSE gateway. "penguin serve llm|environment|engine" runs

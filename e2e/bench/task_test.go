@@ -84,55 +84,62 @@ var referenceFigures = map[string]string{
 	"fixed RSS at ready": "99 MiB", "disk growth": "26 KiB",
 }
 
-var (
-	buildOnce sync.Once
-	binDir    string // where penguinBinary built the binary; TestMain removes it
-	binPath   string
-	buildErr  error
-)
+var penguinBuild build
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
+	for _, bd := range []*build{&penguinBuild, &floorBuild} {
+		if bd.dir != "" {
+			_ = os.RemoveAll(bd.dir)
+		}
 	}
 	os.Exit(code)
 }
 
 // penguinBinary builds cmd/penguin once per test process as `make build`
-// does (e2etest.GoBuildShipped), with the sandbox trampoline beside it as
-// `make build` installs them, and returns its
-// path; PENGUIN_BENCH_BINARY names a binary to measure instead (another
-// build, to compare two versions on the same machine).
+// does, with the sandbox trampoline beside it as `make build` installs
+// them, and returns its path; PENGUIN_BENCH_BINARY names a binary to
+// measure instead (another build, to compare two versions on the same
+// machine).
 func penguinBinary(b *testing.B) string {
 	b.Helper()
 	if p := os.Getenv("PENGUIN_BENCH_BINARY"); p != "" {
 		return p
 	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "penguin-bench-")
-		if err != nil {
-			buildErr = err
+	return filepath.Join(penguinBuild.do(b, "penguin-bench-", "penguin", "./cmd/penguin", sandbox.TrampolineName, "./cmd/penguin-sandbox"), "penguin")
+}
+
+// build is a directory of binaries built once per test process.
+type build struct {
+	once sync.Once
+	dir  string // TestMain removes it
+	err  error
+}
+
+// do builds each pair of names and packages of the repository into one
+// temporary directory as they ship (e2etest.GoBuildShipped), the first
+// time it is called, and returns the directory.
+func (bd *build) do(b *testing.B, prefix string, namesAndPkgs ...string) string {
+	b.Helper()
+	bd.once.Do(func() {
+		if bd.dir, bd.err = os.MkdirTemp("", prefix); bd.err != nil {
 			return
 		}
-		binDir = dir
 		repo, err := filepath.Abs("../..")
 		if err != nil {
-			buildErr = err
+			bd.err = err
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		binPath = filepath.Join(dir, "penguin")
-		buildErr = e2etest.GoBuildShipped(ctx, repo, binPath, "./cmd/penguin")
-		if buildErr == nil {
-			buildErr = e2etest.GoBuildShipped(ctx, repo, filepath.Join(dir, sandbox.TrampolineName), "./cmd/penguin-sandbox")
+		for i := 0; i+1 < len(namesAndPkgs) && bd.err == nil; i += 2 {
+			bd.err = e2etest.GoBuildShipped(ctx, repo, filepath.Join(bd.dir, namesAndPkgs[i]), namesAndPkgs[i+1])
 		}
 	})
-	if buildErr != nil {
-		b.Fatal(buildErr)
+	if bd.err != nil {
+		b.Fatal(bd.err)
 	}
-	return binPath
+	return bd.dir
 }
 
 // envInt reads a positive count from the environment, or def.
@@ -468,6 +475,17 @@ func startServer(b *testing.B, bin, home, root, providers string, res *runResult
 	t0 := time.Now()
 	p := netns.Start(b, "penguin serve", cmd)
 	addr := p.WaitLog("gRPC server listening", map[string]string{"server": "penguin"}, "addr", serverStartLimit)
+	s := connect(b, p, addr)
+	res.coldStart = time.Since(t0)
+	res.fixedRSS, res.fixedAnon = rss(b, p.Pid()), anonRSS(b, p.Pid())
+	res.fixedHuge = procCount(b, p.Pid(), "smaps_rollup", "FilePmdMapped") << 10
+	return s
+}
+
+// connect is a client of the server process p at addr, on a new
+// connection, once the server answers SERVING to a health check.
+func connect(b *testing.B, p *netns.Proc, addr string) *server {
+	b.Helper()
 	conn, err := grpcclient.New(addr, grpcclient.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -482,13 +500,9 @@ func startServer(b *testing.B, bin, home, root, providers string, res *runResult
 			b.Fatalf("health check: %v", err)
 		}
 		if resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			break
+			return s
 		}
 	}
-	res.coldStart = time.Since(t0)
-	res.fixedRSS, res.fixedAnon = rss(b, p.Pid()), anonRSS(b, p.Pid())
-	res.fixedHuge = procCount(b, p.Pid(), "smaps_rollup", "FilePmdMapped") << 10
-	return s
 }
 
 // task runs the task on route and checks that it did what was asked: the
@@ -505,18 +519,25 @@ func (s *server) task(ctx context.Context, b *testing.B, route, ws string) time.
 // tryTask is task, returning what went wrong instead of failing the
 // benchmark, for goroutines other than the benchmark's own.
 func (s *server) tryTask(ctx context.Context, route, ws string) (time.Duration, error) {
+	created, _, err := s.runTask(ctx, route, ws, nil)
+	return created, err
+}
+
+// runTask is tryTask, which also returns the session's id and hands
+// every event streamed to keep, when it is not nil.
+func (s *server) runTask(ctx context.Context, route, ws string, keep func(*penguinv1.RunEvent)) (time.Duration, string, error) {
 	t0 := time.Now()
 	sess, err := s.engine.CreateSession(ctx, &penguinv1.CreateSessionRequest{
 		Model: &penguinv1.ModelRef{Provider: route, ModelId: modelID}, Workspace: ws,
 		ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_READ_ONLY,
 	})
 	if err != nil {
-		return 0, fmt.Errorf("CreateSession: %w", err)
+		return 0, "", fmt.Errorf("CreateSession: %w", err)
 	}
 	created := time.Since(t0)
 	stream, err := s.engine.Run(ctx, &penguinv1.RunRequest{SessionId: sess.GetSession().GetSessionId(), Prompt: prompt})
 	if err != nil {
-		return 0, fmt.Errorf("Run: %w", err)
+		return 0, "", fmt.Errorf("Run: %w", err)
 	}
 	var read, answered bool
 	for {
@@ -525,7 +546,10 @@ func (s *server) tryTask(ctx context.Context, route, ws string) (time.Duration, 
 			break
 		}
 		if err != nil {
-			return 0, fmt.Errorf("Run: %w", err)
+			return 0, "", fmt.Errorf("Run: %w", err)
+		}
+		if keep != nil {
+			keep(resp.GetEvent())
 		}
 		m := resp.GetEvent().GetMessage()
 		if o := m.GetToolCallOutput(); o != nil {
@@ -536,9 +560,9 @@ func (s *server) tryTask(ctx context.Context, route, ws string) (time.Duration, 
 		}
 	}
 	if !read || !answered {
-		return 0, fmt.Errorf("session %s: the task did not read the file (%v) or answer (%v)", sess.GetSession().GetSessionId(), read, answered)
+		return 0, "", fmt.Errorf("session %s: the task did not read the file (%v) or answer (%v)", sess.GetSession().GetSessionId(), read, answered)
 	}
-	return created, nil
+	return created, sess.GetSession().GetSessionId(), nil
 }
 
 // healthRTT is one unary round trip to the server on the task's
@@ -557,6 +581,7 @@ func (s *server) healthRTT(ctx context.Context, b *testing.B) time.Duration {
 type directTask struct {
 	client   *goopenai.Client
 	requests [2]goopenai.ChatCompletionRequest
+	bodies   [2][]byte // the requests as the server sent them
 	file     string
 }
 
@@ -575,6 +600,7 @@ func calibrate(ctx context.Context, b *testing.B, srv *server, rec *emulator.Ser
 	cfg.HTTPClient = &http.Client{}
 	d := &directTask{client: goopenai.NewClientWithConfig(cfg), file: filepath.Join(ws, helloFile)}
 	for i, r := range reqs {
+		d.bodies[i] = r.RawBody
 		if err := json.Unmarshal(r.RawBody, &d.requests[i]); err != nil {
 			b.Fatalf("request %d: %v", i, err)
 		}
@@ -711,14 +737,17 @@ type row struct {
 	metric   string  // the ReportMetric unit of the median
 }
 
-func report(b *testing.B, results []runResult, tasks int) {
-	per := func(f func(r runResult) float64) []float64 {
-		out := make([]float64, len(results))
-		for i, r := range results {
-			out[i] = f(r)
-		}
-		return out
+// perRun is f of each run's result.
+func perRun[R any](results []R, f func(r R) float64) []float64 {
+	out := make([]float64, len(results))
+	for i, r := range results {
+		out[i] = f(r)
 	}
+	return out
+}
+
+func report(b *testing.B, results []runResult, tasks int) {
+	per := func(f func(r runResult) float64) []float64 { return perRun(results, f) }
 	kib := func(n int64) float64 { return float64(n) / 1024 }
 	mib := func(n int64) float64 { return float64(n) / (1 << 20) }
 	rows := []row{

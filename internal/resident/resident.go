@@ -27,9 +27,10 @@ package resident
 
 // Release drops the process's mappings of its binary's read-only pages
 // where the system allows it, and keeps later faults from mapping more
-// than 64 KiB each. It costs 1 to 3 ms of CPU (some 500 madvise calls to
-// split the areas, and the page tables of some 40 MiB) and the page
-// faults of the code that runs afterwards.
+// than 64 KiB each. It costs 1 to 3 ms of CPU (splitting the areas, some
+// 500, in one process_madvise call where the kernel takes it, and the
+// page tables of some 40 MiB) and the page faults of the code that runs
+// afterwards.
 func Release() error {
 	return dropBinaryPages()
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -78,6 +79,7 @@ func dropPages(path string) error {
 // no-huge-page says what is wanted and changes nothing else (not the
 // readahead, as MADV_RANDOM would, nor core dumps).
 func split(ms []mapping) error {
+	var areas []span
 	for _, m := range ms {
 		// at is the address of the byte at offset off of the file.
 		at := func(off uint64) uintptr { return m.start + uintptr(off-m.offset) }
@@ -87,13 +89,71 @@ func split(ms []mapping) error {
 				continue
 			}
 			lo, hi := at(max(g*granule, m.offset)), at(min((g+1)*granule, end))
-			if err := madvise(lo, hi, unix.MADV_NOHUGEPAGE); err != nil {
-				return err
-			}
+			areas = append(areas, span{lo, hi - lo})
+		}
+	}
+	return adviseAll(areas, unix.MADV_NOHUGEPAGE)
+}
+
+// adviseAll gives advice on every area of areas. It asks the kernel in
+// one process_madvise call per 1,024 areas (UIO_MAXIOV) when the kernel
+// takes that advice from a process for itself (Linux 6.13 on), and in one
+// madvise call per area otherwise. The kernel then takes the process's
+// memory map lock once rather than once an area: the split of a
+// server's binary, about 500 areas, is one call instead of 500, and took
+// 0.85 to 0.93 ms of CPU instead of 2.0 to 2.4 for 693 areas (measured
+// on Linux 6.18). Advice is idempotent, so the areas a failed call
+// advised are advised again by the fallback.
+func adviseAll(areas []span, advice int) error {
+	if processMadvise(areas, advice) == nil {
+		return nil
+	}
+	for _, a := range areas {
+		if err := adviseEach(a.base, a.base+a.len, advice); err != nil {
+			return err
 		}
 	}
 	return nil
 }
+
+// span is an area of memory, laid out as the kernel's struct iovec.
+type span struct{ base, len uintptr }
+
+// uioMaxIOV is the most areas one process_madvise call takes.
+const uioMaxIOV = 1024
+
+// processMadvise gives advice on areas of this process through
+// process_madvise(2), failing when the kernel does not take it (before
+// Linux 5.10 there is no such call; before 6.13 it takes only the advice
+// meant for other processes) or advises less than all of them.
+func processMadvise(areas []span, advice int) error {
+	pidfd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pidfd)
+	for len(areas) > 0 {
+		batch := areas[:min(len(areas), uioMaxIOV)]
+		var want uintptr
+		for _, a := range batch {
+			want += a.len
+		}
+		done, _, errno := unix.Syscall6(unix.SYS_PROCESS_MADVISE, uintptr(pidfd), uintptr(unsafe.Pointer(&batch[0])),
+			uintptr(len(batch)), uintptr(advice), 0, 0)
+		switch {
+		case errno != 0:
+			return errno
+		case done != want:
+			return fmt.Errorf("resident: process_madvise advised %d bytes of %d", done, want)
+		}
+		areas = areas[len(batch):]
+	}
+	return nil
+}
+
+// adviseEach is madvise, one area at a time: what adviseAll falls back
+// to (a variable so that a test can count its calls).
+var adviseEach = madvise
 
 // madvise gives advice on the addresses from lo to hi.
 func madvise(lo, hi uintptr, advice int) error {

@@ -182,6 +182,31 @@ func TestSplitFollowsTheFile(t *testing.T) {
 	}
 }
 
+// TestSplitInOneCall checks that split asks the kernel once for all its
+// areas, not once an area, where the kernel takes the advice through
+// process_madvise (Linux 6.13 on); the areas are the same either way
+// (TestSplitFollowsTheFile).
+func TestSplitInOneCall(t *testing.T) {
+	const size = 1 << 20 // 16 granules, 8 of them advised
+	_, mem := mapFile(t, size, 0, size, unix.PROT_READ)
+	start := uintptr(unsafe.Pointer(&mem[0]))
+	if err := processMadvise([]span{{start, granule}}, unix.MADV_NOHUGEPAGE); err != nil {
+		t.Skipf("this kernel does not take MADV_NOHUGEPAGE through process_madvise: %v", err)
+	}
+	calls := 0
+	defer func(f func(lo, hi uintptr, advice int) error) { adviseEach = f }(adviseEach)
+	adviseEach = func(lo, hi uintptr, advice int) error {
+		calls++
+		return madvise(lo, hi, advice)
+	}
+	if err := split([]mapping{{start: start, end: start + size, perms: "r--p"}}); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 0 {
+		t.Fatalf("split made %d madvise calls, one an area; want one process_madvise call for all", calls)
+	}
+}
+
 // TestReleaseKeepsWrittenPages checks that a read-only mapping holding
 // pages the process wrote before it protected it (as the dynamic loader
 // does with a binary's GOT) keeps them: dropped, they would read as the
