@@ -3,6 +3,7 @@ package grpcserver_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -107,11 +108,25 @@ func BenchmarkInProcessUnary(b *testing.B) {
 
 // BenchmarkInProcessStream measures a server-streaming call through the
 // in-process channel, token and interceptors included: the request, then
-// benchFrames messages of a model's streamed answer, received to the end.
-// Its allocations per call (-benchmem) are the channel's and the
-// interceptors'.
+// benchFrames messages of a model's streamed answer, received to the end,
+// each copied for the caller or handed over (grpcserver.HandOver, as the
+// llm service does). Its allocations per call (-benchmem) are the
+// channel's and the interceptors'.
 func BenchmarkInProcessStream(b *testing.B) {
-	srv, _ := serveBench(b)
+	for _, handOver := range []bool{false, true} {
+		b.Run(fmt.Sprintf("handover=%v", handOver), func(b *testing.B) {
+			benchmarkInProcessStream(b, func(s grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]) error {
+				if handOver {
+					grpcserver.HandOver(s.Context())
+				}
+				return streamFrames(s)
+			})
+		})
+	}
+}
+
+func benchmarkInProcessStream(b *testing.B, streamGenerate func(grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]) error) {
+	srv, _ := serveBenchWith(b, streamGenerate)
 	client := penguinv1.NewLLMServiceClient(grpcclient.NewInProcess(srv.InProcess(), grpcclient.Options{Token: "t"}))
 	callCtx, stop := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer stop()
@@ -160,11 +175,17 @@ func streamFrames(s grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]
 // tracer provider is a no-op one, as a process without a trace exporter
 // has (telemetry.Setup).
 func serveBench(b *testing.B) (*grpcserver.Server, net.Listener) {
+	return serveBenchWith(b, streamFrames)
+}
+
+// serveBenchWith is serveBench with streamGenerate as the fake's
+// StreamGenerate.
+func serveBenchWith(b *testing.B, streamGenerate func(grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]) error) (*grpcserver.Server, net.Listener) {
 	srv, err := grpcserver.New(grpcserver.Options{Name: "bench", AuthToken: "t", TracerProvider: noop.NewTracerProvider()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	penguinv1.RegisterLLMServiceServer(srv, &fakeLLM{streamGenerate: streamFrames})
+	penguinv1.RegisterLLMServiceServer(srv, &fakeLLM{streamGenerate: streamGenerate})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

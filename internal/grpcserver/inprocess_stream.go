@@ -60,13 +60,11 @@ type streamMethod struct {
 //
 // Messages are copied once, by proto.Clone at SendMsg, into a value that
 // only the receiver will see, which RecvMsg then moves into the
-// receiver's message (see move). Handing the sender's own message across
-// would be a copy less, but our senders touch what they sent: the
-// environment service recycles its output buffers once a message is
-// written out, and the llm service's middlewares read the token usage of
-// the frames they passed on once the stream has ended, while the engine
-// owns what it received; over the network each side has its own, and
-// nothing would enforce a rule that a sender lets go of what it sent.
+// receiver's message (see move): over the network each side has its own,
+// and senders may touch what they sent (the environment service recycles
+// its output buffers once a message is written out), while the receiver
+// owns what it received. A handler that lets go of what it sends says so
+// with HandOver, and its messages then cross without the copy.
 func (in *inProcess) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	if in.streams == nil {
 		cs, err := in.ch.NewStream(ctx, desc, method, opts...)
@@ -371,9 +369,26 @@ func (ss serverStream) SendHeader(md metadata.MD) error { return ss.s.ts.SendHea
 
 func (ss serverStream) SetTrailer(md metadata.MD) { _ = ss.s.ts.SetTrailer(md) }
 
-// SendMsg sends a copy of m to the caller, once the caller has received
-// the message before (see NewStream), or returns the call's context's
-// status if it ends first.
+// HandOver declares that the stream handler whose context is ctx hands
+// each message it sends over to the caller: once SendMsg has a message,
+// the handler neither changes it nor reads it again, and keeps no part of
+// it (a submessage, a byte slice) that it changes or reads later. The
+// in-process channel's streams then give the caller the message itself
+// rather than a copy: proto.Clone of a small frame is some 320 bytes in
+// six allocations, and a model's turn streams a frame a delta (see
+// docs/performance.md). Elsewhere (over the network, through inprocgrpc
+// when a stats handler sees the call, for a unary call) it does nothing,
+// because a copy is made there anyway.
+func HandOver(ctx context.Context) {
+	if ts, ok := grpc.ServerTransportStreamFromContext(ctx).(*transportStream); ok {
+		ts.handOver.Store(true)
+	}
+}
+
+// SendMsg sends m to the caller, a copy of it unless the handler hands
+// its messages over (see HandOver), once the caller has received the
+// message before (see NewStream), or returns the call's context's status
+// if it ends first.
 func (ss serverStream) SendMsg(m any) error {
 	s := ss.s
 	msg, err := message(m)
@@ -384,7 +399,10 @@ func (ss serverStream) SendMsg(m any) error {
 		s.headersUp = true
 		_ = s.ts.SendHeader(nil)
 	}
-	c := proto.Clone(msg)
+	c := msg
+	if !s.ts.handOver.Load() {
+		c = proto.Clone(msg)
+	}
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	if s.closed {
@@ -435,9 +453,10 @@ func message(m any) (proto.Message, error) {
 }
 
 // move makes dst, a message of src's type, what src is, without copying
-// it again: src is a copy made for its receiver, which nothing else holds
-// and nothing will use after (a shallow move of its fields, not a
-// proto.Merge, which would copy it a second time).
+// it again: src is a copy made for its receiver, or a message its sender
+// handed over (see HandOver), which nothing else holds and nothing will
+// use after (a shallow move of its fields, not a proto.Merge, which would
+// copy it a second time).
 func move(dst any, src proto.Message) error {
 	d, ok := dst.(proto.Message)
 	if !ok {

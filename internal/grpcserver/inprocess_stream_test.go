@@ -20,6 +20,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/grpcserver"
+	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 )
@@ -437,4 +438,81 @@ func TestInProcessStreamWorkersAreReused(t *testing.T) {
 	if len(goroutines) > streams/2 {
 		t.Errorf("%d streams run one after the other ran on %d goroutines", streams, len(goroutines))
 	}
+}
+
+// giveDesc is a server-streaming service of the tests' own whose handler
+// sends one frame, handed over (grpcserver.HandOver) when the server is a
+// giver that hands over.
+var giveDesc = grpc.ServiceDesc{
+	ServiceName: "test.Give",
+	HandlerType: (*any)(nil),
+	Streams: []grpc.StreamDesc{
+		{StreamName: "Give", ServerStreams: true, Handler: func(srv any, ss grpc.ServerStream) error {
+			return srv.(*giver).give(ss)
+		}},
+	},
+}
+
+type giver struct {
+	handOver bool
+	sent     chan *penguinv1.OmniMessage
+}
+
+func (g *giver) give(ss grpc.ServerStream) error {
+	if err := ss.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+		return err
+	}
+	if g.handOver {
+		grpcserver.HandOver(ss.Context())
+	}
+	m := omni.AssistantText("given")
+	g.sent <- m
+	return ss.SendMsg(&penguinv1.StreamGenerateResponse{Frame: &penguinv1.StreamGenerateResponse_Message{Message: m}})
+}
+
+// TestInProcessStreamHandOver checks that a handler that hands its
+// messages over gives the in-process caller the message it sent, not a
+// copy, on the channel's own streams (tracing off); that one that does
+// not gives a copy; and that over TCP, or through inprocgrpc (tracing
+// on), HandOver changes nothing.
+func TestInProcessStreamHandOver(t *testing.T) {
+	t.Parallel()
+	forTracing(t, func(t *testing.T, opts grpcserver.Options) {
+		traced := opts.TracerProvider != nil
+		givers := map[string]*giver{"test.Give": {handOver: true, sent: make(chan *penguinv1.OmniMessage, 1)}, "test.Copy": {sent: make(chan *penguinv1.OmniMessage, 1)}}
+		r := start(t, opts, func(s *grpcserver.Server) {
+			for name, g := range givers {
+				d := giveDesc
+				d.ServiceName = name
+				s.RegisterService(&d, g)
+			}
+		})
+		for _, tr := range transports {
+			for name, g := range givers {
+				ctx := testkit.Context(t, 30*time.Second)
+				cs, err := r.via(tr).NewStream(ctx, &giveDesc.Streams[0], "/"+name+"/Give")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cs.SendMsg(&wrapperspb.StringValue{}); err != nil {
+					t.Fatal(err)
+				}
+				if err := cs.CloseSend(); err != nil {
+					t.Fatal(err)
+				}
+				got := new(penguinv1.StreamGenerateResponse)
+				if err := cs.RecvMsg(got); err != nil {
+					t.Fatal(err)
+				}
+				sent := <-g.sent
+				if got.GetMessage().GetText().GetText() != "given" {
+					t.Errorf("%s via %s: received %v", name, tr, got)
+				}
+				want := g.handOver && tr == "in-process" && !traced
+				if same := got.GetMessage() == sent; same != want {
+					t.Errorf("%s via %s (traced %v): received the message sent itself: %v, want %v", name, tr, traced, same, want)
+				}
+			}
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -237,6 +238,9 @@ type transportStream struct {
 	// waiting, made by the first caller to wait for the headers, is
 	// closed once they are sent or the call has ended.
 	waiting chan struct{}
+	// handOver is set when a stream's handler hands its messages over
+	// (see HandOver).
+	handOver atomic.Bool
 }
 
 func (s *transportStream) Method() string { return s.method }

@@ -27,6 +27,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/catalog"
+	"github.com/penguin-agent/penguin/internal/grpcserver"
 	"github.com/penguin-agent/penguin/internal/logger"
 	"github.com/penguin-agent/penguin/services/llm/failure"
 	"github.com/penguin-agent/penguin/services/llm/registry"
@@ -150,7 +151,10 @@ func price(tu *penguinv1.TokenUsage, req *stream.Request) {
 	})
 	r.CostUsd = &cost
 	if sess := tu.GetSession(); sess != nil && sess != r {
-		sess.CostUsd = &cost
+		// Its own number: the message is the caller's (see stream.Emit),
+		// which may change one count and not the other.
+		sessCost := cost
+		sess.CostUsd = &sessCost
 	}
 }
 
@@ -195,8 +199,11 @@ func (s *Service) Generate(ctx context.Context, req *penguinv1.StreamGenerateReq
 	return send(&penguinv1.StreamGenerateResponse{Frame: &penguinv1.StreamGenerateResponse_Outcome{Outcome: out}})
 }
 
-// StreamGenerate implements the RPC.
+// StreamGenerate implements the RPC. Its frames are handed over to an
+// in-process caller without a copy: Generate keeps nothing it sends (see
+// stream.Emit).
 func (s *Service) StreamGenerate(req *penguinv1.StreamGenerateRequest, srv penguinv1.LLMService_StreamGenerateServer) error {
+	grpcserver.HandOver(srv.Context())
 	err := s.Generate(srv.Context(), req, srv.Send)
 	var invalid *InvalidRequestError
 	if errors.As(err, &invalid) {

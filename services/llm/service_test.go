@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -63,7 +64,8 @@ func (o *outcomes) middleware(next stream.Streamer) stream.Streamer {
 	return stream.StreamerFunc(func(ctx context.Context, req *stream.Request, emit stream.Emit) *penguinv1.LLMOutcome {
 		out := next.Stream(ctx, req, emit)
 		o.mu.Lock()
-		o.list = append(o.list, out)
+		// A copy: the outcome is the caller's (see stream.Middleware).
+		o.list = append(o.list, proto.CloneOf(out))
 		o.mu.Unlock()
 		return out
 	})
@@ -110,6 +112,10 @@ providers:
 type options struct {
 	extra    []stream.Middleware
 	maxBytes int
+	// inProcess makes the client call through the server's in-process
+	// channel (tracing off, as a process without an exporter runs it)
+	// instead of TCP.
+	inProcess bool
 }
 
 func start(t *testing.T, script emulator.Script, opt options) *env {
@@ -141,11 +147,15 @@ func start(t *testing.T, script emulator.Script, opt options) *env {
 		t.Fatal(err)
 	}
 
-	srv, err := grpcserver.New(grpcserver.Options{Name: "llm", ShutdownTimeout: 5 * time.Second})
+	srvOpts := grpcserver.Options{Name: "llm", ShutdownTimeout: 5 * time.Second}
+	if opt.inProcess {
+		srvOpts.TracerProvider = noop.NewTracerProvider()
+	}
+	srv, err := grpcserver.New(srvOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	penguinv1.RegisterLLMServiceServer(srv.GRPC(), svc)
+	penguinv1.RegisterLLMServiceServer(srv, svc)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +175,9 @@ func start(t *testing.T, script emulator.Script, opt options) *env {
 		}
 	})
 	e.client = penguinv1.NewLLMServiceClient(conn)
+	if opt.inProcess {
+		e.client = penguinv1.NewLLMServiceClient(srv.InProcess())
+	}
 	return e
 }
 

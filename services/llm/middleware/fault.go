@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 
+	"google.golang.org/protobuf/proto"
+
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/llm/failure"
 	"github.com/penguin-agent/penguin/services/llm/stream"
@@ -58,7 +60,9 @@ func FaultInjection(faults ...Fault) stream.Middleware {
 				return cut(ctx, next, req, emit, f)
 			}
 			for _, m := range f.Reply {
-				if err := emit(m); err != nil {
+				// A copy each time: what is emitted is the caller's (see
+				// stream.Emit), and the reply may be emitted again.
+				if err := emit(proto.CloneOf(m)); err != nil {
 					return failure.ConsumerGone(err).Outcome()
 				}
 			}

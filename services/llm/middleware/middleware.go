@@ -7,6 +7,8 @@ package middleware
 import (
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 )
@@ -28,7 +30,9 @@ func observe(emit stream.Emit, o *observation) stream.Emit {
 			o.firstFrame = max(time.Since(o.start), 1)
 		}
 		if u := m.GetTokenUsage(); u != nil {
-			o.usage = u.GetRequest()
+			// A copy, read once the call has ended: the message is the
+			// caller's once emitted (see stream.Emit).
+			o.usage = proto.CloneOf(u.GetRequest())
 		}
 		return emit(m)
 	}

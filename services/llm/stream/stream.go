@@ -20,6 +20,12 @@ import (
 // when the consumer is gone (the client hung up); the streamer then stops
 // reading from the provider and returns, since nobody will see the rest.
 // Emit is called from one goroutine at a time.
+//
+// The message is the consumer's once emitted: the emitter neither changes
+// nor reads it afterwards, and keeps no part of it (a submessage, a byte
+// slice) that it changes or reads later, because the gRPC handler hands
+// the frames over to an in-process caller without a copy
+// (grpcserver.HandOver).
 type Emit func(*penguinv1.OmniMessage) error
 
 // Streamer answers one model request. It emits partials, complete messages
@@ -42,7 +48,9 @@ func (f StreamerFunc) Stream(ctx context.Context, req *Request, emit Emit) *peng
 // look at the outcome), change how it runs (wrap ctx) or short-circuit it
 // (answer without calling next). It must not change the request: requests
 // are a pure function of the session log, so every replica and every retry
-// sends the same thing.
+// sends the same thing. What it emits and the outcome it returns are the
+// caller's, as [Emit] says: it keeps a copy of what it needs from them once
+// the call has ended.
 type Middleware func(next Streamer) Streamer
 
 // Chain wraps s in the middleware, the first one outermost: Chain(s, a, b)

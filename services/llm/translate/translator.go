@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"slices"
 
+	"google.golang.org/protobuf/proto"
+
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/services/llm/failure"
@@ -38,6 +40,11 @@ const (
 // (marking it with the outcome's status when the stream failed), emits
 // token usage, and returns the outcome. A Translator is used by one
 // goroutine.
+//
+// Every message it emits is new and shares nothing with the Translator or
+// the adapter (fidelity payloads are copied: an adapter may hand the same
+// bytes to every request), because what is emitted is the consumer's (see
+// [stream.Emit]).
 type Translator struct {
 	emit stream.Emit
 	ids  *IDs
@@ -122,7 +129,7 @@ func (t *Translator) closeThinking(fidelity []byte) {
 	t.thinking = nil
 	b.fidelity = MergeFidelity(b.fidelity, fidelity)
 	t.send(omni.PartialThinking(phaseStop, ""))
-	t.send(omni.Thinking(string(b.content), b.fidelity))
+	t.send(omni.Thinking(string(b.content), bytes.Clone(b.fidelity)))
 	t.content = true
 }
 
@@ -132,7 +139,7 @@ func (t *Translator) closeThinking(fidelity []byte) {
 func (t *Translator) RedactedThinking(fidelity []byte) {
 	t.closeText(nil)
 	t.closeThinking(nil)
-	t.send(omni.Thinking("", fidelity))
+	t.send(omni.Thinking("", bytes.Clone(fidelity)))
 	t.content = true
 }
 
@@ -172,7 +179,7 @@ func (t *Translator) closeText(fidelity []byte) {
 	b.fidelity = MergeFidelity(b.fidelity, fidelity)
 	t.send(omni.PartialText(phaseStop, ""))
 	m := omni.AssistantText(string(b.content))
-	m.GetText().Fidelity = b.fidelity
+	m.GetText().Fidelity = bytes.Clone(b.fidelity)
 	t.send(m)
 	t.content = true
 }
@@ -230,7 +237,7 @@ func (t *Translator) closeCall(index int, stop penguinv1.StopReason) {
 	t.send(p)
 	m := omni.ToolCall(c.id, c.name, string(c.args))
 	m.GetToolCall().StopReason = stop
-	m.GetToolCall().Fidelity = c.fidelity
+	m.GetToolCall().Fidelity = bytes.Clone(c.fidelity)
 	t.send(m)
 	t.content = true
 }
@@ -270,7 +277,7 @@ func (t *Translator) Finish(fail *failure.Error) *penguinv1.LLMOutcome {
 		}
 		// The service is stateless, so the session total it can report is
 		// this request's; the engine, which owns the session, adds up.
-		t.send(omni.TokenUsage(u, u))
+		t.send(omni.TokenUsage(proto.CloneOf(u), u))
 	}
 	if fail != nil {
 		return fail.Outcome()
@@ -285,7 +292,7 @@ func (t *Translator) closeOpen(stop penguinv1.StopReason) {
 		p := omni.PartialThinking(phaseStop, "")
 		p.GetPartialThinking().StopReason = stop
 		t.send(p)
-		m := omni.Thinking(string(b.content), b.fidelity)
+		m := omni.Thinking(string(b.content), bytes.Clone(b.fidelity))
 		m.GetThinking().StopReason = stop
 		t.send(m)
 		t.content = true
@@ -297,7 +304,7 @@ func (t *Translator) closeOpen(stop penguinv1.StopReason) {
 		p.GetPartialText().StopReason = stop
 		t.send(p)
 		m := omni.AssistantText(string(b.content))
-		m.GetText().Fidelity = b.fidelity
+		m.GetText().Fidelity = bytes.Clone(b.fidelity)
 		m.GetText().StopReason = stop
 		t.send(m)
 		t.content = true
