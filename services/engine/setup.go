@@ -373,18 +373,30 @@ func (e *Engine) Close() error {
 }
 
 // registerCommits exports, when the store counts them, the write
-// transactions it committed: with the tasks run, it says how many
-// transactions a task costs (docs/performance.md).
+// transactions it committed and the statements it ran on its readers:
+// with the tasks run, they say how many transactions and reads a task
+// costs (docs/performance.md).
 func registerCommits(st store.Store, reg prometheus.Registerer) error {
-	c, ok := st.(store.CommitCounter)
-	if !ok || reg == nil {
+	if reg == nil {
 		return nil
 	}
-	if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Namespace: "penguin", Subsystem: "engine", Name: "store_commits_total",
-		Help: "Write transactions the session store committed (SQLite only).",
-	}, func() float64 { return float64(c.Commits()) })); err != nil {
-		return fmt.Errorf("register the store's metrics: %w", err)
+	var counts []prometheus.Collector
+	if c, ok := st.(store.CommitCounter); ok {
+		counts = append(counts, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "penguin", Subsystem: "engine", Name: "store_commits_total",
+			Help: "Write transactions the session store committed (SQLite only).",
+		}, func() float64 { return float64(c.Commits()) }))
+	}
+	if c, ok := st.(store.ReadCounter); ok {
+		counts = append(counts, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "penguin", Subsystem: "engine", Name: "store_reads_total",
+			Help: "Statements the session store ran on its reader connections (SQLite only).",
+		}, func() float64 { return float64(c.Reads()) }))
+	}
+	for _, c := range counts {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register the store's metrics: %w", err)
+		}
 	}
 	return nil
 }

@@ -109,9 +109,20 @@ func (e *HeldError) Error() string {
 }
 
 // Acquire takes the session's lease for this replica. A live lease of
-// another replica is a *HeldError; the store's errors pass through.
+// another replica is a *HeldError; the store's errors pass through. A
+// store that reads what a task prepares from with the lease
+// (store.LeaseReader) leaves it on the lease (TakeRead).
 func (k *Keeper) Acquire(ctx context.Context, sessionID string) (*Lease, error) {
-	ok, err := k.store.AcquireLease(ctx, sessionID, k.owner, k.addr, k.ttl)
+	var (
+		ok   bool
+		read *store.LeaseRead
+		err  error
+	)
+	if lr, can := k.store.(store.LeaseReader); can {
+		ok, read, err = lr.AcquireLeaseRead(ctx, sessionID, k.owner, k.addr, k.ttl)
+	} else {
+		ok, err = k.store.AcquireLease(ctx, sessionID, k.owner, k.addr, k.ttl)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +131,7 @@ func (k *Keeper) Acquire(ctx context.Context, sessionID string) (*Lease, error) 
 		held.Owner, held.Address, _, _ = k.store.LeaseHolder(ctx, sessionID)
 		return nil, held
 	}
-	return &Lease{k: k, session: sessionID}, nil
+	return &Lease{k: k, session: sessionID, read: read}, nil
 }
 
 // Holder returns the replica that holds a live lease on the session, and
@@ -154,10 +165,24 @@ func (k *Keeper) CutOff(ctx context.Context, sessionID string) (bool, error) {
 type Lease struct {
 	k       *Keeper
 	session string
+	// read is what the store read with the lease, until TakeRead; nil
+	// when the store does not read with the lease.
+	read *store.LeaseRead
 
 	mu   sync.Mutex
 	stop context.CancelFunc
 	done chan struct{}
+}
+
+// TakeRead returns what the store read with the lease (the session's
+// row, and its log when short), once: nil after the first call, or when
+// the store did not read with the lease. No other replica starts a task
+// on the session from then on, so it is what reads right after the lease
+// would have returned, unless this replica wrote the session since.
+func (l *Lease) TakeRead() *store.LeaseRead {
+	r := l.read
+	l.read = nil
+	return r
 }
 
 // Keep renews the lease every TTL/3 until Release, or until ctx ends. When

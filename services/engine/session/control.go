@@ -138,7 +138,7 @@ func (m *Manager) Compact(ctx context.Context, id string, mode penguinv1.Compact
 	if err := rt.claim(ctx, t); err != nil {
 		return 0, "", err
 	}
-	p, err := rt.prepare(ctx, penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED, false)
+	p, err := rt.prepare(ctx, penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED, false, leasedRead{})
 	if err != nil {
 		rt.abandon(t, err)
 		return 0, "", err

@@ -124,7 +124,7 @@ func (m *Manager) resume(ctx context.Context, id string) (bool, error) {
 		rt.handBack(t, err)
 		return false, err
 	}
-	p, err := rt.prepare(ctx, penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED, gs.Active)
+	p, err := rt.prepare(ctx, penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED, gs.Active, leasedRead{})
 	if err != nil {
 		if errors.Is(err, ErrPrecondition) || errors.Is(err, ErrInvalid) {
 			// The session cannot run as it stands (its agent state is

@@ -39,7 +39,9 @@ type idleEnvs struct {
 	users     map[string]int // owning session id: tasks using its environment
 	timers    map[string]*idleTimer
 	disposing map[string]chan struct{} // closed when the disposal ends
-	stopped   bool
+	// begun counts the disposals begun (quiet).
+	begun   uint64
+	stopped bool
 }
 
 func newIdleEnvs(m *Manager, timeout time.Duration) *idleEnvs {
@@ -73,6 +75,17 @@ func (k *idleEnvs) use(ctx context.Context, id string) (waited bool, err error) 
 			return waited, ctx.Err()
 		}
 	}
+}
+
+// quiet returns a mark of the disposals so far, when none of session
+// id's environment is in progress: the row read after it still names the
+// environment as it is, as long as quiet(id) returns the same mark again
+// (no disposal has begun since). It returns false while one is in
+// progress.
+func (k *idleEnvs) quiet(id string) (uint64, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.begun, k.disposing[id] == nil
 }
 
 // release counts one task fewer using the environment session id owns;
@@ -128,6 +141,7 @@ func (k *idleEnvs) fire(id string, t *idleTimer) {
 	delete(k.timers, id)
 	done := make(chan struct{})
 	k.disposing[id] = done
+	k.begun++
 	k.mu.Unlock()
 
 	again := k.m.disposeIdle(id)

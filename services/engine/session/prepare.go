@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -31,14 +32,26 @@ type prepared struct {
 	input []*penguinv1.OmniMessage
 }
 
+// leasedRead is what the store read with the session's run lease
+// (lease.TakeRead), and the mark of the environment disposals then
+// (idleEnvs.quiet); a zero leasedRead has nothing.
+type leasedRead struct {
+	read      *store.LeaseRead
+	disposals uint64
+}
+
 // prepare reads what a task needs: the row, the agent state, the context
 // rebuilt from the log, and the environment with its tools (for a goal,
 // with the session's scratchpad). It writes nothing to the log.
 //
 // The environment counts as in use from here until the task's release
 // (idleEnvs); the row is read once a disposal of it in progress has
-// ended, so the task never binds an environment that is going away.
-func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel, goal bool) (_ *prepared, err error) {
+// ended, so the task never binds an environment that is going away. The
+// row read with the lease (leased) is that row too when no disposal was
+// in progress then or has begun since, and the caller has not written
+// the session since: it is not read again, nor is the log when the lease
+// read it whole.
+func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel, goal bool, leased leasedRead) (_ *prepared, err error) {
 	m := rt.m
 	var users []string
 	defer func() {
@@ -48,13 +61,25 @@ func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel
 			}
 		}
 	}()
-	if _, err := m.idleEnvs.use(ctx, rt.id); err != nil {
+	waited, err := m.idleEnvs.use(ctx, rt.id)
+	if err != nil {
 		return nil, err
 	}
 	users = append(users, rt.id)
-	row, err := m.store.GetSession(ctx, rt.id)
-	if err != nil {
-		return nil, err
+	var (
+		row *store.Session
+		log []store.Event // the whole log, when the lease read it so
+	)
+	if r := leased.read; r != nil {
+		row = r.Row
+		if r.Whole {
+			log = r.Log
+		}
+	}
+	if mark, _ := m.idleEnvs.quiet(rt.id); row == nil || waited || mark != leased.disposals {
+		if row, err = m.store.GetSession(ctx, rt.id); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := parseConfig(row.Config)
 	if err != nil {
@@ -78,7 +103,7 @@ func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel
 	if err != nil {
 		return nil, err
 	}
-	rs, err := rt.rebuild(ctx, cfg.ContextSeq)
+	rs, err := rt.rebuild(ctx, cfg.ContextSeq, log)
 	if err != nil {
 		return nil, err
 	}
@@ -114,15 +139,23 @@ func (p *prepared) releaseEnvironment(m *Manager, self string) {
 	}
 }
 
-// rebuild reads the current context from the log.
-func (rt *Runtime) rebuild(ctx context.Context, from int64) (*resume.State, error) {
-	events, err := rt.m.store.ReadEvents(ctx, rt.id, max(from-1, 0), 0)
-	if err != nil {
-		return nil, err
+// rebuild reads the current context from the log: from the events of
+// log, the whole log read a moment ago, when given.
+func (rt *Runtime) rebuild(ctx context.Context, from int64, log []store.Event) (*resume.State, error) {
+	after := max(from-1, 0)
+	var events []store.Event
+	if log != nil {
+		i, _ := slices.BinarySearchFunc(log, after+1, func(e store.Event, seq int64) int { return cmp.Compare(e.Sequence, seq) })
+		events = log[i:]
+	} else {
+		var err error
+		if events, err = rt.m.store.ReadEvents(ctx, rt.id, after, 0); err != nil {
+			return nil, err
+		}
 	}
 	rs := resume.Rebuild(events)
 	if rs.Meta == nil && from > 0 {
-		return rt.rebuild(ctx, 0)
+		return rt.rebuild(ctx, 0, log)
 	}
 	if rs.Meta == nil {
 		return nil, fmt.Errorf("%w: the log of session %s has no session_meta", ErrPrecondition, rt.id)

@@ -51,6 +51,8 @@ type task struct {
 	// lease is the task's run lease, renewed while the task lasts; set by
 	// claim.
 	lease *lease.Lease
+	// leased is what the store read with the lease, for prepare.
+	leased leasedRead
 	// durable tasks are handed over when the engine stops instead of
 	// aborted (agentstate's durable_tasks); handover is set when that
 	// happens. Guarded by the runtime's mu.
@@ -178,6 +180,7 @@ func (rt *Runtime) claim(ctx context.Context, t *task) error {
 		}
 	}
 	rt.journal.Reset()
+	mark, quiet := m.idleEnvs.quiet(rt.id)
 	l, err := m.leases.Acquire(ctx, rt.id)
 	if held := (*lease.HeldError)(nil); errors.As(err, &held) {
 		err = fmt.Errorf("%w: %v", ErrBusy, held)
@@ -192,6 +195,9 @@ func (rt *Runtime) claim(ctx context.Context, t *task) error {
 	// lasts and the session has moved on: the task stops, so that two
 	// replicas never write the session's log at once.
 	t.lease = l
+	if read := l.TakeRead(); read != nil && quiet {
+		t.leased = leasedRead{read: read, disposals: mark}
+	}
 	l.Keep(t.ctx, func(owner string) {
 		t.cancel(&loop.Aborted{Reason: fmt.Sprintf("engine replica %s took the session over after this replica failed to renew its lease", owner)})
 	})
@@ -236,7 +242,9 @@ func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, er
 // startClaimed is startRun once t holds the session: it prepares and
 // records the prompt, and starts the loop.
 func (rt *Runtime) startClaimed(ctx context.Context, t *task, spec RunSpec) (int64, error) {
-	p, err := rt.prepare(ctx, spec.Thinking, spec.Goal != nil)
+	// Nothing has written the session since the lease read it.
+	p, err := rt.prepare(ctx, spec.Thinking, spec.Goal != nil, t.leased)
+	t.leased = leasedRead{}
 	if err == nil {
 		err = checkSkillsInstalled(p.st, spec.Skills)
 	}

@@ -17,6 +17,7 @@ func (s *sqliteStore) ListAgents(ctx context.Context, project string) ([]Agent, 
 	if err := s.agentOp(op, project); err != nil {
 		return nil, err
 	}
+	s.read()
 	rows, err := s.r.QueryContext(ctx, `SELECT name, version, updated_at FROM agents WHERE project = ? ORDER BY name`, project)
 	if err != nil {
 		return nil, s.wrap(ctx, op, err)
@@ -72,6 +73,7 @@ func (s *sqliteStore) ReadAgent(ctx context.Context, project, name string) (_ Ag
 	if err := s.agentOp(op, project, name); err != nil {
 		return Agent{}, nil, err
 	}
+	s.reads.Add(2) // the agent, then its files
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return Agent{}, nil, s.wrap(ctx, op, err)

@@ -322,3 +322,62 @@ func BenchmarkTaskLog(b *testing.B) {
 	}
 	b.ReportMetric(float64(size)/float64(b.N), "db-bytes/task")
 }
+
+// BenchmarkRunReads measures what a Run reads from a SQLite store for a
+// new session's task, the two ways in turn on the same store: apart (the
+// row, then the caller's membership, the lease, the row again and the
+// log, as before 2026-12-07's tenth round), and joined (the row with the
+// membership in one statement, then the row and the log in the lease's
+// transaction). Each task's session is created first with a log of the
+// size a new session's is (its session_meta and tool list, some 15
+// KiB), so the readers' caches are as cold as after a commit.
+func BenchmarkRunReads(b *testing.B) {
+	st := openSQLiteBench(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	text := func(n int) *penguinv1.OmniMessage {
+		return &penguinv1.OmniMessage{Timestamp: timestamppb.Now(), Payload: &penguinv1.OmniMessage_Text{Text: &penguinv1.Text{
+			Role: penguinv1.Role_ROLE_USER, Text: strings.Repeat("x", n)}}}
+	}
+	first := []store.Event{{Sequence: 1, Message: text(4800)}, {Sequence: 2, Message: text(10300)}}
+	lr := st.(store.LeaseReader)
+	var apart, joined time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		id := fmt.Sprintf("s-%d", i)
+		if err := st.CreateSession(ctx, &store.Session{ID: id}, first...); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if i%2 == 0 {
+			if _, err := st.GetSession(ctx, id); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := st.GetMember(ctx, store.DefaultProject, store.AdminUser); err != nil {
+				b.Fatal(err)
+			}
+			if ok, err := st.AcquireLease(ctx, id, "me", "", time.Minute); err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+			if _, err := st.GetSession(ctx, id); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := st.ReadEvents(ctx, id, 0, 0); err != nil {
+				b.Fatal(err)
+			}
+			apart += time.Since(t0)
+		} else {
+			if _, _, err := st.GetSessionAccess(ctx, id, store.AdminUser); err != nil {
+				b.Fatal(err)
+			}
+			if ok, r, err := lr.AcquireLeaseRead(ctx, id, "me", "", time.Minute); err != nil || !ok || !r.Whole {
+				b.Fatal(ok, r, err)
+			}
+			joined += time.Since(t0)
+		}
+	}
+	b.StopTimer()
+	half := float64(b.N) / 2
+	b.ReportMetric(float64(apart.Microseconds())/half, "apart-µs/task")
+	b.ReportMetric(float64(joined.Microseconds())/half, "joined-µs/task")
+}

@@ -258,6 +258,27 @@ func (s *pgStore) GetSession(ctx context.Context, id string) (*Session, error) {
 	return sess, nil
 }
 
+// pgGetSessionAccess reads a session's row and the membership of a user
+// ($1) in its project.
+var pgGetSessionAccess = `SELECT ` + sessionColumns + `, m.member_role, m.member_since` +
+	fmt.Sprintf(sessionAccessJoin, "$1", "$2")
+
+// GetSessionAccess implements Store.
+func (s *pgStore) GetSessionAccess(ctx context.Context, id, userID string) (*Session, *Member, error) {
+	const op = "get session"
+	if s.closed.Load() {
+		return nil, nil, closedError(op)
+	}
+	sess, m, err := scanSessionAccess(s.pool.QueryRow(ctx, pgGetSessionAccess, userID, id), userID, scanPGSession)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, nil, s.wrap(ctx, op, err)
+	}
+	return sess, m, nil
+}
+
 // ListSessions implements Store.
 func (s *pgStore) ListSessions(ctx context.Context, pageSize int, pageToken string, projects ...string) ([]*Session, string, error) {
 	const op = "list sessions"

@@ -82,8 +82,9 @@ type sqliteStore struct {
 	// path is the database file's absolute path; empty in memory.
 	path   string
 	closed atomic.Bool
-	// commits counts the write transactions committed (Commits).
-	commits atomic.Int64
+	// commits counts the write transactions committed (Commits), reads
+	// the statements run on the readers (Reads).
+	commits, reads atomic.Int64
 
 	// The checkpointer of a database file: whether there were writes
 	// since its last checkpoint, its wake at the first of them, and how
@@ -104,8 +105,9 @@ type sqliteStore struct {
 // at most.
 type stmtCache struct {
 	db preparer
-	// used, when set, is called whenever a statement is taken: the
-	// writer's cache tells the checkpointer there were writes.
+	// used is called whenever a statement is taken: the writer's cache
+	// tells the checkpointer there were writes, the readers' counts the
+	// reads.
 	used func()
 	mu   sync.Mutex
 	m    map[string]*sql.Stmt
@@ -124,9 +126,7 @@ func newStmtCache(db preparer, used func()) *stmtCache {
 
 // stmt returns query prepared, preparing it on first use.
 func (c *stmtCache) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
-	if c.used != nil {
-		c.used()
-	}
+	c.used()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.m[query]; ok {
@@ -232,7 +232,7 @@ func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, erro
 		r.SetMaxIdleConns(sqliteReaders)
 		s.w, s.r, s.path = w, r, abs
 	}
-	s.ws, s.rs = newStmtCache(s.w, s.wrote), newStmtCache(s.r, nil)
+	s.ws, s.rs = newStmtCache(s.w, s.wrote), newStmtCache(s.r, s.read)
 	s.teamSQL = sqliteTeams(s)
 	if err := s.migrate(ctx); err != nil {
 		_ = s.Close()
@@ -318,6 +318,12 @@ func (s *sqliteStore) checkpoint(ctx context.Context) (err error) {
 	}
 	return err
 }
+
+// read counts a statement run on the readers.
+func (s *sqliteStore) read() { s.reads.Add(1) }
+
+// Reads implements ReadCounter.
+func (s *sqliteStore) Reads() int64 { return s.reads.Load() }
 
 // wrote notes a write for the checkpointer, and wakes it at the first
 // write since its last checkpoint.
@@ -541,6 +547,27 @@ func (s *sqliteStore) GetSession(ctx context.Context, id string) (*Session, erro
 		return nil, s.wrap(ctx, op, err)
 	}
 	return sess, nil
+}
+
+// sqliteGetSessionAccess reads a session's row and the membership of a
+// user (the first argument) in its project.
+var sqliteGetSessionAccess = `SELECT ` + sessionColumns + `, m.member_role, m.member_since` +
+	fmt.Sprintf(sessionAccessJoin, "?", "?")
+
+// GetSessionAccess implements Store.
+func (s *sqliteStore) GetSessionAccess(ctx context.Context, id, userID string) (*Session, *Member, error) {
+	const op = "get session"
+	if s.closed.Load() {
+		return nil, nil, closedError(op)
+	}
+	sess, m, err := scanSessionAccess(s.rs.lookup(ctx, sqliteGetSessionAccess, userID, id), userID, scanSQLiteSession)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, nil, s.wrap(ctx, op, err)
+	}
+	return sess, m, nil
 }
 
 // ListSessions implements Store.
@@ -921,11 +948,17 @@ func (s *sqliteStore) ReadEvents(ctx context.Context, sessionID string, afterSeq
 		}
 		return []Event{}, nil
 	}
+	return s.decodeLog(ctx, sessionID, raw)
+}
+
+// decodeLog decodes the records of a session's log read in order, a torn
+// last one handled as tornRecord describes.
+func (s *sqliteStore) decodeLog(ctx context.Context, sessionID string, raw []storedEvent) ([]Event, error) {
 	out, err := decodeEvents(sessionID, raw, func(seq int64, cause error) error {
 		return s.tornRecord(ctx, sessionID, seq, cause)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("read events: %w", err)
 	}
 	return out, nil
 }
@@ -935,6 +968,7 @@ func (s *sqliteStore) ReadEvents(ctx context.Context, sessionID string, afterSeq
 func (s *sqliteStore) tornRecord(ctx context.Context, sessionID string, seq int64, cause error) error {
 	return handleTornRecord(ctx, s.log, sessionID, seq, cause, func() (bool, error) {
 		var later bool
+		s.read()
 		err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE session_id = ? AND seq > ?)`,
 			sessionID, seq).Scan(&later)
 		return later, s.wrap(ctx, "read events", err)
@@ -968,16 +1002,49 @@ func (s *sqliteStore) quarantine(ctx context.Context, sessionID string, seq int6
 // AcquireLease implements Store. SQLite lives on one machine, so the
 // process clock is the database's clock.
 func (s *sqliteStore) AcquireLease(ctx context.Context, sessionID, owner, ownerAddr string, ttl time.Duration) (bool, error) {
+	taken, _, err := s.acquireLease(ctx, sessionID, owner, ownerAddr, ttl, false)
+	return taken, err
+}
+
+// AcquireLeaseRead implements LeaseReader: the lease's statement, the
+// row's and the log's are one IMMEDIATE transaction on the writer's
+// connection, which takes no lock that the lease's write does not, and
+// finds the pages it reads in its cache. The log's records are decoded
+// once the transaction has ended, so a torn one is handled as ReadEvents
+// handles it.
+func (s *sqliteStore) AcquireLeaseRead(ctx context.Context, sessionID, owner, ownerAddr string, ttl time.Duration) (bool, *LeaseRead, error) {
+	return s.acquireLease(ctx, sessionID, owner, ownerAddr, ttl, true)
+}
+
+// acquireLease takes the lease, and with read also reads the session's
+// row and its log, when short, once the lease is taken.
+func (s *sqliteStore) acquireLease(ctx context.Context, sessionID, owner, ownerAddr string, ttl time.Duration, read bool) (bool, *LeaseRead, error) {
 	const op = "acquire lease"
 	if err := checkLease(sessionID, owner, ttl); err != nil {
-		return false, fmt.Errorf("%s: %w", op, err)
+		return false, nil, fmt.Errorf("%s: %w", op, err)
 	}
 	if s.closed.Load() {
-		return false, closedError(op)
+		return false, nil, closedError(op)
+	}
+	var get, events *sql.Stmt
+	if read {
+		// Prepared before the transaction takes the one write
+		// connection, which preparing needs too.
+		var err error
+		if get, err = s.ws.stmt(ctx, sqliteGetSession); err != nil {
+			return false, nil, s.wrap(ctx, op, err)
+		}
+		if events, err = s.ws.stmt(ctx, sqliteReadEvents); err != nil {
+			return false, nil, s.wrap(ctx, op, err)
+		}
 	}
 	now := time.Now()
+	var (
+		lr  *LeaseRead
+		raw []storedEvent
+	)
 	taken := false
-	err := s.write(ctx, op, false, func(t *writeTx) error {
+	err := s.write(ctx, op, read, func(t *writeTx) error {
 		var got string
 		err := t.queryRow(`INSERT INTO leases (session_id, owner, owner_addr, expires_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (session_id) DO UPDATE SET
@@ -994,9 +1061,33 @@ func (s *sqliteStore) AcquireLease(ctx context.Context, sessionID, owner, ownerA
 			return s.wrap(ctx, op, err)
 		}
 		taken = true
-		return nil
+		if !read {
+			return nil
+		}
+		// The lease's foreign key says the row is there.
+		row, err := scanSQLiteSession(t.stmt(get).QueryRowContext(t.ctx, sessionID))
+		if err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		lr = &LeaseRead{Row: row}
+		// One event more than a whole log may hold says it is longer.
+		rows, err := t.stmt(events).QueryContext(t.ctx, sessionID, 0, LeaseReadEvents+1)
+		if err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		raw, err = collectEvents(rows)
+		_ = rows.Close()
+		return s.wrap(ctx, op, err)
 	})
-	return taken, err
+	if err != nil || lr == nil || len(raw) > LeaseReadEvents {
+		return taken, lr, err
+	}
+	if lr.Log, err = s.decodeLog(ctx, sessionID, raw); err != nil {
+		// The log is left to ReadEvents, which meets the same record.
+		return taken, lr, nil
+	}
+	lr.Whole = true
+	return taken, lr, nil
 }
 
 // ReleaseLease implements Store.

@@ -600,3 +600,66 @@ func TestSQLiteWALStartsOverUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d appends, the WAL started over %d times", seq, restarts)
 }
+
+// AcquireLeaseRead takes the lease as AcquireLease does, and reads the
+// row and a short log with it on the writer: in one commit, and with no
+// statement on the readers. A log longer than LeaseReadEvents is left
+// out, and a lease another owner holds reads nothing.
+func TestSQLiteAcquireLeaseRead(t *testing.T) {
+	ctx := testkit.Context(t, time.Minute)
+	text := func(s string) *penguinv1.OmniMessage {
+		return &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_Text{Text: &penguinv1.Text{Role: penguinv1.Role_ROLE_USER, Text: s}}}
+	}
+	for _, url := range []string{filepath.Join(t.TempDir(), "leaseread.db"), ":memory:"} {
+		s, err := store.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		lr, ok := s.(store.LeaseReader)
+		if !ok {
+			t.Fatalf("%s: the SQLite store does not read with the lease", url)
+		}
+		want := &store.Session{ID: "l", Title: "the row", ProjectID: store.DefaultProject}
+		if err := s.CreateSession(ctx, want, store.Event{Sequence: 1, Message: text("a")}, store.Event{Sequence: 3, Message: text("b")}); err != nil {
+			t.Fatal(err)
+		}
+		commits, reads := s.(store.CommitCounter).Commits(), s.(store.ReadCounter).Reads()
+		taken, r, err := lr.AcquireLeaseRead(ctx, "l", "me", "addr", time.Minute)
+		if err != nil || !taken || r == nil {
+			t.Fatalf("%s: AcquireLeaseRead = %v, %v, %v; want the lease and a read", url, taken, r, err)
+		}
+		if r.Row.ID != "l" || r.Row.Title != want.Title || !r.Row.CreatedAt.Equal(want.CreatedAt) || r.Row.LastSequence != 3 {
+			t.Fatalf("%s: AcquireLeaseRead read the row %+v; want the row created", url, r.Row)
+		}
+		if !r.Whole || len(r.Log) != 2 || r.Log[0].Sequence != 1 || r.Log[1].Message.GetText().GetText() != "b" {
+			t.Fatalf("%s: AcquireLeaseRead read the log %v (whole: %v); want its two events", url, r.Log, r.Whole)
+		}
+		if n := s.(store.CommitCounter).Commits() - commits; n != 1 {
+			t.Errorf("%s: AcquireLeaseRead committed %d transactions, want 1", url, n)
+		}
+		if n := s.(store.ReadCounter).Reads() - reads; n != 0 {
+			t.Errorf("%s: AcquireLeaseRead ran %d statements on the readers, want none", url, n)
+		}
+		if owner, _, _, err := s.LeaseHolder(ctx, "l"); err != nil || owner != "me" {
+			t.Fatalf("%s: LeaseHolder = %q, %v; want me", url, owner, err)
+		}
+		taken, r, err = lr.AcquireLeaseRead(ctx, "l", "other", "addr", time.Minute)
+		if err != nil || taken || r != nil {
+			t.Fatalf("%s: AcquireLeaseRead of a held lease = %v, %v, %v; want neither lease nor read", url, taken, r, err)
+		}
+		if _, _, err := lr.AcquireLeaseRead(ctx, "none", "me", "addr", time.Minute); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("%s: AcquireLeaseRead of an unknown session: %v; want ErrNotFound", url, err)
+		}
+		long := make([]store.Event, store.LeaseReadEvents)
+		for i := range long {
+			long[i] = store.Event{Sequence: int64(4 + i), Message: text("more")}
+		}
+		if err := s.AppendEvents(ctx, "l", long...); err != nil {
+			t.Fatal(err)
+		}
+		if _, r, err = lr.AcquireLeaseRead(ctx, "l", "me", "addr", time.Minute); err != nil || r.Row.LastSequence != long[len(long)-1].Sequence || r.Whole || r.Log != nil {
+			t.Fatalf("%s: AcquireLeaseRead of a long log = %+v, %v; want the row and no log", url, r, err)
+		}
+	}
+}

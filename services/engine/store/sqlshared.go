@@ -68,6 +68,43 @@ func scanSession[T any](sc scanner, toTime func(T) time.Time) (*Session, error) 
 	return &s, nil
 }
 
+// sessionAccessJoin follows sessionColumns in a query of a session's row
+// and the membership of a user (the query's first argument) in its
+// project: role and created_at of the membership, NULL for none. The
+// membership's columns are renamed in a subquery so that sessionColumns
+// stay unambiguous.
+const sessionAccessJoin = ` FROM sessions LEFT JOIN (
+		SELECT project_id AS member_project, role AS member_role, created_at AS member_since
+		FROM memberships WHERE user_id = %s) AS m ON m.member_project = sessions.project_id
+	WHERE sessions.id = %s`
+
+// scanSessionAccess reads a row of sessionColumns followed by
+// sessionAccessJoin's membership of userID with scanRow (the dialect's
+// scanSession): the session, and the membership or nil.
+func scanSessionAccess(sc scanner, userID string, scanRow func(scanner) (*Session, error)) (*Session, *Member, error) {
+	var (
+		role  sql.NullString
+		since sql.NullInt64
+	)
+	sess, err := scanRow(extraScan{sc, []any{&role, &since}})
+	if err != nil {
+		return nil, nil, err
+	}
+	if !role.Valid {
+		return sess, nil, nil
+	}
+	return sess, &Member{ProjectID: sess.ProjectID, UserID: userID, Role: Role(role.String), CreatedAt: fromMicros(since.Int64)}, nil
+}
+
+// extraScan is a scanner that scans the columns its caller asks for and
+// then extra ones.
+type extraScan struct {
+	sc    scanner
+	extra []any
+}
+
+func (e extraScan) Scan(dest ...any) error { return e.sc.Scan(append(dest, e.extra...)...) }
+
 // collectSessions reads every row of a sessionColumns result with scan.
 // The caller closes rows and wraps the error.
 func collectSessions(rows rowIterator, scan func(scanner) (*Session, error)) ([]*Session, error) {

@@ -179,6 +179,14 @@ type Store interface {
 	// GetSession returns the session with the given id, or ErrNotFound.
 	GetSession(ctx context.Context, id string) (*Session, error)
 
+	// GetSessionAccess returns the session with the given id, as
+	// GetSession does, and userID's membership of the session's project,
+	// nil when userID is no member of it: what a call on the session
+	// needs to be authorized, read in one statement where GetSession and
+	// GetMember are two (two read transactions, each with its locks and
+	// its pages read again on SQLite).
+	GetSessionAccess(ctx context.Context, id, userID string) (*Session, *Member, error)
+
 	// ListSessions returns one page of sessions, newest first (by
 	// CreatedAt, ties broken by id, descending), and the token of the next
 	// page, empty on the last one. Paging is stable: sessions created or
@@ -282,6 +290,44 @@ type Store interface {
 	// Close releases the store's connections. Calls after Close fail with
 	// ErrUnavailable; closing twice is harmless.
 	Close() error
+}
+
+// LeaseReader is a store that takes a session's run lease and reads what
+// a task prepares from in the same transaction: the SQLite store, on its
+// writer's connection, whose pages are current (a reader connection
+// reads again every page it needs after each commit of the writer, and a
+// new session's log is some 15 of them). What it reads is as fresh as a
+// read after the lease would be: no other replica may start a task on
+// the session from then on.
+type LeaseReader interface {
+	// AcquireLeaseRead is AcquireLease that also returns, when the lease
+	// was taken, what it read with it.
+	AcquireLeaseRead(ctx context.Context, sessionID, owner, ownerAddr string, ttl time.Duration) (bool, *LeaseRead, error)
+}
+
+// LeaseReadEvents is the longest log a LeaseReader reads with the lease:
+// a longer one is left to ReadEvents, on the readers, so that the lease's
+// transaction stays short for every other session's writes.
+const LeaseReadEvents = 16
+
+// LeaseRead is what a LeaseReader read with a session's lease.
+type LeaseRead struct {
+	// Row is the session's row.
+	Row *Session
+	// Log is the session's whole log, as ReadEvents(0) returns it, when
+	// it holds at most LeaseReadEvents events; Whole says it does.
+	Log   []Event
+	Whole bool
+}
+
+// ReadCounter is a store that counts the statements it runs on its
+// readers: with the tasks run, it says how many reads a task costs
+// (docs/performance.md). The SQLite store is one; the engine exports the
+// count as the metric penguin_engine_store_reads_total.
+type ReadCounter interface {
+	// Reads returns the number of statements run on the readers since
+	// the store was opened.
+	Reads() int64
 }
 
 // SessionWrite is what one WriteSession commits.

@@ -103,6 +103,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		{"SeededAdminAndDefaultProject", s.testSeeded},
 		{"Users", s.testUsers},
 		{"ProjectsAndMembers", s.testProjectsAndMembers},
+		{"SessionAccess", s.testSessionAccess},
 		{"ListSessionsByProject", s.testListByProject},
 		{"AccessTokens", s.testAccessTokens},
 		{"LoginSessions", s.testLoginSessions},

@@ -113,6 +113,48 @@ func (s *suite) testUsers(t *testing.T, ctx context.Context, st store.Store) {
 	wantErr(t, "DeleteUser(unknown)", st.DeleteUser(ctx, "nobody"), store.ErrNotFound)
 }
 
+// testSessionAccess: GetSessionAccess returns the row GetSession does,
+// with the user's membership of its project when there is one.
+func (s *suite) testSessionAccess(t *testing.T, ctx context.Context, st store.Store) {
+	mustUser(t, ctx, st, "bob")
+	mustUser(t, ctx, st, "carol")
+	mustProject(t, ctx, st, "apollo", "bob")
+	if err := st.SetMember(ctx, store.Member{ProjectID: "apollo", UserID: "carol", Role: store.RoleMember}); err != nil {
+		t.Fatal(err)
+	}
+	want := fullSession("s-apollo")
+	want.ProjectID = "apollo"
+	mustCreate(t, ctx, st, want)
+	for _, tc := range []struct {
+		user string
+		role store.Role // empty: no member
+	}{{"bob", store.RoleOwner}, {"carol", store.RoleMember}, {store.AdminUser, ""}, {"nobody", ""}} {
+		got, m, err := st.GetSessionAccess(ctx, "s-apollo", tc.user)
+		if err != nil {
+			t.Fatalf("GetSessionAccess(%s): %v", tc.user, err)
+		}
+		if d := diffSession(want, got); d != "" {
+			t.Fatalf("GetSessionAccess(%s) returned another row than was created: %s", tc.user, d)
+		}
+		switch {
+		case tc.role == "" && m != nil:
+			t.Fatalf("GetSessionAccess(%s) membership = %+v; want none", tc.user, m)
+		case tc.role != "" && m == nil:
+			t.Fatalf("GetSessionAccess(%s) found no membership; want %s", tc.user, tc.role)
+		case tc.role != "":
+			have, err := st.GetMember(ctx, "apollo", tc.user)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *m != have {
+				t.Fatalf("GetSessionAccess(%s) membership = %+v; GetMember says %+v", tc.user, m, have)
+			}
+		}
+	}
+	_, _, err := st.GetSessionAccess(ctx, "s-none", "bob")
+	wantErr(t, "GetSessionAccess(unknown)", err, store.ErrNotFound)
+}
+
 func (s *suite) testProjectsAndMembers(t *testing.T, ctx context.Context, st store.Store) {
 	mustUser(t, ctx, st, "alice")
 	mustUser(t, ctx, st, "bob")
