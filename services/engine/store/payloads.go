@@ -54,7 +54,9 @@ const sharedMin = 512
 // prompt of a session_meta and the tools of a tool_list_ready. Only
 // these are the same from session to session of an agent; everything
 // else in them (the session's id, paths, timestamps) stays in the body.
-var sharedFields = func() map[protowire.Number]protowire.Number {
+// It is made at first use: reading the descriptors would build the whole
+// message file's descriptors at package init, in every process.
+var sharedFields = sync.OnceValue(func() map[protowire.Number]protowire.Number {
 	om := (&penguinv1.OmniMessage{}).ProtoReflect().Descriptor().Fields()
 	meta := (&penguinv1.SessionMeta{}).ProtoReflect().Descriptor().Fields()
 	tools := (&penguinv1.ToolListReady{}).ProtoReflect().Descriptor().Fields()
@@ -62,7 +64,7 @@ var sharedFields = func() map[protowire.Number]protowire.Number {
 		om.ByName("session_meta").Number():    meta.ByName("system_prompt").Number(),
 		om.ByName("tool_list_ready").Number(): tools.ByName("tools").Number(),
 	}
-}()
+})
 
 // splitShared splits the encoding full of one event into its body and
 // its shared part, both appended to dst, and returns dst grown and the
@@ -74,7 +76,7 @@ func splitShared(dst, full []byte) (out, body, shared []byte) {
 	if !ok {
 		return dst, full, nil
 	}
-	part := sharedFields[field]
+	part := sharedFields()[field]
 	moved := 0
 	for b := inner; len(b) > 0; {
 		num, _, n := protowire.ConsumeField(b)
@@ -110,7 +112,7 @@ func sharedPayloadField(full []byte) (field protowire.Number, inner, before, aft
 		if n < 0 {
 			return 0, nil, nil, nil, false
 		}
-		if _, shared := sharedFields[num]; shared && typ == protowire.BytesType {
+		if _, shared := sharedFields()[num]; shared && typ == protowire.BytesType {
 			v, m := protowire.ConsumeBytes(full[off+n:])
 			if m < 0 {
 				return 0, nil, nil, nil, false
