@@ -107,12 +107,13 @@ func splitShared(dst, full []byte) (out, body, shared []byte) {
 // sharedPayloadField finds the payload field of full that has a shared
 // part: its number, its contents, and the encoding before and after it.
 func sharedPayloadField(full []byte) (field protowire.Number, inner, before, after []byte, ok bool) {
+	fields := sharedFields()
 	for off := 0; off < len(full); {
 		num, typ, n := protowire.ConsumeTag(full[off:])
 		if n < 0 {
 			return 0, nil, nil, nil, false
 		}
-		if _, shared := sharedFields()[num]; shared && typ == protowire.BytesType {
+		if _, shared := fields[num]; shared && typ == protowire.BytesType {
 			v, m := protowire.ConsumeBytes(full[off+n:])
 			if m < 0 {
 				return 0, nil, nil, nil, false
@@ -152,16 +153,12 @@ func sharedKey(project string, shared []byte) []byte {
 }
 
 // keyShared sets the keys of enc's shared parts, which are the project's.
-// It reports whether there were any.
-func keyShared(enc []encodedEvent, project string) bool {
-	found := false
+func keyShared(enc []encodedEvent, project string) {
 	for i := range enc {
 		if enc[i].shared != nil {
 			enc[i].key = sharedKey(project, enc[i].shared)
-			found = true
 		}
 	}
-	return found
 }
 
 // hasShared reports whether one of enc's events has a shared part.
