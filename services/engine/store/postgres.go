@@ -402,11 +402,16 @@ func (s *pgStore) ModifySession(ctx context.Context, id string, f func(*Session)
 // its write.
 func (s *pgStore) WriteSession(ctx context.Context, id string, w SessionWrite) error {
 	const op = "write session"
-	if len(w.Events) == 0 && w.ReleaseLease == "" {
+	if len(w.Events) == 0 && w.ReleaseLease == "" && w.Claim == nil {
 		if w.Modify == nil {
 			return nil
 		}
 		return s.ModifySession(ctx, id, w.Modify)
+	}
+	if c := w.Claim; c != nil {
+		if err := checkLease(id, c.Owner, c.TTL); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
 	}
 	var enc []encodedEvent
 	if len(w.Events) > 0 {
@@ -424,6 +429,11 @@ func (s *pgStore) WriteSession(ctx context.Context, id string, w SessionWrite) e
 	}
 	var modifyErr error
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if c := w.Claim; c != nil {
+			if err := s.claimLease(ctx, op, tx, id, c); err != nil {
+				return err
+			}
+		}
 		if len(enc) > 0 {
 			if err := s.appendEvents(ctx, tx, id, "", enc); err != nil {
 				return err
@@ -459,7 +469,7 @@ func (s *pgStore) WriteSession(ctx context.Context, id string, w SessionWrite) e
 		return nil
 	case modifyErr != nil:
 		return modifyErr
-	case errors.Is(err, ErrNotFound), errors.Is(err, ErrConflict), errors.Is(err, ErrInvalid), errors.Is(err, ErrUnavailable):
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrConflict), errors.Is(err, ErrInvalid), errors.Is(err, ErrUnavailable), errors.Is(err, ErrLeaseTaken):
 		return err
 	}
 	return s.wrap(ctx, op, err)
@@ -685,13 +695,7 @@ func (s *pgStore) AcquireLease(ctx context.Context, sessionID, owner, ownerAddr 
 		return false, closedError(op)
 	}
 	var got string
-	err := s.pool.QueryRow(ctx, `INSERT INTO leases (session_id, owner, owner_addr, expires_at)
-		VALUES ($1, $2, $3, now() + $4::bigint * interval '1 microsecond')
-		ON CONFLICT (session_id) DO UPDATE SET
-			owner = EXCLUDED.owner, owner_addr = EXCLUDED.owner_addr, expires_at = EXCLUDED.expires_at
-		WHERE leases.owner = EXCLUDED.owner OR leases.expires_at <= now()
-		RETURNING owner`,
-		sessionID, owner, ownerAddr, ttl.Microseconds()).Scan(&got)
+	err := s.pool.QueryRow(ctx, pgTakeLease, sessionID, owner, ownerAddr, ttl.Microseconds()).Scan(&got)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return false, nil
@@ -703,6 +707,66 @@ func (s *pgStore) AcquireLease(ctx context.Context, sessionID, owner, ownerAddr 
 		return false, werr
 	}
 	return true, nil
+}
+
+// pgTakeLease takes a session's lease for an owner when it is free,
+// expired or the owner's already, and returns the owner then; no row
+// while another owner holds it.
+const pgTakeLease = `INSERT INTO leases (session_id, owner, owner_addr, expires_at)
+	VALUES ($1, $2, $3, now() + $4::bigint * interval '1 microsecond')
+	ON CONFLICT (session_id) DO UPDATE SET
+		owner = EXCLUDED.owner, owner_addr = EXCLUDED.owner_addr, expires_at = EXCLUDED.expires_at
+	WHERE leases.owner = EXCLUDED.owner OR leases.expires_at <= now()
+	RETURNING owner`
+
+// claimLease takes a write's claimed lease (SessionWrite.Claim) in its
+// transaction tx, before anything else is written: ErrLeaseTaken when
+// another owner holds it, or when the log has moved since the claimer
+// read it. The lease's statement waits for a transaction that holds the
+// lease's row to end, and every append to the log is made under the
+// lease, so the last sequence read after it (a statement of its own, with
+// a snapshot of its own) is the log's as its last holder left it.
+func (s *pgStore) claimLease(ctx context.Context, op string, tx pgx.Tx, id string, c *LeaseClaim) error {
+	var got string
+	err := tx.QueryRow(ctx, pgTakeLease, id, c.Owner, c.OwnerAddr, c.TTL.Microseconds()).Scan(&got)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("%s: %w: session %s", op, ErrLeaseTaken, id)
+	case err != nil:
+		werr := s.wrap(ctx, op, err)
+		if errors.Is(werr, ErrNotFound) {
+			return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+		}
+		return werr
+	}
+	var last int64
+	if err := tx.QueryRow(ctx, `SELECT last_sequence FROM sessions WHERE id = $1`, id).Scan(&last); err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	if last != c.LastSequence {
+		return fmt.Errorf("%s: %w: session %s is at sequence %d, read at %d", op, ErrLeaseTaken, id, last, c.LastSequence)
+	}
+	return nil
+}
+
+// PeekLease implements Store: the row and whether a lease is on it, in
+// one statement. The log is left to ReadEvents.
+func (s *pgStore) PeekLease(ctx context.Context, sessionID string) (*LeaseRead, error) {
+	const op = "peek lease"
+	if s.closed.Load() {
+		return nil, closedError(op)
+	}
+	lr := &LeaseRead{}
+	row, err := scanPGSession(prefixScanner{s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM leases WHERE session_id = $1), `+
+		sessionColumns+` FROM sessions WHERE id = $1`, sessionID), &lr.Leased})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
+	}
+	if err != nil {
+		return nil, s.wrap(ctx, op, err)
+	}
+	lr.Row = row
+	return lr, nil
 }
 
 // ReleaseLease implements Store.

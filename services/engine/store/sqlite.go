@@ -675,8 +675,13 @@ func (s *sqliteStore) ModifySession(ctx context.Context, id string, f func(*Sess
 // writer's connection.
 func (s *sqliteStore) WriteSession(ctx context.Context, id string, w SessionWrite) (err error) {
 	op := "write session"
-	if len(w.Events) == 0 && w.ReleaseLease == "" {
+	if len(w.Events) == 0 && w.ReleaseLease == "" && w.Claim == nil {
 		op = "modify session"
+	}
+	if c := w.Claim; c != nil {
+		if err := checkLease(id, c.Owner, c.TTL); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
 	}
 	var enc []encodedEvent
 	if len(w.Events) > 0 {
@@ -712,6 +717,11 @@ func (s *sqliteStore) WriteSession(ctx context.Context, id string, w SessionWrit
 		}
 	}
 	return s.write(ctx, op, true, func(t *writeTx) error {
+		if c := w.Claim; c != nil {
+			if err := s.claimLease(ctx, op, t, id, c); err != nil {
+				return err
+			}
+		}
 		if err := s.insertEvents(ctx, ins, t, id, "", enc, time.Now().UnixMicro()); err != nil {
 			return err
 		}
@@ -1046,12 +1056,7 @@ func (s *sqliteStore) acquireLease(ctx context.Context, sessionID, owner, ownerA
 	taken := false
 	err := s.write(ctx, op, read, func(t *writeTx) error {
 		var got string
-		err := t.queryRow(`INSERT INTO leases (session_id, owner, owner_addr, expires_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (session_id) DO UPDATE SET
-			owner = excluded.owner, owner_addr = excluded.owner_addr, expires_at = excluded.expires_at
-		WHERE leases.owner = excluded.owner OR leases.expires_at <= ?
-		RETURNING owner`,
-			sessionID, owner, ownerAddr, now.Add(ttl).UnixMicro(), now.UnixMicro()).Scan(&got)
+		err := t.queryRow(sqliteTakeLease, sessionID, owner, ownerAddr, now.Add(ttl).UnixMicro(), now.UnixMicro()).Scan(&got)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return nil
@@ -1088,6 +1093,97 @@ func (s *sqliteStore) acquireLease(ctx context.Context, sessionID, owner, ownerA
 	}
 	lr.Whole = true
 	return taken, lr, nil
+}
+
+// sqliteTakeLease takes a session's lease for an owner when it is free,
+// expired or the owner's already, and returns the owner then; no row
+// while another owner holds it.
+const sqliteTakeLease = `INSERT INTO leases (session_id, owner, owner_addr, expires_at) VALUES (?, ?, ?, ?)
+	ON CONFLICT (session_id) DO UPDATE SET
+		owner = excluded.owner, owner_addr = excluded.owner_addr, expires_at = excluded.expires_at
+	WHERE leases.owner = excluded.owner OR leases.expires_at <= ?
+	RETURNING owner`
+
+// claimLease takes a write's claimed lease (SessionWrite.Claim) in its
+// transaction t, before anything else is written: ErrLeaseTaken when
+// another owner holds it, or when the log has moved since the claimer
+// read it (the lease was taken, used and given up in between).
+func (s *sqliteStore) claimLease(ctx context.Context, op string, t *writeTx, id string, c *LeaseClaim) error {
+	now := time.Now()
+	var got string
+	err := t.queryRow(sqliteTakeLease, id, c.Owner, c.OwnerAddr, now.Add(c.TTL).UnixMicro(), now.UnixMicro()).Scan(&got)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%s: %w: session %s", op, ErrLeaseTaken, id)
+	case isForeignKeyError(err):
+		return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
+	case err != nil:
+		return s.wrap(ctx, op, err)
+	}
+	var last int64
+	if err := t.queryRow(`SELECT last_sequence FROM sessions WHERE id = ?`, id).Scan(&last); err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	if last != c.LastSequence {
+		return fmt.Errorf("%s: %w: session %s is at sequence %d, read at %d", op, ErrLeaseTaken, id, last, c.LastSequence)
+	}
+	return nil
+}
+
+// PeekLease implements Store: the lease's row, the session's and its
+// log's when short are read in one read transaction on the writer's
+// connection (readOnWriter), whose page cache holds them. The log's
+// records are decoded once the transaction has ended, as
+// AcquireLeaseRead decodes them.
+func (s *sqliteStore) PeekLease(ctx context.Context, sessionID string) (*LeaseRead, error) {
+	const op = "peek lease"
+	if s.closed.Load() {
+		return nil, closedError(op)
+	}
+	// Prepared before the transaction takes the one write connection,
+	// which preparing needs too.
+	get, err := s.ws.stmt(ctx, sqliteGetSession)
+	if err != nil {
+		return nil, s.wrap(ctx, op, err)
+	}
+	events, err := s.ws.stmt(ctx, sqliteReadEvents)
+	if err != nil {
+		return nil, s.wrap(ctx, op, err)
+	}
+	lr := &LeaseRead{}
+	var raw []storedEvent
+	err = s.readOnWriter(ctx, op, func(t *writeTx) error {
+		row, err := scanSQLiteSession(t.stmt(get).QueryRowContext(t.ctx, sessionID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
+		}
+		if err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		lr.Row = row
+		if err := t.queryRow(`SELECT EXISTS (SELECT 1 FROM leases WHERE session_id = ?)`, sessionID).Scan(&lr.Leased); err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		// One event more than a whole log may hold says it is longer.
+		rows, err := t.stmt(events).QueryContext(t.ctx, sessionID, 0, LeaseReadEvents+1)
+		if err != nil {
+			return s.wrap(ctx, op, err)
+		}
+		raw, err = collectEvents(rows)
+		_ = rows.Close()
+		return s.wrap(ctx, op, err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) <= LeaseReadEvents {
+		// A record that does not decode leaves the log to ReadEvents,
+		// which meets the same record.
+		if log, err := s.decodeLog(ctx, sessionID, raw); err == nil {
+			lr.Log, lr.Whole = log, true
+		}
+	}
+	return lr, nil
 }
 
 // ReleaseLease implements Store.

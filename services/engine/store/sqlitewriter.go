@@ -46,6 +46,13 @@ type writeTx struct {
 // beginWrite starts a write, a transaction when tx is set. The write must
 // end with Commit or Rollback.
 func (s *sqliteStore) beginWrite(ctx context.Context, tx bool) (*writeTx, error) {
+	return s.begin(ctx, tx, `BEGIN IMMEDIATE`)
+}
+
+// begin starts a turn on the writer's connection, a transaction begun
+// with the statement begin when tx is set: BEGIN IMMEDIATE for a write,
+// BEGIN for a read on the writer (readOnWriter).
+func (s *sqliteStore) begin(ctx context.Context, tx bool, begin string) (*writeTx, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -66,7 +73,7 @@ func (s *sqliteStore) beginWrite(ctx context.Context, tx bool) (*writeTx, error)
 	}
 	t := &writeTx{s: s, ctx: context.WithoutCancel(ctx), held: true}
 	if tx {
-		if _, err := t.exec(`BEGIN IMMEDIATE`); err != nil {
+		if _, err := t.exec(begin); err != nil {
 			t.release()
 			return nil, err
 		}
@@ -80,6 +87,25 @@ func (s *sqliteStore) beginWrite(ctx context.Context, tx bool) (*writeTx, error)
 // they are; the write's own are wrapped for op.
 func (s *sqliteStore) write(ctx context.Context, op string, tx bool, f func(*writeTx) error) error {
 	t, err := s.beginWrite(ctx, tx)
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	if err := f(t); err != nil {
+		_ = t.Rollback()
+		return err
+	}
+	if err := t.Commit(); err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	return nil
+}
+
+// readOnWriter runs f in a read transaction on the writer's connection,
+// in the writer's turn: its page cache holds what the writes put there,
+// where a reader connection reads again every page the writer changed
+// since its last read. It takes no write lock and commits nothing.
+func (s *sqliteStore) readOnWriter(ctx context.Context, op string, f func(*writeTx) error) error {
+	t, err := s.begin(ctx, true, `BEGIN`)
 	if err != nil {
 		return s.wrap(ctx, op, err)
 	}

@@ -79,6 +79,11 @@ var (
 	// shutting down, file locked or unwritable, store closed). Callers map it
 	// to codes.Unavailable; retrying later may succeed.
 	ErrUnavailable = errors.New("store: unavailable")
+	// ErrLeaseTaken reports a write that was to take a session's run
+	// lease (SessionWrite.Claim) and did not: another replica holds it,
+	// or held it and wrote the session's log since the caller read it.
+	// Nothing of the write is stored.
+	ErrLeaseTaken = errors.New("store: the session's run lease is another replica's")
 )
 
 // Limits on what the store accepts.
@@ -276,6 +281,16 @@ type Store interface {
 	// off: a replica resumes them, and a restarted replica finds its own.
 	StaleLeases(ctx context.Context, owner string) ([]string, error)
 
+	// PeekLease reads what a task starts from without taking the
+	// session's lease: the row, whether a lease row is on the session
+	// (Leased), and, on a store that can read it cheaply (SQLite, on its
+	// writer's connection), the whole log when it holds at most
+	// LeaseReadEvents events. The row and the lease are read at one
+	// moment. A task that found no lease takes it with its first write
+	// (SessionWrite.Claim), which refuses it when the log has moved since.
+	// ErrNotFound for an unknown session.
+	PeekLease(ctx context.Context, sessionID string) (*LeaseRead, error)
+
 	// LeaseCutOff reports whether StaleLeases(owner) would return the
 	// session: one session's answer without listing them all, for a
 	// replica that is asked to follow a session whose run may wait for a
@@ -310,8 +325,12 @@ type LeaseReader interface {
 // transaction stays short for every other session's writes.
 const LeaseReadEvents = 16
 
-// LeaseRead is what a LeaseReader read with a session's lease.
+// LeaseRead is what a LeaseReader read with a session's lease, or
+// PeekLease without one.
 type LeaseRead struct {
+	// Leased says a lease row was on the session, live or expired
+	// (PeekLease only): a run holds the session, or was cut off.
+	Leased bool
 	// Row is the session's row.
 	Row *Session
 	// Log is the session's whole log, as ReadEvents(0) returns it, when
@@ -339,6 +358,22 @@ type SessionWrite struct {
 	// ReleaseLease, when set, is the owner whose lease on the session is
 	// given up, as ReleaseLease would.
 	ReleaseLease string
+	// Claim, when set, is a run lease taken before anything else, as
+	// AcquireLease would: a task that read the session without its lease
+	// (PeekLease) takes it with its first write instead of in a
+	// transaction of its own. The write fails with ErrLeaseTaken, and
+	// stores nothing, when another owner holds a live lease or the
+	// session's LastSequence is no longer Claim.LastSequence (another
+	// replica ran a task since the read).
+	Claim *LeaseClaim
+}
+
+// LeaseClaim is a run lease that a write takes (SessionWrite.Claim).
+type LeaseClaim struct {
+	Owner, OwnerAddr string
+	TTL              time.Duration
+	// LastSequence is the session's LastSequence as the task read it.
+	LastSequence int64
 }
 
 // Option configures a store opened with [Open].

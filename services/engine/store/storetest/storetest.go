@@ -93,6 +93,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		{"Leases", s.testLeases},
 		{"LeaseExpiry", s.testLeaseExpiry},
 		{"LeaseContention", s.testLeaseContention},
+		{"PeekLease", s.testPeekLease},
+		{"WriteClaimsLease", s.testWriteClaimsLease},
+		{"ClaimContention", s.testClaimContention},
 		{"LargePayload", s.testLargePayload},
 		{"TornLastRecord", s.testTornLastRecord},
 		{"CorruptMiddleRecord", s.testCorruptMiddleRecord},
@@ -1197,6 +1200,138 @@ func (s *suite) testLeaseContention(t *testing.T, ctx context.Context, st store.
 	}
 	if owner, addr, _, err := st.LeaseHolder(ctx, "contend"); err != nil || owner != won[0] || addr != won[0]+":1" {
 		t.Fatalf("holder = %q %q %v, want the winner %q", owner, addr, err, won[0])
+	}
+}
+
+// PeekLease reads the row and whether a lease row is on the session,
+// live or expired, and takes nothing.
+func (s *suite) testPeekLease(t *testing.T, ctx context.Context, st store.Store) {
+	mustCreate(t, ctx, st, &store.Session{ID: "peek", Title: "peeked"})
+	logged := eventsOf(1, text("a"), text("b"))
+	if err := st.AppendEvents(ctx, "peek", logged...); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.PeekLease(ctx, "peek")
+	if err != nil || r.Leased || r.Row.Title != "peeked" || r.Row.LastSequence != 2 {
+		t.Fatalf("PeekLease of a free session = %+v, %v; want its row at sequence 2, not leased", r, err)
+	}
+	if r.Whole {
+		checkEvents(t, logged, r.Log)
+	}
+	if _, _, _, err := st.LeaseHolder(ctx, "peek"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("PeekLease took a lease: LeaseHolder = %v", err)
+	}
+	if ok, err := st.AcquireLease(ctx, "peek", "replica-a", "a:1", time.Millisecond); err != nil || !ok {
+		t.Fatalf("AcquireLease = %v, %v", ok, err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	// An expired lease is still on the session: its run was cut off.
+	if r, err := st.PeekLease(ctx, "peek"); err != nil || !r.Leased {
+		t.Fatalf("PeekLease of a session with an expired lease = %+v, %v; want leased", r, err)
+	}
+	_, err = st.PeekLease(ctx, "nope")
+	wantErr(t, "PeekLease(unknown)", err, store.ErrNotFound)
+}
+
+// A write with a claim takes the lease and writes in one commit; it
+// stores nothing, and fails with ErrLeaseTaken, when another owner holds
+// a live lease or the log moved since the claimer read it.
+func (s *suite) testWriteClaimsLease(t *testing.T, ctx context.Context, st store.Store) {
+	mustCreate(t, ctx, st, &store.Session{ID: "claim"})
+	claim := func(owner string, last int64) *store.LeaseClaim {
+		return &store.LeaseClaim{Owner: owner, OwnerAddr: owner + ":1", TTL: time.Minute, LastSequence: last}
+	}
+	titled := func(r *store.Session) error { r.Title = "prompted"; return nil }
+	prompt := eventsOf(1, text("prompt"))
+	if err := st.WriteSession(ctx, "claim", store.SessionWrite{Events: prompt, Modify: titled, Claim: claim("replica-a", 0)}); err != nil {
+		t.Fatalf("WriteSession with a claim of a free lease: %v", err)
+	}
+	if owner, addr, _, err := st.LeaseHolder(ctx, "claim"); err != nil || owner != "replica-a" || addr != "replica-a:1" {
+		t.Fatalf("holder after the claim = %q %q %v, want replica-a", owner, addr, err)
+	}
+	if got, err := st.GetSession(ctx, "claim"); err != nil || got.Title != "prompted" || got.LastSequence != 1 {
+		t.Fatalf("row after the claim = %+v, %v; want titled at sequence 1", got, err)
+	}
+	// Another owner is refused while a's lease is live, and so is a
+	// claim of a's own that read the log before its last write.
+	err := st.WriteSession(ctx, "claim", store.SessionWrite{Events: eventsOf(2, text("b")), Claim: claim("replica-b", 1)})
+	wantErr(t, "WriteSession claiming a held lease", err, store.ErrLeaseTaken)
+	err = st.WriteSession(ctx, "claim", store.SessionWrite{Modify: titled, Claim: claim("replica-b", 1)})
+	wantErr(t, "WriteSession of the row claiming a held lease", err, store.ErrLeaseTaken)
+	if err := st.ReleaseLease(ctx, "claim", "replica-a"); err != nil {
+		t.Fatal(err)
+	}
+	// Free again, but the log moved since b read it at sequence 0.
+	err = st.WriteSession(ctx, "claim", store.SessionWrite{Events: eventsOf(7, text("b")), Claim: claim("replica-b", 0)})
+	wantErr(t, "WriteSession claiming after the log moved", err, store.ErrLeaseTaken)
+	if _, _, _, err := st.LeaseHolder(ctx, "claim"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused claim left a lease: LeaseHolder = %v", err)
+	}
+	got, err := st.ReadEvents(ctx, "claim", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEvents(t, prompt, got)
+	// A claim of the row alone takes the lease too.
+	if err := st.WriteSession(ctx, "claim", store.SessionWrite{Modify: titled, Claim: claim("replica-b", 1)}); err != nil {
+		t.Fatalf("WriteSession of the row with a claim: %v", err)
+	}
+	if owner, _, _, err := st.LeaseHolder(ctx, "claim"); err != nil || owner != "replica-b" {
+		t.Fatalf("holder after a claim of the row = %q %v, want replica-b", owner, err)
+	}
+	err = st.WriteSession(ctx, "nope", store.SessionWrite{Events: eventsOf(1, text("x")), Claim: claim("replica-a", 0)})
+	wantErr(t, "WriteSession claiming an unknown session", err, store.ErrNotFound)
+	err = st.WriteSession(ctx, "claim", store.SessionWrite{Events: eventsOf(2, text("x")), Claim: &store.LeaseClaim{Owner: "replica-b", LastSequence: 1}})
+	wantErr(t, "WriteSession with a claim without a ttl", err, store.ErrInvalid)
+}
+
+// Of many replicas that read a free session and claim its lease with
+// their first write, exactly one writes.
+func (s *suite) testClaimContention(t *testing.T, ctx context.Context, st store.Store) {
+	mustCreate(t, ctx, st, &store.Session{ID: "claims"})
+	const contenders = 8
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		won   []string
+		start = make(chan struct{})
+		errs  = make(chan error, contenders)
+	)
+	for i := range contenders {
+		owner := fmt.Sprintf("replica-%d", i)
+		wg.Go(func() {
+			<-start
+			// Each numbers its events as it likes: the claim, not the
+			// sequence, decides.
+			err := st.WriteSession(ctx, "claims", store.SessionWrite{
+				Events: eventsOf(int64(1+i*10), text(owner)),
+				Claim:  &store.LeaseClaim{Owner: owner, OwnerAddr: owner + ":1", TTL: time.Minute},
+			})
+			switch {
+			case err == nil:
+				mu.Lock()
+				won = append(won, owner)
+				mu.Unlock()
+			case !errors.Is(err, store.ErrLeaseTaken):
+				errs <- err
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("WriteSession with a claim: %v", err)
+	}
+	if len(won) != 1 {
+		t.Fatalf("%d contenders wrote with their claim (%v), want exactly 1", len(won), won)
+	}
+	if owner, _, _, err := st.LeaseHolder(ctx, "claims"); err != nil || owner != won[0] {
+		t.Fatalf("holder = %q %v, want the winner %q", owner, err, won[0])
+	}
+	got, err := st.ReadEvents(ctx, "claims", 0, 0)
+	if err != nil || len(got) != 1 || got[0].Message.GetText().GetText() != won[0] {
+		t.Fatalf("log after the contention = %v, %v; want the winner's one event", got, err)
 	}
 }
 
