@@ -33,10 +33,17 @@
 // FlushWith commits a change of the session's row, and the release of its
 // run lease, in the transaction of the queued events: a task's prompt and
 // its title, or its last events, its end and its lease, are one commit.
+//
+// Claim has the journal's next commit take the session's run lease
+// (store.SessionWrite.Claim): a task that read the session without the
+// lease takes it with its prompt instead of in a commit of its own. Until
+// that commit nothing is published, not even an announcement, so that no
+// watcher hears of a task that another replica's lease may refuse.
 package journal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -110,6 +117,17 @@ type Journal struct {
 	// with is the row change and lease release a FlushWith has the
 	// writer commit with the queue; nil when there is none.
 	with *rowWrite
+	// claim is the lease the next commit takes (Claim); nil when there is
+	// none. While it is set, the writer runs only for a Flush or a
+	// FlushWith.
+	claim *claim
+}
+
+// claim is a lease the journal's next commit takes.
+type claim struct {
+	lease *store.LeaseClaim
+	// taken is called once the commit that took the lease is made.
+	taken func()
 }
 
 // rowWrite is what one FlushWith has the writer commit with the queue.
@@ -182,11 +200,18 @@ func (j *Journal) enqueueLocked(q queued) int64 {
 	if durabilityPoint(q) {
 		j.hurryLocked()
 	}
+	if j.claim == nil {
+		j.startLocked()
+	}
+	return seq
+}
+
+// startLocked starts the writer unless it runs.
+func (j *Journal) startLocked() {
 	if !j.writerActive {
 		j.writerActive = true
 		go j.write()
 	}
-	return seq
 }
 
 // durabilityPoint reports whether q is an event whose publication must
@@ -253,11 +278,11 @@ func (j *Journal) write() {
 			j.mu.Lock()
 			continue
 		}
-		batch, with := j.queue, j.with
-		j.queue, j.with = nil, nil
+		batch, with, cl := j.queue, j.with, j.claim
+		j.queue, j.with, j.claim = nil, nil, nil
 		j.urgent, j.held = false, time.Time{}
 		failed := j.writeErr != nil
-		if len(batch) == 0 && with == nil {
+		if len(batch) == 0 && with == nil && cl == nil {
 			// The writer goes idle under the same hold of the lock as
 			// its last publication (below): a reader that saw the last
 			// event in the buffer finds nothing pending, as nothing
@@ -285,19 +310,32 @@ func (j *Journal) write() {
 				events = append(events, store.Event{Sequence: q.ev.GetSequence(), Message: q.ev.GetMessage()})
 			}
 		}
-		if (len(events) > 0 || with != nil) && !failed {
+		if (len(events) > 0 || with != nil || cl != nil) && !failed {
 			ctx, cancel := context.WithTimeout(context.Background(), j.timeout)
 			var err error
-			if with == nil {
+			if with == nil && cl == nil {
 				err = j.store.AppendEvents(ctx, j.id, events...)
 			} else {
-				w := with.SessionWrite
+				var w store.SessionWrite
+				if with != nil {
+					w = with.SessionWrite
+				}
 				w.Events = events
+				if cl != nil {
+					w.Claim = cl.lease
+				}
 				err = j.store.WriteSession(ctx, j.id, w)
 			}
 			cancel()
+			if err == nil && cl != nil {
+				cl.taken()
+			}
+			lost := errors.Is(err, store.ErrLeaseTaken)
 			j.mu.Lock()
 			switch {
+			case lost:
+				j.writeErr = fmt.Errorf("take the run lease of session %s: %w", j.id, err)
+				failed = true
 			case err != nil && len(events) == 0:
 				j.writeErr = fmt.Errorf("record the row of session %s: %w", j.id, err)
 				failed = true
@@ -309,7 +347,7 @@ func (j *Journal) write() {
 			}
 			werr := j.writeErr
 			j.mu.Unlock()
-			if err != nil {
+			if err != nil && !lost {
 				j.log.Error("the session log could not be written; the session's task stops", "session", j.id, "error", err)
 				if j.onFail != nil {
 					j.onFail(werr)
@@ -344,6 +382,9 @@ var afterPublish atomic.Pointer[func()]
 func (j *Journal) Flush() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.claim != nil {
+		j.startLocked()
+	}
 	if j.writerActive {
 		j.hurryLocked()
 	}
@@ -376,10 +417,7 @@ func (j *Journal) FlushWith(modify func(*store.Session) error, release string) e
 	if j.writeErr == nil {
 		w := &rowWrite{SessionWrite: store.SessionWrite{Modify: modify, ReleaseLease: release}}
 		j.with = w
-		if !j.writerActive {
-			j.writerActive = true
-			go j.write()
-		}
+		j.startLocked()
 		j.hurryLocked()
 		// The round that takes w commits everything queued before it,
 		// after the rounds before it: once it is done, all of that is
@@ -412,6 +450,34 @@ func (j *Journal) Reset() {
 		j.drained.Wait()
 	}
 	j.writeErr = nil
+}
+
+// Claim has the next commit take the session's run lease (lease, as
+// store.SessionWrite.Claim) and call taken once it is made. Until then
+// the journal publishes nothing: its writer runs for the next Flush or
+// FlushWith only, whose commit takes the lease with what is queued by
+// then. When the store refuses the lease the log has failed (the error
+// wraps store.ErrLeaseTaken), without calling OnFail: the task that
+// claimed never started. DropClaim withdraws a claim not yet committed.
+func (j *Journal) Claim(lease *store.LeaseClaim, taken func()) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.claim = &claim{lease: lease, taken: taken}
+}
+
+// DropClaim withdraws a claim that no commit has taken yet (a task that
+// gave up before it wrote), and lets what was held back behind it go.
+func (j *Journal) DropClaim() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.claim == nil {
+		return
+	}
+	j.claim = nil
+	if len(j.queue) > 0 || j.with != nil {
+		j.startLocked()
+		j.hurryLocked()
+	}
 }
 
 // Last returns the number of the newest event handed out.

@@ -134,6 +134,50 @@ func (k *Keeper) Acquire(ctx context.Context, sessionID string) (*Lease, error) 
 	return &Lease{k: k, session: sessionID, read: read}, nil
 }
 
+// Peeker is a store that reads a session without taking its lease
+// (store.Store's PeekLease).
+type Peeker interface {
+	PeekLease(ctx context.Context, sessionID string) (*store.LeaseRead, error)
+}
+
+// Claim readies the session's lease to be taken by the task's first
+// write (store.SessionWrite.Claim) instead of in a transaction of its
+// own: it reads the session (PeekLease) and, when no lease is on it,
+// returns a Lease not taken yet, with what it read (TakeRead), and the
+// claim for that write, which the store refuses (store.ErrLeaseTaken)
+// when another replica took the lease, or took it and wrote the log,
+// since the read. The claimer must not write the session before, nor act
+// on it as its runner: until the claim is taken (Taken) it has prepared
+// only. When a lease is on the session (a run holds it, or one was cut off
+// and is resumed by whoever takes it), or the store cannot read without
+// it, Claim takes the lease as Acquire does and the claim is nil.
+func (k *Keeper) Claim(ctx context.Context, sessionID string) (*Lease, *store.LeaseClaim, error) {
+	p, can := k.store.(Peeker)
+	if !can {
+		l, err := k.Acquire(ctx, sessionID)
+		return l, nil, err
+	}
+	r, err := p.PeekLease(ctx, sessionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.Leased {
+		l, err := k.Acquire(ctx, sessionID)
+		return l, nil, err
+	}
+	l := &Lease{k: k, session: sessionID, read: r, pending: true}
+	return l, &store.LeaseClaim{Owner: k.owner, OwnerAddr: k.addr, TTL: k.ttl, LastSequence: r.Row.LastSequence}, nil
+}
+
+// Refused returns the error for a claim the store refused: a *HeldError
+// naming the replica that holds the lease now, empty when it let the
+// lease go since.
+func (k *Keeper) Refused(ctx context.Context, sessionID string) *HeldError {
+	held := &HeldError{Session: sessionID}
+	held.Owner, held.Address, _, _ = k.store.LeaseHolder(ctx, sessionID)
+	return held
+}
+
 // Holder returns the replica that holds a live lease on the session, and
 // whether one does.
 func (k *Keeper) Holder(ctx context.Context, sessionID string) (owner, addr string, held bool, err error) {
@@ -172,13 +216,32 @@ type Lease struct {
 	mu   sync.Mutex
 	stop context.CancelFunc
 	done chan struct{}
+	// pending says the lease was claimed (Keeper.Claim) and no write has
+	// taken it yet: there is nothing to renew, release or hand over.
+	pending bool
+}
+
+// Taken records that the write that claimed the lease took it.
+func (l *Lease) Taken() {
+	l.mu.Lock()
+	l.pending = false
+	l.mu.Unlock()
+}
+
+// held reports whether the lease is this replica's in the store: taken,
+// not only claimed.
+func (l *Lease) held() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.pending
 }
 
 // TakeRead returns what the store read with the lease (the session's
-// row, and its log when short), once: nil after the first call, or when
-// the store did not read with the lease. No other replica starts a task
-// on the session from then on, so it is what reads right after the lease
-// would have returned, unless this replica wrote the session since.
+// row, and its log when short), or before claiming it, once: nil after
+// the first call, or when the store did not read with the lease. No other
+// replica starts a task on the session from then on (a claimed lease: or
+// the claim is refused), so it is what reads right after the lease would
+// have returned, unless this replica wrote the session since.
 func (l *Lease) TakeRead() *store.LeaseRead {
 	r := l.read
 	l.read = nil
@@ -223,12 +286,16 @@ func (l *Lease) Keep(ctx context.Context, lost func(owner string)) {
 }
 
 // Handover stops the renewals, waits for a renewal in flight, and lets
-// the lease expire at once instead of giving it up: the run is still in
+// the lease expire at once instead of giving it up (a lease claimed and
+// never taken has nothing to hand over): the run is still in
 // progress, and the replica that takes the expired lease (another one, or
 // this one restarted) resumes it. The lease row, not its expiry, is what
 // says a run was cut off, so it must stay.
 func (l *Lease) Handover(ctx context.Context) error {
 	l.stopRenewals()
+	if !l.held() {
+		return nil
+	}
 	_, err := l.k.store.AcquireLease(ctx, l.session, l.k.owner, l.k.addr, handoverTTL)
 	return err
 }
@@ -260,8 +327,12 @@ func (l *Lease) ReleaseWith(release func(owner string) error) error {
 }
 
 // Release stops the renewals, waits for a renewal in flight, and gives
-// the lease up. Releasing twice is harmless.
+// the lease up; a lease claimed and never taken is left alone. Releasing
+// twice is harmless.
 func (l *Lease) Release(ctx context.Context) error {
 	l.stopRenewals()
+	if !l.held() {
+		return nil
+	}
 	return l.k.store.ReleaseLease(ctx, l.session, l.k.owner)
 }

@@ -135,7 +135,7 @@ func (m *Manager) Compact(ctx context.Context, id string, mode penguinv1.Compact
 	defer m.release(rt)
 	t := newTask()
 	t.compaction = true
-	if err := rt.claim(ctx, t); err != nil {
+	if err := rt.claim(ctx, t, false); err != nil {
 		return 0, "", err
 	}
 	p, err := rt.prepare(ctx, penguinv1.ThinkingLevel_THINKING_LEVEL_UNSPECIFIED, false, leasedRead{})

@@ -97,7 +97,7 @@ func (m *Manager) resume(ctx context.Context, id string) (bool, error) {
 	// goes on once resume returns: the session then runs the resumed
 	// run, or is free.
 	defer close(t.examined)
-	if err := rt.claim(ctx, t); err != nil {
+	if err := rt.claim(ctx, t, false); err != nil {
 		return false, err
 	}
 	// A run taken over is durable from the claim on: an engine stopping

@@ -49,8 +49,10 @@ type task struct {
 	// task's turns link to.
 	run trace.SpanContext
 	// lease is the task's run lease, renewed while the task lasts; set by
-	// claim.
-	lease *lease.Lease
+	// claim. claimed says the task's first commit takes it
+	// (lease.Keeper.Claim): the renewals start once that commit is made.
+	lease   *lease.Lease
+	claimed bool
 	// leased is what the store read with the lease, for prepare.
 	leased leasedRead
 	// durable tasks are handed over when the engine stops instead of
@@ -148,7 +150,16 @@ func isIdle(ev *penguinv1.RunEvent) bool {
 // the end of ctx: right after a restart the engine looks at the runs a
 // crash cut off, and a Run in that moment starts once the look is over,
 // or finds the run it resumed busy, rather than being refused for it.
-func (rt *Runtime) claim(ctx context.Context, t *task) error {
+//
+// With firstWrite, the session's run lease is taken by the task's first
+// commit (its prompt's, startClaimed; or an environment's binding in its
+// preparation) when no lease is on the session, instead of in a commit
+// of its own before the task prepares: the preparation only reads and
+// the journal publishes nothing until that commit, which the store
+// refuses, writing nothing, when another replica took the lease or ran a
+// task since the read (lease.Keeper.Claim). A lease on the session (a run
+// cut off) is taken at once, as without firstWrite.
+func (rt *Runtime) claim(ctx context.Context, t *task, firstWrite bool) error {
 	m := rt.m
 	for {
 		m.mu.Lock()
@@ -181,7 +192,16 @@ func (rt *Runtime) claim(ctx context.Context, t *task) error {
 	}
 	rt.journal.Reset()
 	mark, quiet := m.idleEnvs.quiet(rt.id)
-	l, err := m.leases.Acquire(ctx, rt.id)
+	var (
+		l   *lease.Lease
+		c   *store.LeaseClaim
+		err error
+	)
+	if firstWrite {
+		l, c, err = m.leases.Claim(ctx, rt.id)
+	} else {
+		l, err = m.leases.Acquire(ctx, rt.id)
+	}
 	if held := (*lease.HeldError)(nil); errors.As(err, &held) {
 		err = fmt.Errorf("%w: %v", ErrBusy, held)
 	}
@@ -189,20 +209,43 @@ func (rt *Runtime) claim(ctx context.Context, t *task) error {
 		rt.unclaim(t)
 		return err
 	}
-	// The lease is renewed from now on, while the task prepares (which
-	// may wait for an environment) as while it runs. A renewal that finds
-	// the lease taken means this replica was cut off longer than the lease
-	// lasts and the session has moved on: the task stops, so that two
-	// replicas never write the session's log at once.
 	t.lease = l
 	if read := l.TakeRead(); read != nil && quiet {
 		t.leased = leasedRead{read: read, disposals: mark}
 	}
-	l.Keep(t.ctx, func(owner string) {
-		t.cancel(&loop.Aborted{Reason: fmt.Sprintf("engine replica %s took the session over after this replica failed to renew its lease", owner)})
-	})
+	if c != nil {
+		t.claimed = true
+		rt.journal.Claim(c, l.Taken)
+	} else {
+		// The lease is renewed from now on, while the task prepares
+		// (which may wait for an environment) as while it runs.
+		rt.keep(t)
+	}
 	m.metrics.runsActive.Inc()
 	return nil
+}
+
+// keep renews the task's lease until the task ends. A renewal that finds
+// the lease taken means this replica was cut off longer than the lease
+// lasts and the session has moved on: the task stops, so that two
+// replicas never write the session's log at once.
+func (rt *Runtime) keep(t *task) {
+	t.lease.Keep(t.ctx, func(owner string) {
+		t.cancel(&loop.Aborted{Reason: fmt.Sprintf("engine replica %s took the session over after this replica failed to renew its lease", owner)})
+	})
+}
+
+// refused turns err, when it says the store refused the task's claim of
+// the lease (store.ErrLeaseTaken), into ErrBusy naming the replica that
+// holds it: another replica started a task on the session between this
+// one's read and its first write.
+func (rt *Runtime) refused(err error) error {
+	if !errors.Is(err, store.ErrLeaseTaken) {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	return fmt.Errorf("%w: %v", ErrBusy, rt.m.leases.Refused(ctx, rt.id))
 }
 
 // unclaim undoes claim.
@@ -229,7 +272,7 @@ func newTask() *task {
 func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, error) {
 	t := newTask()
 	t.run = trace.SpanContextFromContext(ctx)
-	if err := rt.claim(ctx, t); err != nil {
+	if err := rt.claim(ctx, t, true); err != nil {
 		return nil, 0, err
 	}
 	from, err := rt.startClaimed(ctx, t, spec)
@@ -250,7 +293,7 @@ func (rt *Runtime) startClaimed(ctx context.Context, t *task, spec RunSpec) (int
 	}
 	if err != nil {
 		rt.abandon(t, err)
-		return 0, err
+		return 0, rt.refused(err)
 	}
 	var images []*penguinv1.OmniMessage
 	if spec.Goal == nil {
@@ -299,7 +342,14 @@ func (rt *Runtime) startClaimed(ctx context.Context, t *task, spec RunSpec) (int
 	}
 	if err != nil {
 		rt.finish(t, p, loop.Result{Status: penguinv1.StopReason_STOP_REASON_FAILED, Err: err})
+		if errors.Is(err, store.ErrLeaseTaken) {
+			return 0, rt.refused(err)
+		}
 		return 0, fmt.Errorf("%w; the prompt was not recorded, run it again once the store is back: %v", ErrNotRecorded, err)
+	}
+	if t.claimed {
+		// The prompt's commit took the lease.
+		rt.keep(t)
 	}
 	rt.launch(t, p, spec, nil)
 	return from, nil
@@ -368,6 +418,9 @@ func (rt *Runtime) abandon(t *task, cause error) {
 // letGo ends a task that never started its loop, giving its lease up
 // with giveUp (Release, or Handover to leave the run on record).
 func (rt *Runtime) letGo(t *task, cause error, giveUp func(context.Context) error) {
+	// A claim no commit took goes with the task; what the journal held
+	// back behind it is published.
+	rt.journal.DropClaim()
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	if err := giveUp(ctx); err != nil {
@@ -437,7 +490,17 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 		_ = rt.journal.Flush()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	if !saved {
+	switch {
+	case saved:
+	case errors.Is(res.Err, store.ErrLeaseTaken):
+		// Another replica took the session between this task's read and
+		// its first commit, which wrote nothing: the row and the lease
+		// are that replica's to write.
+		m.log.Info("another engine replica started a task on the session first", "session", rt.id, "error", res.Err)
+		res.Status = penguinv1.StopReason_STOP_REASON_FAILED
+		msg = "another engine replica started a task on the session first; this task did not start and nothing of it was recorded"
+		end = &taskEnd{Sequence: high, Status: res.Status, Message: msg, NotRecorded: true}
+	default:
 		// However the loop ended (an abort, a failure, a completion whose
 		// last events were lost), what the watchers must hear is that the
 		// task's work after the log's last event is not recorded. The row

@@ -28,7 +28,7 @@ func (m *Manager) StartScheduled(ctx context.Context, id string, since int64, sp
 	}
 	defer m.release(rt)
 	t := newTask()
-	if err := rt.claim(ctx, t); err != nil {
+	if err := rt.claim(ctx, t, false); err != nil {
 		return false, err
 	}
 	events, err := m.store.ReadEvents(ctx, id, since, 0)

@@ -228,7 +228,7 @@ func (m *Manager) UndoChange(ctx context.Context, id string, seq int64, redo, fo
 	defer m.release(rt)
 	t := newTask()
 	t.compaction = true // takes no steering
-	if err := rt.claim(ctx, t); err != nil {
+	if err := rt.claim(ctx, t, false); err != nil {
 		return nil, err
 	}
 	res, err := m.undoClaimed(ctx, rt, seq, redo, force)
