@@ -197,7 +197,7 @@ func floorRunOnce(b *testing.B, bin, floorBin string, run, tasks int) floorRun {
 		c := stopFloor(b, s.proc)
 		want := floor.Counts{Tasks: int64(done), ModelCalls: int64(2 * done), Reads: int64(done)}
 		if i == srvFloor {
-			want.Commits = int64(6 * done)
+			want.Commits = int64(floor.CommitsPerTask * done)
 		}
 		if c != want {
 			b.Fatalf("run %d: %s did %+v, want %+v", run+1, serverNames[i], c, want)

@@ -73,6 +73,10 @@ func ReadPlan(path string) (*Plan, error) {
 	return &p, nil
 }
 
+// CommitsPerTask is how many transactions a task commits, CreateSession's
+// among them: Penguin's five (services/engine's TestTaskCommits).
+const CommitsPerTask = 5
+
 // Counts are what a floor server did since it started, for the
 // benchmark's checks that it did the work it is measured for.
 type Counts struct {
@@ -183,8 +187,8 @@ func (s *Server) CreateSession(ctx context.Context, req *penguinv1.CreateSession
 
 // Run runs the task: the prompt, the first model call, the read_file it
 // asks for, the second model call; streaming every event and recording
-// the log's in Penguin's six transactions a task (with CreateSession's):
-// the lease; the prompt and tool list with the title; the first
+// the log's in Penguin's five transactions a task (with CreateSession's):
+// the lease with the prompt, the tool list and the title; the first
 // request's events with the environment's binding; the tool's output
 // with the second request's start; the second request's events with the
 // usage, and the lease released.
@@ -285,11 +289,6 @@ func (t *task) flush() error {
 
 func (t *task) run(ctx context.Context, prompt string) error {
 	s, id := t.srv, t.sess.id
-	if s.store != nil {
-		if err := s.store.Lease(ctx, id); err != nil {
-			return fmt.Errorf("lease: %w", err)
-		}
-	}
 	if err := t.state(penguinv1.SessionState_SESSION_STATE_RUNNING, 0); err != nil {
 		return err
 	}
@@ -299,7 +298,10 @@ func (t *task) run(ctx context.Context, prompt string) error {
 	if err := t.message("tool_list_ready", proto.Clone(s.toolList).(*penguinv1.OmniMessage)); err != nil {
 		return err
 	}
-	if err := t.commit(ctx, Write{Query: sqlTitle, Args: []any{title(prompt), id}}); err != nil {
+	// The lease is taken in the prompt's commit, as Penguin's task takes
+	// it (store.SessionWrite.Claim).
+	if err := t.commit(ctx, Write{Query: sqlLease, Args: []any{id, time.Now().Add(leaseFor).UnixMicro()}},
+		Write{Query: sqlTitle, Args: []any{title(prompt), id}}); err != nil {
 		return err
 	}
 

@@ -66,7 +66,7 @@ func TestNextRequest(t *testing.T) {
 // TestTask runs the benchmark's task against a floor server on a
 // loopback port, recording in SQLite, with a scripted model in the same
 // process, and checks what the benchmark relies on: the events streamed
-// in order, the model called twice, the file read, six commits, and the
+// in order, the model called twice, the file read, five commits, and the
 // log's rows.
 func TestTask(t *testing.T) {
 	for _, stored := range []bool{true, false} {
@@ -185,7 +185,7 @@ func testTask(t *testing.T, stored bool) {
 		t.Errorf("a Run of an unknown session: %v", err)
 	}
 	c := srv.Counts()
-	wantCommits := int64(6)
+	wantCommits := int64(floor.CommitsPerTask)
 	if !stored {
 		wantCommits = 0
 	}

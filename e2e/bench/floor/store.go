@@ -181,15 +181,6 @@ func (s *Store) Create(ctx context.Context, sess *session, config []byte, ev Eve
 	})
 }
 
-// Lease records that a task holds the session, alone in its
-// transaction as Penguin's lease is.
-func (s *Store) Lease(ctx context.Context, id string) error {
-	return s.write(ctx, func(ctx context.Context) error {
-		_, err := s.stmts[sqlLease].ExecContext(ctx, id, time.Now().Add(leaseFor).UnixMicro())
-		return err
-	})
-}
-
 // Commit records events and writes in one transaction.
 func (s *Store) Commit(ctx context.Context, id string, events []Event, writes ...Write) error {
 	return s.write(ctx, func(ctx context.Context) error {
