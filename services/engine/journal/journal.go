@@ -37,8 +37,9 @@
 // Claim has the journal's next commit take the session's run lease
 // (store.SessionWrite.Claim): a task that read the session without the
 // lease takes it with its prompt instead of in a commit of its own. Until
-// that commit nothing is published, not even an announcement, so that no
-// watcher hears of a task that another replica's lease may refuse.
+// that commit nothing is published to the session's stream, not even an
+// announcement, so that no client follows a task that the store may yet
+// refuse.
 package journal
 
 import (

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -530,4 +531,69 @@ func TestARequestsEventsWaitForWhatFollows(t *testing.T) {
 	r = newRig(t)
 	r.publish(t, event(omni.RequestEnd(penguinv1.StopReason_STOP_REASON_COMPLETED, "", 1, 0)), true)
 	eventually.True(t, "a request's end with nothing after it published after the linger", func() bool { return len(r.buffered(t)) == 1 })
+}
+
+// A claimed journal publishes nothing, announcements and durability
+// points included, until the Flush whose commit takes the lease with
+// everything queued by then; taken is called once it is made.
+func TestAClaimHoldsEverythingUntilTheCommitThatTakesTheLease(t *testing.T) {
+	r := newRig(t)
+	var taken atomic.Bool
+	r.j.Claim(&store.LeaseClaim{Owner: "me", TTL: time.Minute}, func() { taken.Store(true) })
+	r.publish(t, state(penguinv1.SessionState_SESSION_STATE_RUNNING), false)
+	r.publish(t, msg("prompt"), true)
+	r.publish(t, event(omni.ToolCallOutput("c1", "out", penguinv1.StopReason_STOP_REASON_COMPLETED)), true)
+	time.Sleep(20 * time.Millisecond) // ten lingers
+	if got := r.buffered(t); len(got) != 0 {
+		t.Fatalf("published %v before the claim's commit, want nothing", got)
+	}
+	if got := r.logged(t); len(got) != 0 || taken.Load() {
+		t.Fatalf("logged %v (lease taken: %v) before the Flush, want nothing", got, taken.Load())
+	}
+	if err := r.j.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := r.logged(t), []int64{2, 3}; !equal(got, want) || !taken.Load() {
+		t.Fatalf("logged %v (lease taken: %v), want %v and the lease", got, taken.Load(), want)
+	}
+	if got := r.buffered(t); !equal(got, []int64{1, 2, 3}) {
+		t.Fatalf("published %v, want 1 to 3", got)
+	}
+	if owner, _, _, err := r.st.LeaseHolder(context.Background(), "s"); err != nil || owner != "me" {
+		t.Fatalf("lease holder %q, %v; want me", owner, err)
+	}
+}
+
+// A claim the store refuses is a failure of the log that records
+// nothing: the events are dropped, the announcements published, and the
+// error says the lease was taken.
+func TestARefusedClaimRecordsNothing(t *testing.T) {
+	r := newRig(t)
+	if ok, err := r.st.AcquireLease(context.Background(), "s", "elsewhere", "", time.Minute); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	r.j.Claim(&store.LeaseClaim{Owner: "me", TTL: time.Minute}, func() { t.Error("a refused claim was taken") })
+	r.j.Announce(state(penguinv1.SessionState_SESSION_STATE_RUNNING))
+	r.publish(t, msg("prompt"), true)
+	if err := r.j.Flush(); !errors.Is(err, store.ErrLeaseTaken) {
+		t.Fatalf("Flush = %v, want ErrLeaseTaken", err)
+	}
+	if got := r.logged(t); len(got) != 0 {
+		t.Fatalf("logged %v, want nothing", got)
+	}
+	if got := r.buffered(t); !equal(got, []int64{1}) {
+		t.Fatalf("published %v, want the announcement only", got)
+	}
+}
+
+// A dropped claim lets what it held back go, as without a claim.
+func TestADroppedClaimLetsTheQueueGo(t *testing.T) {
+	r := newRig(t)
+	r.j.Claim(&store.LeaseClaim{Owner: "me", TTL: time.Minute}, func() { t.Error("a dropped claim was taken") })
+	r.publish(t, state(penguinv1.SessionState_SESSION_STATE_RUNNING), false)
+	r.j.DropClaim()
+	eventually.True(t, "the announcement published", func() bool { return equal(r.buffered(t), []int64{1}) })
+	if _, _, _, err := r.st.LeaseHolder(context.Background(), "s"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a dropped claim took the lease: %v", err)
+	}
 }
