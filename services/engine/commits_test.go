@@ -2,8 +2,10 @@ package engine_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
+	"github.com/penguin-agent/penguin/services/engine/session"
 	"github.com/penguin-agent/penguin/services/engine/store"
 )
 
@@ -19,9 +21,10 @@ const commitsPerTask = 5
 // commits at most commitsPerTask transactions. Before the lease was taken
 // with the prompt it committed 6: the lease had a commit of its own. The
 // fewest of three tasks is taken: a first model turn that outlasts the
-// journal's linger on a loaded machine commits its request's start apart.
+// journal's linger on a loaded machine commits its request's start apart,
+// and the linger is long here so that a slow run (-race) does not either.
 func TestTaskCommits(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, func(o *session.Options) { o.LogLinger = 10 * time.Second })
 	reply := func() []*fake.Reply {
 		return []*fake.Reply{
 			fake.NewReply().ToolCall("c1", "read_file", `{"path":"hello.txt"}`).Done(),

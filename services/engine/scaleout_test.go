@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/testkit/metrictest"
 	"github.com/penguin-agent/penguin/services/engine/internal/fake"
 	"github.com/penguin-agent/penguin/services/engine/session"
+	"github.com/penguin-agent/penguin/services/engine/store"
 )
 
 // TestTurnsAreTracedAndCounted runs a task of two turns, the first of
@@ -149,8 +151,11 @@ func TestLostLeaseStopsTheTask(t *testing.T) {
 // TestUnreachableEnvironmentIsReplaced binds a session to an environment
 // replica that cannot be reached (its host is gone): the next run waits a
 // little for it, then gives the session a fresh environment from the
-// environment service and runs there, and the run's lease is renewed all
-// the while, so no other replica can take the session meanwhile.
+// environment service and runs there. While it waits it has only read the
+// session and holds no lease (no other replica is kept from the session
+// by a run that has written nothing: had one started a task meanwhile,
+// this run's first commit would be refused); the commit that binds the
+// fresh environment takes the lease, renewed from then on.
 func TestUnreachableEnvironmentIsReplaced(t *testing.T) {
 	// A replica that is gone: its listener is closed before anyone dials.
 	lis := bufconn.Listen(1 << 16)
@@ -199,16 +204,12 @@ func TestUnreachableEnvironmentIsReplaced(t *testing.T) {
 		evs, _ := enginetest.Collect(stream)
 		done <- evs
 	}()
-	// Well past the lease's first term, while the run still waits for the
-	// gone replica, the lease is engine-a's.
-	eventually.True(t, "the run's lease", func() bool {
-		owner, _, _, err := e.store.LeaseHolder(ctx, id)
-		return err == nil && owner == "engine-a"
-	})
+	// Well into the wait for the gone replica (unreachableWait), the run
+	// holds no lease.
 	timer := time.NewTimer(1500 * time.Millisecond)
 	<-timer.C
-	if ok, err := e.store.AcquireLease(ctx, id, "engine-x", "10.0.0.8:7423", time.Second); err != nil || ok {
-		t.Fatalf("another replica got the lease %v (%v) while the run prepared", ok, err)
+	if owner, _, _, err := e.store.LeaseHolder(ctx, id); !errors.Is(err, store.ErrNotFound) || len(e.envSvc.Created()) != 1 {
+		t.Fatalf("while the run waited, the lease was %q's (%v), %d environments created; want no lease and no fresh environment yet", owner, err, len(e.envSvc.Created()))
 	}
 	evs := <-done
 	if st := end(t, evs); st.GetStatus() != completedS {

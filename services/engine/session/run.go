@@ -49,10 +49,8 @@ type task struct {
 	// task's turns link to.
 	run trace.SpanContext
 	// lease is the task's run lease, renewed while the task lasts; set by
-	// claim. claimed says the task's first commit takes it
-	// (lease.Keeper.Claim): the renewals start once that commit is made.
-	lease   *lease.Lease
-	claimed bool
+	// claim.
+	lease *lease.Lease
 	// leased is what the store read with the lease, for prepare.
 	leased leasedRead
 	// durable tasks are handed over when the engine stops instead of
@@ -214,8 +212,11 @@ func (rt *Runtime) claim(ctx context.Context, t *task, firstWrite bool) error {
 		t.leased = leasedRead{read: read, disposals: mark}
 	}
 	if c != nil {
-		t.claimed = true
-		rt.journal.Claim(c, l.Taken)
+		// The renewals start with the commit that takes the lease.
+		rt.journal.Claim(c, func() {
+			l.Taken()
+			rt.keep(t)
+		})
 	} else {
 		// The lease is renewed from now on, while the task prepares
 		// (which may wait for an environment) as while it runs.
@@ -346,10 +347,6 @@ func (rt *Runtime) startClaimed(ctx context.Context, t *task, spec RunSpec) (int
 			return 0, rt.refused(err)
 		}
 		return 0, fmt.Errorf("%w; the prompt was not recorded, run it again once the store is back: %v", ErrNotRecorded, err)
-	}
-	if t.claimed {
-		// The prompt's commit took the lease.
-		rt.keep(t)
 	}
 	rt.launch(t, p, spec, nil)
 	return from, nil
