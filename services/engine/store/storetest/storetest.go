@@ -683,6 +683,24 @@ func (s *suite) testPatchSession(t *testing.T, ctx context.Context, st store.Sto
 	if c := configOf(t, got); !reflect.DeepEqual(c, map[string]any{"seq_high": 2.0}) || got.Title != "" {
 		t.Errorf("bare session after patches: title %q, config %v", got.Title, c)
 	}
+
+	// A Modify and a patch in one write: the patch comes after Modify
+	// and sees what it wrote.
+	err = st.WriteSession(ctx, "bare", store.SessionWrite{
+		Modify: func(s *store.Session) error {
+			s.ThinkingLevel, s.Title = penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH, "by modify"
+			return nil
+		},
+		Patch: &store.SessionPatch{Title: "not over modify's", ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_DENY_ALL},
+	})
+	if err != nil {
+		t.Fatalf("WriteSession(modify and patch): %v", err)
+	}
+	got, err = st.GetSession(ctx, "bare")
+	if err != nil || got.Title != "by modify" || got.ThinkingLevel != penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH ||
+		got.ApprovalMode != penguinv1.ApprovalMode_APPROVAL_MODE_DENY_ALL {
+		t.Errorf("after modify and patch: %+v, %v", got, err)
+	}
 }
 
 // testPatchRefusals checks that a patch of an unknown session is
