@@ -550,3 +550,44 @@ func TestSystemPromptKeptOncePerInput(t *testing.T) {
 	write(filepath.Join(st.WorkspaceMemoryDir(ws), MemoryIndexFile), "- [Tests](tests.md) real db\n")
 	differs("the workspace's memory index edited", load(), v, "real db")
 }
+
+// BenchmarkSystemPrompt measures a session's system prompt with the
+// default template and an agent directory as Init makes it, a memory
+// index in it, as the engine builds one at each CreateSession: from a
+// State that Load kept (the prompt built once, then looked up by its key)
+// and from one that keeps nothing (built each time, as before).
+func BenchmarkSystemPrompt(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "coder")
+	if _, err := Init(dir); err != nil {
+		b.Fatal(err)
+	}
+	ws := b.TempDir()
+	st, err := Load(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := st.PrepareMemory(ws, false); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(st.UserMemoryDir(), MemoryIndexFile), []byte("- [Prefers pnpm](pnpm.md)\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if st, err = Load(dir); err != nil || st.prompts == nil {
+		b.Fatalf("Load did not keep the State: %v", err)
+	}
+	v := PromptVars{Workspace: ws, Provider: "openai", ModelID: "gpt-5.5", AppDataDir: "/data/penguin"}
+	for _, kept := range []bool{true, false} {
+		b.Run(fmt.Sprintf("kept=%v", kept), func(b *testing.B) {
+			s := *st
+			if !kept {
+				s.prompts = nil
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				v.SessionID = fmt.Sprint("sess-", i)
+				_ = s.SystemPrompt(v)
+			}
+		})
+	}
+}
