@@ -15,6 +15,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/sqlitefile"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -215,6 +216,7 @@ func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, erro
 		if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 			return nil, fmt.Errorf("open sqlite %s: %w: %w", abs, ErrUnavailable, err)
 		}
+		sqlitefile.Ensure(abs) // a new file whole, without the rollback journal
 		w, err := openCountedSQLite(abs+"?"+sqliteWriterParams, &s.commits)
 		if err != nil {
 			return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
