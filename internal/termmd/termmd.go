@@ -1,8 +1,9 @@
 // Package termmd lays out markdown for a terminal: the model's answers in
 // `penguin chat` and `penguin run`. goldmark parses the text (CommonMark,
-// with GitHub's tables, strikethrough and task lists); this package lays
-// the parsed blocks out for a given width, with ANSI styles or, for a
-// terminal without colour, as plain text.
+// with GitHub's tables, strikethrough and task lists, whose parsers are
+// this package's: gfm.go says why); this package lays the parsed blocks
+// out for a given width, with ANSI styles or, for a terminal without
+// colour, as plain text.
 //
 // We write the layout ourselves rather than use a complete terminal
 // renderer such as Glamour because of what such a renderer costs every
