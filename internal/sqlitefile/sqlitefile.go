@@ -15,11 +15,12 @@
 package sqlitefile
 
 import (
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"io/fs"
 	"os"
+
+	"github.com/penguin-agent/penguin/internal/newfile"
 )
 
 // PageSize is the page size of a database made here: the engine store's
@@ -36,33 +37,19 @@ const sqliteVersion = 3054001
 // effort: when it cannot make the file, it leaves the path as it was, and
 // SQLite makes the file as before or reports why it cannot.
 //
-// The new file is written and synced under a name of its own in the same
-// directory, then linked under path, which fails rather than replace a
-// database another process made meanwhile. The directory is not synced
-// here: SQLite syncs it when it first syncs the database's WAL, before
-// any checkpoint writes to the database, and until then a crash may lose
-// the new name, which the next start makes again. A crash between the
-// link and the removal of the other name leaves that name behind (a
-// 1 KiB file named after the database, ".new-" and a random suffix).
+// The file is made whole under another name and linked (package
+// newfile), which fails rather than replace a database another process
+// made meanwhile. The directory is not synced here: SQLite syncs it when
+// it first syncs the database's WAL, before any checkpoint writes to the
+// database, and until then a crash may lose the new name, which the next
+// start makes again.
 func Ensure(path string) {
 	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
 		return
 	}
-	tmp := path + ".new-" + rand.Text()
-	// 0644 before the umask, as SQLite creates its files.
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return
-	}
-	defer os.Remove(tmp)
-	_, err = f.Write(EmptyWAL())
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err != nil || cerr != nil {
-		return
-	}
-	_ = os.Link(tmp, path) // a database made meanwhile stays
+	// 0644 before the umask, as SQLite creates its files; a database
+	// made meanwhile stays.
+	_ = newfile.Write(path, EmptyWAL(), 0o644)
 }
 
 // EmptyWAL is the whole of an empty database in WAL mode with PageSize

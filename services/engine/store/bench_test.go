@@ -271,10 +271,37 @@ func runBatchBench(b *testing.B, st store.Store, n int) {
 // one store and reports each way's CPU time per task: on a loaded
 // machine, where one run's CPU moves by a third with the load, only
 // figures taken in the same moments compare.
+//
+// postgres-alternating does what alternating does on the test
+// PostgreSQL (loopback); the process's CPU is then the client's only, and
+// each way's wall time per task is reported too.
 func BenchmarkTaskLog(b *testing.B) {
-	b.Run("patch", func(b *testing.B) { runTaskLog(b, func(int) bool { return true }) })
-	b.Run("modify", func(b *testing.B) { runTaskLog(b, func(int) bool { return false }) })
-	b.Run("alternating", func(b *testing.B) { runTaskLog(b, func(i int) bool { return i/25%2 == 0 }) })
+	alternate := func(i int) bool { return i/25%2 == 0 }
+	sqlite := func(patch func(int) bool) func(*testing.B) {
+		return func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "bench.db")
+			st, err := store.Open(testkit.Context(b, time.Minute), path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			runTaskLog(b, st, patch)
+			if err := st.Close(); err != nil {
+				b.Fatal(err)
+			}
+			var size int64
+			for _, suffix := range []string{"", "-wal"} {
+				if fi, err := os.Stat(path + suffix); err == nil {
+					size += fi.Size()
+				}
+			}
+			b.ReportMetric(float64(size)/float64(b.N), "db-bytes/task")
+		}
+	}
+	b.Run("patch", sqlite(func(int) bool { return true }))
+	b.Run("modify", sqlite(func(int) bool { return false }))
+	b.Run("alternating", sqlite(alternate))
+	b.Run("postgres-alternating", func(b *testing.B) { runTaskLog(b, openPGBench(b), alternate) })
 }
 
 // taskLogConfig is the part of the engine's config a task's end changes.
@@ -306,14 +333,8 @@ func modifyConfig(f func(*store.Session, *taskLogConfig)) func(*store.Session) e
 
 // runTaskLog runs BenchmarkTaskLog, the ith task with patches when
 // patch(i) says so and with Modify otherwise.
-func runTaskLog(b *testing.B, patch func(i int) bool) {
+func runTaskLog(b *testing.B, st store.Store, patch func(i int) bool) {
 	ctx := testkit.Context(b, 5*time.Minute)
-	path := filepath.Join(b.TempDir(), "bench.db")
-	st, err := store.Open(ctx, path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
 	prompt := strings.Repeat("You are Penguin, a careful coding agent. Read before you write. ", 75)
 	tools := &penguinv1.ToolListReady{}
 	for i := range 20 {
@@ -369,7 +390,7 @@ func runTaskLog(b *testing.B, patch func(i int) bool) {
 		})
 	}
 	b.ReportAllocs()
-	var cpu [2]time.Duration // of the tasks modified and patched
+	var cpu, wall [2]time.Duration // of the tasks modified and patched
 	var tasks [2]int
 	b.ResetTimer()
 	for i := range b.N {
@@ -378,7 +399,7 @@ func runTaskLog(b *testing.B, patch func(i int) bool) {
 		if p {
 			changes, side = &patched, 1
 		}
-		start := processCPU(b)
+		start, t0 := processCPU(b), time.Now()
 		id := fmt.Sprintf("task-%08d", i)
 		meta := &penguinv1.SessionMeta{SessionId: id, Provider: "openai", ModelId: "mock", SystemPrompt: prompt,
 			Workspace: "/work/" + id, AgentState: "/agents/default"}
@@ -402,24 +423,16 @@ func runTaskLog(b *testing.B, patch func(i int) bool) {
 			}
 		}
 		cpu[side] += processCPU(b) - start
+		wall[side] += time.Since(t0)
 		tasks[side]++
 	}
 	b.StopTimer()
 	for side, name := range []string{"modify", "patch"} {
 		if tasks[side] > 0 {
 			b.ReportMetric(float64(cpu[side].Microseconds())/float64(tasks[side]), name+"-cpu-µs/task")
+			b.ReportMetric(float64(wall[side].Microseconds())/float64(tasks[side]), name+"-µs/task")
 		}
 	}
-	if err := st.Close(); err != nil {
-		b.Fatal(err)
-	}
-	var size int64
-	for _, suffix := range []string{"", "-wal"} {
-		if fi, err := os.Stat(path + suffix); err == nil {
-			size += fi.Size()
-		}
-	}
-	b.ReportMetric(float64(size)/float64(b.N), "db-bytes/task")
 }
 
 // processCPU returns the CPU time the process has used, user and system.
