@@ -132,16 +132,16 @@ func (s *Service) collect(st *checkpoint.Store, dir string) {
 	}
 }
 
-// CheckpointWorkspace implements penguinv1.EnvironmentServiceServer. A
-// workspace that nothing this service runs can have written to since its
-// last checkpoint (see writeTracker) has that checkpoint again, without a
-// walk.
+// CheckpointWorkspace implements penguinv1.EnvironmentServiceServer. The
+// checkpoint the request follows (since) is the answer again, without a
+// walk, when it is the workspace's last and nothing this service runs can
+// have written to the workspace since (see writeTracker).
 func (s *Service) CheckpointWorkspace(ctx context.Context, req *penguinv1.CheckpointWorkspaceRequest) (*penguinv1.CheckpointWorkspaceResponse, error) {
 	real, err := s.existingWorkspace(req.GetWorkspace())
 	if err != nil {
 		return nil, err
 	}
-	if l, ok := s.writes.unchanged(real); ok {
+	if l, ok := s.writes.unchanged(real); ok && req.GetSince() != "" && l.id == req.GetSince() {
 		return &penguinv1.CheckpointWorkspaceResponse{Checkpoint: l.id, Incomplete: l.incomplete}, nil
 	}
 	gen, quiet := s.writes.mark()

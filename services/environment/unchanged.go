@@ -7,24 +7,26 @@ import "sync"
 const maxUnchanged = 4096
 
 // writeTracker knows when nothing this service runs can have written to
-// a workspace since its last checkpoint: then the next checkpoint is that
-// one, and the walk of the workspace (its handles, directories, a stat of
-// every file, the store's head) is not made again. This is most turns'
-// end: a turn whose model only read (read_file, glob, grep, read_image)
+// a workspace since its last checkpoint. A checkpoint asked to follow
+// that one (CheckpointWorkspaceRequest.since: a turn's end, following its
+// start) is then that one again, and the walk of the workspace (its
+// handles, directories, a stat of every file, the store's head) is not
+// made: a turn whose model only read (read_file, glob, grep, read_image)
 // cannot have changed the files, and its end checkpoint was, before, a
 // walk that found what its start had found.
 //
 // What may write is everything but those builtin tools: any other tool's
 // call while it runs (commands, file writes, custom and MCP tools, a
-// builtin whatever its declared permission), an environment whose
-// commands or MCP servers were started (a background process may write at
-// any time) until it is disposed, a restore, a CreateEnvironment that
-// makes the workspace's directories. These count for every workspace of
-// the service, since one environment's workspace may lie inside
-// another's. A person or a process outside the service that edits the
-// workspace during such a turn is not seen by its end checkpoint: the
-// turn, whose tools only read, is not given that change, and the next
-// turn's start checkpoint (always a walk) records it.
+// builtin whatever permission the configuration declares for it), an
+// environment whose commands or MCP servers were started (a background
+// process may write at any time) until it is disposed, a restore, a
+// CreateEnvironment that makes the workspace's directories. These count
+// for every workspace of the service, since one environment's workspace
+// may lie inside another's. A person or a process outside the service
+// that edits the workspace during such a turn is not seen by its end
+// checkpoint: the turn, whose tools only read, is not given that change.
+// A checkpoint that follows none (a turn's start) always walks, so an
+// edit made between turns is never taken for the next turn's.
 type writeTracker struct {
 	mu sync.Mutex
 	// gen moves whenever something that may write starts or ends.

@@ -11,19 +11,21 @@ import (
 	"github.com/penguin-agent/penguin/services/environment"
 )
 
-// checkpointOf checkpoints the workspace ws and returns the id.
-func (h *harness) checkpointOf(ws string) string {
+// checkpointOf checkpoints the workspace ws, following the checkpoint
+// since ("" for none), and returns the id.
+func (h *harness) checkpointOf(ws, since string) string {
 	h.t.Helper()
-	resp, err := h.client.CheckpointWorkspace(testkit.Context(h.t, 60*time.Second), &penguinv1.CheckpointWorkspaceRequest{Workspace: ws})
+	resp, err := h.client.CheckpointWorkspace(testkit.Context(h.t, 60*time.Second), &penguinv1.CheckpointWorkspaceRequest{Workspace: ws, Since: since})
 	if err != nil {
 		h.t.Fatalf("CheckpointWorkspace: %v", err)
 	}
 	return resp.GetCheckpoint()
 }
 
-// A checkpoint after only reading tools is the last one, without a walk:
-// a change made behind the service's back meanwhile (here, by the test)
-// is not seen by it, but by the next checkpoint after a tool that may
+// A checkpoint that follows the last one, after only reading tools, is
+// that one, without a walk: a change made behind the service's back
+// meanwhile (here, by the test) is not seen by it, but by a checkpoint
+// that follows none (a turn's start), and by one after a tool that may
 // write.
 func TestCheckpointAfterReadsIsTheLast(t *testing.T) {
 	h := start(t, environment.Options{})
@@ -35,20 +37,30 @@ func TestCheckpointAfterReadsIsTheLast(t *testing.T) {
 	if err := os.WriteFile(file, []byte("one\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	before := h.checkpointOf(ws)
+	before := h.checkpointOf(ws, "")
 	wantStop(t, h.exec(env, "read_file", `{"file_path":"a.txt"}`), ok, "one")
 	wantStop(t, h.exec(env, "glob", `{"pattern":"*.txt"}`), ok, "a.txt")
 	wantStop(t, h.exec(env, "grep", `{"pattern":"one"}`), ok, "a.txt")
 	if err := os.WriteFile(file, []byte("one, and two\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if after := h.checkpointOf(ws); after != before {
+	if after := h.checkpointOf(ws, before); after != before {
 		t.Fatalf("after reading tools only, the checkpoint is %s, want the last one %s (taken again, not reused)", after, before)
+	}
+	start := h.checkpointOf(ws, "")
+	if start == before {
+		t.Fatal("a checkpoint that follows none was the last one: the workspace was not walked")
+	}
+	if h.checkpointOf(ws, before) == before {
+		t.Fatal("a checkpoint that follows one that is no longer the last was that one")
 	}
 	// Another environment's tool that may write, even one that fails,
 	// ends the reuse.
+	if err := os.WriteFile(file, []byte("three\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	wantStop(t, h.exec(other, "edit_file", `{"file_path":"missing.txt","old_string":"x","new_string":"y"}`), failed)
-	if after := h.checkpointOf(ws); after == before {
+	if h.checkpointOf(ws, start) == start {
 		t.Fatal("after another environment's edit_file, the checkpoint was the last one: the workspace was not walked")
 	}
 }
@@ -74,7 +86,7 @@ func TestCheckpointSeesEveryWrite(t *testing.T) {
 			wantStop(t, h.exec(env, "exec_command", `{"cmd":"while [ ! -e go ]; do sleep 0.05; done; echo new > b.txt","run_in_background":true}`), ok)
 			// A checkpoint between the call and the command's write does
 			// not stand for the workspace after it.
-			mid := h.checkpointOf(ws)
+			mid := h.checkpointOf(ws, "")
 			if err := os.WriteFile(filepath.Join(ws, "go"), nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +94,7 @@ func TestCheckpointSeesEveryWrite(t *testing.T) {
 				_, err := os.Stat(filepath.Join(ws, "b.txt"))
 				return err == nil
 			})
-			if after := h.checkpointOf(ws); after == mid {
+			if after := h.checkpointOf(ws, mid); after == mid {
 				t.Fatal("the checkpoint after the background command's write is the one before it: the write was missed")
 			}
 		}},
@@ -112,12 +124,12 @@ func TestCheckpointSeesEveryWrite(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			before := h.checkpointOf(ws)
-			if again := h.checkpointOf(ws); again != before {
+			before := h.checkpointOf(ws, "")
+			if again := h.checkpointOf(ws, before); again != before {
 				t.Fatalf("an untouched workspace's checkpoints differ: %s, %s", before, again)
 			}
 			c.write(t, h, env, ws)
-			after := h.checkpointOf(ws)
+			after := h.checkpointOf(ws, before)
 			if after == before {
 				t.Fatal("the checkpoint after the write is the one before it: the write was missed")
 			}
@@ -141,16 +153,16 @@ func TestCheckpointAfterRestore(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte("one\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	first := h.checkpointOf(ws)
+	first := h.checkpointOf(ws, "")
 	wantStop(t, h.exec(env, "write_file", `{"file_path":"a.txt","content":"two, longer\n"}`), ok)
-	second := h.checkpointOf(ws)
+	second := h.checkpointOf(ws, first)
 	if second == first {
 		t.Fatal("the write was missed")
 	}
 	if _, err := h.client.RestoreCheckpoint(testkit.Context(t, 60*time.Second), &penguinv1.RestoreCheckpointRequest{Workspace: ws, From: second, To: first}); err != nil {
 		t.Fatal(err)
 	}
-	got := h.checkpointOf(ws)
+	got := h.checkpointOf(ws, second)
 	if got == second {
 		t.Fatal("the checkpoint after the restore is the last one before it: the restore was missed")
 	}
