@@ -39,9 +39,13 @@ type Auditor interface {
 // access (removed from the project, account disabled, token revoked,
 // signed out) must not go on receiving it. WatchStream blocks until the
 // caller's access to the call ends, returning the error the stream is to
-// end with, or until ctx ends (or there is nothing that could end, such
-// as the service token's access), returning nil.
+// end with, or until ctx ends, returning nil. Watches reports whether the
+// caller of ctx (as the authenticator put it there) could lose access
+// while the server runs: a stream of a caller who cannot (the service
+// token's, such as the engine's own calls to the other services) is not
+// watched, and its context is left as it is.
 type StreamWatcher interface {
+	Watches(ctx context.Context) bool
 	WatchStream(ctx context.Context, fullMethod string, req any) error
 }
 
@@ -112,18 +116,23 @@ func (s *Server) authorizeInterceptors() (grpc.UnaryServerInterceptor, grpc.Stre
 		if z == nil {
 			return handler(srv, ss)
 		}
+		w, ok := z.(StreamWatcher)
+		if !ok || !info.IsServerStream || !w.Watches(ss.Context()) {
+			// Nothing can end the caller's access: the first request is
+			// authorized, and the stream needs no context of its own,
+			// nor a goroutine to watch it.
+			return handler(srv, &authorizedStream{ServerStream: ss, ctx: ss.Context(), z: z, method: info.FullMethod})
+		}
 		ctx, cancel := context.WithCancelCause(ss.Context())
 		defer cancel(nil)
 		as := &authorizedStream{ServerStream: ss, ctx: ctx, z: z, method: info.FullMethod}
-		if w, ok := z.(StreamWatcher); ok && info.IsServerStream {
-			as.watch = func(req any) {
-				go func() {
-					if err := w.WatchStream(ctx, info.FullMethod, req); err != nil {
-						as.ended.Store(&err)
-						cancel(err)
-					}
-				}()
-			}
+		as.watch = func(req any) {
+			go func() {
+				if err := w.WatchStream(ctx, info.FullMethod, req); err != nil {
+					as.ended.Store(&err)
+					cancel(err)
+				}
+			}()
 		}
 		err := handler(srv, as)
 		if ended := as.ended.Load(); ended != nil {

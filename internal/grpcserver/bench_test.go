@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 
@@ -181,7 +182,7 @@ func serveBench(b *testing.B) (*grpcserver.Server, net.Listener) {
 // serveBenchWith is serveBench with streamGenerate as the fake's
 // StreamGenerate.
 func serveBenchWith(b *testing.B, streamGenerate func(grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]) error) (*grpcserver.Server, net.Listener) {
-	srv, err := grpcserver.New(grpcserver.Options{Name: "bench", AuthToken: "t", TracerProvider: noop.NewTracerProvider()})
+	srv, err := grpcserver.New(grpcserver.Options{Name: "bench", AuthToken: "t", TracerProvider: noop.NewTracerProvider(), Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		b.Fatal(err)
 	}

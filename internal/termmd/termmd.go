@@ -1,8 +1,9 @@
 // Package termmd lays out markdown for a terminal: the model's answers in
 // `penguin chat` and `penguin run`. goldmark parses the text (CommonMark,
-// with GitHub's tables, strikethrough and task lists); this package lays
-// the parsed blocks out for a given width, with ANSI styles or, for a
-// terminal without colour, as plain text.
+// with GitHub's tables, strikethrough and task lists, whose parsers are
+// this package's: gfm.go says why); this package lays the parsed blocks
+// out for a given width, with ANSI styles or, for a terminal without
+// colour, as plain text.
 //
 // We write the layout ourselves rather than use a complete terminal
 // renderer such as Glamour because of what such a renderer costs every
@@ -33,7 +34,6 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
-	"github.com/yuin/goldmark/extension"
 	east "github.com/yuin/goldmark/extension/ast"
 	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/text"
@@ -79,7 +79,7 @@ type Renderer struct {
 // New returns a Renderer for a terminal width columns wide (at least
 // minWidth plus the margins), with ANSI styles when color is set.
 func New(width int, color bool) *Renderer {
-	md := goldmark.New(goldmark.WithExtensions(extension.Table, extension.Strikethrough, extension.TaskList))
+	md := goldmark.New(goldmark.WithParserOptions(gfmOptions()...))
 	return &Renderer{parser: md.Parser(), width: width, color: color}
 }
 
@@ -104,6 +104,10 @@ func (r *Renderer) Render(src string) string {
 type layout struct {
 	src   []byte
 	color bool
+	// inCell is set while a table cell's text is laid out: a "\|" in a
+	// code span there is the cell's pipe, not a column's end, and is shown
+	// as "|" (GitHub's tables).
+	inCell bool
 }
 
 // children lays out n's child blocks one under the other, with a blank
@@ -211,9 +215,11 @@ func (l *layout) table(t *east.Table, width int) []string {
 			style = sgrBold
 		}
 		var cells [][]span
+		l.inCell = true
 		for cell := row.FirstChild(); cell != nil; cell = cell.NextSibling() {
 			cells = append(cells, l.inline(cell, style))
 		}
+		l.inCell = false
 		rows = append(rows, cells)
 	}
 	cols := len(t.Alignments)
@@ -332,10 +338,14 @@ func (l *layout) appendInline(out []span, n ast.Node, style string) []span {
 				b.WriteString(l.value(s.Value))
 			}
 		}
+		code := b.String()
+		if l.inCell {
+			code = strings.ReplaceAll(code, `\|`, "|")
+		}
 		if l.color {
-			out = append(out, span{b.String(), join(style, sgrCode)})
+			out = append(out, span{code, join(style, sgrCode)})
 		} else {
-			out = append(out, span{"`" + b.String() + "`", style})
+			out = append(out, span{"`" + code + "`", style})
 		}
 	case *ast.Emphasis:
 		sgr, mark := sgrItalic, "*"

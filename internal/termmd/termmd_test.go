@@ -30,6 +30,10 @@ func TestPlainLayout(t *testing.T) {
 		{"rule", "a\n\n---\n\nb\n", "  a\n\n  " + strings.Repeat("─", 40) + "\n\n  b"},
 		{"table aligned", "| name | n |\n|:--|--:|\n| a | 10 |\n| long name | 2 |\n",
 			"  name      │  n\n  ──────────┼───\n  a         │ 10\n  long name │  2"},
+		{"table with escaped pipes, in code too", "| a | b |\n|---|:-:|\n| `x \\| y` | z \\| w |\n| 1 |\n",
+			"  a       │   b\n  ────────┼──────\n  `x | y` │ z | w\n  1       │"},
+		{"one or two tildes strike, three do not", "~one~ ~~two~~ ~~~three~~~\n", "  ~~one~~ ~~two~~ ~~~three~~~"},
+		{"task boxes only at an item's start", "- [X] done\n- text [ ] mid\n- [] none\n", "  • [x] done\n  • text [ ] mid\n  • [] none"},
 		{"escapes and references", "\\*not em\\* &amp; &copy; &#65;\n", "  *not em* & © A"},
 		{"html block as written", "<div>\nhi\n</div>\n", "  <div>\n  hi\n  </div>"},
 	}

@@ -57,6 +57,15 @@ func (c *changes) changed() {
 	}
 }
 
+// Watches reports whether the caller of ctx is one whose access can end
+// while the server runs (a user's): not the operator's, nor a local
+// server's implicit user's, nor an anonymous caller's, which the servers'
+// interceptor then does not watch (grpcserver.StreamWatcher).
+func (g *Guard) Watches(ctx context.Context) bool {
+	c, ok := CallerFrom(ctx)
+	return ok && !c.Operator && !c.Local && c.UserID != ""
+}
+
 // WatchStream keeps an open stream's access under watch (the
 // grpcserver.StreamWatcher of the engine's server): a stream is
 // authorized when it opens, but Attach, WatchSessions and Run stay open
@@ -71,11 +80,10 @@ func (c *changes) changed() {
 // to the request's session or project that has ended (where a new call
 // would hear NotFound: the caller saw the thing until now). A check the
 // store cannot answer leaves the stream open until the next. It returns
-// nil when ctx ends, and at once for the operator and a local server's
-// implicit user, whose access does not change while the server runs.
+// nil when ctx ends, and at once for a caller Watches says is not
+// watched.
 func (g *Guard) WatchStream(ctx context.Context, fullMethod string, req any) error {
-	c, ok := CallerFrom(ctx)
-	if !ok || c.Operator || c.Local || c.UserID == "" {
+	if !g.Watches(ctx) {
 		return nil
 	}
 	tick := time.NewTicker(g.recheckEvery)

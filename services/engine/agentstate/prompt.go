@@ -69,8 +69,97 @@ type PromptVars struct {
 // description) is never scanned again, so placeholder-like text in it
 // stays as written. Unknown placeholders are left as they are. Paths are
 // written with forward slashes on every platform.
+//
+// A State that Load kept (its directory's stamp held) builds each distinct
+// prompt once: the engine builds one at every session's creation, and the
+// sessions of one agent, workspace and model on one day get the same text
+// (the default template does not name the session). What the prompt is
+// made of is its key (the templates and toggles, AGENTS.md, the skills',
+// vault's and session's facts); the memory indexes and the schedule files,
+// read from the directory, are not, so a kept prompt shows them as they
+// were at its build: a change to them changes the directory's stamp, and
+// the next Load reads the directory again, with prompts of its own.
 func (s *State) SystemPrompt(v PromptVars) string {
-	simple := s.simpleVars(v)
+	k := s.promptKey(v)
+	if s.prompts == nil {
+		return s.buildPrompt(k)
+	}
+	return s.prompts.get(k, s.buildPrompt)
+}
+
+// promptKey is everything a system prompt is built from but the files
+// the directory's stamp covers (the memory indexes, the schedule files).
+type promptKey struct {
+	// The templates, as agentconfig.Config has them, and the toggles.
+	main, vault, skills, memory, workspaceMemory, schedules string
+	vaultOn, skillsOn, memoryOn, schedulesOn                bool
+	agentsMD, vaultKeys, skillMeta                          string
+	cwd, projectDir, agentID, agentDir, sessionID           string
+	provider, modelID, platform, osVersion, date            string
+	// workspaceMemoryDir is the workspace's memory directory when the
+	// memory section shows it (see memorySection).
+	workspaceMemoryDir string
+}
+
+// promptKey returns the key of the prompt of v. The session's id is in it
+// only when a template names it: it would make every session's key
+// different.
+func (s *State) promptKey(v PromptVars) promptKey {
+	c := &s.Config
+	k := promptKey{
+		main: c.SystemPrompt, vaultOn: c.Vault.Enabled, skillsOn: c.Skills.Enabled,
+		memoryOn: c.Memory.Enabled, schedulesOn: c.Schedules.Enabled,
+		agentsMD:   agentsMD(s.AgentsMD, v.WorkspaceInstructions),
+		projectDir: filepath.ToSlash(v.AppDataDir), agentID: cmp.Or(v.AgentID, s.AgentID()),
+		agentDir: filepath.ToSlash(s.Dir), provider: v.Provider, modelID: v.ModelID,
+		platform: cmp.Or(v.Platform, runtime.GOOS+"/"+runtime.GOARCH), osVersion: cmp.Or(v.OSVersion, hostOSVersion()),
+	}
+	if v.Workspace != "" {
+		k.cwd = filepath.ToSlash(v.Workspace)
+	}
+	now := v.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	k.date = now.Format("2006-01-02 (Monday)")
+	if k.vaultOn {
+		k.vault, k.vaultKeys = c.Vault.Prompt, s.vaultKeyLines()
+	}
+	if k.skillsOn {
+		k.skills, k.skillMeta = c.Skills.Prompt, skillMetadata(s.Skills)
+	}
+	if k.schedulesOn {
+		k.schedules = cmp.Or(c.Schedules.Prompt, agentconfig.DefaultSchedulesPrompt)
+	}
+	if k.memoryOn {
+		k.memory = c.Memory.Prompt
+		if v.Workspace != "" && !v.TemporaryWorkspace && strings.TrimSpace(c.Memory.WorkspacePrompt) != "" {
+			k.workspaceMemory, k.workspaceMemoryDir = c.Memory.WorkspacePrompt, s.WorkspaceMemoryDir(v.Workspace)
+		}
+	}
+	for _, t := range []string{k.main, k.vault, k.skills, k.memory, k.workspaceMemory, k.schedules} {
+		if strings.Contains(t, "{{SESSION_ID}}") {
+			k.sessionID = v.SessionID
+			break
+		}
+	}
+	return k
+}
+
+// buildPrompt builds the prompt of k.
+func (s *State) buildPrompt(k promptKey) string {
+	simple := map[string]string{
+		"CWD":             k.cwd,
+		"PROJECT_DIR":     k.projectDir,
+		"AGENT_ID":        k.agentID,
+		"AGENT_STATE_DIR": k.agentDir,
+		"SESSION_ID":      k.sessionID,
+		"PROVIDER":        k.provider,
+		"MODEL_ID":        k.modelID,
+		"PLATFORM":        k.platform,
+		"OS_VERSION":      k.osVersion,
+		"DATE":            k.date,
+	}
 	lookup := func(extra map[string]string) func(string) (string, bool) {
 		return func(name string) (string, bool) {
 			if val, ok := extra[name]; ok {
@@ -81,41 +170,61 @@ func (s *State) SystemPrompt(v PromptVars) string {
 		}
 	}
 
-	vaultKeys, skillMeta := "", ""
-	if s.Config.Vault.Enabled {
-		vaultKeys = s.vaultKeyLines()
-	}
-	if s.Config.Skills.Enabled {
-		skillMeta = skillMetadata(s.Skills)
-	}
-	inner := map[string]string{"VAULT_KEYS": vaultKeys, "SKILL_METADATA": skillMeta}
-
+	inner := map[string]string{"VAULT_KEYS": k.vaultKeys, "SKILL_METADATA": k.skillMeta}
 	sections := map[string]string{
-		"AGENTS_MD":      agentsMD(s.AgentsMD, v.WorkspaceInstructions),
-		"VAULT_KEYS":     vaultKeys,
-		"SKILL_METADATA": skillMeta,
+		"AGENTS_MD":      k.agentsMD,
+		"VAULT_KEYS":     k.vaultKeys,
+		"SKILL_METADATA": k.skillMeta,
 		"VAULT":          "",
 		"SKILLS":         "",
 		"MEMORY":         "",
 		"SCHEDULES":      "",
 		"SCHEDULE_LIST":  "",
 	}
-	if s.Config.Schedules.Enabled {
+	if k.schedulesOn {
 		list := scheduleLines(s.Schedules(), "(none yet)")
-		prompt := cmp.Or(s.Config.Schedules.Prompt, agentconfig.DefaultSchedulesPrompt)
 		sections["SCHEDULE_LIST"] = list
-		sections["SCHEDULES"] = strings.TrimRight(expand(prompt, lookup(map[string]string{"SCHEDULE_LIST": list})), "\n")
+		sections["SCHEDULES"] = strings.TrimRight(expand(k.schedules, lookup(map[string]string{"SCHEDULE_LIST": list})), "\n")
 	}
-	if s.Config.Vault.Enabled {
-		sections["VAULT"] = strings.TrimRight(expand(s.Config.Vault.Prompt, lookup(inner)), "\n")
+	if k.vaultOn {
+		sections["VAULT"] = strings.TrimRight(expand(k.vault, lookup(inner)), "\n")
 	}
-	if s.Config.Skills.Enabled {
-		sections["SKILLS"] = strings.TrimRight(expand(s.Config.Skills.Prompt, lookup(inner)), "\n")
+	if k.skillsOn {
+		sections["SKILLS"] = strings.TrimRight(expand(k.skills, lookup(inner)), "\n")
 	}
-	if s.Config.Memory.Enabled {
-		sections["MEMORY"] = s.memorySection(v, lookup)
+	if k.memoryOn {
+		sections["MEMORY"] = s.memorySection(k, lookup)
 	}
-	return expand(s.Config.SystemPrompt, lookup(sections))
+	return expand(k.main, lookup(sections))
+}
+
+// promptCache holds the prompts a kept State built (see SystemPrompt),
+// shared by the copies Load hands out of it, at most maxPrompts: an
+// agent's sessions differ by workspace and model, few at a time.
+type promptCache struct {
+	mu sync.Mutex
+	m  map[promptKey]string
+}
+
+// maxPrompts bounds a promptCache; a full one is emptied.
+const maxPrompts = 32
+
+// get returns the prompt of k, built by build when it is not kept.
+func (c *promptCache) get(k promptKey, build func(promptKey) string) string {
+	c.mu.Lock()
+	p, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return p
+	}
+	p = build(k)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxPrompts {
+		c.m = make(map[promptKey]string)
+	}
+	c.m[k] = p
+	return p
 }
 
 // agentsMD joins the agent's own instructions and the workspace's
@@ -147,60 +256,23 @@ func agentsMD(own string, files []*penguinv1.InstructionFile) string {
 }
 
 // memorySection renders the user part, plus the workspace part in a
-// persistent workspace.
-func (s *State) memorySection(v PromptVars, lookup func(map[string]string) func(string) (string, bool)) string {
+// persistent workspace (k.workspaceMemory is set).
+func (s *State) memorySection(k promptKey, lookup func(map[string]string) func(string) (string, bool)) string {
 	user := s.UserMemoryDir()
 	vars := map[string]string{
 		"USER_MEMORY_DIR":   UserMemoryPath,
 		"USER_MEMORY_INDEX": memoryIndex(user, UserMemoryPath),
 	}
-	out := expand(s.Config.Memory.Prompt, lookup(vars))
-	if v.Workspace != "" && !v.TemporaryWorkspace && strings.TrimSpace(s.Config.Memory.WorkspacePrompt) != "" {
-		dir := s.WorkspaceMemoryDir(v.Workspace)
+	out := expand(k.memory, lookup(vars))
+	if k.workspaceMemory != "" {
 		vars["WORKSPACE_MEMORY_DIR"] = WorkspaceMemoryPath
-		vars["WORKSPACE_MEMORY_INDEX"] = memoryIndex(dir, WorkspaceMemoryPath)
+		vars["WORKSPACE_MEMORY_INDEX"] = memoryIndex(k.workspaceMemoryDir, WorkspaceMemoryPath)
 		if out != "" && !strings.HasSuffix(out, "\n") {
 			out += "\n"
 		}
-		out += "\n" + expand(s.Config.Memory.WorkspacePrompt, lookup(vars))
+		out += "\n" + expand(k.workspaceMemory, lookup(vars))
 	}
 	return strings.TrimRight(out, "\n")
-}
-
-// simpleVars are the placeholders that are plain facts of the session.
-func (s *State) simpleVars(v PromptVars) map[string]string {
-	now := v.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
-	platform := v.Platform
-	if platform == "" {
-		platform = runtime.GOOS + "/" + runtime.GOARCH
-	}
-	osVersion := v.OSVersion
-	if osVersion == "" {
-		osVersion = hostOSVersion()
-	}
-	agentID := v.AgentID
-	if agentID == "" {
-		agentID = s.AgentID()
-	}
-	cwd := ""
-	if v.Workspace != "" {
-		cwd = filepath.ToSlash(v.Workspace)
-	}
-	return map[string]string{
-		"CWD":             cwd,
-		"PROJECT_DIR":     filepath.ToSlash(v.AppDataDir),
-		"AGENT_ID":        agentID,
-		"AGENT_STATE_DIR": filepath.ToSlash(s.Dir),
-		"SESSION_ID":      v.SessionID,
-		"PROVIDER":        v.Provider,
-		"MODEL_ID":        v.ModelID,
-		"PLATFORM":        platform,
-		"OS_VERSION":      osVersion,
-		"DATE":            now.Format("2006-01-02 (Monday)"),
-	}
 }
 
 // vaultKeyLines lists the vault's names, one "- NAME" line each.

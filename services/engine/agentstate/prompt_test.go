@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/penguin-agent/penguin/services/engine/agentconfig"
 )
@@ -449,5 +451,143 @@ func TestScheduleFileModelChecked(t *testing.T) {
 	}
 	if strings.Join(asked, " ") != "p/bad p/good" {
 		t.Errorf("models checked: %v", asked)
+	}
+}
+
+// TestSystemPromptKeptOncePerInput checks that a State Load kept builds a
+// prompt once for the sessions that get the same text, and that every
+// input of the prompt, changed, gives the prompt a State that keeps
+// nothing builds: the session's facts, the templates, the vault of one
+// copy, and the directory's files, edited and loaded again.
+func TestSystemPromptKeptOncePerInput(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("directory stamps are trusted on Linux only")
+	}
+	dir := filepath.Join(t.TempDir(), "coder")
+	if _, err := Init(dir); err != nil {
+		t.Fatal(err)
+	}
+	writeSkill(t, dir, "pdf", "---\nname: pdf-tools\ndescription: Fill and merge PDF files.\n---\n# PDF\n")
+	agents := filepath.Join(dir, AgentsFile)
+	write := func(path, text string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(agents, "Always run go vet.\n")
+	ws := t.TempDir()
+	load := func() *State {
+		t.Helper()
+		// Past the stamp's racy window, so that Load keeps the State.
+		time.Sleep(50 * time.Millisecond)
+		st, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.prompts == nil {
+			t.Fatal("Load did not keep the State")
+		}
+		return st
+	}
+	st := load()
+	if err := st.PrepareMemory(ws, false); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join(st.UserMemoryDir(), MemoryIndexFile), "- [Prefers pnpm](pnpm.md)\n")
+	st = load()
+	v := testVars
+	v.Workspace = ws
+	// check builds the prompt of s and v and compares it with what a State
+	// that keeps nothing builds.
+	check := func(what string, s *State, v PromptVars) string {
+		t.Helper()
+		got := s.SystemPrompt(v)
+		bare := *s
+		bare.prompts = nil
+		if want := bare.SystemPrompt(v); got != want {
+			t.Errorf("%s: the kept prompt differs from the one built:\n%s\n----\n%s", what, got, want)
+		}
+		return got
+	}
+	first := check("first", st, v)
+	other := v
+	other.SessionID = "sess-43"
+	if again := check("another session", load(), other); unsafe.StringData(again) != unsafe.StringData(first) {
+		t.Error("a second session of the same agent, workspace and model built its prompt again")
+	}
+	differs := func(what string, s *State, v PromptVars, want string) {
+		t.Helper()
+		if got := check(what, s, v); !strings.Contains(got, want) {
+			t.Errorf("%s: the prompt lacks %q", what, want)
+		}
+	}
+	m := v
+	m.ModelID = "gpt-6"
+	differs("another model", st, m, "gpt-6")
+	w := v
+	w.Workspace = t.TempDir()
+	differs("another workspace", st, w, w.Workspace)
+	d := v
+	d.Now = d.Now.Add(24 * time.Hour)
+	differs("the next day", st, d, "2026-08-08")
+	named := *st
+	named.Config.SystemPrompt = "Session {{SESSION_ID}}."
+	differs("a template naming the session", &named, v, "sess-42")
+	differs("a template naming the session, another one", &named, other, "sess-43")
+	vault := *st
+	vault.Config = st.Config.Clone()
+	vault.Config.Vault.Enabled = true
+	vault.Vault = map[string]string{"NEW_KEY": "secret"}
+	differs("a copy with its own vault", &vault, v, "NEW_KEY")
+	write(agents, "Never push on Fridays.\n")
+	differs("AGENTS.md edited", load(), v, "Never push on Fridays.")
+	write(filepath.Join(st.UserMemoryDir(), MemoryIndexFile), "- [Uses bun](bun.md)\n")
+	differs("the memory index edited", load(), v, "Uses bun")
+	write(filepath.Join(st.WorkspaceMemoryDir(ws), MemoryIndexFile), "- [Tests](tests.md) real db\n")
+	differs("the workspace's memory index edited", load(), v, "real db")
+}
+
+// BenchmarkSystemPrompt measures a session's system prompt with the
+// default template and an agent directory as Init makes it, a memory
+// index in it, as the engine builds one at each CreateSession: from a
+// State that Load kept (the prompt built once, then looked up by its key)
+// and from one that keeps nothing (built each time, as before).
+func BenchmarkSystemPrompt(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "coder")
+	if _, err := Init(dir); err != nil {
+		b.Fatal(err)
+	}
+	ws := b.TempDir()
+	st, err := Load(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := st.PrepareMemory(ws, false); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(st.UserMemoryDir(), MemoryIndexFile), []byte("- [Prefers pnpm](pnpm.md)\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if st, err = Load(dir); err != nil || st.prompts == nil {
+		b.Fatalf("Load did not keep the State: %v", err)
+	}
+	v := PromptVars{Workspace: ws, Provider: "openai", ModelID: "gpt-5.5", AppDataDir: "/data/penguin"}
+	for _, kept := range []bool{true, false} {
+		b.Run(fmt.Sprintf("kept=%v", kept), func(b *testing.B) {
+			s := *st
+			if !kept {
+				s.prompts = nil
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				v.SessionID = fmt.Sprint("sess-", i)
+				_ = s.SystemPrompt(v)
+			}
+		})
 	}
 }

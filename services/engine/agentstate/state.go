@@ -58,6 +58,10 @@ type State struct {
 	// vaultFile is the file Vault was read from, where SetVault and
 	// RemoveVault write.
 	vaultFile string
+	// prompts are the system prompts built from the directory as Load
+	// kept it, shared with every copy of it (see SystemPrompt); nil for a
+	// State that was not kept.
+	prompts *promptCache
 }
 
 // DefaultDir returns the default agent's state directory:
@@ -128,6 +132,7 @@ func LoadHeld(dir string, held dirstamp.Stamp) (*State, error) {
 		return nil, err
 	}
 	if trusted {
+		s.prompts = new(promptCache)
 		loadedStates.put(abs, stamp, s)
 	}
 	return s, nil

@@ -353,11 +353,12 @@ func (j *Journal) Flush() error {
 	return j.writeErr
 }
 
-// FlushWith is Flush with a change of the session's row (modify, as
+// FlushWith is Flush with a change of the session's row (w's Modify, as
 // store.ModifySession's f: it sees the row with the queued events
-// appended) and, unless release is empty, the release of that owner's
-// run lease, committed in the same transaction as the queued events, or
-// in one of their own when none is queued. So a task's end (its last
+// appended, and its Patch) and, unless w.ReleaseLease is empty, the
+// release of that owner's run lease, committed in the same transaction
+// as the queued events (which take the place of w.Events), or in one of
+// their own when none is queued. So a task's end (its last
 // events, its row, its lease) is one commit, and so is an environment
 // bound during a task with the events queued meanwhile. It returns once
 // that commit is made and its events published, without waiting for
@@ -365,7 +366,7 @@ func (j *Journal) Flush() error {
 // it writes nothing and returns the failure, for the caller to write the
 // row and release the lease on their own; when the commit fails, the log
 // has failed as it would with events alone.
-func (j *Journal) FlushWith(modify func(*store.Session) error, release string) error {
+func (j *Journal) FlushWith(w store.SessionWrite) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for j.with != nil && j.writeErr == nil {
@@ -374,19 +375,19 @@ func (j *Journal) FlushWith(modify func(*store.Session) error, release string) e
 		j.drained.Wait()
 	}
 	if j.writeErr == nil {
-		w := &rowWrite{SessionWrite: store.SessionWrite{Modify: modify, ReleaseLease: release}}
-		j.with = w
+		rw := &rowWrite{SessionWrite: w}
+		j.with = rw
 		if !j.writerActive {
 			j.writerActive = true
 			go j.write()
 		}
 		j.hurryLocked()
-		// The round that takes w commits everything queued before it,
+		// The round that takes rw commits everything queued before it,
 		// after the rounds before it: once it is done, all of that is
 		// recorded and published. The writer may go on with events
 		// queued since (a parallel tool's output), which this call does
 		// not wait for.
-		for !w.done {
+		for !rw.done {
 			j.drained.Wait()
 		}
 		return j.writeErr

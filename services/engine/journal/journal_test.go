@@ -322,10 +322,10 @@ func TestFlushWithIsOneCommit(t *testing.T) {
 		t.Fatalf("before FlushWith: published %v, %d appends", got, r.appendCount())
 	}
 	var sawLast int64
-	err := r.j.FlushWith(func(s *store.Session) error {
+	err := r.j.FlushWith(store.SessionWrite{Modify: func(s *store.Session) error {
 		sawLast, s.Title = s.LastSequence, "ended"
 		return nil
-	}, "me")
+	}, ReleaseLease: "me"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +357,7 @@ func TestFlushWithIsOneCommit(t *testing.T) {
 	r.st.fail = nil
 	r.st.mu.Unlock()
 	called := false
-	err = r.j.FlushWith(func(*store.Session) error { called = true; return nil }, "")
+	err = r.j.FlushWith(store.SessionWrite{Modify: func(*store.Session) error { called = true; return nil }})
 	if !errors.Is(err, cut) || called {
 		t.Fatalf("FlushWith after a failure = %v (row changed: %v), want the failure and no write", err, called)
 	}
@@ -405,7 +405,7 @@ func TestReadersAreWokenWhenNothingIsPendingAnyMore(t *testing.T) {
 		write func(r *rig) error
 	}{
 		{"a row written on its own", nil, func(r *rig) error {
-			return r.j.FlushWith(func(s *store.Session) error { s.Title = "row only"; return nil }, "")
+			return r.j.FlushWith(store.SessionWrite{Modify: func(s *store.Session) error { s.Title = "row only"; return nil }})
 		}},
 		{"a batch dropped by a failed log", errors.New("connection cut"), func(r *rig) error {
 			if _, err := r.j.Publish(msg("lost"), true); err != nil {
@@ -465,7 +465,7 @@ func TestFlushWithDoesNotWaitForLaterEvents(t *testing.T) {
 	<-r.st.entered // the writer holds the first event's round at the store
 	done := make(chan error, 1)
 	go func() {
-		done <- r.j.FlushWith(func(s *store.Session) error { s.Title = "bound"; return nil }, "")
+		done <- r.j.FlushWith(store.SessionWrite{Modify: func(s *store.Session) error { s.Title = "bound"; return nil }})
 	}()
 	eventually.True(t, "FlushWith waits", func() bool { return r.j.Pending() })
 	gate <- struct{}{} // the first round goes on
@@ -514,7 +514,7 @@ func TestARequestsEventsWaitForWhatFollows(t *testing.T) {
 	if got := r.buffered(t); len(got) != 0 || r.appendCount() != 0 {
 		t.Fatalf("before what follows: published %v, %d appends", got, r.appendCount())
 	}
-	if err := r.j.FlushWith(func(s *store.Session) error { s.EnvironmentID = "env-1"; return nil }, ""); err != nil {
+	if err := r.j.FlushWith(store.SessionWrite{Patch: &store.SessionPatch{Environment: &store.EnvironmentBinding{ID: "env-1"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.buffered(t); len(got) != int(decided) || r.appendCount() != 1 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/engine/store"
 )
 
 // config is the engine's own part of a session row (store.Session.Config),
@@ -88,6 +89,46 @@ func (c config) bytes() []byte {
 	b, err := json.Marshal(c)
 	if err != nil {
 		// A struct of plain fields always marshals.
+		panic(err)
+	}
+	return b
+}
+
+// configSharedEnvironment is config.SharedEnvironment's member of the
+// JSON, which a binding of the session's own environment removes
+// (rebind).
+const configSharedEnvironment = "shared_environment"
+
+// endChanges is what a task's end changes in the session's config, as
+// changes of its JSON members that the store makes without reading the
+// row back (store.SessionPatch): SeqHigh raised to high, LastEnd, the
+// note and the log's last sequence it applies to (the row's, with the
+// task's last events appended), and ContextSeq when the task moved it.
+// The other members stay as they are in the row, whoever changed them
+// during the task. Each key is config's JSON name of the field, which
+// TestEndChangesAreTheConfigsFields checks.
+func endChanges(high int64, end *taskEnd, note string, contextSeq int64) []store.ConfigChange {
+	changes := []store.ConfigChange{
+		{Key: "seq_high", Rule: store.ConfigRaise, N: high},
+		{Key: "last_end", Value: jsonMember(end, end == nil)},
+		{Key: "note", Value: jsonMember(note, note == "")},
+		{Key: "note_seq", Rule: store.ConfigLastSequence},
+	}
+	if contextSeq > 0 {
+		changes = append(changes, store.ConfigChange{Key: "context_seq", Value: jsonMember(contextSeq, false)})
+	}
+	return changes
+}
+
+// jsonMember is v as a config member's JSON value, or nothing (the member
+// removed, as encoding/json's omitempty leaves it out) when empty is set.
+func jsonMember(v any, empty bool) []byte {
+	if empty {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Plain values and structs of them always marshal.
 		panic(err)
 	}
 	return b

@@ -170,10 +170,16 @@ func (rt *Runtime) rebind(ctx context.Context, row *store.Session, cfg config, s
 		return envBinding{}, nil, err
 	}
 	b := envBinding{client: client, id: resp.GetEnvironmentId(), addr: resp.GetAddress()}
-	if err := rt.journal.FlushWith(rowChange(func(r *store.Session, c *config) {
-		r.EnvironmentID, r.EnvironmentAddr = b.id, b.addr
-		c.SharedEnvironment = false
-	}), ""); err != nil {
+	// The binding is a patch of the two columns, which the store writes
+	// without reading the row back. A session that shared its parent's
+	// environment has one of its own from now on: only then does the
+	// config change too (the mark is set when the session is created and
+	// never again, so a task that read it unset needs no change).
+	patch := &store.SessionPatch{Environment: &store.EnvironmentBinding{ID: b.id, Addr: b.addr}}
+	if cfg.SharedEnvironment {
+		patch.Config = []store.ConfigChange{{Key: configSharedEnvironment}}
+	}
+	if err := rt.journal.FlushWith(store.SessionWrite{Patch: patch}); err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 		m.disposeEnvironment(dctx, rt.id, b.addr, b.id)
 		cancel()

@@ -284,16 +284,10 @@ func (rt *Runtime) startClaimed(ctx context.Context, t *task, spec RunSpec) (int
 	case spec.Mode != penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED || p.row.Title == "":
 		// The prompt is on record before the task goes on: a Run that
 		// returns without error has its input in the log. The row's
-		// approval mode and title go in the same commit.
-		err = rt.journal.FlushWith(func(r *store.Session) error {
-			if spec.Mode != penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED {
-				r.ApprovalMode = spec.Mode
-			}
-			if r.Title == "" {
-				r.Title = title(spec.Prompt)
-			}
-			return nil
-		}, "")
+		// approval mode and title (for a session without one) go in the
+		// same commit, a patch of those columns that does not read the
+		// row back.
+		err = rt.journal.FlushWith(store.SessionWrite{Patch: &store.SessionPatch{Title: title(spec.Prompt), ApprovalMode: spec.Mode}})
 	default:
 		err = rt.journal.Flush()
 	}
@@ -413,23 +407,22 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 	// the log reads, at the next load, as a crash and leaves a gap.
 	high := rt.journal.Last() + 1
 	var end *taskEnd
-	ended := rowChange(func(r *store.Session, c *config) {
+	// ended is the row's change, a patch that the store makes without
+	// reading the row back.
+	ended := func() *store.SessionPatch {
+		patch := &store.SessionPatch{Config: endChanges(high, end, res.Note, contextSeq)}
 		if p != nil && p.mctx.Usage != nil {
-			r.Usage = proto.Clone(p.mctx.Usage).(*penguinv1.TokenCounts)
+			patch.Usage = proto.Clone(p.mctx.Usage).(*penguinv1.TokenCounts)
 		}
-		c.SeqHigh = max(c.SeqHigh, high)
-		c.LastEnd = end
-		// r is the row with the log's last events appended.
-		c.Note, c.NoteSeq = res.Note, r.LastSequence
-		if contextSeq > 0 {
-			c.ContextSeq = contextSeq
-		}
-	})
+		return patch
+	}
 	saved := false
 	if res.Err == nil {
 		// The task's last events, its row and its lease are one commit.
 		end = &taskEnd{Sequence: high, Status: res.Status, Message: msg}
-		res.Err = t.lease.ReleaseWith(func(owner string) error { return rt.journal.FlushWith(ended, owner) })
+		res.Err = t.lease.ReleaseWith(func(owner string) error {
+			return rt.journal.FlushWith(store.SessionWrite{Patch: ended(), ReleaseLease: owner})
+		})
 		saved = res.Err == nil
 	} else {
 		// The failed log publishes what it still can (the announcements
@@ -446,7 +439,7 @@ func (rt *Runtime) finish(t *task, p *prepared, res loop.Result) {
 		res.Status = penguinv1.StopReason_STOP_REASON_FAILED
 		msg = fmt.Sprintf("the session log could not be written, so the task stopped; events after sequence %d were not recorded (%v)", rt.journal.LastPersisted(), res.Err)
 		end = &taskEnd{Sequence: high, Status: res.Status, Message: msg, NotRecorded: true}
-		if err := m.store.ModifySession(ctx, rt.id, ended); err != nil {
+		if err := m.store.WriteSession(ctx, rt.id, store.SessionWrite{Patch: ended()}); err != nil {
 			m.log.Warn("could not update the session row after a task", "session", rt.id, "error", err)
 		} else {
 			saved = true

@@ -105,10 +105,11 @@ func TestRunLoadsFromTheRowItIsGiven(t *testing.T) {
 
 // rowWrites is a store that counts the changes of session rows made on
 // their own (ModifySession) and those made in a commit of the log
-// (WriteSession with a row change).
+// (WriteSession with a row change), and of the latter those that read
+// the row back (with a Modify rather than a patch alone).
 type rowWrites struct {
 	store.Store
-	alone, withLog atomic.Int64
+	alone, withLog, readBack atomic.Int64
 }
 
 func (c *rowWrites) ModifySession(ctx context.Context, id string, f func(*store.Session) error) error {
@@ -117,8 +118,11 @@ func (c *rowWrites) ModifySession(ctx context.Context, id string, f func(*store.
 }
 
 func (c *rowWrites) WriteSession(ctx context.Context, id string, w store.SessionWrite) error {
-	if w.Modify != nil {
+	if w.Modify != nil || w.Patch != nil {
 		c.withLog.Add(1)
+	}
+	if w.Modify != nil {
+		c.readBack.Add(1)
 	}
 	return c.Store.WriteSession(ctx, id, w)
 }
@@ -143,7 +147,7 @@ func TestEnvironmentBoundInACommitOfTheLog(t *testing.T) {
 		recorded.Store(r.rowEnvironment(t, id) == req.GetEnvironmentId())
 		return fake.Echo(req, stream)
 	}
-	alone, withLog := w.alone.Load(), w.withLog.Load()
+	alone, withLog, readBack := w.alone.Load(), w.withLog.Load(), w.readBack.Load()
 	outs, _ := r.runTask(t, id, "read a file")
 	checkEchoed(t, outs, 1)
 	if !recorded.Load() {
@@ -155,5 +159,10 @@ func TestEnvironmentBoundInACommitOfTheLog(t *testing.T) {
 	// The prompt's (with the title), the binding's and the end's.
 	if n := w.withLog.Load() - withLog; n != 3 {
 		t.Fatalf("the task changed the row in %d commits of its log, want 3", n)
+	}
+	// Each with a patch of the columns it changes, none reading the row
+	// back to write it whole.
+	if n := w.readBack.Load() - readBack; n != 0 {
+		t.Fatalf("the task's commits read the row back %d times, want 0", n)
 	}
 }

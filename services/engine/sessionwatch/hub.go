@@ -347,7 +347,7 @@ func (o *observed) ModifySession(ctx context.Context, id string, f func(*store.S
 
 func (o *observed) WriteSession(ctx context.Context, id string, w store.SessionWrite) error {
 	err := o.Store.WriteSession(ctx, id, w)
-	if err == nil && w.Modify != nil {
+	if err == nil && (w.Modify != nil || w.Patch != nil) {
 		o.hub.Changed(id)
 	}
 	return err

@@ -3,10 +3,12 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -253,19 +255,86 @@ func runBatchBench(b *testing.B, st store.Store, n int) {
 
 // BenchmarkTaskLog writes what one task of the end-to-end benchmark
 // logs, in its commits, to a new session of a SQLite file: the row with
-// its session_meta (a system prompt of some 5 KiB), the prompt, the tool
-// list (some 10 KiB) with the first request's events, the tool's output,
-// and the task's end. Every session of the benchmark logs the same
-// prompt and tools, as every session of an agent does. It reports the
-// bytes allocated per task (-benchmem) and the database's growth.
+// its session_meta (a system prompt of some 5 KiB), the prompt with the
+// title, the tool list (some 10 KiB) with the first request's events and
+// the environment's binding, the tool's output, and the task's end with
+// the usage and the config's members that say how it ended. Every
+// session of the benchmark logs the same prompt and tools, as every
+// session of an agent does. It reports the bytes allocated per task
+// (-benchmem), the process's CPU time per task (the background
+// checkpoints' included) and the database's growth. The row changes are made as the
+// engine makes them (patch), or as it made them before 2026-12-07's
+// eleventh round (modify: each read back and written whole, the config
+// decoded and encoded in Go).
+//
+// The third, alternating, writes chunks of tasks the two ways in turn on
+// one store and reports each way's CPU time per task: on a loaded
+// machine, where one run's CPU moves by a third with the load, only
+// figures taken in the same moments compare.
+//
+// postgres-alternating does what alternating does on the test
+// PostgreSQL (loopback); the process's CPU is then the client's only, and
+// each way's wall time per task is reported too.
 func BenchmarkTaskLog(b *testing.B) {
-	ctx := testkit.Context(b, 5*time.Minute)
-	path := filepath.Join(b.TempDir(), "bench.db")
-	st, err := store.Open(ctx, path)
-	if err != nil {
-		b.Fatal(err)
+	alternate := func(i int) bool { return i/25%2 == 0 }
+	sqlite := func(patch func(int) bool) func(*testing.B) {
+		return func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "bench.db")
+			st, err := store.Open(testkit.Context(b, time.Minute), path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			runTaskLog(b, st, patch)
+			if err := st.Close(); err != nil {
+				b.Fatal(err)
+			}
+			var size int64
+			for _, suffix := range []string{"", "-wal"} {
+				if fi, err := os.Stat(path + suffix); err == nil {
+					size += fi.Size()
+				}
+			}
+			b.ReportMetric(float64(size)/float64(b.N), "db-bytes/task")
+		}
 	}
-	defer st.Close()
+	b.Run("patch", sqlite(func(int) bool { return true }))
+	b.Run("modify", sqlite(func(int) bool { return false }))
+	b.Run("alternating", sqlite(alternate))
+	b.Run("postgres-alternating", func(b *testing.B) { runTaskLog(b, openPGBench(b), alternate) })
+}
+
+// taskLogConfig is the part of the engine's config a task's end changes.
+type taskLogConfig struct {
+	SeqHigh           int64           `json:"seq_high,omitempty"`
+	ContextSeq        int64           `json:"context_seq,omitempty"`
+	Note              string          `json:"note,omitempty"`
+	NoteSeq           int64           `json:"note_seq,omitempty"`
+	SharedEnvironment bool            `json:"shared_environment,omitempty"`
+	LastEnd           json.RawMessage `json:"last_end,omitempty"`
+}
+
+// modifyConfig is a Modify that changes the row's config with f, as the
+// engine's did.
+func modifyConfig(f func(*store.Session, *taskLogConfig)) func(*store.Session) error {
+	return func(s *store.Session) error {
+		var c taskLogConfig
+		if len(s.Config) > 0 {
+			if err := json.Unmarshal(s.Config, &c); err != nil {
+				return err
+			}
+		}
+		f(s, &c)
+		var err error
+		s.Config, err = json.Marshal(c)
+		return err
+	}
+}
+
+// runTaskLog runs BenchmarkTaskLog, the ith task with patches when
+// patch(i) says so and with Modify otherwise.
+func runTaskLog(b *testing.B, st store.Store, patch func(i int) bool) {
+	ctx := testkit.Context(b, 5*time.Minute)
 	prompt := strings.Repeat("You are Penguin, a careful coding agent. Read before you write. ", 75)
 	tools := &penguinv1.ToolListReady{}
 	for i := range 20 {
@@ -287,40 +356,92 @@ func BenchmarkTaskLog(b *testing.B) {
 		}
 		return m
 	}
+	usage := &penguinv1.TokenCounts{Output: 12, Total: 3400}
+	lastEnd := []byte(`{"sequence":40,"status":1}`)
+	// The row's changes at the prompt, the binding and the end: patched
+	// and modified.
+	var patched, modified [3]store.SessionWrite
+	{
+		changes := &patched
+		changes[0].Patch = &store.SessionPatch{Title: "Read hello.txt and tell me what it says"}
+		changes[1].Patch = &store.SessionPatch{Environment: &store.EnvironmentBinding{ID: "env-1", Addr: "127.0.0.1:7070"}}
+		changes[2].Patch = &store.SessionPatch{Usage: usage, Config: []store.ConfigChange{
+			{Key: "seq_high", Rule: store.ConfigRaise, N: 41},
+			{Key: "last_end", Value: lastEnd},
+			{Key: "note"},
+			{Key: "note_seq", Rule: store.ConfigLastSequence},
+		}}
+		changes = &modified
+		changes[0].Modify = func(s *store.Session) error {
+			if s.Title == "" {
+				s.Title = "Read hello.txt and tell me what it says"
+			}
+			return nil
+		}
+		changes[1].Modify = modifyConfig(func(s *store.Session, c *taskLogConfig) {
+			s.EnvironmentID, s.EnvironmentAddr = "env-1", "127.0.0.1:7070"
+			c.SharedEnvironment = false
+		})
+		changes[2].Modify = modifyConfig(func(s *store.Session, c *taskLogConfig) {
+			s.Usage = usage
+			c.SeqHigh = max(c.SeqHigh, 41)
+			c.LastEnd = lastEnd
+			c.Note, c.NoteSeq = "", s.LastSequence
+		})
+	}
 	b.ReportAllocs()
+	var cpu, wall [2]time.Duration // of the tasks modified and patched
+	var tasks [2]int
 	b.ResetTimer()
 	for i := range b.N {
+		p := patch(i)
+		changes, side := &modified, 0
+		if p {
+			changes, side = &patched, 1
+		}
+		start, t0 := processCPU(b), time.Now()
 		id := fmt.Sprintf("task-%08d", i)
 		meta := &penguinv1.SessionMeta{SessionId: id, Provider: "openai", ModelId: "mock", SystemPrompt: prompt,
 			Workspace: "/work/" + id, AgentState: "/agents/default"}
-		if err := st.CreateSession(ctx, &store.Session{ID: id}, store.Event{Sequence: 1, Message: msg(meta)}); err != nil {
+		if err := st.CreateSession(ctx, &store.Session{ID: id, Config: []byte(`{"seq_high":1,"context_seq":1}`)}, store.Event{Sequence: 1, Message: msg(meta)}); err != nil {
 			b.Fatal(err)
 		}
-		if err := st.AppendEvents(ctx, id, store.Event{Sequence: 2, Message: msg("Read hello.txt and tell me what it says")}); err != nil {
-			b.Fatal(err)
+		commits := []struct {
+			events []store.Event
+			row    store.SessionWrite
+		}{
+			{[]store.Event{{Sequence: 2, Message: msg("Read hello.txt and tell me what it says")}}, changes[0]},
+			{[]store.Event{{Sequence: 3, Message: msg(tools)}, {Sequence: 4, Message: msg("calling read_file")}}, changes[1]},
+			{[]store.Event{{Sequence: 5, Message: msg("hello world")}}, store.SessionWrite{}},
+			{[]store.Event{{Sequence: 6, Message: msg("It says hello world.")}}, changes[2]},
 		}
-		batches := [][]store.Event{
-			{{Sequence: 3, Message: msg(tools)}, {Sequence: 4, Message: msg("calling read_file")}},
-			{{Sequence: 5, Message: msg("hello world")}},
-			{{Sequence: 6, Message: msg("It says hello world.")}},
-		}
-		for _, batch := range batches {
-			if err := st.WriteSession(ctx, id, store.SessionWrite{Events: batch}); err != nil {
+		for _, c := range commits {
+			w := c.row
+			w.Events = c.events
+			if err := st.WriteSession(ctx, id, w); err != nil {
 				b.Fatal(err)
 			}
 		}
+		cpu[side] += processCPU(b) - start
+		wall[side] += time.Since(t0)
+		tasks[side]++
 	}
 	b.StopTimer()
-	if err := st.Close(); err != nil {
-		b.Fatal(err)
-	}
-	var size int64
-	for _, suffix := range []string{"", "-wal"} {
-		if fi, err := os.Stat(path + suffix); err == nil {
-			size += fi.Size()
+	for side, name := range []string{"modify", "patch"} {
+		if tasks[side] > 0 {
+			b.ReportMetric(float64(cpu[side].Microseconds())/float64(tasks[side]), name+"-cpu-µs/task")
+			b.ReportMetric(float64(wall[side].Microseconds())/float64(tasks[side]), name+"-µs/task")
 		}
 	}
-	b.ReportMetric(float64(size)/float64(b.N), "db-bytes/task")
+}
+
+// processCPU returns the CPU time the process has used, user and system.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkRunReads measures what a Run reads from a SQLite store for a

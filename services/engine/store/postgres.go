@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -402,11 +403,29 @@ func (s *pgStore) ModifySession(ctx context.Context, id string, f func(*Session)
 // its write.
 func (s *pgStore) WriteSession(ctx context.Context, id string, w SessionWrite) error {
 	const op = "write session"
+	var patch string
+	var patchArgs []any
+	if w.Patch != nil {
+		var err error
+		if patch, patchArgs, err = patchSession(id, w.Patch, pgParam, pgConfigPatch); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+	}
 	if len(w.Events) == 0 && w.ReleaseLease == "" {
-		if w.Modify == nil {
+		switch {
+		case w.Modify != nil && w.Patch != nil:
+		case w.Modify != nil:
+			return s.ModifySession(ctx, id, w.Modify)
+		case w.Patch != nil:
+			// One statement, atomic without a transaction.
+			if s.closed.Load() {
+				return closedError(op)
+			}
+			tag, err := s.pool.Exec(ctx, patch, patchArgs...)
+			return s.updated(ctx, op, id, tag, err)
+		default:
 			return nil
 		}
-		return s.ModifySession(ctx, id, w.Modify)
 	}
 	var enc []encodedEvent
 	if len(w.Events) > 0 {
@@ -447,6 +466,12 @@ func (s *pgStore) WriteSession(ctx context.Context, id string, w SessionWrite) e
 				return err
 			}
 		}
+		if w.Patch != nil {
+			tag, err := tx.Exec(ctx, patch, patchArgs...)
+			if err := s.updated(ctx, op, id, tag, err); err != nil {
+				return err
+			}
+		}
 		if w.ReleaseLease != "" {
 			if _, err := tx.Exec(ctx, pgReleaseLease, id, w.ReleaseLease); err != nil {
 				return s.wrap(ctx, op, err)
@@ -464,6 +489,9 @@ func (s *pgStore) WriteSession(ctx context.Context, id string, w SessionWrite) e
 	}
 	return s.wrap(ctx, op, err)
 }
+
+// pgParam is PostgreSQL's placeholder of a statement's nth argument.
+func pgParam(n int) string { return "$" + strconv.Itoa(n) }
 
 // prefixScanner scans a row whose first column is first's, followed by
 // what the wrapped scanner's caller reads.

@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/sqlitefile"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -215,6 +217,7 @@ func openSQLite(ctx context.Context, path string, o options) (*sqliteStore, erro
 		if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 			return nil, fmt.Errorf("open sqlite %s: %w: %w", abs, ErrUnavailable, err)
 		}
+		sqlitefile.Ensure(abs) // a new file whole, without the rollback journal
 		w, err := openCountedSQLite(abs+"?"+sqliteWriterParams, &s.commits)
 		if err != nil {
 			return nil, fmt.Errorf("open sqlite %s: %w", abs, err)
@@ -706,12 +709,25 @@ func (s *sqliteStore) WriteSession(ctx context.Context, id string, w SessionWrit
 			return s.wrap(ctx, op, err)
 		}
 	}
+	var patch *sql.Stmt
+	var patchArgs []any
+	if w.Patch != nil {
+		var q string
+		if q, patchArgs, err = patchSession(id, w.Patch, sqliteParam, sqliteConfigPatch); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		if patch, err = s.ws.stmt(ctx, q); err != nil {
+			return s.wrap(ctx, op, err)
+		}
+	}
 	if w.ReleaseLease != "" {
 		if rel, err = s.ws.stmt(ctx, sqliteReleaseLease); err != nil {
 			return s.wrap(ctx, op, err)
 		}
 	}
-	return s.write(ctx, op, true, func(t *writeTx) error {
+	// A patch on its own is one statement, atomic without a transaction.
+	tx := len(enc) > 0 || w.Modify != nil || w.ReleaseLease != ""
+	return s.write(ctx, op, tx, func(t *writeTx) error {
 		if err := s.insertEvents(ctx, ins, t, id, "", enc, time.Now().UnixMicro()); err != nil {
 			return err
 		}
@@ -732,6 +748,12 @@ func (s *sqliteStore) WriteSession(ctx context.Context, id string, w SessionWrit
 				return err
 			}
 		}
+		if patch != nil {
+			res, err := t.stmt(patch).ExecContext(t.ctx, patchArgs...)
+			if err := s.updated(ctx, op, id, res, err); err != nil {
+				return err
+			}
+		}
 		if w.ReleaseLease != "" {
 			if _, err := t.stmt(rel).ExecContext(t.ctx, id, w.ReleaseLease); err != nil {
 				return s.wrap(ctx, op, err)
@@ -740,6 +762,9 @@ func (s *sqliteStore) WriteSession(ctx context.Context, id string, w SessionWrit
 		return nil
 	})
 }
+
+// sqliteParam is SQLite's placeholder of a statement's nth argument.
+func sqliteParam(n int) string { return "?" + strconv.Itoa(n) }
 
 // DeleteSession implements Store. The events, quarantined records and lease
 // go with the session through ON DELETE CASCADE, and in the same

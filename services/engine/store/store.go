@@ -231,12 +231,13 @@ type Store interface {
 	AppendEvents(ctx context.Context, sessionID string, events ...Event) error
 
 	// WriteSession does in one transaction what AppendEvents(w.Events),
-	// then ModifySession(w.Modify) when Modify is set, then
-	// ReleaseLease(w.ReleaseLease) when it is not empty would do one
-	// after the other: all of it is stored, or none. Modify sees the row
-	// with the events appended (its LastSequence is the last event's).
-	// A task's last events, its row and its lease are one commit this way
-	// where they were three. Errors are those of the three methods.
+	// then ModifySession(w.Modify) when Modify is set, then w.Patch when
+	// it is set, then ReleaseLease(w.ReleaseLease) when it is not empty
+	// would do one after the other: all of it is stored, or none. Modify
+	// and Patch see the row with the events appended (its LastSequence is
+	// the last event's). A task's last events, its row and its lease are
+	// one commit this way where they were three. Errors are those of the
+	// three methods, and ErrNotFound for a patch of an unknown session.
 	WriteSession(ctx context.Context, sessionID string, w SessionWrite) error
 
 	// ReadEvents returns the session's events with a sequence above
@@ -336,10 +337,79 @@ type SessionWrite struct {
 	Events []Event
 	// Modify, when set, changes the session's row, as ModifySession's f.
 	Modify func(*Session) error
+	// Patch, when set, changes a few of the session's columns after
+	// Modify, without reading the row (SessionPatch).
+	Patch *SessionPatch
 	// ReleaseLease, when set, is the owner whose lease on the session is
 	// given up, as ReleaseLease would.
 	ReleaseLease string
 }
+
+// SessionPatch is a change of a few of a session's columns that a store
+// makes in one UPDATE of those columns alone, without reading the row:
+// the changes a task makes at each of its commits (its title, its
+// environment, how it ended), for which Modify would read the row back
+// and write every column of it. It is atomic as Modify is: a column it
+// derives from the row (a title set only where there is none, a config
+// member raised) is read by the UPDATE itself, which holds the row. Zero
+// fields change nothing; a patch of no field still fails with
+// ErrNotFound for an unknown session.
+//
+// A store runs one statement for each shape of patch (which fields are
+// set and the rules of its config changes, not their values or keys), so
+// the few patches of an engine are a few prepared statements.
+type SessionPatch struct {
+	// Title becomes the session's title if it has none; a session that
+	// has one keeps it.
+	Title string
+	// ApprovalMode, unless unspecified, replaces the session's.
+	ApprovalMode penguinv1.ApprovalMode
+	// Environment, when set, replaces the session's EnvironmentID and
+	// EnvironmentAddr.
+	Environment *EnvironmentBinding
+	// Usage, when set, replaces the session's token counts.
+	Usage *penguinv1.TokenCounts
+	// Config changes members of the session's Config, a JSON object (an
+	// empty Config is taken as {}); each key at most once, or the write
+	// is ErrInvalid. The other members are left as they are, whoever
+	// wrote them.
+	Config []ConfigChange
+}
+
+// EnvironmentBinding names the environment a SessionPatch binds.
+type EnvironmentBinding struct {
+	ID, Addr string
+}
+
+// ConfigChange is the change of one top-level member of a session's JSON
+// config (SessionPatch.Config).
+type ConfigChange struct {
+	// Key names the member: lower-case letters, digits and underscores
+	// (ErrInvalid otherwise).
+	Key string
+	// Rule says what becomes of the member.
+	Rule ConfigRule
+	// Value is the JSON value that ConfigSet sets; empty removes the
+	// member.
+	Value []byte
+	// N is the integer that ConfigRaise raises the member to.
+	N int64
+}
+
+// ConfigRule is what a ConfigChange makes of its member.
+type ConfigRule uint8
+
+const (
+	// ConfigSet sets the member to Value, or removes it when Value is
+	// empty.
+	ConfigSet ConfigRule = iota
+	// ConfigRaise sets the member, an integer (0 when absent), to N when
+	// N is larger.
+	ConfigRaise
+	// ConfigLastSequence sets the member to the session's LastSequence,
+	// with the write's events appended.
+	ConfigLastSequence
+)
 
 // Option configures a store opened with [Open].
 type Option func(*options)

@@ -30,6 +30,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/penguin-agent/penguin/internal/dirstamp"
+	"github.com/penguin-agent/penguin/internal/sqlitefile"
 	"github.com/penguin-agent/penguin/services/llm/routing"
 )
 
@@ -101,7 +102,11 @@ func Open(ctx context.Context, url string, sealer *Sealer) (*Store, error) {
 		// commits but never corrupts the file. A server opens this store
 		// before the engine's, so a new file is made here: with the
 		// engine store's page size (1 KiB, see its package), which a
-		// database keeps from its creation on.
+		// database keeps from its creation on, and in WAL mode already
+		// (sqlitefile.Ensure: without SQLite's rollback journal).
+		if !strings.ContainsAny(path, "?#") {
+			sqlitefile.Ensure(path)
+		}
 		s.db, err = sql.Open("sqlite", path+"?_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL&_txlock=immediate&_pragma=page_size(1024)")
 		// One writer at a time is SQLite's rule anyway; one connection
 		// keeps the busy wait in the driver rather than in errors.

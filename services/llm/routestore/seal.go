@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/penguin-agent/penguin/internal/newfile"
 )
 
 // MinSecret is the shortest secret a Sealer takes, in bytes: the output of
@@ -87,8 +89,9 @@ func cipherOf(secret []byte) (cipher.AEAD, string, error) {
 func (s *Sealer) ID() string { return s.id }
 
 // LoadSecret reads the secret at path. When create is set and the file
-// does not exist, it writes a new random secret there first (mode 0600),
-// for a local server whose operator has not chosen one.
+// does not exist, it makes it holding a new random secret (mode 0600,
+// whole or not at all: package newfile), for a local server whose
+// operator has not chosen one.
 func LoadSecret(path string, create bool) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err == nil || !create || !errors.Is(err, os.ErrNotExist) {
@@ -100,18 +103,16 @@ func LoadSecret(path string, create bool) ([]byte, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	// Whole or not at all: a secret cut short by a crash would leave the
+	// routes sealed under it unopenable.
+	err = newfile.Write(path, secret, 0o600)
 	if errors.Is(err, os.ErrExist) { // another process made it first
 		return os.ReadFile(path)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if _, err := f.Write(secret); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return secret, f.Close()
+	return secret, nil
 }
 
 func aad(project, name string) []byte { return []byte(project + "\x00" + name) }

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -82,6 +83,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		{"Modify", s.testModify},
 		{"ConcurrentModifiesLoseNothing", s.testConcurrentModifies},
 		{"WriteSessionIsOneCommit", s.testWriteSession},
+		{"PatchSession", s.testPatchSession},
+		{"PatchSessionRefusals", s.testPatchRefusals},
+		{"ConcurrentPatchesLoseNothing", s.testConcurrentPatches},
 		{"Delete", s.testDelete},
 		{"ListPaging", s.testListPaging},
 		{"ListBadToken", s.testListBadToken},
@@ -567,6 +571,235 @@ func (s *suite) testWriteSession(t *testing.T, ctx context.Context, st store.Sto
 	}
 	wantErr(t, "WriteSession(unknown)", st.WriteSession(ctx, "nope", store.SessionWrite{
 		Modify: func(*store.Session) error { return nil }, ReleaseLease: "me"}), store.ErrNotFound)
+}
+
+// configOf decodes a session's config, failing t when it is no JSON
+// object.
+func configOf(t *testing.T, sess *store.Session) map[string]any {
+	t.Helper()
+	var c map[string]any
+	if err := json.Unmarshal(sess.Config, &c); err != nil {
+		t.Fatalf("config %q: %v", sess.Config, err)
+	}
+	return c
+}
+
+// testPatchSession checks that a SessionPatch changes the columns it
+// names and nothing else: a title only where there is none, config
+// members set whole, removed, raised and set to the log's last sequence
+// beside members it leaves alone, and neither UpdatedAt nor LastSequence
+// moved by the patch itself.
+func (s *suite) testPatchSession(t *testing.T, ctx context.Context, st store.Store) {
+	want := fullSession("p")
+	want.Config = []byte(`{"max_turns":30,"pinned":true,"seq_high":40,"note":"[turn_aborted]","last_end":{"sequence":3,"status":2,"message":"old","not_recorded":true}}`)
+	mustCreate(t, ctx, st, want)
+	before, err := st.GetSession(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := &penguinv1.TokenCounts{CacheRead: 7, Output: 8, Total: 9, CostUsd: proto.Float64(0.5)}
+	err = st.WriteSession(ctx, "p", store.SessionWrite{Patch: &store.SessionPatch{
+		Title:        "not over a title",
+		ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_ALWAYS_ASK,
+		Environment:  &store.EnvironmentBinding{ID: "env-43", Addr: "10.1.2.4:7070"},
+		Usage:        usage,
+		Config: []store.ConfigChange{
+			{Key: "seq_high", Rule: store.ConfigRaise, N: 12},
+			{Key: "last_end", Value: []byte(`{"sequence":12,"status":1}`)},
+			{Key: "note"},
+			{Key: "note_seq", Rule: store.ConfigLastSequence},
+			{Key: "context_seq", Value: []byte(`5`)},
+		},
+	}})
+	if err != nil {
+		t.Fatalf("WriteSession(patch): %v", err)
+	}
+	got, err := st.GetSession(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.ApprovalMode = penguinv1.ApprovalMode_APPROVAL_MODE_ALWAYS_ASK
+	want.EnvironmentID, want.EnvironmentAddr = "env-43", "10.1.2.4:7070"
+	want.Usage = usage
+	want.Config, got.Config = nil, nil
+	if d := diffSession(want, got); d != "" {
+		t.Errorf("after the patch: %s", d)
+	}
+	if !got.UpdatedAt.Equal(before.UpdatedAt) || got.LastSequence != before.LastSequence {
+		t.Errorf("the patch moved UpdatedAt %v -> %v, LastSequence %d -> %d", before.UpdatedAt, got.UpdatedAt, before.LastSequence, got.LastSequence)
+	}
+	got, _ = st.GetSession(ctx, "p")
+	wantConfig := map[string]any{"max_turns": 30.0, "pinned": true, "seq_high": 40.0, "note_seq": 0.0, "context_seq": 5.0,
+		"last_end": map[string]any{"sequence": 12.0, "status": 1.0}}
+	if c := configOf(t, got); !reflect.DeepEqual(c, wantConfig) {
+		t.Errorf("config after the patch = %v, want %v", c, wantConfig)
+	}
+
+	// With events, in their commit: the members see the log's new last
+	// sequence, a raise above the member takes, and a titleless session
+	// takes the title.
+	if err := st.UpdateSession(ctx, &store.Session{ID: "p", Config: got.Config, Usage: usage}); err != nil {
+		t.Fatal(err)
+	}
+	err = st.WriteSession(ctx, "p", store.SessionWrite{
+		Events: eventsOf(1, text("one"), text("two"), text("three")),
+		Patch: &store.SessionPatch{Title: "first title", Config: []store.ConfigChange{
+			{Key: "seq_high", Rule: store.ConfigRaise, N: 41},
+			{Key: "note_seq", Rule: store.ConfigLastSequence},
+			{Key: "new_member", Value: []byte(`"x"`)},
+		}},
+	})
+	if err != nil {
+		t.Fatalf("WriteSession(events and patch): %v", err)
+	}
+	got, err = st.GetSession(ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Title != "first title" || got.LastSequence != 3 || got.ApprovalMode != penguinv1.ApprovalMode_APPROVAL_MODE_UNSPECIFIED || got.EnvironmentID != "" {
+		t.Errorf("after events and patch: %+v", got)
+	}
+	wantConfig["seq_high"], wantConfig["note_seq"], wantConfig["new_member"] = 41.0, 3.0, "x"
+	if c := configOf(t, got); !reflect.DeepEqual(c, wantConfig) {
+		t.Errorf("config after events and patch = %v, want %v", c, wantConfig)
+	}
+
+	// A session without config takes the members into a new object; a
+	// patch of nothing changes nothing.
+	mustCreate(t, ctx, st, &store.Session{ID: "bare"})
+	err = st.WriteSession(ctx, "bare", store.SessionWrite{Patch: &store.SessionPatch{Config: []store.ConfigChange{
+		{Key: "seq_high", Rule: store.ConfigRaise, N: 2}, {Key: "note"},
+	}}})
+	if err != nil {
+		t.Fatalf("WriteSession(patch of a session without config): %v", err)
+	}
+	if err := st.WriteSession(ctx, "bare", store.SessionWrite{Patch: &store.SessionPatch{}}); err != nil {
+		t.Fatalf("WriteSession(empty patch): %v", err)
+	}
+	got, err = st.GetSession(ctx, "bare")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := configOf(t, got); !reflect.DeepEqual(c, map[string]any{"seq_high": 2.0}) || got.Title != "" {
+		t.Errorf("bare session after patches: title %q, config %v", got.Title, c)
+	}
+
+	// A Modify and a patch in one write: the patch comes after Modify
+	// and sees what it wrote.
+	err = st.WriteSession(ctx, "bare", store.SessionWrite{
+		Modify: func(s *store.Session) error {
+			s.ThinkingLevel, s.Title = penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH, "by modify"
+			return nil
+		},
+		Patch: &store.SessionPatch{Title: "not over modify's", ApprovalMode: penguinv1.ApprovalMode_APPROVAL_MODE_DENY_ALL},
+	})
+	if err != nil {
+		t.Fatalf("WriteSession(modify and patch): %v", err)
+	}
+	got, err = st.GetSession(ctx, "bare")
+	if err != nil || got.Title != "by modify" || got.ThinkingLevel != penguinv1.ThinkingLevel_THINKING_LEVEL_HIGH ||
+		got.ApprovalMode != penguinv1.ApprovalMode_APPROVAL_MODE_DENY_ALL {
+		t.Errorf("after modify and patch: %+v, %v", got, err)
+	}
+}
+
+// testPatchRefusals checks that a patch of an unknown session is
+// ErrNotFound, that a config change the dialects could read apart is
+// ErrInvalid, and that a write whose patch or append is refused stores
+// none of its parts.
+func (s *suite) testPatchRefusals(t *testing.T, ctx context.Context, st store.Store) {
+	patch := &store.SessionPatch{Title: "t"}
+	wantErr(t, "WriteSession(patch of unknown)", st.WriteSession(ctx, "nope", store.SessionWrite{Patch: patch}), store.ErrNotFound)
+	wantErr(t, "WriteSession(empty patch of unknown)", st.WriteSession(ctx, "nope", store.SessionWrite{Patch: &store.SessionPatch{}}), store.ErrNotFound)
+	wantErr(t, "WriteSession(patch and lease of unknown)", st.WriteSession(ctx, "nope", store.SessionWrite{Patch: patch, ReleaseLease: "me"}), store.ErrNotFound)
+	mustCreate(t, ctx, st, &store.Session{ID: "r", Config: []byte(`{"a":1}`)})
+	if err := st.AppendEvents(ctx, "r", eventsOf(1, text("one"))...); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.AcquireLease(ctx, "r", "me", "", time.Minute); err != nil || !ok {
+		t.Fatalf("AcquireLease: %v, %v", ok, err)
+	}
+	for _, changes := range [][]store.ConfigChange{
+		{{Key: "a.b", Value: []byte(`1`)}},
+		{{Key: "", Value: []byte(`1`)}},
+		{{Key: `a"`}},
+		{{Key: "a", Value: []byte(`1`)}, {Key: "a", Rule: store.ConfigRaise, N: 2}},
+		{{Key: "a", Rule: store.ConfigLastSequence + 1}},
+	} {
+		err := st.WriteSession(ctx, "r", store.SessionWrite{Events: eventsOf(2, text("two")), Patch: &store.SessionPatch{Title: "t", Config: changes}, ReleaseLease: "me"})
+		wantErr(t, fmt.Sprintf("WriteSession(config changes %+v)", changes), err, store.ErrInvalid)
+	}
+	err := st.WriteSession(ctx, "r", store.SessionWrite{Events: eventsOf(1, text("again")), Patch: &store.SessionPatch{Title: "t"}, ReleaseLease: "me"})
+	wantErr(t, "WriteSession(stale sequence and patch)", err, store.ErrConflict)
+	got, err := st.GetSession(ctx, "r")
+	if err != nil || got.Title != "" || got.LastSequence != 1 || string(got.Config) != `{"a":1}` {
+		t.Fatalf("after refused patches: %+v, %v", got, err)
+	}
+	if owner, _, _, err := st.LeaseHolder(ctx, "r"); err != nil || owner != "me" {
+		t.Fatalf("lease after refused patches: %q, %v; want it still held", owner, err)
+	}
+}
+
+// testConcurrentPatches has writers patch one session at once, each
+// raising one shared member and setting a member of its own, beside
+// ModifySessions that count in a third: the patches read what they
+// change in their own statement, so no change is lost and the raised
+// member ends at the largest value.
+func (s *suite) testConcurrentPatches(t *testing.T, ctx context.Context, st store.Store) {
+	mustCreate(t, ctx, st, &store.Session{ID: "c", Config: []byte(`{"n":0}`)})
+	const writers, each = 6, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*writers)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				err := st.WriteSession(ctx, "c", store.SessionWrite{Patch: &store.SessionPatch{Config: []store.ConfigChange{
+					{Key: "high", Rule: store.ConfigRaise, N: int64(w*each + i)},
+					{Key: fmt.Sprintf("w%d", w), Value: fmt.Appendf(nil, "%d", i)},
+				}}})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+		wg.Go(func() {
+			for range each {
+				err := st.ModifySession(ctx, "c", func(s *store.Session) error {
+					var c map[string]any
+					if err := json.Unmarshal(s.Config, &c); err != nil {
+						return err
+					}
+					c["n"] = c["n"].(float64) + 1
+					var err error
+					s.Config, err = json.Marshal(c)
+					return err
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent write: %v", err)
+	}
+	got, err := st.GetSession(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := configOf(t, got)
+	if c["n"] != float64(writers*each) || c["high"] != float64(writers*each-1) {
+		t.Errorf("config after concurrent patches = %v; want n %d, high %d", c, writers*each, writers*each-1)
+	}
+	for w := range writers {
+		if v := c[fmt.Sprintf("w%d", w)]; v != float64(each-1) {
+			t.Errorf("member w%d = %v, want %d", w, v, each-1)
+		}
+	}
 }
 
 func (s *suite) testDelete(t *testing.T, ctx context.Context, st store.Store) {
