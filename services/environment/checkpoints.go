@@ -31,10 +31,10 @@ const (
 	maxReadBytes = 1 << 20
 )
 
-// openCheckpoints opens the workspace requested and its checkpoint store.
-// The caller closes both.
-func (s *Service) openCheckpoints(requested string) (*workspace.Root, *checkpoint.Store, error) {
-	root, err := s.openWorkspace(requested)
+// openCheckpoints opens the workspace real, resolved by existingWorkspace,
+// and its checkpoint store. The caller closes both.
+func (s *Service) openCheckpoints(real string) (*workspace.Root, *checkpoint.Store, error) {
+	root, err := openResolved(real)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -72,6 +72,12 @@ func (s *Service) openWorkspace(requested string) (*workspace.Root, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openResolved(real)
+}
+
+// openResolved opens the workspace real, resolved by existingWorkspace,
+// as a handle.
+func openResolved(real string) (*workspace.Root, error) {
 	root, err := workspace.NewResolved(real)
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "%v", err)
@@ -126,10 +132,21 @@ func (s *Service) collect(st *checkpoint.Store, dir string) {
 	}
 }
 
-// CheckpointWorkspace implements penguinv1.EnvironmentServiceServer.
+// CheckpointWorkspace implements penguinv1.EnvironmentServiceServer. The
+// checkpoint the request follows (since) is the answer again, without a
+// walk, when it is the workspace's last and nothing this service runs can
+// have written to the workspace since (see writeTracker).
 func (s *Service) CheckpointWorkspace(ctx context.Context, req *penguinv1.CheckpointWorkspaceRequest) (*penguinv1.CheckpointWorkspaceResponse, error) {
+	real, err := s.existingWorkspace(req.GetWorkspace())
+	if err != nil {
+		return nil, err
+	}
+	if l, ok := s.writes.unchanged(real); ok && req.GetSince() != "" && l.id == req.GetSince() {
+		return &penguinv1.CheckpointWorkspaceResponse{Checkpoint: l.id, Incomplete: l.incomplete}, nil
+	}
+	gen, quiet := s.writes.mark()
 	var resp *penguinv1.CheckpointWorkspaceResponse
-	err := s.withStore(req.GetWorkspace(), func(root *workspace.Root, st *checkpoint.Store) error {
+	err = s.withResolvedStore(real, func(root *workspace.Root, st *checkpoint.Store) error {
 		id, m, err := st.Snapshot(ctx, root.Workspace(), s.opts.Checkpoints)
 		if err != nil {
 			return s.checkpointStatus(err)
@@ -138,14 +155,28 @@ func (s *Service) CheckpointWorkspace(ctx context.Context, req *penguinv1.Checkp
 		resp = &penguinv1.CheckpointWorkspaceResponse{Checkpoint: id, Incomplete: m.Incomplete}
 		return nil
 	})
-	return resp, err
+	if err != nil {
+		return nil, err
+	}
+	s.writes.record(real, gen, quiet, lastCheckpoint{id: resp.GetCheckpoint(), incomplete: resp.GetIncomplete()})
+	return resp, nil
 }
 
 // withStore runs fn on the workspace requested and its checkpoint store,
 // one at a time in this service, so that the checkpoints a restore takes
 // around itself see no other call's writes to the stores.
 func (s *Service) withStore(requested string, fn func(*workspace.Root, *checkpoint.Store) error) error {
-	root, st, err := s.openCheckpoints(requested)
+	real, err := s.existingWorkspace(requested)
+	if err != nil {
+		return err
+	}
+	return s.withResolvedStore(real, fn)
+}
+
+// withResolvedStore is withStore on the workspace real, resolved by
+// existingWorkspace.
+func (s *Service) withResolvedStore(real string, fn func(*workspace.Root, *checkpoint.Store) error) error {
+	root, st, err := s.openCheckpoints(real)
 	if err != nil {
 		return err
 	}
@@ -198,6 +229,8 @@ func onlyPaths(changes []checkpoint.Change, paths []string) []checkpoint.Change 
 // checkpoints taken around the restore make it undoable in turn: what a
 // forced restore overwrote is kept in the first.
 func (s *Service) RestoreCheckpoint(ctx context.Context, req *penguinv1.RestoreCheckpointRequest) (*penguinv1.RestoreCheckpointResponse, error) {
+	// It writes to the workspace (see writeTracker).
+	defer s.writes.begin()()
 	var resp *penguinv1.RestoreCheckpointResponse
 	err := s.withStore(req.GetWorkspace(), func(root *workspace.Root, st *checkpoint.Store) error {
 		from, to, err := s.loadPair(st, req.GetFrom(), req.GetTo())

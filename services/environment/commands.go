@@ -30,8 +30,13 @@ type commandRunner struct {
 	// byGroup tracks commands by process group instead of per-command
 	// cgroups (Options.NoCgroups).
 	byGroup bool
+	// mayWrite registers the environment's commands with the service's
+	// writeTracker from the sandbox's start to its end: a process left
+	// running may write at any time.
+	mayWrite func() (end func())
 
 	mu          sync.Mutex
+	endWrites   func() // once the sandbox was started
 	closed      bool
 	sandboxDone bool
 	sandbox     *sandbox.Env
@@ -52,6 +57,7 @@ func (r *commandRunner) startSandboxLocked() error {
 	}
 	if !r.sandboxDone {
 		r.sandboxDone = true
+		r.endWrites = r.mayWrite()
 		r.sandbox, r.sandboxErr = r.newSandbox()
 		if r.sandboxErr == nil {
 			r.launcher = command.Sandboxed(r.sandbox)
@@ -122,6 +128,10 @@ func (r *commandRunner) close() error {
 	r.closed = true
 	if m := r.manager.Load(); m != nil {
 		m.Close()
+	}
+	if r.endWrites != nil {
+		// After the sandbox, which takes the processes left with it.
+		defer r.endWrites()
 	}
 	if r.sandbox != nil {
 		return r.sandbox.Close()

@@ -194,8 +194,9 @@ func (s *Service) prepareCommands(e *Environment, spec createSpec) {
 	env, fixed := CommandEnv(s.opts.Env, spec.req.GetVault(), sandboxEnv(spec.sandbox))
 	e.env = env
 	e.commands = &commandRunner{
-		policy:  spec.sandbox,
-		byGroup: s.opts.NoCgroups,
+		policy:   spec.sandbox,
+		byGroup:  s.opts.NoCgroups,
+		mayWrite: s.writes.begin,
 		newSandbox: func() (*sandbox.Env, error) {
 			sb, err := sandbox.NewEnv(spec.sandbox, s.opts.Self)
 			if err != nil {
@@ -261,6 +262,11 @@ func (s *Service) assembleTools(ctx context.Context, e *Environment, spec create
 		ClientVersion: s.opts.Version,
 	})
 	e.mcpConns, e.mcpEnd = conns, end
+	if len(conns) > 0 {
+		// An MCP server is a process of its own, which may write to the
+		// workspace whenever it likes, until the environment ends it.
+		e.endWrites = s.writes.begin()
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

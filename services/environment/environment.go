@@ -55,6 +55,7 @@ type Environment struct {
 	env       []string       // the commands' base environment, for custom tools
 	mcpConns  []*mcp.Conn
 	mcpEnd    *penguinv1.McpConnectEnd
+	endWrites func() // ends the MCP servers' registration with the writeTracker
 	notices   *notices
 	log       *slog.Logger
 
@@ -173,7 +174,7 @@ func override(base tool.Spec, spec *penguinv1.ToolSpec) (tool.Spec, error) {
 		perm = spec.GetPermission()
 	}
 	limits := applyLimits(base.Limits, spec)
-	return tool.Spec{Tool: &overridden{Tool: base.Tool, def: def, perm: perm}, Limits: limits}, nil
+	return tool.Spec{Tool: &overridden{Tool: base.Tool, def: def, perm: perm}, Limits: limits, ReadsOnly: base.ReadsOnly}, nil
 }
 
 // applyLimits applies a ToolSpec's timeout and output cap: unset keeps the
@@ -319,6 +320,9 @@ func (e *Environment) dispose() {
 			}()
 		}
 		wg.Wait()
+		if e.endWrites != nil {
+			e.endWrites()
+		}
 		select {
 		case <-e.idle:
 		case <-time.After(disposeCallWait):

@@ -126,6 +126,10 @@ func (s *Service) ExecuteTool(req *penguinv1.ExecuteToolRequest, stream grpc.Ser
 		return nil
 	}
 	defer e.leave()
+	if spec, known := e.tools[call.GetName()]; known && !spec.ReadsOnly {
+		// The call may write to the workspace (see writeTracker).
+		defer s.writes.begin()()
+	}
 	// Disposing the environment aborts its running calls.
 	callCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -183,25 +187,28 @@ func (s *Service) WatchEnvironment(req *penguinv1.WatchEnvironmentRequest, strea
 	if !ok {
 		return notFound(req.GetEnvironmentId())
 	}
-	ch, unsubscribe := e.notices.subscribe()
-	defer unsubscribe()
+	w := e.notices.subscribe()
+	defer e.notices.unsubscribe(w)
 	// Headers go out now, so a caller knows the watch is in place before
 	// the first notice.
 	if err := stream.SendHeader(nil); err != nil {
 		return err
 	}
 	for {
-		select {
-		case n, open := <-ch:
-			if !open {
-				if e.notices.isClosed() {
-					return nil // disposed
-				}
-				return status.Error(codes.ResourceExhausted, "this watcher fell too far behind and was dropped; watch again")
-			}
+		batch, open := e.notices.take(w)
+		for _, n := range batch {
 			if err := stream.Send(n); err != nil {
 				return err
 			}
+		}
+		if !open {
+			if e.notices.isClosed() {
+				return nil // disposed
+			}
+			return status.Error(codes.ResourceExhausted, "this watcher fell too far behind and was dropped; watch again")
+		}
+		select {
+		case <-w.wake:
 		case <-stream.Context().Done():
 			return status.FromContextError(stream.Context().Err()).Err()
 		}

@@ -35,7 +35,12 @@ func (s *Service) resolveWorkspace(requested string, mustExist bool) (string, er
 	if err != nil {
 		return "", invalid("workspace %q: %v", requested, err)
 	}
-	if err := workspace.MkdirAll(s.root, filepath.ToSlash(rel)); err != nil {
+	// Its directories may be made inside another workspace (see
+	// writeTracker).
+	end := s.writes.begin()
+	err = workspace.MkdirAll(s.root, filepath.ToSlash(rel))
+	end()
+	if err != nil {
 		return "", invalid("workspace %q cannot be created: %v", requested, err)
 	}
 	return s.realWorkspace(requested, p)

@@ -50,6 +50,8 @@ type Service struct {
 	// restore's checkpoints around it see nothing else's writes to the
 	// stores.
 	checkpointMu sync.Mutex
+	// writes knows when a workspace's last checkpoint still holds.
+	writes writeTracker
 
 	mu   sync.Mutex
 	envs map[string]*Environment

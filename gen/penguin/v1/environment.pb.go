@@ -2098,7 +2098,17 @@ func (x *GetEnvironmentDefaultsResponse) GetNetwork() NetworkAccess {
 type CheckpointWorkspaceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The workspace directory, as in DescribeWorkspaceRequest.
-	Workspace     string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	Workspace string `protobuf:"bytes,1,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// A checkpoint of the same workspace this one follows (a turn's start,
+	// for its end). When it is the workspace's last checkpoint in this
+	// service and nothing the service runs could have written to the
+	// workspace since (only read_file, glob, grep and read_image ran; no
+	// command, custom or MCP tool, file write, restore or environment
+	// making its directories), it is the answer, without a walk of the
+	// workspace: a change made meanwhile by a person or a process outside
+	// the service is left to the next checkpoint that walks. Empty: the
+	// workspace is always walked.
+	Since         string `protobuf:"bytes,2,opt,name=since,proto3" json:"since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2136,6 +2146,13 @@ func (*CheckpointWorkspaceRequest) Descriptor() ([]byte, []int) {
 func (x *CheckpointWorkspaceRequest) GetWorkspace() string {
 	if x != nil {
 		return x.Workspace
+	}
+	return ""
+}
+
+func (x *CheckpointWorkspaceRequest) GetSince() string {
+	if x != nil {
+		return x.Since
 	}
 	return ""
 }
@@ -2960,9 +2977,10 @@ const file_penguin_v1_environment_proto_rawDesc = "" +
 	"\x1dGetEnvironmentDefaultsRequest\"\x91\x01\n" +
 	"\x1eGetEnvironmentDefaultsResponse\x12:\n" +
 	"\fsandbox_mode\x18\x01 \x01(\x0e2\x17.penguin.v1.SandboxModeR\vsandboxMode\x123\n" +
-	"\anetwork\x18\x02 \x01(\x0e2\x19.penguin.v1.NetworkAccessR\anetwork\":\n" +
+	"\anetwork\x18\x02 \x01(\x0e2\x19.penguin.v1.NetworkAccessR\anetwork\"P\n" +
 	"\x1aCheckpointWorkspaceRequest\x12\x1c\n" +
-	"\tworkspace\x18\x01 \x01(\tR\tworkspace\"]\n" +
+	"\tworkspace\x18\x01 \x01(\tR\tworkspace\x12\x14\n" +
+	"\x05since\x18\x02 \x01(\tR\x05since\"]\n" +
 	"\x1bCheckpointWorkspaceResponse\x12\x1e\n" +
 	"\n" +
 	"checkpoint\x18\x01 \x01(\tR\n" +

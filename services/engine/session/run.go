@@ -381,7 +381,7 @@ func (rt *Runtime) launch(t *task, p *prepared, spec RunSpec, unasked []*penguin
 	go func() {
 		// The workspace as the turn found it, for its undo; a resumed
 		// turn starts from where the cut-off one left the files.
-		before := rt.turnCheckpoint(p)
+		before := rt.turnCheckpoint(p, "")
 		if res, stop := rt.startTools(t, p); stop {
 			rt.recordTurnChange(t, p, before)
 			rt.finish(t, p, res)

@@ -20,16 +20,20 @@ import (
 // large tree must not hold a task's start or end for long.
 const checkpointWait = 2 * time.Minute
 
-// turnCheckpoint takes the checkpoint a turn's change is measured from; ""
-// when there is none to take (a subagent's turn is its parent's, and an
+// turnCheckpoint takes the checkpoint a turn's change is measured from
+// (since empty), or the one it is measured to (since the first); "" when
+// there is none to take (a subagent's turn is its parent's, and an
 // environment service that cannot checkpoint leaves turns without undo).
-func (rt *Runtime) turnCheckpoint(p *prepared) string {
+// Given since, the environment answers it again without walking the
+// workspace when nothing it ran since could have written there (a turn
+// whose tools only read).
+func (rt *Runtime) turnCheckpoint(p *prepared, since string) string {
 	if p == nil || p.row.ParentID != "" {
 		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), checkpointWait)
 	defer cancel()
-	resp, err := rt.m.opts.Environment.CheckpointWorkspace(ctx, &penguinv1.CheckpointWorkspaceRequest{Workspace: p.row.Workspace})
+	resp, err := rt.m.opts.Environment.CheckpointWorkspace(ctx, &penguinv1.CheckpointWorkspaceRequest{Workspace: p.row.Workspace, Since: since})
 	if err != nil {
 		if status.Code(err) != codes.Unimplemented {
 			rt.m.log.Warn("the workspace could not be checkpointed; this turn's change cannot be undone", "session", rt.id, "error", err)
@@ -50,7 +54,7 @@ func (rt *Runtime) recordTurnChange(t *task, p *prepared, before string) {
 		// is not this replica's to record.
 		return
 	}
-	after := rt.turnCheckpoint(p)
+	after := rt.turnCheckpoint(p, before)
 	if after == "" || after == before {
 		return
 	}

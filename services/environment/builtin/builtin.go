@@ -58,12 +58,12 @@ func Tools(d Deps) []tool.Spec {
 		{Tool: &execCommand{d}, Limits: limits(120 * time.Second)},
 		{Tool: &inputCommand{d}, Limits: limits(130 * time.Second)},
 		{Tool: &killCommand{d}, Limits: limits(30 * time.Second)},
-		{Tool: &readFile{d}, Limits: limits(30 * time.Second)},
+		{Tool: &readFile{d}, Limits: limits(30 * time.Second), ReadsOnly: true},
 		{Tool: &editFile{d}, Limits: limits(30 * time.Second)},
 		{Tool: &writeFile{d}, Limits: limits(30 * time.Second)},
-		{Tool: &readImage{d}, Limits: limits(60 * time.Second)},
-		{Tool: &globTool{d}, Limits: limits(30 * time.Second)},
-		{Tool: &grepTool{d}, Limits: limits(60 * time.Second)},
+		{Tool: &readImage{d}, Limits: limits(60 * time.Second), ReadsOnly: true},
+		{Tool: &globTool{d}, Limits: limits(30 * time.Second), ReadsOnly: true},
+		{Tool: &grepTool{d}, Limits: limits(60 * time.Second), ReadsOnly: true},
 	}
 }
 

@@ -84,4 +84,10 @@ func (f Func) Run(ctx context.Context, args string, out Output) (Result, error) 
 type Spec struct {
 	Tool   Tool
 	Limits Limits
+	// ReadsOnly is set for the builtin tools that cannot change a file
+	// (read_file, glob, grep, read_image): their calls leave a
+	// workspace's last checkpoint as it was. A Permission is no such
+	// promise: configuration may declare any, and custom and MCP tools
+	// run what they like.
+	ReadsOnly bool
 }
