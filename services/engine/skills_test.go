@@ -140,3 +140,40 @@ func TestProjectModelSettingsReachTheModel(t *testing.T) {
 		t.Fatalf("the request carries window %d and price %v, not the project's", req.GetContextWindow(), req.GetPrice())
 	}
 }
+
+// A change of a project's settings of a model, made by another replica
+// or a command on the same store between two runs, holds at the very
+// next run: the run reads them with the session's row (SQLite's
+// PeekLease), nothing keeps them.
+func TestProjectModelSettingsChangeHoldsAtTheNextRun(t *testing.T) {
+	e := newEnv(t)
+	ctx := e.ctx()
+	put := func(input float64) {
+		t.Helper()
+		if err := e.store.PutModelSetting(ctx, &store.ModelSetting{Project: store.DefaultProject, Provider: "fake", ModelID: "m1",
+			Price: &store.Price{Input: input, Output: 4}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(2)
+	e.llm.Generate = fake.Script(fake.NewReply().Text("ok").Done(), fake.NewReply().Text("ok").Done(), fake.NewReply().Text("ok").Done())
+	id := e.create(allowAll)
+	run := func(want float64, has bool) {
+		t.Helper()
+		asked := len(e.llm.Requests())
+		if st := end(t, e.run(id, "hi")); st.GetStatus() != completedS {
+			t.Fatalf("ended %v: %s", st.GetStatus(), st.GetMessage())
+		}
+		req := e.llm.Requests()[asked]
+		if (req.GetPrice() != nil) != has || req.GetPrice().GetInput() != want {
+			t.Fatalf("the request carries price %v, want input %v (set: %v)", req.GetPrice(), want, has)
+		}
+	}
+	run(2, true)
+	put(3)
+	run(3, true)
+	if err := e.store.DeleteModelSetting(ctx, store.DefaultProject, "fake", "m1"); err != nil {
+		t.Fatal(err)
+	}
+	run(0, false)
+}

@@ -40,6 +40,19 @@ type leasedRead struct {
 	disposals uint64
 }
 
+// model returns the project's settings of row's model as the store read
+// them with row (SQLite's PeekLease), and whether it did: read in the
+// same transaction as the row, they are as fresh as it is, and the task
+// does not read them again. A row read again since (a disposal, a
+// parent's environment) may name another model, so its settings are
+// read anew.
+func (l leasedRead) model(row *store.Session) (*store.ModelSetting, bool) {
+	if r := l.read; r != nil && r.ModelRead && r.Row == row {
+		return r.Model, true
+	}
+	return nil, false
+}
+
 // prepare reads what a task needs: the row, the agent state, the context
 // rebuilt from the log, and the environment with its tools (for a goal,
 // with the session's scratchpad). It writes nothing to the log.
@@ -112,7 +125,11 @@ func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel
 		return nil, err
 	}
 	p := &prepared{row: row, cfg: cfg, st: st, rs: rs, tools: ts, users: users}
-	p.settings = settings(st, row, cfg, rs.Meta, thinking, ts.defs, rt.m.projectModel(ctx, row.ProjectID, row.Provider, row.ModelID))
+	pm, ok := leased.model(row)
+	if !ok {
+		pm = m.projectModel(ctx, row.ProjectID, row.Provider, row.ModelID)
+	}
+	p.settings = settings(st, row, cfg, rs.Meta, thinking, ts.defs, pm)
 	usage := row.Usage
 	if usage == nil {
 		usage = rs.Usage

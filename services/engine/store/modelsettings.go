@@ -95,9 +95,13 @@ func (t *teamSQL) GetModelSetting(ctx context.Context, project, provider, modelI
 		var err error
 		s, err = scanModelSetting(sc)
 		return err
-	}, `SELECT `+modelSettingColumns+` FROM model_settings WHERE project_id = ? AND provider = ? AND model_id = ?`, project, provider, modelID)
+	}, getModelSetting, project, provider, modelID)
 	return s, err
 }
+
+// getModelSetting reads one model's settings in a project (GetModelSetting,
+// and SQLite's PeekLease).
+const getModelSetting = `SELECT ` + modelSettingColumns + ` FROM model_settings WHERE project_id = ? AND provider = ? AND model_id = ?`
 
 // PutModelSetting implements ModelSettingsStore.
 func (t *teamSQL) PutModelSetting(ctx context.Context, s *ModelSetting) error {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -1175,6 +1176,10 @@ func (s *sqliteStore) PeekLease(ctx context.Context, sessionID string) (*LeaseRe
 	if err != nil {
 		return nil, s.wrap(ctx, op, err)
 	}
+	model, err := s.ws.stmt(ctx, getModelSetting)
+	if err != nil {
+		return nil, s.wrap(ctx, op, err)
+	}
 	lr := &LeaseRead{}
 	var raw []storedEvent
 	err = s.readOnWriter(ctx, op, func(t *writeTx) error {
@@ -1188,6 +1193,16 @@ func (s *sqliteStore) PeekLease(ctx context.Context, sessionID string) (*LeaseRe
 		lr.Row = row
 		if err := t.queryRow(`SELECT EXISTS (SELECT 1 FROM leases WHERE session_id = ?)`, sessionID).Scan(&lr.Leased); err != nil {
 			return s.wrap(ctx, op, err)
+		}
+		// The model's settings, read here rather than on the readers
+		// afterwards: a failed read leaves them to GetModelSetting,
+		// which reports it.
+		project := cmp.Or(row.ProjectID, DefaultProject)
+		switch ms, err := scanModelSetting(t.stmt(model).QueryRowContext(t.ctx, project, row.Provider, row.ModelID)); {
+		case errors.Is(err, sql.ErrNoRows):
+			lr.ModelRead = true
+		case err == nil:
+			lr.Model, lr.ModelRead = ms, true
 		}
 		// One event more than a whole log may hold says it is longer.
 		rows, err := t.stmt(events).QueryContext(t.ctx, sessionID, 0, LeaseReadEvents+1)

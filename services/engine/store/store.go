@@ -338,6 +338,15 @@ type LeaseRead struct {
 	// it holds at most LeaseReadEvents events; Whole says it does.
 	Log   []Event
 	Whole bool
+	// ModelRead says Model was read with Row, in the same transaction
+	// (PeekLease on SQLite): the task takes the project's settings of the
+	// row's model from here instead of a read of its own. The settings
+	// are as fresh as the row, so a change made before the Run holds.
+	ModelRead bool
+	// Model is the project's settings of Row's model (GetModelSetting of
+	// Row's project, DefaultProject when it has none), nil when it has
+	// none.
+	Model *ModelSetting
 }
 
 // ReadCounter is a store that counts the statements it runs on its

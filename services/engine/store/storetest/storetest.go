@@ -1437,9 +1437,10 @@ func (s *suite) testLeaseContention(t *testing.T, ctx context.Context, st store.
 }
 
 // PeekLease reads the row and whether a lease row is on the session,
-// live or expired, and takes nothing.
+// live or expired, and takes nothing; the model settings it reads with
+// the row, if it does, are the project's as they stand.
 func (s *suite) testPeekLease(t *testing.T, ctx context.Context, st store.Store) {
-	mustCreate(t, ctx, st, &store.Session{ID: "peek", Title: "peeked"})
+	mustCreate(t, ctx, st, &store.Session{ID: "peek", Title: "peeked", Provider: "peek", ModelID: "m1"})
 	logged := eventsOf(1, text("a"), text("b"))
 	if err := st.AppendEvents(ctx, "peek", logged...); err != nil {
 		t.Fatal(err)
@@ -1450,6 +1451,17 @@ func (s *suite) testPeekLease(t *testing.T, ctx context.Context, st store.Store)
 	}
 	if r.Whole {
 		checkEvents(t, logged, r.Log)
+	}
+	if r.ModelRead && r.Model != nil {
+		t.Fatalf("PeekLease read settings %+v of a model that has none", r.Model)
+	}
+	for _, window := range []int64{1000, 2000} {
+		if err := st.PutModelSetting(ctx, &store.ModelSetting{Project: store.DefaultProject, Provider: "peek", ModelID: "m1", ContextWindow: window}); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := st.PeekLease(ctx, "peek"); err != nil || r.ModelRead && (r.Model == nil || r.Model.ContextWindow != window) {
+			t.Fatalf("PeekLease = %+v, %v; want the model's settings with window %d", r, err, window)
+		}
 	}
 	if _, _, _, err := st.LeaseHolder(ctx, "peek"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("PeekLease took a lease: LeaseHolder = %v", err)
