@@ -87,17 +87,7 @@ func (s *sqliteStore) begin(ctx context.Context, tx bool, begin string) (*writeT
 // they are; the write's own are wrapped for op.
 func (s *sqliteStore) write(ctx context.Context, op string, tx bool, f func(*writeTx) error) error {
 	t, err := s.beginWrite(ctx, tx)
-	if err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	if err := f(t); err != nil {
-		_ = t.Rollback()
-		return err
-	}
-	if err := t.Commit(); err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	return nil
+	return s.finish(ctx, op, t, err, f)
 }
 
 // readOnWriter runs f in a read transaction on the writer's connection,
@@ -106,8 +96,14 @@ func (s *sqliteStore) write(ctx context.Context, op string, tx bool, f func(*wri
 // since its last read. It takes no write lock and commits nothing.
 func (s *sqliteStore) readOnWriter(ctx context.Context, op string, f func(*writeTx) error) error {
 	t, err := s.begin(ctx, true, `BEGIN`)
-	if err != nil {
-		return s.wrap(ctx, op, err)
+	return s.finish(ctx, op, t, err, f)
+}
+
+// finish runs f in t, begun with the error begun, and then commits t, or
+// rolls it back when f fails: write's and readOnWriter's common end.
+func (s *sqliteStore) finish(ctx context.Context, op string, t *writeTx, begun error, f func(*writeTx) error) error {
+	if begun != nil {
+		return s.wrap(ctx, op, begun)
 	}
 	if err := f(t); err != nil {
 		_ = t.Rollback()
