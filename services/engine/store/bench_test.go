@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -433,15 +432,6 @@ func runTaskLog(b *testing.B, st store.Store, patch func(i int) bool) {
 			b.ReportMetric(float64(wall[side].Microseconds())/float64(tasks[side]), name+"-µs/task")
 		}
 	}
-}
-
-// processCPU returns the CPU time the process has used, user and system.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkRunReads measures what a Run reads from a SQLite store for a
