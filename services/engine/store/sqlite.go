@@ -103,9 +103,11 @@ type sqliteStore struct {
 // arguments, which was a tenth of the all-in-one server's CPU in the
 // end-to-end task benchmark; a *sql.Stmt keeps the compiled statement on
 // each connection it ran on, and these pools' connections live as long as
-// the store (a file store's writer is one connection). Only the store's
-// own constant queries go through it, so it holds a few dozen statements
-// at most.
+// the store (a file store's writer is one connection). The store's own
+// constant queries go through it, and the session patches' statements
+// (patch.go), whose text depends only on which columns and config
+// members a patch names: the engine's patches name fixed sets of them, so
+// the cache holds a few dozen statements at most.
 type stmtCache struct {
 	db preparer
 	// used is called whenever a statement is taken: the writer's cache
