@@ -467,16 +467,35 @@ func (s *suite) testModify(t *testing.T, ctx context.Context, st store.Store) {
 	wantErr(t, "ModifySession(unknown)", st.ModifySession(ctx, "nope", func(*store.Session) error { return nil }), store.ErrNotFound)
 }
 
+// inParallel runs the jobs at once and fails the test, naming what, with
+// the first error any of them returned, once all have ended.
+func inParallel(t *testing.T, what string, jobs []func() error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(jobs))
+	for _, job := range jobs {
+		wg.Go(func() {
+			if err := job(); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
 // testConcurrentModifies has writers add to one counter in the session's
 // config at once: with the read and the write in one transaction, none of
 // the additions is lost.
 func (s *suite) testConcurrentModifies(t *testing.T, ctx context.Context, st store.Store) {
 	mustCreate(t, ctx, st, &store.Session{ID: "count", Config: []byte(`{"n":0}`)})
 	const writers, each = 8, 10
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
+	var jobs []func() error
 	for range writers {
-		wg.Go(func() {
+		jobs = append(jobs, func() error {
 			for range each {
 				err := st.ModifySession(ctx, "count", func(s *store.Session) error {
 					var c struct{ N int }
@@ -488,17 +507,13 @@ func (s *suite) testConcurrentModifies(t *testing.T, ctx context.Context, st sto
 					return nil
 				})
 				if err != nil {
-					errs <- err
-					return
+					return err
 				}
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("ModifySession: %v", err)
-	}
+	inParallel(t, "ModifySession", jobs)
 	got, err := st.GetSession(ctx, "count")
 	if err != nil {
 		t.Fatalf("GetSession: %v", err)
@@ -751,22 +766,20 @@ func (s *suite) testPatchRefusals(t *testing.T, ctx context.Context, st store.St
 func (s *suite) testConcurrentPatches(t *testing.T, ctx context.Context, st store.Store) {
 	mustCreate(t, ctx, st, &store.Session{ID: "c", Config: []byte(`{"n":0}`)})
 	const writers, each = 6, 10
-	var wg sync.WaitGroup
-	errs := make(chan error, 2*writers)
+	var jobs []func() error
 	for w := range writers {
-		wg.Go(func() {
+		jobs = append(jobs, func() error {
 			for i := range each {
 				err := st.WriteSession(ctx, "c", store.SessionWrite{Patch: &store.SessionPatch{Config: []store.ConfigChange{
 					{Key: "high", Rule: store.ConfigRaise, N: int64(w*each + i)},
 					{Key: fmt.Sprintf("w%d", w), Value: fmt.Appendf(nil, "%d", i)},
 				}}})
 				if err != nil {
-					errs <- err
-					return
+					return err
 				}
 			}
-		})
-		wg.Go(func() {
+			return nil
+		}, func() error {
 			for range each {
 				err := st.ModifySession(ctx, "c", func(s *store.Session) error {
 					var c map[string]any
@@ -779,17 +792,13 @@ func (s *suite) testConcurrentPatches(t *testing.T, ctx context.Context, st stor
 					return err
 				})
 				if err != nil {
-					errs <- err
-					return
+					return err
 				}
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("concurrent write: %v", err)
-	}
+	inParallel(t, "concurrent write", jobs)
 	got, err := st.GetSession(ctx, "c")
 	if err != nil {
 		t.Fatal(err)
