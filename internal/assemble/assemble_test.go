@@ -24,6 +24,8 @@ import (
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/assemble"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
+	"github.com/penguin-agent/penguin/internal/grpcserver"
+	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 	"github.com/penguin-agent/penguin/internal/testkit/metrictest"
 	"github.com/penguin-agent/penguin/internal/testkit/pgtest"
@@ -477,5 +479,20 @@ func TestUndeclaredEnumsAreRefused(t *testing.T) {
 	}})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "tools.builtin[0].permission: 77 is not a value of penguin.v1.Permission") {
 		t.Fatalf("CreateEnvironment with permission 77: %v", err)
+	}
+
+	// The llm service's StreamGenerate, its request marked shared as the
+	// engine's loop marks its own in process: over TCP the mark does
+	// nothing, and a history's undeclared value is refused (see
+	// internal/enumcheck).
+	llm := penguinv1.NewLLMServiceClient(conn)
+	gen, err := llm.StreamGenerate(ctx, &penguinv1.StreamGenerateRequest{History: []*penguinv1.OmniMessage{
+		omni.UserText("hi"), omni.ToolCallOutput("c", "out", 99),
+	}}, grpcserver.ShareRequest())
+	if err == nil {
+		_, err = gen.Recv()
+	}
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "history[1].tool_call_output.stop_reason: 99 is not a value of penguin.v1.StopReason") {
+		t.Fatalf("StreamGenerate with stop_reason 99: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/penguin-agent/penguin/internal/enumcheck"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -52,16 +53,19 @@ type RequestReader interface {
 // field, no submessage, no list element, no byte slice in place) from the
 // time it sends it on, as long as anything may read it: it may keep the
 // request's parts and read them, as the handler does, but whatever it
-// changes later it changes in a copy of its own. When the method's
-// handler only reads its request (RequestReader), the in-process
+// changes later it changes in a copy of its own. It promises too that
+// every enum value in the request was checked where it entered the
+// process (internal/enumcheck) or set by the process's own code. When the
+// method's handler only reads its request (RequestReader), the in-process
 // channel's own streams (tracing off) then give the handler a shallow
 // copy of the caller's request rather than a proto.Clone of it: the two
 // sides share its parts (its submessages, lists and bytes), and neither
-// changes them. The llm service's StreamGenerate is the one:
-// its request carries the session's whole history at every model turn,
-// and its copy grew with the session. Over the network and through
-// inprocgrpc (tracing on) a copy is made anyway and the option does
-// nothing; it is a [grpc.EmptyCallOption] for grpc-go.
+// changes them; and the enum check lets it through unwalked
+// (enumcheck.Vouch). The llm service's StreamGenerate is the one: its
+// request carries the session's whole history at every model turn, and
+// its copy, then its walk, grew with the session. Over the network and
+// through inprocgrpc (tracing on) a copy is made and checked anyway and
+// the option does nothing; it is a [grpc.EmptyCallOption] for grpc-go.
 func ShareRequest() grpc.CallOption { return shareRequest{} }
 
 type shareRequest struct{ grpc.EmptyCallOption }
@@ -211,9 +215,13 @@ type stream struct {
 
 // start starts the handler, unless the server has begun to stop since
 // the stream was opened: then the stream ends with the refusal. The
-// caller has won s.started.
+// caller has won s.started. A shared request is one its caller vouches
+// for (see ShareRequest): the enum check does not walk it.
 func (s *stream) start() {
 	s.hctx, s.release = s.in.handlerContext(s.ctx, s.md, &s.ts)
+	if s.shared {
+		s.hctx = enumcheck.Vouch(s.hctx)
+	}
 	if err := s.in.dispatch(s); err != nil {
 		s.release()
 		s.end(err)
