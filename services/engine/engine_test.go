@@ -165,6 +165,55 @@ func TestApprovalModes(t *testing.T) {
 	}
 }
 
+// TestAwaitingApprovalIsFollowedByItsQuestion asks for approval while the
+// model request that made the call still streams: a request's tools start
+// before it ends, so its text and end are published while the tool asks.
+// On every run the session's move into awaiting approval must come right
+// before the question, with none of the request's events between them.
+func TestAwaitingApprovalIsFollowedByItsQuestion(t *testing.T) {
+	e := newEnv(t)
+	for run := range 30 {
+		e.llm.Generate = fake.Script(
+			fake.NewReply().ToolCall("c1", "exec_command", `{}`).Text(strings.Repeat("more words ", 200)).Done(),
+			fake.NewReply().Text("ok").Done(),
+		)
+		id := e.create(readOnly)
+		stream, err := e.client.Run(e.ctx(), &penguinv1.RunRequest{SessionId: id, Prompt: "go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var evs []*penguinv1.RunEvent
+		for {
+			r, err := stream.Recv()
+			if err != nil {
+				break
+			}
+			ev := r.GetEvent()
+			evs = append(evs, ev)
+			if ar := ev.GetApprovalRequest(); ar != nil {
+				if _, err := e.client.Approve(e.ctx(), &penguinv1.ApproveRequest{SessionId: id, ToolCallId: ar.GetToolCall().GetToolCallId(), Decision: penguinv1.Decision_DECISION_ALLOW}); err != nil {
+					t.Fatalf("Approve: %v", err)
+				}
+			}
+		}
+		checkStream(t, evs)
+		end(t, evs)
+		asked := 0
+		for i, ev := range evs {
+			if ev.GetState().GetState() != penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL {
+				continue
+			}
+			asked++
+			if i+1 >= len(evs) || evs[i+1].GetApprovalRequest() == nil {
+				t.Fatalf("run %d: awaiting_approval (sequence %d) is followed by %v, not its question", run, ev.GetSequence(), evs[i+1:min(i+3, len(evs))])
+			}
+		}
+		if asked != 1 {
+			t.Fatalf("run %d: the session moved into awaiting approval %d times, want once", run, asked)
+		}
+	}
+}
+
 func TestForbiddenCommandUnderAllowAll(t *testing.T) {
 	e := newEnv(t)
 	e.llm.Generate = fake.Script(

@@ -16,8 +16,8 @@ import (
 // recorded in the log (a person's answer is, as the approval decision), so
 // Between hands the ones still open to a watcher that replays the log.
 type Board struct {
-	publish func(*penguinv1.RunEvent) (int64, error)
-	waiting func(bool)
+	publish func(ev *penguinv1.RunEvent, opens bool) (int64, error)
+	settled func()
 
 	mu      sync.Mutex
 	pending map[string]*question
@@ -30,12 +30,14 @@ type question struct {
 	answer chan penguinv1.Decision
 }
 
-// NewBoard returns an empty board. publish numbers and publishes an
-// event; waiting is called with true when the first open question is
-// asked and with false when the last one is settled, under the board's
-// lock, so the calls come in order (waiting must not call the board).
-func NewBoard(publish func(*penguinv1.RunEvent) (int64, error), waiting func(bool)) *Board {
-	return &Board{publish: publish, waiting: waiting, pending: map[string]*question{}}
+// NewBoard returns an empty board. publish numbers and publishes a
+// question's event; opens says it is the only open question, and then
+// publish puts the session in awaiting approval in the same step, so that
+// the state change is followed by its question on every stream. settled
+// is called when the last open question is settled. Both are called under
+// the board's lock, so they come in order (neither may call the board).
+func NewBoard(publish func(ev *penguinv1.RunEvent, opens bool) (int64, error), settled func()) *Board {
+	return &Board{publish: publish, settled: settled, pending: map[string]*question{}}
 }
 
 // key identifies a question: a tool call id is unique only within the
@@ -69,19 +71,13 @@ func (a boardAsker) Ask(ctx context.Context, call *penguinv1.ToolCall, perm peng
 		return penguinv1.Decision_DECISION_DENY, fmt.Errorf("tool call %s is already waiting for approval", call.GetToolCallId())
 	}
 	b.pending[k] = q
-	if len(b.pending) == 1 {
-		b.waiting(true)
-	}
+	seq, err := b.publish(&penguinv1.RunEvent{Event: &penguinv1.RunEvent_ApprovalRequest{ApprovalRequest: q.req}}, len(b.pending) == 1)
+	q.seq = seq
 	b.mu.Unlock()
 	defer b.settle(k, q)
-
-	seq, err := b.publish(&penguinv1.RunEvent{Event: &penguinv1.RunEvent_ApprovalRequest{ApprovalRequest: q.req}})
 	if err != nil {
 		return penguinv1.Decision_DECISION_DENY, err
 	}
-	b.mu.Lock()
-	q.seq = seq
-	b.mu.Unlock()
 	select {
 	case d := <-q.answer:
 		return d, nil
@@ -100,7 +96,7 @@ func (b *Board) settle(k string, q *question) bool {
 	}
 	delete(b.pending, k)
 	if len(b.pending) == 0 {
-		b.waiting(false)
+		b.settled()
 	}
 	return true
 }

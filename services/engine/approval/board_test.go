@@ -23,9 +23,12 @@ type boardRig struct {
 
 func newBoardRig() *boardRig {
 	r := &boardRig{}
-	r.b = approval.NewBoard(func(ev *penguinv1.RunEvent) (int64, error) {
+	r.b = approval.NewBoard(func(ev *penguinv1.RunEvent, opens bool) (int64, error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		if opens {
+			r.waiting = append(r.waiting, true)
+		}
 		if r.fail != nil {
 			return 0, r.fail
 		}
@@ -33,9 +36,9 @@ func newBoardRig() *boardRig {
 		ev.Sequence = r.seq
 		r.published = append(r.published, ev)
 		return r.seq, nil
-	}, func(on bool) {
+	}, func() {
 		r.mu.Lock()
-		r.waiting = append(r.waiting, on)
+		r.waiting = append(r.waiting, false)
 		r.mu.Unlock()
 	})
 	return r

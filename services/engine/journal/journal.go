@@ -190,6 +190,24 @@ func (j *Journal) Announce(ev *penguinv1.RunEvent) int64 {
 	return j.enqueueLocked(queued{ev: ev, always: true})
 }
 
+// AnnounceWith numbers and queues ann, an announcement as Announce queues
+// it, and ev right behind it as Publish(ev, false) would, in one step: no
+// event of another goroutine falls between them. A state change and the
+// event it is about must not be parted on any stream: the session's move
+// into awaiting approval and the question that moved it come while the
+// model request that asked is still publishing its own events (its tools
+// start before it ends). ev is refused, with the log's error, once an
+// earlier write failed; ann is queued anyway.
+func (j *Journal) AnnounceWith(ann, ev *penguinv1.RunEvent) (int64, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.enqueueLocked(queued{ev: ann, always: true})
+	if j.writeErr != nil {
+		return 0, j.writeErr
+	}
+	return j.enqueueLocked(queued{ev: ev}), nil
+}
+
 func (j *Journal) enqueueLocked(q queued) int64 {
 	seq := j.next
 	j.next++

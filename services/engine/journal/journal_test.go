@@ -236,6 +236,34 @@ func TestAFailedWriteStopsTheJournal(t *testing.T) {
 	}
 }
 
+// AnnounceWith queues its announcement and event next to each other, and
+// after a failed write still queues the announcement (a state change goes
+// out whatever the log) but refuses the event.
+func TestAnnounceWithKeepsThePairAndRefusesAfterAFailure(t *testing.T) {
+	r := newRig(t)
+	r.publish(t, msg("before"), true)
+	question := &penguinv1.RunEvent{Event: &penguinv1.RunEvent_ApprovalRequest{ApprovalRequest: &penguinv1.ApprovalRequest{}}}
+	seq, err := r.j.AnnounceWith(state(penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL), question)
+	if err != nil || seq != 3 {
+		t.Fatalf("AnnounceWith = %d, %v; want the question numbered 3, right behind its announcement", seq, err)
+	}
+	if err := r.j.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cut := errors.New("connection cut")
+	r.st.mu.Lock()
+	r.st.fail = cut
+	r.st.mu.Unlock()
+	r.publish(t, msg("lost"), true)
+	if err := r.j.Flush(); !errors.Is(err, cut) {
+		t.Fatalf("Flush = %v, want the store's error", err)
+	}
+	if _, err := r.j.AnnounceWith(state(penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL), question); !errors.Is(err, cut) {
+		t.Fatalf("AnnounceWith after the failure = %v, want the log's error", err)
+	}
+	eventually.True(t, "the announcement published after the failure", func() bool { return equal(r.buffered(t), []int64{1, 2, 3, 5}) })
+}
+
 func event(m *penguinv1.OmniMessage) *penguinv1.RunEvent {
 	return &penguinv1.RunEvent{Event: &penguinv1.RunEvent_Message{Message: m}}
 }

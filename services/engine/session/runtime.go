@@ -66,7 +66,7 @@ func newRuntime(m *Manager, row *store.Session, cfg config) *Runtime {
 		Store: m.store, Session: row.ID, Next: next, LastPersisted: row.LastSequence,
 		Buffer: rt.buf, Linger: m.opts.LogLinger, Timeout: storeTimeout, Logger: m.log, OnFail: rt.logFailed,
 	})
-	rt.board = approval.NewBoard(func(ev *penguinv1.RunEvent) (int64, error) { return rt.journal.Publish(ev, false) }, rt.awaiting)
+	rt.board = approval.NewBoard(rt.ask, rt.answered)
 	rt.watcher = envwatch.New(watchedSession{rt}, row.ID, storeTimeout, m.log)
 	return rt
 }
@@ -112,7 +112,11 @@ func (rt *Runtime) Emit(_ context.Context, m *penguinv1.OmniMessage) error {
 // reaches every stream.
 func (rt *Runtime) publishState(ch *penguinv1.RunStateChange) {
 	rt.m.watch.StateChanged(rt.id, ch)
-	rt.journal.Announce(&penguinv1.RunEvent{Event: &penguinv1.RunEvent_State{State: ch}})
+	rt.journal.Announce(stateEvent(ch))
+}
+
+func stateEvent(ch *penguinv1.RunStateChange) *penguinv1.RunEvent {
+	return &penguinv1.RunEvent{Event: &penguinv1.RunEvent_State{State: ch}}
 }
 
 // logFailed stops the session's task as soon as its log fails: the task
@@ -139,27 +143,37 @@ func (rt *Runtime) setState(s penguinv1.SessionState, retryIn time.Duration) {
 	}
 }
 
-// awaiting moves the session into awaiting approval while questions are
-// open on its board, and back to what it was doing (running, at the
-// least) when the last is settled; either move is streamed like every
-// other state change.
-func (rt *Runtime) awaiting(open bool) {
+// ask publishes an approval question of the session's board. The only
+// open question (opens) first moves the session into awaiting approval,
+// and the state change and the question are queued in one step of the
+// journal: the tool that asks runs while its model request still
+// publishes (a request's tools start before it ends), and no event of
+// that request may come between the two on any stream.
+func (rt *Runtime) ask(ev *penguinv1.RunEvent, opens bool) (int64, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if open {
-		if rt.state == penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL {
-			return
-		}
-		rt.beforeApproval = rt.state
-		rt.state = penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL
-	} else {
-		if rt.state != penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL {
-			return
-		}
-		rt.state = rt.beforeApproval
-		if rt.state == penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL || rt.state == penguinv1.SessionState_SESSION_STATE_IDLE {
-			rt.state = penguinv1.SessionState_SESSION_STATE_RUNNING
-		}
+	if !opens || rt.state == penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL {
+		return rt.journal.Publish(ev, false)
+	}
+	rt.beforeApproval = rt.state
+	rt.state = penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL
+	ch := &penguinv1.RunStateChange{State: rt.state}
+	rt.m.watch.StateChanged(rt.id, ch)
+	return rt.journal.AnnounceWith(stateEvent(ch), ev)
+}
+
+// answered moves the session out of awaiting approval once the last open
+// question is settled, back to what it was doing (running, at the least);
+// the move is streamed like every other state change.
+func (rt *Runtime) answered() {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.state != penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL {
+		return
+	}
+	rt.state = rt.beforeApproval
+	if rt.state == penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL || rt.state == penguinv1.SessionState_SESSION_STATE_IDLE {
+		rt.state = penguinv1.SessionState_SESSION_STATE_RUNNING
 	}
 	rt.publishState(&penguinv1.RunStateChange{State: rt.state})
 }
