@@ -27,10 +27,14 @@ import (
 // expressions compiled at init in Penguin's own packages later brought it
 // to 2.6 MB and 15,900 under the first, looser budget; compiled at first
 // use, 2.2 MB and 11,400. Without goldmark's extension package (its
-// regular expressions, 2,049 allocations), 2.0 MB and 9,440.
+// regular expressions, 2,049 allocations), 2.0 MB and 9,440, where the
+// budget was tightened to leave one of Penguin's packages' worth of
+// allocations (initOwnAllocs) above it: what is left is dependencies'
+// init that only dropping them avoids (docs/performance.md, twelfth
+// round).
 const (
-	initBytesBudget  = 17 << 17 // 2.125 MiB
-	initAllocsBudget = 10_000
+	initBytesBudget  = 2 << 20 // 2 MiB
+	initAllocsBudget = 9_700
 	// initPackageBytes bounds one package, so that a new dependency
 	// heavy at init is named even while the total has room for it.
 	initPackageBytes = 384 << 10

@@ -36,7 +36,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
@@ -227,7 +226,7 @@ func (p *Process) observe(ctx context.Context) error {
 		})
 	}
 	p.metrics = prometheus.NewRegistry()
-	p.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p.metrics.MustRegister(newRuntimeMetrics())
 	return nil
 }
 

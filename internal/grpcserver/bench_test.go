@@ -203,3 +203,86 @@ func serveBenchWith(b *testing.B, streamGenerate func(grpc.ServerStreamingServer
 	})
 	return srv, lis
 }
+
+// readingLLM is a fakeLLM whose StreamGenerate only reads its request
+// (grpcserver.RequestReader), as the llm service's does.
+type readingLLM struct{ *fakeLLM }
+
+func (readingLLM) ReadsRequestOnly(method string) bool { return method == "StreamGenerate" }
+
+// BenchmarkInProcessSharedRequest measures a model turn's request in a
+// long session: a StreamGenerateRequest whose history holds 50 or 200
+// messages (a quarter each user text, assistant text, tool call and tool
+// output of a few hundred bytes), sent through the in-process channel to
+// a handler that answers with its outcome alone, copied (proto.Clone, as
+// before ShareRequest) or shared (the caller's ShareRequest, the
+// handler's RequestReader).
+func BenchmarkInProcessSharedRequest(b *testing.B) {
+	for _, n := range []int{50, 200} {
+		for _, shared := range []bool{false, true} {
+			b.Run(fmt.Sprintf("history=%d/shared=%v", n, shared), func(b *testing.B) {
+				srv, err := grpcserver.New(grpcserver.Options{Name: "bench", AuthToken: "t", TracerProvider: noop.NewTracerProvider(), Registerer: prometheus.NewRegistry()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				penguinv1.RegisterLLMServiceServer(srv, readingLLM{&fakeLLM{streamGenerate: func(s grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]) error {
+					return s.Send(&penguinv1.StreamGenerateResponse{Frame: &penguinv1.StreamGenerateResponse_Outcome{Outcome: &penguinv1.LLMOutcome{Status: penguinv1.StopReason_STOP_REASON_COMPLETED}}})
+				}}})
+				lis, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					_ = srv.Serve(ctx, lis)
+				}()
+				b.Cleanup(func() {
+					cancel()
+					<-done
+				})
+				client := penguinv1.NewLLMServiceClient(grpcclient.NewInProcess(srv.InProcess(), grpcclient.Options{Token: "t"}))
+				req := &penguinv1.StreamGenerateRequest{Model: &penguinv1.ModelRef{Provider: "bench", ModelId: "bench"}, History: benchHistory(n),
+					NewMessages: []*penguinv1.OmniMessage{omni.UserText("and now?")}, SystemPrompt: "be brief"}
+				var opts []grpc.CallOption
+				if shared {
+					opts = append(opts, grpcserver.ShareRequest())
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					stream, err := client.StreamGenerate(ctx, req, opts...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for {
+						if _, err := stream.Recv(); errors.Is(err, io.EOF) {
+							break
+						} else if err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// benchHistory is a session's history of n messages.
+func benchHistory(n int) []*penguinv1.OmniMessage {
+	h := make([]*penguinv1.OmniMessage, 0, n)
+	for i := range n {
+		id := fmt.Sprintf("call-%d", i/4)
+		switch i % 4 {
+		case 0:
+			h = append(h, omni.UserText("Please look at the file and tell me what the function on line 40 does."))
+		case 1:
+			h = append(h, omni.AssistantText("Let me read the file first, then I will explain the function and what calls it."))
+		case 2:
+			h = append(h, omni.ToolCall(id, "read_file", `{"path":"internal/grpcserver/inprocess_stream.go","offset":40,"limit":40}`))
+		default:
+			h = append(h, omni.ToolCallOutput(id, string(make([]byte, 400)), penguinv1.StopReason_STOP_REASON_COMPLETED))
+		}
+	}
+	return h
+}

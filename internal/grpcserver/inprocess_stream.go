@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // streamMethod is a registered streaming method, as NewStream calls it.
@@ -27,6 +28,52 @@ type streamMethod struct {
 	// uri is what a caller's per-call credentials are asked metadata for
 	// (see unaryMethod).
 	uri string
+	// readsRequest is set for a server-streaming method whose handler
+	// only reads its request (see RequestReader).
+	readsRequest bool
+}
+
+// RequestReader is implemented by a service some of whose
+// server-streaming handlers only read the request they receive: they
+// change no part of it (no field, no submessage, no list, no byte slice
+// in place), from the time they receive it to the time they return, and
+// keep no part of it that something else changes later. A caller in the
+// same process that promises as much (ShareRequest) then hands such a
+// handler its request without a copy (see ShareRequest).
+type RequestReader interface {
+	// ReadsRequestOnly reports whether the handler of the service's
+	// stream method named method (as the service descriptor names it,
+	// such as "StreamGenerate") only reads its request.
+	ReadsRequestOnly(method string) bool
+}
+
+// ShareRequest is a call option by which the caller of a server-streaming
+// method promises that it changes no part of the request it sends (no
+// field, no submessage, no list element, no byte slice in place) from the
+// time it sends it on, as long as anything may read it: it may keep the
+// request's parts and read them, as the handler does, but whatever it
+// changes later it changes in a copy of its own. When the method's
+// handler only reads its request (RequestReader), the in-process
+// channel's own streams (tracing off) then give the handler a shallow
+// copy of the caller's request rather than a proto.Clone of it: the two
+// sides share its parts (its submessages, lists and bytes), and neither
+// changes them. The llm service's StreamGenerate is the one:
+// its request carries the session's whole history at every model turn,
+// and its copy grew with the session. Over the network and through
+// inprocgrpc (tracing on) a copy is made anyway and the option does
+// nothing; it is a [grpc.EmptyCallOption] for grpc-go.
+func ShareRequest() grpc.CallOption { return shareRequest{} }
+
+type shareRequest struct{ grpc.EmptyCallOption }
+
+// sharesRequest reports whether opts hold ShareRequest.
+func sharesRequest(opts []grpc.CallOption) bool {
+	for _, o := range opts {
+		if _, ok := o.(shareRequest); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // NewStream opens a stream. Without stats handlers its handler runs in
@@ -64,7 +111,9 @@ type streamMethod struct {
 // and senders may touch what they sent (the environment service recycles
 // its output buffers once a message is written out), while the receiver
 // owns what it received. A handler that lets go of what it sends says so
-// with HandOver, and its messages then cross without the copy.
+// with HandOver, and its messages then cross without the copy; a request
+// that neither its caller nor its handler changes (ShareRequest,
+// RequestReader) crosses without one too, its parts shared.
 func (in *inProcess) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	if in.streams == nil {
 		cs, err := in.ch.NewStream(ctx, desc, method, opts...)
@@ -85,7 +134,8 @@ func (in *inProcess) NewStream(ctx context.Context, desc *grpc.StreamDesc, metho
 	if err != nil {
 		return nil, err
 	}
-	s := &stream{in: in, m: m, ctx: ctx, opts: opts, md: md, out: make(chan proto.Message, 1)}
+	s := &stream{in: in, m: m, ctx: ctx, opts: opts, md: md, out: make(chan proto.Message, 1),
+		shared: m.readsRequest && sharesRequest(opts)}
 	s.ts.method = method
 	if m.info.IsClientStream {
 		s.requests = make(chan proto.Message, 1)
@@ -133,6 +183,9 @@ type stream struct {
 	// call, whose one request is req, set before the handler starts.
 	requests chan proto.Message
 	req      proto.Message
+	// shared is set when req is the caller's request itself, which
+	// neither side changes (see ShareRequest), rather than a copy.
+	shared bool
 	// ended, made for client streams, is closed when the handler has
 	// returned, so that a caller's SendMsg does not wait for it then.
 	ended chan struct{}
@@ -251,7 +304,11 @@ func (s *stream) SendMsg(m any) error {
 		if !s.started.CompareAndSwap(false, true) {
 			return status.Error(codes.Internal, "SendMsg called after CloseSend")
 		}
-		s.req = proto.Clone(msg)
+		if s.shared {
+			s.req = shallowCopy(msg)
+		} else {
+			s.req = proto.Clone(msg)
+		}
 		s.start()
 		return nil
 	}
@@ -452,11 +509,33 @@ func message(m any) (proto.Message, error) {
 	return msg, nil
 }
 
+// shallowCopy returns a new message of m's type whose fields are m's,
+// the same submessages, lists and bytes: a shared request's parts, which
+// neither side changes (see ShareRequest), in a value of its own that
+// move may then take over. It goes through reflection, field by field,
+// rather than copying the struct, because a struct copy reads m's
+// internal state (its cached size), which protobuf lets a concurrent
+// reader of m (the caller encoding it) write.
+func shallowCopy(m proto.Message) proto.Message {
+	src := m.ProtoReflect()
+	dst := src.New()
+	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		dst.Set(fd, v)
+		return true
+	})
+	if u := src.GetUnknown(); len(u) > 0 {
+		dst.SetUnknown(u)
+	}
+	return dst.Interface()
+}
+
 // move makes dst, a message of src's type, what src is, without copying
 // it again: src is a copy made for its receiver, or a message its sender
 // handed over (see HandOver), which nothing else holds and nothing will
 // use after (a shallow move of its fields, not a proto.Merge, which would
-// copy it a second time).
+// copy it a second time), or the shallow copy of a request its caller
+// shares (see ShareRequest), whose parts both sides then read and neither
+// changes.
 func move(dst any, src proto.Message) error {
 	d, ok := dst.(proto.Message)
 	if !ok {

@@ -516,3 +516,94 @@ func TestInProcessStreamHandOver(t *testing.T) {
 		}
 	})
 }
+
+// readDesc is a server-streaming service of the tests' own whose handler
+// receives a StreamGenerateRequest, reports the first of its new
+// messages, and answers with one frame.
+var readDesc = grpc.ServiceDesc{
+	ServiceName: "test.Read",
+	HandlerType: (*any)(nil),
+	Streams: []grpc.StreamDesc{
+		{StreamName: "Read", ServerStreams: true, Handler: func(srv any, ss grpc.ServerStream) error {
+			return srv.(interface{ read(grpc.ServerStream) error }).read(ss)
+		}},
+	},
+}
+
+// reader serves readDesc; one whose only is set says that it only reads
+// its request (grpcserver.RequestReader).
+type reader struct {
+	got  chan *penguinv1.OmniMessage
+	only bool
+}
+
+// readingOnly is a reader that is a grpcserver.RequestReader.
+type readingOnly struct{ reader }
+
+func (readingOnly) ReadsRequestOnly(method string) bool { return method == "Read" }
+
+func (r reader) read(ss grpc.ServerStream) error {
+	req := new(penguinv1.StreamGenerateRequest)
+	if err := ss.RecvMsg(req); err != nil {
+		return err
+	}
+	r.got <- req.GetNewMessages()[0]
+	return ss.SendMsg(&penguinv1.StreamGenerateResponse{})
+}
+
+// TestInProcessStreamSharedRequest checks that a request crosses without
+// a copy only when both sides say they leave it as it is: the caller with
+// grpcserver.ShareRequest, the handler as a grpcserver.RequestReader, on
+// the channel's own streams (tracing off); over TCP, or through inprocgrpc
+// (tracing on), the handler always gets a copy.
+func TestInProcessStreamSharedRequest(t *testing.T) {
+	t.Parallel()
+	forTracing(t, func(t *testing.T, opts grpcserver.Options) {
+		traced := opts.TracerProvider != nil
+		readers := map[string]reader{"test.Reads": {got: make(chan *penguinv1.OmniMessage, 1), only: true}, "test.Copies": {got: make(chan *penguinv1.OmniMessage, 1)}}
+		r := start(t, opts, func(s *grpcserver.Server) {
+			for name, rd := range readers {
+				d := readDesc
+				d.ServiceName = name
+				if rd.only {
+					s.RegisterService(&d, readingOnly{rd})
+				} else {
+					s.RegisterService(&d, rd)
+				}
+			}
+		})
+		for _, tr := range transports {
+			for name, rd := range readers {
+				for _, share := range []bool{false, true} {
+					ctx := testkit.Context(t, 30*time.Second)
+					var callOpts []grpc.CallOption
+					if share {
+						callOpts = append(callOpts, grpcserver.ShareRequest())
+					}
+					cs, err := r.via(tr).NewStream(ctx, &readDesc.Streams[0], "/"+name+"/Read", callOpts...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					sent := omni.UserText("shared?")
+					if err := cs.SendMsg(&penguinv1.StreamGenerateRequest{NewMessages: []*penguinv1.OmniMessage{sent}}); err != nil {
+						t.Fatal(err)
+					}
+					if err := cs.CloseSend(); err != nil {
+						t.Fatal(err)
+					}
+					if err := cs.RecvMsg(new(penguinv1.StreamGenerateResponse)); err != nil {
+						t.Fatal(err)
+					}
+					got := <-rd.got
+					if got.GetText().GetText() != "shared?" {
+						t.Errorf("%s via %s: received %v", name, tr, got)
+					}
+					want := rd.only && share && tr == "in-process" && !traced
+					if same := got == sent; same != want {
+						t.Errorf("%s via %s (traced %v, shared %v): the handler got the caller's message itself: %v, want %v", name, tr, traced, share, same, want)
+					}
+				}
+			}
+		}
+	})
+}

@@ -41,6 +41,9 @@ func (in *inProcess) register(desc *grpc.ServiceDesc, impl any) {
 		name := "/" + desc.ServiceName + "/" + d.StreamName
 		m := &streamMethod{srv: impl, uri: "inproc:0" + name,
 			info: grpc.StreamServerInfo{FullMethod: name, IsClientStream: d.ClientStreams, IsServerStream: d.ServerStreams}}
+		if r, ok := impl.(RequestReader); ok && !d.ClientStreams {
+			m.readsRequest = r.ReadsRequestOnly(d.StreamName)
+		}
 		m.call = chainedStreamHandler(in.stream, 0, &m.info, d.Handler)
 		in.streams[name] = m
 	}

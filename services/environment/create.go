@@ -123,8 +123,9 @@ func (s *Service) newEnvironment(spec createSpec) (*Environment, error) {
 		vault:     redact.New(spec.req.GetVault()),
 		notices:   newNotices(),
 		log:       s.log.With("environment", spec.id),
-		tools:     map[string]tool.Spec{},
-		params:    map[string]tool.Params{},
+		tools:     make(map[string]tool.Spec, toolsHint),
+		params:    make(map[string]tool.Params, toolsHint),
+		order:     make([]string, 0, toolsHint),
 		ctx:       envCtx,
 		cancel:    cancel,
 		idle:      make(chan struct{}),
@@ -135,6 +136,11 @@ func (s *Service) newEnvironment(spec createSpec) (*Environment, error) {
 	e.framing = framing.Options{Ceiling: ceiling, Vault: e.vault, Archives: archives, Grace: s.opts.Grace, Logger: e.log}
 	return e, nil
 }
+
+// toolsHint is the room an environment's tool tables are made with: the
+// builtins and a few more, so that they are not grown (twice, as the
+// builtins are added) at every CreateEnvironment.
+const toolsHint = 16
 
 // archiveDir is an environment's directory of truncated outputs,
 // <scratch>/<label or id>/truncated-tool-output. It is made at the first

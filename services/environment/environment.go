@@ -122,13 +122,6 @@ func (e *Environment) add(s tool.Spec) error {
 // assembleBuiltins adds the builtin tools the configuration asks for,
 // with their overrides; an empty list means every builtin with defaults.
 func (e *Environment) assembleBuiltins(specs []*penguinv1.ToolSpec, all []tool.Spec) error {
-	byName := map[string]tool.Spec{}
-	var names []string
-	for _, s := range all {
-		n := s.Tool.Definition().GetName()
-		byName[n] = s
-		names = append(names, n)
-	}
 	if len(specs) == 0 {
 		for _, s := range all {
 			if err := e.add(s); err != nil {
@@ -136,6 +129,13 @@ func (e *Environment) assembleBuiltins(specs []*penguinv1.ToolSpec, all []tool.S
 			}
 		}
 		return nil
+	}
+	byName := make(map[string]tool.Spec, len(all))
+	names := make([]string, 0, len(all))
+	for _, s := range all {
+		n := s.Tool.Definition().GetName()
+		byName[n] = s
+		names = append(names, n)
 	}
 	for _, spec := range specs {
 		base, ok := byName[spec.GetName()]

@@ -174,3 +174,77 @@ func TestCheckpointAfterRestore(t *testing.T) {
 		t.Fatalf("after restoring the first checkpoint the workspace differs from it: %v", diff.GetFiles())
 	}
 }
+
+// A turn's start checkpoint records every change made from outside the
+// service since the last checkpoint, with nothing of the service's
+// running in between (no tool call, no command, no restore): the start
+// is never the last checkpoint again (see docs/decisions.md). Each change
+// is one that a walk made cheaper could miss: a file rewritten in place
+// at the same size (no directory changes), a file in a directory below,
+// an ignore file added (read only where a listing names one), a file
+// removed.
+func TestStartCheckpointSeesOutsideEdits(t *testing.T) {
+	h := start(t, environment.Options{})
+	resp := h.create(&penguinv1.CreateEnvironmentRequest{})
+	env, ws := resp.GetEnvironmentId(), resp.GetWorkspace()
+	write := func(name, content string) {
+		t.Helper()
+		p := filepath.Join(ws, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.txt", "one\n")
+	write("sub/deeper/b.txt", "two\n")
+	write("c.log", "three\n")
+	last := h.checkpointOf(ws, "")
+	wantStop(t, h.exec(env, "read_file", `{"file_path":"a.txt"}`), ok, "one")
+	if end := h.checkpointOf(ws, last); end != last {
+		t.Fatalf("a turn that only read ended on %s, want its start %s", end, last)
+	}
+	edits := []struct {
+		name, path string
+		edit       func()
+	}{
+		{"a file rewritten in place at the same size", "a.txt", func() {
+			f, err := os.OpenFile(filepath.Join(ws, "a.txt"), os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteAt([]byte("uno\n"), 0); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a file in a directory below", "sub/deeper/b.txt", func() { write("sub/deeper/b.txt", "dos\n") }},
+		{"a file added below", "sub/new.txt", func() { write("sub/new.txt", "new\n") }},
+		{"an ignore file that hides a file", "c.log", func() { write(".gitignore", "*.log\n") }},
+		{"a file removed", "sub/deeper/b.txt", func() {
+			if err := os.Remove(filepath.Join(ws, "sub", "deeper", "b.txt")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, e := range edits {
+		e.edit()
+		next := h.checkpointOf(ws, "")
+		if next == last {
+			t.Fatalf("%s: the next turn's start is the last checkpoint; the edit was missed", e.name)
+		}
+		diff, err := h.client.DiffCheckpoints(testkit.Context(t, 60*time.Second), &penguinv1.DiffCheckpointsRequest{Workspace: ws, From: last, To: next})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, f := range diff.GetFiles() {
+			found = found || f.GetPath() == e.path
+		}
+		if !found {
+			t.Fatalf("%s: the checkpoints' difference %v does not name %s", e.name, diff.GetFiles(), e.path)
+		}
+		last = next
+	}
+}

@@ -212,6 +212,16 @@ func (s *Service) StreamGenerate(req *penguinv1.StreamGenerateRequest, srv pengu
 	return err
 }
 
+// ReadsRequestOnly reports that StreamGenerate only reads its request
+// (grpcserver.RequestReader): prepare checks it and builds the
+// provider-neutral request from its parts without changing them, the
+// middlewares must not change the request (stream.Middleware), and the
+// adapters translate it into bodies of their own. An in-process caller
+// that shares its request (grpcserver.ShareRequest), as the engine's loop
+// does with the session's history, then hands it over without a copy;
+// TestRequestSharedInProcess holds the service to it.
+func (s *Service) ReadsRequestOnly(method string) bool { return method == "StreamGenerate" }
+
 // ListProviders implements the RPC: the global routes and those of the
 // request's project. With no provider, or after a reload that failed, its
 // notice says so.

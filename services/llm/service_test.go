@@ -183,11 +183,11 @@ func start(t *testing.T, script emulator.Script, opt options) *env {
 
 // call runs StreamGenerate to the end, checks the stream, and returns the
 // frames.
-func (e *env) call(t *testing.T, req *penguinv1.StreamGenerateRequest) llmtest.Result {
+func (e *env) call(t *testing.T, req *penguinv1.StreamGenerateRequest, opts ...grpc.CallOption) llmtest.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	s, err := e.client.StreamGenerate(ctx, req)
+	s, err := e.client.StreamGenerate(ctx, req, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

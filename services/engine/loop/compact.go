@@ -9,6 +9,7 @@ import (
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/enumword"
+	"github.com/penguin-agent/penguin/internal/grpcserver"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -251,7 +252,7 @@ func (r *runner) compactionStream(ctx context.Context, history, input []*penguin
 	req.History = history
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, serr := r.deps.LLM.StreamGenerate(sctx, req)
+	stream, serr := r.deps.LLM.StreamGenerate(sctx, req, grpcserver.ShareRequest())
 	if serr != nil {
 		return outcomeFromError(serr), nil
 	}

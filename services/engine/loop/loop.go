@@ -376,6 +376,18 @@ func (r *runner) trigger() penguinv1.CompactionReason {
 	return penguinv1.CompactionReason_COMPACTION_REASON_UNSPECIFIED
 }
 
+// request builds a model request from the context's history, the new
+// messages and the task's settings. The request is sent shared
+// (grpcserver.ShareRequest): in one process the llm service reads the
+// loop's own messages, not copies, so the loop never changes a message
+// once it is in a request, nor a slot of the slices sent. The history
+// only grows by append, which writes past the length a request saw, and
+// is replaced, never cut back and refilled, at a compaction; a message is
+// complete (a tool output's id set, a segment closed) before it joins a
+// request's input, and an input grows or changes only in a new slice or
+// before it is sent (a retry's note goes into a copy); the settings'
+// model, tools, price and timeout are made for the task and only read.
+// TestRequestsUnchanged holds the loop to it.
 func (r *runner) request(newMessages []*penguinv1.OmniMessage, thinking penguinv1.ThinkingLevel) *penguinv1.StreamGenerateRequest {
 	return &penguinv1.StreamGenerateRequest{
 		Model:            r.set.Model,

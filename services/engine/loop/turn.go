@@ -8,6 +8,7 @@ import (
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/grpcserver"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -315,7 +316,7 @@ func (a *attempt) emitEnd(m *penguinv1.OmniMessage) error {
 func (a *attempt) stream(req *penguinv1.StreamGenerateRequest) (*penguinv1.LLMOutcome, *penguinv1.TokenCounts) {
 	sctx, cancel := context.WithCancel(a.ctx)
 	defer cancel()
-	stream, err := a.r.deps.LLM.StreamGenerate(sctx, req)
+	stream, err := a.r.deps.LLM.StreamGenerate(sctx, req, grpcserver.ShareRequest())
 	if err != nil {
 		return outcomeFromError(err), nil
 	}

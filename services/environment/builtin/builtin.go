@@ -67,7 +67,12 @@ func Tools(d Deps) []tool.Spec {
 	}
 }
 
-// def builds a tool definition.
+// def builds a tool definition. Each builtin's is made once, a package
+// variable its Definition returns: an environment asks its tools' several
+// times as it is made (its tool list, its parameters, its answer), and
+// one was made at every call. Nothing changes a definition once made (an
+// override builds a new one); the answers that carry it are copied or
+// marshalled.
 func def(name, description, parameters string) *penguinv1.ToolDefinition {
 	return &penguinv1.ToolDefinition{Name: name, Description: description, Parameters: parameters}
 }

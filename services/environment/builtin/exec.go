@@ -98,21 +98,21 @@ type execCommand struct{ d Deps }
 
 func (t *execCommand) Permission() penguinv1.Permission { return permRW }
 
-func (t *execCommand) Definition() *penguinv1.ToolDefinition {
-	return def("exec_command",
-		"Run a shell command in the workspace with bash -c, in a pseudo-terminal (or on plain pipes with tty false), and stream its output. "+
-			"If it is still running after yield_time_ms it moves to the background and the result gives its process_id, "+
-			"to be polled, fed input or stopped with input_command and kill_command. "+
-			"With run_in_background the call returns the process_id at once and the command's completion is reported later.",
-		`{"type":"object","properties":{`+
-			`"description":{"type":"string","description":"One short sentence saying what this command does, shown to the user while it runs. Give it first."},`+
-			`"cmd":{"type":"string","description":"The shell command to run."},`+
-			`"workdir":{"type":"string","description":"Working directory inside the workspace; relative paths start at the workspace root, which is the default."},`+
-			`"yield_time_ms":{"type":"integer","description":"How long to wait in the foreground before moving the command to the background; default 60000, minimum 250, capped below the tool's timeout."},`+
-			`"run_in_background":{"type":"boolean","description":"Start the command in the background and return its process_id immediately; its completion is reported when it exits."},`+
-			`"tty":{"type":"boolean","description":"Run in a pseudo-terminal (default true), so that interactive programs work. false runs on plain pipes, several times faster for commands that print a lot; Ctrl-C and Ctrl-D still work."}`+
-			`},"required":["description","cmd"]}`)
-}
+func (t *execCommand) Definition() *penguinv1.ToolDefinition { return execCommandDef }
+
+var execCommandDef = def("exec_command",
+	"Run a shell command in the workspace with bash -c, in a pseudo-terminal (or on plain pipes with tty false), and stream its output. "+
+		"If it is still running after yield_time_ms it moves to the background and the result gives its process_id, "+
+		"to be polled, fed input or stopped with input_command and kill_command. "+
+		"With run_in_background the call returns the process_id at once and the command's completion is reported later.",
+	`{"type":"object","properties":{`+
+		`"description":{"type":"string","description":"One short sentence saying what this command does, shown to the user while it runs. Give it first."},`+
+		`"cmd":{"type":"string","description":"The shell command to run."},`+
+		`"workdir":{"type":"string","description":"Working directory inside the workspace; relative paths start at the workspace root, which is the default."},`+
+		`"yield_time_ms":{"type":"integer","description":"How long to wait in the foreground before moving the command to the background; default 60000, minimum 250, capped below the tool's timeout."},`+
+		`"run_in_background":{"type":"boolean","description":"Start the command in the background and return its process_id immediately; its completion is reported when it exits."},`+
+		`"tty":{"type":"boolean","description":"Run in a pseudo-terminal (default true), so that interactive programs work. false runs on plain pipes, several times faster for commands that print a lot; Ctrl-C and Ctrl-D still work."}`+
+		`},"required":["description","cmd"]}`)
 
 type execArgs struct {
 	Cmd             string `json:"cmd"`
@@ -191,18 +191,18 @@ type inputCommand struct{ d Deps }
 
 func (t *inputCommand) Permission() penguinv1.Permission { return permRW }
 
-func (t *inputCommand) Definition() *penguinv1.ToolDefinition {
-	return def("input_command",
-		"Drive a command started by exec_command that is still running: type characters into its terminal, "+
-			`send Ctrl-C with chars "\u0003", or send nothing to just wait for and read its new output. `+
-			"Returns the output produced since it was last read, and the exit code once the command has exited.",
-		`{"type":"object","properties":{`+
-			`"description":{"type":"string","description":"One short sentence saying what this input does, shown to the user. Give it first."},`+
-			`"process_id":{"type":"string","description":"The process_id returned by exec_command."},`+
-			`"chars":{"type":"string","description":"Characters to type, for example \"yes\\n\"; \"\\u0003\" sends Ctrl-C, \"\\u0004\" Ctrl-D (end of input); empty only polls."},`+
-			`"yield_time_ms":{"type":"integer","description":"How long to wait for output; default 250 after input, 120000 for an empty poll (which returns early when the command exits)."}`+
-			`},"required":["description","process_id"]}`)
-}
+func (t *inputCommand) Definition() *penguinv1.ToolDefinition { return inputCommandDef }
+
+var inputCommandDef = def("input_command",
+	"Drive a command started by exec_command that is still running: type characters into its terminal, "+
+		`send Ctrl-C with chars "\u0003", or send nothing to just wait for and read its new output. `+
+		"Returns the output produced since it was last read, and the exit code once the command has exited.",
+	`{"type":"object","properties":{`+
+		`"description":{"type":"string","description":"One short sentence saying what this input does, shown to the user. Give it first."},`+
+		`"process_id":{"type":"string","description":"The process_id returned by exec_command."},`+
+		`"chars":{"type":"string","description":"Characters to type, for example \"yes\\n\"; \"\\u0003\" sends Ctrl-C, \"\\u0004\" Ctrl-D (end of input); empty only polls."},`+
+		`"yield_time_ms":{"type":"integer","description":"How long to wait for output; default 250 after input, 120000 for an empty poll (which returns early when the command exits)."}`+
+		`},"required":["description","process_id"]}`)
 
 type inputArgs struct {
 	ProcessID   string `json:"process_id"`
@@ -267,15 +267,15 @@ type killCommand struct{ d Deps }
 
 func (t *killCommand) Permission() penguinv1.Permission { return permRW }
 
-func (t *killCommand) Definition() *penguinv1.ToolDefinition {
-	return def("kill_command",
-		"Stop a command session by process_id: SIGTERM to its whole process group, SIGKILL after a short grace. "+
-			"Returns the output nobody has read yet. A session whose command already exited is removed too.",
-		`{"type":"object","properties":{`+
-			`"description":{"type":"string","description":"One short sentence saying why the command is stopped, shown to the user. Give it first."},`+
-			`"process_id":{"type":"string","description":"The process_id returned by exec_command."}`+
-			`},"required":["description","process_id"]}`)
-}
+func (t *killCommand) Definition() *penguinv1.ToolDefinition { return killCommandDef }
+
+var killCommandDef = def("kill_command",
+	"Stop a command session by process_id: SIGTERM to its whole process group, SIGKILL after a short grace. "+
+		"Returns the output nobody has read yet. A session whose command already exited is removed too.",
+	`{"type":"object","properties":{`+
+		`"description":{"type":"string","description":"One short sentence saying why the command is stopped, shown to the user. Give it first."},`+
+		`"process_id":{"type":"string","description":"The process_id returned by exec_command."}`+
+		`},"required":["description","process_id"]}`)
 
 type killArgs struct {
 	ProcessID string `json:"process_id"`

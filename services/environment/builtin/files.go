@@ -56,16 +56,16 @@ type readFile struct{ d Deps }
 
 func (t *readFile) Permission() penguinv1.Permission { return permR }
 
-func (t *readFile) Definition() *penguinv1.ToolDefinition {
-	return def("read_file",
-		"Read a text file as numbered lines (cat -n style: line number, tab, text), a window of limit lines starting at offset. "+
-			"Relative paths start at the workspace root. Binary files are refused: use exec_command for them, or read_image for images.",
-		`{"type":"object","properties":{`+
-			`"file_path":{"type":"string","description":"The file, absolute or relative to the workspace."},`+
-			`"offset":{"type":"integer","description":"The 1-based line to start at; default 1."},`+
-			`"limit":{"type":"integer","description":"The most lines to return; default 2000."}`+
-			`},"required":["file_path"]}`)
-}
+func (t *readFile) Definition() *penguinv1.ToolDefinition { return readFileDef }
+
+var readFileDef = def("read_file",
+	"Read a text file as numbered lines (cat -n style: line number, tab, text), a window of limit lines starting at offset. "+
+		"Relative paths start at the workspace root. Binary files are refused: use exec_command for them, or read_image for images.",
+	`{"type":"object","properties":{`+
+		`"file_path":{"type":"string","description":"The file, absolute or relative to the workspace."},`+
+		`"offset":{"type":"integer","description":"The 1-based line to start at; default 1."},`+
+		`"limit":{"type":"integer","description":"The most lines to return; default 2000."}`+
+		`},"required":["file_path"]}`)
 
 type readArgs struct {
 	FilePath string `json:"file_path"`
@@ -178,15 +178,15 @@ type writeFile struct{ d Deps }
 
 func (t *writeFile) Permission() penguinv1.Permission { return permRW }
 
-func (t *writeFile) Definition() *penguinv1.ToolDefinition {
-	return def("write_file",
-		"Create a file or overwrite it whole with content, creating parent directories as needed. "+
-			"Says whether it created or overwrote the file; an overwrite shows a diff against the old content.",
-		`{"type":"object","properties":{`+
-			`"file_path":{"type":"string","description":"The file, absolute or relative to the workspace."},`+
-			`"content":{"type":"string","description":"The complete content; an empty string makes an empty file."}`+
-			`},"required":["file_path","content"]}`)
-}
+func (t *writeFile) Definition() *penguinv1.ToolDefinition { return writeFileDef }
+
+var writeFileDef = def("write_file",
+	"Create a file or overwrite it whole with content, creating parent directories as needed. "+
+		"Says whether it created or overwrote the file; an overwrite shows a diff against the old content.",
+	`{"type":"object","properties":{`+
+		`"file_path":{"type":"string","description":"The file, absolute or relative to the workspace."},`+
+		`"content":{"type":"string","description":"The complete content; an empty string makes an empty file."}`+
+		`},"required":["file_path","content"]}`)
 
 type writeArgs struct {
 	FilePath string `json:"file_path"`
@@ -301,17 +301,17 @@ type editFile struct{ d Deps }
 
 func (t *editFile) Permission() penguinv1.Permission { return permRW }
 
-func (t *editFile) Definition() *penguinv1.ToolDefinition {
-	return def("edit_file",
-		"Replace exact text in an existing file. old_string must occur exactly once (include enough surrounding lines to make it unique), "+
-			"or set replace_all to replace every occurrence. Whitespace and indentation must match exactly. Returns a unified diff of the change.",
-		`{"type":"object","properties":{`+
-			`"file_path":{"type":"string","description":"The file, absolute or relative to the workspace."},`+
-			`"old_string":{"type":"string","description":"The exact text to replace."},`+
-			`"new_string":{"type":"string","description":"The replacement; it must differ from old_string."},`+
-			`"replace_all":{"type":"boolean","description":"Replace every occurrence; default false."}`+
-			`},"required":["file_path","old_string","new_string"]}`)
-}
+func (t *editFile) Definition() *penguinv1.ToolDefinition { return editFileDef }
+
+var editFileDef = def("edit_file",
+	"Replace exact text in an existing file. old_string must occur exactly once (include enough surrounding lines to make it unique), "+
+		"or set replace_all to replace every occurrence. Whitespace and indentation must match exactly. Returns a unified diff of the change.",
+	`{"type":"object","properties":{`+
+		`"file_path":{"type":"string","description":"The file, absolute or relative to the workspace."},`+
+		`"old_string":{"type":"string","description":"The exact text to replace."},`+
+		`"new_string":{"type":"string","description":"The replacement; it must differ from old_string."},`+
+		`"replace_all":{"type":"boolean","description":"Replace every occurrence; default false."}`+
+		`},"required":["file_path","old_string","new_string"]}`)
 
 type editArgs struct {
 	FilePath   string `json:"file_path"`

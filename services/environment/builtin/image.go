@@ -25,13 +25,13 @@ type readImage struct{ d Deps }
 
 func (t *readImage) Permission() penguinv1.Permission { return permR }
 
-func (t *readImage) Definition() *penguinv1.ToolDefinition {
-	return def("read_image",
-		"Look at an image: a PNG, JPEG, GIF or WebP file of at most 5 MB, from the workspace or an http(s) URL. The image is returned to you as image content.",
-		`{"type":"object","properties":{`+
-			`"source":{"type":"string","description":"An http(s) URL, or a file path inside the workspace."}`+
-			`},"required":["source"]}`)
-}
+func (t *readImage) Definition() *penguinv1.ToolDefinition { return readImageDef }
+
+var readImageDef = def("read_image",
+	"Look at an image: a PNG, JPEG, GIF or WebP file of at most 5 MB, from the workspace or an http(s) URL. The image is returned to you as image content.",
+	`{"type":"object","properties":{`+
+		`"source":{"type":"string","description":"An http(s) URL, or a file path inside the workspace."}`+
+		`},"required":["source"]}`)
 
 type imageArgs struct {
 	Source string `json:"source"`

@@ -45,15 +45,15 @@ type globTool struct{ d Deps }
 
 func (t *globTool) Permission() penguinv1.Permission { return permR }
 
-func (t *globTool) Definition() *penguinv1.ToolDefinition {
-	return def("glob",
-		`Find files by name with a glob pattern, such as "**/*.go" or "src/*.{ts,tsx}": "*" and "?" stay within one directory, "**" spans any number of them. `+
-			"Paths matched by .gitignore are skipped. Returns workspace-relative paths, sorted.",
-		`{"type":"object","properties":{`+
-			`"pattern":{"type":"string","description":"The glob, relative to path."},`+
-			`"path":{"type":"string","description":"The directory to search; default the workspace root."}`+
-			`},"required":["pattern"]}`)
-}
+func (t *globTool) Definition() *penguinv1.ToolDefinition { return globToolDef }
+
+var globToolDef = def("glob",
+	`Find files by name with a glob pattern, such as "**/*.go" or "src/*.{ts,tsx}": "*" and "?" stay within one directory, "**" spans any number of them. `+
+		"Paths matched by .gitignore are skipped. Returns workspace-relative paths, sorted.",
+	`{"type":"object","properties":{`+
+		`"pattern":{"type":"string","description":"The glob, relative to path."},`+
+		`"path":{"type":"string","description":"The directory to search; default the workspace root."}`+
+		`},"required":["pattern"]}`)
 
 type globArgs struct {
 	Pattern string `json:"pattern"`
@@ -118,20 +118,20 @@ type grepTool struct{ d Deps }
 
 func (t *grepTool) Permission() penguinv1.Permission { return permR }
 
-func (t *grepTool) Definition() *penguinv1.ToolDefinition {
-	return def("grep",
-		"Search file contents with a regular expression (RE2 syntax), skipping binary files and paths matched by .gitignore. "+
-			`output_mode "content" (default) gives path:line:text, "files_with_matches" the matching files, "count" the matches per file.`,
-		`{"type":"object","properties":{`+
-			`"pattern":{"type":"string","description":"The regular expression."},`+
-			`"path":{"type":"string","description":"A file or directory to search; default the workspace root."},`+
-			`"glob":{"type":"string","description":"Only search files matching this glob, such as \"*.go\" (matched against the file name) or \"src/**/*.ts\"."},`+
-			`"ignore_case":{"type":"boolean","description":"Match case-insensitively."},`+
-			`"output_mode":{"type":"string","enum":["content","files_with_matches","count"]},`+
-			`"context":{"type":"integer","description":"Lines of context around each match, in content mode."},`+
-			`"max_results":{"type":"integer","description":"The most lines (or files) to return; default 500."}`+
-			`},"required":["pattern"]}`)
-}
+func (t *grepTool) Definition() *penguinv1.ToolDefinition { return grepToolDef }
+
+var grepToolDef = def("grep",
+	"Search file contents with a regular expression (RE2 syntax), skipping binary files and paths matched by .gitignore. "+
+		`output_mode "content" (default) gives path:line:text, "files_with_matches" the matching files, "count" the matches per file.`,
+	`{"type":"object","properties":{`+
+		`"pattern":{"type":"string","description":"The regular expression."},`+
+		`"path":{"type":"string","description":"A file or directory to search; default the workspace root."},`+
+		`"glob":{"type":"string","description":"Only search files matching this glob, such as \"*.go\" (matched against the file name) or \"src/**/*.ts\"."},`+
+		`"ignore_case":{"type":"boolean","description":"Match case-insensitively."},`+
+		`"output_mode":{"type":"string","enum":["content","files_with_matches","count"]},`+
+		`"context":{"type":"integer","description":"Lines of context around each match, in content mode."},`+
+		`"max_results":{"type":"integer","description":"The most lines (or files) to return; default 500."}`+
+		`},"required":["pattern"]}`)
 
 type grepArgs struct {
 	Pattern    string `json:"pattern"`

@@ -171,6 +171,13 @@ type Entry struct {
 // calling fn for files, symbolic links and directories alike (the start
 // itself excluded). Ignore files from the root down to start apply. fn may
 // return fs.SkipDir for a directory, or ErrStop to end the walk.
+//
+// A directory's ignore file is read only when its listing names one, and
+// .git/info/exclude only when the root's names .git: most directories have
+// neither, and looking for them was an open or a stat each, at every
+// workspace checkpoint (a third of a small workspace's). The listing is
+// read just before, so a file made or removed meanwhile is seen as it
+// would have been by a look just before the listing.
 func Walk(ctx context.Context, fsys FS, start string, fn func(Entry) error) error {
 	return walk(ctx, fsys, start, foldCase, fn)
 }
@@ -178,10 +185,6 @@ func Walk(ctx context.Context, fsys FS, start string, fn func(Entry) error) erro
 // walk is Walk, comparing names without case when fold is set.
 func walk(ctx context.Context, fsys FS, start string, fold bool, fn func(Entry) error) error {
 	m := &Matcher{fold: fold}
-	if data, err := fsys.ReadFile(".git/info/exclude", maxIgnoreFile); err == nil {
-		m.sets = append(m.sets, parseRules("", data, fold))
-	}
-	m = m.with(fsys, "")
 	rel := path.Clean(start)
 	if rel == ".." || strings.HasPrefix(rel, "../") || path.IsAbs(rel) {
 		return errors.New("the search path is outside the workspace")
@@ -190,13 +193,18 @@ func walk(ctx context.Context, fsys FS, start string, fold bool, fn func(Entry) 
 		rel = ""
 	}
 	if rel != "" {
+		// The directories above start are not listed: their ignore
+		// files are looked for.
+		m = m.withExclude(fsys).with(fsys, "")
 		parts := strings.Split(rel, "/")
 		for i := range parts {
 			dir := strings.Join(parts[:i+1], "/")
 			if m.Ignored(dir, true) || parts[i] == ".git" {
 				return nil
 			}
-			m = m.with(fsys, dir)
+			if i < len(parts)-1 {
+				m = m.with(fsys, dir)
+			}
 		}
 	}
 	err := walkDir(ctx, fsys, rel, m, fn)
@@ -204,6 +212,45 @@ func walk(ctx context.Context, fsys FS, start string, fold bool, fn func(Entry) 
 		return nil
 	}
 	return err
+}
+
+// withExclude returns a matcher that also applies the repository's
+// .git/info/exclude, if any.
+func (m *Matcher) withExclude(fsys FS) *Matcher {
+	data, err := fsys.ReadFile(".git/info/exclude", maxIgnoreFile)
+	if err != nil || len(data) == 0 {
+		return m
+	}
+	sets := append(append([]ruleSet(nil), m.sets...), parseRules("", data, m.fold))
+	return &Matcher{sets: sets, fold: m.fold}
+}
+
+// withListed returns a matcher that also applies the ignore files of dir
+// that its listing, entries, names: for the root, .git/info/exclude first
+// (git ranks it below every .gitignore), then .gitignore.
+func (m *Matcher) withListed(fsys FS, dir string, entries []fs.DirEntry) *Matcher {
+	var git, gitignore bool
+	for _, e := range entries {
+		git = git || (dir == "" && m.sameName(e.Name(), ".git"))
+		gitignore = gitignore || m.sameName(e.Name(), ".gitignore")
+	}
+	if git {
+		m = m.withExclude(fsys)
+	}
+	if gitignore {
+		m = m.with(fsys, dir)
+	}
+	return m
+}
+
+// sameName reports whether a listed name is name, without case when the
+// matcher folds it (a file system that ignores case opens .gitignore by
+// any spelling).
+func (m *Matcher) sameName(listed, name string) bool {
+	if m.fold {
+		return strings.EqualFold(listed, name)
+	}
+	return listed == name
 }
 
 func walkDir(ctx context.Context, fsys FS, dir string, m *Matcher, fn func(Entry) error) error {
@@ -218,6 +265,7 @@ func walkDir(ctx context.Context, fsys FS, dir string, m *Matcher, fn func(Entry
 	if err != nil {
 		return nil // unreadable directories are skipped, as git does
 	}
+	m = m.withListed(fsys, dir, entries)
 	for _, e := range entries {
 		rel := join(dir, e.Name())
 		isDir := e.IsDir()
@@ -235,7 +283,7 @@ func walkDir(ctx context.Context, fsys FS, dir string, m *Matcher, fn func(Entry
 			if err != nil {
 				return err
 			}
-			if err := walkDir(ctx, fsys, rel, m.with(fsys, rel), fn); err != nil {
+			if err := walkDir(ctx, fsys, rel, m, fn); err != nil {
 				return err
 			}
 			continue

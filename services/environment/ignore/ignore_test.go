@@ -150,3 +150,81 @@ func TestWalkFoldsCase(t *testing.T) {
 		t.Errorf("with case, the walk found\n%s\nwant\n%s", got, want)
 	}
 }
+
+// readsCounted is a walk's tree that records the files read from it.
+type readsCounted struct {
+	FS
+	read []string
+}
+
+func (r *readsCounted) ReadFile(name string, limit int64) ([]byte, error) {
+	r.read = append(r.read, name)
+	return r.FS.ReadFile(name, limit)
+}
+
+// TestWalkReadsListedIgnoreFiles checks that a walk reads the ignore
+// files the directories' listings name, and looks for no other: before,
+// it tried .git/info/exclude and every directory's .gitignore, an open or
+// a stat each at every checkpoint. The exclusions still rank below every
+// .gitignore.
+func TestWalkReadsListedIgnoreFiles(t *testing.T) {
+	root := t.TempDir()
+	for p, c := range map[string]string{
+		"a.txt":             "",
+		"keep.txt":          "",
+		"sub/deeper/b.txt":  "",
+		"sub/c.log":         "",
+		"other/d.txt":       "",
+		"other/.gitignore":  "*.txt\n",
+		".gitignore":        "!keep.txt\n",
+		".git/info/exclude": "*.txt\n",
+	} {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ws, err := workspace.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	walkFiles := func(start string) (files, read string) {
+		fsys := &readsCounted{FS: ws.Workspace()}
+		var got []string
+		err := Walk(context.Background(), fsys, start, func(e Entry) error {
+			if !e.Entry.IsDir() {
+				got = append(got, e.Rel)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(got, " "), strings.Join(fsys.read, " ")
+	}
+	files, read := walkFiles(".")
+	if want := ".gitignore keep.txt other/.gitignore sub/c.log"; files != want {
+		t.Errorf("the walk found\n%s\nwant\n%s", files, want)
+	}
+	if want := ".git/info/exclude .gitignore other/.gitignore"; read != want {
+		t.Errorf("the walk read %q, want %q", read, want)
+	}
+	// From a directory, those above it are not listed: theirs are
+	// looked for.
+	if files, read := walkFiles("other"); files != "other/.gitignore" || read != ".git/info/exclude .gitignore other/.gitignore" {
+		t.Errorf("from other, the walk found %q and read %q", files, read)
+	}
+	if err := os.RemoveAll(filepath.Join(root, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(root, ".gitignore")); err != nil {
+		t.Fatal(err)
+	}
+	if _, read := walkFiles("."); read != "other/.gitignore" {
+		t.Errorf("without .git and a top .gitignore, the walk read %q, want only other/.gitignore", read)
+	}
+}

@@ -78,3 +78,29 @@ func TestCreatedEntriesBelongToTheOwner(t *testing.T) {
 		t.Errorf("a directory made beneath root's own: %v, %v; want it root's", info, err)
 	}
 }
+
+// TestOwnerAskedAtFirstCreate proves that a tree asks its directory's
+// owner when it first creates an entry, not when it is opened (a stat
+// that most handles, which only read, never need): a workspace given to
+// its user after the handle was opened still has what the tree creates
+// given to that user. On the code before, which asked at the open, the
+// new file was root's.
+func TestOwnerAskedAtFirstCreate(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving files to another user needs root")
+	}
+	const uid, gid = 65532, 65533
+	ws := t.TempDir()
+	r, err := NewResolved(ws)
+	must(t, err)
+	defer r.Close()
+	must(t, os.Chown(ws, uid, gid))
+	f, _, _, err := r.Workspace().OpenWrite("new.txt", true)
+	must(t, err)
+	f.Close()
+	info, err := os.Lstat(filepath.Join(ws, "new.txt"))
+	must(t, err)
+	if st := info.Sys().(*syscall.Stat_t); st.Uid != uid || st.Gid != gid {
+		t.Errorf("new.txt belongs to %d:%d, want %d:%d", st.Uid, st.Gid, uid, gid)
+	}
+}

@@ -63,8 +63,21 @@ type Tree struct {
 	relative bool // paths in this tree are shown relative to it
 	// owner is who the files and directories the tree creates belong
 	// to, when that is not this process's user: the owner of the
-	// tree's directory, for a service that runs as root (see New).
-	owner *owner
+	// tree's directory, for a service that runs as root (see ownerOf).
+	// It is asked at the first entry the tree creates, not when the
+	// handle is opened: most handles (a checkpoint's, an environment's
+	// whose tools only read) create none, and the stat was one system
+	// call of each. Nil for a tree that never gives its entries away.
+	owner func() *owner
+}
+
+// creator returns who the tree's new entries are given to, nil when they
+// stay this process's user's.
+func (t *Tree) creator() *owner {
+	if t.owner == nil {
+		return nil
+	}
+	return t.owner()
 }
 
 // owner is a user and group that created files are given to.
@@ -182,8 +195,8 @@ func (t *Tree) OpenWrite(name string, create bool) (f *os.File, info fs.FileInfo
 	if err != nil {
 		return nil, nil, false, t.explain(name, err)
 	}
-	if created && t.owner != nil {
-		if err := f.Chown(t.owner.uid, t.owner.gid); err != nil {
+	if o := t.creator(); created && o != nil {
+		if err := f.Chown(o.uid, o.gid); err != nil {
 			f.Close()
 			return nil, nil, false, err
 		}
@@ -320,7 +333,7 @@ func NewResolved(real string, readable ...Readable) (*Root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspace %q: %w", real, err)
 	}
-	r := &Root{ws: &Tree{dir: real, root: h, relative: true, owner: ownerOf(h)}}
+	r := &Root{ws: &Tree{dir: real, root: h, relative: true, owner: ownerOnce(h)}}
 	for _, x := range readable {
 		if !filepath.IsAbs(x.Dir) {
 			h.Close()
@@ -353,6 +366,11 @@ func ownerOf(h *os.Root) *owner {
 	return &owner{uid: uid, gid: gid}
 }
 
+// ownerOnce returns ownerOf(h), asked at its first call.
+func ownerOnce(h *os.Root) func() *owner {
+	return sync.OnceValue(func() *owner { return ownerOf(h) })
+}
+
 // euid is this process's effective user id, which the service does not
 // change: asked once rather than at every workspace opened.
 var euid = sync.OnceValue(os.Geteuid)
@@ -360,7 +378,8 @@ var euid = sync.OnceValue(os.Geteuid)
 // mkdirAll makes dir and its missing parents, each given to the tree's
 // owner.
 func (t *Tree) mkdirAll(dir string) error {
-	if t.owner == nil {
+	o := t.creator()
+	if o == nil {
 		return t.root.MkdirAll(dir, 0o755)
 	}
 	parts := strings.Split(dir, "/")
@@ -371,7 +390,7 @@ func (t *Tree) mkdirAll(dir string) error {
 			continue
 		}
 		if err == nil {
-			err = t.root.Lchown(p, t.owner.uid, t.owner.gid)
+			err = t.root.Lchown(p, o.uid, o.gid)
 		}
 		if err != nil {
 			return err
@@ -391,7 +410,7 @@ func MkdirAll(dir, name string) error {
 		return err
 	}
 	defer h.Close()
-	t := &Tree{dir: dir, root: h, owner: ownerOf(h)}
+	t := &Tree{dir: dir, root: h, owner: ownerOnce(h)}
 	return t.mkdirAll(name)
 }
 

@@ -48,7 +48,9 @@ func (f StreamerFunc) Stream(ctx context.Context, req *Request, emit Emit) *peng
 // look at the outcome), change how it runs (wrap ctx) or short-circuit it
 // (answer without calling next). It must not change the request: requests
 // are a pure function of the session log, so every replica and every retry
-// sends the same thing. What it emits and the outcome it returns are the
+// sends the same thing; and the request's messages and tools are the
+// caller's own, shared with an in-process caller that keeps reading them
+// (see Request). What it emits and the outcome it returns are the
 // caller's, as [Emit] says: it keeps a copy of what it needs from them once
 // the call has ended.
 type Middleware func(next Streamer) Streamer
@@ -64,6 +66,11 @@ func Chain(s Streamer, mw ...Middleware) Streamer {
 
 // Request is one validated, provider-neutral model request. The gRPC
 // handler builds it; adapters translate it to their wire format.
+//
+// Its messages and tools are those of the StreamGenerateRequest, which an
+// in-process caller shares rather than copies (the llm service is a
+// grpcserver.RequestReader): nothing that handles a Request changes them,
+// nor their slices, in place; what must differ is built anew.
 type Request struct {
 	// Provider is the route that serves the request.
 	Provider string
