@@ -172,8 +172,9 @@ func hashOf(data []byte) string {
 // stamp (see package dirstamp), taken by a Sync that wrote nothing, still
 // holds was not changed since: its files are not read and hashed again
 // for changes to push, and its sync record is the one kept from then. The
-// store is asked for the agent's version every time, which is how an
-// edit through another replica is seen.
+// store is asked for the agent's version every time (SyncAt takes it
+// from a read as fresh), which is how an edit through another replica is
+// seen.
 func (m *Mirror) Sync(ctx context.Context, project, agent string) (string, error) {
 	dir, _, err := m.SyncHeld(ctx, project, agent)
 	return dir, err
@@ -184,6 +185,22 @@ func (m *Mirror) Sync(ctx context.Context, project, agent string) (string, error
 // stamp held a moment ago, which agentstate.LoadHeld takes instead of
 // checking it again.
 func (m *Mirror) SyncHeld(ctx context.Context, project, agent string) (string, dirstamp.Stamp, error) {
+	return m.sync(ctx, project, agent, nil)
+}
+
+// SyncAt is SyncHeld with the agent's version as the store gave it a
+// moment ago (zero: the store held no such agent), read with what the
+// caller starts from (a task's row, store.LeaseRead): the store is not
+// asked for it again, and an edit made before that read holds. A copy
+// with changes of its own to write asks again once they are written, as
+// SyncHeld does.
+func (m *Mirror) SyncAt(ctx context.Context, project, agent string, version int64) (string, dirstamp.Stamp, error) {
+	return m.sync(ctx, project, agent, &version)
+}
+
+// sync is SyncHeld, taking the agent's version from known when it is
+// given and no change of the copy was written since it was read.
+func (m *Mirror) sync(ctx context.Context, project, agent string, known *int64) (string, dirstamp.Stamp, error) {
 	key := copyKey(project, agent)
 	defer m.lock(project, agent)()
 	dir := m.Dir(project, agent)
@@ -210,7 +227,18 @@ func (m *Mirror) SyncHeld(ctx context.Context, project, agent string) (string, d
 			}
 		}
 	}
-	a, err := m.store.GetAgent(ctx, project, agent)
+	var (
+		a   store.Agent
+		err error
+	)
+	switch {
+	case known == nil || pushed:
+		a, err = m.store.GetAgent(ctx, project, agent)
+	case *known == 0:
+		err = fmt.Errorf("agent mirror: %w: agent %s of project %s", store.ErrNotFound, agent, project)
+	default:
+		a = store.Agent{Project: project, Name: agent, Version: *known}
+	}
 	if errors.Is(err, store.ErrNotFound) && base != nil {
 		// The agent was deleted through another replica: its copy here
 		// goes too, so that nothing runs on a stale one.

@@ -137,7 +137,7 @@ func (k *Keeper) Acquire(ctx context.Context, sessionID string) (*Lease, error) 
 // Peeker is a store that reads a session without taking its lease
 // (store.Store's PeekLease).
 type Peeker interface {
-	PeekLease(ctx context.Context, sessionID string) (*store.LeaseRead, error)
+	PeekLease(ctx context.Context, sessionID string, agent store.AgentRef) (*store.LeaseRead, error)
 }
 
 // Claim readies the session's lease to be taken by the task's first
@@ -148,16 +148,18 @@ type Peeker interface {
 // when another replica took the lease, or took it and wrote the log,
 // since the read. The claimer must not write the session before, nor act
 // on it as its runner: until the claim is taken (Taken) it has prepared
-// only. When a lease is on the session (a run holds it, or one was cut off
-// and is resumed by whoever takes it), or the store cannot read without
-// it, Claim takes the lease as Acquire does and the claim is nil.
-func (k *Keeper) Claim(ctx context.Context, sessionID string) (*Lease, *store.LeaseClaim, error) {
+// only. agent, when not zero, is the agent the claimer expects the
+// session to run, whose version the read takes too. When a lease is on
+// the session (a run holds it, or one was cut off and is resumed by
+// whoever takes it), or the store cannot read without it, Claim takes
+// the lease as Acquire does and the claim is nil.
+func (k *Keeper) Claim(ctx context.Context, sessionID string, agent store.AgentRef) (*Lease, *store.LeaseClaim, error) {
 	p, can := k.store.(Peeker)
 	if !can {
 		l, err := k.Acquire(ctx, sessionID)
 		return l, nil, err
 	}
-	r, err := p.PeekLease(ctx, sessionID)
+	r, err := p.PeekLease(ctx, sessionID, agent)
 	if err != nil {
 		return nil, nil, err
 	}

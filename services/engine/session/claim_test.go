@@ -21,8 +21,8 @@ type racedStore struct {
 	race atomic.Pointer[func(ctx context.Context, id string, last int64) error]
 }
 
-func (s *racedStore) PeekLease(ctx context.Context, id string) (*store.LeaseRead, error) {
-	r, err := s.Store.PeekLease(ctx, id)
+func (s *racedStore) PeekLease(ctx context.Context, id string, agent store.AgentRef) (*store.LeaseRead, error) {
+	r, err := s.Store.PeekLease(ctx, id, agent)
 	if f := s.race.Swap(nil); f != nil && err == nil {
 		if err := (*f)(ctx, id, r.Row.LastSequence); err != nil {
 			return nil, err

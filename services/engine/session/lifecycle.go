@@ -58,7 +58,7 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 	if err != nil {
 		return nil, err
 	}
-	st, err := m.loadAgent(ctx, spec.AgentState)
+	st, err := m.loadAgent(ctx, spec.AgentState, nil)
 	if err != nil {
 		return nil, err
 	}

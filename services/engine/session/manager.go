@@ -21,6 +21,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -295,34 +296,57 @@ type AgentCopies interface {
 	// SyncHeld is Sync, also returning the copy's stamp when it found
 	// the copy unchanged (zero when not), for agentstate.LoadHeld.
 	SyncHeld(ctx context.Context, project, agent string) (string, dirstamp.Stamp, error)
+	// SyncAt is SyncHeld with the agent's version as the store read it
+	// a moment ago (zero: no such agent), instead of asking for it.
+	SyncAt(ctx context.Context, project, agent string, version int64) (string, dirstamp.Stamp, error)
+}
+
+// agentOf names the agent of the store whose working copy an agent
+// state directory is (the default one for ""); ok is false when the
+// engine keeps no copies or dir is none of them.
+func (m *Manager) agentOf(dir string) (ref store.AgentRef, ok bool) {
+	if m.opts.Agents == nil {
+		return store.AgentRef{}, false
+	}
+	if dir == "" {
+		dir = m.opts.DefaultAgentState
+	}
+	ref.Project, ref.Name, ok = m.opts.Agents.Resolve(dir)
+	return ref, ok
 }
 
 // loadAgent loads an agent state directory: the working copy of an agent
 // of the store, brought up to date, or a directory as it stands. The
-// default one is created when missing; a named one must exist.
-func (m *Manager) loadAgent(ctx context.Context, dir string) (*agentstate.State, error) {
-	if m.opts.Agents != nil {
-		ref := dir
-		if ref == "" {
-			ref = m.opts.DefaultAgentState
+// default one is created when missing; a named one must exist. When read,
+// what a task read with its row (store.LeaseRead), holds the version of
+// the copy's agent, the copy is brought up to date from that version
+// rather than from a read of its own.
+func (m *Manager) loadAgent(ctx context.Context, dir string, read *store.LeaseRead) (*agentstate.State, error) {
+	if a, ok := m.agentOf(dir); ok {
+		var (
+			copyDir string
+			held    dirstamp.Stamp
+			err     error
+		)
+		if read != nil && read.AgentRead && read.Agent == a {
+			copyDir, held, err = m.opts.Agents.SyncAt(ctx, a.Project, a.Name, read.AgentVersion)
+		} else {
+			copyDir, held, err = m.opts.Agents.SyncHeld(ctx, a.Project, a.Name)
 		}
-		if project, agent, ok := m.opts.Agents.Resolve(ref); ok {
-			copyDir, held, err := m.opts.Agents.SyncHeld(ctx, project, agent)
-			switch {
-			case errors.Is(err, store.ErrNotFound) && ref != agent:
-				// A directory beside the working copies that the store
-				// does not hold: read as it stands, below.
-			case errors.Is(err, store.ErrNotFound):
-				return nil, fmt.Errorf("%w: agent %q does not exist", ErrInvalid, agent)
-			case err != nil:
-				return nil, fmt.Errorf("%w: agent %q: %v", ErrUnavailable, agent, err)
-			default:
-				st, err := agentstate.LoadHeld(copyDir, held)
-				if err != nil {
-					return nil, fmt.Errorf("%w: %v", ErrPrecondition, err)
-				}
-				return st, nil
+		switch {
+		case errors.Is(err, store.ErrNotFound) && cmp.Or(dir, m.opts.DefaultAgentState) != a.Name:
+			// A directory beside the working copies that the store
+			// does not hold: read as it stands, below.
+		case errors.Is(err, store.ErrNotFound):
+			return nil, fmt.Errorf("%w: agent %q does not exist", ErrInvalid, a.Name)
+		case err != nil:
+			return nil, fmt.Errorf("%w: agent %q: %v", ErrUnavailable, a.Name, err)
+		default:
+			st, err := agentstate.LoadHeld(copyDir, held)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrPrecondition, err)
 			}
+			return st, nil
 		}
 	}
 	if dir == "" || dir == m.opts.DefaultAgentState {

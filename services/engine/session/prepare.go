@@ -41,16 +41,25 @@ type leasedRead struct {
 }
 
 // model returns the project's settings of row's model as the store read
-// them with row (SQLite's PeekLease), and whether it did: read in the
-// same transaction as the row, they are as fresh as it is, and the task
-// does not read them again. A row read again since (a disposal, a
-// parent's environment) may name another model, so its settings are
-// read anew.
+// them with row (PeekLease), and whether it did: read at the same moment
+// as the row, they are as fresh as it is, and the task does not read
+// them again. A row read again since (a disposal, a parent's
+// environment) may name another model, so its settings are read anew.
 func (l leasedRead) model(row *store.Session) (*store.ModelSetting, bool) {
-	if r := l.read; r != nil && r.ModelRead && r.Row == row {
+	if r := l.with(row); r != nil && r.ModelRead {
 		return r.Model, true
 	}
 	return nil, false
+}
+
+// with returns what the store read with row, nil when row is not the
+// row it read: the agent's version in it (PeekLease) is as fresh as row
+// for the agent it names (loadAgent).
+func (l leasedRead) with(row *store.Session) *store.LeaseRead {
+	if r := l.read; r != nil && r.Row == row {
+		return r
+	}
+	return nil
 }
 
 // prepare reads what a task needs: the row, the agent state, the context
@@ -112,7 +121,7 @@ func (rt *Runtime) prepare(ctx context.Context, thinking penguinv1.ThinkingLevel
 			}
 		}
 	}
-	st, err := m.loadAgent(ctx, row.AgentState)
+	st, err := m.loadAgent(ctx, row.AgentState, leased.with(row))
 	if err != nil {
 		return nil, err
 	}

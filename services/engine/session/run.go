@@ -53,6 +53,11 @@ type task struct {
 	lease *lease.Lease
 	// leased is what the store read with the lease, for prepare.
 	leased leasedRead
+	// agent is the agent the task expects the session to run, named by
+	// the row its call read a moment ago (a session's agent state never
+	// changes): claim's read without the lease takes its version too,
+	// which prepare uses when the row read with it names that agent.
+	agent store.AgentRef
 	// durable tasks are handed over when the engine stops instead of
 	// aborted (agentstate's durable_tasks); handover is set when that
 	// happens. Guarded by the runtime's mu.
@@ -155,8 +160,9 @@ func isIdle(ev *penguinv1.RunEvent) bool {
 // of its own before the task prepares: the preparation only reads and
 // the journal publishes nothing until that commit, which the store
 // refuses, writing nothing, when another replica took the lease or ran a
-// task since the read (lease.Keeper.Claim). A lease on the session (a run
-// cut off) is taken at once, as without firstWrite.
+// task since the read (lease.Keeper.Claim), and which takes the version
+// of t.agent too. A lease on the session (a run cut off) is taken at
+// once, as without firstWrite.
 func (rt *Runtime) claim(ctx context.Context, t *task, firstWrite bool) error {
 	m := rt.m
 	for {
@@ -196,7 +202,7 @@ func (rt *Runtime) claim(ctx context.Context, t *task, firstWrite bool) error {
 		err error
 	)
 	if firstWrite {
-		l, c, err = m.leases.Claim(ctx, rt.id)
+		l, c, err = m.leases.Claim(ctx, rt.id, t.agent)
 	} else {
 		l, err = m.leases.Acquire(ctx, rt.id)
 	}
@@ -273,6 +279,9 @@ func newTask() *task {
 func (rt *Runtime) startRun(ctx context.Context, spec RunSpec) (*task, int64, error) {
 	t := newTask()
 	t.run = trace.SpanContextFromContext(ctx)
+	if row := spec.Row; row != nil && row.ID == rt.id {
+		t.agent, _ = rt.m.agentOf(row.AgentState)
+	}
 	if err := rt.claim(ctx, t, true); err != nil {
 		return nil, 0, err
 	}

@@ -27,9 +27,9 @@ func (c *rowCounts) GetSession(ctx context.Context, id string) (*store.Session, 
 
 // PeekLease reads the row too, with the lease's presence (a task's read
 // before it claims the lease).
-func (c *rowCounts) PeekLease(ctx context.Context, id string) (*store.LeaseRead, error) {
+func (c *rowCounts) PeekLease(ctx context.Context, id string, agent store.AgentRef) (*store.LeaseRead, error) {
 	c.reads.Add(1)
-	return c.Store.PeekLease(ctx, id)
+	return c.Store.PeekLease(ctx, id, agent)
 }
 
 func (c *rowCounts) UpdateSession(ctx context.Context, s *store.Session) error {

@@ -42,9 +42,10 @@ func (s *sqliteStore) GetAgent(ctx context.Context, project, name string) (Agent
 	if err := s.agentOp(op, project, name); err != nil {
 		return Agent{}, err
 	}
-	// Prepared once on the readers, as a session's task asks for its
-	// agent twice (when it is created and when it runs): preparing the
-	// statement anew cost more than running it.
+	// Prepared once on the readers, as every session's creation asks
+	// for its agent (and a run whose read with the row did not take it,
+	// PeekLease): preparing the statement anew cost more than running
+	// it.
 	return s.scanAgent(ctx, op, s.rs.lookup(ctx, sqliteGetAgent, project, name), project, name)
 }
 

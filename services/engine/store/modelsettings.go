@@ -72,6 +72,12 @@ func scanModelSetting(sc scanner) (*ModelSetting, error) {
 	if err := sc.Scan(&s.Project, &s.Provider, &s.ModelID, &s.ContextWindow, &price, &updated); err != nil {
 		return nil, err
 	}
+	return s.stored(price, updated)
+}
+
+// stored completes s, read with its price and time of change as the
+// table holds them.
+func (s ModelSetting) stored(price string, updated int64) (*ModelSetting, error) {
 	if price != "" {
 		s.Price = &Price{}
 		if err := json.Unmarshal([]byte(price), s.Price); err != nil {
@@ -100,7 +106,7 @@ func (t *teamSQL) GetModelSetting(ctx context.Context, project, provider, modelI
 }
 
 // getModelSetting reads one model's settings in a project (GetModelSetting,
-// and SQLite's PeekLease).
+// and SQLite's PeekLease; PostgreSQL's joins the table in pgPeekLease).
 const getModelSetting = `SELECT ` + modelSettingColumns + ` FROM model_settings WHERE project_id = ? AND provider = ? AND model_id = ?`
 
 // PutModelSetting implements ModelSettingsStore.

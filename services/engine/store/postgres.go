@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -376,7 +377,7 @@ func (s *pgStore) ModifySession(ctx context.Context, id string, f func(*Session)
 	}
 	for {
 		var xmin uint32
-		sess, err := scanPGSession(prefixScanner{s.pool.QueryRow(ctx, `SELECT xmin, `+sessionColumns+` FROM sessions WHERE id = $1`, id), &xmin})
+		sess, err := scanPGSession(prefixScanner{s.pool.QueryRow(ctx, `SELECT xmin, `+sessionColumns+` FROM sessions WHERE id = $1`, id), []any{&xmin}})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%s: %w: session %s", op, ErrNotFound, id)
 		}
@@ -503,15 +504,15 @@ func (s *pgStore) WriteSession(ctx context.Context, id string, w SessionWrite) e
 // pgParam is PostgreSQL's placeholder of a statement's nth argument.
 func pgParam(n int) string { return "$" + strconv.Itoa(n) }
 
-// prefixScanner scans a row whose first column is first's, followed by
+// prefixScanner scans a row whose first columns are first's, followed by
 // what the wrapped scanner's caller reads.
 type prefixScanner struct {
 	row   scanner
-	first any
+	first []any
 }
 
 func (p prefixScanner) Scan(dest ...any) error {
-	return p.row.Scan(append([]any{p.first}, dest...)...)
+	return p.row.Scan(append(p.first[:len(p.first):len(p.first)], dest...)...)
 }
 
 // DeleteSession implements Store. The events, quarantined records and lease
@@ -777,16 +778,22 @@ func (s *pgStore) claimLease(ctx context.Context, op string, tx pgx.Tx, id strin
 	return nil
 }
 
-// PeekLease implements Store: the row and whether a lease is on it, in
-// one statement. The log is left to ReadEvents.
-func (s *pgStore) PeekLease(ctx context.Context, sessionID string) (*LeaseRead, error) {
+// PeekLease implements Store: the row, whether a lease is on it, the
+// project's settings of its model and the agent's version, in one
+// statement (one round trip, one snapshot). The log is left to
+// ReadEvents.
+func (s *pgStore) PeekLease(ctx context.Context, sessionID string, agent AgentRef) (*LeaseRead, error) {
 	const op = "peek lease"
 	if s.closed.Load() {
 		return nil, closedError(op)
 	}
-	lr := &LeaseRead{}
-	row, err := scanPGSession(prefixScanner{s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM leases WHERE session_id = $1), `+
-		sessionColumns+` FROM sessions WHERE id = $1`, sessionID), &lr.Leased})
+	lr := &LeaseRead{Agent: agent}
+	var (
+		window, settingUpdated, version *int64
+		price                           *string
+	)
+	row, err := scanPGSession(prefixScanner{s.pool.QueryRow(ctx, pgPeekLease, sessionID, DefaultProject, agent.Project, agent.Name),
+		[]any{&lr.Leased, &window, &price, &settingUpdated, &version}})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%s: %w: session %s", op, ErrNotFound, sessionID)
 	}
@@ -794,8 +801,43 @@ func (s *pgStore) PeekLease(ctx context.Context, sessionID string) (*LeaseRead, 
 		return nil, s.wrap(ctx, op, err)
 	}
 	lr.Row = row
+	if window == nil {
+		lr.ModelRead = true
+	} else {
+		// A price that does not decode leaves the settings to
+		// GetModelSetting, which reports it.
+		ms := ModelSetting{Project: cmp.Or(row.ProjectID, DefaultProject), Provider: row.Provider, ModelID: row.ModelID, ContextWindow: *window}
+		if lr.Model, err = ms.stored(*price, *settingUpdated); err == nil {
+			lr.ModelRead = true
+		} else {
+			lr.Model = nil
+		}
+	}
+	if agent != (AgentRef{}) {
+		lr.AgentRead = true
+		if version != nil {
+			lr.AgentVersion = *version
+		}
+	}
 	return lr, nil
 }
+
+// pgPeekLease reads a session's row ($1) after whether a lease row is on
+// it, its project's settings of its model (the columns null when there
+// are none; the project $2 when the row has none) and the version of an
+// agent ($3, $4; null when there is no such agent).
+const pgPeekLease = `SELECT EXISTS (SELECT 1 FROM leases WHERE session_id = $1),
+		setting.setting_window, setting.setting_price, setting.setting_updated,
+		(SELECT agents.version FROM agents WHERE agents.project = $3 AND agents.name = $4),
+		` + sessionColumns + `
+	FROM sessions LEFT JOIN LATERAL (
+		SELECT model_settings.context_window AS setting_window, model_settings.price AS setting_price,
+			model_settings.updated_at AS setting_updated
+		FROM model_settings
+		WHERE model_settings.project_id = COALESCE(NULLIF(sessions.project_id, ''), $2)
+			AND model_settings.provider = sessions.provider AND model_settings.model_id = sessions.model_id
+	) AS setting ON true
+	WHERE sessions.id = $1`
 
 // ReleaseLease implements Store.
 func (s *pgStore) ReleaseLease(ctx context.Context, sessionID, owner string) error {

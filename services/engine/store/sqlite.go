@@ -1158,12 +1158,13 @@ func (s *sqliteStore) claimLease(ctx context.Context, op string, t *writeTx, id 
 	return nil
 }
 
-// PeekLease implements Store: the lease's row, the session's and its
-// log's when short are read in one read transaction on the writer's
-// connection (readOnWriter), whose page cache holds them. The log's
+// PeekLease implements Store: the lease's row, the session's, the model
+// settings', the agent's and the log's when short are read in one read
+// transaction on the writer's connection (readOnWriter), whose page
+// cache holds them, rather than on the readers afterwards. The log's
 // records are decoded once the transaction has ended, as
 // AcquireLeaseRead decodes them.
-func (s *sqliteStore) PeekLease(ctx context.Context, sessionID string) (*LeaseRead, error) {
+func (s *sqliteStore) PeekLease(ctx context.Context, sessionID string, agent AgentRef) (*LeaseRead, error) {
 	const op = "peek lease"
 	if s.closed.Load() {
 		return nil, closedError(op)
@@ -1182,7 +1183,13 @@ func (s *sqliteStore) PeekLease(ctx context.Context, sessionID string) (*LeaseRe
 	if err != nil {
 		return nil, s.wrap(ctx, op, err)
 	}
-	lr := &LeaseRead{}
+	var version *sql.Stmt
+	if agent != (AgentRef{}) {
+		if version, err = s.ws.stmt(ctx, sqliteGetAgent); err != nil {
+			return nil, s.wrap(ctx, op, err)
+		}
+	}
+	lr := &LeaseRead{Agent: agent}
 	var raw []storedEvent
 	err = s.readOnWriter(ctx, op, func(t *writeTx) error {
 		row, err := scanSQLiteSession(t.stmt(get).QueryRowContext(t.ctx, sessionID))
@@ -1205,6 +1212,17 @@ func (s *sqliteStore) PeekLease(ctx context.Context, sessionID string) (*LeaseRe
 			lr.ModelRead = true
 		case err == nil:
 			lr.Model, lr.ModelRead = ms, true
+		}
+		// The agent's version, likewise: a failed read leaves it to
+		// GetAgent.
+		if version != nil {
+			var v, updated int64
+			switch err := t.stmt(version).QueryRowContext(t.ctx, agent.Project, agent.Name).Scan(&v, &updated); {
+			case errors.Is(err, sql.ErrNoRows):
+				lr.AgentRead = true
+			case err == nil:
+				lr.AgentVersion, lr.AgentRead = v, true
+			}
 		}
 		// One event more than a whole log may hold says it is longer.
 		rows, err := t.stmt(events).QueryContext(t.ctx, sessionID, 0, LeaseReadEvents+1)

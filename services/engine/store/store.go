@@ -284,13 +284,15 @@ type Store interface {
 
 	// PeekLease reads what a task starts from without taking the
 	// session's lease: the row, whether a lease row is on the session
-	// (Leased), and, on a store that can read it cheaply (SQLite, on its
-	// writer's connection), the whole log when it holds at most
-	// LeaseReadEvents events. The row and the lease are read at one
-	// moment. A task that found no lease takes it with its first write
-	// (SessionWrite.Claim), which refuses it when the log has moved since.
-	// ErrNotFound for an unknown session.
-	PeekLease(ctx context.Context, sessionID string) (*LeaseRead, error)
+	// (Leased), the project's settings of the row's model (Model), the
+	// version of agent when it is given (the agent the caller expects the
+	// row's AgentState to name: LeaseRead.Agent), and, on a store that
+	// can read it cheaply (SQLite, on its writer's connection), the whole
+	// log when it holds at most LeaseReadEvents events. All of it is read
+	// at one moment. A task that found no lease takes it with its first
+	// write (SessionWrite.Claim), which refuses it when the log has moved
+	// since. ErrNotFound for an unknown session.
+	PeekLease(ctx context.Context, sessionID string, agent AgentRef) (*LeaseRead, error)
 
 	// LeaseCutOff reports whether StaleLeases(owner) would return the
 	// session: one session's answer without listing them all, for a
@@ -338,16 +340,28 @@ type LeaseRead struct {
 	// it holds at most LeaseReadEvents events; Whole says it does.
 	Log   []Event
 	Whole bool
-	// ModelRead says Model was read with Row, in the same transaction
-	// (PeekLease on SQLite): the task takes the project's settings of the
-	// row's model from here instead of a read of its own. The settings
-	// are as fresh as the row, so a change made before the Run holds.
+	// ModelRead says Model was read with Row, at the same moment
+	// (PeekLease): the task takes the project's settings of the row's
+	// model from here instead of a read of its own. The settings are as
+	// fresh as the row, so a change made before the Run holds.
 	ModelRead bool
 	// Model is the project's settings of Row's model (GetModelSetting of
 	// Row's project, DefaultProject when it has none), nil when it has
 	// none.
 	Model *ModelSetting
+	// Agent is the agent PeekLease was asked for. AgentRead says its
+	// version was read with Row, at the same moment: AgentVersion is
+	// the agent's version then (GetAgent's), zero when the store held no
+	// such agent. A task whose row names that agent brings its working
+	// copy up to date from here instead of asking for the version again;
+	// an edit of the agent made before the Run holds.
+	Agent        AgentRef
+	AgentRead    bool
+	AgentVersion int64
 }
+
+// AgentRef names an agent of a project; the zero AgentRef names none.
+type AgentRef struct{ Project, Name string }
 
 // ReadCounter is a store that counts the statements it runs on its
 // readers: with the tasks run, it says how many reads a task costs

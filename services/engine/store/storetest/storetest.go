@@ -1446,30 +1446,55 @@ func (s *suite) testLeaseContention(t *testing.T, ctx context.Context, st store.
 }
 
 // PeekLease reads the row and whether a lease row is on the session,
-// live or expired, and takes nothing; the model settings it reads with
-// the row, if it does, are the project's as they stand.
+// live or expired, and takes nothing; with the row, the project's
+// settings of its model and the version of the agent asked for, as they
+// stand.
 func (s *suite) testPeekLease(t *testing.T, ctx context.Context, st store.Store) {
 	mustCreate(t, ctx, st, &store.Session{ID: "peek", Title: "peeked", Provider: "peek", ModelID: "m1"})
 	logged := eventsOf(1, text("a"), text("b"))
 	if err := st.AppendEvents(ctx, "peek", logged...); err != nil {
 		t.Fatal(err)
 	}
-	r, err := st.PeekLease(ctx, "peek")
+	r, err := st.PeekLease(ctx, "peek", store.AgentRef{})
 	if err != nil || r.Leased || r.Row.Title != "peeked" || r.Row.LastSequence != 2 {
 		t.Fatalf("PeekLease of a free session = %+v, %v; want its row at sequence 2, not leased", r, err)
 	}
 	if r.Whole {
 		checkEvents(t, logged, r.Log)
 	}
-	if r.ModelRead && r.Model != nil {
-		t.Fatalf("PeekLease read settings %+v of a model that has none", r.Model)
+	if !r.ModelRead || r.Model != nil {
+		t.Fatalf("PeekLease read settings %+v (read: %v) of a model that has none; want none read", r.Model, r.ModelRead)
+	}
+	if r.AgentRead {
+		t.Fatalf("PeekLease read an agent (version %d) it was not asked for", r.AgentVersion)
 	}
 	for _, window := range []int64{1000, 2000} {
-		if err := st.PutModelSetting(ctx, &store.ModelSetting{Project: store.DefaultProject, Provider: "peek", ModelID: "m1", ContextWindow: window}); err != nil {
+		price := &store.Price{Input: float64(window), Output: 1}
+		if err := st.PutModelSetting(ctx, &store.ModelSetting{Project: store.DefaultProject, Provider: "peek", ModelID: "m1", ContextWindow: window, Price: price}); err != nil {
 			t.Fatal(err)
 		}
-		if r, err := st.PeekLease(ctx, "peek"); err != nil || r.ModelRead && (r.Model == nil || r.Model.ContextWindow != window) {
-			t.Fatalf("PeekLease = %+v, %v; want the model's settings with window %d", r, err, window)
+		r, err := st.PeekLease(ctx, "peek", store.AgentRef{})
+		if err != nil || !r.ModelRead || r.Model == nil || r.Model.ContextWindow != window || r.Model.Price == nil || *r.Model.Price != *price ||
+			r.Model.Project != store.DefaultProject || r.Model.Provider != "peek" || r.Model.ModelID != "m1" || r.Model.UpdatedAt.IsZero() {
+			t.Fatalf("PeekLease = %+v (model %+v), %v; want the model's settings with window %d and price %+v", r, r.Model, err, window, price)
+		}
+	}
+	// The agent asked for: none yet, then each version it reaches.
+	agent := store.AgentRef{Project: store.DefaultProject, Name: "peeker"}
+	if r, err := st.PeekLease(ctx, "peek", agent); err != nil || !r.AgentRead || r.AgentVersion != 0 || r.Agent != agent {
+		t.Fatalf("PeekLease asking for an agent the store lacks = %+v, %v; want it read, at version 0", r, err)
+	}
+	if as, ok := st.(store.AgentStore); ok {
+		if _, err := as.CreateAgent(ctx, agent.Project, agent.Name, []store.AgentFile{{Path: "AGENTS.md", Data: []byte("a")}}); err != nil {
+			t.Fatal(err)
+		}
+		for want := int64(1); want <= 2; want++ {
+			if r, err := st.PeekLease(ctx, "peek", agent); err != nil || !r.AgentRead || r.AgentVersion != want {
+				t.Fatalf("PeekLease asking for the agent = %+v, %v; want it read at version %d", r, err, want)
+			}
+			if _, err := as.ChangeAgent(ctx, agent.Project, agent.Name, []store.AgentChange{{Path: "AGENTS.md", Data: []byte("b"), IfVersion: store.AnyVersion}}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if _, _, _, err := st.LeaseHolder(ctx, "peek"); !errors.Is(err, store.ErrNotFound) {
@@ -1480,10 +1505,10 @@ func (s *suite) testPeekLease(t *testing.T, ctx context.Context, st store.Store)
 	}
 	time.Sleep(5 * time.Millisecond)
 	// An expired lease is still on the session: its run was cut off.
-	if r, err := st.PeekLease(ctx, "peek"); err != nil || !r.Leased {
+	if r, err := st.PeekLease(ctx, "peek", store.AgentRef{}); err != nil || !r.Leased {
 		t.Fatalf("PeekLease of a session with an expired lease = %+v, %v; want leased", r, err)
 	}
-	_, err = st.PeekLease(ctx, "nope")
+	_, err = st.PeekLease(ctx, "nope", agent)
 	wantErr(t, "PeekLease(unknown)", err, store.ErrNotFound)
 }
 
