@@ -182,11 +182,16 @@ func serveBench(b *testing.B) (*grpcserver.Server, net.Listener) {
 // serveBenchWith is serveBench with streamGenerate as the fake's
 // StreamGenerate.
 func serveBenchWith(b *testing.B, streamGenerate func(grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]) error) (*grpcserver.Server, net.Listener) {
+	return serveBenchLLM(b, &fakeLLM{streamGenerate: streamGenerate})
+}
+
+// serveBenchLLM is serveBench with llm as the server's LLMService.
+func serveBenchLLM(b *testing.B, llm penguinv1.LLMServiceServer) (*grpcserver.Server, net.Listener) {
 	srv, err := grpcserver.New(grpcserver.Options{Name: "bench", AuthToken: "t", TracerProvider: noop.NewTracerProvider(), Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	penguinv1.RegisterLLMServiceServer(srv, &fakeLLM{streamGenerate: streamGenerate})
+	penguinv1.RegisterLLMServiceServer(srv, llm)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -221,27 +226,10 @@ func BenchmarkInProcessSharedRequest(b *testing.B) {
 	for _, n := range []int{50, 200} {
 		for _, shared := range []bool{false, true} {
 			b.Run(fmt.Sprintf("history=%d/shared=%v", n, shared), func(b *testing.B) {
-				srv, err := grpcserver.New(grpcserver.Options{Name: "bench", AuthToken: "t", TracerProvider: noop.NewTracerProvider(), Registerer: prometheus.NewRegistry()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				penguinv1.RegisterLLMServiceServer(srv, readingLLM{&fakeLLM{streamGenerate: func(s grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]) error {
+				srv, _ := serveBenchLLM(b, readingLLM{&fakeLLM{streamGenerate: func(s grpc.ServerStreamingServer[penguinv1.StreamGenerateResponse]) error {
 					return s.Send(&penguinv1.StreamGenerateResponse{Frame: &penguinv1.StreamGenerateResponse_Outcome{Outcome: &penguinv1.LLMOutcome{Status: penguinv1.StopReason_STOP_REASON_COMPLETED}}})
 				}}})
-				lis, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					b.Fatal(err)
-				}
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan struct{})
-				go func() {
-					defer close(done)
-					_ = srv.Serve(ctx, lis)
-				}()
-				b.Cleanup(func() {
-					cancel()
-					<-done
-				})
+				ctx := b.Context()
 				client := penguinv1.NewLLMServiceClient(grpcclient.NewInProcess(srv.InProcess(), grpcclient.Options{Token: "t"}))
 				req := &penguinv1.StreamGenerateRequest{Model: &penguinv1.ModelRef{Provider: "bench", ModelId: "bench"}, History: benchHistory(n),
 					NewMessages: []*penguinv1.OmniMessage{omni.UserText("and now?")}, SystemPrompt: "be brief"}
