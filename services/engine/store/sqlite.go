@@ -1103,13 +1103,7 @@ func (s *sqliteStore) acquireLease(ctx context.Context, sessionID, owner, ownerA
 			return s.wrap(ctx, op, err)
 		}
 		lr = &LeaseRead{Row: row}
-		// One event more than a whole log may hold says it is longer.
-		rows, err := t.stmt(events).QueryContext(t.ctx, sessionID, 0, LeaseReadEvents+1)
-		if err != nil {
-			return s.wrap(ctx, op, err)
-		}
-		raw, err = collectEvents(rows)
-		_ = rows.Close()
+		raw, err = t.shortLog(events, sessionID)
 		return s.wrap(ctx, op, err)
 	})
 	if err != nil || lr == nil || len(raw) > LeaseReadEvents {
@@ -1156,6 +1150,18 @@ func (s *sqliteStore) claimLease(ctx context.Context, op string, t *writeTx, id 
 		return fmt.Errorf("%s: %w: session %s is at sequence %d, read at %d", op, ErrLeaseTaken, id, last, c.LastSequence)
 	}
 	return nil
+}
+
+// shortLog reads the session's log in the transaction with events (the
+// prepared sqliteReadEvents) up to one event more than a lease read holds
+// whole: that one more says the log is longer.
+func (t *writeTx) shortLog(events *sql.Stmt, sessionID string) ([]storedEvent, error) {
+	rows, err := t.stmt(events).QueryContext(t.ctx, sessionID, 0, LeaseReadEvents+1)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return collectEvents(rows)
 }
 
 // PeekLease implements Store: the lease's row, the session's, the model
@@ -1224,13 +1230,7 @@ func (s *sqliteStore) PeekLease(ctx context.Context, sessionID string, agent Age
 				lr.AgentVersion, lr.AgentRead = v, true
 			}
 		}
-		// One event more than a whole log may hold says it is longer.
-		rows, err := t.stmt(events).QueryContext(t.ctx, sessionID, 0, LeaseReadEvents+1)
-		if err != nil {
-			return s.wrap(ctx, op, err)
-		}
-		raw, err = collectEvents(rows)
-		_ = rows.Close()
+		raw, err = t.shortLog(events, sessionID)
 		return s.wrap(ctx, op, err)
 	})
 	if err != nil {

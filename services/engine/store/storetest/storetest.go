@@ -467,24 +467,54 @@ func (s *suite) testModify(t *testing.T, ctx context.Context, st store.Store) {
 	wantErr(t, "ModifySession(unknown)", st.ModifySession(ctx, "nope", func(*store.Session) error { return nil }), store.ErrNotFound)
 }
 
-// inParallel runs the jobs at once and fails the test, naming what, with
-// the first error any of them returned, once all have ended.
+// inParallel runs the jobs at once (each starts once all have been
+// started) and fails the test, naming what, with the first error any of
+// them returned, once all have ended.
 func inParallel(t *testing.T, what string, jobs []func() error) {
 	t.Helper()
 	var wg sync.WaitGroup
+	start := make(chan struct{})
 	errs := make(chan error, len(jobs))
 	for _, job := range jobs {
 		wg.Go(func() {
+			<-start
 			if err := job(); err != nil {
 				errs <- err
 			}
 		})
 	}
+	close(start)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Fatalf("%s: %v", what, err)
 	}
+}
+
+// contend has contenders replicas, named replica-0 and on, try at once
+// to win what only one may (try reports whether it won), fails the test
+// with any error, and returns the winners.
+func contend(t *testing.T, what string, contenders int, try func(i int, owner string) (bool, error)) []string {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		won []string
+	)
+	jobs := make([]func() error, contenders)
+	for i := range contenders {
+		owner := fmt.Sprintf("replica-%d", i)
+		jobs[i] = func() error {
+			ok, err := try(i, owner)
+			if ok {
+				mu.Lock()
+				won = append(won, owner)
+				mu.Unlock()
+			}
+			return err
+		}
+	}
+	inParallel(t, what, jobs)
+	return won
 }
 
 // testConcurrentModifies has writers add to one counter in the session's
@@ -1407,36 +1437,9 @@ func isStale(t *testing.T, ctx context.Context, st store.Store, owner, id string
 
 func (s *suite) testLeaseContention(t *testing.T, ctx context.Context, st store.Store) {
 	mustCreate(t, ctx, st, &store.Session{ID: "contend"})
-	const contenders = 8
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		won   []string
-		start = make(chan struct{})
-		errs  = make(chan error, contenders)
-	)
-	for i := range contenders {
-		owner := fmt.Sprintf("replica-%d", i)
-		wg.Go(func() {
-			<-start
-			ok, err := st.AcquireLease(ctx, "contend", owner, owner+":1", time.Minute)
-			if err != nil {
-				errs <- err
-				return
-			}
-			if ok {
-				mu.Lock()
-				won = append(won, owner)
-				mu.Unlock()
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("AcquireLease: %v", err)
-	}
+	won := contend(t, "AcquireLease", 8, func(_ int, owner string) (bool, error) {
+		return st.AcquireLease(ctx, "contend", owner, owner+":1", time.Minute)
+	})
 	if len(won) != 1 {
 		t.Fatalf("%d contenders won the lease (%v), want exactly 1", len(won), won)
 	}
@@ -1568,40 +1571,18 @@ func (s *suite) testWriteClaimsLease(t *testing.T, ctx context.Context, st store
 // their first write, exactly one writes.
 func (s *suite) testClaimContention(t *testing.T, ctx context.Context, st store.Store) {
 	mustCreate(t, ctx, st, &store.Session{ID: "claims"})
-	const contenders = 8
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		won   []string
-		start = make(chan struct{})
-		errs  = make(chan error, contenders)
-	)
-	for i := range contenders {
-		owner := fmt.Sprintf("replica-%d", i)
-		wg.Go(func() {
-			<-start
-			// Each numbers its events as it likes: the claim, not the
-			// sequence, decides.
-			err := st.WriteSession(ctx, "claims", store.SessionWrite{
-				Events: eventsOf(int64(1+i*10), text(owner)),
-				Claim:  &store.LeaseClaim{Owner: owner, OwnerAddr: owner + ":1", TTL: time.Minute},
-			})
-			switch {
-			case err == nil:
-				mu.Lock()
-				won = append(won, owner)
-				mu.Unlock()
-			case !errors.Is(err, store.ErrLeaseTaken):
-				errs <- err
-			}
+	won := contend(t, "WriteSession with a claim", 8, func(i int, owner string) (bool, error) {
+		// Each numbers its events as it likes: the claim, not the
+		// sequence, decides.
+		err := st.WriteSession(ctx, "claims", store.SessionWrite{
+			Events: eventsOf(int64(1+i*10), text(owner)),
+			Claim:  &store.LeaseClaim{Owner: owner, OwnerAddr: owner + ":1", TTL: time.Minute},
 		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("WriteSession with a claim: %v", err)
-	}
+		if errors.Is(err, store.ErrLeaseTaken) {
+			return false, nil
+		}
+		return err == nil, err
+	})
 	if len(won) != 1 {
 		t.Fatalf("%d contenders wrote with their claim (%v), want exactly 1", len(won), won)
 	}
