@@ -28,18 +28,7 @@ func TestEnumCheckSkipsOnlySharedRequests(t *testing.T) {
 	t.Parallel()
 	forTracing(t, func(t *testing.T, opts grpcserver.Options) {
 		traced := opts.TracerProvider != nil
-		readers := map[string]reader{"test.Reads": {got: make(chan *penguinv1.OmniMessage, 1), only: true}, "test.Copies": {got: make(chan *penguinv1.OmniMessage, 1)}}
-		r := start(t, opts, func(s *grpcserver.Server) {
-			for name, rd := range readers {
-				d := readDesc
-				d.ServiceName = name
-				if rd.only {
-					s.RegisterService(&d, readingOnly{rd})
-				} else {
-					s.RegisterService(&d, rd)
-				}
-			}
-		})
+		readers, r := startReaders(t, opts)
 		history := benchHistory(40)
 		history = append(history, omni.ToolCallOutput("call-x", "out", 99))
 		for _, tr := range transports {

@@ -551,6 +551,27 @@ func (r reader) read(ss grpc.ServerStream) error {
 	return ss.SendMsg(&penguinv1.StreamGenerateResponse{})
 }
 
+// startReaders starts a server with two services of readDesc's one
+// stream method: test.Reads, whose handler only reads its request
+// (grpcserver.RequestReader), and test.Copies, which says nothing; each
+// hands the request's first new message to its reader's channel.
+func startReaders(t *testing.T, opts grpcserver.Options) (map[string]reader, *running) {
+	t.Helper()
+	readers := map[string]reader{"test.Reads": {got: make(chan *penguinv1.OmniMessage, 1), only: true}, "test.Copies": {got: make(chan *penguinv1.OmniMessage, 1)}}
+	r := start(t, opts, func(s *grpcserver.Server) {
+		for name, rd := range readers {
+			d := readDesc
+			d.ServiceName = name
+			if rd.only {
+				s.RegisterService(&d, readingOnly{rd})
+			} else {
+				s.RegisterService(&d, rd)
+			}
+		}
+	})
+	return readers, r
+}
+
 // TestInProcessStreamSharedRequest checks that a request crosses without
 // a copy only when both sides say they leave it as it is: the caller with
 // grpcserver.ShareRequest, the handler as a grpcserver.RequestReader, on
@@ -560,18 +581,7 @@ func TestInProcessStreamSharedRequest(t *testing.T) {
 	t.Parallel()
 	forTracing(t, func(t *testing.T, opts grpcserver.Options) {
 		traced := opts.TracerProvider != nil
-		readers := map[string]reader{"test.Reads": {got: make(chan *penguinv1.OmniMessage, 1), only: true}, "test.Copies": {got: make(chan *penguinv1.OmniMessage, 1)}}
-		r := start(t, opts, func(s *grpcserver.Server) {
-			for name, rd := range readers {
-				d := readDesc
-				d.ServiceName = name
-				if rd.only {
-					s.RegisterService(&d, readingOnly{rd})
-				} else {
-					s.RegisterService(&d, rd)
-				}
-			}
-		})
+		readers, r := startReaders(t, opts)
 		for _, tr := range transports {
 			for name, rd := range readers {
 				for _, share := range []bool{false, true} {
