@@ -99,31 +99,12 @@ func TestApprovalModes(t *testing.T) {
 				fake.NewReply().ToolCall("c1", tc.tool, `{}`).Done(),
 				fake.NewReply().Text("ok").Done(),
 			)
-			id := e.create(tc.mode)
-			stream, err := e.client.Run(e.ctx(), &penguinv1.RunRequest{SessionId: id, Prompt: "go"})
-			if err != nil {
-				t.Fatal(err)
+			d := penguinv1.Decision_DECISION_DENY
+			if tc.allow {
+				d = penguinv1.Decision_DECISION_ALLOW
 			}
-			var evs []*penguinv1.RunEvent
-			asked := false
-			for {
-				r, err := stream.Recv()
-				if err != nil {
-					break
-				}
-				ev := r.GetEvent()
-				evs = append(evs, ev)
-				if ar := ev.GetApprovalRequest(); ar != nil {
-					asked = true
-					d := penguinv1.Decision_DECISION_DENY
-					if tc.allow {
-						d = penguinv1.Decision_DECISION_ALLOW
-					}
-					if _, err := e.client.Approve(e.ctx(), &penguinv1.ApproveRequest{SessionId: id, ToolCallId: ar.GetToolCall().GetToolCallId(), Decision: d}); err != nil {
-						t.Fatalf("Approve: %v", err)
-					}
-				}
-			}
+			evs := e.runAnswering(e.create(tc.mode), d)
+			asked := slices.ContainsFunc(evs, func(ev *penguinv1.RunEvent) bool { return ev.GetApprovalRequest() != nil })
 			checkStream(t, evs)
 			end(t, evs)
 			if asked != tc.asks {
@@ -177,25 +158,7 @@ func TestAwaitingApprovalIsFollowedByItsQuestion(t *testing.T) {
 			fake.NewReply().ToolCall("c1", "exec_command", `{}`).Text(strings.Repeat("more words ", 200)).Done(),
 			fake.NewReply().Text("ok").Done(),
 		)
-		id := e.create(readOnly)
-		stream, err := e.client.Run(e.ctx(), &penguinv1.RunRequest{SessionId: id, Prompt: "go"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var evs []*penguinv1.RunEvent
-		for {
-			r, err := stream.Recv()
-			if err != nil {
-				break
-			}
-			ev := r.GetEvent()
-			evs = append(evs, ev)
-			if ar := ev.GetApprovalRequest(); ar != nil {
-				if _, err := e.client.Approve(e.ctx(), &penguinv1.ApproveRequest{SessionId: id, ToolCallId: ar.GetToolCall().GetToolCallId(), Decision: penguinv1.Decision_DECISION_ALLOW}); err != nil {
-					t.Fatalf("Approve: %v", err)
-				}
-			}
-		}
+		evs := e.runAnswering(e.create(readOnly), penguinv1.Decision_DECISION_ALLOW)
 		checkStream(t, evs)
 		end(t, evs)
 		asked := 0

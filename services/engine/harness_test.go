@@ -148,6 +148,31 @@ func (e *env) run(id, prompt string, opts ...func(*penguinv1.RunRequest)) []*pen
 	return evs
 }
 
+// runAnswering runs a task on the session with prompt "go", answers each
+// approval question it asks with d as the question arrives, and returns
+// the events streamed until the stream ended.
+func (e *env) runAnswering(id string, d penguinv1.Decision) []*penguinv1.RunEvent {
+	e.t.Helper()
+	stream, err := e.client.Run(e.ctx(), &penguinv1.RunRequest{SessionId: id, Prompt: "go"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var evs []*penguinv1.RunEvent
+	for {
+		r, err := stream.Recv()
+		if err != nil {
+			return evs
+		}
+		ev := r.GetEvent()
+		evs = append(evs, ev)
+		if ar := ev.GetApprovalRequest(); ar != nil {
+			if _, err := e.client.Approve(e.ctx(), &penguinv1.ApproveRequest{SessionId: id, ToolCallId: ar.GetToolCall().GetToolCallId(), Decision: d}); err != nil {
+				e.t.Fatalf("Approve: %v", err)
+			}
+		}
+	}
+}
+
 // end returns the final state change of a task's events.
 func end(t *testing.T, evs []*penguinv1.RunEvent) *penguinv1.RunStateChange {
 	t.Helper()
