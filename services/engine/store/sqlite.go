@@ -177,10 +177,22 @@ func (c *stmtCache) queryRow(ctx context.Context, query string, args ...any) *sq
 // every statement, far more than the lookup. A context already ended
 // still fails it.
 func (c *stmtCache) lookup(ctx context.Context, query string, args ...any) *sql.Row {
+	return c.queryRow(uncancelled(ctx), query, args...)
+}
+
+// uncancelled is ctx without its cancellation for a statement that finds
+// its few rows through keys (lookup), unless ctx has ended already.
+func uncancelled(ctx context.Context) context.Context {
 	if ctx.Err() == nil {
-		ctx = context.WithoutCancel(ctx)
+		return context.WithoutCancel(ctx)
 	}
-	return c.queryRow(ctx, query, args...)
+	return ctx
+}
+
+// ReadForNewSession implements Store, as a lookup: its parts find their
+// rows through keys.
+func (s *sqliteStore) ReadForNewSession(ctx context.Context, q NewSessionQuery) (*NewSessionRead, error) {
+	return s.teamSQL.ReadForNewSession(uncancelled(ctx), q)
 }
 
 // close closes the prepared statements.
