@@ -85,15 +85,9 @@ func Open(ctx context.Context, url string, sealer *Sealer) (*Store, error) {
 	case url == "":
 		return nil, errors.New("routestore: empty store URL")
 	default:
-		path := url
-		for _, p := range []string{"sqlite://", "sqlite:", "file:"} {
-			if rest, ok := strings.CutPrefix(path, p); ok {
-				path = rest
-				break
-			}
-		}
-		if i := strings.Index(path, "://"); i > 0 {
-			return nil, fmt.Errorf("routestore: unsupported store URL scheme %q (want postgres://, postgresql://, sqlite:, file: or a path)", path[:i])
+		path, ok := SQLitePath(url)
+		if !ok {
+			return nil, fmt.Errorf("routestore: unsupported store URL scheme %q (want postgres://, postgresql://, sqlite:, file: or a path)", path[:strings.Index(path, "://")])
 		}
 		s.path = path
 		// synchronous=NORMAL, as the engine's store, whose file this
@@ -122,6 +116,24 @@ func Open(ctx context.Context, url string, sealer *Sealer) (*Store, error) {
 	return s, nil
 }
 
+// SQLitePath returns the SQLite file a store URL names and true, or
+// false when the URL names PostgreSQL or another scheme (path is then the
+// URL without a SQLite prefix). A process that also opens the file
+// itself, the all-in-one server, looks at it before the store opens.
+func SQLitePath(url string) (path string, ok bool) {
+	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+		return url, false
+	}
+	path = url
+	for _, p := range []string{"sqlite://", "sqlite:", "file:"} {
+		if rest, ok := strings.CutPrefix(path, p); ok {
+			path = rest
+			break
+		}
+	}
+	return path, strings.Index(path, "://") <= 0
+}
+
 // Close closes the database.
 func (s *Store) Close() error {
 	err := s.db.Close()
@@ -145,11 +157,29 @@ func (s *Store) q(query string) string {
 // NOT EXISTS, which PostgreSQL lets fail with a unique violation.
 const migrateLock = 0x70656e67_726f7574 // "pengrout"
 
-// migrate creates the tables, in one transaction that, on PostgreSQL,
-// first takes migrateLock, so that the second replica waits for the
-// first to commit and then finds them there. On SQLite the statements go
-// as one script, one call into the driver at a server's start.
+// currentQuery reads every column of both tables and the version row,
+// which a current schema has: it answers 1 then, and fails or answers 0
+// before the migration.
+const currentQuery = `SELECT (SELECT count(*) FROM llm_provider_routes_version WHERE id = 1) +
+	(SELECT count(*) FROM (SELECT project, name, spec, sealed_key, key_id, updated_ms FROM llm_provider_routes LIMIT 0) AS cols)`
+
+// migrate creates the tables when they are not there yet. It first reads
+// whether the schema is current, which it is at every open but a new
+// database's first: a read takes no write lock, so an open of an
+// existing database waits for no writer (on a server's start, the
+// engine's migration of the same SQLite file), and the all-in-one server
+// sets the two up at once (internal/assemble). Otherwise it writes the
+// tables in one transaction that takes the write lock (on SQLite, the
+// store's BEGIN IMMEDIATE) or, on PostgreSQL, migrateLock first, so that
+// of two processes opening a new database the second waits for the
+// first to commit; its statements create only what is missing, and then
+// find it there. On SQLite the statements go as one script, one call
+// into the driver.
 func (s *Store) migrate(ctx context.Context) error {
+	var current int
+	if err := s.db.QueryRowContext(ctx, currentQuery).Scan(&current); err == nil && current == 1 {
+		return nil
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -212,7 +242,11 @@ func (s *Store) Version(ctx context.Context) (int64, error) {
 // version it was read at. A route whose key does not open is returned
 // with Err set, so one bad row does not hide the others.
 func (s *Store) List(ctx context.Context) ([]Route, int64, error) {
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: s.pg})
+	// A read-only transaction: on SQLite a deferred one (BEGIN), which
+	// takes no write lock, unlike the store's writes (BEGIN IMMEDIATE);
+	// its snapshot begins at its first read, so the version and the rows
+	// are of one commit.
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, 0, err
 	}

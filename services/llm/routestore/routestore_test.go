@@ -341,3 +341,51 @@ func TestNewFilePageSize(t *testing.T) {
 		t.Fatalf("page_size %d, %v; want 1024", size, err)
 	}
 }
+
+// TestOpenWhileAnotherWrites: once its tables are there, the store opens
+// and lists its routes while another connection holds the SQLite file's
+// write lock, as the engine's migration does while the all-in-one server
+// sets both up at once: an open of an existing database only reads.
+// Before, its migration and its list took the write lock (BEGIN
+// IMMEDIATE) and waited for the other connection until the context's end.
+func TestOpenWhileAnotherWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "penguin.db")
+	st, err := routestore.Open(t.Context(), path, sealer(t, secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := routing.Provider{Name: "team", Type: "openai", BaseURL: "http://127.0.0.1:9/v1", Models: []routing.Model{{ID: "m1"}}}
+	if err := st.Add(t.Context(), "", p, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	writer, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	if _, err := writer.ExecContext(t.Context(), `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	defer writer.ExecContext(context.Background(), `ROLLBACK`)
+
+	// The bound only ends a wait for the lock, which is the failure.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	st, err = routestore.Open(ctx, path, sealer(t, secret))
+	if err != nil {
+		t.Fatalf("open while another connection holds the write lock: %v", err)
+	}
+	defer st.Close()
+	routes, _, err := st.List(ctx)
+	if err != nil || len(routes) != 1 || routes[0].Provider.Name != "team" {
+		t.Fatalf("list while another connection holds the write lock: %+v %v", routes, err)
+	}
+}
