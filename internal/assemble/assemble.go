@@ -32,6 +32,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -51,6 +52,7 @@ import (
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/llm"
+	"github.com/penguin-agent/penguin/services/llm/routestore"
 )
 
 // Config describes one server process.
@@ -328,16 +330,12 @@ func (p *Process) dial(target string, opts ...grpc.DialOption) (grpcclient.Conn,
 // environment's set-up (the cgroup sweep and probes, the sandbox's
 // trampoline, the scratch directory) depends on neither of the others, so
 // it runs beside them, which on a new home takes it off the path to ready.
-// The llm service's and the engine's run one after the other, as before:
-// on a server that runs both, the route store is the engine's SQLite
-// database, and on a new home both write their schema to it; run at once,
-// one of them would wait for the other's write lock in SQLite's busy
-// handler, which sleeps in steps of 1 to 100 ms rather than queue. What
-// each adds to the process (its registration on the server, what it
-// releases, how it stops, what the "listening" line says of it) is added
-// once all have returned, in the order llm, environment, engine; when one
-// fails, what the others built is still added, for New's Close to
-// release.
+// The llm service's runs beside the engine's too, unless both are to
+// write a new SQLite file (llmBesideEngine). What each adds to the
+// process (its registration on the server, what it releases, how it
+// stops, what the "listening" line says of it) is added once all have
+// returned, in the order llm, environment, engine; when one fails, what
+// the others built is still added, for New's Close to release.
 func (p *Process) setupServices(ctx context.Context) error {
 	var parts [3]serviceStart
 	for i, prepare := range []func(context.Context) (serviceStart, error){p.setupLLM, p.setupEnvironment, p.setupEngine} {
@@ -347,9 +345,12 @@ func (p *Process) setupServices(ctx context.Context) error {
 		}
 	}
 	llmPart, envPart, enginePart := &parts[0], &parts[1], &parts[2]
-	envDone := make(chan struct{})
-	go func() { defer close(envDone); envPart.run() }()
-	if llmPart.run(); llmPart.err == nil {
+	envDone := envPart.runBeside()
+	if p.llmBesideEngine() {
+		llmDone := llmPart.runBeside()
+		enginePart.run()
+		<-llmDone
+	} else if llmPart.run(); llmPart.err == nil {
 		enginePart.run()
 	}
 	<-envDone
@@ -362,6 +363,27 @@ func (p *Process) setupServices(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// llmBesideEngine says whether the llm service's set-up may run beside
+// the engine's: unless its route store is a SQLite file not made yet. On
+// a server that runs both, the route store is the engine's SQLite file;
+// on a new home each writes its schema to it, and run at once one of
+// them would wait for the other's write lock in SQLite's busy handler,
+// which sleeps in steps of 1 to 100 ms rather than queue, so there the
+// llm service's goes first, as before. Once the file is there (a laptop's
+// every start but its first), the route store's open only reads
+// (routestore.Open), which waits for no writer in WAL mode.
+func (p *Process) llmBesideEngine() bool {
+	if p.cfg.LLM == nil || p.cfg.Engine == nil || p.cfg.LLM.RouteStore == "" {
+		return true
+	}
+	path, ok := routestore.SQLitePath(p.cfg.LLM.RouteStore)
+	if !ok {
+		return true
+	}
+	fi, err := os.Stat(path)
+	return err == nil && fi.Size() > 0
 }
 
 // serviceStart is one service's set-up, in two halves: start, the work
@@ -382,6 +404,14 @@ func (s *serviceStart) run() {
 	if s.start != nil {
 		s.started, s.err = true, s.start()
 	}
+}
+
+// runBeside runs the start half in a goroutine of its own, and returns
+// a channel closed once it has returned.
+func (s *serviceStart) runBeside() <-chan struct{} {
+	done := make(chan struct{})
+	go func() { defer close(done); s.run() }()
+	return done
 }
 
 // setupLLM stands the llm service up when the process runs it, and keeps

@@ -567,6 +567,13 @@ func TestEnvironmentSetsUpBesideTheEngine(t *testing.T) {
 		t.Error("the environment's set-up waited for the engine's adoption, which came only after it: they ran one after the other")
 	}
 	h.mu.Unlock()
+	servesAndCreates(t, p, addr, f.root)
+}
+
+// servesAndCreates serves p until the test ends, and checks that it
+// answers SERVING at addr and then creates a session in root at once.
+func servesAndCreates(t *testing.T, p *assemble.Process, addr, root string) {
+	t.Helper()
 	ctx := serveUntilEnd(t, p)
 	conn, err := grpcclient.New(addr, grpcclient.Options{Token: token})
 	if err != nil {
@@ -584,5 +591,82 @@ func TestEnvironmentSetsUpBesideTheEngine(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	createSession(ctx, t, penguinv1.NewEngineServiceClient(conn), f.root)
+	createSession(ctx, t, penguinv1.NewEngineServiceClient(conn), root)
+}
+
+// engineTracer is a tracer provider that says when the engine's set-up
+// asks it for the engine's tracer (its session manager's, built after
+// the store's open and migration).
+type engineTracer struct {
+	oteltrace.TracerProvider
+	asked chan struct{}
+	once  sync.Once
+}
+
+func (tp *engineTracer) Tracer(name string, opts ...oteltrace.TracerOption) oteltrace.Tracer {
+	if name == "github.com/penguin-agent/penguin/services/engine" {
+		tp.once.Do(func() { close(tp.asked) })
+	}
+	return tp.TracerProvider.Tracer(name, opts...)
+}
+
+// TestLLMSetsUpBesideTheEngine: on an existing home, whose SQLite file
+// holds the route store's tables and the engine's, the llm service's
+// set-up runs beside the engine's, not before it. The second start's llm
+// set-up is held at its first look at the environment (after the route
+// store's open) until the engine's set-up has asked for its tracer,
+// which could not happen if the two ran one after the other (then the
+// hold ends only with its patience, and the test fails). The first
+// start, on a new home, is not held: there the llm service's set-up
+// still goes first. The process built so is whole: its health says
+// SERVING, and a session is created at once.
+func TestLLMSetsUpBesideTheEngine(t *testing.T) {
+	f := newFixture(t, filepath.Join(t.TempDir(), "penguin.db"))
+	agents := filepath.Join(t.TempDir(), "agents", "default")
+	var (
+		heldAlone atomic.Bool
+		once      sync.Once
+	)
+	tp := &engineTracer{TracerProvider: sdktrace.NewTracerProvider(), asked: make(chan struct{})}
+	var second *engineTracer // the second start's, once it starts
+	held := func(name string) (string, bool) {
+		if second != nil {
+			once.Do(func() {
+				select {
+				case <-second.asked:
+				case <-time.After(20 * time.Second):
+					heldAlone.Store(true)
+				}
+			})
+		}
+		return lookup(name)
+	}
+	start := func() (*assemble.Process, string) {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := assemble.New(context.Background(), assemble.Config{
+			Name: "penguin", Listener: lis, AuthToken: token, TracerProvider: tp,
+			LLM: &llm.Config{ProvidersFile: f.providers, Lookup: held, RouteStore: f.store,
+				RouteKeyFile: filepath.Join(filepath.Dir(f.store), "routes.key"), MakeRouteKey: true},
+			Environment: &environment.Config{Root: f.root, ScratchDir: t.TempDir(), NoCgroups: true, DefaultSandbox: "none"},
+			Engine:      &engine.Config{StoreURL: f.store, AgentState: agents},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p, lis.Addr().String()
+	}
+	first, _ := start()
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second = &engineTracer{TracerProvider: tp.TracerProvider, asked: make(chan struct{})}
+	tp = second
+	p, addr := start()
+	if heldAlone.Load() {
+		t.Error("the llm service's set-up waited for the engine's, which came only after it: they ran one after the other")
+	}
+	servesAndCreates(t, p, addr, f.root)
 }
