@@ -101,12 +101,27 @@ type Journal struct {
 	// kick wakes a writer that holds a batch back, when a durability
 	// point or a Flush arrives.
 	kick chan struct{}
+	// timer ends a writer's hold (the linger); only the writer, of which
+	// at most one runs, uses it.
+	timer *time.Timer
+	// published holds the events one round of the writer hands to the
+	// live buffer; only the writer uses it, and it is kept between rounds
+	// (up to keptQueue) so that a round allocates none.
+	published []*penguinv1.RunEvent
 
-	mu            sync.Mutex
-	drained       *sync.Cond // signalled when the writer empties the queue
-	next          int64
-	queue         []queued
-	writerActive  bool
+	mu           sync.Mutex
+	drained      *sync.Cond // signalled when the writer empties the queue
+	next         int64
+	queue        []queued
+	writerActive bool
+	// lingering says the writer waits for kick or its timer: only then
+	// does a durability point send a kick, so that none is left over to
+	// end a later hold for nothing.
+	lingering bool
+	// spare is the queue's previous backing array, emptied (up to
+	// keptQueue), for the writer to hand back as the new queue when it
+	// takes one.
+	spare         []queued
 	writeErr      error // the log failed: nothing more is published
 	lastPersisted int64
 	// urgent says the queue holds a durability point, or someone waits in
@@ -254,12 +269,13 @@ func durabilityPoint(q queued) bool {
 // behind it, that much later.
 var minLinger = 2 * time.Millisecond
 
-// hurryLocked makes the writer take the queue at once.
+// hurryLocked makes the writer take the queue at once: a writer that
+// holds the queue back is woken, one that does not will find urgent set.
 func (j *Journal) hurryLocked() {
 	j.urgent = true
-	select {
-	case j.kick <- struct{}{}:
-	default: // a kick is already pending
+	if j.lingering {
+		j.lingering = false
+		j.kick <- struct{}{} // never blocks: the writer took the last kick
 	}
 }
 
@@ -277,31 +293,39 @@ func (j *Journal) holdLocked() time.Duration {
 // one transaction and publishes the round in order. Once the log failed,
 // a round publishes its announcements only.
 func (j *Journal) write() {
-	var timer *time.Timer
 	// published says the last round handed an event to the live buffer,
 	// which woke its readers.
 	published := false
 	j.mu.Lock()
 	for {
 		if wait := j.holdLocked(); wait > 0 {
+			j.lingering = true
 			j.mu.Unlock()
-			if timer == nil {
-				timer = time.NewTimer(wait)
+			if j.timer == nil {
+				j.timer = time.NewTimer(wait)
 			} else {
-				timer.Reset(wait)
+				j.timer.Reset(wait)
 			}
+			kicked := false
 			select {
 			case <-j.kick:
-			case <-timer.C:
+				kicked = true
+			case <-j.timer.C:
+			}
+			if f := afterHold.Load(); f != nil {
+				(*f)()
 			}
 			j.mu.Lock()
+			if !kicked && !j.lingering {
+				// A kick came after the timer fired: take it now, or it
+				// would end the next hold at once.
+				<-j.kick
+			}
+			j.lingering = false
 			continue
 		}
-		batch, with, cl := j.queue, j.with, j.claim
-		j.queue, j.with, j.claim = nil, nil, nil
 		j.urgent, j.held = false, time.Time{}
-		failed := j.writeErr != nil
-		if len(batch) == 0 && with == nil && cl == nil {
+		if len(j.queue) == 0 && j.with == nil && j.claim == nil {
 			// The writer goes idle under the same hold of the lock as
 			// its last publication (below): a reader that saw the last
 			// event in the buffer finds nothing pending, as nothing
@@ -315,12 +339,17 @@ func (j *Journal) write() {
 			if !published {
 				j.buf.Wake()
 			}
-			j.mu.Unlock()
-			if timer != nil {
-				timer.Stop()
+			if j.timer != nil {
+				// Under the lock: once it is let go, the next writer
+				// may hold the queue back with this timer.
+				j.timer.Stop()
 			}
+			j.mu.Unlock()
 			return
 		}
+		batch, with, cl := j.queue, j.with, j.claim
+		j.queue, j.spare, j.with, j.claim = j.spare, nil, nil, nil
+		failed := j.writeErr != nil
 		j.mu.Unlock()
 
 		events := make([]store.Event, 0, len(batch))
@@ -373,13 +402,21 @@ func (j *Journal) write() {
 				}
 			}
 		}
-		j.mu.Lock()
-		published = false
+		// The round is published in one call, under the lock (see the
+		// writer's going idle above): its readers wake once for it.
+		pub := j.published[:0]
 		for _, q := range batch {
 			if !failed || q.always {
-				j.buf.Publish(q.ev)
-				published = true
+				pub = append(pub, q.ev)
 			}
+		}
+		j.mu.Lock()
+		j.buf.Publish(pub...)
+		published = len(pub) > 0
+		clear(pub)
+		clear(batch)
+		if cap(batch) <= keptQueue {
+			j.published, j.spare = pub[:0], batch[:0]
 		}
 		if with != nil {
 			with.done = true
@@ -391,10 +428,19 @@ func (j *Journal) write() {
 	}
 }
 
+// keptQueue bounds the arrays a journal keeps between rounds (Journal.spare
+// and Journal.published): a task's rounds hold a few events each, and a
+// loaded session that once queued a long burst should not keep its arrays.
+const keptQueue = 64
+
 // afterPublish, when set (by tests only), runs right after the writer
 // hands a batch to the live buffer, to widen the moment in which a reader
 // of the buffer has seen the batch and asks the journal what is pending.
 var afterPublish atomic.Pointer[func()]
+
+// afterHold, when set (by tests only), runs each time a writer that held
+// the queue back wakes, to count its wake-ups.
+var afterHold atomic.Pointer[func()]
 
 // Flush has every queued event recorded and published at once, waits
 // until they are, and returns the log's error if it failed.
