@@ -21,11 +21,11 @@ func SetMinLinger(d time.Duration) (restore func()) {
 	return func() { minLinger = old }
 }
 
-// CountHoldWakes counts each wake-up of a writer that held its queue back,
-// until the returned function is called.
-func CountHoldWakes() (wakes *atomic.Int64, restore func()) {
+// CountWriterWakes counts each start of a writer and each wake-up of a
+// writer that held its queue back, until the returned function is called.
+func CountWriterWakes() (wakes *atomic.Int64, restore func()) {
 	wakes = new(atomic.Int64)
 	f := func() { wakes.Add(1) }
-	afterHold.Store(&f)
-	return wakes, func() { afterHold.Store(nil) }
+	writerWoken.Store(&f)
+	return wakes, func() { writerWoken.Store(nil) }
 }

@@ -104,6 +104,9 @@ type Journal struct {
 	// timer ends a writer's hold (the linger); only the writer, of which
 	// at most one runs, uses it.
 	timer *time.Timer
+	// lingerEnd starts the writer at the end of the linger of events held
+	// back while no writer runs (armed under mu, see holdBackLocked).
+	lingerEnd *time.Timer
 	// published holds the events one round of the writer hands to the
 	// live buffer; only the writer uses it, and it is kept between rounds
 	// (up to keptQueue) so that a round allocates none.
@@ -118,6 +121,8 @@ type Journal struct {
 	// does a durability point send a kick, so that none is left over to
 	// end a later hold for nothing.
 	lingering bool
+	// armed says lingerEnd is set to start the writer.
+	armed bool
 	// spare is the queue's previous backing array, emptied (up to
 	// keptQueue), for the writer to hand back as the new queue when it
 	// takes one.
@@ -232,20 +237,70 @@ func (j *Journal) enqueueLocked(q queued) int64 {
 		j.held = time.Now()
 	}
 	if durabilityPoint(q) {
-		j.hurryLocked()
+		j.urgent = true
 	}
-	if j.claim == nil {
-		j.startLocked()
+	switch {
+	case j.claim != nil:
+		// Held until the commit that takes the lease (Flush).
+	case j.writerActive:
+		if j.urgent {
+			j.hurryLocked()
+		}
+	default:
+		if wait := j.holdLocked(); wait > 0 {
+			j.holdBackLocked(wait)
+		} else {
+			j.startNowLocked()
+		}
 	}
 	return seq
 }
 
-// startLocked starts the writer unless it runs.
-func (j *Journal) startLocked() {
+// holdBackLocked has the writer start once wait is over, unless a
+// durability point or a flush starts it first. No writer runs meanwhile:
+// a model request's events are queued with nothing woken, and the tool's
+// output that follows them starts the writer that commits them all,
+// where a writer started by the first of them would wait, and be woken
+// again, for the tool's output.
+func (j *Journal) holdBackLocked(wait time.Duration) {
+	if j.armed {
+		return
+	}
+	j.armed = true
+	if j.lingerEnd == nil {
+		j.lingerEnd = time.AfterFunc(wait, j.lingerOver)
+	} else {
+		j.lingerEnd.Reset(wait)
+	}
+}
+
+// lingerOver runs when the linger of held-back events is over, in a
+// goroutine of its own, which becomes the writer unless one runs already
+// (a durability point came in between) or a claim holds the queue.
+func (j *Journal) lingerOver() {
+	j.mu.Lock()
+	j.armed = false
+	if j.writerActive || j.claim != nil || len(j.queue) == 0 {
+		j.mu.Unlock()
+		return
+	}
+	j.writerActive = true
+	j.mu.Unlock()
+	j.write()
+}
+
+// startNowLocked has the writer take the queue at once: it starts one
+// unless one runs, and hurries it.
+func (j *Journal) startNowLocked() {
+	if j.armed {
+		j.armed = false
+		j.lingerEnd.Stop()
+	}
 	if !j.writerActive {
 		j.writerActive = true
 		go j.write()
 	}
+	j.hurryLocked()
 }
 
 // durabilityPoint reports whether q is an event whose publication must
@@ -293,6 +348,7 @@ func (j *Journal) holdLocked() time.Duration {
 // one transaction and publishes the round in order. Once the log failed,
 // a round publishes its announcements only.
 func (j *Journal) write() {
+	countWake()
 	// published says the last round handed an event to the live buffer,
 	// which woke its readers.
 	published := false
@@ -312,9 +368,7 @@ func (j *Journal) write() {
 				kicked = true
 			case <-j.timer.C:
 			}
-			if f := afterHold.Load(); f != nil {
-				(*f)()
-			}
+			countWake()
 			j.mu.Lock()
 			if !kicked && !j.lingering {
 				// A kick came after the timer fired: take it now, or it
@@ -438,20 +492,24 @@ const keptQueue = 64
 // of the buffer has seen the batch and asks the journal what is pending.
 var afterPublish atomic.Pointer[func()]
 
-// afterHold, when set (by tests only), runs each time a writer that held
-// the queue back wakes, to count its wake-ups.
-var afterHold atomic.Pointer[func()]
+// writerWoken, when set (by tests only), runs each time a writer starts
+// or, holding the queue back, wakes: to count the hand-offs from the
+// goroutines that publish to the writer.
+var writerWoken atomic.Pointer[func()]
+
+func countWake() {
+	if f := writerWoken.Load(); f != nil {
+		(*f)()
+	}
+}
 
 // Flush has every queued event recorded and published at once, waits
 // until they are, and returns the log's error if it failed.
 func (j *Journal) Flush() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.claim != nil {
-		j.startLocked()
-	}
-	if j.writerActive {
-		j.hurryLocked()
+	if j.claim != nil || j.writerActive || len(j.queue) > 0 {
+		j.startNowLocked()
 	}
 	for j.writerActive {
 		j.drained.Wait()
@@ -483,8 +541,7 @@ func (j *Journal) FlushWith(w store.SessionWrite) error {
 	if j.writeErr == nil {
 		rw := &rowWrite{SessionWrite: w}
 		j.with = rw
-		j.startLocked()
-		j.hurryLocked()
+		j.startNowLocked()
 		// The round that takes rw commits everything queued before it,
 		// after the rounds before it: once it is done, all of that is
 		// recorded and published. The writer may go on with events
@@ -495,12 +552,7 @@ func (j *Journal) FlushWith(w store.SessionWrite) error {
 		}
 		return j.writeErr
 	}
-	if j.writerActive {
-		j.hurryLocked()
-	}
-	for j.writerActive {
-		j.drained.Wait()
-	}
+	j.settleLocked()
 	return j.writeErr
 }
 
@@ -509,13 +561,19 @@ func (j *Journal) FlushWith(w store.SessionWrite) error {
 func (j *Journal) Reset() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.writerActive {
-		j.hurryLocked()
+	j.settleLocked()
+	j.writeErr = nil
+}
+
+// settleLocked has what is queued, unless a claim holds it, written at
+// once and waits until the writer is idle.
+func (j *Journal) settleLocked() {
+	if j.writerActive || (j.claim == nil && len(j.queue) > 0) {
+		j.startNowLocked()
 	}
 	for j.writerActive {
 		j.drained.Wait()
 	}
-	j.writeErr = nil
 }
 
 // Claim has the next commit take the session's run lease (lease, as
@@ -541,8 +599,7 @@ func (j *Journal) DropClaim() {
 	}
 	j.claim = nil
 	if len(j.queue) > 0 || j.with != nil {
-		j.startLocked()
-		j.hurryLocked()
+		j.startNowLocked()
 	}
 }
 

@@ -677,26 +677,36 @@ func TestACommitsEventsArePublishedTogether(t *testing.T) {
 	}
 }
 
-// A writer holding its queue back wakes for its linger's end or a
-// durability point only. Before, a durability point that came while no
-// writer held the queue (the writer idle, or committing) left a kick
-// behind, and the next hold woke at once for nothing.
-func TestAHoldWakesOnlyForItsEnd(t *testing.T) {
-	r := newLingeringRig(t, 30*time.Millisecond)
-	wakes, restore := journal.CountHoldWakes()
+// A commit takes one hand-off to the writer: a model request's events are
+// held with no writer running, and the tool's output that ends their hold
+// starts the writer, or the linger's end does. Before, the first event
+// to hold started a writer that waited and was woken again by the tool's
+// output (two hand-offs), and a durability point that came while no
+// writer held the queue left a kick behind that woke the next hold for
+// nothing (three).
+func TestACommitTakesOneHandOffToTheWriter(t *testing.T) {
+	r := newLingeringRig(t, 200*time.Millisecond)
+	wakes, restore := journal.CountWriterWakes()
 	defer restore()
-	r.j.Announce(state(penguinv1.SessionState_SESSION_STATE_RUNNING))
-	if err := r.j.Flush(); err != nil {
-		t.Fatal(err)
+	round := func(what string, publish func(), published int) {
+		t.Helper()
+		wakes.Store(0)
+		publish()
+		eventually.True(t, what+" published", func() bool { return len(r.buffered(t)) == published })
+		if err := r.j.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if n := wakes.Load(); n != 1 {
+			t.Fatalf("%s: the writer was started or woken %d times, want 1", what, n)
+		}
 	}
-	r.publish(t, msg("an answer"), true)
-	eventually.True(t, "the answer published after the linger", func() bool { return len(r.buffered(t)) == 2 })
-	if err := r.j.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if n := wakes.Load(); n != 1 {
-		t.Fatalf("the writer woke %d times while it held one event back, want 1 (the linger's end)", n)
-	}
+	round("a state change", func() { r.j.Announce(state(penguinv1.SessionState_SESSION_STATE_RUNNING)) }, 1)
+	round("an answer held for the linger", func() { r.publish(t, msg("an answer"), true) }, 2)
+	round("a request's events and the tool's output", func() {
+		r.publish(t, event(omni.RequestBegin()), true)
+		r.publish(t, msg("an answer"), true)
+		r.publish(t, event(omni.ToolCallOutput("call-1", "hello", penguinv1.StopReason_STOP_REASON_COMPLETED)), true)
+	}, 5)
 }
 
 // nopStore records nothing, so that a benchmark measures the journal and
