@@ -250,7 +250,9 @@ func (j *Journal) enqueueLocked(q queued) int64 {
 		if wait := j.holdLocked(); wait > 0 {
 			j.holdBackLocked(wait)
 		} else {
-			j.startNowLocked()
+			// Not hurried: what is queued behind it before the writer
+			// runs may still be held back.
+			j.startLocked()
 		}
 	}
 	return seq
@@ -292,6 +294,12 @@ func (j *Journal) lingerOver() {
 // startNowLocked has the writer take the queue at once: it starts one
 // unless one runs, and hurries it.
 func (j *Journal) startNowLocked() {
+	j.startLocked()
+	j.hurryLocked()
+}
+
+// startLocked starts the writer unless it runs.
+func (j *Journal) startLocked() {
 	if j.armed {
 		j.armed = false
 		j.lingerEnd.Stop()
@@ -300,7 +308,6 @@ func (j *Journal) startNowLocked() {
 		j.writerActive = true
 		go j.write()
 	}
-	j.hurryLocked()
 }
 
 // durabilityPoint reports whether q is an event whose publication must
