@@ -640,19 +640,7 @@ func TestACommitsEventsArePublishedTogether(t *testing.T) {
 	reads := make(chan []int64, 1)
 	go func() {
 		var seen []int64
-		var cursor int64
-		for cursor < last {
-			evs, wake, err := r.buf.Read(cursor, 0)
-			if err != nil {
-				break
-			}
-			if len(evs) == 0 {
-				<-wake
-				continue
-			}
-			cursor = evs[len(evs)-1].GetSequence()
-			seen = append(seen, cursor)
-		}
+		follow(r.buf, last, func(end int64) { seen = append(seen, end) })
 		reads <- seen
 	}()
 	for range rounds {
@@ -709,6 +697,24 @@ func TestACommitTakesOneHandOffToTheWriter(t *testing.T) {
 	}, 5)
 }
 
+// follow reads buf as a stream does, waking whenever events are
+// published, until it has read the event last; it calls read with the last
+// event of every read.
+func follow(buf *live.Buffer, last int64, read func(end int64)) {
+	for cursor := int64(0); cursor < last; {
+		evs, wake, err := buf.Read(cursor, 0)
+		if err != nil {
+			return
+		}
+		if len(evs) == 0 {
+			<-wake
+			continue
+		}
+		cursor = evs[len(evs)-1].GetSequence()
+		read(cursor)
+	}
+}
+
 // nopStore records nothing, so that a benchmark measures the journal and
 // the live buffer alone.
 type nopStore struct{}
@@ -728,20 +734,9 @@ func BenchmarkCommitRound(b *testing.B) {
 	answer := &penguinv1.RunEvent_Message{Message: omni.AssistantText("partial")}
 	output := &penguinv1.RunEvent_Message{Message: omni.ToolCallOutput("call-1", "hello", penguinv1.StopReason_STOP_REASON_COMPLETED)}
 	done := make(chan struct{})
-	last := int64(b.N * (perRound + 1))
 	go func() {
 		defer close(done)
-		for cursor := int64(0); cursor < last; {
-			got, wake, err := buf.Read(cursor, 0)
-			if err != nil {
-				return
-			}
-			if len(got) == 0 {
-				<-wake
-				continue
-			}
-			cursor = got[len(got)-1].GetSequence()
-		}
+		follow(buf, int64(b.N*(perRound+1)), func(int64) {})
 	}()
 	b.ReportAllocs()
 	b.ResetTimer()
