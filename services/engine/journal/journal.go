@@ -19,7 +19,11 @@
 // model request's events go with the tool output, the binding or the
 // task's end that follows them. Waiting delays what clients see by as much, never
 // what is recorded before they see it, and never the loop, which does not
-// wait for what it publishes.
+// wait for what it publishes. No writer runs while events wait: the
+// durability point, a flush or the linger's end starts the one that
+// commits them, and it hands each round to the live buffer in one
+// publication, so that a commit costs one wake-up of the writer and one
+// of each stream that follows the session.
 //
 // When a write fails, the journal refuses everything after it: an event
 // that cannot be recorded must not be seen, and nothing after a gap in the
