@@ -130,6 +130,7 @@ func (s *Service) newEnvironment(spec createSpec) (*Environment, error) {
 		cancel:    cancel,
 		idle:      make(chan struct{}),
 		disposed:  make(chan struct{}),
+		endStore:  s.stores.hold(spec.workspace),
 	}
 	ceiling := max(s.opts.OutputCeiling, 0)
 	archives := framing.NewArchives(archivePath, func() (*os.Root, error) { return archive.open(true) }, s.opts.ScratchLimit)

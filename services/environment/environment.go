@@ -56,6 +56,7 @@ type Environment struct {
 	mcpConns  []*mcp.Conn
 	mcpEnd    *penguinv1.McpConnectEnd
 	endWrites func() // ends the MCP servers' registration with the writeTracker
+	endStore  func() // ends the workspace's hold on its checkpoint store (see heldStores)
 	notices   *notices
 	log       *slog.Logger
 
@@ -336,6 +337,9 @@ func (e *Environment) dispose() {
 		}
 		if e.archive != nil {
 			e.archive.close()
+		}
+		if e.endStore != nil {
+			e.endStore()
 		}
 		close(e.disposed)
 	})
