@@ -1,22 +1,17 @@
 package environment_test
 
 import (
-	"context"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
-	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/grpcserver"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/services/environment"
 )
@@ -55,25 +50,7 @@ func (r recordingStream) Send(m *penguinv1.ExecuteToolResponse) error {
 func TestToolFramesHandedOverInProcess(t *testing.T) {
 	h := start(t, environment.Options{})
 	svc := &sentFrames{Service: h.svc, sent: map[*penguinv1.OmniMessage]bool{}}
-	srv, err := grpcserver.New(grpcserver.Options{Name: "environment", ShutdownTimeout: 5 * time.Second, TracerProvider: noop.NewTracerProvider()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	penguinv1.RegisterEnvironmentServiceServer(srv, svc)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	client := penguinv1.NewEnvironmentServiceClient(srv.InProcess())
+	client := inProcess(t, svc)
 	env := h.create(&penguinv1.CreateEnvironmentRequest{})
 	if err := os.WriteFile(filepath.Join(env.GetWorkspace(), "a.txt"), []byte("one\ntwo\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -4,17 +4,14 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/grpcserver"
 	"github.com/penguin-agent/penguin/services/environment"
 )
 
@@ -41,23 +38,8 @@ func BenchmarkTaskShare(b *testing.B) {
 	if err := os.Chtimes(filepath.Join(ws, "hello.txt"), old, old); err != nil {
 		b.Fatal(err)
 	}
-	srv, err := grpcserver.New(grpcserver.Options{Name: "environment", ShutdownTimeout: 5 * time.Second, TracerProvider: noop.NewTracerProvider()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	penguinv1.RegisterEnvironmentServiceServer(srv, h.svc)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, lis) }()
-	b.Cleanup(func() {
-		cancel()
-		<-served
-	})
-	client := penguinv1.NewEnvironmentServiceClient(srv.InProcess())
+	client := inProcess(b, h.svc)
+	ctx := context.Background()
 	var last string // the environment of the task before
 	task := func() {
 		if _, err := h.svc.DescribeWorkspace(ctx, &penguinv1.DescribeWorkspaceRequest{Workspace: ws}); err != nil {
