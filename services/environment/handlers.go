@@ -100,8 +100,8 @@ func (s *Service) ExecuteTool(req *penguinv1.ExecuteToolRequest, stream grpc.Ser
 	ctx := stream.Context()
 	// The frames go to the caller as they are, not copied, when it is in
 	// this process: nothing here changes or reads a frame once it is
-	// sent (framing makes each anew), and a read_file's five frames were
-	// five proto.Clones of the in-process channel.
+	// sent (framing makes each anew), and a read_file's four frames were
+	// four proto.Clones of the in-process channel.
 	grpcserver.HandOver(ctx)
 	// The call's complete output says how it ended, for the metrics.
 	ended := penguinv1.StopReason_STOP_REASON_UNSPECIFIED
