@@ -78,8 +78,9 @@ func checkDecode(t *testing.T, data []byte) (took bool) {
 
 // TestChunkDecodeMatchesEncodingJSON checks the chunk decoder against
 // encoding/json on the providers' chunks (which it must take), on chunks
-// it must leave, and on every chunk with each byte in turn cut, dropped
-// or replaced by one that matters to JSON's grammar.
+// it must leave, and on each of the providers' chunks with each byte in
+// turn cut, dropped or replaced by one that matters to JSON's grammar
+// (FuzzChunkDecode goes on from there).
 func TestChunkDecodeMatchesEncodingJSON(t *testing.T) {
 	for _, s := range shortWayChunks {
 		if !checkDecode(t, []byte(s)) {
@@ -91,8 +92,8 @@ func TestChunkDecodeMatchesEncodingJSON(t *testing.T) {
 			t.Errorf("decode took %s", s)
 		}
 	}
-	replacements := []byte{'"', '\\', ',', ':', '{', '}', '[', ']', ' ', '\n', 'x', 'n', 'u', '0', '-', '.', 'e', 0, 0x1f, 0x7f, 0xc3, 0xff}
-	for _, s := range append(shortWayChunks, longWayChunks...) {
+	replacements := []byte{'"', '\\', ',', ':', '}', ']', '\n', 'x', 'u', '0', '.', 0x1f, 0xff}
+	for _, s := range shortWayChunks {
 		for i := range len(s) {
 			checkDecode(t, []byte(s[:i]))
 			checkDecode(t, []byte(s[:i]+s[i+1:]))
