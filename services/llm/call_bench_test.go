@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"strconv"
 	"testing"
 
@@ -24,6 +25,32 @@ import (
 	"github.com/penguin-agent/penguin/services/llm/routing"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 )
+
+// shippedService is the llm service over the routes of a providers
+// file, sent through hc, with the middlewares `penguin serve` runs
+// (tracing without an exporter, logging to log, metering into metrics).
+func shippedService(b *testing.B, providers string, hc *http.Client, metrics prometheus.Registerer, log *slog.Logger) *llm.Service {
+	b.Helper()
+	f, err := routing.Parse([]byte(providers))
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := registry.New()
+	if err := routing.Build(f, reg, routing.Deps{Lookup: config.MapLookup(nil), HTTPClient: hc, IdleTimeout: llm.DefaultIdleTimeout}); err != nil {
+		b.Fatal(err)
+	}
+	metering, err := middleware.NewMetering(metrics)
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc, err := llm.New(llm.Options{Registry: reg, Logger: log, Middleware: []stream.Middleware{
+		middleware.Tracing(noop.NewTracerProvider()), middleware.Logging(log), metering.Middleware(),
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return svc
+}
 
 // mockAnswers are the HTTP responses `penguin mockllm` sends for the two
 // turns of the end-to-end benchmark's task (a read_file call, then a
@@ -70,28 +97,11 @@ func BenchmarkModelCalls(b *testing.B) {
 	first, second := llmtest.NewRawServer(b, false), llmtest.NewRawServer(b, false)
 	first.Response, second.Response = callAnswer, textAnswer
 	base := func(s *llmtest.RawServer) string { return s.URL()[:len(s.URL())-len("/chat/completions")] }
-	f, err := routing.Parse([]byte("providers:\n  - name: first\n    type: openai\n    base_url: " + base(first) +
-		"\n  - name: second\n    type: openai\n    base_url: " + base(second) + "\n"))
-	if err != nil {
-		b.Fatal(err)
-	}
 	hc := llm.NewHTTPClient()
 	defer hc.CloseIdleConnections()
-	reg := registry.New()
-	if err := routing.Build(f, reg, routing.Deps{Lookup: config.MapLookup(nil), HTTPClient: hc, IdleTimeout: llm.DefaultIdleTimeout}); err != nil {
-		b.Fatal(err)
-	}
-	metering, err := middleware.NewMetering(prometheus.NewRegistry())
-	if err != nil {
-		b.Fatal(err)
-	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := llm.New(llm.Options{Registry: reg, Logger: log, Middleware: []stream.Middleware{
-		middleware.Tracing(noop.NewTracerProvider()), middleware.Logging(log), metering.Middleware(),
-	}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	svc := shippedService(b, "providers:\n  - name: first\n    type: openai\n    base_url: "+base(first)+
+		"\n  - name: second\n    type: openai\n    base_url: "+base(second)+"\n", hc, prometheus.NewRegistry(), log)
 	tools := llmtest.FirstRequest("").Tools
 	user := omni.UserText("Read hello.txt and tell me what it says")
 	call := &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_ToolCall{ToolCall: &penguinv1.ToolCall{

@@ -57,29 +57,34 @@ func (c *chunk) decode(data []byte) bool {
 	return l.i == len(l.b)
 }
 
-// choices decodes the choices array into c.Choices, reusing its elements
-// as encoding/json does (reset zeroed them).
-func (l *lexer) choices(c *chunk) bool {
+// choices decodes the choices array into c.Choices.
+func (l *lexer) choices(c *chunk) bool { return objects(l, &c.Choices, l.choice) }
+
+// objects decodes an array of objects into list (null empties it),
+// reusing its elements as encoding/json does (reset zeroed them), each
+// element decoded by each.
+func objects[T any](l *lexer, list *[]T, each func(*T) bool) bool {
 	if l.null() {
-		c.Choices = nil
+		*list = nil
 		return true
 	}
 	if !l.open('[') {
 		return false
 	}
-	list := c.Choices[:0]
+	s := (*list)[:0]
 	ok := l.elements(func() bool {
 		if l.peek() != '{' {
 			return false
 		}
-		if len(list) < cap(list) {
-			list = list[:len(list)+1]
+		if len(s) < cap(s) {
+			s = s[:len(s)+1]
 		} else {
-			list = append(list, choice{})
+			var zero T
+			s = append(s, zero)
 		}
-		return l.choice(&list[len(list)-1])
+		return each(&s[len(s)-1])
 	})
-	c.Choices = list
+	*list = s
 	l.depth--
 	return ok
 }
@@ -138,30 +143,7 @@ func (l *lexer) delta(ch *choice) bool {
 	})
 }
 
-func (l *lexer) toolCalls(d *delta) bool {
-	if l.null() {
-		d.ToolCalls = nil
-		return true
-	}
-	if !l.open('[') {
-		return false
-	}
-	list := d.ToolCalls[:0]
-	ok := l.elements(func() bool {
-		if l.peek() != '{' {
-			return false
-		}
-		if len(list) < cap(list) {
-			list = list[:len(list)+1]
-		} else {
-			list = append(list, toolCallDelta{})
-		}
-		return l.toolCall(&list[len(list)-1])
-	})
-	d.ToolCalls = list
-	l.depth--
-	return ok
-}
+func (l *lexer) toolCalls(d *delta) bool { return objects(l, &d.ToolCalls, l.toolCall) }
 
 func (l *lexer) toolCall(tc *toolCallDelta) bool {
 	var seen fields
