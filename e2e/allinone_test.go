@@ -17,7 +17,8 @@ type allInOne struct {
 
 // TestAllInOne starts the emulators and one all-in-one server, then drives
 // it with the CLI, grpcurl, a Node.js client and the HTTP/SSE gateway
-// (tasks over SSE, and the schedule routes).
+// (tasks over SSE, the schedule routes, and enum numbers no contract
+// declares).
 func TestAllInOne(t *testing.T) {
 	t.Parallel()
 	scripts := map[string]string{
@@ -61,5 +62,9 @@ func TestAllInOne(t *testing.T) {
 	t.Run("schedules", func(t *testing.T) {
 		t.Parallel()
 		schedulesHTTP(t, s)
+	})
+	t.Run("enums", func(t *testing.T) {
+		t.Parallel()
+		gatewayEnums(t, s)
 	})
 }

@@ -22,19 +22,9 @@ func schedulesHTTP(t *testing.T, s *allInOne) {
 	base := "http://" + s.httpAddr + "/api/projects/default/agents/default/schedules"
 	call := func(method, url, body string, want int) map[string]any {
 		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != want {
-			t.Fatalf("%s %s: %s: %s", method, url, resp.Status, data)
+		code, data := sendJSON(ctx, t, method, url, body)
+		if code != want {
+			t.Fatalf("%s %s: %d: %s", method, url, code, data)
 		}
 		out := map[string]any{}
 		if len(data) > 0 {

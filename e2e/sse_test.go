@@ -99,25 +99,42 @@ func openStream(ctx context.Context, t *testing.T, base, id string, lastEventID 
 // postJSON posts body and decodes the answer into out, checking the status.
 func postJSON(ctx context.Context, t *testing.T, url, body string, want int, out any) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("POST %s: %s: %s", url, resp.Status, data)
+	code, data := sendJSON(ctx, t, http.MethodPost, url, body)
+	if code != want {
+		t.Fatalf("POST %s: %d: %s", url, code, data)
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
 			t.Fatalf("POST %s: %v: %s", url, err, data)
 		}
 	}
+}
+
+// sendJSON sends body (none when empty) to url with method and returns
+// the answer's status code and body.
+func sendJSON(ctx context.Context, t *testing.T, method, url, body string) (int, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	return resp.StatusCode, data
 }
 
 // sseResume starts a task over HTTP, drops the SSE connection in the

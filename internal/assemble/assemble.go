@@ -196,7 +196,7 @@ func New(ctx context.Context, cfg Config) (_ *Process, err error) {
 		}
 	}()
 	for _, phase := range []func(context.Context) error{
-		p.observe, p.listen, p.serveGRPC, p.setupLLM, p.setupEnvironment, p.setupEngine, p.setupGateway,
+		p.observe, p.listen, p.serveGRPC, p.setupServices, p.setupGateway,
 	} {
 		if err := phase(ctx); err != nil {
 			return nil, err
@@ -324,67 +324,139 @@ func (p *Process) dial(target string, opts ...grpc.DialOption) (grpcclient.Conn,
 	return grpcclient.New(target, o)
 }
 
+// setupServices stands up the services the process runs. The
+// environment's set-up (the cgroup sweep and probes, the sandbox's
+// trampoline, the scratch directory) depends on neither of the others, so
+// it runs beside them, which on a new home takes it off the path to ready.
+// The llm service's and the engine's run one after the other, as before:
+// on a server that runs both, the route store is the engine's SQLite
+// database, and on a new home both write their schema to it; run at once,
+// one of them would wait for the other's write lock in SQLite's busy
+// handler, which sleeps in steps of 1 to 100 ms rather than queue. What
+// each adds to the process (its registration on the server, what it
+// releases, how it stops, what the "listening" line says of it) is added
+// once all have returned, in the order llm, environment, engine; when one
+// fails, what the others built is still added, for New's Close to
+// release.
+func (p *Process) setupServices(ctx context.Context) error {
+	var parts [3]serviceStart
+	for i, prepare := range []func(context.Context) (serviceStart, error){p.setupLLM, p.setupEnvironment, p.setupEngine} {
+		var err error
+		if parts[i], err = prepare(ctx); err != nil {
+			return err
+		}
+	}
+	llmPart, envPart, enginePart := &parts[0], &parts[1], &parts[2]
+	envDone := make(chan struct{})
+	go func() { defer close(envDone); envPart.run() }()
+	if llmPart.run(); llmPart.err == nil {
+		enginePart.run()
+	}
+	<-envDone
+	var errs []error
+	for _, part := range parts {
+		if part.err != nil {
+			errs = append(errs, part.err)
+		} else if part.started {
+			part.add()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// serviceStart is one service's set-up, in two halves: start, the work
+// that may run beside another service's (it must not touch the Process),
+// and add, run afterwards one service at a time when start has
+// succeeded, which records the service in the Process. A zero
+// serviceStart is a service this process does not run.
+type serviceStart struct {
+	start func() error
+	add   func()
+	// started says start has run, and err is what it returned.
+	started bool
+	err     error
+}
+
+// run runs the start half, if any.
+func (s *serviceStart) run() {
+	if s.start != nil {
+		s.started, s.err = true, s.start()
+	}
+}
+
 // setupLLM stands the llm service up when the process runs it, and keeps
 // its provider routes in step with the providers file until ctx ends.
-func (p *Process) setupLLM(ctx context.Context) error {
+func (p *Process) setupLLM(ctx context.Context) (serviceStart, error) {
 	if p.cfg.LLM == nil {
-		return nil
+		return serviceStart{}, nil
 	}
 	cfg := *p.cfg.LLM
 	cfg.Logger, cfg.TracerProvider, cfg.Registerer = p.log, p.tracer, p.metrics
-	svc, err := llm.Setup(cfg)
-	switch {
-	case err != nil && p.cfg.LLMOptional:
-		p.log.Debug("no llm service in this process", "error", err)
-		return nil
-	case err != nil:
+	var svc *llm.Service
+	start := func() error {
+		var err error
+		svc, err = llm.Setup(cfg)
+		if err != nil && p.cfg.LLMOptional {
+			p.log.Debug("no llm service in this process", "error", err)
+			return nil
+		}
 		return err
 	}
-	p.release = append(p.release, svc.Close)
-	wctx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() { defer close(watched); svc.Watch(wctx, 0) }()
-	p.release = append(p.release, func() error { stopWatch(); <-watched; return nil })
-	penguinv1.RegisterLLMServiceServer(p.srv, svc)
-	p.services = append(p.services, "llm")
-	return nil
+	add := func() {
+		if svc == nil {
+			return
+		}
+		p.release = append(p.release, svc.Close)
+		wctx, stopWatch := context.WithCancel(ctx)
+		watched := make(chan struct{})
+		go func() { defer close(watched); svc.Watch(wctx, 0) }()
+		p.release = append(p.release, func() error { stopWatch(); <-watched; return nil })
+		penguinv1.RegisterLLMServiceServer(p.srv, svc)
+		p.services = append(p.services, "llm")
+	}
+	return serviceStart{start: start, add: add}, nil
 }
 
 // setupEnvironment stands the environment service up when the process
 // runs it. Its environments are disposed when the server begins to stop,
 // after the engine's tasks (see setupEngine), which ends every process
 // they started.
-func (p *Process) setupEnvironment(context.Context) error {
+func (p *Process) setupEnvironment(context.Context) (serviceStart, error) {
 	if p.cfg.Environment == nil {
-		return nil
+		return serviceStart{}, nil
 	}
 	cfg := *p.cfg.Environment
 	cfg.Logger, cfg.Registerer = p.log, p.metrics
 	if cfg.Version == "" {
 		cfg.Version = p.cfg.Version
 	}
-	svc, closeEnv, err := environment.Setup(cfg)
-	if err != nil {
+	var svc *environment.Service
+	var closeEnv func() error
+	start := func() error {
+		var err error
+		svc, closeEnv, err = environment.Setup(cfg)
 		return err
 	}
-	p.release = append(p.release, closeEnv)
-	penguinv1.RegisterEnvironmentServiceServer(p.srv, svc)
-	p.services = append(p.services, "environment")
-	p.stop = append(p.stop, func(context.Context) {
-		if err := closeEnv(); err != nil {
-			p.log.Warn("environment shutdown", "error", err)
-		}
-	})
-	p.note("root", svc.Root(), "environment_advertise", cfg.Advertise)
-	return nil
+	add := func() {
+		p.release = append(p.release, closeEnv)
+		penguinv1.RegisterEnvironmentServiceServer(p.srv, svc)
+		p.services = append(p.services, "environment")
+		p.stop = append(p.stop, func(context.Context) {
+			if err := closeEnv(); err != nil {
+				p.log.Warn("environment shutdown", "error", err)
+			}
+		})
+		p.note("root", svc.Root(), "environment_advertise", cfg.Advertise)
+	}
+	return serviceStart{start: start, add: add}, nil
 }
 
 // setupEngine stands the engine up when the process runs it, with
 // connections to the llm and environment services: in-process for those
 // this process runs, over the network for the others.
-func (p *Process) setupEngine(ctx context.Context) error {
+func (p *Process) setupEngine(ctx context.Context) (serviceStart, error) {
 	if p.cfg.Engine == nil {
-		return nil
+		return serviceStart{}, nil
 	}
 	cfg := *p.cfg.Engine
 	cfg.Logger, cfg.TracerProvider, cfg.Registerer = p.log, p.tracer, p.metrics
@@ -393,14 +465,14 @@ func (p *Process) setupEngine(ctx context.Context) error {
 	}
 	var err error
 	if cfg.LLM, err = p.peer(p.cfg.LLM != nil, p.cfg.LLMAddr); err != nil {
-		return fmt.Errorf("llm: %w", err)
+		return serviceStart{}, fmt.Errorf("llm: %w", err)
 	}
 	// The address may name several replicas (a headless Service, one
 	// address per pod): new environments are spread over them (grpcclient
 	// balances round-robin), and each session then talks to its own
 	// replica at the address it advertised.
 	if cfg.Environment, err = p.peer(p.cfg.Environment != nil, p.cfg.EnvironmentAddr); err != nil {
-		return fmt.Errorf("environment: %w", err)
+		return serviceStart{}, fmt.Errorf("environment: %w", err)
 	}
 	cfg.Dial = func(target string) (grpcclient.Conn, error) {
 		// This replica's own environments, when it advertises them at its
@@ -411,10 +483,17 @@ func (p *Process) setupEngine(ctx context.Context) error {
 		return p.dial(target)
 	}
 	cfg.ServiceToken = p.cfg.AuthToken
-	eng, err := engine.Setup(ctx, cfg)
-	if err != nil {
+	var eng *engine.Engine
+	start := func() error {
+		var err error
+		eng, err = engine.Setup(ctx, cfg)
 		return err
 	}
+	return serviceStart{start: start, add: func() { p.addEngine(eng, cfg) }}, nil
+}
+
+// addEngine records in the process the engine set up with cfg.
+func (p *Process) addEngine(eng *engine.Engine, cfg engine.Config) {
 	// The engine owns the users: it decides who calls every service of
 	// this process.
 	p.srv.SetAuthenticator(eng.Guard())
@@ -435,7 +514,6 @@ func (p *Process) setupEngine(ctx context.Context) error {
 	}}, p.stop...)
 	p.note("store", redactURL(cfg.StoreURL), "agent_state", cfg.AgentState,
 		"advertise", cfg.Advertise, "llm", p.cfg.LLMAddr, "environment", p.cfg.EnvironmentAddr)
-	return nil
 }
 
 // announceMode says, as the process's first line, how it decides who its

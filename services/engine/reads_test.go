@@ -25,19 +25,20 @@ import (
 )
 
 // readsPerTask is what a task of the end-to-end benchmark's shape reads
-// here: the caller's memberships, the agent's version and the project's
-// model settings at CreateSession; at Run the row with the caller's
-// membership of its project (one statement). The row, the log, the
-// model settings and the agent's version a Run prepares from are read on
-// the writer's connection (PeekLease), not on the readers.
-const readsPerTask = 4
+// here: at CreateSession the caller's memberships, the agent's version
+// and the project's model settings, in one statement
+// (store.ReadForNewSession); at Run the row with the caller's membership
+// of its project (one statement). The row, the log, the model settings
+// and the agent's version a Run prepares from are read on the writer's
+// connection (PeekLease), not on the readers.
+const readsPerTask = 2
 
 // A task (a new session, then a Run of two model turns and one tool call)
 // runs at most readsPerTask statements on the store's readers, its calls
 // authorized by a local server's Guard and its agent kept in a working
-// copy of the store's, as `penguin serve` runs them. The working copy
-// reads the agent's version twice a task (at CreateSession and at Run);
-// before the Run's read was made with the row (PeekLease), a task ran 5.
+// copy of the store's, as `penguin serve` runs them. Before CreateSession
+// read its three things in one statement, a task ran 4; before the Run's
+// read of the agent's version was made with the row (PeekLease), 5.
 // Before that, without the copy: 7 before the row and the membership were
 // one statement and the row and the log were read with the lease, 4
 // before the model settings were read with the row.

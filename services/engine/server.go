@@ -24,6 +24,10 @@ import (
 // Sessions is what the handlers need of the session runtime.
 type Sessions interface {
 	Create(ctx context.Context, spec session.CreateSpec) (*penguinv1.Session, error)
+	// ReadForNew reads what creating a session of spec asks of the
+	// store, with userID's memberships, in one statement; Create takes it
+	// from spec.Read.
+	ReadForNew(ctx context.Context, spec session.CreateSpec, userID string) (*store.NewSessionRead, error)
 	Get(ctx context.Context, id string) (*penguinv1.Session, error)
 	List(ctx context.Context, pageSize int, token string, projects ...string) ([]*penguinv1.Session, string, error)
 	Delete(ctx context.Context, id string) error
@@ -105,20 +109,31 @@ func (s *Server) audit(ctx context.Context, id, action, detail string) {
 	}
 }
 
-// CreateSession creates a session.
+// CreateSession creates a session. Behind a Guard, the caller's
+// memberships that decide the session's project are read in one
+// statement with what the session needs of the store (its agent's
+// version, its model's settings), which Create then takes from there.
 func (s *Server) CreateSession(ctx context.Context, req *penguinv1.CreateSessionRequest) (*penguinv1.CreateSessionResponse, error) {
-	project := req.GetProjectId()
-	if s.guard != nil {
-		var err error
-		if project, err = s.guard.ProjectForNew(ctx, project); err != nil {
-			return nil, err
-		}
-	}
-	sess, err := s.sessions.Create(ctx, session.CreateSpec{
+	spec := session.CreateSpec{
 		Model: req.GetModel(), Workspace: req.GetWorkspace(), ApprovalMode: req.GetApprovalMode(),
 		ThinkingLevel: req.GetThinkingLevel(), AgentState: req.GetAgentState(), SystemPrompt: req.GetSystemPrompt(),
-		MaxTurns: req.GetMaxTurns(), SandboxMode: req.GetSandboxMode(), ProjectID: project,
-	})
+		MaxTurns: req.GetMaxTurns(), SandboxMode: req.GetSandboxMode(), ProjectID: req.GetProjectId(),
+	}
+	if s.guard != nil {
+		project, err := s.guard.ProjectForNew(ctx, spec.ProjectID, func(ctx context.Context, userID string) ([]store.Member, error) {
+			read, err := s.sessions.ReadForNew(ctx, spec, userID)
+			if err != nil {
+				return nil, err
+			}
+			spec.Read = read
+			return read.Memberships, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		spec.ProjectID = project
+	}
+	sess, err := s.sessions.Create(ctx, spec)
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}

@@ -132,9 +132,9 @@ func testGuard(t *testing.T, st store.Store) {
 	if err != nil || len(projects) != 0 || projects == nil {
 		t.Fatalf("Readable(bob) = %#v, %v; want empty, non-nil", projects, err)
 	}
-	_, err = g.ProjectForNew(bob, "")
+	_, err = g.ProjectForNew(bob, "", nil)
 	wantCode(t, "bob creates in no project", err, codes.PermissionDenied)
-	_, err = g.ProjectForNew(bob, "apollo")
+	_, err = g.ProjectForNew(bob, "apollo", nil)
 	wantCode(t, "bob creates in apollo", err, codes.NotFound)
 	_, err = g.ListMembers(bob, "apollo")
 	wantCode(t, "bob lists apollo's members", err, codes.NotFound)
@@ -163,10 +163,10 @@ func testGuard(t *testing.T, st store.Store) {
 	wantCode(t, "read-only token writes", g.CheckSession(ro, "s-alice", access.Write), codes.PermissionDenied)
 	// A new session goes in the one project of its caller, who must be
 	// able to write it.
-	if p, err := g.ProjectForNew(bob, ""); err != nil || p != "apollo" {
+	if p, err := g.ProjectForNew(bob, "", nil); err != nil || p != "apollo" {
 		t.Fatalf("ProjectForNew(bob) = %q, %v; want apollo", p, err)
 	}
-	_, err = g.ProjectForNew(ro, "")
+	_, err = g.ProjectForNew(ro, "", nil)
 	wantCode(t, "read-only token creates in its project", err, codes.PermissionDenied)
 	_, _, err = g.CreateToken(ro, "more", store.ScopeFull, 0)
 	wantCode(t, "read-only token creates a token", err, codes.PermissionDenied)
@@ -324,7 +324,7 @@ func TestLocalMode(t *testing.T) {
 	if c.UserID != store.AdminUser || !c.Local {
 		t.Fatalf("local caller = %+v", c)
 	}
-	if p, err := g.ProjectForNew(ctx, ""); err != nil || p != store.DefaultProject {
+	if p, err := g.ProjectForNew(ctx, "", nil); err != nil || p != store.DefaultProject {
 		t.Fatalf("ProjectForNew = %q, %v", p, err)
 	}
 	// With a service token set, the local server wants it, as before.

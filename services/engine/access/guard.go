@@ -1,6 +1,7 @@
 package access
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -368,20 +369,35 @@ func (g *Guard) Readable(ctx context.Context) ([]string, error) {
 // is, DefaultProject if the caller may write it, else the caller's only
 // project. A caller of several projects but not the default one must
 // name one (InvalidArgument).
-func (g *Guard) ProjectForNew(ctx context.Context, requested string) (string, error) {
+//
+// The caller's memberships, all of them, are read through memberships
+// (the store's MembershipsOf when nil), which CreateSession reads with
+// the other things a new session needs in one statement
+// (store.ReadForNewSession); it is not called for the operator. The
+// decision is the one a read of the requested project's membership
+// alone would give: a project the caller is no member of is hidden.
+func (g *Guard) ProjectForNew(ctx context.Context, requested string, memberships func(ctx context.Context, userID string) ([]store.Member, error)) (string, error) {
 	c, err := caller(ctx)
 	if err != nil {
 		return "", err
 	}
-	if requested != "" {
-		return requested, check(ctx, g.st, c, requested, Write, "project", requested)
-	}
 	if c.Operator {
-		return DefaultProject, nil
+		return cmp.Or(requested, DefaultProject), nil
 	}
-	ms, err := g.st.MembershipsOf(ctx, c.UserID)
+	if memberships == nil {
+		memberships = g.st.MembershipsOf
+	}
+	ms, err := memberships(ctx, c.UserID)
 	if err != nil {
 		return "", storeStatus(err)
+	}
+	if requested != "" {
+		for _, m := range ms {
+			if m.ProjectID == requested {
+				return requested, checkMember(c, requested, m, Write)
+			}
+		}
+		return "", Hidden("project", requested)
 	}
 	// The memberships just read say what the caller may do in the
 	// project chosen; reading that one again would only cost a query.

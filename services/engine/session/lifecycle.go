@@ -46,6 +46,11 @@ type CreateSpec struct {
 	EnvironmentID   string
 	EnvironmentAddr string
 	Depth           int
+
+	// Read is what the store gave for this spec (ReadForNew) when the
+	// caller read it already, with the memberships that authorized the
+	// call; nil has Create read it.
+	Read *store.NewSessionRead
 }
 
 // Create creates a session: its row and the session_meta that opens its
@@ -58,7 +63,17 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 	if err != nil {
 		return nil, err
 	}
-	st, err := m.loadAgent(ctx, spec.AgentState, nil)
+	read := spec.Read
+	if read == nil {
+		// A failed read leaves each part to its own read below, which
+		// reports its failure as it did.
+		read, _ = m.ReadForNew(ctx, spec, "")
+	}
+	var known *store.LeaseRead
+	if read != nil && read.AgentRead {
+		known = &store.LeaseRead{Agent: read.Agent, AgentRead: true, AgentVersion: read.AgentVersion}
+	}
+	st, err := m.loadAgent(ctx, spec.AgentState, known)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +84,7 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 	if project == "" {
 		project = store.DefaultProject
 	}
-	window, vision := m.modelInfo(ctx, spec.Model, project, st)
+	window, vision := m.modelInfo(ctx, spec.Model, project, st, read)
 	id := spec.ID
 	if id == "" {
 		id = newSessionID()
@@ -120,6 +135,22 @@ func (m *Manager) Create(ctx context.Context, spec CreateSpec) (*penguinv1.Sessi
 	}
 	m.metrics.sessionsCreated.WithLabelValues(kind).Inc()
 	return m.toProto(row, penguinv1.SessionState_SESSION_STATE_IDLE), nil
+}
+
+// ReadForNew reads in one statement (store.ReadForNewSession) what
+// creating a session of spec asks of the store: userID's memberships
+// (none for ""), from which the caller's authorization decides the
+// session's project; the version of the session's agent, when the engine
+// keeps its agents in the store; and the settings of the model spec
+// names, in its project and the memberships' ones. Three reads were made
+// apart before, each its own read transaction.
+func (m *Manager) ReadForNew(ctx context.Context, spec CreateSpec, userID string) (*store.NewSessionRead, error) {
+	q := store.NewSessionQuery{UserID: userID, Provider: spec.Model.GetProvider(), ModelID: spec.Model.GetModelId(),
+		Project: cmp.Or(spec.ProjectID, store.DefaultProject)}
+	if a, ok := m.agentOf(spec.AgentState); ok {
+		q.Agent = a
+	}
+	return m.store.ReadForNewSession(ctx, q)
 }
 
 // modelFor is a new session's model: the one the request names, else the
@@ -253,12 +284,17 @@ func (m *Manager) record(ctx context.Context, row *store.Session, meta *penguinv
 
 // modelInfo returns the model's context window and whether it takes
 // images, from the agent's settings, the project's settings of the model
-// and the gateway's model table, in that order. An
+// (read with the rest when read has them) and the gateway's model table,
+// in that order. An
 // unknown model gets no window (the default is assumed) and vision. The
 // session's project's routes are asked about beside the global ones.
-func (m *Manager) modelInfo(ctx context.Context, ref *penguinv1.ModelRef, project string, st *agentstate.State) (int64, bool) {
+func (m *Manager) modelInfo(ctx context.Context, ref *penguinv1.ModelRef, project string, st *agentstate.State, read *store.NewSessionRead) (int64, bool) {
 	window, vision := st.Config.Model.ContextWindow, true
-	if pm := m.projectModel(ctx, project, ref.GetProvider(), ref.GetModelId()); window == 0 && pm != nil {
+	pm, ok := read.ModelSetting(project, ref.GetProvider(), ref.GetModelId())
+	if !ok {
+		pm = m.projectModel(ctx, project, ref.GetProvider(), ref.GetModelId())
+	}
+	if window == 0 && pm != nil {
 		window = pm.ContextWindow
 	}
 	resp, err := m.opts.LLM.ListModels(ctx, &penguinv1.ListModelsRequest{Provider: ref.GetProvider(), Project: project})

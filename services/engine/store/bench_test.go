@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -491,4 +492,85 @@ func BenchmarkRunReads(b *testing.B) {
 	half := float64(b.N) / 2
 	b.ReportMetric(float64(apart.Microseconds())/half, "apart-µs/task")
 	b.ReportMetric(float64(joined.Microseconds())/half, "joined-µs/task")
+}
+
+// BenchmarkNewSessionReads measures what creating a session reads from
+// the store, the two ways in turn on the same store: apart (the caller's
+// memberships, the agent's version and the model's settings, three
+// statements, as before 2026-12-07's thirteenth round) and joined (one
+// statement, ReadForNewSession). Each task's session is created first,
+// with a session_meta, so the readers' caches are as cold as after a
+// commit. It reports each way's wall time, allocations and bytes
+// allocated per task; on SQLite it runs on a file, and postgres on the
+// test PostgreSQL (loopback).
+func BenchmarkNewSessionReads(b *testing.B) {
+	b.Run("sqlite", func(b *testing.B) { runNewSessionReads(b, openSQLiteBench(b)) })
+	b.Run("postgres", func(b *testing.B) { runNewSessionReads(b, openPGBench(b)) })
+}
+
+func runNewSessionReads(b *testing.B, st store.Store) {
+	ctx := testkit.Context(b, 5*time.Minute)
+	agents := st.(store.AgentStore)
+	if _, err := agents.CreateAgent(ctx, store.DefaultProject, "coder", []store.AgentFile{{Path: "AGENTS.md", Data: []byte("a")}}); err != nil {
+		b.Fatal(err)
+	}
+	if err := st.PutModelSetting(ctx, &store.ModelSetting{Project: store.DefaultProject, Provider: "openai", ModelID: "mock", ContextWindow: 8192}); err != nil {
+		b.Fatal(err)
+	}
+	meta := &penguinv1.OmniMessage{Timestamp: timestamppb.Now(), Payload: &penguinv1.OmniMessage_SessionMeta{SessionMeta: &penguinv1.SessionMeta{
+		Provider: "openai", ModelId: "mock", SystemPrompt: strings.Repeat("You are Penguin. ", 280)}}}
+	q := store.NewSessionQuery{UserID: store.AdminUser, Agent: store.AgentRef{Project: store.DefaultProject, Name: "coder"},
+		Provider: "openai", ModelID: "mock", Project: store.DefaultProject}
+	apart := func() {
+		if ms, err := st.MembershipsOf(ctx, store.AdminUser); err != nil || len(ms) != 1 {
+			b.Fatal(ms, err)
+		}
+		if a, err := agents.GetAgent(ctx, store.DefaultProject, "coder"); err != nil || a.Version != 1 {
+			b.Fatal(a, err)
+		}
+		if s, err := st.GetModelSetting(ctx, store.DefaultProject, "openai", "mock"); err != nil || s.ContextWindow != 8192 {
+			b.Fatal(s, err)
+		}
+	}
+	joined := func() {
+		r, err := st.ReadForNewSession(ctx, q)
+		if err != nil || len(r.Memberships) != 1 || r.AgentVersion != 1 {
+			b.Fatal(r, err)
+		}
+		if s, ok := r.ModelSetting(store.DefaultProject, "openai", "mock"); !ok || s.ContextWindow != 8192 {
+			b.Fatal(s, ok)
+		}
+	}
+	var (
+		wall          [2]time.Duration
+		allocs, bytes [2]uint64
+		ms            runtime.MemStats
+	)
+	b.ResetTimer()
+	for i := range b.N {
+		if err := st.CreateSession(ctx, &store.Session{ID: fmt.Sprintf("s-%d", i)}, store.Event{Sequence: 1, Message: meta}); err != nil {
+			b.Fatal(err)
+		}
+		way, read := i%2, apart
+		if way == 1 {
+			read = joined
+		}
+		runtime.ReadMemStats(&ms)
+		m0, b0, t0 := ms.Mallocs, ms.TotalAlloc, time.Now()
+		read()
+		wall[way] += time.Since(t0)
+		runtime.ReadMemStats(&ms)
+		allocs[way] += ms.Mallocs - m0
+		bytes[way] += ms.TotalAlloc - b0
+	}
+	b.StopTimer()
+	for way, name := range []string{"apart", "joined"} {
+		n := float64(b.N / 2)
+		if n == 0 {
+			continue
+		}
+		b.ReportMetric(float64(wall[way].Microseconds())/n, name+"-µs/task")
+		b.ReportMetric(float64(allocs[way])/n, name+"-allocs/task")
+		b.ReportMetric(float64(bytes[way])/n, name+"-B/task")
+	}
 }

@@ -136,6 +136,21 @@ func sqliteMigrations() []migration {
 		{version: 8, stmts: modelSettingsMigration()},
 		// Large parts of events kept once per project (payloads.go).
 		{version: 9, stmts: sharedPayloadsMigration("BLOB", " WITHOUT ROWID")},
+		// The sessions' indexes by time in ascending order. SQLite
+		// keeps a DESC index's newest key first, so every new session
+		// went in at the index's left edge, where a full leaf is
+		// rebalanced with its two siblings and their parent: four pages
+		// of sessions_newest written at each CreateSession, and some of
+		// sessions_project, where an ascending index takes the new key at
+		// its right edge, in one page (docs/performance.md, thirteenth
+		// round). The listings read them backwards, with the same plans.
+		// PostgreSQL's B-tree has no such cost and keeps its indexes.
+		{version: 10, stmts: []string{
+			`DROP INDEX sessions_newest`,
+			`CREATE INDEX sessions_newest ON sessions (created_at, id)`,
+			`DROP INDEX sessions_project`,
+			`CREATE INDEX sessions_project ON sessions (project_id, created_at, id)`,
+		}},
 	}
 }
 

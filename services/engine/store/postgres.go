@@ -659,7 +659,7 @@ func (s *pgStore) ReadEvents(ctx context.Context, sessionID string, afterSequenc
 	if err != nil {
 		return nil, s.wrap(ctx, op, err)
 	}
-	raw, err := collectEvents(rows)
+	raw, err := collectEvents(rows, copiedBlob)
 	rows.Close()
 	if err != nil {
 		return nil, s.wrap(ctx, op, err)

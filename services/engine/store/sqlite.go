@@ -177,10 +177,49 @@ func (c *stmtCache) queryRow(ctx context.Context, query string, args ...any) *sq
 // every statement, far more than the lookup. A context already ended
 // still fails it.
 func (c *stmtCache) lookup(ctx context.Context, query string, args ...any) *sql.Row {
-	if ctx.Err() == nil {
-		ctx = context.WithoutCancel(ctx)
+	return c.queryRow(uncancelled(ctx), query, args...)
+}
+
+// ownedBlob scans a BLOB column into a []byte without database/sql's
+// copy. modernc's driver copies each BLOB of each row out of SQLite's
+// memory into a slice of its own (conn.columnBlob), which it never
+// touches again: database/sql's copy of it into a *[]byte was a second
+// one of every record a Run read, some 5.5 KiB a task (a new session's
+// log is its session_meta and tool list). TestOwnedBlobsOutliveTheirRows
+// checks that the driver still hands over slices of its own.
+type ownedBlob []byte
+
+// Scan implements sql.Scanner, keeping the driver's slice.
+func (b *ownedBlob) Scan(src any) error {
+	switch v := src.(type) {
+	case []byte:
+		*b = v
+	case string:
+		*b = []byte(v)
+	case nil:
+		*b = nil
+	default:
+		return fmt.Errorf("a BLOB column holds %T", src)
 	}
-	return c.queryRow(ctx, query, args...)
+	return nil
+}
+
+// keepBlob scans a byte column of SQLite's into b as an ownedBlob.
+func keepBlob(b *[]byte) any { return (*ownedBlob)(b) }
+
+// uncancelled is ctx without its cancellation for a statement that finds
+// its few rows through keys (lookup), unless ctx has ended already.
+func uncancelled(ctx context.Context) context.Context {
+	if ctx.Err() == nil {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
+}
+
+// ReadForNewSession implements Store, as a lookup: its parts find their
+// rows through keys.
+func (s *sqliteStore) ReadForNewSession(ctx context.Context, q NewSessionQuery) (*NewSessionRead, error) {
+	return s.teamSQL.ReadForNewSession(uncancelled(ctx), q)
 }
 
 // close closes the prepared statements.
@@ -970,7 +1009,7 @@ func (s *sqliteStore) ReadEvents(ctx context.Context, sessionID string, afterSeq
 	if err != nil {
 		return nil, s.wrap(ctx, op, err)
 	}
-	raw, err := collectEvents(rows)
+	raw, err := collectEvents(rows, keepBlob)
 	_ = rows.Close()
 	if err != nil {
 		return nil, s.wrap(ctx, op, err)
@@ -1161,7 +1200,7 @@ func (t *writeTx) shortLog(events *sql.Stmt, sessionID string) ([]storedEvent, e
 		return nil, err
 	}
 	defer rows.Close()
-	return collectEvents(rows)
+	return collectEvents(rows, keepBlob)
 }
 
 // PeekLease implements Store: the lease's row, the session's, the model

@@ -134,12 +134,13 @@ type storedEvent struct {
 }
 
 // collectEvents reads every row of a `seq, kind, body, has shared,
-// shared body` result. The caller closes rows and wraps the error.
-func collectEvents(rows rowIterator) ([]storedEvent, error) {
+// shared body` result, the byte columns scanned through blob (copied,
+// or ownedBlob on SQLite). The caller closes rows and wraps the error.
+func collectEvents(rows rowIterator, blob func(*[]byte) any) ([]storedEvent, error) {
 	var raw []storedEvent
 	for rows.Next() {
 		var e storedEvent
-		if err := rows.Scan(&e.seq, &e.kind, &e.body, &e.hasShared, &e.shared); err != nil {
+		if err := rows.Scan(&e.seq, &e.kind, blob(&e.body), &e.hasShared, blob(&e.shared)); err != nil {
 			return nil, err
 		}
 		raw = append(raw, e)
@@ -149,6 +150,11 @@ func collectEvents(rows rowIterator) ([]storedEvent, error) {
 	}
 	return raw, nil
 }
+
+// copiedBlob scans a byte column as database/sql and pgx scan a *[]byte:
+// into a copy of the driver's bytes, which may be the connection's
+// buffer (pgx's are).
+func copiedBlob(b *[]byte) any { return b }
 
 // storeShared stores enc's shared parts, keyed for the session's project,
 // before the events that refer to them: project is the project, or empty

@@ -192,6 +192,13 @@ type Store interface {
 	// its pages read again on SQLite).
 	GetSessionAccess(ctx context.Context, id, userID string) (*Session, *Member, error)
 
+	// ReadForNewSession reads what creating a session asks of the store,
+	// in one statement: the caller's memberships, the version of the
+	// session's agent and the project's settings of its model, each
+	// part only when the query names it. They are as fresh as the three
+	// reads were, and read at one moment.
+	ReadForNewSession(ctx context.Context, q NewSessionQuery) (*NewSessionRead, error)
+
 	// ListSessions returns one page of sessions, newest first (by
 	// CreatedAt, ties broken by id, descending), and the token of the next
 	// page, empty on the last one. Paging is stable: sessions created or

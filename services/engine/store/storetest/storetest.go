@@ -111,6 +111,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 		{"Users", s.testUsers},
 		{"ProjectsAndMembers", s.testProjectsAndMembers},
 		{"SessionAccess", s.testSessionAccess},
+		{"ReadForNewSession", s.testReadForNewSession},
 		{"ListSessionsByProject", s.testListByProject},
 		{"AccessTokens", s.testAccessTokens},
 		{"LoginSessions", s.testLoginSessions},

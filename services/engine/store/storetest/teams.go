@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,6 +155,102 @@ func (s *suite) testSessionAccess(t *testing.T, ctx context.Context, st store.St
 	}
 	_, _, err := st.GetSessionAccess(ctx, "s-none", "bob")
 	wantErr(t, "GetSessionAccess(unknown)", err, store.ErrNotFound)
+}
+
+// ReadForNewSession reads, as they stand, the caller's memberships (as
+// MembershipsOf does), the version of the agent asked for (zero for an
+// agent the store lacks) and the model's settings in the query's project
+// and the caller's projects, not in others; a part not asked for is not
+// read.
+func (s *suite) testReadForNewSession(t *testing.T, ctx context.Context, st store.Store) {
+	mustUser(t, ctx, st, "bob")
+	mustUser(t, ctx, st, "carol")
+	mustProject(t, ctx, st, "apollo", "bob")
+	mustProject(t, ctx, st, "gemini", "carol")
+	if err := st.SetMember(ctx, store.Member{ProjectID: "gemini", UserID: "bob", Role: store.RoleMember}); err != nil {
+		t.Fatal(err)
+	}
+	mustProject(t, ctx, st, "mercury", "carol")
+	for _, p := range []string{"apollo", "mercury", store.DefaultProject} {
+		price := &store.Price{Input: 1, Output: 2}
+		if p == store.DefaultProject {
+			price = nil
+		}
+		if err := st.PutModelSetting(ctx, &store.ModelSetting{Project: p, Provider: "prov", ModelID: "m1", ContextWindow: int64(len(p)) * 1000, Price: price}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agent := store.AgentRef{Project: "apollo", Name: "reader"}
+	q := store.NewSessionQuery{UserID: "bob", Agent: agent, Provider: "prov", ModelID: "m1", Project: store.DefaultProject}
+	r, err := st.ReadForNewSession(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	of, err := st.MembershipsOf(ctx, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(r.Memberships, func(a, b store.Member) int { return strings.Compare(a.ProjectID, b.ProjectID) })
+	if !slices.Equal(r.Memberships, of) || len(of) != 2 {
+		t.Fatalf("ReadForNewSession memberships = %+v; MembershipsOf says %+v", r.Memberships, of)
+	}
+	if !r.AgentRead || r.Agent != agent || r.AgentVersion != 0 {
+		t.Fatalf("ReadForNewSession of an agent the store lacks = %+v; want it read at version 0", r)
+	}
+	for _, tc := range []struct {
+		project, provider, model string
+		window                   int64 // 0: none
+		read                     bool
+	}{
+		{"apollo", "prov", "m1", 6000, true},             // a project of the caller
+		{"gemini", "prov", "m1", 0, true},                // a project of the caller without settings
+		{store.DefaultProject, "prov", "m1", 7000, true}, // the query's project
+		{"mercury", "prov", "m1", 0, false},              // not the caller's: not read
+		{"apollo", "prov", "m2", 0, false},               // another model: not read
+		{"apollo", "other", "m1", 0, false},              // another provider: not read
+	} {
+		pm, ok := r.ModelSetting(tc.project, tc.provider, tc.model)
+		switch {
+		case ok != tc.read:
+			t.Fatalf("ModelSetting(%s, %s/%s) read = %v, want %v", tc.project, tc.provider, tc.model, ok, tc.read)
+		case tc.window == 0 && pm != nil:
+			t.Fatalf("ModelSetting(%s, %s/%s) = %+v, want none", tc.project, tc.provider, tc.model, pm)
+		case tc.window != 0:
+			want, err := st.GetModelSetting(ctx, tc.project, tc.provider, tc.model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pm == nil || pm.ContextWindow != tc.window || !reflect.DeepEqual(pm, want) {
+				t.Fatalf("ModelSetting(%s, %s/%s) = %+v, want %+v", tc.project, tc.provider, tc.model, pm, want)
+			}
+		}
+	}
+	if as, ok := st.(store.AgentStore); ok {
+		if _, err := as.CreateAgent(ctx, agent.Project, agent.Name, []store.AgentFile{{Path: "AGENTS.md", Data: []byte("a")}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := as.ChangeAgent(ctx, agent.Project, agent.Name, []store.AgentChange{{Path: "AGENTS.md", Data: []byte("b"), IfVersion: store.AnyVersion}}); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := st.ReadForNewSession(ctx, q); err != nil || !r.AgentRead || r.AgentVersion != 2 {
+			t.Fatalf("ReadForNewSession of the agent at version 2 = %+v, %v", r, err)
+		}
+	}
+	// A removed membership is gone from the next read.
+	if err := st.RemoveMember(ctx, "gemini", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := st.ReadForNewSession(ctx, q); err != nil || len(r.Memberships) != 1 || r.Memberships[0].ProjectID != "apollo" {
+		t.Fatalf("ReadForNewSession after bob left gemini = %+v, %v", r, err)
+	}
+	// Nothing asked for, nothing read.
+	r, err = st.ReadForNewSession(ctx, store.NewSessionQuery{Project: "apollo"})
+	if err != nil || len(r.Memberships) != 0 || r.AgentRead {
+		t.Fatalf("ReadForNewSession of nothing = %+v, %v", r, err)
+	}
+	if _, ok := r.ModelSetting("apollo", "prov", "m1"); ok {
+		t.Fatal("ReadForNewSession without a model read its settings")
+	}
 }
 
 func (s *suite) testProjectsAndMembers(t *testing.T, ctx context.Context, st store.Store) {
