@@ -32,7 +32,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/internal/catalog"
@@ -227,8 +226,13 @@ func (a *Adapter) read(ctx context.Context, s *sse.Reader, tr *translate.Transla
 			return tr.Finish(nil)
 		}
 		c.reset()
-		if err := dec.Decode(ev.Data, &c); err != nil {
-			return tr.Finish(failure.Malformed(err, "the provider sent a chunk that is not valid JSON: %v", err))
+		if !c.decode(ev.Data) {
+			// Not a chunk of the usual shape, or not JSON: encoding/json
+			// decodes it, or says what is wrong with it.
+			c.reset()
+			if err := dec.Decode(ev.Data, &c); err != nil {
+				return tr.Finish(failure.Malformed(err, "the provider sent a chunk that is not valid JSON: %v", err))
+			}
 		}
 		if c.Error != nil {
 			return tr.Finish(failure.InBand(c.Error.kind(), c.Error.Message))
@@ -288,14 +292,16 @@ type chunk struct {
 }
 
 type choice struct {
-	Index int `json:"index"`
-	Delta struct {
-		Content          content         `json:"content"`
-		ReasoningContent string          `json:"reasoning_content"`
-		Reasoning        flexText        `json:"reasoning"`
-		ToolCalls        []toolCallDelta `json:"tool_calls"`
-	} `json:"delta"`
+	Index        int     `json:"index"`
+	Delta        delta   `json:"delta"`
 	FinishReason *string `json:"finish_reason"`
+}
+
+type delta struct {
+	Content          content         `json:"content"`
+	ReasoningContent string          `json:"reasoning_content"`
+	Reasoning        flexText        `json:"reasoning"`
+	ToolCalls        []toolCallDelta `json:"tool_calls"`
 }
 
 // reset empties c for the next chunk but keeps the arrays of its choices,
@@ -424,18 +430,14 @@ func (c *content) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// unquote decodes the JSON string b into s as encoding/json does. A
-// string with no escape and valid UTF-8, nearly every delta, is its bytes
-// as they are: copying them spares a second validation of b and a decoder
-// state at every chunk. Any other string goes to encoding/json, which
-// decodes the escapes and replaces invalid UTF-8. b comes from the
-// decoding of the whole chunk, which already checked it is valid JSON.
+// unquote decodes the JSON string b into s as encoding/json does
+// (unquoteChecked), without a decoder state at every chunk; what it
+// refuses goes to encoding/json for its error. b comes from the decoding
+// of the whole chunk, which already checked it is valid JSON.
 func unquote(b []byte, s *string) error {
-	if n := len(b); n >= 2 && b[n-1] == '"' {
-		if in := b[1 : n-1]; bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
-			*s = string(in)
-			return nil
-		}
+	if v, ok := unquoteChecked(b); ok {
+		*s = v
+		return nil
 	}
 	return json.Unmarshal(b, s)
 }
