@@ -9,7 +9,8 @@ import (
 
 // shortWayChunks are chunks as the providers send them, each of which
 // chunk.decode must take (not leave to encoding/json): the mockllm's, and
-// OpenAI's, DeepSeek's, OpenRouter's and Mistral's kinds.
+// OpenAI's, DeepSeek's, OpenRouter's and Mistral's kinds, and some odd
+// but valid ones.
 var shortWayChunks = []string{
 	`{"id":"chatcmpl-27e1d9000001","object":"chat.completion.chunk","created":1796662666,"model":"bench-model","system_fingerprint":"fp_emulator","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":null}`,
 	`{"id":"chatcmpl-27e1d9000001","object":"chat.completion.chunk","created":1796662666,"model":"bench-model","system_fingerprint":"fp_emulator","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_27e1d90000010","type":"function","function":{"name":"read_file","arguments":""}}]},"logprobs":null,"finish_reason":null}],"usage":null}`,
@@ -34,8 +35,10 @@ var shortWayChunks = []string{
 	`{}`,
 }
 
-// longWayChunks are chunks chunk.decode must leave to encoding/json:
-// valid JSON it does not read itself, and JSON that is not valid.
+// longWayChunks are chunks encoding/json reads in its own way (keys that
+// match a field only without regard to case, a key sent twice, numbers
+// where an integer goes) or refuses: chunk.decode must decode them as
+// encoding/json does, or leave them to it.
 var longWayChunks = []string{
 	`{"error":{"message":"overloaded","type":"server_error","code":529}}`,
 	`{"Choices":[]}`, `{"choices":[{"Index":1}]}`, `{"choices":[{"delta":{"CONTENT":"x"}}]}`, `{"usage":{"Prompt_Tokens":1}}`,
@@ -78,7 +81,7 @@ func checkDecode(t *testing.T, data []byte) (took bool) {
 
 // TestChunkDecodeMatchesEncodingJSON checks the chunk decoder against
 // encoding/json on the providers' chunks (which it must take), on chunks
-// it must leave, and on each of the providers' chunks with each byte in
+// encoding/json reads in its own way or refuses, and on each of the providers' chunks with each byte in
 // turn cut, dropped or replaced by one that matters to JSON's grammar
 // (FuzzChunkDecode goes on from there).
 func TestChunkDecodeMatchesEncodingJSON(t *testing.T) {
@@ -88,9 +91,7 @@ func TestChunkDecodeMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 	for _, s := range longWayChunks {
-		if checkDecode(t, []byte(s)) {
-			t.Errorf("decode took %s", s)
-		}
+		checkDecode(t, []byte(s))
 	}
 	replacements := []byte{'"', '\\', ',', ':', '}', ']', '\n', 'x', 'u', '0', '.', 0x1f, 0xff}
 	for _, s := range shortWayChunks {
@@ -112,40 +113,4 @@ func FuzzChunkDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { checkDecode(t, data) })
-}
-
-// TestUnquoteCheckedMatchesEncodingJSON checks the string decoder on its
-// own against encoding/json: every literal encoding/json takes decodes
-// to the same string, and every one it refuses is refused.
-func TestUnquoteCheckedMatchesEncodingJSON(t *testing.T) {
-	for _, in := range []string{`""`, `"plain"`, `"é 日本 🐧"`, `"a\"b\\c\n\u00e9\ud83d\udc27"`, "\"bad \xff\xfe utf8\"", "\"cut \xe6\x97\"",
-		`"\ud800 lone"`, `"\udc00\ud800"`, `"\ud83d\u0041"`, `"\uD83D\uDC27"`, `"\ud83d"`, `"\ud83d\"`, `"\/\b\f\r\t"`,
-		`"\'"`, `"\x"`, `"\u12"`, `"\u12g4"`, "\"ctl \x01\"", `"a"b"`, `"`, `x`, `"\"`} {
-		var want string
-		wantErr := json.Unmarshal([]byte(in), &want)
-		got, ok := unquoteChecked([]byte(in))
-		if ok != (wantErr == nil) || (ok && got != want) {
-			t.Errorf("unquoteChecked(%q) = %q, %v; encoding/json: %q, %v", in, got, ok, want, wantErr)
-		}
-	}
-}
-
-// FuzzUnquoteChecked compares the string decoder with encoding/json on
-// any bytes.
-func FuzzUnquoteChecked(f *testing.F) {
-	for _, s := range []string{`"a\"b\\c\n\u00e9\ud83d\udc27"`, "\"bad \xff\xfe utf8\"", `"\ud800 lone"`, `"\ud83d\u0041"`, `"\'"`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		var want string
-		wantErr := json.Unmarshal(in, &want)
-		got, ok := unquoteChecked(in)
-		// A literal with white space around it is refused, and unquote
-		// then leaves it to encoding/json: unquoteChecked is only given
-		// a literal's own bytes.
-		exact := len(in) > 0 && in[0] == '"' && in[len(in)-1] == '"'
-		if (ok && (wantErr != nil || got != want)) || (!ok && exact && wantErr == nil) {
-			t.Errorf("unquoteChecked(%q) = %q, %v; encoding/json: %q, %v", in, got, ok, want, wantErr)
-		}
-	})
 }
