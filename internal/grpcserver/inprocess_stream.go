@@ -112,9 +112,9 @@ func sharesRequest(opts []grpc.CallOption) bool {
 // Messages are copied once, by proto.Clone at SendMsg, into a value that
 // only the receiver will see, which RecvMsg then moves into the
 // receiver's message (see move): over the network each side has its own,
-// and senders may touch what they sent (the environment service recycles
-// its output buffers once a message is written out), while the receiver
-// owns what it received. A handler that lets go of what it sends says so
+// and a sender may touch what it sent once SendMsg returns (reuse a
+// message, fill a buffer it shares), while the receiver owns what it
+// received. A handler that lets go of what it sends says so
 // with HandOver, and its messages then cross without the copy; a request
 // that neither its caller nor its handler changes (ShareRequest,
 // RequestReader) crosses without one too, its parts shared.

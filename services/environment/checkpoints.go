@@ -31,21 +31,27 @@ const (
 	maxReadBytes = 1 << 20
 )
 
-// openCheckpoints opens the workspace real, resolved by existingWorkspace,
-// and its checkpoint store. The caller closes both.
-func (s *Service) openCheckpoints(real string) (*workspace.Root, *checkpoint.Store, error) {
-	root, err := openResolved(real)
-	if err != nil {
-		return nil, nil, err
+// openStore returns the checkpoint store of the workspace real, resolved
+// by existingWorkspace, whose handle is at dir: the one kept open for it
+// (see heldStores) when it is still as it was, else the store opened. The
+// caller gives it back with s.stores.put, under checkpointMu.
+func (s *Service) openStore(real, dir string) (*checkpoint.Store, error) {
+	if st := s.stores.take(real); st != nil {
+		if st.Reusable(time.Now()) {
+			return st, nil
+		}
+		st.Close()
 	}
-	st, err := checkpoint.Open(s.scratch, root.Dir())
+	st, err := openCheckpointStore(s.scratch, dir)
 	if err != nil {
-		root.Close()
-		s.log.Error("opening a checkpoint store failed", "workspace", root.Dir(), "error", err)
-		return nil, nil, status.Error(codes.Internal, "the checkpoint store cannot be opened; see the service log")
+		s.log.Error("opening a checkpoint store failed", "workspace", dir, "error", err)
+		return nil, status.Error(codes.Internal, "the checkpoint store cannot be opened; see the service log")
 	}
-	return root, st, nil
+	return st, nil
 }
+
+// openCheckpointStore is checkpoint.Open, which a test counts.
+var openCheckpointStore = checkpoint.Open
 
 // existingWorkspace resolves an existing workspace directory, with the
 // checks of realWorkspace.
@@ -176,14 +182,18 @@ func (s *Service) withStore(requested string, fn func(*workspace.Root, *checkpoi
 // withResolvedStore is withStore on the workspace real, resolved by
 // existingWorkspace.
 func (s *Service) withResolvedStore(real string, fn func(*workspace.Root, *checkpoint.Store) error) error {
-	root, st, err := s.openCheckpoints(real)
+	root, err := openResolved(real)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	defer st.Close()
 	s.checkpointMu.Lock()
 	defer s.checkpointMu.Unlock()
+	st, err := s.openStore(real, root.Dir())
+	if err != nil {
+		return err
+	}
+	defer s.stores.put(real, st)
 	return fn(root, st)
 }
 

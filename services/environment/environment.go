@@ -52,12 +52,16 @@ type Environment struct {
 	policy    *cmdpolicy.Policy
 	vault     *redact.Vault
 	commands  *commandRunner // its sandbox and commands, started by the first command
-	env       []string       // the commands' base environment, for custom tools
-	mcpConns  []*mcp.Conn
-	mcpEnd    *penguinv1.McpConnectEnd
-	endWrites func() // ends the MCP servers' registration with the writeTracker
-	notices   *notices
-	log       *slog.Logger
+	// commandEnv is the commands' environment, and the part of it a
+	// login profile cannot override (see CommandEnv), made at the first
+	// command or custom tool that needs it: most environments run none.
+	commandEnv func() (env, fixed []string)
+	mcpConns   []*mcp.Conn
+	mcpEnd     *penguinv1.McpConnectEnd
+	endWrites  func() // ends the MCP servers' registration with the writeTracker
+	endStore   func() // ends the workspace's hold on its checkpoint store (see heldStores)
+	notices    *notices
+	log        *slog.Logger
 
 	order  []string
 	tools  map[string]tool.Spec
@@ -336,6 +340,9 @@ func (e *Environment) dispose() {
 		}
 		if e.archive != nil {
 			e.archive.close()
+		}
+		if e.endStore != nil {
+			e.endStore()
 		}
 		close(e.disposed)
 	})

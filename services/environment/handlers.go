@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/grpcserver"
 	"github.com/penguin-agent/penguin/internal/termtext"
 	"github.com/penguin-agent/penguin/services/environment/command"
 	"github.com/penguin-agent/penguin/services/environment/framing"
@@ -97,6 +98,11 @@ func (s *Service) ExecuteTool(req *penguinv1.ExecuteToolRequest, stream grpc.Ser
 		return status.Error(codes.InvalidArgument, "tool_call with a tool_call_id is required: the output must name the call it answers")
 	}
 	ctx := stream.Context()
+	// The frames go to the caller as they are, not copied, when it is in
+	// this process: nothing here changes or reads a frame once it is
+	// sent (framing makes each anew), and a read_file's four frames were
+	// four proto.Clones of the in-process channel.
+	grpcserver.HandOver(ctx)
 	// The call's complete output says how it ended, for the metrics.
 	ended := penguinv1.StopReason_STOP_REASON_UNSPECIFIED
 	var e *Environment

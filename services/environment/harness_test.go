@@ -16,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/internal/grpcserver"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/internal/testkit/proctest"
@@ -172,6 +174,32 @@ func start(t testing.TB, opts environment.Options) *harness {
 	client, addr := serve(t, svc)
 	t.Cleanup(svc.Close) // before the server stops, as cleanups run last first
 	return &harness{t: t, svc: svc, client: client, root: svc.Root(), scratch: opts.ScratchDir, home: home, addr: addr}
+}
+
+// inProcess serves svc as penguin serve does (grpcserver, no tracing) and
+// returns a client of its in-process channel; the server stops when the
+// test ends.
+func inProcess(t testing.TB, svc penguinv1.EnvironmentServiceServer) penguinv1.EnvironmentServiceClient {
+	t.Helper()
+	srv, err := grpcserver.New(grpcserver.Options{Name: "environment", ShutdownTimeout: 5 * time.Second, TracerProvider: noop.NewTracerProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	penguinv1.RegisterEnvironmentServiceServer(srv, svc)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, lis) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return penguinv1.NewEnvironmentServiceClient(srv.InProcess())
 }
 
 // serve serves svc on a loopback port with large buffers and windows (the

@@ -52,6 +52,9 @@ type Service struct {
 	checkpointMu sync.Mutex
 	// writes knows when a workspace's last checkpoint still holds.
 	writes writeTracker
+	// stores keeps the checkpoint stores of the live environments'
+	// workspaces open between checkpoints.
+	stores heldStores
 
 	mu   sync.Mutex
 	envs map[string]*Environment

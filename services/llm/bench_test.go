@@ -23,15 +23,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
-	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/grpcserver"
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/internal/testkit/emulator"
-	"github.com/penguin-agent/penguin/services/llm"
-	"github.com/penguin-agent/penguin/services/llm/middleware"
-	"github.com/penguin-agent/penguin/services/llm/registry"
-	"github.com/penguin-agent/penguin/services/llm/routing"
-	"github.com/penguin-agent/penguin/services/llm/stream"
 )
 
 // benchStack is the gateway as deployed (gRPC bootstrap with its
@@ -61,26 +55,10 @@ func newBenchStack(b *testing.B, script emulator.Script) *benchStack {
 	cfg.BaseURL = emu.URL + "/v1"
 	cfg.HTTPClient = &http.Client{Transport: directTr}
 
-	f, err := routing.Parse([]byte("providers:\n  - name: emu\n    type: openai\n    base_url: " + emu.URL + "/v1\n"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	reg := registry.New()
-	if err := routing.Build(f, reg, routing.Deps{Lookup: config.MapLookup(nil), HTTPClient: &http.Client{Transport: gatewayTr}, IdleTimeout: llm.DefaultIdleTimeout}); err != nil {
-		b.Fatal(err)
-	}
 	metrics := prometheus.NewRegistry()
-	metering, err := middleware.NewMetering(metrics)
-	if err != nil {
-		b.Fatal(err)
-	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := llm.New(llm.Options{Registry: reg, Logger: log, Middleware: []stream.Middleware{
-		middleware.Tracing(noop.NewTracerProvider()), middleware.Logging(log), metering.Middleware(),
-	}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	svc := shippedService(b, "providers:\n  - name: emu\n    type: openai\n    base_url: "+emu.URL+"/v1\n",
+		&http.Client{Transport: gatewayTr}, metrics, log)
 	srv, err := grpcserver.New(grpcserver.Options{Name: "llm", Logger: log, Registerer: metrics, TracerProvider: noop.NewTracerProvider()})
 	if err != nil {
 		b.Fatal(err)

@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
-	"sync"
 
 	"google.golang.org/protobuf/proto"
 
@@ -32,8 +30,23 @@ func invalid(format string, args ...any) error {
 	return &InvalidRequestError{msg: fmt.Sprintf(format, args...)}
 }
 
-// toolName is the tool-name shape both provider APIs accept.
-var toolName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
+// validToolName reports whether name has the shape both provider APIs
+// accept for a tool, ^[a-zA-Z0-9_-]{1,64}$, checked byte by byte (every
+// byte the shape takes is ASCII) rather than with the regular expression,
+// which every tool of every request went through.
+func validToolName(name string) bool {
+	if len(name) < 1 || len(name) > 64 {
+		return false
+	}
+	for i := range len(name) {
+		switch c := name[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // prepare validates req and builds the provider-neutral request: the model
 // reference and route, a well-formed history (complete messages only, every
@@ -150,10 +163,27 @@ func (s *Service) unknownModel(route, model string) {
 	if s.unknownN.Load() >= maxUnknownLogged {
 		return
 	}
-	if _, seen := s.unknown.LoadOrStore(route+"\x00"+model, true); seen {
+	key := modelKey{route, model}
+	s.unknownMu.RLock()
+	seen := s.unknown[key]
+	s.unknownMu.RUnlock()
+	if seen {
 		return
 	}
-	s.unknownN.Add(1)
+	s.unknownMu.Lock()
+	seen = s.unknown[key]
+	if !seen {
+		if s.unknown == nil {
+			s.unknown = map[modelKey]bool{}
+		}
+		// Copies: the request's strings may share memory with more.
+		s.unknown[modelKey{strings.Clone(route), strings.Clone(model)}] = true
+		s.unknownN.Add(1)
+	}
+	s.unknownMu.Unlock()
+	if seen {
+		return
+	}
 	s.log.Warn("a model is not in the catalog or the providers file: it gets conservative defaults (add it to the providers file to change them)",
 		"provider", route, "model", model, "max_tokens", UnknownModelMaxTokens, "reasoning", "none sent", "temperature", "not sent")
 }
@@ -255,7 +285,7 @@ func checkImage(where, url string, spec stream.ModelSpec) error {
 func checkTools(tools []*penguinv1.ToolDefinition) error {
 	for i, t := range tools {
 		where := position{"tools", i}
-		if !toolName().MatchString(t.GetName()) {
+		if !validToolName(t.GetName()) {
 			return invalid("%s: name %q must be 1-64 letters, digits, '_' or '-'", where, t.GetName())
 		}
 		if definedBefore(tools, i) {

@@ -2,11 +2,15 @@ package llm
 
 import (
 	"encoding/json"
+	"log/slog"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
+	"github.com/penguin-agent/penguin/services/llm/internal/llmtest"
 )
 
 // TestObjectOrNullMatchesDecoding proves the fast schema check accepts
@@ -65,4 +69,55 @@ func TestToolsCheckedOnce(t *testing.T) {
 func hasSchema(p string) bool {
 	_, ok := validSchemas.Get(p)
 	return ok
+}
+
+// TestValidToolNameMatchesPattern checks the tool-name check against the
+// pattern it stands for, ^[a-zA-Z0-9_-]{1,64}$, on names of every byte
+// and around the length bound.
+func TestValidToolNameMatchesPattern(t *testing.T) {
+	pattern := regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	names := []string{"", "a", "read_file", "run-cmd", "A9_z-", strings.Repeat("x", 64), strings.Repeat("x", 65),
+		strings.Repeat("é", 10), "tool\n", "\ntool", "tool name", "tool.name", "tool/x", "ünïcode", "\xff", "a\x00"}
+	for c := range 256 {
+		names = append(names, string([]byte{byte(c)}), "t"+string([]byte{byte(c)})+"t")
+	}
+	for _, name := range names {
+		if got, want := validToolName(name), pattern.MatchString(name); got != want {
+			t.Errorf("validToolName(%q) = %v, the pattern says %v", name, got, want)
+		}
+	}
+}
+
+// TestUnknownModelLoggedOnce checks that a model the catalog does not
+// know is logged once per route, also when requests for it come at once,
+// and that nothing more is logged once the bound is reached.
+func TestUnknownModelLoggedOnce(t *testing.T) {
+	logs := &llmtest.LogRecorder{}
+	s := &Service{log: slog.New(logs)}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 20 {
+				s.unknownModel("route", "model")
+				s.unknownModel("route", "other")
+				s.unknownModel("route2", "model")
+			}
+		})
+	}
+	wg.Wait()
+	const msg = "a model is not in the catalog or the providers file: it gets conservative defaults (add it to the providers file to change them)"
+	seen := map[string]int{}
+	for _, r := range logs.Find(msg) {
+		p, _ := llmtest.Attr(r, "provider")
+		m, _ := llmtest.Attr(r, "model")
+		seen[p.String()+"/"+m.String()]++
+	}
+	if len(seen) != 3 || seen["route/model"] != 1 || seen["route/other"] != 1 || seen["route2/model"] != 1 {
+		t.Errorf("logged %v, want each of the three once", seen)
+	}
+	s.unknownN.Store(maxUnknownLogged)
+	s.unknownModel("route", "new")
+	if n := len(logs.Find(msg)); n != 3 {
+		t.Errorf("%d lines after the bound, want 3", n)
+	}
 }

@@ -78,9 +78,15 @@ type Service struct {
 	source    *routeSource          // set by Setup; nil: nothing to reload
 	store     *routestore.Store     // set by Setup with a route store; nil: none
 	reloadErr atomic.Pointer[error] // the last reload's error, until one succeeds
-	unknown   sync.Map              // "route\x00model" of unknown models already logged
-	unknownN  atomic.Int64          // its size
+	unknownMu sync.RWMutex
+	unknown   map[modelKey]bool // unknown models already logged, under unknownMu
+	unknownN  atomic.Int64      // its size
 }
+
+// modelKey is a model of a route. A map keyed by it is looked up without
+// building a key string: a model the catalog does not know is looked up
+// at every request.
+type modelKey struct{ route, model string }
 
 // New returns the service for opts.
 func New(opts Options) (*Service, error) {

@@ -1,6 +1,9 @@
 package journal
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // DelayAfterPublish has the writer pause for d after each batch it hands
 // to the live buffer, until the returned function is called.
@@ -16,4 +19,13 @@ func SetMinLinger(d time.Duration) (restore func()) {
 	old := minLinger
 	minLinger = d
 	return func() { minLinger = old }
+}
+
+// CountWriterWakes counts each start of a writer and each wake-up of a
+// writer that held its queue back, until the returned function is called.
+func CountWriterWakes() (wakes *atomic.Int64, restore func()) {
+	wakes = new(atomic.Int64)
+	f := func() { wakes.Add(1) }
+	writerWoken.Store(&f)
+	return wakes, func() { writerWoken.Store(nil) }
 }

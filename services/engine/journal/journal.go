@@ -19,7 +19,11 @@
 // model request's events go with the tool output, the binding or the
 // task's end that follows them. Waiting delays what clients see by as much, never
 // what is recorded before they see it, and never the loop, which does not
-// wait for what it publishes.
+// wait for what it publishes. No writer runs while events wait: the
+// durability point, a flush or the linger's end starts the one that
+// commits them, and it hands each round to the live buffer in one
+// publication, so that a commit costs one wake-up of the writer and one
+// of each stream that follows the session.
 //
 // When a write fails, the journal refuses everything after it: an event
 // that cannot be recorded must not be seen, and nothing after a gap in the
@@ -101,12 +105,32 @@ type Journal struct {
 	// kick wakes a writer that holds a batch back, when a durability
 	// point or a Flush arrives.
 	kick chan struct{}
+	// timer ends a writer's hold (the linger); only the writer, of which
+	// at most one runs, uses it.
+	timer *time.Timer
+	// lingerEnd starts the writer at the end of the linger of events held
+	// back while no writer runs (armed under mu, see holdBackLocked).
+	lingerEnd *time.Timer
+	// published holds the events one round of the writer hands to the
+	// live buffer; only the writer uses it, and it is kept between rounds
+	// (up to keptQueue) so that a round allocates none.
+	published []*penguinv1.RunEvent
 
-	mu            sync.Mutex
-	drained       *sync.Cond // signalled when the writer empties the queue
-	next          int64
-	queue         []queued
-	writerActive  bool
+	mu           sync.Mutex
+	drained      *sync.Cond // signalled when the writer empties the queue
+	next         int64
+	queue        []queued
+	writerActive bool
+	// lingering says the writer waits for kick or its timer: only then
+	// does a durability point send a kick, so that none is left over to
+	// end a later hold for nothing.
+	lingering bool
+	// armed says lingerEnd is set to start the writer.
+	armed bool
+	// spare is the queue's previous backing array, emptied (up to
+	// keptQueue), for the writer to hand back as the new queue when it
+	// takes one.
+	spare         []queued
 	writeErr      error // the log failed: nothing more is published
 	lastPersisted int64
 	// urgent says the queue holds a durability point, or someone waits in
@@ -217,16 +241,73 @@ func (j *Journal) enqueueLocked(q queued) int64 {
 		j.held = time.Now()
 	}
 	if durabilityPoint(q) {
-		j.hurryLocked()
+		j.urgent = true
 	}
-	if j.claim == nil {
-		j.startLocked()
+	switch {
+	case j.claim != nil:
+		// Held until the commit that takes the lease (Flush).
+	case j.writerActive:
+		if j.urgent {
+			j.hurryLocked()
+		}
+	default:
+		if wait := j.holdLocked(); wait > 0 {
+			j.holdBackLocked(wait)
+		} else {
+			// Not hurried: what is queued behind it before the writer
+			// runs may still be held back.
+			j.startLocked()
+		}
 	}
 	return seq
 }
 
+// holdBackLocked has the writer start once wait is over, unless a
+// durability point or a flush starts it first. No writer runs meanwhile:
+// a model request's events are queued with nothing woken, and the tool's
+// output that follows them starts the writer that commits them all,
+// where a writer started by the first of them would wait, and be woken
+// again, for the tool's output.
+func (j *Journal) holdBackLocked(wait time.Duration) {
+	if j.armed {
+		return
+	}
+	j.armed = true
+	if j.lingerEnd == nil {
+		j.lingerEnd = time.AfterFunc(wait, j.lingerOver)
+	} else {
+		j.lingerEnd.Reset(wait)
+	}
+}
+
+// lingerOver runs when the linger of held-back events is over, in a
+// goroutine of its own, which becomes the writer unless one runs already
+// (a durability point came in between) or a claim holds the queue.
+func (j *Journal) lingerOver() {
+	j.mu.Lock()
+	j.armed = false
+	if j.writerActive || j.claim != nil || len(j.queue) == 0 {
+		j.mu.Unlock()
+		return
+	}
+	j.writerActive = true
+	j.mu.Unlock()
+	j.write()
+}
+
+// startNowLocked has the writer take the queue at once: it starts one
+// unless one runs, and hurries it.
+func (j *Journal) startNowLocked() {
+	j.startLocked()
+	j.hurryLocked()
+}
+
 // startLocked starts the writer unless it runs.
 func (j *Journal) startLocked() {
+	if j.armed {
+		j.armed = false
+		j.lingerEnd.Stop()
+	}
 	if !j.writerActive {
 		j.writerActive = true
 		go j.write()
@@ -254,12 +335,13 @@ func durabilityPoint(q queued) bool {
 // behind it, that much later.
 var minLinger = 2 * time.Millisecond
 
-// hurryLocked makes the writer take the queue at once.
+// hurryLocked makes the writer take the queue at once: a writer that
+// holds the queue back is woken, one that does not will find urgent set.
 func (j *Journal) hurryLocked() {
 	j.urgent = true
-	select {
-	case j.kick <- struct{}{}:
-	default: // a kick is already pending
+	if j.lingering {
+		j.lingering = false
+		j.kick <- struct{}{} // never blocks: the writer took the last kick
 	}
 }
 
@@ -277,31 +359,38 @@ func (j *Journal) holdLocked() time.Duration {
 // one transaction and publishes the round in order. Once the log failed,
 // a round publishes its announcements only.
 func (j *Journal) write() {
-	var timer *time.Timer
+	countWake()
 	// published says the last round handed an event to the live buffer,
 	// which woke its readers.
 	published := false
 	j.mu.Lock()
 	for {
 		if wait := j.holdLocked(); wait > 0 {
+			j.lingering = true
 			j.mu.Unlock()
-			if timer == nil {
-				timer = time.NewTimer(wait)
+			if j.timer == nil {
+				j.timer = time.NewTimer(wait)
 			} else {
-				timer.Reset(wait)
+				j.timer.Reset(wait)
 			}
+			kicked := false
 			select {
 			case <-j.kick:
-			case <-timer.C:
+				kicked = true
+			case <-j.timer.C:
 			}
+			countWake()
 			j.mu.Lock()
+			if !kicked && !j.lingering {
+				// A kick came after the timer fired: take it now, or it
+				// would end the next hold at once.
+				<-j.kick
+			}
+			j.lingering = false
 			continue
 		}
-		batch, with, cl := j.queue, j.with, j.claim
-		j.queue, j.with, j.claim = nil, nil, nil
 		j.urgent, j.held = false, time.Time{}
-		failed := j.writeErr != nil
-		if len(batch) == 0 && with == nil && cl == nil {
+		if len(j.queue) == 0 && j.with == nil && j.claim == nil {
 			// The writer goes idle under the same hold of the lock as
 			// its last publication (below): a reader that saw the last
 			// event in the buffer finds nothing pending, as nothing
@@ -315,12 +404,17 @@ func (j *Journal) write() {
 			if !published {
 				j.buf.Wake()
 			}
-			j.mu.Unlock()
-			if timer != nil {
-				timer.Stop()
+			if j.timer != nil {
+				// Under the lock: once it is let go, the next writer
+				// may hold the queue back with this timer.
+				j.timer.Stop()
 			}
+			j.mu.Unlock()
 			return
 		}
+		batch, with, cl := j.queue, j.with, j.claim
+		j.queue, j.spare, j.with, j.claim = j.spare, nil, nil, nil
+		failed := j.writeErr != nil
 		j.mu.Unlock()
 
 		events := make([]store.Event, 0, len(batch))
@@ -373,13 +467,21 @@ func (j *Journal) write() {
 				}
 			}
 		}
-		j.mu.Lock()
-		published = false
+		// The round is published in one call, under the lock (see the
+		// writer's going idle above): its readers wake once for it.
+		pub := j.published[:0]
 		for _, q := range batch {
 			if !failed || q.always {
-				j.buf.Publish(q.ev)
-				published = true
+				pub = append(pub, q.ev)
 			}
+		}
+		j.mu.Lock()
+		j.buf.Publish(pub...)
+		published = len(pub) > 0
+		clear(pub)
+		clear(batch)
+		if cap(batch) <= keptQueue {
+			j.published, j.spare = pub[:0], batch[:0]
 		}
 		if with != nil {
 			with.done = true
@@ -391,21 +493,34 @@ func (j *Journal) write() {
 	}
 }
 
+// keptQueue bounds the arrays a journal keeps between rounds (Journal.spare
+// and Journal.published): a task's rounds hold a few events each, and a
+// loaded session that once queued a long burst should not keep its arrays.
+const keptQueue = 64
+
 // afterPublish, when set (by tests only), runs right after the writer
 // hands a batch to the live buffer, to widen the moment in which a reader
 // of the buffer has seen the batch and asks the journal what is pending.
 var afterPublish atomic.Pointer[func()]
+
+// writerWoken, when set (by tests only), runs each time a writer starts
+// or, holding the queue back, wakes: to count the hand-offs from the
+// goroutines that publish to the writer.
+var writerWoken atomic.Pointer[func()]
+
+func countWake() {
+	if f := writerWoken.Load(); f != nil {
+		(*f)()
+	}
+}
 
 // Flush has every queued event recorded and published at once, waits
 // until they are, and returns the log's error if it failed.
 func (j *Journal) Flush() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.claim != nil {
-		j.startLocked()
-	}
-	if j.writerActive {
-		j.hurryLocked()
+	if j.claim != nil || j.writerActive || len(j.queue) > 0 {
+		j.startNowLocked()
 	}
 	for j.writerActive {
 		j.drained.Wait()
@@ -437,8 +552,7 @@ func (j *Journal) FlushWith(w store.SessionWrite) error {
 	if j.writeErr == nil {
 		rw := &rowWrite{SessionWrite: w}
 		j.with = rw
-		j.startLocked()
-		j.hurryLocked()
+		j.startNowLocked()
 		// The round that takes rw commits everything queued before it,
 		// after the rounds before it: once it is done, all of that is
 		// recorded and published. The writer may go on with events
@@ -449,12 +563,7 @@ func (j *Journal) FlushWith(w store.SessionWrite) error {
 		}
 		return j.writeErr
 	}
-	if j.writerActive {
-		j.hurryLocked()
-	}
-	for j.writerActive {
-		j.drained.Wait()
-	}
+	j.settleLocked()
 	return j.writeErr
 }
 
@@ -463,13 +572,19 @@ func (j *Journal) FlushWith(w store.SessionWrite) error {
 func (j *Journal) Reset() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.writerActive {
-		j.hurryLocked()
+	j.settleLocked()
+	j.writeErr = nil
+}
+
+// settleLocked has what is queued, unless a claim holds it, written at
+// once and waits until the writer is idle.
+func (j *Journal) settleLocked() {
+	if j.writerActive || (j.claim == nil && len(j.queue) > 0) {
+		j.startNowLocked()
 	}
 	for j.writerActive {
 		j.drained.Wait()
 	}
-	j.writeErr = nil
 }
 
 // Claim has the next commit take the session's run lease (lease, as
@@ -495,8 +610,7 @@ func (j *Journal) DropClaim() {
 	}
 	j.claim = nil
 	if len(j.queue) > 0 || j.with != nil {
-		j.startLocked()
-		j.hurryLocked()
+		j.startNowLocked()
 	}
 }
 

@@ -625,3 +625,135 @@ func TestADroppedClaimLetsTheQueueGo(t *testing.T) {
 		t.Fatalf("a dropped claim took the lease: %v", err)
 	}
 }
+
+// The events of one commit reach the live buffer together: a reader wakes
+// once for them and reads them all, so that a stream sends a commit's
+// events in one go rather than waking for the first and racing the writer
+// for the rest. Before, each event woke the readers on its own, and a
+// reader on another core read a commit's first events alone.
+func TestACommitsEventsArePublishedTogether(t *testing.T) {
+	r := newLingeringRig(t, time.Minute)
+	const rounds, perRound = 10, 200
+	// Each commit is perRound answers held back and the state change that
+	// ends their hold; its last event is a multiple of perRound+1.
+	last := int64(rounds * (perRound + 1))
+	reads := make(chan []int64, 1)
+	go func() {
+		var seen []int64
+		follow(r.buf, last, func(end int64) { seen = append(seen, end) })
+		reads <- seen
+	}()
+	for range rounds {
+		for range perRound {
+			r.publish(t, msg("partial"), true)
+		}
+		r.j.Announce(state(penguinv1.SessionState_SESSION_STATE_RUNNING))
+		if err := r.j.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seen []int64
+	select {
+	case seen = <-reads:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader did not see the last commit")
+	}
+	for _, s := range seen {
+		if s%(perRound+1) != 0 {
+			t.Fatalf("a read ended at event %d, within a commit (each ends at a multiple of %d)", s, perRound+1)
+		}
+	}
+}
+
+// A commit takes one hand-off to the writer: a model request's events are
+// held with no writer running, and the tool's output that ends their hold
+// starts the writer, or the linger's end does. Before, the first event
+// to hold started a writer that waited and was woken again by the tool's
+// output (two hand-offs), and a durability point that came while no
+// writer held the queue left a kick behind that woke the next hold for
+// nothing (three).
+func TestACommitTakesOneHandOffToTheWriter(t *testing.T) {
+	r := newLingeringRig(t, 200*time.Millisecond)
+	wakes, restore := journal.CountWriterWakes()
+	defer restore()
+	round := func(what string, publish func(), published int) {
+		t.Helper()
+		wakes.Store(0)
+		publish()
+		eventually.True(t, what+" published", func() bool { return len(r.buffered(t)) == published })
+		if err := r.j.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if n := wakes.Load(); n != 1 {
+			t.Fatalf("%s: the writer was started or woken %d times, want 1", what, n)
+		}
+	}
+	round("a state change", func() { r.j.Announce(state(penguinv1.SessionState_SESSION_STATE_RUNNING)) }, 1)
+	round("an answer held for the linger", func() { r.publish(t, msg("an answer"), true) }, 2)
+	round("a request's events and the tool's output", func() {
+		r.publish(t, event(omni.RequestBegin()), true)
+		r.publish(t, msg("an answer"), true)
+		r.publish(t, event(omni.ToolCallOutput("call-1", "hello", penguinv1.StopReason_STOP_REASON_COMPLETED)), true)
+	}, 5)
+}
+
+// follow reads buf as a stream does, waking whenever events are
+// published, until it has read the event last; it calls read with the last
+// event of every read.
+func follow(buf *live.Buffer, last int64, read func(end int64)) {
+	for cursor := int64(0); cursor < last; {
+		evs, wake, err := buf.Read(cursor, 0)
+		if err != nil {
+			return
+		}
+		if len(evs) == 0 {
+			<-wake
+			continue
+		}
+		cursor = evs[len(evs)-1].GetSequence()
+		read(cursor)
+	}
+}
+
+// nopStore records nothing, so that a benchmark measures the journal and
+// the live buffer alone.
+type nopStore struct{}
+
+func (nopStore) AppendEvents(context.Context, string, ...store.Event) error { return nil }
+
+func (nopStore) WriteSession(context.Context, string, store.SessionWrite) error { return nil }
+
+// BenchmarkCommitRound measures a task's usual round: a model request's
+// events held back, then the tool's output that commits and publishes
+// them, with one reader following the live buffer as a Run's stream does.
+// Of its allocations, one an event is the event itself.
+func BenchmarkCommitRound(b *testing.B) {
+	const perRound = 8
+	buf := live.New(0, 0, 0)
+	j := journal.New(journal.Options{Store: nopStore{}, Session: "s", Next: 1, Buffer: buf, Linger: time.Minute, Timeout: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	answer := &penguinv1.RunEvent_Message{Message: omni.AssistantText("partial")}
+	output := &penguinv1.RunEvent_Message{Message: omni.ToolCallOutput("call-1", "hello", penguinv1.StopReason_STOP_REASON_COMPLETED)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		follow(buf, int64(b.N*(perRound+1)), func(int64) {})
+	}()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		for i := range perRound + 1 {
+			ev := &penguinv1.RunEvent{Event: answer}
+			if i == perRound {
+				ev.Event = output
+			}
+			if _, err := j.Publish(ev, true); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := j.Flush(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	<-done
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*(perRound+1)), "ns/event")
+}

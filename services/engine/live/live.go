@@ -3,9 +3,9 @@
 //
 // The run that produces events must never wait for a reader, so the buffer
 // is a bounded ring that readers walk with their own cursor: publishing is
-// an append plus a broadcast, and a reader that lags so far that the event
-// after its cursor has been evicted learns it from Read and must go back to
-// the store (or be cut off). Events carry the session's sequence numbers,
+// an append plus one broadcast for the events committed together, and a
+// reader that lags so far that the event after its cursor has been evicted
+// learns it from Read and must go back to the store (or be cut off). Events carry the session's sequence numbers,
 // which the publisher hands out in increasing order; there may be gaps,
 // where events were numbered but never published (they could not be
 // recorded).
@@ -73,10 +73,21 @@ func New(last int64, maxEvents, maxBytes int) *Buffer {
 	return &Buffer{maxEvents: maxEvents, maxBytes: maxBytes, last: last, gone: last, wake: make(chan struct{})}
 }
 
-// Publish appends ev, whose sequence must be above the last one, and wakes every
-// waiting reader. It never blocks on readers.
-func (b *Buffer) Publish(ev *penguinv1.RunEvent) {
-	size := proto.Size(ev)
+// Publish appends evs, whose sequences must rise above the last one, and
+// wakes every waiting reader once. It never blocks on readers. The events
+// a journal commits together are published in one call: a reader then
+// wakes once for them and reads them all, and its stream sends them
+// together, instead of waking for each event and racing the rest.
+func (b *Buffer) Publish(evs ...*penguinv1.RunEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	// The sizes are measured before the lock, which readers take too.
+	var small [16]int
+	sizes := small[:0]
+	for _, ev := range evs {
+		sizes = append(sizes, proto.Size(ev))
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -85,30 +96,34 @@ func (b *Buffer) Publish(ev *penguinv1.RunEvent) {
 	if b.ring == nil {
 		b.ring = make([]entry, 0, 64)
 	}
-	for b.n > 0 && (b.n >= b.maxEvents || b.bytes+size > b.maxBytes) {
+	for i, ev := range evs {
+		b.appendLocked(entry{ev, sizes[i]})
+	}
+	b.broadcast()
+}
+
+// appendLocked adds e as the newest entry, evicting the oldest ones that
+// leave no room for it.
+func (b *Buffer) appendLocked(e entry) {
+	for b.n > 0 && (b.n >= b.maxEvents || b.bytes+e.size > b.maxBytes) {
 		b.evictOldest()
 	}
-	if b.n < len(b.ring) {
-		b.ring[(b.head+b.n)%len(b.ring)] = entry{ev, size}
-	} else if b.head == 0 && len(b.ring) < b.maxEvents {
-		b.ring = append(b.ring, entry{ev, size})
-	} else {
+	switch {
+	case b.n < len(b.ring):
+		b.ring[(b.head+b.n)%len(b.ring)] = e
+	case b.head == 0 && len(b.ring) < b.maxEvents:
+		b.ring = append(b.ring, e)
+	default:
 		// Grow a wrapped ring by unrolling it.
 		grown := make([]entry, 0, min(2*len(b.ring)+1, b.maxEvents))
 		for i := range b.n {
 			grown = append(grown, b.ring[(b.head+i)%len(b.ring)])
 		}
-		b.ring, b.head = append(grown, entry{ev, size}), 0
-		b.n++
-		b.bytes += size
-		b.last = ev.GetSequence()
-		b.broadcast()
-		return
+		b.ring, b.head = append(grown, e), 0
 	}
 	b.n++
-	b.bytes += size
-	b.last = ev.GetSequence()
-	b.broadcast()
+	b.bytes += e.size
+	b.last = e.ev.GetSequence()
 }
 
 func (b *Buffer) evictOldest() {

@@ -108,10 +108,13 @@ func (t *readFile) Run(ctx context.Context, raw string, out tool.Output) (tool.R
 	// of the 8 KiB sniffed) was most of what a task's read_file
 	// allocated. A file smaller than the sniff is sniffed whole, as it
 	// was when it was opened. A line longer than the buffer is gathered
-	// piece by piece (ReadString) all the same.
+	// piece by piece (ReadString) all the same. The sniff asks for no
+	// more than the file's size: a Peek past it read until it saw the
+	// end, and forgot it, so that the end was read twice (a read system
+	// call of each read_file).
 	size := int(min(max(info.Size()+1, 512), 64<<10))
 	br := bufio.NewReaderSize(io.LimitReader(f, readScanCap), size)
-	head, _ := br.Peek(min(sniffBytes, size))
+	head, _ := br.Peek(int(min(sniffBytes, int64(size), info.Size())))
 	if bytes.IndexByte(head, 0) >= 0 {
 		return tool.Result{}, fmt.Errorf("%s is a binary file (it contains NUL bytes): inspect it with exec_command (file, xxd, ...), or use read_image for an image", a.FilePath)
 	}

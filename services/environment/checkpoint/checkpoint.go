@@ -117,10 +117,14 @@ type Store struct {
 	// added counts the bytes this handle wrote to the store, which
 	// Collect adds to the usage it last recorded.
 	added int64
-	// intact is set when Open found the store's directories in place. A
-	// store that had lost one (a scratch area cleared in part) trusts no
-	// manifest kept in memory to have its files on disk.
+	// intact is set when Open (or Reusable) found the store's
+	// directories in place. A store that had lost one (a scratch area
+	// cleared in part) trusts no manifest kept in memory to have its
+	// files on disk.
 	intact bool
+	// checked is the stamp of the store's directory when Reusable last
+	// found its directories in place; zero when none was trusted.
+	checked dirstamp.File
 }
 
 // Open opens (creating it if needed) the store of the workspace dir inside
@@ -164,6 +168,36 @@ func hasStoreDirs(r *os.Root) bool {
 
 // Close releases the store.
 func (s *Store) Close() error { return s.root.Close() }
+
+// Reusable reports whether the store, opened for an earlier checkpoint
+// and kept open since, may serve another as it is, or must be opened
+// again (Open makes what is missing). A store's directory whose stamp
+// (see package dirstamp: lstat's size, times and inode) is the one it had
+// when its directories were last found in place still has them: removing
+// or renaming one of them, or the directory itself, moves its times. That
+// is one lstat instead of the seven system calls of Open and Close; a
+// stamp that moved, or that cannot be trusted yet, has the directories
+// looked at again, as Open does.
+func (s *Store) Reusable(now time.Time) bool {
+	info, err := s.root.Lstat(".")
+	if err != nil {
+		return false
+	}
+	stamp, trusted := dirstamp.StampFile(info, now)
+	if trusted && stamp == s.checked {
+		return true
+	}
+	if !hasStoreDirs(s.root) {
+		return false
+	}
+	// As a store opened now would be: its directories are in place.
+	s.intact = true
+	s.checked = dirstamp.File{}
+	if trusted {
+		s.checked = stamp
+	}
+	return true
+}
 
 // ErrUnknown is wrapped when a checkpoint id names no checkpoint.
 var ErrUnknown = errors.New("no such checkpoint")

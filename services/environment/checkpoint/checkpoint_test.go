@@ -75,8 +75,9 @@ func (f *fixture) snap(lim Limits) (string, *Manifest) {
 	return id, m
 }
 
-// reopen opens the store again, as the service does at each checkpoint:
-// the fixture's had to make its directories.
+// reopen opens the store again, as the service does at a checkpoint of
+// a workspace no environment works in (or of a kept store that is no
+// longer Reusable): the fixture's had to make its directories.
 func (f *fixture) reopen() {
 	f.t.Helper()
 	parent, err := os.OpenRoot(filepath.Dir(filepath.Dir(f.store.root.Name())))
@@ -90,6 +91,40 @@ func (f *fixture) reopen() {
 	}
 	f.t.Cleanup(func() { st.Close() })
 	f.store = st
+}
+
+// TestReusable checks that a store kept open is reusable while its
+// directory holds its directories, known by the directory's stamp once
+// that is trusted, and not once they, or it, were removed.
+func TestReusable(t *testing.T) {
+	f := newFixture(t)
+	f.write("a.txt", "a")
+	f.snap(DefaultLimits)
+	now := time.Now()
+	if !f.store.Reusable(now) {
+		t.Fatal("an untouched store is not reusable")
+	}
+	later := now.Add(time.Minute)
+	if !f.store.Reusable(later) || f.store.checked == (dirstamp.File{}) || !f.store.Reusable(later) {
+		t.Fatal("an untouched store, its stamp trusted, is not reusable, or not known by its stamp")
+	}
+	dir := f.store.root.Name()
+	if err := os.RemoveAll(filepath.Join(dir, "objects")); err != nil {
+		t.Fatal(err)
+	}
+	if f.store.Reusable(time.Now().Add(time.Minute)) {
+		t.Fatal("a store whose objects were removed is reusable")
+	}
+	f.reopen()
+	if !f.store.Reusable(time.Now()) {
+		t.Fatal("a store opened again is not reusable")
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if f.store.Reusable(time.Now().Add(time.Minute)) {
+		t.Fatal("a removed store is reusable")
+	}
 }
 
 func paths(cs []Change) string {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -295,7 +296,9 @@ func (e *emitter) finish(f finish) *penguinv1.ToolCallOutput {
 	images := f.result.Images
 	if tail != "" || len(images) > 0 {
 		e.record(tail)
-		e.sendLocked(partial(penguinv1.StreamEventType_STREAM_EVENT_TYPE_DELTA, e.callID, tail, images, 0))
+		// Each frame its own slice: a caller in this process may be
+		// handed the frames themselves (see grpcserver.HandOver).
+		e.sendLocked(partial(penguinv1.StreamEventType_STREAM_EVENT_TYPE_DELTA, e.callID, tail, slices.Clone(images), 0))
 	}
 	e.sendLocked(partial(penguinv1.StreamEventType_STREAM_EVENT_TYPE_STOP, e.callID, "", nil, f.stop))
 	final := omni.ToolCallOutput(e.callID, strings.Join(e.parts, ""), f.stop, images...)

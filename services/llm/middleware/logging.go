@@ -24,27 +24,41 @@ func Logging(log *slog.Logger) stream.Middleware {
 	log = logger.OrDiscard(log)
 	return func(next stream.Streamer) stream.Streamer {
 		return stream.StreamerFunc(func(ctx context.Context, req *stream.Request, emit stream.Emit) *penguinv1.LLMOutcome {
+			if !log.Enabled(ctx, slog.LevelWarn) {
+				// Neither line would be written, whatever the outcome.
+				return next.Stream(ctx, req, emit)
+			}
 			o := &observation{start: time.Now()}
-			log.DebugContext(ctx, "llm request",
-				slog.String("provider", req.Provider), slog.String("model", req.Model),
-				slog.Int("messages", len(req.Messages)), slog.Int("tools", len(req.Tools)),
-				slog.String("thinking", translate.LevelName(req.Thinking)),
-				slog.Int64("max_tokens", req.MaxTokens), slog.Int64("input_estimate", req.InputEstimate))
+			if log.Enabled(ctx, slog.LevelDebug) {
+				// Asked first: the attributes of a line the level drops
+				// were built (and boxed) at every call.
+				log.LogAttrs(ctx, slog.LevelDebug, "llm request",
+					slog.String("provider", req.Provider), slog.String("model", req.Model),
+					slog.Int("messages", len(req.Messages)), slog.Int("tools", len(req.Tools)),
+					slog.String("thinking", translate.LevelName(req.Thinking)),
+					slog.Int64("max_tokens", req.MaxTokens), slog.Int64("input_estimate", req.InputEstimate))
+			}
 			out := next.Stream(ctx, req, observe(emit, o))
-			attrs := []slog.Attr{
+			level := slog.LevelInfo
+			if s := out.GetStatus(); s != penguinv1.StopReason_STOP_REASON_COMPLETED && s != penguinv1.StopReason_STOP_REASON_ABORTED {
+				level = slog.LevelWarn
+			}
+			if !log.Enabled(ctx, level) {
+				return out
+			}
+			// Room for every attribute below, so that the list is not
+			// grown as it is built.
+			var room [16]slog.Attr
+			attrs := append(room[:0],
 				slog.String("provider", req.Provider), slog.String("model", req.Model),
 				slog.String("status", statusName(out.GetStatus())),
 				slog.Duration("duration", time.Since(o.start)),
 				slog.Duration("first_frame", o.firstFrame),
 				slog.Int("frames", o.frames),
-			}
+			)
 			if u := o.usage; u != nil {
-				attrs = append(attrs, slog.Int64("tokens_total", u.GetTotal()), slog.Int64("tokens_output", u.GetOutput()),
-					slog.Int64("tokens_cache_read", u.GetCacheRead()), slog.Int64("tokens_cache_write", u.GetCacheWrite()))
-			}
-			level := slog.LevelInfo
-			if s := out.GetStatus(); s != penguinv1.StopReason_STOP_REASON_COMPLETED && s != penguinv1.StopReason_STOP_REASON_ABORTED {
-				level = slog.LevelWarn
+				attrs = append(attrs, slog.Int64("tokens_total", u.total), slog.Int64("tokens_output", u.output),
+					slog.Int64("tokens_cache_read", u.cacheRead), slog.Int64("tokens_cache_write", u.cacheWrite))
 			}
 			if out.GetStatus() == penguinv1.StopReason_STOP_REASON_COMPLETED {
 				if note := out.GetMessage(); note != "" {

@@ -72,11 +72,11 @@ func (m *Metering) Middleware() stream.Middleware {
 				m.ttft.WithLabelValues(req.Provider, req.Model).Observe(o.firstFrame.Seconds())
 			}
 			if u := o.usage; u != nil {
-				input := u.GetTotal() - u.GetOutput() - u.GetCacheRead() - u.GetCacheWrite()
+				input := u.total - u.output - u.cacheRead - u.cacheWrite
 				m.add(req, "input", input)
-				m.add(req, "cache_read", u.GetCacheRead())
-				m.add(req, "cache_write", u.GetCacheWrite())
-				m.add(req, "output", u.GetOutput())
+				m.add(req, "cache_read", u.cacheRead)
+				m.add(req, "cache_write", u.cacheWrite)
+				m.add(req, "output", u.output)
 			}
 			return out
 		})

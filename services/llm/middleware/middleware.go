@@ -7,8 +7,6 @@ package middleware
 import (
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
 	"github.com/penguin-agent/penguin/services/llm/stream"
 )
@@ -19,8 +17,15 @@ type observation struct {
 	start      time.Time
 	firstFrame time.Duration // zero until the first frame
 	frames     int
-	usage      *penguinv1.TokenCounts
+	usage      *tokens // the last reported request counts; nil for none
+	counts     tokens  // where usage points
 }
+
+// tokens are the counts of a request's token usage the middleware read:
+// copied from the frame, which is the caller's once emitted (see
+// stream.Emit), field by field rather than cloned, which went through
+// protobuf's reflection twice a call.
+type tokens struct{ total, output, cacheRead, cacheWrite int64 }
 
 // observe wraps emit so the observation sees every frame as it passes.
 func observe(emit stream.Emit, o *observation) stream.Emit {
@@ -30,9 +35,11 @@ func observe(emit stream.Emit, o *observation) stream.Emit {
 			o.firstFrame = max(time.Since(o.start), 1)
 		}
 		if u := m.GetTokenUsage(); u != nil {
-			// A copy, read once the call has ended: the message is the
-			// caller's once emitted (see stream.Emit).
-			o.usage = proto.CloneOf(u.GetRequest())
+			o.usage = nil
+			if r := u.GetRequest(); r != nil {
+				o.counts = tokens{total: r.GetTotal(), output: r.GetOutput(), cacheRead: r.GetCacheRead(), cacheWrite: r.GetCacheWrite()}
+				o.usage = &o.counts
+			}
 		}
 		return emit(m)
 	}

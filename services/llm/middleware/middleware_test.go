@@ -1,7 +1,9 @@
 package middleware_test
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"testing"
 
@@ -119,5 +121,54 @@ func TestLoggingCompletedNote(t *testing.T) {
 		if v, ok := llmtest.Attr(ended[1], key); ok {
 			t.Errorf("a whole answer logged %s = %v", key, v)
 		}
+	}
+}
+
+// TestLoggingAtOtherLevels checks the lines of a logger at Warn (a failed
+// call's line only) and at Debug (the request's line too, with its
+// attributes).
+func TestLoggingAtOtherLevels(t *testing.T) {
+	var warn, debug bytes.Buffer
+	failing := middleware.FaultInjection(middleware.Fault{Match: func(r *stream.Request) bool { return r.Model == "bad" },
+		Err: failure.New(penguinv1.StopReason_STOP_REASON_FAILED, penguinv1.FailureCode_FAILURE_CODE_INVALID_REQUEST, "nope")})
+	for _, c := range []struct {
+		buf   *bytes.Buffer
+		level slog.Level
+	}{{&warn, slog.LevelWarn}, {&debug, slog.LevelDebug}} {
+		log := slog.New(slog.NewTextHandler(c.buf, &slog.HandlerOptions{Level: c.level,
+			ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+				if a.Key == slog.TimeKey || a.Value.Kind() == slog.KindDuration {
+					return slog.Attr{}
+				}
+				return a
+			}}))
+		s := stream.Chain(&provider{}, middleware.Logging(log), failing)
+		llmtest.Run(t, t.Context(), s, &stream.Request{Provider: "p", Model: "good", MaxTokens: 7, InputEstimate: 3})
+		llmtest.Run(t, t.Context(), s, &stream.Request{Provider: "p", Model: "bad"})
+	}
+	const failed = `level=WARN msg="llm request ended" provider=p model=bad status=failed frames=0 code=INVALID_REQUEST error=nope permanent=false` + "\n"
+	if warn.String() != failed {
+		t.Errorf("at Warn:\n%s\nwant:\n%s", warn.String(), failed)
+	}
+	want := `level=DEBUG msg="llm request" provider=p model=good messages=0 tools=0 thinking=unspecified max_tokens=7 input_estimate=3` + "\n" +
+		`level=INFO msg="llm request ended" provider=p model=good status=completed frames=6 tokens_total=0 tokens_output=0 tokens_cache_read=0 tokens_cache_write=0` + "\n" +
+		`level=DEBUG msg="llm request" provider=p model=bad messages=0 tools=0 thinking=unspecified max_tokens=0 input_estimate=0` + "\n" + failed
+	if debug.String() != want {
+		t.Errorf("at Debug:\n%s\nwant:\n%s", debug.String(), want)
+	}
+}
+
+// TestLoggingSilentCostsNothing checks that a logger that writes neither
+// line (its level above Warn) costs a call no allocation: nothing is
+// observed and no attribute built for lines that are dropped.
+func TestLoggingSilentCostsNothing(t *testing.T) {
+	out := failure.Completed()
+	bare := stream.StreamerFunc(func(context.Context, *stream.Request, stream.Emit) *penguinv1.LLMOutcome { return out })
+	logged := middleware.Logging(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError})))(bare)
+	req := &stream.Request{Provider: "p", Model: "m"}
+	emit := func(*penguinv1.OmniMessage) error { return nil }
+	ctx := t.Context()
+	if n := testing.AllocsPerRun(100, func() { logged.Stream(ctx, req, emit) }); n != 0 {
+		t.Errorf("%v allocations a call", n)
 	}
 }

@@ -52,10 +52,10 @@ func Tracing(tp trace.TracerProvider) stream.Middleware {
 			}
 			if u := o.usage; u != nil {
 				span.SetAttributes(
-					attribute.Int64("gen_ai.usage.output_tokens", u.GetOutput()),
-					attribute.Int64("gen_ai.usage.input_tokens", u.GetTotal()-u.GetOutput()),
-					attribute.Int64("penguin.llm.cache_read_tokens", u.GetCacheRead()),
-					attribute.Int64("penguin.llm.cache_write_tokens", u.GetCacheWrite()),
+					attribute.Int64("gen_ai.usage.output_tokens", u.output),
+					attribute.Int64("gen_ai.usage.input_tokens", u.total-u.output),
+					attribute.Int64("penguin.llm.cache_read_tokens", u.cacheRead),
+					attribute.Int64("penguin.llm.cache_write_tokens", u.cacheWrite),
 				)
 			}
 			switch out.GetStatus() {

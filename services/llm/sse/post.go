@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	penguinv1 "github.com/penguin-agent/penguin/gen/penguin/v1"
@@ -118,7 +119,7 @@ func (e *Endpoint) Post(ctx context.Context, url string, body *Body) (*Stream, *
 		}
 		return s, fe
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "" && mt != "text/event-stream" {
+	if mt := mediaType(resp.Header.Get("Content-Type")); mt != "" && mt != eventStream {
 		// A server that answers 200 with a JSON error instead of a stream
 		// (some gateways do) still gets its message read.
 		defer s.Close()
@@ -134,6 +135,23 @@ func (e *Endpoint) Post(ctx context.Context, url string, body *Body) (*Stream, *
 	}
 	s.Events = NewReader(resp.Body)
 	return s, nil
+}
+
+// eventStream is the media type of a server-sent event stream.
+const eventStream = "text/event-stream"
+
+// mediaType is mime.ParseMediaType's media type of a Content-Type, ""
+// when it does not parse. The type every stream is sent with, alone or
+// with a charset, is told without parsing: mime.ParseMediaType builds a
+// map of the parameters at every response. A stream's parameters are not
+// read, and whether they parse or not it is a stream (a Content-Type
+// that does not parse reads as none), so only the type is looked at.
+func mediaType(contentType string) string {
+	if rest, ok := strings.CutPrefix(contentType, eventStream); ok && (rest == "" || rest[0] == ';' || rest[0] == ' ' || rest[0] == '\t') {
+		return eventStream
+	}
+	mt, _, _ := mime.ParseMediaType(contentType)
+	return mt
 }
 
 func (e *Endpoint) now() time.Time {
