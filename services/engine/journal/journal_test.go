@@ -208,24 +208,14 @@ func TestAFailedWriteStopsTheJournal(t *testing.T) {
 	if err := r.j.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	cut := errors.New("connection cut")
-	r.st.mu.Lock()
-	r.st.fail = cut
-	r.st.mu.Unlock()
-	r.publish(t, msg("lost"), true)
-	err := r.j.Flush()
-	if !errors.Is(err, cut) {
-		t.Fatalf("Flush = %v, want the store's error", err)
-	}
+	cut := r.failARound(t)
 	if _, err := r.j.Publish(msg("after"), true); !errors.Is(err, cut) {
 		t.Fatalf("Publish after the failure = %v, want the log's error", err)
 	}
 	if got := r.buffered(t); !equal(got, []int64{1}) {
 		t.Fatalf("buffer holds %v, want only the recorded event", got)
 	}
-	r.st.mu.Lock()
-	r.st.fail = nil
-	r.st.mu.Unlock()
+	r.failWith(nil)
 	r.j.Reset()
 	seq := r.publish(t, msg("again"), true)
 	if err := r.j.Flush(); err != nil {
@@ -250,14 +240,7 @@ func TestAnnounceWithKeepsThePairAndRefusesAfterAFailure(t *testing.T) {
 	if err := r.j.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	cut := errors.New("connection cut")
-	r.st.mu.Lock()
-	r.st.fail = cut
-	r.st.mu.Unlock()
-	r.publish(t, msg("lost"), true)
-	if err := r.j.Flush(); !errors.Is(err, cut) {
-		t.Fatalf("Flush = %v, want the store's error", err)
-	}
+	cut := r.failARound(t)
 	if _, err := r.j.AnnounceWith(state(penguinv1.SessionState_SESSION_STATE_AWAITING_APPROVAL), question); !errors.Is(err, cut) {
 		t.Fatalf("AnnounceWith after the failure = %v, want the log's error", err)
 	}
@@ -266,6 +249,27 @@ func TestAnnounceWithKeepsThePairAndRefusesAfterAFailure(t *testing.T) {
 
 func event(m *penguinv1.OmniMessage) *penguinv1.RunEvent {
 	return &penguinv1.RunEvent{Event: &penguinv1.RunEvent_Message{Message: m}}
+}
+
+// failWith has the store fail every append with err from now on (nil:
+// none).
+func (r *rig) failWith(err error) {
+	r.st.mu.Lock()
+	r.st.fail = err
+	r.st.mu.Unlock()
+}
+
+// failARound has the store fail, publishes an event to be recorded and
+// checks that Flush returns the store's error, which it returns.
+func (r *rig) failARound(t *testing.T) error {
+	t.Helper()
+	cut := errors.New("connection cut")
+	r.failWith(cut)
+	r.publish(t, msg("lost"), true)
+	if err := r.j.Flush(); !errors.Is(err, cut) {
+		t.Fatalf("Flush = %v, want the store's error", err)
+	}
+	return cut
 }
 
 // appendCount reads how many appends the store was asked for.
@@ -374,17 +378,8 @@ func TestFlushWithIsOneCommit(t *testing.T) {
 		t.Fatalf("buffer holds %v", got)
 	}
 
-	cut := errors.New("connection cut")
-	r.st.mu.Lock()
-	r.st.fail = cut
-	r.st.mu.Unlock()
-	r.publish(t, msg("lost"), true)
-	if err := r.j.Flush(); !errors.Is(err, cut) {
-		t.Fatalf("Flush = %v, want the store's error", err)
-	}
-	r.st.mu.Lock()
-	r.st.fail = nil
-	r.st.mu.Unlock()
+	cut := r.failARound(t)
+	r.failWith(nil)
 	called := false
 	err = r.j.FlushWith(store.SessionWrite{Modify: func(*store.Session) error { called = true; return nil }})
 	if !errors.Is(err, cut) || called {
