@@ -35,23 +35,8 @@ func TestEnumCheckSkipsOnlySharedRequests(t *testing.T) {
 			for name, rd := range readers {
 				for _, share := range []bool{false, true} {
 					what := fmt.Sprintf("%s via %s (traced %v, shared %v)", name, tr, traced, share)
-					ctx := testkit.Context(t, 30*time.Second)
-					var callOpts []grpc.CallOption
-					if share {
-						callOpts = append(callOpts, grpcserver.ShareRequest())
-					}
-					cs, err := r.via(tr).NewStream(ctx, &readDesc.Streams[0], "/"+name+"/Read", callOpts...)
-					if err != nil {
-						t.Fatal(err)
-					}
 					req := &penguinv1.StreamGenerateRequest{History: history, NewMessages: []*penguinv1.OmniMessage{omni.UserText("and now?")}}
-					if err := cs.SendMsg(req); err != nil {
-						t.Fatal(err)
-					}
-					if err := cs.CloseSend(); err != nil {
-						t.Fatal(err)
-					}
-					err = cs.RecvMsg(new(penguinv1.StreamGenerateResponse))
+					err := readOnce(t, r.via(tr), name, share, req)
 					if rd.only && share && tr == "in-process" && !traced {
 						if err != nil {
 							t.Errorf("%s: %v, want the shared request through", what, err)

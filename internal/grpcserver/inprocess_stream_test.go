@@ -572,6 +572,28 @@ func startReaders(t *testing.T, opts grpcserver.Options) (map[string]reader, *ru
 	return readers, r
 }
 
+// readOnce sends req to the reading service name over conn, shared
+// (grpcserver.ShareRequest) when share is set, and returns what receiving
+// its answer gave.
+func readOnce(t *testing.T, conn grpc.ClientConnInterface, name string, share bool, req *penguinv1.StreamGenerateRequest) error {
+	t.Helper()
+	var callOpts []grpc.CallOption
+	if share {
+		callOpts = append(callOpts, grpcserver.ShareRequest())
+	}
+	cs, err := conn.NewStream(testkit.Context(t, 30*time.Second), &readDesc.Streams[0], "/"+name+"/Read", callOpts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.SendMsg(req); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	return cs.RecvMsg(new(penguinv1.StreamGenerateResponse))
+}
+
 // TestInProcessStreamSharedRequest checks that a request crosses without
 // a copy only when both sides say they leave it as it is: the caller with
 // grpcserver.ShareRequest, the handler as a grpcserver.RequestReader, on
@@ -585,23 +607,8 @@ func TestInProcessStreamSharedRequest(t *testing.T) {
 		for _, tr := range transports {
 			for name, rd := range readers {
 				for _, share := range []bool{false, true} {
-					ctx := testkit.Context(t, 30*time.Second)
-					var callOpts []grpc.CallOption
-					if share {
-						callOpts = append(callOpts, grpcserver.ShareRequest())
-					}
-					cs, err := r.via(tr).NewStream(ctx, &readDesc.Streams[0], "/"+name+"/Read", callOpts...)
-					if err != nil {
-						t.Fatal(err)
-					}
 					sent := omni.UserText("shared?")
-					if err := cs.SendMsg(&penguinv1.StreamGenerateRequest{NewMessages: []*penguinv1.OmniMessage{sent}}); err != nil {
-						t.Fatal(err)
-					}
-					if err := cs.CloseSend(); err != nil {
-						t.Fatal(err)
-					}
-					if err := cs.RecvMsg(new(penguinv1.StreamGenerateResponse)); err != nil {
+					if err := readOnce(t, r.via(tr), name, share, &penguinv1.StreamGenerateRequest{NewMessages: []*penguinv1.OmniMessage{sent}}); err != nil {
 						t.Fatal(err)
 					}
 					got := <-rd.got
