@@ -25,6 +25,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/omni"
 	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/internal/testkit/proctest"
+	"github.com/penguin-agent/penguin/internal/testkit/servetest"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/environment/sandbox"
 )
@@ -186,19 +187,7 @@ func inProcess(t testing.TB, svc penguinv1.EnvironmentServiceServer) penguinv1.E
 		t.Fatal(err)
 	}
 	penguinv1.RegisterEnvironmentServiceServer(srv, svc)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	servetest.Serve(t, srv)
 	return penguinv1.NewEnvironmentServiceClient(srv.InProcess())
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +27,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 	"github.com/penguin-agent/penguin/internal/testkit/eventually"
 	"github.com/penguin-agent/penguin/internal/testkit/metrictest"
+	"github.com/penguin-agent/penguin/internal/testkit/servetest"
 	"github.com/penguin-agent/penguin/services/llm"
 	"github.com/penguin-agent/penguin/services/llm/failure"
 	"github.com/penguin-agent/penguin/services/llm/internal/llmtest"
@@ -156,24 +156,11 @@ func start(t *testing.T, script emulator.Script, opt options) *env {
 		t.Fatal(err)
 	}
 	penguinv1.RegisterLLMServiceServer(srv, svc)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	conn, err := grpc.NewClient(servetest.Serve(t, srv), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = conn.Close()
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
+	t.Cleanup(func() { _ = conn.Close() })
 	e.client = penguinv1.NewLLMServiceClient(conn)
 	if opt.inProcess {
 		e.client = penguinv1.NewLLMServiceClient(srv.InProcess())

@@ -9,12 +9,10 @@
 package enginetest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -30,6 +28,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/grpcserver"
 	"github.com/penguin-agent/penguin/internal/testkit/emulator"
+	"github.com/penguin-agent/penguin/internal/testkit/servetest"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/penguin-agent/penguin/services/environment"
 	"github.com/penguin-agent/penguin/services/llm"
@@ -128,18 +127,7 @@ func Serve(t testing.TB, name string, register func(*grpc.Server)) string {
 		t.Fatal(err)
 	}
 	register(srv.GRPC())
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		<-served
-	})
-	return lis.Addr().String()
+	return servetest.Serve(t, srv)
 }
 
 // Stream is a server stream of run events (Run).
