@@ -175,6 +175,11 @@ type Process struct {
 	// front are the servers in front of the gRPC one (the HTTP gateway),
 	// which Serve runs beside it.
 	front []func(context.Context) error
+	// resumeGC brings the garbage collector's target back from where
+	// resident.HoldCollection put it for the start-up of a process that
+	// gives its start-up memory back (Config.ReleaseStartup); otherwise
+	// it does nothing.
+	resumeGC func()
 }
 
 // New builds the process cfg describes: telemetry and metrics, the
@@ -188,7 +193,12 @@ func New(ctx context.Context, cfg Config) (_ *Process, err error) {
 		}
 		return nil, err
 	}
-	p := &Process{cfg: cfg, log: logger.OrDiscard(cfg.Logger)}
+	p := &Process{cfg: cfg, log: logger.OrDiscard(cfg.Logger), resumeGC: func() {}}
+	if cfg.ReleaseStartup {
+		// Brought back once the process is ready (Serve), or when it
+		// closes without serving.
+		p.resumeGC = resident.HoldCollection()
+	}
 	if cfg.Engine != nil {
 		p.announceMode()
 	}
@@ -652,6 +662,7 @@ func (p *Process) Serve(ctx context.Context) error {
 			p.log.Debug("start-up memory kept", "error", err)
 		}
 		p.srv.SetServing("", true)
+		p.resumeGC()
 	}
 	p.log.Info(p.cfg.Name+" listening", append([]any{"addr", p.addr, "services", strings.Join(p.services, ","),
 		"auth", p.cfg.AuthToken != ""}, p.describe...)...)
@@ -662,6 +673,7 @@ func (p *Process) Serve(ctx context.Context) error {
 // building. Serve calls it; call it only for a process that is never
 // served. It is idempotent.
 func (p *Process) Close() error {
+	p.resumeGC()
 	var errs []error
 	for i := len(p.release) - 1; i >= 0; i-- {
 		errs = append(errs, p.release[i]())
