@@ -177,10 +177,22 @@ type Process struct {
 	front []func(context.Context) error
 	// resumeGC brings the garbage collector's target back from where
 	// resident.HoldCollection put it for the start-up of a process that
-	// gives its start-up memory back (Config.ReleaseStartup); otherwise
-	// it does nothing.
+	// gives its start-up memory back (Config.ReleaseStartup), a moment
+	// after the process is ready (resumeGCAfter); otherwise it does
+	// nothing.
 	resumeGC func()
 }
+
+// resumeGCAfter is how long after a server is ready its collector's
+// target comes back (resident.HoldCollection): its first collection,
+// due at once then (the start-up's heap is past the usual first target),
+// runs after the first calls of a client that waited for the server
+// rather than beside them, on a machine of few cores, and after the
+// server's first background rounds. Brought back at once, the collection
+// ran while the first health answer was made in two of five benchmark
+// runs, and its page faults counted in the cold start
+// (docs/performance.md, fourteenth round).
+const resumeGCAfter = time.Second
 
 // New builds the process cfg describes: telemetry and metrics, the
 // listeners (so a ":0" port has its real address at once), the gRPC
@@ -662,7 +674,7 @@ func (p *Process) Serve(ctx context.Context) error {
 			p.log.Debug("start-up memory kept", "error", err)
 		}
 		p.srv.SetServing("", true)
-		p.resumeGC()
+		time.AfterFunc(resumeGCAfter, p.resumeGC)
 	}
 	p.log.Info(p.cfg.Name+" listening", append([]any{"addr", p.addr, "services", strings.Join(p.services, ","),
 		"auth", p.cfg.AuthToken != ""}, p.describe...)...)
