@@ -92,12 +92,17 @@ type floorRun struct {
 	penguinLog int64
 }
 
-// measured is one server's figures over the measured tasks.
+// measured is one server's figures over the measured tasks, and what
+// starting it cost.
 type measured struct {
 	wall, created []time.Duration
 	cpu           time.Duration
 	written       int64
 	commits       float64 // NaN when not counted
+	// ready is the server's cold start (startReady); exec the exec of its
+	// binary printing its version, for the servers that have one of their
+	// own (zero for the floor without SQLite, which is the floor's binary).
+	ready, exec start
 }
 
 // floorRunOnce starts Penguin (with its model, calibrated, as
@@ -131,9 +136,12 @@ func floorRunOnce(b *testing.B, bin, floorBin string, run, tasks int) floorRun {
 	writeFile(b, planPath, string(data))
 	dbPath := filepath.Join(dir, "floor.db")
 	var srvs [nServers]*server
-	srvs[srvFloor] = startFloor(b, floorBin, "floor", r.mock.url, planPath, dbPath, profilePath(b, "floor", run))
-	srvs[srvBare] = startFloor(b, floorBin, "floor without SQLite", r.mock.url, planPath, "", profilePath(b, "floor-bare", run))
+	res := floorRun{penguinLog: penguinBytes}
+	res.servers[srvFloor].exec = execToExit(b, floorBin, "--version")
+	srvs[srvFloor], res.servers[srvFloor].ready = startFloor(b, floorBin, "floor", r.mock.url, planPath, dbPath, profilePath(b, "floor", run))
+	srvs[srvBare], res.servers[srvBare].ready = startFloor(b, floorBin, "floor without SQLite", r.mock.url, planPath, "", profilePath(b, "floor-bare", run))
 	srvs[srvPenguin] = r.srv
+	res.servers[srvPenguin].ready, res.servers[srvPenguin].exec = start.coldStart, start.startFloor
 	for _, s := range srvs[:srvPenguin] {
 		for range warmupTasks {
 			s.task(ctx, b, benchRoute, r.ws)
@@ -141,7 +149,6 @@ func floorRunOnce(b *testing.B, bin, floorBin string, run, tasks int) floorRun {
 	}
 	time.Sleep(diskSettle)
 
-	res := floorRun{penguinLog: penguinBytes}
 	var cpu0 [nServers]time.Duration
 	var written0 [nServers]int64
 	for i, s := range srvs {
@@ -306,16 +313,17 @@ func profilePath(b *testing.B, name string, run int) string {
 	return filepath.Join(dir, fmt.Sprintf("%s-run%d.pb.gz", name, run+1))
 }
 
-// startFloor starts a floor server recording in db (nothing when empty),
-// profiled into profile when it is set, and connects to it as to
-// Penguin.
-func startFloor(b *testing.B, bin, name, modelURL, plan, db, profile string) *server {
+// startFloor starts a floor server recording in db (nothing when empty;
+// a new file when it is set), profiled into profile when it is set, and
+// connects to it as to Penguin, measuring its cold start as Penguin's is
+// measured.
+func startFloor(b *testing.B, bin, name, modelURL, plan, db, profile string) (*server, start) {
 	b.Helper()
 	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--model-url", modelURL+"/v1", "--plan", plan, "--db", db, "--cpu-profile", profile)
 	cmd.Env = e2etest.BaseEnv(b)
-	p := netns.Start(b, name, cmd)
-	b.Cleanup(func() { p.Stop(10 * time.Second) })
-	return connect(b, p, p.WaitLog("floor listening", nil, "addr", serverStartLimit))
+	s, cold := startReady(b, name, cmd, "floor listening", nil)
+	b.Cleanup(func() { s.proc.Stop(10 * time.Second) })
+	return s, cold
 }
 
 // stopFloor stops a floor server and returns what it said it did.
@@ -341,6 +349,7 @@ func stopFloor(b *testing.B, p *netns.Proc) floor.Counts {
 func floorReport(b *testing.B, results []floorRun, tasks int) {
 	per := func(f func(r floorRun) float64) []float64 { return perRun(results, f) }
 	type figure struct {
+		heading            string // a line printed before the row, when set
 		name, unit, metric string
 		of                 func(r floorRun, s int) float64
 		base               func(r floorRun) float64 // the direct task's, when there is one
@@ -365,6 +374,18 @@ func floorReport(b *testing.B, results []floorRun, tasks int) {
 			of: func(r floorRun, s int) float64 { return r.servers[s].commits / float64(tasks) }},
 		{name: "disk written", unit: "KiB", metric: "disk-written-KiB",
 			of: func(r floorRun, s int) float64 { return float64(r.servers[s].written) / 1024 / float64(tasks) }},
+		// Each server's cold start (a new store file, for those with one),
+		// and the exec of each binary printing its version (`penguin
+		// version`, `floorserver --version`): what starting a process of
+		// that binary costs before it does anything.
+		{heading: "at start", name: "cold start to ready", unit: "ms", metric: "cold-start-ms",
+			of: func(r floorRun, s int) float64 { return ms(r.servers[s].ready.took) }},
+		{name: "page faults to ready", metric: "ready-faults",
+			of: func(r floorRun, s int) float64 { return float64(r.servers[s].ready.faults) }},
+		{name: "exec of version", unit: "ms", metric: "exec-version-ms",
+			of: func(r floorRun, s int) float64 { return orNaN(ms(r.servers[s].exec.took)) }},
+		{name: "  its page faults", metric: "exec-version-faults",
+			of: func(r floorRun, s int) float64 { return orNaN(float64(r.servers[s].exec.faults)) }},
 	}
 	var t strings.Builder
 	fmt.Fprintf(&t, "the floor beside Penguin, %d runs of %d tasks each (median of the runs [min–max])\n", len(results), tasks)
@@ -375,6 +396,9 @@ func floorReport(b *testing.B, results []floorRun, tasks int) {
 	fmt.Fprintf(&t, " %-26s %s\n", "direct task, same run", "PenguinHarness")
 	ratios := map[string][nServers][]float64{}
 	for _, f := range figures {
+		if f.heading != "" {
+			fmt.Fprintf(&t, "%s\n", f.heading)
+		}
 		fmt.Fprintf(&t, "%-20s", f.name)
 		var rs [nServers][]float64
 		for s := range nServers {
@@ -423,4 +447,12 @@ func floorReport(b *testing.B, results []floorRun, tasks int) {
 			return ms(r.servers[srvPenguin].cpu-r.servers[srvFloor].cpu) / float64(tasks)
 		})))
 	fmt.Print(t.String())
+}
+
+// orNaN is x, or NaN when x is zero: a figure a server does not have.
+func orNaN(x float64) float64 {
+	if x == 0 {
+		return math.NaN()
+	}
+	return x
 }

@@ -185,8 +185,8 @@ type runResult struct {
 	serverCPU            time.Duration   // the server's CPU over all measured tasks
 	directCPU            time.Duration   // the bench's own CPU over all direct baselines
 	idleRSS              int64           // resident bytes each idle session added, over the second half
-	coldStart            time.Duration   // exec to the first SERVING health answer
-	startFloor           time.Duration   // exec to exit of `penguin version`
+	coldStart            start           // exec to the first SERVING health answer
+	startFloor           start           // exec to exit of `penguin version`
 	fixedRSS, fixedAnon  int64           // resident bytes at ready, and of them the process's own
 	fixedHuge            int64           // and of them the binary's pages mapped in 2 MiB folios
 	mockRSS, mockAnon    int64           // the same of the mockllm process at ready
@@ -229,7 +229,7 @@ func setup(ctx context.Context, b *testing.B, bin string, tasks int, res *runRes
 		"  - name: %s\n    type: openai\n    base_url: %s/v1\n    api_key_env: BENCH_KEY\n",
 		benchRoute, r.mock.url, recordRoute, rec.URL))
 
-	res.startFloor = execFloor(b, bin)
+	res.startFloor = execToExit(b, bin, "version")
 	r.srv = startServer(b, bin, r.home, root, providers, res, extra...)
 	res.mockRSS, res.mockAnon = rss(b, r.mock.proc.Pid()), anonRSS(b, r.mock.proc.Pid())
 
@@ -443,17 +443,28 @@ func startMock(b *testing.B, bin, dir string, turns int) *mock {
 	return &mock{proc: p, url: p.WaitLog("mockllm listening", nil, "url", serverStartLimit)}
 }
 
-// execFloor is the time to start the binary at all: `penguin version`,
-// from exec to exit.
-func execFloor(b *testing.B, bin string) time.Duration {
+// start is what starting a process cost: the time from its exec to the
+// point measured (its first SERVING health answer, or its exit) and the
+// page faults it had taken by then (minflt, the faults served from memory:
+// on a machine where each costs 12 to 20 µs, the count that best explains
+// the time, and nearly exact from run to run).
+type start struct {
+	took   time.Duration
+	faults int64
+}
+
+// execToExit is the cost of starting the binary at all: bin with args (a
+// command that only prints its version), from exec to exit.
+func execToExit(b *testing.B, bin string, args ...string) start {
 	b.Helper()
-	cmd := exec.Command(bin, "version")
+	cmd := exec.Command(bin, args...)
 	cmd.Env = e2etest.BaseEnv(b)
 	t0 := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("penguin version: %v\n%s", err, out)
+		b.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
 	}
-	return time.Since(t0)
+	took := time.Since(t0)
+	return start{took: took, faults: cmd.ProcessState.SysUsage().(*syscall.Rusage).Minflt}
 }
 
 // server is a `penguin serve` process and a client of it.
@@ -472,14 +483,25 @@ func startServer(b *testing.B, bin, home, root, providers string, res *runResult
 		"--providers", providers, "--root", root, "--home", home}, extra...)...)
 	cmd.Env = append(e2etest.BaseEnv(b), "BENCH_KEY=unused")
 	cmd.Env = slices.DeleteFunc(cmd.Env, func(s string) bool { return strings.HasPrefix(s, "PENGUIN_LOG_LEVEL=") })
-	t0 := time.Now()
-	p := netns.Start(b, "penguin serve", cmd)
-	addr := p.WaitLog("gRPC server listening", map[string]string{"server": "penguin"}, "addr", serverStartLimit)
-	s := connect(b, p, addr)
-	res.coldStart = time.Since(t0)
-	res.fixedRSS, res.fixedAnon = rss(b, p.Pid()), anonRSS(b, p.Pid())
-	res.fixedHuge = procCount(b, p.Pid(), "smaps_rollup", "FilePmdMapped") << 10
+	s, cold := startReady(b, "penguin serve", cmd, "gRPC server listening", map[string]string{"server": "penguin"})
+	res.coldStart = cold
+	res.fixedRSS, res.fixedAnon = rss(b, s.proc.Pid()), anonRSS(b, s.proc.Pid())
+	res.fixedHuge = procCount(b, s.proc.Pid(), "smaps_rollup", "FilePmdMapped") << 10
 	return s
+}
+
+// startReady starts cmd, a server that logs msg (with the fields of
+// match) and its address in the field addr once it listens, and
+// measures its cold start: from the exec to its first SERVING health
+// answer on a new connection (connect), and the page faults it took by
+// then.
+func startReady(b *testing.B, name string, cmd *exec.Cmd, msg string, match map[string]string) (*server, start) {
+	b.Helper()
+	t0 := time.Now()
+	p := netns.Start(b, name, cmd)
+	s := connect(b, p, p.WaitLog(msg, match, "addr", serverStartLimit))
+	took := time.Since(t0)
+	return s, start{took: took, faults: procFaults(b, p.Pid())}
 }
 
 // connect is a client of the server process p at addr, on a new
@@ -650,23 +672,33 @@ func (d *directTask) run(ctx context.Context, b *testing.B) {
 }
 
 // procCPU is a process's user plus system CPU time so far, from
-// /proc/PID/stat (utime and stime, in clock ticks of 10 ms).
+// /proc/PID/stat (utime and stime, its fields 14 and 15, in clock ticks
+// of 10 ms).
 func procCPU(b *testing.B, pid int) time.Duration {
+	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
+	return time.Duration(procStat(b, pid, 14)+procStat(b, pid, 15)) * tick
+}
+
+// procFaults is the page faults a process has taken so far that needed
+// no I/O (minflt, field 10 of /proc/PID/stat), all its threads together.
+func procFaults(b *testing.B, pid int) int64 { return procStat(b, pid, 10) }
+
+// procStat reads field n (counted from 1, as proc(5) numbers them) of
+// /proc/PID/stat, a number.
+func procStat(b *testing.B, pid, n int) int64 {
 	b.Helper()
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The command name may hold spaces; utime and stime are the 12th and
-	// 13th fields after it.
+	// The command name, field 2, may hold spaces: the fields are counted
+	// from the state, field 3, after its closing parenthesis.
 	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		b.Fatal(err)
+	v, err := strconv.ParseInt(f[n-3], 10, 64)
+	if err != nil {
+		b.Fatalf("/proc/%d/stat field %d: %v", pid, n, err)
 	}
-	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
-	return time.Duration(ut+st) * tick
+	return v
 }
 
 // selfCPU is this process's user plus system CPU time so far.
@@ -766,8 +798,11 @@ func report(b *testing.B, results []runResult, tasks int) {
 		{name: "idle session RSS", unit: "KiB", metric: "idle-session-KiB", target: kib(targetIdleRSS),
 			ours: per(func(r runResult) float64 { return kib(r.idleRSS) })},
 		{name: "cold start to ready", unit: "ms", metric: "cold-start-ms", target: ms(targetColdStart),
-			ours:     per(func(r runResult) float64 { return ms(r.coldStart) }),
-			baseline: per(func(r runResult) float64 { return ms(r.startFloor) }), baseName: "exec of `penguin version`"},
+			ours:     per(func(r runResult) float64 { return ms(r.coldStart.took) }),
+			baseline: per(func(r runResult) float64 { return ms(r.startFloor.took) }), baseName: "exec of `penguin version`"},
+		{name: "page faults to ready", unit: "", metric: "ready-faults",
+			ours:     per(func(r runResult) float64 { return float64(r.coldStart.faults) }),
+			baseline: per(func(r runResult) float64 { return float64(r.startFloor.faults) }), baseName: "of `penguin version`"},
 		{name: "fixed RSS at ready", unit: "MiB", metric: "fixed-rss-MiB", target: mib(targetFixedRSS),
 			ours:     per(func(r runResult) float64 { return mib(r.fixedRSS) }),
 			baseline: per(func(r runResult) float64 { return mib(r.mockRSS) }), baseName: "mockllm at ready"},
@@ -805,7 +840,7 @@ func report(b *testing.B, results []runResult, tasks int) {
 		}
 		base := "—"
 		if r.baseline != nil {
-			base = fmt.Sprintf("%s %s (%s)", spread(r.baseline), r.unit, r.baseName)
+			base = fmt.Sprintf("%s (%s)", strings.TrimSpace(spread(r.baseline)+" "+r.unit), r.baseName)
 		}
 		fmt.Fprintf(&t, "%-20s %-26s %-9s %-7s %-52s %s\n", r.name, spread(r.ours)+" "+r.unit, target, met, base, referenceFigures[r.name])
 	}
@@ -816,7 +851,16 @@ func report(b *testing.B, results []runResult, tasks int) {
 
 // spread prints the median of xs and their range.
 func spread(xs []float64) string {
-	return fmt.Sprintf("%.3g [%.3g–%.3g]", median(xs), slices.Min(xs), slices.Max(xs))
+	return fmt.Sprintf("%s [%s–%s]", figure(median(xs)), figure(slices.Min(xs)), figure(slices.Max(xs)))
+}
+
+// figure prints x to three significant digits, and a count of
+// thousands or more (page faults) whole rather than with an exponent.
+func figure(x float64) string {
+	if math.Abs(x) >= 1000 {
+		return fmt.Sprintf("%.0f", x)
+	}
+	return fmt.Sprintf("%.3g", x)
 }
 
 func median(xs []float64) float64 {

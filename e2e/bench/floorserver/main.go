@@ -3,6 +3,11 @@
 // /proc as it measures Penguin's:
 //
 //	floorserver --listen ADDR --model-url URL --plan FILE [--db FILE] [--cpu-profile FILE]
+//	floorserver --version
+//
+// With --version it prints the Go version it was built with and exits:
+// the benchmark's measure of what starting this binary costs (its exec
+// and package initialization) beside `penguin version`'s.
 //
 // Without --db it records nothing. It logs "floor listening" with the
 // address once it serves, and on SIGTERM or SIGINT stops and logs "floor
@@ -14,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -45,7 +51,12 @@ func run(log *slog.Logger) error {
 	planPath := flag.String("plan", "", "the plan (JSON) the benchmark took from Penguin")
 	dbPath := flag.String("db", "", "the SQLite database to record in; empty records nothing")
 	profile := flag.String("cpu-profile", "", "write a CPU profile of the whole run to this file")
+	version := flag.Bool("version", false, "print the Go version and exit")
 	flag.Parse()
+	if *version {
+		_, err := fmt.Println("floorserver", runtime.Version())
+		return err
+	}
 	if *modelURL == "" || *planPath == "" {
 		return errors.New("--model-url and --plan are required")
 	}
