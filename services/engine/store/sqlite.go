@@ -90,9 +90,11 @@ type sqliteStore struct {
 	commits, reads atomic.Int64
 
 	// The checkpointer of a database file: whether there were writes
-	// since its last checkpoint, its wake at the first of them, and how
-	// to stop it.
+	// since its last checkpoint, its wake at the first of them, how many
+	// checkpoints it has run (a test sets the WAL's restarts against
+	// them), and how to stop it.
 	dirty     atomic.Bool
+	ckpts     atomic.Int64
 	wake      chan struct{}
 	stopCkpt  context.CancelFunc
 	ckptEnded chan struct{}
@@ -328,6 +330,7 @@ func (s *sqliteStore) checkpoints(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
 		err := s.checkpoint(cctx)
 		cancel()
+		s.ckpts.Add(1)
 		if err != nil && ctx.Err() == nil {
 			// The writer's automatic checkpoint is the backstop.
 			s.log.Warn("background checkpoint of the SQLite WAL failed", "error", err)

@@ -536,10 +536,20 @@ func TestSQLiteCountsCommits(t *testing.T) {
 	}
 }
 
-// While appends run back to back and readers read every millisecond, the
-// WAL starts over from its beginning after the background checkpoints,
-// instead of growing by every page written.
+// While readers read every millisecond, each background checkpoint starts
+// the WAL over from its beginning, instead of leaving it to grow by every
+// page written until the writer's backstop (ten thousand pages).
+//
+// Each of a dozen rounds appends a hundred events (a few hundred pages),
+// waits for the checkpointer's next checkpoint and appends one more event:
+// the WAL's header counts a restart when that append writes the WAL from
+// its beginning again. Rounds wait for the checkpoints they count rather
+// than for a time, so a slow or loaded machine runs the same test; a
+// checkpoint waits only checkpointBusyTimeout for a reader to finish, so a
+// reader descheduled in its read can deny one restart, and two in three
+// rounds are enough. Without the background checkpoints no round restarts.
 func TestSQLiteWALStartsOverUnderLoad(t *testing.T) {
+	const rounds, batch = 12, 100
 	ctx := testkit.Context(t, time.Minute)
 	path := filepath.Join(t.TempDir(), "wal.db")
 	s, err := store.Open(ctx, path)
@@ -552,6 +562,8 @@ func TestSQLiteWALStartsOverUnderLoad(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	var readers sync.WaitGroup
+	defer readers.Wait()
+	defer close(stop)
 	for range 2 {
 		readers.Go(func() {
 			for {
@@ -567,21 +579,44 @@ func TestSQLiteWALStartsOverUnderLoad(t *testing.T) {
 			}
 		})
 	}
-	// Three seconds of appends: a dozen background checkpoints.
 	text := strings.Repeat("y", 1<<10)
-	start := time.Now()
 	seq := int64(0)
-	for time.Since(start) < 3*time.Second {
+	appendOne := func() {
 		seq++
 		msg := &penguinv1.OmniMessage{Payload: &penguinv1.OmniMessage_Text{Text: &penguinv1.Text{Role: penguinv1.Role_ROLE_USER, Text: text}}}
 		if err := s.AppendEvents(ctx, "w", store.Event{Sequence: seq, Message: msg}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	close(stop)
-	readers.Wait()
-	// The WAL's header counts the times it started over (its checkpoint
-	// sequence number, a big-endian 32-bit integer at offset 12).
+	restarted := 0
+	for range rounds {
+		for range batch {
+			appendOne()
+		}
+		before, ckpts := walRestarts(t, path), store.BackgroundCheckpoints(s)
+		deadline := time.Now().Add(10 * time.Second)
+		for store.BackgroundCheckpoints(s) == ckpts {
+			if time.Now().After(deadline) {
+				t.Fatal("no background checkpoint in 10 s after a hundred appends")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		appendOne()
+		if walRestarts(t, path) > before {
+			restarted++
+		}
+	}
+	if restarted*3 < rounds*2 {
+		t.Fatalf("the WAL started over after %d of %d background checkpoints, want two in three at least", restarted, rounds)
+	}
+	t.Logf("the WAL started over after %d of %d background checkpoints", restarted, rounds)
+}
+
+// walRestarts reads how many times the WAL of the database at path has
+// started over: its header's checkpoint sequence number, a big-endian
+// 32-bit integer at offset 12.
+func walRestarts(t *testing.T, path string) uint32 {
+	t.Helper()
 	f, err := os.Open(path + "-wal")
 	if err != nil {
 		t.Fatal(err)
@@ -591,14 +626,7 @@ func TestSQLiteWALStartsOverUnderLoad(t *testing.T) {
 	if _, err := io.ReadFull(f, hdr); err != nil {
 		t.Fatal(err)
 	}
-	restarts := binary.BigEndian.Uint32(hdr[12:])
-	// A checkpoint every 250 ms makes a dozen; the checkpoint on a
-	// connection of its own, which waited for nobody, started the WAL
-	// over about three times here.
-	if restarts < 8 {
-		t.Fatalf("in %d appends over three seconds the WAL started over %d times, want one after most of the dozen checkpoints", seq, restarts)
-	}
-	t.Logf("%d appends, the WAL started over %d times", seq, restarts)
+	return binary.BigEndian.Uint32(hdr[12:])
 }
 
 // AcquireLeaseRead takes the lease as AcquireLease does, and reads the
