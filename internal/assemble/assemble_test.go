@@ -29,9 +29,11 @@ import (
 	"github.com/penguin-agent/penguin/internal/grpcclient"
 	"github.com/penguin-agent/penguin/internal/grpcserver"
 	"github.com/penguin-agent/penguin/internal/omni"
+	"github.com/penguin-agent/penguin/internal/testkit"
 	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 	"github.com/penguin-agent/penguin/internal/testkit/metrictest"
 	"github.com/penguin-agent/penguin/internal/testkit/pgtest"
+	"github.com/penguin-agent/penguin/internal/testkit/processtest"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/penguin-agent/penguin/services/environment"
@@ -129,15 +131,7 @@ func (f *fixture) allInOne(t *testing.T, ttl time.Duration) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- p.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("Serve %s: %v", addr, err)
-		}
-	})
+	processtest.Serve(t, p)
 	conn, err := grpcclient.New(addr, grpcclient.Options{Token: token})
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +270,8 @@ func TestAllInOneCallsItsServicesInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := serveUntilEnd(t, p)
+	processtest.Serve(t, p)
+	ctx := testkit.Context(t, time.Minute)
 	e := penguinv1.NewEngineServiceClient(p.Local())
 	id := createSession(ctx, t, e, f.root)
 	r := run(ctx, t, e, id, "run a command").wait(t)
@@ -304,24 +299,6 @@ func TestAllInOneCallsItsServicesInProcess(t *testing.T) {
 			t.Errorf("no server span of %s in a turn's trace", method)
 		}
 	}
-}
-
-// serveUntilEnd serves p until the test ends, and returns a context that
-// bounds the test's calls to a minute.
-func serveUntilEnd(t *testing.T, p *assemble.Process) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	serveCtx, stop := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- p.Serve(serveCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		cancel()
-	})
-	return ctx
 }
 
 func createSession(ctx context.Context, t *testing.T, e penguinv1.EngineServiceClient, ws string) string {
@@ -574,7 +551,8 @@ func TestEnvironmentSetsUpBesideTheEngine(t *testing.T) {
 // answers SERVING at addr and then creates a session in root at once.
 func servesAndCreates(t *testing.T, p *assemble.Process, addr, root string) {
 	t.Helper()
-	ctx := serveUntilEnd(t, p)
+	processtest.Serve(t, p)
+	ctx := testkit.Context(t, time.Minute)
 	conn, err := grpcclient.New(addr, grpcclient.Options{Token: token})
 	if err != nil {
 		t.Fatal(err)

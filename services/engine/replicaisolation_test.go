@@ -21,6 +21,7 @@ import (
 	"github.com/penguin-agent/penguin/internal/testkit/emulator"
 	"github.com/penguin-agent/penguin/internal/testkit/enginetest"
 	"github.com/penguin-agent/penguin/internal/testkit/pgtest"
+	"github.com/penguin-agent/penguin/internal/testkit/processtest"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/access"
 )
@@ -65,15 +66,7 @@ func TestIsolationAcrossReplicas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		serveCtx, stop := context.WithCancel(ctx)
-		served := make(chan error, 1)
-		go func() { served <- p.Serve(serveCtx) }()
-		t.Cleanup(func() {
-			stop()
-			if err := <-served; err != nil {
-				t.Errorf("Serve %s: %v", name, err)
-			}
-		})
+		processtest.Serve(t, p)
 		return replica{addr: lis.Addr().String(), web: "http://" + <-webAddr}
 	}
 	ra, rb := start("engine-a"), start("engine-b")

@@ -20,6 +20,8 @@ import (
 	"github.com/penguin-agent/penguin/internal/assemble"
 	"github.com/penguin-agent/penguin/internal/config"
 	"github.com/penguin-agent/penguin/internal/grpcclient"
+	"github.com/penguin-agent/penguin/internal/testkit"
+	"github.com/penguin-agent/penguin/internal/testkit/processtest"
 	"github.com/penguin-agent/penguin/services/engine"
 	"github.com/penguin-agent/penguin/services/engine/store"
 	"github.com/penguin-agent/penguin/services/environment"
@@ -57,18 +59,9 @@ func startTeamServer(t *testing.T, recheck time.Duration) *teamServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	processtest.Serve(t, p)
+	ctx := testkit.Context(t, 2*time.Minute)
 	ts.ctx = ctx
-	serveCtx, stop := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- p.Serve(serveCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		cancel()
-	})
 	gw := gateway.New(penguinv1.NewEngineServiceClient(p.Local()), gateway.Options{
 		AuthToken: ts.svc, Team: true, Accounts: penguinv1.NewAuthServiceClient(p.Local()),
 		Heartbeat: 100 * time.Millisecond,
