@@ -116,13 +116,13 @@ func floorRunOnce(b *testing.B, bin, floorBin string, run, tasks int) floorRun {
 	// then four tasks an iteration, two turns each. setup gives 4(n+5)
 	// turns for n.
 	requests := 4*warmupTasks + 2 + 2*2*warmupTasks + 8*tasks
-	var start runResult
+	var penguinStart runResult
 	flags := []string{"--metrics-listen", "127.0.0.1:0"}
 	penguinProfile := profilePath(b, "penguin", run)
 	if penguinProfile != "" {
 		flags = append(flags, "--pprof-listen", "127.0.0.1:0")
 	}
-	r := setup(ctx, b, bin, (requests+3)/4-warmupTasks, &start, flags...)
+	r := setup(ctx, b, bin, (requests+3)/4-warmupTasks, &penguinStart, flags...)
 	defer r.stop()
 	metrics := r.srv.proc.WaitLog("metrics listening", nil, "addr", serverStartLimit)
 
@@ -141,7 +141,7 @@ func floorRunOnce(b *testing.B, bin, floorBin string, run, tasks int) floorRun {
 	srvs[srvFloor], res.servers[srvFloor].ready = startFloor(b, floorBin, "floor", r.mock.url, planPath, dbPath, profilePath(b, "floor", run))
 	srvs[srvBare], res.servers[srvBare].ready = startFloor(b, floorBin, "floor without SQLite", r.mock.url, planPath, "", profilePath(b, "floor-bare", run))
 	srvs[srvPenguin] = r.srv
-	res.servers[srvPenguin].ready, res.servers[srvPenguin].exec = start.coldStart, start.startFloor
+	res.servers[srvPenguin].ready, res.servers[srvPenguin].exec = penguinStart.coldStart, penguinStart.versionExec
 	for _, s := range srvs[:srvPenguin] {
 		for range warmupTasks {
 			s.task(ctx, b, benchRoute, r.ws)

@@ -186,7 +186,7 @@ type runResult struct {
 	directCPU            time.Duration   // the bench's own CPU over all direct baselines
 	idleRSS              int64           // resident bytes each idle session added, over the second half
 	coldStart            start           // exec to the first SERVING health answer
-	startFloor           start           // exec to exit of `penguin version`
+	versionExec          start           // exec to exit of `penguin version`
 	fixedRSS, fixedAnon  int64           // resident bytes at ready, and of them the process's own
 	fixedHuge            int64           // and of them the binary's pages mapped in 2 MiB folios
 	mockRSS, mockAnon    int64           // the same of the mockllm process at ready
@@ -229,7 +229,7 @@ func setup(ctx context.Context, b *testing.B, bin string, tasks int, res *runRes
 		"  - name: %s\n    type: openai\n    base_url: %s/v1\n    api_key_env: BENCH_KEY\n",
 		benchRoute, r.mock.url, recordRoute, rec.URL))
 
-	res.startFloor = execToExit(b, bin, "version")
+	res.versionExec = execToExit(b, bin, "version")
 	r.srv = startServer(b, bin, r.home, root, providers, res, extra...)
 	res.mockRSS, res.mockAnon = rss(b, r.mock.proc.Pid()), anonRSS(b, r.mock.proc.Pid())
 
@@ -799,10 +799,10 @@ func report(b *testing.B, results []runResult, tasks int) {
 			ours: per(func(r runResult) float64 { return kib(r.idleRSS) })},
 		{name: "cold start to ready", unit: "ms", metric: "cold-start-ms", target: ms(targetColdStart),
 			ours:     per(func(r runResult) float64 { return ms(r.coldStart.took) }),
-			baseline: per(func(r runResult) float64 { return ms(r.startFloor.took) }), baseName: "exec of `penguin version`"},
+			baseline: per(func(r runResult) float64 { return ms(r.versionExec.took) }), baseName: "exec of `penguin version`"},
 		{name: "page faults to ready", unit: "", metric: "ready-faults",
 			ours:     per(func(r runResult) float64 { return float64(r.coldStart.faults) }),
-			baseline: per(func(r runResult) float64 { return float64(r.startFloor.faults) }), baseName: "of `penguin version`"},
+			baseline: per(func(r runResult) float64 { return float64(r.versionExec.faults) }), baseName: "of `penguin version`"},
 		{name: "fixed RSS at ready", unit: "MiB", metric: "fixed-rss-MiB", target: mib(targetFixedRSS),
 			ours:     per(func(r runResult) float64 { return mib(r.fixedRSS) }),
 			baseline: per(func(r runResult) float64 { return mib(r.mockRSS) }), baseName: "mockllm at ready"},
